@@ -1,0 +1,306 @@
+//! Campaign files: the opening map, characters, lore and tool allowlist.
+//!
+//! An inline campaign is checked in two passes: its shape against the JSON
+//! Schema below, then its meaning (ids unique, links and positions pointing at
+//! areas that exist, a player character to act, tools that exist). Every
+//! problem is reported, not just the first.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::state::{Area, Character, CharacterId, GameState};
+
+/// Campaigns that ship inside the binary, as `(campaign_id, JSON text)`.
+pub const BUILTIN_CAMPAIGNS: &[(&str, &str)] = &[("demo", include_str!("campaigns/demo.json"))];
+
+/// Most areas or characters in one campaign.
+pub const MAX_CAMPAIGN_ITEMS: usize = 2000;
+
+/// A parsed and checked campaign.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Campaign {
+    pub campaign_id: String,
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    pub allowlist: Vec<String>,
+    pub active_actor_id: CharacterId,
+    pub areas: Vec<Area>,
+    pub characters: Vec<Character>,
+    #[serde(default)]
+    pub lore: Vec<String>,
+}
+
+/// Why a campaign was refused: every problem found, each a short sentence.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid campaign: {}", problems.join("; "))]
+pub struct CampaignError {
+    pub problems: Vec<String>,
+}
+
+static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
+    let id = json!({"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"});
+    json!({
+        "type": "object",
+        "required": ["campaign_id", "title", "allowlist", "active_actor_id", "areas", "characters"],
+        "properties": {
+            "campaign_id": id,
+            "title": {"type": "string", "minLength": 1, "maxLength": 200},
+            "description": {"type": "string", "maxLength": 4000},
+            "allowlist": {"type": "array", "items": {"type": "string"}, "maxItems": 200},
+            "active_actor_id": id,
+            "lore": {"type": "array", "items": {"type": "string", "maxLength": 4000}, "maxItems": 200},
+            "areas": {
+                "type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_ITEMS,
+                "items": {
+                    "type": "object",
+                    "required": ["area_id", "name"],
+                    "properties": {
+                        "area_id": id,
+                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "description": {"type": "string", "maxLength": 4000},
+                        "reachable_area_ids": {"type": "array", "items": id},
+                        "x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"},
+                        "tags": {"type": "array", "items": {"type": "string"}}
+                    }
+                }
+            },
+            "characters": {
+                "type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_ITEMS,
+                "items": {
+                    "type": "object",
+                    "required": ["character_id", "name", "kind", "area_id", "hp", "max_hp"],
+                    "properties": {
+                        "character_id": id,
+                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "kind": {"enum": ["pc", "npc"]},
+                        "area_id": id,
+                        "hp": {"type": "integer", "minimum": 0},
+                        "max_hp": {"type": "integer", "minimum": 1},
+                        "level": {"type": "integer", "minimum": 1},
+                        "stats": {"type": "object", "additionalProperties": {"type": "integer"}},
+                        "inventory": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["slug", "name"],
+                                "properties": {
+                                    "slug": {"type": "string", "minLength": 1},
+                                    "name": {"type": "string", "minLength": 1},
+                                    "quantity": {"type": "integer", "minimum": 0}
+                                }
+                            }
+                        },
+                        "state": {"enum": ["active", "down"]}
+                    }
+                }
+            }
+        }
+    })
+});
+
+static VALIDATOR: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
+    jsonschema::validator_for(&SCHEMA).expect("the campaign schema is a valid JSON Schema")
+});
+
+impl Campaign {
+    /// The JSON Schema that inline campaigns must follow.
+    pub fn schema() -> &'static Value {
+        &SCHEMA
+    }
+
+    /// Parses and checks a campaign; `known_tools` are the tools this server has.
+    pub fn from_value(value: &Value, known_tools: &[&str]) -> Result<Self, CampaignError> {
+        let problems: Vec<String> = VALIDATOR
+            .iter_errors(value)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(CampaignError { problems });
+        }
+        let campaign: Campaign = serde_json::from_value(value.clone()).map_err(|e| CampaignError {
+            problems: vec![e.to_string()],
+        })?;
+        let problems = campaign.problems(known_tools);
+        if problems.is_empty() {
+            Ok(campaign)
+        } else {
+            Err(CampaignError { problems })
+        }
+    }
+
+    /// A built-in campaign by id.
+    pub fn builtin(campaign_id: &str, known_tools: &[&str]) -> Option<Result<Self, CampaignError>> {
+        BUILTIN_CAMPAIGNS
+            .iter()
+            .find(|(id, _)| *id == campaign_id)
+            .map(|(_, text)| {
+                let value: Value = serde_json::from_str(text).map_err(|e| CampaignError {
+                    problems: vec![e.to_string()],
+                })?;
+                Self::from_value(&value, known_tools)
+            })
+    }
+
+    fn problems(&self, known_tools: &[&str]) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut area_ids = HashSet::new();
+        for a in &self.areas {
+            if !area_ids.insert(a.area_id.as_str()) {
+                problems.push(format!("area id {} is used twice", a.area_id));
+            }
+        }
+        for a in &self.areas {
+            for r in &a.reachable_area_ids {
+                if !area_ids.contains(r.as_str()) {
+                    problems.push(format!("area {} links to unknown area {r}", a.area_id));
+                } else if r == &a.area_id {
+                    problems.push(format!("area {} links to itself", a.area_id));
+                }
+            }
+        }
+        let mut char_ids = HashSet::new();
+        for c in &self.characters {
+            if !char_ids.insert(c.character_id.as_str()) {
+                problems.push(format!("character id {} is used twice", c.character_id));
+            }
+            if !area_ids.contains(c.area_id.as_str()) {
+                problems.push(format!(
+                    "character {} stands in unknown area {}",
+                    c.character_id, c.area_id
+                ));
+            }
+            if c.hp > c.max_hp {
+                problems.push(format!("character {} has hp above max_hp", c.character_id));
+            }
+        }
+        match self.characters.iter().find(|c| c.character_id == self.active_actor_id) {
+            None => problems.push(format!(
+                "active_actor_id {} is not one of the characters",
+                self.active_actor_id
+            )),
+            Some(c) if c.kind != "pc" => problems.push(format!(
+                "active_actor_id {} must be a player character (kind pc)",
+                self.active_actor_id
+            )),
+            Some(_) => {}
+        }
+        for tool in &self.allowlist {
+            if !known_tools.contains(&tool.as_str()) {
+                problems.push(format!(
+                    "allowlist names unknown tool {tool}; known tools: {}",
+                    known_tools.join(", ")
+                ));
+            }
+        }
+        problems
+    }
+
+    /// The opening save state of a new session.
+    pub fn into_state(self) -> GameState {
+        let mut areas = self.areas;
+        // Links are made symmetric at the start so movement rules are simple.
+        let pairs: Vec<_> = areas
+            .iter()
+            .flat_map(|a| a.reachable_area_ids.iter().map(move |r| (r.clone(), a.area_id.clone())))
+            .collect();
+        for (from, to) in pairs {
+            if let Some(a) = areas.iter_mut().find(|a| a.area_id == from)
+                && !a.reachable_area_ids.contains(&to)
+            {
+                a.reachable_area_ids.push(to);
+            }
+        }
+        GameState {
+            campaign_id: self.campaign_id,
+            title: self.title,
+            turn: 0,
+            active_actor_id: self.active_actor_id,
+            areas,
+            characters: self.characters,
+            allowlist: self.allowlist,
+            lore: self.lore,
+            history: VecDeque::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOOLS: &[&str] = &["move", "move_options", "hp_delta", "roll_dice", "map_generate", "get_character_stats"];
+
+    fn tiny() -> Value {
+        json!({
+            "campaign_id": "tiny", "title": "Tiny", "description": "two rooms",
+            "allowlist": ["move", "move_options"], "active_actor_id": "pc_001",
+            "areas": [
+                {"area_id": "area_001", "name": "Hall", "description": "A cold hall.", "reachable_area_ids": ["area_002"], "x": 0, "y": 0, "z": 0},
+                {"area_id": "area_002", "name": "Side Room", "description": "Dusty.", "reachable_area_ids": ["area_001"], "x": 120, "y": -80, "z": 0}
+            ],
+            "characters": [{"character_id": "pc_001", "name": "Ayla", "kind": "pc", "area_id": "area_001", "hp": 12, "max_hp": 12}]
+        })
+    }
+
+    #[test]
+    fn the_protocol_example_is_accepted() {
+        let c = Campaign::from_value(&tiny(), TOOLS).unwrap();
+        assert_eq!(c.areas.len(), 2);
+        let state = c.into_state();
+        assert_eq!(state.active_actor().map(|c| c.level), Some(1));
+    }
+
+    #[test]
+    fn the_builtin_demo_is_valid_and_large_enough() {
+        let demo = Campaign::builtin("demo", TOOLS).unwrap().unwrap();
+        assert!(demo.areas.len() >= 8);
+        assert!(demo.characters.iter().filter(|c| c.kind == "npc").count() >= 2);
+        assert!(demo.areas.iter().all(|a| !a.name.is_empty() && !a.description.is_empty()));
+        assert!(Campaign::builtin("nope", TOOLS).is_none());
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let cases: Vec<(Value, &[&str])> = vec![
+            (json!({}), &["campaign_id", "areas"]),
+            (json!([1]), &["object"]),
+            (
+                {
+                    let mut v = tiny();
+                    v["areas"][0]["reachable_area_ids"] = json!(["area_404"]);
+                    v["characters"][0]["area_id"] = json!("nowhere");
+                    v["allowlist"] = json!(["move", "fly"]);
+                    v["active_actor_id"] = json!("ghost");
+                    v
+                },
+                &["area_404", "nowhere", "fly", "ghost"],
+            ),
+            (
+                {
+                    let mut v = tiny();
+                    v["characters"][0]["hp"] = json!("lots");
+                    v
+                },
+                &["/characters/0/hp"],
+            ),
+        ];
+        for (value, expected) in cases {
+            let err = Campaign::from_value(&value, TOOLS).unwrap_err();
+            let all = err.problems.join("\n");
+            for word in expected {
+                assert!(all.contains(word), "{word} missing from: {all}");
+            }
+        }
+    }
+}

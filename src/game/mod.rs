@@ -1,0 +1,14 @@
+//! Pure game rules and save state.
+//!
+//! Nothing in here does IO or knows about actix, HTTP, SQL or the wire format.
+//! A tool turns a validated call into an [`Effect`]; applying an effect is
+//! deterministic, so replaying the journal rebuilds exactly the same state.
+
+pub mod campaign;
+pub mod dice;
+pub mod mapgen;
+pub mod rng;
+pub mod state;
+
+pub use campaign::{BUILTIN_CAMPAIGNS, Campaign, CampaignError};
+pub use state::{Area, Character, CharacterState, Effect, GameState, HistoryEntry, Item};

@@ -1,0 +1,397 @@
+//! The save state of one session and the effects that change it.
+//!
+//! `GameState` is what a session actor owns. It changes only through
+//! [`GameState::apply`], which is deterministic: the journal stores effects
+//! (never the random choices that produced them), so replay gives back the
+//! same state.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+/// Declares a string identifier newtype that serializes as a plain string.
+macro_rules! id_newtype {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                Self(s.to_owned())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                Self(s)
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+    )*};
+}
+
+id_newtype!(
+    /// A map area, e.g. `area_001`.
+    AreaId,
+    /// A player character or NPC, e.g. `pc_001`.
+    CharacterId,
+);
+
+/// Entries of chat history kept for the model; older turns are dropped whole.
+pub const HISTORY_LIMIT: usize = 200;
+
+/// One place on the map.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Area {
+    pub area_id: AreaId,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub reachable_area_ids: Vec<AreaId>,
+    #[serde(default)]
+    pub x: i64,
+    #[serde(default)]
+    pub y: i64,
+    #[serde(default)]
+    pub z: i64,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// Whether a character may act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CharacterState {
+    #[default]
+    Active,
+    /// At 0 HP: cannot move until healed.
+    Down,
+}
+
+/// An item in an inventory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub slug: String,
+    pub name: String,
+    #[serde(default = "one")]
+    pub quantity: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_level() -> u32 {
+    1
+}
+
+/// A player character (`kind: "pc"`) or NPC (`kind: "npc"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Character {
+    pub character_id: CharacterId,
+    pub name: String,
+    pub kind: String,
+    pub area_id: AreaId,
+    pub hp: i64,
+    pub max_hp: i64,
+    #[serde(default = "default_level")]
+    pub level: u32,
+    #[serde(default)]
+    pub stats: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub inventory: Vec<Item>,
+    #[serde(default)]
+    pub state: CharacterState,
+}
+
+/// One entry of the conversation the model sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum HistoryEntry {
+    /// What the player wrote.
+    User { turn_id: String, text: String },
+    /// The model asked for a tool; `arguments` is the raw JSON text it sent.
+    ToolCall {
+        turn_id: String,
+        call_id: String,
+        tool: String,
+        arguments: String,
+    },
+    /// What a tool call gave back, as the model will read it.
+    ToolResult {
+        turn_id: String,
+        call_id: String,
+        tool: String,
+        content: String,
+    },
+    /// The game master's narrative that closed a turn.
+    Assistant { turn_id: String, text: String },
+}
+
+/// A change to the save state, as journalled. Values are absolute, so applying
+/// an effect twice gives the same state as applying it once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+pub enum Effect {
+    /// A turn began; the state's turn counter becomes `turn`.
+    BeginTurn { turn: u64 },
+    Move {
+        character_id: CharacterId,
+        to_area_id: AreaId,
+    },
+    Hp {
+        character_id: CharacterId,
+        hp: i64,
+        state: CharacterState,
+    },
+    /// New areas, plus links from existing areas to them.
+    AddAreas {
+        areas: Vec<Area>,
+        links: Vec<(AreaId, AreaId)>,
+    },
+}
+
+/// The whole save state of one session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GameState {
+    pub campaign_id: String,
+    pub title: String,
+    /// Turns started in this session.
+    pub turn: u64,
+    pub active_actor_id: CharacterId,
+    pub areas: Vec<Area>,
+    pub characters: Vec<Character>,
+    pub allowlist: Vec<String>,
+    #[serde(default)]
+    pub lore: Vec<String>,
+    #[serde(default)]
+    pub history: VecDeque<HistoryEntry>,
+}
+
+impl GameState {
+    pub fn area(&self, id: &str) -> Option<&Area> {
+        self.areas.iter().find(|a| a.area_id == *id)
+    }
+
+    pub fn character(&self, id: &str) -> Option<&Character> {
+        self.characters.iter().find(|c| c.character_id == *id)
+    }
+
+    /// The character the player controls now.
+    pub fn active_actor(&self) -> Option<&Character> {
+        self.character(self.active_actor_id.as_str())
+    }
+
+    /// Finds an area by id, or by name ignoring case.
+    pub fn find_area(&self, id_or_name: &str) -> Option<&Area> {
+        let wanted = id_or_name.trim();
+        self.area(wanted).or_else(|| {
+            let lower = wanted.to_lowercase();
+            self.areas
+                .iter()
+                .find(|a| a.name.to_lowercase() == lower)
+                .or_else(|| {
+                    self.areas
+                        .iter()
+                        .find(|a| !lower.is_empty() && a.name.to_lowercase().contains(&lower))
+                })
+        })
+    }
+
+    /// Applies a journalled effect. Effects were checked when they were made;
+    /// a reference to something that no longer exists is ignored, so replay
+    /// never fails halfway.
+    pub fn apply(&mut self, effect: &Effect) {
+        match effect {
+            Effect::BeginTurn { turn } => self.turn = self.turn.max(*turn),
+            Effect::Move {
+                character_id,
+                to_area_id,
+            } => {
+                if let Some(c) = self.character_mut(character_id) {
+                    c.area_id = to_area_id.clone();
+                }
+            }
+            Effect::Hp {
+                character_id,
+                hp,
+                state,
+            } => {
+                if let Some(c) = self.character_mut(character_id) {
+                    c.hp = *hp;
+                    c.state = *state;
+                }
+            }
+            Effect::AddAreas { areas, links } => {
+                for area in areas {
+                    if self.area(area.area_id.as_str()).is_none() {
+                        self.areas.push(area.clone());
+                    }
+                }
+                for (from, to) in links {
+                    self.link(from, to);
+                    self.link(to, from);
+                }
+            }
+        }
+    }
+
+    /// Appends to the model's history, dropping the oldest whole turns past
+    /// [`HISTORY_LIMIT`] so a tool result never loses its call.
+    pub fn record(&mut self, entry: HistoryEntry) {
+        self.history.push_back(entry);
+        if self.history.len() > HISTORY_LIMIT {
+            self.history.pop_front();
+            while matches!(
+                self.history.front(),
+                Some(e) if !matches!(e, HistoryEntry::User { .. })
+            ) {
+                self.history.pop_front();
+            }
+        }
+    }
+
+    fn character_mut(&mut self, id: &CharacterId) -> Option<&mut Character> {
+        self.characters.iter_mut().find(|c| &c.character_id == id)
+    }
+
+    fn link(&mut self, from: &AreaId, to: &AreaId) {
+        if let Some(a) = self.areas.iter_mut().find(|a| &a.area_id == from)
+            && !a.reachable_area_ids.contains(to)
+        {
+            a.reachable_area_ids.push(to.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn area(id: &str, name: &str, links: &[&str]) -> Area {
+        Area {
+            area_id: id.into(),
+            name: name.into(),
+            description: String::new(),
+            reachable_area_ids: links.iter().map(|l| AreaId::from(*l)).collect(),
+            x: 0,
+            y: 0,
+            z: 0,
+            tags: vec![],
+        }
+    }
+
+    fn state() -> GameState {
+        GameState {
+            campaign_id: "t".into(),
+            title: "t".into(),
+            turn: 0,
+            active_actor_id: "pc".into(),
+            areas: vec![
+                area("a1", "Entry Hall", &["a2"]),
+                area("a2", "Side Room", &["a1"]),
+            ],
+            characters: vec![Character {
+                character_id: "pc".into(),
+                name: "Ayla".into(),
+                kind: "pc".into(),
+                area_id: "a1".into(),
+                hp: 10,
+                max_hp: 10,
+                level: 1,
+                stats: Default::default(),
+                inventory: vec![],
+                state: CharacterState::Active,
+            }],
+            allowlist: vec![],
+            lore: vec![],
+            history: VecDeque::new(),
+        }
+    }
+
+    #[test]
+    fn find_area_by_id_name_and_part_of_name() {
+        let s = state();
+        assert_eq!(s.find_area("a2").map(|a| a.name.as_str()), Some("Side Room"));
+        assert_eq!(s.find_area("side room").map(|a| a.area_id.as_str()), Some("a2"));
+        assert_eq!(s.find_area("entry").map(|a| a.area_id.as_str()), Some("a1"));
+        assert!(s.find_area("cellar").is_none());
+    }
+
+    #[test]
+    fn effects_are_idempotent() {
+        let mut s = state();
+        let effects = [
+            Effect::Move {
+                character_id: "pc".into(),
+                to_area_id: "a2".into(),
+            },
+            Effect::Hp {
+                character_id: "pc".into(),
+                hp: 0,
+                state: CharacterState::Down,
+            },
+            Effect::AddAreas {
+                areas: vec![area("a3", "Crypt", &["a2"])],
+                links: vec![("a2".into(), "a3".into())],
+            },
+        ];
+        for e in &effects {
+            s.apply(e);
+        }
+        let once = s.clone();
+        for e in &effects {
+            s.apply(e);
+        }
+        assert_eq!(s, once);
+        assert_eq!(s.areas.len(), 3);
+        assert!(s.area("a2").is_some_and(|a| a.reachable_area_ids.contains(&"a3".into())));
+        assert_eq!(s.characters[0].state, CharacterState::Down);
+    }
+
+    #[test]
+    fn history_drops_whole_turns() {
+        let mut s = state();
+        for t in 0..HISTORY_LIMIT {
+            let turn_id = format!("turn_{t}");
+            s.record(HistoryEntry::User {
+                turn_id: turn_id.clone(),
+                text: "hi".into(),
+            });
+            s.record(HistoryEntry::ToolCall {
+                turn_id: turn_id.clone(),
+                call_id: "c".into(),
+                tool: "roll_dice".into(),
+                arguments: "{}".into(),
+            });
+            s.record(HistoryEntry::ToolResult {
+                turn_id,
+                call_id: "c".into(),
+                tool: "roll_dice".into(),
+                content: "{}".into(),
+            });
+        }
+        assert!(s.history.len() <= HISTORY_LIMIT);
+        assert!(matches!(s.history.front(), Some(HistoryEntry::User { .. })));
+    }
+}

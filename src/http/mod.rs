@@ -1,0 +1,105 @@
+//! HTTP and WebSocket routes. Each area has a `configure` function; handlers
+//! only translate between the wire and the session hub.
+
+mod api;
+mod static_files;
+mod ws;
+
+use std::sync::Arc;
+
+use actix::Addr;
+use actix_web::{HttpRequest, web};
+use futures_util::StreamExt;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::session::SessionHub;
+use crate::storage::{SessionMeta, Store};
+use crate::tools::Registry;
+
+/// Largest HTTP request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The tenant used when a request names none.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Shared by every handler.
+pub struct AppState {
+    pub hub: Addr<SessionHub>,
+    pub store: Store,
+    pub registry: Arc<Registry>,
+}
+
+/// Registers every route.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    api::configure(cfg);
+    ws::configure(cfg);
+    static_files::configure(cfg);
+}
+
+/// The role a token gives in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRole {
+    Player,
+    Spectator,
+}
+
+/// Compares secrets in time that does not depend on where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Which role `token` opens in the session, if any.
+pub fn token_role(meta: &SessionMeta, token: &str) -> Option<TokenRole> {
+    if same_secret(token, &meta.player_token) {
+        Some(TokenRole::Player)
+    } else if same_secret(token, &meta.spectator_token) {
+        Some(TokenRole::Spectator)
+    } else {
+        None
+    }
+}
+
+/// The tenant named by `X-Tenant-ID`, if the request names one.
+pub fn tenant_header(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get("X-Tenant-ID")
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// A session of another tenant is answered exactly like an unknown one.
+pub fn check_tenant(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
+    match tenant_header(req) {
+        Some(t) if t != meta.tenant_id => Err(ApiError::not_found(format!("no session {}", meta.session_id))),
+        _ => Ok(()),
+    }
+}
+
+/// Reads a JSON body of at most [`MAX_BODY_BYTES`].
+pub async fn json_body(mut payload: web::Payload) -> Result<serde_json::Value, ApiError> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("could not read the body: {e}")))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("body is larger than {MAX_BODY_BYTES} bytes"),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_exactly() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "abcd"));
+        assert!(!same_secret("", "a"));
+    }
+}

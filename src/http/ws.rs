@@ -1,0 +1,249 @@
+//! `/ws/sessions/{id}`: one actor per WebSocket connection.
+//!
+//! The connection actor only translates: client frames become messages to the
+//! session actor; story frames from the session (already serialized, the same
+//! bytes for every connection) are written as they are. Its mailbox is the
+//! bounded outbound queue: when it is full the session drops this connection
+//! and asks it to close with 1013, and the client resumes with `last_seq`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web_actors::ws;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::api::find_session;
+use super::{AppState, TokenRole, check_tenant, token_role};
+use crate::error::{ApiError, ErrorCode};
+use crate::protocol::{ClientFrame, ConnRole, ControlFrame};
+use crate::session::{Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe};
+
+/// Frames that may wait for one connection before it counts as too slow.
+pub const OUTBOUND_QUEUE: usize = 1024;
+/// Largest frame a client may send, in bytes.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+/// How often the server pings.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// A client silent this long is disconnected.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/ws/sessions/{id}", web::get().to(connect));
+}
+
+#[derive(Deserialize)]
+struct ConnectQuery {
+    token: Option<String>,
+    last_seq: Option<u64>,
+}
+
+/// Checks session and token before the upgrade: 404 unknown, 401 bad token.
+async fn connect(
+    req: HttpRequest,
+    stream: web::Payload,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: Result<web::Query<ConnectQuery>, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
+    let handle = find_session(&state, &path).await?;
+    check_tenant(&req, &handle.meta)?;
+    let token = query.token.as_deref().unwrap_or_default();
+    let role = match token_role(&handle.meta, token) {
+        Some(TokenRole::Player) => ConnRole::Player,
+        Some(TokenRole::Spectator) => ConnRole::Spectator,
+        None => return Err(ApiError::unauthorized("the token does not open this session")),
+    };
+    let conn = WsConn {
+        conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+        session: handle.addr,
+        role,
+        last_seq: query.last_seq,
+        last_heard: Instant::now(),
+        overflow: Arc::new(AtomicBool::new(false)),
+    };
+    ws::WsResponseBuilder::new(conn, &req, stream)
+        .frame_size(MAX_FRAME_BYTES)
+        .start()
+        .map_err(|e| ApiError::bad_request(format!("websocket upgrade failed: {e}")))
+}
+
+/// One WebSocket connection. Lives on an HTTP worker; stops when the peer
+/// goes away, times out, overflows, or the session closes it.
+struct WsConn {
+    conn_id: u64,
+    /// The session this connection watches; it outlives the connection or
+    /// tells it to close.
+    session: Addr<SessionActor>,
+    role: ConnRole,
+    last_seq: Option<u64>,
+    last_heard: Instant,
+    /// Set by the session when this connection fell too far behind.
+    overflow: Arc<AtomicBool>,
+}
+
+impl WsConn {
+    fn send_error(ctx: &mut ws::WebsocketContext<Self>, request_id: Option<String>, code: ErrorCode, message: String, retry_after_ms: Option<u64>) {
+        ctx.text(
+            ControlFrame::Error {
+                request_id,
+                error_code: code,
+                message,
+                retry_after_ms,
+            }
+            .to_json(),
+        );
+    }
+
+    fn on_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+        let frame = match ClientFrame::parse(text) {
+            Ok(f) => f,
+            Err(message) => {
+                // Echo a request_id when one can be read, to help the client.
+                let request_id = serde_json::from_str::<Value>(text)
+                    .ok()
+                    .and_then(|v| v.get("request_id").and_then(Value::as_str).map(str::to_owned));
+                return Self::send_error(ctx, request_id, ErrorCode::InvalidFrame, message, None);
+            }
+        };
+        match frame {
+            ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
+            ClientFrame::Chat { request_id, .. } if self.role == ConnRole::Spectator => Self::send_error(
+                ctx,
+                request_id,
+                ErrorCode::Forbidden,
+                "spectators cannot chat".into(),
+                None,
+            ),
+            ClientFrame::Chat { text, request_id } => {
+                let rid = request_id.clone();
+                let fut = self.session.send(SubmitChat { text, request_id });
+                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
+                    Ok(Ok(a)) => ctx.text(
+                        ControlFrame::Ack {
+                            request_id: rid,
+                            turn_id: a.turn_id,
+                            duplicate: a.duplicate,
+                            queued: a.queued,
+                        }
+                        .to_json(),
+                    ),
+                    Ok(Err(r)) => Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
+                    Err(_) => Self::send_error(
+                        ctx,
+                        rid,
+                        ErrorCode::InternalError,
+                        "the session is not available; reconnect".into(),
+                        None,
+                    ),
+                }));
+            }
+        }
+    }
+}
+
+impl Actor for WsConn {
+    type Context = ws::WebsocketContext<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(OUTBOUND_QUEUE);
+        ctx.run_interval(HEARTBEAT, |act, ctx| {
+            if act.last_heard.elapsed() > CLIENT_TIMEOUT {
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::Away,
+                    description: Some("no answer to ping".into()),
+                }));
+                ctx.stop();
+            } else {
+                ctx.ping(b"");
+            }
+        });
+        let subscribe = Subscribe {
+            conn_id: self.conn_id,
+            role: self.role,
+            last_seq: self.last_seq,
+            recipient: ctx.address().recipient(),
+            overflow: self.overflow.clone(),
+        };
+        // Nothing else is handled until the welcome and backlog are written,
+        // so live frames queued meanwhile come after them.
+        ctx.wait(self.session.send(subscribe).into_actor(self).map(|res, _, ctx| match res {
+            Ok(Ok(joined)) => {
+                ctx.text(joined.welcome);
+                for frame in joined.backlog {
+                    ctx.text(frame);
+                }
+            }
+            _ => {
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::Restart,
+                    description: Some("the session is reloading; reconnect".into()),
+                }));
+                ctx.stop();
+            }
+        }));
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        self.session.do_send(Unsubscribe { conn_id: self.conn_id });
+    }
+}
+
+impl Handler<Outbound> for WsConn {
+    type Result = ();
+
+    fn handle(&mut self, msg: Outbound, ctx: &mut Self::Context) {
+        match msg {
+            // Once overflowed, the rest of the queue is dropped: the client
+            // resumes from its last seq instead.
+            Outbound::Frame(_) if self.overflow.load(Ordering::Acquire) => {}
+            Outbound::Frame(bytes) => ctx.text(bytes),
+            Outbound::Close { code, reason } => {
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::from(code),
+                    description: Some(reason.into()),
+                }));
+                ctx.stop();
+            }
+        }
+    }
+}
+
+impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsConn {
+    fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
+        self.last_heard = Instant::now();
+        match msg {
+            Ok(ws::Message::Text(text)) => self.on_text(&text, ctx),
+            Ok(ws::Message::Ping(payload)) => ctx.pong(&payload),
+            Ok(ws::Message::Pong(_)) | Ok(ws::Message::Nop) => {}
+            Ok(ws::Message::Binary(_)) | Ok(ws::Message::Continuation(_)) => Self::send_error(
+                ctx,
+                None,
+                ErrorCode::InvalidFrame,
+                "only whole JSON text frames are accepted".into(),
+                None,
+            ),
+            Ok(ws::Message::Close(reason)) => {
+                ctx.close(reason);
+                ctx.stop();
+            }
+            Err(ws::ProtocolError::Overflow) => {
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::Size,
+                    description: Some(format!("frames are limited to {MAX_FRAME_BYTES} bytes")),
+                }));
+                ctx.stop();
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "websocket protocol error");
+                ctx.stop();
+            }
+        }
+    }
+}

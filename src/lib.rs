@@ -1,0 +1,27 @@
+//! questd: hosts many AI game-master sessions and streams them over WebSockets.
+//!
+//! Code map (see README "Architecture"):
+//! - [`config`]: settings (clap; every flag has a `QUESTD_*` variable).
+//! - [`startup`]: wires storage, tools, model, session hub and HTTP server.
+//! - [`error`]: the wire vocabulary of error codes and their HTTP statuses.
+//! - [`protocol`]: the only wire types (client frames, story frames, snapshot).
+//! - [`game`]: pure rules and save state; no IO.
+//! - [`tools`]: the tool registry and its validation pipeline; one file per tool.
+//! - [`session`]: one actor per session, the hub that finds and loads them.
+//! - [`llm`]: model providers (offline game master, scripted test double).
+//! - [`storage`]: SQLite journal, snapshots, group commit.
+//! - [`http`]: REST routes, the WebSocket endpoint, the embedded client.
+
+pub mod config;
+pub mod error;
+pub mod game;
+pub mod http;
+pub mod llm;
+pub mod protocol;
+pub mod session;
+pub mod startup;
+pub mod storage;
+pub mod tools;
+
+pub use config::{Cli, Settings};
+pub use startup::Application;

@@ -1,0 +1,171 @@
+//! Model providers: what the turn loop asks and what a model answers.
+//!
+//! Every provider, the built-in offline game master included, goes through
+//! [`Provider::complete`], which yields a stream of [`ModelEvent`]s: text
+//! deltas as they are written, then one `Done` with the whole reply. The
+//! session actor treats all providers the same way.
+
+pub mod offline;
+pub mod scripted;
+
+use futures_util::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::game::HistoryEntry;
+
+pub use offline::OfflineGameMaster;
+pub use scripted::ScriptedProvider;
+
+/// One request to a model: everything it needs to choose its next step.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// Campaign, rules and instructions.
+    pub system: String,
+    /// The conversation so far, the current turn included.
+    pub messages: Vec<HistoryEntry>,
+    /// Tool definitions in OpenAI `tools` format, already filtered by the
+    /// campaign allowlist and the game master role.
+    pub tools: Vec<Value>,
+    /// The session context: active character, where they stand, the map.
+    pub context: Value,
+}
+
+/// A tool call as a model asked for it; `arguments` is raw JSON text that may
+/// be malformed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Tokens spent on one or more model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.prompt_tokens += rhs.prompt_tokens;
+        self.completion_tokens += rhs.completion_tokens;
+    }
+}
+
+/// A model's whole answer to one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelReply {
+    pub text: String,
+    pub tool_calls: Vec<ModelToolCall>,
+    /// How the text should be shown (e.g. `scene_description`, `narration`).
+    pub dialog_type: Option<String>,
+    pub usage: Usage,
+}
+
+impl ModelReply {
+    /// A reply that only narrates.
+    pub fn narrate(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A reply that asks for tools, given as `(name, arguments JSON text)`.
+    pub fn tools<N: Into<String>, A: Into<String>>(calls: impl IntoIterator<Item = (N, A)>) -> Self {
+        Self {
+            tool_calls: calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, arguments))| ModelToolCall {
+                    id: format!("call_{}", i + 1),
+                    name: name.into(),
+                    arguments: arguments.into(),
+                })
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
+/// One step of a model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// Narrative text as it is written.
+    Delta(String),
+    /// The whole reply; the stream ends after it.
+    Done(ModelReply),
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LlmError {
+    #[error("model did not answer in time")]
+    Timeout,
+    #[error("model endpoint failed: {0}")]
+    Upstream(String),
+    #[error("model answer could not be understood: {0}")]
+    InvalidReply(String),
+}
+
+/// A model: anything that turns a request into a stream of events.
+pub trait Provider: Send + Sync + 'static {
+    /// A short name for logs (`offline`, `scripted`, ...).
+    fn name(&self) -> &str;
+    fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>>;
+}
+
+/// Splits narrative into a few deltas at sentence ends, as a streaming model
+/// would send it.
+pub fn sentence_deltas(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for ch in text.chars() {
+        current.push(ch);
+        if matches!(ch, '.' | '!' | '?' | '。' | '！' | '？') {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_join_back_to_the_text() {
+        for text in ["One. Two! Three", "你好。世界！", "no end", ""] {
+            assert_eq!(sentence_deltas(text).concat(), text);
+        }
+        assert_eq!(sentence_deltas("A. B.").len(), 2);
+    }
+}
+
+/// The system prompt for a session: who the model is, the campaign, the rules.
+pub fn system_prompt(state: &crate::game::GameState) -> String {
+    let mut prompt = format!(
+        "You are the game master of \"{}\". Narrate vividly and briefly, in the player's language.\n\
+         Rules:\n\
+         - Only tools change the game state; narration alone never moves anyone or changes HP.\n\
+         - To move the player, call `move` with the active character and a reachable area id; \
+         if the destination is unclear, call `move_options` and do not claim a move.\n\
+         - Call tools one at a time; read each result before narrating.\n\
+         - When no tool is needed, answer with narrative only.\n",
+        state.title
+    );
+    if !state.lore.is_empty() {
+        prompt.push_str("Lore:\n");
+        for line in &state.lore {
+            prompt.push_str("- ");
+            prompt.push_str(line);
+            prompt.push('\n');
+        }
+    }
+    prompt
+}

@@ -1,0 +1,339 @@
+//! The offline game master: a deterministic, rule-based model.
+//!
+//! It reads the player's words (English or Chinese) and either asks for one
+//! tool or narrates; once tool results are in the conversation it narrates
+//! from them. It goes through the same [`Provider`] interface and turn loop
+//! as a real model, so everything a real model can do to a session (tool
+//! calls, validation failures, streaming) is exercised without one.
+//!
+//! Commands: `go to <area id or name>` / `去 <…>`, `where can I go` /
+//! `我能去哪`, `roll 2d6+1` / `掷 2d6+1`, `explore <theme>` / `探索 <…>`,
+//! `status` / `状态`; anything else gets a narrative and no tool call.
+
+use futures_util::StreamExt;
+use futures_util::stream::{self, BoxStream};
+use serde_json::{Value, json};
+
+use super::{LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, sentence_deltas};
+use crate::game::HistoryEntry;
+
+/// The built-in game master.
+#[derive(Debug, Default)]
+pub struct OfflineGameMaster;
+
+/// What the player asked for.
+#[derive(Debug, Clone, PartialEq)]
+enum Intent {
+    Go(String),
+    WhereCanIGo,
+    Roll(String),
+    Explore(String),
+    Status,
+    Talk,
+}
+
+/// Reads a player's message. Matching ignores case and surrounding spaces.
+fn parse_intent(text: &str) -> Intent {
+    let t = text.trim().trim_end_matches(['.', '!', '?', '。', '！', '？']).trim();
+    let lower = t.to_lowercase();
+    let after = |prefixes: &[&str]| -> Option<String> {
+        // Keep the player's own casing; fall back to the lower-cased text when
+        // lower-casing changed byte lengths.
+        prefixes.iter().find_map(|p| {
+            let rest = lower.strip_prefix(p)?;
+            Some(t.get(p.len()..).unwrap_or(rest).trim().to_string())
+        })
+    };
+    if lower.contains("where can i go") || lower == "exits" || t.contains("我能去哪") || t.contains("能去哪") {
+        return Intent::WhereCanIGo;
+    }
+    if let Some(rest) = after(&["go to ", "walk to ", "move to ", "head to ", "travel to ", "go "]) {
+        return Intent::Go(rest);
+    }
+    if let Some(rest) = after(&["去", "前往", "走到", "移动到"]) {
+        return Intent::Go(rest);
+    }
+    if let Some(rest) = after(&["roll ", "掷骰", "掷"]) {
+        return Intent::Roll(rest.replace(' ', ""));
+    }
+    if lower == "explore" || lower == "探索" {
+        return Intent::Explore(String::new());
+    }
+    if let Some(rest) = after(&["explore ", "探索"]) {
+        return Intent::Explore(rest);
+    }
+    if ["status", "stats", "sheet", "状态"].contains(&lower.as_str()) {
+        return Intent::Status;
+    }
+    Intent::Talk
+}
+
+fn is_chinese(text: &str) -> bool {
+    text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+}
+
+/// Finds an area in the context by id, then exact name, then part of a name.
+fn resolve_area(context: &Value, wanted: &str) -> Option<String> {
+    let wanted = wanted.trim().trim_start_matches("the ").trim();
+    let areas = context["areas"].as_array()?;
+    let lower = wanted.to_lowercase();
+    let field = |a: &Value, f: &str| a[f].as_str().unwrap_or_default().to_lowercase();
+    areas
+        .iter()
+        .find(|a| field(a, "area_id") == lower)
+        .or_else(|| areas.iter().find(|a| field(a, "name") == lower))
+        .or_else(|| {
+            // Prefer a neighbour when a partial name matches several areas.
+            let reachable = context["current_area"]["reachable"].as_array();
+            let partial = |a: &&Value| !lower.is_empty() && field(a, "name").contains(&lower);
+            reachable
+                .and_then(|r| r.iter().find(partial))
+                .or_else(|| areas.iter().find(partial))
+        })
+        .and_then(|a| a["area_id"].as_str().map(str::to_owned))
+}
+
+impl OfflineGameMaster {
+    fn answer(&self, req: &ModelRequest) -> ModelReply {
+        // The current turn is everything after the last player message.
+        let start = req.messages.iter().rposition(|m| matches!(m, HistoryEntry::User { .. }));
+        let Some(start) = start else {
+            return ModelReply::narrate("The story waits for you. 故事在等待你。");
+        };
+        let HistoryEntry::User { text, .. } = &req.messages[start] else {
+            return ModelReply::default();
+        };
+        let zh = is_chinese(text);
+        let turn = &req.messages[start + 1..];
+        let results: Vec<(&str, Value)> = turn
+            .iter()
+            .filter_map(|m| match m {
+                HistoryEntry::ToolResult { tool, content, .. } => {
+                    Some((tool.as_str(), serde_json::from_str(content).unwrap_or(Value::Null)))
+                }
+                _ => None,
+            })
+            .collect();
+        if !results.is_empty() {
+            return narrate_results(&results, zh);
+        }
+        let actor = req.context["active_actor"]["character_id"].as_str().unwrap_or_default();
+        let call = |name: &str, args: Value| ModelReply {
+            tool_calls: vec![ModelToolCall { id: "call_1".into(), name: name.into(), arguments: args.to_string() }],
+            ..ModelReply::default()
+        };
+        match parse_intent(text) {
+            Intent::Go(target) => match resolve_area(&req.context, &target) {
+                Some(area_id) => call("move", json!({"actor_id": actor, "to_area_id": area_id})),
+                // An unclear target: show the ways out, move nowhere yet.
+                None => call("move_options", json!({"actor_id": actor})),
+            },
+            Intent::WhereCanIGo => call("move_options", json!({"actor_id": actor})),
+            Intent::Roll(expr) => call("roll_dice", json!({"expression": expr})),
+            Intent::Explore(theme) => {
+                let from = req.context["current_area"]["area_id"].as_str().unwrap_or_default();
+                call("map_generate", json!({"from_area_id": from, "theme": theme}))
+            }
+            Intent::Status => call("get_character_stats", json!({"character_id": actor})),
+            Intent::Talk => talk(req, text, zh),
+        }
+    }
+}
+
+/// A narrative with no tool call, varied by the words but deterministic.
+fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
+    let area = req.context["current_area"]["name"].as_str().unwrap_or("the dark");
+    let hash = text.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    let reply = if zh {
+        const LINES: [&str; 3] = [
+            "灯影摇曳，四周一片寂静。",
+            "远处传来水滴声，仿佛有什么在等待。",
+            "你的话在石墙间回荡，无人应答。",
+        ];
+        format!("你在{area}。{}可以说“我能去哪”、“去 <地点>”、“掷 2d6+1”、“探索 <主题>”或“状态”。", LINES[hash % LINES.len()])
+    } else {
+        const LINES: [&str; 3] = [
+            "Lantern light flickers; the silence listens.",
+            "Somewhere water drips, patient as a held breath.",
+            "Your words echo off the old stone and fade.",
+        ];
+        format!(
+            "You are in {area}. {} Try \"where can I go\", \"go to <place>\", \"roll 2d6+1\", \"explore <theme>\" or \"status\".",
+            LINES[hash % LINES.len()]
+        )
+    };
+    ModelReply { text: reply, dialog_type: Some("narration".into()), ..ModelReply::default() }
+}
+
+/// Narrates what this turn's tools did.
+fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
+    let mut parts = Vec::new();
+    let mut dialog_type = "narration";
+    for (tool, r) in results {
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        if r["status"].is_string() && r.get("reason").is_some() {
+            parts.push(if zh {
+                format!("没能成功：{}。", s(&r["message"]))
+            } else {
+                format!("That did not work: {}.", s(&r["message"]))
+            });
+            continue;
+        }
+        parts.push(match *tool {
+            "move" => {
+                dialog_type = "scene_description";
+                let (name, desc) = (s(&r["area"]["name"]), s(&r["area"]["description"]));
+                if zh { format!("你来到了{name}。{desc}") } else { format!("You make your way to {name}. {desc}") }
+            }
+            "move_options" => {
+                let here = s(&r["area"]["name"]);
+                let opts: Vec<String> = r["options"]
+                    .as_array()
+                    .map(|o| o.iter().map(|a| format!("{} ({})", s(&a["name"]), s(&a["area_id"]))).collect())
+                    .unwrap_or_default();
+                if opts.is_empty() {
+                    if zh { format!("从{here}无路可走。") } else { format!("There is no way onward from {here}.") }
+                } else if zh {
+                    format!("从{here}你可以前往：{}。", opts.join("、"))
+                } else {
+                    format!("From {here} you can go to: {}.", opts.join(", "))
+                }
+            }
+            "roll_dice" => {
+                let rolls: Vec<String> = r["rolls"]
+                    .as_array()
+                    .map(|a| a.iter().map(|v| v.to_string()).collect())
+                    .unwrap_or_default();
+                let (expr, total) = (s(&r["expression"]), r["total"].to_string());
+                if zh {
+                    format!("你掷出 {expr}：[{}]，总计 {total}。", rolls.join(", "))
+                } else {
+                    format!("You roll {expr}: [{}], total {total}.", rolls.join(", "))
+                }
+            }
+            "map_generate" => {
+                dialog_type = "scene_description";
+                let names: Vec<String> = r["areas"]
+                    .as_array()
+                    .map(|a| a.iter().map(|x| s(&x["name"])).collect())
+                    .unwrap_or_default();
+                if zh {
+                    format!("新的道路展开，通向：{}。", names.join("、"))
+                } else {
+                    format!("New ways open before you: {}.", names.join(", "))
+                }
+            }
+            "get_character_stats" => {
+                let inv: Vec<String> = r["inventory"]
+                    .as_array()
+                    .map(|a| a.iter().map(|i| format!("{} ×{}", s(&i["name"]), i["quantity"])).collect())
+                    .unwrap_or_default();
+                let (name, hp, max, level, area) =
+                    (s(&r["name"]), &r["hp"], &r["max_hp"], &r["level"], s(&r["area_name"]));
+                if zh {
+                    format!("{name}：生命 {hp}/{max}，等级 {level}，位于{area}。携带：{}。", inv.join("、"))
+                } else {
+                    format!("{name}: HP {hp}/{max}, level {level}, in {area}. Carrying: {}.", inv.join(", "))
+                }
+            }
+            "hp_delta" => {
+                let (id, before, hp) = (s(&r["character_id"]), &r["hp_before"], &r["hp"]);
+                if zh { format!("{id} 的生命值 {before} → {hp}。") } else { format!("{id}'s HP goes from {before} to {hp}.") }
+            }
+            other => if zh { format!("{other} 完成了。") } else { format!("{other} is done.") },
+        });
+    }
+    ModelReply { text: parts.join(" "), dialog_type: Some(dialog_type.into()), ..ModelReply::default() }
+}
+
+impl Provider for OfflineGameMaster {
+    fn name(&self) -> &str {
+        "offline"
+    }
+
+    fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
+        let reply = self.answer(&request);
+        let mut events: Vec<Result<ModelEvent, LlmError>> =
+            sentence_deltas(&reply.text).into_iter().map(|d| Ok(ModelEvent::Delta(d))).collect();
+        events.push(Ok(ModelEvent::Done(reply)));
+        stream::iter(events).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intents_in_english_and_chinese() {
+        let cases = [
+            ("go to Side Room", Intent::Go("Side Room".into())),
+            ("Go to area_002.", Intent::Go("area_002".into())),
+            ("去 侧室", Intent::Go("侧室".into())),
+            ("去area_002", Intent::Go("area_002".into())),
+            ("Where can I go?", Intent::WhereCanIGo),
+            ("我能去哪？", Intent::WhereCanIGo),
+            ("roll 2d6+1", Intent::Roll("2d6+1".into())),
+            ("掷 2d6+1", Intent::Roll("2d6+1".into())),
+            ("explore crystal caves", Intent::Explore("crystal caves".into())),
+            ("探索 水晶洞穴", Intent::Explore("水晶洞穴".into())),
+            ("status", Intent::Status),
+            ("状态", Intent::Status),
+            ("hello there", Intent::Talk),
+            ("你好", Intent::Talk),
+        ];
+        for (text, intent) in cases {
+            assert_eq!(parse_intent(text), intent, "{text}");
+        }
+    }
+
+    fn request(text: &str) -> ModelRequest {
+        ModelRequest {
+            system: String::new(),
+            messages: vec![HistoryEntry::User { turn_id: "turn_1".into(), text: text.into() }],
+            tools: vec![],
+            context: json!({
+                "active_actor": {"character_id": "pc_001"},
+                "current_area": {"area_id": "area_001", "name": "Hall", "reachable": [{"area_id": "area_002", "name": "Side Room"}]},
+                "areas": [{"area_id": "area_001", "name": "Hall"}, {"area_id": "area_002", "name": "Side Room"}]
+            }),
+        }
+    }
+
+    #[test]
+    fn commands_become_tool_calls() {
+        let gm = OfflineGameMaster;
+        let cases = [
+            ("go to side room", "move", json!({"actor_id": "pc_001", "to_area_id": "area_002"})),
+            ("去 area_002", "move", json!({"actor_id": "pc_001", "to_area_id": "area_002"})),
+            ("go to the moon", "move_options", json!({"actor_id": "pc_001"})),
+            ("掷 2d6+1", "roll_dice", json!({"expression": "2d6+1"})),
+            ("explore ice", "map_generate", json!({"from_area_id": "area_001", "theme": "ice"})),
+            ("状态", "get_character_stats", json!({"character_id": "pc_001"})),
+        ];
+        for (text, tool, args) in cases {
+            let reply = gm.answer(&request(text));
+            assert_eq!(reply.tool_calls.len(), 1, "{text}");
+            assert_eq!(reply.tool_calls[0].name, tool, "{text}");
+            let got: Value = serde_json::from_str(&reply.tool_calls[0].arguments).unwrap();
+            assert_eq!(got, args, "{text}");
+        }
+        let chat = gm.answer(&request("hello"));
+        assert!(chat.tool_calls.is_empty() && !chat.text.is_empty());
+    }
+
+    #[test]
+    fn narrates_from_tool_results_in_the_players_language() {
+        let mut req = request("去 侧室");
+        req.messages.push(HistoryEntry::ToolResult {
+            turn_id: "turn_1".into(),
+            call_id: "call_1".into(),
+            tool: "move".into(),
+            content: json!({"area": {"name": "侧室", "description": "满是灰尘。"}}).to_string(),
+        });
+        let reply = OfflineGameMaster.answer(&req);
+        assert!(reply.tool_calls.is_empty());
+        assert!(reply.text.contains("你来到了侧室"), "{}", reply.text);
+        assert_eq!(reply.dialog_type.as_deref(), Some("scene_description"));
+    }
+}

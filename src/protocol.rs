@@ -1,0 +1,263 @@
+//! The wire types: the only place that defines JSON sent to or read from
+//! clients (PROTOCOL.md §2 and §3). Game types are mapped into these.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{ErrorCode, Reason, ToolStatus};
+use crate::game::{Area, Character, GameState};
+use crate::llm::Usage;
+
+/// A frame a client sends.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// A player's message; starts a turn.
+    Chat { text: String, request_id: Option<String> },
+    /// Answered with `pong` carrying the same nonce.
+    Ping {
+        #[serde(default)]
+        nonce: Value,
+    },
+}
+
+impl ClientFrame {
+    /// Parses one text frame; the error is a message for `INVALID_FRAME`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let value: Value = serde_json::from_str(text).map_err(|e| format!("frame is not JSON: {e}"))?;
+        match value.get("type") {
+            Some(Value::String(_)) => {}
+            Some(_) => return Err("\"type\" must be a string".into()),
+            None => return Err("frame has no \"type\"".into()),
+        }
+        serde_json::from_value(value).map_err(|e| format!("bad frame: {e}"))
+    }
+}
+
+/// The role a connection plays in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnRole {
+    Player,
+    Spectator,
+}
+
+/// Frames outside the story: no seq.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlFrame<'a> {
+    Welcome {
+        session_id: &'a str,
+        role: ConnRole,
+        /// The seq of the last story frame before live frames (and after any
+        /// resumed backlog).
+        seq: u64,
+        resumed: bool,
+        state: Snapshot<'a>,
+    },
+    Ack {
+        request_id: Option<String>,
+        turn_id: String,
+        duplicate: bool,
+        queued: usize,
+    },
+    Error {
+        request_id: Option<String>,
+        error_code: ErrorCode,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
+    },
+    Pong { nonce: Value },
+}
+
+impl ControlFrame<'_> {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| r#"{"type":"error","error_code":"INTERNAL_ERROR"}"#.into())
+    }
+}
+
+/// The session snapshot (PROTOCOL.md §3).
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot<'a> {
+    pub session_id: &'a str,
+    pub campaign_id: &'a str,
+    pub title: &'a str,
+    pub turn: u64,
+    pub active_actor_id: &'a str,
+    pub areas: &'a [Area],
+    pub characters: &'a [Character],
+    pub allowlist: &'a [String],
+}
+
+impl<'a> Snapshot<'a> {
+    pub fn of(session_id: &'a str, state: &'a GameState) -> Self {
+        Self {
+            session_id,
+            campaign_id: &state.campaign_id,
+            title: &state.title,
+            turn: state.turn,
+            active_actor_id: state.active_actor_id.as_str(),
+            areas: &state.areas,
+            characters: &state.characters,
+            allowlist: &state.allowlist,
+        }
+    }
+}
+
+/// One tool call's outcome, as listed in `turn_completed.tool_events`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolEvent {
+    pub call_id: String,
+    pub tool: String,
+    pub status: ToolStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<ErrorCode>,
+    pub duration_ms: f64,
+}
+
+/// What a turn changed, so a client can refresh without re-reading everything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StatePatch {
+    /// Areas created or whose links changed, whole.
+    pub areas: Vec<Area>,
+    /// Characters whose position, HP or state changed, whole.
+    pub characters: Vec<Character>,
+    /// Where the active character stands after the turn.
+    pub position: Option<Position>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Position {
+    pub actor_id: String,
+    pub area_id: String,
+}
+
+/// Which limit stopped a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnLimit {
+    MaxIterations,
+    RepeatedCall,
+    Deadline,
+}
+
+/// A frame of the story: carries the session's seq.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StoryEvent {
+    TurnStarted {
+        turn_id: String,
+        request_id: Option<String>,
+        actor_id: String,
+        text: String,
+    },
+    ToolCall {
+        turn_id: String,
+        iteration: u32,
+        call_id: String,
+        tool: String,
+        args: Value,
+    },
+    ToolResult {
+        turn_id: String,
+        call_id: String,
+        tool: String,
+        status: ToolStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<Reason>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_code: Option<ErrorCode>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        duration_ms: f64,
+    },
+    NarrativeDelta {
+        turn_id: String,
+        text: String,
+    },
+    TurnCompleted {
+        turn_id: String,
+        reply: String,
+        dialog_type: String,
+        iterations: u32,
+        tool_events: Vec<ToolEvent>,
+        state_patch: StatePatch,
+        usage: Usage,
+    },
+    TurnFailed {
+        turn_id: String,
+        error_code: ErrorCode,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit: Option<TurnLimit>,
+    },
+    Presence {
+        players: usize,
+        spectators: usize,
+    },
+}
+
+impl StoryEvent {
+    /// The frame's `type`, as stored in the journal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::TurnStarted { .. } => "turn_started",
+            Self::ToolCall { .. } => "tool_call",
+            Self::ToolResult { .. } => "tool_result",
+            Self::NarrativeDelta { .. } => "narrative_delta",
+            Self::TurnCompleted { .. } => "turn_completed",
+            Self::TurnFailed { .. } => "turn_failed",
+            Self::Presence { .. } => "presence",
+        }
+    }
+
+    pub fn turn_id(&self) -> Option<&str> {
+        match self {
+            Self::TurnStarted { turn_id, .. }
+            | Self::ToolCall { turn_id, .. }
+            | Self::ToolResult { turn_id, .. }
+            | Self::NarrativeDelta { turn_id, .. }
+            | Self::TurnCompleted { turn_id, .. }
+            | Self::TurnFailed { turn_id, .. } => Some(turn_id),
+            Self::Presence { .. } => None,
+        }
+    }
+}
+
+/// A story event with its seq, as sent.
+#[derive(Debug, Serialize)]
+pub struct StoryFrame<'a> {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub event: &'a StoryEvent,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn client_frames_parse_or_say_why_not() {
+        assert_eq!(
+            ClientFrame::parse(r#"{"type":"chat","text":"hi","request_id":"r1","extra":1}"#),
+            Ok(ClientFrame::Chat { text: "hi".into(), request_id: Some("r1".into()) })
+        );
+        assert_eq!(ClientFrame::parse(r#"{"type":"ping","nonce":42}"#), Ok(ClientFrame::Ping { nonce: json!(42) }));
+        for bad in ["", "not json", "[]", "{}", r#"{"type":7}"#, r#"{"type":"chat"}"#, r#"{"type":"chat","text":5}"#, r#"{"type":"dance"}"#, r#"{"type":"chat","text":"x","request_id":9}"#] {
+            assert!(ClientFrame::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn story_frames_carry_type_and_seq() {
+        let event = StoryEvent::Presence { players: 1, spectators: 2 };
+        let v = serde_json::to_value(StoryFrame { seq: 9, event: &event }).unwrap();
+        assert_eq!(v, json!({"type": "presence", "seq": 9, "players": 1, "spectators": 2}));
+    }
+}

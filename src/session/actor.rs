@@ -1,0 +1,1025 @@
+//! The session actor: owns one game's state and runs its turns.
+//!
+//! Every story frame gets the next seq, goes to the journal, and waits in
+//! `pending` until the writer says it is durable; only then is its effect
+//! applied to the state and the frame sent to subscribers, in seq order. So
+//! the state in memory is always the fold of the durable journal, and no
+//! client ever sees a frame that a crash could take back.
+//!
+//! The turn loop is a small state machine driven by three things: durability
+//! notices, model events, and the deadline timer.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use bytestring::ByteString;
+use futures_util::StreamExt;
+use futures_util::stream;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::hub::{SessionHub, SessionStats, Unregister};
+use super::{Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps};
+use crate::error::{ErrorCode, ToolStatus};
+use crate::game::rng::SplitMix64;
+use crate::game::{Effect, GameState, HistoryEntry};
+use crate::llm::{LlmError, ModelEvent, ModelRequest, ModelToolCall, Usage, system_prompt};
+use crate::protocol::{
+    ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent, TurnLimit,
+};
+use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
+use crate::tools::{Caller, RawArgs, Role};
+
+/// WebSocket close code for "too slow: reconnect and resume with last_seq".
+pub const CLOSE_OVERFLOW: u16 = 1013;
+/// WebSocket close code when the session had to stop (storage failure).
+pub const CLOSE_SESSION_FAILED: u16 = 1011;
+
+// ----- messages -----------------------------------------------------------
+
+/// Asks to start a turn with a player's message; answers the ack or why not.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<ChatAccepted, ChatRefused>")]
+pub struct SubmitChat {
+    pub text: String,
+    pub request_id: Option<String>,
+}
+
+/// A chat that was taken (or recognised as a duplicate).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatAccepted {
+    pub turn_id: String,
+    pub duplicate: bool,
+    /// Turns ahead of this one.
+    pub queued: usize,
+}
+
+/// A chat that was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRefused {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry_after_ms: Option<u64>,
+}
+
+/// Adds a connection; answers its welcome frame and any resumed backlog.
+#[derive(Message)]
+#[rtype(result = "Result<Joined, ChatRefused>")]
+pub struct Subscribe {
+    pub conn_id: u64,
+    pub role: ConnRole,
+    pub last_seq: Option<u64>,
+    pub recipient: Recipient<Outbound>,
+    /// Set by the session when this connection's queue overflows.
+    pub overflow: Arc<AtomicBool>,
+}
+
+/// The frames a new connection sends first.
+pub struct Joined {
+    pub welcome: ByteString,
+    pub backlog: Vec<ByteString>,
+}
+
+/// Removes a connection.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Unsubscribe {
+    pub conn_id: u64,
+}
+
+/// Asks for the session snapshot as JSON text.
+#[derive(Debug, Message)]
+#[rtype(result = "String")]
+pub struct GetSnapshot;
+
+/// The writer's notice: everything up to this seq is durable (or it failed).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Durable(Result<u64, StorageError>);
+
+/// One event of a model call; `None` marks the end of its stream.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ModelMsg {
+    call: u64,
+    event: Option<Result<ModelEvent, LlmError>>,
+}
+
+// ----- state --------------------------------------------------------------
+
+/// A frame waiting for durability, with what to apply when it is.
+struct Pending {
+    seq: u64,
+    bytes: ByteString,
+    effect: Option<Effect>,
+    history: Option<HistoryEntry>,
+}
+
+struct Subscriber {
+    role: ConnRole,
+    recipient: Recipient<Outbound>,
+    overflow: Arc<AtomicBool>,
+}
+
+/// A chat waiting for its turn.
+struct QueuedTurn {
+    turn_no: u64,
+    turn_id: String,
+    request_id: Option<String>,
+    text: String,
+}
+
+/// What the running turn does next once the state has caught up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Next {
+    CallModel,
+    NextToolCall,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Waiting until frame `until` is durable (and applied), then `next`.
+    Waiting { until: u64, next: Next },
+    /// A model call is streaming.
+    AwaitModel,
+}
+
+/// The turn being played.
+struct TurnRun {
+    turn_id: String,
+    phase: Phase,
+    iteration: u32,
+    /// Identifies the current model call, so stale events are ignored.
+    model_call: u64,
+    model_stream: Option<SpawnHandle>,
+    deadline: Option<SpawnHandle>,
+    /// Narrative streamed during the current model call.
+    streamed: String,
+    pending_calls: VecDeque<ModelToolCall>,
+    call_ids: BTreeSet<String>,
+    last_call: Option<(String, String)>,
+    repeats: u32,
+    tool_events: Vec<ToolEvent>,
+    touched_areas: BTreeSet<String>,
+    touched_characters: BTreeSet<String>,
+    usage: Usage,
+}
+
+/// Request ids already taken, oldest forgotten first.
+#[derive(Default)]
+pub(super) struct RecentRequests {
+    map: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+impl RecentRequests {
+    pub(super) fn insert(&mut self, request_id: String, turn_id: String) {
+        if self.map.insert(request_id.clone(), turn_id).is_none() {
+            self.order.push_back(request_id);
+            if self.order.len() > REMEMBERED_REQUESTS
+                && let Some(old) = self.order.pop_front()
+            {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    fn get(&self, request_id: &str) -> Option<&String> {
+        self.map.get(request_id)
+    }
+}
+
+/// Where a restored or new session starts.
+pub(super) struct Restored {
+    pub state: GameState,
+    pub last_seq: u64,
+    pub ring: VecDeque<(u64, ByteString)>,
+    pub requests: RecentRequests,
+}
+
+/// Owns one session. Started on one of the session arbiters by the hub; stops
+/// when idle (after a final snapshot) or when storage fails.
+pub struct SessionActor {
+    meta: Arc<SessionMeta>,
+    deps: Arc<SessionDeps>,
+    /// The hub that started this actor; told about stats and unloading.
+    hub: Addr<SessionHub>,
+    state: GameState,
+    next_seq: u64,
+    /// Highest seq that is durable, applied and sent.
+    released: u64,
+    pending: VecDeque<Pending>,
+    ring: VecDeque<(u64, ByteString)>,
+    subscribers: HashMap<u64, Subscriber>,
+    queue: VecDeque<QueuedTurn>,
+    turn: Option<TurnRun>,
+    next_turn_no: u64,
+    requests: RecentRequests,
+    limiter: DefaultDirectRateLimiter,
+    rng: SplitMix64,
+    model_calls: u64,
+    last_activity: Instant,
+    since_snapshot: u64,
+    /// Hands durability notices back to this actor; set in `started`.
+    sink: Option<DurableSink>,
+    stopping: bool,
+}
+
+impl SessionActor {
+    pub(super) fn new(meta: Arc<SessionMeta>, deps: Arc<SessionDeps>, hub: Addr<SessionHub>, restored: Restored) -> Self {
+        let limits = &deps.limits;
+        let per_minute = NonZeroU32::new(limits.chat_per_minute).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(limits.chat_burst).unwrap_or(NonZeroU32::MIN);
+        let limiter = RateLimiter::direct(Quota::per_minute(per_minute).allow_burst(burst));
+        Self {
+            meta,
+            hub,
+            next_turn_no: restored.state.turn + 1,
+            state: restored.state,
+            next_seq: restored.last_seq + 1,
+            released: restored.last_seq,
+            pending: VecDeque::new(),
+            ring: restored.ring,
+            subscribers: HashMap::new(),
+            queue: VecDeque::new(),
+            turn: None,
+            requests: restored.requests,
+            limiter,
+            rng: SplitMix64::from_entropy(),
+            model_calls: 0,
+            last_activity: Instant::now(),
+            since_snapshot: 0,
+            sink: None,
+            stopping: false,
+            deps,
+        }
+    }
+
+    fn session_id(&self) -> &str {
+        &self.meta.session_id
+    }
+
+    // ----- frames ---------------------------------------------------------
+
+    /// Journals a story frame; it is applied and sent once durable.
+    fn emit(&mut self, event: StoryEvent, effect: Option<Effect>, history: Option<HistoryEntry>, action: Option<Value>) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let frame = serde_json::to_string(&StoryFrame { seq, event: &event }).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "story frame did not serialize");
+            json!({"type": event.kind(), "seq": seq}).to_string()
+        });
+        let to_json = |v: Option<String>| v;
+        let row = JournalRow {
+            session_id: self.meta.session_id.clone(),
+            seq,
+            turn_id: event.turn_id().map(str::to_owned),
+            kind: event.kind(),
+            request_id: match &event {
+                StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
+                _ => None,
+            },
+            frame: frame.clone(),
+            effect: to_json(effect.as_ref().and_then(|e| serde_json::to_string(e).ok())),
+            history: history.as_ref().and_then(|h| serde_json::to_string(h).ok()),
+            action: action.map(|a| a.to_string()),
+            created_at: now_ms(),
+        };
+        if let Some(sink) = &self.sink {
+            self.deps.store.append(row, sink.clone());
+        }
+        self.pending.push_back(Pending {
+            seq,
+            bytes: ByteString::from(frame),
+            effect,
+            history,
+        });
+        seq
+    }
+
+    /// Applies and sends every pending frame up to `up_to`.
+    fn release(&mut self, up_to: u64) {
+        while self.pending.front().is_some_and(|p| p.seq <= up_to) {
+            let Some(p) = self.pending.pop_front() else { break };
+            if let Some(effect) = &p.effect {
+                self.state.apply(effect);
+            }
+            if let Some(entry) = p.history {
+                self.state.record(entry);
+            }
+            self.released = p.seq;
+            self.broadcast(&p.bytes);
+            self.ring.push_back((p.seq, p.bytes));
+            if self.ring.len() > RING_FRAMES {
+                self.ring.pop_front();
+            }
+            self.since_snapshot += 1;
+        }
+        if self.since_snapshot >= SNAPSHOT_EVERY {
+            self.write_snapshot(None);
+        }
+    }
+
+    /// Sends the same bytes to every subscriber. One that cannot keep up is
+    /// dropped and told to reconnect; it never slows the others.
+    fn broadcast(&mut self, bytes: &ByteString) {
+        let mut dropped = Vec::new();
+        for (id, sub) in &self.subscribers {
+            match sub.recipient.try_send(Outbound::Frame(bytes.clone())) {
+                Ok(()) => {}
+                Err(SendError::Full(_)) => {
+                    sub.overflow.store(true, Ordering::Release);
+                    // Past the capacity on purpose: one close request.
+                    sub.recipient.do_send(Outbound::Close {
+                        code: CLOSE_OVERFLOW,
+                        reason: "too slow: reconnect with last_seq",
+                    });
+                    dropped.push(*id);
+                }
+                Err(SendError::Closed(_)) => dropped.push(*id),
+            }
+        }
+        if !dropped.is_empty() {
+            for id in dropped {
+                self.subscribers.remove(&id);
+            }
+            self.presence_changed();
+        }
+    }
+
+    fn presence_changed(&mut self) {
+        let players = self.subscribers.values().filter(|s| s.role == ConnRole::Player).count();
+        let spectators = self.subscribers.len() - players;
+        self.emit(StoryEvent::Presence { players, spectators }, None, None, None);
+        self.report_stats();
+    }
+
+    fn report_stats(&self) {
+        let players = self.subscribers.values().filter(|s| s.role == ConnRole::Player).count();
+        self.hub.do_send(SessionStats {
+            session_id: self.meta.session_id.clone(),
+            players,
+            spectators: self.subscribers.len() - players,
+            turns: self.state.turn,
+        });
+    }
+
+    fn snapshot_json(&self) -> String {
+        serde_json::to_string(&Snapshot::of(self.session_id(), &self.state)).unwrap_or_default()
+    }
+
+    /// Writes the released state as the session's snapshot.
+    fn write_snapshot(&mut self, done: Option<oneshot::Sender<Result<(), StorageError>>>) {
+        self.since_snapshot = 0;
+        match serde_json::to_string(&self.state) {
+            Ok(state) => self.deps.store.snapshot(&self.meta.session_id, self.released, state, done),
+            Err(e) => tracing::error!(error = %e, "state did not serialize"),
+        }
+    }
+
+    // ----- the turn loop ---------------------------------------------------
+
+    /// Moves the turn loop as far as the durable state allows.
+    fn advance(&mut self, ctx: &mut Context<Self>) {
+        loop {
+            match self.turn.as_ref().map(|t| t.phase) {
+                None => match self.queue.pop_front() {
+                    Some(q) => self.start_turn(q, ctx),
+                    None => return,
+                },
+                Some(Phase::Waiting { until, next }) if self.released >= until => match next {
+                    Next::CallModel => self.call_model(ctx),
+                    Next::NextToolCall => self.next_tool_call(ctx),
+                },
+                Some(_) => return,
+            }
+        }
+    }
+
+    fn start_turn(&mut self, q: QueuedTurn, ctx: &mut Context<Self>) {
+        let actor_id = self.state.active_actor_id.0.clone();
+        let seq = self.emit(
+            StoryEvent::TurnStarted {
+                turn_id: q.turn_id.clone(),
+                request_id: q.request_id,
+                actor_id,
+                text: q.text.clone(),
+            },
+            Some(Effect::BeginTurn { turn: q.turn_no }),
+            Some(HistoryEntry::User {
+                turn_id: q.turn_id.clone(),
+                text: q.text,
+            }),
+            None,
+        );
+        let turn_id = q.turn_id.clone();
+        let deadline = self.deps.limits.turn_deadline;
+        let timer = ctx.run_later(deadline, move |act, ctx| {
+            if act.turn.as_ref().is_some_and(|t| t.turn_id == turn_id) {
+                let msg = format!("the turn took longer than {} s", deadline.as_secs());
+                act.fail_turn(ErrorCode::AiTimeout, msg, Some(TurnLimit::Deadline), ctx);
+            }
+        });
+        self.turn = Some(TurnRun {
+            turn_id: q.turn_id,
+            phase: Phase::Waiting {
+                until: seq,
+                next: Next::CallModel,
+            },
+            iteration: 0,
+            model_call: 0,
+            model_stream: None,
+            deadline: Some(timer),
+            streamed: String::new(),
+            pending_calls: VecDeque::new(),
+            call_ids: BTreeSet::new(),
+            last_call: None,
+            repeats: 0,
+            tool_events: Vec::new(),
+            touched_areas: BTreeSet::new(),
+            touched_characters: BTreeSet::new(),
+            usage: Usage::default(),
+        });
+        self.last_activity = Instant::now();
+    }
+
+    fn call_model(&mut self, ctx: &mut Context<Self>) {
+        let max = self.deps.limits.max_iterations;
+        let Some(iteration) = self.turn.as_ref().map(|t| t.iteration + 1) else { return };
+        if iteration > max {
+            let msg = format!("the model asked for tools {max} times without finishing the turn");
+            return self.fail_turn(ErrorCode::MaxIterations, msg, Some(TurnLimit::MaxIterations), ctx);
+        }
+        let request = self.model_request();
+        self.model_calls += 1;
+        let call = self.model_calls;
+        let events = self
+            .deps
+            .provider
+            .complete(request)
+            .map(move |e| ModelMsg { call, event: Some(e) })
+            .chain(stream::once(async move { ModelMsg { call, event: None } }));
+        let handle = ctx.add_stream(events);
+        if let Some(t) = self.turn.as_mut() {
+            t.iteration = iteration;
+            t.model_call = call;
+            t.model_stream = Some(handle);
+            t.streamed.clear();
+            t.phase = Phase::AwaitModel;
+        }
+    }
+
+    fn model_request(&self) -> ModelRequest {
+        let caller = Caller {
+            role: Role::GameMaster,
+            allowlist: &self.state.allowlist,
+        };
+        ModelRequest {
+            system: system_prompt(&self.state),
+            messages: self.state.history.iter().cloned().collect(),
+            tools: self.deps.registry.openai_tools(&caller),
+            context: self.context_json(),
+        }
+    }
+
+    /// What the model is told about the session right now.
+    fn context_json(&self) -> Value {
+        let brief = |id: &str| {
+            self.state
+                .area(id)
+                .map(|a| json!({"area_id": a.area_id, "name": a.name}))
+                .unwrap_or(Value::Null)
+        };
+        let actor = self.state.active_actor();
+        let here = actor.and_then(|a| self.state.area(a.area_id.as_str()));
+        json!({
+            "session_id": self.session_id(),
+            "turn": self.state.turn,
+            "active_actor": actor.map(|a| json!({
+                "character_id": a.character_id, "name": a.name, "hp": a.hp, "max_hp": a.max_hp,
+                "state": a.state, "area_id": a.area_id,
+            })),
+            "current_area": here.map(|h| json!({
+                "area_id": h.area_id, "name": h.name, "description": h.description,
+                "reachable": h.reachable_area_ids.iter().map(|r| brief(r.as_str())).collect::<Vec<_>>(),
+            })),
+            "areas": self.state.areas.iter().map(|a| json!({"area_id": a.area_id, "name": a.name})).collect::<Vec<_>>(),
+        })
+    }
+
+    fn on_model_event(&mut self, event: Result<ModelEvent, LlmError>, ctx: &mut Context<Self>) {
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn_id.clone()) else { return };
+        match event {
+            Ok(ModelEvent::Delta(text)) => {
+                if text.is_empty() {
+                    return;
+                }
+                if let Some(t) = self.turn.as_mut() {
+                    t.streamed.push_str(&text);
+                }
+                self.emit(StoryEvent::NarrativeDelta { turn_id, text }, None, None, None);
+            }
+            Ok(ModelEvent::Done(reply)) => {
+                let Some(t) = self.turn.as_mut() else { return };
+                t.model_stream = None;
+                t.usage += reply.usage;
+                if reply.tool_calls.is_empty() {
+                    let streamed = std::mem::take(&mut t.streamed);
+                    let text = if reply.text.is_empty() { streamed.clone() } else { reply.text };
+                    if streamed.is_empty() && !text.is_empty() {
+                        self.emit(StoryEvent::NarrativeDelta { turn_id, text: text.clone() }, None, None, None);
+                    }
+                    let dialog_type = reply.dialog_type.unwrap_or_else(|| "narration".into());
+                    self.complete_turn(text, dialog_type, ctx);
+                } else {
+                    t.pending_calls = reply.tool_calls.into();
+                    t.phase = Phase::Waiting {
+                        until: 0,
+                        next: Next::NextToolCall,
+                    };
+                    self.advance(ctx);
+                }
+            }
+            Err(e) => {
+                let code = match e {
+                    LlmError::Timeout => ErrorCode::AiTimeout,
+                    LlmError::Upstream(_) => ErrorCode::UpstreamError,
+                    LlmError::InvalidReply(_) => ErrorCode::InvalidAiJson,
+                };
+                self.fail_turn(code, e.to_string(), None, ctx);
+            }
+        }
+    }
+
+    /// Runs the next tool call the model asked for, or goes back to the model.
+    fn next_tool_call(&mut self, ctx: &mut Context<Self>) {
+        let Some(t) = self.turn.as_mut() else { return };
+        let Some(call) = t.pending_calls.pop_front() else {
+            return self.call_model(ctx);
+        };
+        let turn_id = t.turn_id.clone();
+        let iteration = t.iteration;
+        let call_id = if call.id.is_empty() || t.call_ids.contains(&call.id) {
+            format!("{turn_id}_call_{}", t.call_ids.len() + 1)
+        } else {
+            call.id.clone()
+        };
+        t.call_ids.insert(call_id.clone());
+        let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
+        let signature = (
+            call.name.clone(),
+            parsed.as_ref().map_or_else(|| call.arguments.clone(), Value::to_string),
+        );
+        if t.last_call.as_ref() == Some(&signature) {
+            t.repeats += 1;
+        } else {
+            t.last_call = Some(signature);
+            t.repeats = 1;
+        }
+        if t.repeats >= REPEAT_LIMIT {
+            let msg = format!("the model asked for {} with the same arguments {REPEAT_LIMIT} times in a row", call.name);
+            return self.fail_turn(ErrorCode::MaxIterations, msg, Some(TurnLimit::RepeatedCall), ctx);
+        }
+
+        self.emit(
+            StoryEvent::ToolCall {
+                turn_id: turn_id.clone(),
+                iteration,
+                call_id: call_id.clone(),
+                tool: call.name.clone(),
+                args: parsed.clone().unwrap_or_else(|| Value::String(call.arguments.clone())),
+            },
+            None,
+            Some(HistoryEntry::ToolCall {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            }),
+            None,
+        );
+
+        let caller = Caller {
+            role: Role::GameMaster,
+            allowlist: &self.state.allowlist,
+        };
+        let inv = self
+            .deps
+            .registry
+            .invoke(&call.name, RawArgs::Text(call.arguments), &caller, &self.state, &mut self.rng);
+        let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
+        let (event, effect, content, action, tool_event) = match inv.outcome {
+            Ok(out) => {
+                let action = json!({
+                    "turn_id": turn_id, "call_id": call_id, "tool": call.name,
+                    "args": inv.args, "status": ToolStatus::Ok, "result": out.result,
+                });
+                (
+                    StoryEvent::ToolResult {
+                        turn_id: turn_id.clone(),
+                        call_id: call_id.clone(),
+                        tool: call.name.clone(),
+                        status: ToolStatus::Ok,
+                        result: Some(out.result.clone()),
+                        reason: None,
+                        error_code: None,
+                        message: None,
+                        duration_ms,
+                    },
+                    out.effect,
+                    out.result.to_string(),
+                    Some(action),
+                    ToolEvent {
+                        call_id: call_id.clone(),
+                        tool: call.name.clone(),
+                        status: ToolStatus::Ok,
+                        reason: None,
+                        error_code: None,
+                        duration_ms,
+                    },
+                )
+            }
+            Err(e) => (
+                StoryEvent::ToolResult {
+                    turn_id: turn_id.clone(),
+                    call_id: call_id.clone(),
+                    tool: call.name.clone(),
+                    status: e.status(),
+                    result: None,
+                    reason: Some(e.reason),
+                    error_code: Some(e.code),
+                    message: Some(e.message.clone()),
+                    duration_ms,
+                },
+                None,
+                e.to_model_json().to_string(),
+                None,
+                ToolEvent {
+                    call_id: call_id.clone(),
+                    tool: call.name.clone(),
+                    status: e.status(),
+                    reason: Some(e.reason),
+                    error_code: Some(e.code),
+                    duration_ms,
+                },
+            ),
+        };
+        if let Some(t) = self.turn.as_mut() {
+            touch(t, effect.as_ref());
+            t.tool_events.push(tool_event);
+        }
+        let history = HistoryEntry::ToolResult {
+            turn_id,
+            call_id,
+            tool: call.name,
+            content,
+        };
+        let seq = self.emit(event, effect, Some(history), action);
+        if let Some(t) = self.turn.as_mut() {
+            t.phase = Phase::Waiting {
+                until: seq,
+                next: Next::NextToolCall,
+            };
+        }
+    }
+
+    fn complete_turn(&mut self, reply: String, dialog_type: String, ctx: &mut Context<Self>) {
+        let Some(t) = self.turn.take() else { return };
+        if let Some(h) = t.deadline {
+            ctx.cancel_future(h);
+        }
+        let state_patch = self.state_patch(&t);
+        self.emit(
+            StoryEvent::TurnCompleted {
+                turn_id: t.turn_id.clone(),
+                reply: reply.clone(),
+                dialog_type,
+                iterations: t.iteration,
+                tool_events: t.tool_events,
+                state_patch,
+                usage: t.usage,
+            },
+            None,
+            Some(HistoryEntry::Assistant {
+                turn_id: t.turn_id,
+                text: reply,
+            }),
+            None,
+        );
+        self.turn_ended(ctx);
+    }
+
+    /// Ends the running turn with `turn_failed`; the session stays usable.
+    fn fail_turn(&mut self, code: ErrorCode, message: String, limit: Option<TurnLimit>, ctx: &mut Context<Self>) {
+        let Some(t) = self.turn.take() else { return };
+        for h in [t.deadline, t.model_stream].into_iter().flatten() {
+            ctx.cancel_future(h);
+        }
+        tracing::info!(session_id = %self.meta.session_id, turn_id = %t.turn_id, code = ?code, %message, "turn failed");
+        self.emit(
+            StoryEvent::TurnFailed {
+                turn_id: t.turn_id.clone(),
+                error_code: code,
+                message: message.clone(),
+                limit,
+            },
+            None,
+            Some(HistoryEntry::Assistant {
+                turn_id: t.turn_id,
+                text: format!("[the turn ended early: {message}]"),
+            }),
+            None,
+        );
+        self.turn_ended(ctx);
+    }
+
+    fn turn_ended(&mut self, ctx: &mut Context<Self>) {
+        self.last_activity = Instant::now();
+        self.report_stats();
+        self.advance(ctx);
+    }
+
+    /// What this turn changed, read from the state after its effects.
+    fn state_patch(&self, t: &TurnRun) -> StatePatch {
+        StatePatch {
+            areas: t
+                .touched_areas
+                .iter()
+                .filter_map(|id| self.state.area(id).cloned())
+                .collect(),
+            characters: t
+                .touched_characters
+                .iter()
+                .filter_map(|id| self.state.character(id).cloned())
+                .collect(),
+            position: self.state.active_actor().map(|a| Position {
+                actor_id: a.character_id.0.clone(),
+                area_id: a.area_id.0.clone(),
+            }),
+        }
+    }
+
+    // ----- lifecycle --------------------------------------------------------
+
+    fn idle(&self) -> bool {
+        self.subscribers.is_empty()
+            && self.turn.is_none()
+            && self.queue.is_empty()
+            && self.pending.is_empty()
+            && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
+    }
+
+    /// Writes a last snapshot, leaves the hub and stops. The session is
+    /// loaded again from storage on its next use.
+    fn unload(&mut self, ctx: &mut Context<Self>) {
+        self.stopping = true;
+        let (done, rx) = oneshot::channel();
+        self.write_snapshot(Some(done));
+        ctx.wait(actix::fut::wrap_future::<_, Self>(rx).map(|res, act, ctx| {
+            if !matches!(res, Ok(Ok(()))) {
+                tracing::warn!(session_id = %act.meta.session_id, "final snapshot failed; the journal still holds everything");
+            }
+            act.leave_hub(ctx);
+        }));
+    }
+
+    fn leave_hub(&mut self, ctx: &mut Context<Self>) {
+        self.stopping = true;
+        self.hub.do_send(Unregister {
+            session_id: self.meta.session_id.clone(),
+            addr: ctx.address(),
+        });
+        ctx.stop();
+    }
+
+    /// Storage failed: nothing more can be made durable, so stop rather than
+    /// tell anyone something that could be lost. Clients may reconnect; the
+    /// session reloads from what is durable.
+    fn storage_failed(&mut self, error: StorageError, ctx: &mut Context<Self>) {
+        tracing::error!(session_id = %self.meta.session_id, error = %error, "storage failed; stopping session");
+        for sub in self.subscribers.values() {
+            sub.recipient.do_send(Outbound::Close {
+                code: CLOSE_SESSION_FAILED,
+                reason: "session storage failed; reconnect to reload",
+            });
+        }
+        self.subscribers.clear();
+        self.leave_hub(ctx);
+    }
+}
+
+/// Notes which areas and characters an effect touched, for the state patch.
+fn touch(t: &mut TurnRun, effect: Option<&Effect>) {
+    match effect {
+        Some(Effect::Move { character_id, to_area_id }) => {
+            t.touched_characters.insert(character_id.0.clone());
+            t.touched_areas.insert(to_area_id.0.clone());
+        }
+        Some(Effect::Hp { character_id, .. }) => {
+            t.touched_characters.insert(character_id.0.clone());
+        }
+        Some(Effect::AddAreas { areas, links }) => {
+            t.touched_areas.extend(areas.iter().map(|a| a.area_id.0.clone()));
+            for (a, b) in links {
+                t.touched_areas.insert(a.0.clone());
+                t.touched_areas.insert(b.0.clone());
+            }
+        }
+        Some(Effect::BeginTurn { .. }) | None => {}
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let addr = ctx.address();
+        self.sink = Some(Arc::new(move |r| addr.do_send(Durable(r))));
+        let every = (self.deps.limits.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(10));
+        ctx.run_interval(every, |act, ctx| {
+            if !act.stopping && act.idle() {
+                act.unload(ctx);
+            }
+        });
+        tracing::debug!(session_id = %self.meta.session_id, seq = self.released, "session started");
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        tracing::debug!(session_id = %self.meta.session_id, "session stopped");
+    }
+}
+
+impl Handler<Durable> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Durable, ctx: &mut Self::Context) {
+        match msg.0 {
+            Ok(up_to) => {
+                self.release(up_to);
+                self.advance(ctx);
+            }
+            Err(e) => self.storage_failed(e, ctx),
+        }
+    }
+}
+
+impl StreamHandler<ModelMsg> for SessionActor {
+    fn handle(&mut self, msg: ModelMsg, ctx: &mut Self::Context) {
+        let current = self
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.model_call == msg.call && t.phase == Phase::AwaitModel);
+        if !current {
+            return;
+        }
+        match msg.event {
+            Some(event) => self.on_model_event(event, ctx),
+            None => self.fail_turn(
+                ErrorCode::UpstreamError,
+                "the model stream ended without an answer".into(),
+                None,
+                ctx,
+            ),
+        }
+    }
+
+    // Each model call is its own stream; its end must not stop the actor.
+    fn finished(&mut self, _: &mut Self::Context) {}
+}
+
+impl Handler<SubmitChat> for SessionActor {
+    type Result = Result<ChatAccepted, ChatRefused>;
+
+    fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
+        let refuse = |code, message: String| {
+            Err(ChatRefused {
+                code,
+                message,
+                retry_after_ms: None,
+            })
+        };
+        if self.stopping {
+            return refuse(ErrorCode::InternalError, "the session is reloading; try again".into());
+        }
+        let text = msg.text.trim();
+        if text.is_empty() {
+            return refuse(ErrorCode::InvalidFrame, "chat text must not be empty".into());
+        }
+        let max = self.deps.limits.max_text_chars;
+        if text.chars().count() > max {
+            return refuse(ErrorCode::TextTooLong, format!("chat text is longer than {max} characters"));
+        }
+        if let Some(turn_id) = msg.request_id.as_deref().and_then(|r| self.requests.get(r)) {
+            return Ok(ChatAccepted {
+                turn_id: turn_id.clone(),
+                duplicate: true,
+                queued: 0,
+            });
+        }
+        if let Err(not_until) = self.limiter.check() {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            return Err(ChatRefused {
+                code: ErrorCode::RateLimited,
+                message: format!("too many messages; try again in {} ms", wait.as_millis()),
+                retry_after_ms: Some(wait.as_millis() as u64 + 1),
+            });
+        }
+        let max_queue = self.deps.limits.max_queued_turns;
+        if self.queue.len() >= max_queue {
+            return refuse(ErrorCode::QueueFull, format!("{max_queue} turns are already waiting"));
+        }
+        let queued = self.queue.len() + usize::from(self.turn.is_some());
+        let turn_no = self.next_turn_no;
+        self.next_turn_no += 1;
+        let turn_id = format!("turn_{turn_no}");
+        if let Some(r) = &msg.request_id {
+            self.requests.insert(r.clone(), turn_id.clone());
+        }
+        self.queue.push_back(QueuedTurn {
+            turn_no,
+            turn_id: turn_id.clone(),
+            request_id: msg.request_id,
+            text: text.to_owned(),
+        });
+        self.last_activity = Instant::now();
+        self.advance(ctx);
+        Ok(ChatAccepted {
+            turn_id,
+            duplicate: false,
+            queued,
+        })
+    }
+}
+
+impl Handler<Subscribe> for SessionActor {
+    type Result = Result<Joined, ChatRefused>;
+
+    fn handle(&mut self, msg: Subscribe, _: &mut Self::Context) -> Self::Result {
+        if self.stopping {
+            return Err(ChatRefused {
+                code: ErrorCode::InternalError,
+                message: "the session is reloading; try again".into(),
+                retry_after_ms: None,
+            });
+        }
+        let released = self.released;
+        let held_from = self.ring.front().map_or(released + 1, |(s, _)| *s);
+        let (resumed, backlog) = match msg.last_seq {
+            Some(n) if n == released => (true, Vec::new()),
+            Some(n) if n < released && held_from <= n + 1 => (
+                true,
+                self.ring.iter().filter(|(s, _)| *s > n).map(|(_, b)| b.clone()).collect(),
+            ),
+            _ => (false, Vec::new()),
+        };
+        let welcome = ControlFrame::Welcome {
+            session_id: self.session_id(),
+            role: msg.role,
+            seq: released,
+            resumed,
+            state: Snapshot::of(self.session_id(), &self.state),
+        }
+        .to_json();
+        self.subscribers.insert(
+            msg.conn_id,
+            Subscriber {
+                role: msg.role,
+                recipient: msg.recipient,
+                overflow: msg.overflow,
+            },
+        );
+        self.last_activity = Instant::now();
+        self.presence_changed();
+        Ok(Joined {
+            welcome: welcome.into(),
+            backlog,
+        })
+    }
+}
+
+impl Handler<Unsubscribe> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsubscribe, _: &mut Self::Context) {
+        if self.subscribers.remove(&msg.conn_id).is_some() {
+            self.last_activity = Instant::now();
+            if !self.stopping {
+                self.presence_changed();
+            }
+        }
+    }
+}
+
+impl Handler<GetSnapshot> for SessionActor {
+    type Result = String;
+
+    fn handle(&mut self, _: GetSnapshot, _: &mut Self::Context) -> String {
+        self.snapshot_json()
+    }
+}

@@ -1,0 +1,242 @@
+//! The session hub: maps session ids to live actors, creates sessions, and
+//! loads a session from storage on its first use after a restart or unload.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use rand::Rng;
+use rand::distr::Alphanumeric;
+
+use super::actor::SessionActor;
+use super::{REMEMBERED_REQUESTS, SessionDeps, replay};
+use crate::game::{Campaign, GameState};
+use crate::storage::{SessionMeta, StorageError, now_ms};
+
+/// A live session: its actor and what is needed to authorize callers.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub addr: Addr<SessionActor>,
+    pub meta: Arc<SessionMeta>,
+}
+
+/// Creates a session from a checked campaign; answers once it is durable.
+#[derive(Message)]
+#[rtype(result = "Result<SessionHandle, StorageError>")]
+pub struct CreateSession {
+    pub tenant_id: String,
+    pub campaign: Campaign,
+}
+
+/// Finds a session, loading it from storage if it is not live.
+#[derive(Message)]
+#[rtype(result = "Result<Option<SessionHandle>, StorageError>")]
+pub struct Lookup {
+    pub session_id: String,
+}
+
+/// Lists the live sessions of a tenant.
+#[derive(Message)]
+#[rtype(result = "Vec<LiveInfo>")]
+pub struct ListLive {
+    pub tenant_id: String,
+}
+
+/// One live session, as listed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LiveInfo {
+    pub session_id: String,
+    pub title: String,
+    pub players: usize,
+    pub spectators: usize,
+    pub turns: u64,
+    /// Lets anyone who sees the list watch (the lobby's "spectate" link).
+    pub spectator_token: String,
+}
+
+/// A session's counts changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct SessionStats {
+    pub session_id: String,
+    pub players: usize,
+    pub spectators: usize,
+    pub turns: u64,
+}
+
+/// A session actor is stopping; forget it if it is still the live one.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Unregister {
+    pub session_id: String,
+    pub addr: Addr<SessionActor>,
+}
+
+struct Live {
+    handle: SessionHandle,
+    players: usize,
+    spectators: usize,
+    turns: u64,
+}
+
+/// Owns the id -> actor map. Runs on the system arbiter; session actors run
+/// on `arbiters`, which live as long as the server.
+pub struct SessionHub {
+    deps: Arc<SessionDeps>,
+    arbiters: Vec<ArbiterHandle>,
+    next_arbiter: usize,
+    live: HashMap<String, Live>,
+}
+
+impl SessionHub {
+    pub fn new(deps: Arc<SessionDeps>, arbiters: Vec<ArbiterHandle>) -> Self {
+        Self {
+            deps,
+            arbiters,
+            next_arbiter: 0,
+            live: HashMap::new(),
+        }
+    }
+
+    /// Starts an actor on the next arbiter, round robin, and records it.
+    fn start(&mut self, meta: Arc<SessionMeta>, restored: super::actor::Restored, hub: Addr<Self>) -> SessionHandle {
+        let deps = self.deps.clone();
+        let turns = restored.state.turn;
+        let actor_meta = meta.clone();
+        let addr = match self.arbiters.get(self.next_arbiter % self.arbiters.len().max(1)) {
+            Some(arbiter) => {
+                SessionActor::start_in_arbiter(arbiter, move |_| SessionActor::new(actor_meta, deps, hub, restored))
+            }
+            None => SessionActor::new(actor_meta, deps, hub, restored).start(),
+        };
+        self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        let handle = SessionHandle { addr, meta };
+        self.live.insert(
+            handle.meta.session_id.clone(),
+            Live {
+                handle: handle.clone(),
+                players: 0,
+                spectators: 0,
+                turns,
+            },
+        );
+        handle
+    }
+}
+
+impl Actor for SessionHub {
+    type Context = Context<Self>;
+}
+
+/// A random string of ASCII letters and digits.
+pub fn random_token(len: usize) -> String {
+    rand::rng().sample_iter(&Alphanumeric).take(len).map(char::from).collect()
+}
+
+impl Handler<CreateSession> for SessionHub {
+    type Result = ResponseActFuture<Self, Result<SessionHandle, StorageError>>;
+
+    fn handle(&mut self, msg: CreateSession, _: &mut Self::Context) -> Self::Result {
+        let meta = SessionMeta {
+            session_id: format!("sess_{}", random_token(16)),
+            tenant_id: msg.tenant_id,
+            campaign_id: msg.campaign.campaign_id.clone(),
+            title: msg.campaign.title.clone(),
+            player_token: random_token(32),
+            spectator_token: random_token(32),
+            created_at: now_ms(),
+        };
+        let state: GameState = msg.campaign.into_state();
+        let store = self.deps.store.clone();
+        let snapshot = serde_json::to_string(&state);
+        let meta_for_store = meta.clone();
+        Box::pin(
+            async move {
+                let snapshot = snapshot.map_err(|e| StorageError::Corrupt(e.to_string()))?;
+                store.create_session(meta_for_store, snapshot).await
+            }
+            .into_actor(self)
+            .map(move |res, act, ctx| {
+                res?;
+                Ok(act.start(Arc::new(meta), replay::fresh(state), ctx.address()))
+            }),
+        )
+    }
+}
+
+impl Handler<Lookup> for SessionHub {
+    type Result = ResponseActFuture<Self, Result<Option<SessionHandle>, StorageError>>;
+
+    fn handle(&mut self, msg: Lookup, _: &mut Self::Context) -> Self::Result {
+        if let Some(live) = self.live.get(&msg.session_id) {
+            let handle = live.handle.clone();
+            return Box::pin(actix::fut::ready(Ok(Some(handle))));
+        }
+        let store = self.deps.store.clone();
+        let id = msg.session_id;
+        Box::pin(
+            async move {
+                let Some(loaded) = store.load_session(&id).await? else {
+                    return Ok(None);
+                };
+                let requests = store.recent_request_ids(&id, REMEMBERED_REQUESTS as i64).await?;
+                let meta = loaded.meta.clone();
+                Ok(Some((meta, replay::restore(loaded, requests)?)))
+            }
+            .into_actor(self)
+            .map(move |res: Result<_, StorageError>, act, ctx| {
+                let Some((meta, restored)) = res? else { return Ok(None) };
+                // Another lookup may have loaded it meanwhile: keep that one.
+                if let Some(live) = act.live.get(&meta.session_id) {
+                    return Ok(Some(live.handle.clone()));
+                }
+                tracing::info!(session_id = %meta.session_id, seq = restored.last_seq, "session loaded from storage");
+                Ok(Some(act.start(Arc::new(meta), restored, ctx.address())))
+            }),
+        )
+    }
+}
+
+impl Handler<ListLive> for SessionHub {
+    type Result = Vec<LiveInfo>;
+
+    fn handle(&mut self, msg: ListLive, _: &mut Self::Context) -> Vec<LiveInfo> {
+        let mut list: Vec<LiveInfo> = self
+            .live
+            .values()
+            .filter(|l| l.handle.meta.tenant_id == msg.tenant_id)
+            .map(|l| LiveInfo {
+                session_id: l.handle.meta.session_id.clone(),
+                title: l.handle.meta.title.clone(),
+                players: l.players,
+                spectators: l.spectators,
+                turns: l.turns,
+                spectator_token: l.handle.meta.spectator_token.clone(),
+            })
+            .collect();
+        list.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+        list
+    }
+}
+
+impl Handler<SessionStats> for SessionHub {
+    type Result = ();
+
+    fn handle(&mut self, msg: SessionStats, _: &mut Self::Context) {
+        if let Some(live) = self.live.get_mut(&msg.session_id) {
+            live.players = msg.players;
+            live.spectators = msg.spectators;
+            live.turns = msg.turns;
+        }
+    }
+}
+
+impl Handler<Unregister> for SessionHub {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unregister, _: &mut Self::Context) {
+        if self.live.get(&msg.session_id).is_some_and(|l| l.handle.addr == msg.addr) {
+            self.live.remove(&msg.session_id);
+        }
+    }
+}

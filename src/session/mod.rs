@@ -1,0 +1,73 @@
+//! Sessions: one [`SessionActor`] per game owns its state and runs its turns;
+//! the [`SessionHub`] maps ids to live actors and loads sessions from storage.
+
+mod actor;
+mod hub;
+mod replay;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Message;
+use bytestring::ByteString;
+
+use crate::config::Settings;
+use crate::llm::Provider;
+use crate::storage::Store;
+use crate::tools::Registry;
+
+pub use actor::{ChatAccepted, ChatRefused, Joined, SessionActor, SubmitChat, Subscribe, Unsubscribe, GetSnapshot};
+pub use hub::{CreateSession, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
+
+/// Frames of recent story kept in memory per session for resume.
+pub const RING_FRAMES: usize = 512;
+/// Story frames between two snapshots of a session.
+pub const SNAPSHOT_EVERY: u64 = 256;
+/// The same tool with the same arguments this many times in a row ends a turn.
+pub const REPEAT_LIMIT: u32 = 3;
+/// Request ids remembered per session for de-duplication.
+pub const REMEMBERED_REQUESTS: usize = 1024;
+
+/// Limits every session runs under, taken from the settings.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_iterations: u32,
+    pub chat_per_minute: u32,
+    pub chat_burst: u32,
+    pub max_queued_turns: usize,
+    pub max_text_chars: usize,
+    pub turn_deadline: Duration,
+    pub idle_timeout: Duration,
+}
+
+impl Limits {
+    pub fn from_settings(s: &Settings) -> Self {
+        Self {
+            max_iterations: s.max_iterations.max(1),
+            chat_per_minute: s.chat_per_minute.max(1),
+            chat_burst: s.chat_burst.max(1),
+            max_queued_turns: s.max_queued_turns,
+            max_text_chars: s.max_text_chars,
+            turn_deadline: s.turn_deadline(),
+            idle_timeout: s.idle_timeout(),
+        }
+    }
+}
+
+/// What every session shares: storage, tools, the model, the limits.
+pub struct SessionDeps {
+    pub store: Store,
+    pub registry: Arc<Registry>,
+    pub provider: Arc<dyn Provider>,
+    pub limits: Limits,
+}
+
+/// Sent to a connection: a story or control frame, or a request to close.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub enum Outbound {
+    /// Serialized once per frame; every connection gets the same bytes.
+    Frame(ByteString),
+    /// Close with this WebSocket close code and reason.
+    Close { code: u16, reason: &'static str },
+}

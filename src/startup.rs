@@ -1,0 +1,101 @@
+//! Builds the application: storage, tools, model, session hub, HTTP server.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix::{Actor, Addr, Arbiter, ArbiterHandle};
+use actix_web::dev::Server;
+use actix_web::{App, HttpServer, web};
+use anyhow::{Context as _, bail};
+
+use crate::config::{LlmProvider, Settings};
+use crate::http::{self, AppState};
+use crate::llm::{OfflineGameMaster, Provider};
+use crate::session::{Limits, SessionDeps, SessionHub};
+use crate::storage::Store;
+use crate::tools::Registry;
+
+/// Pending connections the listener accepts, for connect storms.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A built server, bound and ready to run.
+pub struct Application {
+    port: u16,
+    server: Server,
+    hub: Addr<SessionHub>,
+    /// The session arbiters; stopped when the server stops.
+    arbiters: Vec<ArbiterHandle>,
+}
+
+/// The model chosen by the settings.
+pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
+    match settings.llm_provider {
+        LlmProvider::Offline => Ok(Arc::new(OfflineGameMaster)),
+        LlmProvider::Openai => bail!(
+            "QUESTD_LLM_PROVIDER=openai is not available in this version; use offline"
+        ),
+    }
+}
+
+impl Application {
+    /// Builds with the model named in the settings.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let provider = provider_from(&settings)?;
+        Self::build_with(settings, provider).await
+    }
+
+    /// Builds with a given model (tests pass a scripted one).
+    pub async fn build_with(settings: Settings, provider: Arc<dyn Provider>) -> anyhow::Result<Self> {
+        let store = Store::open(&settings.database_url)
+            .await
+            .with_context(|| format!("opening {}", settings.database_url))?;
+        let registry = Arc::new(Registry::builtin().map_err(anyhow::Error::msg)?);
+        let deps = Arc::new(SessionDeps {
+            store: store.clone(),
+            registry: registry.clone(),
+            provider,
+            limits: Limits::from_settings(&settings),
+        });
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = settings.session_threads.unwrap_or(cores).max(1);
+        let arbiters: Vec<ArbiterHandle> = (0..threads).map(|_| Arbiter::new().handle()).collect();
+        let hub = SessionHub::new(deps, arbiters.clone()).start();
+
+        let listener = TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
+        let port = listener.local_addr()?.port();
+        let data = web::Data::new(AppState {
+            hub: hub.clone(),
+            store,
+            registry,
+        });
+        let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(http::configure))
+            .workers(settings.http_workers.unwrap_or(cores).max(1))
+            .backlog(LISTEN_BACKLOG)
+            .listen(listener)?
+            .run();
+        tracing::info!(addr = %settings.bind, port, session_threads = threads, "questd listening");
+        Ok(Self { port, server, hub, arbiters })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn hub(&self) -> Addr<SessionHub> {
+        self.hub.clone()
+    }
+
+    /// Handle to stop the server gracefully.
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until the server is stopped (Ctrl-C or the handle).
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let result = self.server.await;
+        for a in &self.arbiters {
+            a.stop();
+        }
+        result
+    }
+}

@@ -1,0 +1,149 @@
+//! Durable storage: sessions, the journal of story frames, snapshots.
+//!
+//! Only this module runs SQL. Reads go through a connection pool; every write
+//! goes through one writer task that commits whatever has queued up, from
+//! all sessions, in one transaction (group commit): durability costs one
+//! fsync per batch, not one per action.
+
+mod sqlite;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use sqlite::Store;
+
+/// Rows committed in one transaction at most.
+pub const MAX_BATCH: usize = 4096;
+
+/// Why storage failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StorageError {
+    #[error("database error: {0}")]
+    Database(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the storage writer has stopped")]
+    WriterGone,
+}
+
+impl From<sqlx::Error> for StorageError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Database(e.to_string())
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StorageError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        Self::Database(e.to_string())
+    }
+}
+
+/// Told, after each commit, the highest seq of a session now durable.
+pub type DurableSink = Arc<dyn Fn(Result<u64, StorageError>) + Send + Sync>;
+
+/// What is stored about a session besides its story.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    pub session_id: String,
+    pub tenant_id: String,
+    pub campaign_id: String,
+    pub title: String,
+    pub player_token: String,
+    pub spectator_token: String,
+    pub created_at: i64,
+}
+
+/// One journal row: a story frame and what replay must apply for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalRow {
+    pub session_id: String,
+    pub seq: u64,
+    pub turn_id: Option<String>,
+    pub kind: &'static str,
+    pub request_id: Option<String>,
+    /// The frame exactly as sent to clients.
+    pub frame: String,
+    /// JSON of the [`crate::game::Effect`] to apply, if any.
+    pub effect: Option<String>,
+    /// JSON of the [`crate::game::HistoryEntry`] to record, if any.
+    pub history: Option<String>,
+    /// JSON of the applied-action entry, for tool calls that succeeded.
+    pub action: Option<String>,
+    pub created_at: i64,
+}
+
+/// A journal row as read back for replay.
+#[derive(Debug, Clone)]
+pub struct StoredRow {
+    pub seq: u64,
+    pub turn_id: Option<String>,
+    pub request_id: Option<String>,
+    pub effect: Option<String>,
+    pub history: Option<String>,
+}
+
+/// Everything needed to bring a session back.
+#[derive(Debug, Clone)]
+pub struct LoadedSession {
+    pub meta: SessionMeta,
+    /// The snapshot's seq and JSON.
+    pub snapshot_seq: u64,
+    pub snapshot: String,
+    /// Journal rows after the snapshot, in seq order.
+    pub rows: Vec<StoredRow>,
+    /// The last frames (seq, JSON), oldest first, for resume.
+    pub recent_frames: Vec<(u64, String)>,
+}
+
+/// A page of the applied-actions log.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionPage {
+    pub actions: Vec<Value>,
+    pub next_after_seq: Option<u64>,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Formats epoch milliseconds as RFC 3339 UTC (`2026-11-25T21:56:40.123Z`).
+pub fn rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(1_795_651_000_000), "2026-11-25T23:56:40.000Z");
+    }
+}

@@ -1,0 +1,332 @@
+//! SQLite storage (WAL) with a group-commit writer.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, Row, SqliteConnection, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    ActionPage, DurableSink, JournalRow, LoadedSession, MAX_BATCH, SessionMeta, StorageError, StoredRow, now_ms,
+    rfc3339,
+};
+
+/// Frames kept for resume after a reload.
+pub const RECENT_FRAMES: i64 = 512;
+
+/// One write queued for the writer task.
+enum WriteOp {
+    Row(JournalRow, DurableSink),
+    Snapshot {
+        session_id: String,
+        seq: u64,
+        state: String,
+        done: Option<oneshot::Sender<Result<(), StorageError>>>,
+    },
+    CreateSession {
+        meta: SessionMeta,
+        snapshot: String,
+        done: oneshot::Sender<Result<(), StorageError>>,
+    },
+}
+
+/// The database: a read pool plus a handle on the writer task.
+///
+/// The writer task runs until every `Store` clone is dropped.
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    writes: mpsc::UnboundedSender<WriteOp>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `url` (`sqlite://PATH`),
+    /// runs migrations and starts the writer on the current runtime.
+    pub async fn open(url: &str) -> Result<Self, StorageError> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a commit is on disk when it returns. Group commit keeps
+            // that to one fsync per batch.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.clone())
+            .await?;
+        sqlx::migrate!("migrations/sqlite").run(&pool).await?;
+        let conn = SqliteConnection::connect_with(&options).await?;
+        let (writes, rx) = mpsc::unbounded_channel();
+        actix::spawn(writer(conn, rx));
+        Ok(Self { pool, writes })
+    }
+
+    /// Queues a journal row; `sink` hears when it (and everything before it)
+    /// is durable.
+    pub fn append(&self, row: JournalRow, sink: DurableSink) {
+        if let Err(mpsc::error::SendError(WriteOp::Row(_, sink))) = self.writes.send(WriteOp::Row(row, sink)) {
+            sink(Err(StorageError::WriterGone));
+        }
+    }
+
+    /// Queues a snapshot; if `done` is given it hears when it is durable.
+    pub fn snapshot(
+        &self,
+        session_id: &str,
+        seq: u64,
+        state: String,
+        done: Option<oneshot::Sender<Result<(), StorageError>>>,
+    ) {
+        let op = WriteOp::Snapshot {
+            session_id: session_id.to_owned(),
+            seq,
+            state,
+            done,
+        };
+        if let Err(mpsc::error::SendError(WriteOp::Snapshot { done: Some(done), .. })) = self.writes.send(op) {
+            let _ = done.send(Err(StorageError::WriterGone));
+        }
+    }
+
+    /// Stores a new session and its opening snapshot; returns once durable.
+    pub async fn create_session(&self, meta: SessionMeta, snapshot: String) -> Result<(), StorageError> {
+        let (done, rx) = oneshot::channel();
+        self.writes
+            .send(WriteOp::CreateSession { meta, snapshot, done })
+            .map_err(|_| StorageError::WriterGone)?;
+        rx.await.map_err(|_| StorageError::WriterGone)?
+    }
+
+    pub async fn session_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StorageError> {
+        let row = sqlx::query(
+            "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at \
+             FROM sessions WHERE session_id = ?",
+        )
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(SessionMeta {
+                session_id: r.try_get(0)?,
+                tenant_id: r.try_get(1)?,
+                campaign_id: r.try_get(2)?,
+                title: r.try_get(3)?,
+                player_token: r.try_get(4)?,
+                spectator_token: r.try_get(5)?,
+                created_at: r.try_get(6)?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Reads what replay needs: meta, latest snapshot, later rows, recent frames.
+    pub async fn load_session(&self, session_id: &str) -> Result<Option<LoadedSession>, StorageError> {
+        let Some(meta) = self.session_meta(session_id).await? else {
+            return Ok(None);
+        };
+        let snap = sqlx::query("SELECT seq, state FROM snapshots WHERE session_id = ?")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StorageError::Corrupt(format!("session {session_id} has no snapshot")))?;
+        let snapshot_seq: i64 = snap.try_get(0)?;
+        let snapshot: String = snap.try_get(1)?;
+        let rows = sqlx::query(
+            "SELECT seq, turn_id, request_id, effect, history FROM journal \
+             WHERE session_id = ? AND seq > ? ORDER BY seq",
+        )
+        .bind(session_id)
+        .bind(snapshot_seq)
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(|r| {
+            Ok(StoredRow {
+                seq: r.try_get::<i64, _>(0)? as u64,
+                turn_id: r.try_get(1)?,
+                request_id: r.try_get(2)?,
+                effect: r.try_get(3)?,
+                history: r.try_get(4)?,
+            })
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let mut recent_frames = sqlx::query("SELECT seq, frame FROM journal WHERE session_id = ? ORDER BY seq DESC LIMIT ?")
+            .bind(session_id)
+            .bind(RECENT_FRAMES)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        recent_frames.reverse();
+        Ok(Some(LoadedSession {
+            meta,
+            snapshot_seq: snapshot_seq as u64,
+            snapshot,
+            rows,
+            recent_frames,
+        }))
+    }
+
+    /// Request ids of the most recent turns that started, newest first.
+    pub async fn recent_request_ids(&self, session_id: &str, limit: i64) -> Result<Vec<(String, String)>, StorageError> {
+        let rows = sqlx::query(
+            "SELECT request_id, turn_id FROM journal WHERE session_id = ? AND kind = 'turn_started' \
+             AND request_id IS NOT NULL ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(session_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(Into::into)
+    }
+
+    /// A page of the applied-actions log, oldest first.
+    pub async fn actions(&self, session_id: &str, after_seq: u64, limit: u32) -> Result<ActionPage, StorageError> {
+        let rows = sqlx::query(
+            "SELECT seq, action, created_at FROM journal \
+             WHERE session_id = ? AND seq > ? AND action IS NOT NULL ORDER BY seq LIMIT ?",
+        )
+        .bind(session_id)
+        .bind(after_seq as i64)
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let more = rows.len() > limit as usize;
+        let mut actions = Vec::with_capacity(rows.len().min(limit as usize));
+        let mut last = None;
+        for r in rows.into_iter().take(limit as usize) {
+            let seq: i64 = r.try_get(0)?;
+            let text: String = r.try_get(1)?;
+            let created: i64 = r.try_get(2)?;
+            let mut action: Value = serde_json::from_str(&text).map_err(|e| StorageError::Corrupt(e.to_string()))?;
+            if let Some(obj) = action.as_object_mut() {
+                obj.insert("seq".into(), Value::from(seq));
+                obj.insert("timestamp".into(), Value::from(rfc3339(created)));
+            }
+            actions.push(action);
+            last = Some(seq as u64);
+        }
+        Ok(ActionPage {
+            actions,
+            next_after_seq: if more { last } else { None },
+        })
+    }
+}
+
+/// The writer task: waits for one write, takes everything else already
+/// queued (up to [`MAX_BATCH`]), commits it all at once, then tells each
+/// waiter. Runs until every sender is gone.
+async fn writer(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<WriteOp>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let results: Vec<Result<(), StorageError>> = match commit(&mut conn, &batch).await {
+            Ok(()) => vec![Ok(()); batch.len()],
+            Err(e) => {
+                // Isolate the failing write so one bad row does not fail
+                // every session that shared the batch.
+                tracing::warn!(error = %e, ops = batch.len(), "batch commit failed; retrying writes one by one");
+                let mut results = Vec::with_capacity(batch.len());
+                for op in &batch {
+                    let r = commit(&mut conn, std::slice::from_ref(op)).await;
+                    if let Err(e) = &r {
+                        tracing::error!(error = %e, "journal write failed");
+                    }
+                    results.push(r);
+                }
+                results
+            }
+        };
+        // One notice per session per batch: the highest seq now durable, or
+        // the first failure.
+        let mut sessions: HashMap<&str, (&DurableSink, Result<u64, StorageError>)> = HashMap::new();
+        for (op, result) in batch.iter().zip(&results) {
+            if let WriteOp::Row(row, sink) = op {
+                let entry = sessions.entry(row.session_id.as_str()).or_insert((sink, Ok(row.seq)));
+                entry.1 = match (&entry.1, result) {
+                    (Err(e), _) | (Ok(_), Err(e)) => Err(e.clone()),
+                    (Ok(seq), Ok(())) => Ok((*seq).max(row.seq)),
+                };
+            }
+        }
+        for (sink, result) in sessions.into_values() {
+            sink(result);
+        }
+        for (op, result) in batch.drain(..).zip(results) {
+            match op {
+                WriteOp::Snapshot { done: Some(done), .. } | WriteOp::CreateSession { done, .. } => {
+                    let _ = done.send(result);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+async fn commit(conn: &mut SqliteConnection, batch: &[WriteOp]) -> Result<(), StorageError> {
+    let mut tx = conn.begin().await?;
+    for op in batch {
+        match op {
+            WriteOp::Row(r, _) => {
+                sqlx::query(
+                    "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, effect, history, action, created_at) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&r.session_id)
+                .bind(r.seq as i64)
+                .bind(&r.turn_id)
+                .bind(r.kind)
+                .bind(&r.request_id)
+                .bind(&r.frame)
+                .bind(&r.effect)
+                .bind(&r.history)
+                .bind(&r.action)
+                .bind(r.created_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            WriteOp::Snapshot { session_id, seq, state, .. } => {
+                sqlx::query(
+                    "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES (?, ?, ?, ?) \
+                     ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state, \
+                     updated_at = excluded.updated_at WHERE excluded.seq >= snapshots.seq",
+                )
+                .bind(session_id)
+                .bind(*seq as i64)
+                .bind(state)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
+            }
+            WriteOp::CreateSession { meta, snapshot, .. } => {
+                sqlx::query(
+                    "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&meta.session_id)
+                .bind(&meta.tenant_id)
+                .bind(&meta.campaign_id)
+                .bind(&meta.title)
+                .bind(&meta.player_token)
+                .bind(&meta.spectator_token)
+                .bind(meta.created_at)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES (?, 0, ?, ?)")
+                    .bind(&meta.session_id)
+                    .bind(snapshot)
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}

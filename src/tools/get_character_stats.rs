@@ -1,0 +1,53 @@
+//! `get_character_stats`: a character's sheet (read-only).
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+
+pub struct GetCharacterStats;
+
+#[derive(Deserialize)]
+struct Args {
+    character_id: Option<String>,
+}
+
+impl Tool for GetCharacterStats {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "get_character_stats",
+            version: "1.0.0",
+            title: "Character stats",
+            description: "Read a character's sheet: HP, level, stats, inventory and where they are \
+                (defaults to the active character). Changes nothing.",
+            category: "character",
+            input_schema: json!({
+                "type": "object",
+                "properties": {"character_id": {"type": "string", "minLength": 1}},
+                "additionalProperties": false
+            }),
+            output_schema: json!({
+                "type": "object",
+                "required": ["character_id", "name", "hp", "max_hp", "level", "area_id", "stats", "inventory", "state"]
+            }),
+            writes_state: false,
+            needs_session: true,
+            roles: ALL_ROLES,
+            enabled: true,
+            ai_callable: true,
+            read_only: true,
+            idempotent: true,
+        }
+    }
+
+    fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = super::typed(args)?;
+        let id = args.character_id.unwrap_or_else(|| ctx.state.active_actor_id.0.clone());
+        let c = character(ctx.state, &id)?;
+        let mut result = serde_json::to_value(c).map_err(|e| ToolError::invalid_args(e.to_string()))?;
+        if let (Some(obj), Some(area)) = (result.as_object_mut(), ctx.state.area(c.area_id.as_str())) {
+            obj.insert("area_name".into(), json!(area.name));
+        }
+        Ok(ToolOutput { result, effect: None })
+    }
+}

@@ -1,0 +1,482 @@
+//! The tool registry and the one validation pipeline every caller goes through.
+//!
+//! A tool is one file: a [`ToolSpec`] (name, schemas, roles, hints) and a
+//! `run` that reads the save state and returns a result plus an optional
+//! [`Effect`]. Tools never change state themselves; the session actor applies
+//! the effect after it is journalled. Adding a tool is one new file plus one
+//! line in [`Registry::builtin`].
+
+mod get_character_stats;
+mod hp_delta;
+mod map_generate;
+mod move_options;
+mod move_to;
+mod roll_dice;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{ErrorCode, Reason, ToolStatus};
+use crate::game::rng::SplitMix64;
+use crate::game::{Effect, GameState};
+
+/// Longest error message sent back to a model or client.
+pub const MAX_ERROR_MESSAGE: usize = 600;
+
+/// Who is calling a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Player,
+    GameMaster,
+    Service,
+    Admin,
+}
+
+/// Every role: the usual `roles` of a tool anyone may call.
+pub const ALL_ROLES: &[Role] = &[Role::Player, Role::GameMaster, Role::Service, Role::Admin];
+
+/// What a tool declares about itself.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    /// OpenAI function-name rules: `[A-Za-z0-9_-]{1,64}`.
+    pub name: &'static str,
+    pub version: &'static str,
+    pub title: &'static str,
+    /// What the model reads to decide when to call it.
+    pub description: &'static str,
+    pub category: &'static str,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub writes_state: bool,
+    pub needs_session: bool,
+    pub roles: &'static [Role],
+    pub enabled: bool,
+    pub ai_callable: bool,
+    pub read_only: bool,
+    pub idempotent: bool,
+}
+
+/// What a successful tool call gives back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub result: Value,
+    pub effect: Option<Effect>,
+}
+
+/// Why a tool call failed: a reason, a wire code and a readable message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{reason:?} ({code:?}): {message}")]
+pub struct ToolError {
+    pub reason: Reason,
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ToolError {
+    pub fn new(reason: Reason, code: ErrorCode, message: impl Into<String>) -> Self {
+        let mut message: String = message.into();
+        if message.len() > MAX_ERROR_MESSAGE {
+            let mut cut = MAX_ERROR_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        Self {
+            reason,
+            code,
+            message,
+        }
+    }
+
+    pub fn invalid_args(message: impl Into<String>) -> Self {
+        Self::new(Reason::InvalidArgs, ErrorCode::InvalidArgs, message)
+    }
+
+    pub fn status(&self) -> ToolStatus {
+        self.reason.status()
+    }
+
+    /// The tool message a model reads for this failure.
+    pub fn to_model_json(&self) -> Value {
+        json!({
+            "status": self.status(),
+            "reason": self.reason,
+            "error_code": self.code,
+            "message": self.message,
+        })
+    }
+}
+
+/// What a tool may read while it runs.
+pub struct ToolContext<'a> {
+    pub state: &'a GameState,
+    /// Randomness for this call; the outcome is journalled, never re-rolled.
+    pub rng: &'a mut SplitMix64,
+}
+
+/// One tool: a spec and the rule that runs it.
+pub trait Tool: Send + Sync + 'static {
+    fn spec(&self) -> ToolSpec;
+    /// Runs against the state. `args` already passed the input schema.
+    fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError>;
+}
+
+/// Arguments as they arrive: JSON text from a model, or a value from HTTP.
+#[derive(Debug, Clone)]
+pub enum RawArgs {
+    Text(String),
+    Value(Value),
+}
+
+/// Who calls, and which tools the campaign allows.
+pub struct Caller<'a> {
+    pub role: Role,
+    pub allowlist: &'a [String],
+}
+
+/// The outcome of one pass through the pipeline.
+#[derive(Debug)]
+pub struct Invocation {
+    /// The parsed arguments (`null` when they could not be parsed).
+    pub args: Value,
+    pub outcome: Result<ToolOutput, ToolError>,
+    pub duration_ms: f64,
+}
+
+struct Entry {
+    tool: Box<dyn Tool>,
+    spec: ToolSpec,
+    input: jsonschema::Validator,
+    output: jsonschema::Validator,
+}
+
+/// Every tool this server has, with schemas compiled once at start.
+pub struct Registry {
+    entries: HashMap<&'static str, Entry>,
+    /// Names in registration order, for stable listings.
+    order: Vec<&'static str>,
+}
+
+impl Registry {
+    /// The built-in tools.
+    pub fn builtin() -> Result<Self, String> {
+        let mut r = Self {
+            entries: HashMap::new(),
+            order: Vec::new(),
+        };
+        r.register(Box::new(move_to::Move))?;
+        r.register(Box::new(move_options::MoveOptions))?;
+        r.register(Box::new(hp_delta::HpDelta))?;
+        r.register(Box::new(roll_dice::RollDice))?;
+        r.register(Box::new(map_generate::MapGenerate))?;
+        r.register(Box::new(get_character_stats::GetCharacterStats))?;
+        Ok(r)
+    }
+
+    /// Adds a tool; its name and schemas are checked here, once.
+    pub fn register(&mut self, tool: Box<dyn Tool>) -> Result<(), String> {
+        let spec = tool.spec();
+        let valid_name = !spec.name.is_empty()
+            && spec.name.len() <= 64
+            && spec
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid_name {
+            return Err(format!("tool name {:?} breaks [A-Za-z0-9_-]{{1,64}}", spec.name));
+        }
+        if self.entries.contains_key(spec.name) {
+            return Err(format!("tool {} registered twice", spec.name));
+        }
+        let input = jsonschema::validator_for(&spec.input_schema)
+            .map_err(|e| format!("{}: bad input schema: {e}", spec.name))?;
+        let output = jsonschema::validator_for(&spec.output_schema)
+            .map_err(|e| format!("{}: bad output schema: {e}", spec.name))?;
+        self.order.push(spec.name);
+        self.entries.insert(
+            spec.name,
+            Entry {
+                tool,
+                spec,
+                input,
+                output,
+            },
+        );
+        Ok(())
+    }
+
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.entries.get(name).map(|e| &e.spec)
+    }
+
+    /// Every tool name, in registration order.
+    pub fn names(&self) -> &[&'static str] {
+        &self.order
+    }
+
+    /// The tools a role may call under an allowlist, in registration order.
+    pub fn usable<'a>(&'a self, caller: &'a Caller<'_>) -> impl Iterator<Item = &'a ToolSpec> + 'a {
+        self.order.iter().filter_map(move |n| {
+            let spec = &self.entries[n].spec;
+            (spec.enabled
+                && spec.roles.contains(&caller.role)
+                && caller.allowlist.iter().any(|a| a == spec.name)
+                && (caller.role != Role::GameMaster || spec.ai_callable))
+                .then_some(spec)
+        })
+    }
+
+    /// Definitions in the OpenAI `tools` format.
+    pub fn openai_tools(&self, caller: &Caller<'_>) -> Vec<Value> {
+        self.usable(caller)
+            .map(|s| {
+                json!({
+                    "type": "function",
+                    "function": {"name": s.name, "description": s.description, "parameters": s.input_schema}
+                })
+            })
+            .collect()
+    }
+
+    /// The pipeline: tool exists -> arguments parse to an object -> allowlist
+    /// -> role -> enabled -> input schema -> run -> output schema. A failure
+    /// at any step never runs the tool.
+    pub fn invoke(
+        &self,
+        name: &str,
+        raw: RawArgs,
+        caller: &Caller<'_>,
+        state: &GameState,
+        rng: &mut SplitMix64,
+    ) -> Invocation {
+        let started = Instant::now();
+        let (args, outcome) = match self.check(name, raw, caller) {
+            Err((args, e)) => (args, Err(e)),
+            Ok((entry, args)) => {
+                let mut ctx = ToolContext { state, rng };
+                let outcome = entry.tool.run(&args, &mut ctx).and_then(|out| {
+                    let problems = schema_problems(&entry.output, &out.result);
+                    if problems.is_empty() {
+                        Ok(out)
+                    } else {
+                        tracing::error!(tool = name, problems = %problems, "tool broke its output schema");
+                        Err(ToolError::new(
+                            Reason::ExecutionFailed,
+                            ErrorCode::ExecutionFailed,
+                            format!("{name} produced an invalid result"),
+                        ))
+                    }
+                });
+                (args, outcome)
+            }
+        };
+        Invocation {
+            args,
+            outcome,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        }
+    }
+
+    fn check(&self, name: &str, raw: RawArgs, caller: &Caller<'_>) -> Result<(&Entry, Value), (Value, ToolError)> {
+        let usable = || {
+            let names: Vec<&str> = self.usable(caller).map(|s| s.name).collect();
+            names.join(", ")
+        };
+        let Some(entry) = self.entries.get(name) else {
+            let shown: String = name.chars().take(64).collect();
+            return Err((
+                Value::Null,
+                ToolError::new(
+                    Reason::NotFound,
+                    ErrorCode::ToolNotFound,
+                    format!("unknown tool {shown:?}; tools you may use: {}", usable()),
+                ),
+            ));
+        };
+        let args = parse_args(raw).map_err(|e| (Value::Null, e))?;
+        let fail = |e: ToolError| Err((args.clone(), e));
+        if !caller.allowlist.iter().any(|a| a == name) {
+            return fail(ToolError::new(
+                Reason::ToolNotAllowed,
+                ErrorCode::ToolNotAllowed,
+                format!("{name} is not allowed in this campaign; tools you may use: {}", usable()),
+            ));
+        }
+        if !entry.spec.roles.contains(&caller.role) {
+            return fail(ToolError::new(
+                Reason::PermissionDenied,
+                ErrorCode::PermissionDenied,
+                format!("role {:?} may not call {name}", caller.role),
+            ));
+        }
+        if !entry.spec.enabled {
+            return fail(ToolError::new(
+                Reason::ToolDisabled,
+                ErrorCode::ToolDisabled,
+                format!("{name} is disabled"),
+            ));
+        }
+        let problems = schema_problems(&entry.input, &args);
+        if !problems.is_empty() {
+            return fail(ToolError::invalid_args(format!("invalid arguments for {name}: {problems}")));
+        }
+        Ok((entry, args))
+    }
+}
+
+/// Parses raw arguments into a JSON object, with a message a model can act on.
+fn parse_args(raw: RawArgs) -> Result<Value, ToolError> {
+    let value = match raw {
+        RawArgs::Value(v) => v,
+        RawArgs::Text(text) if text.trim().is_empty() => Value::Object(Default::default()),
+        RawArgs::Text(text) => serde_json::from_str(&text).map_err(|e| {
+            ToolError::invalid_args(format!("arguments are not valid JSON ({e}); send one JSON object"))
+        })?,
+    };
+    match value {
+        Value::Object(_) => Ok(value),
+        other => Err(ToolError::invalid_args(format!(
+            "arguments must be a JSON object, not {}",
+            json_kind(&other)
+        ))),
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Every schema problem, each with its JSON Pointer path, joined.
+fn schema_problems(validator: &jsonschema::Validator, instance: &Value) -> String {
+    validator
+        .iter_errors(instance)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Reads validated arguments into a tool's typed struct.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, ToolError> {
+    T::deserialize(args).map_err(|e| ToolError::invalid_args(e.to_string()))
+}
+
+/// Finds a character or reports which ones exist.
+pub(crate) fn character<'a>(state: &'a GameState, id: &str) -> Result<&'a crate::game::Character, ToolError> {
+    state.character(id).ok_or_else(|| {
+        let known: Vec<&str> = state.characters.iter().map(|c| c.character_id.as_str()).collect();
+        ToolError::new(
+            Reason::NotFound,
+            ErrorCode::InvalidArgs,
+            format!("no character {id:?}; characters: {}", known.join(", ")),
+        )
+    })
+}
+
+/// The short area shape tools return.
+pub(crate) fn area_brief(area: &crate::game::Area) -> Value {
+    json!({"area_id": area.area_id, "name": area.name, "description": area.description})
+}
+
+/// The JSON Schema of [`area_brief`].
+pub(crate) fn area_brief_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["area_id", "name", "description"],
+        "properties": {"area_id": {"type": "string"}, "name": {"type": "string"}, "description": {"type": "string"}}
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::game::{Campaign, GameState};
+
+    pub const TOOLS: &[&str] = &["move", "move_options", "hp_delta", "roll_dice", "map_generate", "get_character_stats"];
+
+    /// The demo campaign's opening state.
+    pub fn demo() -> GameState {
+        Campaign::builtin("demo", TOOLS)
+            .expect("demo exists")
+            .expect("demo is valid")
+            .into_state()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::demo;
+    use super::*;
+
+    fn run(name: &str, raw: RawArgs, allow: &[&str]) -> Invocation {
+        let registry = Registry::builtin().unwrap();
+        let allowlist: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
+        let caller = Caller {
+            role: Role::GameMaster,
+            allowlist: &allowlist,
+        };
+        registry.invoke(name, raw, &caller, &demo(), &mut SplitMix64::new(1))
+    }
+
+    fn err(inv: Invocation) -> ToolError {
+        inv.outcome.expect_err("should fail")
+    }
+
+    #[test]
+    fn malformed_arguments_are_invalid_args() {
+        for text in ["{\"expression\":", "{\"expression\":\"1d6\"} junk", "null", "[1,2]", "\"1d6\"", "7"] {
+            let e = err(run("roll_dice", RawArgs::Text(text.into()), &["roll_dice"]));
+            assert_eq!((e.reason, e.code), (Reason::InvalidArgs, ErrorCode::InvalidArgs), "{text}");
+        }
+    }
+
+    #[test]
+    fn pipeline_refusals_have_their_reasons() {
+        let e = err(run("fly", RawArgs::Text("{}".into()), &["move"]));
+        assert_eq!((e.reason, e.code, e.status()), (Reason::NotFound, ErrorCode::ToolNotFound, ToolStatus::Error));
+        assert!(e.message.contains("move"), "lists usable tools: {}", e.message);
+
+        let e = err(run("roll_dice", RawArgs::Value(json!({"expression": "1d6"})), &["move"]));
+        assert_eq!((e.reason, e.status()), (Reason::ToolNotAllowed, ToolStatus::Rejected));
+
+        let e = err(run("roll_dice", RawArgs::Value(json!({"expression": 6})), &["roll_dice"]));
+        assert!(e.message.contains("/expression"), "{}", e.message);
+    }
+
+    #[test]
+    fn every_schema_error_is_listed() {
+        let e = err(run("move", RawArgs::Value(json!({"actor_id": 1, "to_area_id": 2})), &["move"]));
+        assert!(e.message.contains("/actor_id") && e.message.contains("/to_area_id"), "{}", e.message);
+    }
+
+    #[test]
+    fn openai_tools_follow_the_allowlist() {
+        let registry = Registry::builtin().unwrap();
+        let allowlist = vec!["move".to_string()];
+        let caller = Caller {
+            role: Role::GameMaster,
+            allowlist: &allowlist,
+        };
+        let tools = registry.openai_tools(&caller);
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0]["function"]["name"], "move");
+    }
+}

@@ -1,0 +1,85 @@
+//! `move_options`: where a character can go in one step (read-only).
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema, character};
+
+pub struct MoveOptions;
+
+#[derive(Deserialize)]
+struct Args {
+    actor_id: Option<String>,
+}
+
+impl Tool for MoveOptions {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "move_options",
+            version: "1.0.0",
+            title: "Movement options",
+            description: "List the areas a character can reach in one step from where they stand \
+                (defaults to the active character). Changes nothing.",
+            category: "exploration",
+            input_schema: json!({
+                "type": "object",
+                "properties": {"actor_id": {"type": "string", "minLength": 1}},
+                "additionalProperties": false
+            }),
+            output_schema: json!({
+                "type": "object",
+                "required": ["actor_id", "area", "options"],
+                "properties": {
+                    "actor_id": {"type": "string"},
+                    "area": area_brief_schema(),
+                    "options": {"type": "array", "items": area_brief_schema()}
+                }
+            }),
+            writes_state: false,
+            needs_session: true,
+            roles: ALL_ROLES,
+            enabled: true,
+            ai_callable: true,
+            read_only: true,
+            idempotent: true,
+        }
+    }
+
+    fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = super::typed(args)?;
+        let state = ctx.state;
+        let id = args.actor_id.unwrap_or_else(|| state.active_actor_id.0.clone());
+        let actor = character(state, &id)?;
+        let here = state
+            .area(actor.area_id.as_str())
+            .ok_or_else(|| ToolError::invalid_args(format!("{} stands nowhere known", actor.name)))?;
+        let options: Vec<Value> = here
+            .reachable_area_ids
+            .iter()
+            .filter_map(|id| state.area(id.as_str()))
+            .map(area_brief)
+            .collect();
+        Ok(ToolOutput {
+            result: json!({"actor_id": actor.character_id, "area": area_brief(here), "options": options}),
+            effect: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::game::rng::SplitMix64;
+    use crate::tools::test_support::demo;
+
+    #[test]
+    fn lists_the_neighbours_of_the_active_actor() {
+        let state = demo();
+        let out = MoveOptions.run(&json!({}), &mut ToolContext { state: &state, rng: &mut SplitMix64::new(0) }).unwrap();
+        let here = state.area("area_001").unwrap();
+        let ids: Vec<&str> = out.result["options"].as_array().unwrap().iter().map(|o| o["area_id"].as_str().unwrap()).collect();
+        let expected: Vec<&str> = here.reachable_area_ids.iter().map(|a| a.as_str()).collect();
+        assert_eq!(ids, expected);
+        assert!(out.effect.is_none());
+    }
+}

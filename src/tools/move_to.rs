@@ -1,0 +1,159 @@
+//! `move`: the active actor walks to a neighbouring area.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema, character};
+use crate::error::{ErrorCode, Reason};
+use crate::game::{CharacterState, Effect};
+
+pub struct Move;
+
+#[derive(Deserialize)]
+struct Args {
+    actor_id: String,
+    to_area_id: String,
+}
+
+impl Tool for Move {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "move",
+            version: "1.0.0",
+            title: "Move",
+            description: "Move the active character to an area directly reachable from where they stand \
+                (one step). Use move_options first when unsure which areas are reachable. The starting \
+                area is taken from the game state; never send from_area_id.",
+            category: "exploration",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "actor_id": {"type": "string", "minLength": 1, "description": "the active character's id"},
+                    "to_area_id": {"type": "string", "minLength": 1, "description": "id of a reachable area"}
+                },
+                "required": ["actor_id", "to_area_id"],
+                "additionalProperties": false
+            }),
+            output_schema: json!({
+                "type": "object",
+                "required": ["actor_id", "from_area_id", "to_area_id", "area", "reachable_area_ids"],
+                "properties": {
+                    "actor_id": {"type": "string"},
+                    "from_area_id": {"type": "string"},
+                    "to_area_id": {"type": "string"},
+                    "area": area_brief_schema(),
+                    "reachable_area_ids": {"type": "array", "items": {"type": "string"}}
+                }
+            }),
+            writes_state: true,
+            needs_session: true,
+            roles: ALL_ROLES,
+            enabled: true,
+            ai_callable: true,
+            read_only: false,
+            idempotent: false,
+        }
+    }
+
+    fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = super::typed(args)?;
+        let state = ctx.state;
+        if state.active_actor_id != *args.actor_id.as_str() {
+            return Err(ToolError::new(
+                Reason::ActorStateRestricted,
+                ErrorCode::PermissionDenied,
+                format!("only the active actor {} can move now", state.active_actor_id),
+            ));
+        }
+        let actor = character(state, &args.actor_id)?;
+        if actor.state == CharacterState::Down {
+            return Err(ToolError::new(
+                Reason::InvalidActorState,
+                ErrorCode::InvalidArgs,
+                format!("{} is down and cannot move until healed", actor.name),
+            ));
+        }
+        let Some(target) = state.area(&args.to_area_id) else {
+            return Err(ToolError::new(
+                Reason::NotFound,
+                ErrorCode::ZoneNotFound,
+                format!("no area {:?} on this map", args.to_area_id),
+            ));
+        };
+        let here = state.area(actor.area_id.as_str());
+        let reachable = here.map(|a| a.reachable_area_ids.as_slice()).unwrap_or_default();
+        if target.area_id == actor.area_id {
+            return Err(ToolError::invalid_args(format!("{} is already in {}", actor.name, target.area_id)));
+        }
+        if !reachable.contains(&target.area_id) {
+            let list: Vec<&str> = reachable.iter().map(|a| a.as_str()).collect();
+            return Err(ToolError::invalid_args(format!(
+                "{} is not reachable in one step from {}; reachable: {}",
+                target.area_id,
+                actor.area_id,
+                list.join(", ")
+            )));
+        }
+        Ok(ToolOutput {
+            result: json!({
+                "actor_id": actor.character_id,
+                "from_area_id": actor.area_id,
+                "to_area_id": target.area_id,
+                "area": area_brief(target),
+                "reachable_area_ids": target.reachable_area_ids,
+            }),
+            effect: Some(Effect::Move {
+                character_id: actor.character_id.clone(),
+                to_area_id: target.area_id.clone(),
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::game::rng::SplitMix64;
+    use crate::tools::test_support::demo;
+
+    fn run(state: &crate::game::GameState, args: Value) -> Result<ToolOutput, ToolError> {
+        Move.run(&args, &mut ToolContext { state, rng: &mut SplitMix64::new(0) })
+    }
+
+    #[test]
+    fn moves_one_step_and_refuses_the_rest() {
+        let mut state = demo();
+        let here = state.active_actor().unwrap().area_id.clone();
+        let next = state.area(here.as_str()).unwrap().reachable_area_ids[0].clone();
+        let out = run(&state, json!({"actor_id": "pc_001", "to_area_id": next})).unwrap();
+        assert_eq!(out.result["from_area_id"], json!(here));
+        state.apply(out.effect.as_ref().unwrap());
+        assert_eq!(state.active_actor().unwrap().area_id, next);
+
+        let far = state
+            .areas
+            .iter()
+            .find(|a| a.area_id != next && !state.area(next.as_str()).unwrap().reachable_area_ids.contains(&a.area_id))
+            .unwrap()
+            .area_id
+            .clone();
+        let cases = [
+            (json!({"actor_id": "pc_001", "to_area_id": far}), Reason::InvalidArgs),
+            (json!({"actor_id": "pc_001", "to_area_id": "area_999"}), Reason::NotFound),
+            (json!({"actor_id": "pc_001", "to_area_id": next}), Reason::InvalidArgs),
+            (json!({"actor_id": "npc_001", "to_area_id": here}), Reason::ActorStateRestricted),
+        ];
+        for (args, reason) in cases {
+            assert_eq!(run(&state, args.clone()).unwrap_err().reason, reason, "{args}");
+        }
+    }
+
+    #[test]
+    fn a_downed_actor_cannot_move() {
+        let mut state = demo();
+        state.apply(&Effect::Hp { character_id: "pc_001".into(), hp: 0, state: CharacterState::Down });
+        let next = state.area("area_001").unwrap().reachable_area_ids[0].clone();
+        let e = run(&state, json!({"actor_id": "pc_001", "to_area_id": next})).unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidActorState);
+    }
+}
