@@ -6,7 +6,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "questd", version, about = "Hosts AI game-master sessions and streams them over WebSockets")]
+#[command(
+    name = "questd",
+    version,
+    about = "Hosts AI game-master sessions and streams them over WebSockets"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -37,13 +41,29 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address to listen on.
-    #[arg(long, env = "QUESTD_BIND", default_value = "127.0.0.1:8080", global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_BIND",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
     pub bind: String,
     /// `sqlite://PATH`.
-    #[arg(long, env = "QUESTD_DATABASE_URL", default_value = "sqlite://questd.db", global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_DATABASE_URL",
+        default_value = "sqlite://questd.db",
+        global = true
+    )]
     pub database_url: String,
     /// Which model runs the game.
-    #[arg(long, env = "QUESTD_LLM_PROVIDER", value_enum, default_value = "offline", global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_LLM_PROVIDER",
+        value_enum,
+        default_value = "offline",
+        global = true
+    )]
     pub llm_provider: LlmProvider,
     /// Base URL of an OpenAI-compatible endpoint, e.g. `http://127.0.0.1:11434/v1`.
     #[arg(long, env = "QUESTD_LLM_BASE_URL", global = true)]
@@ -52,25 +72,55 @@ pub struct Settings {
     #[arg(long, env = "QUESTD_LLM_MODEL", global = true)]
     pub llm_model: Option<String>,
     /// Bearer key for the endpoint; never logged.
-    #[arg(long, env = "QUESTD_LLM_API_KEY", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_LLM_API_KEY",
+        hide_env_values = true,
+        global = true
+    )]
     pub llm_api_key: Option<String>,
     /// Model calls allowed in one turn.
-    #[arg(long, env = "QUESTD_MAX_ITERATIONS", default_value_t = 8, global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_MAX_ITERATIONS",
+        default_value_t = 8,
+        global = true
+    )]
     pub max_iterations: u32,
     /// Chat messages per minute per session.
-    #[arg(long, env = "QUESTD_CHAT_PER_MINUTE", default_value_t = 30, global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_CHAT_PER_MINUTE",
+        default_value_t = 30,
+        global = true
+    )]
     pub chat_per_minute: u32,
     /// Chat messages a session may send at once before the rate applies.
     #[arg(long, env = "QUESTD_CHAT_BURST", default_value_t = 5, global = true)]
     pub chat_burst: u32,
     /// Turns that may wait behind the running one; more get `QUEUE_FULL`.
-    #[arg(long, env = "QUESTD_MAX_QUEUED_TURNS", default_value_t = 16, global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_MAX_QUEUED_TURNS",
+        default_value_t = 16,
+        global = true
+    )]
     pub max_queued_turns: usize,
     /// Longest chat text, in characters.
-    #[arg(long, env = "QUESTD_MAX_TEXT_CHARS", default_value_t = 2000, global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_MAX_TEXT_CHARS",
+        default_value_t = 2000,
+        global = true
+    )]
     pub max_text_chars: usize,
     /// Longest a whole turn may take, in seconds.
-    #[arg(long, env = "QUESTD_TURN_DEADLINE_SECS", default_value_t = 120, global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_TURN_DEADLINE_SECS",
+        default_value_t = 120,
+        global = true
+    )]
     pub turn_deadline_secs: u64,
     /// A session with no connection and no turn for this long is unloaded
     /// (and reloaded from storage on demand).
@@ -83,7 +133,13 @@ pub struct Settings {
     #[arg(long, env = "QUESTD_HTTP_WORKERS", global = true)]
     pub http_workers: Option<usize>,
     /// Log output format.
-    #[arg(long, env = "QUESTD_LOG_FORMAT", value_enum, default_value = "pretty", global = true)]
+    #[arg(
+        long,
+        env = "QUESTD_LOG_FORMAT",
+        value_enum,
+        default_value = "pretty",
+        global = true
+    )]
     pub log_format: LogFormat,
 }
 
@@ -98,7 +154,13 @@ impl Settings {
 
     /// Settings for tests: everything default, bound to port 0 on `database_url`.
     pub fn for_tests(database_url: &str) -> Self {
-        let cli = Cli::parse_from(["questd", "--bind", "127.0.0.1:0", "--database-url", database_url]);
+        let cli = Cli::parse_from([
+            "questd",
+            "--bind",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+        ]);
         cli.settings
     }
 }
@@ -113,7 +175,10 @@ mod tests {
         assert_eq!(s.bind, "127.0.0.1:8080");
         assert_eq!(s.database_url, "sqlite://questd.db");
         assert_eq!(s.llm_provider, LlmProvider::Offline);
-        assert_eq!((s.max_iterations, s.chat_per_minute, s.chat_burst), (8, 30, 5));
+        assert_eq!(
+            (s.max_iterations, s.chat_per_minute, s.chat_burst),
+            (8, 30, 5)
+        );
     }
 
     #[test]

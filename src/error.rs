@@ -164,7 +164,9 @@ impl ApiError {
     }
 
     pub fn with(mut self, key: &str, value: Value) -> Self {
-        self.extra.get_or_insert_with(Default::default).insert(key.into(), value);
+        self.extra
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value);
         self
     }
 }

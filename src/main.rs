@@ -15,7 +15,12 @@ async fn main() -> anyhow::Result<()> {
         LogFormat::Pretty => logs.init(),
     }
     match cli.command {
-        None | Some(Command::Serve) => Application::build(cli.settings).await?.run_until_stopped().await?,
+        None | Some(Command::Serve) => {
+            Application::build(cli.settings)
+                .await?
+                .run_until_stopped()
+                .await?
+        }
     }
     Ok(())
 }

@@ -13,7 +13,10 @@ use crate::llm::Usage;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientFrame {
     /// A player's message; starts a turn.
-    Chat { text: String, request_id: Option<String> },
+    Chat {
+        text: String,
+        request_id: Option<String>,
+    },
     /// Answered with `pong` carrying the same nonce.
     Ping {
         #[serde(default)]
@@ -24,7 +27,8 @@ pub enum ClientFrame {
 impl ClientFrame {
     /// Parses one text frame; the error is a message for `INVALID_FRAME`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("frame is not JSON: {e}"))?;
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| format!("frame is not JSON: {e}"))?;
         match value.get("type") {
             Some(Value::String(_)) => {}
             Some(_) => return Err("\"type\" must be a string".into()),
@@ -68,12 +72,15 @@ pub enum ControlFrame<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         retry_after_ms: Option<u64>,
     },
-    Pong { nonce: Value },
+    Pong {
+        nonce: Value,
+    },
 }
 
 impl ControlFrame<'_> {
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|_| r#"{"type":"error","error_code":"INTERNAL_ERROR"}"#.into())
+        serde_json::to_string(self)
+            .unwrap_or_else(|_| r#"{"type":"error","error_code":"INTERNAL_ERROR"}"#.into())
     }
 }
 
@@ -246,18 +253,44 @@ mod tests {
     fn client_frames_parse_or_say_why_not() {
         assert_eq!(
             ClientFrame::parse(r#"{"type":"chat","text":"hi","request_id":"r1","extra":1}"#),
-            Ok(ClientFrame::Chat { text: "hi".into(), request_id: Some("r1".into()) })
+            Ok(ClientFrame::Chat {
+                text: "hi".into(),
+                request_id: Some("r1".into())
+            })
         );
-        assert_eq!(ClientFrame::parse(r#"{"type":"ping","nonce":42}"#), Ok(ClientFrame::Ping { nonce: json!(42) }));
-        for bad in ["", "not json", "[]", "{}", r#"{"type":7}"#, r#"{"type":"chat"}"#, r#"{"type":"chat","text":5}"#, r#"{"type":"dance"}"#, r#"{"type":"chat","text":"x","request_id":9}"#] {
+        assert_eq!(
+            ClientFrame::parse(r#"{"type":"ping","nonce":42}"#),
+            Ok(ClientFrame::Ping { nonce: json!(42) })
+        );
+        for bad in [
+            "",
+            "not json",
+            "[]",
+            "{}",
+            r#"{"type":7}"#,
+            r#"{"type":"chat"}"#,
+            r#"{"type":"chat","text":5}"#,
+            r#"{"type":"dance"}"#,
+            r#"{"type":"chat","text":"x","request_id":9}"#,
+        ] {
             assert!(ClientFrame::parse(bad).is_err(), "{bad} should be refused");
         }
     }
 
     #[test]
     fn story_frames_carry_type_and_seq() {
-        let event = StoryEvent::Presence { players: 1, spectators: 2 };
-        let v = serde_json::to_value(StoryFrame { seq: 9, event: &event }).unwrap();
-        assert_eq!(v, json!({"type": "presence", "seq": 9, "players": 1, "spectators": 2}));
+        let event = StoryEvent::Presence {
+            players: 1,
+            spectators: 2,
+        };
+        let v = serde_json::to_value(StoryFrame {
+            seq: 9,
+            event: &event,
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "presence", "seq": 9, "players": 1, "spectators": 2})
+        );
     }
 }

@@ -31,9 +31,9 @@ pub struct Application {
 pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
     match settings.llm_provider {
         LlmProvider::Offline => Ok(Arc::new(OfflineGameMaster)),
-        LlmProvider::Openai => bail!(
-            "QUESTD_LLM_PROVIDER=openai is not available in this version; use offline"
-        ),
+        LlmProvider::Openai => {
+            bail!("QUESTD_LLM_PROVIDER=openai is not available in this version; use offline")
+        }
     }
 }
 
@@ -45,7 +45,10 @@ impl Application {
     }
 
     /// Builds with a given model (tests pass a scripted one).
-    pub async fn build_with(settings: Settings, provider: Arc<dyn Provider>) -> anyhow::Result<Self> {
+    pub async fn build_with(
+        settings: Settings,
+        provider: Arc<dyn Provider>,
+    ) -> anyhow::Result<Self> {
         let store = Store::open(&settings.database_url)
             .await
             .with_context(|| format!("opening {}", settings.database_url))?;
@@ -61,20 +64,27 @@ impl Application {
         let arbiters: Vec<ArbiterHandle> = (0..threads).map(|_| Arbiter::new().handle()).collect();
         let hub = SessionHub::new(deps, arbiters.clone()).start();
 
-        let listener = TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
+        let listener = TcpListener::bind(&settings.bind)
+            .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let data = web::Data::new(AppState {
             hub: hub.clone(),
             store,
             registry,
         });
-        let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(http::configure))
-            .workers(settings.http_workers.unwrap_or(cores).max(1))
-            .backlog(LISTEN_BACKLOG)
-            .listen(listener)?
-            .run();
+        let server =
+            HttpServer::new(move || App::new().app_data(data.clone()).configure(http::configure))
+                .workers(settings.http_workers.unwrap_or(cores).max(1))
+                .backlog(LISTEN_BACKLOG)
+                .listen(listener)?
+                .run();
         tracing::info!(addr = %settings.bind, port, session_threads = threads, "questd listening");
-        Ok(Self { port, server, hub, arbiters })
+        Ok(Self {
+            port,
+            server,
+            hub,
+            arbiters,
+        })
     }
 
     pub fn port(&self) -> u16 {

@@ -128,9 +128,10 @@ impl Campaign {
         if !problems.is_empty() {
             return Err(CampaignError { problems });
         }
-        let campaign: Campaign = serde_json::from_value(value.clone()).map_err(|e| CampaignError {
-            problems: vec![e.to_string()],
-        })?;
+        let campaign: Campaign =
+            serde_json::from_value(value.clone()).map_err(|e| CampaignError {
+                problems: vec![e.to_string()],
+            })?;
         let problems = campaign.problems(known_tools);
         if problems.is_empty() {
             Ok(campaign)
@@ -184,7 +185,11 @@ impl Campaign {
                 problems.push(format!("character {} has hp above max_hp", c.character_id));
             }
         }
-        match self.characters.iter().find(|c| c.character_id == self.active_actor_id) {
+        match self
+            .characters
+            .iter()
+            .find(|c| c.character_id == self.active_actor_id)
+        {
             None => problems.push(format!(
                 "active_actor_id {} is not one of the characters",
                 self.active_actor_id
@@ -212,7 +217,11 @@ impl Campaign {
         // Links are made symmetric at the start so movement rules are simple.
         let pairs: Vec<_> = areas
             .iter()
-            .flat_map(|a| a.reachable_area_ids.iter().map(move |r| (r.clone(), a.area_id.clone())))
+            .flat_map(|a| {
+                a.reachable_area_ids
+                    .iter()
+                    .map(move |r| (r.clone(), a.area_id.clone()))
+            })
             .collect();
         for (from, to) in pairs {
             if let Some(a) = areas.iter_mut().find(|a| a.area_id == from)
@@ -239,7 +248,14 @@ impl Campaign {
 mod tests {
     use super::*;
 
-    const TOOLS: &[&str] = &["move", "move_options", "hp_delta", "roll_dice", "map_generate", "get_character_stats"];
+    const TOOLS: &[&str] = &[
+        "move",
+        "move_options",
+        "hp_delta",
+        "roll_dice",
+        "map_generate",
+        "get_character_stats",
+    ];
 
     fn tiny() -> Value {
         json!({
@@ -266,7 +282,11 @@ mod tests {
         let demo = Campaign::builtin("demo", TOOLS).unwrap().unwrap();
         assert!(demo.areas.len() >= 8);
         assert!(demo.characters.iter().filter(|c| c.kind == "npc").count() >= 2);
-        assert!(demo.areas.iter().all(|a| !a.name.is_empty() && !a.description.is_empty()));
+        assert!(
+            demo.areas
+                .iter()
+                .all(|a| !a.name.is_empty() && !a.description.is_empty())
+        );
         assert!(Campaign::builtin("nope", TOOLS).is_none());
     }
 

@@ -124,7 +124,9 @@ mod tests {
 
     #[test]
     fn refuses_bad_or_unbounded_expressions() {
-        for input in ["", "6", "2x6", "0d6", "101d6", "2d1", "2d1001", "2d6+1001", "2d6+", "ad6"] {
+        for input in [
+            "", "6", "2x6", "0d6", "101d6", "2d1", "2d1001", "2d6+1001", "2d6+", "ad6",
+        ] {
             assert!(DiceExpr::parse(input).is_err(), "{input} should be refused");
         }
     }

@@ -21,8 +21,18 @@ const PLACES: &[&str] = &[
     "Cistern", "Bridge", "Crypt", "Garden", "Archive", "Landing",
 ];
 const MOODS: &[&str] = &[
-    "Dripping", "Silent", "Moonlit", "Broken", "Whispering", "Flooded", "Gilded", "Hollow",
-    "Overgrown", "Ashen", "Echoing", "Forgotten",
+    "Dripping",
+    "Silent",
+    "Moonlit",
+    "Broken",
+    "Whispering",
+    "Flooded",
+    "Gilded",
+    "Hollow",
+    "Overgrown",
+    "Ashen",
+    "Echoing",
+    "Forgotten",
 ];
 const DETAILS: &[&str] = &[
     "Water drips from the ceiling into shallow pools.",
@@ -60,7 +70,13 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
     let mut next_number = req
         .existing
         .iter()
-        .filter_map(|a| a.area_id.as_str().strip_prefix("area_")?.parse::<u64>().ok())
+        .filter_map(|a| {
+            a.area_id
+                .as_str()
+                .strip_prefix("area_")?
+                .parse::<u64>()
+                .ok()
+        })
         .max()
         .unwrap_or(0)
         + 1;
@@ -73,7 +89,11 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
     for i in 0..size {
         // The first area hangs off `from`; each later one off an earlier new
         // area, with an occasional extra link so the map has loops.
-        let parent = if i == 0 { None } else { Some(rng.below(i as u64) as usize) };
+        let parent = if i == 0 {
+            None
+        } else {
+            Some(rng.below(i as u64) as usize)
+        };
         edges.push((i, parent));
         if i >= 3 && rng.below(4) == 0 {
             let extra = rng.below(i as u64) as usize;
@@ -124,7 +144,9 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
         let child_id = areas[child].area_id.clone();
         match parent {
             None => {
-                areas[child].reachable_area_ids.push(req.from.area_id.clone());
+                areas[child]
+                    .reachable_area_ids
+                    .push(req.from.area_id.clone());
                 links.push((req.from.area_id.clone(), child_id));
             }
             Some(p) => {
@@ -141,8 +163,22 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
     GeneratedMap { areas, links }
 }
 
-fn free_spot(rng: &mut SplitMix64, taken: &mut BTreeSet<(i64, i64)>, px: i64, py: i64) -> (i64, i64) {
-    const DIRS: [(i64, i64); 8] = [(1, 0), (0, 1), (-1, 0), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1)];
+fn free_spot(
+    rng: &mut SplitMix64,
+    taken: &mut BTreeSet<(i64, i64)>,
+    px: i64,
+    py: i64,
+) -> (i64, i64) {
+    const DIRS: [(i64, i64); 8] = [
+        (1, 0),
+        (0, 1),
+        (-1, 0),
+        (0, -1),
+        (1, 1),
+        (-1, 1),
+        (1, -1),
+        (-1, -1),
+    ];
     let start = rng.below(DIRS.len() as u64) as usize;
     for ring in 1..=8 {
         for k in 0..DIRS.len() {
@@ -165,7 +201,9 @@ fn theme_hash(theme: &str) -> u64 {
         .trim()
         .to_lowercase()
         .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 fn title_case(s: &str) -> String {

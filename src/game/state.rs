@@ -332,8 +332,14 @@ mod tests {
     #[test]
     fn find_area_by_id_name_and_part_of_name() {
         let s = state();
-        assert_eq!(s.find_area("a2").map(|a| a.name.as_str()), Some("Side Room"));
-        assert_eq!(s.find_area("side room").map(|a| a.area_id.as_str()), Some("a2"));
+        assert_eq!(
+            s.find_area("a2").map(|a| a.name.as_str()),
+            Some("Side Room")
+        );
+        assert_eq!(
+            s.find_area("side room").map(|a| a.area_id.as_str()),
+            Some("a2")
+        );
         assert_eq!(s.find_area("entry").map(|a| a.area_id.as_str()), Some("a1"));
         assert!(s.find_area("cellar").is_none());
     }
@@ -365,7 +371,10 @@ mod tests {
         }
         assert_eq!(s, once);
         assert_eq!(s.areas.len(), 3);
-        assert!(s.area("a2").is_some_and(|a| a.reachable_area_ids.contains(&"a3".into())));
+        assert!(
+            s.area("a2")
+                .is_some_and(|a| a.reachable_area_ids.contains(&"a3".into()))
+        );
         assert_eq!(s.characters[0].state, CharacterState::Down);
     }
 

@@ -36,12 +36,17 @@ async fn campaigns() -> HttpResponse {
     HttpResponse::Ok().json(list)
 }
 
-async fn create_session(req: HttpRequest, state: web::Data<AppState>, body: web::Payload) -> Result<HttpResponse, ApiError> {
+async fn create_session(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
     let body = json_body(body).await?;
     let tools = state.registry.names();
     let campaign = match (body.get("campaign_id"), body.get("campaign")) {
         (_, Some(inline)) => Campaign::from_value(inline, tools).map_err(|e| {
-            ApiError::new(ErrorCode::InvalidCampaign, "the campaign is invalid").with("problems", json!(e.problems))
+            ApiError::new(ErrorCode::InvalidCampaign, "the campaign is invalid")
+                .with("problems", json!(e.problems))
         })?,
         (Some(Value::String(id)), None) => match Campaign::builtin(id, tools) {
             Some(c) => c.map_err(|e| ApiError::internal(&e))?,
@@ -62,13 +67,20 @@ async fn create_session(req: HttpRequest, state: web::Data<AppState>, body: web:
     let tenant_id = tenant_header(&req).unwrap_or_else(|| DEFAULT_TENANT.into());
     let handle = state
         .hub
-        .send(CreateSession { tenant_id, campaign })
+        .send(CreateSession {
+            tenant_id,
+            campaign,
+        })
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(|e| ApiError::internal(&e))?;
     let meta = &handle.meta;
     let info = req.connection_info();
-    let scheme = if info.scheme() == "https" { "wss" } else { "ws" };
+    let scheme = if info.scheme() == "https" {
+        "wss"
+    } else {
+        "ws"
+    };
     let ws_url = format!(
         "{scheme}://{}/ws/sessions/{}?token={}",
         info.host(),
@@ -83,9 +95,16 @@ async fn create_session(req: HttpRequest, state: web::Data<AppState>, body: web:
     })))
 }
 
-async fn list_sessions(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+async fn list_sessions(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
     let tenant_id = tenant_header(&req).unwrap_or_else(|| DEFAULT_TENANT.into());
-    let list = state.hub.send(ListLive { tenant_id }).await.map_err(|e| ApiError::internal(&e))?;
+    let list = state
+        .hub
+        .send(ListLive { tenant_id })
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok().json(list))
 }
 
@@ -94,10 +113,15 @@ fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
     req.headers()
         .get("Authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <player or spectator token>"))
+        .ok_or_else(|| {
+            ApiError::unauthorized("send Authorization: Bearer <player or spectator token>")
+        })
 }
 
 /// Checks tenant and token against a session's meta.
@@ -112,18 +136,30 @@ fn authorize(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
 pub async fn find_session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
     state
         .hub
-        .send(Lookup { session_id: id.to_owned() })
+        .send(Lookup {
+            session_id: id.to_owned(),
+        })
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(|e| ApiError::internal(&e))?
         .ok_or_else(|| ApiError::not_found(format!("no session {id}")))
 }
 
-async fn get_session(req: HttpRequest, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_session(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let handle = find_session(&state, &path).await?;
     authorize(&req, &handle.meta)?;
-    let snapshot = handle.addr.send(GetSnapshot).await.map_err(|e| ApiError::internal(&e))?;
-    Ok(HttpResponse::Ok().content_type("application/json").body(snapshot))
+    let snapshot = handle
+        .addr
+        .send(GetSnapshot)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(snapshot))
 }
 
 #[derive(Deserialize)]
@@ -146,7 +182,10 @@ async fn actions(
         .map_err(|e| ApiError::internal(&e))?
         .ok_or_else(|| ApiError::not_found(format!("no session {path}")))?;
     authorize(&req, &meta)?;
-    let limit = query.limit.unwrap_or(DEFAULT_ACTIONS_PAGE).clamp(1, MAX_ACTIONS_PAGE);
+    let limit = query
+        .limit
+        .unwrap_or(DEFAULT_ACTIONS_PAGE)
+        .clamp(1, MAX_ACTIONS_PAGE);
     let page = state
         .store
         .actions(&meta.session_id, query.after_seq.unwrap_or(0), limit)

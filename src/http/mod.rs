@@ -44,7 +44,11 @@ pub enum TokenRole {
 
 /// Compares secrets in time that does not depend on where they differ.
 fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// Which role `token` opens in the session, if any.
@@ -70,7 +74,10 @@ pub fn tenant_header(req: &HttpRequest) -> Option<String> {
 /// A session of another tenant is answered exactly like an unknown one.
 pub fn check_tenant(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
     match tenant_header(req) {
-        Some(t) if t != meta.tenant_id => Err(ApiError::not_found(format!("no session {}", meta.session_id))),
+        Some(t) if t != meta.tenant_id => Err(ApiError::not_found(format!(
+            "no session {}",
+            meta.session_id
+        ))),
         _ => Ok(()),
     }
 }
@@ -79,7 +86,8 @@ pub fn check_tenant(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiErro
 pub async fn json_body(mut payload: web::Payload) -> Result<serde_json::Value, ApiError> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("could not read the body: {e}")))?;
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("could not read the body: {e}")))?;
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(ApiError::new(
                 ErrorCode::PayloadTooLarge,
@@ -88,7 +96,8 @@ pub async fn json_body(mut payload: web::Payload) -> Result<serde_json::Value, A
         }
         body.extend_from_slice(&chunk);
     }
-    serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
 }
 
 #[cfg(test)]

@@ -3,10 +3,26 @@
 use actix_web::{HttpResponse, web};
 
 const FILES: &[(&str, &str, &str)] = &[
-    ("/", "text/html; charset=utf-8", include_str!("../../static/index.html")),
-    ("/index.html", "text/html; charset=utf-8", include_str!("../../static/index.html")),
-    ("/app.js", "text/javascript; charset=utf-8", include_str!("../../static/app.js")),
-    ("/style.css", "text/css; charset=utf-8", include_str!("../../static/style.css")),
+    (
+        "/",
+        "text/html; charset=utf-8",
+        include_str!("../../static/index.html"),
+    ),
+    (
+        "/index.html",
+        "text/html; charset=utf-8",
+        include_str!("../../static/index.html"),
+    ),
+    (
+        "/app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../static/app.js"),
+    ),
+    (
+        "/style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../static/style.css"),
+    ),
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

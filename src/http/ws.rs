@@ -58,7 +58,11 @@ async fn connect(
     let role = match token_role(&handle.meta, token) {
         Some(TokenRole::Player) => ConnRole::Player,
         Some(TokenRole::Spectator) => ConnRole::Spectator,
-        None => return Err(ApiError::unauthorized("the token does not open this session")),
+        None => {
+            return Err(ApiError::unauthorized(
+                "the token does not open this session",
+            ));
+        }
     };
     let conn = WsConn {
         conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
@@ -89,7 +93,13 @@ struct WsConn {
 }
 
 impl WsConn {
-    fn send_error(ctx: &mut ws::WebsocketContext<Self>, request_id: Option<String>, code: ErrorCode, message: String, retry_after_ms: Option<u64>) {
+    fn send_error(
+        ctx: &mut ws::WebsocketContext<Self>,
+        request_id: Option<String>,
+        code: ErrorCode,
+        message: String,
+        retry_after_ms: Option<u64>,
+    ) {
         ctx.text(
             ControlFrame::Error {
                 request_id,
@@ -106,42 +116,50 @@ impl WsConn {
             Ok(f) => f,
             Err(message) => {
                 // Echo a request_id when one can be read, to help the client.
-                let request_id = serde_json::from_str::<Value>(text)
-                    .ok()
-                    .and_then(|v| v.get("request_id").and_then(Value::as_str).map(str::to_owned));
+                let request_id = serde_json::from_str::<Value>(text).ok().and_then(|v| {
+                    v.get("request_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
                 return Self::send_error(ctx, request_id, ErrorCode::InvalidFrame, message, None);
             }
         };
         match frame {
             ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
-            ClientFrame::Chat { request_id, .. } if self.role == ConnRole::Spectator => Self::send_error(
-                ctx,
-                request_id,
-                ErrorCode::Forbidden,
-                "spectators cannot chat".into(),
-                None,
-            ),
+            ClientFrame::Chat { request_id, .. } if self.role == ConnRole::Spectator => {
+                Self::send_error(
+                    ctx,
+                    request_id,
+                    ErrorCode::Forbidden,
+                    "spectators cannot chat".into(),
+                    None,
+                )
+            }
             ClientFrame::Chat { text, request_id } => {
                 let rid = request_id.clone();
                 let fut = self.session.send(SubmitChat { text, request_id });
-                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
-                    Ok(Ok(a)) => ctx.text(
-                        ControlFrame::Ack {
-                            request_id: rid,
-                            turn_id: a.turn_id,
-                            duplicate: a.duplicate,
-                            queued: a.queued,
+                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| {
+                    match res {
+                        Ok(Ok(a)) => ctx.text(
+                            ControlFrame::Ack {
+                                request_id: rid,
+                                turn_id: a.turn_id,
+                                duplicate: a.duplicate,
+                                queued: a.queued,
+                            }
+                            .to_json(),
+                        ),
+                        Ok(Err(r)) => {
+                            Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms)
                         }
-                        .to_json(),
-                    ),
-                    Ok(Err(r)) => Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
-                    Err(_) => Self::send_error(
-                        ctx,
-                        rid,
-                        ErrorCode::InternalError,
-                        "the session is not available; reconnect".into(),
-                        None,
-                    ),
+                        Err(_) => Self::send_error(
+                            ctx,
+                            rid,
+                            ErrorCode::InternalError,
+                            "the session is not available; reconnect".into(),
+                            None,
+                        ),
+                    }
                 }));
             }
         }
@@ -173,25 +191,32 @@ impl Actor for WsConn {
         };
         // Nothing else is handled until the welcome and backlog are written,
         // so live frames queued meanwhile come after them.
-        ctx.wait(self.session.send(subscribe).into_actor(self).map(|res, _, ctx| match res {
-            Ok(Ok(joined)) => {
-                ctx.text(joined.welcome);
-                for frame in joined.backlog {
-                    ctx.text(frame);
-                }
-            }
-            _ => {
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::Restart,
-                    description: Some("the session is reloading; reconnect".into()),
-                }));
-                ctx.stop();
-            }
-        }));
+        ctx.wait(
+            self.session
+                .send(subscribe)
+                .into_actor(self)
+                .map(|res, _, ctx| match res {
+                    Ok(Ok(joined)) => {
+                        ctx.text(joined.welcome);
+                        for frame in joined.backlog {
+                            ctx.text(frame);
+                        }
+                    }
+                    _ => {
+                        ctx.close(Some(ws::CloseReason {
+                            code: ws::CloseCode::Restart,
+                            description: Some("the session is reloading; reconnect".into()),
+                        }));
+                        ctx.stop();
+                    }
+                }),
+        );
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        self.session.do_send(Unsubscribe { conn_id: self.conn_id });
+        self.session.do_send(Unsubscribe {
+            conn_id: self.conn_id,
+        });
     }
 }
 

@@ -74,7 +74,9 @@ impl ModelReply {
     }
 
     /// A reply that asks for tools, given as `(name, arguments JSON text)`.
-    pub fn tools<N: Into<String>, A: Into<String>>(calls: impl IntoIterator<Item = (N, A)>) -> Self {
+    pub fn tools<N: Into<String>, A: Into<String>>(
+        calls: impl IntoIterator<Item = (N, A)>,
+    ) -> Self {
         Self {
             tool_calls: calls
                 .into_iter()

@@ -14,7 +14,9 @@ use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 use serde_json::{Value, json};
 
-use super::{LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, sentence_deltas};
+use super::{
+    LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, sentence_deltas,
+};
 use crate::game::HistoryEntry;
 
 /// The built-in game master.
@@ -34,7 +36,10 @@ enum Intent {
 
 /// Reads a player's message. Matching ignores case and surrounding spaces.
 fn parse_intent(text: &str) -> Intent {
-    let t = text.trim().trim_end_matches(['.', '!', '?', '。', '！', '？']).trim();
+    let t = text
+        .trim()
+        .trim_end_matches(['.', '!', '?', '。', '！', '？'])
+        .trim();
     let lower = t.to_lowercase();
     let after = |prefixes: &[&str]| -> Option<String> {
         // Keep the player's own casing; fall back to the lower-cased text when
@@ -44,10 +49,21 @@ fn parse_intent(text: &str) -> Intent {
             Some(t.get(p.len()..).unwrap_or(rest).trim().to_string())
         })
     };
-    if lower.contains("where can i go") || lower == "exits" || t.contains("我能去哪") || t.contains("能去哪") {
+    if lower.contains("where can i go")
+        || lower == "exits"
+        || t.contains("我能去哪")
+        || t.contains("能去哪")
+    {
         return Intent::WhereCanIGo;
     }
-    if let Some(rest) = after(&["go to ", "walk to ", "move to ", "head to ", "travel to ", "go "]) {
+    if let Some(rest) = after(&[
+        "go to ",
+        "walk to ",
+        "move to ",
+        "head to ",
+        "travel to ",
+        "go ",
+    ]) {
         return Intent::Go(rest);
     }
     if let Some(rest) = after(&["去", "前往", "走到", "移动到"]) {
@@ -96,7 +112,10 @@ fn resolve_area(context: &Value, wanted: &str) -> Option<String> {
 impl OfflineGameMaster {
     fn answer(&self, req: &ModelRequest) -> ModelReply {
         // The current turn is everything after the last player message.
-        let start = req.messages.iter().rposition(|m| matches!(m, HistoryEntry::User { .. }));
+        let start = req
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, HistoryEntry::User { .. }));
         let Some(start) = start else {
             return ModelReply::narrate("The story waits for you. 故事在等待你。");
         };
@@ -108,18 +127,25 @@ impl OfflineGameMaster {
         let results: Vec<(&str, Value)> = turn
             .iter()
             .filter_map(|m| match m {
-                HistoryEntry::ToolResult { tool, content, .. } => {
-                    Some((tool.as_str(), serde_json::from_str(content).unwrap_or(Value::Null)))
-                }
+                HistoryEntry::ToolResult { tool, content, .. } => Some((
+                    tool.as_str(),
+                    serde_json::from_str(content).unwrap_or(Value::Null),
+                )),
                 _ => None,
             })
             .collect();
         if !results.is_empty() {
             return narrate_results(&results, zh);
         }
-        let actor = req.context["active_actor"]["character_id"].as_str().unwrap_or_default();
+        let actor = req.context["active_actor"]["character_id"]
+            .as_str()
+            .unwrap_or_default();
         let call = |name: &str, args: Value| ModelReply {
-            tool_calls: vec![ModelToolCall { id: "call_1".into(), name: name.into(), arguments: args.to_string() }],
+            tool_calls: vec![ModelToolCall {
+                id: "call_1".into(),
+                name: name.into(),
+                arguments: args.to_string(),
+            }],
             ..ModelReply::default()
         };
         match parse_intent(text) {
@@ -131,8 +157,13 @@ impl OfflineGameMaster {
             Intent::WhereCanIGo => call("move_options", json!({"actor_id": actor})),
             Intent::Roll(expr) => call("roll_dice", json!({"expression": expr})),
             Intent::Explore(theme) => {
-                let from = req.context["current_area"]["area_id"].as_str().unwrap_or_default();
-                call("map_generate", json!({"from_area_id": from, "theme": theme}))
+                let from = req.context["current_area"]["area_id"]
+                    .as_str()
+                    .unwrap_or_default();
+                call(
+                    "map_generate",
+                    json!({"from_area_id": from, "theme": theme}),
+                )
             }
             Intent::Status => call("get_character_stats", json!({"character_id": actor})),
             Intent::Talk => talk(req, text, zh),
@@ -142,15 +173,22 @@ impl OfflineGameMaster {
 
 /// A narrative with no tool call, varied by the words but deterministic.
 fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
-    let area = req.context["current_area"]["name"].as_str().unwrap_or("the dark");
-    let hash = text.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    let area = req.context["current_area"]["name"]
+        .as_str()
+        .unwrap_or("the dark");
+    let hash = text
+        .bytes()
+        .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
     let reply = if zh {
         const LINES: [&str; 3] = [
             "灯影摇曳，四周一片寂静。",
             "远处传来水滴声，仿佛有什么在等待。",
             "你的话在石墙间回荡，无人应答。",
         ];
-        format!("你在{area}。{}可以说“我能去哪”、“去 <地点>”、“掷 2d6+1”、“探索 <主题>”或“状态”。", LINES[hash % LINES.len()])
+        format!(
+            "你在{area}。{}可以说“我能去哪”、“去 <地点>”、“掷 2d6+1”、“探索 <主题>”或“状态”。",
+            LINES[hash % LINES.len()]
+        )
     } else {
         const LINES: [&str; 3] = [
             "Lantern light flickers; the silence listens.",
@@ -162,7 +200,11 @@ fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
             LINES[hash % LINES.len()]
         )
     };
-    ModelReply { text: reply, dialog_type: Some("narration".into()), ..ModelReply::default() }
+    ModelReply {
+        text: reply,
+        dialog_type: Some("narration".into()),
+        ..ModelReply::default()
+    }
 }
 
 /// Narrates what this turn's tools did.
@@ -183,16 +225,28 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
             "move" => {
                 dialog_type = "scene_description";
                 let (name, desc) = (s(&r["area"]["name"]), s(&r["area"]["description"]));
-                if zh { format!("你来到了{name}。{desc}") } else { format!("You make your way to {name}. {desc}") }
+                if zh {
+                    format!("你来到了{name}。{desc}")
+                } else {
+                    format!("You make your way to {name}. {desc}")
+                }
             }
             "move_options" => {
                 let here = s(&r["area"]["name"]);
                 let opts: Vec<String> = r["options"]
                     .as_array()
-                    .map(|o| o.iter().map(|a| format!("{} ({})", s(&a["name"]), s(&a["area_id"]))).collect())
+                    .map(|o| {
+                        o.iter()
+                            .map(|a| format!("{} ({})", s(&a["name"]), s(&a["area_id"])))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 if opts.is_empty() {
-                    if zh { format!("从{here}无路可走。") } else { format!("There is no way onward from {here}.") }
+                    if zh {
+                        format!("从{here}无路可走。")
+                    } else {
+                        format!("There is no way onward from {here}.")
+                    }
                 } else if zh {
                     format!("从{here}你可以前往：{}。", opts.join("、"))
                 } else {
@@ -226,24 +280,53 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
             "get_character_stats" => {
                 let inv: Vec<String> = r["inventory"]
                     .as_array()
-                    .map(|a| a.iter().map(|i| format!("{} ×{}", s(&i["name"]), i["quantity"])).collect())
+                    .map(|a| {
+                        a.iter()
+                            .map(|i| format!("{} ×{}", s(&i["name"]), i["quantity"]))
+                            .collect()
+                    })
                     .unwrap_or_default();
-                let (name, hp, max, level, area) =
-                    (s(&r["name"]), &r["hp"], &r["max_hp"], &r["level"], s(&r["area_name"]));
+                let (name, hp, max, level, area) = (
+                    s(&r["name"]),
+                    &r["hp"],
+                    &r["max_hp"],
+                    &r["level"],
+                    s(&r["area_name"]),
+                );
                 if zh {
-                    format!("{name}：生命 {hp}/{max}，等级 {level}，位于{area}。携带：{}。", inv.join("、"))
+                    format!(
+                        "{name}：生命 {hp}/{max}，等级 {level}，位于{area}。携带：{}。",
+                        inv.join("、")
+                    )
                 } else {
-                    format!("{name}: HP {hp}/{max}, level {level}, in {area}. Carrying: {}.", inv.join(", "))
+                    format!(
+                        "{name}: HP {hp}/{max}, level {level}, in {area}. Carrying: {}.",
+                        inv.join(", ")
+                    )
                 }
             }
             "hp_delta" => {
                 let (id, before, hp) = (s(&r["character_id"]), &r["hp_before"], &r["hp"]);
-                if zh { format!("{id} 的生命值 {before} → {hp}。") } else { format!("{id}'s HP goes from {before} to {hp}.") }
+                if zh {
+                    format!("{id} 的生命值 {before} → {hp}。")
+                } else {
+                    format!("{id}'s HP goes from {before} to {hp}.")
+                }
             }
-            other => if zh { format!("{other} 完成了。") } else { format!("{other} is done.") },
+            other => {
+                if zh {
+                    format!("{other} 完成了。")
+                } else {
+                    format!("{other} is done.")
+                }
+            }
         });
     }
-    ModelReply { text: parts.join(" "), dialog_type: Some(dialog_type.into()), ..ModelReply::default() }
+    ModelReply {
+        text: parts.join(" "),
+        dialog_type: Some(dialog_type.into()),
+        ..ModelReply::default()
+    }
 }
 
 impl Provider for OfflineGameMaster {
@@ -253,8 +336,10 @@ impl Provider for OfflineGameMaster {
 
     fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
         let reply = self.answer(&request);
-        let mut events: Vec<Result<ModelEvent, LlmError>> =
-            sentence_deltas(&reply.text).into_iter().map(|d| Ok(ModelEvent::Delta(d))).collect();
+        let mut events: Vec<Result<ModelEvent, LlmError>> = sentence_deltas(&reply.text)
+            .into_iter()
+            .map(|d| Ok(ModelEvent::Delta(d)))
+            .collect();
         events.push(Ok(ModelEvent::Done(reply)));
         stream::iter(events).boxed()
     }
@@ -275,7 +360,10 @@ mod tests {
             ("我能去哪？", Intent::WhereCanIGo),
             ("roll 2d6+1", Intent::Roll("2d6+1".into())),
             ("掷 2d6+1", Intent::Roll("2d6+1".into())),
-            ("explore crystal caves", Intent::Explore("crystal caves".into())),
+            (
+                "explore crystal caves",
+                Intent::Explore("crystal caves".into()),
+            ),
             ("探索 水晶洞穴", Intent::Explore("水晶洞穴".into())),
             ("status", Intent::Status),
             ("状态", Intent::Status),
@@ -290,7 +378,10 @@ mod tests {
     fn request(text: &str) -> ModelRequest {
         ModelRequest {
             system: String::new(),
-            messages: vec![HistoryEntry::User { turn_id: "turn_1".into(), text: text.into() }],
+            messages: vec![HistoryEntry::User {
+                turn_id: "turn_1".into(),
+                text: text.into(),
+            }],
             tools: vec![],
             context: json!({
                 "active_actor": {"character_id": "pc_001"},
@@ -304,12 +395,32 @@ mod tests {
     fn commands_become_tool_calls() {
         let gm = OfflineGameMaster;
         let cases = [
-            ("go to side room", "move", json!({"actor_id": "pc_001", "to_area_id": "area_002"})),
-            ("去 area_002", "move", json!({"actor_id": "pc_001", "to_area_id": "area_002"})),
-            ("go to the moon", "move_options", json!({"actor_id": "pc_001"})),
+            (
+                "go to side room",
+                "move",
+                json!({"actor_id": "pc_001", "to_area_id": "area_002"}),
+            ),
+            (
+                "去 area_002",
+                "move",
+                json!({"actor_id": "pc_001", "to_area_id": "area_002"}),
+            ),
+            (
+                "go to the moon",
+                "move_options",
+                json!({"actor_id": "pc_001"}),
+            ),
             ("掷 2d6+1", "roll_dice", json!({"expression": "2d6+1"})),
-            ("explore ice", "map_generate", json!({"from_area_id": "area_001", "theme": "ice"})),
-            ("状态", "get_character_stats", json!({"character_id": "pc_001"})),
+            (
+                "explore ice",
+                "map_generate",
+                json!({"from_area_id": "area_001", "theme": "ice"}),
+            ),
+            (
+                "状态",
+                "get_character_stats",
+                json!({"character_id": "pc_001"}),
+            ),
         ];
         for (text, tool, args) in cases {
             let reply = gm.answer(&request(text));

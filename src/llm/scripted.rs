@@ -19,7 +19,9 @@ pub struct ScriptedProvider {
 
 impl ScriptedProvider {
     /// Answers with `script(request, call_number)`.
-    pub fn from_fn(script: impl Fn(&ModelRequest, usize) -> Result<ModelReply, LlmError> + Send + Sync + 'static) -> Self {
+    pub fn from_fn(
+        script: impl Fn(&ModelRequest, usize) -> Result<ModelReply, LlmError> + Send + Sync + 'static,
+    ) -> Self {
         Self {
             script: Box::new(script),
             calls: AtomicUsize::new(0),
@@ -30,7 +32,10 @@ impl ScriptedProvider {
     pub fn sequence(replies: Vec<ModelReply>) -> Self {
         let replies = Mutex::new(replies.into_iter());
         Self::from_fn(move |_, _| {
-            let next = replies.lock().map_err(|e| LlmError::Upstream(e.to_string()))?.next();
+            let next = replies
+                .lock()
+                .map_err(|e| LlmError::Upstream(e.to_string()))?
+                .next();
             Ok(next.unwrap_or_else(|| ModelReply::narrate("done")))
         })
     }

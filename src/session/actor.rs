@@ -25,13 +25,16 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::hub::{SessionHub, SessionStats, Unregister};
-use super::{Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps};
+use super::{
+    Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps,
+};
 use crate::error::{ErrorCode, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, ModelToolCall, Usage, system_prompt};
 use crate::protocol::{
-    ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent, TurnLimit,
+    ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent,
+    TurnLimit,
 };
 use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::{Caller, RawArgs, Role};
@@ -232,7 +235,12 @@ pub struct SessionActor {
 }
 
 impl SessionActor {
-    pub(super) fn new(meta: Arc<SessionMeta>, deps: Arc<SessionDeps>, hub: Addr<SessionHub>, restored: Restored) -> Self {
+    pub(super) fn new(
+        meta: Arc<SessionMeta>,
+        deps: Arc<SessionDeps>,
+        hub: Addr<SessionHub>,
+        restored: Restored,
+    ) -> Self {
         let limits = &deps.limits;
         let per_minute = NonZeroU32::new(limits.chat_per_minute).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(limits.chat_burst).unwrap_or(NonZeroU32::MIN);
@@ -268,7 +276,13 @@ impl SessionActor {
     // ----- frames ---------------------------------------------------------
 
     /// Journals a story frame; it is applied and sent once durable.
-    fn emit(&mut self, event: StoryEvent, effect: Option<Effect>, history: Option<HistoryEntry>, action: Option<Value>) -> u64 {
+    fn emit(
+        &mut self,
+        event: StoryEvent,
+        effect: Option<Effect>,
+        history: Option<HistoryEntry>,
+        action: Option<Value>,
+    ) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         let frame = serde_json::to_string(&StoryFrame { seq, event: &event }).unwrap_or_else(|e| {
@@ -306,7 +320,9 @@ impl SessionActor {
     /// Applies and sends every pending frame up to `up_to`.
     fn release(&mut self, up_to: u64) {
         while self.pending.front().is_some_and(|p| p.seq <= up_to) {
-            let Some(p) = self.pending.pop_front() else { break };
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
             }
@@ -354,14 +370,30 @@ impl SessionActor {
     }
 
     fn presence_changed(&mut self) {
-        let players = self.subscribers.values().filter(|s| s.role == ConnRole::Player).count();
+        let players = self
+            .subscribers
+            .values()
+            .filter(|s| s.role == ConnRole::Player)
+            .count();
         let spectators = self.subscribers.len() - players;
-        self.emit(StoryEvent::Presence { players, spectators }, None, None, None);
+        self.emit(
+            StoryEvent::Presence {
+                players,
+                spectators,
+            },
+            None,
+            None,
+            None,
+        );
         self.report_stats();
     }
 
     fn report_stats(&self) {
-        let players = self.subscribers.values().filter(|s| s.role == ConnRole::Player).count();
+        let players = self
+            .subscribers
+            .values()
+            .filter(|s| s.role == ConnRole::Player)
+            .count();
         self.hub.do_send(SessionStats {
             session_id: self.meta.session_id.clone(),
             players,
@@ -378,7 +410,11 @@ impl SessionActor {
     fn write_snapshot(&mut self, done: Option<oneshot::Sender<Result<(), StorageError>>>) {
         self.since_snapshot = 0;
         match serde_json::to_string(&self.state) {
-            Ok(state) => self.deps.store.snapshot(&self.meta.session_id, self.released, state, done),
+            Ok(state) => {
+                self.deps
+                    .store
+                    .snapshot(&self.meta.session_id, self.released, state, done)
+            }
             Err(e) => tracing::error!(error = %e, "state did not serialize"),
         }
     }
@@ -451,10 +487,17 @@ impl SessionActor {
 
     fn call_model(&mut self, ctx: &mut Context<Self>) {
         let max = self.deps.limits.max_iterations;
-        let Some(iteration) = self.turn.as_ref().map(|t| t.iteration + 1) else { return };
+        let Some(iteration) = self.turn.as_ref().map(|t| t.iteration + 1) else {
+            return;
+        };
         if iteration > max {
             let msg = format!("the model asked for tools {max} times without finishing the turn");
-            return self.fail_turn(ErrorCode::MaxIterations, msg, Some(TurnLimit::MaxIterations), ctx);
+            return self.fail_turn(
+                ErrorCode::MaxIterations,
+                msg,
+                Some(TurnLimit::MaxIterations),
+                ctx,
+            );
         }
         let request = self.model_request();
         self.model_calls += 1;
@@ -463,7 +506,10 @@ impl SessionActor {
             .deps
             .provider
             .complete(request)
-            .map(move |e| ModelMsg { call, event: Some(e) })
+            .map(move |e| ModelMsg {
+                call,
+                event: Some(e),
+            })
             .chain(stream::once(async move { ModelMsg { call, event: None } }));
         let handle = ctx.add_stream(events);
         if let Some(t) = self.turn.as_mut() {
@@ -514,7 +560,9 @@ impl SessionActor {
     }
 
     fn on_model_event(&mut self, event: Result<ModelEvent, LlmError>, ctx: &mut Context<Self>) {
-        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn_id.clone()) else { return };
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn_id.clone()) else {
+            return;
+        };
         match event {
             Ok(ModelEvent::Delta(text)) => {
                 if text.is_empty() {
@@ -523,7 +571,12 @@ impl SessionActor {
                 if let Some(t) = self.turn.as_mut() {
                     t.streamed.push_str(&text);
                 }
-                self.emit(StoryEvent::NarrativeDelta { turn_id, text }, None, None, None);
+                self.emit(
+                    StoryEvent::NarrativeDelta { turn_id, text },
+                    None,
+                    None,
+                    None,
+                );
             }
             Ok(ModelEvent::Done(reply)) => {
                 let Some(t) = self.turn.as_mut() else { return };
@@ -531,9 +584,21 @@ impl SessionActor {
                 t.usage += reply.usage;
                 if reply.tool_calls.is_empty() {
                     let streamed = std::mem::take(&mut t.streamed);
-                    let text = if reply.text.is_empty() { streamed.clone() } else { reply.text };
+                    let text = if reply.text.is_empty() {
+                        streamed.clone()
+                    } else {
+                        reply.text
+                    };
                     if streamed.is_empty() && !text.is_empty() {
-                        self.emit(StoryEvent::NarrativeDelta { turn_id, text: text.clone() }, None, None, None);
+                        self.emit(
+                            StoryEvent::NarrativeDelta {
+                                turn_id,
+                                text: text.clone(),
+                            },
+                            None,
+                            None,
+                            None,
+                        );
                     }
                     let dialog_type = reply.dialog_type.unwrap_or_else(|| "narration".into());
                     self.complete_turn(text, dialog_type, ctx);
@@ -574,7 +639,9 @@ impl SessionActor {
         let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
         let signature = (
             call.name.clone(),
-            parsed.as_ref().map_or_else(|| call.arguments.clone(), Value::to_string),
+            parsed
+                .as_ref()
+                .map_or_else(|| call.arguments.clone(), Value::to_string),
         );
         if t.last_call.as_ref() == Some(&signature) {
             t.repeats += 1;
@@ -583,8 +650,16 @@ impl SessionActor {
             t.repeats = 1;
         }
         if t.repeats >= REPEAT_LIMIT {
-            let msg = format!("the model asked for {} with the same arguments {REPEAT_LIMIT} times in a row", call.name);
-            return self.fail_turn(ErrorCode::MaxIterations, msg, Some(TurnLimit::RepeatedCall), ctx);
+            let msg = format!(
+                "the model asked for {} with the same arguments {REPEAT_LIMIT} times in a row",
+                call.name
+            );
+            return self.fail_turn(
+                ErrorCode::MaxIterations,
+                msg,
+                Some(TurnLimit::RepeatedCall),
+                ctx,
+            );
         }
 
         self.emit(
@@ -593,7 +668,9 @@ impl SessionActor {
                 iteration,
                 call_id: call_id.clone(),
                 tool: call.name.clone(),
-                args: parsed.clone().unwrap_or_else(|| Value::String(call.arguments.clone())),
+                args: parsed
+                    .clone()
+                    .unwrap_or_else(|| Value::String(call.arguments.clone())),
             },
             None,
             Some(HistoryEntry::ToolCall {
@@ -609,10 +686,13 @@ impl SessionActor {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
         };
-        let inv = self
-            .deps
-            .registry
-            .invoke(&call.name, RawArgs::Text(call.arguments), &caller, &self.state, &mut self.rng);
+        let inv = self.deps.registry.invoke(
+            &call.name,
+            RawArgs::Text(call.arguments),
+            &caller,
+            &self.state,
+            &mut self.rng,
+        );
         let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
         let (event, effect, content, action, tool_event) = match inv.outcome {
             Ok(out) => {
@@ -716,7 +796,13 @@ impl SessionActor {
     }
 
     /// Ends the running turn with `turn_failed`; the session stays usable.
-    fn fail_turn(&mut self, code: ErrorCode, message: String, limit: Option<TurnLimit>, ctx: &mut Context<Self>) {
+    fn fail_turn(
+        &mut self,
+        code: ErrorCode,
+        message: String,
+        limit: Option<TurnLimit>,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(t) = self.turn.take() else { return };
         for h in [t.deadline, t.model_stream].into_iter().flatten() {
             ctx.cancel_future(h);
@@ -817,7 +903,10 @@ impl SessionActor {
 /// Notes which areas and characters an effect touched, for the state patch.
 fn touch(t: &mut TurnRun, effect: Option<&Effect>) {
     match effect {
-        Some(Effect::Move { character_id, to_area_id }) => {
+        Some(Effect::Move {
+            character_id,
+            to_area_id,
+        }) => {
             t.touched_characters.insert(character_id.0.clone());
             t.touched_areas.insert(to_area_id.0.clone());
         }
@@ -825,7 +914,8 @@ fn touch(t: &mut TurnRun, effect: Option<&Effect>) {
             t.touched_characters.insert(character_id.0.clone());
         }
         Some(Effect::AddAreas { areas, links }) => {
-            t.touched_areas.extend(areas.iter().map(|a| a.area_id.0.clone()));
+            t.touched_areas
+                .extend(areas.iter().map(|a| a.area_id.0.clone()));
             for (a, b) in links {
                 t.touched_areas.insert(a.0.clone());
                 t.touched_areas.insert(b.0.clone());
@@ -841,7 +931,8 @@ impl Actor for SessionActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         let addr = ctx.address();
         self.sink = Some(Arc::new(move |r| addr.do_send(Durable(r))));
-        let every = (self.deps.limits.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(10));
+        let every = (self.deps.limits.idle_timeout / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(10));
         ctx.run_interval(every, |act, ctx| {
             if !act.stopping && act.idle() {
                 act.unload(ctx);
@@ -905,15 +996,24 @@ impl Handler<SubmitChat> for SessionActor {
             })
         };
         if self.stopping {
-            return refuse(ErrorCode::InternalError, "the session is reloading; try again".into());
+            return refuse(
+                ErrorCode::InternalError,
+                "the session is reloading; try again".into(),
+            );
         }
         let text = msg.text.trim();
         if text.is_empty() {
-            return refuse(ErrorCode::InvalidFrame, "chat text must not be empty".into());
+            return refuse(
+                ErrorCode::InvalidFrame,
+                "chat text must not be empty".into(),
+            );
         }
         let max = self.deps.limits.max_text_chars;
         if text.chars().count() > max {
-            return refuse(ErrorCode::TextTooLong, format!("chat text is longer than {max} characters"));
+            return refuse(
+                ErrorCode::TextTooLong,
+                format!("chat text is longer than {max} characters"),
+            );
         }
         if let Some(turn_id) = msg.request_id.as_deref().and_then(|r| self.requests.get(r)) {
             return Ok(ChatAccepted {
@@ -932,7 +1032,10 @@ impl Handler<SubmitChat> for SessionActor {
         }
         let max_queue = self.deps.limits.max_queued_turns;
         if self.queue.len() >= max_queue {
-            return refuse(ErrorCode::QueueFull, format!("{max_queue} turns are already waiting"));
+            return refuse(
+                ErrorCode::QueueFull,
+                format!("{max_queue} turns are already waiting"),
+            );
         }
         let queued = self.queue.len() + usize::from(self.turn.is_some());
         let turn_no = self.next_turn_no;
@@ -974,7 +1077,11 @@ impl Handler<Subscribe> for SessionActor {
             Some(n) if n == released => (true, Vec::new()),
             Some(n) if n < released && held_from <= n + 1 => (
                 true,
-                self.ring.iter().filter(|(s, _)| *s > n).map(|(_, b)| b.clone()).collect(),
+                self.ring
+                    .iter()
+                    .filter(|(s, _)| *s > n)
+                    .map(|(_, b)| b.clone())
+                    .collect(),
             ),
             _ => (false, Vec::new()),
         };

@@ -99,14 +99,22 @@ impl SessionHub {
     }
 
     /// Starts an actor on the next arbiter, round robin, and records it.
-    fn start(&mut self, meta: Arc<SessionMeta>, restored: super::actor::Restored, hub: Addr<Self>) -> SessionHandle {
+    fn start(
+        &mut self,
+        meta: Arc<SessionMeta>,
+        restored: super::actor::Restored,
+        hub: Addr<Self>,
+    ) -> SessionHandle {
         let deps = self.deps.clone();
         let turns = restored.state.turn;
         let actor_meta = meta.clone();
-        let addr = match self.arbiters.get(self.next_arbiter % self.arbiters.len().max(1)) {
-            Some(arbiter) => {
-                SessionActor::start_in_arbiter(arbiter, move |_| SessionActor::new(actor_meta, deps, hub, restored))
-            }
+        let addr = match self
+            .arbiters
+            .get(self.next_arbiter % self.arbiters.len().max(1))
+        {
+            Some(arbiter) => SessionActor::start_in_arbiter(arbiter, move |_| {
+                SessionActor::new(actor_meta, deps, hub, restored)
+            }),
             None => SessionActor::new(actor_meta, deps, hub, restored).start(),
         };
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
@@ -130,7 +138,11 @@ impl Actor for SessionHub {
 
 /// A random string of ASCII letters and digits.
 pub fn random_token(len: usize) -> String {
-    rand::rng().sample_iter(&Alphanumeric).take(len).map(char::from).collect()
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(len)
+        .map(char::from)
+        .collect()
 }
 
 impl Handler<CreateSession> for SessionHub {
@@ -235,7 +247,11 @@ impl Handler<Unregister> for SessionHub {
     type Result = ();
 
     fn handle(&mut self, msg: Unregister, _: &mut Self::Context) {
-        if self.live.get(&msg.session_id).is_some_and(|l| l.handle.addr == msg.addr) {
+        if self
+            .live
+            .get(&msg.session_id)
+            .is_some_and(|l| l.handle.addr == msg.addr)
+        {
             self.live.remove(&msg.session_id);
         }
     }

@@ -16,7 +16,10 @@ use crate::llm::Provider;
 use crate::storage::Store;
 use crate::tools::Registry;
 
-pub use actor::{ChatAccepted, ChatRefused, Joined, SessionActor, SubmitChat, Subscribe, Unsubscribe, GetSnapshot};
+pub use actor::{
+    ChatAccepted, ChatRefused, GetSnapshot, Joined, SessionActor, SubmitChat, Subscribe,
+    Unsubscribe,
+};
 pub use hub::{CreateSession, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
 
 /// Frames of recent story kept in memory per session for resume.

@@ -11,18 +11,25 @@ use crate::storage::{LoadedSession, StorageError};
 /// Rebuilds the state a session had: its snapshot, then every later journal
 /// row's effect and history entry, in seq order. `requests` are the recent
 /// (request_id, turn_id) pairs, newest first.
-pub(super) fn restore(loaded: LoadedSession, requests: Vec<(String, String)>) -> Result<Restored, StorageError> {
-    let corrupt = |what: &str, seq: u64, e: serde_json::Error| StorageError::Corrupt(format!("{what} at seq {seq}: {e}"));
-    let mut state: GameState =
-        serde_json::from_str(&loaded.snapshot).map_err(|e| corrupt("snapshot", loaded.snapshot_seq, e))?;
+pub(super) fn restore(
+    loaded: LoadedSession,
+    requests: Vec<(String, String)>,
+) -> Result<Restored, StorageError> {
+    let corrupt = |what: &str, seq: u64, e: serde_json::Error| {
+        StorageError::Corrupt(format!("{what} at seq {seq}: {e}"))
+    };
+    let mut state: GameState = serde_json::from_str(&loaded.snapshot)
+        .map_err(|e| corrupt("snapshot", loaded.snapshot_seq, e))?;
     let mut last_seq = loaded.snapshot_seq;
     for row in &loaded.rows {
         if let Some(effect) = &row.effect {
-            let effect: Effect = serde_json::from_str(effect).map_err(|e| corrupt("effect", row.seq, e))?;
+            let effect: Effect =
+                serde_json::from_str(effect).map_err(|e| corrupt("effect", row.seq, e))?;
             state.apply(&effect);
         }
         if let Some(entry) = &row.history {
-            let entry: HistoryEntry = serde_json::from_str(entry).map_err(|e| corrupt("history", row.seq, e))?;
+            let entry: HistoryEntry =
+                serde_json::from_str(entry).map_err(|e| corrupt("history", row.seq, e))?;
             state.record(entry);
         }
         last_seq = last_seq.max(row.seq);

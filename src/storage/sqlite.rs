@@ -10,8 +10,8 @@ use sqlx::{Connection, Row, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    ActionPage, DurableSink, JournalRow, LoadedSession, MAX_BATCH, SessionMeta, StorageError, StoredRow, now_ms,
-    rfc3339,
+    ActionPage, DurableSink, JournalRow, LoadedSession, MAX_BATCH, SessionMeta, StorageError,
+    StoredRow, now_ms, rfc3339,
 };
 
 /// Frames kept for resume after a reload.
@@ -67,7 +67,9 @@ impl Store {
     /// Queues a journal row; `sink` hears when it (and everything before it)
     /// is durable.
     pub fn append(&self, row: JournalRow, sink: DurableSink) {
-        if let Err(mpsc::error::SendError(WriteOp::Row(_, sink))) = self.writes.send(WriteOp::Row(row, sink)) {
+        if let Err(mpsc::error::SendError(WriteOp::Row(_, sink))) =
+            self.writes.send(WriteOp::Row(row, sink))
+        {
             sink(Err(StorageError::WriterGone));
         }
     }
@@ -86,21 +88,35 @@ impl Store {
             state,
             done,
         };
-        if let Err(mpsc::error::SendError(WriteOp::Snapshot { done: Some(done), .. })) = self.writes.send(op) {
+        if let Err(mpsc::error::SendError(WriteOp::Snapshot {
+            done: Some(done), ..
+        })) = self.writes.send(op)
+        {
             let _ = done.send(Err(StorageError::WriterGone));
         }
     }
 
     /// Stores a new session and its opening snapshot; returns once durable.
-    pub async fn create_session(&self, meta: SessionMeta, snapshot: String) -> Result<(), StorageError> {
+    pub async fn create_session(
+        &self,
+        meta: SessionMeta,
+        snapshot: String,
+    ) -> Result<(), StorageError> {
         let (done, rx) = oneshot::channel();
         self.writes
-            .send(WriteOp::CreateSession { meta, snapshot, done })
+            .send(WriteOp::CreateSession {
+                meta,
+                snapshot,
+                done,
+            })
             .map_err(|_| StorageError::WriterGone)?;
         rx.await.map_err(|_| StorageError::WriterGone)?
     }
 
-    pub async fn session_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, StorageError> {
+    pub async fn session_meta(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<SessionMeta>, StorageError> {
         let row = sqlx::query(
             "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at \
              FROM sessions WHERE session_id = ?",
@@ -123,7 +139,10 @@ impl Store {
     }
 
     /// Reads what replay needs: meta, latest snapshot, later rows, recent frames.
-    pub async fn load_session(&self, session_id: &str) -> Result<Option<LoadedSession>, StorageError> {
+    pub async fn load_session(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<LoadedSession>, StorageError> {
         let Some(meta) = self.session_meta(session_id).await? else {
             return Ok(None);
         };
@@ -131,7 +150,9 @@ impl Store {
             .bind(session_id)
             .fetch_optional(&self.pool)
             .await?
-            .ok_or_else(|| StorageError::Corrupt(format!("session {session_id} has no snapshot")))?;
+            .ok_or_else(|| {
+                StorageError::Corrupt(format!("session {session_id} has no snapshot"))
+            })?;
         let snapshot_seq: i64 = snap.try_get(0)?;
         let snapshot: String = snap.try_get(1)?;
         let rows = sqlx::query(
@@ -153,14 +174,16 @@ impl Store {
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        let mut recent_frames = sqlx::query("SELECT seq, frame FROM journal WHERE session_id = ? ORDER BY seq DESC LIMIT ?")
-            .bind(session_id)
-            .bind(RECENT_FRAMES)
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let mut recent_frames = sqlx::query(
+            "SELECT seq, frame FROM journal WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(session_id)
+        .bind(RECENT_FRAMES)
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
         recent_frames.reverse();
         Ok(Some(LoadedSession {
             meta,
@@ -172,7 +195,11 @@ impl Store {
     }
 
     /// Request ids of the most recent turns that started, newest first.
-    pub async fn recent_request_ids(&self, session_id: &str, limit: i64) -> Result<Vec<(String, String)>, StorageError> {
+    pub async fn recent_request_ids(
+        &self,
+        session_id: &str,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, StorageError> {
         let rows = sqlx::query(
             "SELECT request_id, turn_id FROM journal WHERE session_id = ? AND kind = 'turn_started' \
              AND request_id IS NOT NULL ORDER BY seq DESC LIMIT ?",
@@ -188,7 +215,12 @@ impl Store {
     }
 
     /// A page of the applied-actions log, oldest first.
-    pub async fn actions(&self, session_id: &str, after_seq: u64, limit: u32) -> Result<ActionPage, StorageError> {
+    pub async fn actions(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<ActionPage, StorageError> {
         let rows = sqlx::query(
             "SELECT seq, action, created_at FROM journal \
              WHERE session_id = ? AND seq > ? AND action IS NOT NULL ORDER BY seq LIMIT ?",
@@ -205,7 +237,8 @@ impl Store {
             let seq: i64 = r.try_get(0)?;
             let text: String = r.try_get(1)?;
             let created: i64 = r.try_get(2)?;
-            let mut action: Value = serde_json::from_str(&text).map_err(|e| StorageError::Corrupt(e.to_string()))?;
+            let mut action: Value =
+                serde_json::from_str(&text).map_err(|e| StorageError::Corrupt(e.to_string()))?;
             if let Some(obj) = action.as_object_mut() {
                 obj.insert("seq".into(), Value::from(seq));
                 obj.insert("timestamp".into(), Value::from(rfc3339(created)));
@@ -248,7 +281,9 @@ async fn writer(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<Writ
         let mut sessions: HashMap<&str, (&DurableSink, Result<u64, StorageError>)> = HashMap::new();
         for (op, result) in batch.iter().zip(&results) {
             if let WriteOp::Row(row, sink) = op {
-                let entry = sessions.entry(row.session_id.as_str()).or_insert((sink, Ok(row.seq)));
+                let entry = sessions
+                    .entry(row.session_id.as_str())
+                    .or_insert((sink, Ok(row.seq)));
                 entry.1 = match (&entry.1, result) {
                     (Err(e), _) | (Ok(_), Err(e)) => Err(e.clone()),
                     (Ok(seq), Ok(())) => Ok((*seq).max(row.seq)),
@@ -260,7 +295,10 @@ async fn writer(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<Writ
         }
         for (op, result) in batch.drain(..).zip(results) {
             match op {
-                WriteOp::Snapshot { done: Some(done), .. } | WriteOp::CreateSession { done, .. } => {
+                WriteOp::Snapshot {
+                    done: Some(done), ..
+                }
+                | WriteOp::CreateSession { done, .. } => {
                     let _ = done.send(result);
                 }
                 _ => {}
@@ -291,7 +329,12 @@ async fn commit(conn: &mut SqliteConnection, batch: &[WriteOp]) -> Result<(), St
                 .execute(&mut *tx)
                 .await?;
             }
-            WriteOp::Snapshot { session_id, seq, state, .. } => {
+            WriteOp::Snapshot {
+                session_id,
+                seq,
+                state,
+                ..
+            } => {
                 sqlx::query(
                     "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES (?, ?, ?, ?) \
                      ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state, \

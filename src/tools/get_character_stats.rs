@@ -42,12 +42,20 @@ impl Tool for GetCharacterStats {
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
-        let id = args.character_id.unwrap_or_else(|| ctx.state.active_actor_id.0.clone());
+        let id = args
+            .character_id
+            .unwrap_or_else(|| ctx.state.active_actor_id.0.clone());
         let c = character(ctx.state, &id)?;
-        let mut result = serde_json::to_value(c).map_err(|e| ToolError::invalid_args(e.to_string()))?;
-        if let (Some(obj), Some(area)) = (result.as_object_mut(), ctx.state.area(c.area_id.as_str())) {
+        let mut result =
+            serde_json::to_value(c).map_err(|e| ToolError::invalid_args(e.to_string()))?;
+        if let (Some(obj), Some(area)) =
+            (result.as_object_mut(), ctx.state.area(c.area_id.as_str()))
+        {
             obj.insert("area_name".into(), json!(area.name));
         }
-        Ok(ToolOutput { result, effect: None })
+        Ok(ToolOutput {
+            result,
+            effect: None,
+        })
     }
 }

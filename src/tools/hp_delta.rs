@@ -61,7 +61,11 @@ impl Tool for HpDelta {
         let args: Args = super::typed(args)?;
         let c = character(ctx.state, &args.character_id)?;
         let hp = (c.hp + args.delta).clamp(0, c.max_hp);
-        let state = if hp == 0 { CharacterState::Down } else { CharacterState::Active };
+        let state = if hp == 0 {
+            CharacterState::Down
+        } else {
+            CharacterState::Active
+        };
         Ok(ToolOutput {
             result: json!({
                 "character_id": c.character_id,
@@ -70,7 +74,11 @@ impl Tool for HpDelta {
                 "max_hp": c.max_hp,
                 "state": state,
             }),
-            effect: Some(Effect::Hp { character_id: c.character_id.clone(), hp, state }),
+            effect: Some(Effect::Hp {
+                character_id: c.character_id.clone(),
+                hp,
+                state,
+            }),
         })
     }
 }
@@ -85,12 +93,27 @@ mod tests {
     fn clamps_and_downs() {
         let mut state = demo();
         let max = state.character("pc_001").unwrap().max_hp;
-        let cases = [(-5, max - 5, "active"), (-1000, 0, "down"), (3, 3, "active"), (1000, max, "active")];
+        let cases = [
+            (-5, max - 5, "active"),
+            (-1000, 0, "down"),
+            (3, 3, "active"),
+            (1000, max, "active"),
+        ];
         for (delta, hp, st) in cases {
             let out = HpDelta
-                .run(&json!({"character_id": "pc_001", "delta": delta}), &mut ToolContext { state: &state, rng: &mut SplitMix64::new(0) })
+                .run(
+                    &json!({"character_id": "pc_001", "delta": delta}),
+                    &mut ToolContext {
+                        state: &state,
+                        rng: &mut SplitMix64::new(0),
+                    },
+                )
                 .unwrap();
-            assert_eq!((out.result["hp"].as_i64(), out.result["state"].as_str()), (Some(hp), Some(st)), "delta {delta}");
+            assert_eq!(
+                (out.result["hp"].as_i64(), out.result["state"].as_str()),
+                (Some(hp), Some(st)),
+                "delta {delta}"
+            );
             state.apply(out.effect.as_ref().unwrap());
         }
     }

@@ -76,14 +76,21 @@ impl Tool for MapGenerate {
                 .ok_or_else(|| ToolError::invalid_args("no active character; give from_area_id"))?,
         };
         let from = state.area(&from_id).ok_or_else(|| {
-            ToolError::new(Reason::NotFound, ErrorCode::ZoneNotFound, format!("no area {from_id:?} on this map"))
+            ToolError::new(
+                Reason::NotFound,
+                ErrorCode::ZoneNotFound,
+                format!("no area {from_id:?} on this map"),
+            )
         })?;
         let size = args.size.unwrap_or(DEFAULT_SIZE);
         if state.areas.len() + size > MAX_AREAS {
             return Err(ToolError::new(
                 Reason::InvalidActorState,
                 ErrorCode::InvalidArgs,
-                format!("the map already holds {} areas; at most {MAX_AREAS}", state.areas.len()),
+                format!(
+                    "the map already holds {} areas; at most {MAX_AREAS}",
+                    state.areas.len()
+                ),
             ));
         }
         // Seeds stay within JSON's exact integer range so they round-trip.
@@ -97,7 +104,10 @@ impl Tool for MapGenerate {
         });
         Ok(ToolOutput {
             result: json!({"seed": seed, "from_area_id": from.area_id, "areas": map.areas}),
-            effect: Some(Effect::AddAreas { areas: map.areas, links: map.links }),
+            effect: Some(Effect::AddAreas {
+                areas: map.areas,
+                links: map.links,
+            }),
         })
     }
 }
@@ -113,12 +123,35 @@ mod tests {
         let mut state = demo();
         let before = state.areas.len();
         let args = json!({"theme": "crystal caves", "size": 4, "seed": 11});
-        let a = MapGenerate.run(&args, &mut ToolContext { state: &state, rng: &mut SplitMix64::new(1) }).unwrap();
-        let b = MapGenerate.run(&args, &mut ToolContext { state: &state, rng: &mut SplitMix64::new(2) }).unwrap();
+        let a = MapGenerate
+            .run(
+                &args,
+                &mut ToolContext {
+                    state: &state,
+                    rng: &mut SplitMix64::new(1),
+                },
+            )
+            .unwrap();
+        let b = MapGenerate
+            .run(
+                &args,
+                &mut ToolContext {
+                    state: &state,
+                    rng: &mut SplitMix64::new(2),
+                },
+            )
+            .unwrap();
         assert_eq!(a, b);
         state.apply(a.effect.as_ref().unwrap());
         assert_eq!(state.areas.len(), before + 4);
         let first = a.result["areas"][0]["area_id"].as_str().unwrap();
-        assert!(state.area("area_001").unwrap().reachable_area_ids.iter().any(|r| r.as_str() == first));
+        assert!(
+            state
+                .area("area_001")
+                .unwrap()
+                .reachable_area_ids
+                .iter()
+                .any(|r| r.as_str() == first)
+        );
     }
 }

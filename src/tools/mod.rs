@@ -189,7 +189,10 @@ impl Registry {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid_name {
-            return Err(format!("tool name {:?} breaks [A-Za-z0-9_-]{{1,64}}", spec.name));
+            return Err(format!(
+                "tool name {:?} breaks [A-Za-z0-9_-]{{1,64}}",
+                spec.name
+            ));
         }
         if self.entries.contains_key(spec.name) {
             return Err(format!("tool {} registered twice", spec.name));
@@ -283,7 +286,12 @@ impl Registry {
         }
     }
 
-    fn check(&self, name: &str, raw: RawArgs, caller: &Caller<'_>) -> Result<(&Entry, Value), (Value, ToolError)> {
+    fn check(
+        &self,
+        name: &str,
+        raw: RawArgs,
+        caller: &Caller<'_>,
+    ) -> Result<(&Entry, Value), (Value, ToolError)> {
         let usable = || {
             let names: Vec<&str> = self.usable(caller).map(|s| s.name).collect();
             names.join(", ")
@@ -305,7 +313,10 @@ impl Registry {
             return fail(ToolError::new(
                 Reason::ToolNotAllowed,
                 ErrorCode::ToolNotAllowed,
-                format!("{name} is not allowed in this campaign; tools you may use: {}", usable()),
+                format!(
+                    "{name} is not allowed in this campaign; tools you may use: {}",
+                    usable()
+                ),
             ));
         }
         if !entry.spec.roles.contains(&caller.role) {
@@ -324,7 +335,9 @@ impl Registry {
         }
         let problems = schema_problems(&entry.input, &args);
         if !problems.is_empty() {
-            return fail(ToolError::invalid_args(format!("invalid arguments for {name}: {problems}")));
+            return fail(ToolError::invalid_args(format!(
+                "invalid arguments for {name}: {problems}"
+            )));
         }
         Ok((entry, args))
     }
@@ -336,7 +349,9 @@ fn parse_args(raw: RawArgs) -> Result<Value, ToolError> {
         RawArgs::Value(v) => v,
         RawArgs::Text(text) if text.trim().is_empty() => Value::Object(Default::default()),
         RawArgs::Text(text) => serde_json::from_str(&text).map_err(|e| {
-            ToolError::invalid_args(format!("arguments are not valid JSON ({e}); send one JSON object"))
+            ToolError::invalid_args(format!(
+                "arguments are not valid JSON ({e}); send one JSON object"
+            ))
         })?,
     };
     match value {
@@ -381,9 +396,16 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, T
 }
 
 /// Finds a character or reports which ones exist.
-pub(crate) fn character<'a>(state: &'a GameState, id: &str) -> Result<&'a crate::game::Character, ToolError> {
+pub(crate) fn character<'a>(
+    state: &'a GameState,
+    id: &str,
+) -> Result<&'a crate::game::Character, ToolError> {
     state.character(id).ok_or_else(|| {
-        let known: Vec<&str> = state.characters.iter().map(|c| c.character_id.as_str()).collect();
+        let known: Vec<&str> = state
+            .characters
+            .iter()
+            .map(|c| c.character_id.as_str())
+            .collect();
         ToolError::new(
             Reason::NotFound,
             ErrorCode::InvalidArgs,
@@ -410,7 +432,14 @@ pub(crate) fn area_brief_schema() -> Value {
 pub(crate) mod test_support {
     use crate::game::{Campaign, GameState};
 
-    pub const TOOLS: &[&str] = &["move", "move_options", "hp_delta", "roll_dice", "map_generate", "get_character_stats"];
+    pub const TOOLS: &[&str] = &[
+        "move",
+        "move_options",
+        "hp_delta",
+        "roll_dice",
+        "map_generate",
+        "get_character_stats",
+    ];
 
     /// The demo campaign's opening state.
     pub fn demo() -> GameState {
@@ -442,29 +471,66 @@ mod tests {
 
     #[test]
     fn malformed_arguments_are_invalid_args() {
-        for text in ["{\"expression\":", "{\"expression\":\"1d6\"} junk", "null", "[1,2]", "\"1d6\"", "7"] {
+        for text in [
+            "{\"expression\":",
+            "{\"expression\":\"1d6\"} junk",
+            "null",
+            "[1,2]",
+            "\"1d6\"",
+            "7",
+        ] {
             let e = err(run("roll_dice", RawArgs::Text(text.into()), &["roll_dice"]));
-            assert_eq!((e.reason, e.code), (Reason::InvalidArgs, ErrorCode::InvalidArgs), "{text}");
+            assert_eq!(
+                (e.reason, e.code),
+                (Reason::InvalidArgs, ErrorCode::InvalidArgs),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn pipeline_refusals_have_their_reasons() {
         let e = err(run("fly", RawArgs::Text("{}".into()), &["move"]));
-        assert_eq!((e.reason, e.code, e.status()), (Reason::NotFound, ErrorCode::ToolNotFound, ToolStatus::Error));
-        assert!(e.message.contains("move"), "lists usable tools: {}", e.message);
+        assert_eq!(
+            (e.reason, e.code, e.status()),
+            (Reason::NotFound, ErrorCode::ToolNotFound, ToolStatus::Error)
+        );
+        assert!(
+            e.message.contains("move"),
+            "lists usable tools: {}",
+            e.message
+        );
 
-        let e = err(run("roll_dice", RawArgs::Value(json!({"expression": "1d6"})), &["move"]));
-        assert_eq!((e.reason, e.status()), (Reason::ToolNotAllowed, ToolStatus::Rejected));
+        let e = err(run(
+            "roll_dice",
+            RawArgs::Value(json!({"expression": "1d6"})),
+            &["move"],
+        ));
+        assert_eq!(
+            (e.reason, e.status()),
+            (Reason::ToolNotAllowed, ToolStatus::Rejected)
+        );
 
-        let e = err(run("roll_dice", RawArgs::Value(json!({"expression": 6})), &["roll_dice"]));
+        let e = err(run(
+            "roll_dice",
+            RawArgs::Value(json!({"expression": 6})),
+            &["roll_dice"],
+        ));
         assert!(e.message.contains("/expression"), "{}", e.message);
     }
 
     #[test]
     fn every_schema_error_is_listed() {
-        let e = err(run("move", RawArgs::Value(json!({"actor_id": 1, "to_area_id": 2})), &["move"]));
-        assert!(e.message.contains("/actor_id") && e.message.contains("/to_area_id"), "{}", e.message);
+        let e = err(run(
+            "move",
+            RawArgs::Value(json!({"actor_id": 1, "to_area_id": 2})),
+            &["move"],
+        ));
+        assert!(
+            e.message.contains("/actor_id") && e.message.contains("/to_area_id"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -3,7 +3,10 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema, character};
+use super::{
+    ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema,
+    character,
+};
 
 pub struct MoveOptions;
 
@@ -48,11 +51,13 @@ impl Tool for MoveOptions {
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
         let state = ctx.state;
-        let id = args.actor_id.unwrap_or_else(|| state.active_actor_id.0.clone());
+        let id = args
+            .actor_id
+            .unwrap_or_else(|| state.active_actor_id.0.clone());
         let actor = character(state, &id)?;
-        let here = state
-            .area(actor.area_id.as_str())
-            .ok_or_else(|| ToolError::invalid_args(format!("{} stands nowhere known", actor.name)))?;
+        let here = state.area(actor.area_id.as_str()).ok_or_else(|| {
+            ToolError::invalid_args(format!("{} stands nowhere known", actor.name))
+        })?;
         let options: Vec<Value> = here
             .reachable_area_ids
             .iter()
@@ -75,9 +80,22 @@ mod tests {
     #[test]
     fn lists_the_neighbours_of_the_active_actor() {
         let state = demo();
-        let out = MoveOptions.run(&json!({}), &mut ToolContext { state: &state, rng: &mut SplitMix64::new(0) }).unwrap();
+        let out = MoveOptions
+            .run(
+                &json!({}),
+                &mut ToolContext {
+                    state: &state,
+                    rng: &mut SplitMix64::new(0),
+                },
+            )
+            .unwrap();
         let here = state.area("area_001").unwrap();
-        let ids: Vec<&str> = out.result["options"].as_array().unwrap().iter().map(|o| o["area_id"].as_str().unwrap()).collect();
+        let ids: Vec<&str> = out.result["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["area_id"].as_str().unwrap())
+            .collect();
         let expected: Vec<&str> = here.reachable_area_ids.iter().map(|a| a.as_str()).collect();
         assert_eq!(ids, expected);
         assert!(out.effect.is_none());

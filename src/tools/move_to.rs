@@ -3,7 +3,10 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema, character};
+use super::{
+    ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema,
+    character,
+};
 use crate::error::{ErrorCode, Reason};
 use crate::game::{CharacterState, Effect};
 
@@ -62,7 +65,10 @@ impl Tool for Move {
             return Err(ToolError::new(
                 Reason::ActorStateRestricted,
                 ErrorCode::PermissionDenied,
-                format!("only the active actor {} can move now", state.active_actor_id),
+                format!(
+                    "only the active actor {} can move now",
+                    state.active_actor_id
+                ),
             ));
         }
         let actor = character(state, &args.actor_id)?;
@@ -81,9 +87,14 @@ impl Tool for Move {
             ));
         };
         let here = state.area(actor.area_id.as_str());
-        let reachable = here.map(|a| a.reachable_area_ids.as_slice()).unwrap_or_default();
+        let reachable = here
+            .map(|a| a.reachable_area_ids.as_slice())
+            .unwrap_or_default();
         if target.area_id == actor.area_id {
-            return Err(ToolError::invalid_args(format!("{} is already in {}", actor.name, target.area_id)));
+            return Err(ToolError::invalid_args(format!(
+                "{} is already in {}",
+                actor.name, target.area_id
+            )));
         }
         if !reachable.contains(&target.area_id) {
             let list: Vec<&str> = reachable.iter().map(|a| a.as_str()).collect();
@@ -117,7 +128,13 @@ mod tests {
     use crate::tools::test_support::demo;
 
     fn run(state: &crate::game::GameState, args: Value) -> Result<ToolOutput, ToolError> {
-        Move.run(&args, &mut ToolContext { state, rng: &mut SplitMix64::new(0) })
+        Move.run(
+            &args,
+            &mut ToolContext {
+                state,
+                rng: &mut SplitMix64::new(0),
+            },
+        )
     }
 
     #[test]
@@ -133,25 +150,52 @@ mod tests {
         let far = state
             .areas
             .iter()
-            .find(|a| a.area_id != next && !state.area(next.as_str()).unwrap().reachable_area_ids.contains(&a.area_id))
+            .find(|a| {
+                a.area_id != next
+                    && !state
+                        .area(next.as_str())
+                        .unwrap()
+                        .reachable_area_ids
+                        .contains(&a.area_id)
+            })
             .unwrap()
             .area_id
             .clone();
         let cases = [
-            (json!({"actor_id": "pc_001", "to_area_id": far}), Reason::InvalidArgs),
-            (json!({"actor_id": "pc_001", "to_area_id": "area_999"}), Reason::NotFound),
-            (json!({"actor_id": "pc_001", "to_area_id": next}), Reason::InvalidArgs),
-            (json!({"actor_id": "npc_001", "to_area_id": here}), Reason::ActorStateRestricted),
+            (
+                json!({"actor_id": "pc_001", "to_area_id": far}),
+                Reason::InvalidArgs,
+            ),
+            (
+                json!({"actor_id": "pc_001", "to_area_id": "area_999"}),
+                Reason::NotFound,
+            ),
+            (
+                json!({"actor_id": "pc_001", "to_area_id": next}),
+                Reason::InvalidArgs,
+            ),
+            (
+                json!({"actor_id": "npc_001", "to_area_id": here}),
+                Reason::ActorStateRestricted,
+            ),
         ];
         for (args, reason) in cases {
-            assert_eq!(run(&state, args.clone()).unwrap_err().reason, reason, "{args}");
+            assert_eq!(
+                run(&state, args.clone()).unwrap_err().reason,
+                reason,
+                "{args}"
+            );
         }
     }
 
     #[test]
     fn a_downed_actor_cannot_move() {
         let mut state = demo();
-        state.apply(&Effect::Hp { character_id: "pc_001".into(), hp: 0, state: CharacterState::Down });
+        state.apply(&Effect::Hp {
+            character_id: "pc_001".into(),
+            hp: 0,
+            state: CharacterState::Down,
+        });
         let next = state.area("area_001").unwrap().reachable_area_ids[0].clone();
         let e = run(&state, json!({"actor_id": "pc_001", "to_area_id": next})).unwrap_err();
         assert_eq!(e.reason, Reason::InvalidActorState);

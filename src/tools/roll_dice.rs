@@ -57,7 +57,8 @@ impl Tool for RollDice {
         let expr = DiceExpr::parse(&args.expression).map_err(ToolError::invalid_args)?;
         let roll = expr.roll(ctx.rng);
         Ok(ToolOutput {
-            result: serde_json::to_value(roll).map_err(|e| ToolError::invalid_args(e.to_string()))?,
+            result: serde_json::to_value(roll)
+                .map_err(|e| ToolError::invalid_args(e.to_string()))?,
             effect: None,
         })
     }
@@ -74,10 +75,26 @@ mod tests {
     fn rolls_and_refuses_nonsense() {
         let state = demo();
         let mut rng = SplitMix64::new(5);
-        let out = RollDice.run(&json!({"expression": "2d6+1"}), &mut ToolContext { state: &state, rng: &mut rng }).unwrap();
+        let out = RollDice
+            .run(
+                &json!({"expression": "2d6+1"}),
+                &mut ToolContext {
+                    state: &state,
+                    rng: &mut rng,
+                },
+            )
+            .unwrap();
         let total = out.result["total"].as_i64().unwrap();
         assert!((3..=13).contains(&total));
-        let e = RollDice.run(&json!({"expression": "9999d6"}), &mut ToolContext { state: &state, rng: &mut rng }).unwrap_err();
+        let e = RollDice
+            .run(
+                &json!({"expression": "9999d6"}),
+                &mut ToolContext {
+                    state: &state,
+                    rng: &mut rng,
+                },
+            )
+            .unwrap_err();
         assert_eq!(e.reason, Reason::InvalidArgs);
     }
 }

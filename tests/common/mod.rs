@@ -1,0 +1,357 @@
+//! Test harness: a real server on port 0 with a fresh temp database, and a
+//! real WebSocket/HTTP client.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::ServerHandle;
+use awc::ws;
+use futures_util::{SinkExt, StreamExt};
+use questd::llm::{OfflineGameMaster, Provider};
+use questd::{Application, Settings};
+use serde_json::{Value, json};
+
+/// How long a test waits for any one frame before failing.
+pub const FRAME_WAIT: Duration = Duration::from_secs(20);
+
+pub struct TestApp {
+    pub port: u16,
+    pub base: String,
+    pub db_url: String,
+    pub handle: ServerHandle,
+    /// Keeps the database directory alive for the test.
+    pub dir: Arc<tempfile::TempDir>,
+}
+
+/// Settings for a test server on a fresh database in `dir`.
+pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
+    let url = format!("sqlite://{}", dir.path().join("questd.db").display());
+    let mut s = Settings::for_tests(&url);
+    s.http_workers = Some(1);
+    s.session_threads = Some(2);
+    s
+}
+
+/// Starts a server with the offline game master and default settings.
+pub async fn spawn_app() -> TestApp {
+    spawn_with(|_| {}, Arc::new(OfflineGameMaster)).await
+}
+
+/// Starts a server with adjusted settings and a given model.
+pub async fn spawn_with(
+    adjust: impl FnOnce(&mut Settings),
+    provider: Arc<dyn Provider>,
+) -> TestApp {
+    let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+    spawn_in(dir, adjust, provider).await
+}
+
+/// Starts a server on the database in `dir` (which may hold an earlier run).
+pub async fn spawn_in(
+    dir: Arc<tempfile::TempDir>,
+    adjust: impl FnOnce(&mut Settings),
+    provider: Arc<dyn Provider>,
+) -> TestApp {
+    let mut settings = settings_in(&dir);
+    adjust(&mut settings);
+    let db_url = settings.database_url.clone();
+    let app = Application::build_with(settings, provider)
+        .await
+        .expect("server builds");
+    let port = app.port();
+    let handle = app.handle();
+    actix_web::rt::spawn(app.run_until_stopped());
+    TestApp {
+        port,
+        base: format!("http://127.0.0.1:{port}"),
+        db_url,
+        handle,
+        dir,
+    }
+}
+
+pub struct Session {
+    pub session_id: String,
+    pub player_token: String,
+    pub spectator_token: String,
+    pub ws_url: String,
+}
+
+pub fn client() -> awc::Client {
+    awc::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .finish()
+}
+
+/// GET with an optional bearer token; returns status and JSON body.
+pub async fn get(url: &str, token: Option<&str>) -> (u16, Value) {
+    let mut req = client().get(url);
+    if let Some(t) = token {
+        req = req.insert_header(("Authorization", format!("Bearer {t}")));
+    }
+    let mut resp = req.send().await.expect("GET sends");
+    let status = resp.status().as_u16();
+    let body = resp.body().limit(16 * 1024 * 1024).await.expect("body");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// POST a JSON body; returns status and JSON body.
+pub async fn post(url: &str, body: &Value) -> (u16, Value) {
+    let mut resp = client()
+        .post(url)
+        .send_json(body)
+        .await
+        .expect("POST sends");
+    let status = resp.status().as_u16();
+    let body = resp.body().await.expect("body");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+impl TestApp {
+    pub async fn create_session(&self, body: Value) -> Session {
+        let (status, v) = post(&format!("{}/api/v1/sessions", self.base), &body).await;
+        assert_eq!(status, 201, "create session: {v}");
+        Session {
+            session_id: v["session_id"].as_str().expect("session_id").into(),
+            player_token: v["player_token"].as_str().expect("player_token").into(),
+            spectator_token: v["spectator_token"]
+                .as_str()
+                .expect("spectator_token")
+                .into(),
+            ws_url: v["ws_url"].as_str().expect("ws_url").into(),
+        }
+    }
+
+    pub async fn demo(&self) -> Session {
+        self.create_session(json!({"campaign_id": "demo"})).await
+    }
+
+    pub fn ws_url(&self, session_id: &str, token: &str, last_seq: Option<u64>) -> String {
+        let mut url = format!(
+            "ws://127.0.0.1:{}/ws/sessions/{session_id}?token={token}",
+            self.port
+        );
+        if let Some(n) = last_seq {
+            url.push_str(&format!("&last_seq={n}"));
+        }
+        url
+    }
+
+    /// Connects and reads the welcome frame.
+    pub async fn connect(
+        &self,
+        session_id: &str,
+        token: &str,
+        last_seq: Option<u64>,
+    ) -> (Ws, Value) {
+        let mut ws = Ws::connect(&self.ws_url(session_id, token, last_seq)).await;
+        let welcome = ws.next_json().await;
+        assert_eq!(
+            welcome["type"], "welcome",
+            "first frame is welcome: {welcome}"
+        );
+        (ws, welcome)
+    }
+
+    pub async fn snapshot(&self, s: &Session) -> Value {
+        let (status, v) = get(
+            &format!("{}/api/v1/sessions/{}", self.base, s.session_id),
+            Some(&s.player_token),
+        )
+        .await;
+        assert_eq!(status, 200, "snapshot: {v}");
+        v
+    }
+
+    pub async fn actions(&self, s: &Session) -> Vec<Value> {
+        let (status, v) = get(
+            &format!("{}/api/v1/sessions/{}/actions", self.base, s.session_id),
+            Some(&s.player_token),
+        )
+        .await;
+        assert_eq!(status, 200, "actions: {v}");
+        v["actions"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn stop(&self) {
+        self.handle.stop(true).await;
+    }
+}
+
+/// A WebSocket client that reads JSON text frames.
+pub struct Ws {
+    framed: actix_codec::Framed<awc::BoxedSocket, ws::Codec>,
+}
+
+impl Ws {
+    pub async fn connect(url: &str) -> Self {
+        let (_, framed) = client()
+            .ws(url)
+            .max_frame_size(16 * 1024 * 1024)
+            .connect()
+            .await
+            .expect("websocket connects");
+        Self { framed }
+    }
+
+    /// The HTTP status a refused upgrade answers with.
+    pub async fn refused_status(url: &str) -> u16 {
+        match client().ws(url).connect().await {
+            Err(awc::error::WsClientError::InvalidResponseStatus(s)) => s.as_u16(),
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => panic!("upgrade should be refused"),
+        }
+    }
+
+    pub async fn send_json(&mut self, v: &Value) {
+        self.send_text(&v.to_string()).await;
+    }
+
+    pub async fn send_text(&mut self, s: &str) {
+        self.framed
+            .send(ws::Message::Text(s.to_owned().into()))
+            .await
+            .expect("send");
+    }
+
+    pub async fn send_binary(&mut self, b: &[u8]) {
+        self.framed
+            .send(ws::Message::Binary(b.to_vec().into()))
+            .await
+            .expect("send");
+    }
+
+    pub async fn chat(&mut self, text: &str, request_id: &str) {
+        self.send_json(&json!({"type": "chat", "text": text, "request_id": request_id}))
+            .await;
+    }
+
+    /// The next JSON text frame (pings answered, other control frames skipped).
+    pub async fn next_json(&mut self) -> Value {
+        self.try_next_json(FRAME_WAIT)
+            .await
+            .expect("a frame arrives in time")
+    }
+
+    /// The next JSON frame, or `None` on timeout or close.
+    pub async fn try_next_json(&mut self, wait: Duration) -> Option<Value> {
+        loop {
+            let frame = tokio::time::timeout(wait, self.framed.next())
+                .await
+                .ok()??;
+            match frame.expect("websocket frame") {
+                ws::Frame::Text(b) => {
+                    return Some(serde_json::from_slice(&b).expect("frames are JSON"));
+                }
+                ws::Frame::Ping(p) => {
+                    let _ = self.framed.send(ws::Message::Pong(p)).await;
+                }
+                ws::Frame::Close(_) => return None,
+                _ => {}
+            }
+        }
+    }
+
+    /// Reads frames until `stop` matches one; returns them all, that one last.
+    pub async fn until(&mut self, mut stop: impl FnMut(&Value) -> bool) -> Vec<Value> {
+        let mut frames = Vec::new();
+        loop {
+            let f = self.next_json().await;
+            let done = stop(&f);
+            frames.push(f);
+            if done {
+                return frames;
+            }
+        }
+    }
+
+    /// Reads until the given turn completes or fails.
+    pub async fn until_turn_end(&mut self, turn_id: &str) -> Vec<Value> {
+        self.until(|f| {
+            (f["type"] == "turn_completed" || f["type"] == "turn_failed") && f["turn_id"] == turn_id
+        })
+        .await
+    }
+
+    /// Reads until the next ack or error frame (story frames before it are returned too).
+    pub async fn until_reply(&mut self) -> Vec<Value> {
+        self.until(|f| f["type"] == "ack" || f["type"] == "error")
+            .await
+    }
+
+    /// Sends a chat and returns its turn id from the ack.
+    pub async fn chat_ok(&mut self, text: &str, request_id: &str) -> String {
+        self.chat(text, request_id).await;
+        let frames = self.until_reply().await;
+        let reply = frames.last().expect("reply");
+        assert_eq!(reply["type"], "ack", "chat accepted: {reply}");
+        reply["turn_id"].as_str().expect("turn_id").to_owned()
+    }
+
+    /// Plays one whole turn and returns its frames (from after the ack).
+    pub async fn play(&mut self, text: &str, request_id: &str) -> Vec<Value> {
+        self.chat(text, request_id).await;
+        let mut frames = self.until_reply().await;
+        let reply = frames.pop().expect("reply");
+        assert_eq!(reply["type"], "ack", "chat accepted: {reply}");
+        let turn_id = reply["turn_id"].as_str().expect("turn_id").to_owned();
+        // Frames of this turn may have arrived before the ack.
+        if frames.iter().any(|f| {
+            f["turn_id"] == turn_id.as_str()
+                && (f["type"] == "turn_completed" || f["type"] == "turn_failed")
+        }) {
+            return frames;
+        }
+        frames.extend(self.until_turn_end(&turn_id).await);
+        frames
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.framed.send(ws::Message::Close(None)).await;
+    }
+}
+
+/// Story frames only (those with a seq).
+pub fn story(frames: &[Value]) -> Vec<Value> {
+    frames
+        .iter()
+        .filter(|f| f.get("seq").is_some() && f["type"] != "welcome")
+        .cloned()
+        .collect()
+}
+
+/// The first frame of a type.
+pub fn first<'a>(frames: &'a [Value], kind: &str) -> &'a Value {
+    frames
+        .iter()
+        .find(|f| f["type"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} frame in {frames:#?}"))
+}
+
+/// The area the active character stands in, from a snapshot.
+pub fn position(snapshot: &Value) -> String {
+    let actor = snapshot["active_actor_id"].as_str().expect("active actor");
+    snapshot["characters"]
+        .as_array()
+        .expect("characters")
+        .iter()
+        .find(|c| c["character_id"] == actor)
+        .and_then(|c| c["area_id"].as_str())
+        .expect("actor position")
+        .to_owned()
+}
+
+/// A neighbour of the active character's area, from a snapshot.
+pub fn neighbour(snapshot: &Value) -> String {
+    let here = position(snapshot);
+    snapshot["areas"]
+        .as_array()
+        .expect("areas")
+        .iter()
+        .find(|a| a["area_id"] == here.as_str())
+        .and_then(|a| a["reachable_area_ids"][0].as_str())
+        .expect("a neighbour")
+        .to_owned()
+}

@@ -1,0 +1,430 @@
+//! WebSocket and HTTP edges: limits, bad input, resume, auth.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use questd::llm::OfflineGameMaster;
+use serde_json::{Value, json};
+
+#[actix_web::test]
+async fn a_flood_is_rate_limited_and_no_accepted_turn_is_lost() {
+    let app = spawn_with(
+        |s| {
+            s.chat_burst = 3;
+            s.chat_per_minute = 60;
+        },
+        Arc::new(OfflineGameMaster),
+    )
+    .await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    for i in 0..12 {
+        ws.chat(&format!("roll 1d{}", 4 + i), &format!("r-{i}"))
+            .await;
+    }
+    let mut accepted = BTreeSet::new();
+    let mut limited = 0;
+    let mut replies = 0;
+    let mut ended = BTreeSet::new();
+    while replies < 12 || !accepted.is_subset(&ended) {
+        let f = ws.next_json().await;
+        match f["type"].as_str().unwrap() {
+            "ack" => {
+                replies += 1;
+                assert_eq!(f["duplicate"], false);
+                accepted.insert(f["turn_id"].as_str().unwrap().to_owned());
+            }
+            "error" => {
+                replies += 1;
+                assert_eq!(f["error_code"], "RATE_LIMITED", "{f}");
+                assert!(f["retry_after_ms"].as_u64().unwrap() > 0, "{f}");
+                assert!(
+                    f["request_id"].is_string(),
+                    "the error names the request: {f}"
+                );
+                limited += 1;
+            }
+            "turn_completed" => {
+                ended.insert(f["turn_id"].as_str().unwrap().to_owned());
+            }
+            "turn_failed" => panic!("no accepted turn may fail: {f}"),
+            _ => {}
+        }
+    }
+    assert!(accepted.len() >= 3, "the burst is accepted: {accepted:?}");
+    assert!(limited >= 1, "the flood is limited");
+    assert_eq!(accepted.len() + limited, 12);
+    assert_eq!(ended, accepted, "every accepted turn completed");
+    assert_eq!(
+        app.actions(&s).await.len(),
+        accepted.len(),
+        "one roll per accepted turn"
+    );
+}
+
+#[actix_web::test]
+async fn a_duplicate_request_id_runs_once() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    ws.chat("roll 1d6", "same").await;
+    ws.chat("roll 1d6", "same").await;
+    let mut acks = Vec::new();
+    let mut frames = Vec::new();
+    while acks.len() < 2 {
+        let f = ws.next_json().await;
+        if f["type"] == "ack" {
+            acks.push(f);
+        } else {
+            frames.push(f);
+        }
+    }
+    assert_eq!(acks[0]["duplicate"], false);
+    assert_eq!(acks[1]["duplicate"], true);
+    assert_eq!(acks[0]["turn_id"], acks[1]["turn_id"]);
+    let turn = acks[0]["turn_id"].as_str().unwrap().to_owned();
+    if !frames.iter().any(|f| f["type"] == "turn_completed") {
+        frames.extend(ws.until_turn_end(&turn).await);
+    }
+    // Play one more turn so anything run twice would have shown by now.
+    frames.extend(ws.play("roll 1d4", "other").await);
+    let started: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["type"] == "turn_started")
+        .collect();
+    assert_eq!(started.len(), 2, "{started:#?}");
+    let rolls: Vec<Value> = app.actions(&s).await;
+    assert_eq!(rolls.len(), 2);
+    assert_eq!(rolls[0]["args"]["expression"], "1d6");
+}
+
+#[actix_web::test]
+async fn spectators_cannot_chat() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    assert_eq!(welcome["role"], "spectator");
+    ws.chat("go to area_002", "r-1").await;
+    let reply = ws.until_reply().await.pop().unwrap();
+    assert_eq!(reply["error_code"], "FORBIDDEN");
+    assert_eq!(reply["request_id"], "r-1");
+    assert_eq!(app.snapshot(&s).await["turn"], 0);
+}
+
+#[actix_web::test]
+async fn garbage_frames_are_invalid_and_the_connection_lives_on() {
+    let app = spawn_with(|s| s.max_text_chars = 50, Arc::new(OfflineGameMaster)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let garbage = [
+        "not json",
+        "",
+        "[1,2,3]",
+        "{}",
+        r#"{"type":42}"#,
+        r#"{"type":"dance"}"#,
+        r#"{"type":"chat"}"#,
+        r#"{"type":"chat","text":7}"#,
+        r#"{"type":"chat","text":"hi","request_id":{"a":1}}"#,
+        r#"{"type":"chat","text":"   "}"#,
+        "{\"type\":\"chat\",\"text\":\"\u{0}\"",
+    ];
+    for g in garbage {
+        ws.send_text(g).await;
+        let f = ws.until_reply().await.pop().unwrap();
+        assert_eq!(f["error_code"], "INVALID_FRAME", "{g:?} -> {f}");
+    }
+    ws.send_binary(&[0, 159, 146, 150]).await;
+    let f = ws.until_reply().await.pop().unwrap();
+    assert_eq!(f["error_code"], "INVALID_FRAME");
+
+    ws.chat(&"x".repeat(51), "long").await;
+    let f = ws.until_reply().await.pop().unwrap();
+    assert_eq!(
+        (f["error_code"].as_str(), f["request_id"].as_str()),
+        (Some("TEXT_TOO_LONG"), Some("long"))
+    );
+
+    ws.send_json(&json!({"type": "ping", "nonce": 42})).await;
+    let pong = ws.until(|f| f["type"] == "pong").await.pop().unwrap();
+    assert_eq!(pong["nonce"], 42);
+    let frames = ws.play("roll 1d6", "r-ok").await;
+    assert_eq!(
+        first(&frames, "tool_result")["status"],
+        "ok",
+        "still playable"
+    );
+}
+
+#[actix_web::test]
+async fn a_reconnecting_client_resumes_from_last_seq() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    assert_eq!(welcome["resumed"], false);
+    let target = neighbour(&welcome["state"]);
+    let frames = story(&ws.play(&format!("go to {target}"), "r-1").await);
+    ws.close().await;
+    // Resume from the middle of the turn just played.
+    let cut = frames[2]["seq"].as_u64().unwrap();
+    let (mut again, welcome) = app.connect(&s.session_id, &s.player_token, Some(cut)).await;
+    assert_eq!(welcome["resumed"], true, "{welcome}");
+    let mut replayed = Vec::new();
+    for _ in frames.iter().filter(|f| f["seq"].as_u64().unwrap() > cut) {
+        replayed.push(again.next_json().await);
+    }
+    let expected: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["seq"].as_u64().unwrap() > cut)
+        .collect();
+    assert_eq!(
+        replayed.iter().collect::<Vec<_>>(),
+        expected,
+        "the same frames, in order"
+    );
+    assert_eq!(position(&welcome["state"]), target);
+    // A seq the server never sent cannot be resumed from.
+    let (_, welcome) = app
+        .connect(&s.session_id, &s.player_token, Some(1_000_000))
+        .await;
+    assert_eq!(welcome["resumed"], false);
+}
+
+#[actix_web::test]
+async fn bad_token_and_unknown_session_are_refused_before_the_upgrade() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    assert_eq!(
+        Ws::refused_status(&app.ws_url(&s.session_id, "wrong", None)).await,
+        401
+    );
+    assert_eq!(
+        Ws::refused_status(&app.ws_url("sess_nope", &s.player_token, None)).await,
+        404
+    );
+    let (status, body) = get(
+        &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
+        Some("wrong"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (401, Some("UNAUTHORIZED"))
+    );
+    let (status, _) = get(
+        &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
+        None,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, body) = get(
+        &format!("{}/api/v1/sessions/sess_nope/actions", app.base),
+        Some(&s.player_token),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (404, Some("NOT_FOUND"))
+    );
+    // The spectator token reads the snapshot too.
+    let (status, snap) = get(
+        &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
+        Some(&s.spectator_token),
+    )
+    .await;
+    assert_eq!(
+        (status, snap["session_id"].as_str()),
+        (200, Some(s.session_id.as_str()))
+    );
+}
+
+#[actix_web::test]
+async fn http_api_basics() {
+    let app = spawn_app().await;
+    assert_eq!(
+        get(&format!("{}/healthz", app.base), None).await,
+        (200, json!({"status": "ok"}))
+    );
+    let (status, campaigns) = get(&format!("{}/api/v1/campaigns", app.base), None).await;
+    assert_eq!(status, 200);
+    assert!(
+        campaigns
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["campaign_id"] == "demo" && c["title"].is_string())
+    );
+
+    let s = app.demo().await;
+    assert!(s.ws_url.starts_with("ws://") && s.ws_url.contains(&s.session_id));
+    let snap = app.snapshot(&s).await;
+    for key in [
+        "session_id",
+        "campaign_id",
+        "turn",
+        "active_actor_id",
+        "areas",
+        "characters",
+        "allowlist",
+    ] {
+        assert!(snap.get(key).is_some(), "snapshot has {key}");
+    }
+    assert!(snap["areas"].as_array().unwrap().len() >= 8);
+
+    let (status, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
+    assert_eq!(status, 200);
+    let mine = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["session_id"] == s.session_id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (mine["players"].as_u64(), mine["turns"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let other_tenant = client()
+        .get(format!("{}/api/v1/sessions", app.base))
+        .insert_header(("X-Tenant-ID", "acme"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        other_tenant,
+        json!([]),
+        "tenants see only their own sessions"
+    );
+    let (status, _) = get(
+        &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
+        Some(&s.player_token),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let resp = client()
+        .get(format!("{}/api/v1/sessions/{}", app.base, s.session_id))
+        .insert_header(("Authorization", format!("Bearer {}", s.player_token)))
+        .insert_header(("X-Tenant-ID", "acme"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        404,
+        "another tenant's session looks unknown"
+    );
+
+    let (status, page) = get(&format!("{}/", app.base), None).await;
+    assert_eq!(
+        (status, page),
+        (200, Value::Null),
+        "the client page is served (as HTML)"
+    );
+}
+
+#[actix_web::test]
+async fn bad_campaigns_are_refused_with_every_problem() {
+    let app = spawn_app().await;
+    let url = format!("{}/api/v1/sessions", app.base);
+    let (status, body) = post(&url, &json!({"campaign": {"campaign_id": "x", "title": "X", "allowlist": ["move", "teleport"],
+        "active_actor_id": "ghost",
+        "areas": [{"area_id": "a1", "name": "A", "reachable_area_ids": ["a9"]}],
+        "characters": [{"character_id": "pc", "name": "P", "kind": "pc", "area_id": "a1", "hp": 5, "max_hp": 5}]}}))
+    .await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (400, Some("INVALID_CAMPAIGN"))
+    );
+    let problems = body["problems"].as_array().unwrap();
+    let text = serde_json::to_string(problems).unwrap();
+    for word in ["teleport", "ghost", "a9"] {
+        assert!(text.contains(word), "{word} in {text}");
+    }
+    for bad in [
+        json!({}),
+        json!({"campaign_id": "nope"}),
+        json!({"campaign_id": 5}),
+        json!({"campaign": {"title": 1}}),
+    ] {
+        let (status, body) = post(&url, &bad).await;
+        assert_eq!(status, 400, "{bad} -> {body}");
+        assert!(body["message"].is_string());
+    }
+    let mut resp = client()
+        .post(&url)
+        .insert_header(("content-type", "application/json"))
+        .send_body("{not json")
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error_code"], "BAD_REQUEST");
+    let huge = format!("{{\"campaign_id\":\"{}\"}}", "x".repeat(2 * 1024 * 1024));
+    let resp = client().post(&url).send_body(huge).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 413);
+}
+
+#[actix_web::test]
+async fn the_actions_log_pages_oldest_first() {
+    let app = spawn_with(|s| s.chat_burst = 10, Arc::new(OfflineGameMaster)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    for i in 0..5 {
+        ws.play(&format!("roll 1d{}", 4 + i), &format!("r-{i}"))
+            .await;
+    }
+    let url = |after: u64| {
+        format!(
+            "{}/api/v1/sessions/{}/actions?after_seq={after}&limit=2",
+            app.base, s.session_id
+        )
+    };
+    let mut after = 0;
+    let mut all = Vec::new();
+    loop {
+        let (status, page) = get(&url(after), Some(&s.player_token)).await;
+        assert_eq!(status, 200);
+        all.extend(page["actions"].as_array().unwrap().clone());
+        match page["next_after_seq"].as_u64() {
+            Some(n) => after = n,
+            None => break,
+        }
+        assert!(all.len() <= 5);
+    }
+    let exprs: Vec<&str> = all
+        .iter()
+        .map(|a| a["args"]["expression"].as_str().unwrap())
+        .collect();
+    assert_eq!(exprs, ["1d4", "1d5", "1d6", "1d7", "1d8"]);
+    for a in &all {
+        for key in [
+            "seq",
+            "turn_id",
+            "call_id",
+            "tool",
+            "args",
+            "status",
+            "result",
+            "timestamp",
+        ] {
+            assert!(a.get(key).is_some(), "{key} in {a}");
+        }
+    }
+    let (status, _) = get(
+        &format!(
+            "{}/api/v1/sessions/{}/actions?after_seq=-1",
+            app.base, s.session_id
+        ),
+        Some(&s.player_token),
+    )
+    .await;
+    assert_eq!(status, 400);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}

@@ -1,0 +1,237 @@
+//! Nothing acknowledged is lost: restarts, SIGKILL, idle unloading.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use questd::game::HistoryEntry;
+use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
+use serde_json::{Value, json};
+
+#[actix_web::test]
+async fn restarting_on_the_same_database_brings_back_state_and_history() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let app = spawn_in(dir.clone(), |_| {}, Arc::new(OfflineGameMaster)).await;
+    let s = app.demo().await;
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    let target = neighbour(&welcome["state"]);
+    let first_turn = ws.play(&format!("go to {target}"), "r-1").await;
+    ws.play("explore ice caves", "r-2").await;
+    let before = app.snapshot(&s).await;
+    let actions_before = app.actions(&s).await;
+    let last_seq = story(&first_turn).last().unwrap()["seq"].as_u64().unwrap();
+    ws.close().await;
+    app.stop().await;
+
+    // The new server's model records what history it is given.
+    let history: Arc<Mutex<Vec<HistoryEntry>>> = Arc::default();
+    let h2 = history.clone();
+    let model = ScriptedProvider::from_fn(move |req, _| {
+        *h2.lock().unwrap() = req.messages.clone();
+        Ok(ModelReply::narrate("Welcome back."))
+    });
+    let app = spawn_in(dir, |_| {}, Arc::new(model)).await;
+    assert_eq!(
+        app.snapshot(&s).await,
+        before,
+        "the same state after a restart"
+    );
+    assert_eq!(app.actions(&s).await, actions_before);
+    assert_eq!(position(&before), target);
+
+    // Frames are still there to resume from, and seq carries on.
+    let (mut ws, welcome) = app
+        .connect(&s.session_id, &s.player_token, Some(last_seq))
+        .await;
+    assert_eq!(welcome["resumed"], true);
+    let resumed = ws.until(|f| f["type"] == "turn_completed").await;
+    assert_eq!(resumed[0]["seq"].as_u64(), Some(last_seq + 1));
+    let frames = ws.play("what happened?", "r-3").await;
+    assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_3");
+    let texts: Vec<String> = history
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|m| match m {
+            HistoryEntry::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            format!("go to {target}"),
+            "explore ice caves".into(),
+            "what happened?".into()
+        ]
+    );
+
+    // The request ids of earlier turns are still remembered.
+    ws.chat("go somewhere", "r-1").await;
+    let ack = ws.until_reply().await.pop().unwrap();
+    assert_eq!(
+        (ack["duplicate"].as_bool(), ack["turn_id"].as_str()),
+        (Some(true), Some("turn_1"))
+    );
+}
+
+#[actix_web::test]
+async fn an_idle_session_unloads_and_reloads_on_demand() {
+    let app = spawn_with(|s| s.idle_secs = 1, Arc::new(OfflineGameMaster)).await;
+    let s = app.demo().await;
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    let target = neighbour(&welcome["state"]);
+    ws.play(&format!("go to {target}"), "r-1").await;
+    ws.close().await;
+    let live = || async {
+        let (_, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["session_id"] == s.session_id.as_str())
+    };
+    let mut unloaded = false;
+    for _ in 0..100 {
+        if !live().await {
+            unloaded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(unloaded, "the idle session left memory");
+    // Used again: loaded from storage with its state.
+    assert_eq!(position(&app.snapshot(&s).await), target);
+    assert!(live().await);
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("roll 1d6", "r-2").await;
+    assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_2");
+}
+
+/// A questd process on a database file, with the port it bound.
+struct Server {
+    child: Child,
+    base: String,
+    port: u16,
+}
+
+impl Server {
+    fn start(db: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_questd"))
+            .args([
+                "serve",
+                "--bind",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--database-url",
+                db,
+            ])
+            .env("QUESTD_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("questd starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let port = loop {
+            let line = lines
+                .next()
+                .expect("questd logs its port")
+                .expect("log line");
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if let Some(p) = v["fields"]["port"].as_u64() {
+                break p as u16;
+            }
+        };
+        // Keep draining logs so the process never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+        }
+    }
+
+    fn kill9(mut self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        self.child.wait().expect("reaped");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[actix_web::test]
+async fn sigkill_right_after_tool_result_ok_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("questd.db").display());
+    let server = Server::start(&db);
+    let (status, created) = post(
+        &format!("{}/api/v1/sessions", server.base),
+        &json!({"campaign_id": "demo"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    let token = created["player_token"].as_str().unwrap().to_owned();
+    let mut ws = Ws::connect(&format!(
+        "ws://127.0.0.1:{}/ws/sessions/{id}?token={token}",
+        server.port
+    ))
+    .await;
+    let welcome = ws.next_json().await;
+    let target = neighbour(&welcome["state"]);
+    ws.chat(&format!("go to {target}"), "r-1").await;
+    let result = ws
+        .until(|f| f["type"] == "tool_result")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(result["status"], "ok");
+    server.kill9();
+
+    let server = Server::start(&db);
+    let (status, snap) = get(
+        &format!("{}/api/v1/sessions/{id}", server.base),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 200, "{snap}");
+    assert_eq!(position(&snap), target, "the move survived the crash");
+    let (_, page) = get(
+        &format!("{}/api/v1/sessions/{id}/actions", server.base),
+        Some(&token),
+    )
+    .await;
+    let actions = page["actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0]["tool"], "move");
+    assert_eq!(actions[0]["seq"], result["seq"]);
+    assert_eq!(actions[0]["call_id"], result["call_id"]);
+    assert_eq!(actions[0]["result"], result["result"]);
+
+    // The session carries on from there.
+    let mut ws = Ws::connect(&format!(
+        "ws://127.0.0.1:{}/ws/sessions/{id}?token={token}",
+        server.port
+    ))
+    .await;
+    let welcome = ws.next_json().await;
+    assert!(welcome["seq"].as_u64().unwrap() >= result["seq"].as_u64().unwrap());
+    let frames = ws.play("roll 1d6", "r-2").await;
+    let started = first(&frames, "turn_started");
+    assert!(started["seq"].as_u64().unwrap() > welcome["seq"].as_u64().unwrap());
+}

@@ -1,0 +1,333 @@
+//! The turn loop through real sockets: tools, validation, limits, fan-out.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use questd::game::HistoryEntry;
+use questd::llm::{ModelReply, ModelRequest, ScriptedProvider};
+use serde_json::{Value, json};
+
+/// The text of the last player message in a model request.
+fn last_user_text(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            HistoryEntry::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Whether this model call comes after tool results in the current turn.
+fn has_tool_results(req: &ModelRequest) -> bool {
+    matches!(req.messages.last(), Some(HistoryEntry::ToolResult { .. }))
+}
+
+#[actix_web::test]
+async fn player_and_spectator_see_the_same_frames_for_a_multi_tool_turn() {
+    let model = ScriptedProvider::from_fn(|req, _| {
+        Ok(if has_tool_results(req) {
+            ModelReply::narrate("You cross into the next room and roll well.")
+        } else {
+            let here = req.context["current_area"]["area_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let next = req.context["current_area"]["reachable"][0]["area_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            ModelReply::tools([
+                ("move_options", json!({}).to_string()),
+                (
+                    "move",
+                    json!({"actor_id": "pc_001", "to_area_id": next}).to_string(),
+                ),
+                ("roll_dice", json!({"expression": "2d6+1"}).to_string()),
+                (
+                    "get_character_stats",
+                    json!({"character_id": "pc_001"}).to_string(),
+                ),
+            ])
+            .with_note(&here)
+        })
+    });
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (mut spectator, welcome) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    assert_eq!(welcome["role"], "spectator");
+    // Both connections see the spectator's arrival before the turn.
+    player
+        .until(|f| f["type"] == "presence" && f["spectators"] == 1)
+        .await;
+
+    let turn = player.chat_ok("I go on", "r-1").await;
+    let seen_by_player = player.until_turn_end(&turn).await;
+    let seen_by_spectator = spectator.until_turn_end(&turn).await;
+    let a = story(&seen_by_player);
+    let b: Vec<Value> = story(&seen_by_spectator)
+        .into_iter()
+        .filter(|f| f["type"] != "presence")
+        .collect();
+    let a: Vec<Value> = a.into_iter().filter(|f| f["type"] != "presence").collect();
+    assert_eq!(a, b, "the same frames, with the same seqs");
+
+    let kinds: Vec<&str> = a.iter().map(|f| f["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"turn_started"));
+    assert_eq!(kinds.last(), Some(&"turn_completed"));
+    let calls: Vec<&Value> = a.iter().filter(|f| f["type"] == "tool_call").collect();
+    let results: Vec<&Value> = a.iter().filter(|f| f["type"] == "tool_result").collect();
+    let order: Vec<&str> = calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
+    assert_eq!(
+        order,
+        ["move_options", "move", "roll_dice", "get_character_stats"],
+        "tools run in the order asked"
+    );
+    assert!(results.iter().all(|r| r["status"] == "ok"), "{results:#?}");
+    // Each result follows its own call, one at a time.
+    for (c, r) in calls.iter().zip(&results) {
+        assert_eq!(c["call_id"], r["call_id"]);
+        assert!(r["seq"].as_u64() > c["seq"].as_u64());
+    }
+    let seqs: Vec<u64> = story(&seen_by_player)
+        .iter()
+        .map(|f| f["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "seq grows by exactly 1: {seqs:?}"
+    );
+
+    let done = a.last().unwrap();
+    assert_eq!(done["tool_events"].as_array().unwrap().len(), 4);
+    assert_eq!(done["iterations"], 2);
+    let moved_to = results[1]["result"]["to_area_id"].as_str().unwrap();
+    assert_eq!(done["state_patch"]["position"]["area_id"], moved_to);
+    assert_eq!(position(&app.snapshot(&s).await), moved_to);
+    // The stats read in the same turn already see the move.
+    assert_eq!(results[3]["result"]["area_id"], moved_to);
+}
+
+trait Note {
+    fn with_note(self, note: &str) -> Self;
+}
+
+impl Note for ModelReply {
+    fn with_note(mut self, note: &str) -> Self {
+        self.text = format!("(from {note})");
+        self
+    }
+}
+
+#[actix_web::test]
+async fn move_with_from_area_id_is_invalid_args_and_the_model_hears_why() {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen2 = seen.clone();
+    let model = ScriptedProvider::from_fn(move |req, _| {
+        Ok(match req.messages.last() {
+            Some(HistoryEntry::ToolResult { content, .. }) => {
+                seen2.lock().unwrap().push(content.clone());
+                ModelReply::narrate("You stay where you are.")
+            }
+            _ => ModelReply::tools([(
+                "move",
+                json!({"actor_id": "pc_001", "from_area_id": "area_001", "to_area_id": "area_002"})
+                    .to_string(),
+            )]),
+        })
+    });
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("go", "r-1").await;
+    let result = first(&frames, "tool_result");
+    assert_eq!(result["status"], "error");
+    assert_eq!(result["reason"], "invalid_args");
+    assert_eq!(result["error_code"], "INVALID_ARGS");
+    assert!(
+        result["message"].as_str().unwrap().contains("from_area_id"),
+        "{result}"
+    );
+    assert_eq!(
+        first(&frames, "turn_completed")["reply"],
+        "You stay where you are."
+    );
+    // The model got the failure as its tool message.
+    let told = seen.lock().unwrap().clone();
+    assert_eq!(told.len(), 1);
+    let told: Value = serde_json::from_str(&told[0]).unwrap();
+    assert_eq!(told["reason"], "invalid_args");
+    assert_eq!(
+        position(&app.snapshot(&s).await),
+        "area_001",
+        "nothing moved"
+    );
+    assert!(
+        app.actions(&s).await.is_empty(),
+        "a failed call is not an applied action"
+    );
+}
+
+#[actix_web::test]
+async fn a_tool_outside_the_allowlist_is_rejected() {
+    let model = ScriptedProvider::sequence(vec![
+        ModelReply::tools([("roll_dice", r#"{"expression":"1d20"}"#)]),
+        ModelReply::narrate("The dice stay in your pocket."),
+    ]);
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app
+        .create_session(json!({"campaign": {
+            "campaign_id": "tiny", "title": "Tiny", "description": "two rooms",
+            "allowlist": ["move", "move_options"], "active_actor_id": "pc_001",
+            "areas": [
+                {"area_id": "area_001", "name": "Hall", "description": "A cold hall.", "reachable_area_ids": ["area_002"], "x": 0, "y": 0, "z": 0},
+                {"area_id": "area_002", "name": "Side Room", "description": "Dusty.", "reachable_area_ids": ["area_001"], "x": 120, "y": -80, "z": 0}
+            ],
+            "characters": [{"character_id": "pc_001", "name": "Ayla", "kind": "pc", "area_id": "area_001", "hp": 12, "max_hp": 12}]
+        }}))
+        .await;
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    assert_eq!(
+        welcome["state"]["allowlist"],
+        json!(["move", "move_options"])
+    );
+    let frames = ws.play("roll for it", "r-1").await;
+    let result = first(&frames, "tool_result");
+    assert_eq!(result["status"], "rejected");
+    assert_eq!(result["reason"], "tool_not_allowed");
+    assert_eq!(result["error_code"], "TOOL_NOT_ALLOWED");
+    assert_eq!(
+        first(&frames, "turn_completed")["tool_events"][0]["reason"],
+        "tool_not_allowed"
+    );
+}
+
+#[actix_web::test]
+async fn a_model_that_never_stops_hits_max_iterations_and_the_session_stays_usable() {
+    let model = ScriptedProvider::from_fn(|req, n| {
+        Ok(if last_user_text(req).contains("forever") {
+            // A different roll every time, so only the iteration limit stops it.
+            ModelReply::tools([(
+                "roll_dice",
+                json!({"expression": format!("1d{}", 2 + n)}).to_string(),
+            )])
+        } else {
+            ModelReply::narrate("All is calm.")
+        })
+    });
+    let app = spawn_with(|s| s.max_iterations = 4, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("roll forever", "r-1").await;
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(failed["error_code"], "MAX_ITERATIONS");
+    assert_eq!(failed["limit"], "max_iterations");
+    let calls = frames.iter().filter(|f| f["type"] == "tool_call").count();
+    assert_eq!(calls, 4, "one tool call per allowed model call");
+
+    let frames = ws.play("hello", "r-2").await;
+    assert_eq!(first(&frames, "turn_completed")["reply"], "All is calm.");
+}
+
+#[actix_web::test]
+async fn the_same_call_three_times_in_a_row_ends_the_turn() {
+    let model = ScriptedProvider::from_fn(|req, _| {
+        Ok(if last_user_text(req).contains("stuck") {
+            ModelReply::tools([("move_options", "{}")])
+        } else {
+            ModelReply::narrate("Free again.")
+        })
+    });
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("stuck", "r-1").await;
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(failed["limit"], "repeated_call", "{failed}");
+    assert_eq!(
+        frames.iter().filter(|f| f["type"] == "tool_call").count(),
+        2,
+        "the third repeat never runs"
+    );
+    let frames = ws.play("hello", "r-2").await;
+    assert_eq!(first(&frames, "turn_completed")["reply"], "Free again.");
+}
+
+#[actix_web::test]
+async fn offline_game_master_plays_a_turn_in_english_and_chinese() {
+    let app = spawn_with(
+        |s| s.chat_burst = 20,
+        std::sync::Arc::new(questd::llm::OfflineGameMaster),
+    )
+    .await;
+    let s = app.demo().await;
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    let target = neighbour(&welcome["state"]);
+    let frames = ws.play(&format!("go to {target}"), "r-1").await;
+    let result = first(&frames, "tool_result");
+    assert_eq!(
+        (result["tool"].as_str(), result["status"].as_str()),
+        (Some("move"), Some("ok"))
+    );
+    let done = first(&frames, "turn_completed");
+    let deltas: String = frames
+        .iter()
+        .filter(|f| f["type"] == "narrative_delta")
+        .map(|f| f["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        deltas,
+        done["reply"].as_str().unwrap(),
+        "the deltas add up to the reply"
+    );
+    assert_eq!(done["dialog_type"], "scene_description");
+
+    let frames = ws.play("掷 2d6+1", "r-2").await;
+    let roll = &first(&frames, "tool_result")["result"];
+    assert!((3..=13).contains(&roll["total"].as_i64().unwrap()));
+    assert!(
+        first(&frames, "turn_completed")["reply"]
+            .as_str()
+            .unwrap()
+            .contains("总计")
+    );
+
+    let frames = ws.play("我能去哪", "r-3").await;
+    assert_eq!(first(&frames, "tool_call")["tool"], "move_options");
+
+    let frames = ws.play("explore crystal caves", "r-4").await;
+    let generated = first(&frames, "tool_result");
+    assert_eq!(generated["tool"], "map_generate");
+    let new_areas = generated["result"]["areas"].as_array().unwrap().len();
+    assert_eq!(new_areas, 6, "default size");
+    assert_eq!(
+        first(&frames, "turn_completed")["state_patch"]["areas"]
+            .as_array()
+            .unwrap()
+            .len(),
+        new_areas + 1
+    );
+
+    let frames = ws.play("状态", "r-5").await;
+    assert_eq!(first(&frames, "tool_call")["tool"], "get_character_stats");
+
+    let frames = ws.play("I hum a song", "r-6").await;
+    assert!(frames.iter().all(|f| f["type"] != "tool_call"));
+    assert!(
+        !first(&frames, "turn_completed")["reply"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+
+    let snap = app.snapshot(&s).await;
+    assert_eq!(snap["turn"], 6);
+    assert_eq!(
+        snap["areas"].as_array().unwrap().len(),
+        welcome["state"]["areas"].as_array().unwrap().len() + 6
+    );
+}
