@@ -71,6 +71,7 @@ impl Application {
             hub: hub.clone(),
             store,
             registry,
+            ws_queue: settings.ws_queue.max(1),
         });
         let server =
             HttpServer::new(move || App::new().app_data(data.clone()).configure(http::configure))

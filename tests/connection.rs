@@ -1,5 +1,7 @@
 //! WebSocket and HTTP edges: limits, bad input, resume, auth.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -7,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use questd::llm::OfflineGameMaster;
+use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[actix_web::test]
 async fn a_flood_is_rate_limited_and_no_accepted_turn_is_lost() {
@@ -427,4 +430,116 @@ async fn the_actions_log_pages_oldest_first() {
     .await;
     assert_eq!(status, 400);
     tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+/// A WebSocket client that upgrades, then reads nothing until told to; its
+/// receive buffer is tiny so the server's backlog shows quickly.
+struct StalledClient {
+    stream: tokio::net::TcpStream,
+}
+
+impl StalledClient {
+    async fn connect(port: u16, path: &str) -> Self {
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        socket.connect(&addr.into()).unwrap();
+        socket.set_nonblocking(true).unwrap();
+        let mut stream = tokio::net::TcpStream::from_std(socket.into()).unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        Self { stream }
+    }
+
+    /// Reads everything until the server hangs up; returns the close code.
+    async fn close_code(mut self) -> Option<u16> {
+        let mut bytes = Vec::new();
+        tokio::time::timeout(FRAME_WAIT, self.stream.read_to_end(&mut bytes))
+            .await
+            .ok()?
+            .ok()?;
+        let mut at = bytes.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let mut code = None;
+        // Server frames are unmasked: opcode, length (7, 16 or 64 bit), payload.
+        while at + 2 <= bytes.len() {
+            let opcode = bytes[at] & 0x0f;
+            let (len, header) = match bytes[at + 1] & 0x7f {
+                126 => (
+                    u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]) as usize,
+                    4,
+                ),
+                127 => (
+                    u64::from_be_bytes(bytes[at + 2..at + 10].try_into().unwrap()) as usize,
+                    10,
+                ),
+                n => (n as usize, 2),
+            };
+            let payload =
+                &bytes[(at + header).min(bytes.len())..(at + header + len).min(bytes.len())];
+            if opcode == 0x8 && payload.len() >= 2 {
+                code = Some(u16::from_be_bytes([payload[0], payload[1]]));
+            }
+            at += header + len;
+        }
+        code
+    }
+}
+
+#[actix_web::test]
+async fn a_subscriber_that_stops_reading_is_dropped_and_told_to_resume() {
+    let app = spawn_with(
+        |s| {
+            s.ws_queue = 8;
+            s.chat_burst = 100_000;
+        },
+        // Long narratives fill the stalled connection's buffers quickly.
+        Arc::new(ScriptedProvider::from_fn(|_, n| {
+            Ok(ModelReply::narrate(format!(
+                "{n} {}",
+                "A long tale. ".repeat(5000)
+            )))
+        })),
+    )
+    .await;
+    let s = app.demo().await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    // This spectator upgrades, then reads nothing.
+    let slow = StalledClient::connect(
+        app.port,
+        &format!("/ws/sessions/{}?token={}", s.session_id, s.spectator_token),
+    )
+    .await;
+    player
+        .until(|f| f["type"] == "presence" && f["spectators"] == 1)
+        .await;
+    let mut dropped = false;
+    for i in 0..2000 {
+        let frames = player.play("tell me a story", &format!("r-{i}")).await;
+        assert!(frames.iter().all(|f| f["type"] != "turn_failed"));
+        if frames
+            .iter()
+            .any(|f| f["type"] == "presence" && f["spectators"] == 0)
+        {
+            dropped = true;
+            break;
+        }
+    }
+    assert!(
+        dropped,
+        "the slow spectator was dropped while the player played on"
+    );
+    assert_eq!(
+        slow.close_code().await,
+        Some(1013),
+        "told to reconnect and resume"
+    );
+    // And it can come back.
+    let (_, welcome) = app
+        .connect(&s.session_id, &s.spectator_token, Some(1))
+        .await;
+    assert_eq!(welcome["role"], "spectator");
 }

@@ -1,5 +1,7 @@
 //! Nothing acknowledged is lost: restarts, SIGKILL, idle unloading.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

@@ -1,5 +1,7 @@
 //! The turn loop through real sockets: tools, validation, limits, fan-out.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::{Arc, Mutex};

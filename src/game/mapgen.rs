@@ -67,7 +67,7 @@ pub struct GeneratedMap {
 pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
     let mut rng = SplitMix64::new(req.seed ^ theme_hash(req.theme));
     let size = req.size.clamp(1, MAX_SIZE);
-    let mut next_number = req
+    let next_number = req
         .existing
         .iter()
         .filter_map(|a| {
@@ -106,8 +106,7 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
             Some(p) => (areas[p].x, areas[p].y),
         };
         let (x, y) = free_spot(&mut rng, &mut taken, px, py);
-        let id = AreaId(format!("area_{next_number:03}"));
-        next_number += 1;
+        let id = AreaId(format!("area_{:03}", next_number + i as u64));
         let place = rng.pick(PLACES);
         let mood = rng.pick(MOODS);
         let name = if theme.is_empty() {

@@ -26,6 +26,9 @@ pub struct AppState {
     pub hub: Addr<SessionHub>,
     pub store: Store,
     pub registry: Arc<Registry>,
+    /// Frames that may wait for one WebSocket connection before it is
+    /// dropped as too slow.
+    pub ws_queue: usize,
 }
 
 /// Registers every route.

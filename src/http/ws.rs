@@ -22,8 +22,6 @@ use crate::error::{ApiError, ErrorCode};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame};
 use crate::session::{Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe};
 
-/// Frames that may wait for one connection before it counts as too slow.
-pub const OUTBOUND_QUEUE: usize = 1024;
 /// Largest frame a client may send, in bytes.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024;
 /// How often the server pings.
@@ -70,6 +68,7 @@ async fn connect(
         role,
         last_seq: query.last_seq,
         last_heard: Instant::now(),
+        queue: state.ws_queue,
         overflow: Arc::new(AtomicBool::new(false)),
     };
     ws::WsResponseBuilder::new(conn, &req, stream)
@@ -88,6 +87,8 @@ struct WsConn {
     role: ConnRole,
     last_seq: Option<u64>,
     last_heard: Instant,
+    /// Capacity of the outbound queue (this actor's mailbox).
+    queue: usize,
     /// Set by the session when this connection fell too far behind.
     overflow: Arc<AtomicBool>,
 }
@@ -170,7 +171,7 @@ impl Actor for WsConn {
     type Context = ws::WebsocketContext<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(OUTBOUND_QUEUE);
+        ctx.set_mailbox_capacity(self.queue);
         ctx.run_interval(HEARTBEAT, |act, ctx| {
             if act.last_heard.elapsed() > CLIENT_TIMEOUT {
                 ctx.close(Some(ws::CloseReason {

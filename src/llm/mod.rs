@@ -136,19 +136,6 @@ pub fn sentence_deltas(text: &str) -> Vec<String> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deltas_join_back_to_the_text() {
-        for text in ["One. Two! Three", "你好。世界！", "no end", ""] {
-            assert_eq!(sentence_deltas(text).concat(), text);
-        }
-        assert_eq!(sentence_deltas("A. B.").len(), 2);
-    }
-}
-
 /// The system prompt for a session: who the model is, the campaign, the rules.
 pub fn system_prompt(state: &crate::game::GameState) -> String {
     let mut prompt = format!(
@@ -170,4 +157,17 @@ pub fn system_prompt(state: &crate::game::GameState) -> String {
         }
     }
     prompt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_join_back_to_the_text() {
+        for text in ["One. Two! Three", "你好。世界！", "no end", ""] {
+            assert_eq!(sentence_deltas(text).concat(), text);
+        }
+        assert_eq!(sentence_deltas("A. B.").len(), 2);
+    }
 }

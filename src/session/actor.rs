@@ -147,8 +147,9 @@ enum Next {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
-    /// Waiting until frame `until` is durable (and applied), then `next`.
-    Waiting { until: u64, next: Next },
+    /// Waiting until no tool effect is in flight, then `next`: tools and the
+    /// model must see the state their earlier calls produced.
+    Waiting { next: Next },
     /// A model call is streaming.
     AwaitModel,
 }
@@ -156,6 +157,7 @@ enum Phase {
 /// The turn being played.
 struct TurnRun {
     turn_id: String,
+    turn_no: u64,
     phase: Phase,
     iteration: u32,
     /// Identifies the current model call, so stale events are ignored.
@@ -429,7 +431,7 @@ impl SessionActor {
                     Some(q) => self.start_turn(q, ctx),
                     None => return,
                 },
-                Some(Phase::Waiting { until, next }) if self.released >= until => match next {
+                Some(Phase::Waiting { next }) if !self.effects_in_flight() => match next {
                     Next::CallModel => self.call_model(ctx),
                     Next::NextToolCall => self.next_tool_call(ctx),
                 },
@@ -440,7 +442,7 @@ impl SessionActor {
 
     fn start_turn(&mut self, q: QueuedTurn, ctx: &mut Context<Self>) {
         let actor_id = self.state.active_actor_id.0.clone();
-        let seq = self.emit(
+        self.emit(
             StoryEvent::TurnStarted {
                 turn_id: q.turn_id.clone(),
                 request_id: q.request_id,
@@ -464,8 +466,8 @@ impl SessionActor {
         });
         self.turn = Some(TurnRun {
             turn_id: q.turn_id,
+            turn_no: q.turn_no,
             phase: Phase::Waiting {
-                until: seq,
                 next: Next::CallModel,
             },
             iteration: 0,
@@ -521,14 +523,31 @@ impl SessionActor {
         }
     }
 
+    /// Whether a tool's effect is journalled but not yet durable and applied.
+    fn effects_in_flight(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
+    }
+
+    /// The model sees the history as it will be once everything journalled
+    /// is durable: it need not wait for the player's message to be on disk,
+    /// since nothing it says reaches a client before that.
     fn model_request(&self) -> ModelRequest {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
         };
+        let in_flight = self.pending.iter().filter_map(|p| p.history.clone());
         ModelRequest {
             system: system_prompt(&self.state),
-            messages: self.state.history.iter().cloned().collect(),
+            messages: self
+                .state
+                .history
+                .iter()
+                .cloned()
+                .chain(in_flight)
+                .collect(),
             tools: self.deps.registry.openai_tools(&caller),
             context: self.context_json(),
         }
@@ -546,7 +565,7 @@ impl SessionActor {
         let here = actor.and_then(|a| self.state.area(a.area_id.as_str()));
         json!({
             "session_id": self.session_id(),
-            "turn": self.state.turn,
+            "turn": self.turn.as_ref().map_or(self.state.turn, |t| t.turn_no),
             "active_actor": actor.map(|a| json!({
                 "character_id": a.character_id, "name": a.name, "hp": a.hp, "max_hp": a.max_hp,
                 "state": a.state, "area_id": a.area_id,
@@ -605,7 +624,6 @@ impl SessionActor {
                 } else {
                     t.pending_calls = reply.tool_calls.into();
                     t.phase = Phase::Waiting {
-                        until: 0,
                         next: Next::NextToolCall,
                     };
                     self.advance(ctx);
@@ -760,10 +778,9 @@ impl SessionActor {
             tool: call.name,
             content,
         };
-        let seq = self.emit(event, effect, Some(history), action);
+        self.emit(event, effect, Some(history), action);
         if let Some(t) = self.turn.as_mut() {
             t.phase = Phase::Waiting {
-                until: seq,
                 next: Next::NextToolCall,
             };
         }

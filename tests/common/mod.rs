@@ -1,7 +1,7 @@
 //! Test harness: a real server on port 0 with a fresh temp database, and a
 //! real WebSocket/HTTP client.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -354,4 +354,19 @@ pub fn neighbour(snapshot: &Value) -> String {
         .and_then(|a| a["reachable_area_ids"][0].as_str())
         .expect("a neighbour")
         .to_owned()
+}
+
+impl Ws {
+    /// Reads until the server closes; returns the close code.
+    pub async fn close_code(&mut self) -> Option<u16> {
+        loop {
+            let frame = tokio::time::timeout(FRAME_WAIT, self.framed.next())
+                .await
+                .ok()??;
+            match frame.ok()? {
+                ws::Frame::Close(reason) => return reason.map(|r| u16::from(r.code)),
+                _ => continue,
+            }
+        }
+    }
 }
