@@ -136,6 +136,9 @@ pub struct Settings {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "QUESTD_HTTP_WORKERS", global = true)]
     pub http_workers: Option<usize>,
+    /// Log filter, in `tracing` env-filter syntax (e.g. `info,questd=debug`).
+    #[arg(long, env = "QUESTD_LOG", default_value = "info", global = true)]
+    pub log: String,
     /// Log output format.
     #[arg(
         long,

@@ -8,7 +8,10 @@ use tracing_subscriber::EnvFilter;
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_from_env("QUESTD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_new(&cli.settings.log).unwrap_or_else(|e| {
+        eprintln!("bad QUESTD_LOG filter ({e}); using info");
+        EnvFilter::new("info")
+    });
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     match cli.settings.log_format {
         LogFormat::Json => logs.json().init(),

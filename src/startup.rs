@@ -1,12 +1,13 @@
 //! Builds the application: storage, tools, model, session hub, HTTP server.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::Arc;
 
 use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 use actix_web::dev::Server;
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
+use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{LlmProvider, Settings};
 use crate::http::{self, AppState};
@@ -16,7 +17,22 @@ use crate::storage::Store;
 use crate::tools::Registry;
 
 /// Pending connections the listener accepts, for connect storms.
-const LISTEN_BACKLOG: u32 = 4096;
+const LISTEN_BACKLOG: i32 = 4096;
+
+/// Binds the listening socket. Accepted sockets inherit `TCP_NODELAY` from
+/// it, so small frames go out at once instead of waiting on delayed ACKs.
+fn listen(bind: &str) -> anyhow::Result<TcpListener> {
+    let addr: SocketAddr = bind
+        .to_socket_addrs()?
+        .next()
+        .with_context(|| format!("{bind} names no address"))?;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_tcp_nodelay(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
 
 /// A built server, bound and ready to run.
 pub struct Application {
@@ -64,8 +80,8 @@ impl Application {
         let arbiters: Vec<ArbiterHandle> = (0..threads).map(|_| Arbiter::new().handle()).collect();
         let hub = SessionHub::new(deps, arbiters.clone()).start();
 
-        let listener = TcpListener::bind(&settings.bind)
-            .with_context(|| format!("binding {}", settings.bind))?;
+        let listener =
+            listen(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let data = web::Data::new(AppState {
             hub: hub.clone(),
@@ -73,12 +89,15 @@ impl Application {
             registry,
             ws_queue: settings.ws_queue.max(1),
         });
-        let server =
-            HttpServer::new(move || App::new().app_data(data.clone()).configure(http::configure))
-                .workers(settings.http_workers.unwrap_or(cores).max(1))
-                .backlog(LISTEN_BACKLOG)
-                .listen(listener)?
-                .run();
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .configure(http::configure)
+                .default_service(web::to(http::no_route))
+        })
+        .workers(settings.http_workers.unwrap_or(cores).max(1))
+        .listen(listener)?
+        .run();
         tracing::info!(addr = %settings.bind, port, session_threads = threads, "questd listening");
         Ok(Self {
             port,

@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::*;
 use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
@@ -324,11 +323,20 @@ async fn http_api_basics() {
         "another tenant's session looks unknown"
     );
 
-    let (status, page) = get(&format!("{}/", app.base), None).await;
-    assert_eq!(
-        (status, page),
-        (200, Value::Null),
-        "the client page is served (as HTML)"
+    let mut page = client().get(format!("{}/", app.base)).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let content_type = page
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let html = page.body().await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&html).contains("app.js"),
+        "the client page is served"
     );
 }
 
@@ -429,7 +437,6 @@ async fn the_actions_log_pages_oldest_first() {
     )
     .await;
     assert_eq!(status, 400);
-    tokio::time::sleep(Duration::from_millis(1)).await;
 }
 
 /// A WebSocket client that upgrades, then reads nothing until told to; its
@@ -542,4 +549,29 @@ async fn a_subscriber_that_stops_reading_is_dropped_and_told_to_resume() {
         .connect(&s.session_id, &s.spectator_token, Some(1))
         .await;
     assert_eq!(welcome["role"], "spectator");
+}
+
+#[actix_web::test]
+async fn an_oversized_frame_closes_with_1009() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let huge = json!({"type": "chat", "text": "x".repeat(100 * 1024)}).to_string();
+    ws.send_text(&huge).await;
+    assert_eq!(ws.close_code().await, Some(1009), "message too big");
+    // The session itself is untouched.
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    assert_eq!(welcome["state"]["turn"], 0);
+    let frames = ws.play("roll 1d6", "r-1").await;
+    assert_eq!(first(&frames, "tool_result")["status"], "ok");
+}
+
+#[actix_web::test]
+async fn unknown_routes_answer_json_404() {
+    let app = spawn_app().await;
+    let (status, body) = get(&format!("{}/api/v1/nothing", app.base), None).await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (404, Some("NOT_FOUND"))
+    );
 }

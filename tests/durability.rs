@@ -225,13 +225,21 @@ async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     assert_eq!(actions[0]["call_id"], result["call_id"]);
     assert_eq!(actions[0]["result"], result["result"]);
 
-    // The session carries on from there.
+    // The session carries on from there, and the turn the crash cut short
+    // is closed, so no client waits for it forever.
+    let after = result["seq"].as_u64().unwrap();
     let mut ws = Ws::connect(&format!(
-        "ws://127.0.0.1:{}/ws/sessions/{id}?token={token}",
+        "ws://127.0.0.1:{}/ws/sessions/{id}?token={token}&last_seq={after}",
         server.port
     ))
     .await;
     let welcome = ws.next_json().await;
+    assert_eq!(welcome["resumed"], true, "{welcome}");
+    let turn_id = result["turn_id"].as_str().unwrap();
+    let end = ws.until_turn_end(turn_id).await.pop().unwrap();
+    if end["type"] == "turn_failed" {
+        assert_eq!(end["error_code"], "INTERNAL_ERROR");
+    }
     assert!(welcome["seq"].as_u64().unwrap() >= result["seq"].as_u64().unwrap());
     let frames = ws.play("roll 1d6", "r-2").await;
     let started = first(&frames, "turn_started");

@@ -333,3 +333,79 @@ async fn offline_game_master_plays_a_turn_in_english_and_chinese() {
         welcome["state"]["areas"].as_array().unwrap().len() + 6
     );
 }
+
+/// A model that answers only when the test opens its gate, one answer per permit.
+struct GatedModel {
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl questd::llm::Provider for GatedModel {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    fn complete(
+        &self,
+        _: ModelRequest,
+    ) -> futures_util::stream::BoxStream<
+        'static,
+        Result<questd::llm::ModelEvent, questd::llm::LlmError>,
+    > {
+        let gate = self.gate.clone();
+        Box::pin(futures_util::stream::once(async move {
+            gate.acquire().await.expect("gate open").forget();
+            Ok(questd::llm::ModelEvent::Done(ModelReply::narrate(
+                "At last.",
+            )))
+        }))
+    }
+}
+
+#[actix_web::test]
+async fn turns_queue_in_order_and_a_full_queue_is_refused() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let model = GatedModel { gate: gate.clone() };
+    let app = spawn_with(|s| s.max_queued_turns = 2, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let mut acks = Vec::new();
+    for i in 0..4 {
+        ws.chat(&format!("message {i}"), &format!("r-{i}")).await;
+        acks.push(ws.until_reply().await.pop().unwrap());
+    }
+    let queued: Vec<Option<u64>> = acks[..3].iter().map(|a| a["queued"].as_u64()).collect();
+    assert_eq!(queued, [Some(0), Some(1), Some(2)], "{acks:#?}");
+    assert_eq!(acks[3]["error_code"], "QUEUE_FULL");
+    gate.add_permits(3);
+    let mut order = Vec::new();
+    while order.len() < 3 {
+        let f = ws.next_json().await;
+        if f["type"] == "turn_completed" {
+            order.push(f["turn_id"].as_str().unwrap().to_owned());
+        }
+    }
+    let expected: Vec<String> = acks[..3]
+        .iter()
+        .map(|a| a["turn_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(order, expected, "turns complete in arrival order");
+}
+
+#[actix_web::test]
+async fn a_turn_past_its_deadline_fails_and_the_next_one_runs() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let model = GatedModel { gate: gate.clone() };
+    let app = spawn_with(|s| s.turn_deadline_secs = 1, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("hello?", "r-1").await;
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(
+        (failed["error_code"].as_str(), failed["limit"].as_str()),
+        (Some("AI_TIMEOUT"), Some("deadline"))
+    );
+    // The stalled answer arrives late and is ignored; the next turn gets its own.
+    gate.add_permits(2);
+    let frames = ws.play("hello again", "r-2").await;
+    assert_eq!(first(&frames, "turn_completed")["reply"], "At last.");
+}

@@ -12,7 +12,8 @@ CREATE INDEX sessions_by_tenant ON sessions (tenant_id);
 
 -- The journal: every story frame of every session, in seq order. `effect`
 -- and `history` are what replay applies to the save state; `action` is set
--- for applied tool calls (the /actions log).
+-- for applied tool calls (the /actions log). A rowid table: rows are large
+-- and appended, which rowid tables store best; the key is a separate index.
 CREATE TABLE journal (
     session_id TEXT NOT NULL,
     seq        INTEGER NOT NULL,
@@ -23,9 +24,9 @@ CREATE TABLE journal (
     effect     TEXT,
     history    TEXT,
     action     TEXT,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
+    created_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX journal_by_session ON journal (session_id, seq);
 
 -- The latest snapshot of each session: the state after journal row `seq`.
 CREATE TABLE snapshots (

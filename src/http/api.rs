@@ -13,6 +13,8 @@ use crate::storage::SessionMeta;
 /// Most actions returned in one page.
 pub const MAX_ACTIONS_PAGE: u32 = 1000;
 const DEFAULT_ACTIONS_PAGE: u32 = 100;
+/// Lookups tried when a session stops between lookup and use.
+const RETRIES: usize = 3;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(healthz))
@@ -150,16 +152,24 @@ async fn get_session(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let handle = find_session(&state, &path).await?;
-    authorize(&req, &handle.meta)?;
-    let snapshot = handle
-        .addr
-        .send(GetSnapshot)
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
-    Ok(HttpResponse::Ok()
-        .content_type("application/json")
-        .body(snapshot))
+    // A session that unloads between lookup and send is looked up again.
+    let mut last_error = None;
+    for _ in 0..RETRIES {
+        let handle = find_session(&state, &path).await?;
+        authorize(&req, &handle.meta)?;
+        match handle.addr.send(GetSnapshot).await {
+            Ok(snapshot) => {
+                return Ok(HttpResponse::Ok()
+                    .content_type("application/json")
+                    .body(snapshot));
+            }
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.map_or_else(
+        || ApiError::not_found(format!("no session {path}")),
+        |e| ApiError::internal(&e),
+    ))
 }
 
 #[derive(Deserialize)]

@@ -103,6 +103,15 @@ pub async fn json_body(mut payload: web::Payload) -> Result<serde_json::Value, A
         .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
 }
 
+/// Any path no route matches: a JSON 404 like every other error.
+pub async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::not_found(format!(
+        "no route for {} {}",
+        req.method(),
+        req.path()
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -206,6 +206,8 @@ pub(super) struct Restored {
     pub last_seq: u64,
     pub ring: VecDeque<(u64, ByteString)>,
     pub requests: RecentRequests,
+    /// A turn the journal shows started but never ended.
+    pub interrupted_turn: Option<String>,
 }
 
 /// Owns one session. Started on one of the session arbiters by the hub; stops
@@ -233,6 +235,8 @@ pub struct SessionActor {
     since_snapshot: u64,
     /// Hands durability notices back to this actor; set in `started`.
     sink: Option<DurableSink>,
+    /// Closed with `turn_failed` once started, so no client waits forever.
+    interrupted_turn: Option<String>,
     stopping: bool,
 }
 
@@ -260,6 +264,7 @@ impl SessionActor {
             queue: VecDeque::new(),
             turn: None,
             requests: restored.requests,
+            interrupted_turn: restored.interrupted_turn,
             limiter,
             rng: SplitMix64::from_entropy(),
             model_calls: 0,
@@ -291,7 +296,6 @@ impl SessionActor {
             tracing::error!(error = %e, "story frame did not serialize");
             json!({"type": event.kind(), "seq": seq}).to_string()
         });
-        let to_json = |v: Option<String>| v;
         let row = JournalRow {
             session_id: self.meta.session_id.clone(),
             seq,
@@ -302,7 +306,7 @@ impl SessionActor {
                 _ => None,
             },
             frame: frame.clone(),
-            effect: to_json(effect.as_ref().and_then(|e| serde_json::to_string(e).ok())),
+            effect: effect.as_ref().and_then(|e| serde_json::to_string(e).ok()),
             history: history.as_ref().and_then(|h| serde_json::to_string(h).ok()),
             action: action.map(|a| a.to_string()),
             created_at: now_ms(),
@@ -648,11 +652,12 @@ impl SessionActor {
         };
         let turn_id = t.turn_id.clone();
         let iteration = t.iteration;
-        let call_id = if call.id.is_empty() || t.call_ids.contains(&call.id) {
-            format!("{turn_id}_call_{}", t.call_ids.len() + 1)
-        } else {
-            call.id.clone()
-        };
+        let mut call_id = call.id.clone();
+        let mut n = t.call_ids.len();
+        while call_id.is_empty() || t.call_ids.contains(&call_id) {
+            n += 1;
+            call_id = format!("{turn_id}_call_{n}");
+        }
         t.call_ids.insert(call_id.clone());
         let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
         let signature = (
@@ -948,6 +953,24 @@ impl Actor for SessionActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         let addr = ctx.address();
         self.sink = Some(Arc::new(move |r| addr.do_send(Durable(r))));
+        if let Some(turn_id) = self.interrupted_turn.take() {
+            let message =
+                "the server stopped during this turn; its completed tool calls are kept".to_owned();
+            self.emit(
+                StoryEvent::TurnFailed {
+                    turn_id: turn_id.clone(),
+                    error_code: ErrorCode::InternalError,
+                    message: message.clone(),
+                    limit: None,
+                },
+                None,
+                Some(HistoryEntry::Assistant {
+                    turn_id,
+                    text: format!("[the turn ended early: {message}]"),
+                }),
+                None,
+            );
+        }
         let every = (self.deps.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));
         ctx.run_interval(every, |act, ctx| {
@@ -1039,6 +1062,13 @@ impl Handler<SubmitChat> for SessionActor {
                 queued: 0,
             });
         }
+        let max_queue = self.deps.limits.max_queued_turns;
+        if self.turn.is_some() && self.queue.len() >= max_queue {
+            return refuse(
+                ErrorCode::QueueFull,
+                format!("{max_queue} turns are already waiting"),
+            );
+        }
         if let Err(not_until) = self.limiter.check() {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             return Err(ChatRefused {
@@ -1046,13 +1076,6 @@ impl Handler<SubmitChat> for SessionActor {
                 message: format!("too many messages; try again in {} ms", wait.as_millis()),
                 retry_after_ms: Some(wait.as_millis() as u64 + 1),
             });
-        }
-        let max_queue = self.deps.limits.max_queued_turns;
-        if self.queue.len() >= max_queue {
-            return refuse(
-                ErrorCode::QueueFull,
-                format!("{max_queue} turns are already waiting"),
-            );
         }
         let queued = self.queue.len() + usize::from(self.turn.is_some());
         let turn_no = self.next_turn_no;

@@ -42,6 +42,7 @@ pub(super) fn restore(
         .into_iter()
         .map(|(seq, frame)| (seq, ByteString::from(frame)))
         .collect();
+    let interrupted_turn = loaded.open_turn;
     let mut recent = RecentRequests::default();
     for (request_id, turn_id) in requests.into_iter().rev() {
         recent.insert(request_id, turn_id);
@@ -51,6 +52,7 @@ pub(super) fn restore(
         last_seq,
         ring,
         requests: recent,
+        interrupted_turn,
     })
 }
 
@@ -61,5 +63,6 @@ pub(super) fn fresh(state: GameState) -> Restored {
         last_seq: 0,
         ring: VecDeque::new(),
         requests: RecentRequests::default(),
+        interrupted_turn: None,
     }
 }

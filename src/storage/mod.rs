@@ -96,6 +96,8 @@ pub struct LoadedSession {
     pub rows: Vec<StoredRow>,
     /// The last frames (seq, JSON), oldest first, for resume.
     pub recent_frames: Vec<(u64, String)>,
+    /// A turn that started and never ended (the server stopped during it).
+    pub open_turn: Option<String>,
 }
 
 /// A page of the applied-actions log.

@@ -1,7 +1,8 @@
 //! SQLite storage (WAL) with a group-commit writer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -185,7 +186,19 @@ impl Store {
         .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
         recent_frames.reverse();
+        let last_turn_event = sqlx::query(
+            "SELECT kind, turn_id FROM journal WHERE session_id = ? \
+             AND kind IN ('turn_started', 'turn_completed', 'turn_failed') ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let open_turn = match last_turn_event {
+            Some(r) if r.try_get::<String, _>(0)? == "turn_started" => r.try_get(1)?,
+            _ => None,
+        };
         Ok(Some(LoadedSession {
+            open_turn,
             meta,
             snapshot_seq: snapshot_seq as u64,
             snapshot,
@@ -256,26 +269,63 @@ impl Store {
 /// The writer task: waits for one write, takes everything else already
 /// queued (up to [`MAX_BATCH`]), commits it all at once, then tells each
 /// waiter. Runs until every sender is gone.
+/// Identifies one session actor's stream of rows (a reloaded session gets a
+/// new sink, so it may write again).
+fn sink_key(sink: &DurableSink) -> usize {
+    Arc::as_ptr(sink).cast::<()>() as usize
+}
+
 async fn writer(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<WriteOp>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Sinks whose session had a write fail: their later rows are refused, so
+    // a session's journal never has a gap in its seqs.
+    let mut poisoned: HashSet<usize> = HashSet::new();
+    let refused = || StorageError::Database("an earlier write of this session failed".into());
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let results: Vec<Result<(), StorageError>> = match commit(&mut conn, &batch).await {
-            Ok(()) => vec![Ok(()); batch.len()],
+        let is_refused = |op: &WriteOp, poisoned: &HashSet<usize>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink_key(sink)));
+        let writable: Vec<&WriteOp> = batch
+            .iter()
+            .filter(|op| !is_refused(op, &poisoned))
+            .collect();
+        let started = std::time::Instant::now();
+        let results: Vec<Result<(), StorageError>> = match commit(&mut conn, &writable).await {
+            Ok(()) => batch
+                .iter()
+                .map(|op| {
+                    if is_refused(op, &poisoned) {
+                        Err(refused())
+                    } else {
+                        Ok(())
+                    }
+                })
+                .collect(),
             Err(e) => {
                 // Isolate the failing write so one bad row does not fail
                 // every session that shared the batch.
                 tracing::warn!(error = %e, ops = batch.len(), "batch commit failed; retrying writes one by one");
                 let mut results = Vec::with_capacity(batch.len());
                 for op in &batch {
-                    let r = commit(&mut conn, std::slice::from_ref(op)).await;
+                    if is_refused(op, &poisoned) {
+                        results.push(Err(refused()));
+                        continue;
+                    }
+                    let r = commit(&mut conn, &[op]).await;
                     if let Err(e) = &r {
                         tracing::error!(error = %e, "journal write failed");
+                        if let WriteOp::Row(_, sink) = op {
+                            poisoned.insert(sink_key(sink));
+                        }
                     }
                     results.push(r);
                 }
                 results
             }
         };
+        tracing::debug!(
+            ops = batch.len(),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "group commit"
+        );
         // One notice per session per batch: the highest seq now durable, or
         // the first failure.
         let mut sessions: HashMap<&str, (&DurableSink, Result<u64, StorageError>)> = HashMap::new();
@@ -307,28 +357,18 @@ async fn writer(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<Writ
     }
 }
 
-async fn commit(conn: &mut SqliteConnection, batch: &[WriteOp]) -> Result<(), StorageError> {
+async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), StorageError> {
     let mut tx = conn.begin().await?;
+    let mut rows: Vec<&JournalRow> = Vec::new();
     for op in batch {
+        if let WriteOp::Row(r, _) = op {
+            rows.push(r);
+            continue;
+        }
+        // Rows before another kind of write go first, keeping the order.
+        insert_rows(&mut tx, &mut rows).await?;
         match op {
-            WriteOp::Row(r, _) => {
-                sqlx::query(
-                    "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, effect, history, action, created_at) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                )
-                .bind(&r.session_id)
-                .bind(r.seq as i64)
-                .bind(&r.turn_id)
-                .bind(r.kind)
-                .bind(&r.request_id)
-                .bind(&r.frame)
-                .bind(&r.effect)
-                .bind(&r.history)
-                .bind(&r.action)
-                .bind(r.created_at)
-                .execute(&mut *tx)
-                .await?;
-            }
+            WriteOp::Row(..) => {}
             WriteOp::Snapshot {
                 session_id,
                 seq,
@@ -370,6 +410,39 @@ async fn commit(conn: &mut SqliteConnection, batch: &[WriteOp]) -> Result<(), St
             }
         }
     }
+    insert_rows(&mut tx, &mut rows).await?;
     tx.commit().await?;
+    Ok(())
+}
+
+/// Journal rows per INSERT statement (10 parameters each, well under
+/// SQLite's limit of 32766).
+const ROWS_PER_INSERT: usize = 256;
+
+/// Inserts and clears `rows`, many per statement: one statement per row
+/// costs more than the data.
+async fn insert_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    rows: &mut Vec<&JournalRow>,
+) -> Result<(), StorageError> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, effect, history, action, created_at) ",
+        );
+        insert.push_values(chunk, |mut b, r| {
+            b.push_bind(&r.session_id)
+                .push_bind(r.seq as i64)
+                .push_bind(&r.turn_id)
+                .push_bind(r.kind)
+                .push_bind(&r.request_id)
+                .push_bind(&r.frame)
+                .push_bind(&r.effect)
+                .push_bind(&r.history)
+                .push_bind(&r.action)
+                .push_bind(r.created_at);
+        });
+        insert.build().execute(&mut **tx).await?;
+    }
+    rows.clear();
     Ok(())
 }
