@@ -91,6 +91,11 @@ async function loadSessions() {
       const info = el('div', 'grow');
       info.append(el('strong', null, s.title || s.session_id), el('div', 'muted mono', s.session_id));
       li.append(info, el('span', 'muted', `👤 ${s.players} · 👁 ${s.spectators} · ${s.turns} turns`));
+      if (s.spectator_token) {
+        const watch = el('a', 'button', 'Watch');
+        watch.href = `/?session=${encodeURIComponent(s.session_id)}&token=${encodeURIComponent(s.spectator_token)}`;
+        li.append(watch);
+      }
       list.appendChild(li);
     }
     if (!sessions.length) list.appendChild(el('li', 'muted', 'No live sessions.'));

@@ -182,15 +182,7 @@ async fn a_tool_outside_the_allowlist_is_rejected() {
     ]);
     let app = spawn_with(|_| {}, Arc::new(model)).await;
     let s = app
-        .create_session(json!({"campaign": {
-            "campaign_id": "tiny", "title": "Tiny", "description": "two rooms",
-            "allowlist": ["move", "move_options"], "active_actor_id": "pc_001",
-            "areas": [
-                {"area_id": "area_001", "name": "Hall", "description": "A cold hall.", "reachable_area_ids": ["area_002"], "x": 0, "y": 0, "z": 0},
-                {"area_id": "area_002", "name": "Side Room", "description": "Dusty.", "reachable_area_ids": ["area_001"], "x": 120, "y": -80, "z": 0}
-            ],
-            "characters": [{"character_id": "pc_001", "name": "Ayla", "kind": "pc", "area_id": "area_001", "hp": 12, "max_hp": 12}]
-        }}))
+.create_session(json!({"campaign": serde_json::from_str::<Value>(include_str!("fixtures/tiny_campaign.json")).unwrap()}))
         .await;
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     assert_eq!(

@@ -248,25 +248,12 @@ impl Campaign {
 mod tests {
     use super::*;
 
-    const TOOLS: &[&str] = &[
-        "move",
-        "move_options",
-        "hp_delta",
-        "roll_dice",
-        "map_generate",
-        "get_character_stats",
-    ];
+    use crate::tools::test_support::TOOLS;
 
+    /// The minimal campaign of PROTOCOL.md §4.
     fn tiny() -> Value {
-        json!({
-            "campaign_id": "tiny", "title": "Tiny", "description": "two rooms",
-            "allowlist": ["move", "move_options"], "active_actor_id": "pc_001",
-            "areas": [
-                {"area_id": "area_001", "name": "Hall", "description": "A cold hall.", "reachable_area_ids": ["area_002"], "x": 0, "y": 0, "z": 0},
-                {"area_id": "area_002", "name": "Side Room", "description": "Dusty.", "reachable_area_ids": ["area_001"], "x": 120, "y": -80, "z": 0}
-            ],
-            "characters": [{"character_id": "pc_001", "name": "Ayla", "kind": "pc", "area_id": "area_001", "hp": 12, "max_hp": 12}]
-        })
+        serde_json::from_str(include_str!("../../tests/fixtures/tiny_campaign.json"))
+            .expect("fixture is JSON")
     }
 
     #[test]
