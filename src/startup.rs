@@ -18,6 +18,8 @@ use crate::tools::Registry;
 
 /// Pending connections the listener accepts, for connect storms.
 const LISTEN_BACKLOG: i32 = 4096;
+/// Seconds connections get to finish when the server stops.
+const SHUTDOWN_GRACE_SECS: u64 = 3;
 
 /// Binds the listening socket. Accepted sockets inherit `TCP_NODELAY` from
 /// it, so small frames go out at once instead of waiting on delayed ACKs.
@@ -96,6 +98,9 @@ impl Application {
                 .default_service(web::to(http::no_route))
         })
         .workers(settings.http_workers.unwrap_or(cores).max(1))
+        // Open WebSockets would otherwise hold a shutdown for 30 s; clients
+        // reconnect and resume anyway.
+        .shutdown_timeout(SHUTDOWN_GRACE_SECS)
         .listen(listener)?
         .run();
         tracing::info!(addr = %settings.bind, port, session_threads = threads, "questd listening");
