@@ -101,7 +101,7 @@ async fn a_duplicate_request_id_runs_once() {
     assert_eq!(started.len(), 2, "{started:#?}");
     let rolls: Vec<Value> = app.actions(&s).await;
     assert_eq!(rolls.len(), 2);
-    assert_eq!(rolls[0]["args"]["expression"], "1d6");
+    assert_eq!(rolls[0]["args"]["dice"], "1d6");
 }
 
 #[actix_web::test]
@@ -411,7 +411,7 @@ async fn the_actions_log_pages_oldest_first() {
     }
     let exprs: Vec<&str> = all
         .iter()
-        .map(|a| a["args"]["expression"].as_str().unwrap())
+        .map(|a| a["args"]["dice"].as_str().unwrap())
         .collect();
     assert_eq!(exprs, ["1d4", "1d5", "1d6", "1d7", "1d8"]);
     for a in &all {

@@ -48,7 +48,7 @@ async fn player_and_spectator_see_the_same_frames_for_a_multi_tool_turn() {
                     "move",
                     json!({"actor_id": "pc_001", "to_area_id": next}).to_string(),
                 ),
-                ("roll_dice", json!({"expression": "2d6+1"}).to_string()),
+                ("roll_dice", json!({"dice": "2d6+1"}).to_string()),
                 (
                     "get_character_stats",
                     json!({"character_id": "pc_001"}).to_string(),
@@ -177,7 +177,7 @@ async fn move_with_from_area_id_is_invalid_args_and_the_model_hears_why() {
 #[actix_web::test]
 async fn a_tool_outside_the_allowlist_is_rejected() {
     let model = ScriptedProvider::sequence(vec![
-        ModelReply::tools([("roll_dice", r#"{"expression":"1d20"}"#)]),
+        ModelReply::tools([("roll_dice", r#"{"dice":"1d20"}"#)]),
         ModelReply::narrate("The dice stay in your pocket."),
     ]);
     let app = spawn_with(|_| {}, Arc::new(model)).await;
@@ -207,7 +207,7 @@ async fn a_model_that_never_stops_hits_max_iterations_and_the_session_stays_usab
             // A different roll every time, so only the iteration limit stops it.
             ModelReply::tools([(
                 "roll_dice",
-                json!({"expression": format!("1d{}", 2 + n)}).to_string(),
+                json!({"dice": format!("1d{}", 2 + n)}).to_string(),
             )])
         } else {
             ModelReply::narrate("All is calm.")

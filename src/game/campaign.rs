@@ -94,7 +94,7 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
                                 }
                             }
                         },
-                        "state": {"enum": ["active", "down"]}
+                        "state": {"enum": ["active", "downed"]}
                     }
                 }
             }

@@ -47,8 +47,9 @@ const DETAILS: &[&str] = &[
 
 /// What to generate and where to attach it.
 pub struct MapRequest<'a> {
-    /// The area the new ones connect to.
-    pub from: &'a Area,
+    /// The area the new ones connect to; `None` starts a new root layer
+    /// that is not joined to the existing map.
+    pub from: Option<&'a Area>,
     /// Every area already on the map (for fresh ids and free positions).
     pub existing: &'a [Area],
     pub theme: &'a str,
@@ -84,6 +85,12 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
     let theme = title_case(req.theme.trim());
     let tag = req.theme.trim().to_lowercase();
 
+    // A root layer starts below everything already drawn.
+    let origin = match req.from {
+        Some(f) => (f.x, f.y),
+        None => (0, req.existing.iter().map(|a| a.y).max().map_or(0, |y| y + STEP * 3)),
+    };
+    let z = req.from.map_or(0, |f| f.z);
     let mut areas: Vec<Area> = Vec::with_capacity(size);
     let mut edges: Vec<(usize, Option<usize>)> = Vec::new();
     for i in 0..size {
@@ -102,7 +109,7 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
             }
         }
         let (px, py) = match parent {
-            None => (req.from.x, req.from.y),
+            None => origin,
             Some(p) => (areas[p].x, areas[p].y),
         };
         let (x, y) = free_spot(&mut rng, &mut taken, px, py);
@@ -128,7 +135,7 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
             reachable_area_ids: Vec::new(),
             x,
             y,
-            z: req.from.z,
+            z,
             tags: if tag.is_empty() {
                 vec!["generated".into()]
             } else {
@@ -143,10 +150,10 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
         let child_id = areas[child].area_id.clone();
         match parent {
             None => {
-                areas[child]
-                    .reachable_area_ids
-                    .push(req.from.area_id.clone());
-                links.push((req.from.area_id.clone(), child_id));
+                if let Some(from) = req.from {
+                    areas[child].reachable_area_ids.push(from.area_id.clone());
+                    links.push((from.area_id.clone(), child_id));
+                }
             }
             Some(p) => {
                 let parent_id = areas[p].area_id.clone();
@@ -239,7 +246,7 @@ mod tests {
         let from = start();
         let existing = [from.clone()];
         generate(&MapRequest {
-            from: &from,
+            from: Some(&from),
             existing: &existing,
             theme: "crystal caves",
             size,
@@ -263,6 +270,21 @@ mod tests {
         assert_eq!(map.areas[0].area_id.as_str(), "area_002");
         let positions: BTreeSet<_> = map.areas.iter().map(|a| (a.x, a.y)).collect();
         assert_eq!(positions.len(), 6, "no two areas share a spot");
+    }
+
+    #[test]
+    fn a_root_layer_joins_nothing() {
+        let existing = [start()];
+        let map = generate(&MapRequest {
+            from: None,
+            existing: &existing,
+            theme: "sky",
+            size: 4,
+            seed: 3,
+        });
+        assert!(map.links.is_empty());
+        assert!(map.areas.iter().all(|a| !a.reachable_area_ids.contains(&"area_001".into())));
+        assert!(map.areas.iter().all(|a| a.y > 0), "placed below the existing map");
     }
 
     #[test]

@@ -84,8 +84,9 @@ pub struct Area {
 pub enum CharacterState {
     #[default]
     Active,
-    /// At 0 HP: cannot move until healed.
-    Down,
+    /// At 0 HP: cannot act until healed.
+    #[serde(alias = "down")]
+    Downed,
 }
 
 /// An item in an inventory.
@@ -355,7 +356,7 @@ mod tests {
             Effect::Hp {
                 character_id: "pc".into(),
                 hp: 0,
-                state: CharacterState::Down,
+                state: CharacterState::Downed,
             },
             Effect::AddAreas {
                 areas: vec![area("a3", "Crypt", &["a2"])],
@@ -375,7 +376,7 @@ mod tests {
             s.area("a2")
                 .is_some_and(|a| a.reachable_area_ids.contains(&"a3".into()))
         );
-        assert_eq!(s.characters[0].state, CharacterState::Down);
+        assert_eq!(s.characters[0].state, CharacterState::Downed);
     }
 
     #[test]

@@ -155,14 +155,14 @@ impl OfflineGameMaster {
                 None => call("move_options", json!({"actor_id": actor})),
             },
             Intent::WhereCanIGo => call("move_options", json!({"actor_id": actor})),
-            Intent::Roll(expr) => call("roll_dice", json!({"expression": expr})),
+            Intent::Roll(expr) => call("roll_dice", json!({"dice": expr})),
             Intent::Explore(theme) => {
                 let from = req.context["current_area"]["area_id"]
                     .as_str()
                     .unwrap_or_default();
                 call(
                     "map_generate",
-                    json!({"from_area_id": from, "theme": theme}),
+                    json!({"parent_area_id": from, "theme": theme}),
                 )
             }
             Intent::Status => call("get_character_stats", json!({"character_id": actor})),
@@ -258,7 +258,7 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
                     .as_array()
                     .map(|a| a.iter().map(|v| v.to_string()).collect())
                     .unwrap_or_default();
-                let (expr, total) = (s(&r["expression"]), r["total"].to_string());
+                let (expr, total) = (s(&r["dice"]), r["total"].to_string());
                 if zh {
                     format!("你掷出 {expr}：[{}]，总计 {total}。", rolls.join(", "))
                 } else {
@@ -410,11 +410,11 @@ mod tests {
                 "move_options",
                 json!({"actor_id": "pc_001"}),
             ),
-            ("掷 2d6+1", "roll_dice", json!({"expression": "2d6+1"})),
+            ("掷 2d6+1", "roll_dice", json!({"dice": "2d6+1"})),
             (
                 "explore ice",
                 "map_generate",
-                json!({"from_area_id": "area_001", "theme": "ice"}),
+                json!({"parent_area_id": "area_001", "theme": "ice"}),
             ),
             (
                 "状态",

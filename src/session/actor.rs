@@ -541,6 +541,7 @@ impl SessionActor {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
+            session_id: &self.meta.session_id,
         };
         let in_flight = self.pending.iter().filter_map(|p| p.history.clone());
         ModelRequest {
@@ -708,6 +709,7 @@ impl SessionActor {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
+            session_id: &self.meta.session_id,
         };
         let inv = self.deps.registry.invoke(
             &call.name,

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
 
 pub struct GetCharacterStats;
 
@@ -14,30 +14,22 @@ struct Args {
 
 impl Tool for GetCharacterStats {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "get_character_stats",
-            version: "1.0.0",
-            title: "Character stats",
-            description: "Read a character's sheet: HP, level, stats, inventory and where they are \
+        ToolSpec::new(
+            "get_character_stats",
+            "Character stats",
+            "character",
+            "Read a character's sheet: HP, level, stats, inventory and where they are \
                 (defaults to the active character). Changes nothing.",
-            category: "character",
-            input_schema: json!({
+            json!({
                 "type": "object",
                 "properties": {"character_id": {"type": "string", "minLength": 1}},
                 "additionalProperties": false
             }),
-            output_schema: json!({
+            json!({
                 "type": "object",
                 "required": ["character_id", "name", "hp", "max_hp", "level", "area_id", "stats", "inventory", "state"]
             }),
-            writes_state: false,
-            needs_session: true,
-            roles: ALL_ROLES,
-            enabled: true,
-            ai_callable: true,
-            read_only: true,
-            idempotent: true,
-        }
+        )
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

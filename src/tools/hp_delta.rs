@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Role, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
 use crate::game::{CharacterState, Effect};
 
 /// Largest change in one call.
@@ -13,56 +13,53 @@ pub struct HpDelta;
 
 #[derive(Deserialize)]
 struct Args {
-    character_id: String,
+    target_character_id: String,
     delta: i64,
+    cause: Option<String>,
 }
 
 impl Tool for HpDelta {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "hp_delta",
-            version: "1.0.0",
-            title: "Change HP",
-            description: "Damage (negative delta) or heal (positive delta) a character. HP stays within \
-                0..max_hp; a character at 0 HP is down and cannot move until healed.",
-            category: "character",
-            input_schema: json!({
+        ToolSpec::new(
+            "hp_delta",
+            "Change HP",
+            "character",
+            "Damage (negative delta) or heal (positive delta) a character, with the cause. HP stays \
+             within 0..max_hp; a character at 0 HP is downed and cannot act until healed.",
+            json!({
                 "type": "object",
                 "properties": {
-                    "character_id": {"type": "string", "minLength": 1},
+                    "target_character_id": {"type": "string", "minLength": 1},
                     "delta": {"type": "integer", "minimum": -MAX_DELTA, "maximum": MAX_DELTA},
-                    "reason": {"type": "string", "maxLength": 200}
+                    "cause": {"type": "string", "maxLength": 200}
                 },
-                "required": ["character_id", "delta"],
+                "required": ["target_character_id", "delta"],
                 "additionalProperties": false
             }),
-            output_schema: json!({
+            json!({
                 "type": "object",
-                "required": ["character_id", "hp_before", "hp", "max_hp", "state"],
+                "required": ["character_id", "hp_before", "hp", "max_hp", "state", "downed"],
                 "properties": {
                     "character_id": {"type": "string"},
                     "hp_before": {"type": "integer"},
                     "hp": {"type": "integer", "minimum": 0},
                     "max_hp": {"type": "integer"},
-                    "state": {"enum": ["active", "down"]}
+                    "state": {"enum": ["active", "downed"]},
+                    "downed": {"type": "boolean"},
+                    "cause": {"type": ["string", "null"]}
                 }
             }),
-            writes_state: true,
-            needs_session: true,
-            roles: &[Role::GameMaster, Role::Service, Role::Admin],
-            enabled: true,
-            ai_callable: true,
-            read_only: false,
-            idempotent: false,
-        }
+        )
+        .writes()
+        .roles(GAME_ROLES)
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
-        let c = character(ctx.state, &args.character_id)?;
+        let c = character(ctx.state, &args.target_character_id)?;
         let hp = (c.hp + args.delta).clamp(0, c.max_hp);
         let state = if hp == 0 {
-            CharacterState::Down
+            CharacterState::Downed
         } else {
             CharacterState::Active
         };
@@ -73,6 +70,8 @@ impl Tool for HpDelta {
                 "hp": hp,
                 "max_hp": c.max_hp,
                 "state": state,
+                "downed": state == CharacterState::Downed,
+                "cause": args.cause,
             }),
             effect: Some(Effect::Hp {
                 character_id: c.character_id.clone(),
@@ -86,8 +85,8 @@ impl Tool for HpDelta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::demo;
+    use crate::error::Reason;
+    use crate::tools::test_support::{ctx_run, demo};
 
     #[test]
     fn clamps_and_downs() {
@@ -95,20 +94,13 @@ mod tests {
         let max = state.character("pc_001").unwrap().max_hp;
         let cases = [
             (-5, max - 5, "active"),
-            (-1000, 0, "down"),
+            (-1000, 0, "downed"),
             (3, 3, "active"),
             (1000, max, "active"),
         ];
         for (delta, hp, st) in cases {
-            let out = HpDelta
-                .run(
-                    &json!({"character_id": "pc_001", "delta": delta}),
-                    &mut ToolContext {
-                        state: &state,
-                        rng: &mut SplitMix64::new(0),
-                    },
-                )
-                .unwrap();
+            let args = json!({"target_character_id": "pc_001", "delta": delta, "cause": "test"});
+            let out = ctx_run(&HpDelta, &state, &args).unwrap();
             assert_eq!(
                 (out.result["hp"].as_i64(), out.result["state"].as_str()),
                 (Some(hp), Some(st)),
@@ -116,5 +108,11 @@ mod tests {
             );
             state.apply(out.effect.as_ref().unwrap());
         }
+    }
+
+    #[test]
+    fn unknown_characters_are_not_found() {
+        let e = ctx_run(&HpDelta, &demo(), &json!({"target_character_id": "ghost", "delta": -1})).unwrap_err();
+        assert_eq!(e.reason, Reason::NotFound);
     }
 }

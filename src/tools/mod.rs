@@ -14,7 +14,7 @@ mod move_to;
 mod roll_dice;
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -30,14 +30,38 @@ pub const MAX_ERROR_MESSAGE: usize = 600;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// A person playing, through their player token.
     Player,
+    /// The model running the game.
     GameMaster,
+    /// Another service, through the HTTP tool API.
     Service,
     Admin,
+    /// A game designer who may create content that changes the game.
+    GmAdmin,
+    /// The owner of the deployment.
+    Owner,
 }
 
 /// Every role: the usual `roles` of a tool anyone may call.
-pub const ALL_ROLES: &[Role] = &[Role::Player, Role::GameMaster, Role::Service, Role::Admin];
+pub const ALL_ROLES: &[Role] = &[
+    Role::Player,
+    Role::GameMaster,
+    Role::Service,
+    Role::Admin,
+    Role::GmAdmin,
+    Role::Owner,
+];
+/// Roles that run the game: the `roles` of a tool that changes it.
+pub const GAME_ROLES: &[Role] = &[
+    Role::GameMaster,
+    Role::Service,
+    Role::Admin,
+    Role::GmAdmin,
+    Role::Owner,
+];
+/// How long a tool may run before its result is thrown away as `TIMEOUT`.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a tool declares about itself.
 #[derive(Debug, Clone)]
@@ -58,6 +82,64 @@ pub struct ToolSpec {
     pub ai_callable: bool,
     pub read_only: bool,
     pub idempotent: bool,
+    /// Past this, the result (and any effect) is discarded as `TIMEOUT`.
+    pub timeout: Duration,
+}
+
+impl ToolSpec {
+    /// A read-only, idempotent tool that any role may call in a session;
+    /// adjust with the methods below.
+    pub fn new(
+        name: &'static str,
+        title: &'static str,
+        category: &'static str,
+        description: &'static str,
+        input_schema: Value,
+        output_schema: Value,
+    ) -> Self {
+        Self {
+            name,
+            version: "1.0.0",
+            title,
+            description,
+            category,
+            input_schema,
+            output_schema,
+            writes_state: false,
+            needs_session: true,
+            roles: ALL_ROLES,
+            enabled: true,
+            ai_callable: true,
+            read_only: true,
+            idempotent: true,
+            timeout: DEFAULT_TOOL_TIMEOUT,
+        }
+    }
+
+    /// The tool changes the save state.
+    pub fn writes(mut self) -> Self {
+        self.writes_state = true;
+        self.read_only = false;
+        self.idempotent = false;
+        self
+    }
+
+    /// The same arguments may give a different result each time.
+    pub fn not_idempotent(mut self) -> Self {
+        self.idempotent = false;
+        self
+    }
+
+    pub fn roles(mut self, roles: &'static [Role]) -> Self {
+        self.roles = roles;
+        self
+    }
+
+    /// The tool works without a session (content services).
+    pub fn sessionless(mut self) -> Self {
+        self.needs_session = false;
+        self
+    }
 }
 
 /// What a successful tool call gives back.
@@ -118,6 +200,24 @@ pub struct ToolContext<'a> {
     pub state: &'a GameState,
     /// Randomness for this call; the outcome is journalled, never re-rolled.
     pub rng: &'a mut SplitMix64,
+    /// The session the call runs in.
+    pub session_id: &'a str,
+    pub role: Role,
+}
+
+impl ToolContext<'_> {
+    /// Write tools name their session; a different one is `SESSION_MISMATCH`.
+    pub fn check_session(&self, claimed: &str) -> Result<(), ToolError> {
+        if claimed == self.session_id {
+            Ok(())
+        } else {
+            Err(ToolError::new(
+                Reason::SessionMismatch,
+                ErrorCode::SessionMismatch,
+                format!("session_id {claimed:?} is not this session ({})", self.session_id),
+            ))
+        }
+    }
 }
 
 /// One tool: a spec and the rule that runs it.
@@ -138,6 +238,8 @@ pub enum RawArgs {
 pub struct Caller<'a> {
     pub role: Role,
     pub allowlist: &'a [String],
+    /// The session the call runs in.
+    pub session_id: &'a str,
 }
 
 /// The outcome of one pass through the pipeline.
@@ -262,8 +364,25 @@ impl Registry {
         let (args, outcome) = match self.check(name, raw, caller) {
             Err((args, e)) => (args, Err(e)),
             Ok((entry, args)) => {
-                let mut ctx = ToolContext { state, rng };
+                let mut ctx = ToolContext {
+                    state,
+                    rng,
+                    session_id: caller.session_id,
+                    role: caller.role,
+                };
                 let outcome = entry.tool.run(&args, &mut ctx).and_then(|out| {
+                    // Tools run to completion on the session's thread; one
+                    // that overran its budget has its result thrown away,
+                    // so a slow tool never changes state late.
+                    let elapsed = started.elapsed();
+                    if elapsed > entry.spec.timeout {
+                        tracing::warn!(tool = name, ?elapsed, "tool overran its timeout");
+                        return Err(ToolError::new(
+                            Reason::Timeout,
+                            ErrorCode::Timeout,
+                            format!("{name} took longer than {} ms", entry.spec.timeout.as_millis()),
+                        ));
+                    }
                     let problems = schema_problems(&entry.output, &out.result);
                     if problems.is_empty() {
                         Ok(out)
@@ -430,7 +549,31 @@ pub(crate) fn area_brief_schema() -> Value {
 
 #[cfg(test)]
 pub(crate) mod test_support {
+    use super::{Role, Tool, ToolContext, ToolError, ToolOutput};
+    use crate::game::rng::SplitMix64;
     use crate::game::{Campaign, GameState};
+
+    /// The session id tools see in unit tests.
+    pub const SESSION: &str = "sess_test";
+
+    /// Runs a tool as the game master in session [`SESSION`].
+    pub fn ctx_run(tool: &dyn Tool, state: &GameState, args: &serde_json::Value) -> Result<ToolOutput, ToolError> {
+        run_as(tool, state, args, Role::GameMaster)
+    }
+
+    /// Runs a tool as `role` in session [`SESSION`].
+    pub fn run_as(tool: &dyn Tool, state: &GameState, args: &serde_json::Value, role: Role) -> Result<ToolOutput, ToolError> {
+        let mut rng = SplitMix64::new(7);
+        tool.run(
+            args,
+            &mut ToolContext {
+                state,
+                rng: &mut rng,
+                session_id: SESSION,
+                role,
+            },
+        )
+    }
 
     pub const TOOLS: &[&str] = &[
         "move",
@@ -461,6 +604,7 @@ mod tests {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &allowlist,
+            session_id: test_support::SESSION,
         };
         registry.invoke(name, raw, &caller, &demo(), &mut SplitMix64::new(1))
     }
@@ -503,7 +647,7 @@ mod tests {
 
         let e = err(run(
             "roll_dice",
-            RawArgs::Value(json!({"expression": "1d6"})),
+            RawArgs::Value(json!({"dice": "1d6"})),
             &["move"],
         ));
         assert_eq!(
@@ -513,10 +657,10 @@ mod tests {
 
         let e = err(run(
             "roll_dice",
-            RawArgs::Value(json!({"expression": 6})),
+            RawArgs::Value(json!({"dice": 6})),
             &["roll_dice"],
         ));
-        assert!(e.message.contains("/expression"), "{}", e.message);
+        assert!(e.message.contains("/dice"), "{}", e.message);
     }
 
     #[test]
@@ -540,6 +684,7 @@ mod tests {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &allowlist,
+            session_id: test_support::SESSION,
         };
         let tools = registry.openai_tools(&caller);
         assert_eq!(tools.len(), 1);

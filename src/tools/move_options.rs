@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema,
+    Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema,
     character,
 };
 
@@ -17,19 +17,18 @@ struct Args {
 
 impl Tool for MoveOptions {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "move_options",
-            version: "1.0.0",
-            title: "Movement options",
-            description: "List the areas a character can reach in one step from where they stand \
+        ToolSpec::new(
+            "move_options",
+            "Movement options",
+            "exploration",
+            "List the areas a character can reach in one step from where they stand \
                 (defaults to the active character). Changes nothing.",
-            category: "exploration",
-            input_schema: json!({
+            json!({
                 "type": "object",
                 "properties": {"actor_id": {"type": "string", "minLength": 1}},
                 "additionalProperties": false
             }),
-            output_schema: json!({
+            json!({
                 "type": "object",
                 "required": ["actor_id", "area", "options"],
                 "properties": {
@@ -38,14 +37,7 @@ impl Tool for MoveOptions {
                     "options": {"type": "array", "items": area_brief_schema()}
                 }
             }),
-            writes_state: false,
-            needs_session: true,
-            roles: ALL_ROLES,
-            enabled: true,
-            ai_callable: true,
-            read_only: true,
-            idempotent: true,
-        }
+        )
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
@@ -74,21 +66,12 @@ impl Tool for MoveOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::demo;
+    use crate::tools::test_support::{ctx_run, demo};
 
     #[test]
     fn lists_the_neighbours_of_the_active_actor() {
         let state = demo();
-        let out = MoveOptions
-            .run(
-                &json!({}),
-                &mut ToolContext {
-                    state: &state,
-                    rng: &mut SplitMix64::new(0),
-                },
-            )
-            .unwrap();
+        let out = ctx_run(&MoveOptions, &state, &json!({})).unwrap();
         let here = state.area("area_001").unwrap();
         let ids: Vec<&str> = out.result["options"]
             .as_array()

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema,
+    Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema,
     character,
 };
 use crate::error::{ErrorCode, Reason};
@@ -20,15 +20,14 @@ struct Args {
 
 impl Tool for Move {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "move",
-            version: "1.0.0",
-            title: "Move",
-            description: "Move the active character to an area directly reachable from where they stand \
+        ToolSpec::new(
+            "move",
+            "Move",
+            "exploration",
+            "Move the active character to an area directly reachable from where they stand \
                 (one step). Use move_options first when unsure which areas are reachable. The starting \
                 area is taken from the game state; never send from_area_id.",
-            category: "exploration",
-            input_schema: json!({
+            json!({
                 "type": "object",
                 "properties": {
                     "actor_id": {"type": "string", "minLength": 1, "description": "the active character's id"},
@@ -37,7 +36,7 @@ impl Tool for Move {
                 "required": ["actor_id", "to_area_id"],
                 "additionalProperties": false
             }),
-            output_schema: json!({
+            json!({
                 "type": "object",
                 "required": ["actor_id", "from_area_id", "to_area_id", "area", "reachable_area_ids"],
                 "properties": {
@@ -48,14 +47,7 @@ impl Tool for Move {
                     "reachable_area_ids": {"type": "array", "items": {"type": "string"}}
                 }
             }),
-            writes_state: true,
-            needs_session: true,
-            roles: ALL_ROLES,
-            enabled: true,
-            ai_callable: true,
-            read_only: false,
-            idempotent: false,
-        }
+        ).writes()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
@@ -72,11 +64,11 @@ impl Tool for Move {
             ));
         }
         let actor = character(state, &args.actor_id)?;
-        if actor.state == CharacterState::Down {
+        if actor.state == CharacterState::Downed {
             return Err(ToolError::new(
-                Reason::InvalidActorState,
-                ErrorCode::InvalidArgs,
-                format!("{} is down and cannot move until healed", actor.name),
+                Reason::ActorStateRestricted,
+                ErrorCode::PermissionDenied,
+                format!("{} is downed and cannot act until healed", actor.name),
             ));
         }
         let Some(target) = state.area(&args.to_area_id) else {
@@ -124,17 +116,10 @@ impl Tool for Move {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::demo;
+    use crate::tools::test_support::{ctx_run, demo};
 
     fn run(state: &crate::game::GameState, args: Value) -> Result<ToolOutput, ToolError> {
-        Move.run(
-            &args,
-            &mut ToolContext {
-                state,
-                rng: &mut SplitMix64::new(0),
-            },
-        )
+        ctx_run(&Move, state, &args)
     }
 
     #[test]
@@ -194,10 +179,10 @@ mod tests {
         state.apply(&Effect::Hp {
             character_id: "pc_001".into(),
             hp: 0,
-            state: CharacterState::Down,
+            state: CharacterState::Downed,
         });
         let next = state.area("area_001").unwrap().reachable_area_ids[0].clone();
         let e = run(&state, json!({"actor_id": "pc_001", "to_area_id": next})).unwrap_err();
-        assert_eq!(e.reason, Reason::InvalidActorState);
+        assert_eq!(e.reason, Reason::ActorStateRestricted);
     }
 }

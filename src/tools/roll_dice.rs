@@ -4,61 +4,72 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use crate::game::dice::DiceExpr;
 
 pub struct RollDice;
 
 #[derive(Deserialize)]
 struct Args {
-    expression: String,
+    dice: String,
+    reason: Option<String>,
 }
 
 impl Tool for RollDice {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "roll_dice",
-            version: "1.0.0",
-            title: "Roll dice",
-            description: "Roll dice written as NdS+M, for example 2d6+1 or d20 (at most 100 dice of at most \
-                1000 sides). Use it whenever chance decides an outcome.",
-            category: "dice",
-            input_schema: json!({
+        ToolSpec::new(
+            "roll_dice",
+            "Roll dice",
+            "dice",
+            "Roll dice written as NdS+M, for example 1d20+5 or 2d6 (at most 100 dice of at most 1000 \
+             sides), with the reason for the roll. Use it whenever chance decides an outcome.",
+            json!({
                 "type": "object",
                 "properties": {
-                    "expression": {"type": "string", "minLength": 2, "maxLength": 32},
+                    "dice": {"type": "string", "minLength": 2, "maxLength": 32},
                     "reason": {"type": "string", "maxLength": 200}
                 },
-                "required": ["expression"],
+                "required": ["dice"],
                 "additionalProperties": false
             }),
-            output_schema: json!({
+            json!({
                 "type": "object",
-                "required": ["expression", "rolls", "modifier", "total"],
+                "required": ["dice", "rolls", "modifier", "total", "description"],
                 "properties": {
-                    "expression": {"type": "string"},
+                    "dice": {"type": "string"},
                     "rolls": {"type": "array", "items": {"type": "integer", "minimum": 1}},
                     "modifier": {"type": "integer"},
-                    "total": {"type": "integer"}
+                    "total": {"type": "integer"},
+                    "description": {"type": "string"},
+                    "reason": {"type": ["string", "null"]}
                 }
             }),
-            writes_state: false,
-            needs_session: false,
-            roles: ALL_ROLES,
-            enabled: true,
-            ai_callable: true,
-            read_only: true,
-            idempotent: false,
-        }
+        )
+        .not_idempotent()
+        .sessionless()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
-        let expr = DiceExpr::parse(&args.expression).map_err(ToolError::invalid_args)?;
+        let expr = DiceExpr::parse(&args.dice).map_err(ToolError::invalid_args)?;
         let roll = expr.roll(ctx.rng);
+        let rolls: Vec<String> = roll.rolls.iter().map(u32::to_string).collect();
+        let modifier = match roll.modifier {
+            0 => String::new(),
+            m if m > 0 => format!(" + {m}"),
+            m => format!(" - {}", -m),
+        };
+        let purpose = args.reason.as_deref().map(|r| format!(" for {r}")).unwrap_or_default();
+        let description = format!("{}{purpose}: [{}]{modifier} = {}", roll.expression, rolls.join(", "), roll.total);
         Ok(ToolOutput {
-            result: serde_json::to_value(roll)
-                .map_err(|e| ToolError::invalid_args(e.to_string()))?,
+            result: json!({
+                "dice": roll.expression,
+                "rolls": roll.rolls,
+                "modifier": roll.modifier,
+                "total": roll.total,
+                "description": description,
+                "reason": args.reason,
+            }),
             effect: None,
         })
     }
@@ -68,33 +79,19 @@ impl Tool for RollDice {
 mod tests {
     use super::*;
     use crate::error::Reason;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::demo;
+    use crate::tools::test_support::{ctx_run, demo};
 
     #[test]
-    fn rolls_and_refuses_nonsense() {
+    fn rolls_describe_themselves_and_nonsense_is_refused() {
         let state = demo();
-        let mut rng = SplitMix64::new(5);
-        let out = RollDice
-            .run(
-                &json!({"expression": "2d6+1"}),
-                &mut ToolContext {
-                    state: &state,
-                    rng: &mut rng,
-                },
-            )
-            .unwrap();
+        let out = ctx_run(&RollDice, &state, &json!({"dice": "1d20+5", "reason": "stealth"})).unwrap();
         let total = out.result["total"].as_i64().unwrap();
-        assert!((3..=13).contains(&total));
-        let e = RollDice
-            .run(
-                &json!({"expression": "9999d6"}),
-                &mut ToolContext {
-                    state: &state,
-                    rng: &mut rng,
-                },
-            )
-            .unwrap_err();
-        assert_eq!(e.reason, Reason::InvalidArgs);
+        assert!((6..=25).contains(&total));
+        let description = out.result["description"].as_str().unwrap();
+        assert!(description.starts_with("1d20+5 for stealth: [") && description.ends_with(&format!("+ 5 = {total}")), "{description}");
+        for bad in [json!({"dice": "9999d6"}), json!({"dice": "d"}), json!({"dice": "2d6+x"})] {
+            let e = ctx_run(&RollDice, &state, &bad).unwrap_err();
+            assert_eq!(e.reason, Reason::InvalidArgs, "{bad}");
+        }
     }
 }
