@@ -68,10 +68,15 @@ impl ErrorCode {
 
     /// The code as it appears on the wire, e.g. `"RATE_LIMITED"`.
     pub fn as_str(self) -> String {
-        match serde_json::to_value(self) {
-            Ok(Value::String(s)) => s,
-            _ => format!("{self:?}"),
-        }
+        wire_name(&self)
+    }
+}
+
+/// How a unit-like enum value is spelled on the wire (its serde name).
+pub fn wire_name<T: Serialize + std::fmt::Debug>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(s)) => s,
+        _ => format!("{value:?}"),
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::content::{ContentEntry, NpcProfile};
 use super::state::{Area, Character, CharacterId, GameState};
 
 /// Campaigns that ship inside the binary, as `(campaign_id, JSON text)`.
@@ -32,6 +33,10 @@ pub struct Campaign {
     pub characters: Vec<Character>,
     #[serde(default)]
     pub lore: Vec<String>,
+    #[serde(default)]
+    pub npcs: Vec<NpcProfile>,
+    #[serde(default)]
+    pub content: Vec<ContentEntry>,
 }
 
 /// Why a campaign was refused: every problem found, each a short sentence.
@@ -200,6 +205,35 @@ impl Campaign {
             )),
             Some(_) => {}
         }
+        let mut npc_ids = HashSet::new();
+        for npc in &self.npcs {
+            problems.extend(npc.problems());
+            if !npc_ids.insert(npc.npc_id.as_str()) {
+                problems.push(format!("npc id {} is used twice", npc.npc_id));
+            }
+            if let Some(c) = &npc.character_id
+                && !char_ids.contains(c.as_str())
+            {
+                problems.push(format!(
+                    "npc {} is embodied by unknown character {c}",
+                    npc.npc_id
+                ));
+            }
+        }
+        let mut content_ids = HashSet::new();
+        for entry in &self.content {
+            if !content_ids.insert(entry.content_id.as_str()) {
+                problems.push(format!("content id {} is used twice", entry.content_id));
+            }
+            if let Some(a) = &entry.area_id
+                && !area_ids.contains(a.as_str())
+            {
+                problems.push(format!(
+                    "content {} is placed in unknown area {a}",
+                    entry.content_id
+                ));
+            }
+        }
         for tool in &self.allowlist {
             if !known_tools.contains(&tool.as_str()) {
                 problems.push(format!(
@@ -238,7 +272,34 @@ impl Campaign {
             areas,
             characters: self.characters,
             allowlist: self.allowlist,
+            // Lore lines are searchable content too.
+            content: self
+                .lore
+                .iter()
+                .enumerate()
+                .map(|(i, line)| ContentEntry {
+                    content_id: format!("lore_{:03}", i + 1),
+                    content_type: "lore".into(),
+                    title: line
+                        .split(['.', '。'])
+                        .next()
+                        .unwrap_or(line)
+                        .chars()
+                        .take(60)
+                        .collect(),
+                    body: line.clone(),
+                    tags: vec!["lore".into()],
+                    status: Default::default(),
+                    area_id: None,
+                    created_by: "campaign".into(),
+                })
+                .chain(self.content)
+                .collect(),
             lore: self.lore,
+            zones: Vec::new(),
+            player: Default::default(),
+            npcs: self.npcs,
+            events: VecDeque::new(),
             history: VecDeque::new(),
         }
     }

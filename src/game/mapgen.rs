@@ -88,7 +88,14 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
     // A root layer starts below everything already drawn.
     let origin = match req.from {
         Some(f) => (f.x, f.y),
-        None => (0, req.existing.iter().map(|a| a.y).max().map_or(0, |y| y + STEP * 3)),
+        None => (
+            0,
+            req.existing
+                .iter()
+                .map(|a| a.y)
+                .max()
+                .map_or(0, |y| y + STEP * 3),
+        ),
     };
     let z = req.from.map_or(0, |f| f.z);
     let mut areas: Vec<Area> = Vec::with_capacity(size);
@@ -283,8 +290,15 @@ mod tests {
             seed: 3,
         });
         assert!(map.links.is_empty());
-        assert!(map.areas.iter().all(|a| !a.reachable_area_ids.contains(&"area_001".into())));
-        assert!(map.areas.iter().all(|a| a.y > 0), "placed below the existing map");
+        assert!(
+            map.areas
+                .iter()
+                .all(|a| !a.reachable_area_ids.contains(&"area_001".into()))
+        );
+        assert!(
+            map.areas.iter().all(|a| a.y > 0),
+            "placed below the existing map"
+        );
     }
 
     #[test]

@@ -5,10 +5,13 @@
 //! deterministic, so replaying the journal rebuilds exactly the same state.
 
 pub mod campaign;
+pub mod content;
 pub mod dice;
+pub mod entities;
 pub mod mapgen;
 pub mod rng;
 pub mod state;
+pub mod zones;
 
 pub use campaign::{BUILTIN_CAMPAIGNS, Campaign, CampaignError};
 pub use state::{Area, Character, CharacterState, Effect, GameState, HistoryEntry, Item};

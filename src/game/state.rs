@@ -9,6 +9,9 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use super::content::{ContentEntry, NpcProfile};
+use super::zones::{GridPos, MovementLogEntry, PlayerRuntime, Zone};
+
 /// Declares a string identifier newtype that serializes as a plain string.
 macro_rules! id_newtype {
     ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
@@ -58,6 +61,8 @@ id_newtype!(
 
 /// Entries of chat history kept for the model; older turns are dropped whole.
 pub const HISTORY_LIMIT: usize = 200;
+/// User events kept in the save state; older ones stay in the journal only.
+pub const EVENT_LIMIT: usize = 500;
 
 /// One place on the map.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +99,8 @@ pub enum CharacterState {
 pub struct Item {
     pub slug: String,
     pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
     #[serde(default = "one")]
     pub quantity: u32,
 }
@@ -123,6 +130,18 @@ pub struct Character {
     pub inventory: Vec<Item>,
     #[serde(default)]
     pub state: CharacterState,
+}
+
+/// Something a client reported about what a user did (`log_user_event`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserEvent {
+    pub event_id: String,
+    pub event_type: String,
+    #[serde(default)]
+    pub user_id: Option<String>,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+    pub turn: u64,
 }
 
 /// One entry of the conversation the model sees.
@@ -155,7 +174,9 @@ pub enum HistoryEntry {
 #[serde(tag = "effect", rename_all = "snake_case")]
 pub enum Effect {
     /// A turn began; the state's turn counter becomes `turn`.
-    BeginTurn { turn: u64 },
+    BeginTurn {
+        turn: u64,
+    },
     Move {
         character_id: CharacterId,
         to_area_id: AreaId,
@@ -169,6 +190,32 @@ pub enum Effect {
     AddAreas {
         areas: Vec<Area>,
         links: Vec<(AreaId, AreaId)>,
+    },
+    AddZones {
+        zones: Vec<Zone>,
+    },
+    /// The player travelled to a zone.
+    MoveToZone {
+        position: GridPos,
+        entry: MovementLogEntry,
+    },
+    SetInventory {
+        character_id: CharacterId,
+        inventory: Vec<Item>,
+    },
+    /// A character's sheet replaced whole (`update_character`).
+    SetCharacter {
+        character: Character,
+    },
+    AddContent {
+        entry: ContentEntry,
+    },
+    LogEvent {
+        event: UserEvent,
+    },
+    /// An NPC created or replaced whole.
+    PutNpc {
+        npc: NpcProfile,
     },
 }
 
@@ -186,12 +233,30 @@ pub struct GameState {
     #[serde(default)]
     pub lore: Vec<String>,
     #[serde(default)]
+    pub zones: Vec<Zone>,
+    #[serde(default)]
+    pub player: PlayerRuntime,
+    #[serde(default)]
+    pub npcs: Vec<NpcProfile>,
+    #[serde(default)]
+    pub content: Vec<ContentEntry>,
+    #[serde(default)]
+    pub events: VecDeque<UserEvent>,
+    #[serde(default)]
     pub history: VecDeque<HistoryEntry>,
 }
 
 impl GameState {
     pub fn area(&self, id: &str) -> Option<&Area> {
         self.areas.iter().find(|a| a.area_id == *id)
+    }
+
+    pub fn zone(&self, id: &str) -> Option<&Zone> {
+        self.zones.iter().find(|z| z.zone_id == id)
+    }
+
+    pub fn npc(&self, id: &str) -> Option<&NpcProfile> {
+        self.npcs.iter().find(|n| n.npc_id == id)
     }
 
     pub fn character(&self, id: &str) -> Option<&Character> {
@@ -243,6 +308,59 @@ impl GameState {
                     c.state = *state;
                 }
             }
+            Effect::AddZones { zones } => {
+                for zone in zones {
+                    if self.zone(&zone.zone_id).is_none() {
+                        self.zones.push(zone.clone());
+                    }
+                }
+            }
+            Effect::MoveToZone { position, entry } => {
+                self.player.position = *position;
+                self.player.current_zone_id = Some(entry.to_zone_id.clone());
+                if !self
+                    .player
+                    .movement_log
+                    .iter()
+                    .any(|e| e.movement_log_id == entry.movement_log_id)
+                {
+                    self.player.log_move(entry.clone());
+                }
+            }
+            Effect::SetInventory {
+                character_id,
+                inventory,
+            } => {
+                if let Some(c) = self.character_mut(character_id) {
+                    c.inventory = inventory.clone();
+                }
+            }
+            Effect::SetCharacter { character } => {
+                if let Some(c) = self.character_mut(&character.character_id) {
+                    *c = character.clone();
+                }
+            }
+            Effect::AddContent { entry } => {
+                if !self
+                    .content
+                    .iter()
+                    .any(|c| c.content_id == entry.content_id)
+                {
+                    self.content.push(entry.clone());
+                }
+            }
+            Effect::LogEvent { event } => {
+                if !self.events.iter().any(|e| e.event_id == event.event_id) {
+                    self.events.push_back(event.clone());
+                    if self.events.len() > EVENT_LIMIT {
+                        self.events.pop_front();
+                    }
+                }
+            }
+            Effect::PutNpc { npc } => match self.npcs.iter_mut().find(|n| n.npc_id == npc.npc_id) {
+                Some(existing) => *existing = npc.clone(),
+                None => self.npcs.push(npc.clone()),
+            },
             Effect::AddAreas { areas, links } => {
                 for area in areas {
                     if self.area(area.area_id.as_str()).is_none() {
@@ -326,6 +444,11 @@ mod tests {
             }],
             allowlist: vec![],
             lore: vec![],
+            zones: vec![],
+            player: Default::default(),
+            npcs: vec![],
+            content: vec![],
+            events: VecDeque::new(),
             history: VecDeque::new(),
         }
     }

@@ -24,11 +24,11 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::hub::{SessionHub, SessionStats, Unregister};
+use super::hub::{SessionHub, SessionStats, Unregister, random_token};
 use super::{
     Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps,
 };
-use crate::error::{ErrorCode, ToolStatus};
+use crate::error::{ErrorCode, ToolStatus, wire_name};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, ModelToolCall, Usage, system_prompt};
@@ -36,8 +36,8 @@ use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent,
     TurnLimit,
 };
-use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
-use crate::tools::{Caller, RawArgs, Role};
+use crate::storage::{AuditRow, DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
+use crate::tools::{Caller, RawArgs, Role, ToolError, ToolOutput, args_hash};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
@@ -158,6 +158,10 @@ enum Phase {
 struct TurnRun {
     turn_id: String,
     turn_no: u64,
+    /// Ties the turn's audit rows and log events together.
+    trace_id: String,
+    /// Tokens of the model call whose tool calls are running now.
+    step_usage: Usage,
     phase: Phase,
     iteration: u32,
     /// Identifies the current model call, so stale events are ignored.
@@ -471,6 +475,8 @@ impl SessionActor {
         self.turn = Some(TurnRun {
             turn_id: q.turn_id,
             turn_no: q.turn_no,
+            trace_id: format!("tr_{}", random_token(24)),
+            step_usage: Usage::default(),
             phase: Phase::Waiting {
                 next: Next::CallModel,
             },
@@ -606,6 +612,7 @@ impl SessionActor {
                 let Some(t) = self.turn.as_mut() else { return };
                 t.model_stream = None;
                 t.usage += reply.usage;
+                t.step_usage = reply.usage;
                 if reply.tool_calls.is_empty() {
                     let streamed = std::mem::take(&mut t.streamed);
                     let text = if reply.text.is_empty() {
@@ -719,6 +726,19 @@ impl SessionActor {
             &mut self.rng,
         );
         let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
+        if let Some(t) = self.turn.as_ref() {
+            self.audit(AuditedCall {
+                trace_id: &t.trace_id,
+                turn_id: &turn_id,
+                call_id: &call_id,
+                tool: &call.name,
+                role: Role::GameMaster,
+                args: &inv.args,
+                outcome: &inv.outcome,
+                duration_ms: inv.duration_ms,
+                usage: t.step_usage,
+            });
+        }
         let (event, effect, content, action, tool_event) = match inv.outcome {
             Ok(out) => {
                 let action = json!({
@@ -924,6 +944,73 @@ impl SessionActor {
     }
 }
 
+/// One tool call, as the audit ledger and the log record it.
+struct AuditedCall<'a> {
+    trace_id: &'a str,
+    turn_id: &'a str,
+    call_id: &'a str,
+    tool: &'a str,
+    role: Role,
+    args: &'a Value,
+    outcome: &'a Result<ToolOutput, ToolError>,
+    duration_ms: f64,
+    usage: Usage,
+}
+
+impl SessionActor {
+    /// Writes the call's audit row and its `tool_call_success` /
+    /// `tool_call_failed` log event.
+    fn audit(&self, c: AuditedCall<'_>) {
+        let (status, reason, code, message) = match c.outcome {
+            Ok(_) => (ToolStatus::Ok, None, None, None),
+            Err(e) => (
+                e.status(),
+                Some(e.reason),
+                Some(e.code),
+                Some(e.message.clone()),
+            ),
+        };
+        let row = AuditRow {
+            audit_id: 0,
+            session_id: Some(self.meta.session_id.clone()),
+            tenant_id: self.meta.tenant_id.clone(),
+            trace_id: c.trace_id.to_owned(),
+            turn_id: Some(c.turn_id.to_owned()),
+            call_id: Some(c.call_id.to_owned()),
+            tool: c.tool.to_owned(),
+            role: wire_name(&c.role),
+            args_hash: args_hash(c.args),
+            status: wire_name(&status),
+            reason: reason.as_ref().map(wire_name),
+            error_code: code.map(ErrorCode::as_str),
+            error_message: message,
+            duration_us: (c.duration_ms * 1000.0).round() as i64,
+            prompt_tokens: c.usage.prompt_tokens as i64,
+            completion_tokens: c.usage.completion_tokens as i64,
+            created_at: now_ms(),
+        };
+        if c.outcome.is_ok() {
+            tracing::info!(
+                event = "tool_call_success", trace_id = %row.trace_id, session_id = %self.meta.session_id,
+                tenant_id = %row.tenant_id, tool = %row.tool, role = %row.role, args_hash = %row.args_hash,
+                status = %row.status, duration_us = row.duration_us, turn_id = c.turn_id, call_id = c.call_id,
+                prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, "tool_call_success"
+            );
+        } else {
+            tracing::info!(
+                event = "tool_call_failed", trace_id = %row.trace_id, session_id = %self.meta.session_id,
+                tenant_id = %row.tenant_id, tool = %row.tool, role = %row.role, args_hash = %row.args_hash,
+                status = %row.status, reason = row.reason.as_deref().unwrap_or_default(),
+                error_code = row.error_code.as_deref().unwrap_or_default(),
+                error_message = row.error_message.as_deref().unwrap_or_default(),
+                duration_us = row.duration_us, turn_id = c.turn_id, call_id = c.call_id,
+                prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, "tool_call_failed"
+            );
+        }
+        self.deps.store.audit(row);
+    }
+}
+
 /// Notes which areas and characters an effect touched, for the state patch.
 fn touch(t: &mut TurnRun, effect: Option<&Effect>) {
     match effect {
@@ -945,7 +1032,22 @@ fn touch(t: &mut TurnRun, effect: Option<&Effect>) {
                 t.touched_areas.insert(b.0.clone());
             }
         }
-        Some(Effect::BeginTurn { .. }) | None => {}
+        Some(Effect::SetInventory { character_id, .. }) => {
+            t.touched_characters.insert(character_id.0.clone());
+        }
+        Some(Effect::SetCharacter { character }) => {
+            t.touched_characters
+                .insert(character.character_id.0.clone());
+        }
+        Some(
+            Effect::BeginTurn { .. }
+            | Effect::AddZones { .. }
+            | Effect::MoveToZone { .. }
+            | Effect::AddContent { .. }
+            | Effect::LogEvent { .. }
+            | Effect::PutNpc { .. },
+        )
+        | None => {}
     }
 }
 

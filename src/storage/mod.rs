@@ -100,6 +100,39 @@ pub struct LoadedSession {
     pub open_turn: Option<String>,
 }
 
+/// One row of the audit ledger: a tool call from any caller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRow {
+    /// Set by the database; ignored on write.
+    #[serde(default)]
+    pub audit_id: i64,
+    pub session_id: Option<String>,
+    pub tenant_id: String,
+    pub trace_id: String,
+    pub turn_id: Option<String>,
+    pub call_id: Option<String>,
+    pub tool: String,
+    pub role: String,
+    /// SHA-256 of the arguments as canonical JSON (keys sorted), hex.
+    pub args_hash: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub duration_us: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+}
+
+/// A page of the audit ledger.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditPage {
+    pub entries: Vec<AuditRow>,
+    pub next_after_id: Option<i64>,
+}
+
 /// A page of the applied-actions log.
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionPage {

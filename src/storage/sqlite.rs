@@ -11,8 +11,8 @@ use sqlx::{Connection, Row, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    ActionPage, DurableSink, JournalRow, LoadedSession, MAX_BATCH, SessionMeta, StorageError,
-    StoredRow, now_ms, rfc3339,
+    ActionPage, AuditPage, AuditRow, DurableSink, JournalRow, LoadedSession, MAX_BATCH,
+    SessionMeta, StorageError, StoredRow, now_ms, rfc3339,
 };
 
 /// Frames kept for resume after a reload.
@@ -27,6 +27,7 @@ enum WriteOp {
         state: String,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     },
+    Audit(AuditRow),
     CreateSession {
         meta: SessionMeta,
         snapshot: String,
@@ -95,6 +96,68 @@ impl Store {
         {
             let _ = done.send(Err(StorageError::WriterGone));
         }
+    }
+
+    /// Queues an audit row. Audit rows ride in the same group commits as the
+    /// journal; nobody waits for them.
+    pub fn audit(&self, row: AuditRow) {
+        if self.writes.send(WriteOp::Audit(row)).is_err() {
+            tracing::error!("audit row dropped: the storage writer has stopped");
+        }
+    }
+
+    /// A page of a session's audit ledger, oldest first.
+    pub async fn audit_page(
+        &self,
+        session_id: &str,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<AuditPage, StorageError> {
+        let rows = sqlx::query(
+            "SELECT audit_id, session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, status, \
+             reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at \
+             FROM audit WHERE session_id = ? AND audit_id > ? ORDER BY audit_id LIMIT ?",
+        )
+        .bind(session_id)
+        .bind(after_id)
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let more = rows.len() > limit as usize;
+        let entries = rows
+            .into_iter()
+            .take(limit as usize)
+            .map(|r| {
+                Ok(AuditRow {
+                    audit_id: r.try_get(0)?,
+                    session_id: r.try_get(1)?,
+                    tenant_id: r.try_get(2)?,
+                    trace_id: r.try_get(3)?,
+                    turn_id: r.try_get(4)?,
+                    call_id: r.try_get(5)?,
+                    tool: r.try_get(6)?,
+                    role: r.try_get(7)?,
+                    args_hash: r.try_get(8)?,
+                    status: r.try_get(9)?,
+                    reason: r.try_get(10)?,
+                    error_code: r.try_get(11)?,
+                    error_message: r.try_get(12)?,
+                    duration_us: r.try_get(13)?,
+                    prompt_tokens: r.try_get(14)?,
+                    completion_tokens: r.try_get(15)?,
+                    created_at: r.try_get(16)?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let next_after_id = if more {
+            entries.last().map(|e| e.audit_id)
+        } else {
+            None
+        };
+        Ok(AuditPage {
+            entries,
+            next_after_id,
+        })
     }
 
     /// Stores a new session and its opening snapshot; returns once durable.
@@ -384,6 +447,31 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
                 .bind(*seq as i64)
                 .bind(state)
                 .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
+            }
+            WriteOp::Audit(a) => {
+                sqlx::query(
+                    "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
+                     status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&a.session_id)
+                .bind(&a.tenant_id)
+                .bind(&a.trace_id)
+                .bind(&a.turn_id)
+                .bind(&a.call_id)
+                .bind(&a.tool)
+                .bind(&a.role)
+                .bind(&a.args_hash)
+                .bind(&a.status)
+                .bind(&a.reason)
+                .bind(&a.error_code)
+                .bind(&a.error_message)
+                .bind(a.duration_us)
+                .bind(a.prompt_tokens)
+                .bind(a.completion_tokens)
+                .bind(a.created_at)
                 .execute(&mut *tx)
                 .await?;
             }

@@ -112,7 +112,12 @@ mod tests {
 
     #[test]
     fn unknown_characters_are_not_found() {
-        let e = ctx_run(&HpDelta, &demo(), &json!({"target_character_id": "ghost", "delta": -1})).unwrap_err();
+        let e = ctx_run(
+            &HpDelta,
+            &demo(),
+            &json!({"target_character_id": "ghost", "delta": -1}),
+        )
+        .unwrap_err();
         assert_eq!(e.reason, Reason::NotFound);
     }
 }

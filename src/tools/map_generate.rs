@@ -32,7 +32,9 @@ struct Constraints {
 }
 
 /// Tells an explicit `null` apart from a missing field.
-fn explicit_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+fn explicit_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
 }
 
@@ -94,13 +96,19 @@ impl Tool for MapGenerate {
                 state
                     .active_actor()
                     .map(|a| a.area_id.0.clone())
-                    .ok_or_else(|| ToolError::invalid_args("no active character; give parent_area_id"))?,
+                    .ok_or_else(|| {
+                        ToolError::invalid_args("no active character; give parent_area_id")
+                    })?,
             ),
         };
         let parent = match &parent_id {
             None => None,
             Some(id) => Some(state.area(id).ok_or_else(|| {
-                ToolError::new(Reason::NotFound, ErrorCode::ZoneNotFound, format!("no area {id:?} on this map"))
+                ToolError::new(
+                    Reason::NotFound,
+                    ErrorCode::ZoneNotFound,
+                    format!("no area {id:?} on this map"),
+                )
             })?),
         };
         let size = args.constraints.size.unwrap_or(DEFAULT_SIZE);
@@ -108,7 +116,10 @@ impl Tool for MapGenerate {
             return Err(ToolError::new(
                 Reason::InvalidActorState,
                 ErrorCode::InvalidArgs,
-                format!("the map already holds {} areas; at most {MAX_AREAS}", state.areas.len()),
+                format!(
+                    "the map already holds {} areas; at most {MAX_AREAS}",
+                    state.areas.len()
+                ),
             ));
         }
         let theme = args.theme.unwrap_or_default();
@@ -133,8 +144,11 @@ impl Tool for MapGenerate {
         });
         let created: Vec<&str> = map.areas.iter().map(|a| a.area_id.as_str()).collect();
         // Every connection once, as (from, to), links to the parent first.
-        let mut connections: Vec<(String, String)> =
-            map.links.iter().map(|(a, b)| (a.0.clone(), b.0.clone())).collect();
+        let mut connections: Vec<(String, String)> = map
+            .links
+            .iter()
+            .map(|(a, b)| (a.0.clone(), b.0.clone()))
+            .collect();
         for area in &map.areas {
             for n in &area.reachable_area_ids {
                 if area.area_id.as_str() < n.as_str() && created.contains(&n.as_str()) {
@@ -176,17 +190,35 @@ mod tests {
         state.apply(a.effect.as_ref().unwrap());
         assert_eq!(state.areas.len(), before + 4);
         let first = a.result["created_area_ids"][0].as_str().unwrap();
-        assert!(state.area("area_001").unwrap().reachable_area_ids.iter().any(|r| r.as_str() == first));
+        assert!(
+            state
+                .area("area_001")
+                .unwrap()
+                .reachable_area_ids
+                .iter()
+                .any(|r| r.as_str() == first)
+        );
         assert_eq!(a.result["root_parent_area_id"], "area_001");
-        assert_eq!(a.result["created_connections"][0], json!(["area_001", first]));
+        assert_eq!(
+            a.result["created_connections"][0],
+            json!(["area_001", first])
+        );
     }
 
     #[test]
     fn a_null_parent_makes_a_root_layer_and_bad_input_is_refused() {
         let state = demo();
-        let out = ctx_run(&MapGenerate, &state, &json!({"parent_area_id": null, "theme": "sky"})).unwrap();
+        let out = ctx_run(
+            &MapGenerate,
+            &state,
+            &json!({"parent_area_id": null, "theme": "sky"}),
+        )
+        .unwrap();
         assert_eq!(out.result["root_parent_area_id"], Value::Null);
-        assert_eq!(out.result["created_area_ids"].as_array().unwrap().len(), DEFAULT_SIZE);
+        assert_eq!(
+            out.result["created_area_ids"].as_array().unwrap().len(),
+            DEFAULT_SIZE
+        );
         assert!(out.result["warnings"][0].as_str().unwrap().contains("seed"));
         let e = ctx_run(&MapGenerate, &state, &json!({"parent_area_id": "area_999"})).unwrap_err();
         assert_eq!(e.code, ErrorCode::ZoneNotFound);

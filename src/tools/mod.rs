@@ -214,7 +214,10 @@ impl ToolContext<'_> {
             Err(ToolError::new(
                 Reason::SessionMismatch,
                 ErrorCode::SessionMismatch,
-                format!("session_id {claimed:?} is not this session ({})", self.session_id),
+                format!(
+                    "session_id {claimed:?} is not this session ({})",
+                    self.session_id
+                ),
             ))
         }
     }
@@ -509,6 +512,53 @@ fn schema_problems(validator: &jsonschema::Validator, instance: &Value) -> Strin
         .join("; ")
 }
 
+/// JSON with object keys sorted at every depth and no spaces, so equal
+/// values always give equal text.
+pub fn canonical_json(v: &Value) -> String {
+    fn write(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    write(&map[k.as_str()], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(v, &mut out);
+    out
+}
+
+/// SHA-256 of the canonical JSON of `v`, in hex: the same arguments always
+/// hash the same, whatever their key order.
+pub fn args_hash(v: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(canonical_json(v).as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Reads validated arguments into a tool's typed struct.
 pub(crate) fn typed<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, ToolError> {
     T::deserialize(args).map_err(|e| ToolError::invalid_args(e.to_string()))
@@ -557,12 +607,21 @@ pub(crate) mod test_support {
     pub const SESSION: &str = "sess_test";
 
     /// Runs a tool as the game master in session [`SESSION`].
-    pub fn ctx_run(tool: &dyn Tool, state: &GameState, args: &serde_json::Value) -> Result<ToolOutput, ToolError> {
+    pub fn ctx_run(
+        tool: &dyn Tool,
+        state: &GameState,
+        args: &serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
         run_as(tool, state, args, Role::GameMaster)
     }
 
     /// Runs a tool as `role` in session [`SESSION`].
-    pub fn run_as(tool: &dyn Tool, state: &GameState, args: &serde_json::Value, role: Role) -> Result<ToolOutput, ToolError> {
+    pub fn run_as(
+        tool: &dyn Tool,
+        state: &GameState,
+        args: &serde_json::Value,
+        role: Role,
+    ) -> Result<ToolOutput, ToolError> {
         let mut rng = SplitMix64::new(7);
         tool.run(
             args,
@@ -675,6 +734,21 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn args_hash_ignores_key_order_and_spacing() {
+        let a = json!({"b": 1, "a": {"y": [1, {"d": 2, "c": 3}], "x": "é"}});
+        let b: Value =
+            serde_json::from_str(r#"{ "a": {"x": "é", "y": [1, {"c": 3, "d": 2}]}, "b": 1 }"#)
+                .unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":"é","y":[1,{"c":3,"d":2}]},"b":1}"#
+        );
+        assert_eq!(args_hash(&a), args_hash(&b));
+        assert_eq!(args_hash(&a).len(), 64);
+        assert_ne!(args_hash(&a), args_hash(&json!({"b": 2})));
     }
 
     #[test]

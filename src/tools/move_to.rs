@@ -4,8 +4,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema,
-    character,
+    Tool, ToolContext, ToolError, ToolOutput, ToolSpec, area_brief, area_brief_schema, character,
 };
 use crate::error::{ErrorCode, Reason};
 use crate::game::{CharacterState, Effect};

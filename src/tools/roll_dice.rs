@@ -59,8 +59,17 @@ impl Tool for RollDice {
             m if m > 0 => format!(" + {m}"),
             m => format!(" - {}", -m),
         };
-        let purpose = args.reason.as_deref().map(|r| format!(" for {r}")).unwrap_or_default();
-        let description = format!("{}{purpose}: [{}]{modifier} = {}", roll.expression, rolls.join(", "), roll.total);
+        let purpose = args
+            .reason
+            .as_deref()
+            .map(|r| format!(" for {r}"))
+            .unwrap_or_default();
+        let description = format!(
+            "{}{purpose}: [{}]{modifier} = {}",
+            roll.expression,
+            rolls.join(", "),
+            roll.total
+        );
         Ok(ToolOutput {
             result: json!({
                 "dice": roll.expression,
@@ -84,12 +93,25 @@ mod tests {
     #[test]
     fn rolls_describe_themselves_and_nonsense_is_refused() {
         let state = demo();
-        let out = ctx_run(&RollDice, &state, &json!({"dice": "1d20+5", "reason": "stealth"})).unwrap();
+        let out = ctx_run(
+            &RollDice,
+            &state,
+            &json!({"dice": "1d20+5", "reason": "stealth"}),
+        )
+        .unwrap();
         let total = out.result["total"].as_i64().unwrap();
         assert!((6..=25).contains(&total));
         let description = out.result["description"].as_str().unwrap();
-        assert!(description.starts_with("1d20+5 for stealth: [") && description.ends_with(&format!("+ 5 = {total}")), "{description}");
-        for bad in [json!({"dice": "9999d6"}), json!({"dice": "d"}), json!({"dice": "2d6+x"})] {
+        assert!(
+            description.starts_with("1d20+5 for stealth: [")
+                && description.ends_with(&format!("+ 5 = {total}")),
+            "{description}"
+        );
+        for bad in [
+            json!({"dice": "9999d6"}),
+            json!({"dice": "d"}),
+            json!({"dice": "2d6+x"}),
+        ] {
             let e = ctx_run(&RollDice, &state, &bad).unwrap_err();
             assert_eq!(e.reason, Reason::InvalidArgs, "{bad}");
         }
