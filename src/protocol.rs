@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
+use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
 use crate::llm::Usage;
 
@@ -95,6 +96,10 @@ pub struct Snapshot<'a> {
     pub areas: &'a [Area],
     pub characters: &'a [Character],
     pub allowlist: &'a [String],
+    /// Zones of the open world generated so far.
+    pub zones: &'a [Zone],
+    /// Where the player is in the zone world and how they travel.
+    pub player: &'a PlayerRuntime,
 }
 
 impl<'a> Snapshot<'a> {
@@ -108,6 +113,8 @@ impl<'a> Snapshot<'a> {
             areas: &state.areas,
             characters: &state.characters,
             allowlist: &state.allowlist,
+            zones: &state.zones,
+            player: &state.player,
         }
     }
 }

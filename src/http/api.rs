@@ -4,11 +4,14 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{AppState, DEFAULT_TENANT, check_tenant, json_body, tenant_header, token_role};
-use crate::error::{ApiError, ErrorCode};
+use super::{
+    AppState, DEFAULT_TENANT, TokenRole, check_tenant, json_body, tenant_header, token_role,
+};
+use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
-use crate::session::{CreateSession, GetSnapshot, ListLive, Lookup, SessionHandle};
+use crate::session::{CallTool, CreateSession, GetSnapshot, ListLive, Lookup, SessionHandle};
 use crate::storage::SessionMeta;
+use crate::tools::Role;
 
 /// Most actions returned in one page.
 pub const MAX_ACTIONS_PAGE: u32 = 1000;
@@ -22,7 +25,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/api/v1/sessions", web::post().to(create_session))
         .route("/api/v1/sessions", web::get().to(list_sessions))
         .route("/api/v1/sessions/{id}", web::get().to(get_session))
-        .route("/api/v1/sessions/{id}/actions", web::get().to(actions));
+        .route("/api/v1/sessions/{id}/actions", web::get().to(actions))
+        .route("/api/v1/sessions/{id}/audit", web::get().to(audit))
+        .route(
+            "/api/v1/sessions/{id}/npcs/{npc_id}/activate",
+            web::post().to(activate_npc),
+        );
 }
 
 async fn healthz() -> HttpResponse {
@@ -126,12 +134,22 @@ fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
         })
 }
 
-/// Checks tenant and token against a session's meta.
-fn authorize(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
+/// Checks tenant and token against a session's meta; answers the token's role.
+fn authorize(req: &HttpRequest, meta: &SessionMeta) -> Result<TokenRole, ApiError> {
     check_tenant(req, meta)?;
     token_role(meta, bearer(req)?)
-        .map(|_| ())
         .ok_or_else(|| ApiError::unauthorized("the token does not open this session"))
+}
+
+/// Like [`authorize`], for routes only the player token may use.
+fn authorize_player(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
+    match authorize(req, meta)? {
+        TokenRole::Player => Ok(()),
+        TokenRole::Spectator => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "this needs the player token",
+        )),
+    }
 }
 
 /// The live session, loaded from storage if needed; 404 if unknown.
@@ -202,4 +220,92 @@ async fn actions(
         .await
         .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok().json(page))
+}
+
+#[derive(Deserialize)]
+struct AuditQuery {
+    after_id: Option<i64>,
+    limit: Option<u32>,
+}
+
+/// The session's audit ledger, oldest first (player token only).
+async fn audit(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: Result<web::Query<AuditQuery>, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
+    let meta = state
+        .store
+        .session_meta(&path)
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .ok_or_else(|| ApiError::not_found(format!("no session {path}")))?;
+    authorize_player(&req, &meta)?;
+    let limit = query
+        .limit
+        .unwrap_or(DEFAULT_ACTIONS_PAGE)
+        .clamp(1, MAX_ACTIONS_PAGE);
+    let page = state
+        .store
+        .audit_page(&meta.session_id, query.after_id.unwrap_or(0), limit)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    Ok(HttpResponse::Ok().json(page))
+}
+
+/// The trace id a caller sent in `X-Trace-ID`, or a fresh one.
+pub fn trace_id(req: &HttpRequest) -> String {
+    req.headers()
+        .get("X-Trace-ID")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && t.len() <= 128)
+        .map_or_else(
+            || format!("tr_{}", crate::session::random_token(24)),
+            str::to_owned,
+        )
+}
+
+/// A person activates (or, with `{"active": false}`, deactivates) an NPC.
+/// Runs as the `activate_npc` tool inside the session, so it is journalled,
+/// audited and seen live by every connection.
+async fn activate_npc(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let (session_id, npc_id) = path.into_inner();
+    let body = json_body(body).await.unwrap_or(Value::Null);
+    let active = body.get("active").and_then(Value::as_bool).unwrap_or(true);
+    let handle = find_session(&state, &session_id).await?;
+    authorize_player(&req, &handle.meta)?;
+    let done = handle
+        .addr
+        .send(CallTool {
+            tool: "activate_npc".into(),
+            args: json!({"npc_id": npc_id, "active": active}),
+            role: Role::Player,
+            trace_id: trace_id(&req),
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .map_err(|r| ApiError::new(r.code, r.message))?;
+    match done.outcome {
+        Ok(result) => Ok(HttpResponse::Ok().json(json!({
+            "npc_id": result["npc_id"], "active": result["active"], "changed": result["changed"],
+            "turn_id": done.turn_id, "call_id": done.call_id, "seq": done.seq,
+        }))),
+        Err(e) => {
+            // An unknown NPC is a 404 like any unknown resource over HTTP.
+            let code = if e.reason == Reason::NotFound {
+                ErrorCode::NotFound
+            } else {
+                e.code
+            };
+            Err(ApiError::new(code, e.message).with("reason", json!(e.reason)))
+        }
+    }
 }

@@ -71,6 +71,28 @@ pub struct ChatRefused {
     pub retry_after_ms: Option<u64>,
 }
 
+/// Runs one tool call outside a model turn (a person or a service calling),
+/// queued behind the work ahead of it; answers once its result is durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<DirectCallDone, ChatRefused>")]
+pub struct CallTool {
+    pub tool: String,
+    pub args: Value,
+    pub role: Role,
+    pub trace_id: String,
+}
+
+/// A direct call's outcome, durable when it is answered.
+#[derive(Debug)]
+pub struct DirectCallDone {
+    pub turn_id: String,
+    pub call_id: String,
+    /// The seq of its `tool_result` frame.
+    pub seq: u64,
+    pub event: ToolEvent,
+    pub outcome: Result<Value, ToolError>,
+}
+
 /// Adds a connection; answers its welcome frame and any resumed backlog.
 #[derive(Message)]
 #[rtype(result = "Result<Joined, ChatRefused>")]
@@ -136,6 +158,21 @@ struct QueuedTurn {
     turn_id: String,
     request_id: Option<String>,
     text: String,
+}
+
+/// A direct tool call waiting its turn.
+struct QueuedCall {
+    tool: String,
+    args: Value,
+    role: Role,
+    trace_id: String,
+    reply: oneshot::Sender<DirectCallDone>,
+}
+
+/// What waits in a session's queue: turns and direct calls, in arrival order.
+enum Work {
+    Turn(QueuedTurn),
+    Call(QueuedCall),
 }
 
 /// What the running turn does next once the state has caught up.
@@ -228,7 +265,9 @@ pub struct SessionActor {
     pending: VecDeque<Pending>,
     ring: VecDeque<(u64, ByteString)>,
     subscribers: HashMap<u64, Subscriber>,
-    queue: VecDeque<QueuedTurn>,
+    queue: VecDeque<Work>,
+    /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
+    replies: Vec<(u64, oneshot::Sender<DirectCallDone>, DirectCallDone)>,
     turn: Option<TurnRun>,
     next_turn_no: u64,
     requests: RecentRequests,
@@ -266,6 +305,7 @@ impl SessionActor {
             ring: restored.ring,
             subscribers: HashMap::new(),
             queue: VecDeque::new(),
+            replies: Vec::new(),
             turn: None,
             requests: restored.requests,
             interrupted_turn: restored.interrupted_turn,
@@ -350,6 +390,39 @@ impl SessionActor {
         if self.since_snapshot >= SNAPSHOT_EVERY {
             self.write_snapshot(None);
         }
+        let released = self.released;
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replies)
+            .into_iter()
+            .partition(|(seq, _, _)| *seq <= released);
+        self.replies = waiting;
+        for (_, reply, outcome) in done {
+            let _ = reply.send(outcome);
+        }
+    }
+
+    /// Runs a queued direct call; its caller hears once the result is durable.
+    fn run_direct(&mut self, c: QueuedCall) {
+        let turn_id = format!("direct_{}", random_token(12));
+        let out = self.run_call(CallSpec {
+            turn_id: &turn_id,
+            trace_id: &c.trace_id,
+            iteration: 0,
+            call_id: "call_1",
+            tool: &c.tool,
+            raw: RawArgs::Value(c.args),
+            role: c.role,
+            usage: Usage::default(),
+            in_turn: false,
+        });
+        self.last_activity = Instant::now();
+        let done = DirectCallDone {
+            turn_id,
+            call_id: "call_1".into(),
+            seq: out.seq,
+            event: out.event,
+            outcome: out.outcome,
+        };
+        self.replies.push((out.seq, c.reply, done));
     }
 
     /// Sends the same bytes to every subscriber. One that cannot keep up is
@@ -436,7 +509,14 @@ impl SessionActor {
         loop {
             match self.turn.as_ref().map(|t| t.phase) {
                 None => match self.queue.pop_front() {
-                    Some(q) => self.start_turn(q, ctx),
+                    Some(Work::Turn(q)) => self.start_turn(q, ctx),
+                    // A direct call reads the state, so it waits for the
+                    // effects before it to be durable and applied.
+                    Some(Work::Call(c)) if self.effects_in_flight() => {
+                        self.queue.push_front(Work::Call(c));
+                        return;
+                    }
+                    Some(Work::Call(c)) => self.run_direct(c),
                     None => return,
                 },
                 Some(Phase::Waiting { next }) if !self.effects_in_flight() => match next {
@@ -693,123 +773,142 @@ impl SessionActor {
             );
         }
 
-        self.emit(
-            StoryEvent::ToolCall {
-                turn_id: turn_id.clone(),
-                iteration,
-                call_id: call_id.clone(),
-                tool: call.name.clone(),
-                args: parsed
-                    .clone()
-                    .unwrap_or_else(|| Value::String(call.arguments.clone())),
-            },
-            None,
-            Some(HistoryEntry::ToolCall {
-                turn_id: turn_id.clone(),
-                call_id: call_id.clone(),
-                tool: call.name.clone(),
-                arguments: call.arguments.clone(),
-            }),
-            None,
-        );
-
-        let caller = Caller {
+        let (trace_id, usage) = (t.trace_id.clone(), t.step_usage);
+        self.run_call(CallSpec {
+            turn_id: &turn_id,
+            trace_id: &trace_id,
+            iteration,
+            call_id: &call_id,
+            tool: &call.name,
+            raw: RawArgs::Text(call.arguments),
             role: Role::GameMaster,
-            allowlist: &self.state.allowlist,
-            session_id: &self.meta.session_id,
-        };
-        let inv = self.deps.registry.invoke(
-            &call.name,
-            RawArgs::Text(call.arguments),
-            &caller,
-            &self.state,
-            &mut self.rng,
-        );
-        let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
-        if let Some(t) = self.turn.as_ref() {
-            self.audit(AuditedCall {
-                trace_id: &t.trace_id,
-                turn_id: &turn_id,
-                call_id: &call_id,
-                tool: &call.name,
-                role: Role::GameMaster,
-                args: &inv.args,
-                outcome: &inv.outcome,
-                duration_ms: inv.duration_ms,
-                usage: t.step_usage,
-            });
-        }
-        let (event, effect, content, action, tool_event) = match inv.outcome {
-            Ok(out) => {
-                let action = json!({
-                    "turn_id": turn_id, "call_id": call_id, "tool": call.name,
-                    "args": inv.args, "status": ToolStatus::Ok, "result": out.result,
-                });
-                (
-                    StoryEvent::ToolResult {
-                        turn_id: turn_id.clone(),
-                        call_id: call_id.clone(),
-                        tool: call.name.clone(),
-                        status: ToolStatus::Ok,
-                        result: Some(out.result.clone()),
-                        reason: None,
-                        error_code: None,
-                        message: None,
-                        duration_ms,
-                    },
-                    out.effect,
-                    out.result.to_string(),
-                    Some(action),
-                    ToolEvent {
-                        call_id: call_id.clone(),
-                        tool: call.name.clone(),
-                        status: ToolStatus::Ok,
-                        reason: None,
-                        error_code: None,
-                        duration_ms,
-                    },
-                )
-            }
-            Err(e) => (
-                StoryEvent::ToolResult {
-                    turn_id: turn_id.clone(),
-                    call_id: call_id.clone(),
-                    tool: call.name.clone(),
-                    status: e.status(),
-                    result: None,
-                    reason: Some(e.reason),
-                    error_code: Some(e.code),
-                    message: Some(e.message.clone()),
-                    duration_ms,
-                },
-                None,
-                e.to_model_json().to_string(),
-                None,
-                ToolEvent {
-                    call_id: call_id.clone(),
-                    tool: call.name.clone(),
-                    status: e.status(),
-                    reason: Some(e.reason),
-                    error_code: Some(e.code),
-                    duration_ms,
-                },
-            ),
-        };
-        if let Some(t) = self.turn.as_mut() {
-            touch(t, effect.as_ref());
-            t.tool_events.push(tool_event);
-        }
-        let history = HistoryEntry::ToolResult {
-            turn_id,
-            call_id,
-            tool: call.name,
-            content,
-        };
-        self.emit(event, effect, Some(history), action);
+            usage,
+            in_turn: true,
+        });
         if let Some(t) = self.turn.as_mut() {
             t.phase = Phase::Waiting {
                 next: Next::NextToolCall,
             };
+        }
+    }
+
+    /// Runs one tool call through the pipeline and journals its `tool_call`
+    /// and `tool_result` frames. Calls of a model turn also go into the
+    /// model's history and the turn's events.
+    fn run_call(&mut self, c: CallSpec<'_>) -> CallOutcome {
+        let shown_args = match &c.raw {
+            RawArgs::Text(text) => {
+                serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
+            }
+            RawArgs::Value(v) => v.clone(),
+        };
+        let raw_text = match &c.raw {
+            RawArgs::Text(text) => text.clone(),
+            RawArgs::Value(v) => v.to_string(),
+        };
+        self.emit(
+            StoryEvent::ToolCall {
+                turn_id: c.turn_id.to_owned(),
+                iteration: c.iteration,
+                call_id: c.call_id.to_owned(),
+                tool: c.tool.to_owned(),
+                args: shown_args,
+            },
+            None,
+            c.in_turn.then(|| HistoryEntry::ToolCall {
+                turn_id: c.turn_id.to_owned(),
+                call_id: c.call_id.to_owned(),
+                tool: c.tool.to_owned(),
+                arguments: raw_text,
+            }),
+            None,
+        );
+        let caller = Caller {
+            role: c.role,
+            allowlist: &self.state.allowlist,
+            session_id: &self.meta.session_id,
+        };
+        let inv = self
+            .deps
+            .registry
+            .invoke(c.tool, c.raw, &caller, &self.state, &mut self.rng);
+        let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
+        self.audit(AuditedCall {
+            trace_id: c.trace_id,
+            turn_id: c.turn_id,
+            call_id: c.call_id,
+            tool: c.tool,
+            role: c.role,
+            args: &inv.args,
+            outcome: &inv.outcome,
+            duration_ms: inv.duration_ms,
+            usage: c.usage,
+        });
+        let (status, reason, error_code) = match &inv.outcome {
+            Ok(_) => (ToolStatus::Ok, None, None),
+            Err(e) => (e.status(), Some(e.reason), Some(e.code)),
+        };
+        let tool_event = ToolEvent {
+            call_id: c.call_id.to_owned(),
+            tool: c.tool.to_owned(),
+            status,
+            reason,
+            error_code,
+            duration_ms,
+        };
+        let (result, message, effect, content, action) = match &inv.outcome {
+            Ok(out) => {
+                let action = json!({
+                    "turn_id": c.turn_id, "call_id": c.call_id, "tool": c.tool,
+                    "args": inv.args, "status": ToolStatus::Ok, "result": out.result,
+                });
+                (
+                    Some(out.result.clone()),
+                    None,
+                    out.effect.clone(),
+                    out.result.to_string(),
+                    Some(action),
+                )
+            }
+            Err(e) => (
+                None,
+                Some(e.message.clone()),
+                None,
+                e.to_model_json().to_string(),
+                None,
+            ),
+        };
+        if c.in_turn
+            && let Some(t) = self.turn.as_mut()
+        {
+            touch(t, effect.as_ref());
+            t.tool_events.push(tool_event.clone());
+        }
+        let seq = self.emit(
+            StoryEvent::ToolResult {
+                turn_id: c.turn_id.to_owned(),
+                call_id: c.call_id.to_owned(),
+                tool: c.tool.to_owned(),
+                status,
+                result,
+                reason,
+                error_code,
+                message,
+                duration_ms,
+            },
+            effect,
+            c.in_turn.then(|| HistoryEntry::ToolResult {
+                turn_id: c.turn_id.to_owned(),
+                call_id: c.call_id.to_owned(),
+                tool: c.tool.to_owned(),
+                content,
+            }),
+            action,
+        );
+        CallOutcome {
+            seq,
+            event: tool_event,
+            outcome: inv.outcome.map(|o| o.result),
         }
     }
 
@@ -942,6 +1041,29 @@ impl SessionActor {
         self.subscribers.clear();
         self.leave_hub(ctx);
     }
+}
+
+/// One tool call to run through the pipeline.
+struct CallSpec<'a> {
+    turn_id: &'a str,
+    trace_id: &'a str,
+    iteration: u32,
+    call_id: &'a str,
+    tool: &'a str,
+    raw: RawArgs,
+    role: Role,
+    /// Tokens of the model call that asked for it (zero outside turns).
+    usage: Usage,
+    /// A model turn's call: recorded in the history and the turn's events.
+    in_turn: bool,
+}
+
+/// What a call gave, once its frames are journalled.
+struct CallOutcome {
+    /// The seq of its `tool_result` frame.
+    seq: u64,
+    event: ToolEvent,
+    outcome: Result<Value, ToolError>,
 }
 
 /// One tool call, as the audit ledger and the log record it.
@@ -1188,18 +1310,62 @@ impl Handler<SubmitChat> for SessionActor {
         if let Some(r) = &msg.request_id {
             self.requests.insert(r.clone(), turn_id.clone());
         }
-        self.queue.push_back(QueuedTurn {
+        self.queue.push_back(Work::Turn(QueuedTurn {
             turn_no,
             turn_id: turn_id.clone(),
             request_id: msg.request_id,
             text: text.to_owned(),
-        });
+        }));
         self.last_activity = Instant::now();
         self.advance(ctx);
         Ok(ChatAccepted {
             turn_id,
             duplicate: false,
             queued,
+        })
+    }
+}
+
+impl Handler<CallTool> for SessionActor {
+    type Result = ResponseFuture<Result<DirectCallDone, ChatRefused>>;
+
+    fn handle(&mut self, msg: CallTool, ctx: &mut Self::Context) -> Self::Result {
+        let refuse = |code, message: String| {
+            Box::pin(std::future::ready(Err(ChatRefused {
+                code,
+                message,
+                retry_after_ms: None,
+            }))) as Self::Result
+        };
+        if self.stopping {
+            return refuse(
+                ErrorCode::InternalError,
+                "the session is reloading; try again".into(),
+            );
+        }
+        let max_queue = self.deps.limits.max_queued_turns;
+        if self.turn.is_some() && self.queue.len() >= max_queue {
+            return refuse(
+                ErrorCode::QueueFull,
+                format!("{max_queue} calls are already waiting"),
+            );
+        }
+        let (reply, answer) = oneshot::channel();
+        self.queue.push_back(Work::Call(QueuedCall {
+            tool: msg.tool,
+            args: msg.args,
+            role: msg.role,
+            trace_id: msg.trace_id,
+            reply,
+        }));
+        self.last_activity = Instant::now();
+        self.advance(ctx);
+        Box::pin(async move {
+            answer.await.map_err(|_| ChatRefused {
+                code: ErrorCode::InternalError,
+                message: "the session stopped before the call was durable; retry".into(),
+                retry_after_ms: None,
+            })
         })
     }
 }

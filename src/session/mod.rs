@@ -17,10 +17,10 @@ use crate::storage::Store;
 use crate::tools::Registry;
 
 pub use actor::{
-    ChatAccepted, ChatRefused, GetSnapshot, Joined, SessionActor, SubmitChat, Subscribe,
-    Unsubscribe,
+    CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined, SessionActor,
+    SubmitChat, Subscribe, Unsubscribe,
 };
-pub use hub::{CreateSession, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
+pub use hub::{CreateSession, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub, random_token};
 
 /// Frames of recent story kept in memory per session for resume.
 pub const RING_FRAMES: usize = 512;

@@ -6,6 +6,7 @@
 //! the effect after it is journalled. Adding a tool is one new file plus one
 //! line in [`Registry::builtin`].
 
+mod activate_npc;
 mod get_character_stats;
 mod hp_delta;
 mod map_generate;
@@ -132,6 +133,12 @@ impl ToolSpec {
 
     pub fn roles(mut self, roles: &'static [Role]) -> Self {
         self.roles = roles;
+        self
+    }
+
+    /// Only people may call it: the model never sees it.
+    pub fn people_only(mut self) -> Self {
+        self.ai_callable = false;
         self
     }
 
@@ -281,6 +288,7 @@ impl Registry {
         r.register(Box::new(roll_dice::RollDice))?;
         r.register(Box::new(map_generate::MapGenerate))?;
         r.register(Box::new(get_character_stats::GetCharacterStats))?;
+        r.register(Box::new(activate_npc::ActivateNpc))?;
         Ok(r)
     }
 
@@ -431,7 +439,10 @@ impl Registry {
         };
         let args = parse_args(raw).map_err(|e| (Value::Null, e))?;
         let fail = |e: ToolError| Err((args.clone(), e));
-        if !caller.allowlist.iter().any(|a| a == name) {
+        // The campaign allowlist governs what the model may use; tools only
+        // people may call (not `ai_callable`) are governed by their roles.
+        let governed = entry.spec.ai_callable || caller.role == Role::GameMaster;
+        if governed && !caller.allowlist.iter().any(|a| a == name) {
             return fail(ToolError::new(
                 Reason::ToolNotAllowed,
                 ErrorCode::ToolNotAllowed,
