@@ -309,7 +309,7 @@ impl Campaign {
 mod tests {
     use super::*;
 
-    use crate::tools::test_support::TOOLS;
+    use crate::tools::test_support::tools;
 
     /// The minimal campaign of PROTOCOL.md §4.
     fn tiny() -> Value {
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn the_protocol_example_is_accepted() {
-        let c = Campaign::from_value(&tiny(), TOOLS).unwrap();
+        let c = Campaign::from_value(&tiny(), &tools()).unwrap();
         assert_eq!(c.areas.len(), 2);
         let state = c.into_state();
         assert_eq!(state.active_actor().map(|c| c.level), Some(1));
@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn the_builtin_demo_is_valid_and_large_enough() {
-        let demo = Campaign::builtin("demo", TOOLS).unwrap().unwrap();
+        let demo = Campaign::builtin("demo", &tools()).unwrap().unwrap();
         assert!(demo.areas.len() >= 8);
         assert!(demo.characters.iter().filter(|c| c.kind == "npc").count() >= 2);
         assert!(
@@ -335,7 +335,7 @@ mod tests {
                 .iter()
                 .all(|a| !a.name.is_empty() && !a.description.is_empty())
         );
-        assert!(Campaign::builtin("nope", TOOLS).is_none());
+        assert!(Campaign::builtin("nope", &tools()).is_none());
     }
 
     #[test]
@@ -364,7 +364,7 @@ mod tests {
             ),
         ];
         for (value, expected) in cases {
-            let err = Campaign::from_value(&value, TOOLS).unwrap_err();
+            let err = Campaign::from_value(&value, &tools()).unwrap_err();
             let all = err.problems.join("\n");
             for word in expected {
                 assert!(all.contains(word), "{word} missing from: {all}");

@@ -7,12 +7,26 @@
 //! line in [`Registry::builtin`].
 
 mod activate_npc;
+mod add_inventory;
+mod create_draft_content;
+mod create_npc;
+mod describe_entity;
+mod generate_zone;
 mod get_character_stats;
+mod get_npc_profile;
+mod get_player_state;
+mod get_prompt_active;
+mod get_site_map;
 mod hp_delta;
+mod log_user_event;
 mod map_generate;
 mod move_options;
 mod move_to;
+mod move_to_zone;
 mod roll_dice;
+mod search_content;
+mod update_character;
+mod update_inventory;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -288,6 +302,20 @@ impl Registry {
         r.register(Box::new(roll_dice::RollDice))?;
         r.register(Box::new(map_generate::MapGenerate))?;
         r.register(Box::new(get_character_stats::GetCharacterStats))?;
+        r.register(Box::new(generate_zone::GenerateZone))?;
+        r.register(Box::new(move_to_zone::MoveToZone))?;
+        r.register(Box::new(get_player_state::GetPlayerState))?;
+        r.register(Box::new(add_inventory::AddInventory))?;
+        r.register(Box::new(update_inventory::UpdateInventory))?;
+        r.register(Box::new(update_character::UpdateCharacter))?;
+        r.register(Box::new(get_npc_profile::GetNpcProfile))?;
+        r.register(Box::new(search_content::SearchContent))?;
+        r.register(Box::new(get_site_map::GetSiteMap))?;
+        r.register(Box::new(create_draft_content::CreateDraftContent))?;
+        r.register(Box::new(log_user_event::LogUserEvent))?;
+        r.register(Box::new(get_prompt_active::GetPromptActive))?;
+        r.register(Box::new(describe_entity::DescribeEntity))?;
+        r.register(Box::new(create_npc::CreateNpc))?;
         r.register(Box::new(activate_npc::ActivateNpc))?;
         Ok(r)
     }
@@ -645,18 +673,17 @@ pub(crate) mod test_support {
         )
     }
 
-    pub const TOOLS: &[&str] = &[
-        "move",
-        "move_options",
-        "hp_delta",
-        "roll_dice",
-        "map_generate",
-        "get_character_stats",
-    ];
+    /// Every tool name this server has.
+    pub fn tools() -> Vec<&'static str> {
+        super::Registry::builtin()
+            .expect("built-in tools register")
+            .names()
+            .to_vec()
+    }
 
     /// The demo campaign's opening state.
     pub fn demo() -> GameState {
-        Campaign::builtin("demo", TOOLS)
+        Campaign::builtin("demo", &tools())
             .expect("demo exists")
             .expect("demo is valid")
             .into_state()

@@ -1,0 +1,236 @@
+//! `log_user_event`: record something a user did, for analytics.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{ALL_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use crate::game::Effect;
+use crate::game::state::UserEvent;
+
+/// Longest payload, as compact JSON text.
+pub const MAX_PAYLOAD_BYTES: usize = 4096;
+/// Longest user id.
+pub const MAX_USER_ID_CHARS: usize = 128;
+
+pub struct LogUserEvent;
+
+#[derive(Deserialize)]
+struct Args {
+    event_type: String,
+    user_id: Option<String>,
+    payload: Option<Map<String, Value>>,
+}
+
+impl Tool for LogUserEvent {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "log_user_event",
+            "Log user event",
+            "analytics",
+            "Record an analytics event about what a user did, such as ui.open_map or quest.accepted, \
+             with an optional user_id and a small JSON object payload (at most 4096 bytes). Does not \
+             change the game.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "event_type": {"type": "string", "pattern": "^[a-z0-9_.]{1,64}$", "maxLength": 64},
+                    "user_id": {"type": "string", "minLength": 1, "maxLength": MAX_USER_ID_CHARS},
+                    "payload": {"type": "object"}
+                },
+                "required": ["event_type"],
+                "additionalProperties": false
+            }),
+            json!({
+                "type": "object",
+                "required": ["event_id", "logged"],
+                "properties": {
+                    "event_id": {"type": "string", "pattern": "^ev_[0-9a-f]{16}$"},
+                    "logged": {"const": true}
+                }
+            }),
+        )
+        .writes()
+        .roles(ALL_ROLES)
+    }
+
+    fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = super::typed(args)?;
+        let payload = match args.payload {
+            None => Value::Null,
+            Some(map) => {
+                let payload = Value::Object(map);
+                let bytes = payload.to_string().len();
+                if bytes > MAX_PAYLOAD_BYTES {
+                    return Err(ToolError::invalid_args(format!(
+                        "payload is {bytes} bytes of JSON; at most {MAX_PAYLOAD_BYTES}, so send \
+                         fewer or shorter fields"
+                    )));
+                }
+                payload
+            }
+        };
+        let event = UserEvent {
+            event_id: format!("ev_{:016x}", ctx.rng.next_u64()),
+            event_type: args.event_type,
+            user_id: args.user_id,
+            payload,
+            turn: ctx.state.turn,
+        };
+        Ok(ToolOutput {
+            result: json!({"event_id": event.event_id, "logged": true}),
+            effect: Some(Effect::LogEvent { event }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{ErrorCode, Reason};
+    use crate::game::GameState;
+    use crate::game::rng::SplitMix64;
+    use crate::game::state::EVENT_LIMIT;
+    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as};
+    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
+        Registry::builtin()
+            .unwrap()
+            .invoke(
+                "log_user_event",
+                RawArgs::Value(args),
+                &Caller {
+                    role,
+                    allowlist: &["log_user_event".into()],
+                    session_id: SESSION,
+                },
+                state,
+                &mut SplitMix64::new(1),
+            )
+            .outcome
+    }
+
+    #[test]
+    fn logs_an_event_at_the_current_turn() {
+        let mut state = demo();
+        state.apply(&Effect::BeginTurn { turn: 4 });
+        let args = json!({
+            "event_type": "ui.open_map",
+            "user_id": "user_42",
+            "payload": {"zoom": 2, "where": "灯塔"}
+        });
+        let out = invoke(&state, args, Role::Player).unwrap();
+        let id = out.result["event_id"].as_str().unwrap().to_owned();
+        assert_eq!(out.result["logged"], true);
+        assert!(id.starts_with("ev_") && id.len() == 19, "{id}");
+        let effect = out.effect.unwrap();
+        state.apply(&effect);
+        state.apply(&effect);
+        assert_eq!(state.events.len(), 1);
+        assert_eq!(
+            state.events[0],
+            UserEvent {
+                event_id: id,
+                event_type: "ui.open_map".into(),
+                user_id: Some("user_42".into()),
+                payload: json!({"zoom": 2, "where": "灯塔"}),
+                turn: 4,
+            }
+        );
+        // The game itself is unchanged.
+        let mut without = state.clone();
+        without.events.clear();
+        let mut fresh = demo();
+        fresh.apply(&Effect::BeginTurn { turn: 4 });
+        assert_eq!(without, fresh);
+    }
+
+    #[test]
+    fn every_role_may_log_and_optional_fields_may_be_left_out() {
+        let state = demo();
+        for role in [
+            Role::Player,
+            Role::GameMaster,
+            Role::Service,
+            Role::Admin,
+            Role::GmAdmin,
+            Role::Owner,
+        ] {
+            let out = invoke(&state, json!({"event_type": "session.start"}), role).unwrap();
+            let Some(Effect::LogEvent { event }) = out.effect else {
+                panic!("no event effect");
+            };
+            assert_eq!(
+                (event.user_id, event.payload, event.turn),
+                (None, Value::Null, 0),
+                "{role:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn different_draws_give_different_ids_and_old_events_roll_off() {
+        let mut state = demo();
+        let mut rng = SplitMix64::new(3);
+        for i in 0..EVENT_LIMIT + 5 {
+            let out = LogUserEvent
+                .run(
+                    &json!({"event_type": "tick"}),
+                    &mut ToolContext {
+                        state: &state,
+                        rng: &mut rng,
+                        session_id: SESSION,
+                        role: Role::Service,
+                    },
+                )
+                .unwrap();
+            state.apply(out.effect.as_ref().unwrap());
+            assert_eq!(state.events.len(), (i + 1).min(EVENT_LIMIT));
+        }
+    }
+
+    #[test]
+    fn payloads_are_capped_by_their_json_size() {
+        let state = demo();
+        // {"k":"..."} is 8 bytes plus the string.
+        let fits =
+            json!({"event_type": "big", "payload": {"k": "x".repeat(MAX_PAYLOAD_BYTES - 8)}});
+        assert!(ctx_run(&LogUserEvent, &state, &fits).is_ok());
+        let over =
+            json!({"event_type": "big", "payload": {"k": "x".repeat(MAX_PAYLOAD_BYTES - 7)}});
+        let e = ctx_run(&LogUserEvent, &state, &over).unwrap_err();
+        assert_eq!(
+            (e.reason, e.code),
+            (Reason::InvalidArgs, ErrorCode::InvalidArgs)
+        );
+        assert!(e.message.contains("4096"), "{}", e.message);
+        // Bytes, not characters: 灯 is three bytes.
+        let cjk = json!({"event_type": "big", "payload": {"k": "灯".repeat(1400)}});
+        assert!(run_as(&LogUserEvent, &state, &cjk, Role::Player).is_err());
+    }
+
+    #[test]
+    fn the_schema_refuses_bad_arguments() {
+        let state = demo();
+        for bad in [
+            json!({}),
+            json!({"event_type": ""}),
+            json!({"event_type": "UI.Open"}),
+            json!({"event_type": "open map"}),
+            json!({"event_type": "a".repeat(65)}),
+            json!({"event_type": "ok", "user_id": ""}),
+            json!({"event_type": "ok", "user_id": "u".repeat(MAX_USER_ID_CHARS + 1)}),
+            json!({"event_type": "ok", "payload": [1, 2]}),
+            json!({"event_type": "ok", "payload": "text"}),
+            json!({"event_type": "ok", "payload": null}),
+            json!({"event_type": "ok", "turn": 9}),
+        ] {
+            let e = invoke(&state, bad.clone(), Role::Player).unwrap_err();
+            assert_eq!(
+                (e.reason, e.code),
+                (Reason::InvalidArgs, ErrorCode::InvalidArgs),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! `update_character`: set a character's hp, max_hp, level or stats.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+use crate::game::{CharacterState, Effect};
+
+/// Highest max_hp (and so hp) a character may have.
+pub const MAX_HP: i64 = 100_000;
+/// Highest level.
+pub const MAX_LEVEL: u32 = 100;
+/// Range of one stat value.
+pub const STAT_MIN: i64 = -100;
+pub const STAT_MAX: i64 = 1000;
+/// Most stats set in one call.
+pub const MAX_STATS: usize = 32;
+
+pub struct UpdateCharacter;
+
+#[derive(Deserialize)]
+struct Args {
+    character_id: String,
+    hp: Option<i64>,
+    max_hp: Option<i64>,
+    level: Option<u32>,
+    stats: Option<BTreeMap<String, i64>>,
+}
+
+/// Whether `key` matches `^[a-z_]{1,32}$`.
+fn valid_stat_key(key: &str) -> bool {
+    (1..=32).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+}
+
+impl Tool for UpdateCharacter {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "update_character",
+            "Update character",
+            "character",
+            "Set a character's hp, max_hp, level or stats (stats are merged into the existing ones). \
+             max_hp applies first and hp is kept within 0..max_hp; 0 hp downs the character. Use \
+             hp_delta for ordinary damage and healing.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "hp": {"type": "integer", "minimum": 0, "maximum": MAX_HP, "description": "new hp; clamped to max_hp"},
+                    "max_hp": {"type": "integer", "minimum": 1, "maximum": MAX_HP},
+                    "level": {"type": "integer", "minimum": 1, "maximum": MAX_LEVEL},
+                    "stats": {
+                        "type": "object",
+                        "minProperties": 1,
+                        "maxProperties": MAX_STATS,
+                        "propertyNames": {"pattern": "^[a-z_]{1,32}$"},
+                        "additionalProperties": {"type": "integer", "minimum": STAT_MIN, "maximum": STAT_MAX},
+                        "description": "stats to set, e.g. {\"str\": 14}; stats not named keep their values"
+                    }
+                },
+                "required": ["character_id"],
+                "minProperties": 2,
+                "additionalProperties": false
+            }),
+            json!({
+                "type": "object",
+                "required": ["character", "changed"],
+                "properties": {
+                    "character": {
+                        "type": "object",
+                        "required": ["character_id", "name", "hp", "max_hp", "level", "stats", "inventory", "state"]
+                    },
+                    "changed": {
+                        "type": "array",
+                        "items": {"enum": ["hp", "max_hp", "level", "stats", "state"]}
+                    }
+                }
+            }),
+        )
+        .writes()
+        .roles(GAME_ROLES)
+    }
+
+    fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = super::typed(args)?;
+        let c = character(ctx.state, &args.character_id)?;
+        if args.hp.is_none()
+            && args.max_hp.is_none()
+            && args.level.is_none()
+            && args.stats.is_none()
+        {
+            return Err(ToolError::invalid_args(
+                "nothing to change; give at least one of hp, max_hp, level, stats",
+            ));
+        }
+        if let Some(hp) = args.hp.filter(|hp| !(0..=MAX_HP).contains(hp)) {
+            return Err(ToolError::invalid_args(format!(
+                "hp {hp} is out of range; give 0 to {MAX_HP}"
+            )));
+        }
+        if let Some(max) = args.max_hp.filter(|m| !(1..=MAX_HP).contains(m)) {
+            return Err(ToolError::invalid_args(format!(
+                "max_hp {max} is out of range; give 1 to {MAX_HP}"
+            )));
+        }
+        if let Some(level) = args.level.filter(|l| !(1..=MAX_LEVEL).contains(l)) {
+            return Err(ToolError::invalid_args(format!(
+                "level {level} is out of range; give 1 to {MAX_LEVEL}"
+            )));
+        }
+        if let Some(stats) = &args.stats {
+            if stats.is_empty() || stats.len() > MAX_STATS {
+                return Err(ToolError::invalid_args(format!(
+                    "stats names {}; give 1 to {MAX_STATS} stats",
+                    stats.len()
+                )));
+            }
+            for (key, value) in stats {
+                if !valid_stat_key(key) {
+                    return Err(ToolError::invalid_args(format!(
+                        "stat name {key:?} must be 1 to 32 of a-z and _, e.g. str"
+                    )));
+                }
+                if !(STAT_MIN..=STAT_MAX).contains(value) {
+                    return Err(ToolError::invalid_args(format!(
+                        "stat {key} = {value} is out of range; give {STAT_MIN} to {STAT_MAX}"
+                    )));
+                }
+            }
+        }
+
+        let mut updated = c.clone();
+        if let Some(max) = args.max_hp {
+            updated.max_hp = max;
+        }
+        updated.hp = args
+            .hp
+            .unwrap_or(updated.hp)
+            .clamp(0, updated.max_hp.max(0));
+        updated.state = if updated.hp == 0 {
+            CharacterState::Downed
+        } else {
+            CharacterState::Active
+        };
+        if let Some(level) = args.level {
+            updated.level = level;
+        }
+        if let Some(stats) = args.stats {
+            for (key, value) in stats {
+                updated.stats.insert(key, json!(value));
+            }
+        }
+
+        let changed: Vec<&str> = [
+            ("hp", updated.hp != c.hp),
+            ("max_hp", updated.max_hp != c.max_hp),
+            ("level", updated.level != c.level),
+            ("stats", updated.stats != c.stats),
+            ("state", updated.state != c.state),
+        ]
+        .into_iter()
+        .filter_map(|(name, differs)| differs.then_some(name))
+        .collect();
+        Ok(ToolOutput {
+            result: json!({"character": updated, "changed": changed}),
+            effect: Some(Effect::SetCharacter { character: updated }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{ErrorCode, Reason};
+    use crate::game::GameState;
+    use crate::game::rng::SplitMix64;
+    use crate::tools::test_support::{SESSION, ctx_run, demo};
+    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
+        let allowlist = ["update_character".to_string()];
+        let caller = Caller {
+            role,
+            allowlist: &allowlist,
+            session_id: SESSION,
+        };
+        Registry::builtin()
+            .unwrap()
+            .invoke(
+                "update_character",
+                RawArgs::Value(args),
+                &caller,
+                state,
+                &mut SplitMix64::new(1),
+            )
+            .outcome
+    }
+
+    #[test]
+    fn max_hp_first_then_hp_clamped_and_state_follows() {
+        let mut state = demo();
+        // (args besides character_id, hp, max_hp, state, changed)
+        let cases = [
+            (json!({"hp": 0}), 0, 12, "downed", vec!["hp", "state"]),
+            (json!({"hp": 3}), 3, 12, "active", vec!["hp", "state"]),
+            (
+                json!({"hp": 500, "max_hp": 20}),
+                20,
+                20,
+                "active",
+                vec!["hp", "max_hp"],
+            ),
+            (json!({"max_hp": 8}), 8, 8, "active", vec!["hp", "max_hp"]),
+            (json!({"max_hp": 30}), 8, 30, "active", vec!["max_hp"]),
+            (json!({"hp": 8}), 8, 30, "active", vec![]),
+        ];
+        for (extra, hp, max_hp, st, changed) in cases {
+            let mut args = extra.clone();
+            args["character_id"] = json!("pc_001");
+            let out = ctx_run(&UpdateCharacter, &state, &args).unwrap();
+            let ch = &out.result["character"];
+            assert_eq!(
+                (
+                    ch["hp"].as_i64(),
+                    ch["max_hp"].as_i64(),
+                    ch["state"].as_str()
+                ),
+                (Some(hp), Some(max_hp), Some(st)),
+                "{extra}"
+            );
+            assert_eq!(out.result["changed"], json!(changed), "{extra}");
+            state.apply(out.effect.as_ref().unwrap());
+            let c = state.character("pc_001").unwrap();
+            assert_eq!(&serde_json::to_value(c).unwrap(), ch, "{extra}");
+        }
+    }
+
+    #[test]
+    fn stats_merge_and_level_sets() {
+        let mut state = demo();
+        let out = ctx_run(
+            &UpdateCharacter,
+            &state,
+            &json!({"character_id": "npc_002", "level": 4, "stats": {"str": 16, "luck": -2}}),
+        )
+        .unwrap();
+        assert_eq!(out.result["changed"], json!(["level", "stats"]));
+        state.apply(out.effect.as_ref().unwrap());
+        let once = state.clone();
+        state.apply(out.effect.as_ref().unwrap());
+        assert_eq!(state, once);
+        let c = state.character("npc_002").unwrap();
+        assert_eq!(c.level, 4);
+        assert_eq!(
+            serde_json::to_value(&c.stats).unwrap(),
+            json!({"str": 16, "dex": 9, "con": 12, "int": 12, "wis": 16, "cha": 13, "luck": -2})
+        );
+        assert_eq!(c.inventory.len(), 2, "the rest of the sheet is kept");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let state = demo();
+        let cases = [
+            (
+                json!({"character_id": "ghost", "hp": 1}),
+                Reason::NotFound,
+                "pc_001",
+            ),
+            (
+                json!({"character_id": "pc_001"}),
+                Reason::InvalidArgs,
+                "at least one of",
+            ),
+            (
+                json!({"character_id": "pc_001", "hp": -1}),
+                Reason::InvalidArgs,
+                "hp -1",
+            ),
+            (
+                json!({"character_id": "pc_001", "max_hp": 0}),
+                Reason::InvalidArgs,
+                "max_hp 0",
+            ),
+            (
+                json!({"character_id": "pc_001", "level": 101}),
+                Reason::InvalidArgs,
+                "level 101",
+            ),
+            (
+                json!({"character_id": "pc_001", "stats": {}}),
+                Reason::InvalidArgs,
+                "1 to 32",
+            ),
+            (
+                json!({"character_id": "pc_001", "stats": {"Str": 1}}),
+                Reason::InvalidArgs,
+                "\"Str\"",
+            ),
+            (
+                json!({"character_id": "pc_001", "stats": {"str": 1001}}),
+                Reason::InvalidArgs,
+                "str = 1001",
+            ),
+            (
+                json!({"character_id": "pc_001", "stats": {"str": "high"}}),
+                Reason::InvalidArgs,
+                "invalid type",
+            ),
+        ];
+        for (args, reason, text) in cases {
+            let e = ctx_run(&UpdateCharacter, &state, &args).unwrap_err();
+            assert_eq!(
+                (e.reason, e.code),
+                (reason, ErrorCode::InvalidArgs),
+                "{args}"
+            );
+            assert!(e.message.contains(text), "{args}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn the_schema_refuses_bad_shapes() {
+        let state = demo();
+        let cases = [
+            (json!({"hp": 3}), "character_id"),
+            (json!({"character_id": "pc_001"}), "character_id"),
+            (json!({"character_id": "pc_001", "hp": -1}), "/hp"),
+            (
+                json!({"character_id": "pc_001", "max_hp": 100001}),
+                "/max_hp",
+            ),
+            (json!({"character_id": "pc_001", "level": 0}), "/level"),
+            (json!({"character_id": "pc_001", "stats": {}}), "/stats"),
+            (
+                json!({"character_id": "pc_001", "stats": {"STR": 1}}),
+                "/stats",
+            ),
+            (
+                json!({"character_id": "pc_001", "stats": {"str": 1.5}}),
+                "/stats/str",
+            ),
+            (
+                json!({"character_id": "pc_001", "stats": {"str": -101}}),
+                "/stats/str",
+            ),
+            (json!({"character_id": "pc_001", "name": "Bob"}), "name"),
+        ];
+        for (args, text) in cases {
+            let e = invoke(&state, args.clone(), Role::GameMaster).unwrap_err();
+            assert_eq!(e.reason, Reason::InvalidArgs, "{args}");
+            assert!(e.message.contains(text), "{args}: {}", e.message);
+        }
+        let ok = invoke(
+            &state,
+            json!({"character_id": "pc_001", "stats": {"str": 12}}),
+            Role::GameMaster,
+        )
+        .unwrap();
+        assert_eq!(ok.result["changed"], json!(["stats"]));
+        let e = invoke(
+            &state,
+            json!({"character_id": "pc_001", "hp": 1}),
+            Role::Player,
+        )
+        .unwrap_err();
+        assert_eq!(e.reason, Reason::PermissionDenied);
+    }
+}

@@ -1,0 +1,378 @@
+//! `update_inventory`: change the quantities of items a character holds.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::add_inventory::{MAX_STACK, inventory_schema};
+use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+use crate::error::{ErrorCode, Reason};
+use crate::game::Effect;
+
+/// Most updates in one call.
+pub const MAX_UPDATES: usize = 50;
+/// Largest change to one item in one update.
+pub const MAX_CHANGE: i64 = 10_000;
+
+pub struct UpdateInventory;
+
+#[derive(Deserialize)]
+struct Args {
+    character_id: Option<String>,
+    updates: Vec<Update>,
+}
+
+#[derive(Deserialize)]
+struct Update {
+    slug: String,
+    quantity_change: i64,
+}
+
+impl Tool for UpdateInventory {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(
+            "update_inventory",
+            "Update inventory",
+            "character",
+            "Use up, lose or gain more of items a character already holds (default: the active \
+             character), by slug and a signed quantity_change; an item reaching 0 is removed. All \
+             updates apply or none do; use add_inventory for new items.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "whose inventory; default the active character"},
+                    "updates": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_UPDATES,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "slug": {"type": "string", "minLength": 1, "maxLength": 128, "description": "slug of an item held"},
+                                "quantity_change": {
+                                    "type": "integer",
+                                    "minimum": -MAX_CHANGE,
+                                    "maximum": MAX_CHANGE,
+                                    "not": {"const": 0},
+                                    "description": "negative uses up or loses items, positive gains more"
+                                }
+                            },
+                            "required": ["slug", "quantity_change"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["updates"],
+                "additionalProperties": false
+            }),
+            json!({
+                "type": "object",
+                "required": ["character_id", "changes", "inventory"],
+                "properties": {
+                    "character_id": {"type": "string"},
+                    "changes": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["slug", "before", "after"],
+                            "properties": {
+                                "slug": {"type": "string"},
+                                "before": {"type": "integer", "minimum": 0},
+                                "after": {"type": "integer", "minimum": 0}
+                            }
+                        }
+                    },
+                    "inventory": inventory_schema()
+                }
+            }),
+        )
+        .writes()
+        .roles(GAME_ROLES)
+    }
+
+    fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let args: Args = super::typed(args)?;
+        let id = args
+            .character_id
+            .unwrap_or_else(|| ctx.state.active_actor_id.0.clone());
+        let c = character(ctx.state, &id)?;
+        if args.updates.is_empty() || args.updates.len() > MAX_UPDATES {
+            return Err(ToolError::invalid_args(format!(
+                "updates holds {}; give 1 to {MAX_UPDATES} updates",
+                args.updates.len()
+            )));
+        }
+        // Every update is applied to this copy; any error drops it whole.
+        let mut inventory = c.inventory.clone();
+        let mut changes = Vec::with_capacity(args.updates.len());
+        for (i, u) in args.updates.iter().enumerate() {
+            if u.quantity_change == 0 || !(-MAX_CHANGE..=MAX_CHANGE).contains(&u.quantity_change) {
+                return Err(ToolError::invalid_args(format!(
+                    "updates[{i}].quantity_change is {}; give a non-zero change from -{MAX_CHANGE} to {MAX_CHANGE}",
+                    u.quantity_change
+                )));
+            }
+            let Some(pos) = inventory.iter().position(|it| it.slug == u.slug) else {
+                let held: Vec<&str> = inventory.iter().map(|it| it.slug.as_str()).collect();
+                let held = if held.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    held.join(", ")
+                };
+                return Err(ToolError::new(
+                    Reason::NotFound,
+                    ErrorCode::InvalidArgs,
+                    format!(
+                        "{} holds no {:?}; slugs held: {held}; use add_inventory for new items",
+                        c.name, u.slug
+                    ),
+                ));
+            };
+            let before = i64::from(inventory[pos].quantity);
+            let after = before + u.quantity_change;
+            if after < 0 {
+                return Err(ToolError::invalid_args(format!(
+                    "cannot take {} {} from {}: only {before} held",
+                    -u.quantity_change, u.slug, c.name
+                )));
+            }
+            if after > i64::from(MAX_STACK) {
+                return Err(ToolError::invalid_args(format!(
+                    "{} would hold {after} {}; at most {MAX_STACK}",
+                    c.name, u.slug
+                )));
+            }
+            match u32::try_from(after) {
+                Ok(0) => {
+                    inventory.remove(pos);
+                }
+                Ok(q) => inventory[pos].quantity = q,
+                Err(_) => {
+                    return Err(ToolError::invalid_args(format!(
+                        "{} cannot hold {after} {}",
+                        c.name, u.slug
+                    )));
+                }
+            }
+            changes.push(json!({"slug": u.slug, "before": before, "after": after}));
+        }
+        Ok(ToolOutput {
+            result: json!({
+                "character_id": c.character_id,
+                "changes": changes,
+                "inventory": inventory,
+            }),
+            effect: Some(Effect::SetInventory {
+                character_id: c.character_id.clone(),
+                inventory,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::game::GameState;
+    use crate::game::rng::SplitMix64;
+    use crate::tools::test_support::{SESSION, ctx_run, demo};
+    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    fn invoke(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
+        let allowlist = ["update_inventory".to_string()];
+        let caller = Caller {
+            role: Role::GameMaster,
+            allowlist: &allowlist,
+            session_id: SESSION,
+        };
+        Registry::builtin()
+            .unwrap()
+            .invoke(
+                "update_inventory",
+                RawArgs::Value(args),
+                &caller,
+                state,
+                &mut SplitMix64::new(1),
+            )
+            .outcome
+    }
+
+    fn held(state: &GameState, id: &str) -> Vec<(String, u32)> {
+        state
+            .character(id)
+            .unwrap()
+            .inventory
+            .iter()
+            .map(|i| (i.slug.clone(), i.quantity))
+            .collect()
+    }
+
+    #[test]
+    fn applies_in_order_and_removes_empty_stacks() {
+        let mut state = demo();
+        let args = json!({"updates": [
+            {"slug": "torch", "quantity_change": -1},
+            {"slug": "healing_potion", "quantity_change": -1},
+            {"slug": "torch", "quantity_change": 4},
+            {"slug": "rope", "quantity_change": 2}
+        ]});
+        let out = ctx_run(&UpdateInventory, &state, &args).unwrap();
+        assert_eq!(out.result["character_id"], "pc_001");
+        assert_eq!(
+            out.result["changes"],
+            json!([
+                {"slug": "torch", "before": 2, "after": 1},
+                {"slug": "healing_potion", "before": 1, "after": 0},
+                {"slug": "torch", "before": 1, "after": 5},
+                {"slug": "rope", "before": 1, "after": 3}
+            ])
+        );
+        state.apply(out.effect.as_ref().unwrap());
+        assert_eq!(
+            held(&state, "pc_001"),
+            vec![("torch".into(), 5), ("rope".into(), 3)]
+        );
+        assert_eq!(
+            out.result["inventory"],
+            serde_json::to_value(&state.character("pc_001").unwrap().inventory).unwrap()
+        );
+        let once = state.clone();
+        state.apply(out.effect.as_ref().unwrap());
+        assert_eq!(state, once, "the effect holds absolute values");
+
+        let out = ctx_run(
+            &UpdateInventory,
+            &state,
+            &json!({"character_id": "npc_001", "updates": [{"slug": "lamp_oil", "quantity_change": -3}]}),
+        )
+        .unwrap();
+        state.apply(out.effect.as_ref().unwrap());
+        assert_eq!(held(&state, "npc_001"), vec![("brass_key".into(), 1)]);
+    }
+
+    #[test]
+    fn any_error_means_no_effect() {
+        let state = demo();
+        let cases = [
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": -1}, {"slug": "lantern", "quantity_change": 1}]}),
+                Reason::NotFound,
+                "no \"lantern\"; slugs held: torch, rope, healing_potion",
+            ),
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": -3}]}),
+                Reason::InvalidArgs,
+                "only 2 held",
+            ),
+            (
+                json!({"updates": [{"slug": "healing_potion", "quantity_change": -1}, {"slug": "healing_potion", "quantity_change": -1}]}),
+                Reason::NotFound,
+                "no \"healing_potion\"",
+            ),
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": 0}]}),
+                Reason::InvalidArgs,
+                "non-zero",
+            ),
+            (
+                json!({"character_id": "ghost", "updates": [{"slug": "torch", "quantity_change": 1}]}),
+                Reason::NotFound,
+                "pc_001",
+            ),
+            (json!({"updates": []}), Reason::InvalidArgs, "1 to 50"),
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": i64::MIN}]}),
+                Reason::InvalidArgs,
+                "non-zero",
+            ),
+        ];
+        for (args, reason, text) in cases {
+            let e = ctx_run(&UpdateInventory, &state, &args).unwrap_err();
+            assert_eq!(
+                (e.reason, e.code),
+                (reason, ErrorCode::InvalidArgs),
+                "{args}"
+            );
+            assert!(e.message.contains(text), "{args}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn stacks_stay_under_the_cap() {
+        let mut state = demo();
+        let mut inventory = state.character("pc_001").unwrap().inventory.clone();
+        inventory[0].quantity = MAX_STACK - 5;
+        state.apply(&Effect::SetInventory {
+            character_id: "pc_001".into(),
+            inventory,
+        });
+        let e = ctx_run(
+            &UpdateInventory,
+            &state,
+            &json!({"updates": [{"slug": "torch", "quantity_change": 6}]}),
+        )
+        .unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidArgs);
+        assert!(e.message.contains("at most 1000000"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_empty_inventory_says_so() {
+        let mut state = demo();
+        state.apply(&Effect::SetInventory {
+            character_id: "pc_001".into(),
+            inventory: vec![],
+        });
+        let e = ctx_run(
+            &UpdateInventory,
+            &state,
+            &json!({"updates": [{"slug": "torch", "quantity_change": 1}]}),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("slugs held: nothing"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_schema_refuses_bad_shapes() {
+        let state = demo();
+        let many: Vec<Value> = (0..51)
+            .map(|_| json!({"slug": "torch", "quantity_change": 1}))
+            .collect();
+        let cases = [
+            (json!({}), "updates"),
+            (json!({"updates": []}), "/updates"),
+            (json!({"updates": many}), "/updates"),
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": 0}]}),
+                "/updates/0/quantity_change",
+            ),
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": 10001}]}),
+                "/updates/0/quantity_change",
+            ),
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": 1.5}]}),
+                "/updates/0/quantity_change",
+            ),
+            (json!({"updates": [{"slug": "torch"}]}), "quantity_change"),
+            (
+                json!({"updates": [{"slug": "", "quantity_change": 1}]}),
+                "/updates/0/slug",
+            ),
+            (
+                json!({"updates": [{"slug": "torch", "quantity_change": 1, "note": "x"}]}),
+                "/updates/0",
+            ),
+        ];
+        for (args, text) in cases {
+            let e = invoke(&state, args.clone()).unwrap_err();
+            assert_eq!(e.reason, Reason::InvalidArgs, "{args}");
+            assert!(e.message.contains(text), "{args}: {}", e.message);
+        }
+        let ok = invoke(
+            &state,
+            json!({"updates": [{"slug": "torch", "quantity_change": -2}]}),
+        )
+        .unwrap();
+        assert_eq!(ok.result["changes"][0]["after"], 0);
+    }
+}
