@@ -30,10 +30,13 @@ fn turn_results(req: &ModelRequest) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// One planned call: reads the request and earlier results, names a tool and its args.
+type Step = fn(&ModelRequest, &[(String, Value)]) -> (String, Value);
+
 /// A model that plays a fixed plan of calls, one per model call; each step
 /// may read the results before it. Then it narrates.
 fn planned(
-    plan: Vec<fn(&ModelRequest, &[(String, Value)]) -> (String, Value)>,
+    plan: Vec<Step>,
 ) -> ScriptedProvider {
     ScriptedProvider::from_fn(move |req, _| {
         let done = turn_results(req);
