@@ -56,13 +56,14 @@ impl ErrorCode {
             | ContextInvalid | BadRequest | InvalidCampaign | SessionMismatch => {
                 StatusCode::BAD_REQUEST
             }
-            QueueFull => StatusCode::SERVICE_UNAVAILABLE,
+            // A full queue is the same advice as a rate limit: slow down.
+            QueueFull => StatusCode::TOO_MANY_REQUESTS,
             ZoneNotFound | ToolNotFound | NotFound => StatusCode::NOT_FOUND,
             Timeout | AiTimeout => StatusCode::REQUEST_TIMEOUT,
             Unauthorized => StatusCode::UNAUTHORIZED,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            MaxIterations | UpstreamError => StatusCode::BAD_GATEWAY,
-            InternalError | ExecutionFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            UpstreamError => StatusCode::BAD_GATEWAY,
+            MaxIterations | InternalError | ExecutionFailed => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -205,32 +206,132 @@ mod tests {
         assert_eq!(ErrorCode::ZoneNotFound.as_str(), "ZONE_NOT_FOUND");
     }
 
+    /// Every code: its wire spelling and HTTP status. Adding a variant
+    /// without a row here fails `every_code_has_a_row`.
+    const TABLE: &[(ErrorCode, &str, u16)] = &[
+        (ErrorCode::RateLimited, "RATE_LIMITED", 429),
+        (ErrorCode::Forbidden, "FORBIDDEN", 403),
+        (ErrorCode::InvalidFrame, "INVALID_FRAME", 400),
+        (ErrorCode::TextTooLong, "TEXT_TOO_LONG", 400),
+        (ErrorCode::QueueFull, "QUEUE_FULL", 429),
+        (ErrorCode::MaxIterations, "MAX_ITERATIONS", 500),
+        (ErrorCode::AiTimeout, "AI_TIMEOUT", 408),
+        (ErrorCode::InvalidAiJson, "INVALID_AI_JSON", 400),
+        (ErrorCode::UpstreamError, "UPSTREAM_ERROR", 502),
+        (ErrorCode::InternalError, "INTERNAL_ERROR", 500),
+        (ErrorCode::InvalidArgs, "INVALID_ARGS", 400),
+        (ErrorCode::InvalidArguments, "INVALID_ARGUMENTS", 400),
+        (ErrorCode::SessionMismatch, "SESSION_MISMATCH", 400),
+        (ErrorCode::ZoneNotFound, "ZONE_NOT_FOUND", 404),
+        (ErrorCode::ToolNotFound, "TOOL_NOT_FOUND", 404),
+        (ErrorCode::ToolNotAllowed, "TOOL_NOT_ALLOWED", 403),
+        (ErrorCode::ToolDisabled, "TOOL_DISABLED", 403),
+        (ErrorCode::PermissionDenied, "PERMISSION_DENIED", 403),
+        (ErrorCode::Timeout, "TIMEOUT", 408),
+        (ErrorCode::ExecutionFailed, "EXECUTION_FAILED", 500),
+        (ErrorCode::ContextInvalid, "CONTEXT_INVALID", 400),
+        (ErrorCode::BadRequest, "BAD_REQUEST", 400),
+        (ErrorCode::InvalidCampaign, "INVALID_CAMPAIGN", 400),
+        (ErrorCode::Unauthorized, "UNAUTHORIZED", 401),
+        (ErrorCode::NotFound, "NOT_FOUND", 404),
+        (ErrorCode::PayloadTooLarge, "PAYLOAD_TOO_LARGE", 413),
+    ];
+
     #[test]
     fn http_status_table() {
-        let table = [
-            (ErrorCode::NotFound, 404),
-            (ErrorCode::ToolNotFound, 404),
-            (ErrorCode::ToolDisabled, 403),
-            (ErrorCode::PermissionDenied, 403),
-            (ErrorCode::InvalidArgs, 400),
-            (ErrorCode::ContextInvalid, 400),
-            (ErrorCode::ExecutionFailed, 500),
-            (ErrorCode::Timeout, 408),
-            (ErrorCode::RateLimited, 429),
-            (ErrorCode::Unauthorized, 401),
-            (ErrorCode::PayloadTooLarge, 413),
-        ];
-        for (code, status) in table {
-            assert_eq!(code.http_status().as_u16(), status, "{code:?}");
+        for (code, wire, status) in TABLE {
+            assert_eq!(code.as_str(), *wire);
+            assert_eq!(code.http_status().as_u16(), *status, "{code:?}");
+            let back: ErrorCode = serde_json::from_value(json!(wire)).unwrap();
+            assert_eq!(back, *code);
         }
     }
 
     #[test]
+    fn every_code_has_a_row() {
+        // An exhaustive match: a new variant does not compile until it is
+        // placed here, and the count below makes it need a table row too.
+        fn index(code: ErrorCode) -> usize {
+            use ErrorCode::*;
+            match code {
+                RateLimited => 0,
+                Forbidden => 1,
+                InvalidFrame => 2,
+                TextTooLong => 3,
+                QueueFull => 4,
+                MaxIterations => 5,
+                AiTimeout => 6,
+                InvalidAiJson => 7,
+                UpstreamError => 8,
+                InternalError => 9,
+                InvalidArgs => 10,
+                InvalidArguments => 11,
+                SessionMismatch => 12,
+                ZoneNotFound => 13,
+                ToolNotFound => 14,
+                ToolNotAllowed => 15,
+                ToolDisabled => 16,
+                PermissionDenied => 17,
+                Timeout => 18,
+                ExecutionFailed => 19,
+                ContextInvalid => 20,
+                BadRequest => 21,
+                InvalidCampaign => 22,
+                Unauthorized => 23,
+                NotFound => 24,
+                PayloadTooLarge => 25,
+            }
+        }
+        let mut seen = [false; 26];
+        for (code, _, _) in TABLE {
+            seen[index(*code)] = true;
+        }
+        assert!(seen.iter().all(|s| *s), "every code has a row");
+    }
+
+    #[test]
     fn reasons_split_into_rejected_and_error() {
-        assert_eq!(Reason::ToolNotAllowed.status(), ToolStatus::Rejected);
-        assert_eq!(Reason::ActorStateRestricted.status(), ToolStatus::Rejected);
-        assert_eq!(Reason::InvalidArgs.status(), ToolStatus::Error);
-        assert_eq!(Reason::NotFound.status(), ToolStatus::Error);
+        let table = [
+            (
+                Reason::ToolNotAllowed,
+                "tool_not_allowed",
+                ToolStatus::Rejected,
+            ),
+            (Reason::InvalidArgs, "invalid_args", ToolStatus::Error),
+            (
+                Reason::ActorStateRestricted,
+                "actor_state_restricted",
+                ToolStatus::Rejected,
+            ),
+            (
+                Reason::InvalidActorState,
+                "invalid_actor_state",
+                ToolStatus::Rejected,
+            ),
+            (Reason::NotFound, "not_found", ToolStatus::Error),
+            (
+                Reason::PermissionDenied,
+                "permission_denied",
+                ToolStatus::Rejected,
+            ),
+            (Reason::ToolDisabled, "tool_disabled", ToolStatus::Rejected),
+            (
+                Reason::SessionMismatch,
+                "session_mismatch",
+                ToolStatus::Error,
+            ),
+            (Reason::Timeout, "timeout", ToolStatus::Error),
+            (
+                Reason::ExecutionFailed,
+                "execution_failed",
+                ToolStatus::Error,
+            ),
+        ];
+        for (reason, wire, status) in table {
+            assert_eq!(wire_name(&reason), wire);
+            assert_eq!(reason.status(), status, "{reason:?}");
+        }
+        assert_eq!(wire_name(&ToolStatus::Rejected), "rejected");
         assert_eq!(
             serde_json::to_value(Reason::InvalidActorState).unwrap(),
             json!("invalid_actor_state")

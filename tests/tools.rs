@@ -35,9 +35,7 @@ type Step = fn(&ModelRequest, &[(String, Value)]) -> (String, Value);
 
 /// A model that plays a fixed plan of calls, one per model call; each step
 /// may read the results before it. Then it narrates.
-fn planned(
-    plan: Vec<Step>,
-) -> ScriptedProvider {
+fn planned(plan: Vec<Step>) -> ScriptedProvider {
     ScriptedProvider::from_fn(move |req, _| {
         let done = turn_results(req);
         Ok(match plan.get(done.len()) {

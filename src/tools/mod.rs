@@ -388,6 +388,28 @@ impl Registry {
             .collect()
     }
 
+    /// Definitions in the MCP `tools/list` shape.
+    pub fn mcp_tools(&self, caller: &Caller<'_>) -> Vec<Value> {
+        self.usable(caller)
+            .map(|s| {
+                json!({
+                    "name": s.name,
+                    "title": s.title,
+                    "description": s.description,
+                    "inputSchema": s.input_schema,
+                    "outputSchema": s.output_schema,
+                    "annotations": {
+                        "title": s.title,
+                        "readOnlyHint": s.read_only,
+                        "idempotentHint": s.idempotent,
+                        "destructiveHint": s.writes_state && !s.idempotent,
+                        "openWorldHint": false,
+                    }
+                })
+            })
+            .collect()
+    }
+
     /// The pipeline: tool exists -> arguments parse to an object -> allowlist
     /// -> role -> enabled -> input schema -> run -> output schema. A failure
     /// at any step never runs the tool.
@@ -787,6 +809,50 @@ mod tests {
         assert_eq!(args_hash(&a), args_hash(&b));
         assert_eq!(args_hash(&a).len(), 64);
         assert_ne!(args_hash(&a), args_hash(&json!({"b": 2})));
+    }
+
+    #[test]
+    fn every_tool_is_listed_in_every_shape_with_valid_schemas() {
+        let registry = Registry::builtin().unwrap();
+        let allowlist: Vec<String> = registry.names().iter().map(|s| s.to_string()).collect();
+        for role in ALL_ROLES {
+            let caller = Caller {
+                role: *role,
+                allowlist: &allowlist,
+                session_id: test_support::SESSION,
+            };
+            let mcp = registry.mcp_tools(&caller);
+            let openai = registry.openai_tools(&caller);
+            if *role != Role::GameMaster {
+                assert_eq!(mcp.len(), registry.usable(&caller).count());
+            }
+            assert_eq!(openai.len(), mcp.len());
+            for t in &mcp {
+                assert!(t["inputSchema"]["type"] == "object", "{t}");
+                assert!(t["annotations"]["readOnlyHint"].is_boolean());
+            }
+        }
+        for name in registry.names() {
+            let spec = registry.spec(name).unwrap();
+            assert!(
+                !spec.description.is_empty() && !spec.title.is_empty() && !spec.category.is_empty()
+            );
+            assert_eq!(
+                spec.input_schema["additionalProperties"],
+                json!(false),
+                "{name} refuses unknown args"
+            );
+            assert_eq!(spec.read_only, !spec.writes_state, "{name}");
+        }
+        // The model never sees the people-only tools.
+        let gm = Caller {
+            role: Role::GameMaster,
+            allowlist: &allowlist,
+            session_id: test_support::SESSION,
+        };
+        let names: Vec<&str> = registry.usable(&gm).map(|s| s.name).collect();
+        assert!(!names.contains(&"create_npc") && !names.contains(&"activate_npc"));
+        assert!(names.contains(&"search_content") && names.contains(&"generate_zone"));
     }
 
     #[test]
