@@ -194,3 +194,239 @@ async fn every_call_is_in_the_audit_ledger() {
     let (status, _) = get(&url, Some(&s.spectator_token)).await;
     assert_eq!(status, 403, "the ledger is for the player token");
 }
+
+#[actix_web::test]
+async fn character_content_and_schema_tools_run_through_the_turn_loop() {
+    let model = planned(vec![
+        |_, _| {
+            (
+                "add_inventory".into(),
+                json!({"items": [{"name": "Brass Key", "description": "cold to the touch"}, {"name": "Torch", "quantity": 2}]}),
+            )
+        },
+        |_, _| {
+            (
+                "update_inventory".into(),
+                json!({"updates": [{"slug": "torch", "quantity_change": -1}, {"slug": "brass_key", "quantity_change": -1}]}),
+            )
+        },
+        |_, _| {
+            (
+                "update_character".into(),
+                json!({"character_id": "pc_001", "max_hp": 20, "hp": 25, "level": 2}),
+            )
+        },
+        |_, _| {
+            (
+                "get_npc_profile".into(),
+                json!({"npc_id": "npc_maren", "version": 1}),
+            )
+        },
+        |_, _| ("search_content".into(), json!({"query": "灯笼"})),
+        |_, _| {
+            (
+                "search_content".into(),
+                json!({"query": "bells divers", "limit": 3}),
+            )
+        },
+        |_, _| {
+            (
+                "get_site_map".into(),
+                json!({"include_pois": true, "include_routes": true}),
+            )
+        },
+        |_, _| {
+            (
+                "create_draft_content".into(),
+                json!({"content_type": "quest", "title": "A new hook", "body": "Someone stole the oil."}),
+            )
+        },
+        |_, _| {
+            (
+                "log_user_event".into(),
+                json!({"event_type": "ui.opened_map", "payload": {"from": "test"}}),
+            )
+        },
+        |_, _| {
+            (
+                "get_prompt_active".into(),
+                json!({"npc_id": "npc_warden", "prompt_type": "greeting"}),
+            )
+        },
+        |_, _| ("describe_entity".into(), json!({"name": "角色"})),
+        |_, _| {
+            (
+                "map_generate".into(),
+                json!({"parent_area_id": null, "theme": "sky", "constraints": {"size": 2, "seed": 5}}),
+            )
+        },
+        |_, _| {
+            (
+                "update_inventory".into(),
+                json!({"updates": [{"slug": "dragon_egg", "quantity_change": 1}]}),
+            )
+        },
+        |_, _| ("describe_entity".into(), json!({"name": "Spaceship"})),
+    ]);
+    // One model call per tool, so more than the default 8 iterations.
+    let app = spawn_with(|s| s.max_iterations = 20, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("use every tool", "r-1").await;
+    let results: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 14);
+    let (ok, failed) = results.split_at(12);
+    for r in ok {
+        assert_eq!(r["status"], "ok", "{r}");
+    }
+    assert_eq!(
+        (failed[0]["reason"].as_str(), failed[1]["reason"].as_str()),
+        (Some("not_found"), Some("not_found"))
+    );
+    let inventory = &ok[1]["result"]["inventory"];
+    let torch = inventory
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["slug"] == "torch")
+        .unwrap();
+    assert_eq!(
+        torch["quantity"], 3,
+        "2 carried + 2 added - 1 used: {inventory}"
+    );
+    assert!(
+        inventory
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["slug"] != "brass_key"),
+        "a stack at 0 is gone"
+    );
+    assert_eq!(
+        ok[2]["result"]["character"]["hp"], 20,
+        "hp is clamped to the new max_hp"
+    );
+    assert_eq!(ok[3]["result"]["version"]["version"], 1);
+    assert_eq!(
+        ok[4]["result"]["results"][0]["content_id"], "poi_chapel_altar",
+        "Chinese search: {}",
+        ok[4]["result"]
+    );
+    assert_eq!(
+        ok[5]["result"]["results"][0]["content_id"],
+        "note_bell_divers"
+    );
+    assert!(!ok[6]["result"]["routes"].as_array().unwrap().is_empty());
+    assert!(
+        ok[6]["result"]["pois"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "npc")
+    );
+    assert_eq!(
+        ok[7]["result"]["status"], "draft",
+        "the model only ever writes drafts"
+    );
+    assert!(
+        ok[8]["result"]["event_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("ev_")
+    );
+    assert!(!ok[9]["result"]["prompt"].as_str().unwrap().is_empty());
+    assert_eq!(ok[10]["result"]["entity"], "Character");
+    assert_eq!(ok[11]["result"]["root_parent_area_id"], Value::Null);
+
+    // Everything written is in the state and survives in the journal.
+    let snap = app.snapshot(&s).await;
+    let pc = snap["characters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["character_id"] == "pc_001")
+        .unwrap();
+    assert_eq!(
+        (pc["max_hp"].as_i64(), pc["level"].as_i64()),
+        (Some(20), Some(2))
+    );
+    let applied: Vec<String> = app
+        .actions(&s)
+        .await
+        .iter()
+        .map(|a| a["tool"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(applied.len(), 12);
+}
+
+#[actix_web::test]
+async fn a_person_activates_an_npc_over_http_and_everyone_sees_it() {
+    let model = planned(vec![|_, _| {
+        (
+            "get_prompt_active".into(),
+            json!({"npc_id": "npc_silt", "prompt_type": "system"}),
+        )
+    }]);
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    let url = |npc: &str| {
+        format!(
+            "{}/api/v1/sessions/{}/npcs/{npc}/activate",
+            app.base, s.session_id
+        )
+    };
+    let call = |npc: String, token: String, body: Value| async move {
+        let mut resp = client()
+            .post(npc)
+            .insert_header(("Authorization", format!("Bearer {token}")))
+            .send_json(&body)
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+    };
+    let (status, body) = call(
+        url("npc_silt"),
+        s.player_token.clone(),
+        json!({"active": false}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["active"].as_bool(), body["changed"].as_bool()),
+        (200, Some(false), Some(true)),
+        "{body}"
+    );
+    // Spectators see the change live, as a tool call outside any turn.
+    let seen = spectator
+        .until(|f| f["type"] == "tool_result")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(
+        (seen["tool"].as_str(), seen["seq"].as_u64()),
+        (Some("activate_npc"), body["seq"].as_u64())
+    );
+    assert!(seen["turn_id"].as_str().unwrap().starts_with("direct_"));
+
+    // The model now finds the NPC inactive.
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("ask silt", "r-1").await;
+    assert_eq!(
+        first(&frames, "tool_result")["reason"],
+        "invalid_actor_state"
+    );
+
+    let (status, _) = call(url("npc_silt"), s.spectator_token.clone(), json!({})).await;
+    assert_eq!(status, 403, "spectators cannot");
+    let (status, body) = call(url("npc_nobody"), s.player_token.clone(), json!({})).await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (404, Some("NOT_FOUND"))
+    );
+    let (status, body) = call(url("npc_silt"), s.player_token.clone(), json!({})).await;
+    assert_eq!((status, body["active"].as_bool()), (200, Some(true)));
+}
