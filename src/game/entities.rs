@@ -210,18 +210,17 @@ fn npc_schema() -> Value {
             },
             "prompts": {
                 "type": "object",
-                "description": "text used to voice the npc",
+                "description": "text used to voice the npc, by type; any type may be missing",
                 "properties": {
                     "system": field("string", "system prompt that sets up the npc"),
                     "greeting": field("string", "first line when a conversation starts"),
                     "fallback": field("string", "line used when nothing better can be said")
                 },
-                "required": ["system", "greeting", "fallback"],
                 "additionalProperties": false
             },
             "tags": string_list("free-form labels")
         },
-        "required": ["npc_id", "name", "active", "active_version", "versions", "prompts", "tags"],
+        "required": ["npc_id", "name", "active_version", "versions"],
         "additionalProperties": false
     })
 }
