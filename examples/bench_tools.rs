@@ -54,37 +54,71 @@ fn main() {
     let move_args = r#"{"actor_id":"pc_001","to_area_id":"area_002"}"#;
 
     let rows: Vec<(&str, (f64, f64))> = vec![
-        ("registry lookup (hash)", measure(|| {
-            black_box(registry.spec(black_box("get_character_stats")));
-        })),
-        ("parse + validate roll_dice args", measure(|| {
-            let raw = RawArgs::Text(black_box(args).to_owned());
-            black_box(registry.prepare("roll_dice", raw, &caller).ok());
-        })),
-        ("parse + validate move args", measure(|| {
-            let raw = RawArgs::Text(black_box(move_args).to_owned());
-            black_box(registry.prepare("move", raw, &caller).ok());
-        })),
-        ("invoke roll_dice (whole pipeline)", measure(|| {
-            let raw = RawArgs::Text(black_box(args).to_owned());
-            black_box(registry.invoke("roll_dice", raw, &caller, &state, &mut rng).outcome.is_ok());
-        })),
-        ("invoke move (whole pipeline)", measure(|| {
-            let raw = RawArgs::Text(black_box(move_args).to_owned());
-            black_box(registry.invoke("move", raw, &caller, &state, &mut rng).outcome.is_ok());
-        })),
-        ("chain: move_options, move, roll_dice, get_character_stats, search_content", measure(|| {
-            for (tool, a) in [
-                ("move_options", "{}"),
-                ("move", move_args),
-                ("roll_dice", args),
-                ("get_character_stats", r#"{"character_id":"pc_001"}"#),
-                ("search_content", r#"{"query":"lantern oil"}"#),
-            ] {
-                let out = registry.invoke(tool, RawArgs::Text(a.to_owned()), &caller, &state, &mut rng);
-                black_box(out.outcome.is_ok());
-            }
-        })),
+        (
+            "registry lookup (hash)",
+            measure(|| {
+                black_box(registry.spec(black_box("get_character_stats")));
+            }),
+        ),
+        (
+            "parse + validate roll_dice args",
+            measure(|| {
+                let raw = RawArgs::Text(black_box(args).to_owned());
+                black_box(registry.prepare("roll_dice", raw, &caller).ok());
+            }),
+        ),
+        (
+            "parse + validate move args",
+            measure(|| {
+                let raw = RawArgs::Text(black_box(move_args).to_owned());
+                black_box(registry.prepare("move", raw, &caller).ok());
+            }),
+        ),
+        (
+            "invoke roll_dice (whole pipeline)",
+            measure(|| {
+                let raw = RawArgs::Text(black_box(args).to_owned());
+                black_box(
+                    registry
+                        .invoke("roll_dice", raw, &caller, &state, &mut rng)
+                        .outcome
+                        .is_ok(),
+                );
+            }),
+        ),
+        (
+            "invoke move (whole pipeline)",
+            measure(|| {
+                let raw = RawArgs::Text(black_box(move_args).to_owned());
+                black_box(
+                    registry
+                        .invoke("move", raw, &caller, &state, &mut rng)
+                        .outcome
+                        .is_ok(),
+                );
+            }),
+        ),
+        (
+            "chain: move_options, move, roll_dice, get_character_stats, search_content",
+            measure(|| {
+                for (tool, a) in [
+                    ("move_options", "{}"),
+                    ("move", move_args),
+                    ("roll_dice", args),
+                    ("get_character_stats", r#"{"character_id":"pc_001"}"#),
+                    ("search_content", r#"{"query":"lantern oil"}"#),
+                ] {
+                    let out = registry.invoke(
+                        tool,
+                        RawArgs::Text(a.to_owned()),
+                        &caller,
+                        &state,
+                        &mut rng,
+                    );
+                    black_box(out.outcome.is_ok());
+                }
+            }),
+        ),
     ];
     println!("| operation | p50 | p99 |\n|---|---:|---:|");
     for (name, (p50, p99)) in rows {

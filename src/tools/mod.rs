@@ -468,8 +468,15 @@ impl Registry {
 
     /// The checks before a tool runs (exists, arguments, allowlist, role,
     /// enabled, input schema); answers the parsed arguments.
-    pub fn prepare(&self, name: &str, raw: RawArgs, caller: &Caller<'_>) -> Result<Value, ToolError> {
-        self.check(name, raw, caller).map(|(_, args)| args).map_err(|(_, e)| e)
+    pub fn prepare(
+        &self,
+        name: &str,
+        raw: RawArgs,
+        caller: &Caller<'_>,
+    ) -> Result<Value, ToolError> {
+        self.check(name, raw, caller)
+            .map(|(_, args)| args)
+            .map_err(|(_, e)| e)
     }
 
     fn check(
