@@ -318,8 +318,29 @@ async fn offline_game_master_plays_a_turn_in_english_and_chinese() {
             .is_empty()
     );
 
+    for (text, tool) in [
+        ("scout misty marsh", "generate_zone"),
+        ("搜索 灯笼", "search_content"),
+        ("map", "get_site_map"),
+    ] {
+        let frames = ws.play(text, text).await;
+        let result = first(&frames, "tool_result");
+        assert_eq!(
+            (result["tool"].as_str(), result["status"].as_str()),
+            (Some(tool), Some("ok")),
+            "{text}"
+        );
+        assert!(
+            !first(&frames, "turn_completed")["reply"]
+                .as_str()
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     let snap = app.snapshot(&s).await;
-    assert_eq!(snap["turn"], 6);
+    assert_eq!(snap["turn"], 9);
+    assert_eq!(snap["zones"].as_array().unwrap().len(), 1);
     assert_eq!(
         snap["areas"].as_array().unwrap().len(),
         welcome["state"]["areas"].as_array().unwrap().len() + 6

@@ -8,7 +8,8 @@
 //!
 //! Commands: `go to <area id or name>` / `去 <…>`, `where can I go` /
 //! `我能去哪`, `roll 2d6+1` / `掷 2d6+1`, `explore <theme>` / `探索 <…>`,
-//! `status` / `状态`; anything else gets a narrative and no tool call.
+//! `status` / `状态`, `scout <prompt>` / `侦察 <…>`, `search <words>` /
+//! `搜索 <…>`, `map` / `地图`; anything else gets a narrative and no tool call.
 
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
@@ -31,6 +32,9 @@ enum Intent {
     Roll(String),
     Explore(String),
     Status,
+    Scout(String),
+    Search(String),
+    SiteMap,
     Talk,
 }
 
@@ -80,6 +84,15 @@ fn parse_intent(text: &str) -> Intent {
     }
     if ["status", "stats", "sheet", "状态"].contains(&lower.as_str()) {
         return Intent::Status;
+    }
+    if ["map", "site map", "地图"].contains(&lower.as_str()) {
+        return Intent::SiteMap;
+    }
+    if let Some(rest) = after(&["scout ", "侦察"]) {
+        return Intent::Scout(rest);
+    }
+    if let Some(rest) = after(&["search ", "搜索"]) {
+        return Intent::Search(rest);
     }
     Intent::Talk
 }
@@ -166,6 +179,20 @@ impl OfflineGameMaster {
                 )
             }
             Intent::Status => call("get_character_stats", json!({"character_id": actor})),
+            Intent::Scout(prompt) => {
+                let session = req.context["session_id"].as_str().unwrap_or_default();
+                let prompt = if prompt.is_empty() {
+                    "the wilds".to_owned()
+                } else {
+                    prompt
+                };
+                call(
+                    "generate_zone",
+                    json!({"session_id": session, "world_prompt": prompt, "count": 1}),
+                )
+            }
+            Intent::Search(query) => call("search_content", json!({"query": query})),
+            Intent::SiteMap => call("get_site_map", json!({})),
             Intent::Talk => talk(req, text, zh),
         }
     }
@@ -313,6 +340,44 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
                     format!("{id}'s HP goes from {before} to {hp}.")
                 }
             }
+            "generate_zone" => {
+                let names: Vec<String> = r["zones"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|z| format!("{} ({})", s(&z["name"]), s(&z["zone_id"])))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if zh {
+                    format!("远方出现了新的地带：{}。", names.join("、"))
+                } else {
+                    format!("Scouting reveals new lands: {}.", names.join(", "))
+                }
+            }
+            "search_content" => {
+                let titles: Vec<String> = r["results"]
+                    .as_array()
+                    .map(|a| a.iter().map(|x| s(&x["title"])).collect())
+                    .unwrap_or_default();
+                match (titles.is_empty(), zh) {
+                    (true, true) => "没有找到相关的记载。".to_owned(),
+                    (true, false) => "The archives hold nothing on that.".to_owned(),
+                    (false, true) => format!("你找到了这些记载：{}。", titles.join("、")),
+                    (false, false) => format!("You find these records: {}.", titles.join(", ")),
+                }
+            }
+            "get_site_map" => {
+                let (areas, routes) = (
+                    r["areas"].as_array().map_or(0, Vec::len),
+                    r["routes"].as_array().map_or(0, Vec::len),
+                );
+                if zh {
+                    format!("地图上有 {areas} 个地点，{routes} 条道路。")
+                } else {
+                    format!("The map shows {areas} places joined by {routes} routes.")
+                }
+            }
             other => {
                 if zh {
                     format!("{other} 完成了。")
@@ -367,6 +432,12 @@ mod tests {
             ("探索 水晶洞穴", Intent::Explore("水晶洞穴".into())),
             ("status", Intent::Status),
             ("状态", Intent::Status),
+            ("scout misty marsh", Intent::Scout("misty marsh".into())),
+            ("侦察 迷雾沼泽", Intent::Scout("迷雾沼泽".into())),
+            ("search lantern oil", Intent::Search("lantern oil".into())),
+            ("搜索 灯笼", Intent::Search("灯笼".into())),
+            ("map", Intent::SiteMap),
+            ("地图", Intent::SiteMap),
             ("hello there", Intent::Talk),
             ("你好", Intent::Talk),
         ];
