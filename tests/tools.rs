@@ -422,6 +422,16 @@ async fn a_person_activates_an_npc_over_http_and_everyone_sees_it() {
 
     let (status, _) = call(url("npc_silt"), s.spectator_token.clone(), json!({})).await;
     assert_eq!(status, 403, "spectators cannot");
+    let (status, body) = call(
+        url("npc_silt"),
+        s.player_token.clone(),
+        json!({"active": "yes"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (400, Some("BAD_REQUEST"))
+    );
     let (status, body) = call(url("npc_nobody"), s.player_token.clone(), json!({})).await;
     assert_eq!(
         (status, body["error_code"].as_str()),

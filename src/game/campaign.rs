@@ -272,27 +272,8 @@ impl Campaign {
             areas,
             characters: self.characters,
             allowlist: self.allowlist,
-            // Lore lines are searchable content too.
-            content: self
-                .lore
-                .iter()
-                .enumerate()
-                .map(|(i, line)| ContentEntry {
-                    content_id: format!("lore_{:03}", i + 1),
-                    content_type: "lore".into(),
-                    title: line
-                        .split(['.', '。'])
-                        .next()
-                        .unwrap_or(line)
-                        .chars()
-                        .take(60)
-                        .collect(),
-                    body: line.clone(),
-                    tags: vec!["lore".into()],
-                    status: Default::default(),
-                    area_id: None,
-                    created_by: "campaign".into(),
-                })
+            content: lore_entries(&self.lore, &self.content)
+                .into_iter()
                 .chain(self.content)
                 .collect(),
             lore: self.lore,
@@ -303,6 +284,40 @@ impl Campaign {
             history: VecDeque::new(),
         }
     }
+}
+
+/// The campaign's lore lines as searchable content, with ids (`lore_001`,
+/// ...) that skip any the campaign's own content already uses.
+fn lore_entries(lore: &[String], content: &[ContentEntry]) -> Vec<ContentEntry> {
+    let taken: HashSet<&str> = content.iter().map(|c| c.content_id.as_str()).collect();
+    let mut n = 0;
+    lore.iter()
+        .map(|line| {
+            let content_id = loop {
+                n += 1;
+                let id = format!("lore_{n:03}");
+                if !taken.contains(id.as_str()) {
+                    break id;
+                }
+            };
+            ContentEntry {
+                content_id,
+                content_type: "lore".into(),
+                title: line
+                    .split(['.', '。'])
+                    .next()
+                    .unwrap_or(line)
+                    .chars()
+                    .take(60)
+                    .collect(),
+                body: line.clone(),
+                tags: vec!["lore".into()],
+                status: Default::default(),
+                area_id: None,
+                created_by: "campaign".into(),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -336,6 +351,20 @@ mod tests {
                 .all(|a| !a.name.is_empty() && !a.description.is_empty())
         );
         assert!(Campaign::builtin("nope", &tools()).is_none());
+    }
+
+    #[test]
+    fn lore_ids_never_clash_with_content_ids() {
+        let mut v = tiny();
+        v["lore"] = json!(["First.", "Second."]);
+        v["content"] = json!([{"content_id": "lore_001", "content_type": "note", "title": "Mine", "body": "b"}]);
+        let state = Campaign::from_value(&v, &tools()).unwrap().into_state();
+        let ids: Vec<&str> = state
+            .content
+            .iter()
+            .map(|c| c.content_id.as_str())
+            .collect();
+        assert_eq!(ids, ["lore_002", "lore_003", "lore_001"]);
     }
 
     #[test]

@@ -5,7 +5,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    AppState, DEFAULT_TENANT, TokenRole, check_tenant, json_body, tenant_header, token_role,
+    AppState, DEFAULT_TENANT, TokenRole, check_tenant, json_body, json_body_or_empty,
+    tenant_header, token_role,
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
@@ -278,8 +279,14 @@ async fn activate_npc(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (session_id, npc_id) = path.into_inner();
-    let body = json_body(body).await.unwrap_or(Value::Null);
-    let active = body.get("active").and_then(Value::as_bool).unwrap_or(true);
+    // No body means "activate"; a body must be a JSON object whose optional
+    // `active` is a boolean.
+    let body = json_body_or_empty(body).await?;
+    let active = match body.get("active") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::bad_request("\"active\" must be true or false")),
+    };
     let handle = find_session(&state, &session_id).await?;
     authorize_player(&req, &handle.meta)?;
     let done = handle

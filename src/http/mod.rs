@@ -85,8 +85,25 @@ pub fn check_tenant(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiErro
     }
 }
 
+/// Reads a JSON body of at most [`MAX_BODY_BYTES`]; an empty body is `{}`.
+pub async fn json_body_or_empty(payload: web::Payload) -> Result<serde_json::Value, ApiError> {
+    let body = body_bytes(payload).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(serde_json::json!({}));
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+}
+
 /// Reads a JSON body of at most [`MAX_BODY_BYTES`].
-pub async fn json_body(mut payload: web::Payload) -> Result<serde_json::Value, ApiError> {
+pub async fn json_body(payload: web::Payload) -> Result<serde_json::Value, ApiError> {
+    let body = body_bytes(payload).await?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+}
+
+/// Reads a body of at most [`MAX_BODY_BYTES`] (413 past that).
+async fn body_bytes(mut payload: web::Payload) -> Result<web::BytesMut, ApiError> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk =
@@ -99,8 +116,7 @@ pub async fn json_body(mut payload: web::Payload) -> Result<serde_json::Value, A
         }
         body.extend_from_slice(&chunk);
     }
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+    Ok(body)
 }
 
 /// Any path no route matches: a JSON 404 like every other error.
