@@ -543,7 +543,11 @@ impl Registry {
 fn parse_args(raw: RawArgs) -> Result<Value, ToolError> {
     let value = match raw {
         RawArgs::Value(v) => v,
-        RawArgs::Text(text) if text.trim().is_empty() => Value::Object(Default::default()),
+        RawArgs::Text(text) if text.trim().is_empty() => {
+            return Err(ToolError::invalid_args(
+                "arguments are empty; send a JSON object ({} when there are none)",
+            ));
+        }
         RawArgs::Text(text) => serde_json::from_str(&text).map_err(|e| {
             ToolError::invalid_args(format!(
                 "arguments are not valid JSON ({e}); send one JSON object"
@@ -748,12 +752,14 @@ mod tests {
     #[test]
     fn malformed_arguments_are_invalid_args() {
         for text in [
-            "{\"expression\":",
-            "{\"expression\":\"1d6\"} junk",
+            "{\"dice\":",
+            "{\"dice\":\"1d6\"} junk",
             "null",
             "[1,2]",
             "\"1d6\"",
             "7",
+            "",
+            "   ",
         ] {
             let e = err(run("roll_dice", RawArgs::Text(text.into()), &["roll_dice"]));
             assert_eq!(
