@@ -232,28 +232,13 @@ mod tests {
     use super::*;
     use crate::error::{ErrorCode, Reason};
     use crate::game::GameState;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     /// Runs through the whole pipeline, schema included.
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
-        let allowlist = ["add_inventory".to_string()];
-        let caller = Caller {
-            role,
-            allowlist: &allowlist,
-            session_id: SESSION,
-        };
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "add_inventory",
-                RawArgs::Value(args),
-                &caller,
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("add_inventory", state, args, role)
     }
 
     fn held(state: &GameState, id: &str) -> Vec<(String, String, u32)> {

@@ -138,25 +138,12 @@ impl Tool for CreateDraftContent {
 mod tests {
     use super::*;
     use crate::game::GameState;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline, run_as};
 
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "create_draft_content",
-                RawArgs::Value(args),
-                &Caller {
-                    role,
-                    allowlist: &["create_draft_content".into()],
-                    session_id: SESSION,
-                },
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("create_draft_content", state, args, role)
     }
 
     fn poi() -> Value {

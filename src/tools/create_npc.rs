@@ -222,31 +222,16 @@ mod tests {
     use super::*;
     use crate::error::{ErrorCode, Reason};
     use crate::game::GameState;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, demo, run_as};
-    use crate::tools::{Caller, RawArgs, Registry};
+
+    use crate::tools::test_support::{SESSION, demo, pipeline, run_as};
+    use crate::tools::{Caller, Registry};
 
     fn admin(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
         run_as(&CreateNpc, state, &args, Role::GmAdmin)
     }
 
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
-        let allowlist = ["create_npc".to_string()];
-        let caller = Caller {
-            role,
-            allowlist: &allowlist,
-            session_id: SESSION,
-        };
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "create_npc",
-                RawArgs::Value(args),
-                &caller,
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("create_npc", state, args, role)
     }
 
     #[test]

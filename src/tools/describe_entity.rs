@@ -71,27 +71,12 @@ impl Tool for DescribeEntity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline, run_as};
 
     fn invoke(args: Value, role: Role) -> Result<ToolOutput, ToolError> {
-        let allowlist = ["describe_entity".to_string()];
-        let caller = Caller {
-            role,
-            allowlist: &allowlist,
-            session_id: SESSION,
-        };
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "describe_entity",
-                RawArgs::Value(args),
-                &caller,
-                &demo(),
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("describe_entity", &demo(), args, role)
     }
 
     #[test]

@@ -143,8 +143,8 @@ mod tests {
     use crate::game::GameState;
     use crate::game::rng::SplitMix64;
     use crate::game::zones::{GridPos, Zone, zone_id};
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+    use crate::tools::Role;
+    use crate::tools::test_support::{SESSION, ctx_run, demo, pipeline};
 
     fn zone_at(x: i64, y: i64, z: i64) -> Zone {
         Zone {
@@ -160,22 +160,7 @@ mod tests {
     }
 
     fn invoke(args: Value, role: Role, state: &GameState) -> Result<ToolOutput, ToolError> {
-        let allowlist = vec!["generate_zone".to_string()];
-        let caller = Caller {
-            role,
-            allowlist: &allowlist,
-            session_id: SESSION,
-        };
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "generate_zone",
-                RawArgs::Value(args),
-                &caller,
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("generate_zone", state, args, role)
     }
 
     #[test]

@@ -135,25 +135,12 @@ impl Tool for GetNpcProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "get_npc_profile",
-                RawArgs::Value(args),
-                &Caller {
-                    role: Role::Player,
-                    allowlist: &["get_npc_profile".into()],
-                    session_id: SESSION,
-                },
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("get_npc_profile", state, args, Role::Player)
     }
 
     #[test]

@@ -90,26 +90,13 @@ impl Tool for GetPromptActive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::rng::SplitMix64;
+
     use crate::game::{Effect, GameState};
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "get_prompt_active",
-                RawArgs::Value(args),
-                &Caller {
-                    role: Role::GameMaster,
-                    allowlist: &["get_prompt_active".into()],
-                    session_id: SESSION,
-                },
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("get_prompt_active", state, args, Role::GameMaster)
     }
 
     #[test]

@@ -193,26 +193,13 @@ mod tests {
     use crate::error::{ErrorCode, Reason};
     use crate::game::Effect;
     use crate::game::content::ContentEntry;
-    use crate::game::rng::SplitMix64;
+
     use crate::game::zones::Zone;
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "get_site_map",
-                RawArgs::Value(args),
-                &Caller {
-                    role: Role::Player,
-                    allowlist: &["get_site_map".into()],
-                    session_id: SESSION,
-                },
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("get_site_map", state, args, Role::Player)
     }
 
     fn route<'a>(out: &'a ToolOutput, from: &str, to: &str) -> Option<&'a Value> {

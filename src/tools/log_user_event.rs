@@ -90,24 +90,11 @@ mod tests {
     use crate::game::GameState;
     use crate::game::rng::SplitMix64;
     use crate::game::state::EVENT_LIMIT;
-    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+    use crate::tools::Role;
+    use crate::tools::test_support::{SESSION, ctx_run, demo, pipeline, run_as};
 
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "log_user_event",
-                RawArgs::Value(args),
-                &Caller {
-                    role,
-                    allowlist: &["log_user_event".into()],
-                    session_id: SESSION,
-                },
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("log_user_event", state, args, role)
     }
 
     #[test]

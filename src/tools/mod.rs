@@ -720,6 +720,32 @@ pub(crate) mod test_support {
             .to_vec()
     }
 
+    /// Runs a tool through the whole pipeline (schemas included) as `role`,
+    /// with only that tool allowed.
+    pub fn pipeline(
+        name: &str,
+        state: &GameState,
+        args: serde_json::Value,
+        role: Role,
+    ) -> Result<ToolOutput, ToolError> {
+        let allowlist = [name.to_owned()];
+        let caller = super::Caller {
+            role,
+            allowlist: &allowlist,
+            session_id: SESSION,
+        };
+        super::Registry::builtin()
+            .expect("built-in tools register")
+            .invoke(
+                name,
+                super::RawArgs::Value(args),
+                &caller,
+                state,
+                &mut SplitMix64::new(1),
+            )
+            .outcome
+    }
+
     /// The demo campaign's opening state.
     pub fn demo() -> GameState {
         Campaign::builtin("demo", &tools())

@@ -126,25 +126,12 @@ mod tests {
     use crate::error::{ErrorCode, Reason};
     use crate::game::GameState;
     use crate::game::content::ContentEntry;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "search_content",
-                RawArgs::Value(args),
-                &Caller {
-                    role: Role::Player,
-                    allowlist: &["search_content".into()],
-                    session_id: SESSION,
-                },
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("search_content", state, args, Role::Player)
     }
 
     fn ids(out: &ToolOutput) -> Vec<&str> {

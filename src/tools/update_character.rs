@@ -174,27 +174,12 @@ mod tests {
     use super::*;
     use crate::error::{ErrorCode, Reason};
     use crate::game::GameState;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
-        let allowlist = ["update_character".to_string()];
-        let caller = Caller {
-            role,
-            allowlist: &allowlist,
-            session_id: SESSION,
-        };
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "update_character",
-                RawArgs::Value(args),
-                &caller,
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("update_character", state, args, role)
     }
 
     #[test]

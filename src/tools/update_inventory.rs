@@ -173,27 +173,12 @@ impl Tool for UpdateInventory {
 mod tests {
     use super::*;
     use crate::game::GameState;
-    use crate::game::rng::SplitMix64;
-    use crate::tools::test_support::{SESSION, ctx_run, demo};
-    use crate::tools::{Caller, RawArgs, Registry, Role};
+
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
-        let allowlist = ["update_inventory".to_string()];
-        let caller = Caller {
-            role: Role::GameMaster,
-            allowlist: &allowlist,
-            session_id: SESSION,
-        };
-        Registry::builtin()
-            .unwrap()
-            .invoke(
-                "update_inventory",
-                RawArgs::Value(args),
-                &caller,
-                state,
-                &mut SplitMix64::new(1),
-            )
-            .outcome
+        pipeline("update_inventory", state, args, Role::GameMaster)
     }
 
     fn held(state: &GameState, id: &str) -> Vec<(String, u32)> {
