@@ -191,6 +191,23 @@ async fn get_session(
     ))
 }
 
+/// A session's stored meta, without loading the session; 404 if unknown.
+async fn stored_meta(state: &AppState, id: &str) -> Result<SessionMeta, ApiError> {
+    state
+        .store
+        .session_meta(id)
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))
+}
+
+/// A page size from `?limit=`: the default when absent, within 1..=max.
+fn page_limit(asked: Option<u32>) -> u32 {
+    asked
+        .unwrap_or(DEFAULT_ACTIONS_PAGE)
+        .clamp(1, MAX_ACTIONS_PAGE)
+}
+
 #[derive(Deserialize)]
 struct ActionsQuery {
     after_seq: Option<u64>,
@@ -204,17 +221,9 @@ async fn actions(
     query: Result<web::Query<ActionsQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
-    let meta = state
-        .store
-        .session_meta(&path)
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .ok_or_else(|| ApiError::not_found(format!("no session {path}")))?;
+    let meta = stored_meta(&state, &path).await?;
     authorize(&req, &meta)?;
-    let limit = query
-        .limit
-        .unwrap_or(DEFAULT_ACTIONS_PAGE)
-        .clamp(1, MAX_ACTIONS_PAGE);
+    let limit = page_limit(query.limit);
     let page = state
         .store
         .actions(&meta.session_id, query.after_seq.unwrap_or(0), limit)
@@ -237,17 +246,9 @@ async fn audit(
     query: Result<web::Query<AuditQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
-    let meta = state
-        .store
-        .session_meta(&path)
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .ok_or_else(|| ApiError::not_found(format!("no session {path}")))?;
+    let meta = stored_meta(&state, &path).await?;
     authorize_player(&req, &meta)?;
-    let limit = query
-        .limit
-        .unwrap_or(DEFAULT_ACTIONS_PAGE)
-        .clamp(1, MAX_ACTIONS_PAGE);
+    let limit = page_limit(query.limit);
     let page = state
         .store
         .audit_page(&meta.session_id, query.after_id.unwrap_or(0), limit)
