@@ -67,8 +67,12 @@ async fn player_and_spectator_see_the_same_frames_for_a_multi_tool_turn() {
         .until(|f| f["type"] == "presence" && f["spectators"] == 1)
         .await;
 
-    let turn = player.chat_ok("I go on", "r-1").await;
-    let seen_by_player = player.until_turn_end(&turn).await;
+    // Frames of the turn may reach the player before its ack: `play` keeps them.
+    let seen_by_player = player.play("I go on", "r-1").await;
+    let turn = first(&seen_by_player, "turn_started")["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let seen_by_spectator = spectator.until_turn_end(&turn).await;
     let a = story(&seen_by_player);
     let b: Vec<Value> = story(&seen_by_spectator)

@@ -281,15 +281,6 @@ impl Ws {
             .await
     }
 
-    /// Sends a chat and returns its turn id from the ack.
-    pub async fn chat_ok(&mut self, text: &str, request_id: &str) -> String {
-        self.chat(text, request_id).await;
-        let frames = self.until_reply().await;
-        let reply = frames.last().expect("reply");
-        assert_eq!(reply["type"], "ack", "chat accepted: {reply}");
-        reply["turn_id"].as_str().expect("turn_id").to_owned()
-    }
-
     /// Plays one whole turn and returns its frames (from after the ack).
     pub async fn play(&mut self, text: &str, request_id: &str) -> Vec<Value> {
         self.chat(text, request_id).await;
