@@ -79,6 +79,15 @@ pub struct Settings {
         global = true
     )]
     pub llm_api_key: Option<String>,
+    /// Stream the model's answer (`false` asks for one whole JSON reply).
+    #[arg(
+        long,
+        env = "QUESTD_LLM_STREAM",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        global = true
+    )]
+    pub llm_stream: bool,
     /// Model calls allowed in one turn.
     #[arg(
         long,
@@ -182,6 +191,9 @@ mod tests {
         assert_eq!(s.bind, "127.0.0.1:8080");
         assert_eq!(s.database_url, "sqlite://questd.db");
         assert_eq!(s.llm_provider, LlmProvider::Offline);
+        assert!(s.llm_stream);
+        let s = Cli::parse_from(["questd", "--llm-stream", "false"]).settings;
+        assert!(!s.llm_stream);
         assert_eq!(
             (s.max_iterations, s.chat_per_minute, s.chat_burst),
             (8, 30, 5)

@@ -8,7 +8,8 @@
 //! - [`game`]: pure rules and save state; no IO.
 //! - [`tools`]: the tool registry and its validation pipeline; one file per tool.
 //! - [`session`]: one actor per session, the hub that finds and loads them.
-//! - [`llm`]: model providers (offline game master, scripted test double).
+//! - [`llm`]: model providers (offline game master, OpenAI-compatible endpoint,
+//!   scripted test double).
 //! - [`storage`]: SQLite journal, snapshots, group commit.
 //! - [`http`]: REST routes, the WebSocket endpoint, the embedded client.
 

@@ -11,7 +11,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{LlmProvider, Settings};
 use crate::http::{self, AppState};
-use crate::llm::{OfflineGameMaster, Provider};
+use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::session::{Limits, SessionDeps, SessionHub};
 use crate::storage::Store;
 use crate::tools::Registry;
@@ -50,7 +50,28 @@ pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
     match settings.llm_provider {
         LlmProvider::Offline => Ok(Arc::new(OfflineGameMaster)),
         LlmProvider::Openai => {
-            bail!("QUESTD_LLM_PROVIDER=openai is not available in this version; use offline")
+            let present = |v: &Option<String>| {
+                v.as_deref()
+                    .filter(|s| !s.trim().is_empty())
+                    .map(str::to_owned)
+            };
+            let Some(base_url) = present(&settings.llm_base_url) else {
+                bail!(
+                    "QUESTD_LLM_PROVIDER=openai needs QUESTD_LLM_BASE_URL (--llm-base-url), e.g. http://127.0.0.1:11434/v1"
+                )
+            };
+            let Some(model) = present(&settings.llm_model) else {
+                bail!("QUESTD_LLM_PROVIDER=openai needs QUESTD_LLM_MODEL (--llm-model)")
+            };
+            let provider = OpenAiProvider::new(
+                base_url,
+                model,
+                settings.llm_api_key.clone(),
+                settings.llm_stream,
+            )
+            .context("configuring the openai provider")?;
+            tracing::info!(?provider, "using an openai-compatible model");
+            Ok(Arc::new(provider))
         }
     }
 }
@@ -132,5 +153,44 @@ impl Application {
             a.stop();
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Cli;
+    use clap::Parser;
+
+    #[test]
+    fn openai_needs_a_base_url_and_a_model() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["questd", "--llm-provider", "openai"];
+            all.extend_from_slice(args);
+            Cli::parse_from(all).settings
+        };
+        let err = |s: &Settings| {
+            provider_from(s)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(err(&parse(&["--llm-model", "m"])).contains("QUESTD_LLM_BASE_URL"));
+        assert!(
+            err(&parse(&["--llm-base-url", "http://127.0.0.1:1/v1"])).contains("QUESTD_LLM_MODEL")
+        );
+        let ok = parse(&[
+            "--llm-base-url",
+            "http://127.0.0.1:1/v1",
+            "--llm-model",
+            "m",
+        ]);
+        assert_eq!(
+            provider_from(&ok)
+                .map(|p| p.name().to_owned())
+                .ok()
+                .as_deref(),
+            Some("openai")
+        );
     }
 }

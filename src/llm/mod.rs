@@ -6,6 +6,7 @@
 //! session actor treats all providers the same way.
 
 pub mod offline;
+pub mod openai;
 pub mod scripted;
 
 use futures_util::stream::BoxStream;
@@ -15,6 +16,7 @@ use serde_json::Value;
 use crate::game::HistoryEntry;
 
 pub use offline::OfflineGameMaster;
+pub use openai::OpenAiProvider;
 pub use scripted::ScriptedProvider;
 
 /// One request to a model: everything it needs to choose its next step.
