@@ -275,3 +275,71 @@ async fn a_silent_endpoint_times_out() {
     assert_eq!(failed["error_code"], "AI_TIMEOUT", "{failed}");
     assert_eq!(mock.count(), 1, "timeouts are not retried");
 }
+
+#[actix_web::test]
+async fn a_real_model_writes_generated_zones_and_bad_text_is_invalid_ai_json() {
+    let session: Arc<Mutex<String>> = Arc::default();
+    let id = session.clone();
+    let zone_call = move || {
+        let args = json!({"session_id": id.lock().unwrap().clone(), "world_prompt": "salt flats", "count": 2});
+        Canned::Sse(tool_chunks(vec![
+            json!({"index": 0, "id": "call_z", "type": "function", "function": {"name": "generate_zone", "arguments": args.to_string()}}),
+        ]))
+    };
+    let mock = start_mock(move |n| match n {
+        0 | 3 => zone_call(),
+        1 => Canned::Sse(text_chunks(&[
+            "[{\"name\": \"Glass Pan\", \"description\": \"White and blinding.\"},",
+            " {\"name\": \"Cairn Field\", \"description\": \"Stones stacked by no one.\"}]",
+        ])),
+        4 => Canned::Sse(text_chunks(&["Two lovely zones, trust me."])),
+        _ => Canned::Sse(text_chunks(&["Done."])),
+    })
+    .await;
+    let app = app_for(&mock, None).await;
+    let s = app.demo().await;
+    *session.lock().unwrap() = s.session_id.clone();
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+
+    let frames = ws.play("scout", "r-1").await;
+    let result = first(&frames, "tool_result");
+    assert_eq!(result["status"], "ok", "{result}");
+    let names: Vec<&str> = result["result"]["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| z["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["Glass Pan", "Cairn Field"],
+        "the model wrote the text"
+    );
+    let deltas: String = of_type(&frames, "narrative_delta")
+        .iter()
+        .map(|f| f["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(deltas, "Done.", "zone text is not narrated");
+    let content_request = mock.request(1);
+    assert!(content_request.get("tools").is_none(), "{content_request}");
+    assert!(
+        content_request["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("JSON only")
+    );
+
+    let frames = ws.play("scout again", "r-2").await;
+    let result = first(&frames, "tool_result");
+    assert_eq!(
+        (result["status"].as_str(), result["error_code"].as_str()),
+        (Some("error"), Some("INVALID_AI_JSON")),
+        "{result}"
+    );
+    assert_eq!(first(&frames, "turn_completed")["reply"], "Done.");
+    assert_eq!(
+        app.snapshot(&s).await["zones"].as_array().unwrap().len(),
+        2,
+        "nothing made from bad text"
+    );
+}

@@ -119,6 +119,11 @@ pub trait Provider: Send + Sync + 'static {
     /// A short name for logs (`offline`, `scripted`, ...).
     fn name(&self) -> &str;
     fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>>;
+    /// Whether this model writes game text on request (zone names, ...);
+    /// rule-based models leave that to the procedural generators.
+    fn writes_content(&self) -> bool {
+        false
+    }
 }
 
 /// Splits narrative into a few deltas at sentence ends, as a streaming model

@@ -128,6 +128,10 @@ impl Provider for OpenAiProvider {
         "openai"
     }
 
+    fn writes_content(&self) -> bool {
+        true
+    }
+
     fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
         let call = Call {
             client: self.client.clone(),

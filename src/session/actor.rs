@@ -28,7 +28,7 @@ use super::hub::{SessionHub, SessionStats, Unregister, random_token};
 use super::{
     Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps,
 };
-use crate::error::{ErrorCode, ToolStatus, wire_name};
+use crate::error::{ErrorCode, Reason, ToolStatus, wire_name};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, ModelToolCall, Usage, system_prompt};
@@ -37,7 +37,8 @@ use crate::protocol::{
     TurnLimit,
 };
 use crate::storage::{AuditRow, DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
-use crate::tools::{Caller, RawArgs, Role, ToolError, ToolOutput, args_hash};
+use crate::tools::generate_zone::{parse_zone_texts, zone_text_request};
+use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError, ToolOutput, args_hash};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
@@ -160,6 +161,13 @@ struct QueuedTurn {
     text: String,
 }
 
+/// A model-callable tool whose text a real model writes before it runs.
+struct ContentCall {
+    call_id: String,
+    tool: String,
+    args: Value,
+}
+
 /// A direct tool call waiting its turn.
 struct QueuedCall {
     tool: String,
@@ -199,6 +207,9 @@ struct TurnRun {
     trace_id: String,
     /// Tokens of the model call whose tool calls are running now.
     step_usage: Usage,
+    /// A tool call waiting for the model to write its text (the model call
+    /// in flight is for it, not for the next step of the turn).
+    content_call: Option<ContentCall>,
     phase: Phase,
     iteration: u32,
     /// Identifies the current model call, so stale events are ignored.
@@ -413,6 +424,7 @@ impl SessionActor {
             role: c.role,
             usage: Usage::default(),
             in_turn: false,
+            refused: None,
         });
         self.last_activity = Instant::now();
         let done = DirectCallDone {
@@ -557,6 +569,7 @@ impl SessionActor {
             turn_no: q.turn_no,
             trace_id: format!("tr_{}", random_token(24)),
             step_usage: Usage::default(),
+            content_call: None,
             phase: Phase::Waiting {
                 next: Next::CallModel,
             },
@@ -592,6 +605,15 @@ impl SessionActor {
             );
         }
         let request = self.model_request();
+        self.stream_model(request, ctx);
+        if let Some(t) = self.turn.as_mut() {
+            t.iteration = iteration;
+        }
+    }
+
+    /// Starts a model call for the running turn; its events come back as
+    /// [`ModelMsg`]s tagged with this call.
+    fn stream_model(&mut self, request: ModelRequest, ctx: &mut Context<Self>) {
         self.model_calls += 1;
         let call = self.model_calls;
         let events = self
@@ -605,12 +627,99 @@ impl SessionActor {
             .chain(stream::once(async move { ModelMsg { call, event: None } }));
         let handle = ctx.add_stream(events);
         if let Some(t) = self.turn.as_mut() {
-            t.iteration = iteration;
             t.model_call = call;
             t.model_stream = Some(handle);
             t.streamed.clear();
             t.phase = Phase::AwaitModel;
         }
+    }
+
+    /// A real model writes `generate_zone`'s names and descriptions: this
+    /// asks for them, and the call runs when the answer is in.
+    fn ask_for_content(
+        &mut self,
+        call_id: String,
+        tool: String,
+        args: Value,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        if tool != "generate_zone" || !self.deps.provider.writes_content() {
+            return false;
+        }
+        let Some((system, user)) = zone_text_request(&args) else {
+            return false;
+        };
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn_id.clone()) else {
+            return false;
+        };
+        let request = ModelRequest {
+            system,
+            messages: vec![HistoryEntry::User {
+                turn_id,
+                text: user,
+            }],
+            tools: Vec::new(),
+            context: Value::Null,
+        };
+        self.stream_model(request, ctx);
+        if let Some(t) = self.turn.as_mut() {
+            t.content_call = Some(ContentCall {
+                call_id,
+                tool,
+                args,
+            });
+        }
+        true
+    }
+
+    /// The model answered (or failed) a content request: run the waiting
+    /// call with the text, or fail it with why.
+    fn content_answered(&mut self, answer: Result<String, ToolError>, ctx: &mut Context<Self>) {
+        let Some(t) = self.turn.as_mut() else { return };
+        let Some(c) = t.content_call.take() else {
+            return;
+        };
+        t.model_stream = None;
+        let (turn_id, trace_id, iteration, usage) = (
+            t.turn_id.clone(),
+            t.trace_id.clone(),
+            t.iteration,
+            t.step_usage,
+        );
+        let mut args = c.args;
+        let refused = match answer.and_then(|text| {
+            parse_zone_texts(&text, &args)
+                .map_err(|m| ToolError::new(Reason::ExecutionFailed, ErrorCode::InvalidAiJson, m))
+        }) {
+            Ok(texts) => {
+                args["zone_texts"] = json!(
+                    texts
+                        .iter()
+                        .map(|t| json!({"name": t.name, "description": t.description}))
+                        .collect::<Vec<_>>()
+                );
+                None
+            }
+            Err(e) => Some(e),
+        };
+        self.run_call(CallSpec {
+            turn_id: &turn_id,
+            trace_id: &trace_id,
+            iteration,
+            call_id: &c.call_id,
+            tool: &c.tool,
+            raw: RawArgs::Value(args),
+            role: Role::GameMaster,
+            usage,
+            in_turn: true,
+            refused,
+        });
+        if let Some(t) = self.turn.as_mut() {
+            t.phase = Phase::Waiting {
+                next: Next::NextToolCall,
+            };
+        }
+        self.advance(ctx);
     }
 
     /// Whether a tool's effect is journalled but not yet durable and applied.
@@ -673,6 +782,31 @@ impl SessionActor {
         let Some(turn_id) = self.turn.as_ref().map(|t| t.turn_id.clone()) else {
             return;
         };
+        if self.turn.as_ref().is_some_and(|t| t.content_call.is_some()) {
+            // Text written for a tool is not narrative: nothing streams out.
+            match event {
+                Ok(ModelEvent::Delta(_)) => {}
+                Ok(ModelEvent::Done(reply)) => {
+                    if let Some(t) = self.turn.as_mut() {
+                        t.usage += reply.usage;
+                    }
+                    self.content_answered(Ok(reply.text), ctx);
+                }
+                Err(e) => {
+                    let (reason, code) = match e {
+                        LlmError::Timeout => (Reason::Timeout, ErrorCode::AiTimeout),
+                        LlmError::Upstream(_) => {
+                            (Reason::ExecutionFailed, ErrorCode::UpstreamError)
+                        }
+                        LlmError::InvalidReply(_) => {
+                            (Reason::ExecutionFailed, ErrorCode::InvalidAiJson)
+                        }
+                    };
+                    self.content_answered(Err(ToolError::new(reason, code, e.to_string())), ctx);
+                }
+            }
+            return;
+        }
         match event {
             Ok(ModelEvent::Delta(text)) => {
                 if text.is_empty() {
@@ -773,6 +907,12 @@ impl SessionActor {
             );
         }
 
+        if let Some(args) = parsed
+            && self.ask_for_content(call_id.clone(), call.name.clone(), args, ctx)
+        {
+            return;
+        }
+        let Some(t) = self.turn.as_ref() else { return };
         let (trace_id, usage) = (t.trace_id.clone(), t.step_usage);
         self.run_call(CallSpec {
             turn_id: &turn_id,
@@ -784,6 +924,7 @@ impl SessionActor {
             role: Role::GameMaster,
             usage,
             in_turn: true,
+            refused: None,
         });
         if let Some(t) = self.turn.as_mut() {
             t.phase = Phase::Waiting {
@@ -828,10 +969,20 @@ impl SessionActor {
             allowlist: &self.state.allowlist,
             session_id: &self.meta.session_id,
         };
-        let inv = self
-            .deps
-            .registry
-            .invoke(c.tool, c.raw, &caller, &self.state, &mut self.rng);
+        let inv = match c.refused {
+            Some(e) => Invocation {
+                args: match c.raw {
+                    RawArgs::Value(v) => v,
+                    RawArgs::Text(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
+                },
+                outcome: Err(e),
+                duration_ms: 0.0,
+            },
+            None => self
+                .deps
+                .registry
+                .invoke(c.tool, c.raw, &caller, &self.state, &mut self.rng),
+        };
         let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
         self.audit(AuditedCall {
             trace_id: c.trace_id,
@@ -1056,6 +1207,8 @@ struct CallSpec<'a> {
     usage: Usage,
     /// A model turn's call: recorded in the history and the turn's events.
     in_turn: bool,
+    /// Fails the call with this error without running the tool.
+    refused: Option<ToolError>,
 }
 
 /// What a call gave, once its frames are journalled.
@@ -1237,6 +1390,15 @@ impl StreamHandler<ModelMsg> for SessionActor {
         }
         match msg.event {
             Some(event) => self.on_model_event(event, ctx),
+            None if self.turn.as_ref().is_some_and(|t| t.content_call.is_some()) => self
+                .content_answered(
+                    Err(ToolError::new(
+                        Reason::ExecutionFailed,
+                        ErrorCode::UpstreamError,
+                        "the model stream ended without an answer",
+                    )),
+                    ctx,
+                ),
             None => self.fail_turn(
                 ErrorCode::UpstreamError,
                 "the model stream ended without an answer".into(),

@@ -1,8 +1,9 @@
 //! `generate_zone`: add 1..3 open-world zones themed by a world prompt, near the player.
 //!
-//! With a real model the zone text would come from the model; here names and
-//! descriptions are procedural ([`zones::generate_zones`]) and the model only
-//! supplies the world prompt.
+//! Places and ids are always procedural ([`zones::generate_zones`]). Names and
+//! descriptions are procedural too, unless `zone_texts` gives them: with a
+//! real model the session asks the model for them before the tool runs (see
+//! [`zone_text_request`]), and an unusable answer is `INVALID_AI_JSON`.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -25,6 +26,72 @@ struct Args {
     count: usize,
     #[serde(default = "yes")]
     near_player: bool,
+    #[serde(default)]
+    zone_texts: Vec<ZoneText>,
+}
+
+/// A name and description for one zone, written by a model.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ZoneText {
+    pub name: String,
+    pub description: String,
+}
+
+/// Longest model-written zone name and description.
+const MAX_ZONE_NAME: usize = 80;
+const MAX_ZONE_DESCRIPTION: usize = 400;
+
+/// The instructions and request a model answers to write zone text for a
+/// `generate_zone` call, or `None` when the call already carries its text
+/// (or its arguments are not usable: the pipeline will say why).
+pub fn zone_text_request(args: &Value) -> Option<(String, String)> {
+    let args: Args = serde_json::from_value(args.clone()).ok()?;
+    if !args.zone_texts.is_empty() {
+        return None;
+    }
+    let count = args.count.clamp(1, MAX_ZONES_PER_CALL);
+    let system = format!(
+        "You write places for a role-playing game. Answer with JSON only, no prose: an array of \
+         exactly {count} objects {{\"name\": string (at most {MAX_ZONE_NAME} characters), \
+         \"description\": string (one or two sentences, at most {MAX_ZONE_DESCRIPTION} characters)}}. \
+         Write in the language of the world description."
+    );
+    let user = format!(
+        "World: {}\nWrite {count} new zones of this world.",
+        args.world_prompt
+    );
+    Some((system, user))
+}
+
+/// Reads a model's answer to [`zone_text_request`]: a JSON array (a code
+/// fence around it is tolerated) of at least `count` usable entries.
+pub fn parse_zone_texts(answer: &str, args: &Value) -> Result<Vec<ZoneText>, String> {
+    let count = args["count"]
+        .as_u64()
+        .unwrap_or(1)
+        .clamp(1, MAX_ZONES_PER_CALL as u64) as usize;
+    let trimmed = answer.trim();
+    let body = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|s| s.strip_suffix("```"))
+        .unwrap_or(trimmed)
+        .trim();
+    let texts: Vec<ZoneText> = serde_json::from_str(body)
+        .map_err(|e| format!("the zone text is not the JSON asked for: {e}"))?;
+    let usable = |t: &ZoneText| {
+        let (n, d) = (t.name.trim(), t.description.trim());
+        !n.is_empty()
+            && !d.is_empty()
+            && n.chars().count() <= MAX_ZONE_NAME
+            && d.chars().count() <= MAX_ZONE_DESCRIPTION
+    };
+    if texts.len() < count || !texts.iter().take(count).all(usable) {
+        return Err(format!(
+            "the zone text needs {count} entries with a non-empty name (at most {MAX_ZONE_NAME} characters) and description (at most {MAX_ZONE_DESCRIPTION})"
+        ));
+    }
+    Ok(texts.into_iter().take(count).collect())
 }
 
 fn one() -> usize {
@@ -51,7 +118,21 @@ impl Tool for GenerateZone {
                     "session_id": {"type": "string", "minLength": 1, "maxLength": 128, "description": "this session's id"},
                     "world_prompt": {"type": "string", "minLength": 1, "maxLength": 500, "description": "the world's theme, e.g. \"haunted pine forest\""},
                     "count": {"type": "integer", "minimum": 1, "maximum": MAX_ZONES_PER_CALL, "default": 1},
-                    "near_player": {"type": "boolean", "default": true}
+                    "near_player": {"type": "boolean", "default": true},
+                    "zone_texts": {
+                        "type": "array",
+                        "maxItems": MAX_ZONES_PER_CALL,
+                        "description": "optional name and description for each zone; procedural when left out",
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "description"],
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1, "maxLength": MAX_ZONE_NAME},
+                                "description": {"type": "string", "minLength": 1, "maxLength": MAX_ZONE_DESCRIPTION}
+                            },
+                            "additionalProperties": false
+                        }
+                    }
                 },
                 "required": ["session_id", "world_prompt"],
                 "additionalProperties": false
@@ -111,7 +192,7 @@ impl Tool for GenerateZone {
         };
         // Seeds stay within JSON's exact integer range so they round-trip.
         let seed = ctx.rng.next_u64() >> 11;
-        let zones = zones::generate_zones(&ZoneRequest {
+        let mut zones = zones::generate_zones(&ZoneRequest {
             world_prompt: &args.world_prompt,
             count,
             near,
@@ -125,6 +206,10 @@ impl Tool for GenerateZone {
                 "no free grid cell is left around that position; try near_player: false",
             ));
         }
+        for (zone, text) in zones.iter_mut().zip(&args.zone_texts) {
+            zone.name = text.name.trim().to_owned();
+            zone.description = text.description.trim().to_owned();
+        }
         let created: Vec<&str> = zones.iter().map(|z| z.zone_id.as_str()).collect();
         Ok(ToolOutput {
             result: json!({
@@ -134,6 +219,33 @@ impl Tool for GenerateZone {
             }),
             effect: Some(Effect::AddZones { zones }),
         })
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[test]
+    fn model_text_is_asked_for_once_and_read_strictly() {
+        let args = json!({"session_id": "s", "world_prompt": "salt flats", "count": 2});
+        let (system, user) = zone_text_request(&args).unwrap();
+        assert!(system.contains("exactly 2") && user.contains("salt flats"));
+        let with_text = json!({"session_id": "s", "world_prompt": "w", "zone_texts": [{"name": "A", "description": "B"}]});
+        assert!(zone_text_request(&with_text).is_none());
+        let good = r#"```json
+[{"name": "Glass Pan", "description": "White and blinding."}, {"name": "Cairn", "description": "Stones."}]
+```"#;
+        assert_eq!(parse_zone_texts(good, &args).unwrap()[1].name, "Cairn");
+        for bad in [
+            "",
+            "the flats are wide",
+            "[]",
+            r#"[{"name": "A", "description": "B"}]"#,
+            r#"[{"name": "", "description": "B"}, {"name": "C", "description": "D"}]"#,
+        ] {
+            assert!(parse_zone_texts(bad, &args).is_err(), "{bad:?}");
+        }
     }
 }
 

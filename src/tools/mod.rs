@@ -11,7 +11,7 @@ mod add_inventory;
 mod create_draft_content;
 mod create_npc;
 mod describe_entity;
-mod generate_zone;
+pub mod generate_zone;
 mod get_character_stats;
 mod get_npc_profile;
 mod get_player_state;
