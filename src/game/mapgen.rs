@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use super::rng::SplitMix64;
+use super::rng::{SplitMix64, text_seed};
 use super::state::{Area, AreaId};
 
 /// Default number of areas generated.
@@ -66,7 +66,7 @@ pub struct GeneratedMap {
 }
 
 pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
-    let mut rng = SplitMix64::new(req.seed ^ theme_hash(req.theme));
+    let mut rng = SplitMix64::new(req.seed ^ text_seed(req.theme));
     let size = req.size.clamp(1, MAX_SIZE);
     let next_number = req
         .existing
@@ -206,17 +206,6 @@ fn free_spot(
     let spot = (px + STEP * 9 + taken.len() as i64, py);
     taken.insert(spot);
     spot
-}
-
-fn theme_hash(theme: &str) -> u64 {
-    // FNV-1a: stable across builds, unlike std's hasher.
-    theme
-        .trim()
-        .to_lowercase()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        })
 }
 
 fn title_case(s: &str) -> String {

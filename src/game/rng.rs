@@ -4,6 +4,17 @@
 //! platform (map generation); dice use it too, seeded from the OS, and their
 //! outcome is journalled so replay never rolls again.
 
+/// A seed from text: FNV-1a of the trimmed, lower-cased text. Stable across
+/// builds and platforms, unlike std's hasher, so themes seed the same maps.
+pub fn text_seed(text: &str) -> u64 {
+    text.trim()
+        .to_lowercase()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
 /// SplitMix64: tiny, fast and good enough for game content.
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::rng::SplitMix64;
+use super::rng::{SplitMix64, text_seed};
 
 /// Most zones generated in one call.
 pub const MAX_ZONES_PER_CALL: usize = 3;
@@ -140,7 +140,7 @@ pub struct ZoneRequest<'a> {
 /// never used. Fewer zones come back only when `near` sits at the very edge of
 /// the `i64` grid and no cell is left there.
 pub fn generate_zones(req: &ZoneRequest<'_>) -> Vec<Zone> {
-    let mut rng = SplitMix64::new(req.seed ^ prompt_hash(req.world_prompt));
+    let mut rng = SplitMix64::new(req.seed ^ text_seed(req.world_prompt));
     let count = req.count.clamp(1, MAX_ZONES_PER_CALL);
     let cells = free_cells(&mut rng, req, count);
 
@@ -296,17 +296,6 @@ fn theme_words(prompt: &str) -> Vec<String> {
         }
     }
     words
-}
-
-fn prompt_hash(prompt: &str) -> u64 {
-    // FNV-1a, as in mapgen: stable across builds, unlike std's hasher.
-    prompt
-        .trim()
-        .to_lowercase()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        })
 }
 
 fn title_case(s: &str) -> String {
