@@ -386,22 +386,24 @@ impl PlayerRuntime {
     }
 }
 
+/// A plain zone at a grid point, for tests.
+#[cfg(test)]
+pub(crate) fn zone_at(x: i64, y: i64, z: i64) -> Zone {
+    Zone {
+        zone_id: zone_id(x, y, z),
+        name: format!("Zone {x} {y} {z}"),
+        description: String::new(),
+        x,
+        y,
+        z,
+        tags: vec![],
+        world_prompt: String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn zone_at(x: i64, y: i64, z: i64) -> Zone {
-        Zone {
-            zone_id: zone_id(x, y, z),
-            name: format!("Zone {x} {y} {z}"),
-            description: String::new(),
-            x,
-            y,
-            z,
-            tags: vec![],
-            world_prompt: String::new(),
-        }
-    }
 
     fn gen_with(
         prompt: &str,

@@ -230,11 +230,11 @@ impl Tool for AddInventory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{ErrorCode, Reason};
+    use crate::error::Reason;
     use crate::game::GameState;
 
     use crate::tools::Role;
-    use crate::tools::test_support::{ctx_run, demo, pipeline};
+    use crate::tools::test_support::{assert_refusals, ctx_run, demo, pipeline};
 
     /// Runs through the whole pipeline, schema included.
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
@@ -391,15 +391,7 @@ mod tests {
                 "1 to 10000",
             ),
         ];
-        for (args, reason, text) in cases {
-            let e = ctx_run(&AddInventory, &state, &args).unwrap_err();
-            assert_eq!(
-                (e.reason, e.code),
-                (reason, ErrorCode::InvalidArgs),
-                "{args}"
-            );
-            assert!(e.message.contains(text), "{args}: {}", e.message);
-        }
+        assert_refusals(cases, |a| ctx_run(&AddInventory, &state, a));
     }
 
     #[test]

@@ -223,7 +223,7 @@ mod tests {
     use crate::error::{ErrorCode, Reason};
     use crate::game::GameState;
 
-    use crate::tools::test_support::{SESSION, demo, pipeline, run_as};
+    use crate::tools::test_support::{SESSION, assert_refusals, demo, pipeline, run_as};
     use crate::tools::{Caller, Registry};
 
     fn admin(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
@@ -365,15 +365,7 @@ mod tests {
                 "farewell",
             ),
         ];
-        for (args, reason, text) in cases {
-            let e = admin(&state, args.clone()).unwrap_err();
-            assert_eq!(
-                (e.reason, e.code),
-                (reason, ErrorCode::InvalidArgs),
-                "{args}"
-            );
-            assert!(e.message.contains(text), "{args}: {}", e.message);
-        }
+        assert_refusals(cases, |a| admin(&state, a.clone()));
     }
 
     #[test]

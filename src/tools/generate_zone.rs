@@ -254,22 +254,9 @@ mod tests {
     use super::*;
     use crate::game::GameState;
     use crate::game::rng::SplitMix64;
-    use crate::game::zones::{GridPos, Zone, zone_id};
+    use crate::game::zones::{GridPos, zone_at};
     use crate::tools::Role;
     use crate::tools::test_support::{SESSION, ctx_run, demo, pipeline};
-
-    fn zone_at(x: i64, y: i64, z: i64) -> Zone {
-        Zone {
-            zone_id: zone_id(x, y, z),
-            name: format!("Zone {x} {y} {z}"),
-            description: String::new(),
-            x,
-            y,
-            z,
-            tags: vec![],
-            world_prompt: String::new(),
-        }
-    }
 
     fn invoke(args: Value, role: Role, state: &GameState) -> Result<ToolOutput, ToolError> {
         pipeline("generate_zone", state, args, role)

@@ -746,6 +746,23 @@ pub(crate) mod test_support {
             .outcome
     }
 
+    /// Checks that each call is refused with its reason, the code
+    /// `INVALID_ARGS`, and a message naming the given text.
+    pub fn assert_refusals<const N: usize>(
+        cases: [(serde_json::Value, crate::error::Reason, &str); N],
+        run: impl Fn(&serde_json::Value) -> Result<ToolOutput, ToolError>,
+    ) {
+        for (args, reason, text) in cases {
+            let e = run(&args).expect_err("the call is refused");
+            assert_eq!(
+                (e.reason, e.code),
+                (reason, crate::error::ErrorCode::InvalidArgs),
+                "{args}"
+            );
+            assert!(e.message.contains(text), "{args}: {}", e.message);
+        }
+    }
+
     /// The demo campaign's opening state.
     pub fn demo() -> GameState {
         Campaign::builtin("demo", &tools())

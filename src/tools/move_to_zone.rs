@@ -148,22 +148,9 @@ fn unknown_zone_message(state: &GameState, id: &str) -> String {
 mod tests {
     use super::*;
     use crate::game::rng::SplitMix64;
-    use crate::game::zones::{GridPos, Zone, zone_id};
+    use crate::game::zones::{GridPos, zone_at};
     use crate::tools::test_support::{SESSION, ctx_run, demo, run_as};
     use crate::tools::{Caller, RawArgs, Registry, Role};
-
-    fn zone_at(x: i64, y: i64, z: i64) -> Zone {
-        Zone {
-            zone_id: zone_id(x, y, z),
-            name: format!("Zone {x} {y} {z}"),
-            description: String::new(),
-            x,
-            y,
-            z,
-            tags: vec![],
-            world_prompt: String::new(),
-        }
-    }
 
     /// The demo with zones at (3,4,0), (1,1,0), (-3,-4,0) and (0,0,0).
     fn world() -> GameState {

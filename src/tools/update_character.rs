@@ -172,11 +172,11 @@ impl Tool for UpdateCharacter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{ErrorCode, Reason};
+    use crate::error::Reason;
     use crate::game::GameState;
 
     use crate::tools::Role;
-    use crate::tools::test_support::{ctx_run, demo, pipeline};
+    use crate::tools::test_support::{assert_refusals, ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
         pipeline("update_character", state, args, role)
@@ -294,15 +294,7 @@ mod tests {
                 "invalid type",
             ),
         ];
-        for (args, reason, text) in cases {
-            let e = ctx_run(&UpdateCharacter, &state, &args).unwrap_err();
-            assert_eq!(
-                (e.reason, e.code),
-                (reason, ErrorCode::InvalidArgs),
-                "{args}"
-            );
-            assert!(e.message.contains(text), "{args}: {}", e.message);
-        }
+        assert_refusals(cases, |a| ctx_run(&UpdateCharacter, &state, a));
     }
 
     #[test]

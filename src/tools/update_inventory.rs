@@ -175,7 +175,7 @@ mod tests {
     use crate::game::GameState;
 
     use crate::tools::Role;
-    use crate::tools::test_support::{ctx_run, demo, pipeline};
+    use crate::tools::test_support::{assert_refusals, ctx_run, demo, pipeline};
 
     fn invoke(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
         pipeline("update_inventory", state, args, Role::GameMaster)
@@ -270,15 +270,7 @@ mod tests {
                 "non-zero",
             ),
         ];
-        for (args, reason, text) in cases {
-            let e = ctx_run(&UpdateInventory, &state, &args).unwrap_err();
-            assert_eq!(
-                (e.reason, e.code),
-                (reason, ErrorCode::InvalidArgs),
-                "{args}"
-            );
-            assert!(e.message.contains(text), "{args}: {}", e.message);
-        }
+        assert_refusals(cases, |a| ctx_run(&UpdateInventory, &state, a));
     }
 
     #[test]
