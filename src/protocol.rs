@@ -202,6 +202,10 @@ pub enum StoryEvent {
         tool_events: Vec<ToolEvent>,
         state_patch: StatePatch,
         usage: Usage,
+        /// Set when a loop limit cut the tool calls short and the reply is
+        /// the model's closing narration.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit: Option<TurnLimit>,
     },
     TurnFailed {
         turn_id: String,

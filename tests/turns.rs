@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use questd::game::HistoryEntry;
-use questd::llm::{ModelReply, ModelRequest, ScriptedProvider};
+use questd::llm::{ModelReply, ModelRequest, RequestKind, ScriptedProvider};
 use serde_json::{Value, json};
 
 /// The text of the last player message in a model request.
@@ -229,6 +229,85 @@ async fn a_model_that_never_stops_hits_max_iterations_and_the_session_stays_usab
 
     let frames = ws.play("hello", "r-2").await;
     assert_eq!(first(&frames, "turn_completed")["reply"], "All is calm.");
+}
+
+#[actix_web::test]
+async fn a_limit_ends_the_tools_and_the_model_narrates_the_turn_without_them() {
+    // Keeps calling tools until it is told it may not; then narrates.
+    let model = ScriptedProvider::from_fn(|req, n| {
+        Ok(match (req.kind, last_user_text(req).as_str()) {
+            (RequestKind::WrapUp, _) if req.tools.is_empty() => {
+                ModelReply::narrate("the tool list should still be sent")
+            }
+            (RequestKind::WrapUp, _) => ModelReply {
+                // Tool calls in the closing answer are ignored.
+                text: "The dice clatter on and on, and the night moves on.".into(),
+                ..ModelReply::tools([("roll_dice", r#"{"dice":"1d4"}"#)])
+            },
+            (_, "roll forever") => ModelReply::tools([(
+                "roll_dice",
+                json!({"dice": format!("1d{}", 2 + n)}).to_string(),
+            )]),
+            (_, "stuck") => ModelReply::tools([("move_options", "{}")]),
+            _ => ModelReply::narrate("All is calm."),
+        })
+    });
+    let app = spawn_with(|s| s.max_iterations = 3, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (mut spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+
+    let frames = ws.play("roll forever", "r-1").await;
+    assert!(
+        frames.iter().all(|f| f["type"] != "turn_failed"),
+        "{frames:?}"
+    );
+    let done = first(&frames, "turn_completed");
+    assert_eq!(
+        done["reply"],
+        "The dice clatter on and on, and the night moves on."
+    );
+    assert_eq!(done["limit"], "max_iterations");
+    assert_eq!(
+        done["iterations"], 4,
+        "three tool steps and the closing call"
+    );
+    assert_eq!(
+        frames.iter().filter(|f| f["type"] == "tool_call").count(),
+        3
+    );
+    assert_eq!(done["tool_events"].as_array().unwrap().len(), 3);
+    let turn_id = done["turn_id"].as_str().unwrap();
+    let seen = spectator.until_turn_end(turn_id).await;
+    assert_eq!(
+        first(&seen, "turn_completed"),
+        done,
+        "spectators see the same ending"
+    );
+
+    let frames = ws.play("stuck", "r-2").await;
+    let done = first(&frames, "turn_completed");
+    assert_eq!(done["limit"], "repeated_call", "{done}");
+    assert_eq!(
+        frames.iter().filter(|f| f["type"] == "tool_call").count(),
+        2
+    );
+
+    // Plain turns carry no limit, and the closing narration is in the history.
+    let frames = ws.play("hello", "r-3").await;
+    let done = first(&frames, "turn_completed");
+    assert_eq!(done["reply"], "All is calm.");
+    assert!(done.get("limit").is_none(), "{done}");
+    let rolls = app
+        .actions(&s)
+        .await
+        .iter()
+        .filter(|a| a["tool"] == "roll_dice")
+        .count();
+    assert_eq!(
+        rolls, 3,
+        "the tool asked for in the closing answer never ran"
+    );
 }
 
 #[actix_web::test]

@@ -30,7 +30,24 @@ pub struct ModelRequest {
     /// campaign allowlist and the game master role.
     pub tools: Vec<Value>,
     /// The session context: active character, where they stand, the map.
+    /// `Null` when there is no session (the stateless chat API).
     pub context: Value,
+    /// What the answer is for.
+    pub kind: RequestKind,
+}
+
+/// Why the turn loop asks the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestKind {
+    /// The next step of a turn: call tools or narrate.
+    #[default]
+    Step,
+    /// The turn hit a loop limit: narrate what happened, call no tools
+    /// (`tool_choice: "none"`).
+    WrapUp,
+    /// Text a tool needs (e.g. zone names), answered as plain JSON; not part
+    /// of the conversation.
+    Content,
 }
 
 /// A tool call as a model asked for it; `arguments` is raw JSON text that may
@@ -142,6 +159,12 @@ pub fn sentence_deltas(text: &str) -> Vec<String> {
     }
     out
 }
+
+/// Added to the system prompt for the last call of a turn that hit a loop
+/// limit.
+pub const WRAP_UP_NOTE: &str = "\nThis turn has used all the tool calls it may make. Call no tools now: \
+     tell the player, in a few sentences, what happened this turn according to the tool results \
+     above, and claim nothing the results do not show.\n";
 
 /// The system prompt for a session: who the model is, the campaign, the rules.
 pub fn system_prompt(state: &crate::game::GameState) -> String {

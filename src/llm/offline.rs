@@ -16,7 +16,8 @@ use futures_util::stream::{self, BoxStream};
 use serde_json::{Value, json};
 
 use super::{
-    LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, sentence_deltas,
+    LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, RequestKind,
+    sentence_deltas,
 };
 use crate::game::HistoryEntry;
 
@@ -149,6 +150,9 @@ impl OfflineGameMaster {
             .collect();
         if !results.is_empty() {
             return narrate_results(&results, zh);
+        }
+        if req.kind == RequestKind::WrapUp {
+            return talk(req, text, zh);
         }
         let actor = req.context["active_actor"]["character_id"]
             .as_str()
@@ -459,6 +463,7 @@ mod tests {
                 "current_area": {"area_id": "area_001", "name": "Hall", "reachable": [{"area_id": "area_002", "name": "Side Room"}]},
                 "areas": [{"area_id": "area_001", "name": "Hall"}, {"area_id": "area_002", "name": "Side Room"}]
             }),
+            kind: RequestKind::Step,
         }
     }
 

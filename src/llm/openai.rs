@@ -20,7 +20,9 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 
-use super::{LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, Usage};
+use super::{
+    LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, RequestKind, Usage,
+};
 use crate::game::HistoryEntry;
 
 /// How long one model call may take, connection and whole answer included.
@@ -113,8 +115,12 @@ impl OpenAiProvider {
         });
         if !request.tools.is_empty() {
             body["tools"] = Value::Array(request.tools.clone());
-            body["tool_choice"] = json!("auto");
-            body["parallel_tool_calls"] = json!(false);
+            if request.kind == RequestKind::WrapUp {
+                body["tool_choice"] = json!("none");
+            } else {
+                body["tool_choice"] = json!("auto");
+                body["parallel_tool_calls"] = json!(false);
+            }
         }
         if self.stream {
             body["stream_options"] = json!({"include_usage": true});
@@ -595,11 +601,7 @@ fn parse_completion(bytes: &[u8]) -> Result<ModelReply, LlmError> {
 /// dropped, and so is a call that never got a result, since chat endpoints
 /// refuse both.
 fn messages(request: &ModelRequest) -> Vec<Value> {
-    let context = serde_json::to_string(&request.context).unwrap_or_default();
-    let mut out = vec![json!({
-        "role": "system",
-        "content": format!("{}\n\nContext:\n{context}", request.system),
-    })];
+    let mut out = vec![json!({"role": "system", "content": system_text(request)})];
     // The assistant message of the open tool-call group, its call ids and
     // the ids answered so far.
     let mut open: Option<(usize, HashSet<String>)> = None;
@@ -652,6 +654,16 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
     }
     close_group(&mut out, open.take(), &mut answered);
     out
+}
+
+/// The system message: the prompt, then the session context when there is
+/// one, serialized without escaping non-ASCII text.
+fn system_text(request: &ModelRequest) -> String {
+    if request.context.is_null() {
+        return request.system.clone();
+    }
+    let context = serde_json::to_string(&request.context).unwrap_or_default();
+    format!("{}\n\nContext:\n{context}", request.system)
 }
 
 /// Ends a tool-call group: drops its calls that got no result, and the
@@ -991,6 +1003,7 @@ mod tests {
                 messages: history,
                 tools: vec![],
                 context: json!({"area": "大厅"}),
+                kind: RequestKind::Step,
             };
             assert_eq!(shape(&request), want, "{name}");
         }
@@ -1005,6 +1018,7 @@ mod tests {
             messages: vec![user("你好")],
             tools: vec![],
             context: json!({"area": "大厅"}),
+            kind: RequestKind::Step,
         };
         let body = p.body(&request);
         assert!(
@@ -1024,6 +1038,12 @@ mod tests {
             ),
             (Some("auto"), Some(false))
         );
+        request.kind = RequestKind::WrapUp;
+        let body = p.body(&request);
+        assert_eq!(body["tool_choice"], "none", "a closing call may not use tools");
+        assert!(body["tools"].is_array() && body.get("parallel_tool_calls").is_none());
+        request.context = Value::Null;
+        assert_eq!(p.body(&request)["messages"][0]["content"], "sys");
         let debug = format!("{p:?}");
         assert!(
             !debug.contains("sekrit") && debug.contains("redacted"),

@@ -31,7 +31,10 @@ use super::{
 use crate::error::{ErrorCode, Reason, ToolStatus, wire_name};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::llm::{LlmError, ModelEvent, ModelRequest, ModelToolCall, Usage, system_prompt};
+use crate::llm::{
+    LlmError, ModelEvent, ModelRequest, ModelToolCall, RequestKind, Usage, WRAP_UP_NOTE,
+    system_prompt,
+};
 use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent,
     TurnLimit,
@@ -226,6 +229,9 @@ struct TurnRun {
     touched_areas: BTreeSet<String>,
     touched_characters: BTreeSet<String>,
     usage: Usage,
+    /// Set once a loop limit tripped: the model call in flight is the
+    /// closing narration, and this is what ends the turn if it fails.
+    wrap_up: Option<(TurnLimit, String)>,
 }
 
 /// Request ids already taken, oldest forgotten first.
@@ -586,6 +592,7 @@ impl SessionActor {
             touched_areas: BTreeSet::new(),
             touched_characters: BTreeSet::new(),
             usage: Usage::default(),
+            wrap_up: None,
         });
         self.last_activity = Instant::now();
     }
@@ -597,18 +604,26 @@ impl SessionActor {
         };
         if iteration > max {
             let msg = format!("the model asked for tools {max} times without finishing the turn");
-            return self.fail_turn(
-                ErrorCode::MaxIterations,
-                msg,
-                Some(TurnLimit::MaxIterations),
-                ctx,
-            );
+            return self.wrap_up(TurnLimit::MaxIterations, msg, ctx);
         }
-        let request = self.model_request();
+        let request = self.model_request(RequestKind::Step);
         self.stream_model(request, ctx);
         if let Some(t) = self.turn.as_mut() {
             t.iteration = iteration;
         }
+    }
+
+    /// A loop limit tripped: no more tools run this turn. One last model
+    /// call with tools switched off lets the game master narrate what
+    /// happened; the turn fails only if that call fails too.
+    fn wrap_up(&mut self, limit: TurnLimit, message: String, ctx: &mut Context<Self>) {
+        tracing::info!(session_id = %self.meta.session_id, limit = ?limit, %message, "turn limit reached");
+        let Some(t) = self.turn.as_mut() else { return };
+        t.pending_calls.clear();
+        t.iteration += 1;
+        t.wrap_up = Some((limit, message));
+        let request = self.model_request(RequestKind::WrapUp);
+        self.stream_model(request, ctx);
     }
 
     /// Starts a model call for the running turn; its events come back as
@@ -660,6 +675,7 @@ impl SessionActor {
             }],
             tools: Vec::new(),
             context: Value::Null,
+            kind: RequestKind::Content,
         };
         self.stream_model(request, ctx);
         if let Some(t) = self.turn.as_mut() {
@@ -732,15 +748,19 @@ impl SessionActor {
     /// The model sees the history as it will be once everything journalled
     /// is durable: it need not wait for the player's message to be on disk,
     /// since nothing it says reaches a client before that.
-    fn model_request(&self) -> ModelRequest {
+    fn model_request(&self, kind: RequestKind) -> ModelRequest {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
             session_id: &self.meta.session_id,
         };
         let in_flight = self.pending.iter().filter_map(|p| p.history.clone());
+        let mut system = system_prompt(&self.state);
+        if kind == RequestKind::WrapUp {
+            system.push_str(WRAP_UP_NOTE);
+        }
         ModelRequest {
-            system: system_prompt(&self.state),
+            system,
             messages: self
                 .state
                 .history
@@ -750,6 +770,7 @@ impl SessionActor {
                 .collect(),
             tools: self.deps.registry.openai_tools(&caller),
             context: self.context_json(),
+            kind,
         }
     }
 
@@ -827,7 +848,18 @@ impl SessionActor {
                 t.model_stream = None;
                 t.usage += reply.usage;
                 t.step_usage = reply.usage;
-                if reply.tool_calls.is_empty() {
+                if let Some((limit, message)) = t.wrap_up.clone() {
+                    let text = if reply.text.is_empty() {
+                        t.streamed.clone()
+                    } else {
+                        reply.text.clone()
+                    };
+                    if text.trim().is_empty() {
+                        let msg = format!("{message}, and the closing narration was empty");
+                        return self.fail_turn(ErrorCode::MaxIterations, msg, Some(limit), ctx);
+                    }
+                }
+                if reply.tool_calls.is_empty() || t.wrap_up.is_some() {
                     let streamed = std::mem::take(&mut t.streamed);
                     let text = if reply.text.is_empty() {
                         streamed.clone()
@@ -856,6 +888,10 @@ impl SessionActor {
                 }
             }
             Err(e) => {
+                if let Some((limit, message)) = self.turn.as_ref().and_then(|t| t.wrap_up.clone()) {
+                    let msg = format!("{message}, and the closing narration failed: {e}");
+                    return self.fail_turn(ErrorCode::MaxIterations, msg, Some(limit), ctx);
+                }
                 let code = match e {
                     LlmError::Timeout => ErrorCode::AiTimeout,
                     LlmError::Upstream(_) => ErrorCode::UpstreamError,
@@ -899,12 +935,7 @@ impl SessionActor {
                 "the model asked for {} with the same arguments {REPEAT_LIMIT} times in a row",
                 call.name
             );
-            return self.fail_turn(
-                ErrorCode::MaxIterations,
-                msg,
-                Some(TurnLimit::RepeatedCall),
-                ctx,
-            );
+            return self.wrap_up(TurnLimit::RepeatedCall, msg, ctx);
         }
 
         if let Some(args) = parsed
@@ -1078,6 +1109,7 @@ impl SessionActor {
                 tool_events: t.tool_events,
                 state_patch,
                 usage: t.usage,
+                limit: t.wrap_up.map(|(limit, _)| limit),
             },
             None,
             Some(HistoryEntry::Assistant {
