@@ -32,6 +32,16 @@ pub enum LlmProvider {
     Openai,
 }
 
+/// How a real model asks for tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolMode {
+    /// The endpoint's own tool calling (`tools`, `tool_calls`).
+    Native,
+    /// The JSON reply contract: the model answers one JSON object that holds
+    /// its text and tool calls.
+    Json,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Json,
@@ -88,6 +98,25 @@ pub struct Settings {
         global = true
     )]
     pub llm_stream: bool,
+    /// How the model asks for tools: `native` (the endpoint's tool calling)
+    /// or `json` (the JSON reply contract, for models without tool calling).
+    #[arg(
+        long,
+        env = "QUESTD_LLM_TOOL_MODE",
+        value_enum,
+        default_value = "native",
+        global = true
+    )]
+    pub llm_tool_mode: ToolMode,
+    /// Estimated tokens of chat history sent to the model per call; older
+    /// turns are summarized and dropped past it (0: no limit).
+    #[arg(
+        long,
+        env = "QUESTD_HISTORY_TOKENS",
+        default_value_t = 6000,
+        global = true
+    )]
+    pub history_tokens: usize,
     /// Model calls allowed in one turn.
     #[arg(
         long,
@@ -197,6 +226,10 @@ mod tests {
         assert_eq!(
             (s.max_iterations, s.chat_per_minute, s.chat_burst),
             (8, 30, 5)
+        );
+        assert_eq!(
+            (s.llm_tool_mode, s.history_tokens),
+            (ToolMode::Native, 6000)
         );
     }
 

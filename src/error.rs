@@ -52,17 +52,16 @@ impl ErrorCode {
         match self {
             RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Forbidden | ToolDisabled | PermissionDenied | ToolNotAllowed => StatusCode::FORBIDDEN,
-            InvalidFrame | TextTooLong | InvalidArgs | InvalidArguments | InvalidAiJson
-            | ContextInvalid | BadRequest | InvalidCampaign | SessionMismatch => {
-                StatusCode::BAD_REQUEST
-            }
+            InvalidFrame | TextTooLong | InvalidArgs | InvalidArguments | ContextInvalid
+            | BadRequest | InvalidCampaign | SessionMismatch => StatusCode::BAD_REQUEST,
             // A full queue is the same advice as a rate limit: slow down.
             QueueFull => StatusCode::TOO_MANY_REQUESTS,
             ZoneNotFound | ToolNotFound | NotFound => StatusCode::NOT_FOUND,
             Timeout | AiTimeout => StatusCode::REQUEST_TIMEOUT,
             Unauthorized => StatusCode::UNAUTHORIZED,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            UpstreamError => StatusCode::BAD_GATEWAY,
+            // The model, not the caller, got it wrong.
+            UpstreamError | InvalidAiJson => StatusCode::BAD_GATEWAY,
             MaxIterations | InternalError | ExecutionFailed => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -216,7 +215,7 @@ mod tests {
         (ErrorCode::QueueFull, "QUEUE_FULL", 429),
         (ErrorCode::MaxIterations, "MAX_ITERATIONS", 500),
         (ErrorCode::AiTimeout, "AI_TIMEOUT", 408),
-        (ErrorCode::InvalidAiJson, "INVALID_AI_JSON", 400),
+        (ErrorCode::InvalidAiJson, "INVALID_AI_JSON", 502),
         (ErrorCode::UpstreamError, "UPSTREAM_ERROR", 502),
         (ErrorCode::InternalError, "INTERNAL_ERROR", 500),
         (ErrorCode::InvalidArgs, "INVALID_ARGS", 400),

@@ -255,6 +255,64 @@ pub struct StoryFrame<'a> {
     pub event: &'a StoryEvent,
 }
 
+// ----- the stateless chat API (`POST /api/chat`) --------------------------
+
+/// The body of `POST /api/chat`: a whole conversation, in provider-agnostic
+/// camelCase messages. Messages stay raw here so each one's problem can be
+/// reported with its index.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StatelessChatRequest {
+    pub messages: Vec<Value>,
+    /// Tool names the model may call; every model-callable tool if absent.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
+/// One message of a stateless conversation.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatMessage {
+    pub role: String,
+    /// A string; `null` for an assistant message that only calls tools; any
+    /// JSON for a tool message (serialized for the model).
+    #[serde(default)]
+    pub content: Value,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ChatToolCall>>,
+}
+
+/// A tool call in a stateless conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatToolCall {
+    pub id: String,
+    pub tool: ChatTool,
+}
+
+/// Which tool, with which arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatTool {
+    pub name: String,
+    pub args: Value,
+}
+
+/// The answer of `POST /api/chat`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatelessChatReply {
+    pub message: AssistantMessage,
+}
+
+/// The model's next message; the client runs its tool calls.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    /// Always `"assistant"`.
+    pub role: &'static str,
+    pub content: Option<String>,
+    pub tool_calls: Vec<ChatToolCall>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

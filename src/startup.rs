@@ -9,7 +9,7 @@ use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::config::{LlmProvider, Settings};
+use crate::config::{LlmProvider, Settings, ToolMode};
 use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::session::{Limits, SessionDeps, SessionHub};
@@ -63,13 +63,16 @@ pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
             let Some(model) = present(&settings.llm_model) else {
                 bail!("QUESTD_LLM_PROVIDER=openai needs QUESTD_LLM_MODEL (--llm-model)")
             };
-            let provider = OpenAiProvider::new(
+            let mut provider = OpenAiProvider::new(
                 base_url,
                 model,
                 settings.llm_api_key.clone(),
                 settings.llm_stream,
             )
             .context("configuring the openai provider")?;
+            if settings.llm_tool_mode == ToolMode::Json {
+                provider = provider.with_json_contract();
+            }
             tracing::info!(?provider, "using an openai-compatible model");
             Ok(Arc::new(provider))
         }
@@ -95,7 +98,7 @@ impl Application {
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             registry: registry.clone(),
-            provider,
+            provider: provider.clone(),
             limits: Limits::from_settings(&settings),
         });
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -110,6 +113,8 @@ impl Application {
             hub: hub.clone(),
             store,
             registry,
+            provider,
+            history_tokens: settings.history_tokens,
             ws_queue: settings.ws_queue.max(1),
         });
         let server = HttpServer::new(move || {

@@ -343,3 +343,446 @@ async fn a_real_model_writes_generated_zones_and_bad_text_is_invalid_ai_json() {
         "nothing made from bad text"
     );
 }
+
+#[actix_web::test]
+async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
+    let mock = start_mock(|n| {
+        Canned::Sse(match n {
+            0 => tool_chunks(vec![
+                json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\""}}),
+                json!({"index": 0, "function": {"arguments": ":\"2d6+1\"}"}}),
+            ]),
+            1 => text_chunks(&["You rolled ", "9, 勇者。"]),
+            // A call the client could not run.
+            _ => tool_chunks(vec![
+                json!({"index": 0, "id": "call_b", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\": 7}"}}),
+            ]),
+        })
+    })
+    .await;
+    let app = app_for(&mock, None).await;
+    let url = format!("{}/api/chat", app.base);
+
+    let (status, body) = post(
+        &url,
+        &json!({"messages": [{"role": "user", "content": "roll"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"message": {"role": "assistant", "content": null, "toolCalls": [
+            {"id": "call_a", "tool": {"name": "roll_dice", "args": {"dice": "2d6+1"}}}]}})
+    );
+    let first_request = mock.request(0);
+    assert!(
+        !first_request["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Context:"),
+        "no session, no session context"
+    );
+    assert!(
+        first_request["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "roll_dice")
+    );
+
+    // The client ran the tool and sends its result back as an object.
+    let (status, body) = post(
+        &url,
+        &json!({"messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "roll"},
+            {"role": "assistant", "content": null, "toolCalls": [
+                {"id": "call_a", "tool": {"name": "roll_dice", "args": {"dice": "2d6+1"}}}]},
+            {"role": "tool", "toolCallId": "call_a", "content": {"total": 9, "名": "勇者"}},
+        ], "tools": ["roll_dice"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"message": {"role": "assistant", "content": "You rolled 9, 勇者。", "toolCalls": []}})
+    );
+    let sent = mock.request(1);
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[0],
+        json!({"role": "system", "content": "You are terse."})
+    );
+    assert_eq!(messages[1], json!({"role": "user", "content": "roll"}));
+    assert_eq!(
+        messages[2]["tool_calls"][0]["function"]["name"],
+        "roll_dice"
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "call_a", "content": "{\"total\":9,\"名\":\"勇者\"}"})
+    );
+    let tools: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["roll_dice"], "only the tools the client named");
+
+    let (status, body) = post(
+        &url,
+        &json!({"messages": [{"role": "user", "content": "roll"}]}),
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error_code"], "INVALID_AI_JSON");
+
+    for bad in [
+        json!({"messages": [{"role": "narrator", "content": "x"}]}),
+        json!({"messages": "hi"}),
+        json!({"messages": [{"role": "tool", "toolCallId": "nope", "content": "x"}]}),
+        json!({"messages": [{"role": "user", "content": "x"}], "tools": ["create_npc"]}),
+        json!({}),
+    ] {
+        let (status, body) = post(&url, &bad).await;
+        assert_eq!(
+            (status, body["error_code"].as_str()),
+            (400, Some("BAD_REQUEST")),
+            "{bad}: {body}"
+        );
+    }
+    assert_eq!(mock.count(), 3, "bad requests never reach the model");
+}
+
+#[actix_web::test]
+async fn the_stateless_chat_api_works_with_the_offline_game_master() {
+    let app = spawn_app().await;
+    let url = format!("{}/api/chat", app.base);
+    let (status, body) = post(
+        &url,
+        &json!({"messages": [{"role": "user", "content": "roll 2d6"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let call = &body["message"]["toolCalls"][0];
+    assert_eq!(
+        call["tool"],
+        json!({"name": "roll_dice", "args": {"dice": "2d6"}})
+    );
+    let (status, body) = post(
+        &url,
+        &json!({"messages": [
+            {"role": "user", "content": "roll 2d6"},
+            {"role": "assistant", "content": null, "toolCalls": [call]},
+            {"role": "tool", "toolCallId": call["id"], "content": {"dice": "2d6", "rolls": [3, 4], "total": 7}},
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["message"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("total 7"),
+        "{body}"
+    );
+    let (_, body) = post(
+        &url,
+        &json!({"messages": [{"role": "user", "content": "go to the hall"}]}),
+    )
+    .await;
+    assert_eq!(
+        body["message"]["toolCalls"],
+        json!([]),
+        "no map without a session"
+    );
+    assert!(
+        body["message"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("session")
+    );
+}
+
+/// Every story frame of a turn, as the player and a spectator saw it.
+async fn play_watched(app: &TestApp, text: &str) -> (Vec<Value>, Vec<Value>, Session) {
+    let s = app.demo().await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (mut spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    let frames = player.play(text, "r-1").await;
+    let done = frames
+        .iter()
+        .find(|f| f["type"] == "turn_completed" || f["type"] == "turn_failed")
+        .unwrap();
+    let seen = spectator
+        .until_turn_end(done["turn_id"].as_str().unwrap())
+        .await;
+    let story = |frames: &[Value]| -> Vec<Value> {
+        frames
+            .iter()
+            .filter(|f| f.get("seq").is_some() && f["type"] != "presence")
+            .cloned()
+            .collect()
+    };
+    let (mine, theirs) = (story(&frames), story(&seen));
+    assert_eq!(
+        mine, theirs,
+        "the spectator sees exactly the player's story"
+    );
+    (mine, frames, s)
+}
+
+#[actix_web::test]
+async fn interleaved_calls_run_once_each_in_order() {
+    let mock = start_mock(|n| {
+        Canned::Sse(if n == 0 {
+            tool_chunks(vec![
+                json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"di"}}),
+                json!({"index": 1, "id": "call_b", "type": "function", "function": {"name": "move_options", "arguments": "{"}}),
+                json!({"index": 0, "function": {"arguments": "ce\":\"1d4\"}"}}),
+                json!({"index": 1, "function": {"arguments": "}"}}),
+            ])
+        } else {
+            text_chunks(&["Both done."])
+        })
+    })
+    .await;
+    let app = app_for(&mock, None).await;
+    let (story, _, s) = play_watched(&app, "do two things").await;
+    let calls: Vec<String> = of_type(&story, "tool_call")
+        .iter()
+        .map(|f| format!("{} {}", f["call_id"], f["tool"]))
+        .collect();
+    assert_eq!(
+        calls,
+        [r#""call_a" "roll_dice""#, r#""call_b" "move_options""#]
+    );
+    assert!(
+        of_type(&story, "tool_result")
+            .iter()
+            .all(|r| r["status"] == "ok")
+    );
+    let actions = app.actions(&s).await;
+    assert_eq!(actions.len(), 2, "each call journalled once: {actions:#?}");
+    assert_eq!(mock.count(), 2);
+}
+
+#[actix_web::test]
+async fn malformed_arguments_are_refused_and_the_model_hears_why() {
+    let bad = [
+        "{\"dice\":\"1d6\"",
+        "{\"dice\":\"1d6\"} and more",
+        "null",
+        "[\"1d6\"]",
+    ];
+    for args in bad {
+        let mock = start_mock(move |n| {
+            Canned::Sse(if n == 0 {
+                tool_chunks(vec![
+                    json!({"index": 0, "id": "call_x", "type": "function", "function": {"name": "roll_dice", "arguments": args}}),
+                ])
+            } else {
+                text_chunks(&["The dice slip from your hand."])
+            })
+        })
+        .await;
+        let app = app_for(&mock, None).await;
+        let (story, _, s) = play_watched(&app, "roll").await;
+        let result = first(&story, "tool_result");
+        assert_eq!(
+            (result["status"].as_str(), result["reason"].as_str()),
+            (Some("error"), Some("invalid_args")),
+            "{args}: {result}"
+        );
+        assert_eq!(
+            first(&story, "turn_completed")["reply"],
+            "The dice slip from your hand.",
+            "{args}"
+        );
+        assert!(app.actions(&s).await.is_empty(), "{args}: nothing ran");
+        let messages = mock.request(1)["messages"].as_array().unwrap().clone();
+        let heard = messages.iter().find(|m| m["role"] == "tool").unwrap();
+        assert!(
+            heard["content"].as_str().unwrap().contains("INVALID_ARGS"),
+            "{args}: {heard}"
+        );
+    }
+}
+
+#[actix_web::test]
+async fn two_server_errors_then_success_is_one_clean_turn() {
+    let mock = start_mock(|n| {
+        if n < 2 {
+            Canned::Status(500, None)
+        } else {
+            Canned::Sse(text_chunks(&["Third time lucky."]))
+        }
+    })
+    .await;
+    let app = app_for(&mock, None).await;
+    let (story, _, _) = play_watched(&app, "hello").await;
+    assert_eq!(
+        first(&story, "turn_completed")["reply"],
+        "Third time lucky."
+    );
+    assert_eq!(of_type(&story, "narrative_delta").len(), 1, "no text twice");
+    assert_eq!(mock.count(), 3);
+}
+
+#[actix_web::test]
+async fn a_model_that_calls_tools_forever_gets_a_tool_less_last_call() {
+    let mock = start_mock(|n| {
+        Canned::Sse(if n < 8 {
+            tool_chunks(vec![
+                json!({"index": 0, "id": format!("call_{n}"), "type": "function", "function": {"name": "roll_dice", "arguments": format!("{{\"dice\":\"1d{}\"}}", n + 2)}}),
+            ])
+        } else {
+            text_chunks(&["You roll until your arms ache, ", "and the night wears on."])
+        })
+    })
+    .await;
+    let app = app_for(&mock, None).await;
+    let (story, _, s) = play_watched(&app, "roll forever").await;
+    let done = first(&story, "turn_completed");
+    assert_eq!(done["limit"], "max_iterations");
+    assert_eq!(
+        done["reply"],
+        "You roll until your arms ache, and the night wears on."
+    );
+    assert_eq!(of_type(&story, "tool_call").len(), 8);
+    assert_eq!(app.actions(&s).await.len(), 8, "each roll journalled once");
+    assert_eq!(mock.count(), 9);
+    let last = mock.request(8);
+    assert_eq!(
+        last["tool_choice"], "none",
+        "the closing call has tools off"
+    );
+    assert_eq!(mock.request(7)["tool_choice"], "auto");
+}
+
+async fn contract_app(mock: &Mock) -> TestApp {
+    let provider = OpenAiProvider::new(&mock.url, "m", Some("k".into()), true)
+        .unwrap()
+        .with_json_contract();
+    spawn_with(|_| {}, Arc::new(provider)).await
+}
+
+/// A JSON answer streamed in small pieces, as a model writes it.
+fn json_answer(answer: &str) -> Canned {
+    let chars: Vec<char> = answer.chars().collect();
+    let pieces: Vec<String> = chars.chunks(7).map(|c| c.iter().collect()).collect();
+    let parts: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    Canned::Sse(text_chunks(&parts))
+}
+
+const ROLL: &str = r#"{"assistant_text": "", "dialog_type": "narration", "tool_calls": [{"id": "c1", "tool": "roll_dice", "args": {"dice": "2d6"}}]}"#;
+const TOLD: &str = r#"{"assistant_text": "The bones rattle. 好运！", "dialog_type": "narration", "tool_calls": []}"#;
+
+#[actix_web::test]
+async fn the_json_reply_contract_runs_tools_and_narrates_without_raw_json() {
+    let mock = start_mock(|n| json_answer(if n == 0 { ROLL } else { TOLD })).await;
+    let app = contract_app(&mock).await;
+    let (story, _, s) = play_watched(&app, "roll").await;
+    let result = first(&story, "tool_result");
+    assert_eq!(
+        (result["tool"].as_str(), result["status"].as_str()),
+        (Some("roll_dice"), Some("ok"))
+    );
+    let narrated: String = of_type(&story, "narrative_delta")
+        .iter()
+        .map(|f| f["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        narrated, "The bones rattle. 好运！",
+        "players never see the JSON"
+    );
+    assert_eq!(
+        first(&story, "turn_completed")["reply"],
+        "The bones rattle. 好运！"
+    );
+    assert_eq!(app.actions(&s).await.len(), 1);
+
+    let asked = mock.request(0);
+    assert!(
+        asked.get("tools").is_none(),
+        "no native tools in contract mode"
+    );
+    assert_eq!(asked["response_format"]["type"], "json_object");
+    let system = asked["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("assistant_text") && system.contains("roll_dice"),
+        "{system}"
+    );
+    let followup = mock.request(1);
+    let messages = followup["messages"].as_array().unwrap();
+    assert!(
+        messages.iter().all(|m| m["role"] != "tool"),
+        "{messages:#?}"
+    );
+    let results = messages.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        results.starts_with("Tool results:") && results.contains("\"total\""),
+        "{results}"
+    );
+}
+
+#[actix_web::test]
+async fn a_broken_contract_answer_gets_one_correction_then_invalid_ai_json() {
+    // 0: text around the JSON -> corrected by 1; 2 and 3: a narration that
+    // claims a move no tool made, twice -> INVALID_AI_JSON; 4: fine.
+    let mock = start_mock(|n| match n {
+        0 => json_answer(&format!("Sure! {ROLL}")),
+        1 => json_answer(ROLL),
+        2 => json_answer(TOLD),
+        3 | 4 => json_answer(
+            r#"{"assistant_text": "You step into the flooded hall.", "tool_calls": []}"#,
+        ),
+        5 => json_answer(r#"{"assistant_text": "Still dry.""#),
+        _ => json_answer(TOLD),
+    })
+    .await;
+    let app = contract_app(&mock).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+
+    let frames = ws.play("roll", "r-1").await;
+    assert_eq!(first(&frames, "tool_result")["status"], "ok");
+    assert_eq!(
+        first(&frames, "turn_completed")["reply"],
+        "The bones rattle. 好运！"
+    );
+    let corrected = mock.request(1);
+    let correction = corrected["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(correction["role"], "user");
+    assert!(
+        correction["content"].as_str().unwrap().contains("rejected"),
+        "{correction}"
+    );
+
+    let frames = ws.play("go to the hall", "r-2").await;
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(failed["error_code"], "INVALID_AI_JSON", "{failed}");
+    assert!(
+        failed["message"].as_str().unwrap().contains("twice"),
+        "{failed}"
+    );
+    assert!(
+        of_type(&frames, "narrative_delta").is_empty(),
+        "a refused answer never reaches players"
+    );
+    let position = app.snapshot(&s).await["characters"][0]["area_id"].clone();
+    assert_eq!(position, "area_001", "narration alone moved no one");
+
+    let frames = ws.play("and now?", "r-3").await;
+    assert_eq!(
+        first(&frames, "turn_completed")["reply"],
+        "The bones rattle. 好运！"
+    );
+    assert_eq!(mock.count(), 7);
+}

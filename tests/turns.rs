@@ -505,3 +505,79 @@ async fn a_turn_past_its_deadline_fails_and_the_next_one_runs() {
     let frames = ws.play("hello again", "r-2").await;
     assert_eq!(first(&frames, "turn_completed")["reply"], "At last.");
 }
+
+#[actix_web::test]
+async fn long_sessions_send_the_model_recent_turns_whole_and_a_summary_of_the_rest() {
+    let seen: Arc<Mutex<Vec<ModelRequest>>> = Arc::default();
+    let log = seen.clone();
+    let model = ScriptedProvider::from_fn(move |req, _| {
+        log.lock().unwrap().push(req.clone());
+        Ok(if has_tool_results(req) {
+            ModelReply::narrate("The dice settle; the tale goes on, a little longer each time.")
+        } else {
+            ModelReply::tools([("roll_dice", r#"{"dice":"3d6"}"#)])
+        })
+    });
+    let app = spawn_with(
+        |s| {
+            s.history_tokens = 400;
+            s.chat_burst = 20;
+        },
+        Arc::new(model),
+    )
+    .await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    for i in 0..12 {
+        let frames = ws
+            .play(
+                &format!("turn number {i}: roll for luck"),
+                &format!("r-{i}"),
+            )
+            .await;
+        first(&frames, "turn_completed");
+    }
+    let requests = seen.lock().unwrap().clone();
+    let last = requests.last().unwrap();
+    let users: Vec<&str> = last
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            HistoryEntry::User { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(users.len() < 12, "old turns were dropped: {users:?}");
+    assert_eq!(users.last(), Some(&"turn number 11: roll for luck"));
+    assert!(
+        matches!(last.messages.first(), Some(HistoryEntry::User { .. })),
+        "the history starts with a whole turn"
+    );
+    // The newest dropped turn is summarized in the system prompt.
+    let oldest_kept: usize = users[0]
+        .trim_start_matches("turn number ")
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let line = format!(
+        "turn number {}: roll for luck\" -> roll_dice ok",
+        oldest_kept - 1
+    );
+    assert!(last.system.contains(&line), "{line} in {}", last.system);
+    for request in &requests {
+        let mut calls = std::collections::HashSet::new();
+        for m in &request.messages {
+            match m {
+                HistoryEntry::ToolCall { call_id, .. } => {
+                    calls.insert(call_id.clone());
+                }
+                HistoryEntry::ToolResult { call_id, .. } => {
+                    assert!(calls.contains(call_id), "a result without its call")
+                }
+                _ => {}
+            }
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! only translate between the wire and the session hub.
 
 mod api;
+mod stateless;
 mod static_files;
 mod ws;
 
@@ -12,6 +13,7 @@ use actix_web::{HttpRequest, web};
 use futures_util::StreamExt;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::llm::Provider;
 use crate::session::SessionHub;
 use crate::storage::{SessionMeta, Store};
 use crate::tools::Registry;
@@ -26,6 +28,10 @@ pub struct AppState {
     pub hub: Addr<SessionHub>,
     pub store: Store,
     pub registry: Arc<Registry>,
+    /// The model, for the stateless chat API (sessions hold their own).
+    pub provider: Arc<dyn Provider>,
+    /// History budget of one model call, in estimated tokens (0: no limit).
+    pub history_tokens: usize,
     /// Frames that may wait for one WebSocket connection before it is
     /// dropped as too slow.
     pub ws_queue: usize,
@@ -34,6 +40,7 @@ pub struct AppState {
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     api::configure(cfg);
+    stateless::configure(cfg);
     ws::configure(cfg);
     static_files::configure(cfg);
 }

@@ -5,14 +5,18 @@
 //! deltas as they are written, then one `Done` with the whole reply. The
 //! session actor treats all providers the same way.
 
+pub mod contract;
+pub mod history;
 pub mod offline;
 pub mod openai;
+pub mod prune;
 pub mod scripted;
 
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::ErrorCode;
 use crate::game::HistoryEntry;
 
 pub use offline::OfflineGameMaster;
@@ -131,6 +135,17 @@ pub enum LlmError {
     InvalidReply(String),
 }
 
+impl LlmError {
+    /// The wire code a failure of this kind is reported with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Timeout => ErrorCode::AiTimeout,
+            Self::Upstream(_) => ErrorCode::UpstreamError,
+            Self::InvalidReply(_) => ErrorCode::InvalidAiJson,
+        }
+    }
+}
+
 /// A model: anything that turns a request into a stream of events.
 pub trait Provider: Send + Sync + 'static {
     /// A short name for logs (`offline`, `scripted`, ...).
@@ -141,6 +156,22 @@ pub trait Provider: Send + Sync + 'static {
     fn writes_content(&self) -> bool {
         false
     }
+}
+
+/// Reads a model call to its end and gives its whole reply (text streamed
+/// along the way is in it).
+pub async fn collect_reply(
+    mut events: BoxStream<'static, Result<ModelEvent, LlmError>>,
+) -> Result<ModelReply, LlmError> {
+    use futures_util::StreamExt;
+    while let Some(event) = events.next().await {
+        if let ModelEvent::Done(reply) = event? {
+            return Ok(reply);
+        }
+    }
+    Err(LlmError::Upstream(
+        "the model stream ended without an answer".into(),
+    ))
 }
 
 /// Splits narrative into a few deltas at sentence ends, as a streaming model
@@ -166,16 +197,27 @@ pub const WRAP_UP_NOTE: &str = "\nThis turn has used all the tool calls it may m
      tell the player, in a few sentences, what happened this turn according to the tool results \
      above, and claim nothing the results do not show.\n";
 
+/// The rules every game master prompt carries.
+pub const GM_RULES: &str = "Rules:\n\
+     - Only tools change the game state; narration alone never moves anyone or changes HP.\n\
+     - To move the player, call `move` with the active character and a reachable area id; \
+     if the destination is unclear, call `move_options` and do not claim a move.\n\
+     - Call tools one at a time; read each result before narrating.\n\
+     - When no tool is needed, answer with narrative only.\n";
+
+/// The system prompt of a stateless conversation that brings none.
+pub fn stateless_system_prompt() -> String {
+    format!(
+        "You are the game master of a tabletop role-playing game. Narrate vividly and briefly, \
+         in the player's language. The game's tools run on the player's side: ask for them and \
+         wait for their results.\n{GM_RULES}"
+    )
+}
+
 /// The system prompt for a session: who the model is, the campaign, the rules.
 pub fn system_prompt(state: &crate::game::GameState) -> String {
     let mut prompt = format!(
-        "You are the game master of \"{}\". Narrate vividly and briefly, in the player's language.\n\
-         Rules:\n\
-         - Only tools change the game state; narration alone never moves anyone or changes HP.\n\
-         - To move the player, call `move` with the active character and a reachable area id; \
-         if the destination is unclear, call `move_options` and do not claim a move.\n\
-         - Call tools one at a time; read each result before narrating.\n\
-         - When no tool is needed, answer with narrative only.\n",
+        "You are the game master of \"{}\". Narrate vividly and briefly, in the player's language.\n{GM_RULES}",
         state.title
     );
     if !state.lore.is_empty() {

@@ -165,7 +165,17 @@ impl OfflineGameMaster {
             }],
             ..ModelReply::default()
         };
-        match parse_intent(text) {
+        let intent = parse_intent(text);
+        if req.context.is_null() && !matches!(intent, Intent::Roll(_) | Intent::Talk) {
+            // No session (the stateless chat API): no map to act on.
+            return ModelReply::narrate(if zh {
+                "这里没有游戏会话，我看不到地图；请开始一个会话来移动和探索。可以试试“掷 2d6+1”。"
+            } else {
+                "There is no game session here, so I cannot see the map; start a session to move \
+                 and explore. You can still try \"roll 2d6+1\"."
+            });
+        }
+        match intent {
             Intent::Go(target) => match resolve_area(&req.context, &target) {
                 Some(area_id) => call("move", json!({"actor_id": actor, "to_area_id": area_id})),
                 // An unclear target: show the ways out, move nowhere yet.

@@ -8,7 +8,7 @@
 //! with backoff, but never after text has reached the player; a circuit
 //! breaker stops hammering an endpoint that keeps failing.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,10 +20,12 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 
+use super::contract::{self, TurnFacts};
+use super::history::{self, Step};
 use super::{
     LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, RequestKind, Usage,
+    collect_reply, sentence_deltas,
 };
-use crate::game::HistoryEntry;
 
 /// How long one model call may take, connection and whole answer included.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -49,6 +51,9 @@ pub struct OpenAiProvider {
     model: String,
     api_key: Option<String>,
     stream: bool,
+    /// Ask for tools through the JSON reply contract instead of the
+    /// endpoint's tool calling.
+    json_contract: bool,
     call_timeout: Duration,
     /// Shared by every call of this provider, across sessions.
     breaker: Arc<Mutex<Breaker>>,
@@ -61,6 +66,7 @@ impl fmt::Debug for OpenAiProvider {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("stream", &self.stream)
+            .field("json_contract", &self.json_contract)
             .field("call_timeout", &self.call_timeout)
             .finish_non_exhaustive()
     }
@@ -95,6 +101,7 @@ impl OpenAiProvider {
             model,
             api_key: api_key.filter(|k| !k.is_empty()),
             stream,
+            json_contract: false,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             breaker: Arc::new(Mutex::new(Breaker::default())),
         })
@@ -104,6 +111,50 @@ impl OpenAiProvider {
     pub fn with_call_timeout(mut self, call_timeout: Duration) -> Self {
         self.call_timeout = call_timeout;
         self
+    }
+
+    /// The same provider speaking the JSON reply contract
+    /// ([`super::contract`]): for models without native tool calling.
+    pub fn with_json_contract(mut self) -> Self {
+        self.json_contract = true;
+        self
+    }
+
+    /// One call of this provider with the given body.
+    fn call(&self, body: Value) -> Call {
+        Call {
+            client: self.client.clone(),
+            url: format!("{}/chat/completions", self.base_url),
+            api_key: self.api_key.clone(),
+            body,
+            stream: self.stream,
+            call_timeout: self.call_timeout,
+            breaker: self.breaker.clone(),
+        }
+    }
+
+    /// The JSON body of a contract request: the contract in the system
+    /// prompt, the history as plain messages, no `tools`, JSON output asked
+    /// for.
+    fn contract_body(&self, request: &ModelRequest) -> Value {
+        let wrap_up = request.kind == RequestKind::WrapUp;
+        let system = format!(
+            "{}\n\n{}",
+            system_text(request),
+            contract::contract_prompt(&request.tools, wrap_up)
+        );
+        let mut messages = vec![json!({"role": "system", "content": system})];
+        messages.extend(contract::history_messages(&request.messages));
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages,
+            "stream": self.stream,
+            "response_format": {"type": "json_object"},
+        });
+        if self.stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        body
     }
 
     /// The JSON body for one request.
@@ -139,40 +190,84 @@ impl Provider for OpenAiProvider {
     }
 
     fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
-        let call = Call {
-            client: self.client.clone(),
-            url: format!("{}/chat/completions", self.base_url),
-            api_key: self.api_key.clone(),
-            body: self.body(&request),
-            stream: self.stream,
-            call_timeout: self.call_timeout,
-            breaker: self.breaker.clone(),
-        };
-        let state = CallState {
-            call,
-            queue: VecDeque::new(),
-            body: None,
-            sse: SseParser::default(),
-            acc: Accumulator::default(),
-            started: false,
-            done: false,
-        };
-        stream::unfold(state, |mut st| async move {
-            loop {
-                if let Some(event) = st.queue.pop_front() {
-                    return Some((event, st));
-                }
-                if st.done {
-                    return None;
-                }
-                st.step().await;
-            }
-        })
-        .boxed()
+        if self.json_contract && request.kind != RequestKind::Content {
+            let facts = TurnFacts {
+                moved: contract::turn_facts(&request.messages).moved,
+                wrap_up: request.kind == RequestKind::WrapUp,
+            };
+            let body = self.contract_body(&request);
+            let call = self.call(body);
+            return stream::once(contract_answer(call, facts))
+                .flat_map(|events| stream::iter(events.unwrap_or_else(|e| vec![Err(e)])))
+                .boxed();
+        }
+        events(self.call(self.body(&request)))
     }
 }
 
+/// A contract answer: the model's JSON checked against the contract, with
+/// one corrective retry that quotes what was wrong. The answer is checked
+/// whole before anything reaches players, so its text goes out as
+/// sentence deltas after the check, never as raw JSON.
+async fn contract_answer(
+    first: Call,
+    facts: TurnFacts,
+) -> Result<Vec<Result<ModelEvent, LlmError>>, LlmError> {
+    let answer = collect_reply(events(first.clone())).await?;
+    let mut usage = answer.usage;
+    let reply = match contract::parse_reply(&answer.text, facts) {
+        Ok(reply) => reply,
+        Err(problem) => {
+            tracing::info!(%problem, "model broke the JSON reply contract; asking again");
+            let correction = [
+                json!({"role": "assistant", "content": answer.text}),
+                json!({"role": "user", "content": contract::corrective_message(&problem)}),
+            ];
+            let retry = collect_reply(events(first.again(Some(&correction)))).await?;
+            usage += retry.usage;
+            contract::parse_reply(&retry.text, facts).map_err(|again| {
+                LlmError::InvalidReply(format!(
+                    "the model broke the JSON reply contract twice: {again}"
+                ))
+            })?
+        }
+    };
+    let reply = ModelReply { usage, ..reply };
+    let mut out: Vec<Result<ModelEvent, LlmError>> = sentence_deltas(&reply.text)
+        .into_iter()
+        .map(|d| Ok(ModelEvent::Delta(d)))
+        .collect();
+    out.push(Ok(ModelEvent::Done(reply)));
+    Ok(out)
+}
+
+/// The events of one call, as they arrive.
+fn events(call: Call) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
+    let state = CallState {
+        call,
+        queue: VecDeque::new(),
+        body: None,
+        sse: SseParser::default(),
+        acc: Accumulator::default(),
+        started: false,
+        done: false,
+    };
+    stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(event) = st.queue.pop_front() {
+                return Some((event, st));
+            }
+            if st.done {
+                return None;
+            }
+            st.step().await;
+        }
+    })
+    .boxed()
+}
+
 /// The parts of the provider one call needs, owned so the stream is `'static`.
+#[derive(Clone)]
 struct Call {
     client: reqwest::Client,
     url: String,
@@ -184,6 +279,15 @@ struct Call {
 }
 
 impl Call {
+    /// The same call again, with `extra` messages appended.
+    fn again(&self, extra: Option<&[Value]>) -> Self {
+        let mut call = self.clone();
+        if let (Some(extra), Some(messages)) = (extra, call.body["messages"].as_array_mut()) {
+            messages.extend(extra.iter().cloned());
+        }
+        call
+    }
+
     /// Sends the request, retrying what is worth retrying, until the server
     /// answers with a success status.
     async fn send(&self) -> Result<reqwest::Response, LlmError> {
@@ -596,63 +700,34 @@ fn parse_completion(bytes: &[u8]) -> Result<ModelReply, LlmError> {
 }
 
 /// The chat messages for a request: the system prompt with the session
-/// context, then the history. Tool calls that follow each other become one
-/// assistant message; a tool result whose call is not in that message is
-/// dropped, and so is a call that never got a result, since chat endpoints
-/// refuse both.
+/// context, then the history. Tool calls made together become one assistant
+/// message followed by their tool messages; calls that got no result and
+/// results without their call are left out ([`history::steps`]), since chat
+/// endpoints refuse both.
 fn messages(request: &ModelRequest) -> Vec<Value> {
     let mut out = vec![json!({"role": "system", "content": system_text(request)})];
-    // The assistant message of the open tool-call group, its call ids and
-    // the ids answered so far.
-    let mut open: Option<(usize, HashSet<String>)> = None;
-    let mut answered: HashSet<String> = HashSet::new();
-    let mut previous_was_call = false;
-    for entry in &request.messages {
-        match entry {
-            HistoryEntry::ToolCall {
-                call_id,
-                tool,
-                arguments,
-                ..
-            } => {
-                if !previous_was_call {
-                    close_group(&mut out, open.take(), &mut answered);
-                    out.push(json!({"role": "assistant", "content": null, "tool_calls": []}));
-                    open = Some((out.len() - 1, HashSet::new()));
-                }
-                if let Some((at, ids)) = open.as_mut()
-                    && ids.insert(call_id.clone())
-                    && let Some(calls) = out[*at]["tool_calls"].as_array_mut()
-                {
-                    calls.push(json!({
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": tool, "arguments": arguments},
-                    }));
-                }
-                previous_was_call = true;
-                continue;
-            }
-            HistoryEntry::ToolResult {
-                call_id, content, ..
-            } => {
-                let known = open.as_ref().is_some_and(|(_, ids)| ids.contains(call_id));
-                if known && answered.insert(call_id.clone()) {
-                    out.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
-                }
-            }
-            HistoryEntry::User { text, .. } => {
-                close_group(&mut out, open.take(), &mut answered);
-                out.push(json!({"role": "user", "content": text}));
-            }
-            HistoryEntry::Assistant { text, .. } => {
-                close_group(&mut out, open.take(), &mut answered);
-                out.push(json!({"role": "assistant", "content": text}));
+    for step in history::steps(&request.messages) {
+        match step {
+            Step::User(text) => out.push(json!({"role": "user", "content": text})),
+            Step::Assistant(text) => out.push(json!({"role": "assistant", "content": text})),
+            Step::Calls(exchanges) => {
+                let calls: Vec<Value> = exchanges
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "id": e.call_id,
+                            "type": "function",
+                            "function": {"name": e.tool, "arguments": e.arguments},
+                        })
+                    })
+                    .collect();
+                out.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+                out.extend(exchanges.iter().map(
+                    |e| json!({"role": "tool", "tool_call_id": e.call_id, "content": e.content}),
+                ));
             }
         }
-        previous_was_call = false;
     }
-    close_group(&mut out, open.take(), &mut answered);
     out
 }
 
@@ -664,24 +739,6 @@ fn system_text(request: &ModelRequest) -> String {
     }
     let context = serde_json::to_string(&request.context).unwrap_or_default();
     format!("{}\n\nContext:\n{context}", request.system)
-}
-
-/// Ends a tool-call group: drops its calls that got no result, and the
-/// assistant message itself if none did.
-fn close_group(
-    out: &mut Vec<Value>,
-    group: Option<(usize, HashSet<String>)>,
-    answered: &mut HashSet<String>,
-) {
-    let Some((at, _)) = group else { return };
-    if let Some(calls) = out[at]["tool_calls"].as_array_mut() {
-        calls.retain(|c| c["id"].as_str().is_some_and(|id| answered.contains(id)));
-        if calls.is_empty() {
-            // Nothing after it belongs to the group, so removing it is safe.
-            out.remove(at);
-        }
-    }
-    answered.clear();
 }
 
 /// Stops calls to an endpoint that keeps failing, for a while.
@@ -728,6 +785,7 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::game::HistoryEntry;
 
     /// Runs SSE text through the parser and accumulator, as a stream would.
     fn run(sse: &str, split_every: usize) -> (Vec<String>, ModelReply) {
@@ -1040,7 +1098,10 @@ mod tests {
         );
         request.kind = RequestKind::WrapUp;
         let body = p.body(&request);
-        assert_eq!(body["tool_choice"], "none", "a closing call may not use tools");
+        assert_eq!(
+            body["tool_choice"], "none",
+            "a closing call may not use tools"
+        );
         assert!(body["tools"].is_array() && body.get("parallel_tool_calls").is_none());
         request.context = Value::Null;
         assert_eq!(p.body(&request)["messages"][0]["content"], "sys");

@@ -31,6 +31,7 @@ use super::{
 use crate::error::{ErrorCode, Reason, ToolStatus, wire_name};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
+use crate::llm::prune::prune;
 use crate::llm::{
     LlmError, ModelEvent, ModelRequest, ModelToolCall, RequestKind, Usage, WRAP_UP_NOTE,
     system_prompt,
@@ -755,19 +756,20 @@ impl SessionActor {
             session_id: &self.meta.session_id,
         };
         let in_flight = self.pending.iter().filter_map(|p| p.history.clone());
+        let history = self.state.history.iter().cloned().chain(in_flight);
+        let pruned = prune(history.collect(), self.deps.limits.history_tokens);
         let mut system = system_prompt(&self.state);
+        if let Some(summary) = pruned.summary {
+            system.push('\n');
+            system.push_str(&summary);
+            system.push('\n');
+        }
         if kind == RequestKind::WrapUp {
             system.push_str(WRAP_UP_NOTE);
         }
         ModelRequest {
             system,
-            messages: self
-                .state
-                .history
-                .iter()
-                .cloned()
-                .chain(in_flight)
-                .collect(),
+            messages: pruned.entries,
             tools: self.deps.registry.openai_tools(&caller),
             context: self.context_json(),
             kind,
@@ -814,16 +816,12 @@ impl SessionActor {
                     self.content_answered(Ok(reply.text), ctx);
                 }
                 Err(e) => {
-                    let (reason, code) = match e {
-                        LlmError::Timeout => (Reason::Timeout, ErrorCode::AiTimeout),
-                        LlmError::Upstream(_) => {
-                            (Reason::ExecutionFailed, ErrorCode::UpstreamError)
-                        }
-                        LlmError::InvalidReply(_) => {
-                            (Reason::ExecutionFailed, ErrorCode::InvalidAiJson)
-                        }
+                    let reason = match e {
+                        LlmError::Timeout => Reason::Timeout,
+                        _ => Reason::ExecutionFailed,
                     };
-                    self.content_answered(Err(ToolError::new(reason, code, e.to_string())), ctx);
+                    let error = ToolError::new(reason, e.code(), e.to_string());
+                    self.content_answered(Err(error), ctx);
                 }
             }
             return;
@@ -892,12 +890,7 @@ impl SessionActor {
                     let msg = format!("{message}, and the closing narration failed: {e}");
                     return self.fail_turn(ErrorCode::MaxIterations, msg, Some(limit), ctx);
                 }
-                let code = match e {
-                    LlmError::Timeout => ErrorCode::AiTimeout,
-                    LlmError::Upstream(_) => ErrorCode::UpstreamError,
-                    LlmError::InvalidReply(_) => ErrorCode::InvalidAiJson,
-                };
-                self.fail_turn(code, e.to_string(), None, ctx);
+                self.fail_turn(e.code(), e.to_string(), None, ctx);
             }
         }
     }

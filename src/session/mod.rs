@@ -35,6 +35,8 @@ pub const REMEMBERED_REQUESTS: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_iterations: u32,
+    /// Estimated history tokens per model call; 0 for no limit.
+    pub history_tokens: usize,
     pub chat_per_minute: u32,
     pub chat_burst: u32,
     pub max_queued_turns: usize,
@@ -47,6 +49,7 @@ impl Limits {
     pub fn from_settings(s: &Settings) -> Self {
         Self {
             max_iterations: s.max_iterations.max(1),
+            history_tokens: s.history_tokens,
             chat_per_minute: s.chat_per_minute.max(1),
             chat_burst: s.chat_burst.max(1),
             max_queued_turns: s.max_queued_turns,
