@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 #[derive(Clone)]
 enum Canned {
     Sse(String),
+    /// A whole (non-streaming) completion.
+    Json(Value),
     Status(u16, Option<&'static str>),
     /// Holds the request open far longer than any test waits.
     Hang,
@@ -69,6 +71,7 @@ async fn start_mock(script: impl Fn(usize) -> Canned + Send + Sync + 'static) ->
                         Canned::Sse(s) => {
                             HttpResponse::Ok().content_type("text/event-stream").body(s)
                         }
+                        Canned::Json(v) => HttpResponse::Ok().json(v),
                         Canned::Status(code, retry_after) => {
                             let mut r = HttpResponse::build(
                                 actix_web::http::StatusCode::from_u16(code).unwrap(),
@@ -785,4 +788,54 @@ async fn a_broken_contract_answer_gets_one_correction_then_invalid_ai_json() {
         "The bones rattle. 好运！"
     );
     assert_eq!(mock.count(), 7);
+}
+
+#[actix_web::test]
+async fn without_streaming_the_same_turn_plays_and_usage_is_counted() {
+    let mock = start_mock(|n| {
+        Canned::Json(if n == 0 {
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "call_a", "type": "function",
+                    "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d20\"}"}}]}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20}})
+        } else {
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "A natural twenty? 也许。"}}],
+                "usage": {"prompt_tokens": 150, "completion_tokens": 9}})
+        })
+    })
+    .await;
+    let provider = OpenAiProvider::new(&mock.url, "m", Some("k".into()), false).unwrap();
+    let app = spawn_with(|_| {}, Arc::new(provider)).await;
+    let (story, _, s) = play_watched(&app, "roll").await;
+    assert_eq!(first(&story, "tool_result")["status"], "ok");
+    let done = first(&story, "turn_completed");
+    assert_eq!(done["reply"], "A natural twenty? 也许。");
+    assert_eq!(
+        done["usage"],
+        json!({"prompt_tokens": 250, "completion_tokens": 29}),
+        "usage summed over the turn's model calls"
+    );
+    assert_eq!(
+        of_type(&story, "narrative_delta").len(),
+        1,
+        "the whole text at once"
+    );
+    assert_eq!(mock.request(0)["stream"], false);
+    assert!(mock.request(0).get("stream_options").is_none());
+    let (status, audit) = get(
+        &format!("{}/api/v1/sessions/{}/audit", app.base, s.session_id),
+        Some(&s.player_token),
+    )
+    .await;
+    assert_eq!(status, 200, "{audit}");
+    let row = &audit["entries"][0];
+    assert_eq!(row["tool"], "roll_dice", "{audit}");
+    assert_eq!(
+        (
+            row["prompt_tokens"].as_u64(),
+            row["completion_tokens"].as_u64()
+        ),
+        (Some(100), Some(20)),
+        "the call's row carries the tokens of the model call that asked for it: {row}"
+    );
 }
