@@ -117,6 +117,33 @@ pub struct Settings {
         global = true
     )]
     pub history_tokens: usize,
+    /// The key other services present in `X-Internal-API-Key`. When set,
+    /// every call to the tool API and MCP needs it; tools marked
+    /// `requires_auth` need it always. Never logged.
+    #[arg(
+        long,
+        env = "QUESTD_INTERNAL_API_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub internal_api_key: Option<String>,
+    /// Tool API and MCP calls per minute, per tenant and per key.
+    #[arg(
+        long,
+        env = "QUESTD_SERVICE_PER_MINUTE",
+        default_value_t = 600,
+        global = true
+    )]
+    pub service_per_minute: u32,
+    /// Tool API and MCP calls a tenant (or key) may make at once before the
+    /// rate applies.
+    #[arg(
+        long,
+        env = "QUESTD_SERVICE_BURST",
+        default_value_t = 60,
+        global = true
+    )]
+    pub service_burst: u32,
     /// Model calls allowed in one turn.
     #[arg(
         long,

@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{LlmProvider, Settings, ToolMode};
+use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::session::{Limits, SessionDeps, SessionHub};
@@ -115,6 +116,11 @@ impl Application {
             registry,
             provider,
             history_tokens: settings.history_tokens,
+            service: ServiceState::new(
+                settings.internal_api_key.clone(),
+                settings.service_per_minute,
+                settings.service_burst,
+            ),
             ws_queue: settings.ws_queue.max(1),
         });
         let server = HttpServer::new(move || {

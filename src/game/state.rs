@@ -247,6 +247,26 @@ pub struct GameState {
 }
 
 impl GameState {
+    /// A state with nothing in it: what tools that need no session read.
+    pub fn empty() -> Self {
+        Self {
+            campaign_id: String::new(),
+            title: String::new(),
+            turn: 0,
+            active_actor_id: CharacterId(String::new()),
+            areas: Vec::new(),
+            characters: Vec::new(),
+            allowlist: Vec::new(),
+            lore: Vec::new(),
+            zones: Vec::new(),
+            player: PlayerRuntime::default(),
+            npcs: Vec::new(),
+            content: Vec::new(),
+            events: VecDeque::new(),
+            history: VecDeque::new(),
+        }
+    }
+
     pub fn area(&self, id: &str) -> Option<&Area> {
         self.areas.iter().find(|a| a.area_id == *id)
     }

@@ -10,7 +10,9 @@ use super::{
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
-use crate::session::{CallTool, CreateSession, GetSnapshot, ListLive, Lookup, SessionHandle};
+use crate::session::{
+    CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive, Lookup, SessionHandle,
+};
 use crate::storage::SessionMeta;
 use crate::tools::Role;
 
@@ -143,7 +145,7 @@ fn authorize(req: &HttpRequest, meta: &SessionMeta) -> Result<TokenRole, ApiErro
 }
 
 /// Like [`authorize`], for routes only the player token may use.
-fn authorize_player(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
+pub(super) fn authorize_player(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
     match authorize(req, meta)? {
         TokenRole::Player => Ok(()),
         TokenRole::Spectator => Err(ApiError::new(
@@ -297,6 +299,7 @@ async fn activate_npc(
             args: json!({"npc_id": npc_id, "active": active}),
             role: Role::Player,
             trace_id: trace_id(&req),
+            origin: CallOrigin::default(),
         })
         .await
         .map_err(|e| ApiError::internal(&e))?

@@ -2,8 +2,11 @@
 //! only translate between the wire and the session hub.
 
 mod api;
+mod chat;
+pub mod service;
 mod stateless;
 mod static_files;
+mod tools_api;
 mod ws;
 
 use std::sync::Arc;
@@ -30,6 +33,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// The model, for the stateless chat API (sessions hold their own).
     pub provider: Arc<dyn Provider>,
+    /// Keys and rate limits of calls from other services.
+    pub service: service::ServiceState,
     /// History budget of one model call, in estimated tokens (0: no limit).
     pub history_tokens: usize,
     /// Frames that may wait for one WebSocket connection before it is
@@ -40,7 +45,9 @@ pub struct AppState {
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     api::configure(cfg);
+    chat::configure(cfg);
     stateless::configure(cfg);
+    tools_api::configure(cfg);
     ws::configure(cfg);
     static_files::configure(cfg);
 }
@@ -53,7 +60,7 @@ pub enum TokenRole {
 }
 
 /// Compares secrets in time that does not depend on where they differ.
-fn same_secret(a: &str, b: &str) -> bool {
+pub(crate) fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

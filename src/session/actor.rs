@@ -24,11 +24,12 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::audit::{self, AuditedCall, CallOrigin};
 use super::hub::{SessionHub, SessionStats, Unregister, random_token};
 use super::{
     Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps,
 };
-use crate::error::{ErrorCode, Reason, ToolStatus, wire_name};
+use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::prune::prune;
@@ -40,9 +41,9 @@ use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent,
     TurnLimit,
 };
-use crate::storage::{AuditRow, DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
+use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::generate_zone::{parse_zone_texts, zone_text_request};
-use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError, ToolOutput, args_hash};
+use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
@@ -85,6 +86,7 @@ pub struct CallTool {
     pub args: Value,
     pub role: Role,
     pub trace_id: String,
+    pub origin: CallOrigin,
 }
 
 /// A direct call's outcome, durable when it is answered.
@@ -96,6 +98,14 @@ pub struct DirectCallDone {
     pub seq: u64,
     pub event: ToolEvent,
     pub outcome: Result<Value, ToolError>,
+}
+
+/// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and
+/// answers it once durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<ByteString, ChatRefused>")]
+pub struct AwaitTurnEnd {
+    pub turn_id: String,
 }
 
 /// Adds a connection; answers its welcome frame and any resumed backlog.
@@ -149,6 +159,8 @@ struct Pending {
     bytes: ByteString,
     effect: Option<Effect>,
     history: Option<HistoryEntry>,
+    /// The turn this frame ends (`turn_completed` / `turn_failed`).
+    ends_turn: Option<String>,
 }
 
 struct Subscriber {
@@ -178,6 +190,7 @@ struct QueuedCall {
     args: Value,
     role: Role,
     trace_id: String,
+    origin: CallOrigin,
     reply: oneshot::Sender<DirectCallDone>,
 }
 
@@ -286,6 +299,8 @@ pub struct SessionActor {
     queue: VecDeque<Work>,
     /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
     replies: Vec<(u64, oneshot::Sender<DirectCallDone>, DirectCallDone)>,
+    /// Callers waiting for a turn's last frame to be durable, by turn id.
+    turn_waiters: HashMap<String, Vec<oneshot::Sender<ByteString>>>,
     turn: Option<TurnRun>,
     next_turn_no: u64,
     requests: RecentRequests,
@@ -324,6 +339,7 @@ impl SessionActor {
             subscribers: HashMap::new(),
             queue: VecDeque::new(),
             replies: Vec::new(),
+            turn_waiters: HashMap::new(),
             turn: None,
             requests: restored.requests,
             interrupted_turn: restored.interrupted_turn,
@@ -376,11 +392,18 @@ impl SessionActor {
         if let Some(sink) = &self.sink {
             self.deps.store.append(row, sink.clone());
         }
+        let ends_turn = match &event {
+            StoryEvent::TurnCompleted { turn_id, .. } | StoryEvent::TurnFailed { turn_id, .. } => {
+                Some(turn_id.clone())
+            }
+            _ => None,
+        };
         self.pending.push_back(Pending {
             seq,
             bytes: ByteString::from(frame),
             effect,
             history,
+            ends_turn,
         });
         seq
     }
@@ -399,6 +422,11 @@ impl SessionActor {
             }
             self.released = p.seq;
             self.broadcast(&p.bytes);
+            if let Some(waiters) = p.ends_turn.and_then(|t| self.turn_waiters.remove(&t)) {
+                for w in waiters {
+                    let _ = w.send(p.bytes.clone());
+                }
+            }
             self.ring.push_back((p.seq, p.bytes));
             if self.ring.len() > RING_FRAMES {
                 self.ring.pop_front();
@@ -432,6 +460,7 @@ impl SessionActor {
             usage: Usage::default(),
             in_turn: false,
             refused: None,
+            origin: &c.origin,
         });
         self.last_activity = Instant::now();
         let done = DirectCallDone {
@@ -730,6 +759,7 @@ impl SessionActor {
             usage,
             in_turn: true,
             refused,
+            origin: &CallOrigin::default(),
         });
         if let Some(t) = self.turn.as_mut() {
             t.phase = Phase::Waiting {
@@ -949,6 +979,7 @@ impl SessionActor {
             usage,
             in_turn: true,
             refused: None,
+            origin: &CallOrigin::default(),
         });
         if let Some(t) = self.turn.as_mut() {
             t.phase = Phase::Waiting {
@@ -1008,17 +1039,23 @@ impl SessionActor {
                 .invoke(c.tool, c.raw, &caller, &self.state, &mut self.rng),
         };
         let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
-        self.audit(AuditedCall {
-            trace_id: c.trace_id,
-            turn_id: c.turn_id,
-            call_id: c.call_id,
-            tool: c.tool,
-            role: c.role,
-            args: &inv.args,
-            outcome: &inv.outcome,
-            duration_ms: inv.duration_ms,
-            usage: c.usage,
-        });
+        audit::record(
+            &self.deps.store,
+            AuditedCall {
+                session_id: Some(&self.meta.session_id),
+                tenant_id: &self.meta.tenant_id,
+                trace_id: c.trace_id,
+                turn_id: Some(c.turn_id),
+                call_id: Some(c.call_id),
+                tool: c.tool,
+                role: c.role,
+                args: &inv.args,
+                failure: inv.outcome.as_ref().err(),
+                duration_ms: inv.duration_ms,
+                usage: c.usage,
+                origin: c.origin,
+            },
+        );
         let (status, reason, error_code) = match &inv.outcome {
             Ok(_) => (ToolStatus::Ok, None, None),
             Err(e) => (e.status(), Some(e.reason), Some(e.code)),
@@ -1234,6 +1271,8 @@ struct CallSpec<'a> {
     in_turn: bool,
     /// Fails the call with this error without running the tool.
     refused: Option<ToolError>,
+    /// Who called from outside, for the audit ledger.
+    origin: &'a CallOrigin,
 }
 
 /// What a call gave, once its frames are journalled.
@@ -1242,73 +1281,6 @@ struct CallOutcome {
     seq: u64,
     event: ToolEvent,
     outcome: Result<Value, ToolError>,
-}
-
-/// One tool call, as the audit ledger and the log record it.
-struct AuditedCall<'a> {
-    trace_id: &'a str,
-    turn_id: &'a str,
-    call_id: &'a str,
-    tool: &'a str,
-    role: Role,
-    args: &'a Value,
-    outcome: &'a Result<ToolOutput, ToolError>,
-    duration_ms: f64,
-    usage: Usage,
-}
-
-impl SessionActor {
-    /// Writes the call's audit row and its `tool_call_success` /
-    /// `tool_call_failed` log event.
-    fn audit(&self, c: AuditedCall<'_>) {
-        let (status, reason, code, message) = match c.outcome {
-            Ok(_) => (ToolStatus::Ok, None, None, None),
-            Err(e) => (
-                e.status(),
-                Some(e.reason),
-                Some(e.code),
-                Some(e.message.clone()),
-            ),
-        };
-        let row = AuditRow {
-            audit_id: 0,
-            session_id: Some(self.meta.session_id.clone()),
-            tenant_id: self.meta.tenant_id.clone(),
-            trace_id: c.trace_id.to_owned(),
-            turn_id: Some(c.turn_id.to_owned()),
-            call_id: Some(c.call_id.to_owned()),
-            tool: c.tool.to_owned(),
-            role: wire_name(&c.role),
-            args_hash: args_hash(c.args),
-            status: wire_name(&status),
-            reason: reason.as_ref().map(wire_name),
-            error_code: code.map(ErrorCode::as_str),
-            error_message: message,
-            duration_us: (c.duration_ms * 1000.0).round() as i64,
-            prompt_tokens: c.usage.prompt_tokens as i64,
-            completion_tokens: c.usage.completion_tokens as i64,
-            created_at: now_ms(),
-        };
-        if c.outcome.is_ok() {
-            tracing::info!(
-                event = "tool_call_success", trace_id = %row.trace_id, session_id = %self.meta.session_id,
-                tenant_id = %row.tenant_id, tool = %row.tool, role = %row.role, args_hash = %row.args_hash,
-                status = %row.status, duration_us = row.duration_us, turn_id = c.turn_id, call_id = c.call_id,
-                prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, "tool_call_success"
-            );
-        } else {
-            tracing::info!(
-                event = "tool_call_failed", trace_id = %row.trace_id, session_id = %self.meta.session_id,
-                tenant_id = %row.tenant_id, tool = %row.tool, role = %row.role, args_hash = %row.args_hash,
-                status = %row.status, reason = row.reason.as_deref().unwrap_or_default(),
-                error_code = row.error_code.as_deref().unwrap_or_default(),
-                error_message = row.error_message.as_deref().unwrap_or_default(),
-                duration_us = row.duration_us, turn_id = c.turn_id, call_id = c.call_id,
-                prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, "tool_call_failed"
-            );
-        }
-        self.deps.store.audit(row);
-    }
 }
 
 /// Notes which areas and characters an effect touched, for the state patch.
@@ -1543,6 +1515,7 @@ impl Handler<CallTool> for SessionActor {
             args: msg.args,
             role: msg.role,
             trace_id: msg.trace_id,
+            origin: msg.origin,
             reply,
         }));
         self.last_activity = Instant::now();
@@ -1553,6 +1526,50 @@ impl Handler<CallTool> for SessionActor {
                 message: "the session stopped before the call was durable; retry".into(),
                 retry_after_ms: None,
             })
+        })
+    }
+}
+
+impl Handler<AwaitTurnEnd> for SessionActor {
+    type Result = ResponseFuture<Result<ByteString, ChatRefused>>;
+
+    fn handle(&mut self, msg: AwaitTurnEnd, _: &mut Self::Context) -> Self::Result {
+        let id = msg.turn_id;
+        let lost = || ChatRefused {
+            code: ErrorCode::InternalError,
+            message: "the session stopped before the turn ended; its progress is kept".into(),
+            retry_after_ms: None,
+        };
+        let open = self.turn.as_ref().is_some_and(|t| t.turn_id == id)
+            || self
+                .queue
+                .iter()
+                .any(|w| matches!(w, Work::Turn(q) if q.turn_id == id))
+            || self
+                .pending
+                .iter()
+                .any(|p| p.ends_turn.as_deref() == Some(id.as_str()));
+        if open {
+            let (tx, rx) = oneshot::channel();
+            self.turn_waiters.entry(id).or_default().push(tx);
+            return Box::pin(async move { rx.await.map_err(|_| lost()) });
+        }
+        // The turn ended and is durable: its last frame is in the journal.
+        let store = self.deps.store.clone();
+        let session_id = self.meta.session_id.clone();
+        Box::pin(async move {
+            match store.turn_end_frame(&session_id, &id).await {
+                Ok(Some(frame)) => Ok(ByteString::from(frame)),
+                Ok(None) => Err(ChatRefused {
+                    code: ErrorCode::NotFound,
+                    message: format!("no turn {id} in this session"),
+                    retry_after_ms: None,
+                }),
+                Err(e) => {
+                    tracing::error!(error = %e, "reading a turn's end failed");
+                    Err(lost())
+                }
+            }
         })
     }
 }

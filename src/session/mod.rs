@@ -2,6 +2,7 @@
 //! the [`SessionHub`] maps ids to live actors and loads sessions from storage.
 
 mod actor;
+pub mod audit;
 mod hub;
 mod replay;
 
@@ -17,9 +18,10 @@ use crate::storage::Store;
 use crate::tools::Registry;
 
 pub use actor::{
-    CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined, SessionActor,
-    SubmitChat, Subscribe, Unsubscribe,
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
+    SessionActor, SubmitChat, Subscribe, Unsubscribe,
 };
+pub use audit::CallOrigin;
 pub use hub::{CreateSession, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub, random_token};
 
 /// Frames of recent story kept in memory per session for resume.

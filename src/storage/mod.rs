@@ -124,6 +124,11 @@ pub struct AuditRow {
     pub completion_tokens: i64,
     /// Milliseconds since the epoch.
     pub created_at: i64,
+    /// The service context of a call from another service (HTTP tool API,
+    /// MCP); empty for the game loop and players.
+    pub site_id: Option<String>,
+    pub span_id: Option<String>,
+    pub user_id: Option<String>,
 }
 
 /// A page of the audit ledger.

@@ -106,6 +106,30 @@ impl Store {
         }
     }
 
+    /// Every audit row of one trace of a tenant, oldest first (at most
+    /// `limit`).
+    pub async fn audit_by_trace(
+        &self,
+        tenant_id: &str,
+        trace_id: &str,
+        limit: u32,
+    ) -> Result<Vec<AuditRow>, StorageError> {
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit WHERE tenant_id = ? AND trace_id = ? ORDER BY audit_id LIMIT ?"
+        );
+        // Built only from constants.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(tenant_id)
+            .bind(trace_id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(audit_row)
+            .collect::<Result<Vec<_>, sqlx::Error>>()?)
+    }
+
     /// A page of a session's audit ledger, oldest first.
     pub async fn audit_page(
         &self,
@@ -113,41 +137,21 @@ impl Store {
         after_id: i64,
         limit: u32,
     ) -> Result<AuditPage, StorageError> {
-        let rows = sqlx::query(
-            "SELECT audit_id, session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, status, \
-             reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at \
-             FROM audit WHERE session_id = ? AND audit_id > ? ORDER BY audit_id LIMIT ?",
-        )
-        .bind(session_id)
-        .bind(after_id)
-        .bind(i64::from(limit) + 1)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit WHERE session_id = ? AND audit_id > ? ORDER BY audit_id LIMIT ?"
+        );
+        // Built only from constants.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .bind(after_id)
+            .bind(i64::from(limit) + 1)
+            .fetch_all(&self.pool)
+            .await?;
         let more = rows.len() > limit as usize;
         let entries = rows
             .into_iter()
             .take(limit as usize)
-            .map(|r| {
-                Ok(AuditRow {
-                    audit_id: r.try_get(0)?,
-                    session_id: r.try_get(1)?,
-                    tenant_id: r.try_get(2)?,
-                    trace_id: r.try_get(3)?,
-                    turn_id: r.try_get(4)?,
-                    call_id: r.try_get(5)?,
-                    tool: r.try_get(6)?,
-                    role: r.try_get(7)?,
-                    args_hash: r.try_get(8)?,
-                    status: r.try_get(9)?,
-                    reason: r.try_get(10)?,
-                    error_code: r.try_get(11)?,
-                    error_message: r.try_get(12)?,
-                    duration_us: r.try_get(13)?,
-                    prompt_tokens: r.try_get(14)?,
-                    completion_tokens: r.try_get(15)?,
-                    created_at: r.try_get(16)?,
-                })
-            })
+            .map(|r| audit_row(&r))
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         let next_after_id = if more {
             entries.last().map(|e| e.audit_id)
@@ -288,6 +292,24 @@ impl Store {
             .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
             .collect::<Result<_, sqlx::Error>>()
             .map_err(Into::into)
+    }
+
+    /// The frame that ended a turn (`turn_completed` or `turn_failed`), if
+    /// the turn has ended.
+    pub async fn turn_end_frame(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Option<String>, StorageError> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT frame FROM journal WHERE session_id = ? AND turn_id = ? \
+             AND kind IN ('turn_completed', 'turn_failed') ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .bind(turn_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(frame,)| frame))
     }
 
     /// A page of the applied-actions log, oldest first.
@@ -453,8 +475,9 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
             WriteOp::Audit(a) => {
                 sqlx::query(
                     "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
-                     status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at, \
+                     site_id, span_id, user_id) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(&a.session_id)
                 .bind(&a.tenant_id)
@@ -472,6 +495,9 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
                 .bind(a.prompt_tokens)
                 .bind(a.completion_tokens)
                 .bind(a.created_at)
+                .bind(&a.site_id)
+                .bind(&a.span_id)
+                .bind(&a.user_id)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -533,4 +559,34 @@ async fn insert_rows(
     }
     rows.clear();
     Ok(())
+}
+
+/// The audit columns, in the order [`audit_row`] reads them.
+const AUDIT_COLUMNS: &str = "audit_id, session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
+     status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at, \
+     site_id, span_id, user_id";
+
+fn audit_row(r: &sqlx::sqlite::SqliteRow) -> Result<AuditRow, sqlx::Error> {
+    Ok(AuditRow {
+        audit_id: r.try_get(0)?,
+        session_id: r.try_get(1)?,
+        tenant_id: r.try_get(2)?,
+        trace_id: r.try_get(3)?,
+        turn_id: r.try_get(4)?,
+        call_id: r.try_get(5)?,
+        tool: r.try_get(6)?,
+        role: r.try_get(7)?,
+        args_hash: r.try_get(8)?,
+        status: r.try_get(9)?,
+        reason: r.try_get(10)?,
+        error_code: r.try_get(11)?,
+        error_message: r.try_get(12)?,
+        duration_us: r.try_get(13)?,
+        prompt_tokens: r.try_get(14)?,
+        completion_tokens: r.try_get(15)?,
+        created_at: r.try_get(16)?,
+        site_id: r.try_get(17)?,
+        span_id: r.try_get(18)?,
+        user_id: r.try_get(19)?,
+    })
 }

@@ -50,6 +50,7 @@ impl Tool for ActivateNpc {
         .writes()
         .people_only()
         .roles(&[Role::Player, Role::Admin, Role::GmAdmin, Role::Owner])
+        .requires_auth()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

@@ -74,6 +74,7 @@ impl Tool for CreateDraftContent {
         )
         .writes()
         .roles(GAME_ROLES)
+        .requires_auth()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

@@ -134,7 +134,8 @@ impl Tool for CreateNpc {
             }),
         )
         .writes()
-        .roles(NPC_ROLES);
+        .roles(NPC_ROLES)
+        .requires_auth();
         spec.ai_callable = false;
         spec
     }

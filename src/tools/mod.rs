@@ -95,6 +95,9 @@ pub struct ToolSpec {
     pub roles: &'static [Role],
     pub enabled: bool,
     pub ai_callable: bool,
+    /// Service callers (HTTP tool API, MCP) need the internal API key for it,
+    /// even when the server does not require the key for everything.
+    pub requires_auth: bool,
     pub read_only: bool,
     pub idempotent: bool,
     /// Past this, the result (and any effect) is discarded as `TIMEOUT`.
@@ -125,6 +128,7 @@ impl ToolSpec {
             roles: ALL_ROLES,
             enabled: true,
             ai_callable: true,
+            requires_auth: false,
             read_only: true,
             idempotent: true,
             timeout: DEFAULT_TOOL_TIMEOUT,
@@ -153,6 +157,12 @@ impl ToolSpec {
     /// Only people may call it: the model never sees it.
     pub fn people_only(mut self) -> Self {
         self.ai_callable = false;
+        self
+    }
+
+    /// Service callers must present the internal API key.
+    pub fn requires_auth(mut self) -> Self {
+        self.requires_auth = true;
         self
     }
 

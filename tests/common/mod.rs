@@ -72,6 +72,7 @@ pub async fn spawn_in(
     }
 }
 
+#[derive(Debug, Clone)]
 pub struct Session {
     pub session_id: String,
     pub player_token: String,

@@ -1,0 +1,116 @@
+//! `POST /api/v1/chat`: one whole turn over HTTP. The turn runs through the
+//! session's actor exactly like a WebSocket chat (same queue, rate limit and
+//! `request_id` de-duplication), so every connection sees it live; the answer
+//! is sent once the turn's last frame is durable.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::api::{authorize_player, find_session};
+use super::{AppState, json_body};
+use crate::error::{ApiError, ErrorCode};
+use crate::session::{AwaitTurnEnd, ChatRefused, SubmitChat};
+
+/// Lookups tried when a session stops between lookup and use.
+const RETRIES: usize = 3;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/chat", web::post().to(chat));
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    session_id: String,
+    message: String,
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
+async fn chat(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let body: ChatRequest = serde_json::from_value(json_body(body).await?)
+        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    for _ in 0..RETRIES {
+        let handle = find_session(&state, &body.session_id).await?;
+        authorize_player(&req, &handle.meta)?;
+        let submitted = handle
+            .addr
+            .send(SubmitChat {
+                text: body.message.clone(),
+                request_id: body.request_id.clone(),
+            })
+            .await;
+        let accepted = match submitted {
+            Ok(Ok(accepted)) => accepted,
+            // The session is unloading: look it up again.
+            Ok(Err(r)) if r.code == ErrorCode::InternalError => continue,
+            Ok(Err(r)) => return Err(refused(r)),
+            Err(_) => continue,
+        };
+        let end = handle
+            .addr
+            .send(AwaitTurnEnd {
+                turn_id: accepted.turn_id.clone(),
+            })
+            .await
+            .map_err(|e| ApiError::internal(&e))?
+            .map_err(refused)?;
+        let frame: Value = serde_json::from_str(&end).map_err(|e| ApiError::internal(&e))?;
+        return Ok(answer(frame, accepted.duplicate));
+    }
+    Err(ApiError::new(
+        ErrorCode::InternalError,
+        "the session is reloading; try again",
+    ))
+}
+
+/// A refusal as an HTTP error, with `Retry-After` when it helps.
+fn refused(r: ChatRefused) -> ApiError {
+    let mut e = ApiError::new(r.code, r.message);
+    if let Some(ms) = r.retry_after_ms {
+        e.retry_after_s = Some(ms.div_ceil(1000).max(1));
+    } else if r.code == ErrorCode::QueueFull {
+        e.retry_after_s = Some(1);
+    }
+    e
+}
+
+/// The turn's last frame as the answer: `200` with the turn for
+/// `turn_completed`; the failure's status and code for `turn_failed`.
+fn answer(frame: Value, duplicate: bool) -> HttpResponse {
+    let field = |k: &str| frame.get(k).cloned().unwrap_or(Value::Null);
+    if frame["type"] == "turn_completed" {
+        let mut body = json!({
+            "turn_id": field("turn_id"),
+            "seq": field("seq"),
+            "reply": field("reply"),
+            "dialog_type": field("dialog_type"),
+            "iterations": field("iterations"),
+            "tool_events": field("tool_events"),
+            "state_patch": field("state_patch"),
+            "usage": field("usage"),
+            "duplicate": duplicate,
+        });
+        if let Some(limit) = frame.get("limit") {
+            body["limit"] = limit.clone();
+        }
+        return HttpResponse::Ok().json(body);
+    }
+    let code: ErrorCode =
+        serde_json::from_value(field("error_code")).unwrap_or(ErrorCode::InternalError);
+    let mut body = json!({
+        "error_code": code,
+        "message": field("message"),
+        "turn_id": field("turn_id"),
+        "seq": field("seq"),
+        "duplicate": duplicate,
+    });
+    if let Some(limit) = frame.get("limit") {
+        body["limit"] = limit.clone();
+    }
+    HttpResponse::build(code.http_status()).json(body)
+}

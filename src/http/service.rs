@@ -1,0 +1,503 @@
+//! Calls from other services (the HTTP tool API and MCP): the service
+//! context headers, the internal API key, per-tenant and per-key rate
+//! limits, and the one way a service runs a tool.
+//!
+//! A call that names a session runs inside that session's actor, queued
+//! with its turns, so its effect is journalled and every connection sees it;
+//! a session of another tenant is answered exactly like an unknown one. A
+//! tool that needs no session runs here, on an empty state. Every call,
+//! refused or not, writes one audit row.
+
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use actix_web::HttpRequest;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{AppState, same_secret};
+use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
+use crate::game::GameState;
+use crate::game::rng::SplitMix64;
+use crate::llm::Usage;
+use crate::session::audit::{self, AuditedCall, CallOrigin};
+use crate::session::{CallTool, Lookup, SessionHandle, random_token};
+use crate::tools::{Caller, RawArgs, Role, ToolError, args_hash};
+
+/// Longest a service waits for its call to get through a busy session's
+/// queue; the call still runs after that, and its audit row tells.
+pub const SESSION_WAIT: Duration = Duration::from_secs(30);
+/// Longest id accepted in a context header.
+const MAX_ID_CHARS: usize = 128;
+/// Keys a rate limiter remembers before it forgets idle ones.
+const LIMITER_KEYS: usize = 10_000;
+/// Lookups tried when a session stops between lookup and use.
+const RETRIES: usize = 3;
+
+/// The service side's shared state.
+pub struct ServiceState {
+    internal_key: Option<String>,
+    per_tenant: DefaultKeyedRateLimiter<String>,
+    per_key: DefaultKeyedRateLimiter<String>,
+}
+
+impl ServiceState {
+    /// `internal_key` empty or absent means no key is required.
+    pub fn new(internal_key: Option<String>, per_minute: u32, burst: u32) -> Self {
+        let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
+            .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
+        Self {
+            internal_key: internal_key.filter(|k| !k.is_empty()),
+            per_tenant: RateLimiter::keyed(quota),
+            per_key: RateLimiter::keyed(quota),
+        }
+    }
+}
+
+/// Which context headers a route requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderRules {
+    /// `X-Tenant-ID`, `X-Site-ID` and `X-Trace-ID` must be sent (the tool API).
+    Strict,
+    /// Tenant `default`, site `mcp` and a fresh trace id when absent (MCP
+    /// clients are generic and rarely send them).
+    Lenient,
+}
+
+/// Who calls, for whom, under which trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceContext {
+    pub tenant_id: String,
+    pub site_id: String,
+    pub trace_id: String,
+    pub span_id: Option<String>,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    pub npc_id: Option<String>,
+    pub role: Role,
+    /// The request carried the valid internal API key.
+    pub authenticated: bool,
+}
+
+impl ServiceContext {
+    /// Reads the context headers and checks the key: `400 CONTEXT_INVALID`
+    /// for missing or malformed headers, `401 UNAUTHORIZED` when a key is
+    /// configured and the request lacks it, `403 FORBIDDEN` for
+    /// `X-User-Role` without a valid key.
+    pub fn from_request(
+        req: &HttpRequest,
+        state: &AppState,
+        rules: HeaderRules,
+    ) -> Result<Self, ApiError> {
+        let mut problems = Vec::new();
+        let mut header = |name: &str| -> Option<String> {
+            let raw = req.headers().get(name)?;
+            let text = raw.to_str().ok().map(str::trim).unwrap_or_default();
+            let printable = text.chars().all(|c| c.is_ascii_graphic());
+            if text.is_empty() || text.chars().count() > MAX_ID_CHARS || !printable {
+                problems.push(format!(
+                    "{name} must be 1 to {MAX_ID_CHARS} printable ASCII characters"
+                ));
+                return None;
+            }
+            Some(text.to_owned())
+        };
+        let tenant = header("X-Tenant-ID");
+        let site = header("X-Site-ID");
+        let trace = header("X-Trace-ID");
+        let span_id = header("X-Span-ID");
+        let user_id = header("X-User-ID");
+        let session_id = header("X-Session-ID");
+        let npc_id = header("X-NPC-ID");
+        let role = header("X-User-Role");
+        let (tenant_id, site_id, trace_id) = match rules {
+            HeaderRules::Strict => {
+                for (name, value) in [
+                    ("X-Tenant-ID", &tenant),
+                    ("X-Site-ID", &site),
+                    ("X-Trace-ID", &trace),
+                ] {
+                    if value.is_none() && req.headers().get(name).is_none() {
+                        problems.push(format!("missing header {name}"));
+                    }
+                }
+                (
+                    tenant.unwrap_or_default(),
+                    site.unwrap_or_default(),
+                    trace.unwrap_or_default(),
+                )
+            }
+            HeaderRules::Lenient => (
+                tenant.unwrap_or_else(|| super::DEFAULT_TENANT.to_owned()),
+                site.unwrap_or_else(|| "mcp".to_owned()),
+                trace.unwrap_or_else(|| format!("tr_{}", random_token(24))),
+            ),
+        };
+        if !problems.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::ContextInvalid,
+                problems.join("; "),
+            ));
+        }
+        let presented = req
+            .headers()
+            .get("X-Internal-API-Key")
+            .and_then(|v| v.to_str().ok());
+        let authenticated = match (&state.service.internal_key, presented) {
+            (Some(key), Some(given)) => same_secret(key, given),
+            _ => false,
+        };
+        if state.service.internal_key.is_some() && !authenticated {
+            return Err(ApiError::new(
+                ErrorCode::Unauthorized,
+                "missing or wrong X-Internal-API-Key",
+            ));
+        }
+        let role = match role {
+            None => Role::Service,
+            Some(_) if !authenticated => {
+                return Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    "X-User-Role needs a valid X-Internal-API-Key",
+                ));
+            }
+            Some(name) => parse_role(&name).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::ContextInvalid,
+                    format!(
+                        "X-User-Role {name:?} is not a role; roles: player, game_master, \
+                         service, admin, gm_admin, owner"
+                    ),
+                )
+            })?,
+        };
+        Ok(Self {
+            tenant_id,
+            site_id,
+            trace_id,
+            span_id,
+            user_id,
+            session_id,
+            npc_id,
+            role,
+            authenticated,
+        })
+    }
+
+    /// The context as the audit ledger records it.
+    pub fn origin(&self) -> CallOrigin {
+        CallOrigin {
+            site_id: Some(self.site_id.clone()),
+            span_id: self.span_id.clone(),
+            user_id: self.user_id.clone(),
+        }
+    }
+}
+
+fn parse_role(name: &str) -> Option<Role> {
+    serde_json::from_value(Value::String(name.to_ascii_lowercase())).ok()
+}
+
+/// Per-tenant and per-key rate limits: `429 RATE_LIMITED` with
+/// `Retry-After` past them. The key limit applies to callers that present
+/// the internal key (they share it).
+pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError> {
+    let service = &state.service;
+    let mut checks = vec![(&service.per_tenant, ctx.tenant_id.as_str())];
+    if ctx.authenticated {
+        checks.push((&service.per_key, "internal-key"));
+    }
+    for (limiter, id) in checks {
+        if limiter.len() > LIMITER_KEYS {
+            limiter.retain_recent();
+        }
+        if let Err(not_until) = limiter.check_key(&id.to_owned()) {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let mut e = ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "too many tool calls; try again in {} ms",
+                    wait.as_millis().max(1)
+                ),
+            );
+            e.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Every tool name: a service is not bound by a campaign's allowlist unless
+/// its call runs in a session.
+fn all_tools(state: &AppState) -> Vec<String> {
+    state
+        .registry
+        .names()
+        .iter()
+        .map(|n| (*n).to_owned())
+        .collect()
+}
+
+/// The tools this caller's role may call, in the MCP listing format.
+pub fn mcp_listing(state: &AppState, ctx: &ServiceContext) -> Vec<Value> {
+    let names = all_tools(state);
+    state.registry.mcp_tools(&Caller {
+        role: ctx.role,
+        allowlist: &names,
+        session_id: "",
+    })
+}
+
+/// The audit summary a service caller gets back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallAudit {
+    pub trace_id: String,
+    pub tool_name: String,
+    pub status: ToolStatus,
+    pub latency_ms: f64,
+    /// SHA-256 of the input as canonical JSON (keys sorted), hex.
+    pub request_payload_hash: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<ErrorCode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+}
+
+/// What a service call gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReport {
+    pub outcome: Result<Value, ToolError>,
+    pub audit: CallAudit,
+}
+
+/// Runs one tool for a service caller. The session comes from the input's
+/// `session_id` or `X-Session-ID` (they must agree); a tool whose schema
+/// has no `session_id` gets the input without it, and the hash in the
+/// answer is of the input the tool got (the same as its audit row's). Never
+/// fails outright: every refusal is in `outcome`, and every call is audited
+/// once.
+pub async fn call_tool(
+    state: &AppState,
+    ctx: &ServiceContext,
+    tool: &str,
+    mut input: Value,
+) -> CallReport {
+    let started = Instant::now();
+    // Refusals before the tool pipeline, audited here.
+    let refuse = |session: Option<&str>, input: &Value, e: ToolError| {
+        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        record(state, ctx, session, tool, input, Some(&e), duration_ms);
+        report(ctx, tool, &args_hash(input), started, Err(e))
+    };
+    let Some(spec) = state.registry.spec(tool) else {
+        let shown: String = tool.chars().take(64).collect();
+        return refuse(
+            None,
+            &input,
+            ToolError::new(
+                Reason::NotFound,
+                ErrorCode::ToolNotFound,
+                format!("unknown tool {shown:?}"),
+            ),
+        );
+    };
+    if spec.requires_auth && !ctx.authenticated {
+        return refuse(
+            None,
+            &input,
+            ToolError::new(
+                Reason::PermissionDenied,
+                ErrorCode::Unauthorized,
+                format!("{tool} needs a valid X-Internal-API-Key"),
+            ),
+        );
+    }
+    let named = input.get("session_id").and_then(Value::as_str);
+    let session = match (named, ctx.session_id.as_deref()) {
+        (Some(a), Some(b)) if a != b => {
+            return refuse(
+                None,
+                &input,
+                ToolError::new(
+                    Reason::SessionMismatch,
+                    ErrorCode::SessionMismatch,
+                    format!("session_id {a:?} disagrees with X-Session-ID {b:?}"),
+                ),
+            );
+        }
+        (a, b) => a.or(b).map(str::to_owned),
+    };
+    let takes_session = spec.input_schema["properties"].get("session_id").is_some();
+    if let (false, Some(args)) = (takes_session, input.as_object_mut()) {
+        args.remove("session_id");
+    }
+    let Some(session_id) = session else {
+        if spec.needs_session {
+            return refuse(
+                None,
+                &input,
+                ToolError::new(
+                    Reason::InvalidArgs,
+                    ErrorCode::ContextInvalid,
+                    format!("{tool} runs in a session: send X-Session-ID or a session_id argument"),
+                ),
+            );
+        }
+        return run_sessionless(state, ctx, tool, input, started);
+    };
+    match run_in_session(state, ctx, &session_id, tool, input.clone()).await {
+        Ok(outcome) => report(ctx, tool, &args_hash(&input), started, outcome),
+        Err((known, e)) => refuse(known.then_some(session_id.as_str()), &input, e),
+    }
+}
+
+/// A tool that needs no session, run on an empty state.
+fn run_sessionless(
+    state: &AppState,
+    ctx: &ServiceContext,
+    tool: &str,
+    input: Value,
+    started: Instant,
+) -> CallReport {
+    let hash = args_hash(&input);
+    let names = all_tools(state);
+    let caller = Caller {
+        role: ctx.role,
+        allowlist: &names,
+        session_id: "",
+    };
+    let mut rng = SplitMix64::new(rand::random());
+    let inv = state.registry.invoke(
+        tool,
+        RawArgs::Value(input),
+        &caller,
+        &GameState::empty(),
+        &mut rng,
+    );
+    let failure = inv.outcome.as_ref().err();
+    record(state, ctx, None, tool, &inv.args, failure, inv.duration_ms);
+    report(ctx, tool, &hash, started, inv.outcome.map(|o| o.result))
+}
+
+/// Runs the call in the session's actor (which audits it). `Err` carries
+/// whether the session exists for this tenant, and why the call did not run.
+async fn run_in_session(
+    state: &AppState,
+    ctx: &ServiceContext,
+    session_id: &str,
+    tool: &str,
+    input: Value,
+) -> Result<Result<Value, ToolError>, (bool, ToolError)> {
+    let internal = |message: String| {
+        ToolError::new(Reason::ExecutionFailed, ErrorCode::InternalError, message)
+    };
+    for _ in 0..RETRIES {
+        let handle: SessionHandle = match state
+            .hub
+            .send(Lookup {
+                session_id: session_id.to_owned(),
+            })
+            .await
+        {
+            Ok(Ok(Some(h))) if h.meta.tenant_id == ctx.tenant_id => h,
+            Ok(Ok(_)) => {
+                let e = ToolError::new(
+                    Reason::NotFound,
+                    ErrorCode::NotFound,
+                    format!("no session {session_id}"),
+                );
+                return Err((false, e));
+            }
+            Ok(Err(e)) => return Err((false, internal(format!("storage failed: {e}")))),
+            Err(e) => return Err((false, internal(format!("the session hub stopped: {e}")))),
+        };
+        let call = handle.addr.send(CallTool {
+            tool: tool.to_owned(),
+            args: input.clone(),
+            role: ctx.role,
+            trace_id: ctx.trace_id.clone(),
+            origin: ctx.origin(),
+        });
+        match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
+            Err(_) => {
+                let e = ToolError::new(
+                    Reason::Timeout,
+                    ErrorCode::Timeout,
+                    format!(
+                        "the session was busy for {} s; the call is still queued and will run \
+                         (its audit row carries trace id {})",
+                        SESSION_WAIT.as_secs(),
+                        ctx.trace_id
+                    ),
+                );
+                return Err((true, e));
+            }
+            Ok(Ok(Ok(done))) => return Ok(done.outcome),
+            Ok(Ok(Err(refused))) if refused.code == ErrorCode::InternalError => continue,
+            Ok(Ok(Err(refused))) => {
+                let e = ToolError::new(Reason::ExecutionFailed, refused.code, refused.message);
+                return Err((true, e));
+            }
+            // The session stopped between lookup and send: look again.
+            Ok(Err(_)) => continue,
+        }
+    }
+    Err((true, internal("the session is reloading; try again".into())))
+}
+
+/// Audits a call that did not run in a session's actor.
+fn record(
+    state: &AppState,
+    ctx: &ServiceContext,
+    session_id: Option<&str>,
+    tool: &str,
+    args: &Value,
+    failure: Option<&ToolError>,
+    duration_ms: f64,
+) {
+    audit::record(
+        &state.store,
+        AuditedCall {
+            session_id,
+            tenant_id: &ctx.tenant_id,
+            trace_id: &ctx.trace_id,
+            turn_id: None,
+            call_id: None,
+            tool,
+            role: ctx.role,
+            args,
+            failure,
+            duration_ms,
+            usage: Usage::default(),
+            origin: &ctx.origin(),
+        },
+    );
+}
+
+fn report(
+    ctx: &ServiceContext,
+    tool: &str,
+    hash: &str,
+    started: Instant,
+    outcome: Result<Value, ToolError>,
+) -> CallReport {
+    let latency_ms = (started.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0;
+    let (status, error_type, error_message) = match &outcome {
+        Ok(_) => (ToolStatus::Ok, None, None),
+        Err(e) => (e.status(), Some(e.code), Some(e.message.clone())),
+    };
+    CallReport {
+        audit: CallAudit {
+            trace_id: ctx.trace_id.clone(),
+            tool_name: tool.to_owned(),
+            status,
+            latency_ms,
+            request_payload_hash: hash.to_owned(),
+            error_type,
+            error_message,
+        },
+        outcome,
+    }
+}

@@ -1,0 +1,164 @@
+//! The HTTP tool server for other services: `POST /api/v1/tools/list`,
+//! `POST /api/v1/tools/call`, and the trace ledger `GET /api/v1/audit`.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::service::{self, HeaderRules, ServiceContext};
+use super::{AppState, json_body_or_empty};
+use crate::error::{ApiError, ErrorCode};
+use crate::tools::Role;
+
+/// Most audit rows one trace lookup returns.
+pub const MAX_TRACE_ROWS: u32 = 1000;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/tools/list", web::post().to(list))
+        .route("/api/v1/tools/call", web::post().to(call))
+        .route("/api/v1/audit", web::get().to(trace));
+}
+
+/// The context, checked, and the caller within its rate limits.
+fn context(req: &HttpRequest, state: &AppState) -> Result<ServiceContext, ApiError> {
+    let ctx = ServiceContext::from_request(req, state, HeaderRules::Strict)?;
+    service::check_rate(state, &ctx)?;
+    Ok(ctx)
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ListRequest {
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    ai_callable_only: Option<bool>,
+}
+
+async fn list(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let ctx = context(&req, &state)?;
+    let body: ListRequest = serde_json::from_value(json_body_or_empty(body).await?)
+        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let tools: Vec<Value> = state
+        .registry
+        .names()
+        .iter()
+        .filter_map(|n| state.registry.spec(n))
+        .filter(|s| s.enabled && s.roles.contains(&ctx.role))
+        .filter(|s| body.category.as_deref().is_none_or(|c| c == s.category))
+        .filter(|s| !body.ai_callable_only.unwrap_or(false) || s.ai_callable)
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "version": s.version,
+                "description": s.description,
+                "category": s.category,
+                "input_schema": s.input_schema,
+                "output_schema": s.output_schema,
+                "requires_auth": s.requires_auth,
+                "ai_callable": s.ai_callable,
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({"total": tools.len(), "tools": tools})))
+}
+
+#[derive(Debug, Deserialize)]
+struct CallRequest {
+    tool_name: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    context: Option<BodyContext>,
+}
+
+/// The context a body may repeat; it must agree with the headers.
+#[derive(Debug, Deserialize)]
+struct BodyContext {
+    #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
+    site_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<String>,
+}
+
+async fn call(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let ctx = context(&req, &state)?;
+    let body: CallRequest = serde_json::from_value(json_body_or_empty(body).await?)
+        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    if let Some(given) = &body.context {
+        for (field, said, header) in [
+            ("tenant_id", &given.tenant_id, &ctx.tenant_id),
+            ("site_id", &given.site_id, &ctx.site_id),
+            ("trace_id", &given.trace_id, &ctx.trace_id),
+        ] {
+            if let Some(said) = said
+                && said != header
+            {
+                return Err(ApiError::new(
+                    ErrorCode::ContextInvalid,
+                    format!("context.{field} {said:?} disagrees with its header ({header:?})"),
+                ));
+            }
+        }
+    }
+    let input = body.input.unwrap_or_else(|| json!({}));
+    let report = service::call_tool(&state, &ctx, &body.tool_name, input).await;
+    Ok(match report.outcome {
+        Ok(output) => HttpResponse::Ok().json(json!({
+            "success": true,
+            "output": output,
+            "audit": report.audit,
+        })),
+        Err(e) => {
+            let mut response = HttpResponse::build(e.code.http_status());
+            if e.code == ErrorCode::QueueFull {
+                response.insert_header(("Retry-After", "1"));
+            }
+            response.json(json!({
+                "success": false,
+                "error": e.message,
+                "error_type": e.code,
+                "reason": e.reason,
+                "audit": report.audit,
+            }))
+        }
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct TraceQuery {
+    trace_id: Option<String>,
+}
+
+/// Every audit row of a trace of the caller's tenant (the trace in the
+/// query, or `X-Trace-ID`).
+async fn trace(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: Result<web::Query<TraceQuery>, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
+    let ctx = context(&req, &state)?;
+    if !matches!(ctx.role, Role::Service | Role::Admin | Role::Owner) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "the trace ledger is for services, admins and owners",
+        ));
+    }
+    let trace_id = query.into_inner().trace_id.unwrap_or(ctx.trace_id);
+    let entries = state
+        .store
+        .audit_by_trace(&ctx.tenant_id, &trace_id, MAX_TRACE_ROWS)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    Ok(HttpResponse::Ok().json(json!({"trace_id": trace_id, "entries": entries})))
+}

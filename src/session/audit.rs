@@ -1,0 +1,92 @@
+//! The audit ledger's writer: one row and one log event per tool call, from
+//! any caller (the game loop, players, other services).
+
+use serde_json::Value;
+
+use crate::error::{ErrorCode, ToolStatus, wire_name};
+use crate::llm::Usage;
+use crate::storage::{AuditRow, Store, now_ms};
+use crate::tools::{Role, ToolError, args_hash};
+
+/// Where a call from another service came from, for the ledger; empty for
+/// the game loop and players.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallOrigin {
+    pub site_id: Option<String>,
+    pub span_id: Option<String>,
+    pub user_id: Option<String>,
+}
+
+/// One tool call to record.
+pub struct AuditedCall<'a> {
+    pub session_id: Option<&'a str>,
+    pub tenant_id: &'a str,
+    pub trace_id: &'a str,
+    pub turn_id: Option<&'a str>,
+    pub call_id: Option<&'a str>,
+    pub tool: &'a str,
+    pub role: Role,
+    pub args: &'a Value,
+    /// `Ok` or why the call failed.
+    pub failure: Option<&'a ToolError>,
+    pub duration_ms: f64,
+    pub usage: Usage,
+    pub origin: &'a CallOrigin,
+}
+
+/// Queues the call's audit row and writes its `tool_call_success` /
+/// `tool_call_failed` log event; answers the row.
+pub fn record(store: &Store, c: AuditedCall<'_>) -> AuditRow {
+    let (status, reason, code, message) = match c.failure {
+        None => (ToolStatus::Ok, None, None, None),
+        Some(e) => (
+            e.status(),
+            Some(e.reason),
+            Some(e.code),
+            Some(e.message.clone()),
+        ),
+    };
+    let row = AuditRow {
+        audit_id: 0,
+        session_id: c.session_id.map(str::to_owned),
+        tenant_id: c.tenant_id.to_owned(),
+        trace_id: c.trace_id.to_owned(),
+        turn_id: c.turn_id.map(str::to_owned),
+        call_id: c.call_id.map(str::to_owned),
+        tool: c.tool.to_owned(),
+        role: wire_name(&c.role),
+        args_hash: args_hash(c.args),
+        status: wire_name(&status),
+        reason: reason.as_ref().map(wire_name),
+        error_code: code.map(ErrorCode::as_str),
+        error_message: message,
+        duration_us: (c.duration_ms * 1000.0).round() as i64,
+        prompt_tokens: c.usage.prompt_tokens as i64,
+        completion_tokens: c.usage.completion_tokens as i64,
+        created_at: now_ms(),
+        site_id: c.origin.site_id.clone(),
+        span_id: c.origin.span_id.clone(),
+        user_id: c.origin.user_id.clone(),
+    };
+    let latency_ms = (c.duration_ms * 1000.0).round() / 1000.0;
+    let (event, failed) = match c.failure {
+        None => ("tool_call_success", false),
+        Some(_) => ("tool_call_failed", true),
+    };
+    tracing::info!(
+        event, trace_id = %row.trace_id, session_id = row.session_id.as_deref().unwrap_or_default(),
+        tenant_id = %row.tenant_id, site_id = row.site_id.as_deref().unwrap_or_default(),
+        span_id = row.span_id.as_deref().unwrap_or_default(),
+        user_id = row.user_id.as_deref().unwrap_or_default(),
+        tool_name = %row.tool, role = %row.role, args_hash = %row.args_hash, status = %row.status,
+        reason = row.reason.as_deref().unwrap_or_default(),
+        error_code = row.error_code.as_deref().unwrap_or_default(),
+        error_message = row.error_message.as_deref().unwrap_or_default(),
+        latency_ms, turn_id = row.turn_id.as_deref().unwrap_or_default(),
+        call_id = row.call_id.as_deref().unwrap_or_default(),
+        prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, failed,
+        "{event}"
+    );
+    store.audit(row.clone());
+    row
+}
