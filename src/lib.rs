@@ -12,12 +12,14 @@
 //!   scripted test double).
 //! - [`storage`]: SQLite journal, snapshots, group commit.
 //! - [`http`]: REST routes, the WebSocket endpoint, the embedded client.
+//! - [`metrics`]: counters and histograms for `/metrics`.
 
 pub mod config;
 pub mod error;
 pub mod game;
 pub mod http;
 pub mod llm;
+pub mod metrics;
 pub mod protocol;
 pub mod session;
 pub mod startup;

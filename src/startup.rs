@@ -13,6 +13,7 @@ use crate::config::{LlmProvider, Settings, ToolMode};
 use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
+use crate::metrics::Metrics;
 use crate::session::{Limits, SessionDeps, SessionHub};
 use crate::storage::Store;
 use crate::tools::Registry;
@@ -92,7 +93,8 @@ impl Application {
         settings: Settings,
         provider: Arc<dyn Provider>,
     ) -> anyhow::Result<Self> {
-        let store = Store::open(&settings.database_url)
+        let metrics = Arc::new(Metrics::default());
+        let store = Store::open_with_metrics(&settings.database_url, metrics.clone())
             .await
             .with_context(|| format!("opening {}", settings.database_url))?;
         let registry = Arc::new(Registry::builtin().map_err(anyhow::Error::msg)?);
@@ -101,6 +103,7 @@ impl Application {
             registry: registry.clone(),
             provider: provider.clone(),
             limits: Limits::from_settings(&settings),
+            metrics: metrics.clone(),
         });
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let threads = settings.session_threads.unwrap_or(cores).max(1);
@@ -116,6 +119,7 @@ impl Application {
             registry,
             provider,
             history_tokens: settings.history_tokens,
+            metrics,
             service: ServiceState::new(
                 settings.internal_api_key.clone(),
                 settings.service_per_minute,

@@ -24,6 +24,7 @@ const RETRIES: usize = 3;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(healthz))
+        .route("/metrics", web::get().to(metrics))
         .route("/api/v1/campaigns", web::get().to(campaigns))
         .route("/api/v1/sessions", web::post().to(create_session))
         .route("/api/v1/sessions", web::get().to(list_sessions))
@@ -38,6 +39,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
+}
+
+/// Prometheus text format.
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(state.metrics.render())
 }
 
 async fn campaigns() -> HttpResponse {

@@ -17,6 +17,7 @@ use futures_util::StreamExt;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::llm::Provider;
+use crate::metrics::Metrics;
 use crate::session::SessionHub;
 use crate::storage::{SessionMeta, Store};
 use crate::tools::Registry;
@@ -35,6 +36,7 @@ pub struct AppState {
     pub provider: Arc<dyn Provider>,
     /// Keys and rate limits of calls from other services.
     pub service: service::ServiceState,
+    pub metrics: Arc<Metrics>,
     /// History budget of one model call, in estimated tokens (0: no limit).
     pub history_tokens: usize,
     /// Frames that may wait for one WebSocket connection before it is

@@ -214,6 +214,7 @@ pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError
             limiter.retain_recent();
         }
         if let Err(not_until) = limiter.check_key(&id.to_owned()) {
+            state.metrics.rate_limited.inc();
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             let mut e = ApiError::new(
                 ErrorCode::RateLimited,

@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::api::find_session;
 use super::{AppState, TokenRole, check_tenant, token_role};
 use crate::error::{ApiError, ErrorCode};
+use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame};
 use crate::session::{Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe};
 
@@ -70,6 +71,7 @@ async fn connect(
         last_heard: Instant::now(),
         queue: state.ws_queue,
         overflow: Arc::new(AtomicBool::new(false)),
+        metrics: state.metrics.clone(),
     };
     ws::WsResponseBuilder::new(conn, &req, stream)
         .frame_size(MAX_FRAME_BYTES)
@@ -91,9 +93,18 @@ struct WsConn {
     queue: usize,
     /// Set by the session when this connection fell too far behind.
     overflow: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
 }
 
 impl WsConn {
+    /// The gauge of this connection's role.
+    fn gauge(&self) -> &Gauge {
+        match self.role {
+            ConnRole::Player => &self.metrics.player_connections,
+            ConnRole::Spectator => &self.metrics.spectator_connections,
+        }
+    }
+
     fn send_error(
         ctx: &mut ws::WebsocketContext<Self>,
         request_id: Option<String>,
@@ -171,6 +182,7 @@ impl Actor for WsConn {
     type Context = ws::WebsocketContext<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        self.gauge().inc();
         ctx.set_mailbox_capacity(self.queue);
         ctx.run_interval(HEARTBEAT, |act, ctx| {
             if act.last_heard.elapsed() > CLIENT_TIMEOUT {
@@ -215,6 +227,7 @@ impl Actor for WsConn {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        self.gauge().dec();
         self.session.do_send(Unsubscribe {
             conn_id: self.conn_id,
         });

@@ -246,6 +246,10 @@ struct TurnRun {
     /// Set once a loop limit tripped: the model call in flight is the
     /// closing narration, and this is what ends the turn if it fails.
     wrap_up: Option<(TurnLimit, String)>,
+    /// When the turn left the queue.
+    started: Instant,
+    /// When the model call in flight was made.
+    model_started: Option<Instant>,
 }
 
 /// Request ids already taken, oldest forgotten first.
@@ -477,10 +481,12 @@ impl SessionActor {
     /// dropped and told to reconnect; it never slows the others.
     fn broadcast(&mut self, bytes: &ByteString) {
         let mut dropped = Vec::new();
+        let mut sent = 0;
         for (id, sub) in &self.subscribers {
             match sub.recipient.try_send(Outbound::Frame(bytes.clone())) {
-                Ok(()) => {}
+                Ok(()) => sent += 1,
                 Err(SendError::Full(_)) => {
+                    self.deps.metrics.outbound_drops.inc();
                     sub.overflow.store(true, Ordering::Release);
                     // Past the capacity on purpose: one close request.
                     sub.recipient.do_send(Outbound::Close {
@@ -492,6 +498,7 @@ impl SessionActor {
                 Err(SendError::Closed(_)) => dropped.push(*id),
             }
         }
+        self.deps.metrics.frames_sent.add(sent);
         if !dropped.is_empty() {
             for id in dropped {
                 self.subscribers.remove(&id);
@@ -623,7 +630,10 @@ impl SessionActor {
             touched_characters: BTreeSet::new(),
             usage: Usage::default(),
             wrap_up: None,
+            started: Instant::now(),
+            model_started: None,
         });
+        self.deps.metrics.turns_started.inc();
         self.last_activity = Instant::now();
     }
 
@@ -640,6 +650,22 @@ impl SessionActor {
         self.stream_model(request, ctx);
         if let Some(t) = self.turn.as_mut() {
             t.iteration = iteration;
+        }
+    }
+
+    /// Records a model call's time and tokens.
+    fn model_call_ended(&mut self, event: &Result<ModelEvent, LlmError>) {
+        let metrics = &self.deps.metrics;
+        if let Some(started) = self.turn.as_mut().and_then(|t| t.model_started.take()) {
+            metrics
+                .model_call_seconds
+                .observe_duration(started.elapsed());
+        }
+        if let Ok(ModelEvent::Done(reply)) = event {
+            metrics.model_prompt_tokens.add(reply.usage.prompt_tokens);
+            metrics
+                .model_completion_tokens
+                .add(reply.usage.completion_tokens);
         }
     }
 
@@ -673,6 +699,7 @@ impl SessionActor {
         let handle = ctx.add_stream(events);
         if let Some(t) = self.turn.as_mut() {
             t.model_call = call;
+            t.model_started = Some(Instant::now());
             t.model_stream = Some(handle);
             t.streamed.clear();
             t.phase = Phase::AwaitModel;
@@ -1039,6 +1066,10 @@ impl SessionActor {
                 .invoke(c.tool, c.raw, &caller, &self.state, &mut self.rng),
         };
         let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
+        self.deps
+            .metrics
+            .tool_seconds
+            .observe(inv.duration_ms / 1000.0);
         audit::record(
             &self.deps.store,
             AuditedCall {
@@ -1126,6 +1157,9 @@ impl SessionActor {
 
     fn complete_turn(&mut self, reply: String, dialog_type: String, ctx: &mut Context<Self>) {
         let Some(t) = self.turn.take() else { return };
+        let metrics = &self.deps.metrics;
+        metrics.turns_completed.inc();
+        metrics.turn_seconds.observe_duration(t.started.elapsed());
         if let Some(h) = t.deadline {
             ctx.cancel_future(h);
         }
@@ -1163,6 +1197,9 @@ impl SessionActor {
         for h in [t.deadline, t.model_stream].into_iter().flatten() {
             ctx.cancel_future(h);
         }
+        let metrics = &self.deps.metrics;
+        metrics.turn_failed(&code.as_str());
+        metrics.turn_seconds.observe_duration(t.started.elapsed());
         tracing::info!(session_id = %self.meta.session_id, turn_id = %t.turn_id, code = ?code, %message, "turn failed");
         self.emit(
             StoryEvent::TurnFailed {
@@ -1221,6 +1258,7 @@ impl SessionActor {
     /// loaded again from storage on its next use.
     fn unload(&mut self, ctx: &mut Context<Self>) {
         self.stopping = true;
+        self.deps.metrics.sessions_hibernated.inc();
         let (done, rx) = oneshot::channel();
         self.write_snapshot(Some(done));
         ctx.wait(actix::fut::wrap_future::<_, Self>(rx).map(|res, act, ctx| {
@@ -1385,6 +1423,9 @@ impl StreamHandler<ModelMsg> for SessionActor {
         if !current {
             return;
         }
+        if let Some(event @ (Ok(ModelEvent::Done(_)) | Err(_))) = &msg.event {
+            self.model_call_ended(event);
+        }
         match msg.event {
             Some(event) => self.on_model_event(event, ctx),
             None if self.turn.as_ref().is_some_and(|t| t.content_call.is_some()) => self
@@ -1455,6 +1496,7 @@ impl Handler<SubmitChat> for SessionActor {
             );
         }
         if let Err(not_until) = self.limiter.check() {
+            self.deps.metrics.rate_limited.inc();
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             return Err(ChatRefused {
                 code: ErrorCode::RateLimited,

@@ -118,6 +118,7 @@ impl SessionHub {
             None => SessionActor::new(actor_meta, deps, hub, restored).start(),
         };
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        self.deps.metrics.sessions_live.inc();
         let handle = SessionHandle { addr, meta };
         self.live.insert(
             handle.meta.session_id.clone(),
@@ -170,6 +171,7 @@ impl Handler<CreateSession> for SessionHub {
             .into_actor(self)
             .map(move |res, act, ctx| {
                 res?;
+                act.deps.metrics.sessions_created.inc();
                 Ok(act.start(Arc::new(meta), replay::fresh(state), ctx.address()))
             }),
         )
@@ -203,6 +205,7 @@ impl Handler<Lookup> for SessionHub {
                     return Ok(Some(live.handle.clone()));
                 }
                 tracing::info!(session_id = %meta.session_id, seq = restored.last_seq, "session loaded from storage");
+                act.deps.metrics.sessions_loaded.inc();
                 Ok(Some(act.start(Arc::new(meta), restored, ctx.address())))
             }),
         )
@@ -253,6 +256,7 @@ impl Handler<Unregister> for SessionHub {
             .is_some_and(|l| l.handle.addr == msg.addr)
         {
             self.live.remove(&msg.session_id);
+            self.deps.metrics.sessions_live.dec();
         }
     }
 }

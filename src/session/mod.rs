@@ -14,6 +14,7 @@ use bytestring::ByteString;
 
 use crate::config::Settings;
 use crate::llm::Provider;
+use crate::metrics::Metrics;
 use crate::storage::Store;
 use crate::tools::Registry;
 
@@ -68,6 +69,7 @@ pub struct SessionDeps {
     pub registry: Arc<Registry>,
     pub provider: Arc<dyn Provider>,
     pub limits: Limits,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Sent to a connection: a story or control frame, or a request to close.

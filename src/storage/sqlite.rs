@@ -10,6 +10,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, Row, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::metrics::Metrics;
+
 use super::{
     ActionPage, AuditPage, AuditRow, DurableSink, JournalRow, LoadedSession, MAX_BATCH,
     SessionMeta, StorageError, StoredRow, now_ms, rfc3339,
@@ -44,10 +46,22 @@ pub struct Store {
     writes: mpsc::UnboundedSender<WriteOp>,
 }
 
+/// Where the writer reports its commits.
+pub type CommitMetrics = Arc<Metrics>;
+
 impl Store {
     /// Opens (creating if needed) the database at `url` (`sqlite://PATH`),
     /// runs migrations and starts the writer on the current runtime.
     pub async fn open(url: &str) -> Result<Self, StorageError> {
+        Self::open_with_metrics(url, Arc::default()).await
+    }
+
+    /// [`Store::open`], with the writer's commit sizes and times recorded
+    /// in `metrics`.
+    pub async fn open_with_metrics(
+        url: &str,
+        metrics: CommitMetrics,
+    ) -> Result<Self, StorageError> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -62,7 +76,7 @@ impl Store {
         sqlx::migrate!("migrations/sqlite").run(&pool).await?;
         let conn = SqliteConnection::connect_with(&options).await?;
         let (writes, rx) = mpsc::unbounded_channel();
-        actix::spawn(writer(conn, rx));
+        actix::spawn(writer(conn, rx, metrics));
         Ok(Self { pool, writes })
     }
 
@@ -360,7 +374,11 @@ fn sink_key(sink: &DurableSink) -> usize {
     Arc::as_ptr(sink).cast::<()>() as usize
 }
 
-async fn writer(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<WriteOp>) {
+async fn writer(
+    mut conn: SqliteConnection,
+    mut rx: mpsc::UnboundedReceiver<WriteOp>,
+    metrics: CommitMetrics,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // Sinks whose session had a write fail: their later rows are refused, so
     // a session's journal never has a gap in its seqs.
@@ -406,6 +424,8 @@ async fn writer(mut conn: SqliteConnection, mut rx: mpsc::UnboundedReceiver<Writ
                 results
             }
         };
+        metrics.commit_seconds.observe_duration(started.elapsed());
+        metrics.commit_rows.observe(writable.len() as f64);
         tracing::debug!(
             ops = batch.len(),
             ms = started.elapsed().as_secs_f64() * 1000.0,

@@ -1,0 +1,317 @@
+//! Counters, gauges and histograms for `GET /metrics`, in the Prometheus
+//! text format.
+//!
+//! Every update is one or two relaxed atomic adds, so recording stays off
+//! the hot path's critical cost; rendering reads the atomics when scraped.
+//! Each server has its own [`Metrics`] (tests run several in one process).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Latency buckets, in seconds.
+const SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0,
+];
+/// Rows per journal commit.
+const ROWS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+/// A number that only grows.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.add(1);
+    }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A number that goes up and down.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn dec(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Observations in cumulative buckets, as Prometheus histograms are.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    /// One count per bound, then `+Inf`; each observation lands in one.
+    counts: Vec<AtomicU64>,
+    /// The sum, in millionths of the unit.
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, value: f64) {
+        let at = self
+            .bounds
+            .iter()
+            .position(|b| value <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[at].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add((value.max(0.0) * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    pub fn observe_duration(&self, d: Duration) {
+        self.observe(d.as_secs_f64());
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, count) in self.counts.iter().enumerate() {
+            cumulative += count.load(Ordering::Relaxed);
+            let le = self
+                .bounds
+                .get(i)
+                .map_or_else(|| "+Inf".to_owned(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+    }
+}
+
+/// Everything `/metrics` shows.
+#[derive(Debug)]
+pub struct Metrics {
+    pub sessions_live: Gauge,
+    pub sessions_created: Counter,
+    /// Sessions brought back from storage (after a restart or hibernation).
+    pub sessions_loaded: Counter,
+    /// Sessions that left memory after being idle.
+    pub sessions_hibernated: Counter,
+    pub player_connections: Gauge,
+    pub spectator_connections: Gauge,
+    pub turns_started: Counter,
+    pub turns_completed: Counter,
+    /// Failed turns by error code; failures are rare, so a lock is fine.
+    turns_failed: Mutex<BTreeMap<String, u64>>,
+    pub turn_seconds: Histogram,
+    pub tool_seconds: Histogram,
+    pub model_call_seconds: Histogram,
+    pub model_prompt_tokens: Counter,
+    pub model_completion_tokens: Counter,
+    pub commit_rows: Histogram,
+    pub commit_seconds: Histogram,
+    pub frames_sent: Counter,
+    pub outbound_drops: Counter,
+    pub rate_limited: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            sessions_live: Gauge::default(),
+            sessions_created: Counter::default(),
+            sessions_loaded: Counter::default(),
+            sessions_hibernated: Counter::default(),
+            player_connections: Gauge::default(),
+            spectator_connections: Gauge::default(),
+            turns_started: Counter::default(),
+            turns_completed: Counter::default(),
+            turns_failed: Mutex::new(BTreeMap::new()),
+            turn_seconds: Histogram::new(SECONDS),
+            tool_seconds: Histogram::new(SECONDS),
+            model_call_seconds: Histogram::new(SECONDS),
+            model_prompt_tokens: Counter::default(),
+            model_completion_tokens: Counter::default(),
+            commit_rows: Histogram::new(ROWS),
+            commit_seconds: Histogram::new(SECONDS),
+            frames_sent: Counter::default(),
+            outbound_drops: Counter::default(),
+            rate_limited: Counter::default(),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn turn_failed(&self, code: &str) {
+        if let Ok(mut failed) = self.turns_failed.lock() {
+            *failed.entry(code.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// The Prometheus text exposition (format 0.0.4).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        let mut scalar = |name: &str, kind: &str, help: &str, value: String| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        scalar(
+            "questd_sessions_live",
+            "gauge",
+            "Sessions in memory.",
+            self.sessions_live.get().to_string(),
+        );
+        scalar(
+            "questd_sessions_created_total",
+            "counter",
+            "Sessions created.",
+            self.sessions_created.get().to_string(),
+        );
+        scalar(
+            "questd_sessions_loaded_total",
+            "counter",
+            "Sessions loaded from storage.",
+            self.sessions_loaded.get().to_string(),
+        );
+        scalar(
+            "questd_sessions_hibernated_total",
+            "counter",
+            "Idle sessions that left memory (they reload on use).",
+            self.sessions_hibernated.get().to_string(),
+        );
+        scalar(
+            "questd_turns_started_total",
+            "counter",
+            "Turns started.",
+            self.turns_started.get().to_string(),
+        );
+        scalar(
+            "questd_turns_completed_total",
+            "counter",
+            "Turns that ended with turn_completed.",
+            self.turns_completed.get().to_string(),
+        );
+        scalar(
+            "questd_model_prompt_tokens_total",
+            "counter",
+            "Prompt tokens the model reported.",
+            self.model_prompt_tokens.get().to_string(),
+        );
+        scalar(
+            "questd_model_completion_tokens_total",
+            "counter",
+            "Completion tokens the model reported.",
+            self.model_completion_tokens.get().to_string(),
+        );
+        scalar(
+            "questd_frames_sent_total",
+            "counter",
+            "Frames queued to WebSocket connections.",
+            self.frames_sent.get().to_string(),
+        );
+        scalar(
+            "questd_outbound_queue_drops_total",
+            "counter",
+            "Connections dropped because their outbound queue was full.",
+            self.outbound_drops.get().to_string(),
+        );
+        scalar(
+            "questd_rate_limited_total",
+            "counter",
+            "Requests refused by a rate limit (chat and service calls).",
+            self.rate_limited.get().to_string(),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP questd_connections WebSocket connections by role.\n# TYPE questd_connections gauge\n\
+             questd_connections{{role=\"player\"}} {}\nquestd_connections{{role=\"spectator\"}} {}",
+            self.player_connections.get(),
+            self.spectator_connections.get()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP questd_turns_failed_total Turns that ended with turn_failed, by error code.\n\
+             # TYPE questd_turns_failed_total counter"
+        );
+        if let Ok(failed) = self.turns_failed.lock() {
+            for (code, n) in failed.iter() {
+                let _ = writeln!(out, "questd_turns_failed_total{{code=\"{code}\"}} {n}");
+            }
+        }
+        self.turn_seconds.render(
+            &mut out,
+            "questd_turn_duration_seconds",
+            "From a turn leaving the queue to its last frame.",
+        );
+        self.tool_seconds.render(
+            &mut out,
+            "questd_tool_duration_seconds",
+            "Validating and running one tool call.",
+        );
+        self.model_call_seconds.render(
+            &mut out,
+            "questd_model_call_duration_seconds",
+            "One model call, from request to its whole answer.",
+        );
+        self.commit_rows.render(
+            &mut out,
+            "questd_journal_commit_rows",
+            "Rows written by one journal commit.",
+        );
+        self.commit_seconds.render(
+            &mut out,
+            "questd_journal_commit_duration_seconds",
+            "One journal commit, fsync included.",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_render_in_prometheus_format() {
+        let m = Metrics::default();
+        for v in [0.0001, 0.003, 0.003, 200.0] {
+            m.turn_seconds.observe(v);
+        }
+        m.turn_failed("AI_TIMEOUT");
+        m.turn_failed("AI_TIMEOUT");
+        m.player_connections.inc();
+        let text = m.render();
+        assert!(text.contains("questd_turn_duration_seconds_bucket{le=\"0.0005\"} 1\n"));
+        assert!(text.contains("questd_turn_duration_seconds_bucket{le=\"0.005\"} 3\n"));
+        assert!(text.contains("questd_turn_duration_seconds_bucket{le=\"+Inf\"} 4\n"));
+        assert!(text.contains("questd_turn_duration_seconds_count 4\n"));
+        assert!(text.contains("questd_turns_failed_total{code=\"AI_TIMEOUT\"} 2\n"));
+        assert!(text.contains("questd_connections{role=\"player\"} 1\n"));
+        // Every sample line is `name{labels} value` with a number value.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit(' ').next().unwrap_or_default();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+}

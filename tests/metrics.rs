@@ -1,0 +1,102 @@
+//! `/metrics` scraped through real HTTP while sessions play.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+
+/// The scrape as `name{labels}` -> value.
+async fn scrape(app: &TestApp) -> HashMap<String, f64> {
+    let mut resp = client()
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(content_type.starts_with("text/plain"), "{content_type}");
+    let body = resp.body().await.unwrap();
+    std::str::from_utf8(&body)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (name, value) = l.rsplit_once(' ').unwrap();
+            (name.to_owned(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+#[actix_web::test]
+async fn metrics_count_sessions_connections_turns_tools_and_commits() {
+    let app = spawn_app().await;
+    let before = scrape(&app).await;
+    assert_eq!(before["questd_sessions_live"], 0.0);
+    assert_eq!(before["questd_turns_started_total"], 0.0);
+
+    let s = app.demo().await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    let frames = player.play("roll 2d6", "r-1").await;
+    first(&frames, "turn_completed");
+
+    let m = scrape(&app).await;
+    assert_eq!(m["questd_sessions_live"], 1.0);
+    assert_eq!(m["questd_sessions_created_total"], 1.0);
+    assert_eq!(m["questd_connections{role=\"player\"}"], 1.0);
+    assert_eq!(m["questd_connections{role=\"spectator\"}"], 1.0);
+    assert_eq!(m["questd_turns_started_total"], 1.0);
+    assert_eq!(m["questd_turns_completed_total"], 1.0);
+    assert_eq!(m["questd_tool_duration_seconds_count"], 1.0);
+    assert_eq!(m["questd_turn_duration_seconds_count"], 1.0);
+    assert_eq!(
+        m["questd_model_call_duration_seconds_count"], 2.0,
+        "tool call, then narration"
+    );
+    assert!(
+        m["questd_frames_sent_total"] >= 2.0 * 5.0,
+        "each story frame to both"
+    );
+    assert!(m["questd_journal_commit_rows_count"] >= 1.0);
+    assert!(m["questd_journal_commit_rows_sum"] >= 5.0);
+
+    // A flood is rate limited and counted.
+    for i in 0..10 {
+        player.chat("hello", &format!("f-{i}")).await;
+    }
+    let mut limited = false;
+    for _ in 0..40 {
+        let f = player.next_json().await;
+        if f["error_code"] == "RATE_LIMITED" {
+            limited = true;
+            break;
+        }
+    }
+    assert!(limited);
+    assert!(scrape(&app).await["questd_rate_limited_total"] >= 1.0);
+
+    // Closed connections leave the gauges.
+    player.close().await;
+    spectator.close().await;
+    let mut m = scrape(&app).await;
+    for _ in 0..50 {
+        if m["questd_connections{role=\"player\"}"] == 0.0
+            && m["questd_connections{role=\"spectator\"}"] == 0.0
+        {
+            break;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        m = scrape(&app).await;
+    }
+    assert_eq!(m["questd_connections{role=\"player\"}"], 0.0);
+    assert_eq!(m["questd_connections{role=\"spectator\"}"], 0.0);
+}
