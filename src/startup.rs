@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{LlmProvider, Settings, ToolMode};
+use crate::http::mcp::McpSessions;
 use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
@@ -119,6 +120,7 @@ impl Application {
             registry,
             provider,
             history_tokens: settings.history_tokens,
+            mcp_sessions: McpSessions::default(),
             metrics,
             service: ServiceState::new(
                 settings.internal_api_key.clone(),

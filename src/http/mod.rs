@@ -3,6 +3,7 @@
 
 mod api;
 mod chat;
+pub mod mcp;
 pub mod service;
 mod stateless;
 mod static_files;
@@ -37,6 +38,8 @@ pub struct AppState {
     /// Keys and rate limits of calls from other services.
     pub service: service::ServiceState,
     pub metrics: Arc<Metrics>,
+    /// The MCP sessions of the 2025 protocol era, shared by every worker.
+    pub mcp_sessions: mcp::McpSessions,
     /// History budget of one model call, in estimated tokens (0: no limit).
     pub history_tokens: usize,
     /// Frames that may wait for one WebSocket connection before it is
@@ -51,6 +54,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     stateless::configure(cfg);
     tools_api::configure(cfg);
     ws::configure(cfg);
+    mcp::configure(cfg);
     static_files::configure(cfg);
 }
 

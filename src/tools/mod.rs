@@ -573,7 +573,8 @@ fn parse_args(raw: RawArgs) -> Result<Value, ToolError> {
     }
 }
 
-fn json_kind(v: &Value) -> &'static str {
+/// What kind of JSON value `v` is, for error messages ("an array", ...).
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
