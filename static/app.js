@@ -1,15 +1,64 @@
-// questd browser client: lobby + play/spectate view. No dependencies.
-// All text from the server is inserted with textContent, never as HTML.
+// questd browser client: the lobby, and the play / spectate view of one
+// session (story timeline, live SVG map, character sheet). No dependencies
+// and no build step; served by the binary (src/http/static_files.rs).
+//
+// Everything the server sends is inserted with textContent or SVG
+// attributes, never as HTML.
+//
+// How the view stays in step with the server (docs/protocol.md §2, §3):
+// - every story frame carries `seq`; the client keeps the last one it has
+//   shown and reconnects with `last_seq`, so the server replays what was
+//   missed, in order; frames at or below the last seq are dropped;
+// - the snapshot in `welcome` is the state as of `welcome.seq`; effects of
+//   later frames are applied from their tool results and from the
+//   `state_patch` of `turn_completed`;
+// - a typed message waits in an outbox (kept in sessionStorage) until its
+//   `turn_started` arrives, and is sent again with the same `request_id`
+//   after every reconnect; the server runs a request_id only once.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
+const SVG_NS = 'http://www.w3.org/2000/svg';
 
-// Create an element with an optional class and text.
+// How much recent story a newcomer to a long session reads (on a second
+// connection): most of the 512 frames the server holds, with room for frames
+// that arrive in the meantime.
+const HISTORY_FRAMES = 480;
+// Reconnect backoff: 0.5 s doubling up to 8 s, with jitter.
+const BACKOFF_BASE_MS = 500;
+const BACKOFF_MAX_MS = 8000;
+// Every this many failed reconnects, ask over HTTP whether the link still works.
+const LINK_CHECK_EVERY = 4;
+// Client ping, and how long an answer may take before the socket counts as dead.
+const PING_EVERY_MS = 15000;
+const PING_DEADLINE_MS = 10000;
+// How long a newly created area is marked as new on the map.
+const NEW_AREA_MS = 2500;
+// The server's longest chat text (QUESTD_MAX_TEXT_CHARS default).
+const MAX_TEXT_CHARS = 2000;
+
+// ---------------------------------------------------------------- helpers
+
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
   if (text !== undefined && text !== null) e.textContent = String(text);
   return e;
+}
+
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null) e.setAttribute(k, String(v));
+  }
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+
+function icon(name, cls) {
+  const s = svg('svg', { class: 'icon' + (cls ? ' ' + cls : ''), 'aria-hidden': 'true' });
+  s.appendChild(svg('use', { href: '#i-' + name }));
+  return s;
 }
 
 // fetch + JSON; throws an Error carrying the HTTP status and error_code.
@@ -26,14 +75,84 @@ async function api(path, opts = {}) {
 }
 
 function sessionLink(id, token) {
-  return location.origin + '/?session=' + encodeURIComponent(id) + '&token=' + encodeURIComponent(token);
+  return `${location.origin}/?session=${encodeURIComponent(id)}&token=${encodeURIComponent(token)}`;
 }
 
-// Short-lived notice under the timeline (errors, rate limits, connection info).
-function notice(text, kind = 'info', ms = 6000) {
-  const n = el('div', 'notice ' + kind, text);
-  $('notices').appendChild(n);
+function short(value, max = 60) {
+  let s = typeof value === 'string' ? value : JSON.stringify(value);
+  if (s === undefined) s = String(value);
+  return s.length > max ? s.slice(0, max - 1) + '…' : s;
+}
+
+function randomId(prefix) {
+  const bytes = new Uint8Array(8);
+  crypto.getRandomValues(bytes);
+  return prefix + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function store(kind) {
+  try { return kind === 'local' ? window.localStorage : window.sessionStorage; } catch { return null; }
+}
+
+function readJson(kind, key, fallback) {
+  try { return JSON.parse(store(kind).getItem(key)) ?? fallback; } catch { return fallback; }
+}
+
+function writeJson(kind, key, value) {
+  try { store(kind).setItem(key, JSON.stringify(value)); } catch { /* private mode: keep in memory only */ }
+}
+
+async function copyFrom(inputId, button) {
+  const input = $(inputId);
+  input.select();
+  try { await navigator.clipboard.writeText(input.value); } catch { document.execCommand('copy'); }
+  button.textContent = t('copied');
+  setTimeout(() => { button.textContent = t('copy'); }, 1500);
+}
+
+// ---------------------------------------------------------------- language
+
+let lang = pickLanguage();
+
+function pickLanguage() {
+  const saved = readJson('local', 'questd.lang', null);
+  if (saved === 'en' || saved === 'zh') return saved;
+  return (navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en';
+}
+
+function t(key, vars) {
+  const table = window.I18N || {};
+  const s = (table[lang] && table[lang][key]) ?? (table.en && table.en[key]) ?? key;
+  return s.replace(/\{(\w+)\}/g, (_, k) => (vars && vars[k] !== undefined ? String(vars[k]) : ''));
+}
+
+function applyLanguage() {
+  document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+  for (const e of document.querySelectorAll('[data-i18n]')) e.textContent = t(e.dataset.i18n);
+  for (const e of document.querySelectorAll('[data-i18n-placeholder]')) e.placeholder = t(e.dataset.i18nPlaceholder);
+  $('lang').textContent = t('lang.switch');
+  $('lang').title = t('lang.title');
+  if (game.id) {
+    renderHints();
+    setConn(game.connState || 'connecting');
+    if (game.snapshot) render();
+    renderOpening();
+    for (const entry of game.outbox) updateOutboxEntry(entry);
+  }
+}
+
+// ---------------------------------------------------------------- notices
+
+// A short message under the timeline that never blocks the chat.
+function notice(text, kind = 'info', ms = 6000, code = '') {
+  const box = $('notices');
+  const n = el('div', 'notice ' + kind);
+  if (code) n.dataset.code = code;
+  n.append(icon(kind === 'error' ? 'alert' : 'spark'), el('span', null, text));
+  box.appendChild(n);
+  while (box.children.length > 3) box.firstChild.remove();
   if (ms) setTimeout(() => n.remove(), ms);
+  return n;
 }
 
 // ---------------------------------------------------------------- lobby
@@ -44,40 +163,50 @@ async function loadCampaigns() {
     const campaigns = await api('/api/v1/campaigns');
     list.replaceChildren();
     for (const c of campaigns) {
-      const li = el('li', 'row');
+      const card = el('article', 'campaign');
+      card.dataset.campaignId = c.campaign_id;
+      const art = el('div', 'campaign-art');
+      art.appendChild(icon('lantern'));
       const info = el('div', 'grow');
-      info.append(el('strong', null, c.title || c.campaign_id), el('div', 'muted', c.description || ''));
-      const btn = el('button', null, 'Start');
+      info.append(el('h3', null, c.title || c.campaign_id), el('p', 'muted', c.description || ''));
+      const btn = el('button', 'primary start', t('lobby.start'));
       btn.type = 'button';
-      btn.addEventListener('click', () => startSession(c.campaign_id, btn));
-      li.append(info, btn);
-      list.appendChild(li);
+      btn.addEventListener('click', () => startSession(c, btn));
+      card.append(art, info, btn);
+      list.appendChild(card);
     }
-    if (!campaigns.length) list.appendChild(el('li', 'muted', 'No campaigns.'));
+    if (!campaigns.length) list.appendChild(el('p', 'muted', t('lobby.no_campaigns')));
   } catch (e) {
-    list.replaceChildren(el('li', 'error', 'Could not load campaigns: ' + e.message));
+    list.replaceChildren(el('p', 'error', t('lobby.campaigns_failed', { message: e.message })));
   }
 }
 
-async function startSession(campaignId, btn) {
+async function startSession(campaign, btn) {
   btn.disabled = true;
+  btn.textContent = t('lobby.starting');
   try {
     const s = await api('/api/v1/sessions', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ campaign_id: campaignId }),
+      body: JSON.stringify({ campaign_id: campaign.campaign_id }),
     });
-    for (const [key, token] of [['player', s.player_token], ['spectator', s.spectator_token]]) {
-      const a = $(key + '-link');
-      a.href = sessionLink(s.session_id, token);
-      a.textContent = a.href;
-    }
+    const mine = readJson('local', 'questd.sessions', {});
+    mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title: campaign.title };
+    writeJson('local', 'questd.sessions', mine);
+    const player = sessionLink(s.session_id, s.player_token);
+    const spectator = sessionLink(s.session_id, s.spectator_token);
+    $('player-link-text').value = player;
+    $('spectator-link-text').value = spectator;
+    $('player-link').href = player;
+    $('spectator-link').href = spectator;
     $('created').hidden = false;
+    $('created').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
     loadSessions();
   } catch (e) {
-    alert('Could not start a session: ' + e.message);
+    notice(t('lobby.start_failed', { message: e.message }), 'error');
   } finally {
     btn.disabled = false;
+    btn.textContent = t('lobby.start');
   }
 }
 
@@ -85,74 +214,162 @@ async function loadSessions() {
   const list = $('sessions');
   try {
     const sessions = await api('/api/v1/sessions');
+    const mine = readJson('local', 'questd.sessions', {});
     list.replaceChildren();
     for (const s of sessions) {
-      const li = el('li', 'row');
+      const li = el('li', 'session-row');
+      li.dataset.sessionId = s.session_id;
       const info = el('div', 'grow');
       info.append(el('strong', null, s.title || s.session_id), el('div', 'muted mono', s.session_id));
-      li.append(info, el('span', 'muted', `👤 ${s.players} · 👁 ${s.spectators} · ${s.turns} turns`));
+      const counts = el('div', 'counts');
+      const players = el('span', 'count');
+      players.append(icon('user'), el('b', 'players', s.players), el('span', 'sr', t('lobby.players', { n: s.players })));
+      const watchers = el('span', 'count');
+      watchers.append(icon('eye'), el('b', 'spectators', s.spectators), el('span', 'sr', t('lobby.spectators', { n: s.spectators })));
+      counts.append(players, watchers, el('span', 'muted', t('lobby.turns', { n: s.turns })));
+      li.append(info, counts);
+      if (mine[s.session_id] && mine[s.session_id].player) {
+        const play = el('a', 'button primary small', t('lobby.resume'));
+        play.href = sessionLink(s.session_id, mine[s.session_id].player);
+        li.append(play);
+      }
       if (s.spectator_token) {
-        const watch = el('a', 'button', 'Watch');
-        watch.href = `/?session=${encodeURIComponent(s.session_id)}&token=${encodeURIComponent(s.spectator_token)}`;
+        const watch = el('a', 'button ghost small watch', t('lobby.watch'));
+        watch.href = sessionLink(s.session_id, s.spectator_token);
         li.append(watch);
       }
       list.appendChild(li);
     }
-    if (!sessions.length) list.appendChild(el('li', 'muted', 'No live sessions.'));
+    if (!sessions.length) list.appendChild(el('li', 'muted empty', t('lobby.no_sessions')));
   } catch (e) {
-    list.replaceChildren(el('li', 'error', 'Could not load sessions: ' + e.message));
+    list.replaceChildren(el('li', 'error', t('lobby.sessions_failed', { message: e.message })));
   }
 }
 
 function startLobby() {
+  document.body.dataset.view = 'lobby';
   $('lobby').hidden = false;
   $('refresh').addEventListener('click', loadSessions);
   loadCampaigns();
   loadSessions();
-  setInterval(loadSessions, 10000);
+  setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
 }
 
-// ---------------------------------------------------------------- game
+// ---------------------------------------------------------------- game state
 
 const game = {
-  id: null, token: null,
-  ws: null, lastSeq: null, attempts: 0, stopped: false,
-  role: null, snapshot: null,
-  turns: new Map(),  // turn_id -> { box, bubble }
-  calls: new Map(),  // turn_id/call_id -> { card, args }
+  id: null,
+  token: null,
+  role: null,
+  snapshot: null,
+  ws: null,
+  connecting: false,    // connect() is checking the link before opening a socket
+  connState: null,
+  welcomed: false,      // a welcome arrived on some connection
+  lastSeq: null,        // the last story frame shown
+  sentLastSeq: null,    // the last_seq the current connection asked for
+  fullStory: false,     // the first connection replayed the story from its start
+  opening: null,        // what the opening card shows, fixed when first known
+  catchUpTo: null,      // welcome.seq of the current connection until its backlog is in
+  attempts: 0,
+  reconnectAt: 0,
+  reconnectTimer: null,
+  bannerTimer: null,
+  stopped: false,
+  pingSentAt: 0,
+  lastFrameAt: 0,
+  historyLoading: false,
+  deferred: [],         // live frames held while the recent story loads
+  container: null,      // where new turn boxes go (#live, or #history while loading it)
+  turns: new Map(),     // turn_id -> { box, bubble, gotNarrative }
+  calls: new Map(),     // turn_id/call_id -> { card, args, tool }
+  outbox: [],           // { request_id, text, state, queued, retryAt, timer, node }
+  knownAreas: new Map(),  // area_id -> when it was first drawn (new ones fade in)
+  mapView: 'areas',
+  refreshTimer: null,
+  follow: true,         // the timeline sticks to its end
+  scrollPending: false, // a scroll to the end is booked for the next frame
+  autoScrollTop: -1,    // where the page itself last scrolled the story to
+  newAreaTimer: null,   // redraws the map when new areas stop being new
+  centredOn: null,      // the area the scrolling (phone) map was last centred on
 };
 
-function wsUrl() {
+function outboxKey() {
+  return 'questd.outbox.' + game.id;
+}
+
+function saveOutbox() {
+  writeJson('session', outboxKey(), game.outbox.map((e) => ({ request_id: e.request_id, text: e.text })));
+}
+
+// ---------------------------------------------------------------- connection
+
+function wsUrl(lastSeq) {
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   let url = `${proto}//${location.host}/ws/sessions/${encodeURIComponent(game.id)}?token=${encodeURIComponent(game.token)}`;
-  if (game.lastSeq !== null) url += '&last_seq=' + game.lastSeq;
+  if (lastSeq !== null && lastSeq !== undefined) url += '&last_seq=' + lastSeq;
   return url;
 }
 
-function setConn(text, cls) {
+function setConn(state) {
+  game.connState = state;
   const c = $('conn');
   c.hidden = false;
-  c.textContent = text;
-  c.className = 'conn ' + cls;
+  c.dataset.state = state;
+  $('conn-text').textContent = t('conn.' + state);
+  document.body.dataset.conn = state;
+  updateBanner();
 }
 
-// Open the WebSocket (after checking the token over HTTP, so a bad link stops retrying).
+function updateBanner() {
+  const banner = $('banner');
+  const down = game.connState === 'reconnecting' && !game.stopped;
+  banner.hidden = !down;
+  clearInterval(game.bannerTimer);
+  if (!down) return;
+  const paint = () => {
+    const left = Math.ceil((game.reconnectAt - Date.now()) / 1000);
+    $('banner-text').textContent = left > 0 ? t('banner.lost', { s: left }) : t('banner.trying');
+    const waiting = game.outbox.length;
+    $('banner-queue').textContent = waiting ? t('banner.queued', { n: waiting }) : '';
+  };
+  paint();
+  game.bannerTimer = setInterval(paint, 500);
+}
+
 async function connect() {
-  setConn('connecting…', 'wait');
-  try {
-    applySnapshot(await fetchSnapshot());
-  } catch (e) {
-    if (e.status === 401 || e.status === 403 || e.status === 404) {
-      game.stopped = true;
-      setConn('closed', 'bad');
-      notice(`Cannot open this session (${e.code || e.status}): ${e.message}`, 'error', 0);
-      return;
+  clearTimeout(game.reconnectTimer);
+  if (game.stopped || game.ws || game.connecting) return;
+  game.connecting = true;
+  setConn(game.welcomed ? 'reconnecting' : 'connecting');
+  // Check the link over HTTP before the first connection, and now and then
+  // while reconnecting fails: a link the server refuses (a refused upgrade
+  // looks like any other failure to the page) stops instead of retrying forever.
+  if ((!game.welcomed && !game.snapshot) || (game.attempts > 0 && game.attempts % LINK_CHECK_EVERY === 0)) {
+    try {
+      const snapshot = await fetchSnapshot();
+      if (!game.welcomed) applySnapshot(snapshot);
+    } catch (e) {
+      if (e.status === 400 || e.status === 401 || e.status === 403 || e.status === 404) {
+        game.connecting = false;
+        fatal(e.code || e.status);
+        return;
+      }
+      // Unreachable server: the socket fails too and the retry loop takes over.
     }
-    // Server unreachable: fall through and let the socket fail / retry.
   }
-  const ws = new WebSocket(wsUrl());
+  game.connecting = false;
+  if (game.stopped || game.ws) return;
+  // First connection: ask for the story from the start (last_seq=0); the
+  // server replays it when it still holds it (docs/protocol.md §3).
+  game.sentLastSeq = game.lastSeq === null ? 0 : game.lastSeq;
+  const ws = new WebSocket(wsUrl(game.sentLastSeq));
   game.ws = ws;
+  game.lastFrameAt = Date.now();
+  game.pingSentAt = 0;
   ws.onmessage = (ev) => {
+    if (game.ws !== ws) return;
+    game.lastFrameAt = Date.now();
     let f;
     try { f = JSON.parse(ev.data); } catch { return; }
     handleFrame(f);
@@ -160,18 +377,52 @@ async function connect() {
   ws.onclose = () => {
     if (game.ws !== ws) return;
     game.ws = null;
-    setConn('offline', 'bad');
+    game.catchUpTo = null;
+    for (const entry of game.outbox) markUnsent(entry);
     scheduleReconnect();
   };
 }
 
-// Exponential backoff with jitter, capped at 30 s.
 function scheduleReconnect() {
   if (game.stopped) return;
-  const delay = Math.min(30000, 500 * 2 ** game.attempts) + Math.random() * 400;
+  const base = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** game.attempts);
+  const delay = Math.round(base * (0.75 + Math.random() * 0.5));
   game.attempts++;
-  setConn(`reconnecting in ${Math.round(delay / 1000)}s`, 'wait');
-  setTimeout(connect, delay);
+  game.reconnectAt = Date.now() + delay;
+  clearTimeout(game.reconnectTimer);
+  game.reconnectTimer = setTimeout(connect, delay);
+  setConn('reconnecting');
+}
+
+function reconnectNow() {
+  if (game.ws || game.stopped) return;
+  game.attempts = 0;
+  connect();
+}
+
+// Drops the socket (the close handler reconnects with last_seq).
+function dropSocket() {
+  const ws = game.ws;
+  if (!ws) return;
+  game.ws = null;
+  game.catchUpTo = null;
+  try { ws.close(); } catch { /* already closing */ }
+  for (const entry of game.outbox) markUnsent(entry);
+  scheduleReconnect();
+}
+
+function heartbeat() {
+  const ws = game.ws;
+  if (!ws || ws.readyState !== WebSocket.OPEN) return;
+  const now = Date.now();
+  if (game.pingSentAt && game.lastFrameAt < game.pingSentAt && now - game.pingSentAt > PING_DEADLINE_MS) {
+    dropSocket(); // half-open connection: no answer to our ping
+    return;
+  }
+  if (now - game.lastFrameAt > PING_EVERY_MS) {
+    game.pingSentAt = now;
+    ws.send(JSON.stringify({ type: 'ping', nonce: now }));
+  }
 }
 
 function fetchSnapshot() {
@@ -180,254 +431,1190 @@ function fetchSnapshot() {
   });
 }
 
-function refreshSnapshot() {
-  fetchSnapshot().then(applySnapshot).catch(() => {});
+// Re-reads the snapshot soon (several requests close together become one).
+function refreshSnapshotSoon() {
+  clearTimeout(game.refreshTimer);
+  game.refreshTimer = setTimeout(() => fetchSnapshot().then(applySnapshot).catch(() => {}), 250);
 }
 
+function fatal(code) {
+  game.stopped = true;
+  setConn('closed');
+  $('fatal-text').textContent = t('error.link', { code });
+  $('fatal').hidden = false;
+}
+
+// ---------------------------------------------------------------- frames
+
 function handleFrame(f) {
-  // Story frames carry seq: drop duplicates, remember the last one for resume.
-  if (typeof f.seq === 'number' && f.type !== 'welcome') {
-    if (game.lastSeq !== null && f.seq <= game.lastSeq) return;
-    if (game.lastSeq !== null && f.seq !== game.lastSeq + 1) console.warn('seq gap', game.lastSeq, f.seq);
+  if (f.type === 'welcome') return onWelcome(f);
+  if (typeof f.seq === 'number') {
+    if (game.lastSeq !== null && f.seq <= game.lastSeq) return; // seen already
+    if (game.lastSeq !== null && f.seq !== game.lastSeq + 1) {
+      // A gap: reconnect from what we have and let the server replay the rest.
+      dropSocket();
+      return;
+    }
     game.lastSeq = f.seq;
+    document.body.dataset.lastSeq = String(f.seq);
+    const live = game.catchUpTo === null || f.seq > game.catchUpTo;
+    if (game.historyLoading) game.deferred.push([f, live]);
+    else storyFrame(f, live);
+    if (game.catchUpTo !== null && f.seq >= game.catchUpTo) caughtUp();
+    return;
   }
   switch (f.type) {
-    case 'welcome': return onWelcome(f);
-    case 'turn_started': return onTurnStarted(f);
-    case 'tool_call': return onToolCall(f);
-    case 'tool_result': return onToolResult(f);
-    case 'narrative_delta': return onDelta(f);
-    case 'turn_completed': return onTurnCompleted(f);
-    case 'turn_failed': return onTurnFailed(f);
-    case 'presence': return setPresence(f.players, f.spectators);
+    case 'ack': return onAck(f);
     case 'error': return onError(f);
-    case 'ack':
-      if (f.duplicate) notice('Already sent; not run again.', 'info');
-      else if (f.queued > 0) notice(`Queued behind ${f.queued} turn(s).`, 'info', 3000);
-      return;
-    default: return; // pong and unknown frames need no display
+    default: return; // pong: liveness is tracked by lastFrameAt
   }
 }
 
 function onWelcome(f) {
+  const first = !game.welcomed;
+  game.welcomed = true;
   game.attempts = 0;
   game.role = f.role;
-  setConn('live', 'ok');
+  document.body.dataset.role = f.role;
   const spectator = f.role === 'spectator';
   $('badge').hidden = !spectator;
-  $('chat').hidden = spectator;
-  if (f.resumed === false && game.lastSeq !== null) {
-    // The server no longer holds what we missed: accept whatever comes next.
-    notice('Some story frames were missed; the state shown is current.', 'info');
-    game.lastSeq = null;
+  $('composer').hidden = spectator;
+  $('readonly').hidden = !spectator;
+  $('share').hidden = false;
+  if (f.resumed) {
+    if (first && game.sentLastSeq === 0) game.fullStory = true;
+    if (game.lastSeq === null) game.lastSeq = game.sentLastSeq;
+  } else {
+    if (!first && game.lastSeq !== null && game.lastSeq < f.seq) {
+      storyNote(t('story.missed'));
+    }
+    if (first && f.seq > 0) loadHistory(f.seq);
+    game.lastSeq = f.seq;
   }
+  document.body.dataset.lastSeq = String(game.lastSeq);
+  // The welcome state already includes every frame up to f.seq: frames of the
+  // backlog are shown but their effects are not applied again.
+  game.catchUpTo = f.seq;
   if (f.state) applySnapshot(f.state);
-  else if (game.snapshot) render(); // role may have changed what is clickable
+  setConn('live');
+  if (game.lastSeq !== null && game.lastSeq >= f.seq) caughtUp();
+  renderOpening();
 }
 
-// ---- timeline
+// The backlog of this connection is in: send what waits in the outbox.
+function caughtUp() {
+  game.catchUpTo = null;
+  flushOutbox();
+}
 
+// A long session: read the recent story on a second, short connection
+// (the first one was refused a backlog that old) and show it above.
+function loadHistory(uptoSeq) {
+  game.historyLoading = true;
+  const frames = [];
+  const done = () => {
+    if (!game.historyLoading) return;
+    game.historyLoading = false;
+    try { ws.close(); } catch { /* closed */ }
+    const box = $('history');
+    if (frames.length) box.appendChild(el('div', 'divider', t('story.earlier')));
+    game.container = box;
+    for (const h of frames) storyFrame(h, false);
+    game.container = null;
+    const deferred = game.deferred;
+    game.deferred = [];
+    for (const [f, live] of deferred) storyFrame(f, live);
+  };
+  const ws = new WebSocket(wsUrl(Math.max(0, uptoSeq - HISTORY_FRAMES)));
+  const timer = setTimeout(done, 5000);
+  ws.onmessage = (ev) => {
+    let f;
+    try { f = JSON.parse(ev.data); } catch { return; }
+    if (f.type === 'welcome') {
+      if (!f.resumed) { clearTimeout(timer); done(); }
+      return;
+    }
+    if (typeof f.seq !== 'number') return;
+    if (f.seq <= uptoSeq) frames.push(f);
+    if (f.seq >= uptoSeq) { clearTimeout(timer); done(); }
+  };
+  ws.onclose = () => { clearTimeout(timer); done(); };
+}
+
+// One story frame; `live` = its effects are not in the snapshot yet.
+function storyFrame(f, live) {
+  switch (f.type) {
+    case 'turn_started': return onTurnStarted(f, live);
+    case 'tool_call': return onToolCall(f, live);
+    case 'tool_result': return onToolResult(f, live);
+    case 'narrative_delta': return onDelta(f);
+    case 'turn_completed': return onTurnCompleted(f, live);
+    case 'turn_failed': return onTurnFailed(f, live);
+    case 'presence': return setPresence(f.players, f.spectators);
+    default: return undefined;
+  }
+}
+
+// ---------------------------------------------------------------- timeline
+
+// Adds to the story and keeps it scrolled to the end, unless the reader
+// has scrolled up (game.follow is updated by the timeline's scroll events).
+// The scroll waits for the next frame, so a burst of frames (a resume
+// backlog, the recent story) costs one layout, not one per frame.
 function scrollStory(fn) {
-  const t = $('timeline');
-  const atBottom = t.scrollHeight - t.scrollTop - t.clientHeight < 80;
-  fn(t);
-  if (atBottom) t.scrollTop = t.scrollHeight;
+  fn();
+  if (!game.follow || game.scrollPending) return;
+  game.scrollPending = true;
+  requestAnimationFrame(() => {
+    game.scrollPending = false;
+    if (!game.follow) return;
+    const tl = $('timeline');
+    tl.scrollTop = tl.scrollHeight;
+    game.autoScrollTop = tl.scrollTop;
+  });
 }
 
-// The box holding one turn; created lazily if we joined mid-turn.
+// The box of one turn, made on first use (also for a turn joined midway).
 function turnBox(turnId) {
-  let t = game.turns.get(turnId);
-  if (!t) {
-    t = { box: el('div', 'turn pending'), bubble: null };
-    game.turns.set(turnId, t);
-    scrollStory((tl) => tl.appendChild(t.box));
+  let turn = game.turns.get(turnId);
+  if (!turn) {
+    const box = el('div', 'turn pending');
+    box.dataset.turnId = turnId;
+    if (String(turnId).startsWith('direct_')) {
+      box.classList.add('direct');
+      box.appendChild(el('div', 'turn-label', t('story.direct')));
+    }
+    turn = { box, bubble: null, gotNarrative: false };
+    game.turns.set(turnId, turn);
+    const parent = game.container || $('live');
+    scrollStory(() => parent.appendChild(box));
   }
-  return t;
+  return turn;
 }
 
-function actorName(id) {
-  const c = game.snapshot && game.snapshot.characters.find((x) => x.character_id === id);
-  return c ? c.name : id || 'Player';
+function character(id) {
+  return game.snapshot && game.snapshot.characters.find((c) => c.character_id === id);
 }
 
-function onTurnStarted(f) {
-  const t = turnBox(f.turn_id);
+function area(id) {
+  return game.snapshot && game.snapshot.areas.find((a) => a.area_id === id);
+}
+
+function areaName(id) {
+  const a = area(id);
+  return a ? a.name : id;
+}
+
+function onTurnStarted(f, live) {
+  const turn = turnBox(f.turn_id);
   const msg = el('div', 'msg player');
-  msg.append(el('span', 'who', actorName(f.actor_id)), el('span', null, f.text));
-  scrollStory(() => t.box.appendChild(msg));
-}
-
-function json(v) {
-  return JSON.stringify(v === undefined ? null : v);
-}
-
-function onToolCall(f) {
-  const t = turnBox(f.turn_id);
-  t.bubble = null; // narration after a tool call starts a new bubble
-  const card = el('div', 'tool');
-  const head = el('div', 'tool-head');
-  head.append(el('span', 'tool-name', '⚙ ' + f.tool), el('span', 'tool-status', '…'));
-  card.appendChild(head);
-  if (f.args) card.appendChild(el('code', 'tool-args', json(f.args)));
-  game.calls.set(f.turn_id + '/' + f.call_id, { card, args: f.args || {} });
-  scrollStory(() => t.box.appendChild(card));
-}
-
-function onToolResult(f) {
-  const key = f.turn_id + '/' + f.call_id;
-  let call = game.calls.get(key);
-  if (!call) { // result without a call we saw: make a card for it
-    onToolCall({ turn_id: f.turn_id, call_id: f.call_id, tool: f.tool, args: null });
-    call = game.calls.get(key);
+  const who = character(f.actor_id);
+  msg.append(el('span', 'who', who ? who.name : f.actor_id || ''), el('span', 'text', f.text));
+  if (f.request_id) msg.dataset.requestId = f.request_id;
+  scrollStory(() => turn.box.prepend(msg));
+  const entry = game.outbox.find((e) => e.request_id && e.request_id === f.request_id);
+  if (entry) delivered(entry);
+  if (live && game.snapshot && typeof game.snapshot.turn === 'number') {
+    game.snapshot.turn += 1;
+    renderSheet();
   }
-  const status = call.card.querySelector('.tool-status');
-  status.textContent = f.status;
-  call.card.classList.add(f.status === 'ok' ? 'ok' : 'bad');
-  const detail = f.status === 'ok'
-    ? json(f.result)
-    : `${f.reason || ''}${f.error_code ? ' (' + f.error_code + ')' : ''}${f.message ? ': ' + f.message : ''}`;
-  scrollStory(() => call.card.appendChild(el('code', 'tool-result', detail)));
-  if (f.status === 'ok') applyResult(f.tool, call.args, f.result || {});
 }
 
 function onDelta(f) {
-  const t = turnBox(f.turn_id);
-  if (!t.bubble) {
-    t.bubble = el('div', 'msg narrative');
-    t.box.appendChild(t.bubble);
+  const turn = turnBox(f.turn_id);
+  if (!turn.bubble) {
+    turn.bubble = el('div', 'msg gm streaming');
+    turn.box.appendChild(turn.bubble);
   }
-  scrollStory(() => t.bubble.appendChild(document.createTextNode(f.text || '')));
+  turn.gotNarrative = true;
+  scrollStory(() => turn.bubble.appendChild(document.createTextNode(f.text || '')));
 }
 
-function onTurnCompleted(f) {
-  const t = turnBox(f.turn_id);
-  // No streamed narration? Show the full reply instead.
-  if (!t.box.querySelector('.narrative') && f.reply) {
-    scrollStory(() => t.box.appendChild(el('div', 'msg narrative', f.reply)));
+function endBubble(turn) {
+  if (turn.bubble) turn.bubble.classList.remove('streaming');
+  turn.bubble = null;
+}
+
+function onTurnCompleted(f, live) {
+  const turn = turnBox(f.turn_id);
+  if (!turn.gotNarrative && f.reply) {
+    scrollStory(() => turn.box.appendChild(el('div', 'msg gm', f.reply)));
   }
-  t.bubble = null;
-  t.box.classList.remove('pending');
-  refreshSnapshot();
+  if (turn.bubble && f.dialog_type) turn.bubble.dataset.dialog = f.dialog_type;
+  endBubble(turn);
+  turn.box.classList.remove('pending');
+  turn.box.classList.add('done');
+  const entry = game.outbox.find((e) => e.turn_id === f.turn_id);
+  if (entry) delivered(entry);
+  if (live) {
+    applyPatch(f.state_patch);
+    const unknown = (f.tool_events || []).some((ev) => ev.status === 'ok' && !APPLIED_TOOLS.has(ev.tool));
+    if (unknown) refreshSnapshotSoon();
+  }
 }
 
-function onTurnFailed(f) {
-  const t = turnBox(f.turn_id);
-  t.box.classList.remove('pending');
-  scrollStory(() => t.box.appendChild(el('div', 'notice error', `Turn failed (${f.error_code}): ${f.message || ''}`)));
-  refreshSnapshot();
+function onTurnFailed(f, live) {
+  const turn = turnBox(f.turn_id);
+  endBubble(turn);
+  turn.box.classList.remove('pending');
+  turn.box.classList.add('failed');
+  const why = hasText('turn.' + f.error_code) ? t('turn.' + f.error_code) : f.message || f.error_code;
+  const line = el('div', 'turn-failed');
+  line.append(icon('alert'), el('span', null, t('story.failed', { message: why })));
+  line.title = `${f.error_code}: ${f.message || ''}`;
+  scrollStory(() => turn.box.appendChild(line));
+  const entry = game.outbox.find((e) => e.turn_id === f.turn_id);
+  if (entry) delivered(entry);
+  if (live) refreshSnapshotSoon();
 }
 
-function onError(f) {
-  let text = `${f.error_code}: ${f.message || ''}`;
-  if (f.retry_after_ms) text += ` (retry in ${(f.retry_after_ms / 1000).toFixed(1)} s)`;
-  notice(text, 'error');
+function hasText(key) {
+  const table = window.I18N || {};
+  return Boolean((table[lang] && table[lang][key]) || (table.en && table.en[key]));
 }
 
-function setPresence(players, spectators) {
-  const p = $('presence');
-  p.hidden = false;
-  p.textContent = `👤 ${players} · 👁 ${spectators}`;
-  p.title = `${players} players / ${spectators} spectators`;
+// A line in the story that is not part of a turn.
+function storyNote(text) {
+  scrollStory(() => $('live').appendChild(el('div', 'divider', text)));
 }
 
-// ---- character panel and areas
+// The opening scene at the top of a story shown from its start: the
+// campaign's title and, for a session with no turns yet, where the hero stands.
+function renderOpening() {
+  const box = $('opening');
+  box.replaceChildren();
+  const s = game.snapshot;
+  if (!game.fullStory || !s) return;
+  if (!game.opening) {
+    const pc = activeCharacter();
+    const here = pc && area(pc.area_id);
+    game.opening = {
+      title: s.title,
+      name: pc && pc.name,
+      place: here && s.turn === 0 ? here.name : null,
+      description: here && s.turn === 0 ? here.description : null,
+    };
+  }
+  const o = game.opening;
+  const card = el('div', 'opening');
+  card.append(el('div', 'turn-label', t('story.opening')));
+  if (o.title) card.append(el('h3', null, o.title));
+  if (o.place) {
+    card.append(el('p', null, t('story.you_are_in', { name: o.name, place: o.place })));
+    if (o.description) card.append(el('p', 'muted', o.description));
+  }
+  card.append(el('p', 'hint', game.role === 'spectator' ? t('story.watch_hint') : t('story.try')));
+  box.appendChild(card);
+}
 
-// Apply a successful tool result to the local snapshot until the next refresh.
-function applyResult(tool, args, result) {
+// ---------------------------------------------------------------- tool cards
+
+const TOOL_ICONS = {
+  move: 'compass', move_options: 'compass', move_to_zone: 'compass',
+  roll_dice: 'dice', hp_delta: 'heart', update_character: 'heart',
+  map_generate: 'spark', generate_zone: 'globe', get_site_map: 'globe',
+  get_character_stats: 'scroll', get_player_state: 'scroll', describe_entity: 'scroll',
+  add_inventory: 'bag', update_inventory: 'bag',
+  search_content: 'search', get_npc_profile: 'user', get_prompt_active: 'user',
+  create_npc: 'user', activate_npc: 'user',
+};
+
+function argChips(tool, args) {
+  const row = el('div', 'chips');
+  if (!args || typeof args !== 'object') {
+    if (args !== null && args !== undefined) row.appendChild(el('span', 'chip', short(args)));
+    return row;
+  }
+  for (const [k, v] of Object.entries(args)) {
+    if (k === 'session_id' || k === 'actor_id') continue;
+    const chip = el('span', 'chip');
+    const isArea = typeof v === 'string' && /area_id$/.test(k) && area(v);
+    chip.append(el('span', 'k', k), el('span', 'v', isArea ? `${area(v).name} (${v})` : short(v, 48)));
+    row.appendChild(chip);
+  }
+  return row;
+}
+
+function onToolCall(f) {
+  const turn = turnBox(f.turn_id);
+  endBubble(turn); // narration after a tool starts a new bubble
+  const card = el('div', 'tool running');
+  card.dataset.tool = f.tool;
+  card.dataset.status = 'running';
+  card.dataset.callId = f.call_id;
+  const head = el('div', 'tool-head');
+  head.append(
+    icon(TOOL_ICONS[f.tool] || 'gear', 'tool-icon'),
+    el('span', 'tool-name', f.tool),
+    el('span', 'tool-status', t('tool.running')),
+  );
+  card.append(head, argChips(f.tool, f.args));
+  game.calls.set(f.turn_id + '/' + f.call_id, { card, args: f.args || {}, tool: f.tool });
+  scrollStory(() => turn.box.appendChild(card));
+}
+
+function onToolResult(f, live) {
+  const key = f.turn_id + '/' + f.call_id;
+  if (!game.calls.has(key)) onToolCall({ turn_id: f.turn_id, call_id: f.call_id, tool: f.tool, args: null });
+  const call = game.calls.get(key);
+  const card = call.card;
+  card.classList.remove('running');
+  card.classList.add(f.status === 'ok' ? 'ok' : 'failed');
+  card.dataset.status = f.status;
+  const status = card.querySelector('.tool-status');
+  status.textContent = t('tool.' + f.status);
+  if (typeof f.duration_ms === 'number') status.title = `${f.duration_ms} ms`;
+  if (!live) card.classList.add('instant');
+  scrollStory(() => {
+    if (f.status === 'ok') {
+      const body = resultView(f.tool, call.args, f.result || {}, live);
+      if (body) card.appendChild(body);
+      card.appendChild(rawDetails(call.args, f.result));
+    } else {
+      const reason = hasText('reason.' + f.reason) ? t('reason.' + f.reason) : f.reason || f.status;
+      const line = el('div', 'tool-fail');
+      line.append(el('b', null, reason), el('span', 'code', f.error_code || ''));
+      card.appendChild(line);
+      if (f.message) card.appendChild(el('div', 'tool-msg', short(f.message, 220)));
+      card.title = f.message || '';
+    }
+  });
+  if (f.status === 'ok' && live) applyResult(f.tool, call.args, f.result || {});
+}
+
+function rawDetails(args, result) {
+  const d = el('details', 'raw');
+  d.append(el('summary', null, t('tool.details')), el('pre', null, JSON.stringify({ args, result }, null, 2)));
+  return d;
+}
+
+// A readable view of a successful result, by tool.
+function resultView(tool, args, r, live) {
+  switch (tool) {
+    case 'roll_dice': return diceView(r, live);
+    case 'hp_delta': return hpView(r, live);
+    case 'move': {
+      const v = el('div', 'tool-result move');
+      v.append(el('span', null, t('tool.move', { from: areaName(r.from_area_id), to: (r.area && r.area.name) || areaName(r.to_area_id) })));
+      return v;
+    }
+    case 'move_options': {
+      const v = el('div', 'tool-result');
+      v.appendChild(el('span', 'muted', t('tool.options') + ' '));
+      const options = r.options || [];
+      if (!options.length) v.appendChild(el('span', null, t('tool.nowhere')));
+      for (const o of options) v.appendChild(placeChip(o.area_id, o.name));
+      return v;
+    }
+    case 'map_generate': {
+      const v = el('div', 'tool-result');
+      const names = (r.areas || []).map((a) => a.name);
+      v.appendChild(el('span', 'muted', t('tool.new_areas', { n: names.length }) + ' '));
+      for (const a of r.areas || []) v.appendChild(placeChip(a.area_id, a.name));
+      return v;
+    }
+    case 'generate_zone': {
+      const v = el('div', 'tool-result');
+      v.appendChild(el('span', 'muted', t('tool.new_zones', { n: (r.zones || []).length }) + ' '));
+      for (const z of r.zones || []) v.appendChild(el('span', 'chip place', z.name));
+      return v;
+    }
+    case 'move_to_zone':
+      return el('div', 'tool-result', t('tool.travel', {
+        from: zoneName(r.from_zone_id), to: zoneName(r.to_zone_id), miles: r.distance_miles, min: r.duration_min,
+      }));
+    case 'get_character_stats':
+      return el('div', 'tool-result', `${r.name || ''} · ` + t('tool.stats', { hp: r.hp, max: r.max_hp, level: r.level }));
+    case 'add_inventory': {
+      const v = el('div', 'tool-result');
+      for (const a of r.added || []) v.appendChild(el('span', 'chip gain', `+ ${a.name} ×${a.quantity}`));
+      return v;
+    }
+    case 'update_inventory': {
+      const v = el('div', 'tool-result');
+      for (const c of r.changes || []) {
+        v.appendChild(el('span', 'chip ' + (c.after < c.before ? 'loss' : 'gain'), `${c.slug} ${c.before} → ${c.after}`));
+      }
+      return v;
+    }
+    case 'update_character':
+      return el('div', 'tool-result', t('tool.changed', { fields: (r.changed || []).join(', ') || '—' }));
+    case 'search_content': {
+      const v = el('div', 'tool-result');
+      v.appendChild(el('span', 'muted', t('tool.results', { n: r.total ?? (r.results || []).length }) + ' '));
+      for (const x of (r.results || []).slice(0, 4)) v.appendChild(el('span', 'chip', x.title));
+      return v;
+    }
+    case 'get_site_map':
+      return el('div', 'tool-result', t('tool.site_map', {
+        areas: (r.areas || []).length, routes: (r.routes || []).length, pois: (r.pois || []).length,
+      }));
+    default:
+      return null;
+  }
+}
+
+function zoneName(id) {
+  if (!id) return t('tool.nowhere');
+  const z = game.snapshot && (game.snapshot.zones || []).find((x) => x.zone_id === id);
+  return z ? z.name : id;
+}
+
+// A place name in a card; for players a click asks to go there.
+function placeChip(areaId, name) {
+  const chip = el(game.role === 'player' ? 'button' : 'span', 'chip place', name || areaId);
+  if (game.role === 'player') {
+    chip.type = 'button';
+    chip.title = 'go to ' + areaId;
+    chip.addEventListener('click', () => sendChat('go to ' + areaId));
+  }
+  return chip;
+}
+
+// Dice drawn as dice: pips for d6, the number in a die shape otherwise.
+function diceView(r, live) {
+  const v = el('div', 'tool-result dice-result' + (live ? ' rolling' : ''));
+  const sides = Number(String(r.dice || '').split('d')[1]?.split(/[+-]/)[0]) || 6;
+  const row = el('div', 'dice');
+  for (const n of r.rolls || []) {
+    const die = el('span', 'die d' + (sides === 6 ? '6' : 'n'));
+    die.dataset.value = n;
+    if (sides === 6 && n >= 1 && n <= 6) {
+      for (let i = 0; i < n; i++) die.appendChild(el('i', 'pip'));
+      die.classList.add('p' + n);
+    } else {
+      die.textContent = n;
+    }
+    die.title = `d${sides}: ${n}`;
+    row.appendChild(die);
+  }
+  if (r.modifier) row.appendChild(el('span', 'mod', (r.modifier > 0 ? '+ ' : '− ') + Math.abs(r.modifier)));
+  const total = el('span', 'total', r.total);
+  total.dataset.total = r.total;
+  row.append(el('span', 'eq', '='), total);
+  v.append(row, el('div', 'muted small', r.description || r.dice || ''));
+  return v;
+}
+
+// An HP change as a bar that moves from the old value to the new.
+function hpView(r, live) {
+  const v = el('div', 'tool-result hp-change');
+  const max = r.max_hp || 1;
+  const pct = (x) => Math.max(0, Math.min(100, (x / max) * 100)) + '%';
+  const who = character(r.character_id);
+  const delta = r.hp - r.hp_before;
+  const label = el('div', 'hp-change-label');
+  label.append(
+    el('span', null, who ? who.name : r.character_id),
+    el('b', delta < 0 ? 'loss' : 'gain', (delta > 0 ? '+' : '') + delta),
+    el('span', 'muted', `${r.hp_before} → ${r.hp} / ${max}`),
+  );
+  if (r.downed) label.appendChild(el('span', 'chip loss', t('tool.downed')));
+  if (r.cause) label.appendChild(el('span', 'muted', r.cause));
+  const bar = el('div', 'hpbar');
+  const ghost = el('div', 'hp-ghost');
+  const fill = el('div', 'hp-fill');
+  ghost.style.width = pct(Math.max(r.hp_before, r.hp));
+  fill.style.width = pct(live ? r.hp_before : r.hp);
+  bar.append(ghost, fill);
+  v.append(label, bar);
+  if (live) requestAnimationFrame(() => requestAnimationFrame(() => { fill.style.width = pct(r.hp); }));
+  return v;
+}
+
+// ---------------------------------------------------------------- state
+
+// Tools whose results carry their whole effect; others trigger a snapshot re-read.
+const APPLIED_TOOLS = new Set([
+  'move', 'move_options', 'hp_delta', 'roll_dice', 'map_generate', 'get_character_stats',
+  'generate_zone', 'move_to_zone', 'get_player_state', 'add_inventory', 'update_inventory',
+  'update_character', 'search_content', 'get_site_map', 'get_npc_profile', 'describe_entity',
+  'get_prompt_active', 'log_user_event', 'create_draft_content',
+]);
+
+function activeCharacter() {
+  const s = game.snapshot;
+  if (!s) return null;
+  return s.characters.find((c) => c.character_id === s.active_actor_id) || s.characters[0] || null;
+}
+
+function upsert(list, item, key) {
+  const i = list.findIndex((x) => x[key] === item[key]);
+  if (i >= 0) list[i] = Object.assign({}, list[i], item);
+  else list.push(item);
+}
+
+// Applies a successful tool result to the local snapshot (idempotent).
+function applyResult(tool, args, r) {
   const s = game.snapshot;
   if (!s) return;
-  const who = s.characters.find((c) => c.character_id === (args.actor_id || args.character_id || s.active_actor_id));
-  if (!who) return;
-  if (tool === 'move' && result.to_area_id) who.area_id = result.to_area_id;
-  if (typeof result.hp === 'number') who.hp = result.hp;
-  if (typeof result.max_hp === 'number') who.max_hp = result.max_hp;
+  const who = (id) => s.characters.find((c) => c.character_id === id);
+  switch (tool) {
+    case 'move': {
+      const c = who(r.actor_id || args.actor_id);
+      if (c && r.to_area_id) c.area_id = r.to_area_id;
+      break;
+    }
+    case 'hp_delta': {
+      const c = who(r.character_id);
+      if (c) Object.assign(c, { hp: r.hp, max_hp: r.max_hp, state: r.state });
+      break;
+    }
+    case 'map_generate':
+      for (const a of r.areas || []) upsert(s.areas, a, 'area_id');
+      for (const [a, b] of r.created_connections || []) link(a, b);
+      break;
+    case 'get_character_stats': {
+      const copy = Object.assign({}, r);
+      delete copy.area_name;
+      if (copy.character_id) upsert(s.characters, copy, 'character_id');
+      break;
+    }
+    case 'update_character':
+      if (r.character) upsert(s.characters, r.character, 'character_id');
+      break;
+    case 'add_inventory':
+    case 'update_inventory': {
+      const c = who(r.character_id);
+      if (c && Array.isArray(r.inventory)) c.inventory = r.inventory;
+      break;
+    }
+    case 'generate_zone':
+      s.zones = s.zones || [];
+      for (const z of r.zones || []) upsert(s.zones, z, 'zone_id');
+      break;
+    case 'move_to_zone':
+      s.player = s.player || {};
+      s.player.current_zone_id = r.to_zone_id;
+      if (r.position) s.player.position = r.position;
+      break;
+    default:
+      return; // reads and rolls change nothing on screen
+  }
+  render();
+}
+
+function link(a, b) {
+  for (const [x, y] of [[a, b], [b, a]]) {
+    const ax = area(x);
+    if (ax) {
+      ax.reachable_area_ids = ax.reachable_area_ids || [];
+      if (!ax.reachable_area_ids.includes(y)) ax.reachable_area_ids.push(y);
+    }
+  }
+}
+
+function applyPatch(p) {
+  const s = game.snapshot;
+  if (!s || !p) return;
+  for (const a of p.areas || []) upsert(s.areas, a, 'area_id');
+  for (const c of p.characters || []) upsert(s.characters, c, 'character_id');
+  if (p.position) {
+    const c = s.characters.find((x) => x.character_id === p.position.actor_id);
+    if (c && p.position.area_id) c.area_id = p.position.area_id;
+  }
   render();
 }
 
 function applySnapshot(s) {
   if (!s || !Array.isArray(s.areas) || !Array.isArray(s.characters)) return;
   game.snapshot = s;
+  if (s.title) {
+    $('session-title').textContent = s.title;
+    document.title = `${s.title} · questd`;
+  }
   render();
 }
 
+function setPresence(players, spectators) {
+  const p = $('presence');
+  p.hidden = false;
+  p.dataset.players = players;
+  p.dataset.spectators = spectators;
+  $('presence-players').textContent = players;
+  $('presence-spectators').textContent = spectators;
+  p.title = t('presence.title', { p: players, s: spectators });
+}
+
+// ---------------------------------------------------------------- render
+
 function render() {
+  if (!game.snapshot) return;
+  renderMap();
+  renderWorld();
+  renderSheet();
+}
+
+function renderSheet() {
   const s = game.snapshot;
-  const pc = s.characters.find((c) => c.character_id === s.active_actor_id) || s.characters[0];
-  const here = pc && s.areas.find((a) => a.area_id === pc.area_id);
-  document.title = `questd · ${s.campaign_id || game.id}`;
+  const pc = activeCharacter();
+  if (!pc) return;
+  const here = area(pc.area_id);
+  $('char-name').textContent = pc.name;
+  $('portrait').textContent = Array.from(pc.name || '?')[0];
+  const meta = [t('sheet.level', { n: pc.level ?? 1 }), t(pc.state === 'downed' ? 'sheet.downed' : 'sheet.active')];
+  if (typeof s.turn === 'number') meta.push(t('sheet.turn', { n: s.turn }));
+  $('char-meta').textContent = meta.join(' · ');
+  $('char-area').textContent = here ? here.name : pc.area_id;
+  $('map-place').textContent = here ? here.name : '';
 
-  $('char-name').textContent = pc ? pc.name : '—';
-  $('char-meta').textContent = pc ? `Level ${pc.level ?? '?'} · ${pc.state || pc.kind || ''} · turn ${s.turn ?? 0}` : '';
-  const hp = (pc && pc.hp) ?? 0, max = (pc && pc.max_hp) || 1;
+  const max = pc.max_hp || 1;
+  const hp = Math.max(0, pc.hp ?? 0);
   const pct = Math.max(0, Math.min(100, (hp / max) * 100));
-  $('hp-fill').style.width = pct + '%';
-  $('hp-fill').className = 'hp-fill' + (pct <= 25 ? ' low' : pct <= 50 ? ' mid' : '');
-  $('hp-text').textContent = `HP ${hp} / ${max}`;
-  $('char-area').textContent = here ? here.name : (pc ? pc.area_id : '');
+  const fill = $('hp-fill');
+  const before = Number(fill.dataset.hp);
+  fill.style.width = pct + '%';
+  fill.dataset.hp = hp;
+  fill.className = 'hp-fill' + (pct <= 25 ? ' low' : pct <= 50 ? ' mid' : '');
+  $('hp-text').textContent = `${hp} / ${max}`;
+  const hpBox = $('hp');
+  hpBox.dataset.hp = hp;
+  hpBox.dataset.maxHp = max;
+  if (!Number.isNaN(before) && before !== hp) flash(hpBox, hp < before ? 'hit' : 'heal');
 
-  const inv = $('inventory');
-  inv.replaceChildren();
-  for (const item of (pc && pc.inventory) || []) {
-    inv.appendChild(el('li', null, `${item.name}${item.quantity > 1 ? ' ×' + item.quantity : ''}`));
+  const stats = $('stats');
+  stats.replaceChildren();
+  for (const [k, v] of Object.entries(pc.stats || {})) {
+    const tile = el('div', 'stat');
+    const mod = Math.floor((v - 10) / 2);
+    tile.append(el('span', 'stat-k', k.toUpperCase()), el('b', 'stat-v', v), el('span', 'stat-m', (mod >= 0 ? '+' : '') + mod));
+    stats.appendChild(tile);
   }
 
-  const near = new Set(here ? here.reachable_area_ids : []);
-  const list = $('areas');
-  list.replaceChildren();
-  for (const a of s.areas) {
+  const inv = $('inventory');
+  const had = new Map(Array.from(inv.children, (li) => [li.dataset.slug, Number(li.dataset.quantity)]));
+  inv.replaceChildren();
+  for (const item of pc.inventory || []) {
     const li = el('li');
-    if (here && a.area_id === here.area_id) {
-      li.className = 'current';
-      li.append(el('strong', null, a.name), el('div', 'muted', a.description || ''));
-    } else if (near.has(a.area_id) && game.role !== 'spectator') {
-      const b = el('button', 'link', '→ ' + a.name);
-      b.type = 'button';
-      b.title = 'go to ' + a.area_id;
-      b.addEventListener('click', () => sendChat('go to ' + a.area_id));
-      li.appendChild(b);
-    } else {
-      li.className = near.has(a.area_id) ? 'near' : 'far';
-      li.textContent = a.name;
+    li.dataset.slug = item.slug;
+    li.dataset.quantity = item.quantity;
+    li.append(el('span', 'item-name', item.name), el('span', 'qty', '×' + item.quantity));
+    if (item.description) li.title = item.description;
+    if (had.size && had.get(item.slug) !== item.quantity) flash(li, 'new');
+    inv.appendChild(li);
+  }
+  if (!(pc.inventory || []).length) inv.appendChild(el('li', 'muted', t('sheet.empty')));
+
+  const company = $('company');
+  company.replaceChildren();
+  for (const c of s.characters) {
+    if (c.character_id === pc.character_id || c.area_id !== pc.area_id) continue;
+    const li = el('li');
+    li.append(el('span', 'npc-dot'), el('span', null, c.name), el('span', 'muted', ` · HP ${c.hp}/${c.max_hp}`));
+    company.appendChild(li);
+  }
+  if (!company.children.length) company.appendChild(el('li', 'muted', t('sheet.nobody')));
+
+  const zoneLine = $('zone-line');
+  const zoneId = s.player && s.player.current_zone_id;
+  zoneLine.hidden = !zoneId;
+  if (zoneId) zoneLine.textContent = t('sheet.zone', { name: zoneName(zoneId) });
+}
+
+function flash(node, cls) {
+  node.classList.remove(cls);
+  void node.offsetWidth; // restart the animation
+  node.classList.add(cls);
+  setTimeout(() => node.classList.remove(cls), 900);
+}
+
+// ---------------------------------------------------------------- map
+
+// Screen pixels per map unit are not known in advance: sizes are given in
+// pixels and divided by the current scale so labels stay readable.
+function mapScale(svgNode, width, height) {
+  const w = svgNode.clientWidth || svgNode.parentNode.clientWidth || 600;
+  const h = svgNode.clientHeight || svgNode.parentNode.clientHeight || 300;
+  return Math.min(w / width, h / height);
+}
+
+function renderMap() {
+  const s = game.snapshot;
+  const map = $('map');
+  const pc = activeCharacter();
+  const hereId = pc ? pc.area_id : null;
+  const here = hereId && area(hereId);
+  const near = new Set(here ? here.reachable_area_ids || [] : []);
+  const areas = s.areas;
+  if (!areas.length) return;
+
+  const xs = areas.map((a) => a.x || 0);
+  const ys = areas.map((a) => a.y || 0);
+  const pad = 90;
+  const minX = Math.min(...xs) - pad;
+  const minY = Math.min(...ys) - pad;
+  const width = Math.max(Math.max(...xs) - Math.min(...xs) + pad * 2, 300);
+  const height = Math.max(Math.max(...ys) - Math.min(...ys) + pad * 2, 220);
+  map.setAttribute('viewBox', `${minX} ${minY} ${width} ${height}`);
+  map.setAttribute('preserveAspectRatio', 'xMidYMid meet');
+  // On a phone the map keeps a readable scale and scrolls inside its card;
+  // elsewhere it is fitted to the card.
+  const wrap = map.parentNode;
+  if (NARROW.matches) {
+    map.style.width = Math.max(wrap.clientWidth, width * NARROW_MAP_SCALE) + 'px';
+    map.style.height = Math.max(wrap.clientHeight, height * NARROW_MAP_SCALE) + 'px';
+  } else {
+    map.style.width = '';
+    map.style.height = '';
+  }
+  const k = 1 / Math.min(mapScale(map, width, height), 1.6);
+
+  // The token and the layer group stay in the DOM between renders, so CSS
+  // moves the token smoothly from one place to the next.
+  let layers = map.querySelector('.layers');
+  let token = map.querySelector('.token');
+  if (!layers || !token) {
+    layers = svg('g', { class: 'layers' });
+    token = svg('g', { class: 'token' });
+    const body = svg('g', { class: 'token-body' });
+    body.appendChild(svg('path', { d: 'M0 -22 L9 -9 L0 -4 L-9 -9 Z' }));
+    token.appendChild(body);
+    map.replaceChildren(layers, token);
+  }
+  const edges = svg('g', { class: 'edges' });
+  const nodes = svg('g', { class: 'nodes' });
+  const byId = new Map(areas.map((a) => [a.area_id, a]));
+  const seen = new Set();
+  for (const a of areas) {
+    for (const b of a.reachable_area_ids || []) {
+      const other = byId.get(b);
+      const key = [a.area_id, b].sort().join('|');
+      if (!other || seen.has(key)) continue;
+      seen.add(key);
+      const active = (a.area_id === hereId && near.has(b)) || (b === hereId && near.has(a.area_id));
+      edges.appendChild(svg('line', {
+        x1: a.x || 0, y1: a.y || 0, x2: other.x || 0, y2: other.y || 0,
+        class: 'edge' + (active ? ' active' : ''),
+        'stroke-width': (active ? 3 : 2) * k,
+      }));
     }
-    list.appendChild(li);
+  }
+
+  const now = Date.now();
+  const drawnBefore = game.knownAreas.size > 0;
+  for (const a of areas) {
+    if (!game.knownAreas.has(a.area_id)) game.knownAreas.set(a.area_id, drawnBefore ? now : 0);
+  }
+  const npcsByArea = new Map();
+  for (const c of s.characters) {
+    if (c.kind !== 'npc') continue;
+    if (!npcsByArea.has(c.area_id)) npcsByArea.set(c.area_id, []);
+    npcsByArea.get(c.area_id).push(c);
+  }
+  const r = 13 * k;
+  let youngest = Infinity;
+  const rank = (a) => (a.area_id === hereId ? 2 : near.has(a.area_id) ? 1 : 0);
+  // Far places first, the hero's place last: nearer labels are drawn on top.
+  for (const a of areas.slice().sort((p, q) => rank(p) - rank(q))) {
+    const cls = a.area_id === hereId ? 'current' : near.has(a.area_id) ? 'reachable' : 'far';
+    const g = svg('g', {
+      class: 'area ' + cls,
+      'data-area-id': a.area_id,
+      transform: `translate(${a.x || 0} ${a.y || 0})`,
+    });
+    const age = now - game.knownAreas.get(a.area_id);
+    if (age < NEW_AREA_MS) {
+      // Redrawn while still fading in: carry on where the animation was.
+      g.classList.add('new');
+      g.style.animationDelay = `-${age}ms`;
+      youngest = Math.min(youngest, age);
+    }
+    g.appendChild(svg('title', {}, `${a.name} (${a.area_id})${a.description ? '\n' + a.description : ''}`));
+    if (cls === 'current') g.appendChild(svg('circle', { r: r * 1.9, class: 'halo' }));
+    g.appendChild(svg('circle', { r, class: 'node', 'stroke-width': 2 * k }));
+    if ((a.tags || []).includes('lit')) g.appendChild(svg('circle', { r: r * 0.3, class: 'lamp' }));
+    const npcs = npcsByArea.get(a.area_id) || [];
+    npcs.forEach((c, i) => {
+      const dot = svg('g', { class: 'npc', transform: `translate(${r + (6 + i * 11) * k} ${-r * 0.9})` });
+      dot.appendChild(svg('circle', { r: 5 * k, 'stroke-width': 1.5 * k }));
+      dot.appendChild(svg('title', {}, c.name));
+      g.appendChild(dot);
+    });
+    if (cls === 'reachable' && game.role === 'player') {
+      g.setAttribute('tabindex', '0');
+      g.setAttribute('role', 'button');
+      g.setAttribute('aria-label', t('map.go', { name: a.name }));
+      const go = () => { sendChat('go to ' + a.area_id); showTab('story'); };
+      g.addEventListener('click', go);
+      g.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); go(); } });
+    }
+    nodes.appendChild(g);
+  }
+  const labels = svg('g', { class: 'labels' });
+  const view = { x0: minX, y0: minY, x1: minX + width, y1: minY + height };
+  placeLabels(labels, areas, hereId, near, r, k, view);
+  layers.replaceChildren(edges, nodes, labels);
+
+  // Draw once more when the newest areas stop being new.
+  clearTimeout(game.newAreaTimer);
+  if (youngest < NEW_AREA_MS) game.newAreaTimer = setTimeout(renderMap, NEW_AREA_MS - youngest + 50);
+
+  const tokenBody = token.querySelector('.token-body');
+  tokenBody.setAttribute('transform', `scale(${k})`);
+  if (here) {
+    token.style.transform = `translate(${here.x || 0}px, ${(here.y || 0) - r * 0.6}px)`;
+    token.dataset.areaId = here.area_id;
+  }
+  // A scrolling map shows the hero: centre on their place when it changes.
+  if (NARROW.matches && here && wrap.clientWidth && game.centredOn !== here.area_id) {
+    const scale = Math.min(map.clientWidth / width, map.clientHeight / height);
+    const px = (map.clientWidth - width * scale) / 2 + ((here.x || 0) - minX) * scale;
+    const py = (map.clientHeight - height * scale) / 2 + ((here.y || 0) - minY) * scale;
+    wrap.scrollLeft = px - wrap.clientWidth / 2;
+    wrap.scrollTop = py - wrap.clientHeight / 2;
+    game.centredOn = here.area_id;
   }
 }
 
-// ---- chat
+const LABEL_PX = 12.5;
+// The narrow (phone) layout, as in style.css, and its map scale in pixels per map unit.
+const NARROW = window.matchMedia('(max-width: 820px)');
+const NARROW_MAP_SCALE = 0.8;
+const WORLD_MIN_CELLS = [11, 6];
+let measureCtx = null;
+
+// Width in screen pixels of a label at LABEL_PX.
+function labelWidth(text) {
+  if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
+  measureCtx.font = `${LABEL_PX}px ${getComputedStyle(document.body).fontFamily}`;
+  return measureCtx.measureText(text).width;
+}
+
+function overlaps(a, b) {
+  return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+}
+
+// Names under, over, right or left of each place, wherever they cover no
+// other name or place. The hero's place and its neighbours always get one
+// (placed first); a far place whose name fits nowhere keeps it as a tooltip.
+function placeLabels(group, areas, hereId, near, r, k, view) {
+  const rank = (a) => (a.area_id === hereId ? 2 : near.has(a.area_id) ? 1 : 0);
+  const nodes = areas.map((a) => ({
+    id: a.area_id, x0: (a.x || 0) - r, y0: (a.y || 0) - r, x1: (a.x || 0) + r, y1: (a.y || 0) + r,
+  }));
+  const placed = [];
+  const h = LABEL_PX * k;
+  for (const a of areas.slice().sort((p, q) => rank(q) - rank(p))) {
+    const text = a.name.length > 24 ? a.name.slice(0, 23) + '…' : a.name;
+    const w = labelWidth(text) * k;
+    const x = a.x || 0;
+    const y = a.y || 0;
+    const spots = [
+      { x, y: y + r + h + 1 * k, anchor: 'middle' },
+      { x, y: y - r - 5 * k, anchor: 'middle' },
+      { x: x + r + 5 * k, y: y + h * 0.35, anchor: 'start' },
+      { x: x - r - 5 * k, y: y + h * 0.35, anchor: 'end' },
+    ];
+    const box = (s) => {
+      const x0 = s.anchor === 'middle' ? s.x - w / 2 : s.anchor === 'start' ? s.x : s.x - w;
+      return { x0, y0: s.y - h, x1: x0 + w, y1: s.y + h * 0.3 };
+    };
+    const inside = (b) => b.x0 >= view.x0 && b.x1 <= view.x1 && b.y0 >= view.y0 && b.y1 <= view.y1;
+    const free = (b) => inside(b) && !placed.some((p) => overlaps(b, p))
+      && !nodes.some((n) => n.id !== a.area_id && overlaps(b, n));
+    let spot = spots.find((s) => free(box(s)));
+    if (!spot) {
+      if (!rank(a)) continue;
+      spot = spots[0];
+    }
+    placed.push(box(spot));
+    const cls = a.area_id === hereId ? ' current' : near.has(a.area_id) ? ' reachable' : '';
+    group.appendChild(svg('text', {
+      x: spot.x, y: spot.y, 'text-anchor': spot.anchor, class: 'label' + cls, 'data-for': a.area_id,
+      'font-size': LABEL_PX * k, 'stroke-width': 4 * k,
+    }, text));
+  }
+}
+
+function renderWorld() {
+  const s = game.snapshot;
+  const zones = s.zones || [];
+  $('map-switch').hidden = !zones.length;
+  if (!zones.length && game.mapView === 'world') setMapView('areas');
+  const world = $('world');
+  world.replaceChildren();
+  if (!zones.length) return;
+  const pos = (s.player && s.player.position) || { x: 0, y: 0 };
+  const xs = zones.map((z) => z.x).concat([pos.x]);
+  const ys = zones.map((z) => z.y).concat([pos.y]);
+  // At least WORLD_MIN_CELLS across, centred, so a young world is not one huge square.
+  const w = Math.max(Math.max(...xs) - Math.min(...xs) + 3, WORLD_MIN_CELLS[0]);
+  const h = Math.max(Math.max(...ys) - Math.min(...ys) + 3, WORLD_MIN_CELLS[1]);
+  const minX = (Math.max(...xs) + Math.min(...xs) - w) / 2;
+  const minY = (Math.max(...ys) + Math.min(...ys) - h) / 2;
+  world.setAttribute('viewBox', `${minX} ${minY} ${w} ${h}`);
+  const k = 1 / Math.min(mapScale(world, w, h), 200);
+  const current = s.player && s.player.current_zone_id;
+  for (const z of zones) {
+    const g = svg('g', { class: 'zone' + (z.zone_id === current ? ' current' : ''), 'data-zone-id': z.zone_id });
+    g.appendChild(svg('rect', { x: z.x - 0.42, y: z.y - 0.42, width: 0.84, height: 0.84, rx: 0.12 }));
+    g.appendChild(svg('text', { x: z.x, y: z.y + 0.62, class: 'label', 'font-size': 11 * k, 'stroke-width': 3 * k }, z.name));
+    g.appendChild(svg('title', {}, `${z.name}\n${z.description || ''}`));
+    world.appendChild(g);
+  }
+  world.appendChild(svg('circle', { cx: pos.x, cy: pos.y, r: 7 * k, class: 'you' }));
+}
+
+function setMapView(view) {
+  game.mapView = view;
+  // SVG elements have no `hidden` property: set the attribute itself.
+  $('map').toggleAttribute('hidden', view !== 'areas');
+  $('world').toggleAttribute('hidden', view !== 'world');
+  for (const b of $('map-switch').querySelectorAll('button')) b.classList.toggle('on', b.dataset.view === view);
+  if (view === 'world') renderWorld();
+}
+
+// ---------------------------------------------------------------- outbox
+
+function renderOutboxEntry(entry) {
+  const node = el('div', 'msg player pending');
+  node.dataset.requestId = entry.request_id;
+  node.append(el('span', 'text', entry.text), el('span', 'state'));
+  entry.node = node;
+  scrollStory(() => $('outbox').appendChild(node));
+  updateOutboxEntry(entry);
+}
+
+function updateOutboxEntry(entry) {
+  if (!entry.node) return;
+  entry.node.dataset.state = entry.state;
+  let text = t('outbox.' + entry.state);
+  if (entry.state === 'waiting' && connected()) text = t('outbox.held');
+  if (entry.state === 'accepted' && entry.queued > 0) text = t('outbox.queued', { n: entry.queued });
+  if (entry.state === 'retry') text = t('outbox.retry', { s: Math.max(1, Math.ceil((entry.retryAt - Date.now()) / 1000)) });
+  entry.node.querySelector('.state').textContent = text;
+}
+
+function connected() {
+  return game.ws && game.ws.readyState === WebSocket.OPEN && game.catchUpTo === null && game.welcomed;
+}
 
 function sendChat(text) {
-  text = text.trim();
-  if (!text) return false;
-  if (!game.ws || game.ws.readyState !== WebSocket.OPEN) {
-    notice('Not connected, try again in a moment.', 'error');
+  text = String(text || '').trim();
+  if (!text || game.role === 'spectator') return false;
+  if (Array.from(text).length > MAX_TEXT_CHARS) {
+    notice(t('notice.too_long', { n: MAX_TEXT_CHARS }), 'error');
     return false;
   }
-  const request_id = 'r-' + Math.random().toString(36).slice(2, 10) + Date.now().toString(36);
-  game.ws.send(JSON.stringify({ type: 'chat', text, request_id }));
+  const entry = { request_id: randomId('r-'), text, state: 'waiting', queued: 0 };
+  game.outbox.push(entry);
+  saveOutbox();
+  renderOutboxEntry(entry);
+  flushOutbox();
+  if (!connected()) updateBanner();
   return true;
+}
+
+// Sends the first message the server does not have yet. One is in flight at
+// a time, so messages run in the order they were typed even when one of them
+// has to wait for the rate limit.
+function flushOutbox() {
+  if (!connected()) return;
+  for (const entry of game.outbox) {
+    if (entry.state === 'accepted') continue; // the server queued it; its turn will come
+    if (entry.state === 'sent' || entry.timer) break; // in flight or waiting to retry
+    game.ws.send(JSON.stringify({ type: 'chat', text: entry.text, request_id: entry.request_id }));
+    entry.state = 'sent';
+    updateOutboxEntry(entry);
+    break;
+  }
+  for (const entry of game.outbox) updateOutboxEntry(entry);
+}
+
+// The connection dropped: whatever was not yet seen starting is sent again
+// (same request_id) after the reconnect; an ack alone is not enough because a
+// chat still queued when the server stops is forgotten (docs/protocol.md §4).
+function markUnsent(entry) {
+  if (entry.timer) return;
+  entry.state = 'waiting';
+  updateOutboxEntry(entry);
+}
+
+function delivered(entry) {
+  clearTimeout(entry.timer);
+  game.outbox = game.outbox.filter((e) => e !== entry);
+  saveOutbox();
+  if (entry.node) entry.node.remove();
+  updateBanner();
+  flushOutbox();
+}
+
+function retryLater(entry, ms) {
+  clearTimeout(entry.timer);
+  entry.state = 'retry';
+  entry.retryAt = Date.now() + ms;
+  updateOutboxEntry(entry);
+  const tick = setInterval(() => updateOutboxEntry(entry), 500);
+  entry.timer = setTimeout(() => {
+    clearInterval(tick);
+    entry.timer = null;
+    entry.state = 'waiting';
+    flushOutbox();
+  }, ms);
+}
+
+function onAck(f) {
+  const entry = game.outbox.find((e) => e.request_id === f.request_id);
+  if (!entry) return;
+  if (f.duplicate) {
+    // Already run (or still queued) from an earlier send: nothing more to do.
+    if (game.turns.has(f.turn_id)) { delivered(entry); return; }
+  }
+  entry.state = 'accepted';
+  entry.turn_id = f.turn_id;
+  entry.queued = f.queued || 0;
+  updateOutboxEntry(entry);
+  flushOutbox();
+}
+
+function onError(f) {
+  const entry = f.request_id && game.outbox.find((e) => e.request_id === f.request_id);
+  switch (f.error_code) {
+    case 'RATE_LIMITED': {
+      const ms = Math.max(500, f.retry_after_ms || 1000);
+      notice(t('error.RATE_LIMITED', { s: Math.ceil(ms / 1000) }), 'info', Math.min(ms + 1000, 8000), f.error_code);
+      if (entry) retryLater(entry, ms + Math.round(Math.random() * 200));
+      return;
+    }
+    case 'QUEUE_FULL':
+    case 'INTERNAL_ERROR':
+      notice(t('error.' + f.error_code), 'info', 6000, f.error_code);
+      if (entry) retryLater(entry, 1500 + Math.round(Math.random() * 1000));
+      return;
+    case 'TEXT_TOO_LONG':
+    case 'INVALID_FRAME':
+    case 'FORBIDDEN':
+      notice(t('error.' + f.error_code, { message: f.message || '' }), 'error', 6000, f.error_code);
+      if (entry) {
+        delivered(entry);
+        const input = $('chat-input');
+        if (!input.value) input.value = entry.text;
+      }
+      return;
+    default:
+      notice(t('error.other', { code: f.error_code, message: f.message || '' }), 'error', 6000, f.error_code);
+  }
+}
+
+// ---------------------------------------------------------------- composer
+
+const HINTS = ['where', 'explore', 'roll', 'status', 'scout', 'search'];
+
+function renderHints() {
+  const box = $('hints');
+  box.replaceChildren();
+  for (const h of HINTS) {
+    const b = el('button', 'hint', t('hint.' + h));
+    b.type = 'button';
+    b.addEventListener('click', () => {
+      const cmd = t('hint.' + h + '.cmd');
+      const input = $('chat-input');
+      if (cmd.endsWith(' ')) { // needs words from the player
+        input.value = cmd;
+        input.focus();
+      } else {
+        sendChat(cmd);
+      }
+    });
+    box.appendChild(b);
+  }
+}
+
+function showTab(tab) {
+  $('game').dataset.tab = tab;
+  for (const b of document.querySelectorAll('.tabs button')) {
+    b.classList.toggle('on', b.dataset.tab === tab);
+    b.setAttribute('aria-selected', String(b.dataset.tab === tab));
+  }
+  if (tab === 'map' && game.snapshot) {
+    game.centredOn = null;
+    renderMap();
+  }
+  if (tab === 'story') scrollStory(() => {});
+}
+
+async function openShare() {
+  let token = game.role === 'spectator' ? game.token : null;
+  if (!token) {
+    const mine = readJson('local', 'questd.sessions', {});
+    token = mine[game.id] && mine[game.id].spectator;
+  }
+  if (!token) {
+    try {
+      const list = await api('/api/v1/sessions');
+      const s = list.find((x) => x.session_id === game.id);
+      token = s && s.spectator_token;
+    } catch { /* shown as unknown below */ }
+  }
+  $('share-link').value = token ? sessionLink(game.id, token) : '';
+  $('share-note').textContent = token ? t('share.note') : t('share.unknown');
+  $('share-box').hidden = false;
 }
 
 function startGame(id, token) {
   game.id = id;
   game.token = token;
+  document.body.dataset.view = 'game';
   $('game').hidden = false;
+  renderHints();
+  showTab('story');
+
   const input = $('chat-input');
+  let lastSent = '';
   $('chat').addEventListener('submit', (e) => {
     e.preventDefault();
-    if (sendChat(input.value)) input.value = '';
+    const text = input.value;
+    if (sendChat(text)) { lastSent = text.trim(); input.value = ''; }
   });
-  // Enter sends, but not while an IME (e.g. Chinese input) is composing.
   input.addEventListener('keydown', (e) => {
+    // Enter sends, but not while an input method (Chinese, Japanese…) is composing.
     if (e.key === 'Enter' && (e.isComposing || e.keyCode === 229)) e.preventDefault();
+    if (e.key === 'ArrowUp' && !input.value && lastSent) { input.value = lastSent; e.preventDefault(); }
   });
-  // Keep idle connections alive through proxies.
-  setInterval(() => {
-    if (game.ws && game.ws.readyState === WebSocket.OPEN) game.ws.send(JSON.stringify({ type: 'ping', nonce: Date.now() }));
-  }, 25000);
+  for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => showTab(b.dataset.tab));
+  for (const b of $('map-switch').querySelectorAll('button')) b.addEventListener('click', () => setMapView(b.dataset.view));
+  $('retry-now').addEventListener('click', reconnectNow);
+  $('share').addEventListener('click', openShare);
+  $('share-close').addEventListener('click', () => { $('share-box').hidden = true; });
+  window.addEventListener('online', reconnectNow);
+  document.addEventListener('visibilitychange', () => { if (!document.hidden) reconnectNow(); });
+  let resizeTimer = null;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => {
+      if (game.snapshot) { renderMap(); renderWorld(); }
+      scrollStory(() => {}); // a narrower story is taller: stay at its end
+    }, 150);
+  });
+  setInterval(heartbeat, 2000);
+  const timeline = $('timeline');
+  timeline.addEventListener('scroll', () => {
+    // Scroll events come a frame late: by then more story may have been
+    // added below our own scroll, which must not count as the reader leaving.
+    if (timeline.scrollTop === game.autoScrollTop) return;
+    game.follow = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 120;
+  }, { passive: true });
+
+  // Messages typed before a reload are still owed to the server.
+  for (const saved of readJson('session', outboxKey(), [])) {
+    if (!saved || !saved.request_id || !saved.text) continue;
+    const entry = { request_id: saved.request_id, text: saved.text, state: 'waiting', queued: 0 };
+    game.outbox.push(entry);
+    renderOutboxEntry(entry);
+  }
   connect();
 }
 
 // ---------------------------------------------------------------- start
+
+$('lang').addEventListener('click', () => {
+  lang = lang === 'zh' ? 'en' : 'zh';
+  writeJson('local', 'questd.lang', lang);
+  applyLanguage();
+  if (!game.id) { loadCampaigns(); loadSessions(); }
+});
+for (const b of document.querySelectorAll('button.copy')) b.addEventListener('click', () => copyFrom(b.dataset.copy, b));
+applyLanguage();
 
 const params = new URLSearchParams(location.search);
 if (params.get('session') && params.get('token')) startGame(params.get('session'), params.get('token'));

@@ -1,0 +1,818 @@
+//! The browser client in a real browser: headless Chromium from the
+//! distribution's packages, driven over WebDriver (`chromedriver`) against
+//! the real server and its real page.
+//!
+//! Chromium and ChromeDriver must be installed (Debian: `apt-get install -y
+//! chromium chromium-driver`); without them the test fails and says so, it
+//! is never skipped. `QUESTD_CHROMIUM` and `QUESTD_CHROMEDRIVER` name other
+//! binaries. Screenshots go to `<target>/browser-artifacts/`; with
+//! `QUESTD_UPDATE_SCREENSHOTS=1` the play view is also written to
+//! `docs/play.png` for the README.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use fantoccini::key::Key;
+use fantoccini::{Client, ClientBuilder, Locator};
+use questd::llm::OfflineGameMaster;
+use serde_json::{Value, json};
+
+/// How long the page may take to show anything the test waits for.
+const PAGE_WAIT: Duration = Duration::from_secs(20);
+/// Direct tool calls (two story frames each) that make the session longer
+/// than the 512 frames the server replays from the start.
+const LONG_SESSION_CALLS: usize = 256;
+/// Flags Chromium needs on this machine kind (no network, no sandbox, no GPU).
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--lang=en-US",
+];
+
+/// The Chromium and ChromeDriver binaries, or a message that says how to get them.
+struct Browsers {
+    chromium: PathBuf,
+    chromedriver: PathBuf,
+}
+
+impl Browsers {
+    fn find() -> Result<Self, String> {
+        let chromium = find_program(
+            "QUESTD_CHROMIUM",
+            &["chromium", "chromium-browser", "google-chrome"],
+        );
+        let chromedriver = find_program("QUESTD_CHROMEDRIVER", &["chromedriver"]);
+        match (chromium, chromedriver) {
+            (Ok(chromium), Ok(chromedriver)) => Ok(Self {
+                chromium,
+                chromedriver,
+            }),
+            (a, b) => {
+                let missing: Vec<String> = [a.err(), b.err()].into_iter().flatten().collect();
+                Err(format!(
+                    "the browser tests need Chromium and ChromeDriver; {}. \
+                     Install them with `apt-get install -y chromium chromium-driver` \
+                     (or set QUESTD_CHROMIUM / QUESTD_CHROMEDRIVER to their paths)",
+                    missing.join("; ")
+                ))
+            }
+        }
+    }
+}
+
+/// The program named by `env`, or the first of `names` found on PATH.
+fn find_program(env: &str, names: &[&str]) -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os(env) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("{env}={} is not a file", path.display()))
+        };
+    }
+    let dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    names
+        .iter()
+        .flat_map(|name| dirs.iter().map(move |d| d.join(name)))
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("none of {names:?} is on PATH"))
+}
+
+/// A chromedriver process on a free local port. It leads its own process
+/// group, which the browsers it starts join; dropping it kills the group, so
+/// no browser outlives the test, even a failed one.
+struct ChromeDriver {
+    child: Child,
+    url: String,
+    chromium: PathBuf,
+    /// One fresh profile per browser, removed with the driver.
+    profiles: tempfile::TempDir,
+}
+
+impl ChromeDriver {
+    async fn start(browsers: &Browsers) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log = std::fs::File::create(artifacts().join("chromedriver.log")).unwrap();
+        let child = Command::new(&browsers.chromedriver)
+            .arg(format!("--port={port}"))
+            .process_group(0)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} does not start: {e}", browsers.chromedriver.display()));
+        let driver = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            chromium: browsers.chromium.clone(),
+            profiles: tempfile::tempdir().unwrap(),
+        };
+        let deadline = Instant::now() + PAGE_WAIT;
+        loop {
+            let (status, body) = get_quietly(&format!("{}/status", driver.url)).await;
+            if status == 200 && body["value"]["ready"] == true {
+                return driver;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not become ready; see {}",
+                artifacts().join("chromedriver.log").display()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A new browser with its own empty profile (a separate browser context).
+    async fn browser(&self, name: &str, width: u32, height: u32) -> Client {
+        let profile = self.profiles.path().join(name);
+        std::fs::create_dir_all(&profile).unwrap();
+        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| (*s).to_owned()).collect();
+        args.push(format!("--user-data-dir={}", profile.display()));
+        args.push(format!("--window-size={width},{height}"));
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": self.chromium, "args": args}),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("chromium does not start through chromedriver: {e}"));
+        set_viewport(&client, width, height).await;
+        client
+    }
+}
+
+/// Sizes the window so the page itself is `width` x `height` pixels.
+async fn set_viewport(c: &Client, width: u32, height: u32) {
+    c.set_window_size(width, height).await.unwrap();
+    let inner = c
+        .execute("return [window.innerWidth, window.innerHeight];", vec![])
+        .await
+        .unwrap();
+    let extra = |i: usize, want: u32| want.saturating_sub(inner[i].as_u64().unwrap_or(0) as u32);
+    c.set_window_size(width + extra(0, width), height + extra(1, height))
+        .await
+        .unwrap();
+}
+
+impl Drop for ChromeDriver {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// GET that reports a refused connection as status 0.
+async fn get_quietly(url: &str) -> (u16, Value) {
+    match client().get(url).send().await {
+        Ok(mut resp) => {
+            let status = resp.status().as_u16();
+            let body = resp.body().await.unwrap_or_default();
+            (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+        }
+        Err(_) => (0, Value::Null),
+    }
+}
+
+/// Where screenshots and the driver log go: `<target>/browser-artifacts`.
+fn artifacts() -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = tmp.parent().unwrap_or(tmp).join("browser-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn screenshot(c: &Client, name: &str) -> PathBuf {
+    let png = c.screenshot().await.unwrap();
+    let path = artifacts().join(name);
+    std::fs::write(&path, png).unwrap();
+    path
+}
+
+/// Waits until the JavaScript expression is truthy and returns its value.
+/// On timeout saves `failed-<page>.png` and fails with what the page shows.
+async fn wait(c: &Client, page: &str, what: &str, expr: &str) -> Value {
+    let script = format!("return (function() {{ return {expr}; }})() || null;");
+    let deadline = Instant::now() + PAGE_WAIT;
+    loop {
+        let v = c.execute(&script, vec![]).await.unwrap();
+        if !v.is_null() && v != false {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let shot = screenshot(c, &format!("failed-{page}.png")).await;
+            let state = c
+                .execute(
+                    "return {conn: document.body.dataset.conn, seq: document.body.dataset.lastSeq, \
+                     notices: document.getElementById('notices').innerText, \
+                     outbox: document.getElementById('outbox').innerText, \
+                     story: document.getElementById('timeline').innerText.slice(-1500)};",
+                    vec![],
+                )
+                .await
+                .unwrap_or(Value::Null);
+            panic!(
+                "{page}: waited {PAGE_WAIT:?} for {what} ({expr}); screenshot {}; page: {state:#}",
+                shot.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+}
+
+/// Types a line into the chat box and presses Enter.
+async fn say(c: &Client, text: &str) {
+    let input = c.find(Locator::Css("#chat-input")).await.unwrap();
+    let line: String = text + &Key::Enter;
+    input.send_keys(&line).await.unwrap();
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Count of elements matching a selector, as a JavaScript expression.
+fn count(css: &str) -> String {
+    format!("document.querySelectorAll({}).length", json!(css))
+}
+
+/// A JavaScript expression: the element matching the selector.
+fn query(css: &str) -> String {
+    format!("document.querySelector({})", json!(css))
+}
+
+/// The story timeline shows its last line.
+const STORY_AT_END: &str = "(() => { const t = document.getElementById('timeline'); \
+     return t.scrollHeight - t.scrollTop - t.clientHeight < 2; })()";
+
+/// Where the page's map puts the active character.
+fn on_map(area_id: &str) -> String {
+    format!(
+        "{} && {}",
+        query(&format!("#map .area.current[data-area-id='{area_id}']")),
+        query(&format!("#map .token[data-area-id='{area_id}']"))
+    )
+}
+
+/// Runs a tool in the session as another service would (a direct call, seen
+/// by every page of the session as a `tool_call` and a `tool_result`).
+async fn direct_call(app: &TestApp, session_id: &str, tool: &str, input: Value) -> Value {
+    let mut resp = client()
+        .post(format!("{}/api/v1/tools/call", app.base))
+        .insert_header(("X-Tenant-ID", "default"))
+        .insert_header(("X-Site-ID", "browser-test"))
+        .insert_header(("X-Trace-ID", "browser-test"))
+        .insert_header(("X-Session-ID", session_id))
+        .send_json(&json!({"tool_name": tool, "input": input}))
+        .await
+        .unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["success"], true, "{tool}: {body}");
+    body
+}
+
+/// The tools of the session's applied-actions log, oldest first.
+async fn action_tools(app: &TestApp, session_id: &str, token: &str) -> Vec<String> {
+    let (status, body) = get(
+        &format!(
+            "{}/api/v1/sessions/{session_id}/actions?limit=1000",
+            app.base
+        ),
+        Some(token),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["tool"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[actix_web::test]
+async fn play_spectate_and_reconnect_in_a_real_browser() {
+    let browsers = Browsers::find().unwrap_or_else(|e| panic!("{e}"));
+    let began = Instant::now();
+    let driver = ChromeDriver::start(&browsers).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    // A larger burst than the default so the turns before the restart never
+    // wait on the rate limit; the restarted server has a burst of 1 to show
+    // the rate-limit notice and the automatic resend.
+    let app = spawn_in(
+        dir.clone(),
+        |s| s.chat_burst = 10,
+        Arc::new(OfflineGameMaster),
+    )
+    .await;
+    let port = app.port;
+
+    // ---- the lobby starts a session and lists it with a Watch link
+    let player = driver.browser("player", 1280, 860).await;
+    player.goto(&app.base).await.unwrap();
+    wait(
+        &player,
+        "lobby",
+        "the demo campaign",
+        &query("[data-campaign-id='demo'] button.start"),
+    )
+    .await;
+    click(&player, "[data-campaign-id='demo'] button.start").await;
+    let links = wait(
+        &player,
+        "lobby",
+        "the player and spectator links",
+        "(() => { const p = document.getElementById('player-link-text').value; \
+         const s = document.getElementById('spectator-link-text').value; \
+         return p && s ? [p, s] : null; })()",
+    )
+    .await;
+    let player_link = links[0].as_str().unwrap().to_owned();
+    let spectator_link = links[1].as_str().unwrap().to_owned();
+    assert!(player_link.starts_with(&app.base), "{player_link}");
+    let session_id = player_link
+        .split("session=")
+        .nth(1)
+        .and_then(|s| s.split('&').next())
+        .unwrap()
+        .to_owned();
+    let player_token = player_link.split("token=").nth(1).unwrap().to_owned();
+    let watch = wait(
+        &player,
+        "lobby",
+        "the new session in the live list",
+        &format!(
+            "{q} && {q}.querySelector('a.watch').href",
+            q = query(&format!("[data-session-id='{session_id}']"))
+        ),
+    )
+    .await;
+    assert_eq!(watch.as_str(), Some(spectator_link.as_str()));
+    screenshot(&player, "lobby.png").await;
+
+    // ---- the player enters: the opening scene and the map
+    click(&player, "#player-link").await;
+    wait(
+        &player,
+        "play",
+        "the live map and the opening scene",
+        &format!(
+            "document.body.dataset.conn === 'live' && {} && {}",
+            on_map("area_001"),
+            query("#opening .opening")
+        ),
+    )
+    .await;
+
+    // ---- go to a neighbour: tool card with its arguments, narrative, map
+    say(&player, "go to area_002").await;
+    let move_card = ".tool[data-tool='move'][data-status='ok']";
+    let turn_one = format!(
+        "{} && [...document.querySelectorAll('.msg.gm')].some(m => m.innerText.includes(\"Lamplighter's Alcove\")) && {}",
+        query(move_card),
+        on_map("area_002")
+    );
+    wait(
+        &player,
+        "play",
+        "the move card, the narrative and the new position",
+        &turn_one,
+    )
+    .await;
+    let args = wait(
+        &player,
+        "play",
+        "the move arguments",
+        &format!("{}.innerText", query(&format!("{move_card} .chips"))),
+    )
+    .await;
+    assert!(args.as_str().unwrap().contains("area_002"), "{args}");
+
+    // ---- a second browser joins mid-game as a spectator: it sees the turn
+    // already played and the map as it is now, read-only (and reads Chinese)
+    let spectator = driver.browser("spectator", 1280, 860).await;
+    spectator.goto(&spectator_link).await.unwrap();
+    wait(
+        &spectator,
+        "spectator",
+        "the read-only live view with the story so far",
+        &format!(
+            "document.body.dataset.conn === 'live' && document.body.dataset.role === 'spectator' \
+             && !document.getElementById('badge').hidden && document.getElementById('composer').hidden \
+             && {turn_one}"
+        ),
+    )
+    .await;
+    click(&spectator, "#lang").await;
+    wait(
+        &spectator,
+        "spectator",
+        "the Chinese interface",
+        "document.documentElement.lang === 'zh-CN' && document.getElementById('badge').innerText.includes('观战')",
+    )
+    .await;
+    wait(
+        &player,
+        "play",
+        "the viewer count",
+        &query("#presence[data-spectators='1'][data-players='1']"),
+    )
+    .await;
+
+    // ---- dice drawn as dice with the total, arriving on both pages
+    say(&player, "roll 2d6+1").await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "two dice and a total",
+            &format!(
+                "{} === 2 && {}",
+                count(".tool[data-tool='roll_dice'][data-status='ok'] .die"),
+                query(".tool[data-tool='roll_dice'] .total[data-total]")
+            ),
+        )
+        .await;
+    }
+
+    // ---- a click on a reachable place asks to go there
+    click(
+        &player,
+        "#map .area.reachable[data-area-id='area_004'] .node",
+    )
+    .await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(c, page, "the move by map click", &on_map("area_004")).await;
+    }
+
+    // ---- new areas appear on both maps
+    say(&player, "explore crystal caves").await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "six new areas on the map",
+            &format!(
+                "{} && {} === 15",
+                query(".tool[data-tool='map_generate'][data-status='ok']"),
+                count("#map .area")
+            ),
+        )
+        .await;
+    }
+
+    // ---- Chinese in, Chinese out
+    say(&player, "掷 1d20").await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "the Chinese turn",
+            &format!(
+                "{} === 2 && [...document.querySelectorAll('.msg.player .text')].some(m => m.innerText === '掷 1d20') \
+                 && /[\\u4e00-\\u9fff]/.test([...document.querySelectorAll('.msg.gm')].pop().innerText)",
+                count(".tool[data-tool='roll_dice'][data-status='ok']")
+            ),
+        )
+        .await;
+    }
+
+    // ---- a zone of the open world shows under World
+    say(&player, "scout misty marsh").await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "the World switch",
+            &format!(
+                "{} && !document.getElementById('map-switch').hidden",
+                query(".tool[data-tool='generate_zone'][data-status='ok']")
+            ),
+        )
+        .await;
+    }
+    click(&player, "#map-switch button[data-view='world']").await;
+    wait(
+        &player,
+        "play",
+        "the zone on the world map",
+        &format!(
+            "getComputedStyle(document.getElementById('world')).display !== 'none' \
+             && getComputedStyle(document.getElementById('map')).display === 'none' && {} === 1",
+            count("#world .zone")
+        ),
+    )
+    .await;
+    screenshot(&player, "world.png").await;
+    click(&player, "#map-switch button[data-view='areas']").await;
+    wait(
+        &player,
+        "play",
+        "the area map again",
+        "getComputedStyle(document.getElementById('map')).display !== 'none'",
+    )
+    .await;
+
+    // ---- a refused move is a short summary, and the story goes on
+    say(&player, "go to area_009").await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "the failed move's summary",
+            &format!(
+                "{} && {}",
+                query(".tool[data-tool='move'][data-status='error'] .tool-fail .code"),
+                on_map("area_004")
+            ),
+        )
+        .await;
+    }
+
+    // ---- damage from elsewhere: the HP bar moves on the card and the sheet
+    direct_call(
+        &app,
+        &session_id,
+        "hp_delta",
+        json!({"target_character_id": "pc_001", "delta": -5, "cause": "a falling lantern"}),
+    )
+    .await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "the HP change",
+            &format!(
+                "{} && {}",
+                query(".turn.direct .tool[data-tool='hp_delta'][data-status='ok'] .hpbar .hp-fill"),
+                query("#hp[data-hp='7'][data-max-hp='12']")
+            ),
+        )
+        .await;
+    }
+
+    // Pictures once the token has stopped and the new areas are drawn as usual.
+    wait(
+        &player,
+        "play",
+        "the map at rest",
+        &format!("{} === 0", count("#map .area.new")),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(c, page, "the story scrolled to its end", STORY_AT_END).await;
+    }
+    let play_png = screenshot(&player, "play.png").await;
+    screenshot(&spectator, "spectator.png").await;
+    if std::env::var_os("QUESTD_UPDATE_SCREENSHOTS").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/play.png");
+        std::fs::copy(&play_png, docs).unwrap();
+    }
+
+    // ---- the server goes away: both pages say they are reconnecting
+    app.handle.stop(false).await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "the reconnecting state",
+            "document.body.dataset.conn === 'reconnecting' && !document.getElementById('banner').hidden",
+        )
+        .await;
+    }
+    // A message typed while offline waits in the outbox.
+    say(&player, "where can I go").await;
+    wait(
+        &player,
+        "play",
+        "the queued message",
+        &query("#outbox .msg.pending[data-state='waiting']"),
+    )
+    .await;
+
+    // ---- the same server again, on the same port and database
+    let app = spawn_in(
+        dir.clone(),
+        |s| {
+            s.bind = format!("127.0.0.1:{port}");
+            s.chat_burst = 1;
+            s.service_burst = 1000;
+            s.service_per_minute = 60_000;
+        },
+        Arc::new(OfflineGameMaster),
+    )
+    .await;
+    let options_card = ".tool[data-tool='move_options'][data-status='ok']";
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "the reconnect and the queued message's turn",
+            &format!(
+                "document.body.dataset.conn === 'live' && {} === 1 && {} === 0",
+                count(options_card),
+                count("#outbox > *")
+            ),
+        )
+        .await;
+    }
+
+    // ---- two turns after the reconnect, typed in one go: the page sends the
+    // second as soon as the first is accepted, which with a burst of 1 meets
+    // the rate limit; that shows as a notice, and the message goes out again
+    // by itself (same request_id), still after the first
+    say(&player, &format!("go to area_002{}roll 1d6", Key::Enter)).await;
+    wait(
+        &player,
+        "play",
+        "the rate-limit notice",
+        &query(".notice[data-code='RATE_LIMITED']"),
+    )
+    .await;
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        wait(
+            c,
+            page,
+            "the turns after the reconnect",
+            &format!(
+                "{} && {} === 3 && {} === 0",
+                on_map("area_002"),
+                count(".tool[data-tool='roll_dice'][data-status='ok']"),
+                count("#outbox > *")
+            ),
+        )
+        .await;
+    }
+
+    // Each message ran exactly once, in the order typed, and both pages hold
+    // the same story.
+    assert_eq!(
+        action_tools(&app, &session_id, &player_token).await,
+        [
+            "move",
+            "roll_dice",
+            "move",
+            "map_generate",
+            "roll_dice",
+            "generate_zone",
+            "hp_delta",
+            "move_options",
+            "move",
+            "roll_dice"
+        ]
+    );
+    let typed = json!([
+        "go to area_002",
+        "roll 2d6+1",
+        "go to area_004",
+        "explore crystal caves",
+        "掷 1d20",
+        "scout misty marsh",
+        "go to area_009",
+        "where can I go",
+        "go to area_002",
+        "roll 1d6"
+    ]);
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        let texts = wait(
+            c,
+            page,
+            "the player lines",
+            "[...document.querySelectorAll('#live .msg.player .text')].map(m => m.innerText)",
+        )
+        .await;
+        assert_eq!(texts, typed, "{page}");
+    }
+    let seq_of = |c: &Client| {
+        let c = c.clone();
+        async move {
+            c.execute("return Number(document.body.dataset.lastSeq);", vec![])
+                .await
+                .unwrap()
+        }
+    };
+    let deadline = Instant::now() + PAGE_WAIT;
+    while seq_of(&player).await != seq_of(&spectator).await {
+        assert!(Instant::now() < deadline, "both pages reach the same seq");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // ---- the play view on a phone
+    set_viewport(&player, 390, 844).await;
+    wait(
+        &player,
+        "phone",
+        "the tab bar of the narrow layout",
+        "getComputedStyle(document.querySelector('.tabs')).display === 'flex'",
+    )
+    .await;
+    wait(
+        &player,
+        "phone",
+        "the story scrolled to its end",
+        STORY_AT_END,
+    )
+    .await;
+    screenshot(&player, "phone.png").await;
+    click(&player, ".tabs button[data-tab='map']").await;
+    wait(
+        &player,
+        "phone",
+        "the map tab",
+        &format!(
+            "getComputedStyle(document.querySelector('.mapcard')).display !== 'none' \
+             && getComputedStyle(document.querySelector('.story')).display === 'none' && {}",
+            on_map("area_002")
+        ),
+    )
+    .await;
+    screenshot(&player, "phone-map.png").await;
+    click(&player, ".tabs button[data-tab='story']").await;
+
+    // ---- a long session (more frames than the server replays from the
+    // start): a late viewer gets the recent story from a second connection
+    for _ in 0..LONG_SESSION_CALLS / 16 {
+        let calls =
+            (0..16).map(|_| direct_call(&app, &session_id, "roll_dice", json!({"dice": "1d6"})));
+        futures_util::future::join_all(calls).await;
+    }
+    let late = driver.browser("late", 1280, 860).await;
+    late.goto(&spectator_link).await.unwrap();
+    wait(
+        &late,
+        "late",
+        "the recent story of a long session",
+        &format!(
+            "document.body.dataset.conn === 'live' && {} && {} > 200 && {} && !{}",
+            query("#history .divider"),
+            count("#history .tool[data-tool='roll_dice'][data-status='ok']"),
+            on_map("area_002"),
+            query("#opening .opening")
+        ),
+    )
+    .await;
+    // A link to no session says so instead of retrying forever.
+    late.goto(&format!("{}/?session=sess_nothing&token=nothing", app.base))
+        .await
+        .unwrap();
+    wait(
+        &late,
+        "late",
+        "the bad-link message",
+        "!document.getElementById('fatal').hidden && document.body.dataset.conn === 'closed'",
+    )
+    .await;
+    late.close().await.unwrap();
+
+    player.close().await.unwrap();
+    spectator.close().await.unwrap();
+    app.stop().await;
+    eprintln!(
+        "browser test took {:.1} s; screenshots in {}",
+        began.elapsed().as_secs_f64(),
+        artifacts().display()
+    );
+}
+
+#[test]
+fn a_missing_program_is_named_in_the_failure() {
+    let err = find_program(
+        "QUESTD_TEST_NO_SUCH_BROWSER_VAR",
+        &["questd-no-such-browser"],
+    )
+    .err()
+    .unwrap();
+    assert!(err.contains("questd-no-such-browser"), "{err}");
+}
