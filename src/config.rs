@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::loadtest::SourceIps;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "questd",
@@ -18,11 +20,103 @@ pub struct Cli {
     pub settings: Settings,
 }
 
+// Parsed once at start; boxing the load test's flags would save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the server (the default).
     Serve,
+    /// Drive a running server over real WebSockets, check what it sends and
+    /// report throughput and latency (exits non-zero on any error or
+    /// protocol violation).
+    Loadtest(LoadtestArgs),
 }
+
+/// `questd loadtest`: which server to drive and how hard. Seconds are
+/// decimal numbers (`0.5` is fine); nothing here is read from the
+/// environment.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Load test")]
+pub struct LoadtestArgs {
+    /// Base URL of the server (plain HTTP); WebSockets go to the same host
+    /// and port.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Sessions to create, each with one player connection.
+    #[arg(long, default_value_t = 10)]
+    pub sessions: usize,
+    /// Spectator connections per session.
+    #[arg(long, default_value_t = 0)]
+    pub spectators_per_session: usize,
+    /// Turns each session's player plays, one after another.
+    #[arg(long, default_value_t = 5)]
+    pub turns: usize,
+    /// Milliseconds a player waits between the end of one turn and its next
+    /// chat.
+    #[arg(long, default_value_t = 0)]
+    pub think_time: u64,
+    /// Seconds over which session starts are spread evenly (0: all at once).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_seconds)]
+    pub ramp_up: f64,
+    /// Built-in campaign every session plays.
+    #[arg(long, default_value = "demo")]
+    pub campaign: String,
+    /// Seconds after the start when no new turn begins; turns in flight
+    /// finish (default: no cap).
+    #[arg(long, value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// Chat text template, used in rotation; repeat the flag for several.
+    /// `{neighbour}` becomes an area reachable from the player's position,
+    /// `{turn}` the turn number (from 1), `{session}` the session number.
+    /// Default: `where can I go`, `go to {neighbour}`, `roll 2d6+1`, `status`.
+    #[arg(long = "message", value_name = "TEMPLATE")]
+    pub messages: Vec<String>,
+    /// Local addresses client sockets are bound to, round robin, so many
+    /// sockets do not run out of ephemeral ports: `127.0.0.2-127.0.0.20`,
+    /// one address, or a comma-separated list of either.
+    #[arg(long, value_name = "RANGE", value_parser = SourceIps::parse)]
+    pub source_ips: Option<SourceIps>,
+    /// Print the report as one JSON object, the last thing on stdout (the
+    /// summary table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Process id of the server: report its resident memory (VmRSS from
+    /// /proc) at the start, at its peak and at the end.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// After its turns, a session keeps its connections open until every
+    /// session has played, then this many seconds more (for measuring a
+    /// server holding them all; default 0: close at once).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_seconds)]
+    pub hold: f64,
+    /// Session creations and connection attempts in flight at once.
+    #[arg(long, default_value_t = 256)]
+    pub connect_concurrency: usize,
+    /// Seconds to wait for an expected frame before counting a `TIMEOUT`.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_seconds)]
+    pub frame_timeout: f64,
+    /// Threads the driver runs on (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Reads a number of seconds: finite and not negative.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if (0.0..=MAX_SECONDS).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!(
+            "{text:?} must be between 0 and {MAX_SECONDS} seconds"
+        ))
+    }
+}
+
+/// The longest span a load test flag may name: one week.
+const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LlmProvider {
@@ -144,6 +238,16 @@ pub struct Settings {
         global = true
     )]
     pub service_burst: u32,
+    /// Milliseconds the offline game master waits before each answer (every
+    /// model call: a turn with one tool call makes two), without blocking a
+    /// thread, so many turns are in flight at once as with a real model.
+    #[arg(
+        long,
+        env = "QUESTD_OFFLINE_LATENCY_MS",
+        default_value_t = 0,
+        global = true
+    )]
+    pub offline_latency_ms: u64,
     /// Model calls allowed in one turn.
     #[arg(
         long,
@@ -224,6 +328,11 @@ impl Settings {
         Duration::from_secs(self.idle_secs)
     }
 
+    /// How long the offline game master waits before each answer.
+    pub fn offline_latency(&self) -> Duration {
+        Duration::from_millis(self.offline_latency_ms)
+    }
+
     /// Settings for tests: everything default, bound to port 0 on `database_url`.
     pub fn for_tests(database_url: &str) -> Self {
         let cli = Cli::parse_from([
@@ -258,6 +367,58 @@ mod tests {
             (s.llm_tool_mode, s.history_tokens),
             (ToolMode::Native, 6000)
         );
+    }
+
+    #[test]
+    fn offline_latency_is_a_setting() {
+        let s = Cli::parse_from(["questd"]).settings;
+        assert_eq!(s.offline_latency(), Duration::ZERO);
+        let s = Cli::parse_from(["questd", "--offline-latency-ms", "250"]).settings;
+        assert_eq!(s.offline_latency(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn loadtest_flags_parse_and_bad_values_are_usage_errors() {
+        let cli = Cli::parse_from([
+            "questd",
+            "loadtest",
+            "--sessions",
+            "200",
+            "--spectators-per-session",
+            "2",
+            "--turns",
+            "5",
+            "--message",
+            "roll 1d20",
+            "--message",
+            "go to {neighbour}",
+            "--source-ips",
+            "127.0.0.2-127.0.0.4",
+            "--ramp-up",
+            "1.5",
+            "--json",
+        ]);
+        let Some(Command::Loadtest(args)) = cli.command else {
+            panic!("loadtest parses: {:?}", cli.command);
+        };
+        assert_eq!(args.url, "http://127.0.0.1:8080");
+        assert_eq!(
+            (args.sessions, args.spectators_per_session, args.turns),
+            (200, 2, 5)
+        );
+        assert_eq!(args.messages, ["roll 1d20", "go to {neighbour}"]);
+        assert_eq!(args.source_ips.map(|s| s.len()), Some(3));
+        assert_eq!((args.ramp_up, args.duration, args.json), (1.5, None, true));
+        for bad in [
+            ["--ramp-up", "-1"],
+            ["--duration", "soon"],
+            ["--frame-timeout", "inf"],
+            ["--source-ips", "127.0.0.9-127.0.0.2"],
+            ["--sessions", "-3"],
+        ] {
+            let args = ["questd", "loadtest", bad[0], bad[1]];
+            assert!(Cli::try_parse_from(args).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

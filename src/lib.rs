@@ -13,12 +13,15 @@
 //! - [`storage`]: SQLite journal, snapshots, group commit.
 //! - [`http`]: REST routes, the WebSocket endpoint, the embedded client.
 //! - [`metrics`]: counters and histograms for `/metrics`.
+//! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
+//!   real WebSockets and checks the wire contract on every connection.
 
 pub mod config;
 pub mod error;
 pub mod game;
 pub mod http;
 pub mod llm;
+pub mod loadtest;
 pub mod metrics;
 pub mod protocol;
 pub mod session;

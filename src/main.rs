@@ -1,29 +1,45 @@
-//! The `questd` binary: parse settings, start logging, run the server.
+//! The `questd` binary: parse settings, start logging, then run the server
+//! or drive a load test against one.
+
+use std::process::ExitCode;
 
 use clap::Parser;
-use questd::config::{Cli, Command, LogFormat};
+use questd::config::{Cli, Command, LogFormat, Settings};
 use questd::startup::Application;
 use tracing_subscriber::EnvFilter;
 
-#[actix_web::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_new(&cli.settings.log).unwrap_or_else(|e| {
+    match cli.command {
+        None | Some(Command::Serve) => {
+            init_logs(&cli.settings, false);
+            actix_web::rt::System::new().block_on(async {
+                Application::build(cli.settings)
+                    .await?
+                    .run_until_stopped()
+                    .await
+                    .map_err(anyhow::Error::from)
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Loadtest(args)) => {
+            // stdout carries the report; logs go to stderr.
+            init_logs(&cli.settings, true);
+            Ok(questd::loadtest::main(&args)?)
+        }
+    }
+}
+
+fn init_logs(settings: &Settings, to_stderr: bool) {
+    let filter = EnvFilter::try_new(&settings.log).unwrap_or_else(|e| {
         eprintln!("bad QUESTD_LOG filter ({e}); using info");
         EnvFilter::new("info")
     });
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
-    match cli.settings.log_format {
-        LogFormat::Json => logs.json().init(),
-        LogFormat::Pretty => logs.init(),
+    match (settings.log_format, to_stderr) {
+        (LogFormat::Json, false) => logs.json().init(),
+        (LogFormat::Json, true) => logs.json().with_writer(std::io::stderr).init(),
+        (LogFormat::Pretty, false) => logs.init(),
+        (LogFormat::Pretty, true) => logs.with_writer(std::io::stderr).init(),
     }
-    match cli.command {
-        None | Some(Command::Serve) => {
-            Application::build(cli.settings)
-                .await?
-                .run_until_stopped()
-                .await?
-        }
-    }
-    Ok(())
 }

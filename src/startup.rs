@@ -51,7 +51,16 @@ pub struct Application {
 /// The model chosen by the settings.
 pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
     match settings.llm_provider {
-        LlmProvider::Offline => Ok(Arc::new(OfflineGameMaster)),
+        LlmProvider::Offline => {
+            let latency = settings.offline_latency();
+            if !latency.is_zero() {
+                tracing::info!(
+                    latency_ms = settings.offline_latency_ms,
+                    "the offline game master waits before each answer"
+                );
+            }
+            Ok(Arc::new(OfflineGameMaster::with_latency(latency)))
+        }
         LlmProvider::Openai => {
             let present = |v: &Option<String>| {
                 v.as_deref()
@@ -178,6 +187,35 @@ mod tests {
     use super::*;
     use crate::config::Cli;
     use clap::Parser;
+
+    #[tokio::test]
+    async fn the_offline_latency_reaches_the_game_master() {
+        use futures_util::StreamExt;
+        let settings = Cli::parse_from(["questd", "--offline-latency-ms", "80"]).settings;
+        let provider = provider_from(&settings).ok();
+        let Some(provider) = provider else {
+            panic!("the offline provider builds");
+        };
+        assert_eq!(provider.name(), "offline");
+        let request = crate::llm::ModelRequest {
+            system: String::new(),
+            messages: vec![crate::game::HistoryEntry::User {
+                turn_id: "turn_1".into(),
+                text: "hello".into(),
+            }],
+            tools: vec![],
+            context: serde_json::Value::Null,
+            kind: crate::llm::RequestKind::Step,
+        };
+        let began = std::time::Instant::now();
+        let events: Vec<_> = provider.complete(request).collect().await;
+        assert!(!events.is_empty());
+        assert!(
+            began.elapsed() >= std::time::Duration::from_millis(80),
+            "{:?}",
+            began.elapsed()
+        );
+    }
 
     #[test]
     fn openai_needs_a_base_url_and_a_model() {

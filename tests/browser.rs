@@ -333,7 +333,7 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     let app = spawn_in(
         dir.clone(),
         |s| s.chat_burst = 10,
-        Arc::new(OfflineGameMaster),
+        Arc::new(OfflineGameMaster::default()),
     )
     .await;
     let port = app.port;
@@ -631,7 +631,7 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
             s.service_burst = 1000;
             s.service_per_minute = 60_000;
         },
-        Arc::new(OfflineGameMaster),
+        Arc::new(OfflineGameMaster::default()),
     )
     .await;
     let options_card = ".tool[data-tool='move_options'][data-status='ok']";

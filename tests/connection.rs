@@ -19,7 +19,7 @@ async fn a_flood_is_rate_limited_and_no_accepted_turn_is_lost() {
             s.chat_burst = 3;
             s.chat_per_minute = 60;
         },
-        Arc::new(OfflineGameMaster),
+        Arc::new(OfflineGameMaster::default()),
     )
     .await;
     let s = app.demo().await;
@@ -119,7 +119,11 @@ async fn spectators_cannot_chat() {
 
 #[actix_web::test]
 async fn garbage_frames_are_invalid_and_the_connection_lives_on() {
-    let app = spawn_with(|s| s.max_text_chars = 50, Arc::new(OfflineGameMaster)).await;
+    let app = spawn_with(
+        |s| s.max_text_chars = 50,
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     let garbage = [
@@ -384,7 +388,11 @@ async fn bad_campaigns_are_refused_with_every_problem() {
 
 #[actix_web::test]
 async fn the_actions_log_pages_oldest_first() {
-    let app = spawn_with(|s| s.chat_burst = 10, Arc::new(OfflineGameMaster)).await;
+    let app = spawn_with(
+        |s| s.chat_burst = 10,
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     for i in 0..5 {

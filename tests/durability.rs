@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 #[actix_web::test]
 async fn restarting_on_the_same_database_brings_back_state_and_history() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let app = spawn_in(dir.clone(), |_| {}, Arc::new(OfflineGameMaster)).await;
+    let app = spawn_in(dir.clone(), |_| {}, Arc::new(OfflineGameMaster::default())).await;
     let s = app.demo().await;
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     let target = neighbour(&welcome["state"]);
@@ -83,7 +83,7 @@ async fn restarting_on_the_same_database_brings_back_state_and_history() {
 
 #[actix_web::test]
 async fn an_idle_session_unloads_and_reloads_on_demand() {
-    let app = spawn_with(|s| s.idle_secs = 1, Arc::new(OfflineGameMaster)).await;
+    let app = spawn_with(|s| s.idle_secs = 1, Arc::new(OfflineGameMaster::default())).await;
     let s = app.demo().await;
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     let target = neighbour(&welcome["state"]);

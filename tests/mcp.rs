@@ -788,7 +788,7 @@ async fn the_service_key_and_rate_rules_apply() {
             s.service_per_minute = 1;
             s.service_burst = 2;
         },
-        std::sync::Arc::new(questd::llm::OfflineGameMaster),
+        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
     )
     .await;
     let list = modern(1, "tools/list", json!({}));
@@ -839,7 +839,7 @@ async fn the_service_key_and_rate_rules_apply() {
 async fn a_session_is_known_to_every_worker() {
     let app = spawn_with(
         |s| s.http_workers = Some(3),
-        std::sync::Arc::new(questd::llm::OfflineGameMaster),
+        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
     )
     .await;
     let sid = initialize(&app, "2025-11-25", &[]).await;

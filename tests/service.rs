@@ -87,7 +87,7 @@ async fn keyed_app(key: &str) -> TestApp {
     let key = key.to_owned();
     spawn_with(
         move |s| s.internal_api_key = Some(key),
-        Arc::new(OfflineGameMaster),
+        Arc::new(OfflineGameMaster::default()),
     )
     .await
 }
@@ -166,7 +166,7 @@ async fn a_whole_turn_over_http_is_seen_live_by_spectators() {
 
 #[actix_web::test]
 async fn chat_over_http_refuses_what_the_websocket_refuses() {
-    let app = spawn_with(|s| s.chat_burst = 1, Arc::new(OfflineGameMaster)).await;
+    let app = spawn_with(|s| s.chat_burst = 1, Arc::new(OfflineGameMaster::default())).await;
     let s = app.demo().await;
     let url = format!("{}/api/v1/chat", app.base);
 
@@ -587,7 +587,7 @@ async fn each_tenant_has_its_own_rate_limit() {
             s.service_burst = 2;
             s.service_per_minute = 1;
         },
-        Arc::new(OfflineGameMaster),
+        Arc::new(OfflineGameMaster::default()),
     )
     .await;
     let body = json!({"tool_name": "roll_dice", "input": {"dice": "1d6"}});

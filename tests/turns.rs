@@ -338,7 +338,7 @@ async fn the_same_call_three_times_in_a_row_ends_the_turn() {
 async fn offline_game_master_plays_a_turn_in_english_and_chinese() {
     let app = spawn_with(
         |s| s.chat_burst = 20,
-        std::sync::Arc::new(questd::llm::OfflineGameMaster),
+        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
     )
     .await;
     let s = app.demo().await;

@@ -10,6 +10,13 @@
 //! `我能去哪`, `roll 2d6+1` / `掷 2d6+1`, `explore <theme>` / `探索 <…>`,
 //! `status` / `状态`, `scout <prompt>` / `侦察 <…>`, `search <words>` /
 //! `搜索 <…>`, `map` / `地图`; anything else gets a narrative and no tool call.
+//!
+//! For measuring the runtime rather than a model it can wait a fixed time
+//! before each answer (`QUESTD_OFFLINE_LATENCY_MS`). The wait is a timer
+//! inside the answer's stream, so it holds no thread and thousands of turns
+//! can wait at once, as they do on a real model.
+
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
@@ -21,9 +28,12 @@ use super::{
 };
 use crate::game::HistoryEntry;
 
-/// The built-in game master.
-#[derive(Debug, Default)]
-pub struct OfflineGameMaster;
+/// The built-in game master. `OfflineGameMaster::default()` answers at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OfflineGameMaster {
+    /// Waited before each answer (every model call), without blocking.
+    latency: Duration,
+}
 
 /// What the player asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,6 +134,17 @@ fn resolve_area(context: &Value, wanted: &str) -> Option<String> {
 }
 
 impl OfflineGameMaster {
+    /// A game master that waits `latency` before each answer, as a remote
+    /// model would.
+    pub fn with_latency(latency: Duration) -> Self {
+        Self { latency }
+    }
+
+    /// How long it waits before each answer.
+    pub fn latency(&self) -> Duration {
+        self.latency
+    }
+
     fn answer(&self, req: &ModelRequest) -> ModelReply {
         // The current turn is everything after the last player message.
         let start = req
@@ -420,7 +441,16 @@ impl Provider for OfflineGameMaster {
             .map(|d| Ok(ModelEvent::Delta(d)))
             .collect();
         events.push(Ok(ModelEvent::Done(reply)));
-        stream::iter(events).boxed()
+        if self.latency.is_zero() {
+            return stream::iter(events).boxed();
+        }
+        let latency = self.latency;
+        stream::once(async move {
+            tokio::time::sleep(latency).await;
+            stream::iter(events)
+        })
+        .flatten()
+        .boxed()
     }
 }
 
@@ -479,7 +509,7 @@ mod tests {
 
     #[test]
     fn commands_become_tool_calls() {
-        let gm = OfflineGameMaster;
+        let gm = OfflineGameMaster::default();
         let cases = [
             (
                 "go to side room",
@@ -528,9 +558,44 @@ mod tests {
             tool: "move".into(),
             content: json!({"area": {"name": "侧室", "description": "满是灰尘。"}}).to_string(),
         });
-        let reply = OfflineGameMaster.answer(&req);
+        let reply = OfflineGameMaster::default().answer(&req);
         assert!(reply.tool_calls.is_empty());
         assert!(reply.text.contains("你来到了侧室"), "{}", reply.text);
         assert_eq!(reply.dialog_type.as_deref(), Some("scene_description"));
+    }
+
+    /// The events of one answer, read to the end.
+    async fn events(gm: OfflineGameMaster, text: &str) -> Vec<ModelEvent> {
+        gm.complete(request(text))
+            .map(|e| e.unwrap())
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn latency_delays_each_answer_without_changing_it() {
+        let latency = Duration::from_millis(60);
+        let gm = OfflineGameMaster::with_latency(latency);
+        assert_eq!(gm.latency(), latency);
+        assert_eq!(OfflineGameMaster::default().latency(), Duration::ZERO);
+        let began = std::time::Instant::now();
+        let slow = events(gm, "hello").await;
+        assert!(began.elapsed() >= latency, "{:?}", began.elapsed());
+        assert_eq!(slow, events(OfflineGameMaster::default(), "hello").await);
+    }
+
+    #[tokio::test]
+    async fn latency_waits_without_holding_the_thread() {
+        // On one thread, 20 answers that each wait 100 ms finish together in
+        // about 100 ms; a blocking wait would take 2 s.
+        let gm = OfflineGameMaster::with_latency(Duration::from_millis(100));
+        let began = std::time::Instant::now();
+        let all = futures_util::future::join_all((0..20).map(|_| events(gm, "roll 1d6"))).await;
+        assert_eq!(all.len(), 20);
+        assert!(
+            began.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            began.elapsed()
+        );
     }
 }

@@ -36,7 +36,7 @@ pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
 
 /// Starts a server with the offline game master and default settings.
 pub async fn spawn_app() -> TestApp {
-    spawn_with(|_| {}, Arc::new(OfflineGameMaster)).await
+    spawn_with(|_| {}, Arc::new(OfflineGameMaster::default())).await
 }
 
 /// Starts a server with adjusted settings and a given model.

@@ -1,0 +1,176 @@
+//! `questd loadtest` against a real server on port 0: the driver's library
+//! entry point runs in process, so CI gets a small smoke run on every push.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use common::*;
+use questd::config::{Cli, Command, LoadtestArgs};
+use questd::llm::OfflineGameMaster;
+use questd::loadtest::{self, Report};
+
+/// The flags of `questd loadtest`, parsed as the binary parses them.
+fn args(app: &TestApp, extra: &[&str]) -> LoadtestArgs {
+    let mut all = vec!["questd", "loadtest", "--url", app.base.as_str()];
+    all.extend_from_slice(extra);
+    match Cli::parse_from(all).command {
+        Some(Command::Loadtest(args)) => args,
+        other => panic!("not a loadtest: {other:?}"),
+    }
+}
+
+async fn run(app: &TestApp, extra: &[&str]) -> Report {
+    loadtest::run(&args(app, extra)).await.unwrap()
+}
+
+#[actix_web::test]
+async fn a_smoke_run_is_clean_and_its_counts_add_up() {
+    let app = spawn_app().await;
+    let report = run(
+        &app,
+        &[
+            "--sessions",
+            "20",
+            "--spectators-per-session",
+            "2",
+            "--turns",
+            "3",
+            "--source-ips",
+            "127.0.0.2-127.0.0.4",
+        ],
+    )
+    .await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!(report.errors, 0);
+    assert!(report.errors_by_code.is_empty());
+    assert_eq!(report.protocol_violations, 0);
+    assert_eq!(report.disconnects, 0);
+    assert_eq!(
+        (report.sessions, report.players, report.spectators),
+        (20, 20, 40)
+    );
+    assert_eq!(report.connections_reached, 60);
+    assert_eq!(report.turns_planned, 60);
+    assert_eq!(
+        (
+            report.turns_completed,
+            report.turns_failed,
+            report.turns_refused
+        ),
+        (60, 0, 0)
+    );
+    // Every default message is one tool call, timed from call to result.
+    assert_eq!(report.tool_calls, 60);
+    assert_eq!(report.tool_latency_ms.count, 60);
+    assert_eq!(report.turn_latency_ms.count, 60);
+    assert_eq!(report.connect_ms.count, 60);
+    assert!(report.turn_latency_ms.p50 > 0.0);
+    assert!(report.turn_latency_ms.p50 <= report.turn_latency_ms.p99);
+    assert!(report.turn_latency_ms.p99 <= report.turn_latency_ms.max);
+    // The spectators got exactly the story frames their players got: per
+    // turn at least turn_started, tool_call, tool_result and turn_completed.
+    let check = report.spectator_check;
+    assert_eq!(check.spectator_frames, check.player_frames);
+    assert!(check.player_frames >= 40 * 3 * 4, "{check:?}");
+    // Each connection got welcome and its story; players also their acks.
+    assert!(report.frames_delivered >= 60 + check.player_frames * 3 / 2 + 60);
+    assert!(report.turns_per_s > 0.0 && report.duration_s > 0.0);
+
+    let json = serde_json::to_value(&report).unwrap();
+    for field in ["turn_latency_ms", "tool_latency_ms", "connect_ms"] {
+        assert!(json[field]["p99"].is_number(), "{field}: {json}");
+    }
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn refusals_are_errors_by_code() {
+    let app = spawn_app().await;
+    let report = run(&app, &["--sessions", "3", "--campaign", "no_such_campaign"]).await;
+    assert!(!report.passed());
+    assert_eq!(report.sessions, 0);
+    assert_eq!(report.errors, 3);
+    assert_eq!(report.errors_by_code.get("BAD_REQUEST"), Some(&3));
+    assert!(report.error_examples["BAD_REQUEST"].contains("no_such_campaign"));
+
+    // A rate-limited chat is counted and sent again after the wait asked for.
+    let app = spawn_with(
+        |s| {
+            s.chat_burst = 1;
+            s.chat_per_minute = 120;
+        },
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await;
+    let report = run(&app, &["--sessions", "1", "--turns", "3"]).await;
+    assert!(!report.passed());
+    assert_eq!(report.turns_completed, 3, "{}", report.table());
+    assert!(report.errors_by_code["RATE_LIMITED"] >= 2, "{:?}", report);
+    assert_eq!(report.errors, report.errors_by_code["RATE_LIMITED"]);
+    assert_eq!(report.protocol_violations, 0);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn offline_latency_keeps_many_turns_in_flight() {
+    let latency = Duration::from_millis(250);
+    let app = spawn_with(|_| {}, Arc::new(OfflineGameMaster::with_latency(latency))).await;
+    let report = run(
+        &app,
+        &[
+            "--sessions",
+            "20",
+            "--turns",
+            "2",
+            "--spectators-per-session",
+            "1",
+        ],
+    )
+    .await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!(report.turns_completed, 40);
+    // Two model calls per turn (ask for the tool, then narrate), each waited.
+    assert!(report.turn_latency_ms.p50 >= 500.0, "{}", report.table());
+    // One after another the 40 turns would take 20 s; in flight together,
+    // each session's two turns take about 1 s.
+    assert!(report.duration_s < 10.0, "{}", report.table());
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn hold_keeps_every_connection_open_at_once_and_duration_caps_the_run() {
+    let app = spawn_app().await;
+    let report = run(
+        &app,
+        &[
+            "--sessions",
+            "6",
+            "--spectators-per-session",
+            "1",
+            "--turns",
+            "1",
+            "--ramp-up",
+            "0.3",
+            "--hold",
+            "0.2",
+        ],
+    )
+    .await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!(report.connections_peak, 12);
+    assert!(report.duration_s >= 0.4, "{}", report.table());
+
+    let report = run(
+        &app,
+        &["--sessions", "4", "--turns", "50", "--duration", "0"],
+    )
+    .await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!((report.sessions, report.turns_completed), (0, 0));
+    app.stop().await;
+}
