@@ -123,6 +123,12 @@ impl Application {
         let listener =
             listen(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
+        let service = ServiceState::new(
+            settings.internal_api_key.clone(),
+            settings.service_per_minute,
+            settings.service_burst,
+            &registry,
+        );
         let data = web::Data::new(AppState {
             hub: hub.clone(),
             store,
@@ -131,11 +137,7 @@ impl Application {
             history_tokens: settings.history_tokens,
             mcp_sessions: McpSessions::default(),
             metrics,
-            service: ServiceState::new(
-                settings.internal_api_key.clone(),
-                settings.service_per_minute,
-                settings.service_burst,
-            ),
+            service,
             ws_queue: settings.ws_queue.max(1),
         });
         let server = HttpServer::new(move || {

@@ -24,7 +24,7 @@ use crate::game::rng::SplitMix64;
 use crate::llm::Usage;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
 use crate::session::{CallTool, Lookup, SessionHandle, random_token};
-use crate::tools::{Caller, RawArgs, Role, ToolError, args_hash};
+use crate::tools::{Caller, RawArgs, Registry, Role, ToolError, args_hash};
 
 /// Longest a service waits for its call to get through a busy session's
 /// queue; the call still runs after that, and its audit row tells.
@@ -41,17 +41,27 @@ pub struct ServiceState {
     internal_key: Option<String>,
     per_tenant: DefaultKeyedRateLimiter<String>,
     per_key: DefaultKeyedRateLimiter<String>,
+    /// Every tool name: a service is not bound by a campaign's allowlist
+    /// unless its call runs in a session. Made once, read by every call.
+    all_tools: Vec<String>,
 }
 
 impl ServiceState {
-    /// `internal_key` empty or absent means no key is required.
-    pub fn new(internal_key: Option<String>, per_minute: u32, burst: u32) -> Self {
+    /// `internal_key` empty or absent means no key is required; `registry`
+    /// gives the tool names.
+    pub fn new(
+        internal_key: Option<String>,
+        per_minute: u32,
+        burst: u32,
+        registry: &Registry,
+    ) -> Self {
         let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
             .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
         Self {
             internal_key: internal_key.filter(|k| !k.is_empty()),
             per_tenant: RateLimiter::keyed(quota),
             per_key: RateLimiter::keyed(quota),
+            all_tools: registry.names().iter().map(|n| (*n).to_owned()).collect(),
         }
     }
 }
@@ -230,23 +240,11 @@ pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError
     Ok(())
 }
 
-/// Every tool name: a service is not bound by a campaign's allowlist unless
-/// its call runs in a session.
-fn all_tools(state: &AppState) -> Vec<String> {
-    state
-        .registry
-        .names()
-        .iter()
-        .map(|n| (*n).to_owned())
-        .collect()
-}
-
 /// The tools this caller's role may call, in the MCP listing format.
 pub fn mcp_listing(state: &AppState, ctx: &ServiceContext) -> Vec<Value> {
-    let names = all_tools(state);
     state.registry.mcp_tools(&Caller {
         role: ctx.role,
-        allowlist: &names,
+        allowlist: &state.service.all_tools,
         session_id: "",
     })
 }
@@ -363,10 +361,9 @@ fn run_sessionless(
     started: Instant,
 ) -> CallReport {
     let hash = args_hash(&input);
-    let names = all_tools(state);
     let caller = Caller {
         role: ctx.role,
-        allowlist: &names,
+        allowlist: &state.service.all_tools,
         session_id: "",
     };
     let mut rng = SplitMix64::new(rand::random());
