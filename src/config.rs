@@ -98,6 +98,19 @@ pub struct LoadtestArgs {
     /// Threads the driver runs on (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Fraction of spectators (0 to 1) that read their `welcome` and then
+    /// never read again, on a socket with a small receive buffer, until
+    /// their session has played; they are not compared with their player.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub slow_spectators: f64,
+}
+
+/// Reads a fraction from 0 to 1.
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?} must be a number from 0 to 1")),
+    }
 }
 
 /// Reads a number of seconds: finite and not negative.

@@ -81,10 +81,63 @@ async fn a_smoke_run_is_clean_and_its_counts_add_up() {
     assert!(report.frames_delivered >= 60 + check.player_frames * 3 / 2 + 60);
     assert!(report.turns_per_s > 0.0 && report.duration_s > 0.0);
 
+    // Each session's story frames were timed from the first of its three
+    // connections reading them to the last.
+    assert!(report.fan_out_ms.count >= 20 * 3 * 4, "{report:?}");
+    assert!(report.fan_out_ms.p50 <= report.fan_out_ms.max);
+    assert_eq!(report.slow_spectators, 0);
+
     let json = serde_json::to_value(&report).unwrap();
-    for field in ["turn_latency_ms", "tool_latency_ms", "connect_ms"] {
+    for field in [
+        "turn_latency_ms",
+        "tool_latency_ms",
+        "connect_ms",
+        "fan_out_ms",
+    ] {
         assert!(json[field]["p99"].is_number(), "{field}: {json}");
     }
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn spectators_that_never_read_do_not_hold_up_the_others() {
+    // A short outbound queue, so the server gives up on a stalled
+    // spectator soon once its socket is full.
+    let app = spawn_with(
+        |s| {
+            s.ws_queue = 8;
+            s.chat_per_minute = 100_000;
+            s.chat_burst = 1_000;
+        },
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await;
+    let report = run(
+        &app,
+        &[
+            "--sessions",
+            "4",
+            "--spectators-per-session",
+            "4",
+            "--slow-spectators",
+            "0.25",
+            "--turns",
+            "30",
+            "--message",
+            "map",
+            "--message",
+            "go to {neighbour}",
+        ],
+    )
+    .await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!((report.spectators, report.slow_spectators), (16, 4));
+    assert_eq!(report.turns_completed, 120);
+    // The twelve reading spectators got every frame their players got.
+    let check = report.spectator_check;
+    assert_eq!(check.spectator_frames, check.player_frames);
+    assert!(check.player_frames >= 12 * 30 * 4, "{check:?}");
+    assert!(report.table().contains("4 spectators never read"));
     app.stop().await;
 }
 

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt;
 use std::hash::{DefaultHasher, Hasher};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -150,9 +151,9 @@ pub struct StreamChecker {
     welcome_seq: Option<u64>,
     /// The seq the next story frame must carry.
     next_seq: Option<u64>,
-    /// `(seq, hash of the frame's bytes)` of every in-order story frame,
-    /// ascending, for comparing spectators with their player.
-    log: Vec<(u64, u64)>,
+    /// Every in-order story frame, ascending, for comparing spectators
+    /// with their player and timing the fan-out.
+    log: Vec<Logged>,
     /// Turns that ended, newest last, at most [`RECENT_TURNS`].
     ended: VecDeque<String>,
     ended_set: HashSet<String>,
@@ -160,6 +161,16 @@ pub struct StreamChecker {
     frames: u64,
     counts: BTreeMap<&'static str, u64>,
     examples: Vec<Violation>,
+}
+
+/// One story frame as a connection got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Logged {
+    seq: u64,
+    /// Hash of the frame's bytes.
+    hash: u64,
+    /// When it was read.
+    at: Instant,
 }
 
 /// A hash of a frame's bytes: equal frames hash equal, in this process.
@@ -174,8 +185,13 @@ impl StreamChecker {
         Self::default()
     }
 
-    /// Judges one text frame and says what it was.
+    /// Judges one text frame, read just now, and says what it was.
     pub fn observe(&mut self, text: &str) -> Observed {
+        self.observe_at(text, Instant::now())
+    }
+
+    /// Judges one text frame read at `at`.
+    pub fn observe_at(&mut self, text: &str, at: Instant) -> Observed {
         self.frames += 1;
         let head: FrameHead = match serde_json::from_str(text) {
             Ok(head) => head,
@@ -210,7 +226,7 @@ impl StreamChecker {
             }
             return Observed::Control(head);
         };
-        self.story(seq, &head, text);
+        self.story(seq, &head, text, at);
         Observed::Story(head)
     }
 
@@ -222,7 +238,7 @@ impl StreamChecker {
         });
     }
 
-    fn story(&mut self, seq: u64, head: &FrameHead, text: &str) {
+    fn story(&mut self, seq: u64, head: &FrameHead, text: &str, at: Instant) {
         if let Some(expected) = self.next_seq {
             if seq < expected {
                 self.violation(Violation::SeqOutOfOrder { expected, got: seq });
@@ -231,7 +247,11 @@ impl StreamChecker {
                     self.violation(Violation::SeqGap { expected, got: seq });
                 }
                 self.next_seq = Some(seq + 1);
-                self.log.push((seq, hash_bytes(text)));
+                self.log.push(Logged {
+                    seq,
+                    hash: hash_bytes(text),
+                    at,
+                });
             }
         }
         let Some(turn_id) = head.turn_id.as_deref() else {
@@ -269,10 +289,10 @@ impl StreamChecker {
             .welcome_seq
             .unwrap_or(u64::MAX)
             .max(player.welcome_seq.unwrap_or(u64::MAX));
-        let window = |log: &[(u64, u64)]| -> Vec<(u64, u64)> {
+        let window = |log: &[Logged]| -> Vec<(u64, u64)> {
             log.iter()
-                .copied()
-                .filter(|&(seq, _)| seq > from && seq <= upto)
+                .filter(|l| l.seq > from && l.seq <= upto)
+                .map(|l| (l.seq, l.hash))
                 .collect()
         };
         let (theirs, mine) = (window(&player.log), window(&self.log));
@@ -291,6 +311,36 @@ impl StreamChecker {
             }
         }
         compared
+    }
+
+    /// How long each story frame took to reach all of `connections` (one
+    /// session's): for every seq after all their welcomes up to `upto` that
+    /// at least two of them got, the time from the first one reading it to
+    /// the last one reading it.
+    pub fn fan_out(connections: &[&StreamChecker], upto: u64) -> Vec<Duration> {
+        let from = connections
+            .iter()
+            .filter_map(|c| c.welcome_seq)
+            .max()
+            .unwrap_or(u64::MAX);
+        let mut spans: BTreeMap<u64, (Instant, Instant, usize)> = BTreeMap::new();
+        for c in connections {
+            for l in c.log.iter().filter(|l| l.seq > from && l.seq <= upto) {
+                spans
+                    .entry(l.seq)
+                    .and_modify(|(first, last, n)| {
+                        *first = (*first).min(l.at);
+                        *last = (*last).max(l.at);
+                        *n += 1;
+                    })
+                    .or_insert((l.at, l.at, 1));
+            }
+        }
+        spans
+            .into_values()
+            .filter(|&(_, _, n)| n > 1)
+            .map(|(first, last, _)| last - first)
+            .collect()
     }
 
     /// The seq of the last in-order story frame (or of `welcome`).
@@ -363,6 +413,34 @@ mod tests {
 
     fn counts(c: &StreamChecker) -> Vec<(&'static str, u64)> {
         c.counts().iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    #[test]
+    fn fan_out_is_first_to_last_arrival_of_each_frame() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut player = StreamChecker::new();
+        player.observe_at(&welcome(4), ms(0));
+        let mut early = StreamChecker::new();
+        early.observe_at(&welcome(5), ms(0));
+        let mut late = StreamChecker::new();
+        late.observe_at(&welcome(5), ms(0));
+        let frames = turn(5, "turn_1");
+        for (i, f) in frames.iter().enumerate() {
+            let i = i as u64;
+            player.observe_at(f, ms(10 * i + 1));
+            if i > 0 {
+                early.observe_at(f, ms(10 * i));
+                late.observe_at(f, ms(10 * i + 7));
+            }
+        }
+        let spans = StreamChecker::fan_out(&[&player, &early, &late], 8);
+        // Seq 5 is the late connections' welcome seq: not timed. Seq 9 is
+        // past `upto`.
+        let want = vec![Duration::from_millis(7); 3];
+        assert_eq!(spans, want);
+        // A frame only one connection got gives no span.
+        assert!(StreamChecker::fan_out(&[&player], 9).is_empty());
     }
 
     #[test]

@@ -231,8 +231,10 @@ impl Conn {
         source: Option<IpAddr>,
         path_and_query: &str,
         wait: Duration,
+        receive_buffer: Option<u32>,
     ) -> Result<Self, ConnectError> {
-        tokio::time::timeout(wait, Self::open_now(target, source, path_and_query))
+        let open = Self::open_now(target, source, path_and_query, receive_buffer);
+        tokio::time::timeout(wait, open)
             .await
             .map_err(|_| ConnectError::Timeout(wait))?
     }
@@ -241,6 +243,7 @@ impl Conn {
         target: &Target,
         source: Option<IpAddr>,
         path_and_query: &str,
+        receive_buffer: Option<u32>,
     ) -> Result<Self, ConnectError> {
         let addr = target.addr;
         let tcp = |source: std::io::Error| ConnectError::Tcp { addr, source };
@@ -252,6 +255,9 @@ impl Conn {
         .map_err(tcp)?;
         if let Some(ip) = source {
             socket.bind(SocketAddr::new(ip, 0)).map_err(tcp)?;
+        }
+        if let Some(bytes) = receive_buffer {
+            socket.set_recv_buffer_size(bytes).map_err(tcp)?;
         }
         let stream = socket.connect(addr).await.map_err(tcp)?;
         stream.set_nodelay(true).map_err(tcp)?;

@@ -94,6 +94,7 @@ impl Plan {
         Ok(Self {
             sessions: args.sessions,
             spectators: args.spectators_per_session,
+            slow_spectators: args.slow_spectators,
             turns: args.turns,
             think: Duration::from_millis(args.think_time),
             ramp_up: Duration::from_secs_f64(args.ramp_up),

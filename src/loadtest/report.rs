@@ -64,6 +64,7 @@ struct Collected {
     turn: Histogram<u64>,
     tool: Histogram<u64>,
     connect: Histogram<u64>,
+    fan_out: Histogram<u64>,
     compared: Compared,
 }
 
@@ -73,6 +74,8 @@ pub struct Stats {
     pub sessions: AtomicU64,
     pub players: AtomicU64,
     pub spectators: AtomicU64,
+    /// Spectators that got `welcome` and then stopped reading on purpose.
+    pub slow_spectators: AtomicU64,
     /// Connections open now, and the most at once.
     open: AtomicU64,
     peak_open: AtomicU64,
@@ -98,6 +101,7 @@ impl Stats {
             sessions: AtomicU64::new(0),
             players: AtomicU64::new(0),
             spectators: AtomicU64::new(0),
+            slow_spectators: AtomicU64::new(0),
             open: AtomicU64::new(0),
             peak_open: AtomicU64::new(0),
             turns_completed: AtomicU64::new(0),
@@ -116,6 +120,7 @@ impl Stats {
                 turn: histogram()?,
                 tool: histogram()?,
                 connect: histogram()?,
+                fan_out: histogram()?,
                 compared: Compared::default(),
             }),
         })
@@ -198,6 +203,14 @@ impl Stats {
             .saturating_record(micros(latency));
     }
 
+    /// Records how long frames took to reach every connection of a session.
+    pub fn record_fan_out(&self, spans: &[Duration]) {
+        let mut c = lock(&self.collected);
+        for span in spans {
+            c.fan_out.saturating_record(micros(*span));
+        }
+    }
+
     /// Adds a spectator's comparison with its player.
     pub fn compared(&self, c: Compared) {
         let mut all = lock(&self.collected);
@@ -246,6 +259,7 @@ impl Stats {
             sessions_requested: requested.sessions,
             players,
             spectators,
+            slow_spectators: load(&self.slow_spectators),
             connections_reached: players + spectators,
             connections_peak: peak,
             turns_planned: requested.turns,
@@ -271,6 +285,7 @@ impl Stats {
             turn_latency_ms: Percentiles::of(&c.turn),
             tool_latency_ms: Percentiles::of(&c.tool),
             connect_ms: Percentiles::of(&c.connect),
+            fan_out_ms: Percentiles::of(&c.fan_out),
             server_rss_kib: rss,
             server_rss_kib_per_connection: rss_per_connection,
         }
@@ -370,8 +385,11 @@ pub struct Report {
     pub sessions_requested: u64,
     /// Player connections that got `welcome`.
     pub players: u64,
-    /// Spectator connections that got `welcome`.
+    /// Spectator connections that got `welcome` (slow ones included).
     pub spectators: u64,
+    /// Of those, the ones that never read after `welcome`
+    /// (`--slow-spectators`).
+    pub slow_spectators: u64,
     pub connections_reached: u64,
     /// The most connections open at once.
     pub connections_peak: u64,
@@ -403,6 +421,9 @@ pub struct Report {
     pub tool_latency_ms: Percentiles,
     /// TCP connect plus WebSocket upgrade.
     pub connect_ms: Percentiles,
+    /// For each story frame, the first of its session's reading
+    /// connections reading it to the last one reading it.
+    pub fan_out_ms: Percentiles,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_rss_kib: Option<Rss>,
     /// Server memory growth over the run per connection at the peak.
@@ -421,12 +442,17 @@ impl Report {
         let mut t = String::new();
         let _ = writeln!(
             t,
-            "questd loadtest: {} of {} sessions, {} players + {} spectators reached (peak {} open)",
+            "questd loadtest: {} of {} sessions, {} players + {} spectators reached (peak {} open){}",
             self.sessions,
             self.sessions_requested,
             self.players,
             self.spectators,
-            self.connections_peak
+            self.connections_peak,
+            if self.slow_spectators > 0 {
+                format!("; {} spectators never read", self.slow_spectators)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             t,
@@ -456,6 +482,7 @@ impl Report {
             ("turn", &self.turn_latency_ms),
             ("tool", &self.tool_latency_ms),
             ("connect", &self.connect_ms),
+            ("fan-out", &self.fan_out_ms),
         ] {
             let _ = writeln!(
                 t,

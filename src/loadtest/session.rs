@@ -25,12 +25,17 @@ const MAX_CHAT_ATTEMPTS: usize = 10;
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 /// Wait after `QUEUE_FULL`, which names none.
 const QUEUE_FULL_WAIT: Duration = Duration::from_secs(1);
+/// Receive buffer a slow spectator asks for, so the server's writes back up
+/// after a few frames instead of filling megabytes of kernel buffers.
+const SLOW_RECEIVE_BUFFER: u32 = 4096;
 
 /// What every session of a run does, validated from the flags.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub sessions: usize,
     pub spectators: usize,
+    /// Fraction of spectators that never read after `welcome`.
+    pub slow_spectators: f64,
     pub turns: usize,
     pub think: Duration,
     pub ramp_up: Duration,
@@ -47,6 +52,13 @@ pub struct Plan {
 impl Plan {
     fn past_deadline(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Whether spectator `nth` of session `session` is a slow one: spread
+    /// evenly, `slow_spectators` of all spectators of the run.
+    pub fn is_slow(&self, session: usize, nth: usize) -> bool {
+        let k = (session * self.spectators + nth) as f64;
+        ((k + 1.0) * self.slow_spectators).floor() > (k * self.slow_spectators).floor()
     }
 }
 
@@ -134,6 +146,8 @@ struct Connected {
 enum Role {
     Player,
     Spectator,
+    /// A spectator that stops reading after `welcome`.
+    SlowSpectator,
 }
 
 /// What the player knows of the map, to fill `{neighbour}`.
@@ -241,10 +255,15 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
     let (stop, stop_rx) = watch::channel(None::<u64>);
     let mut spectators = Vec::with_capacity(plan.spectators);
     let mut readies = Vec::with_capacity(plan.spectators);
-    for _ in 0..plan.spectators {
+    for nth in 0..plan.spectators {
         let (ready, ready_rx) = oneshot::channel();
-        let task = spectate(run.clone(), created.clone(), ready, stop_rx.clone());
-        spectators.push(tokio::spawn(task));
+        let stop = stop_rx.clone();
+        let task = if plan.is_slow(index, nth) {
+            tokio::spawn(stall(run.clone(), created.clone(), ready, stop))
+        } else {
+            tokio::spawn(spectate(run.clone(), created.clone(), ready, stop))
+        };
+        spectators.push(task);
         readies.push(ready_rx);
     }
     for ready in readies {
@@ -281,16 +300,24 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
     // Spectators read up to the last frame the player needed, then stop.
     let upto = player.checker.last_seq().unwrap_or(0);
     let _ = stop.send(Some(upto));
+    let mut watched = Vec::with_capacity(spectators.len());
     for task in spectators {
         match task.await {
             Ok(Some(mut checker)) => {
                 run.stats
                     .compared(checker.compare_with_player(&player.checker, upto));
                 run.stats.absorb(&checker);
+                watched.push(checker);
             }
             Ok(None) => {}
             Err(e) => run.stats.error(codes::DRIVER_FAILED, || e.to_string()),
         }
+    }
+    if !watched.is_empty() {
+        let mut all: Vec<&StreamChecker> = watched.iter().collect();
+        all.push(&player.checker);
+        run.stats
+            .record_fan_out(&StreamChecker::fan_out(&all, upto));
     }
     run.stats.absorb(&player.checker);
     player.conn.close().await;
@@ -372,16 +399,17 @@ fn lost(stats: &Stats, incoming: &Incoming, wait: Duration) {
 /// Connects one connection of the session and reads up to its `welcome`.
 async fn connect(run: &Run, created: &Created, role: Role) -> Option<Connected> {
     let stats = &run.stats;
-    let token = match role {
-        Role::Player => &created.player_token,
-        Role::Spectator => &created.spectator_token,
+    let (token, receive_buffer) = match role {
+        Role::Player => (&created.player_token, None),
+        Role::Spectator => (&created.spectator_token, None),
+        Role::SlowSpectator => (&created.spectator_token, Some(SLOW_RECEIVE_BUFFER)),
     };
     let path = format!("/ws/sessions/{}?token={token}", created.session_id);
     let wait = run.plan.frame_timeout;
     let (mut conn, open) = {
         let _permit = run.gate.acquire().await.ok()?;
         let began = Instant::now();
-        match Conn::open(&run.target, run.sources.next(), &path, wait).await {
+        match Conn::open(&run.target, run.sources.next(), &path, wait, receive_buffer).await {
             Ok(conn) => {
                 stats.record_connect(began.elapsed());
                 (conn, Open::new(stats))
@@ -402,11 +430,11 @@ async fn connect(run: &Run, created: &Created, role: Role) -> Option<Connected> 
                         Role::Player => serde_json::from_str::<Value>(&text)
                             .map(|mut v| v["state"].take())
                             .unwrap_or(Value::Null),
-                        Role::Spectator => Value::Null,
+                        Role::Spectator | Role::SlowSpectator => Value::Null,
                     };
                     Stats::bump(match role {
                         Role::Player => &stats.players,
-                        Role::Spectator => &stats.spectators,
+                        Role::Spectator | Role::SlowSpectator => &stats.spectators,
                     });
                     return Some(Connected {
                         conn,
@@ -608,6 +636,25 @@ async fn spectate(
     Some(checker)
 }
 
+/// One slow spectator: connects on a small receive buffer, says it is
+/// ready, reads its `welcome` and then nothing until its player is done;
+/// then it drops the connection without a close handshake (it cannot read
+/// the answer). Never compared, so it hands back no checker.
+async fn stall(
+    run: Arc<Run>,
+    created: Created,
+    ready: oneshot::Sender<()>,
+    mut stop: watch::Receiver<Option<u64>>,
+) -> Option<StreamChecker> {
+    let connected = connect(&run, &created, Role::SlowSpectator).await;
+    let _ = ready.send(());
+    let connected = connected?;
+    Stats::bump(&run.stats.slow_spectators);
+    let _ = stop.wait_for(Option::is_some).await;
+    drop(connected);
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -624,6 +671,38 @@ mod tests {
                 {"area_id": "area_002", "reachable_area_ids": ["area_001"]}
             ]
         })
+    }
+
+    #[test]
+    fn slow_spectators_are_spread_evenly() {
+        let plan = |spectators, slow_spectators| Plan {
+            sessions: 10,
+            spectators,
+            slow_spectators,
+            turns: 1,
+            think: Duration::ZERO,
+            ramp_up: Duration::ZERO,
+            campaign: "demo".into(),
+            messages: vec!["status".into()],
+            hold: Duration::ZERO,
+            frame_timeout: Duration::from_secs(1),
+            started: Instant::now(),
+            deadline: None,
+        };
+        let slow = |p: &Plan| {
+            (0..p.sessions)
+                .flat_map(|s| (0..p.spectators).map(move |n| (s, n)))
+                .filter(|&(s, n)| p.is_slow(s, n))
+                .count()
+        };
+        assert_eq!(slow(&plan(10, 0.1)), 10);
+        assert_eq!(slow(&plan(10, 0.0)), 0);
+        assert_eq!(slow(&plan(10, 1.0)), 100);
+        assert_eq!(slow(&plan(3, 0.5)), 15);
+        // One in ten sessions' spectators, not all in the first sessions.
+        let p = plan(1, 0.1);
+        let sessions: Vec<usize> = (0..10).filter(|&s| p.is_slow(s, 0)).collect();
+        assert_eq!(sessions, [9]);
     }
 
     #[test]
