@@ -421,8 +421,23 @@ async fn offline_game_master_plays_a_turn_in_english_and_chinese() {
         );
     }
 
+    // Two commands in one message: two calls in one answer, run in order.
+    let frames = ws.play("status then roll 1d20", "r-10").await;
+    let calls: Vec<(&str, &str)> = frames
+        .iter()
+        .filter(|f| f["type"] == "tool_result")
+        .map(|f| (f["call_id"].as_str().unwrap(), f["tool"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        calls,
+        [("call_1", "get_character_stats"), ("call_2", "roll_dice")]
+    );
+    let done = first(&frames, "turn_completed");
+    assert_eq!(done["tool_events"].as_array().unwrap().len(), 2);
+    assert!(done["reply"].as_str().unwrap().contains("total"), "{done}");
+
     let snap = app.snapshot(&s).await;
-    assert_eq!(snap["turn"], 9);
+    assert_eq!(snap["turn"], 10);
     assert_eq!(snap["zones"].as_array().unwrap().len(), 1);
     assert_eq!(
         snap["areas"].as_array().unwrap().len(),

@@ -10,6 +10,8 @@
 //! `我能去哪`, `roll 2d6+1` / `掷 2d6+1`, `explore <theme>` / `探索 <…>`,
 //! `status` / `状态`, `scout <prompt>` / `侦察 <…>`, `search <words>` /
 //! `搜索 <…>`, `map` / `地图`; anything else gets a narrative and no tool call.
+//! Commands joined by ` then ` (or `然后`), as in `go to the hall then roll
+//! 1d20`, become one answer with a tool call each, run in that order.
 //!
 //! For measuring the runtime rather than a model it can wait a fixed time
 //! before each answer (`QUESTD_OFFLINE_LATENCY_MS`). The wait is a timer
@@ -47,6 +49,38 @@ enum Intent {
     Search(String),
     SiteMap,
     Talk,
+}
+
+/// Words that join two commands into one message.
+const THEN: [&str; 4] = [" then ", ", then ", "，然后", "然后"];
+
+/// Splits a message into its commands: `go to X then roll 1d20` is two.
+/// A message that is not all commands is one piece of talk.
+fn parse_intents(text: &str) -> Vec<Intent> {
+    let lower = text.to_lowercase();
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    let mut rest_lower = lower.as_str();
+    // Lower-casing may change byte lengths (rare letters): then the message
+    // is read as one command.
+    while lower.len() == text.len() {
+        let Some((at, sep)) = THEN
+            .iter()
+            .filter_map(|sep| rest_lower.find(sep).map(|at| (at, sep.len())))
+            .min_by_key(|&(at, len)| (at, usize::MAX - len))
+        else {
+            break;
+        };
+        pieces.push(&rest[..at]);
+        rest = &rest[at + sep..];
+        rest_lower = &rest_lower[at + sep..];
+    }
+    pieces.push(rest);
+    let intents: Vec<Intent> = pieces.iter().map(|p| parse_intent(p)).collect();
+    if intents.len() > 1 && intents.iter().any(|i| *i == Intent::Talk) {
+        return vec![Intent::Talk];
+    }
+    intents
 }
 
 /// Reads a player's message. Matching ignores case and surrounding spaces.
@@ -178,16 +212,12 @@ impl OfflineGameMaster {
         let actor = req.context["active_actor"]["character_id"]
             .as_str()
             .unwrap_or_default();
-        let call = |name: &str, args: Value| ModelReply {
-            tool_calls: vec![ModelToolCall {
-                id: "call_1".into(),
-                name: name.into(),
-                arguments: args.to_string(),
-            }],
-            ..ModelReply::default()
-        };
-        let intent = parse_intent(text);
-        if req.context.is_null() && !matches!(intent, Intent::Roll(_) | Intent::Talk) {
+        let intents = parse_intents(text);
+        if req.context.is_null()
+            && !intents
+                .iter()
+                .all(|i| matches!(i, Intent::Roll(_) | Intent::Talk))
+        {
             // No session (the stateless chat API): no map to act on.
             return ModelReply::narrate(if zh {
                 "这里没有游戏会话，我看不到地图；请开始一个会话来移动和探索。可以试试“掷 2d6+1”。"
@@ -196,40 +226,60 @@ impl OfflineGameMaster {
                  and explore. You can still try \"roll 2d6+1\"."
             });
         }
-        match intent {
-            Intent::Go(target) => match resolve_area(&req.context, &target) {
-                Some(area_id) => call("move", json!({"actor_id": actor, "to_area_id": area_id})),
-                // An unclear target: show the ways out, move nowhere yet.
-                None => call("move_options", json!({"actor_id": actor})),
-            },
-            Intent::WhereCanIGo => call("move_options", json!({"actor_id": actor})),
-            Intent::Roll(expr) => call("roll_dice", json!({"dice": expr})),
-            Intent::Explore(theme) => {
-                let from = req.context["current_area"]["area_id"]
-                    .as_str()
-                    .unwrap_or_default();
-                call(
-                    "map_generate",
-                    json!({"parent_area_id": from, "theme": theme}),
-                )
-            }
-            Intent::Status => call("get_character_stats", json!({"character_id": actor})),
-            Intent::Scout(prompt) => {
-                let session = req.context["session_id"].as_str().unwrap_or_default();
-                let prompt = if prompt.is_empty() {
-                    "the wilds".to_owned()
-                } else {
-                    prompt
-                };
-                call(
-                    "generate_zone",
-                    json!({"session_id": session, "world_prompt": prompt, "count": 1}),
-                )
-            }
-            Intent::Search(query) => call("search_content", json!({"query": query})),
-            Intent::SiteMap => call("get_site_map", json!({})),
-            Intent::Talk => talk(req, text, zh),
+        let mut calls = Vec::with_capacity(intents.len());
+        for intent in intents {
+            let Some((name, args)) = tool_for(req, actor, intent) else {
+                return talk(req, text, zh);
+            };
+            calls.push(ModelToolCall {
+                id: format!("call_{}", calls.len() + 1),
+                name: name.into(),
+                arguments: args.to_string(),
+            });
         }
+        ModelReply {
+            tool_calls: calls,
+            ..ModelReply::default()
+        }
+    }
+}
+
+/// The tool call that carries out a command (`None` for talk).
+fn tool_for(req: &ModelRequest, actor: &str, intent: Intent) -> Option<(&'static str, Value)> {
+    let call = |name, args| Some((name, args));
+    match intent {
+        Intent::Go(target) => match resolve_area(&req.context, &target) {
+            Some(area_id) => call("move", json!({"actor_id": actor, "to_area_id": area_id})),
+            // An unclear target: show the ways out, move nowhere yet.
+            None => call("move_options", json!({"actor_id": actor})),
+        },
+        Intent::WhereCanIGo => call("move_options", json!({"actor_id": actor})),
+        Intent::Roll(expr) => call("roll_dice", json!({"dice": expr})),
+        Intent::Explore(theme) => {
+            let from = req.context["current_area"]["area_id"]
+                .as_str()
+                .unwrap_or_default();
+            call(
+                "map_generate",
+                json!({"parent_area_id": from, "theme": theme}),
+            )
+        }
+        Intent::Status => call("get_character_stats", json!({"character_id": actor})),
+        Intent::Scout(prompt) => {
+            let session = req.context["session_id"].as_str().unwrap_or_default();
+            let prompt = if prompt.is_empty() {
+                "the wilds".to_owned()
+            } else {
+                prompt
+            };
+            call(
+                "generate_zone",
+                json!({"session_id": session, "world_prompt": prompt, "count": 1}),
+            )
+        }
+        Intent::Search(query) => call("search_content", json!({"query": query})),
+        Intent::SiteMap => call("get_site_map", json!({})),
+        Intent::Talk => None,
     }
 }
 
@@ -547,6 +597,44 @@ mod tests {
         }
         let chat = gm.answer(&request("hello"));
         assert!(chat.tool_calls.is_empty() && !chat.text.is_empty());
+    }
+
+    #[test]
+    fn commands_joined_by_then_become_calls_in_order() {
+        let gm = OfflineGameMaster::default();
+        let names = |text: &str| -> Vec<(String, String)> {
+            gm.answer(&request(text))
+                .tool_calls
+                .into_iter()
+                .map(|c| (c.id, c.name))
+                .collect()
+        };
+        let pair =
+            |a: &str, b: &str| vec![("call_1".into(), a.into()), ("call_2".into(), b.into())];
+        assert_eq!(
+            names("go to side room then roll 1d20"),
+            pair("move", "roll_dice")
+        );
+        assert_eq!(
+            names("Status, then where can I go?"),
+            pair("get_character_stats", "move_options")
+        );
+        assert_eq!(names("去 area_002然后掷 1d20"), pair("move", "roll_dice"));
+        assert_eq!(
+            names("状态，然后地图"),
+            pair("get_character_stats", "get_site_map")
+        );
+        assert_eq!(names("roll 1d4 then roll 1d6 then status").len(), 3);
+        // Part talk: all talk, no tool runs.
+        assert!(names("roll 1d20 then sing a song").is_empty());
+        assert!(names("and then there were none").is_empty());
+        let args: Value = serde_json::from_str(
+            &gm.answer(&request("go to side room then roll 1d20"))
+                .tool_calls[0]
+                .arguments,
+        )
+        .unwrap();
+        assert_eq!(args["to_area_id"], "area_002");
     }
 
     #[test]
