@@ -77,7 +77,7 @@ fn parse_intents(text: &str) -> Vec<Intent> {
     }
     pieces.push(rest);
     let intents: Vec<Intent> = pieces.iter().map(|p| parse_intent(p)).collect();
-    if intents.len() > 1 && intents.iter().any(|i| *i == Intent::Talk) {
+    if intents.len() > 1 && intents.contains(&Intent::Talk) {
         return vec![Intent::Talk];
     }
     intents
