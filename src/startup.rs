@@ -205,7 +205,7 @@ mod tests {
                 turn_id: "turn_1".into(),
                 text: "hello".into(),
             }],
-            tools: vec![],
+            tools: Default::default(),
             context: serde_json::Value::Null,
             kind: crate::llm::RequestKind::Step,
         };

@@ -12,6 +12,8 @@ pub mod openai;
 pub mod prune;
 pub mod scripted;
 
+use std::sync::Arc;
+
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -32,7 +34,7 @@ pub struct ModelRequest {
     pub messages: Vec<HistoryEntry>,
     /// Tool definitions in OpenAI `tools` format, already filtered by the
     /// campaign allowlist and the game master role.
-    pub tools: Vec<Value>,
+    pub tools: Arc<[Value]>,
     /// The session context: active character, where they stand, the map.
     /// `Null` when there is no session (the stateless chat API).
     pub context: Value,

@@ -547,7 +547,7 @@ mod tests {
                 turn_id: "turn_1".into(),
                 text: text.into(),
             }],
-            tools: vec![],
+            tools: Default::default(),
             context: json!({
                 "active_actor": {"character_id": "pc_001"},
                 "current_area": {"area_id": "area_001", "name": "Hall", "reachable": [{"area_id": "area_002", "name": "Side Room"}]},

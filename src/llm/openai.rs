@@ -165,7 +165,7 @@ impl OpenAiProvider {
             "stream": self.stream,
         });
         if !request.tools.is_empty() {
-            body["tools"] = Value::Array(request.tools.clone());
+            body["tools"] = Value::Array(request.tools.to_vec());
             if request.kind == RequestKind::WrapUp {
                 body["tool_choice"] = json!("none");
             } else {
@@ -1059,7 +1059,7 @@ mod tests {
             let request = ModelRequest {
                 system: "sys".into(),
                 messages: history,
-                tools: vec![],
+                tools: Default::default(),
                 context: json!({"area": "大厅"}),
                 kind: RequestKind::Step,
             };
@@ -1074,7 +1074,7 @@ mod tests {
         let mut request = ModelRequest {
             system: "sys".into(),
             messages: vec![user("你好")],
-            tools: vec![],
+            tools: Default::default(),
             context: json!({"area": "大厅"}),
             kind: RequestKind::Step,
         };
@@ -1087,7 +1087,7 @@ mod tests {
         );
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
         assert_eq!(body["stream_options"]["include_usage"], true);
-        request.tools = vec![json!({"type": "function", "function": {"name": "roll_dice"}})];
+        request.tools = vec![json!({"type": "function", "function": {"name": "roll_dice"}})].into();
         let body = p.body(&request);
         assert_eq!(
             (

@@ -730,7 +730,7 @@ impl SessionActor {
                 turn_id,
                 text: user,
             }],
-            tools: Vec::new(),
+            tools: Arc::default(),
             context: Value::Null,
             kind: RequestKind::Content,
         };

@@ -29,6 +29,8 @@ mod update_character;
 mod update_inventory;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -42,7 +44,7 @@ use crate::game::{Effect, GameState};
 pub const MAX_ERROR_MESSAGE: usize = 600;
 
 /// Who is calling a tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// A person playing, through their player token.
@@ -297,6 +299,43 @@ pub struct Registry {
     entries: HashMap<&'static str, Entry>,
     /// Names in registration order, for stable listings.
     order: Vec<&'static str>,
+    /// [`Registry::openai_tools`] answers by role and allowlist, made once
+    /// and shared by every session of a campaign (a model call would
+    /// otherwise copy every schema).
+    openai_cache: Mutex<OpenAiCache>,
+}
+
+/// One cached tool list with its whole key.
+type CachedList = (Role, Vec<String>, Arc<[Value]>);
+
+/// Tool lists by a hash of role and allowlist; each bucket keeps the key
+/// whole, so a lookup allocates nothing.
+#[derive(Debug, Default)]
+struct OpenAiCache {
+    hasher: RandomState,
+    lists: HashMap<u64, Vec<CachedList>>,
+}
+
+impl OpenAiCache {
+    fn key(&self, caller: &Caller<'_>) -> u64 {
+        self.hasher.hash_one((caller.role, caller.allowlist))
+    }
+
+    fn get(&self, caller: &Caller<'_>) -> Option<Arc<[Value]>> {
+        self.lists
+            .get(&self.key(caller))?
+            .iter()
+            .find(|(role, allowlist, _)| *role == caller.role && allowlist == caller.allowlist)
+            .map(|(_, _, tools)| tools.clone())
+    }
+
+    fn insert(&mut self, caller: &Caller<'_>, tools: Arc<[Value]>) {
+        let key = self.key(caller);
+        self.lists
+            .entry(key)
+            .or_default()
+            .push((caller.role, caller.allowlist.to_vec(), tools));
+    }
 }
 
 impl Registry {
@@ -305,6 +344,7 @@ impl Registry {
         let mut r = Self {
             entries: HashMap::new(),
             order: Vec::new(),
+            openai_cache: Mutex::new(OpenAiCache::default()),
         };
         r.register(Box::new(move_to::Move))?;
         r.register(Box::new(move_options::MoveOptions))?;
@@ -386,16 +426,27 @@ impl Registry {
         })
     }
 
-    /// Definitions in the OpenAI `tools` format.
-    pub fn openai_tools(&self, caller: &Caller<'_>) -> Vec<Value> {
-        self.usable(caller)
+    /// Definitions in the OpenAI `tools` format. Made once per role and
+    /// allowlist; later calls share them.
+    pub fn openai_tools(&self, caller: &Caller<'_>) -> Arc<[Value]> {
+        let mut cache = self
+            .openai_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(tools) = cache.get(caller) {
+            return tools;
+        }
+        let tools: Arc<[Value]> = self
+            .usable(caller)
             .map(|s| {
                 json!({
                     "type": "function",
                     "function": {"name": s.name, "description": s.description, "parameters": s.input_schema}
                 })
             })
-            .collect()
+            .collect();
+        cache.insert(caller, tools.clone());
+        tools
     }
 
     /// Definitions in the MCP `tools/list` shape.
@@ -940,5 +991,23 @@ mod tests {
         let tools = registry.openai_tools(&caller);
         assert_eq!(tools.len(), 1);
         assert_eq!(tools[0]["function"]["name"], "move");
+        // Made once per role and allowlist, then shared.
+        let same = vec!["move".to_string()];
+        let again = registry.openai_tools(&Caller {
+            allowlist: &same,
+            ..caller
+        });
+        assert!(Arc::ptr_eq(&tools, &again));
+        let two = vec!["move".to_string(), "roll_dice".to_string()];
+        let other = registry.openai_tools(&Caller {
+            allowlist: &two,
+            ..caller
+        });
+        assert_eq!(other.len(), 2);
+        let player = registry.openai_tools(&Caller {
+            role: Role::Player,
+            ..caller
+        });
+        assert!(!Arc::ptr_eq(&tools, &player));
     }
 }
