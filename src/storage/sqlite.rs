@@ -74,7 +74,11 @@ impl Store {
             .connect_with(options.clone())
             .await?;
         sqlx::migrate!("migrations/sqlite").run(&pool).await?;
-        let conn = SqliteConnection::connect_with(&options).await?;
+        // The writer's transactions hold a whole group commit: a page cache
+        // big enough for one (16 MiB instead of 2) keeps it from spilling
+        // pages to disk before the commit.
+        let writer_options = options.pragma("cache_size", "-16384");
+        let conn = SqliteConnection::connect_with(&writer_options).await?;
         let (writes, rx) = mpsc::unbounded_channel();
         actix::spawn(writer(conn, rx, metrics));
         Ok(Self { pool, writes })
@@ -465,6 +469,7 @@ async fn writer(
 async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), StorageError> {
     let mut tx = conn.begin().await?;
     let mut rows: Vec<&JournalRow> = Vec::new();
+    let mut audits: Vec<&AuditRow> = Vec::new();
     for op in batch {
         if let WriteOp::Row(r, _) = op {
             rows.push(r);
@@ -492,35 +497,8 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
                 .execute(&mut *tx)
                 .await?;
             }
-            WriteOp::Audit(a) => {
-                sqlx::query(
-                    "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
-                     status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at, \
-                     site_id, span_id, user_id) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                )
-                .bind(&a.session_id)
-                .bind(&a.tenant_id)
-                .bind(&a.trace_id)
-                .bind(&a.turn_id)
-                .bind(&a.call_id)
-                .bind(&a.tool)
-                .bind(&a.role)
-                .bind(&a.args_hash)
-                .bind(&a.status)
-                .bind(&a.reason)
-                .bind(&a.error_code)
-                .bind(&a.error_message)
-                .bind(a.duration_us)
-                .bind(a.prompt_tokens)
-                .bind(a.completion_tokens)
-                .bind(a.created_at)
-                .bind(&a.site_id)
-                .bind(&a.span_id)
-                .bind(&a.user_id)
-                .execute(&mut *tx)
-                .await?;
-            }
+            // Audit rows go in together at the end, in order.
+            WriteOp::Audit(a) => audits.push(a),
             WriteOp::CreateSession { meta, snapshot, .. } => {
                 sqlx::query(
                     "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at) \
@@ -545,7 +523,45 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
         }
     }
     insert_rows(&mut tx, &mut rows).await?;
+    insert_audits(&mut tx, &audits).await?;
     tx.commit().await?;
+    Ok(())
+}
+
+/// Inserts audit rows, many per statement (19 parameters each).
+async fn insert_audits(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    audits: &[&AuditRow],
+) -> Result<(), StorageError> {
+    for chunk in audits.chunks(ROWS_PER_INSERT) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
+             status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at, \
+             site_id, span_id, user_id) ",
+        );
+        insert.push_values(chunk, |mut b, a| {
+            b.push_bind(&a.session_id)
+                .push_bind(&a.tenant_id)
+                .push_bind(&a.trace_id)
+                .push_bind(&a.turn_id)
+                .push_bind(&a.call_id)
+                .push_bind(&a.tool)
+                .push_bind(&a.role)
+                .push_bind(&a.args_hash)
+                .push_bind(&a.status)
+                .push_bind(&a.reason)
+                .push_bind(&a.error_code)
+                .push_bind(&a.error_message)
+                .push_bind(a.duration_us)
+                .push_bind(a.prompt_tokens)
+                .push_bind(a.completion_tokens)
+                .push_bind(a.created_at)
+                .push_bind(&a.site_id)
+                .push_bind(&a.span_id)
+                .push_bind(&a.user_id);
+        });
+        insert.build().execute(&mut **tx).await?;
+    }
     Ok(())
 }
 
