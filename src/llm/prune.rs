@@ -117,6 +117,14 @@ pub fn prune(mut entries: Vec<HistoryEntry>, budget_tokens: usize) -> Pruned {
         kept[s] = kept[s + 1] + cost;
     }
     let valid = valid_starts(&entries, &groups);
+    if kept[0] <= budget_tokens && valid[0] {
+        // Everything fits: nothing to drop or summarize.
+        return Pruned {
+            entries,
+            summary: None,
+            dropped_turns: 0,
+        };
+    }
     let lines: Vec<SummaryLine> = groups[..last]
         .iter()
         .map(|range| SummaryLine::new(turn_line(&entries[range.clone()])))
