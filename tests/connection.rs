@@ -505,6 +505,40 @@ impl StalledClient {
 }
 
 #[actix_web::test]
+async fn a_crowd_joining_is_told_in_a_few_presence_frames() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let (mut player, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    // The player's own join is told at once.
+    let first = player.next_json().await;
+    assert_eq!(
+        (&first["type"], &first["seq"], &first["players"]),
+        (
+            &json!("presence"),
+            &json!(welcome["seq"].as_u64().unwrap() + 1),
+            &json!(1)
+        )
+    );
+    let crowd = 30;
+    let joins = (0..crowd).map(|_| app.connect(&s.session_id, &s.spectator_token, None));
+    let _spectators = futures_util::future::join_all(joins).await;
+    let seen = player
+        .until(|f| f["type"] == "presence" && f["spectators"] == crowd)
+        .await;
+    let presence = seen.iter().filter(|f| f["type"] == "presence").count();
+    assert!(
+        presence < crowd,
+        "{presence} presence frames for {crowd} joins"
+    );
+    // Seq stays whole: every frame the player got is the next one.
+    let seqs: Vec<u64> = std::iter::once(&first)
+        .chain(&seen)
+        .filter_map(|f| f["seq"].as_u64())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+}
+
+#[actix_web::test]
 async fn a_subscriber_that_stops_reading_is_dropped_and_told_to_resume() {
     let app = spawn_with(
         |s| {

@@ -47,6 +47,11 @@ use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
+/// Shortest time between two `presence` frames of a session. A change after
+/// a quiet spell is sent at once; changes within this time of the last
+/// frame are sent together when it has passed, so a crowd joining costs a
+/// few frames, not one per connection to every connection.
+pub const PRESENCE_EVERY: Duration = Duration::from_millis(250);
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
 
@@ -318,6 +323,10 @@ pub struct SessionActor {
     /// Closed with `turn_failed` once started, so no client waits forever.
     interrupted_turn: Option<String>,
     stopping: bool,
+    /// When the last `presence` frame went out, with its counts.
+    last_presence: Option<(Instant, usize, usize)>,
+    /// A `presence` frame is waiting for [`PRESENCE_EVERY`] to pass.
+    presence_scheduled: bool,
 }
 
 impl SessionActor {
@@ -354,6 +363,8 @@ impl SessionActor {
             since_snapshot: 0,
             sink: None,
             stopping: false,
+            last_presence: None,
+            presence_scheduled: false,
             deps,
         }
     }
@@ -413,7 +424,7 @@ impl SessionActor {
     }
 
     /// Applies and sends every pending frame up to `up_to`.
-    fn release(&mut self, up_to: u64) {
+    fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
         while self.pending.front().is_some_and(|p| p.seq <= up_to) {
             let Some(p) = self.pending.pop_front() else {
                 break;
@@ -425,7 +436,7 @@ impl SessionActor {
                 self.state.record(entry);
             }
             self.released = p.seq;
-            self.broadcast(&p.bytes);
+            self.broadcast(&p.bytes, ctx);
             if let Some(waiters) = p.ends_turn.and_then(|t| self.turn_waiters.remove(&t)) {
                 for w in waiters {
                     let _ = w.send(p.bytes.clone());
@@ -479,7 +490,7 @@ impl SessionActor {
 
     /// Sends the same bytes to every subscriber. One that cannot keep up is
     /// dropped and told to reconnect; it never slows the others.
-    fn broadcast(&mut self, bytes: &ByteString) {
+    fn broadcast(&mut self, bytes: &ByteString, ctx: &mut Context<Self>) {
         let mut dropped = Vec::new();
         let mut sent = 0;
         for (id, sub) in &self.subscribers {
@@ -503,17 +514,49 @@ impl SessionActor {
             for id in dropped {
                 self.subscribers.remove(&id);
             }
-            self.presence_changed();
+            self.presence_changed(ctx);
         }
     }
 
-    fn presence_changed(&mut self) {
+    /// Connections came or went: tells everyone now, or once
+    /// [`PRESENCE_EVERY`] has passed since the last `presence` frame.
+    fn presence_changed(&mut self, ctx: &mut Context<Self>) {
+        self.report_stats();
+        if self.presence_scheduled {
+            return;
+        }
+        let since = self.last_presence.map(|(at, ..)| at.elapsed());
+        match since {
+            Some(since) if since < PRESENCE_EVERY => {
+                self.presence_scheduled = true;
+                ctx.run_later(PRESENCE_EVERY - since, |act, _| {
+                    act.presence_scheduled = false;
+                    act.send_presence();
+                });
+            }
+            _ => self.send_presence(),
+        }
+    }
+
+    /// A `presence` frame with the counts now, unless they are the ones last
+    /// sent.
+    fn send_presence(&mut self) {
+        if self.stopping {
+            return;
+        }
         let players = self
             .subscribers
             .values()
             .filter(|s| s.role == ConnRole::Player)
             .count();
         let spectators = self.subscribers.len() - players;
+        if self
+            .last_presence
+            .is_some_and(|(_, p, s)| (p, s) == (players, spectators))
+        {
+            return;
+        }
+        self.last_presence = Some((Instant::now(), players, spectators));
         self.emit(
             StoryEvent::Presence {
                 players,
@@ -523,7 +566,6 @@ impl SessionActor {
             None,
             None,
         );
-        self.report_stats();
     }
 
     fn report_stats(&self) {
@@ -1406,7 +1448,7 @@ impl Handler<Durable> for SessionActor {
     fn handle(&mut self, msg: Durable, ctx: &mut Self::Context) {
         match msg.0 {
             Ok(up_to) => {
-                self.release(up_to);
+                self.release(up_to, ctx);
                 self.advance(ctx);
             }
             Err(e) => self.storage_failed(e, ctx),
@@ -1619,7 +1661,7 @@ impl Handler<AwaitTurnEnd> for SessionActor {
 impl Handler<Subscribe> for SessionActor {
     type Result = Result<Joined, ChatRefused>;
 
-    fn handle(&mut self, msg: Subscribe, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
         if self.stopping {
             return Err(ChatRefused {
                 code: ErrorCode::InternalError,
@@ -1658,7 +1700,7 @@ impl Handler<Subscribe> for SessionActor {
             },
         );
         self.last_activity = Instant::now();
-        self.presence_changed();
+        self.presence_changed(ctx);
         Ok(Joined {
             welcome: welcome.into(),
             backlog,
@@ -1669,11 +1711,11 @@ impl Handler<Subscribe> for SessionActor {
 impl Handler<Unsubscribe> for SessionActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Unsubscribe, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Unsubscribe, ctx: &mut Self::Context) {
         if self.subscribers.remove(&msg.conn_id).is_some() {
             self.last_activity = Instant::now();
             if !self.stopping {
-                self.presence_changed();
+                self.presence_changed(ctx);
             }
         }
     }
