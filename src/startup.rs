@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{LlmProvider, Settings, ToolMode};
+use crate::game::Campaign;
 use crate::http::mcp::McpSessions;
 use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
@@ -108,6 +109,8 @@ impl Application {
             .await
             .with_context(|| format!("opening {}", settings.database_url))?;
         let registry = Arc::new(Registry::builtin().map_err(anyhow::Error::msg)?);
+        let builtin_starts = Campaign::builtin_starts(registry.names())
+            .map_err(|e| anyhow::anyhow!("a built-in campaign is broken: {e}"))?;
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             registry: registry.clone(),
@@ -133,6 +136,7 @@ impl Application {
             hub: hub.clone(),
             store,
             registry,
+            builtin_starts,
             provider,
             history_tokens: settings.history_tokens,
             mcp_sessions: McpSessions::default(),

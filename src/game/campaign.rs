@@ -5,8 +5,8 @@
 //! areas that exist, a player character to act, tools that exist). Every
 //! problem is reported, not just the first.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::LazyLock;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -16,6 +16,17 @@ use super::state::{Area, Character, CharacterId, GameState};
 
 /// Campaigns that ship inside the binary, as `(campaign_id, JSON text)`.
 pub const BUILTIN_CAMPAIGNS: &[(&str, &str)] = &[("demo", include_str!("campaigns/demo.json"))];
+
+/// The start states of the built-in campaigns ([`Campaign::builtin_starts`]).
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinStarts(HashMap<&'static str, GameState>);
+
+impl BuiltinStarts {
+    /// A new session's state for built-in campaign `id`.
+    pub fn start(&self, id: &str) -> Option<GameState> {
+        self.0.get(id).cloned()
+    }
+}
 
 /// Most areas or characters in one campaign.
 pub const MAX_CAMPAIGN_ITEMS: usize = 2000;
@@ -158,6 +169,23 @@ impl Campaign {
             })
     }
 
+    /// Every built-in campaign as a start state, by id. Made once at start
+    /// (a broken built-in stops the server there); sessions started from
+    /// one clone it and share its areas, lore, NPCs and content until they
+    /// change them.
+    pub fn builtin_starts(known_tools: &[&str]) -> Result<BuiltinStarts, CampaignError> {
+        let mut starts = HashMap::new();
+        for (id, _) in BUILTIN_CAMPAIGNS {
+            let campaign = Self::builtin(id, known_tools).unwrap_or_else(|| {
+                Err(CampaignError {
+                    problems: vec![format!("no built-in campaign {id}")],
+                })
+            })?;
+            starts.insert(*id, campaign.into_state());
+        }
+        Ok(BuiltinStarts(starts))
+    }
+
     fn problems(&self, known_tools: &[&str]) -> Vec<String> {
         let mut problems = Vec::new();
         let mut area_ids = HashSet::new();
@@ -269,17 +297,19 @@ impl Campaign {
             title: self.title,
             turn: 0,
             active_actor_id: self.active_actor_id,
-            areas,
+            areas: Arc::new(areas),
             characters: self.characters,
             allowlist: self.allowlist,
-            content: lore_entries(&self.lore, &self.content)
-                .into_iter()
-                .chain(self.content)
-                .collect(),
-            lore: self.lore,
+            content: Arc::new(
+                lore_entries(&self.lore, &self.content)
+                    .into_iter()
+                    .chain(self.content)
+                    .collect(),
+            ),
+            lore: Arc::new(self.lore),
             zones: Vec::new(),
             player: Default::default(),
-            npcs: self.npcs,
+            npcs: Arc::new(self.npcs),
             events: VecDeque::new(),
             history: VecDeque::new(),
         }
@@ -330,6 +360,46 @@ mod tests {
     fn tiny() -> Value {
         serde_json::from_str(include_str!("../../tests/fixtures/tiny_campaign.json"))
             .expect("fixture is JSON")
+    }
+
+    #[test]
+    fn sessions_of_a_builtin_campaign_share_it_until_they_change_it() {
+        use crate::game::Effect;
+        let starts = Campaign::builtin_starts(&tools()).unwrap();
+        assert!(starts.start("nope").is_none());
+        let a = starts.start("demo").unwrap();
+        let mut b = starts.start("demo").unwrap();
+        assert_eq!(a, b);
+        assert!(Arc::ptr_eq(&a.areas, &b.areas));
+        assert!(Arc::ptr_eq(&a.content, &b.content));
+        assert!(Arc::ptr_eq(&a.npcs, &b.npcs));
+        assert!(Arc::ptr_eq(&a.lore, &b.lore));
+        // A link that exists changes nothing and copies nothing.
+        let (from, to) = (
+            a.areas[0].area_id.clone(),
+            a.areas[0].reachable_area_ids[0].clone(),
+        );
+        b.apply(&Effect::AddAreas {
+            areas: vec![],
+            links: vec![(from.clone(), to)],
+        });
+        assert!(Arc::ptr_eq(&a.areas, &b.areas));
+        // A new area: b gets its own map, a keeps the campaign's.
+        let mut area = a.areas[0].clone();
+        area.area_id = "area_new".into();
+        area.reachable_area_ids.clear();
+        b.apply(&Effect::AddAreas {
+            areas: vec![area],
+            links: vec![(from, "area_new".into())],
+        });
+        assert_eq!(b.areas.len(), a.areas.len() + 1);
+        assert!(a.area("area_new").is_none());
+        assert!(!Arc::ptr_eq(&a.areas, &b.areas));
+        assert!(Arc::ptr_eq(&a.content, &b.content));
+        // A snapshot reads back equal, with parts of its own.
+        let back: GameState = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
+        assert_eq!(back, b);
+        assert_eq!(starts.start("demo").unwrap(), a);
     }
 
     #[test]

@@ -13,5 +13,5 @@ pub mod rng;
 pub mod state;
 pub mod zones;
 
-pub use campaign::{BUILTIN_CAMPAIGNS, Campaign, CampaignError};
+pub use campaign::{BUILTIN_CAMPAIGNS, BuiltinStarts, Campaign, CampaignError};
 pub use state::{Area, Character, CharacterState, Effect, GameState, HistoryEntry, Item};

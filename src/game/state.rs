@@ -6,6 +6,7 @@
 //! same state.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -219,6 +220,11 @@ pub enum Effect {
     },
 }
 
+/// Parts of a save state that sessions started from the same built-in
+/// campaign share in memory until one of them changes its copy
+/// (`Arc::make_mut`); serialized as a plain list.
+pub type Shared<T> = Arc<Vec<T>>;
+
 /// The whole save state of one session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GameState {
@@ -227,19 +233,19 @@ pub struct GameState {
     /// Turns started in this session.
     pub turn: u64,
     pub active_actor_id: CharacterId,
-    pub areas: Vec<Area>,
+    pub areas: Shared<Area>,
     pub characters: Vec<Character>,
     pub allowlist: Vec<String>,
     #[serde(default)]
-    pub lore: Vec<String>,
+    pub lore: Shared<String>,
     #[serde(default)]
     pub zones: Vec<Zone>,
     #[serde(default)]
     pub player: PlayerRuntime,
     #[serde(default)]
-    pub npcs: Vec<NpcProfile>,
+    pub npcs: Shared<NpcProfile>,
     #[serde(default)]
-    pub content: Vec<ContentEntry>,
+    pub content: Shared<ContentEntry>,
     #[serde(default)]
     pub events: VecDeque<UserEvent>,
     #[serde(default)]
@@ -254,14 +260,14 @@ impl GameState {
             title: String::new(),
             turn: 0,
             active_actor_id: CharacterId(String::new()),
-            areas: Vec::new(),
+            areas: Shared::default(),
             characters: Vec::new(),
             allowlist: Vec::new(),
-            lore: Vec::new(),
+            lore: Shared::default(),
             zones: Vec::new(),
             player: PlayerRuntime::default(),
-            npcs: Vec::new(),
-            content: Vec::new(),
+            npcs: Shared::default(),
+            content: Shared::default(),
             events: VecDeque::new(),
             history: VecDeque::new(),
         }
@@ -366,7 +372,7 @@ impl GameState {
                     .iter()
                     .any(|c| c.content_id == entry.content_id)
                 {
-                    self.content.push(entry.clone());
+                    Arc::make_mut(&mut self.content).push(entry.clone());
                 }
             }
             Effect::LogEvent { event } => {
@@ -377,14 +383,17 @@ impl GameState {
                     }
                 }
             }
-            Effect::PutNpc { npc } => match self.npcs.iter_mut().find(|n| n.npc_id == npc.npc_id) {
-                Some(existing) => *existing = npc.clone(),
-                None => self.npcs.push(npc.clone()),
-            },
+            Effect::PutNpc { npc } => {
+                let npcs = Arc::make_mut(&mut self.npcs);
+                match npcs.iter_mut().find(|n| n.npc_id == npc.npc_id) {
+                    Some(existing) => *existing = npc.clone(),
+                    None => npcs.push(npc.clone()),
+                }
+            }
             Effect::AddAreas { areas, links } => {
                 for area in areas {
                     if self.area(area.area_id.as_str()).is_none() {
-                        self.areas.push(area.clone());
+                        Arc::make_mut(&mut self.areas).push(area.clone());
                     }
                 }
                 for (from, to) in links {
@@ -415,10 +424,14 @@ impl GameState {
     }
 
     fn link(&mut self, from: &AreaId, to: &AreaId) {
-        if let Some(a) = self.areas.iter_mut().find(|a| &a.area_id == from)
-            && !a.reachable_area_ids.contains(to)
-        {
-            a.reachable_area_ids.push(to.clone());
+        // Copies a shared map only when the link is new.
+        let Some(i) = self.areas.iter().position(|a| &a.area_id == from) else {
+            return;
+        };
+        if !self.areas[i].reachable_area_ids.contains(to) {
+            Arc::make_mut(&mut self.areas)[i]
+                .reachable_area_ids
+                .push(to.clone());
         }
     }
 }
@@ -449,7 +462,8 @@ mod tests {
             areas: vec![
                 area("a1", "Entry Hall", &["a2"]),
                 area("a2", "Side Room", &["a1"]),
-            ],
+            ]
+            .into(),
             characters: vec![Character {
                 character_id: "pc".into(),
                 name: "Ayla".into(),
@@ -463,11 +477,11 @@ mod tests {
                 state: CharacterState::Active,
             }],
             allowlist: vec![],
-            lore: vec![],
+            lore: Default::default(),
             zones: vec![],
             player: Default::default(),
-            npcs: vec![],
-            content: vec![],
+            npcs: Default::default(),
+            content: Default::default(),
             events: VecDeque::new(),
             history: VecDeque::new(),
         }

@@ -64,13 +64,15 @@ async fn create_session(
 ) -> Result<HttpResponse, ApiError> {
     let body = json_body(body).await?;
     let tools = state.registry.names();
-    let campaign = match (body.get("campaign_id"), body.get("campaign")) {
-        (_, Some(inline)) => Campaign::from_value(inline, tools).map_err(|e| {
-            ApiError::new(ErrorCode::InvalidCampaign, "the campaign is invalid")
-                .with("problems", json!(e.problems))
-        })?,
-        (Some(Value::String(id)), None) => match Campaign::builtin(id, tools) {
-            Some(c) => c.map_err(|e| ApiError::internal(&e))?,
+    let start = match (body.get("campaign_id"), body.get("campaign")) {
+        (_, Some(inline)) => Campaign::from_value(inline, tools)
+            .map_err(|e| {
+                ApiError::new(ErrorCode::InvalidCampaign, "the campaign is invalid")
+                    .with("problems", json!(e.problems))
+            })?
+            .into_state(),
+        (Some(Value::String(id)), None) => match state.builtin_starts.start(id) {
+            Some(start) => start,
             None => {
                 let known: Vec<&str> = BUILTIN_CAMPAIGNS.iter().map(|(id, _)| *id).collect();
                 return Err(ApiError::bad_request(format!(
@@ -90,7 +92,7 @@ async fn create_session(
         .hub
         .send(CreateSession {
             tenant_id,
-            campaign,
+            state: start,
         })
         .await
         .map_err(|e| ApiError::internal(&e))?

@@ -17,6 +17,7 @@ use actix_web::{HttpRequest, web};
 use futures_util::StreamExt;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::game::BuiltinStarts;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
 use crate::session::SessionHub;
@@ -33,6 +34,8 @@ pub struct AppState {
     pub hub: Addr<SessionHub>,
     pub store: Store,
     pub registry: Arc<Registry>,
+    /// The built-in campaigns' start states, shared by their sessions.
+    pub builtin_starts: BuiltinStarts,
     /// The model, for the stateless chat API (sessions hold their own).
     pub provider: Arc<dyn Provider>,
     /// Keys and rate limits of calls from other services.

@@ -224,7 +224,7 @@ pub fn system_prompt(state: &crate::game::GameState) -> String {
     );
     if !state.lore.is_empty() {
         prompt.push_str("Lore:\n");
-        for line in &state.lore {
+        for line in state.lore.iter() {
             prompt.push_str("- ");
             prompt.push_str(line);
             prompt.push('\n');

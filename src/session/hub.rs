@@ -10,7 +10,7 @@ use rand::distr::Alphanumeric;
 
 use super::actor::SessionActor;
 use super::{REMEMBERED_REQUESTS, SessionDeps, replay};
-use crate::game::{Campaign, GameState};
+use crate::game::GameState;
 use crate::storage::{SessionMeta, StorageError, now_ms};
 
 /// A live session: its actor and what is needed to authorize callers.
@@ -20,12 +20,13 @@ pub struct SessionHandle {
     pub meta: Arc<SessionMeta>,
 }
 
-/// Creates a session from a checked campaign; answers once it is durable.
+/// Creates a session from a checked campaign's start state; answers once
+/// it is durable.
 #[derive(Message)]
 #[rtype(result = "Result<SessionHandle, StorageError>")]
 pub struct CreateSession {
     pub tenant_id: String,
-    pub campaign: Campaign,
+    pub state: GameState,
 }
 
 /// Finds a session, loading it from storage if it is not live.
@@ -153,13 +154,13 @@ impl Handler<CreateSession> for SessionHub {
         let meta = SessionMeta {
             session_id: format!("sess_{}", random_token(16)),
             tenant_id: msg.tenant_id,
-            campaign_id: msg.campaign.campaign_id.clone(),
-            title: msg.campaign.title.clone(),
+            campaign_id: msg.state.campaign_id.clone(),
+            title: msg.state.title.clone(),
             player_token: random_token(32),
             spectator_token: random_token(32),
             created_at: now_ms(),
         };
-        let state: GameState = msg.campaign.into_state();
+        let state = msg.state;
         let store = self.deps.store.clone();
         let snapshot = serde_json::to_string(&state);
         let meta_for_store = meta.clone();

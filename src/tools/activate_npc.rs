@@ -82,7 +82,7 @@ mod tests {
     #[test]
     fn activates_once_and_refuses_unknown_npcs() {
         let mut state = demo();
-        state.npcs.push(NpcProfile {
+        std::sync::Arc::make_mut(&mut state.npcs).push(NpcProfile {
             npc_id: "npc_new".into(),
             name: "New".into(),
             character_id: None,

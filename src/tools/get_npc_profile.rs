@@ -248,7 +248,7 @@ mod tests {
         assert!(e.message.contains("versions: 1, 2"), "{}", e.message);
 
         let mut empty = demo();
-        empty.npcs.clear();
+        std::sync::Arc::make_mut(&mut empty.npcs).clear();
         let e = ctx_run(&GetNpcProfile, &empty, &json!({"npc_id": "npc_maren"})).unwrap_err();
         assert!(e.message.contains("no npcs"), "{}", e.message);
     }

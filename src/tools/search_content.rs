@@ -204,7 +204,7 @@ mod tests {
         let long_cjk = "灯".repeat(400);
         let long_mixed = format!("a{}", "é灯x".repeat(100));
         for (id, body) in [("cjk", &long_cjk), ("mixed", &long_mixed)] {
-            state.content.push(ContentEntry {
+            std::sync::Arc::make_mut(&mut state.content).push(ContentEntry {
                 content_id: id.into(),
                 content_type: "note".into(),
                 title: format!("long {id}"),
