@@ -123,6 +123,9 @@ pub struct Metrics {
     /// Failed turns by error code; failures are rare, so a lock is fine.
     turns_failed: Mutex<BTreeMap<String, u64>>,
     pub turn_seconds: Histogram,
+    /// A turn's time not spent waiting for the model: the runtime's own
+    /// share (queues, tools, journal commits, fan-out).
+    pub turn_overhead_seconds: Histogram,
     pub tool_seconds: Histogram,
     pub model_call_seconds: Histogram,
     pub model_prompt_tokens: Counter,
@@ -147,6 +150,7 @@ impl Default for Metrics {
             turns_completed: Counter::default(),
             turns_failed: Mutex::new(BTreeMap::new()),
             turn_seconds: Histogram::new(SECONDS),
+            turn_overhead_seconds: Histogram::new(SECONDS),
             tool_seconds: Histogram::new(SECONDS),
             model_call_seconds: Histogram::new(SECONDS),
             model_prompt_tokens: Counter::default(),
@@ -161,6 +165,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// A turn ended after `took`, of which `model` waiting for the model.
+    pub fn turn_ended(&self, took: Duration, model: Duration) {
+        self.turn_seconds.observe_duration(took);
+        self.turn_overhead_seconds
+            .observe_duration(took.saturating_sub(model));
+    }
+
     pub fn turn_failed(&self, code: &str) {
         if let Ok(mut failed) = self.turns_failed.lock() {
             *failed.entry(code.to_owned()).or_default() += 1;
@@ -264,6 +275,11 @@ impl Metrics {
             "questd_turn_duration_seconds",
             "From a turn leaving the queue to its last frame.",
         );
+        self.turn_overhead_seconds.render(
+            &mut out,
+            "questd_turn_overhead_seconds",
+            "A turn's duration minus the time it waited for model answers.",
+        );
         self.tool_seconds.render(
             &mut out,
             "questd_tool_duration_seconds",
@@ -307,6 +323,13 @@ mod tests {
         assert!(text.contains("questd_turn_duration_seconds_bucket{le=\"+Inf\"} 4\n"));
         assert!(text.contains("questd_turn_duration_seconds_count 4\n"));
         assert!(text.contains("questd_turns_failed_total{code=\"AI_TIMEOUT\"} 2\n"));
+        // A turn's overhead is its time minus the model's.
+        m.turn_ended(Duration::from_millis(1003), Duration::from_millis(1000));
+        m.turn_ended(Duration::from_millis(5), Duration::from_millis(9));
+        let text = m.render();
+        assert!(text.contains("questd_turn_overhead_seconds_bucket{le=\"0.0005\"} 1\n"));
+        assert!(text.contains("questd_turn_overhead_seconds_bucket{le=\"0.005\"} 2\n"));
+        assert!(text.contains("questd_turn_overhead_seconds_count 2\n"));
         assert!(text.contains("questd_connections{role=\"player\"} 1\n"));
         // Every sample line is `name{labels} value` with a number value.
         for line in text.lines().filter(|l| !l.starts_with('#')) {

@@ -58,6 +58,12 @@ async fn metrics_count_sessions_connections_turns_tools_and_commits() {
     assert_eq!(m["questd_turns_completed_total"], 1.0);
     assert_eq!(m["questd_tool_duration_seconds_count"], 1.0);
     assert_eq!(m["questd_turn_duration_seconds_count"], 1.0);
+    assert_eq!(m["questd_turn_overhead_seconds_count"], 1.0);
+    assert!(
+        m["questd_turn_overhead_seconds_sum"]
+            <= m["questd_turn_duration_seconds_sum"] - m["questd_model_call_duration_seconds_sum"]
+                + 1e-6
+    );
     assert_eq!(
         m["questd_model_call_duration_seconds_count"], 2.0,
         "tool call, then narration"

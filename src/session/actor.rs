@@ -255,6 +255,8 @@ struct TurnRun {
     started: Instant,
     /// When the model call in flight was made.
     model_started: Option<Instant>,
+    /// Time this turn spent waiting for model answers.
+    model_time: Duration,
 }
 
 /// Request ids already taken, oldest forgotten first.
@@ -674,6 +676,7 @@ impl SessionActor {
             wrap_up: None,
             started: Instant::now(),
             model_started: None,
+            model_time: Duration::ZERO,
         });
         self.deps.metrics.turns_started.inc();
         self.last_activity = Instant::now();
@@ -698,10 +701,12 @@ impl SessionActor {
     /// Records a model call's time and tokens.
     fn model_call_ended(&mut self, event: &Result<ModelEvent, LlmError>) {
         let metrics = &self.deps.metrics;
-        if let Some(started) = self.turn.as_mut().and_then(|t| t.model_started.take()) {
-            metrics
-                .model_call_seconds
-                .observe_duration(started.elapsed());
+        if let Some(t) = self.turn.as_mut()
+            && let Some(started) = t.model_started.take()
+        {
+            let waited = started.elapsed();
+            t.model_time += waited;
+            metrics.model_call_seconds.observe_duration(waited);
         }
         if let Ok(ModelEvent::Done(reply)) = event {
             metrics.model_prompt_tokens.add(reply.usage.prompt_tokens);
@@ -1201,7 +1206,7 @@ impl SessionActor {
         let Some(t) = self.turn.take() else { return };
         let metrics = &self.deps.metrics;
         metrics.turns_completed.inc();
-        metrics.turn_seconds.observe_duration(t.started.elapsed());
+        metrics.turn_ended(t.started.elapsed(), t.model_time);
         if let Some(h) = t.deadline {
             ctx.cancel_future(h);
         }
@@ -1241,7 +1246,7 @@ impl SessionActor {
         }
         let metrics = &self.deps.metrics;
         metrics.turn_failed(&code.as_str());
-        metrics.turn_seconds.observe_duration(t.started.elapsed());
+        metrics.turn_ended(t.started.elapsed(), t.model_time);
         tracing::info!(session_id = %self.meta.session_id, turn_id = %t.turn_id, code = ?code, %message, "turn failed");
         self.emit(
             StoryEvent::TurnFailed {
