@@ -51,11 +51,12 @@ pub struct LoadtestArgs {
     /// Turns each session's player plays, one after another.
     #[arg(long, default_value_t = 5)]
     pub turns: usize,
-    /// Milliseconds a player waits between the end of one turn and its next
-    /// chat.
-    #[arg(long, default_value_t = 0)]
+    /// How long a player waits between the end of one turn and its next
+    /// chat: `500ms`, `1.5s`, `2m`, or a bare number of milliseconds.
+    #[arg(long, default_value_t = 0, value_parser = parse_millis)]
     pub think_time: u64,
-    /// Seconds over which session starts are spread evenly (0: all at once).
+    /// Seconds over which session starts are spread evenly (0: all at
+    /// once). Spans here and below also take a unit: `500ms`, `1.5s`, `2m`.
     #[arg(long, default_value_t = 0.0, value_parser = parse_seconds)]
     pub ramp_up: f64,
     /// Built-in campaign every session plays.
@@ -113,13 +114,41 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
-/// Reads a number of seconds: finite and not negative.
+/// Reads a span of time as seconds: a number with a unit (`500ms`, `1.5s`,
+/// `2m`) or a bare number in seconds; not negative, at most a week.
 fn parse_seconds(text: &str) -> Result<f64, String> {
-    let secs: f64 = text
+    parse_span(text, 1.0)
+}
+
+/// Like [`parse_seconds`], but a bare number is milliseconds; answers whole
+/// milliseconds.
+fn parse_millis(text: &str) -> Result<u64, String> {
+    parse_span(text, 0.001).map(|secs| (secs * 1000.0).round() as u64)
+}
+
+/// A span with an optional unit (`ms`, `s`, `m`); a bare number is in
+/// units of `bare` seconds.
+fn parse_span(text: &str, bare: f64) -> Result<f64, String> {
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => t.split_at(at),
+        None => (t, ""),
+    };
+    let scale = match unit {
+        "" => bare,
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        other => {
+            return Err(format!("{text:?}: unknown unit {other:?} (use ms, s or m)"));
+        }
+    };
+    let value: f64 = number
         .trim()
         .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if (0.0..=MAX_SECONDS).contains(&secs) {
+        .map_err(|_| format!("{text:?} is not a span of time (like 500ms, 1.5s, 2m)"))?;
+    let secs = value * scale;
+    if secs.is_finite() && (0.0..=MAX_SECONDS).contains(&secs) {
         Ok(secs)
     } else {
         Err(format!(
@@ -362,6 +391,36 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loadtest_spans_take_units_and_bare_numbers() {
+        assert_eq!(parse_seconds("2"), Ok(2.0));
+        assert_eq!(parse_seconds("1.5s"), Ok(1.5));
+        assert_eq!(parse_seconds(" 250ms "), Ok(0.25));
+        assert_eq!(parse_seconds("2m"), Ok(120.0));
+        assert_eq!(parse_millis("500"), Ok(500));
+        assert_eq!(parse_millis("0.5s"), Ok(500));
+        assert_eq!(parse_millis("20ms"), Ok(20));
+        for bad in ["", "s", "-1", "1h", "1.5 parsecs", "NaN", "inf", "9999999"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+        let cli = Cli::parse_from([
+            "questd",
+            "loadtest",
+            "--think-time",
+            "1.5s",
+            "--duration",
+            "1m",
+            "--ramp-up",
+            "500ms",
+        ]);
+        let Some(Command::Loadtest(args)) = cli.command else {
+            panic!("not a loadtest");
+        };
+        assert_eq!(args.think_time, 1500);
+        assert_eq!(args.duration, Some(60.0));
+        assert_eq!(args.ramp_up, 0.5);
+    }
 
     #[test]
     fn defaults_follow_the_protocol() {
