@@ -511,6 +511,13 @@ impl Report {
             let example = self.error_examples.get(code).cloned().unwrap_or_default();
             let _ = writeln!(t, "    {code:<20}{n:>8}  {example}");
         }
+        if self.errors_by_code.contains_key("RATE_LIMITED") {
+            let _ = writeln!(
+                t,
+                "    (the server's per-session chat limit refused chats: start it with higher \
+                 QUESTD_CHAT_PER_MINUTE and QUESTD_CHAT_BURST, or add --think-time)"
+            );
+        }
         let _ = writeln!(t, "  violations {}", self.protocol_violations);
         for (kind, n) in &self.violations_by_kind {
             let _ = writeln!(t, "    {kind:<20}{n:>8}");
@@ -596,6 +603,7 @@ mod tests {
         assert_eq!(report.error_examples["RATE_LIMITED"], "too many");
         assert_eq!(report.violations_by_kind["malformed_frame"], 1);
         assert!(report.table().contains("FAIL"));
+        assert!(report.table().contains("QUESTD_CHAT_PER_MINUTE"));
     }
 
     #[test]
