@@ -205,10 +205,10 @@ mod tests {
         assert_eq!(provider.name(), "offline");
         let request = crate::llm::ModelRequest {
             system: String::new(),
-            messages: vec![crate::game::HistoryEntry::User {
+            messages: vec![Arc::new(crate::game::HistoryEntry::User {
                 turn_id: "turn_1".into(),
                 text: "hello".into(),
-            }],
+            })],
             tools: Default::default(),
             context: serde_json::Value::Null,
             kind: crate::llm::RequestKind::Step,

@@ -33,7 +33,7 @@ async fn restarting_on_the_same_database_brings_back_state_and_history() {
     let history: Arc<Mutex<Vec<HistoryEntry>>> = Arc::default();
     let h2 = history.clone();
     let model = ScriptedProvider::from_fn(move |req, _| {
-        *h2.lock().unwrap() = req.messages.clone();
+        *h2.lock().unwrap() = req.messages.iter().map(|m| (**m).clone()).collect();
         Ok(ModelReply::narrate("Welcome back."))
     });
     let app = spawn_in(dir, |_| {}, Arc::new(model)).await;

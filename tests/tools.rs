@@ -16,11 +16,11 @@ fn turn_results(req: &ModelRequest) -> Vec<(String, Value)> {
     let start = req
         .messages
         .iter()
-        .rposition(|m| matches!(m, HistoryEntry::User { .. }))
+        .rposition(|m| matches!(**m, HistoryEntry::User { .. }))
         .unwrap_or(0);
     req.messages[start..]
         .iter()
-        .filter_map(|m| match m {
+        .filter_map(|m| match &**m {
             HistoryEntry::ToolResult { tool, content, .. } => Some((
                 tool.clone(),
                 serde_json::from_str(content).unwrap_or(Value::Null),

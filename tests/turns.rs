@@ -16,7 +16,7 @@ fn last_user_text(req: &ModelRequest) -> String {
     req.messages
         .iter()
         .rev()
-        .find_map(|m| match m {
+        .find_map(|m| match &**m {
             HistoryEntry::User { text, .. } => Some(text.clone()),
             _ => None,
         })
@@ -25,7 +25,10 @@ fn last_user_text(req: &ModelRequest) -> String {
 
 /// Whether this model call comes after tool results in the current turn.
 fn has_tool_results(req: &ModelRequest) -> bool {
-    matches!(req.messages.last(), Some(HistoryEntry::ToolResult { .. }))
+    matches!(
+        req.messages.last().map(|m| &**m),
+        Some(HistoryEntry::ToolResult { .. })
+    )
 }
 
 #[actix_web::test]
@@ -134,7 +137,7 @@ async fn move_with_from_area_id_is_invalid_args_and_the_model_hears_why() {
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen2 = seen.clone();
     let model = ScriptedProvider::from_fn(move |req, _| {
-        Ok(match req.messages.last() {
+        Ok(match req.messages.last().map(|m| &**m) {
             Some(HistoryEntry::ToolResult { content, .. }) => {
                 seen2.lock().unwrap().push(content.clone());
                 ModelReply::narrate("You stay where you are.")
@@ -557,7 +560,7 @@ async fn long_sessions_send_the_model_recent_turns_whole_and_a_summary_of_the_re
     let users: Vec<&str> = last
         .messages
         .iter()
-        .filter_map(|m| match m {
+        .filter_map(|m| match &**m {
             HistoryEntry::User { text, .. } => Some(text.as_str()),
             _ => None,
         })
@@ -565,7 +568,10 @@ async fn long_sessions_send_the_model_recent_turns_whole_and_a_summary_of_the_re
     assert!(users.len() < 12, "old turns were dropped: {users:?}");
     assert_eq!(users.last(), Some(&"turn number 11: roll for luck"));
     assert!(
-        matches!(last.messages.first(), Some(HistoryEntry::User { .. })),
+        matches!(
+            last.messages.first().map(|m| &**m),
+            Some(HistoryEntry::User { .. })
+        ),
         "the history starts with a whole turn"
     );
     // The newest dropped turn is summarized in the system prompt.
@@ -584,7 +590,7 @@ async fn long_sessions_send_the_model_recent_turns_whole_and_a_summary_of_the_re
     for request in &requests {
         let mut calls = std::collections::HashSet::new();
         for m in &request.messages {
-            match m {
+            match &**m {
                 HistoryEntry::ToolCall { call_id, .. } => {
                     calls.insert(call_id.clone());
                 }

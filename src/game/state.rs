@@ -249,7 +249,15 @@ pub struct GameState {
     #[serde(default)]
     pub events: VecDeque<UserEvent>,
     #[serde(default)]
-    pub history: VecDeque<HistoryEntry>,
+    /// Shared with the model requests that carry it, so a request copies
+    /// pointers, not text.
+    pub history: VecDeque<Arc<HistoryEntry>>,
+}
+
+impl AsRef<HistoryEntry> for HistoryEntry {
+    fn as_ref(&self) -> &Self {
+        self
+    }
 }
 
 impl GameState {
@@ -406,12 +414,12 @@ impl GameState {
 
     /// Appends to the model's history, dropping the oldest whole turns past
     /// [`HISTORY_LIMIT`] so a tool result never loses its call.
-    pub fn record(&mut self, entry: HistoryEntry) {
+    pub fn record(&mut self, entry: Arc<HistoryEntry>) {
         self.history.push_back(entry);
         if self.history.len() > HISTORY_LIMIT {
             self.history.pop_front();
             while matches!(
-                self.history.front(),
+                self.history.front().map(|e| &**e),
                 Some(e) if !matches!(e, HistoryEntry::User { .. })
             ) {
                 self.history.pop_front();
@@ -541,24 +549,27 @@ mod tests {
         let mut s = state();
         for t in 0..HISTORY_LIMIT {
             let turn_id = format!("turn_{t}");
-            s.record(HistoryEntry::User {
+            s.record(Arc::new(HistoryEntry::User {
                 turn_id: turn_id.clone(),
                 text: "hi".into(),
-            });
-            s.record(HistoryEntry::ToolCall {
+            }));
+            s.record(Arc::new(HistoryEntry::ToolCall {
                 turn_id: turn_id.clone(),
                 call_id: "c".into(),
                 tool: "roll_dice".into(),
                 arguments: "{}".into(),
-            });
-            s.record(HistoryEntry::ToolResult {
+            }));
+            s.record(Arc::new(HistoryEntry::ToolResult {
                 turn_id,
                 call_id: "c".into(),
                 tool: "roll_dice".into(),
                 content: "{}".into(),
-            });
+            }));
         }
         assert!(s.history.len() <= HISTORY_LIMIT);
-        assert!(matches!(s.history.front(), Some(HistoryEntry::User { .. })));
+        assert!(matches!(
+            s.history.front().map(|e| &**e),
+            Some(HistoryEntry::User { .. })
+        ));
     }
 }

@@ -10,6 +10,7 @@
 //! oldest turns summarized in the system prompt.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
 use serde_json::Value;
@@ -50,7 +51,7 @@ async fn chat(state: web::Data<AppState>, body: web::Payload) -> Result<HttpResp
     }
     let model_request = ModelRequest {
         system,
-        messages: pruned.entries,
+        messages: pruned.entries.into_iter().map(Arc::new).collect(),
         tools: state.registry.openai_tools(&caller),
         context: Value::Null,
         kind: RequestKind::Step,

@@ -238,12 +238,12 @@ pub struct TurnFacts {
 /// object that is not a failure (a failure has `"status"` `"error"` or
 /// `"rejected"` and an `"error_code"`). `wrap_up` is always false here; the
 /// caller sets it.
-pub fn turn_facts(history: &[HistoryEntry]) -> TurnFacts {
+pub fn turn_facts<E: AsRef<HistoryEntry>>(history: &[E]) -> TurnFacts {
     let start = history
         .iter()
-        .rposition(|e| matches!(e, HistoryEntry::User { .. }))
+        .rposition(|e| matches!(e.as_ref(), HistoryEntry::User { .. }))
         .map_or(0, |i| i + 1);
-    let moved = history[start..].iter().any(|e| match e {
+    let moved = history[start..].iter().any(|e| match e.as_ref() {
         HistoryEntry::ToolResult { tool, content, .. } => {
             MOVE_TOOLS.contains(&tool.as_str()) && is_success(content)
         }
@@ -711,7 +711,7 @@ fn json_or_string(text: &str) -> Value {
 /// "result"}`. Results of unknown calls and calls without a result are
 /// dropped (with their message if it ends up empty). The game master's
 /// narration becomes a contract answer without tool calls.
-pub fn history_messages(history: &[HistoryEntry]) -> Vec<Value> {
+pub fn history_messages<E: AsRef<HistoryEntry>>(history: &[E]) -> Vec<Value> {
     let answer = |text: &str, tool_calls: Vec<ContractCall<'_>>| {
         let answer = ContractAnswer {
             assistant_text: text,
@@ -1265,7 +1265,7 @@ mod tests {
             result("c1", "move_options", r#"{"options":[]}"#),
         ];
         assert!(!turn_facts(&other).moved);
-        assert_eq!(turn_facts(&[]), TurnFacts::default());
+        assert_eq!(turn_facts::<HistoryEntry>(&[]), TurnFacts::default());
     }
 
     fn content(message: &Value) -> &str {

@@ -36,14 +36,14 @@ pub struct Exchange<'a> {
 /// before it is dropped, as is a second result for the same call, a repeated
 /// call id, and a call that got no result (the group too, if none did).
 /// Results keep the order they arrived in.
-pub fn steps(history: &[HistoryEntry]) -> Vec<Step<'_>> {
+pub fn steps<E: AsRef<HistoryEntry>>(history: &[E]) -> Vec<Step<'_>> {
     let mut out = Vec::new();
     // The open group: its calls `(id, tool, arguments)` and its exchanges.
     let mut calls: Vec<(&str, &str, &str)> = Vec::new();
     let mut answered: Vec<Exchange<'_>> = Vec::new();
     let mut previous_was_call = false;
     for entry in history {
-        match entry {
+        match entry.as_ref() {
             HistoryEntry::ToolCall {
                 call_id,
                 tool,

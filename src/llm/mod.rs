@@ -31,7 +31,7 @@ pub struct ModelRequest {
     /// Campaign, rules and instructions.
     pub system: String,
     /// The conversation so far, the current turn included.
-    pub messages: Vec<HistoryEntry>,
+    pub messages: Vec<Arc<HistoryEntry>>,
     /// Tool definitions in OpenAI `tools` format, already filtered by the
     /// campaign allowlist and the game master role.
     pub tools: Arc<[Value]>,

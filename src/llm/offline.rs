@@ -184,18 +184,18 @@ impl OfflineGameMaster {
         let start = req
             .messages
             .iter()
-            .rposition(|m| matches!(m, HistoryEntry::User { .. }));
+            .rposition(|m| matches!(**m, HistoryEntry::User { .. }));
         let Some(start) = start else {
             return ModelReply::narrate("The story waits for you. 故事在等待你。");
         };
-        let HistoryEntry::User { text, .. } = &req.messages[start] else {
+        let HistoryEntry::User { text, .. } = &*req.messages[start] else {
             return ModelReply::default();
         };
         let zh = is_chinese(text);
         let turn = &req.messages[start + 1..];
         let results: Vec<(&str, Value)> = turn
             .iter()
-            .filter_map(|m| match m {
+            .filter_map(|m| match &**m {
                 HistoryEntry::ToolResult { tool, content, .. } => Some((
                     tool.as_str(),
                     serde_json::from_str(content).unwrap_or(Value::Null),
@@ -506,6 +506,8 @@ impl Provider for OfflineGameMaster {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]
@@ -543,10 +545,10 @@ mod tests {
     fn request(text: &str) -> ModelRequest {
         ModelRequest {
             system: String::new(),
-            messages: vec![HistoryEntry::User {
+            messages: vec![Arc::new(HistoryEntry::User {
                 turn_id: "turn_1".into(),
                 text: text.into(),
-            }],
+            })],
             tools: Default::default(),
             context: json!({
                 "active_actor": {"character_id": "pc_001"},
@@ -640,12 +642,12 @@ mod tests {
     #[test]
     fn narrates_from_tool_results_in_the_players_language() {
         let mut req = request("去 侧室");
-        req.messages.push(HistoryEntry::ToolResult {
+        req.messages.push(Arc::new(HistoryEntry::ToolResult {
             turn_id: "turn_1".into(),
             call_id: "call_1".into(),
             tool: "move".into(),
             content: json!({"area": {"name": "侧室", "description": "满是灰尘。"}}).to_string(),
-        });
+        }));
         let reply = OfflineGameMaster::default().answer(&req);
         assert!(reply.tool_calls.is_empty());
         assert!(reply.text.contains("你来到了侧室"), "{}", reply.text);

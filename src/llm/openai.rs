@@ -1058,7 +1058,7 @@ mod tests {
         for (name, history, want) in cases {
             let request = ModelRequest {
                 system: "sys".into(),
-                messages: history,
+                messages: history.into_iter().map(Arc::new).collect(),
                 tools: Default::default(),
                 context: json!({"area": "大厅"}),
                 kind: RequestKind::Step,
@@ -1073,7 +1073,7 @@ mod tests {
             .unwrap();
         let mut request = ModelRequest {
             system: "sys".into(),
-            messages: vec![user("你好")],
+            messages: vec![Arc::new(user("你好"))],
             tools: Default::default(),
             context: json!({"area": "大厅"}),
             kind: RequestKind::Step,

@@ -60,9 +60,9 @@ pub fn entry_tokens(entry: &HistoryEntry) -> usize {
 
 /// The history cut to fit a budget.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pruned {
+pub struct Pruned<E = HistoryEntry> {
     /// The entries to send, oldest first.
-    pub entries: Vec<HistoryEntry>,
+    pub entries: Vec<E>,
     /// A short plain-text summary of the turns that were dropped, for the
     /// system prompt; `None` when nothing was dropped (or when not even a
     /// one-line note fits in what is left of the budget).
@@ -100,7 +100,7 @@ pub struct Pruned {
 ///
 /// A budget of 0 means no limit: everything is kept and the summary is
 /// `None`.
-pub fn prune(mut entries: Vec<HistoryEntry>, budget_tokens: usize) -> Pruned {
+pub fn prune<E: AsRef<HistoryEntry>>(mut entries: Vec<E>, budget_tokens: usize) -> Pruned<E> {
     if budget_tokens == 0 || entries.is_empty() {
         return Pruned {
             entries,
@@ -113,7 +113,10 @@ pub fn prune(mut entries: Vec<HistoryEntry>, budget_tokens: usize) -> Pruned {
     // kept[s]: tokens of the groups s.. (kept[groups.len()] = 0).
     let mut kept = vec![0usize; groups.len() + 1];
     for (s, range) in groups.iter().enumerate().rev() {
-        let cost: usize = entries[range.clone()].iter().map(entry_tokens).sum();
+        let cost: usize = entries[range.clone()]
+            .iter()
+            .map(|e| entry_tokens(e.as_ref()))
+            .sum();
         kept[s] = kept[s + 1] + cost;
     }
     let valid = valid_starts(&entries, &groups);
@@ -199,13 +202,14 @@ fn turn_id(entry: &HistoryEntry) -> &str {
 
 /// Splits the history into turns (see [`prune`]); never empty for a
 /// non-empty history, and the ranges cover it in order.
-fn group_ranges(entries: &[HistoryEntry]) -> Vec<Range<usize>> {
+fn group_ranges<E: AsRef<HistoryEntry>>(entries: &[E]) -> Vec<Range<usize>> {
     let mut starts = Vec::new();
     let mut seen_user = false;
     for (i, entry) in entries.iter().enumerate() {
+        let entry = entry.as_ref();
         let is_user = matches!(entry, HistoryEntry::User { .. });
         let new_group =
-            i == 0 || is_user || (seen_user && turn_id(entry) != turn_id(&entries[i - 1]));
+            i == 0 || is_user || (seen_user && turn_id(entry) != turn_id(entries[i - 1].as_ref()));
         seen_user |= is_user;
         if new_group {
             starts.push(i);
@@ -221,7 +225,7 @@ fn group_ranges(entries: &[HistoryEntry]) -> Vec<Range<usize>> {
 /// For every group, whether the history may be cut just before it: no kept
 /// result would lose its call, and no kept call outside the last group would
 /// lose (or lack) its result.
-fn valid_starts(entries: &[HistoryEntry], groups: &[Range<usize>]) -> Vec<bool> {
+fn valid_starts<E: AsRef<HistoryEntry>>(entries: &[E], groups: &[Range<usize>]) -> Vec<bool> {
     let last_start = groups.last().map_or(0, |g| g.start);
     // blocked[i] > 0: cutting just before entry i breaks a pair. Built as a
     // difference array of blocked ranges of cut positions.
@@ -232,7 +236,7 @@ fn valid_starts(entries: &[HistoryEntry], groups: &[Range<usize>]) -> Vec<bool> 
     };
     let mut latest_call: HashMap<&str, usize> = HashMap::new();
     for (j, entry) in entries.iter().enumerate() {
-        match entry {
+        match entry.as_ref() {
             HistoryEntry::ToolCall { call_id, .. } => {
                 latest_call.insert(call_id.as_str(), j);
             }
@@ -247,7 +251,7 @@ fn valid_starts(entries: &[HistoryEntry], groups: &[Range<usize>]) -> Vec<bool> 
     }
     let mut answered: HashSet<&str> = HashSet::new();
     for (k, entry) in entries.iter().enumerate().rev() {
-        match entry {
+        match entry.as_ref() {
             HistoryEntry::ToolResult { call_id, .. } => {
                 answered.insert(call_id.as_str());
             }
@@ -305,9 +309,9 @@ fn result_status(content: &str) -> &'static str {
 }
 
 /// One summary line for a dropped turn.
-fn turn_line(turn: &[HistoryEntry]) -> String {
+fn turn_line<E: AsRef<HistoryEntry>>(turn: &[E]) -> String {
     let mut line = String::from("- ");
-    let player = turn.iter().find_map(|e| match e {
+    let player = turn.iter().find_map(|e| match e.as_ref() {
         HistoryEntry::User { text, .. } => Some(text),
         _ => None,
     });
@@ -322,7 +326,7 @@ fn turn_line(turn: &[HistoryEntry]) -> String {
 
     let mut tools = Vec::new();
     for (i, entry) in turn.iter().enumerate() {
-        match entry {
+        match entry.as_ref() {
             HistoryEntry::ToolResult { tool, content, .. } => {
                 tools.push(format!(
                     "{} {}",
@@ -332,7 +336,7 @@ fn turn_line(turn: &[HistoryEntry]) -> String {
             }
             HistoryEntry::ToolCall { call_id, tool, .. } => {
                 let answered = turn[i + 1..].iter().any(
-                    |e| matches!(e, HistoryEntry::ToolResult { call_id: c, .. } if c == call_id),
+                    |e| matches!(e.as_ref(), HistoryEntry::ToolResult { call_id: c, .. } if c == call_id),
                 );
                 if !answered {
                     tools.push(format!("{} no result", clip(tool, SUMMARY_TOOL_CHARS)));
@@ -351,7 +355,7 @@ fn turn_line(turn: &[HistoryEntry]) -> String {
         }
     }
 
-    let gm = turn.iter().rev().find_map(|e| match e {
+    let gm = turn.iter().rev().find_map(|e| match e.as_ref() {
         HistoryEntry::Assistant { text, .. } => Some(text),
         _ => None,
     });
@@ -612,7 +616,7 @@ mod tests {
         assert_eq!(p.entries, h);
         assert_eq!(p.summary, None);
         assert_eq!(p.dropped_turns, 0);
-        assert_eq!(prune(Vec::new(), 10).entries, Vec::new());
+        assert_eq!(prune(Vec::<HistoryEntry>::new(), 10).entries, Vec::new());
     }
 
     #[test]

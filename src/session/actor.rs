@@ -163,7 +163,7 @@ struct Pending {
     seq: u64,
     bytes: ByteString,
     effect: Option<Effect>,
-    history: Option<HistoryEntry>,
+    history: Option<Arc<HistoryEntry>>,
     /// The turn this frame ends (`turn_completed` / `turn_failed`).
     ends_turn: Option<String>,
 }
@@ -385,6 +385,7 @@ impl SessionActor {
         history: Option<HistoryEntry>,
         action: Option<Value>,
     ) -> u64 {
+        let history = history.map(Arc::new);
         let seq = self.next_seq;
         self.next_seq += 1;
         let frame = serde_json::to_string(&StoryFrame { seq, event: &event }).unwrap_or_else(|e| {
@@ -773,10 +774,10 @@ impl SessionActor {
         };
         let request = ModelRequest {
             system,
-            messages: vec![HistoryEntry::User {
+            messages: vec![Arc::new(HistoryEntry::User {
                 turn_id,
                 text: user,
-            }],
+            })],
             tools: Arc::default(),
             context: Value::Null,
             kind: RequestKind::Content,

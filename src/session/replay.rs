@@ -1,6 +1,7 @@
 //! Bringing a session back: snapshot + journal replay.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use bytestring::ByteString;
 
@@ -30,7 +31,7 @@ pub(super) fn restore(
         if let Some(entry) = &row.history {
             let entry: HistoryEntry =
                 serde_json::from_str(entry).map_err(|e| corrupt("history", row.seq, e))?;
-            state.record(entry);
+            state.record(Arc::new(entry));
         }
         last_seq = last_seq.max(row.seq);
     }
