@@ -471,14 +471,24 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
     let mut rows: Vec<&JournalRow> = Vec::new();
     let mut audits: Vec<&AuditRow> = Vec::new();
     for op in batch {
-        if let WriteOp::Row(r, _) = op {
-            rows.push(r);
-            continue;
+        match op {
+            WriteOp::Row(r, _) => {
+                rows.push(r);
+                continue;
+            }
+            // Audit rows go in together at the end, in order; they touch
+            // nothing else, so journal rows keep collecting past them.
+            WriteOp::Audit(a) => {
+                audits.push(a);
+                continue;
+            }
+            _ => {}
         }
-        // Rows before another kind of write go first, keeping the order.
+        // Rows before a snapshot or a new session go first, keeping the
+        // order.
         insert_rows(&mut tx, &mut rows).await?;
         match op {
-            WriteOp::Row(..) => {}
+            WriteOp::Row(..) | WriteOp::Audit(_) => {}
             WriteOp::Snapshot {
                 session_id,
                 seq,
@@ -497,8 +507,6 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
                 .execute(&mut *tx)
                 .await?;
             }
-            // Audit rows go in together at the end, in order.
-            WriteOp::Audit(a) => audits.push(a),
             WriteOp::CreateSession { meta, snapshot, .. } => {
                 sqlx::query(
                     "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at) \
