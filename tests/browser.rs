@@ -215,6 +215,13 @@ async fn screenshot(c: &Client, name: &str) -> PathBuf {
     path
 }
 
+/// Waits for the same thing on the player's page and the spectator's.
+async fn wait_both(player: &Client, spectator: &Client, what: &str, expr: &str) {
+    for (page, c) in [("play", player), ("spectator", spectator)] {
+        wait(c, page, what, expr).await;
+    }
+}
+
 /// Waits until the JavaScript expression is truthy and returns its value.
 /// On timeout saves `failed-<page>.png` and fails with what the page shows.
 async fn wait(c: &Client, page: &str, what: &str, expr: &str) -> Value {
@@ -452,19 +459,17 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
 
     // ---- dice drawn as dice with the total, arriving on both pages
     say(&player, "roll 2d6+1").await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "two dice and a total",
-            &format!(
-                "{} === 2 && {}",
-                count(".tool[data-tool='roll_dice'][data-status='ok'] .die"),
-                query(".tool[data-tool='roll_dice'] .total[data-total]")
-            ),
-        )
-        .await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "two dice and a total",
+        &format!(
+            "{} === 2 && {}",
+            count(".tool[data-tool='roll_dice'][data-status='ok'] .die"),
+            query(".tool[data-tool='roll_dice'] .total[data-total]")
+        ),
+    )
+    .await;
 
     // ---- a click on a reachable place asks to go there
     click(
@@ -472,56 +477,49 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         "#map .area.reachable[data-area-id='area_004'] .node",
     )
     .await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(c, page, "the move by map click", &on_map("area_004")).await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "the move by map click",
+        &on_map("area_004"),
+    )
+    .await;
 
     // ---- new areas appear on both maps
     say(&player, "explore crystal caves").await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "six new areas on the map",
-            &format!(
-                "{} && {} === 15",
-                query(".tool[data-tool='map_generate'][data-status='ok']"),
-                count("#map .area")
-            ),
-        )
-        .await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "six new areas on the map",
+        &format!(
+            "{} && {} === 15",
+            query(".tool[data-tool='map_generate'][data-status='ok']"),
+            count("#map .area")
+        ),
+    )
+    .await;
 
     // ---- Chinese in, Chinese out
     say(&player, "掷 1d20").await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "the Chinese turn",
+    wait_both(&player, &spectator, "the Chinese turn",
             &format!(
                 "{} === 2 && [...document.querySelectorAll('.msg.player .text')].some(m => m.innerText === '掷 1d20') \
                  && /[\\u4e00-\\u9fff]/.test([...document.querySelectorAll('.msg.gm')].pop().innerText)",
                 count(".tool[data-tool='roll_dice'][data-status='ok']")
-            ),
-        )
-        .await;
-    }
+            )).await;
 
     // ---- a zone of the open world shows under World
     say(&player, "scout misty marsh").await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "the World switch",
-            &format!(
-                "{} && !document.getElementById('map-switch').hidden",
-                query(".tool[data-tool='generate_zone'][data-status='ok']")
-            ),
-        )
-        .await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "the World switch",
+        &format!(
+            "{} && !document.getElementById('map-switch').hidden",
+            query(".tool[data-tool='generate_zone'][data-status='ok']")
+        ),
+    )
+    .await;
     click(&player, "#map-switch button[data-view='world']").await;
     wait(
         &player,
@@ -546,19 +544,17 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
 
     // ---- a refused move is a short summary, and the story goes on
     say(&player, "go to area_009").await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "the failed move's summary",
-            &format!(
-                "{} && {}",
-                query(".tool[data-tool='move'][data-status='error'] .tool-fail .code"),
-                on_map("area_004")
-            ),
-        )
-        .await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "the failed move's summary",
+        &format!(
+            "{} && {}",
+            query(".tool[data-tool='move'][data-status='error'] .tool-fail .code"),
+            on_map("area_004")
+        ),
+    )
+    .await;
 
     // ---- damage from elsewhere: the HP bar moves on the card and the sheet
     direct_call(
@@ -568,19 +564,17 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         json!({"target_character_id": "pc_001", "delta": -5, "cause": "a falling lantern"}),
     )
     .await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "the HP change",
-            &format!(
-                "{} && {}",
-                query(".turn.direct .tool[data-tool='hp_delta'][data-status='ok'] .hpbar .hp-fill"),
-                query("#hp[data-hp='7'][data-max-hp='12']")
-            ),
-        )
-        .await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "the HP change",
+        &format!(
+            "{} && {}",
+            query(".turn.direct .tool[data-tool='hp_delta'][data-status='ok'] .hpbar .hp-fill"),
+            query("#hp[data-hp='7'][data-max-hp='12']")
+        ),
+    )
+    .await;
 
     // Pictures once the token has stopped and the new areas are drawn as usual.
     wait(
@@ -591,9 +585,13 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(900)).await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(c, page, "the story scrolled to its end", STORY_AT_END).await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "the story scrolled to its end",
+        STORY_AT_END,
+    )
+    .await;
     let play_png = screenshot(&player, "play.png").await;
     screenshot(&spectator, "spectator.png").await;
     if std::env::var_os("QUESTD_UPDATE_SCREENSHOTS").is_some() {
@@ -603,15 +601,8 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
 
     // ---- the server goes away: both pages say they are reconnecting
     app.handle.stop(false).await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "the reconnecting state",
-            "document.body.dataset.conn === 'reconnecting' && !document.getElementById('banner').hidden",
-        )
-        .await;
-    }
+    wait_both(&player, &spectator, "the reconnecting state",
+            "document.body.dataset.conn === 'reconnecting' && !document.getElementById('banner').hidden").await;
     // A message typed while offline waits in the outbox.
     say(&player, "where can I go").await;
     wait(
@@ -635,19 +626,17 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     )
     .await;
     let options_card = ".tool[data-tool='move_options'][data-status='ok']";
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "the reconnect and the queued message's turn",
-            &format!(
-                "document.body.dataset.conn === 'live' && {} === 1 && {} === 0",
-                count(options_card),
-                count("#outbox > *")
-            ),
-        )
-        .await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "the reconnect and the queued message's turn",
+        &format!(
+            "document.body.dataset.conn === 'live' && {} === 1 && {} === 0",
+            count(options_card),
+            count("#outbox > *")
+        ),
+    )
+    .await;
 
     // ---- two turns after the reconnect, typed in one go: the page sends the
     // second as soon as the first is accepted, which with a burst of 1 meets
@@ -661,20 +650,18 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         &query(".notice[data-code='RATE_LIMITED']"),
     )
     .await;
-    for (page, c) in [("play", &player), ("spectator", &spectator)] {
-        wait(
-            c,
-            page,
-            "the turns after the reconnect",
-            &format!(
-                "{} && {} === 3 && {} === 0",
-                on_map("area_002"),
-                count(".tool[data-tool='roll_dice'][data-status='ok']"),
-                count("#outbox > *")
-            ),
-        )
-        .await;
-    }
+    wait_both(
+        &player,
+        &spectator,
+        "the turns after the reconnect",
+        &format!(
+            "{} && {} === 3 && {} === 0",
+            on_map("area_002"),
+            count(".tool[data-tool='roll_dice'][data-status='ok']"),
+            count("#outbox > *")
+        ),
+    )
+    .await;
 
     // Each message ran exactly once, in the order typed, and both pages hold
     // the same story.
