@@ -536,7 +536,7 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
     Ok(())
 }
 
-/// Inserts audit rows, many per statement (19 parameters each).
+/// Inserts audit rows, many per statement.
 async fn insert_audits(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     audits: &[&AuditRow],
@@ -573,8 +573,8 @@ async fn insert_audits(
     Ok(())
 }
 
-/// Journal rows per INSERT statement (10 parameters each, well under
-/// SQLite's limit of 32766).
+/// Rows per INSERT statement: journal rows have 10 parameters each, audit
+/// rows 19, both well under SQLite's limit of 32766 per statement.
 const ROWS_PER_INSERT: usize = 256;
 
 /// Inserts and clears `rows`, many per statement: one statement per row
