@@ -157,13 +157,7 @@ impl ApiError {
 
     /// A 500 whose cause is logged and never sent.
     pub fn internal(cause: &dyn std::error::Error) -> Self {
-        let mut chain = cause.to_string();
-        let mut source = cause.source();
-        while let Some(s) = source {
-            chain.push_str(": ");
-            chain.push_str(&s.to_string());
-            source = s.source();
-        }
+        let chain = with_causes(cause);
         tracing::error!(cause = %chain, "internal error");
         Self::new(ErrorCode::InternalError, "internal error")
     }
@@ -194,9 +188,41 @@ impl ResponseError for ApiError {
     }
 }
 
+/// An error with its causes, `outer: inner: innermost` (many errors, such as
+/// reqwest's, leave out why in their own text).
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_causes_names_every_cause() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("request failed")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::other("connection refused"));
+        assert_eq!(with_causes(&e), "request failed: connection refused");
+        assert_eq!(with_causes(&e.0), "connection refused");
+    }
 
     #[test]
     fn codes_render_upper_case() {

@@ -17,6 +17,7 @@ use tokio::sync::{Semaphore, oneshot, watch};
 use super::check::{Observed, StreamChecker};
 use super::client::{Conn, Incoming, SourcePicker, Target, error_code_of};
 use super::report::{Stats, codes};
+use crate::error::with_causes;
 
 /// Chats sent for one turn before it counts as refused (a chat refused with
 /// `RATE_LIMITED` or `QUEUE_FULL` is sent again after the wait asked for).
@@ -367,19 +368,6 @@ async fn create_session(run: &Run) -> Option<Created> {
             None
         }
     }
-}
-
-/// An error with its causes, `outer: inner: innermost` (reqwest's own text
-/// leaves out why a request failed).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 /// Counts what a read that gave no frame means for a connection still in use.
