@@ -547,12 +547,7 @@ impl SessionActor {
         if self.stopping {
             return;
         }
-        let players = self
-            .subscribers
-            .values()
-            .filter(|s| s.role == ConnRole::Player)
-            .count();
-        let spectators = self.subscribers.len() - players;
+        let (players, spectators) = self.connection_counts();
         if self
             .last_presence
             .is_some_and(|(_, p, s)| (p, s) == (players, spectators))
@@ -571,16 +566,22 @@ impl SessionActor {
         );
     }
 
-    fn report_stats(&self) {
+    /// Players and spectators connected now.
+    fn connection_counts(&self) -> (usize, usize) {
         let players = self
             .subscribers
             .values()
             .filter(|s| s.role == ConnRole::Player)
             .count();
+        (players, self.subscribers.len() - players)
+    }
+
+    fn report_stats(&self) {
+        let (players, spectators) = self.connection_counts();
         self.hub.do_send(SessionStats {
             session_id: self.meta.session_id.clone(),
             players,
-            spectators: self.subscribers.len() - players,
+            spectators,
             turns: self.state.turn,
         });
     }
