@@ -3,7 +3,10 @@
 //! An inline campaign is checked in two passes: its shape against the JSON
 //! Schema below, then its meaning (ids unique, links and positions pointing at
 //! areas that exist, a player character to act, tools that exist). Every
-//! problem is reported, not just the first.
+//! problem is reported (up to [`MAX_PROBLEMS_LISTED`]), not just the first.
+//! Every list and string has a bound (the `MAX_*` constants below and in
+//! [`super::state`]), so checking and starting a campaign is linear in its
+//! size.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, LazyLock};
@@ -12,7 +15,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::content::{ContentEntry, NpcProfile};
-use super::state::{Area, Character, CharacterId, GameState};
+use super::state::{
+    Area, AreaId, AreaMap, Character, CharacterId, GameState, MAX_COORD, MAX_HP,
+    MAX_INVENTORY_ITEMS, MAX_LEVEL, MAX_LINKS_PER_AREA, MAX_STACK, MAX_STATS_PER_CHARACTER,
+};
 
 /// Campaigns that ship inside the binary, as `(campaign_id, JSON text)`.
 pub const BUILTIN_CAMPAIGNS: &[(&str, &str)] = &[("demo", include_str!("campaigns/demo.json"))];
@@ -28,8 +34,37 @@ impl BuiltinStarts {
     }
 }
 
-/// Most areas or characters in one campaign.
-pub const MAX_CAMPAIGN_ITEMS: usize = 2000;
+/// Most areas in one campaign.
+pub const MAX_CAMPAIGN_AREAS: usize = 2000;
+/// Most characters (player characters and NPCs on the map) in one campaign.
+pub const MAX_CAMPAIGN_CHARACTERS: usize = 200;
+/// Most NPC profiles in one campaign.
+pub const MAX_CAMPAIGN_NPCS: usize = 500;
+/// Most versions of one NPC profile in a campaign.
+pub const MAX_NPC_VERSIONS: usize = 100;
+/// Most lore lines in one campaign.
+pub const MAX_CAMPAIGN_LORE: usize = 500;
+/// Most content entries in one campaign.
+pub const MAX_CAMPAIGN_CONTENT: usize = 2000;
+/// Most tool names in a campaign's allowlist.
+pub const MAX_ALLOWLIST: usize = 200;
+/// Longest id (campaign, area, character, NPC, content, item slug, tool
+/// name), in characters. The tools' own schemas take ids up to this long.
+pub const MAX_ID_CHARS: usize = 64;
+/// Longest name or title, in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+/// Longest description, lore line, content body, persona or prompt, in
+/// characters.
+pub const MAX_TEXT_CHARS: usize = 8000;
+/// Most tags on one area, content entry or NPC, and most traits on one NPC
+/// version or prompts on one NPC.
+pub const MAX_TAGS: usize = 32;
+/// Longest tag or trait, in characters.
+pub const MAX_TAG_CHARS: usize = 64;
+/// Largest absolute value of one stat in a campaign (e.g. `str: 14`).
+pub const MAX_STAT_VALUE: i64 = 1_000_000;
+/// Problems listed in a refusal; past these, one last line counts the rest.
+pub const MAX_PROBLEMS_LISTED: usize = 50;
 
 /// A parsed and checked campaign.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,70 +85,167 @@ pub struct Campaign {
     pub content: Vec<ContentEntry>,
 }
 
-/// Why a campaign was refused: every problem found, each a short sentence.
+/// Why a campaign was refused: the problems found, each a short sentence;
+/// at most [`MAX_PROBLEMS_LISTED`] of them, then one line counting the rest.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid campaign: {}", problems.join("; "))]
 pub struct CampaignError {
     pub problems: Vec<String>,
 }
 
+/// Problems as they are found: the first [`MAX_PROBLEMS_LISTED`] written
+/// out, the rest only counted, so a campaign with thousands of faults costs
+/// no more to refuse than to read.
+#[derive(Default)]
+struct Problems {
+    listed: Vec<String>,
+    more: usize,
+}
+
+impl Problems {
+    fn add(&mut self, problem: impl FnOnce() -> String) {
+        if self.listed.len() < MAX_PROBLEMS_LISTED {
+            self.listed.push(problem());
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.listed.is_empty()
+    }
+
+    fn into_error(mut self) -> CampaignError {
+        if self.more > 0 {
+            self.listed.push(format!("and {} more problems", self.more));
+        }
+        CampaignError {
+            problems: self.listed,
+        }
+    }
+}
+
 static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
-    let id = json!({"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"});
+    let id = json!({"type": "string", "pattern": format!("^[A-Za-z0-9_.:-]{{1,{MAX_ID_CHARS}}}$")});
+    // Ids of things that campaigns name freely (NPCs, content) may use any
+    // script, as create_npc's default ids do; only their length is bounded.
+    let free_id = json!({"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS});
+    let name = json!({"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS});
+    let text = json!({"type": "string", "maxLength": MAX_TEXT_CHARS});
+    let tags = json!({
+        "type": "array", "maxItems": MAX_TAGS,
+        "items": {"type": "string", "maxLength": MAX_TAG_CHARS}
+    });
+    let coord = json!({"type": "integer", "minimum": -MAX_COORD, "maximum": MAX_COORD});
+    let version = json!({"type": "integer", "minimum": 0, "maximum": u32::MAX});
+    let area = json!({
+        "type": "object",
+        "required": ["area_id", "name"],
+        "properties": {
+            "area_id": id,
+            "name": name,
+            "description": text,
+            // Unique, too: checked after the schema, in linear time (a
+            // schema's uniqueItems may compare every pair).
+            "reachable_area_ids": {"type": "array", "maxItems": MAX_LINKS_PER_AREA, "items": id},
+            "x": coord, "y": coord, "z": coord,
+            "tags": tags
+        }
+    });
+    let item = json!({
+        "type": "object",
+        "required": ["slug", "name"],
+        "properties": {
+            "slug": {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS},
+            "name": name,
+            "description": text,
+            "quantity": {"type": "integer", "minimum": 0, "maximum": MAX_STACK}
+        }
+    });
+    let character = json!({
+        "type": "object",
+        "required": ["character_id", "name", "kind", "area_id", "hp", "max_hp"],
+        "properties": {
+            "character_id": id,
+            "name": name,
+            "kind": {"enum": ["pc", "npc"]},
+            "area_id": id,
+            "hp": {"type": "integer", "minimum": 0, "maximum": MAX_HP},
+            "max_hp": {"type": "integer", "minimum": 1, "maximum": MAX_HP},
+            "level": {"type": "integer", "minimum": 1, "maximum": MAX_LEVEL},
+            "stats": {
+                "type": "object",
+                "maxProperties": MAX_STATS_PER_CHARACTER,
+                "propertyNames": {"maxLength": MAX_ID_CHARS},
+                "additionalProperties": {"type": "integer", "minimum": -MAX_STAT_VALUE, "maximum": MAX_STAT_VALUE}
+            },
+            "inventory": {"type": "array", "maxItems": MAX_INVENTORY_ITEMS, "items": item},
+            "state": {"enum": ["active", "downed"]}
+        }
+    });
+    let npc_version = json!({
+        "type": "object",
+        "required": ["version", "persona"],
+        "properties": {
+            "version": version,
+            "persona": text,
+            "background": text,
+            "traits": tags,
+            "speech_style": text
+        }
+    });
+    let npc = json!({
+        "type": "object",
+        "required": ["npc_id", "name", "active_version", "versions"],
+        "properties": {
+            "npc_id": free_id,
+            "name": name,
+            "character_id": {"type": ["string", "null"], "maxLength": MAX_ID_CHARS},
+            "active": {"type": "boolean"},
+            "active_version": version,
+            "versions": {"type": "array", "maxItems": MAX_NPC_VERSIONS, "items": npc_version},
+            "prompts": {
+                "type": "object",
+                "maxProperties": MAX_TAGS,
+                "propertyNames": {"maxLength": MAX_ID_CHARS},
+                "additionalProperties": text
+            },
+            "tags": tags
+        }
+    });
+    let content = json!({
+        "type": "object",
+        "required": ["content_id", "content_type", "title", "body"],
+        "properties": {
+            "content_id": free_id,
+            "content_type": {"type": "string", "maxLength": MAX_ID_CHARS},
+            "title": {"type": "string", "maxLength": MAX_NAME_CHARS},
+            "body": text,
+            "tags": tags,
+            "status": {"enum": ["published", "draft", "archived"]},
+            "area_id": {"type": ["string", "null"], "maxLength": MAX_ID_CHARS},
+            "created_by": {"type": "string", "maxLength": MAX_NAME_CHARS}
+        }
+    });
     json!({
         "type": "object",
         "required": ["campaign_id", "title", "allowlist", "active_actor_id", "areas", "characters"],
         "properties": {
             "campaign_id": id,
-            "title": {"type": "string", "minLength": 1, "maxLength": 200},
-            "description": {"type": "string", "maxLength": 4000},
-            "allowlist": {"type": "array", "items": {"type": "string"}, "maxItems": 200},
-            "active_actor_id": id,
-            "lore": {"type": "array", "items": {"type": "string", "maxLength": 4000}, "maxItems": 200},
-            "areas": {
-                "type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_ITEMS,
-                "items": {
-                    "type": "object",
-                    "required": ["area_id", "name"],
-                    "properties": {
-                        "area_id": id,
-                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "description": {"type": "string", "maxLength": 4000},
-                        "reachable_area_ids": {"type": "array", "items": id},
-                        "x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"},
-                        "tags": {"type": "array", "items": {"type": "string"}}
-                    }
-                }
+            "title": name,
+            "description": text,
+            "allowlist": {
+                "type": "array", "maxItems": MAX_ALLOWLIST,
+                "items": {"type": "string", "maxLength": MAX_ID_CHARS}
             },
+            "active_actor_id": id,
+            "lore": {"type": "array", "maxItems": MAX_CAMPAIGN_LORE, "items": text},
+            "areas": {"type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_AREAS, "items": area},
             "characters": {
-                "type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_ITEMS,
-                "items": {
-                    "type": "object",
-                    "required": ["character_id", "name", "kind", "area_id", "hp", "max_hp"],
-                    "properties": {
-                        "character_id": id,
-                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "kind": {"enum": ["pc", "npc"]},
-                        "area_id": id,
-                        "hp": {"type": "integer", "minimum": 0},
-                        "max_hp": {"type": "integer", "minimum": 1},
-                        "level": {"type": "integer", "minimum": 1},
-                        "stats": {"type": "object", "additionalProperties": {"type": "integer"}},
-                        "inventory": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "required": ["slug", "name"],
-                                "properties": {
-                                    "slug": {"type": "string", "minLength": 1},
-                                    "name": {"type": "string", "minLength": 1},
-                                    "quantity": {"type": "integer", "minimum": 0}
-                                }
-                            }
-                        },
-                        "state": {"enum": ["active", "downed"]}
-                    }
-                }
-            }
+                "type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_CHARACTERS, "items": character
+            },
+            "npcs": {"type": "array", "maxItems": MAX_CAMPAIGN_NPCS, "items": npc},
+            "content": {"type": "array", "maxItems": MAX_CAMPAIGN_CONTENT, "items": content}
         }
     })
 });
@@ -128,21 +260,26 @@ impl Campaign {
         &SCHEMA
     }
 
-    /// Parses and checks a campaign; `known_tools` are the tools this server has.
+    /// Parses and checks a campaign; `known_tools` are the tools this server
+    /// has. Every list and string has a bound in the schema, checked first,
+    /// so the checks after it (and [`Campaign::into_state`]) work on a
+    /// campaign of bounded size; all of them take time linear in it.
     pub fn from_value(value: &Value, known_tools: &[&str]) -> Result<Self, CampaignError> {
-        let problems: Vec<String> = VALIDATOR
-            .iter_errors(value)
-            .map(|e| {
+        let mut problems = Problems::default();
+        for e in VALIDATOR.iter_errors(value) {
+            problems.add(|| {
+                // Masked: the message names the rule, not the value, which
+                // may be a whole oversized list.
                 let path = e.instance_path().to_string();
                 if path.is_empty() {
-                    e.to_string()
+                    e.masked().to_string()
                 } else {
-                    format!("{path}: {e}")
+                    format!("{path}: {}", e.masked())
                 }
-            })
-            .collect();
+            });
+        }
         if !problems.is_empty() {
-            return Err(CampaignError { problems });
+            return Err(problems.into_error());
         }
         let campaign: Campaign =
             serde_json::from_value(value.clone()).map_err(|e| CampaignError {
@@ -152,7 +289,7 @@ impl Campaign {
         if problems.is_empty() {
             Ok(campaign)
         } else {
-            Err(CampaignError { problems })
+            Err(problems.into_error())
         }
     }
 
@@ -186,36 +323,67 @@ impl Campaign {
         Ok(BuiltinStarts(starts))
     }
 
-    fn problems(&self, known_tools: &[&str]) -> Vec<String> {
-        let mut problems = Vec::new();
+    /// What the schema cannot say: ids unique, references resolved, links
+    /// unique and few enough once they run both ways. One pass over each
+    /// list with hash sets, so linear in the campaign's size.
+    fn problems(&self, known_tools: &[&str]) -> Problems {
+        let mut problems = Problems::default();
         let mut area_ids = HashSet::new();
         for a in &self.areas {
             if !area_ids.insert(a.area_id.as_str()) {
-                problems.push(format!("area id {} is used twice", a.area_id));
+                problems.add(|| format!("area id {} is used twice", a.area_id));
+            }
+        }
+        // Every area's neighbours once links run both ways, as into_state
+        // makes them.
+        let mut neighbours: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for a in &self.areas {
+            let mut listed = HashSet::new();
+            for r in &a.reachable_area_ids {
+                if !listed.insert(r.as_str()) {
+                    problems.add(|| format!("area {} lists area {r} more than once", a.area_id));
+                } else if !area_ids.contains(r.as_str()) {
+                    problems.add(|| format!("area {} links to unknown area {r}", a.area_id));
+                } else if r == &a.area_id {
+                    problems.add(|| format!("area {} links to itself", a.area_id));
+                } else {
+                    neighbours
+                        .entry(a.area_id.as_str())
+                        .or_default()
+                        .insert(r.as_str());
+                    neighbours
+                        .entry(r.as_str())
+                        .or_default()
+                        .insert(a.area_id.as_str());
+                }
             }
         }
         for a in &self.areas {
-            for r in &a.reachable_area_ids {
-                if !area_ids.contains(r.as_str()) {
-                    problems.push(format!("area {} links to unknown area {r}", a.area_id));
-                } else if r == &a.area_id {
-                    problems.push(format!("area {} links to itself", a.area_id));
-                }
+            let n = neighbours.get(a.area_id.as_str()).map_or(0, HashSet::len);
+            if n > MAX_LINKS_PER_AREA {
+                problems.add(|| {
+                    format!(
+                        "area {} is linked with {n} areas once links run both ways; at most {MAX_LINKS_PER_AREA}",
+                        a.area_id
+                    )
+                });
             }
         }
         let mut char_ids = HashSet::new();
         for c in &self.characters {
             if !char_ids.insert(c.character_id.as_str()) {
-                problems.push(format!("character id {} is used twice", c.character_id));
+                problems.add(|| format!("character id {} is used twice", c.character_id));
             }
             if !area_ids.contains(c.area_id.as_str()) {
-                problems.push(format!(
-                    "character {} stands in unknown area {}",
-                    c.character_id, c.area_id
-                ));
+                problems.add(|| {
+                    format!(
+                        "character {} stands in unknown area {}",
+                        c.character_id, c.area_id
+                    )
+                });
             }
             if c.hp > c.max_hp {
-                problems.push(format!("character {} has hp above max_hp", c.character_id));
+                problems.add(|| format!("character {} has hp above max_hp", c.character_id));
             }
         }
         match self
@@ -223,51 +391,54 @@ impl Campaign {
             .iter()
             .find(|c| c.character_id == self.active_actor_id)
         {
-            None => problems.push(format!(
-                "active_actor_id {} is not one of the characters",
-                self.active_actor_id
-            )),
-            Some(c) if c.kind != "pc" => problems.push(format!(
-                "active_actor_id {} must be a player character (kind pc)",
-                self.active_actor_id
-            )),
+            None => problems.add(|| {
+                format!(
+                    "active_actor_id {} is not one of the characters",
+                    self.active_actor_id
+                )
+            }),
+            Some(c) if c.kind != "pc" => problems.add(|| {
+                format!(
+                    "active_actor_id {} must be a player character (kind pc)",
+                    self.active_actor_id
+                )
+            }),
             Some(_) => {}
         }
         let mut npc_ids = HashSet::new();
         for npc in &self.npcs {
-            problems.extend(npc.problems());
+            for p in npc.problems() {
+                problems.add(|| p);
+            }
             if !npc_ids.insert(npc.npc_id.as_str()) {
-                problems.push(format!("npc id {} is used twice", npc.npc_id));
+                problems.add(|| format!("npc id {} is used twice", npc.npc_id));
             }
             if let Some(c) = &npc.character_id
                 && !char_ids.contains(c.as_str())
             {
-                problems.push(format!(
-                    "npc {} is embodied by unknown character {c}",
-                    npc.npc_id
-                ));
+                problems.add(|| format!("npc {} is embodied by unknown character {c}", npc.npc_id));
             }
         }
         let mut content_ids = HashSet::new();
         for entry in &self.content {
             if !content_ids.insert(entry.content_id.as_str()) {
-                problems.push(format!("content id {} is used twice", entry.content_id));
+                problems.add(|| format!("content id {} is used twice", entry.content_id));
             }
             if let Some(a) = &entry.area_id
                 && !area_ids.contains(a.as_str())
             {
-                problems.push(format!(
-                    "content {} is placed in unknown area {a}",
-                    entry.content_id
-                ));
+                problems
+                    .add(|| format!("content {} is placed in unknown area {a}", entry.content_id));
             }
         }
         for tool in &self.allowlist {
             if !known_tools.contains(&tool.as_str()) {
-                problems.push(format!(
-                    "allowlist names unknown tool {tool}; known tools: {}",
-                    known_tools.join(", ")
-                ));
+                problems.add(|| {
+                    format!(
+                        "allowlist names unknown tool {tool}; known tools: {}",
+                        known_tools.join(", ")
+                    )
+                });
             }
         }
         problems
@@ -277,19 +448,25 @@ impl Campaign {
     pub fn into_state(self) -> GameState {
         let mut areas = self.areas;
         // Links are made symmetric at the start so movement rules are simple.
-        let pairs: Vec<_> = areas
-            .iter()
-            .flat_map(|a| {
-                a.reachable_area_ids
-                    .iter()
-                    .map(move |r| (r.clone(), a.area_id.clone()))
-            })
-            .collect();
-        for (from, to) in pairs {
-            if let Some(a) = areas.iter_mut().find(|a| a.area_id == from)
-                && !a.reachable_area_ids.contains(&to)
-            {
-                a.reachable_area_ids.push(to);
+        // Positions come from an index and existing links from a set, so this
+        // is linear in the links, whatever the campaign holds.
+        let mut position: HashMap<AreaId, usize> = HashMap::with_capacity(areas.len());
+        for (i, a) in areas.iter().enumerate() {
+            position.entry(a.area_id.clone()).or_insert(i);
+        }
+        let mut present: HashSet<(usize, AreaId)> = HashSet::new();
+        let mut back = Vec::new();
+        for (i, a) in areas.iter().enumerate() {
+            for r in &a.reachable_area_ids {
+                present.insert((i, r.clone()));
+                if let Some(&j) = position.get(r.as_str()) {
+                    back.push((j, a.area_id.clone()));
+                }
+            }
+        }
+        for (j, from) in back {
+            if present.insert((j, from.clone())) {
+                areas[j].reachable_area_ids.push(from);
             }
         }
         GameState {
@@ -297,7 +474,7 @@ impl Campaign {
             title: self.title,
             turn: 0,
             active_actor_id: self.active_actor_id,
-            areas: Arc::new(areas),
+            areas: AreaMap::from(areas),
             characters: self.characters,
             allowlist: self.allowlist,
             content: Arc::new(
@@ -370,7 +547,7 @@ mod tests {
         let a = starts.start("demo").unwrap();
         let mut b = starts.start("demo").unwrap();
         assert_eq!(a, b);
-        assert!(Arc::ptr_eq(&a.areas, &b.areas));
+        assert!(AreaMap::ptr_eq(&a.areas, &b.areas));
         assert!(Arc::ptr_eq(&a.content, &b.content));
         assert!(Arc::ptr_eq(&a.npcs, &b.npcs));
         assert!(Arc::ptr_eq(&a.lore, &b.lore));
@@ -383,7 +560,7 @@ mod tests {
             areas: vec![],
             links: vec![(from.clone(), to)],
         });
-        assert!(Arc::ptr_eq(&a.areas, &b.areas));
+        assert!(AreaMap::ptr_eq(&a.areas, &b.areas));
         // A new area: b gets its own map, a keeps the campaign's.
         let mut area = a.areas[0].clone();
         area.area_id = "area_new".into();
@@ -394,7 +571,7 @@ mod tests {
         });
         assert_eq!(b.areas.len(), a.areas.len() + 1);
         assert!(a.area("area_new").is_none());
-        assert!(!Arc::ptr_eq(&a.areas, &b.areas));
+        assert!(!AreaMap::ptr_eq(&a.areas, &b.areas));
         assert!(Arc::ptr_eq(&a.content, &b.content));
         // A snapshot reads back equal, with parts of its own.
         let back: GameState = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
@@ -467,6 +644,356 @@ mod tests {
             let all = err.problems.join("\n");
             for word in expected {
                 assert!(all.contains(word), "{word} missing from: {all}");
+            }
+        }
+    }
+
+    /// The tool names, made once: a registry compiles every schema.
+    static TOOLS: LazyLock<Vec<&'static str>> = LazyLock::new(tools);
+
+    /// Refuses `value`, answering every problem in one text.
+    fn refused(value: &Value) -> String {
+        Campaign::from_value(value, &TOOLS)
+            .expect_err("the campaign is refused")
+            .problems
+            .join("\n")
+    }
+
+    #[test]
+    fn repeated_links_are_refused_quickly() {
+        // Each of two areas lists the other 40,000 times: refused by the
+        // schema's bound on links before anything else looks at them.
+        let mut v = tiny();
+        v["areas"][0]["reachable_area_ids"] = json!(vec!["area_002"; 40_000]);
+        v["areas"][1]["reachable_area_ids"] = json!(vec!["area_001"; 40_000]);
+        let err = Campaign::from_value(&v, &TOOLS).unwrap_err();
+        let all = err.problems.join("\n");
+        assert!(
+            all.contains("/areas/0/reachable_area_ids") && all.contains("64"),
+            "{all}"
+        );
+        assert!(
+            all.len() < 1000,
+            "the problems name rules, not values: {all}"
+        );
+        // Within the bound, a repeated id is still refused, by name.
+        let mut v = tiny();
+        v["areas"][0]["reachable_area_ids"] = json!(["area_002", "area_002"]);
+        let all = refused(&v);
+        assert!(
+            all.contains("area area_001 lists area area_002 more than once"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn links_that_run_both_ways_count_toward_the_cap() {
+        // 65 areas each list the hub once; the hub would have 65 links.
+        let mut v = tiny();
+        let mut areas = vec![json!({"area_id": "hub", "name": "Hub"})];
+        areas.extend((0..=MAX_LINKS_PER_AREA).map(|i| {
+            json!({"area_id": format!("spoke_{i}"), "name": "Spoke", "reachable_area_ids": ["hub"]})
+        }));
+        v["areas"] = json!(areas);
+        v["characters"][0]["area_id"] = json!("hub");
+        let all = refused(&v);
+        assert!(
+            all.contains("area hub is linked with 65 areas once links run both ways; at most 64"),
+            "{all}"
+        );
+    }
+
+    /// A campaign with every list at its longest and the bounded strings
+    /// and numbers at their limits.
+    fn at_the_limits() -> Value {
+        let long = |n: usize| "x".repeat(n);
+        let id = |prefix: &str, i: usize| format!("{prefix}_{i:04}");
+        let n = MAX_CAMPAIGN_AREAS;
+        // Each area lists the 32 before and the 32 after it around a ring: 64
+        // links, the same 64 once links run both ways.
+        let areas: Vec<Value> = (0..n)
+            .map(|i| {
+                let links: Vec<String> = (1..=MAX_LINKS_PER_AREA / 2)
+                    .flat_map(|d| [id("area", (i + d) % n), id("area", (i + n - d) % n)])
+                    .collect();
+                json!({
+                    "area_id": id("area", i),
+                    "name": "A",
+                    "reachable_area_ids": links,
+                    "x": MAX_COORD, "y": -MAX_COORD, "z": MAX_COORD,
+                })
+            })
+            .collect();
+        let mut areas = areas;
+        areas[1]["area_id"] = json!("a".repeat(MAX_ID_CHARS));
+        // Area 1's neighbours must name it by its new id.
+        for a in &mut areas {
+            for link in a["reachable_area_ids"].as_array_mut().unwrap() {
+                if link == "area_0001" {
+                    *link = json!("a".repeat(MAX_ID_CHARS));
+                }
+            }
+        }
+        areas[0]["name"] = json!(long(MAX_NAME_CHARS));
+        areas[0]["description"] = json!(long(MAX_TEXT_CHARS));
+        areas[0]["tags"] = json!(vec![long(MAX_TAG_CHARS); MAX_TAGS]);
+        let item = |i: usize| json!({"slug": id("item", i), "name": "I", "quantity": MAX_STACK});
+        let stats: serde_json::Map<String, Value> = (0..MAX_STATS_PER_CHARACTER)
+            .map(|i| (id("stat", i), json!(MAX_STAT_VALUE)))
+            .collect();
+        let characters: Vec<Value> = (0..MAX_CAMPAIGN_CHARACTERS)
+            .map(|i| {
+                json!({
+                    "character_id": id("char", i), "name": "C",
+                    "kind": if i == 0 { "pc" } else { "npc" },
+                    "area_id": "area_0000", "hp": MAX_HP, "max_hp": MAX_HP, "level": MAX_LEVEL,
+                    "stats": stats,
+                    "inventory": (0..MAX_INVENTORY_ITEMS).map(item).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let version = |v: usize| json!({"version": v, "persona": "P"});
+        let mut npcs: Vec<Value> = (0..MAX_CAMPAIGN_NPCS)
+            .map(|i| json!({"npc_id": id("npc", i), "name": "N", "active_version": 1, "versions": [version(1)]}))
+            .collect();
+        npcs[0]["versions"] = json!((1..=MAX_NPC_VERSIONS).map(version).collect::<Vec<_>>());
+        npcs[0]["versions"][0]["persona"] = json!(long(MAX_TEXT_CHARS));
+        let content: Vec<Value> = (0..MAX_CAMPAIGN_CONTENT)
+            .map(|i| json!({"content_id": id("c", i), "content_type": "note", "title": "T", "body": "B"}))
+            .collect();
+        let known = &*TOOLS;
+        json!({
+            "campaign_id": "a".repeat(MAX_ID_CHARS),
+            "title": long(MAX_NAME_CHARS),
+            "description": long(MAX_TEXT_CHARS),
+            "allowlist": (0..MAX_ALLOWLIST).map(|i| known[i % known.len()]).collect::<Vec<_>>(),
+            "active_actor_id": "char_0000",
+            "lore": vec!["L."; MAX_CAMPAIGN_LORE],
+            "areas": areas,
+            "characters": characters,
+            "npcs": npcs,
+            "content": content,
+        })
+    }
+
+    #[test]
+    fn a_campaign_at_every_limit_is_accepted_and_one_past_any_is_not() {
+        let v = at_the_limits();
+        let state = Campaign::from_value(&v, &TOOLS)
+            .unwrap_or_else(|e| panic!("{}", e.problems.join("\n")))
+            .into_state();
+        assert_eq!(state.areas.len(), MAX_CAMPAIGN_AREAS);
+        assert!(
+            state
+                .areas
+                .iter()
+                .all(|a| a.reachable_area_ids.len() == MAX_LINKS_PER_AREA),
+            "two-way links stay within the cap"
+        );
+        // One past each limit, each alone, and the path that says which.
+        type Change = Box<dyn Fn(&mut Value)>;
+        let past: Vec<(&str, Change)> = vec![
+            ("/areas", Box::new(|v| push_copy(&mut v["areas"]))),
+            (
+                "/areas/0/reachable_area_ids",
+                Box::new(|v| push_copy(&mut v["areas"][0]["reachable_area_ids"])),
+            ),
+            (
+                "/areas/0/name",
+                Box::new(|v| v["areas"][0]["name"] = json!("x".repeat(MAX_NAME_CHARS + 1))),
+            ),
+            (
+                "/areas/0/description",
+                Box::new(|v| v["areas"][0]["description"] = json!("x".repeat(MAX_TEXT_CHARS + 1))),
+            ),
+            (
+                "/areas/0/tags",
+                Box::new(|v| push_copy(&mut v["areas"][0]["tags"])),
+            ),
+            (
+                "/areas/0/tags/0",
+                Box::new(|v| v["areas"][0]["tags"][0] = json!("x".repeat(MAX_TAG_CHARS + 1))),
+            ),
+            (
+                "/areas/0/x",
+                Box::new(|v| v["areas"][0]["x"] = json!(MAX_COORD + 1)),
+            ),
+            (
+                "/areas/0/y",
+                Box::new(|v| v["areas"][0]["y"] = json!(i64::MIN)),
+            ),
+            (
+                "/areas/1/area_id",
+                Box::new(|v| v["areas"][1]["area_id"] = json!("a".repeat(MAX_ID_CHARS + 1))),
+            ),
+            ("/characters", Box::new(|v| push_copy(&mut v["characters"]))),
+            (
+                "/characters/0/hp",
+                Box::new(|v| v["characters"][0]["hp"] = json!(MAX_HP + 1)),
+            ),
+            (
+                "/characters/0/max_hp",
+                Box::new(|v| v["characters"][0]["max_hp"] = json!(i64::MAX)),
+            ),
+            (
+                "/characters/0/level",
+                Box::new(|v| v["characters"][0]["level"] = json!(MAX_LEVEL + 1)),
+            ),
+            (
+                "/characters/0/stats",
+                Box::new(|v| v["characters"][0]["stats"]["one_more"] = json!(1)),
+            ),
+            (
+                "/characters/0/stats/stat_0000",
+                Box::new(|v| v["characters"][0]["stats"]["stat_0000"] = json!(MAX_STAT_VALUE + 1)),
+            ),
+            (
+                "/characters/0/inventory",
+                Box::new(|v| push_copy(&mut v["characters"][0]["inventory"])),
+            ),
+            (
+                "/characters/0/inventory/0/quantity",
+                Box::new(|v| v["characters"][0]["inventory"][0]["quantity"] = json!(u64::MAX)),
+            ),
+            ("/npcs", Box::new(|v| push_copy(&mut v["npcs"]))),
+            (
+                "/npcs/0/versions",
+                Box::new(|v| push_copy(&mut v["npcs"][0]["versions"])),
+            ),
+            (
+                "/npcs/0/versions/0/persona",
+                Box::new(|v| {
+                    v["npcs"][0]["versions"][0]["persona"] = json!("x".repeat(MAX_TEXT_CHARS + 1))
+                }),
+            ),
+            ("/content", Box::new(|v| push_copy(&mut v["content"]))),
+            ("/lore", Box::new(|v| push_copy(&mut v["lore"]))),
+            ("/allowlist", Box::new(|v| push_copy(&mut v["allowlist"]))),
+            (
+                "/title",
+                Box::new(|v| v["title"] = json!("x".repeat(MAX_NAME_CHARS + 1))),
+            ),
+            (
+                "/description",
+                Box::new(|v| v["description"] = json!("x".repeat(MAX_TEXT_CHARS + 1))),
+            ),
+        ];
+        for (path, change) in past {
+            let mut over = v.clone();
+            change(&mut over);
+            let all = refused(&over);
+            assert!(all.starts_with(&format!("{path}: ")), "{path}: {all}");
+        }
+    }
+
+    /// Appends a copy of a list's first element, making it one longer.
+    fn push_copy(list: &mut Value) {
+        let list = list.as_array_mut().expect("a list");
+        list.push(list[0].clone());
+    }
+
+    #[test]
+    fn problems_past_the_listed_ones_are_counted() {
+        let mut v = tiny();
+        let lost: Vec<Value> = (0..120)
+            .map(|i| json!({"character_id": format!("npc_{i}"), "name": "N", "kind": "npc", "area_id": "nowhere", "hp": 1, "max_hp": 1}))
+            .collect();
+        v["characters"].as_array_mut().unwrap().extend(lost);
+        let err = Campaign::from_value(&v, &TOOLS).unwrap_err();
+        assert_eq!(err.problems.len(), MAX_PROBLEMS_LISTED + 1);
+        assert_eq!(
+            err.problems.last().map(String::as_str),
+            Some("and 70 more problems")
+        );
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Numbers a careless or hostile campaign might hold.
+        fn number() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(json!(i64::MIN)),
+                Just(json!(i64::MAX)),
+                Just(json!(u64::MAX)),
+                Just(json!(0)),
+                Just(json!(-1)),
+                Just(json!(1.5)),
+                any::<i64>().prop_map(|n| json!(n)),
+                (-20i64..20).prop_map(|n| json!(n)),
+            ]
+        }
+
+        /// Ids from a small pool (so links often resolve and often repeat),
+        /// or anything at all.
+        fn id() -> impl Strategy<Value = String> {
+            prop_oneof![
+                4 => (0..6u8).prop_map(|i| format!("a{i}")),
+                1 => ".{0,80}",
+            ]
+        }
+
+        fn area() -> impl Strategy<Value = Value> {
+            (
+                id(),
+                ".{0,12}",
+                prop::collection::vec(id(), 0..80),
+                number(),
+                number(),
+            )
+                .prop_map(|(area_id, name, links, x, y)| {
+                    json!({"area_id": area_id, "name": name, "reachable_area_ids": links, "x": x, "y": y})
+                })
+        }
+
+        fn character() -> impl Strategy<Value = Value> {
+            (id(), prop::bool::ANY, id(), number(), number(), number()).prop_map(
+                |(character_id, pc, area_id, hp, max_hp, qty)| {
+                    json!({
+                        "character_id": character_id, "name": "C",
+                        "kind": if pc { "pc" } else { "npc" }, "area_id": area_id,
+                        "hp": hp, "max_hp": max_hp,
+                        "inventory": [{"slug": "s", "name": "S", "quantity": qty}],
+                    })
+                },
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn validation_never_panics_and_accepted_maps_keep_their_bounds(
+                areas in prop::collection::vec(area(), 0..8),
+                characters in prop::collection::vec(character(), 0..4),
+                actor in id(),
+                allow in prop::collection::vec(".{0,10}", 0..3),
+            ) {
+                let v = json!({
+                    "campaign_id": "p", "title": "P", "allowlist": allow,
+                    "active_actor_id": actor, "areas": areas, "characters": characters,
+                });
+                match Campaign::from_value(&v, &TOOLS) {
+                    Ok(c) => {
+                        let state = c.into_state();
+                        for a in state.areas.iter() {
+                            prop_assert!(a.reachable_area_ids.len() <= MAX_LINKS_PER_AREA);
+                            for r in &a.reachable_area_ids {
+                                let back = state.area(r.as_str()).expect("links resolve");
+                                prop_assert!(back.reachable_area_ids.contains(&a.area_id));
+                            }
+                        }
+                        for c in &state.characters {
+                            prop_assert!((0..=c.max_hp).contains(&c.hp) && c.max_hp <= MAX_HP);
+                        }
+                    }
+                    Err(e) => {
+                        prop_assert!(!e.problems.is_empty());
+                        prop_assert!(e.problems.len() <= MAX_PROBLEMS_LISTED + 1);
+                    }
+                }
             }
         }
     }

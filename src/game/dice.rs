@@ -10,6 +10,17 @@ pub const MAX_DICE: u32 = 100;
 pub const MAX_SIDES: u32 = 1000;
 /// Largest absolute modifier.
 pub const MAX_MODIFIER: i64 = 1000;
+/// Longest expression read, in characters, spaces included; the tool's
+/// schema allows 32, so this only stops a direct caller's megabyte.
+pub const MAX_EXPRESSION_CHARS: usize = 64;
+/// Lowest total any accepted roll can have: one die showing 1, the most
+/// negative modifier.
+pub const MIN_TOTAL: i64 = 1 - MAX_MODIFIER;
+/// Highest total any accepted roll can have: every die at its highest, the
+/// largest modifier. Both bounds are far inside `i64`, so totals never overflow.
+pub const MAX_TOTAL: i64 = MAX_DICE as i64 * MAX_SIDES as i64 + MAX_MODIFIER;
+/// Digits read for one number; more cannot be within any bound above.
+const MAX_DIGITS: usize = 9;
 
 /// A parsed `NdS+M` expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,9 +39,27 @@ pub struct DiceRoll {
     pub total: i64,
 }
 
+/// A run of ASCII digits (no sign, no spaces) as a number, or `None` when it
+/// is empty, holds anything else, or is too long to be within a bound. Signs
+/// are not taken here: `u32::from_str` would accept `+5`, and the modifier's
+/// sign is the operator's alone (so `1d6--5` is refused, not read as `+5`).
+fn digits(s: &str) -> Option<u32> {
+    if s.is_empty() || s.len() > MAX_DIGITS || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
 impl DiceExpr {
     /// Parses `NdS`, `dS`, `NdS+M` or `NdS-M` (spaces and case ignored).
+    /// Every number is read as plain digits and checked against its bound
+    /// before any arithmetic, so no input can overflow.
     pub fn parse(input: &str) -> Result<Self, String> {
+        if input.chars().count() > MAX_EXPRESSION_CHARS {
+            return Err(format!(
+                "a dice expression is at most {MAX_EXPRESSION_CHARS} characters, like 2d6+1"
+            ));
+        }
         let s: String = input
             .chars()
             .filter(|c| !c.is_whitespace())
@@ -42,30 +71,27 @@ impl DiceExpr {
         let count: u32 = if count.is_empty() {
             1
         } else {
-            count
-                .parse()
-                .map_err(|_| format!("bad dice count in '{input}'"))?
+            digits(count).ok_or_else(|| format!("bad dice count in '{input}'"))?
         };
         let (sides, modifier) = match rest.find(['+', '-']) {
             Some(i) => {
-                let m: i64 = rest[i + 1..]
-                    .parse()
-                    .map_err(|_| format!("bad modifier in '{input}'"))?;
-                (&rest[..i], if &rest[i..=i] == "-" { -m } else { m })
+                let m =
+                    digits(&rest[i + 1..]).ok_or_else(|| format!("bad modifier in '{input}'"))?;
+                let m = i64::from(m);
+                if m > MAX_MODIFIER {
+                    return Err(format!("modifier must be within ±{MAX_MODIFIER}"));
+                }
+                // `m` is at most MAX_MODIFIER here, so negating cannot overflow.
+                (&rest[..i], if rest[i..].starts_with('-') { -m } else { m })
             }
             None => (rest, 0),
         };
-        let sides: u32 = sides
-            .parse()
-            .map_err(|_| format!("bad number of sides in '{input}'"))?;
+        let sides = digits(sides).ok_or_else(|| format!("bad number of sides in '{input}'"))?;
         if !(1..=MAX_DICE).contains(&count) {
             return Err(format!("dice count must be 1..={MAX_DICE}"));
         }
         if !(2..=MAX_SIDES).contains(&sides) {
             return Err(format!("dice sides must be 2..={MAX_SIDES}"));
-        }
-        if modifier.abs() > MAX_MODIFIER {
-            return Err(format!("modifier must be within ±{MAX_MODIFIER}"));
         }
         Ok(Self {
             count,
@@ -74,9 +100,16 @@ impl DiceExpr {
         })
     }
 
+    /// Rolls the dice. The total is within [`MIN_TOTAL`]..=[`MAX_TOTAL`] for
+    /// any parsed expression; the sum saturates rather than wraps, so even
+    /// a hand-built expression beyond the bounds cannot panic.
     pub fn roll(&self, rng: &mut SplitMix64) -> DiceRoll {
-        let rolls: Vec<u32> = (0..self.count).map(|_| rng.roll(self.sides)).collect();
-        let total = rolls.iter().map(|r| i64::from(*r)).sum::<i64>() + self.modifier;
+        let rolls: Vec<u32> = (0..self.count)
+            .map(|_| rng.roll(self.sides.max(1)))
+            .collect();
+        let total = rolls
+            .iter()
+            .fold(self.modifier, |sum, r| sum.saturating_add(i64::from(*r)));
         DiceRoll {
             expression: self.to_string(),
             rolls,
@@ -124,10 +157,107 @@ mod tests {
 
     #[test]
     fn refuses_bad_or_unbounded_expressions() {
+        let long = format!("1d6{}", " ".repeat(MAX_EXPRESSION_CHARS));
         for input in [
-            "", "6", "2x6", "0d6", "101d6", "2d1", "2d1001", "2d6+1001", "2d6+", "ad6",
+            "",
+            "6",
+            "2x6",
+            "0d6",
+            "101d6",
+            "2d1",
+            "2d1001",
+            "2d6+1001",
+            "2d6+",
+            "ad6",
+            // Numbers past every integer type, and signs where none belong:
+            // each once slipped past a bound by overflowing.
+            "1d6--9223372036854775808",
+            "1d6+-9223372036854775808",
+            "1d6-9223372036854775808",
+            "1d6+9223372036854775807",
+            "1d6+99999999999999999999999",
+            "4294967297d6",
+            "1d4294967298",
+            "+2d6",
+            "2d+6",
+            "1d6+-3",
+            "1d6++3",
+            "2d6+1+2",
+            "1d６",
+            long.as_str(),
         ] {
             assert!(DiceExpr::parse(input).is_err(), "{input} should be refused");
+        }
+    }
+
+    #[test]
+    fn totals_stay_within_the_documented_bounds_at_the_extremes() {
+        let mut rng = SplitMix64::new(5);
+        let low = DiceExpr::parse("1d2-1000").unwrap().roll(&mut rng);
+        assert!((MIN_TOTAL..=MIN_TOTAL + 1).contains(&low.total));
+        let high = DiceExpr::parse("100d1000+1000").unwrap().roll(&mut rng);
+        assert!(high.total <= MAX_TOTAL);
+        // A hand-built expression past the bounds saturates, never panics.
+        let wild = DiceExpr {
+            count: 2,
+            sides: 0,
+            modifier: i64::MAX,
+        };
+        assert_eq!(wild.roll(&mut rng).total, i64::MAX);
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Text shaped like a dice expression, with numbers of any size.
+        fn dice_like() -> impl Strategy<Value = String> {
+            let number = prop_oneof![
+                Just(String::new()),
+                (0u64..2000).prop_map(|n| n.to_string()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                any::<u64>().prop_map(|n| n.to_string()),
+                "[0-9]{10,30}",
+            ];
+            let op = prop_oneof![Just(""), Just("+"), Just("-"), Just("--"), Just("+-")];
+            (
+                number.clone(),
+                prop_oneof![Just("d"), Just("D"), Just("x")],
+                number.clone(),
+                op,
+                number,
+            )
+                .prop_map(|(n, d, s, op, m)| format!("{n}{d}{s}{op}{m}"))
+        }
+
+        fn check(input: &str) -> Result<(), TestCaseError> {
+            if let Ok(expr) = DiceExpr::parse(input) {
+                prop_assert!((1..=MAX_DICE).contains(&expr.count));
+                prop_assert!((2..=MAX_SIDES).contains(&expr.sides));
+                prop_assert!(expr.modifier.abs() <= MAX_MODIFIER);
+                let roll = expr.roll(&mut SplitMix64::new(input.len() as u64));
+                prop_assert!((MIN_TOTAL..=MAX_TOTAL).contains(&roll.total));
+                let count = i64::from(expr.count);
+                let most = count * i64::from(expr.sides);
+                prop_assert!((count + expr.modifier..=most + expr.modifier).contains(&roll.total));
+                prop_assert_eq!(DiceExpr::parse(&roll.expression), Ok(expr));
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn parsing_any_text_never_panics(input in any::<String>()) {
+                check(&input)?;
+            }
+
+            #[test]
+            fn accepted_rolls_are_within_their_bounds(input in dice_like()) {
+                check(&input)?;
+            }
         }
     }
 

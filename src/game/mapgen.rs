@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::rng::{SplitMix64, text_seed};
-use super::state::{Area, AreaId};
+use super::state::{Area, AreaId, MAX_LINKS_PER_AREA};
 
 /// Default number of areas generated.
 pub const DEFAULT_SIZE: usize = 6;
@@ -15,6 +15,24 @@ pub const DEFAULT_SIZE: usize = 6;
 pub const MAX_SIZE: usize = 30;
 /// Distance between neighbouring generated areas on the layout.
 const STEP: i64 = 110;
+
+// A generated area links to its parent, at most one extra earlier area, the
+// existing area it hangs off (the first one only) and at most once to each
+// later area of the same call: never more than MAX_SIZE + 2 links, so one
+// call can never pass the per-area cap on its new areas.
+const _: () = assert!(MAX_SIZE + 2 <= MAX_LINKS_PER_AREA);
+
+/// Why no map could be generated. Only a map whose numbers sit at the very
+/// edge of their ranges (a hand-made campaign or save) can give these.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    /// The layout would pass the edge of the `i64` coordinates.
+    #[error("there is no room left on the layout near ({x}, {y}); generate from another area")]
+    NoRoom { x: i64, y: i64 },
+    /// Existing ids already use the highest area number.
+    #[error("no fresh area id is left: an area id already uses the highest number")]
+    NoFreshIds,
+}
 
 const PLACES: &[&str] = &[
     "Hall", "Passage", "Grotto", "Chamber", "Vault", "Stair", "Gallery", "Well", "Shrine",
@@ -65,7 +83,11 @@ pub struct GeneratedMap {
     pub links: Vec<(AreaId, AreaId)>,
 }
 
-pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
+/// Generates `req.size` (clamped to `1..=MAX_SIZE`) areas. Every
+/// coordinate and id number is computed with checked arithmetic: where the
+/// existing map leaves no room, the answer is an error, never a wrapped
+/// number or a panic.
+pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
     let mut rng = SplitMix64::new(req.seed ^ text_seed(req.theme));
     let size = req.size.clamp(1, MAX_SIZE);
     let next_number = req
@@ -80,7 +102,12 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
         })
         .max()
         .unwrap_or(0)
-        + 1;
+        .checked_add(1)
+        .ok_or(MapError::NoFreshIds)?;
+    // The last number used must fit too, so every id below is fresh.
+    next_number
+        .checked_add(size as u64)
+        .ok_or(MapError::NoFreshIds)?;
     let mut taken: BTreeSet<(i64, i64)> = req.existing.iter().map(|a| (a.x, a.y)).collect();
     let theme = title_case(req.theme.trim());
     let tag = req.theme.trim().to_lowercase();
@@ -88,14 +115,14 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
     // A root layer starts below everything already drawn.
     let origin = match req.from {
         Some(f) => (f.x, f.y),
-        None => (
-            0,
-            req.existing
-                .iter()
-                .map(|a| a.y)
-                .max()
-                .map_or(0, |y| y + STEP * 3),
-        ),
+        None => match req.existing.iter().map(|a| a.y).max() {
+            None => (0, 0),
+            Some(y) => (
+                0,
+                y.checked_add(STEP * 3)
+                    .ok_or(MapError::NoRoom { x: 0, y })?,
+            ),
+        },
     };
     let z = req.from.map_or(0, |f| f.z);
     let mut areas: Vec<Area> = Vec::with_capacity(size);
@@ -119,7 +146,9 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
             None => origin,
             Some(p) => (areas[p].x, areas[p].y),
         };
-        let (x, y) = free_spot(&mut rng, &mut taken, px, py);
+        let (x, y) =
+            free_spot(&mut rng, &mut taken, px, py).ok_or(MapError::NoRoom { x: px, y: py })?;
+        // Below next_number + size, checked above.
         let id = AreaId(format!("area_{:03}", next_number + i as u64));
         let place = rng.pick(PLACES);
         let mood = rng.pick(MOODS);
@@ -173,15 +202,18 @@ pub fn generate(req: &MapRequest<'_>) -> GeneratedMap {
             }
         }
     }
-    GeneratedMap { areas, links }
+    Ok(GeneratedMap { areas, links })
 }
 
+/// A free layout spot near `(px, py)`, ring by ring; spots whose
+/// coordinates would overflow are skipped. `None` only at the very edge of
+/// the `i64` range.
 fn free_spot(
     rng: &mut SplitMix64,
     taken: &mut BTreeSet<(i64, i64)>,
     px: i64,
     py: i64,
-) -> (i64, i64) {
+) -> Option<(i64, i64)> {
     const DIRS: [(i64, i64); 8] = [
         (1, 0),
         (0, 1),
@@ -196,16 +228,24 @@ fn free_spot(
     for ring in 1..=8 {
         for k in 0..DIRS.len() {
             let (dx, dy) = DIRS[(start + k) % DIRS.len()];
-            let spot = (px + dx * STEP * ring, py + dy * STEP * ring);
-            if taken.insert(spot) {
-                return spot;
+            // dx, dy are -1..=1 and ring at most 8, so only the additions
+            // can overflow.
+            let spot = (
+                px.checked_add(dx * STEP * ring),
+                py.checked_add(dy * STEP * ring),
+            );
+            if let (Some(x), Some(y)) = spot
+                && taken.insert((x, y))
+            {
+                return Some((x, y));
             }
         }
     }
     // Crowded: fall back to a spot offset by a unique amount.
-    let spot = (px + STEP * 9 + taken.len() as i64, py);
+    let offset = i64::try_from(taken.len()).ok()?.checked_add(STEP * 9)?;
+    let spot = (px.checked_add(offset)?, py);
     taken.insert(spot);
-    spot
+    Some(spot)
 }
 
 fn title_case(s: &str) -> String {
@@ -248,6 +288,7 @@ mod tests {
             size,
             seed,
         })
+        .expect("room to generate")
     }
 
     #[test]
@@ -277,7 +318,8 @@ mod tests {
             theme: "sky",
             size: 4,
             seed: 3,
-        });
+        })
+        .unwrap();
         assert!(map.links.is_empty());
         assert!(
             map.areas
@@ -313,5 +355,92 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), map.areas.len());
+    }
+
+    /// A one-area map at `(x, y)` with id `id`, and what grows from it.
+    fn grow_at(id: &str, x: i64, y: i64, root: bool, seed: u64) -> Result<GeneratedMap, MapError> {
+        let mut from = start();
+        from.area_id = id.into();
+        from.x = x;
+        from.y = y;
+        let existing = [from.clone()];
+        generate(&MapRequest {
+            from: (!root).then_some(&from),
+            existing: &existing,
+            theme: "edge",
+            size: MAX_SIZE,
+            seed,
+        })
+    }
+
+    #[test]
+    fn the_edges_of_the_number_ranges_are_errors_not_overflows() {
+        // The highest area number leaves no fresh id.
+        let max_id = format!("area_{}", u64::MAX);
+        assert_eq!(
+            grow_at(&max_id, 0, 0, false, 1).err(),
+            Some(MapError::NoFreshIds)
+        );
+        let near_max = format!("area_{}", u64::MAX - 5);
+        assert_eq!(
+            grow_at(&near_max, 0, 0, false, 1).err(),
+            Some(MapError::NoFreshIds)
+        );
+        // A root layer below an area at the bottom of the range has no room.
+        assert!(matches!(
+            grow_at("area_001", 0, i64::MAX, true, 1),
+            Err(MapError::NoRoom { .. })
+        ));
+        // At a corner, spots that would overflow are skipped: the map grows
+        // inward.
+        for (x, y) in [
+            (i64::MAX, i64::MAX),
+            (i64::MIN, i64::MIN),
+            (i64::MAX, i64::MIN),
+        ] {
+            let map = grow_at("area_001", x, y, false, 3).unwrap();
+            assert_eq!(map.areas.len(), MAX_SIZE);
+            let spots: BTreeSet<_> = map.areas.iter().map(|a| (a.x, a.y)).collect();
+            assert_eq!(spots.len(), MAX_SIZE, "no two areas share a spot");
+        }
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn coord() -> impl Strategy<Value = i64> {
+            prop_oneof![
+                Just(i64::MIN),
+                Just(i64::MAX),
+                Just(i64::MIN + STEP * 8),
+                Just(i64::MAX - STEP * 8),
+                any::<i64>(),
+                -1000i64..1000,
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn any_coordinates_and_ids_give_a_map_or_an_error(
+                x in coord(),
+                y in coord(),
+                number in prop_oneof![Just(u64::MAX), Just(u64::MAX - 30), any::<u64>(), 0u64..1000],
+                root in any::<bool>(),
+                seed in any::<u64>(),
+            ) {
+                if let Ok(map) = grow_at(&format!("area_{number}"), x, y, root, seed) {
+                    prop_assert_eq!(map.areas.len(), MAX_SIZE);
+                    let spots: BTreeSet<_> = map.areas.iter().map(|a| (a.x, a.y)).collect();
+                    prop_assert_eq!(spots.len(), MAX_SIZE);
+                    for a in &map.areas {
+                        prop_assert!(a.reachable_area_ids.len() <= MAX_LINKS_PER_AREA);
+                    }
+                }
+            }
+        }
     }
 }

@@ -5,7 +5,9 @@
 //! (never the random choices that produced them), so replay gives back the
 //! same state.
 
-use std::collections::VecDeque;
+use std::borrow::Borrow;
+use std::collections::{HashMap, VecDeque};
+use std::ops::Deref;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +52,14 @@ macro_rules! id_newtype {
                 self.0 == other
             }
         }
+
+        // Hashes and compares exactly as the inner string does, so maps
+        // keyed by the id can be searched with a plain `&str`.
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
     )*};
 }
 
@@ -64,6 +74,28 @@ id_newtype!(
 pub const HISTORY_LIMIT: usize = 200;
 /// User events kept in the save state; older ones stay in the journal only.
 pub const EVENT_LIMIT: usize = 500;
+/// Most areas one session's map may hold, the campaign's and those made
+/// during play together. Tools that would grow the map past it refuse;
+/// [`GameState::apply`] ignores areas past it.
+pub const MAX_SESSION_AREAS: usize = 5000;
+/// Most areas one area may link to (its `reachable_area_ids`). Campaigns
+/// over it are refused, tools refuse to add a link past it, and
+/// [`GameState::apply`] ignores links past it, so a move's options and a
+/// site map stay small however the map was made.
+pub const MAX_LINKS_PER_AREA: usize = 64;
+/// Most kinds of item (stacks) one character may carry.
+pub const MAX_INVENTORY_ITEMS: usize = 100;
+/// Most of one item (one stack's quantity) a character may hold.
+pub const MAX_STACK: u32 = 1_000_000;
+/// Highest max_hp, and so hp, a character may have; hp is never below 0.
+pub const MAX_HP: i64 = 100_000;
+/// Highest level a character may reach; the lowest is 1.
+pub const MAX_LEVEL: u32 = 100;
+/// Most named stats on one character.
+pub const MAX_STATS_PER_CHARACTER: usize = 64;
+/// Largest absolute value of an area's x, y or z in a campaign. Far below
+/// `i64::MAX`, so layout arithmetic on generated areas cannot overflow.
+pub const MAX_COORD: i64 = 1_000_000_000;
 
 /// One place on the map.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,6 +257,128 @@ pub enum Effect {
 /// (`Arc::make_mut`); serialized as a plain list.
 pub type Shared<T> = Arc<Vec<T>>;
 
+/// The areas of a map in their order, with an index by id so that finding
+/// an area (every move, every route of a site map) is not a scan of the map.
+///
+/// Sessions started from the same built-in campaign share both parts until
+/// one of them changes its map (`Arc::make_mut`). It serializes as the plain
+/// list of areas, so snapshots look as they always did; the index is never
+/// stored, and is rebuilt when a snapshot is read. Changes go only through
+/// [`AreaMap::push`] and [`AreaMap::link`], which keep the two in step.
+#[derive(Clone, Default)]
+pub struct AreaMap {
+    areas: Arc<Vec<Area>>,
+    /// Position in `areas` of each id; for an id listed twice (only an old or
+    /// hand-made snapshot can hold one) the first, as a scan would find.
+    index: Arc<HashMap<AreaId, usize>>,
+}
+
+impl AreaMap {
+    /// The area with this id.
+    pub fn get(&self, id: &str) -> Option<&Area> {
+        self.index.get(id).and_then(|&i| self.areas.get(i))
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.index.contains_key(id)
+    }
+
+    /// Whether two maps share their areas in memory (nothing copied yet).
+    pub fn ptr_eq(a: &Self, b: &Self) -> bool {
+        Arc::ptr_eq(&a.areas, &b.areas)
+    }
+
+    /// Adds an area whose id is new, while the map holds fewer than
+    /// [`MAX_SESSION_AREAS`]; its links past [`MAX_LINKS_PER_AREA`] are
+    /// dropped. Answers whether it was added.
+    pub fn push(&mut self, mut area: Area) -> bool {
+        if self.contains(area.area_id.as_str()) || self.areas.len() >= MAX_SESSION_AREAS {
+            return false;
+        }
+        area.reachable_area_ids.truncate(MAX_LINKS_PER_AREA);
+        let at = self.areas.len();
+        Arc::make_mut(&mut self.index).insert(area.area_id.clone(), at);
+        Arc::make_mut(&mut self.areas).push(area);
+        true
+    }
+
+    /// Whether `from` exists and links to `to` already or has room for one
+    /// more link.
+    pub fn can_link(&self, from: &str, to: &AreaId) -> bool {
+        self.get(from).is_some_and(|a| {
+            a.reachable_area_ids.len() < MAX_LINKS_PER_AREA || a.reachable_area_ids.contains(to)
+        })
+    }
+
+    /// Adds a one-way link from `from` (which must exist) to `to`, unless it
+    /// is there already or `from` holds [`MAX_LINKS_PER_AREA`] links. Copies
+    /// a shared map only when the link is new. Answers whether it was added.
+    pub fn link(&mut self, from: &str, to: &AreaId) -> bool {
+        let Some(&i) = self.index.get(from) else {
+            return false;
+        };
+        let has_room = self.areas.get(i).is_some_and(|a| {
+            !a.reachable_area_ids.contains(to) && a.reachable_area_ids.len() < MAX_LINKS_PER_AREA
+        });
+        if !has_room {
+            return false;
+        }
+        match Arc::make_mut(&mut self.areas).get_mut(i) {
+            Some(a) => {
+                a.reachable_area_ids.push(to.clone());
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl From<Vec<Area>> for AreaMap {
+    fn from(areas: Vec<Area>) -> Self {
+        let mut index = HashMap::with_capacity(areas.len());
+        for (i, a) in areas.iter().enumerate() {
+            index.entry(a.area_id.clone()).or_insert(i);
+        }
+        Self {
+            areas: Arc::new(areas),
+            index: Arc::new(index),
+        }
+    }
+}
+
+impl Deref for AreaMap {
+    type Target = [Area];
+
+    fn deref(&self) -> &[Area] {
+        &self.areas
+    }
+}
+
+/// Equal when the areas are; the index follows from them.
+impl PartialEq for AreaMap {
+    fn eq(&self, other: &Self) -> bool {
+        self.areas == other.areas
+    }
+}
+
+impl std::fmt::Debug for AreaMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.areas.iter()).finish()
+    }
+}
+
+impl Serialize for AreaMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.areas.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for AreaMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Area>::deserialize(d).map(Self::from)
+    }
+}
+
 /// The whole save state of one session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GameState {
@@ -233,7 +387,7 @@ pub struct GameState {
     /// Turns started in this session.
     pub turn: u64,
     pub active_actor_id: CharacterId,
-    pub areas: Shared<Area>,
+    pub areas: AreaMap,
     pub characters: Vec<Character>,
     pub allowlist: Vec<String>,
     #[serde(default)]
@@ -268,7 +422,7 @@ impl GameState {
             title: String::new(),
             turn: 0,
             active_actor_id: CharacterId(String::new()),
-            areas: Shared::default(),
+            areas: AreaMap::default(),
             characters: Vec::new(),
             allowlist: Vec::new(),
             lore: Shared::default(),
@@ -282,7 +436,7 @@ impl GameState {
     }
 
     pub fn area(&self, id: &str) -> Option<&Area> {
-        self.areas.iter().find(|a| a.area_id == *id)
+        self.areas.get(id)
     }
 
     pub fn zone(&self, id: &str) -> Option<&Zone> {
@@ -399,14 +553,23 @@ impl GameState {
                 }
             }
             Effect::AddAreas { areas, links } => {
+                // Tools check the caps before they make the effect; past
+                // them, areas and links are ignored here, the same way on
+                // every replay.
                 for area in areas {
-                    if self.area(area.area_id.as_str()).is_none() {
-                        Arc::make_mut(&mut self.areas).push(area.clone());
+                    if !self.areas.contains(area.area_id.as_str()) {
+                        self.areas.push(area.clone());
                     }
                 }
                 for (from, to) in links {
-                    self.link(from, to);
-                    self.link(to, from);
+                    // Both ways or neither, so the map stays symmetric even
+                    // where a cap stops a link.
+                    if self.areas.can_link(from.as_str(), to)
+                        && self.areas.can_link(to.as_str(), from)
+                    {
+                        self.areas.link(from.as_str(), to);
+                        self.areas.link(to.as_str(), from);
+                    }
                 }
             }
         }
@@ -430,22 +593,12 @@ impl GameState {
     fn character_mut(&mut self, id: &CharacterId) -> Option<&mut Character> {
         self.characters.iter_mut().find(|c| &c.character_id == id)
     }
-
-    fn link(&mut self, from: &AreaId, to: &AreaId) {
-        // Copies a shared map only when the link is new.
-        let Some(i) = self.areas.iter().position(|a| &a.area_id == from) else {
-            return;
-        };
-        if !self.areas[i].reachable_area_ids.contains(to) {
-            Arc::make_mut(&mut self.areas)[i]
-                .reachable_area_ids
-                .push(to.clone());
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn area(id: &str, name: &str, links: &[&str]) -> Area {
@@ -571,5 +724,74 @@ mod tests {
             s.history.front().map(|e| &**e),
             Some(HistoryEntry::User { .. })
         ));
+    }
+
+    #[test]
+    fn the_area_index_follows_every_change_and_survives_a_snapshot() {
+        let mut s = state();
+        assert_eq!(s.area("a2").map(|a| a.name.as_str()), Some("Side Room"));
+        assert!(s.area("a3").is_none());
+        s.apply(&Effect::AddAreas {
+            areas: vec![area("a3", "Crypt", &["a2"])],
+            links: vec![("a2".into(), "a3".into())],
+        });
+        assert_eq!(s.area("a3").map(|a| a.name.as_str()), Some("Crypt"));
+        // A snapshot is the plain list of areas; reading it back rebuilds
+        // the index.
+        let text = serde_json::to_string(&s).unwrap();
+        let areas: Value = serde_json::from_str::<Value>(&text).unwrap()["areas"].clone();
+        assert_eq!(areas[2]["area_id"], "a3");
+        let back: GameState = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+        for id in ["a1", "a2", "a3"] {
+            assert_eq!(
+                back.area(id).map(|a| &a.area_id),
+                s.area(id).map(|a| &a.area_id)
+            );
+        }
+        // An old snapshot holding an id twice finds the first, as a scan did.
+        let twice: AreaMap = vec![area("x", "First", &[]), area("x", "Second", &[])].into();
+        assert_eq!(twice.get("x").map(|a| a.name.as_str()), Some("First"));
+    }
+
+    #[test]
+    fn links_and_areas_past_their_caps_are_ignored() {
+        let mut s = state();
+        let many: Vec<Area> = (0..MAX_LINKS_PER_AREA + 5)
+            .map(|i| area(&format!("n{i}"), "N", &[]))
+            .collect();
+        let links = many
+            .iter()
+            .map(|a| ("a1".into(), a.area_id.clone()))
+            .collect();
+        s.apply(&Effect::AddAreas { areas: many, links });
+        let a1 = s.area("a1").unwrap();
+        assert_eq!(a1.reachable_area_ids.len(), MAX_LINKS_PER_AREA);
+        // Links run both ways or not at all.
+        assert!(
+            s.area("n0")
+                .unwrap()
+                .reachable_area_ids
+                .contains(&"a1".into())
+        );
+        let crowded = format!("n{}", MAX_LINKS_PER_AREA + 4);
+        assert!(s.area(&crowded).unwrap().reachable_area_ids.is_empty());
+
+        let mut full = AreaMap::from(
+            (0..MAX_SESSION_AREAS)
+                .map(|i| area(&format!("f{i}"), "F", &[]))
+                .collect::<Vec<_>>(),
+        );
+        assert!(!full.push(area("one_more", "O", &[])));
+        assert!(full.get("one_more").is_none());
+        assert_eq!(full.len(), MAX_SESSION_AREAS);
+        let mut wide = area("wide", "W", &[]);
+        wide.reachable_area_ids = (0..100).map(|i| AreaId(format!("w{i}"))).collect();
+        let mut small = AreaMap::default();
+        assert!(small.push(wide));
+        assert_eq!(
+            small.get("wide").unwrap().reachable_area_ids.len(),
+            MAX_LINKS_PER_AREA
+        );
     }
 }

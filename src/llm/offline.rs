@@ -11,7 +11,9 @@
 //! `status` / `状态`, `scout <prompt>` / `侦察 <…>`, `search <words>` /
 //! `搜索 <…>`, `map` / `地图`; anything else gets a narrative and no tool call.
 //! Commands joined by ` then ` (or `然后`), as in `go to the hall then roll
-//! 1d20`, become one answer with a tool call each, run in that order.
+//! 1d20`, become one answer with a tool call each, run in that order; at
+//! most [`MAX_COMMANDS_PER_MESSAGE`] of them, and a message with more runs
+//! none and says so.
 //!
 //! For measuring the runtime rather than a model it can wait a fixed time
 //! before each answer (`QUESTD_OFFLINE_LATENCY_MS`). The wait is a timer
@@ -51,36 +53,62 @@ enum Intent {
     Talk,
 }
 
+/// Most commands one message may join with ` then `; a message with more
+/// runs none of them and is answered with a narration saying so.
+pub const MAX_COMMANDS_PER_MESSAGE: usize = 8;
+
 /// Words that join two commands into one message.
 const THEN: [&str; 4] = [" then ", ", then ", "，然后", "然后"];
 
 /// Splits a message into its commands: `go to X then roll 1d20` is two.
-/// A message that is not all commands is one piece of talk.
-fn parse_intents(text: &str) -> Vec<Intent> {
+/// A message that is not all commands is one piece of talk. `None` when it
+/// joins more than [`MAX_COMMANDS_PER_MESSAGE`] commands; splitting stops
+/// there, so a message of a thousand `then`s costs no more than one of nine.
+fn parse_intents(text: &str) -> Option<Vec<Intent>> {
     let lower = text.to_lowercase();
     let mut pieces = Vec::new();
     let mut rest = text;
     let mut rest_lower = lower.as_str();
-    // Lower-casing may change byte lengths (rare letters): then the message
-    // is read as one command.
-    while lower.len() == text.len() {
-        let Some((at, sep)) = THEN
+    // Positions found in the lower-cased text are used in the original, so
+    // every character must keep its byte length when lower-cased (a few
+    // rare letters do not, e.g. 'İ'); otherwise the message is read as one
+    // command.
+    let same_lengths = text
+        .chars()
+        .all(|c| c.to_lowercase().map(char::len_utf8).sum::<usize>() == c.len_utf8());
+    let mut too_many = false;
+    while same_lengths
+        && let Some((at, sep)) = THEN
             .iter()
             .filter_map(|sep| rest_lower.find(sep).map(|at| (at, sep.len())))
             .min_by_key(|&(at, len)| (at, usize::MAX - len))
-        else {
+    {
+        if pieces.len() + 1 == MAX_COMMANDS_PER_MESSAGE {
+            // One more separator: at least one command past the cap.
+            too_many = true;
+            break;
+        }
+        // Checked slicing: a wrong position ends the split, never panics.
+        let (Some(piece), Some(next), Some(next_lower)) = (
+            rest.get(..at),
+            rest.get(at + sep..),
+            rest_lower.get(at + sep..),
+        ) else {
             break;
         };
-        pieces.push(&rest[..at]);
-        rest = &rest[at + sep..];
-        rest_lower = &rest_lower[at + sep..];
+        pieces.push(piece);
+        rest = next;
+        rest_lower = next_lower;
     }
-    pieces.push(rest);
+    if !too_many {
+        pieces.push(rest);
+    }
     let intents: Vec<Intent> = pieces.iter().map(|p| parse_intent(p)).collect();
     if intents.len() > 1 && intents.contains(&Intent::Talk) {
-        return vec![Intent::Talk];
+        // Prose that happens to say "then" is talk, however long.
+        return Some(vec![Intent::Talk]);
     }
-    intents
+    (!too_many).then_some(intents)
 }
 
 /// Reads a player's message. Matching ignores case and surrounding spaces.
@@ -212,7 +240,9 @@ impl OfflineGameMaster {
         let actor = req.context["active_actor"]["character_id"]
             .as_str()
             .unwrap_or_default();
-        let intents = parse_intents(text);
+        let Some(intents) = parse_intents(text) else {
+            return too_many_commands(zh);
+        };
         if req.context.is_null()
             && !intents
                 .iter()
@@ -280,6 +310,26 @@ fn tool_for(req: &ModelRequest, actor: &str, intent: Intent) -> Option<(&'static
         Intent::Search(query) => call("search_content", json!({"query": query})),
         Intent::SiteMap => call("get_site_map", json!({})),
         Intent::Talk => None,
+    }
+}
+
+/// The answer to a message that joins more than [`MAX_COMMANDS_PER_MESSAGE`]
+/// commands: nothing runs, and the player learns why.
+fn too_many_commands(zh: bool) -> ModelReply {
+    let text = if zh {
+        format!(
+            "我一次最多只能做 {MAX_COMMANDS_PER_MESSAGE} 件事，这条消息要求的更多，所以一件也没有做。请分几条消息发送。"
+        )
+    } else {
+        format!(
+            "I can do at most {MAX_COMMANDS_PER_MESSAGE} things at once, and that message asks for \
+             more, so I did none of them. Send them in a few messages."
+        )
+    };
+    ModelReply {
+        text,
+        dialog_type: Some("narration".into()),
+        ..ModelReply::default()
     }
 }
 
@@ -652,6 +702,94 @@ mod tests {
         assert!(reply.tool_calls.is_empty());
         assert!(reply.text.contains("你来到了侧室"), "{}", reply.text);
         assert_eq!(reply.dialog_type.as_deref(), Some("scene_description"));
+    }
+
+    #[test]
+    fn at_most_eight_commands_run_from_one_message() {
+        let gm = OfflineGameMaster::default();
+        let joined = |n: usize, sep: &str, cmd: &str| vec![cmd; n].join(sep);
+        let eight = gm.answer(&request(&joined(
+            MAX_COMMANDS_PER_MESSAGE,
+            " then ",
+            "roll 1d6",
+        )));
+        assert_eq!(eight.tool_calls.len(), MAX_COMMANDS_PER_MESSAGE);
+        let cases = [
+            (
+                joined(MAX_COMMANDS_PER_MESSAGE + 1, " then ", "roll 1d6"),
+                "at most 8 things at once",
+            ),
+            (joined(1000, " then ", "status"), "at most 8 things at once"),
+            (
+                joined(MAX_COMMANDS_PER_MESSAGE + 1, "然后", "状态"),
+                "最多只能做 8 件事",
+            ),
+        ];
+        for (text, says) in cases {
+            let reply = gm.answer(&request(&text));
+            assert!(reply.tool_calls.is_empty(), "none of them runs");
+            assert!(reply.text.contains(says), "{}", reply.text);
+            assert_eq!(reply.dialog_type.as_deref(), Some("narration"));
+        }
+        // Prose that says "then" often is still talk.
+        let prose = joined(20, " then ", "and the wind howled");
+        let reply = gm.answer(&request(&prose));
+        assert!(reply.tool_calls.is_empty() && !reply.text.contains("at most"));
+    }
+
+    #[test]
+    fn letters_that_change_length_when_lower_cased_never_split_wrongly() {
+        // 'İ' grows and 'ẞ' shrinks when lower-cased: the message's total
+        // length is unchanged, but positions inside it are not.
+        for text in [
+            "İ then ẞ then roll 1d6",
+            "ẞ then İ then x",
+            "roll 1d6 then İ",
+        ] {
+            let intents = parse_intents(text);
+            assert_eq!(intents, Some(vec![parse_intent(text)]), "{text}");
+        }
+        assert_eq!(
+            parse_intents("roll 1d6 then roll 1d8").map(|i| i.len()),
+            Some(2)
+        );
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Messages made of commands, joiners, odd letters and dice.
+        fn message() -> impl Strategy<Value = String> {
+            let part = prop_oneof![
+                Just("roll ".to_owned()),
+                Just("掷".to_owned()),
+                Just(" then ".to_owned()),
+                Just("然后".to_owned()),
+                Just("go to ".to_owned()),
+                Just("İẞ".to_owned()),
+                any::<i64>().prop_map(|n| format!("{n}d{n}-{n}")),
+                ".{0,8}",
+            ];
+            prop::collection::vec(part, 0..24).prop_map(|p| p.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn any_message_gets_an_answer_without_panicking(text in message(), raw in any::<String>()) {
+                let gm = OfflineGameMaster::default();
+                for t in [&text, &raw] {
+                    let reply = gm.answer(&request(t));
+                    prop_assert!(reply.tool_calls.len() <= MAX_COMMANDS_PER_MESSAGE);
+                    for call in &reply.tool_calls {
+                        prop_assert!(serde_json::from_str::<Value>(&call.arguments).is_ok());
+                    }
+                }
+            }
+        }
     }
 
     /// The events of one answer, read to the end.

@@ -4,14 +4,16 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+use crate::error::{ErrorCode, Reason};
 use crate::game::{Effect, Item};
 
 /// Most items in one call.
 pub const MAX_ITEMS: usize = 20;
 /// Most of one item added in one call.
 pub const MAX_ADD: u32 = 10_000;
-/// Most of one slug a character may hold.
-pub const MAX_STACK: u32 = 1_000_000;
+// The stack and inventory bounds are the save state's own, shared with
+// campaigns.
+pub use crate::game::state::{MAX_INVENTORY_ITEMS, MAX_STACK};
 /// Longest slug [`slugify`] makes, in characters (the explicit-slug limit).
 pub const MAX_SLUG_CHARS: usize = 64;
 
@@ -182,8 +184,20 @@ impl Tool for AddInventory {
                 }
                 None => slugify(name),
             };
-            let stack = match inventory.iter_mut().find(|it| it.slug == slug) {
-                Some(stack) => stack,
+            let stack = match inventory.iter().position(|it| it.slug == slug) {
+                Some(at) => &mut inventory[at],
+                None if inventory.len() >= MAX_INVENTORY_ITEMS => {
+                    return Err(ToolError::new(
+                        Reason::InvalidActorState,
+                        ErrorCode::InvalidArgs,
+                        format!(
+                            "{} already carries {} kinds of items, the most one character may \
+                             hold; add to a stack held or use some up first",
+                            c.name,
+                            inventory.len()
+                        ),
+                    ));
+                }
                 None => {
                     inventory.push(Item {
                         slug: slug.clone(),
@@ -230,7 +244,6 @@ impl Tool for AddInventory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Reason;
     use crate::game::GameState;
 
     use crate::tools::Role;
@@ -435,5 +448,42 @@ mod tests {
         assert_eq!(ok.result["added"][0]["quantity"], 1);
         let e = invoke(&state, json!({"items": [{"name": "Torch"}]}), Role::Player).unwrap_err();
         assert_eq!(e.reason, Reason::PermissionDenied);
+    }
+
+    #[test]
+    fn a_character_carries_a_bounded_number_of_kinds_of_items() {
+        let mut state = demo();
+        let inventory: Vec<Item> = (0..MAX_INVENTORY_ITEMS)
+            .map(|i| Item {
+                slug: format!("thing_{i}"),
+                name: format!("Thing {i}"),
+                description: String::new(),
+                quantity: 1,
+            })
+            .collect();
+        state.apply(&Effect::SetInventory {
+            character_id: "pc_001".into(),
+            inventory,
+        });
+        let e = ctx_run(
+            &AddInventory,
+            &state,
+            &json!({"items": [{"name": "Feather"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidActorState);
+        assert!(
+            e.message.contains("already carries 100 kinds of items"),
+            "{}",
+            e.message
+        );
+        // A stack already held still grows.
+        let out = ctx_run(
+            &AddInventory,
+            &state,
+            &json!({"items": [{"name": "Thing 7"}]}),
+        )
+        .unwrap();
+        assert_eq!(out.result["added"][0]["slug"], "thing_7");
     }
 }

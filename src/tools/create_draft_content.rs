@@ -16,6 +16,9 @@ pub const MAX_BODY_CHARS: usize = 8000;
 pub const MAX_TAGS: usize = 10;
 /// Longest tag.
 pub const MAX_TAG_CHARS: usize = 40;
+/// Most drafts one session may hold (campaign drafts included); past it
+/// create_draft_content refuses rather than grow the save without end.
+pub const MAX_SESSION_DRAFTS: usize = 1000;
 /// Most area ids listed in a not-found message.
 const LISTED_IDS: usize = 20;
 /// Fresh ids drawn before giving up on finding an unused one.
@@ -80,6 +83,20 @@ impl Tool for CreateDraftContent {
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
         let state = ctx.state;
+        // Nothing publishes drafts, so every draft made during play stays one
+        // and this count bounds them all.
+        let drafts = state
+            .content
+            .iter()
+            .filter(|c| c.status == ContentStatus::Draft)
+            .count();
+        if drafts >= MAX_SESSION_DRAFTS {
+            return Err(ToolError::new(
+                Reason::InvalidActorState,
+                ErrorCode::InvalidArgs,
+                format!("this session already has {drafts} drafts, the most it may hold"),
+            ));
+        }
         if args.title.trim().is_empty() {
             return Err(ToolError::invalid_args(
                 "title is blank; give a short title",
@@ -313,6 +330,7 @@ mod tests {
                 "{bad}"
             );
         }
+        // The body's bound counts characters, not bytes.
         assert!(
             invoke(
                 &state,
@@ -323,5 +341,34 @@ mod tests {
         );
         let e = invoke(&state, poi(), Role::Player).unwrap_err();
         assert_eq!(e.reason, Reason::PermissionDenied);
+    }
+
+    #[test]
+    fn a_session_holds_a_bounded_number_of_drafts() {
+        let mut state = demo();
+        let out = ctx_run(&CreateDraftContent, &state, &poi()).unwrap();
+        let Some(Effect::AddContent { entry }) = out.effect else {
+            panic!("no content effect");
+        };
+        let content = std::sync::Arc::make_mut(&mut state.content);
+        let drafts = |c: &[ContentEntry]| {
+            c.iter()
+                .filter(|e| e.status == ContentStatus::Draft)
+                .count()
+        };
+        while drafts(content) < MAX_SESSION_DRAFTS {
+            let mut e = entry.clone();
+            e.content_id = format!("draft_filler_{}", content.len());
+            content.push(e);
+        }
+        let e = ctx_run(&CreateDraftContent, &state, &poi()).unwrap_err();
+        assert_eq!(
+            (e.reason, e.code),
+            (Reason::InvalidActorState, ErrorCode::InvalidArgs)
+        );
+        assert_eq!(
+            e.message,
+            "this session already has 1000 drafts, the most it may hold"
+        );
     }
 }

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::add_inventory::slugify;
 use super::{Role, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+use crate::error::{ErrorCode, Reason};
 use crate::game::Effect;
 use crate::game::content::{NpcProfile, NpcVersion};
 
@@ -16,6 +17,9 @@ pub const NPC_ROLES: &[Role] = &[Role::GmAdmin, Role::Owner];
 pub const MAX_LIST: usize = 20;
 /// Longest given npc_id.
 pub const MAX_NPC_ID: usize = 48;
+/// Most NPC profiles one session may hold, the campaign's included; past it
+/// create_npc refuses rather than grow the save without end.
+pub const MAX_SESSION_NPCS: usize = 1000;
 
 pub struct CreateNpc;
 
@@ -143,6 +147,16 @@ impl Tool for CreateNpc {
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
         let state = ctx.state;
+        if state.npcs.len() >= MAX_SESSION_NPCS {
+            return Err(ToolError::new(
+                Reason::InvalidActorState,
+                ErrorCode::InvalidArgs,
+                format!(
+                    "this session already has {} npcs, the most it may hold",
+                    state.npcs.len()
+                ),
+            ));
+        }
         let name = args.name.trim();
         if name.is_empty() {
             return Err(ToolError::invalid_args(
@@ -221,7 +235,6 @@ impl Tool for CreateNpc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{ErrorCode, Reason};
     use crate::game::GameState;
 
     use crate::tools::test_support::{SESSION, assert_refusals, demo, pipeline, run_as};
@@ -439,5 +452,28 @@ mod tests {
             assert_eq!(e.reason, Reason::InvalidArgs, "{args}");
             assert!(e.message.contains(text), "{args}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn a_session_holds_a_bounded_number_of_npcs() {
+        let mut state = demo();
+        let template = state.npcs[0].clone();
+        let npcs = std::sync::Arc::make_mut(&mut state.npcs);
+        while npcs.len() < MAX_SESSION_NPCS {
+            let mut npc = template.clone();
+            npc.npc_id = format!("filler_{}", npcs.len());
+            npcs.push(npc);
+        }
+        let e = admin(&state, json!({"name": "One More", "persona": "p"})).unwrap_err();
+        assert_eq!(
+            (e.reason, e.code),
+            (Reason::InvalidActorState, ErrorCode::InvalidArgs)
+        );
+        assert_eq!(
+            e.message,
+            "this session already has 1000 npcs, the most it may hold"
+        );
+        std::sync::Arc::make_mut(&mut state.npcs).pop();
+        assert!(admin(&state, json!({"name": "One More", "persona": "p"})).is_ok());
     }
 }

@@ -8,9 +8,11 @@ use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use crate::error::{ErrorCode, Reason};
 use crate::game::Effect;
 use crate::game::mapgen::{self, DEFAULT_SIZE, MAX_SIZE, MapRequest};
+use crate::game::state::{MAX_LINKS_PER_AREA, MAX_SESSION_AREAS};
 
-/// Most areas one session's map may hold.
-pub const MAX_AREAS: usize = 2000;
+/// Largest seed: seeds are echoed back in results, and JSON numbers are
+/// exact only up to 2^53 - 1 in most clients.
+pub const MAX_SEED: u64 = (1 << 53) - 1;
 
 pub struct MapGenerate;
 
@@ -56,7 +58,7 @@ impl Tool for MapGenerate {
                         "type": "object",
                         "properties": {
                             "size": {"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
-                            "seed": {"type": "integer", "minimum": 0}
+                            "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED}
                         },
                         "additionalProperties": false
                     }
@@ -112,13 +114,39 @@ impl Tool for MapGenerate {
             })?),
         };
         let size = args.constraints.size.unwrap_or(DEFAULT_SIZE);
-        if state.areas.len() + size > MAX_AREAS {
+        if !(1..=MAX_SIZE).contains(&size) {
+            return Err(ToolError::invalid_args(format!(
+                "constraints.size is {size}; give 1 to {MAX_SIZE}"
+            )));
+        }
+        if let Some(seed) = args.constraints.seed.filter(|s| *s > MAX_SEED) {
+            return Err(ToolError::invalid_args(format!(
+                "constraints.seed is {seed}; give 0 to {MAX_SEED}"
+            )));
+        }
+        // size is at most MAX_SIZE here, so the sum cannot overflow.
+        if state.areas.len() + size > MAX_SESSION_AREAS {
             return Err(ToolError::new(
                 Reason::InvalidActorState,
                 ErrorCode::InvalidArgs,
                 format!(
-                    "the map already holds {} areas; at most {MAX_AREAS}",
+                    "this session already has {} areas; {size} more would pass \
+                     {MAX_SESSION_AREAS}, the most it may hold",
                     state.areas.len()
+                ),
+            ));
+        }
+        if let Some(p) = parent
+            && p.reachable_area_ids.len() >= MAX_LINKS_PER_AREA
+        {
+            return Err(ToolError::new(
+                Reason::InvalidActorState,
+                ErrorCode::InvalidArgs,
+                format!(
+                    "area {} already has {} links, the most an area may have; generate from \
+                     another area, or give parent_area_id null for a new root layer",
+                    p.area_id,
+                    p.reachable_area_ids.len()
                 ),
             ));
         }
@@ -141,7 +169,14 @@ impl Tool for MapGenerate {
             theme: &theme,
             size,
             seed,
-        });
+        })
+        .map_err(|e| {
+            ToolError::new(
+                Reason::InvalidActorState,
+                ErrorCode::InvalidArgs,
+                e.to_string(),
+            )
+        })?;
         let created: Vec<&str> = map.areas.iter().map(|a| a.area_id.as_str()).collect();
         // Every connection once, as (from, to), links to the parent first.
         let mut connections: Vec<(String, String)> = map
@@ -222,5 +257,101 @@ mod tests {
         assert!(out.result["warnings"][0].as_str().unwrap().contains("seed"));
         let e = ctx_run(&MapGenerate, &state, &json!({"parent_area_id": "area_999"})).unwrap_err();
         assert_eq!(e.code, ErrorCode::ZoneNotFound);
+    }
+
+    #[test]
+    fn sizes_seeds_and_caps_are_bounded() {
+        use crate::game::state::{AreaMap, MAX_LINKS_PER_AREA, MAX_SESSION_AREAS};
+        use crate::tools::test_support::assert_refusals;
+
+        let state = demo();
+        // Direct calls skip the schema; run() checks the numbers itself.
+        assert_refusals(
+            [
+                (
+                    json!({"constraints": {"size": 0}}),
+                    Reason::InvalidArgs,
+                    "give 1 to 30",
+                ),
+                (
+                    json!({"constraints": {"size": 31}}),
+                    Reason::InvalidArgs,
+                    "give 1 to 30",
+                ),
+                (
+                    json!({"constraints": {"size": u64::MAX}}),
+                    Reason::InvalidArgs,
+                    "give 1 to 30",
+                ),
+                (
+                    json!({"constraints": {"seed": MAX_SEED + 1}}),
+                    Reason::InvalidArgs,
+                    "constraints.seed",
+                ),
+                (
+                    json!({"constraints": {"seed": -1}}),
+                    Reason::InvalidArgs,
+                    "-1",
+                ),
+            ],
+            |a| ctx_run(&MapGenerate, &state, a),
+        );
+        assert!(
+            ctx_run(
+                &MapGenerate,
+                &state,
+                &json!({"constraints": {"seed": MAX_SEED}})
+            )
+            .is_ok()
+        );
+
+        // A parent with every link it may have.
+        let mut crowded = demo();
+        let mut areas = crowded.areas.to_vec();
+        areas[0].reachable_area_ids = (0..MAX_LINKS_PER_AREA)
+            .map(|i| format!("elsewhere_{i}").into())
+            .collect();
+        crowded.areas = areas.into();
+        let e = ctx_run(
+            &MapGenerate,
+            &crowded,
+            &json!({"parent_area_id": "area_001"}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.reason, e.code),
+            (Reason::InvalidActorState, ErrorCode::InvalidArgs)
+        );
+        assert!(e.message.contains("already has 64 links"), "{}", e.message);
+        assert!(ctx_run(&MapGenerate, &crowded, &json!({"parent_area_id": null})).is_ok());
+
+        // A map one generation short of the session's cap.
+        let mut full = demo();
+        let mut areas = full.areas.to_vec();
+        let template = areas[0].clone();
+        while areas.len() < MAX_SESSION_AREAS - 2 {
+            let mut a = template.clone();
+            a.area_id = format!("filler_{}", areas.len()).into();
+            a.reachable_area_ids.clear();
+            areas.push(a);
+        }
+        full.areas = AreaMap::from(areas);
+        let e = ctx_run(&MapGenerate, &full, &json!({"constraints": {"size": 3}})).unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidActorState);
+        assert!(e.message.contains("the most it may hold"), "{}", e.message);
+        let out = ctx_run(&MapGenerate, &full, &json!({"constraints": {"size": 2}})).unwrap();
+        full.apply(out.effect.as_ref().unwrap());
+        assert_eq!(full.areas.len(), MAX_SESSION_AREAS);
+    }
+
+    #[test]
+    fn an_area_number_at_the_top_of_its_range_is_an_error() {
+        let mut state = demo();
+        let mut areas = state.areas.to_vec();
+        areas[1].area_id = format!("area_{}", u64::MAX).into();
+        state.areas = areas.into();
+        let e = ctx_run(&MapGenerate, &state, &json!({})).unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidActorState);
+        assert!(e.message.contains("no fresh area id"), "{}", e.message);
     }
 }

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use crate::game::dice::DiceExpr;
+use crate::game::dice::{DiceExpr, MAX_DICE, MAX_MODIFIER, MAX_SIDES, MAX_TOTAL, MIN_TOTAL};
 
 pub struct RollDice;
 
@@ -37,9 +37,13 @@ impl Tool for RollDice {
                 "required": ["dice", "rolls", "modifier", "total", "description"],
                 "properties": {
                     "dice": {"type": "string"},
-                    "rolls": {"type": "array", "items": {"type": "integer", "minimum": 1}},
-                    "modifier": {"type": "integer"},
-                    "total": {"type": "integer"},
+                    "rolls": {
+                        "type": "array",
+                        "maxItems": MAX_DICE,
+                        "items": {"type": "integer", "minimum": 1, "maximum": MAX_SIDES}
+                    },
+                    "modifier": {"type": "integer", "minimum": -MAX_MODIFIER, "maximum": MAX_MODIFIER},
+                    "total": {"type": "integer", "minimum": MIN_TOTAL, "maximum": MAX_TOTAL},
                     "description": {"type": "string"},
                     "reason": {"type": ["string", "null"]}
                 }
@@ -114,6 +118,20 @@ mod tests {
         ] {
             let e = ctx_run(&RollDice, &state, &bad).unwrap_err();
             assert_eq!(e.reason, Reason::InvalidArgs, "{bad}");
+        }
+    }
+
+    #[test]
+    fn numbers_past_every_bound_are_invalid_args_not_rolls() {
+        let state = demo();
+        for dice in [
+            "1d6--9223372036854775808",
+            "1d6+9223372036854775807",
+            "99999999999d6",
+            "1d99999999999",
+        ] {
+            let e = ctx_run(&RollDice, &state, &json!({"dice": dice})).unwrap_err();
+            assert_eq!(e.reason, Reason::InvalidArgs, "{dice}");
         }
     }
 }

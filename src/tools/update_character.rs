@@ -6,12 +6,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
+use crate::error::{ErrorCode, Reason};
 use crate::game::{CharacterState, Effect};
 
-/// Highest max_hp (and so hp) a character may have.
-pub const MAX_HP: i64 = 100_000;
-/// Highest level.
-pub const MAX_LEVEL: u32 = 100;
+// The hp and level bounds are the save state's own, shared with campaigns.
+use crate::game::state::MAX_STATS_PER_CHARACTER;
+pub use crate::game::state::{MAX_HP, MAX_LEVEL};
 /// Range of one stat value.
 pub const STAT_MIN: i64 = -100;
 pub const STAT_MAX: i64 = 1000;
@@ -150,6 +150,19 @@ impl Tool for UpdateCharacter {
             for (key, value) in stats {
                 updated.stats.insert(key, json!(value));
             }
+            // Each call names few stats, but calls add up.
+            if updated.stats.len() > MAX_STATS_PER_CHARACTER {
+                return Err(ToolError::new(
+                    Reason::InvalidActorState,
+                    ErrorCode::InvalidArgs,
+                    format!(
+                        "{} would have {} stats, more than the {MAX_STATS_PER_CHARACTER} one \
+                         character may have; set stats it already has instead",
+                        c.name,
+                        updated.stats.len()
+                    ),
+                ));
+            }
         }
 
         let changed: Vec<&str> = [
@@ -172,7 +185,6 @@ impl Tool for UpdateCharacter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Reason;
     use crate::game::GameState;
 
     use crate::tools::Role;
@@ -343,5 +355,45 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.reason, Reason::PermissionDenied);
+    }
+
+    #[test]
+    fn stats_added_over_many_calls_stay_bounded() {
+        let mut state = demo();
+        let mut n = state.character("pc_001").unwrap().stats.len();
+        let mut round = 0;
+        let refused = loop {
+            let stats: BTreeMap<String, i64> = (0..MAX_STATS)
+                .map(|i| (format!("s{}", letters(round * MAX_STATS + i)), 1))
+                .collect();
+            match ctx_run(
+                &UpdateCharacter,
+                &state,
+                &json!({"character_id": "pc_001", "stats": stats}),
+            ) {
+                Ok(out) => state.apply(out.effect.as_ref().unwrap()),
+                Err(e) => break e,
+            }
+            n = state.character("pc_001").unwrap().stats.len();
+            round += 1;
+        };
+        assert!(n <= MAX_STATS_PER_CHARACTER, "{n}");
+        assert_eq!(refused.reason, Reason::InvalidActorState);
+        assert!(refused.message.contains("64"), "{}", refused.message);
+    }
+
+    /// `n` in letters (a, b, ..., z, ba, bb, ...), for stat names, which
+    /// may hold only a-z and _.
+    fn letters(mut n: usize) -> String {
+        let mut s = Vec::new();
+        loop {
+            s.push(b'a' + (n % 26) as u8);
+            n /= 26;
+            if n == 0 {
+                break;
+            }
+        }
+        s.reverse();
+        String::from_utf8(s).unwrap()
     }
 }

@@ -128,7 +128,9 @@ impl Tool for UpdateInventory {
                 ));
             };
             let before = i64::from(inventory[pos].quantity);
-            let after = before + u.quantity_change;
+            // Saturating: the change was bounded above, but the sum is never
+            // left to chance.
+            let after = before.saturating_add(u.quantity_change);
             if after < 0 {
                 return Err(ToolError::invalid_args(format!(
                     "cannot take {} {} from {}: only {before} held",
