@@ -27,6 +27,8 @@ pub enum StorageError {
     Corrupt(String),
     #[error("the storage writer has stopped")]
     WriterGone,
+    #[error("too many writes are waiting for storage")]
+    Overloaded,
 }
 
 impl From<sqlx::Error> for StorageError {
@@ -41,8 +43,44 @@ impl From<sqlx::migrate::MigrateError> for StorageError {
     }
 }
 
+/// Writes that may wait for the writer at once. Past it a write is refused
+/// at once ([`StorageError::Overloaded`]) instead of growing memory; callers
+/// stop taking new work well before (see [`Store::overloaded`]).
+pub const MAX_QUEUED_WRITES: usize = 65_536;
+/// Once this many writes wait, new turns, tool calls and sessions are
+/// refused with `OVERLOADED` so the turns already running can finish.
+pub const BUSY_QUEUED_WRITES: usize = MAX_QUEUED_WRITES / 2;
+
 /// Told, after each commit, the highest seq of a session now durable.
-pub type DurableSink = Arc<dyn Fn(Result<u64, StorageError>) + Send + Sync>;
+///
+/// Each sink has an id no other sink in this process ever gets, so the
+/// writer can remember which stream of rows failed without mistaking a
+/// later session (or a reload of the same one) for it.
+#[derive(Clone)]
+pub struct DurableSink {
+    id: u64,
+    notify: Arc<dyn Fn(Result<u64, StorageError>) + Send + Sync>,
+}
+
+impl DurableSink {
+    pub fn new(notify: impl Fn(Result<u64, StorageError>) + Send + Sync + 'static) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            notify: Arc::new(notify),
+        }
+    }
+
+    /// This stream of rows' id, never reused.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Tells the sink's owner how its writes went.
+    pub fn notify(&self, result: Result<u64, StorageError>) {
+        (self.notify)(result)
+    }
+}
 
 /// What is stored about a session besides its story.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +92,37 @@ pub struct SessionMeta {
     pub player_token: String,
     pub spectator_token: String,
     pub created_at: i64,
+    /// Whether the session is listed (with its spectator token) for anyone.
+    pub visibility: Visibility,
+}
+
+/// Who may find a session in the list of live sessions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// Known only to whoever holds its tokens (the default).
+    #[default]
+    Private,
+    /// Listed by `GET /api/v1/sessions` with a watch link.
+    Public,
+}
+
+impl Visibility {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Private => "private",
+            Self::Public => "public",
+        }
+    }
+
+    /// The stored spelling; anything unknown is private.
+    pub fn from_stored(text: &str) -> Self {
+        if text == "public" {
+            Self::Public
+        } else {
+            Self::Private
+        }
+    }
 }
 
 /// One journal row: a story frame and what replay must apply for it.

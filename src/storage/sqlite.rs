@@ -13,9 +13,14 @@ use tokio::sync::{mpsc, oneshot};
 use crate::metrics::Metrics;
 
 use super::{
-    ActionPage, AuditPage, AuditRow, DurableSink, JournalRow, LoadedSession, MAX_BATCH,
-    SessionMeta, StorageError, StoredRow, now_ms, rfc3339,
+    ActionPage, AuditPage, AuditRow, BUSY_QUEUED_WRITES, DurableSink, JournalRow, LoadedSession,
+    MAX_BATCH, MAX_QUEUED_WRITES, SessionMeta, StorageError, StoredRow, Visibility, now_ms,
+    rfc3339,
 };
+
+/// Writes of a failed batch that may fail one after another, when retried
+/// one by one, before the rest of the batch is failed without a try.
+const RETRY_GIVE_UP: usize = 3;
 
 /// Frames kept for resume after a reload.
 pub const RECENT_FRAMES: i64 = 512;
@@ -43,7 +48,8 @@ enum WriteOp {
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
-    writes: mpsc::UnboundedSender<WriteOp>,
+    /// Bounded at [`MAX_QUEUED_WRITES`]: a full queue refuses writes.
+    writes: mpsc::Sender<WriteOp>,
 }
 
 /// Where the writer reports its commits.
@@ -79,7 +85,7 @@ impl Store {
         // pages to disk before the commit.
         let writer_options = options.pragma("cache_size", "-16384");
         let conn = SqliteConnection::connect_with(&writer_options).await?;
-        let (writes, rx) = mpsc::unbounded_channel();
+        let (writes, rx) = mpsc::channel(MAX_QUEUED_WRITES);
         actix::spawn(writer(conn, rx, metrics));
         Ok(Self { pool, writes })
     }
@@ -87,11 +93,18 @@ impl Store {
     /// Queues a journal row; `sink` hears when it (and everything before it)
     /// is durable.
     pub fn append(&self, row: JournalRow, sink: DurableSink) {
-        if let Err(mpsc::error::SendError(WriteOp::Row(_, sink))) =
-            self.writes.send(WriteOp::Row(row, sink))
-        {
-            sink(Err(StorageError::WriterGone));
+        if let Err(e) = self.writes.try_send(WriteOp::Row(row, sink)) {
+            let (gone, op) = refused_write(e);
+            if let WriteOp::Row(_, sink) = op {
+                sink.notify(Err(gone));
+            }
         }
+    }
+
+    /// Whether so many writes wait that new work should be refused (the
+    /// caller answers `OVERLOADED`); work already running may still write.
+    pub fn overloaded(&self) -> bool {
+        MAX_QUEUED_WRITES - self.writes.capacity() >= BUSY_QUEUED_WRITES
     }
 
     /// Queues a snapshot; if `done` is given it hears when it is durable.
@@ -108,19 +121,23 @@ impl Store {
             state,
             done,
         };
-        if let Err(mpsc::error::SendError(WriteOp::Snapshot {
-            done: Some(done), ..
-        })) = self.writes.send(op)
-        {
-            let _ = done.send(Err(StorageError::WriterGone));
+        if let Err(e) = self.writes.try_send(op) {
+            let (error, op) = refused_write(e);
+            if let WriteOp::Snapshot {
+                done: Some(done), ..
+            } = op
+            {
+                let _ = done.send(Err(error));
+            }
         }
     }
 
     /// Queues an audit row. Audit rows ride in the same group commits as the
     /// journal; nobody waits for them.
     pub fn audit(&self, row: AuditRow) {
-        if self.writes.send(WriteOp::Audit(row)).is_err() {
-            tracing::error!("audit row dropped: the storage writer has stopped");
+        if let Err(e) = self.writes.try_send(WriteOp::Audit(row)) {
+            let (error, _) = refused_write(e);
+            tracing::error!(%error, "audit row dropped");
         }
     }
 
@@ -190,12 +207,12 @@ impl Store {
     ) -> Result<(), StorageError> {
         let (done, rx) = oneshot::channel();
         self.writes
-            .send(WriteOp::CreateSession {
+            .try_send(WriteOp::CreateSession {
                 meta,
                 snapshot,
                 done,
             })
-            .map_err(|_| StorageError::WriterGone)?;
+            .map_err(|e| refused_write(e).0)?;
         rx.await.map_err(|_| StorageError::WriterGone)?
     }
 
@@ -204,8 +221,8 @@ impl Store {
         session_id: &str,
     ) -> Result<Option<SessionMeta>, StorageError> {
         let row = sqlx::query(
-            "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at \
-             FROM sessions WHERE session_id = ?",
+            "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at, \
+             visibility FROM sessions WHERE session_id = ?",
         )
         .bind(session_id)
         .fetch_optional(&self.pool)
@@ -219,6 +236,7 @@ impl Store {
                 player_token: r.try_get(4)?,
                 spectator_token: r.try_get(5)?,
                 created_at: r.try_get(6)?,
+                visibility: Visibility::from_stored(r.try_get(7)?),
             })
         })
         .transpose()
@@ -369,27 +387,35 @@ impl Store {
     }
 }
 
+/// Why a write could not be queued, and the write back.
+fn refused_write(e: mpsc::error::TrySendError<WriteOp>) -> (StorageError, WriteOp) {
+    match e {
+        mpsc::error::TrySendError::Full(op) => (StorageError::Overloaded, op),
+        mpsc::error::TrySendError::Closed(op) => (StorageError::WriterGone, op),
+    }
+}
+
 /// The writer task: waits for one write, takes everything else already
 /// queued (up to [`MAX_BATCH`]), commits it all at once, then tells each
 /// waiter. Runs until every sender is gone.
 /// Identifies one session actor's stream of rows (a reloaded session gets a
 /// new sink, so it may write again).
-fn sink_key(sink: &DurableSink) -> usize {
-    Arc::as_ptr(sink).cast::<()>() as usize
+fn sink_key(sink: &DurableSink) -> u64 {
+    sink.id()
 }
 
 async fn writer(
     mut conn: SqliteConnection,
-    mut rx: mpsc::UnboundedReceiver<WriteOp>,
+    mut rx: mpsc::Receiver<WriteOp>,
     metrics: CommitMetrics,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // Sinks whose session had a write fail: their later rows are refused, so
     // a session's journal never has a gap in its seqs.
-    let mut poisoned: HashSet<usize> = HashSet::new();
+    let mut poisoned: HashSet<u64> = HashSet::new();
     let refused = || StorageError::Database("an earlier write of this session failed".into());
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let is_refused = |op: &WriteOp, poisoned: &HashSet<usize>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink_key(sink)));
+        let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink_key(sink)));
         let writable: Vec<&WriteOp> = batch
             .iter()
             .filter(|op| !is_refused(op, &poisoned))
@@ -410,17 +436,29 @@ async fn writer(
                 // Isolate the failing write so one bad row does not fail
                 // every session that shared the batch.
                 tracing::warn!(error = %e, ops = batch.len(), "batch commit failed; retrying writes one by one");
+                // A store that fails every write (disk full, gone) must not
+                // cost one busy timeout per row: after a few failures in a
+                // row the rest of the batch fails without another try.
                 let mut results = Vec::with_capacity(batch.len());
+                let mut failures_in_a_row = 0;
                 for op in &batch {
                     if is_refused(op, &poisoned) {
                         results.push(Err(refused()));
                         continue;
                     }
-                    let r = commit(&mut conn, &[op]).await;
-                    if let Err(e) = &r {
-                        tracing::error!(error = %e, "journal write failed");
-                        if let WriteOp::Row(_, sink) = op {
-                            poisoned.insert(sink_key(sink));
+                    let r = if failures_in_a_row >= RETRY_GIVE_UP {
+                        Err(e.clone())
+                    } else {
+                        commit(&mut conn, &[op]).await
+                    };
+                    match &r {
+                        Ok(()) => failures_in_a_row = 0,
+                        Err(e) => {
+                            failures_in_a_row += 1;
+                            tracing::error!(error = %e, "journal write failed");
+                            if let WriteOp::Row(_, sink) = op {
+                                poisoned.insert(sink_key(sink));
+                            }
                         }
                     }
                     results.push(r);
@@ -450,7 +488,7 @@ async fn writer(
             }
         }
         for (sink, result) in sessions.into_values() {
-            sink(result);
+            sink.notify(result);
         }
         for (op, result) in batch.drain(..).zip(results) {
             match op {
@@ -509,8 +547,8 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
             }
             WriteOp::CreateSession { meta, snapshot, .. } => {
                 sqlx::query(
-                    "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, spectator_token, created_at, \
+                     visibility) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(&meta.session_id)
                 .bind(&meta.tenant_id)
@@ -519,6 +557,7 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
                 .bind(&meta.player_token)
                 .bind(&meta.spectator_token)
                 .bind(meta.created_at)
+                .bind(meta.visibility.as_str())
                 .execute(&mut *tx)
                 .await?;
                 sqlx::query("INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES (?, 0, ?, ?)")
