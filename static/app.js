@@ -188,7 +188,10 @@ async function startSession(campaign, btn) {
     const s = await api('/api/v1/sessions', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ campaign_id: campaign.campaign_id }),
+      body: JSON.stringify({
+        campaign_id: campaign.campaign_id,
+        visibility: $('public').checked ? 'public' : 'private',
+      }),
     });
     const mine = readJson('local', 'questd.sessions', {});
     mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title: campaign.title };
