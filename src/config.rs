@@ -62,6 +62,11 @@ pub struct LoadtestArgs {
     /// Built-in campaign every session plays.
     #[arg(long, default_value = "demo")]
     pub campaign: String,
+    /// A key of the server (its `QUESTD_INTERNAL_API_KEY` or a tenant key),
+    /// sent when creating sessions: keyed creations are not limited per
+    /// address, which many sessions from one machine would otherwise hit.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
     /// Seconds after the start when no new turn begins; turns in flight
     /// finish (default: no cap).
     #[arg(long, value_parser = parse_seconds)]
@@ -160,6 +165,36 @@ fn parse_span(text: &str, bare: f64) -> Result<f64, String> {
 /// The longest span a load test flag may name: one week.
 const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 
+/// A key or password from the settings. Its `Debug` never shows it, so
+/// printing the settings (or a struct that holds one) cannot leak it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that must use it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Self(s.to_owned())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LlmProvider {
     /// The built-in rule-based game master; needs no model.
@@ -224,7 +259,7 @@ pub struct Settings {
         hide_env_values = true,
         global = true
     )]
-    pub llm_api_key: Option<String>,
+    pub llm_api_key: Option<Secret>,
     /// Stream the model's answer (`false` asks for one whole JSON reply).
     #[arg(
         long,
@@ -253,16 +288,92 @@ pub struct Settings {
         global = true
     )]
     pub history_tokens: usize,
-    /// The key other services present in `X-Internal-API-Key`. When set,
-    /// every call to the tool API and MCP needs it; tools marked
-    /// `requires_auth` need it always. Never logged.
+    /// The key trusted internal services present in `X-Internal-API-Key`:
+    /// it acts for any tenant, named by `X-Tenant-ID`. The tool API and MCP
+    /// need it or a tenant key. Never logged.
     #[arg(
         long,
         env = "QUESTD_INTERNAL_API_KEY",
         hide_env_values = true,
         global = true
     )]
-    pub internal_api_key: Option<String>,
+    pub internal_api_key: Option<Secret>,
+    /// Keys of single tenants, `tenant:key,tenant:key`: each works like the
+    /// internal key for its own tenant only. Never logged.
+    #[arg(
+        long,
+        env = "QUESTD_TENANT_KEYS",
+        hide_env_values = true,
+        global = true
+    )]
+    pub tenant_keys: Option<Secret>,
+    /// Origins, besides the server's own, whose pages may open WebSockets
+    /// and send state-changing requests (comma-separated, e.g.
+    /// `https://game.example`).
+    #[arg(long, env = "QUESTD_ALLOWED_ORIGINS", global = true)]
+    pub allowed_origins: Option<String>,
+    /// Host names (with or without a port) requests may name in `Host`,
+    /// against DNS rebinding (comma-separated; `*` allows any). Default:
+    /// `localhost`, `127.0.0.1` and `[::1]` when bound to loopback, the
+    /// bound address otherwise, and any host when bound to every address.
+    #[arg(long, env = "QUESTD_ALLOWED_HOSTS", global = true)]
+    pub allowed_hosts: Option<String>,
+    /// Addresses of reverse proxies whose `X-Forwarded-For` names the
+    /// client (comma-separated IPs); per-address limits then count the
+    /// address it names instead of the proxy's.
+    #[arg(long, env = "QUESTD_TRUSTED_PROXIES", global = true)]
+    pub trusted_proxies: Option<String>,
+    /// Sessions one client address may create per minute without a key.
+    #[arg(
+        long,
+        env = "QUESTD_CREATE_PER_MINUTE",
+        default_value_t = 60,
+        global = true
+    )]
+    pub create_per_minute: u32,
+    /// Sessions one client address may create at once before the rate
+    /// applies (without a key).
+    #[arg(long, env = "QUESTD_CREATE_BURST", default_value_t = 20, global = true)]
+    pub create_burst: u32,
+    /// Live sessions this node holds at most; creating or loading more is
+    /// `503` until some unload.
+    #[arg(
+        long,
+        env = "QUESTD_MAX_SESSIONS",
+        default_value_t = 20_000,
+        global = true
+    )]
+    pub max_sessions: usize,
+    /// Open connections (HTTP and WebSocket) this node holds at most
+    /// (default: the open-file limit less a reserve for the database);
+    /// past it new WebSockets get `503` before the upgrade.
+    #[arg(long, env = "QUESTD_MAX_CONNECTIONS", global = true)]
+    pub max_connections: Option<usize>,
+    /// WebSocket connections one session may have at once.
+    #[arg(
+        long,
+        env = "QUESTD_MAX_SESSION_CONNECTIONS",
+        default_value_t = 10_000,
+        global = true
+    )]
+    pub max_session_connections: usize,
+    /// WebSocket connections one client address may have open at once.
+    #[arg(
+        long,
+        env = "QUESTD_MAX_ADDRESS_CONNECTIONS",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub max_address_connections: usize,
+    /// When set, `GET /metrics` needs `Authorization: Bearer <this key>`.
+    /// Never logged.
+    #[arg(
+        long,
+        env = "QUESTD_METRICS_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub metrics_key: Option<Secret>,
     /// Tool API and MCP calls per minute, per tenant and per key.
     #[arg(
         long,
@@ -491,6 +602,34 @@ mod tests {
             let args = ["questd", "loadtest", bad[0], bad[1]];
             assert!(Cli::try_parse_from(args).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn debug_never_prints_a_key() {
+        let cli = Cli::parse_from([
+            "questd",
+            "--llm-api-key",
+            "sk-model-secret",
+            "--internal-api-key",
+            "internal-secret",
+            "--tenant-keys",
+            "acme:tenant-secret",
+            "--metrics-key",
+            "metrics-secret",
+        ]);
+        let shown = format!("{cli:?}");
+        for secret in [
+            "sk-model",
+            "internal-secret",
+            "tenant-secret",
+            "metrics-secret",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert_eq!(
+            cli.settings.internal_api_key.as_ref().map(Secret::expose),
+            Some("internal-secret")
+        );
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub enum ErrorCode {
     Unauthorized,
     NotFound,
     PayloadTooLarge,
+    UnsupportedMediaType,
+    /// The node is full (connections, sessions) or its storage is behind;
+    /// try again after `Retry-After`.
+    Overloaded,
 }
 
 impl ErrorCode {
@@ -60,6 +64,8 @@ impl ErrorCode {
             Timeout | AiTimeout => StatusCode::REQUEST_TIMEOUT,
             Unauthorized => StatusCode::UNAUTHORIZED,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             // The model, not the caller, got it wrong.
             UpstreamError | InvalidAiJson => StatusCode::BAD_GATEWAY,
             MaxIterations | InternalError | ExecutionFailed => StatusCode::INTERNAL_SERVER_ERROR,
@@ -260,6 +266,12 @@ mod tests {
         (ErrorCode::Unauthorized, "UNAUTHORIZED", 401),
         (ErrorCode::NotFound, "NOT_FOUND", 404),
         (ErrorCode::PayloadTooLarge, "PAYLOAD_TOO_LARGE", 413),
+        (
+            ErrorCode::UnsupportedMediaType,
+            "UNSUPPORTED_MEDIA_TYPE",
+            415,
+        ),
+        (ErrorCode::Overloaded, "OVERLOADED", 503),
     ];
 
     #[test]
@@ -305,9 +317,11 @@ mod tests {
                 Unauthorized => 23,
                 NotFound => 24,
                 PayloadTooLarge => 25,
+                UnsupportedMediaType => 26,
+                Overloaded => 27,
             }
         }
-        let mut seen = [false; 26];
+        let mut seen = [false; 28];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

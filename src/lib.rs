@@ -29,5 +29,5 @@ pub mod startup;
 pub mod storage;
 pub mod tools;
 
-pub use config::{Cli, Settings};
+pub use config::{Cli, Secret, Settings};
 pub use startup::Application;

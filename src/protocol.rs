@@ -25,6 +25,22 @@ pub enum ClientFrame {
     },
 }
 
+/// Longest `request_id` a client may send, in characters: it is
+/// remembered for de-duplication and repeated in frames and the journal.
+pub const MAX_REQUEST_ID_CHARS: usize = 128;
+
+/// Checks a client's `request_id`: 1 to [`MAX_REQUEST_ID_CHARS`]
+/// characters, none of them control characters.
+pub fn check_request_id(id: &str) -> Result<(), String> {
+    let n = id.chars().count();
+    if n == 0 || n > MAX_REQUEST_ID_CHARS || id.chars().any(char::is_control) {
+        return Err(format!(
+            "request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters without control characters"
+        ));
+    }
+    Ok(())
+}
+
 impl ClientFrame {
     /// Parses one text frame; the error is a message for `INVALID_FRAME`.
     pub fn parse(text: &str) -> Result<Self, String> {
@@ -35,7 +51,15 @@ impl ClientFrame {
             Some(_) => return Err("\"type\" must be a string".into()),
             None => return Err("frame has no \"type\"".into()),
         }
-        serde_json::from_value(value).map_err(|e| format!("bad frame: {e}"))
+        let frame: Self = serde_json::from_value(value).map_err(|e| format!("bad frame: {e}"))?;
+        if let Self::Chat {
+            request_id: Some(id),
+            ..
+        } = &frame
+        {
+            check_request_id(id)?;
+        }
+        Ok(frame)
     }
 }
 
@@ -341,8 +365,93 @@ mod tests {
             r#"{"type":"chat","text":5}"#,
             r#"{"type":"dance"}"#,
             r#"{"type":"chat","text":"x","request_id":9}"#,
+            r#"{"type":"chat","text":"x","request_id":""}"#,
+            r#"{"type":"chat","text":"x","request_id":"a\nb"}"#,
         ] {
             assert!(ClientFrame::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn request_ids_have_a_bound() {
+        let at_most = "é".repeat(MAX_REQUEST_ID_CHARS);
+        let frame = json!({"type": "chat", "text": "x", "request_id": at_most}).to_string();
+        assert!(ClientFrame::parse(&frame).is_ok());
+        let over = "r".repeat(MAX_REQUEST_ID_CHARS + 1);
+        let frame = json!({"type": "chat", "text": "x", "request_id": over}).to_string();
+        let err = ClientFrame::parse(&frame).err().unwrap_or_default();
+        assert!(err.contains("request_id must be 1 to 128"), "{err}");
+    }
+
+    /// Any JSON value, nested a few levels, for the frame parser.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            ".{0,40}".prop_map(Value::from),
+            prop_oneof![
+                Just("chat"),
+                Just("ping"),
+                Just("type"),
+                Just("request_id"),
+                Just("text")
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("type".to_owned()),
+                        Just("text".to_owned()),
+                        Just("request_id".to_owned()),
+                        Just("nonce".to_owned()),
+                        ".{0,8}"
+                    ],
+                    inner,
+                    0..5
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any text is a frame or a reason, never a panic.
+        #[test]
+        fn any_text_parses_or_is_refused(text in "\\PC{0,200}") {
+            let _ = ClientFrame::parse(&text);
+        }
+
+        /// Any JSON is a frame or a reason; an accepted chat's request id is
+        /// within its bound.
+        #[test]
+        fn any_json_parses_or_is_refused(value in any_json()) {
+            if let Ok(ClientFrame::Chat { request_id: Some(id), .. }) =
+                ClientFrame::parse(&value.to_string())
+            {
+                proptest::prop_assert!(check_request_id(&id).is_ok());
+            }
+        }
+
+        /// A chat frame with any text and request id parses exactly when
+        /// the id is within its bound.
+        #[test]
+        fn chat_frames_parse_when_their_id_is_in_bounds(
+            text in "\\PC{0,50}",
+            id in proptest::option::of("\\PC{0,160}"),
+        ) {
+            let frame = json!({"type": "chat", "text": text, "request_id": id}).to_string();
+            let parsed = ClientFrame::parse(&frame);
+            let id_ok = id.as_deref().is_none_or(|i| check_request_id(i).is_ok());
+            proptest::prop_assert_eq!(parsed.is_ok(), id_ok, "{}", frame);
         }
     }
 

@@ -11,6 +11,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{LlmProvider, Settings, ToolMode};
 use crate::game::Campaign;
+use crate::http::admission::{Admission, connection_budget};
+use crate::http::auth::Keys;
+use crate::http::guard::GuardRules;
 use crate::http::mcp::McpSessions;
 use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
@@ -79,7 +82,7 @@ pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
             let mut provider = OpenAiProvider::new(
                 base_url,
                 model,
-                settings.llm_api_key.clone(),
+                settings.llm_api_key.as_ref().map(|k| k.expose().to_owned()),
                 settings.llm_stream,
             )
             .context("configuring the openai provider")?;
@@ -121,13 +124,27 @@ impl Application {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let threads = settings.session_threads.unwrap_or(cores).max(1);
         let arbiters: Vec<ArbiterHandle> = (0..threads).map(|_| Arbiter::new().handle()).collect();
-        let hub = SessionHub::new(deps, arbiters.clone()).start();
+        let hub = SessionHub::new(deps, arbiters.clone(), settings.max_sessions).start();
+        let keys = Keys::parse(
+            settings.internal_api_key.as_ref(),
+            settings.tenant_keys.as_ref(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        if !keys.any() {
+            tracing::info!(
+                "no key configured: the tool API, MCP and other services' calls are refused \
+                 (set QUESTD_INTERNAL_API_KEY or QUESTD_TENANT_KEYS)"
+            );
+        }
+        let max_connections = connection_budget(settings.max_connections);
+        let admission = Admission::new(&settings, max_connections).map_err(anyhow::Error::msg)?;
+        let http_workers = settings.http_workers.unwrap_or(cores).max(1);
+        let guard = Arc::new(GuardRules::from_settings(&settings)?);
 
         let listener =
             listen(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let service = ServiceState::new(
-            settings.internal_api_key.clone(),
             settings.service_per_minute,
             settings.service_burst,
             &registry,
@@ -142,21 +159,35 @@ impl Application {
             mcp_sessions: McpSessions::default(),
             metrics,
             service,
+            keys,
+            admission,
+            metrics_key: settings.metrics_key.clone(),
             ws_queue: settings.ws_queue.max(1),
         });
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
+                .wrap(Arc::clone(&guard).middleware())
                 .configure(http::configure)
                 .default_service(web::to(http::no_route))
         })
-        .workers(settings.http_workers.unwrap_or(cores).max(1))
+        .workers(http_workers)
+        // Each worker stops accepting past its share of the budget, so the
+        // process keeps files for its database whatever arrives.
+        .max_connections(max_connections.div_ceil(http_workers).max(1))
         // Open WebSockets would otherwise hold a shutdown for 30 s; clients
         // reconnect and resume anyway.
         .shutdown_timeout(SHUTDOWN_GRACE_SECS)
         .listen(listener)?
         .run();
-        tracing::info!(addr = %settings.bind, port, session_threads = threads, "questd listening");
+        tracing::info!(
+            addr = %settings.bind,
+            port,
+            session_threads = threads,
+            max_connections,
+            max_sessions = settings.max_sessions,
+            "questd listening"
+        );
         Ok(Self {
             port,
             server,

@@ -5,15 +5,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    AppState, DEFAULT_TENANT, TokenRole, check_tenant, json_body, json_body_or_empty,
-    tenant_header, token_role,
+    AppState, DEFAULT_TENANT, TokenRole, check_tenant, json_body, json_body_or_empty, no_session,
+    same_secret, tenant_header, token_role,
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
 use crate::session::{
     CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive, Lookup, SessionHandle,
 };
-use crate::storage::SessionMeta;
+use crate::storage::{SessionMeta, Visibility};
 use crate::tools::Role;
 
 /// Most actions returned in one page.
@@ -41,11 +41,19 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-/// Prometheus text format.
-async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok()
+/// Prometheus text format; behind `QUESTD_METRICS_KEY` when it is set.
+async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    if let Some(key) = &state.metrics_key {
+        let given = bearer(&req).unwrap_or_default();
+        if !same_secret(key.expose(), given) {
+            return Err(ApiError::unauthorized(
+                "send Authorization: Bearer <QUESTD_METRICS_KEY>",
+            ));
+        }
+    }
+    Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(state.metrics.render())
+        .body(state.metrics.render()))
 }
 
 async fn campaigns() -> HttpResponse {
@@ -57,26 +65,62 @@ async fn campaigns() -> HttpResponse {
     HttpResponse::Ok().json(list)
 }
 
+/// Creates a session. With a key it belongs to the key's tenant and is not
+/// rate limited; without one it belongs to `default`, naming another tenant
+/// is refused (`X-Tenant-ID` alone grants nothing), and each client address
+/// may create `QUESTD_CREATE_PER_MINUTE` (bursts of `QUESTD_CREATE_BURST`).
 async fn create_session(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    let tenant_id = match state.keys.grant(&req)? {
+        Some(grant) => grant.tenant_id,
+        None => {
+            if tenant_header(&req).is_some_and(|t| t != DEFAULT_TENANT) {
+                return Err(ApiError::unauthorized(
+                    "creating a session for a tenant needs that tenant's key in X-Internal-API-Key",
+                ));
+            }
+            state.admission.check_create(&req)?;
+            DEFAULT_TENANT.to_owned()
+        }
+    };
+    if state.store.overloaded() {
+        return Err(super::overloaded(super::STORAGE_BEHIND));
+    }
     let body = json_body(body).await?;
-    let tools = state.registry.names();
+    let visibility = match body.get("visibility") {
+        None | Some(Value::Null) => Visibility::Private,
+        Some(Value::String(v)) if v == "private" => Visibility::Private,
+        Some(Value::String(v)) if v == "public" => Visibility::Public,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "\"visibility\" is \"private\" (the default) or \"public\"",
+            ));
+        }
+    };
     let start = match (body.get("campaign_id"), body.get("campaign")) {
-        (_, Some(inline)) => Campaign::from_value(inline, tools)
-            .map_err(|e| {
-                ApiError::new(ErrorCode::InvalidCampaign, "the campaign is invalid")
-                    .with("problems", json!(e.problems))
-            })?
-            .into_state(),
+        (_, Some(inline)) => {
+            let tools = state.registry.names().to_vec();
+            let inline = inline.clone();
+            // Validation is linear in the campaign's size, but a large one
+            // still takes a moment: off the HTTP worker.
+            web::block(move || Campaign::from_value(&inline, &tools).map(Campaign::into_state))
+                .await
+                .map_err(|e| ApiError::internal(&e))?
+                .map_err(|e| {
+                    ApiError::new(ErrorCode::InvalidCampaign, "the campaign is invalid")
+                        .with("problems", json!(e.problems))
+                })?
+        }
         (Some(Value::String(id)), None) => match state.builtin_starts.start(id) {
             Some(start) => start,
             None => {
                 let known: Vec<&str> = BUILTIN_CAMPAIGNS.iter().map(|(id, _)| *id).collect();
+                let shown: String = id.chars().take(64).collect();
                 return Err(ApiError::bad_request(format!(
-                    "no built-in campaign {id:?}; built-in: {}",
+                    "no built-in campaign {shown:?}; built-in: {}",
                     known.join(", ")
                 )));
             }
@@ -87,37 +131,60 @@ async fn create_session(
             ));
         }
     };
-    let tenant_id = tenant_header(&req).unwrap_or_else(|| DEFAULT_TENANT.into());
     let handle = state
         .hub
         .send(CreateSession {
             tenant_id,
+            visibility,
             state: start,
         })
         .await
         .map_err(|e| ApiError::internal(&e))?
-        .map_err(|e| ApiError::internal(&e))?;
+        .map_err(super::hub_failed)?;
     let meta = &handle.meta;
-    let info = req.connection_info();
-    let scheme = if info.scheme() == "https" {
-        "wss"
-    } else {
-        "ws"
-    };
-    let ws_url = format!(
-        "{scheme}://{}/ws/sessions/{}?token={}",
-        info.host(),
-        meta.session_id,
-        meta.player_token
-    );
+    let links = Links::of(&req);
     Ok(HttpResponse::Created().json(json!({
         "session_id": meta.session_id,
         "player_token": meta.player_token,
         "spectator_token": meta.spectator_token,
-        "ws_url": ws_url,
+        "visibility": meta.visibility,
+        "ws_url": links.ws(&meta.session_id, &meta.player_token),
+        "play_url": links.page(&meta.session_id, &meta.player_token),
+        "watch_url": links.page(&meta.session_id, &meta.spectator_token),
     })))
 }
 
+/// Absolute links to this server as the client reached it.
+struct Links {
+    http: String,
+    ws: String,
+}
+
+impl Links {
+    fn of(req: &HttpRequest) -> Self {
+        let info = req.connection_info();
+        let secure = info.scheme() == "https";
+        let host = info.host().to_owned();
+        Self {
+            http: format!("{}://{host}", if secure { "https" } else { "http" }),
+            ws: format!("{}://{host}", if secure { "wss" } else { "ws" }),
+        }
+    }
+
+    fn ws(&self, session_id: &str, token: &str) -> String {
+        format!("{}/ws/sessions/{session_id}?token={token}", self.ws)
+    }
+
+    /// The browser page opened on a session with a token (a player's or a
+    /// spectator's).
+    fn page(&self, session_id: &str, token: &str) -> String {
+        format!("{}/?session={session_id}&token={token}", self.http)
+    }
+}
+
+/// The live public sessions of a tenant (`X-Tenant-ID`, else `default`),
+/// each with a watch link; private sessions and player tokens are never
+/// listed.
 async fn list_sessions(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -128,6 +195,16 @@ async fn list_sessions(
         .send(ListLive { tenant_id })
         .await
         .map_err(|e| ApiError::internal(&e))?;
+    let links = Links::of(&req);
+    let list: Vec<Value> = list
+        .into_iter()
+        .map(|l| {
+            let watch_url = links.page(&l.session_id, &l.spectator_token);
+            let mut v = json!(l);
+            v["watch_url"] = json!(watch_url);
+            v
+        })
+        .collect();
     Ok(HttpResponse::Ok().json(list))
 }
 
@@ -147,16 +224,33 @@ fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
         })
 }
 
-/// Checks tenant and token against a session's meta; answers the token's role.
-fn authorize(req: &HttpRequest, meta: &SessionMeta) -> Result<TokenRole, ApiError> {
+/// Checks the request's credential against a session: a key of the
+/// session's tenant acts as its player; otherwise the bearer token decides.
+/// A key of another tenant finds nothing (`404`, like an unknown session).
+fn authorize(
+    req: &HttpRequest,
+    state: &AppState,
+    meta: &SessionMeta,
+) -> Result<TokenRole, ApiError> {
     check_tenant(req, meta)?;
+    if let Some(grant) = state.keys.grant(req)? {
+        return if grant.tenant_id == meta.tenant_id {
+            Ok(TokenRole::Player)
+        } else {
+            Err(ApiError::not_found(no_session(&meta.session_id)))
+        };
+    }
     token_role(meta, bearer(req)?)
         .ok_or_else(|| ApiError::unauthorized("the token does not open this session"))
 }
 
-/// Like [`authorize`], for routes only the player token may use.
-pub(super) fn authorize_player(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
-    match authorize(req, meta)? {
+/// Like [`authorize`], for routes only the player token (or a key) may use.
+pub(super) fn authorize_player(
+    req: &HttpRequest,
+    state: &AppState,
+    meta: &SessionMeta,
+) -> Result<(), ApiError> {
+    match authorize(req, state, meta)? {
         TokenRole::Player => Ok(()),
         TokenRole::Spectator => Err(ApiError::new(
             ErrorCode::Forbidden,
@@ -174,8 +268,8 @@ pub async fn find_session(state: &AppState, id: &str) -> Result<SessionHandle, A
         })
         .await
         .map_err(|e| ApiError::internal(&e))?
-        .map_err(|e| ApiError::internal(&e))?
-        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))
+        .map_err(super::hub_failed)?
+        .ok_or_else(|| ApiError::not_found(no_session(id)))
 }
 
 async fn get_session(
@@ -187,7 +281,7 @@ async fn get_session(
     let mut last_error = None;
     for _ in 0..RETRIES {
         let handle = find_session(&state, &path).await?;
-        authorize(&req, &handle.meta)?;
+        authorize(&req, &state, &handle.meta)?;
         match handle.addr.send(GetSnapshot).await {
             Ok(snapshot) => {
                 return Ok(HttpResponse::Ok()
@@ -198,7 +292,7 @@ async fn get_session(
         }
     }
     Err(last_error.map_or_else(
-        || ApiError::not_found(format!("no session {path}")),
+        || ApiError::not_found(no_session(&path)),
         |e| ApiError::internal(&e),
     ))
 }
@@ -210,7 +304,7 @@ async fn stored_meta(state: &AppState, id: &str) -> Result<SessionMeta, ApiError
         .session_meta(id)
         .await
         .map_err(|e| ApiError::internal(&e))?
-        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))
+        .ok_or_else(|| ApiError::not_found(no_session(id)))
 }
 
 /// A page size from `?limit=`: the default when absent, within 1..=max.
@@ -234,7 +328,7 @@ async fn actions(
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
     let meta = stored_meta(&state, &path).await?;
-    authorize(&req, &meta)?;
+    authorize(&req, &state, &meta)?;
     let limit = page_limit(query.limit);
     let page = state
         .store
@@ -259,7 +353,7 @@ async fn audit(
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
     let meta = stored_meta(&state, &path).await?;
-    authorize_player(&req, &meta)?;
+    authorize_player(&req, &state, &meta)?;
     let limit = page_limit(query.limit);
     let page = state
         .store
@@ -301,7 +395,7 @@ async fn activate_npc(
         Some(_) => return Err(ApiError::bad_request("\"active\" must be true or false")),
     };
     let handle = find_session(&state, &session_id).await?;
-    authorize_player(&req, &handle.meta)?;
+    authorize_player(&req, &state, &handle.meta)?;
     let done = handle
         .addr
         .send(CallTool {
@@ -313,7 +407,7 @@ async fn activate_npc(
         })
         .await
         .map_err(|e| ApiError::internal(&e))?
-        .map_err(|r| ApiError::new(r.code, r.message))?;
+        .map_err(super::session_refused)?;
     match done.outcome {
         Ok(result) => Ok(HttpResponse::Ok().json(json!({
             "npc_id": result["npc_id"], "active": result["active"], "changed": result["changed"],

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use super::api::{authorize_player, find_session};
 use super::{AppState, json_body};
 use crate::error::{ApiError, ErrorCode};
-use crate::session::{AwaitTurnEnd, ChatRefused, SubmitChat};
+use crate::protocol::check_request_id;
+use crate::session::{AwaitTurnEnd, SubmitChat};
 
 /// Lookups tried when a session stops between lookup and use.
 const RETRIES: usize = 3;
@@ -34,9 +35,12 @@ async fn chat(
 ) -> Result<HttpResponse, ApiError> {
     let body: ChatRequest = serde_json::from_value(json_body(body).await?)
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    if let Some(id) = &body.request_id {
+        check_request_id(id).map_err(ApiError::bad_request)?;
+    }
     for _ in 0..RETRIES {
         let handle = find_session(&state, &body.session_id).await?;
-        authorize_player(&req, &handle.meta)?;
+        authorize_player(&req, &state, &handle.meta)?;
         let submitted = handle
             .addr
             .send(SubmitChat {
@@ -48,7 +52,7 @@ async fn chat(
             Ok(Ok(accepted)) => accepted,
             // The session is unloading: look it up again.
             Ok(Err(r)) if r.code == ErrorCode::InternalError => continue,
-            Ok(Err(r)) => return Err(refused(r)),
+            Ok(Err(r)) => return Err(super::session_refused(r)),
             Err(_) => continue,
         };
         let end = handle
@@ -58,7 +62,7 @@ async fn chat(
             })
             .await
             .map_err(|e| ApiError::internal(&e))?
-            .map_err(refused)?;
+            .map_err(super::session_refused)?;
         let frame: Value = serde_json::from_str(&end).map_err(|e| ApiError::internal(&e))?;
         return Ok(answer(frame, accepted.duplicate));
     }
@@ -66,17 +70,6 @@ async fn chat(
         ErrorCode::InternalError,
         "the session is reloading; try again",
     ))
-}
-
-/// A refusal as an HTTP error, with `Retry-After` when it helps.
-fn refused(r: ChatRefused) -> ApiError {
-    let mut e = ApiError::new(r.code, r.message);
-    if let Some(ms) = r.retry_after_ms {
-        e.retry_after_s = Some(ms.div_ceil(1000).max(1));
-    } else if r.code == ErrorCode::QueueFull {
-        e.retry_after_s = Some(1);
-    }
-    e
 }
 
 /// The turn's last frame as the answer: `200` with the turn for

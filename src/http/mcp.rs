@@ -48,22 +48,17 @@
 //! `404` in the modern era (the signal a dual-era client reads) and `200` in
 //! a legacy session.
 //!
-//! # Origin rule
+//! # Origin and Host
 //!
-//! Browsers send `Origin`; other clients usually do not. A request without
-//! `Origin` is allowed. One with `Origin` is allowed when the origin is
-//! `http` or `https` and its host is `localhost`, `127.0.0.1` or `[::1]` (any
-//! port), or when its `host[:port]` equals the request's `Host` exactly
-//! (same origin: the bundled web client). Anything else (another site,
-//! `null`, another scheme, a malformed value) is `403`. Same-origin requests
-//! are allowed by design, so this rule does not by itself stop DNS
-//! rebinding; a deployment that needs that restricts `Host` in front.
+//! The server-wide guard ([`super::guard`]) applies here as everywhere: a
+//! browser `Origin` other than the server's own or one listed in
+//! `QUESTD_ALLOWED_ORIGINS` is `403`, and so is a `Host` that is not served.
 //!
 //! # Tools
 //!
 //! Tools are listed and run through the shared service core
 //! ([`super::service`]) with the same tenant, key and rate rules as the HTTP
-//! tool API (headers read leniently: `X-Tenant-ID` defaults to `default`).
+//! tool API (headers read leniently: the tenant is the key's).
 //! A call binds to a questd game session through its `session_id` argument
 //! or the `X-Session-ID` header and then runs in that session's actor, so
 //! spectators see it and it lands in the actions log. Argument and tool
@@ -101,6 +96,11 @@ pub const LATEST_LEGACY: &str = "2025-11-25";
 /// Most 2025-era sessions held at once; opening one more evicts the one
 /// used least recently.
 pub const MAX_MCP_SESSIONS: usize = 10_000;
+/// One tenant holds at most this fraction (1/N) of the MCP sessions (but
+/// never fewer than [`MCP_TENANT_FLOOR`]), so one tenant's client cannot
+/// push every other tenant's sessions out.
+pub const MCP_TENANT_SHARE: usize = 10;
+pub const MCP_TENANT_FLOOR: usize = 16;
 /// A 2025-era session unused this long is gone (`404`).
 pub const MCP_SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
 /// Length of an `Mcp-Session-Id`.
@@ -151,9 +151,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// One JSON-RPC message: Origin, body, envelope, service context, era,
 /// then the method.
 async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    if !origin_allowed(&req) {
-        return forbidden_origin();
-    }
     let body = match read_body(payload).await {
         Ok(body) => body,
         Err(e) => return e.response(&Value::Null),
@@ -241,9 +238,6 @@ async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payloa
 
 /// Ends the 2025-era session named in `Mcp-Session-Id` (`204`), or `404`.
 async fn delete(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    if !origin_allowed(&req) {
-        return forbidden_origin();
-    }
     let ctx = match ServiceContext::from_request(&req, &state, HeaderRules::Lenient) {
         Ok(ctx) => ctx,
         Err(e) => return api_error(e, &Value::Null),
@@ -789,15 +783,6 @@ fn unknown_session(session_id: &str) -> RpcError {
     )
 }
 
-fn forbidden_origin() -> HttpResponse {
-    RpcError::new(
-        StatusCode::FORBIDDEN,
-        INVALID_REQUEST,
-        "this Origin may not use /mcp (allowed: none, localhost, or this server's own host)",
-    )
-    .response(&Value::Null)
-}
-
 /// A failure of the service core (context headers, key, rate) as an HTTP
 /// error with a JSON-RPC body; `data.error_code` is the questd code.
 fn api_error(e: ApiError, id: &Value) -> HttpResponse {
@@ -936,56 +921,6 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|v| v.to_str().map(str::trim).unwrap_or(""))
 }
 
-// ----- Origin ---------------------------------------------------------------
-
-/// Applies the Origin rule of the module doc to a request.
-fn origin_allowed(req: &HttpRequest) -> bool {
-    let Some(origin) = req.headers().get(header::ORIGIN) else {
-        return true;
-    };
-    let Ok(origin) = origin.to_str() else {
-        return false;
-    };
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| req.uri().authority().map(|a| a.to_string()));
-    origin_rule(origin, host.as_deref())
-}
-
-/// The Origin rule on its own: `origin` is the header, `host` the request's
-/// `Host`.
-fn origin_rule(origin: &str, host: Option<&str>) -> bool {
-    let origin = origin.trim();
-    let Some(authority) = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let malformed = authority.is_empty()
-        || authority
-            .chars()
-            .any(|c| c == '/' || c == '@' || c == '?' || c == '#' || c.is_whitespace());
-    if malformed {
-        return false;
-    }
-    let hostname = if authority.starts_with('[') {
-        match authority.find(']') {
-            Some(end) => &authority[..=end],
-            None => return false,
-        }
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
-    };
-    let loopback = ["localhost", "127.0.0.1", "[::1]"]
-        .iter()
-        .any(|l| hostname.eq_ignore_ascii_case(l));
-    loopback || host.is_some_and(|h| h.trim().eq_ignore_ascii_case(authority))
-}
-
 // ----- 2025-era sessions -----------------------------------------------------
 
 /// One 2025-era MCP session.
@@ -1036,18 +971,31 @@ impl McpSessions {
 
     fn open_at(&self, tenant_id: &str, version: &'static str, now: Instant) -> String {
         let mut sessions = self.lock();
-        if sessions.len() >= self.cap {
+        let per_tenant = (self.cap / MCP_TENANT_SHARE).max(self.cap.min(MCP_TENANT_FLOOR));
+        let own = |s: &McpSession| s.tenant_id == tenant_id;
+        // Eviction runs in bulk (a quarter at a time) so that opening stays
+        // amortized constant time under the lock; a tenant at its share
+        // evicts only its own sessions, never another tenant's.
+        if sessions.len() >= self.cap
+            || (sessions.len() >= per_tenant
+                && sessions.values().filter(|s| own(s)).count() >= per_tenant)
+        {
             sessions.retain(|_, s| now.saturating_duration_since(s.last_used) <= self.idle);
-        }
-        while sessions.len() >= self.cap {
-            let Some(oldest) = sessions
-                .iter()
-                .min_by_key(|(_, s)| s.last_used)
-                .map(|(id, _)| id.clone())
-            else {
-                break;
-            };
-            sessions.remove(&oldest);
+            let tenant_full = sessions.values().filter(|s| own(s)).count() >= per_tenant;
+            if tenant_full || sessions.len() >= self.cap {
+                let mut ages: Vec<(Instant, String)> = sessions
+                    .iter()
+                    .filter(|(_, s)| !tenant_full || own(s))
+                    .map(|(id, s)| (s.last_used, id.clone()))
+                    .collect();
+                let evict = (ages.len() / 4).max(1).min(ages.len());
+                if evict < ages.len() {
+                    ages.select_nth_unstable(evict);
+                }
+                for (_, id) in ages.into_iter().take(evict) {
+                    sessions.remove(&id);
+                }
+            }
         }
         let id = crate::session::random_token(SESSION_ID_LEN);
         sessions.insert(
@@ -1100,44 +1048,6 @@ impl McpSessions {
 mod tests {
     use super::*;
     use actix_web::http::header::{HeaderName, HeaderValue};
-
-    #[test]
-    fn origin_rule_table() {
-        let host = Some("127.0.0.1:8080");
-        let cases = [
-            ("http://localhost", true),
-            ("http://localhost:3000", true),
-            ("https://LOCALHOST:443", true),
-            ("http://127.0.0.1:9999", true),
-            ("http://[::1]:8080", true),
-            ("http://[::1]", true),
-            // Same origin as the request's Host, and only exactly that.
-            ("http://127.0.0.1:8080", true),
-            ("http://evil.example", false),
-            ("http://localhost.evil.example", false),
-            ("http://127.0.0.1.evil.example", false),
-            ("null", false),
-            ("file://localhost", false),
-            ("ws://localhost", false),
-            ("http://", false),
-            ("http://user@localhost", false),
-            ("http://localhost/path", false),
-            ("http://[::1", false),
-        ];
-        for (origin, allowed) in cases {
-            assert_eq!(origin_rule(origin, host), allowed, "{origin}");
-        }
-        assert!(origin_rule("https://game.example", Some("game.example")));
-        assert!(origin_rule(
-            "https://Game.Example:8443",
-            Some("game.example:8443")
-        ));
-        assert!(!origin_rule(
-            "https://game.example:8443",
-            Some("game.example")
-        ));
-        assert!(!origin_rule("https://game.example", None));
-    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -1432,6 +1342,30 @@ mod tests {
         assert!(!store.close(&a, "u"));
         assert!(store.close(&a, "t"));
         assert!(!store.close(&a, "t"));
+    }
+
+    #[test]
+    fn one_tenant_evicts_only_its_own_sessions_past_its_share() {
+        let cap = MCP_TENANT_FLOOR * MCP_TENANT_SHARE * 2;
+        let share = cap / MCP_TENANT_SHARE;
+        let store = McpSessions::new(cap, Duration::from_secs(60));
+        let t0 = Instant::now();
+        let theirs: Vec<String> = (0..share)
+            .map(|_| store.open_at("victim", "2025-11-25", t0))
+            .collect();
+        for i in 0..cap * 2 {
+            store.open_at("flood", "2025-11-25", t0 + Duration::from_millis(i as u64));
+        }
+        let later = t0 + Duration::from_secs(30);
+        for id in &theirs {
+            assert_eq!(store.touch_at(id, "victim", later), Some("2025-11-25"));
+        }
+        let flood = store
+            .lock()
+            .values()
+            .filter(|s| s.tenant_id == "flood")
+            .count();
+        assert!(flood <= share, "{flood} > {share}");
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! HTTP and WebSocket routes. Each area has a `configure` function; handlers
 //! only translate between the wire and the session hub.
 
+pub mod admission;
 mod api;
+pub mod auth;
 mod chat;
+pub mod guard;
 pub mod mcp;
 pub mod service;
 mod stateless;
@@ -20,8 +23,8 @@ use crate::error::{ApiError, ErrorCode};
 use crate::game::BuiltinStarts;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
-use crate::session::SessionHub;
-use crate::storage::{SessionMeta, Store};
+use crate::session::{HubError, SessionHub};
+use crate::storage::{SessionMeta, StorageError, Store};
 use crate::tools::Registry;
 
 /// Largest HTTP request body accepted.
@@ -38,8 +41,14 @@ pub struct AppState {
     pub builtin_starts: BuiltinStarts,
     /// The model, for the stateless chat API (sessions hold their own).
     pub provider: Arc<dyn Provider>,
-    /// Keys and rate limits of calls from other services.
+    /// Rate limits of calls from other services.
     pub service: service::ServiceState,
+    /// The internal key and the tenant keys.
+    pub keys: auth::Keys,
+    /// Client addresses, connection caps and per-address rates.
+    pub admission: admission::Admission,
+    /// When set, `/metrics` needs it as a bearer token.
+    pub metrics_key: Option<crate::config::Secret>,
     pub metrics: Arc<Metrics>,
     /// The MCP sessions of the 2025 protocol era, shared by every worker.
     pub mcp_sessions: mcp::McpSessions,
@@ -97,15 +106,38 @@ pub fn tenant_header(req: &HttpRequest) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// The answer for an unknown session (and for another tenant's, which is
+/// answered exactly the same); the id is cut to 64 characters.
+pub fn no_session(id: &str) -> String {
+    let shown: String = id.chars().take(64).collect();
+    format!("no session {shown}")
+}
+
 /// A session of another tenant is answered exactly like an unknown one.
 pub fn check_tenant(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
     match tenant_header(req) {
-        Some(t) if t != meta.tenant_id => Err(ApiError::not_found(format!(
-            "no session {}",
-            meta.session_id
-        ))),
+        Some(t) if t != meta.tenant_id => Err(ApiError::not_found(no_session(&meta.session_id))),
         _ => Ok(()),
     }
+}
+
+/// The refusal `503 OVERLOADED` with `Retry-After: 1`.
+pub fn overloaded(message: impl Into<String>) -> ApiError {
+    let mut e = ApiError::new(ErrorCode::Overloaded, message);
+    e.retry_after_s = Some(1);
+    e
+}
+
+/// What a session refused (a chat or a direct call) as an HTTP error, with
+/// `Retry-After` when waiting helps.
+pub fn session_refused(r: crate::session::ChatRefused) -> ApiError {
+    let mut e = ApiError::new(r.code, r.message);
+    e.retry_after_s = match (r.retry_after_ms, r.code) {
+        (Some(ms), _) => Some(ms.div_ceil(1000).max(1)),
+        (None, ErrorCode::QueueFull | ErrorCode::Overloaded) => Some(1),
+        _ => None,
+    };
+    e
 }
 
 /// Reads a JSON body of at most [`MAX_BODY_BYTES`]; an empty body is `{}`.
@@ -141,6 +173,20 @@ async fn body_bytes(mut payload: web::Payload) -> Result<web::BytesMut, ApiError
     }
     Ok(body)
 }
+
+/// A session the hub could not give, as HTTP: `503` when the node is full
+/// or its storage is behind, a generic `500` otherwise (the cause is
+/// logged, never sent).
+pub fn hub_failed(e: HubError) -> ApiError {
+    match e {
+        HubError::Full(_) => overloaded(e.to_string()),
+        HubError::Storage(StorageError::Overloaded) => overloaded(STORAGE_BEHIND),
+        HubError::Storage(e) => ApiError::internal(&e),
+    }
+}
+
+/// What a caller is told when the storage writer's queue is too long.
+pub const STORAGE_BEHIND: &str = "storage is behind; try again soon";
 
 /// Any path no route matches: a JSON 404 like every other error.
 pub async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {

@@ -17,7 +17,8 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{AppState, same_secret};
+use super::AppState;
+use super::auth::KeyGrant;
 use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
@@ -38,7 +39,6 @@ const RETRIES: usize = 3;
 
 /// The service side's shared state.
 pub struct ServiceState {
-    internal_key: Option<String>,
     per_tenant: DefaultKeyedRateLimiter<String>,
     per_key: DefaultKeyedRateLimiter<String>,
     /// Every tool name: a service is not bound by a campaign's allowlist
@@ -47,18 +47,11 @@ pub struct ServiceState {
 }
 
 impl ServiceState {
-    /// `internal_key` empty or absent means no key is required; `registry`
-    /// gives the tool names.
-    pub fn new(
-        internal_key: Option<String>,
-        per_minute: u32,
-        burst: u32,
-        registry: &Registry,
-    ) -> Self {
+    /// `registry` gives the tool names.
+    pub fn new(per_minute: u32, burst: u32, registry: &Registry) -> Self {
         let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
             .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
         Self {
-            internal_key: internal_key.filter(|k| !k.is_empty()),
             per_tenant: RateLimiter::keyed(quota),
             per_key: RateLimiter::keyed(quota),
             all_tools: registry.names().iter().map(|n| (*n).to_owned()).collect(),
@@ -71,7 +64,7 @@ impl ServiceState {
 pub enum HeaderRules {
     /// `X-Tenant-ID`, `X-Site-ID` and `X-Trace-ID` must be sent (the tool API).
     Strict,
-    /// Tenant `default`, site `mcp` and a fresh trace id when absent (MCP
+    /// The key's tenant, site `mcp` and a fresh trace id when absent (MCP
     /// clients are generic and rarely send them).
     Lenient,
 }
@@ -87,15 +80,16 @@ pub struct ServiceContext {
     pub session_id: Option<String>,
     pub npc_id: Option<String>,
     pub role: Role,
-    /// The request carried the valid internal API key.
-    pub authenticated: bool,
+    /// Which key: `internal`, or `tenant:<id>` for a tenant key (the rate
+    /// limit per key).
+    pub key_id: String,
 }
 
 impl ServiceContext {
     /// Reads the context headers and checks the key: `400 CONTEXT_INVALID`
-    /// for missing or malformed headers, `401 UNAUTHORIZED` when a key is
-    /// configured and the request lacks it, `403 FORBIDDEN` for
-    /// `X-User-Role` without a valid key.
+    /// for missing or malformed headers, `401 UNAUTHORIZED` without a valid
+    /// key (the internal key, or a tenant key), `403 FORBIDDEN` for a tenant
+    /// key and another tenant's `X-Tenant-ID`. The tenant is the key's.
     pub fn from_request(
         req: &HttpRequest,
         state: &AppState,
@@ -122,7 +116,9 @@ impl ServiceContext {
         let session_id = header("X-Session-ID");
         let npc_id = header("X-NPC-ID");
         let role = header("X-User-Role");
-        let (tenant_id, site_id, trace_id) = match rules {
+        // The tenant comes from the key (below); the header is only checked
+        // for being there when the rules say so.
+        let (site_id, trace_id) = match rules {
             HeaderRules::Strict => {
                 for (name, value) in [
                     ("X-Tenant-ID", &tenant),
@@ -133,14 +129,9 @@ impl ServiceContext {
                         problems.push(format!("missing header {name}"));
                     }
                 }
-                (
-                    tenant.unwrap_or_default(),
-                    site.unwrap_or_default(),
-                    trace.unwrap_or_default(),
-                )
+                (site.unwrap_or_default(), trace.unwrap_or_default())
             }
             HeaderRules::Lenient => (
-                tenant.unwrap_or_else(|| super::DEFAULT_TENANT.to_owned()),
                 site.unwrap_or_else(|| "mcp".to_owned()),
                 trace.unwrap_or_else(|| format!("tr_{}", random_token(24))),
             ),
@@ -151,28 +142,14 @@ impl ServiceContext {
                 problems.join("; "),
             ));
         }
-        let presented = req
-            .headers()
-            .get("X-Internal-API-Key")
-            .and_then(|v| v.to_str().ok());
-        let authenticated = match (&state.service.internal_key, presented) {
-            (Some(key), Some(given)) => same_secret(key, given),
-            _ => false,
-        };
-        if state.service.internal_key.is_some() && !authenticated {
-            return Err(ApiError::new(
-                ErrorCode::Unauthorized,
-                "missing or wrong X-Internal-API-Key",
-            ));
-        }
+        let grant = state.keys.require(req, "the tool API and MCP")?;
+        // A tenant key without `X-Tenant-ID` acts for its own tenant; the
+        // internal key without one for `default` (MCP clients rarely send
+        // it). With one, the grant already agrees with it or was refused.
+        let tenant_id = grant.tenant_id.clone();
+        let key_id = key_id(&grant);
         let role = match role {
             None => Role::Service,
-            Some(_) if !authenticated => {
-                return Err(ApiError::new(
-                    ErrorCode::Forbidden,
-                    "X-User-Role needs a valid X-Internal-API-Key",
-                ));
-            }
             Some(name) => parse_role(&name).ok_or_else(|| {
                 ApiError::new(
                     ErrorCode::ContextInvalid,
@@ -192,7 +169,7 @@ impl ServiceContext {
             session_id,
             npc_id,
             role,
-            authenticated,
+            key_id,
         })
     }
 
@@ -210,15 +187,27 @@ fn parse_role(name: &str) -> Option<Role> {
     serde_json::from_value(Value::String(name.to_ascii_lowercase())).ok()
 }
 
-/// Per-tenant and per-key rate limits: `429 RATE_LIMITED` with
-/// `Retry-After` past them. The key limit applies to callers that present
-/// the internal key (they share it).
-pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError> {
-    let service = &state.service;
-    let mut checks = vec![(&service.per_tenant, ctx.tenant_id.as_str())];
-    if ctx.authenticated {
-        checks.push((&service.per_key, "internal-key"));
+/// Which key a grant came from: `internal`, or `tenant:<id>`.
+pub fn key_id(grant: &KeyGrant) -> String {
+    if grant.internal {
+        "internal".to_owned()
+    } else {
+        format!("tenant:{}", grant.tenant_id)
     }
+}
+
+/// Per-tenant and per-key rate limits: `429 RATE_LIMITED` with
+/// `Retry-After` past them.
+pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError> {
+    check_rate_of(state, &ctx.tenant_id, &ctx.key_id)
+}
+
+/// [`check_rate`] for a tenant and a key id.
+pub fn check_rate_of(state: &AppState, tenant_id: &str, key_id: &str) -> Result<(), ApiError> {
+    let service = &state.service;
+    // Tenants come only from keys, so both maps hold at most one entry per
+    // configured key or tenant an internal service names.
+    let checks = [(&service.per_tenant, tenant_id), (&service.per_key, key_id)];
     for (limiter, id) in checks {
         if limiter.len() > LIMITER_KEYS {
             limiter.retain_recent();
@@ -302,17 +291,8 @@ pub async fn call_tool(
             ),
         );
     };
-    if spec.requires_auth && !ctx.authenticated {
-        return refuse(
-            None,
-            &input,
-            ToolError::new(
-                Reason::PermissionDenied,
-                ErrorCode::Unauthorized,
-                format!("{tool} needs a valid X-Internal-API-Key"),
-            ),
-        );
-    }
+    // Every service call carries a valid key (see `ServiceContext`), which
+    // is what tools marked `requires_auth` ask for.
     let named = input.get("session_id").and_then(Value::as_str);
     let session = match (named, ctx.session_id.as_deref()) {
         (Some(a), Some(b)) if a != b => {
@@ -404,12 +384,21 @@ async fn run_in_session(
                 let e = ToolError::new(
                     Reason::NotFound,
                     ErrorCode::NotFound,
-                    format!("no session {session_id}"),
+                    super::no_session(session_id),
                 );
                 return Err((false, e));
             }
-            Ok(Err(e)) => return Err((false, internal(format!("storage failed: {e}")))),
-            Err(e) => return Err((false, internal(format!("the session hub stopped: {e}")))),
+            Ok(Err(e)) => {
+                // The cause is logged there; the caller gets its code and
+                // a short reason (`OVERLOADED` when the node is full).
+                let e = super::hub_failed(e);
+                let e = ToolError::new(Reason::ExecutionFailed, e.code, e.message);
+                return Err((false, e));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the session hub stopped");
+                return Err((false, internal("internal error".into())));
+            }
         };
         let call = handle.addr.send(CallTool {
             tool: tool.to_owned(),

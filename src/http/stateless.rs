@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
 use super::{AppState, json_body};
@@ -32,7 +32,26 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/chat", web::post().to(chat));
 }
 
-async fn chat(state: web::Data<AppState>, body: web::Payload) -> Result<HttpResponse, ApiError> {
+/// With a real model configured this needs a key (it spends the
+/// operator's model budget); the offline game master answers anyone, at
+/// most [`super::admission::ANON_MODEL_PER_MINUTE`] calls a minute per
+/// address. Key holders are limited like other service calls.
+async fn chat(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    match state.keys.grant(&req)? {
+        Some(grant) => check_key_rate(&state, &grant)?,
+        None if state.provider.name() == "offline" => {
+            state.admission.check_anonymous_model(&req)?
+        }
+        None => {
+            state
+                .keys
+                .require(&req, "/api/chat with a configured model")?;
+        }
+    }
     let body = json_body(body).await?;
     let request: StatelessChatRequest = serde_json::from_value(body)
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
@@ -58,9 +77,18 @@ async fn chat(state: web::Data<AppState>, body: web::Payload) -> Result<HttpResp
     };
     let reply = collect_reply(state.provider.complete(model_request))
         .await
-        .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+        .map_err(|e| {
+            tracing::warn!(error = %e, "stateless model call failed");
+            ApiError::new(e.code(), e.public_message())
+        })?;
     let message = assistant_message(&state.registry, &caller, reply)?;
     Ok(HttpResponse::Ok().json(StatelessChatReply { message }))
+}
+
+/// A key holder's model calls count against its tenant's and key's
+/// service rate, like its tool calls.
+fn check_key_rate(state: &AppState, grant: &super::auth::KeyGrant) -> Result<(), ApiError> {
+    super::service::check_rate_of(state, &grant.tenant_id, &super::service::key_id(grant))
 }
 
 /// The tools the model may call: the ones named, or every model-callable one.

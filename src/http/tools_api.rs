@@ -120,7 +120,7 @@ async fn call(
         })),
         Err(e) => {
             let mut response = HttpResponse::build(e.code.http_status());
-            if e.code == ErrorCode::QueueFull {
+            if matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded) {
                 response.insert_header(("Retry-After", "1"));
             }
             response.json(json!({

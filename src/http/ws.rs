@@ -16,11 +16,12 @@ use actix_web_actors::ws;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::admission::ConnSlot;
 use super::api::find_session;
 use super::{AppState, TokenRole, check_tenant, token_role};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};
-use crate::protocol::{ClientFrame, ConnRole, ControlFrame};
+use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
 use crate::session::{Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe};
 
 /// Largest frame a client may send, in bytes.
@@ -63,7 +64,12 @@ async fn connect(
             ));
         }
     };
+    // Counted before the upgrade: past a cap the client gets a plain HTTP
+    // refusal it can read, and the node never opens more sockets than it
+    // has files for.
+    let slot = state.admission.admit_websocket(&req, &handle.connections)?;
     let conn = WsConn {
+        _slot: slot,
         conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
         session: handle.addr,
         role,
@@ -82,6 +88,9 @@ async fn connect(
 /// One WebSocket connection. Lives on an HTTP worker; stops when the peer
 /// goes away, times out, overflows, or the session closes it.
 struct WsConn {
+    /// This connection's place in the node's, session's and address's
+    /// counts; given back when the connection actor is dropped.
+    _slot: ConnSlot,
     conn_id: u64,
     /// The session this connection watches; it outlives the connection or
     /// tells it to close.
@@ -131,6 +140,7 @@ impl WsConn {
                 let request_id = serde_json::from_str::<Value>(text).ok().and_then(|v| {
                     v.get("request_id")
                         .and_then(Value::as_str)
+                        .filter(|id| check_request_id(id).is_ok())
                         .map(str::to_owned)
                 });
                 return Self::send_error(ctx, request_id, ErrorCode::InvalidFrame, message, None);
@@ -185,7 +195,23 @@ impl Actor for WsConn {
         self.gauge().inc();
         ctx.set_mailbox_capacity(self.queue);
         ctx.run_interval(HEARTBEAT, |act, ctx| {
-            if act.last_heard.elapsed() > CLIENT_TIMEOUT {
+            if !act.session.connected() {
+                // The session's actor died (a bug, caught by its runtime):
+                // the client reconnects and the hub loads it again from its
+                // journal.
+                Self::send_error(
+                    ctx,
+                    None,
+                    ErrorCode::InternalError,
+                    "the session stopped unexpectedly; reconnect with last_seq".into(),
+                    None,
+                );
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::Error,
+                    description: Some("the session stopped; reconnect".into()),
+                }));
+                ctx.stop();
+            } else if act.last_heard.elapsed() > CLIENT_TIMEOUT {
                 ctx.close(Some(ws::CloseReason {
                     code: ws::CloseCode::Away,
                     description: Some("no answer to ping".into()),

@@ -138,6 +138,16 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// What a client is told: a short reason without the endpoint's URL,
+    /// its answer or anything else from upstream (those go to the log).
+    pub fn public_message(&self) -> &'static str {
+        match self {
+            Self::Timeout => "the model did not answer in time",
+            Self::Upstream(_) => "the model endpoint did not answer",
+            Self::InvalidReply(_) => "the model's answer could not be understood",
+        }
+    }
+
     /// The wire code a failure of this kind is reported with.
     pub fn code(&self) -> ErrorCode {
         match self {

@@ -43,6 +43,9 @@ const BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
 const BODY_EXCERPT_CHARS: usize = 200;
 /// The SSE payload that ends a stream.
 const DONE_MARKER: &str = "[DONE]";
+/// Largest answer read from the model, in bytes (streamed or whole); past
+/// it the call fails as an answer that cannot be used.
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 /// Talks to one OpenAI-compatible endpoint.
 pub struct OpenAiProvider {
@@ -247,6 +250,7 @@ fn events(call: Call) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
         call,
         queue: VecDeque::new(),
         body: None,
+        received: 0,
         sse: SseParser::default(),
         acc: Accumulator::default(),
         started: false,
@@ -385,6 +389,8 @@ struct CallState {
     body: Option<BoxStream<'static, reqwest::Result<bytes::Bytes>>>,
     sse: SseParser,
     acc: Accumulator,
+    /// Bytes of the answer read so far, against [`MAX_ANSWER_BYTES`].
+    received: usize,
     started: bool,
     done: bool,
 }
@@ -408,9 +414,9 @@ impl CallState {
             match self.call.send().await {
                 Ok(resp) if self.call.stream => self.body = Some(resp.bytes_stream().boxed()),
                 Ok(resp) => {
-                    let parsed = match resp.bytes().await {
+                    let parsed = match read_capped(resp).await {
                         Ok(bytes) => parse_completion(&bytes),
-                        Err(e) => Err(body_error(e)),
+                        Err(e) => Err(e),
                     };
                     match parsed {
                         Ok(reply) => self.finish(reply),
@@ -426,7 +432,13 @@ impl CallState {
             return;
         };
         let payloads = match body.next().await {
-            Some(Ok(bytes)) => self.sse.push(&bytes),
+            Some(Ok(bytes)) => {
+                self.received = self.received.saturating_add(bytes.len());
+                if self.received > MAX_ANSWER_BYTES {
+                    return self.fail(too_large());
+                }
+                self.sse.push(&bytes)
+            }
             Some(Err(e)) => return self.fail(body_error(e)),
             None => {
                 let mut rest = self.sse.finish();
@@ -465,6 +477,27 @@ impl CallState {
         self.body = None;
         self.done = true;
     }
+}
+
+/// The model's answer, whole or streamed, is larger than it may be.
+fn too_large() -> LlmError {
+    LlmError::InvalidReply(format!(
+        "the answer is larger than {MAX_ANSWER_BYTES} bytes"
+    ))
+}
+
+/// Reads a whole (non-streamed) answer of at most [`MAX_ANSWER_BYTES`].
+async fn read_capped(resp: reqwest::Response) -> Result<Vec<u8>, LlmError> {
+    let mut body = Vec::new();
+    let mut chunks = resp.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(body_error)?;
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// A failure while reading a response body.

@@ -99,6 +99,7 @@ impl Plan {
             think: Duration::from_millis(args.think_time),
             ramp_up: Duration::from_secs_f64(args.ramp_up),
             campaign: args.campaign.clone(),
+            api_key: args.api_key.clone(),
             messages,
             hold: Duration::from_secs_f64(args.hold),
             frame_timeout: Duration::from_secs_f64(args.frame_timeout),

@@ -41,6 +41,9 @@ pub struct Plan {
     pub think: Duration,
     pub ramp_up: Duration,
     pub campaign: String,
+    /// Sent as `X-Internal-API-Key` when creating sessions, so the server's
+    /// per-address creation limit does not apply.
+    pub api_key: Option<String>,
     /// Chat templates, used in turn.
     pub messages: Vec<String>,
     pub hold: Duration,
@@ -330,7 +333,11 @@ async fn create_session(run: &Run) -> Option<Created> {
     let _permit = run.gate.acquire().await.ok()?;
     let url = format!("{}/api/v1/sessions", run.target.http_base);
     let body = json!({"campaign_id": run.plan.campaign});
-    let response = match run.http.post(&url).json(&body).send().await {
+    let mut request = run.http.post(&url).json(&body);
+    if let Some(key) = &run.plan.api_key {
+        request = request.header("X-Internal-API-Key", key);
+    }
+    let response = match request.send().await {
         Ok(r) => r,
         Err(e) => {
             stats.error(codes::REQUEST_FAILED, || {
@@ -671,6 +678,7 @@ mod tests {
             think: Duration::ZERO,
             ramp_up: Duration::ZERO,
             campaign: "demo".into(),
+            api_key: None,
             messages: vec!["status".into()],
             hold: Duration::ZERO,
             frame_timeout: Duration::from_secs(1),

@@ -39,11 +39,13 @@ use crate::llm::{
 };
 use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent,
-    TurnLimit,
+    TurnLimit, check_request_id,
 };
 use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::generate_zone::{parse_zone_texts, zone_text_request};
-use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError};
+use crate::tools::{
+    Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
+};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
@@ -54,6 +56,15 @@ pub const CLOSE_OVERFLOW: u16 = 1013;
 pub const PRESENCE_EVERY: Duration = Duration::from_millis(250);
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
+/// Tool calls of one model answer that are run; the model is asked again
+/// after them, and calls past this many in one answer are not run.
+pub const MAX_CALLS_PER_ANSWER: usize = 16;
+/// Most narrative text of one model answer, in bytes; a model's text past
+/// it is cut (it would be repeated in `turn_completed`, the journal and
+/// history). A turn makes at most `QUESTD_MAX_ITERATIONS` answers.
+pub const MAX_NARRATIVE_BYTES: usize = 32 * 1024;
+/// Longest tool name or call id from a model that is repeated in frames.
+pub const MAX_TOOL_NAME_CHARS: usize = 64;
 
 // ----- messages -----------------------------------------------------------
 
@@ -926,20 +937,25 @@ impl SessionActor {
                         LlmError::Timeout => Reason::Timeout,
                         _ => Reason::ExecutionFailed,
                     };
-                    let error = ToolError::new(reason, e.code(), e.to_string());
+                    self.log_model_failure(&e);
+                    let error = ToolError::new(reason, e.code(), e.public_message());
                     self.content_answered(Err(error), ctx);
                 }
             }
             return;
         }
         match event {
-            Ok(ModelEvent::Delta(text)) => {
+            Ok(ModelEvent::Delta(mut text)) => {
+                let Some(t) = self.turn.as_mut() else { return };
+                // A model that talks without end is cut, not streamed on.
+                clip(
+                    &mut text,
+                    MAX_NARRATIVE_BYTES.saturating_sub(t.streamed.len()),
+                );
                 if text.is_empty() {
                     return;
                 }
-                if let Some(t) = self.turn.as_mut() {
-                    t.streamed.push_str(&text);
-                }
+                t.streamed.push_str(&text);
                 self.emit(
                     StoryEvent::NarrativeDelta { turn_id, text },
                     None,
@@ -947,7 +963,8 @@ impl SessionActor {
                     None,
                 );
             }
-            Ok(ModelEvent::Done(reply)) => {
+            Ok(ModelEvent::Done(mut reply)) => {
+                clip(&mut reply.text, MAX_NARRATIVE_BYTES);
                 let Some(t) = self.turn.as_mut() else { return };
                 t.model_stream = None;
                 t.usage += reply.usage;
@@ -984,7 +1001,16 @@ impl SessionActor {
                     let dialog_type = reply.dialog_type.unwrap_or_else(|| "narration".into());
                     self.complete_turn(text, dialog_type, ctx);
                 } else {
-                    t.pending_calls = reply.tool_calls.into();
+                    let mut calls = reply.tool_calls;
+                    if calls.len() > MAX_CALLS_PER_ANSWER {
+                        tracing::warn!(
+                            session_id = %self.meta.session_id,
+                            asked = calls.len(),
+                            "the model asked for too many tool calls in one answer; the rest are not run"
+                        );
+                        calls.truncate(MAX_CALLS_PER_ANSWER);
+                    }
+                    t.pending_calls = calls.into();
                     t.phase = Phase::Waiting {
                         next: Next::NextToolCall,
                     };
@@ -992,13 +1018,34 @@ impl SessionActor {
                 }
             }
             Err(e) => {
+                self.log_model_failure(&e);
                 if let Some((limit, message)) = self.turn.as_ref().and_then(|t| t.wrap_up.clone()) {
-                    let msg = format!("{message}, and the closing narration failed: {e}");
+                    let msg = format!(
+                        "{message}, and the closing narration failed: {}",
+                        e.public_message()
+                    );
                     return self.fail_turn(ErrorCode::MaxIterations, msg, Some(limit), ctx);
                 }
-                self.fail_turn(e.code(), e.to_string(), None, ctx);
+                self.fail_turn(e.code(), e.public_message().to_owned(), None, ctx);
             }
         }
+    }
+
+    /// Logs a model failure whole, under the turn's trace id: clients get
+    /// only [`LlmError::public_message`].
+    fn log_model_failure(&self, e: &LlmError) {
+        let (turn_id, trace_id) = self
+            .turn
+            .as_ref()
+            .map(|t| (t.turn_id.as_str(), t.trace_id.as_str()))
+            .unwrap_or_default();
+        tracing::warn!(
+            session_id = %self.meta.session_id,
+            turn_id,
+            trace_id,
+            error = %e,
+            "model call failed"
+        );
     }
 
     /// Runs the next tool call the model asked for, or goes back to the model.
@@ -1011,6 +1058,15 @@ impl SessionActor {
         let iteration = t.iteration;
         let mut call_id = call.id.clone();
         let mut n = t.call_ids.len();
+        // A model's own call id is kept when it is short and new; a tool
+        // name is cut (an unknown one is refused anyway).
+        if call_id.chars().count() > MAX_TOOL_NAME_CHARS {
+            call_id.clear();
+        }
+        let mut call = call;
+        if call.name.chars().count() > MAX_TOOL_NAME_CHARS {
+            call.name = call.name.chars().take(MAX_TOOL_NAME_CHARS).collect();
+        }
         while call_id.is_empty() || t.call_ids.contains(&call_id) {
             n += 1;
             call_id = format!("{turn_id}_call_{n}");
@@ -1068,16 +1124,23 @@ impl SessionActor {
     /// and `tool_result` frames. Calls of a model turn also go into the
     /// model's history and the turn's events.
     fn run_call(&mut self, c: CallSpec<'_>) -> CallOutcome {
+        // What a caller sent is repeated in frames, the journal and the
+        // history: oversized arguments are shown as a note (the pipeline
+        // refuses them).
+        let within = args_within_bound(&c.raw);
         let shown_args = match &c.raw {
+            _ if !within => Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
             RawArgs::Text(text) => {
                 serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
             }
             RawArgs::Value(v) => v.clone(),
         };
         let raw_text = match &c.raw {
+            _ if !within => "{}".to_owned(),
             RawArgs::Text(text) => text.clone(),
             RawArgs::Value(v) => v.to_string(),
         };
+
         self.emit(
             StoryEvent::ToolCall {
                 turn_id: c.turn_id.to_owned(),
@@ -1362,6 +1425,17 @@ struct CallSpec<'a> {
     origin: &'a CallOrigin,
 }
 
+/// Cuts `text` to at most `max` bytes, at a character boundary.
+fn clip(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
 /// What a call gave, once its frames are journalled.
 struct CallOutcome {
     /// The seq of its `tool_result` frame.
@@ -1415,7 +1489,7 @@ impl Actor for SessionActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let addr = ctx.address();
-        self.sink = Some(Arc::new(move |r| addr.do_send(Durable(r))));
+        self.sink = Some(DurableSink::new(move |r| addr.do_send(Durable(r))));
         if let Some(turn_id) = self.interrupted_turn.take() {
             let message =
                 "the server stopped during this turn; its completed tool calls are kept".to_owned();
@@ -1530,11 +1604,21 @@ impl Handler<SubmitChat> for SessionActor {
                 format!("chat text is longer than {max} characters"),
             );
         }
+        if let Some(Err(message)) = msg.request_id.as_deref().map(check_request_id) {
+            return refuse(ErrorCode::InvalidFrame, message);
+        }
         if let Some(turn_id) = msg.request_id.as_deref().and_then(|r| self.requests.get(r)) {
             return Ok(ChatAccepted {
                 turn_id: turn_id.clone(),
                 duplicate: true,
                 queued: 0,
+            });
+        }
+        if self.deps.store.overloaded() {
+            return Err(ChatRefused {
+                code: ErrorCode::Overloaded,
+                message: "storage is behind; try again soon".into(),
+                retry_after_ms: Some(1000),
             });
         }
         let max_queue = self.deps.limits.max_queued_turns;
@@ -1598,6 +1682,12 @@ impl Handler<CallTool> for SessionActor {
             return refuse(
                 ErrorCode::QueueFull,
                 format!("{max_queue} calls are already waiting"),
+            );
+        }
+        if self.deps.store.overloaded() {
+            return refuse(
+                ErrorCode::Overloaded,
+                "storage is behind; try again soon".into(),
             );
         }
         let (reply, answer) = oneshot::channel();

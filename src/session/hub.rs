@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use actix::prelude::*;
 use rand::Rng;
@@ -11,32 +12,45 @@ use rand::distr::Alphanumeric;
 use super::actor::SessionActor;
 use super::{REMEMBERED_REQUESTS, SessionDeps, replay};
 use crate::game::GameState;
-use crate::storage::{SessionMeta, StorageError, now_ms};
+use crate::storage::{SessionMeta, StorageError, Visibility, now_ms};
 
 /// A live session: its actor and what is needed to authorize callers.
 #[derive(Clone)]
 pub struct SessionHandle {
     pub addr: Addr<SessionActor>,
     pub meta: Arc<SessionMeta>,
+    /// WebSocket connections open on this session (counted before the
+    /// upgrade, so a crowd cannot pass the per-session cap at once).
+    pub connections: Arc<AtomicUsize>,
+}
+
+/// Why the hub could not give a session.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HubError {
+    #[error("this node already runs {0} sessions, the most it may")]
+    Full(usize),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
 }
 
 /// Creates a session from a checked campaign's start state; answers once
 /// it is durable.
 #[derive(Message)]
-#[rtype(result = "Result<SessionHandle, StorageError>")]
+#[rtype(result = "Result<SessionHandle, HubError>")]
 pub struct CreateSession {
     pub tenant_id: String,
+    pub visibility: Visibility,
     pub state: GameState,
 }
 
 /// Finds a session, loading it from storage if it is not live.
 #[derive(Message)]
-#[rtype(result = "Result<Option<SessionHandle>, StorageError>")]
+#[rtype(result = "Result<Option<SessionHandle>, HubError>")]
 pub struct Lookup {
     pub session_id: String,
 }
 
-/// Lists the live sessions of a tenant.
+/// Lists the live public sessions of a tenant.
 #[derive(Message)]
 #[rtype(result = "Vec<LiveInfo>")]
 pub struct ListLive {
@@ -51,7 +65,8 @@ pub struct LiveInfo {
     pub players: usize,
     pub spectators: usize,
     pub turns: u64,
-    /// Lets anyone who sees the list watch (the lobby's "spectate" link).
+    /// Lets anyone who sees the list watch (the lobby's "spectate" link);
+    /// only public sessions are listed.
     pub spectator_token: String,
 }
 
@@ -87,16 +102,45 @@ pub struct SessionHub {
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
     live: HashMap<String, Live>,
+    /// Live sessions this node holds at most (`QUESTD_MAX_SESSIONS`).
+    max_sessions: usize,
 }
 
 impl SessionHub {
-    pub fn new(deps: Arc<SessionDeps>, arbiters: Vec<ArbiterHandle>) -> Self {
+    pub fn new(deps: Arc<SessionDeps>, arbiters: Vec<ArbiterHandle>, max_sessions: usize) -> Self {
         Self {
             deps,
             arbiters,
             next_arbiter: 0,
             live: HashMap::new(),
+            max_sessions: max_sessions.max(1),
         }
+    }
+
+    /// Refuses one more live session when the node has its most.
+    fn has_room(&self) -> Result<(), HubError> {
+        if self.live.len() >= self.max_sessions {
+            Err(HubError::Full(self.max_sessions))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The live handle of a session whose actor is still running. An actor
+    /// that died (a panic inside it) is forgotten here, so the next lookup
+    /// loads the session again from its journal.
+    fn running(&mut self, session_id: &str) -> Option<SessionHandle> {
+        let live = self.live.get(session_id)?;
+        if live.handle.addr.connected() {
+            return Some(live.handle.clone());
+        }
+        tracing::error!(
+            session_id,
+            "a session actor died; it is reloaded from its journal"
+        );
+        self.live.remove(session_id);
+        self.deps.metrics.sessions_live.dec();
+        None
     }
 
     /// Starts an actor on the next arbiter, round robin, and records it.
@@ -120,7 +164,11 @@ impl SessionHub {
         };
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
         self.deps.metrics.sessions_live.inc();
-        let handle = SessionHandle { addr, meta };
+        let handle = SessionHandle {
+            addr,
+            meta,
+            connections: Arc::default(),
+        };
         self.live.insert(
             handle.meta.session_id.clone(),
             Live {
@@ -148,9 +196,12 @@ pub fn random_token(len: usize) -> String {
 }
 
 impl Handler<CreateSession> for SessionHub {
-    type Result = ResponseActFuture<Self, Result<SessionHandle, StorageError>>;
+    type Result = ResponseActFuture<Self, Result<SessionHandle, HubError>>;
 
     fn handle(&mut self, msg: CreateSession, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.has_room() {
+            return Box::pin(actix::fut::ready(Err(e)));
+        }
         let meta = SessionMeta {
             session_id: format!("sess_{}", random_token(16)),
             tenant_id: msg.tenant_id,
@@ -159,6 +210,7 @@ impl Handler<CreateSession> for SessionHub {
             player_token: random_token(32),
             spectator_token: random_token(32),
             created_at: now_ms(),
+            visibility: msg.visibility,
         };
         let state = msg.state;
         let store = self.deps.store.clone();
@@ -170,7 +222,7 @@ impl Handler<CreateSession> for SessionHub {
                 store.create_session(meta_for_store, snapshot).await
             }
             .into_actor(self)
-            .map(move |res, act, ctx| {
+            .map(move |res: Result<(), StorageError>, act, ctx| {
                 res?;
                 act.deps.metrics.sessions_created.inc();
                 Ok(act.start(Arc::new(meta), replay::fresh(state), ctx.address()))
@@ -180,11 +232,10 @@ impl Handler<CreateSession> for SessionHub {
 }
 
 impl Handler<Lookup> for SessionHub {
-    type Result = ResponseActFuture<Self, Result<Option<SessionHandle>, StorageError>>;
+    type Result = ResponseActFuture<Self, Result<Option<SessionHandle>, HubError>>;
 
     fn handle(&mut self, msg: Lookup, _: &mut Self::Context) -> Self::Result {
-        if let Some(live) = self.live.get(&msg.session_id) {
-            let handle = live.handle.clone();
+        if let Some(handle) = self.running(&msg.session_id) {
             return Box::pin(actix::fut::ready(Ok(Some(handle))));
         }
         let store = self.deps.store.clone();
@@ -202,9 +253,10 @@ impl Handler<Lookup> for SessionHub {
             .map(move |res: Result<_, StorageError>, act, ctx| {
                 let Some((meta, restored)) = res? else { return Ok(None) };
                 // Another lookup may have loaded it meanwhile: keep that one.
-                if let Some(live) = act.live.get(&meta.session_id) {
-                    return Ok(Some(live.handle.clone()));
+                if let Some(handle) = act.running(&meta.session_id) {
+                    return Ok(Some(handle));
                 }
+                act.has_room()?;
                 tracing::info!(session_id = %meta.session_id, seq = restored.last_seq, "session loaded from storage");
                 act.deps.metrics.sessions_loaded.inc();
                 Ok(Some(act.start(Arc::new(meta), restored, ctx.address())))
@@ -220,7 +272,10 @@ impl Handler<ListLive> for SessionHub {
         let mut list: Vec<LiveInfo> = self
             .live
             .values()
-            .filter(|l| l.handle.meta.tenant_id == msg.tenant_id)
+            .filter(|l| {
+                l.handle.meta.tenant_id == msg.tenant_id
+                    && l.handle.meta.visibility == Visibility::Public
+            })
             .map(|l| LiveInfo {
                 session_id: l.handle.meta.session_id.clone(),
                 title: l.handle.meta.title.clone(),

@@ -23,7 +23,9 @@ pub use actor::{
     SessionActor, SubmitChat, Subscribe, Unsubscribe,
 };
 pub use audit::CallOrigin;
-pub use hub::{CreateSession, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub, random_token};
+pub use hub::{
+    CreateSession, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub, random_token,
+};
 
 /// Frames of recent story kept in memory per session for resume.
 pub const RING_FRAMES: usize = 512;

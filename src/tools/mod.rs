@@ -42,6 +42,47 @@ use crate::game::{Effect, GameState};
 
 /// Longest error message sent back to a model or client.
 pub const MAX_ERROR_MESSAGE: usize = 600;
+/// Largest arguments of one tool call, as JSON bytes: they are repeated in
+/// the `tool_call` frame, the journal, the history and the actions log.
+/// Room for the longest text a tool takes (8,000 characters, three bytes
+/// each in Chinese) and its other fields.
+pub const MAX_ARGS_BYTES: usize = 32 * 1024;
+/// Largest result of one tool call, as JSON bytes; a bigger one is an
+/// `execution_failed` error, never a giant frame. Room for `get_site_map`
+/// of a map of about 1,500 areas.
+pub const MAX_RESULT_BYTES: usize = 256 * 1024;
+
+/// The size of `value` as compact JSON, counted up to `limit` (then
+/// `None`) without building the text.
+pub fn json_size_within(value: &Value, limit: usize) -> Option<usize> {
+    struct Counter {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            if self.n > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { n: 0, limit };
+    serde_json::to_writer(&mut counter, value).ok()?;
+    Some(counter.n)
+}
+
+/// Whether arguments as the caller sent them are within [`MAX_ARGS_BYTES`].
+pub fn args_within_bound(raw: &RawArgs) -> bool {
+    match raw {
+        RawArgs::Text(text) => text.len() <= MAX_ARGS_BYTES,
+        RawArgs::Value(v) => json_size_within(v, MAX_ARGS_BYTES).is_some(),
+    }
+}
 
 /// Who is calling a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -314,7 +355,13 @@ type CachedList = (Role, Vec<String>, Arc<[Value]>);
 struct OpenAiCache {
     hasher: RandomState,
     lists: HashMap<u64, Vec<CachedList>>,
+    /// Lists held, at most [`MAX_CACHED_TOOL_LISTS`].
+    len: usize,
 }
+
+/// Distinct (role, allowlist) tool lists kept; callers of `/api/chat` name
+/// their own lists, so when this many are held the cache starts again.
+pub const MAX_CACHED_TOOL_LISTS: usize = 1024;
 
 impl OpenAiCache {
     fn key(&self, caller: &Caller<'_>) -> u64 {
@@ -330,6 +377,11 @@ impl OpenAiCache {
     }
 
     fn insert(&mut self, caller: &Caller<'_>, tools: Arc<[Value]>) {
+        if self.len >= MAX_CACHED_TOOL_LISTS {
+            self.lists.clear();
+            self.len = 0;
+        }
+        self.len += 1;
         let key = self.key(caller);
         self.lists
             .entry(key)
@@ -492,7 +544,21 @@ impl Registry {
                     session_id: caller.session_id,
                     role: caller.role,
                 };
-                let outcome = entry.tool.run(&args, &mut ctx).and_then(|out| {
+                // A tool that panics is a bug, but its caller gets an error
+                // like any failed call and the session goes on: tools only
+                // read the state, so a panic leaves nothing half changed.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    entry.tool.run(&args, &mut ctx)
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::error!(tool = name, "tool panicked");
+                    Err(ToolError::new(
+                        Reason::ExecutionFailed,
+                        ErrorCode::ExecutionFailed,
+                        format!("{name} failed"),
+                    ))
+                });
+                let outcome = ran.and_then(|out| {
                     // Tools run to completion on the session's thread; one
                     // that overran its budget has its result thrown away,
                     // so a slow tool never changes state late.
@@ -503,6 +569,16 @@ impl Registry {
                             Reason::Timeout,
                             ErrorCode::Timeout,
                             format!("{name} took longer than {} ms", entry.spec.timeout.as_millis()),
+                        ));
+                    }
+                    if json_size_within(&out.result, MAX_RESULT_BYTES).is_none() {
+                        return Err(ToolError::new(
+                            Reason::ExecutionFailed,
+                            ErrorCode::ExecutionFailed,
+                            format!(
+                                "{name} produced a result larger than {MAX_RESULT_BYTES} bytes; \
+                                 ask for less"
+                            ),
                         ));
                     }
                     let problems = schema_problems(&entry.output, &out.result);
@@ -602,6 +678,11 @@ impl Registry {
 
 /// Parses raw arguments into a JSON object, with a message a model can act on.
 fn parse_args(raw: RawArgs) -> Result<Value, ToolError> {
+    if !args_within_bound(&raw) {
+        return Err(ToolError::invalid_args(format!(
+            "arguments are larger than {MAX_ARGS_BYTES} bytes"
+        )));
+    }
     let value = match raw {
         RawArgs::Value(v) => v,
         RawArgs::Text(text) if text.trim().is_empty() => {
@@ -1009,5 +1090,25 @@ mod tests {
             ..caller
         });
         assert!(!Arc::ptr_eq(&tools, &player));
+        // Every distinct list a caller names is not kept forever.
+        let names: Vec<String> = registry.names().iter().map(|n| (*n).to_owned()).collect();
+        for i in 0..MAX_CACHED_TOOL_LISTS * 2 {
+            let allowlist: Vec<String> = names
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| (i >> (j % 12)) & 1 == 1 || *j == i % names.len())
+                .map(|(_, n)| n.clone())
+                .collect();
+            registry.openai_tools(&Caller {
+                allowlist: &allowlist,
+                ..caller
+            });
+        }
+        let held = registry
+            .openai_cache
+            .lock()
+            .map(|c| c.lists.values().map(Vec::len).sum::<usize>())
+            .unwrap_or(usize::MAX);
+        assert!(held <= MAX_CACHED_TOOL_LISTS, "{held}");
     }
 }

@@ -1,0 +1,370 @@
+//! Admission: who the client is (its address, through trusted proxies) and
+//! whether the node takes one more of what it asks for: a session created
+//! without a key (per-address rate), a WebSocket (per node, per session,
+//! per address), an anonymous model call (per-address rate).
+//!
+//! Every map here is bounded: the per-address connection counts hold only
+//! addresses with an open connection, and the rate limiters forget idle
+//! addresses and refuse new ones when full.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use actix_web::HttpRequest;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+use crate::config::Settings;
+use crate::error::{ApiError, ErrorCode};
+
+/// Addresses a per-address rate limiter remembers at most; past it, idle
+/// ones are forgotten, and if that is not enough new addresses are refused.
+pub const MAX_LIMITER_ADDRESSES: usize = 100_000;
+/// Connections kept free for plain HTTP requests (the API, the page, the
+/// health check) when WebSockets fill the node.
+pub const HTTP_HEADROOM: usize = 64;
+/// Open files kept for the database (pool, writer, WAL files) and logs
+/// when the connection cap is taken from the open-file limit.
+pub const STORE_FD_RESERVE: usize = 256;
+/// Anonymous `/api/chat` calls per minute from one address (with bursts of
+/// [`ANON_MODEL_BURST`]), when the model is the offline game master.
+pub const ANON_MODEL_PER_MINUTE: u32 = 60;
+pub const ANON_MODEL_BURST: u32 = 10;
+
+/// Open WebSockets per client address.
+type AddressCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// The node's admission rules and counters, shared by every HTTP worker.
+pub struct Admission {
+    trusted_proxies: Vec<IpAddr>,
+    create: DefaultKeyedRateLimiter<IpAddr>,
+    anon_model: DefaultKeyedRateLimiter<IpAddr>,
+    /// WebSockets open on this node, and the most it takes.
+    websockets: Arc<AtomicUsize>,
+    max_websockets: usize,
+    /// Open WebSockets per client address; an address leaves the map when
+    /// its last connection closes.
+    per_address: AddressCounts,
+    max_per_address: usize,
+    max_per_session: usize,
+}
+
+fn quota(per_minute: u32, burst: u32) -> Quota {
+    Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
+        .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN))
+}
+
+/// Parses `QUESTD_TRUSTED_PROXIES`.
+fn parse_proxies(list: Option<&str>) -> Result<Vec<IpAddr>, String> {
+    list.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse()
+                .map_err(|_| format!("QUESTD_TRUSTED_PROXIES: {s:?} is not an IP address"))
+        })
+        .collect()
+}
+
+impl Admission {
+    /// `max_connections` is the node's whole connection budget (already
+    /// taken from the open-file limit when not set).
+    pub fn new(settings: &Settings, max_connections: usize) -> Result<Self, String> {
+        Ok(Self {
+            trusted_proxies: parse_proxies(settings.trusted_proxies.as_deref())?,
+            create: RateLimiter::keyed(quota(settings.create_per_minute, settings.create_burst)),
+            anon_model: RateLimiter::keyed(quota(ANON_MODEL_PER_MINUTE, ANON_MODEL_BURST)),
+            websockets: Arc::default(),
+            max_websockets: max_connections.saturating_sub(HTTP_HEADROOM).max(1),
+            per_address: Arc::default(),
+            max_per_address: settings.max_address_connections.max(1),
+            max_per_session: settings.max_session_connections.max(1),
+        })
+    }
+
+    /// The client's address: the peer's, or, when the peer is a trusted
+    /// proxy, the last address of `X-Forwarded-For` (the one that proxy
+    /// saw; earlier entries are the client's own word).
+    pub fn client_ip(&self, req: &HttpRequest) -> Option<IpAddr> {
+        let peer = req.peer_addr()?.ip();
+        if !self.trusted_proxies.contains(&peer) {
+            return Some(peer);
+        }
+        let forwarded = req
+            .headers()
+            .get_all("X-Forwarded-For")
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .last();
+        Some(forwarded.and_then(|s| s.parse().ok()).unwrap_or(peer))
+    }
+
+    /// One more session created without a key from this address: `429`
+    /// with `Retry-After` past `QUESTD_CREATE_PER_MINUTE`/`_BURST`.
+    pub fn check_create(&self, req: &HttpRequest) -> Result<(), ApiError> {
+        check_keyed(
+            &self.create,
+            self.client_ip(req),
+            "too many sessions created from this address",
+        )
+    }
+
+    /// One more anonymous model call from this address.
+    pub fn check_anonymous_model(&self, req: &HttpRequest) -> Result<(), ApiError> {
+        check_keyed(
+            &self.anon_model,
+            self.client_ip(req),
+            "too many model calls from this address",
+        )
+    }
+
+    /// Takes a WebSocket slot for a client of a session whose open
+    /// connections `session` counts; the slot is given back when dropped.
+    /// `503 OVERLOADED` when the node is full, `429` when the session or the
+    /// address has its most.
+    pub fn admit_websocket(
+        &self,
+        req: &HttpRequest,
+        session: &Arc<AtomicUsize>,
+    ) -> Result<ConnSlot, ApiError> {
+        let ip = self.client_ip(req);
+        let mut slot = ConnSlot {
+            node: self.websockets.clone(),
+            session: session.clone(),
+            address: None,
+        };
+        // Each counter is taken before the next is checked; dropping the
+        // slot on a refusal gives back exactly what was taken.
+        if slot.node.fetch_add(1, Ordering::AcqRel) >= self.max_websockets {
+            slot.session.fetch_add(1, Ordering::AcqRel);
+            return Err(full(
+                ErrorCode::Overloaded,
+                "this server holds all the connections it can; try again soon",
+            ));
+        }
+        if slot.session.fetch_add(1, Ordering::AcqRel) >= self.max_per_session {
+            return Err(full(
+                ErrorCode::RateLimited,
+                format!(
+                    "this session has {} connections, the most it may have",
+                    self.max_per_session
+                ),
+            ));
+        }
+        if let Some(ip) = ip {
+            let mut map = self
+                .per_address
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count = map.entry(ip).or_insert(0);
+            *count += 1;
+            slot.address = Some((self.per_address.clone(), ip));
+            if *count > self.max_per_address {
+                return Err(full(
+                    ErrorCode::RateLimited,
+                    format!(
+                        "this address has {} connections open, the most it may have",
+                        self.max_per_address
+                    ),
+                ));
+            }
+        }
+        Ok(slot)
+    }
+
+    /// WebSockets open on this node now.
+    pub fn websockets(&self) -> usize {
+        self.websockets.load(Ordering::Acquire)
+    }
+}
+
+/// A refusal for lack of room: retry after a second.
+fn full(code: ErrorCode, message: impl Into<String>) -> ApiError {
+    let mut e = ApiError::new(code, message);
+    e.retry_after_s = Some(1);
+    e
+}
+
+/// One check of a per-address limiter, keeping its map bounded.
+fn check_keyed(
+    limiter: &DefaultKeyedRateLimiter<IpAddr>,
+    ip: Option<IpAddr>,
+    what: &str,
+) -> Result<(), ApiError> {
+    // A request without a peer address (not over TCP) shares one key.
+    let ip = ip.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    if limiter.len() >= MAX_LIMITER_ADDRESSES {
+        limiter.retain_recent();
+        limiter.shrink_to_fit();
+    }
+    let known = limiter.len() < MAX_LIMITER_ADDRESSES;
+    match limiter.check_key(&ip) {
+        Ok(()) if known => Ok(()),
+        Ok(()) => Err(full(
+            ErrorCode::RateLimited,
+            "too many clients at once; try again soon",
+        )),
+        Err(not_until) => {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let mut e = ApiError::new(
+                ErrorCode::RateLimited,
+                format!("{what}; try again in {} ms", wait.as_millis().max(1)),
+            );
+            e.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
+            Err(e)
+        }
+    }
+}
+
+/// A WebSocket's place on the node; dropping it frees the place.
+pub struct ConnSlot {
+    node: Arc<AtomicUsize>,
+    session: Arc<AtomicUsize>,
+    address: Option<(AddressCounts, IpAddr)>,
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.node.fetch_sub(1, Ordering::AcqRel);
+        self.session.fetch_sub(1, Ordering::AcqRel);
+        if let Some((map, ip)) = &self.address {
+            let mut map = map
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(count) = map.get_mut(ip) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    map.remove(ip);
+                }
+            }
+        }
+    }
+}
+
+/// The node's connection budget: `QUESTD_MAX_CONNECTIONS`, or the open-file
+/// limit (raised to its hard limit first) less a reserve for the store, so
+/// a flood of connections never leaves the journal without a file.
+pub fn connection_budget(configured: Option<usize>) -> usize {
+    let open_files = raise_open_file_limit();
+    let from_files = open_files
+        .saturating_sub(STORE_FD_RESERVE)
+        .max(HTTP_HEADROOM + 1);
+    match configured {
+        Some(n) => n.clamp(1, from_files),
+        None => from_files,
+    }
+}
+
+/// Raises the soft open-file limit to the hard one; answers the limit now
+/// in force (a generous guess where the platform has none).
+fn raise_open_file_limit() -> usize {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the open-file limit");
+            1024
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    fn admission(adjust: impl FnOnce(&mut Settings)) -> Admission {
+        let mut s = Settings::for_tests("sqlite://unused.db");
+        adjust(&mut s);
+        let Ok(a) = Admission::new(&s, 1000) else {
+            panic!("admission builds");
+        };
+        a
+    }
+
+    #[test]
+    fn websocket_slots_count_per_node_session_and_address_and_give_back_on_drop() {
+        let a = admission(|s| {
+            s.max_address_connections = 2;
+            s.max_session_connections = 3;
+        });
+        let req = TestRequest::default()
+            .peer_addr("10.1.1.1:5000".parse().expect("addr"))
+            .to_http_request();
+        let other = TestRequest::default()
+            .peer_addr("10.1.1.2:5000".parse().expect("addr"))
+            .to_http_request();
+        let session = Arc::new(AtomicUsize::new(0));
+        let one = a.admit_websocket(&req, &session);
+        let two = a.admit_websocket(&req, &session);
+        assert!(one.is_ok() && two.is_ok());
+        let code = a.admit_websocket(&req, &session).err().map(|e| e.code);
+        assert_eq!(code, Some(ErrorCode::RateLimited), "third from one address");
+        let three = a.admit_websocket(&other, &session);
+        assert!(three.is_ok());
+        let code = a.admit_websocket(&other, &session).err().map(|e| e.code);
+        assert_eq!(code, Some(ErrorCode::RateLimited), "fourth in one session");
+        assert_eq!((a.websockets(), session.load(Ordering::Acquire)), (3, 3));
+        drop((one, two, three));
+        assert_eq!((a.websockets(), session.load(Ordering::Acquire)), (0, 0));
+        assert!(a.per_address.lock().map(|m| m.is_empty()).unwrap_or(false));
+    }
+
+    #[test]
+    fn a_full_node_answers_overloaded() {
+        let a = admission(|_| {});
+        let a = Admission {
+            max_websockets: 1,
+            ..a
+        };
+        let req = TestRequest::default().to_http_request();
+        let session = Arc::new(AtomicUsize::new(0));
+        let kept = a.admit_websocket(&req, &session);
+        assert!(kept.is_ok());
+        let code = a.admit_websocket(&req, &session).err().map(|e| e.code);
+        assert_eq!(code, Some(ErrorCode::Overloaded));
+        assert_eq!(a.websockets(), 1);
+    }
+
+    #[test]
+    fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
+        let a = admission(|s| s.trusted_proxies = Some("127.0.0.1".into()));
+        let via = |peer: &str| {
+            let req = TestRequest::default()
+                .peer_addr(peer.parse().expect("addr"))
+                .insert_header(("X-Forwarded-For", "6.6.6.6, 203.0.113.9"))
+                .to_http_request();
+            a.client_ip(&req).map(|ip| ip.to_string())
+        };
+        assert_eq!(via("127.0.0.1:1").as_deref(), Some("203.0.113.9"));
+        assert_eq!(via("10.0.0.1:1").as_deref(), Some("10.0.0.1"));
+        assert!(parse_proxies(Some("127.0.0.1, nope")).is_err());
+    }
+
+    #[test]
+    fn creation_is_limited_per_address() {
+        let a = admission(|s| {
+            s.create_per_minute = 1;
+            s.create_burst = 2;
+        });
+        let from = |peer: &str| {
+            TestRequest::default()
+                .peer_addr(peer.parse().expect("addr"))
+                .to_http_request()
+        };
+        assert!(a.check_create(&from("10.0.0.1:1")).is_ok());
+        assert!(a.check_create(&from("10.0.0.1:2")).is_ok());
+        let e = a.check_create(&from("10.0.0.1:3")).err();
+        assert_eq!(e.as_ref().map(|e| e.code), Some(ErrorCode::RateLimited));
+        assert!(e.and_then(|e| e.retry_after_s).is_some_and(|s| s >= 1));
+        assert!(
+            a.check_create(&from("10.0.0.2:1")).is_ok(),
+            "another address"
+        );
+    }
+}
