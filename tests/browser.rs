@@ -297,6 +297,7 @@ fn on_map(area_id: &str) -> String {
 async fn direct_call(app: &TestApp, session_id: &str, tool: &str, input: Value) -> Value {
     let mut resp = client()
         .post(format!("{}/api/v1/tools/call", app.base))
+        .insert_header(("X-Internal-API-Key", TEST_KEY))
         .insert_header(("X-Tenant-ID", "default"))
         .insert_header(("X-Site-ID", "browser-test"))
         .insert_header(("X-Trace-ID", "browser-test"))
@@ -345,7 +346,8 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     .await;
     let port = app.port;
 
-    // ---- the lobby starts a session and lists it with a Watch link
+    // ---- the lobby starts a public session and lists it with a Watch link
+    // (sessions are private unless the player lists them)
     let player = driver.browser("player", 1280, 860).await;
     player.goto(&app.base).await.unwrap();
     wait(
@@ -355,6 +357,7 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         &query("[data-campaign-id='demo'] button.start"),
     )
     .await;
+    click(&player, "#public").await;
     click(&player, "[data-campaign-id='demo'] button.start").await;
     let links = wait(
         &player,

@@ -265,7 +265,8 @@ async fn http_api_basics() {
             .any(|c| c["campaign_id"] == "demo" && c["title"].is_string())
     );
 
-    let s = app.demo().await;
+    let s = app.public_demo().await;
+    let private = app.demo().await;
     assert!(s.ws_url.starts_with("ws://") && s.ws_url.contains(&s.session_id));
     let snap = app.snapshot(&s).await;
     for key in [
@@ -293,6 +294,20 @@ async fn http_api_basics() {
     assert_eq!(
         (mine["players"].as_u64(), mine["turns"].as_u64()),
         (Some(0), Some(0))
+    );
+    assert_eq!(mine["spectator_token"], s.spectator_token.as_str());
+    let watch = mine["watch_url"].as_str().unwrap();
+    assert!(
+        watch.ends_with(&format!(
+            "/?session={}&token={}",
+            s.session_id, s.spectator_token
+        )),
+        "{watch}"
+    );
+    let text = list.to_string();
+    assert!(
+        !text.contains(&private.session_id) && !text.contains(&s.player_token),
+        "private sessions and player tokens are never listed: {text}"
     );
     let other_tenant = client()
         .get(format!("{}/api/v1/sessions", app.base))
@@ -382,7 +397,12 @@ async fn bad_campaigns_are_refused_with_every_problem() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error_code"], "BAD_REQUEST");
     let huge = format!("{{\"campaign_id\":\"{}\"}}", "x".repeat(2 * 1024 * 1024));
-    let resp = client().post(&url).send_body(huge).await.unwrap();
+    let resp = client()
+        .post(&url)
+        .insert_header(("content-type", "application/json"))
+        .send_body(huge)
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 413);
 }
 

@@ -84,7 +84,7 @@ async fn restarting_on_the_same_database_brings_back_state_and_history() {
 #[actix_web::test]
 async fn an_idle_session_unloads_and_reloads_on_demand() {
     let app = spawn_with(|s| s.idle_secs = 1, Arc::new(OfflineGameMaster::default())).await;
-    let s = app.demo().await;
+    let s = app.public_demo().await;
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     let target = neighbour(&welcome["state"]);
     ws.play(&format!("go to {target}"), "r-1").await;

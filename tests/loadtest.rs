@@ -16,7 +16,14 @@ use questd::loadtest::{self, Report};
 
 /// The flags of `questd loadtest`, parsed as the binary parses them.
 fn args(app: &TestApp, extra: &[&str]) -> LoadtestArgs {
-    let mut all = vec!["questd", "loadtest", "--url", app.base.as_str()];
+    let mut all = vec![
+        "questd",
+        "loadtest",
+        "--url",
+        app.base.as_str(),
+        "--api-key",
+        TEST_KEY,
+    ];
     all.extend_from_slice(extra);
     match Cli::parse_from(all).command {
         Some(Command::Loadtest(args)) => args,

@@ -21,6 +21,21 @@ use serde_json::{Map, Value, json};
 
 const MODERN: &str = "2026-07-28";
 const BOTH: &str = "application/json, text/event-stream";
+/// The test server's internal key, as a legitimate MCP client sends it.
+const KEY: (&str, &str) = ("x-internal-api-key", TEST_KEY);
+/// The key of tenant `acme` (on servers from [`with_acme_key`]).
+const ACME: (&str, &str) = ("x-internal-api-key", "acme-key");
+/// The tenant header naming `acme`.
+const AS_ACME: (&str, &str) = ("x-tenant-id", "acme");
+
+/// A server that also accepts the tenant key of `acme`.
+async fn with_acme_key() -> TestApp {
+    spawn_with(
+        |s| s.tenant_keys = Some("acme:acme-key".into()),
+        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
+    )
+    .await
+}
 
 /// The per-request `_meta` of the stateless revision.
 fn meta() -> Value {
@@ -205,7 +220,7 @@ async fn a_2025_11_25_client_lists_and_calls_tools_that_players_see() {
     let (mut spectator, welcome) = app.connect(&s.session_id, &s.spectator_token, None).await;
     let (actor, to) = a_move(&welcome["state"]);
 
-    let transport = StreamableHttpClientTransport::from_config(rmcp_config(&app, &[]));
+    let transport = StreamableHttpClientTransport::from_config(rmcp_config(&app, &[KEY]));
     let client = client_config(ProtocolVersion::V_2025_11_25)
         .serve(transport)
         .await
@@ -284,7 +299,7 @@ async fn a_2026_07_28_client_discovers_and_calls_with_the_session_header() {
     let s = app.demo().await;
     let transport = StreamableHttpClientTransport::from_config(rmcp_config(
         &app,
-        &[("x-session-id", s.session_id.as_str())],
+        &[KEY, ("x-session-id", s.session_id.as_str())],
     ));
     let client = client_config(ProtocolVersion::V_2026_07_28)
         .serve_with_lifecycle(
@@ -321,7 +336,7 @@ async fn the_stateless_revision_by_hand() {
     let app = spawn_app().await;
     let s = app.demo().await;
 
-    let r = post_modern(&app, &[], &modern(1, "server/discover", json!({}))).await;
+    let r = post_modern(&app, &[KEY], &modern(1, "server/discover", json!({}))).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.content_type().starts_with("application/json"));
     assert!(
@@ -343,7 +358,7 @@ async fn the_stateless_revision_by_hand() {
     assert_eq!(d["cacheScope"], "public");
     assert!(d["ttlMs"].as_u64().unwrap() > 0);
 
-    let r = post_modern(&app, &[], &modern(2, "tools/list", json!({}))).await;
+    let r = post_modern(&app, &[KEY], &modern(2, "tools/list", json!({}))).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let list = r.json()["result"].clone();
     assert_eq!(list["resultType"], "complete");
@@ -365,7 +380,7 @@ async fn the_stateless_revision_by_hand() {
         "tools/call",
         json!({"name": "move", "arguments": {"actor_id": actor, "to_area_id": to, "session_id": s.session_id}}),
     );
-    let r = post_modern(&app, &[("mcp-name", "move")], &call).await;
+    let r = post_modern(&app, &[KEY, ("mcp-name", "move")], &call).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
     assert_eq!(v["id"], 3);
@@ -395,7 +410,7 @@ async fn refusals_have_their_codes() {
         "tools/call",
         json!({"name": "move", "arguments": {"actor_id": 7, "session_id": s.session_id}}),
     );
-    let r = post_modern(&app, &[], &call).await;
+    let r = post_modern(&app, &[KEY], &call).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
         tool_error(&r.json()["result"])["error_code"],
@@ -403,7 +418,7 @@ async fn refusals_have_their_codes() {
     );
     let r = post_modern(
         &app,
-        &[],
+        &[KEY],
         &modern(
             2,
             "tools/call",
@@ -419,7 +434,7 @@ async fn refusals_have_their_codes() {
     // Unknown tool: -32602.
     let r = post_modern(
         &app,
-        &[],
+        &[KEY],
         &modern(3, "tools/call", json!({"name": "fly", "arguments": {}})),
     )
     .await;
@@ -429,7 +444,7 @@ async fn refusals_have_their_codes() {
     // A version the server does not speak: -32022 with what it does speak.
     let mut old = modern(4, "tools/list", json!({}));
     old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("1900-01-01");
-    let r = post(&app, &[], &old).await;
+    let r = post(&app, &[KEY], &old).await;
     assert_eq!((r.status, r.code()), (400, -32022), "{}", r.body);
     let data = &r.json()["error"]["data"];
     assert_eq!(data["requested"], "1900-01-01");
@@ -445,7 +460,7 @@ async fn refusals_have_their_codes() {
     );
     let r = post(
         &app,
-        &[("mcp-protocol-version", "2099-01-01")],
+        &[KEY, ("mcp-protocol-version", "2099-01-01")],
         &modern(5, "tools/list", json!({})),
     )
     .await;
@@ -455,21 +470,21 @@ async fn refusals_have_their_codes() {
     // Header and body disagree: -32020.
     let r = post(
         &app,
-        &[("mcp-protocol-version", "2025-11-25")],
+        &[KEY, ("mcp-protocol-version", "2025-11-25")],
         &modern(6, "tools/list", json!({})),
     )
     .await;
     assert_eq!((r.status, r.code()), (400, -32020), "{}", r.body);
     let r = post(
         &app,
-        &[("mcp-method", "tools/call")],
+        &[KEY, ("mcp-method", "tools/call")],
         &modern(7, "tools/list", json!({})),
     )
     .await;
     assert_eq!((r.status, r.code()), (400, -32020), "{}", r.body);
     let r = post(
         &app,
-        &[("mcp-name", "hp_delta")],
+        &[KEY, ("mcp-name", "hp_delta")],
         &modern(
             8,
             "tools/call",
@@ -485,24 +500,24 @@ async fn refusals_have_their_codes() {
         .as_object_mut()
         .unwrap()
         .remove("io.modelcontextprotocol/clientCapabilities");
-    let r = post_modern(&app, &[], &bare).await;
+    let r = post_modern(&app, &[KEY], &bare).await;
     assert_eq!((r.status, r.code()), (400, -32602), "{}", r.body);
     // No session and no version at all: told how to start.
-    let r = post(&app, &[], &plain(10, "tools/list", json!({}))).await;
+    let r = post(&app, &[KEY], &plain(10, "tools/list", json!({}))).await;
     assert_eq!((r.status, r.code()), (400, -32600), "{}", r.body);
     assert!(r.json()["error"]["data"]["supported"].is_array());
 
     // Unknown method: -32601, 404 in this era.
-    let r = post_modern(&app, &[], &modern(11, "resources/list", json!({}))).await;
+    let r = post_modern(&app, &[KEY], &modern(11, "resources/list", json!({}))).await;
     assert_eq!((r.status, r.code()), (404, -32601), "{}", r.body);
 
     // Notifications: 202, no body.
     let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "_meta": meta()}});
-    let r = post(&app, &[], &note).await;
+    let r = post(&app, &[KEY], &note).await;
     assert_eq!((r.status, r.body.as_str()), (202, ""));
     let r = post(
         &app,
-        &[],
+        &[KEY],
         &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     )
     .await;
@@ -512,7 +527,7 @@ async fn refusals_have_their_codes() {
     let r = send(
         &app,
         "POST",
-        &[("content-type", "application/json")],
+        &[KEY, ("content-type", "application/json")],
         "{\"jsonrpc\":",
     )
     .await;
@@ -522,36 +537,38 @@ async fn refusals_have_their_codes() {
         modern(12, "tools/list", json!({})),
         modern(13, "tools/list", json!({}))
     ]);
-    let r = post(&app, &[], &batch).await;
+    let r = post(&app, &[KEY], &batch).await;
     assert_eq!((r.status, r.code()), (400, -32600), "{}", r.body);
-    let r = post(&app, &[], &json!({"jsonrpc": "2.0", "id": 14})).await;
+    let r = post(&app, &[KEY], &json!({"jsonrpc": "2.0", "id": 14})).await;
     assert_eq!((r.status, r.code()), (400, -32600), "{}", r.body);
     let r = post(
         &app,
-        &[],
+        &[KEY],
         &json!({"jsonrpc": "2.0", "id": 15, "method": "tools/list", "params": "x"}),
     )
     .await;
     assert_eq!((r.status, r.code()), (400, -32600), "{}", r.body);
 
-    // Origins: none, loopback and same-origin pass; others are 403.
+    // Origins: none and the server's own pass; every other page, a local
+    // tool on another port included, is 403 unless listed in
+    // QUESTD_ALLOWED_ORIGINS (PROTOCOL.md §7.1).
     let list = modern(16, "tools/list", json!({}));
     let host = format!("http://127.0.0.1:{}", app.port);
     for (origin, status) in [
         ("https://evil.example", 403),
         ("null", 403),
         ("http://localhost.evil.example:3000", 403),
-        ("http://localhost:3000", 200),
-        ("http://[::1]:5173", 200),
+        ("http://localhost:3000", 403),
+        ("http://[::1]:5173", 403),
         (host.as_str(), 200),
     ] {
-        let r = post_modern(&app, &[("origin", origin)], &list).await;
+        let r = post_modern(&app, &[KEY, ("origin", origin)], &list).await;
         assert_eq!(r.status, status, "{origin}: {}", r.body);
     }
 
     // Other HTTP methods: 405 and what is allowed.
     for method in ["GET", "PUT"] {
-        let r = send(&app, method, &[("accept", "text/event-stream")], "").await;
+        let r = send(&app, method, &[KEY, ("accept", "text/event-stream")], "").await;
         assert_eq!(r.status, 405, "{method}");
         let allow = r.header("allow").unwrap();
         assert!(
@@ -563,31 +580,45 @@ async fn refusals_have_their_codes() {
     let r = send(
         &app,
         "POST",
-        &[("accept", "text/html"), ("mcp-protocol-version", MODERN)],
+        &[
+            KEY,
+            ("content-type", "application/json"),
+            ("accept", "text/html"),
+            ("mcp-protocol-version", MODERN),
+        ],
         &list.to_string(),
     )
     .await;
     assert_eq!((r.status, r.code()), (406, -32600), "{}", r.body);
+    // A body that is not JSON by its type: 415 before anything reads it.
+    let r = send(
+        &app,
+        "POST",
+        &[KEY, ("content-type", "text/plain"), ("accept", BOTH)],
+        &list.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 415, "{}", r.body);
     app.stop().await;
 }
 
 #[actix_web::test]
 async fn sessions_of_the_2025_revisions_by_hand() {
-    let app = spawn_app().await;
+    let app = with_acme_key().await;
 
     // The version is echoed when spoken, else the newest handshake one.
     let r = post(
         &app,
-        &[],
+        &[KEY],
         &plain(1, "initialize", json!({"protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})),
     )
     .await;
     assert_eq!(r.json()["result"]["protocolVersion"], "2025-11-25");
     assert!(r.json()["result"].get("resultType").is_none());
-    let sid = initialize(&app, "2025-06-18", &[]).await;
+    let sid = initialize(&app, "2025-06-18", &[KEY]).await;
     assert_eq!(sid.len(), 32);
     assert!(sid.chars().all(|c| c.is_ascii_alphanumeric()));
-    let in_session = [("mcp-session-id", sid.as_str())];
+    let in_session = [KEY, ("mcp-session-id", sid.as_str())];
 
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let r = post(&app, &in_session, &note).await;
@@ -607,6 +638,7 @@ async fn sessions_of_the_2025_revisions_by_hand() {
     let r = post(
         &app,
         &[
+            KEY,
             ("mcp-session-id", sid.as_str()),
             ("mcp-protocol-version", "2025-06-18"),
         ],
@@ -617,6 +649,7 @@ async fn sessions_of_the_2025_revisions_by_hand() {
     let r = post(
         &app,
         &[
+            KEY,
             ("mcp-session-id", sid.as_str()),
             ("mcp-protocol-version", "2025-11-25"),
         ],
@@ -625,56 +658,90 @@ async fn sessions_of_the_2025_revisions_by_hand() {
     .await;
     assert_eq!((r.status, r.code()), (400, -32020), "{}", r.body);
 
-    // Another tenant's session, and an unknown one, are 404.
+    // The session id alone, or with a tenant header, opens nothing.
+    for headers in [
+        vec![("mcp-session-id", sid.as_str())],
+        vec![("mcp-session-id", sid.as_str()), ("x-tenant-id", "default")],
+    ] {
+        let r = post(&app, &headers, &plain(7, "tools/list", json!({}))).await;
+        assert_eq!((r.status, r.code()), (401, -32600), "{}", r.body);
+        assert_eq!(r.json()["error"]["data"]["error_code"], "UNAUTHORIZED");
+    }
+    // Another tenant's session (with that tenant's own key, or the internal
+    // key acting for it), and an unknown one, are 404.
+    for other in [
+        vec![ACME, AS_ACME, ("mcp-session-id", sid.as_str())],
+        vec![KEY, AS_ACME, ("mcp-session-id", sid.as_str())],
+    ] {
+        let r = post(&app, &other, &plain(7, "tools/list", json!({}))).await;
+        assert_eq!(r.status, 404, "{}", r.body);
+    }
+    // A tenant key cannot claim another tenant.
     let r = post(
         &app,
-        &[("mcp-session-id", sid.as_str()), ("x-tenant-id", "acme")],
+        &[
+            ACME,
+            ("mcp-session-id", sid.as_str()),
+            ("x-tenant-id", "default"),
+        ],
         &plain(7, "tools/list", json!({})),
     )
     .await;
-    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!((r.status, r.code()), (403, -32600), "{}", r.body);
+    assert_eq!(r.json()["error"]["data"]["error_code"], "FORBIDDEN");
     let r = post(
         &app,
-        &[("mcp-session-id", "0123456789abcdef0123456789abcdef")],
+        &[KEY, ("mcp-session-id", "0123456789abcdef0123456789abcdef")],
         &plain(8, "tools/list", json!({})),
     )
     .await;
     assert_eq!(r.status, 404, "{}", r.body);
     let r = post(
         &app,
-        &[("mcp-session-id", "0123456789abcdef0123456789abcdef")],
+        &[KEY, ("mcp-session-id", "0123456789abcdef0123456789abcdef")],
         &note,
     )
     .await;
     assert_eq!(r.status, 404, "notifications too: {}", r.body);
 
     // DELETE ends it, for its own tenant only; then it is 404.
-    let r = send(&app, "DELETE", &[], "").await;
+    let r = send(&app, "DELETE", &[KEY], "").await;
     assert_eq!(r.status, 400, "{}", r.body);
+    let r = send(&app, "DELETE", &[("mcp-session-id", sid.as_str())], "").await;
+    assert_eq!(r.status, 401, "no key: {}", r.body);
     let r = send(
         &app,
         "DELETE",
-        &[("mcp-session-id", sid.as_str()), ("x-tenant-id", "acme")],
+        &[ACME, AS_ACME, ("mcp-session-id", sid.as_str())],
         "",
     )
     .await;
     assert_eq!(r.status, 404, "{}", r.body);
-    let r = send(&app, "DELETE", &[("mcp-session-id", sid.as_str())], "").await;
+    let r = post(&app, &in_session, &plain(9, "ping", json!({}))).await;
+    assert_eq!(r.status, 200, "still open: {}", r.body);
+    let r = send(&app, "DELETE", &[KEY, ("mcp-session-id", sid.as_str())], "").await;
     assert_eq!(r.status, 204, "{}", r.body);
     let r = post(&app, &in_session, &plain(9, "tools/list", json!({}))).await;
     assert_eq!(r.status, 404, "{}", r.body);
-    let r = send(&app, "DELETE", &[("mcp-session-id", sid.as_str())], "").await;
+    let r = send(&app, "DELETE", &[KEY, ("mcp-session-id", sid.as_str())], "").await;
     assert_eq!(r.status, 404, "{}", r.body);
 
-    // A tenant's session works for that tenant.
-    let acme = initialize(&app, "2025-11-25", &[("x-tenant-id", "acme")]).await;
+    // A tenant's session works for that tenant, with any key of it.
+    let acme = initialize(&app, "2025-11-25", &[ACME, AS_ACME]).await;
+    for headers in [
+        vec![ACME, AS_ACME, ("mcp-session-id", acme.as_str())],
+        vec![KEY, AS_ACME, ("mcp-session-id", acme.as_str())],
+    ] {
+        let r = post(&app, &headers, &plain(10, "tools/list", json!({}))).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
     let r = post(
         &app,
-        &[("mcp-session-id", acme.as_str()), ("x-tenant-id", "acme")],
-        &plain(10, "tools/list", json!({})),
+        &[KEY, ("mcp-session-id", acme.as_str())],
+        &plain(11, "tools/list", json!({})),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.status, 404, "not the default tenant's: {}", r.body);
     app.stop().await;
 }
 
@@ -691,7 +758,7 @@ async fn progress_streams_queued_then_the_result() {
         "tools/call",
         json!({"name": "move_options", "arguments": args, "_meta": {"progressToken": "p-1"}}),
     );
-    let r = post_modern(&app, &[], &call).await;
+    let r = post_modern(&app, &[KEY], &call).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(
         r.content_type().starts_with("text/event-stream"),
@@ -709,13 +776,13 @@ async fn progress_streams_queued_then_the_result() {
     assert_eq!(events[1]["result"]["resultType"], "complete");
 
     // In a 2025 session: a number token.
-    let sid = initialize(&app, "2025-11-25", &[]).await;
+    let sid = initialize(&app, "2025-11-25", &[KEY]).await;
     let call = plain(
         2,
         "tools/call",
         json!({"name": "move_options", "arguments": args, "_meta": {"progressToken": 7}}),
     );
-    let r = post(&app, &[("mcp-session-id", sid.as_str())], &call).await;
+    let r = post(&app, &[KEY, ("mcp-session-id", sid.as_str())], &call).await;
     let events = r.events();
     assert_eq!(events.len(), 2, "{}", r.body);
     assert_eq!(events[0]["params"]["progressToken"], 7);
@@ -727,6 +794,8 @@ async fn progress_streams_queued_then_the_result() {
         &app,
         "POST",
         &[
+            KEY,
+            ("content-type", "application/json"),
             ("accept", "application/json"),
             ("mcp-session-id", sid.as_str()),
         ],
@@ -741,57 +810,101 @@ async fn progress_streams_queued_then_the_result() {
         "tools/call",
         json!({"name": "move_options", "arguments": args}),
     );
-    let r = post(&app, &[("mcp-session-id", sid.as_str())], &call).await;
+    let r = post(&app, &[KEY, ("mcp-session-id", sid.as_str())], &call).await;
     assert!(r.content_type().starts_with("application/json"));
     app.stop().await;
 }
 
+/// A session of the demo campaign created for tenant `acme` with its key.
+async fn acme_session(app: &TestApp) -> Session {
+    app.create_session_with(&[ACME], json!({"campaign_id": "demo"}))
+        .await
+}
+
 #[actix_web::test]
 async fn another_tenants_game_session_is_not_found() {
-    let app = spawn_app().await;
+    let app = with_acme_key().await;
     let s = app.demo().await;
-    let actor = app.snapshot(&s).await["active_actor_id"].clone();
-    let by_arg = modern(
-        1,
-        "tools/call",
-        json!({"name": "move_options", "arguments": {"actor_id": actor, "session_id": s.session_id}}),
-    );
-    let r = post_modern(&app, &[("x-tenant-id", "acme")], &by_arg).await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(tool_error(&r.json()["result"])["reason"], "not_found");
+    let snapshot = app.snapshot(&s).await;
+    let (actor, to) = a_move(&snapshot);
+    let start = position(&snapshot);
+    // Tenant acme, with its own key or the internal key acting for it.
+    let acme_keys: [&[(&str, &str)]; 2] = [&[ACME, AS_ACME], &[KEY, AS_ACME]];
+    for acme in acme_keys {
+        let by_arg = modern(
+            1,
+            "tools/call",
+            json!({"name": "move", "arguments": {"actor_id": actor, "to_area_id": to, "session_id": s.session_id}}),
+        );
+        let r = post_modern(&app, acme, &by_arg).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(tool_error(&r.json()["result"])["reason"], "not_found");
+        let by_header = modern(
+            2,
+            "tools/call",
+            json!({"name": "move_options", "arguments": {"actor_id": actor}}),
+        );
+        let mut headers = acme.to_vec();
+        headers.push(("x-session-id", s.session_id.as_str()));
+        let r = post_modern(&app, &headers, &by_header).await;
+        assert_eq!(tool_error(&r.json()["result"])["reason"], "not_found");
+    }
+    assert!(app.actions(&s).await.is_empty(), "nothing ran");
+    assert_eq!(position(&app.snapshot(&s).await), start, "nobody moved");
+    // Its own tenant finds it.
     let by_header = modern(
-        2,
+        3,
         "tools/call",
         json!({"name": "move_options", "arguments": {"actor_id": actor}}),
     );
     let r = post_modern(
         &app,
-        &[
-            ("x-tenant-id", "acme"),
-            ("x-session-id", s.session_id.as_str()),
-        ],
+        &[KEY, ("x-session-id", s.session_id.as_str())],
         &by_header,
     )
     .await;
-    assert_eq!(tool_error(&r.json()["result"])["reason"], "not_found");
-    // Its own tenant finds it.
-    let r = post_modern(&app, &[("x-session-id", s.session_id.as_str())], &by_header).await;
     assert_eq!(r.json()["result"]["isError"], false, "{}", r.body);
+    // And acme's key reaches acme's own session.
+    let theirs = acme_session(&app).await;
+    let (actor, to) = a_move(&app.snapshot(&theirs).await);
+    let call = modern(
+        4,
+        "tools/call",
+        json!({"name": "move", "arguments": {"actor_id": actor, "to_area_id": to, "session_id": theirs.session_id}}),
+    );
+    let r = post_modern(&app, &[ACME, AS_ACME], &call).await;
+    assert_eq!(r.json()["result"]["isError"], false, "{}", r.body);
+    assert_eq!(position(&app.snapshot(&theirs).await), to);
+    assert_eq!(position(&app.snapshot(&s).await), start);
     app.stop().await;
 }
 
 #[actix_web::test]
 async fn the_service_key_and_rate_rules_apply() {
+    // Even a server without any key configured opens /mcp to nobody.
+    let open = spawn_with(
+        |s| s.internal_api_key = None,
+        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
+    )
+    .await;
+    let list = modern(1, "tools/list", json!({}));
+    for headers in [&[][..], &[KEY][..]] {
+        let r = post_modern(&open, headers, &list).await;
+        assert_eq!((r.status, r.code()), (401, -32600), "{}", r.body);
+        assert_eq!(r.json()["error"]["data"]["error_code"], "UNAUTHORIZED");
+    }
+    open.stop().await;
+
     let app = spawn_with(
         |s| {
             s.internal_api_key = Some("k-123".into());
+            s.tenant_keys = Some("acme:acme-key".into());
             s.service_per_minute = 1;
             s.service_burst = 2;
         },
         std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
     )
     .await;
-    let list = modern(1, "tools/list", json!({}));
 
     let r = post_modern(&app, &[], &list).await;
     assert_eq!((r.status, r.code()), (401, -32600), "{}", r.body);
@@ -808,6 +921,28 @@ async fn the_service_key_and_rate_rules_apply() {
     )
     .await;
     assert_eq!(r.status, 401, "{}", r.body);
+    // A tenant header grants nothing; a wrong key is refused.
+    for headers in [
+        &[("x-tenant-id", "acme")][..],
+        &[("x-internal-api-key", "k-124")][..],
+        &[KEY][..],
+    ] {
+        let r = post_modern(&app, headers, &list).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (401, -32600),
+            "{headers:?}: {}",
+            r.body
+        );
+    }
+    // A tenant key acts for its own tenant only.
+    let r = post_modern(&app, &[ACME, ("x-tenant-id", "globex")], &list).await;
+    assert_eq!(
+        (r.status, r.json()["error"]["data"]["error_code"].clone()),
+        (403, json!("FORBIDDEN")),
+        "{}",
+        r.body
+    );
     let r = post_modern(
         &app,
         &[("x-internal-api-key", "k-123"), ("x-tenant-id", "a b")],
@@ -828,6 +963,9 @@ async fn the_service_key_and_rate_rules_apply() {
     assert_eq!((r.status, r.code()), (429, -32600), "{}", r.body);
     assert_eq!(r.json()["error"]["data"]["error_code"], "RATE_LIMITED");
     assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
+    // Another tenant's key has its own limit.
+    let r = post_modern(&app, &[ACME, AS_ACME], &list).await;
+    assert_eq!(r.status, 200, "{}", r.body);
     // Notifications cost nothing and are still taken.
     let note =
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
@@ -842,12 +980,16 @@ async fn a_session_is_known_to_every_worker() {
         std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
     )
     .await;
-    let sid = initialize(&app, "2025-11-25", &[]).await;
+    let sid = initialize(&app, "2025-11-25", &[KEY]).await;
     // Each request opens its own connection, so they spread over the workers.
     for id in 0..12 {
         let r = post(
             &app,
-            &[("mcp-session-id", sid.as_str()), ("connection", "close")],
+            &[
+                KEY,
+                ("mcp-session-id", sid.as_str()),
+                ("connection", "close"),
+            ],
             &plain(id, "ping", json!({})),
         )
         .await;

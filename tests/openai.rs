@@ -261,6 +261,15 @@ async fn a_failing_endpoint_fails_the_turn_and_the_next_turn_works() {
     let frames = ws.play("hello", "r-1").await;
     let failed = first(&frames, "turn_failed");
     assert_eq!(failed["error_code"], "UPSTREAM_ERROR", "{failed}");
+    // Players get the short reason; the endpoint and its answer stay in the log.
+    assert_eq!(
+        failed["message"], "the model endpoint did not answer",
+        "{failed}"
+    );
+    let endpoint = mock.url.trim_start_matches("http://");
+    for secret in [endpoint, "busy"] {
+        assert!(!failed.to_string().contains(secret), "{secret}: {failed}");
+    }
     assert_eq!(mock.count(), 3, "one try and two retries");
     let frames = ws.play("hello again", "r-2").await;
     assert_eq!(first(&frames, "turn_completed")["reply"], "Recovered.");
@@ -276,6 +285,12 @@ async fn a_silent_endpoint_times_out() {
     let frames = ws.play("hello", "r-1").await;
     let failed = first(&frames, "turn_failed");
     assert_eq!(failed["error_code"], "AI_TIMEOUT", "{failed}");
+    assert_eq!(
+        failed["message"], "the model did not answer in time",
+        "{failed}"
+    );
+    let endpoint = mock.url.trim_start_matches("http://");
+    assert!(!failed.to_string().contains(endpoint), "{failed}");
     assert_eq!(mock.count(), 1, "timeouts are not retried");
 }
 
@@ -349,28 +364,42 @@ async fn a_real_model_writes_generated_zones_and_bad_text_is_invalid_ai_json() {
 
 #[actix_web::test]
 async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
-    let mock = start_mock(|n| {
-        Canned::Sse(match n {
-            0 => tool_chunks(vec![
-                json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\""}}),
-                json!({"index": 0, "function": {"arguments": ":\"2d6+1\"}"}}),
-            ]),
-            1 => text_chunks(&["You rolled ", "9, 勇者。"]),
-            // A call the client could not run.
-            _ => tool_chunks(vec![
-                json!({"index": 0, "id": "call_b", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\": 7}"}}),
-            ]),
-        })
+    let mock = start_mock(|n| match n {
+        0 => Canned::Sse(tool_chunks(vec![
+            json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\""}}),
+            json!({"index": 0, "function": {"arguments": ":\"2d6+1\"}"}}),
+        ])),
+        1 => Canned::Sse(text_chunks(&["You rolled ", "9, 勇者。"])),
+        // A call the client could not run.
+        2 => Canned::Sse(tool_chunks(vec![
+            json!({"index": 0, "id": "call_b", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\": 7}"}}),
+        ])),
+        // A refusal the endpoint does not retry.
+        _ => Canned::Status(400, None),
     })
     .await;
     let app = app_for(&mock, None).await;
     let url = format!("{}/api/chat", app.base);
+    let ask = json!({"messages": [{"role": "user", "content": "roll"}]});
 
-    let (status, body) = post(
-        &url,
-        &json!({"messages": [{"role": "user", "content": "roll"}]}),
-    )
-    .await;
+    // A real model spends the operator's budget: only with a key.
+    let (status, body) = post(&url, &ask).await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (401, Some("UNAUTHORIZED")),
+        "{body}"
+    );
+    let mut resp = client()
+        .post(&url)
+        .insert_header(("X-Internal-API-Key", "not-the-key"))
+        .send_json(&ask)
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    let _ = resp.body().await;
+    assert_eq!(mock.count(), 0, "refused calls never reach the model");
+
+    let (status, body) = post_keyed(&url, &ask).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,
@@ -394,7 +423,7 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
     );
 
     // The client ran the tool and sends its result back as an object.
-    let (status, body) = post(
+    let (status, body) = post_keyed(
         &url,
         &json!({"messages": [
             {"role": "system", "content": "You are terse."},
@@ -433,13 +462,29 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
         .collect();
     assert_eq!(tools, ["roll_dice"], "only the tools the client named");
 
-    let (status, body) = post(
+    let (status, body) = post_keyed(
         &url,
         &json!({"messages": [{"role": "user", "content": "roll"}]}),
     )
     .await;
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["error_code"], "INVALID_AI_JSON");
+
+    // A failing endpoint: the short reason only, never its address or answer.
+    let (status, body) = post_keyed(&url, &ask).await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (502, Some("UPSTREAM_ERROR")),
+        "{body}"
+    );
+    assert_eq!(
+        body["message"], "the model endpoint did not answer",
+        "{body}"
+    );
+    let endpoint = mock.url.trim_start_matches("http://");
+    for secret in [endpoint, "busy"] {
+        assert!(!body.to_string().contains(secret), "{secret}: {body}");
+    }
 
     for bad in [
         json!({"messages": [{"role": "narrator", "content": "x"}]}),
@@ -448,20 +493,21 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
         json!({"messages": [{"role": "user", "content": "x"}], "tools": ["create_npc"]}),
         json!({}),
     ] {
-        let (status, body) = post(&url, &bad).await;
+        let (status, body) = post_keyed(&url, &bad).await;
         assert_eq!(
             (status, body["error_code"].as_str()),
             (400, Some("BAD_REQUEST")),
             "{bad}: {body}"
         );
     }
-    assert_eq!(mock.count(), 3, "bad requests never reach the model");
+    assert_eq!(mock.count(), 4, "bad requests never reach the model");
 }
 
 #[actix_web::test]
 async fn the_stateless_chat_api_works_with_the_offline_game_master() {
     let app = spawn_app().await;
     let url = format!("{}/api/chat", app.base);
+    // The offline game master costs nothing: no key needed.
     let (status, body) = post(
         &url,
         &json!({"messages": [{"role": "user", "content": "roll 2d6"}]}),
@@ -771,10 +817,15 @@ async fn a_broken_contract_answer_gets_one_correction_then_invalid_ai_json() {
     let frames = ws.play("go to the hall", "r-2").await;
     let failed = first(&frames, "turn_failed");
     assert_eq!(failed["error_code"], "INVALID_AI_JSON", "{failed}");
-    assert!(
-        failed["message"].as_str().unwrap().contains("twice"),
+    // The short reason only: what the model wrote and why it was refused
+    // stay in the log.
+    assert_eq!(
+        failed["message"], "the model's answer could not be understood",
         "{failed}"
     );
+    for detail in ["flooded hall", "twice", "contract"] {
+        assert!(!failed.to_string().contains(detail), "{detail}: {failed}");
+    }
     assert!(
         of_type(&frames, "narrative_delta").is_empty(),
         "a refused answer never reaches players"

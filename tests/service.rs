@@ -13,50 +13,46 @@ use questd::tools::Registry;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// A request's answer: status, `Retry-After`, body.
-struct Answer {
-    status: u16,
-    retry_after: Option<String>,
-    body: Value,
-}
-
+/// POSTs to `url` with these headers and, if given, a JSON body.
 async fn send(url: &str, headers: &[(&str, &str)], body: Option<&Value>) -> Answer {
-    let mut req = client().post(url);
-    for (k, v) in headers {
-        req = req.insert_header((*k, *v));
-    }
-    let mut resp = match body {
-        Some(b) => req.send_json(b).await.unwrap(),
-        None => req.send().await.unwrap(),
-    };
-    let bytes = resp.body().limit(16 * 1024 * 1024).await.unwrap();
-    Answer {
-        status: resp.status().as_u16(),
-        retry_after: resp
-            .headers()
-            .get("retry-after")
-            .map(|v| v.to_str().unwrap().to_owned()),
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
+    request("POST", url, headers, body).await
 }
 
-/// The service headers of a tenant.
+/// The header every key travels in.
+const KEY_HEADER: &str = "X-Internal-API-Key";
+
+/// The context headers of a tenant, without a key (they grant nothing).
+fn context(t: &'static str) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("X-Tenant-ID", t),
+        ("X-Site-ID", "site-1"),
+        ("X-Trace-ID", "trace-1"),
+    ]
+}
+
+/// The context headers of a tenant with `key`, and more.
+fn keyed<'a>(
+    t: &'static str,
+    key: &'static str,
+    more: &[(&'static str, &'a str)],
+) -> Vec<(&'static str, &'a str)> {
+    let mut headers: Vec<(&'static str, &'a str)> = context(t);
+    headers.push((KEY_HEADER, key));
+    headers.extend_from_slice(more);
+    headers
+}
+
+/// The service headers of a tenant: its context and the internal key.
 fn tenant(t: &'static str) -> Vec<(&'static str, &'static str)> {
     tenant_with(t, &[])
 }
 
-/// The service headers of a tenant, and more.
+/// The service headers of a tenant with the internal key, and more.
 fn tenant_with(
     t: &'static str,
     more: &[(&'static str, &'static str)],
 ) -> Vec<(&'static str, &'static str)> {
-    let mut headers = vec![
-        ("X-Tenant-ID", t),
-        ("X-Site-ID", "site-1"),
-        ("X-Trace-ID", "trace-1"),
-    ];
-    headers.extend_from_slice(more);
-    headers
+    keyed(t, TEST_KEY, more)
 }
 
 async fn tool_call(app: &TestApp, headers: &[(&str, &str)], body: Value) -> Answer {
@@ -82,35 +78,33 @@ async fn chat(app: &TestApp, s: &Session, token: &str, message: &str, rid: Optio
     .await
 }
 
-/// A server that requires the internal key `key`.
-async fn keyed_app(key: &str) -> TestApp {
-    let key = key.to_owned();
+/// A server that accepts the tenant keys `list` (`tenant:key,tenant:key`)
+/// besides the internal key [`TEST_KEY`].
+async fn app_with_tenant_keys(list: &str) -> TestApp {
+    app_with(list, |_| {}).await
+}
+
+/// [`app_with_tenant_keys`] with other settings adjusted too.
+async fn app_with(list: &str, adjust: impl FnOnce(&mut questd::Settings)) -> TestApp {
+    let list = list.to_owned();
     spawn_with(
-        move |s| s.internal_api_key = Some(key),
+        move |s| {
+            s.tenant_keys = Some(list.into());
+            adjust(s);
+        },
         Arc::new(OfflineGameMaster::default()),
     )
     .await
 }
 
-/// The key and the strongest role.
-const INTRUDER: &[(&str, &str)] = &[("X-Internal-API-Key", "k"), ("X-User-Role", "owner")];
-
-/// A session created by a tenant.
+/// A session created by a trusted service for a tenant (the internal key,
+/// acting for the tenant named in `X-Tenant-ID`).
 async fn session_of(app: &TestApp, t: &str) -> Session {
-    let mut resp = client()
-        .post(format!("{}/api/v1/sessions", app.base))
-        .insert_header(("X-Tenant-ID", t))
-        .send_json(&json!({"campaign_id": "demo"}))
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 201);
-    let v: Value = resp.json().await.unwrap();
-    Session {
-        session_id: v["session_id"].as_str().unwrap().into(),
-        player_token: v["player_token"].as_str().unwrap().into(),
-        spectator_token: v["spectator_token"].as_str().unwrap().into(),
-        ws_url: v["ws_url"].as_str().unwrap().into(),
-    }
+    app.create_session_with(
+        &[(KEY_HEADER, TEST_KEY), ("X-Tenant-ID", t)],
+        json!({"campaign_id": "demo"}),
+    )
+    .await
 }
 
 #[actix_web::test]
@@ -166,7 +160,7 @@ async fn a_whole_turn_over_http_is_seen_live_by_spectators() {
 
 #[actix_web::test]
 async fn chat_over_http_refuses_what_the_websocket_refuses() {
-    let app = spawn_with(|s| s.chat_burst = 1, Arc::new(OfflineGameMaster::default())).await;
+    let app = app_with("other:other-key", |s| s.chat_burst = 1).await;
     let s = app.demo().await;
     let url = format!("{}/api/v1/chat", app.base);
 
@@ -194,6 +188,30 @@ async fn chat_over_http_refuses_what_the_websocket_refuses() {
     )
     .await;
     assert_eq!(a.status, 404, "another tenant's session does not exist");
+    // Without any credential: 401; with another tenant's key: like an
+    // unknown session.
+    let a = send(
+        &url,
+        &[],
+        Some(&json!({"session_id": s.session_id, "message": "hi"})),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (401, Some("UNAUTHORIZED"))
+    );
+    let a = send(
+        &url,
+        &[(KEY_HEADER, "other-key")],
+        Some(&json!({"session_id": s.session_id, "message": "hi"})),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "another tenant's key finds no session: {}",
+        a.body
+    );
     let a = send(
         &url,
         &[("Authorization", auth.as_str())],
@@ -225,7 +243,9 @@ async fn chat_over_http_refuses_what_the_websocket_refuses() {
 async fn a_failed_turn_over_http_answers_its_code_and_the_session_goes_on() {
     let model = ScriptedProvider::from_fn(|_, n| {
         if n == 0 {
-            Err(LlmError::Upstream("down".into()))
+            Err(LlmError::Upstream(
+                "http://model.internal:8080/v1 answered 503: quota of acct-42 exhausted".into(),
+            ))
         } else {
             Ok(questd::llm::ModelReply::narrate("Back."))
         }
@@ -237,6 +257,15 @@ async fn a_failed_turn_over_http_answers_its_code_and_the_session_goes_on() {
         (a.status, a.body["error_code"].as_str()),
         (502, Some("UPSTREAM_ERROR"))
     );
+    // The short reason only: the endpoint and its answer stay in the log.
+    assert_eq!(
+        a.body["message"], "the model endpoint did not answer",
+        "{}",
+        a.body
+    );
+    for secret in ["model.internal", "acct-42", "quota"] {
+        assert!(!a.body.to_string().contains(secret), "{secret}: {}", a.body);
+    }
     assert!(a.body["turn_id"].is_string());
     let a = chat(&app, &s, &s.player_token, "hello", None).await;
     assert_eq!((a.status, a.body["reply"].as_str()), (200, Some("Back.")));
@@ -246,7 +275,12 @@ async fn a_failed_turn_over_http_answers_its_code_and_the_session_goes_on() {
 async fn tools_list_describes_the_catalogue() {
     let app = spawn_app().await;
     let url = format!("{}/api/v1/tools/list", app.base);
-    let a = send(&url, &[("X-Tenant-ID", "t1")], Some(&json!({}))).await;
+    let a = send(
+        &url,
+        &[("X-Tenant-ID", "t1"), (KEY_HEADER, TEST_KEY)],
+        Some(&json!({})),
+    )
+    .await;
     assert_eq!(
         (a.status, a.body["error_code"].as_str()),
         (400, Some("CONTEXT_INVALID"))
@@ -380,9 +414,13 @@ async fn a_tool_call_runs_in_the_session_and_lands_in_journal_and_ledger() {
 
 #[actix_web::test]
 async fn another_tenant_never_reaches_a_session_with_any_tool() {
-    // The intruder holds the key and the strongest role: only the tenant
-    // stands in the way.
-    let app = keyed_app("k").await;
+    // The intruder holds a valid key for its own tenant (its tenant key, or
+    // the internal key acting for it) and the strongest role: only the
+    // tenant stands in the way. Enough burst for every tool, several ways.
+    let app = app_with("owner:owner-key,intruder:intruder-key", |s| {
+        s.service_burst = 1000;
+    })
+    .await;
     let s = session_of(&app, "owner").await;
     let registry = Registry::builtin().unwrap();
     let before_actions = app.actions(&s).await.len();
@@ -393,32 +431,55 @@ async fn another_tenant_never_reaches_a_session_with_any_tool() {
         .filter(|n| registry.spec(n).unwrap().needs_session)
         .collect();
     assert!(session_tools.len() >= 15, "{session_tools:?}");
-    for tool in &session_tools {
-        // By header and by argument.
-        let mut headers = tenant_with("intruder", INTRUDER);
-        headers.push(("X-Session-ID", s.session_id.as_str()));
-        let a = tool_call(&app, &headers, json!({"tool_name": tool, "input": {}})).await;
-        assert_eq!(
-            (a.status, a.body["error_type"].as_str()),
-            (404, Some("NOT_FOUND")),
-            "{tool}: {}",
-            a.body
-        );
-        assert_eq!(
-            a.body["error"],
-            format!("no session {}", s.session_id),
-            "{tool}"
-        );
-        let a = tool_call(
-            &app,
-            &tenant_with("intruder", INTRUDER),
-            json!({"tool_name": tool, "input": {"session_id": s.session_id}}),
-        )
-        .await;
-        assert_eq!(a.status, 404, "{tool}: {}", a.body);
+    let intruders = [
+        keyed("intruder", "intruder-key", &[("X-User-Role", "owner")]),
+        tenant_with("intruder", &[("X-User-Role", "owner")]),
+    ];
+    for intruder in &intruders {
+        for tool in &session_tools {
+            // By header and by argument.
+            let mut headers = intruder.clone();
+            headers.push(("X-Session-ID", s.session_id.as_str()));
+            let a = tool_call(&app, &headers, json!({"tool_name": tool, "input": {}})).await;
+            assert_eq!(
+                (a.status, a.body["error_type"].as_str()),
+                (404, Some("NOT_FOUND")),
+                "{tool}: {}",
+                a.body
+            );
+            assert_eq!(
+                a.body["error"],
+                format!("no session {}", s.session_id),
+                "{tool}"
+            );
+            let a = tool_call(
+                &app,
+                intruder,
+                json!({"tool_name": tool, "input": {"session_id": s.session_id}}),
+            )
+            .await;
+            assert_eq!(a.status, 404, "{tool}: {}", a.body);
+        }
     }
+    // The intruder's tenant key cannot claim the owner's tenant.
+    let mut headers = keyed("owner", "intruder-key", &[("X-User-Role", "owner")]);
+    headers.push(("X-Session-ID", s.session_id.as_str()));
+    let before = app.snapshot(&s).await;
+    let (start, target) = (position(&before), neighbour(&before));
+    let a = tool_call(
+        &app,
+        &headers,
+        json!({"tool_name": "move", "input": {"actor_id": "pc_001", "to_area_id": target}}),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (403, Some("FORBIDDEN")),
+        "{}",
+        a.body
+    );
     // An unknown session reads exactly the same.
-    let mut headers = tenant_with("owner", &[("X-Internal-API-Key", "k")]);
+    let mut headers = keyed("owner", "owner-key", &[]);
     headers.push(("X-Session-ID", "sess_nope"));
     let a = tool_call(
         &app,
@@ -430,6 +491,7 @@ async fn another_tenant_never_reaches_a_session_with_any_tool() {
     assert_eq!(a.body["error"], "no session sess_nope");
 
     assert_eq!(app.actions(&s).await.len(), before_actions, "nothing ran");
+    assert_eq!(position(&app.snapshot(&s).await), start, "nobody moved");
     let (_, ledger) = get(
         &format!("{}/api/v1/sessions/{}/audit", app.base, s.session_id),
         Some(&s.player_token),
@@ -440,8 +502,8 @@ async fn another_tenant_never_reaches_a_session_with_any_tool() {
         json!([]),
         "the owner's ledger shows no intruder"
     );
-    // The owner's own call works.
-    let mut headers = tenant_with("owner", &[("X-Internal-API-Key", "k")]);
+    // The owner's own tenant key works on its session, and changes it.
+    let mut headers = keyed("owner", "owner-key", &[]);
     headers.push(("X-Session-ID", s.session_id.as_str()));
     let a = tool_call(
         &app,
@@ -450,6 +512,25 @@ async fn another_tenant_never_reaches_a_session_with_any_tool() {
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.body);
+    let a = tool_call(
+        &app,
+        &headers,
+        json!({"tool_name": "move", "input": {"actor_id": "pc_001", "to_area_id": target}}),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["success"].as_bool()),
+        (200, Some(true)),
+        "{}",
+        a.body
+    );
+    assert_eq!(position(&app.snapshot(&s).await), target);
+    let actions = app.actions(&s).await;
+    assert_eq!(
+        (actions.last().unwrap()["tool"].as_str(), actions.len()),
+        (Some("move"), before_actions + 2),
+        "the owner's look and move are logged: {actions:#?}"
+    );
 }
 
 #[actix_web::test]
@@ -483,11 +564,12 @@ async fn tool_call_errors_have_their_status_and_an_audit() {
             400,
             "SESSION_MISMATCH",
         ),
+        // A designer tool, and the plain service role.
         (
             in_session.clone(),
             json!({"tool_name": "create_npc", "input": {}}),
-            401,
-            "UNAUTHORIZED",
+            403,
+            "PERMISSION_DENIED",
         ),
     ];
     for (headers, body, status, code) in cases {
@@ -528,8 +610,8 @@ async fn tool_call_errors_have_their_status_and_an_audit() {
     // Too big.
     let huge = json!({"tool_name": "roll_dice", "input": {"dice": "x".repeat(2 * 1024 * 1024)}});
     assert_eq!(tool_call(&app, &tenant("t1"), huge).await.status, 413);
-    // Role without a key.
-    let mut headers = tenant("t1");
+    // A role without a key grants nothing.
+    let mut headers = context("t1");
     headers.push(("X-User-Role", "owner"));
     let a = tool_call(
         &app,
@@ -539,70 +621,157 @@ async fn tool_call_errors_have_their_status_and_an_audit() {
     .await;
     assert_eq!(
         (a.status, a.body["error_code"].as_str()),
-        (403, Some("FORBIDDEN"))
+        (401, Some("UNAUTHORIZED"))
     );
 }
 
 #[actix_web::test]
-async fn the_internal_key_is_required_when_set_and_unlocks_roles() {
-    let app = keyed_app("sekrit-key").await;
-    let s = session_of(&app, "t1").await;
+async fn a_key_is_always_required_and_unlocks_roles() {
+    // Even a server without any key configured answers no service call
+    // without one, and says how to configure one.
+    let open = spawn_with(
+        |s| s.internal_api_key = None,
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await;
     let body = json!({"tool_name": "roll_dice", "input": {"dice": "1d6"}});
-    let a = tool_call(&app, &tenant("t1"), body.clone()).await;
+    let a = tool_call(&open, &context("t1"), body.clone()).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (401, Some("UNAUTHORIZED")),
+        "{}",
+        a.body
+    );
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("QUESTD_INTERNAL_API_KEY"),
+        "{}",
+        a.body
+    );
+    let a = tool_call(&open, &tenant("t1"), body.clone()).await;
+    assert_eq!(a.status, 401, "no key of this server: {}", a.body);
+    open.stop().await;
+
+    let app = app_with_tenant_keys("t1:t1-key").await;
+    let s = session_of(&app, "t1").await;
+    // The context headers alone grant nothing, on any service route.
+    let a = tool_call(&app, &context("t1"), body.clone()).await;
     assert_eq!(
         (a.status, a.body["error_code"].as_str()),
         (401, Some("UNAUTHORIZED"))
     );
-    let mut wrong = tenant("t1");
-    wrong.push(("X-Internal-API-Key", "sekrit-kez"));
-    assert_eq!(tool_call(&app, &wrong, body.clone()).await.status, 401);
-    let mut right = tenant("t1");
-    right.push(("X-Internal-API-Key", "sekrit-key"));
-    assert_eq!(tool_call(&app, &right, body).await.status, 200);
+    let a = send(
+        &format!("{}/api/v1/tools/list", app.base),
+        &context("t1"),
+        Some(&json!({})),
+    )
+    .await;
+    assert_eq!(a.status, 401, "{}", a.body);
+    let mut req = client().get(format!("{}/api/v1/audit?trace_id=trace-1", app.base));
+    for (k, v) in context("t1") {
+        req = req.insert_header((k, v));
+    }
+    assert_eq!(req.send().await.unwrap().status().as_u16(), 401);
+    // A wrong key is refused; the internal key and the tenant's key work.
+    let wrong = keyed("t1", "test-internal-kez", &[]);
+    let a = tool_call(&app, &wrong, body.clone()).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (401, Some("UNAUTHORIZED"))
+    );
+    assert_eq!(
+        tool_call(&app, &tenant("t1"), body.clone()).await.status,
+        200
+    );
+    let own = keyed("t1", "t1-key", &[]);
+    assert_eq!(tool_call(&app, &own, body.clone()).await.status, 200);
+    // A tenant key acts for its own tenant only.
+    let a = tool_call(&app, &keyed("t2", "t1-key", &[]), body).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (403, Some("FORBIDDEN")),
+        "{}",
+        a.body
+    );
 
-    // With the key, a designer may create an NPC (a requires_auth tool).
-    let mut designer = right.clone();
-    designer.push(("X-User-Role", "gm_admin"));
-    designer.push(("X-Session-ID", s.session_id.as_str()));
-    let npc = json!({"tool_name": "create_npc", "input": {
-        "npc_id": "npc_bram", "name": "Bram", "persona": "A gruff ferryman.", "speech_style": "short"}});
-    let a = tool_call(&app, &designer, npc.clone()).await;
-    assert_eq!(a.status, 200, "{}", a.body);
+    // With a key, a designer may create an NPC (a requires_auth tool),
+    // with the internal key or the tenant's own.
+    let npc = |id: &str| {
+        json!({"tool_name": "create_npc", "input": {
+            "npc_id": id, "name": "Bram", "persona": "A gruff ferryman.", "speech_style": "short"}})
+    };
+    for (key, id) in [(TEST_KEY, "npc_bram"), ("t1-key", "npc_bram_2")] {
+        let designer = keyed(
+            "t1",
+            key,
+            &[
+                ("X-User-Role", "gm_admin"),
+                ("X-Session-ID", s.session_id.as_str()),
+            ],
+        );
+        let a = tool_call(&app, &designer, npc(id)).await;
+        assert_eq!(a.status, 200, "{key}: {}", a.body);
+    }
     // The plain service role may not.
-    let mut service = right;
+    let mut service = tenant("t1");
     service.push(("X-Session-ID", s.session_id.as_str()));
-    let a = tool_call(&app, &service, npc).await;
+    let a = tool_call(&app, &service, npc("npc_bram_3")).await;
     assert_eq!(
         (a.status, a.body["error_type"].as_str()),
         (403, Some("PERMISSION_DENIED")),
         "{}",
         a.body
     );
+    // Nor a role without a key.
+    let mut anonymous = context("t1");
+    anonymous.push(("X-User-Role", "gm_admin"));
+    anonymous.push(("X-Session-ID", s.session_id.as_str()));
+    let a = tool_call(&app, &anonymous, npc("npc_bram_4")).await;
+    assert_eq!(a.status, 401, "{}", a.body);
+    let made: Vec<Value> = app
+        .actions(&s)
+        .await
+        .iter()
+        .filter(|a| a["tool"] == "create_npc" && a["status"] == "ok")
+        .map(|a| a["args"]["npc_id"].clone())
+        .collect();
+    assert_eq!(made, [json!("npc_bram"), json!("npc_bram_2")]);
 }
 
 #[actix_web::test]
-async fn each_tenant_has_its_own_rate_limit() {
-    let app = spawn_with(
-        |s| {
-            s.service_burst = 2;
-            s.service_per_minute = 1;
-        },
-        Arc::new(OfflineGameMaster::default()),
-    )
+async fn each_tenant_and_each_key_has_its_own_rate_limit() {
+    let app = app_with("busy:busy-key,calm:calm-key", |s| {
+        s.service_burst = 2;
+        s.service_per_minute = 1;
+    })
     .await;
     let body = json!({"tool_name": "roll_dice", "input": {"dice": "1d6"}});
+    let busy = keyed("busy", "busy-key", &[]);
     for _ in 0..2 {
-        assert_eq!(
-            tool_call(&app, &tenant("busy"), body.clone()).await.status,
-            200
-        );
+        assert_eq!(tool_call(&app, &busy, body.clone()).await.status, 200);
     }
-    let a = tool_call(&app, &tenant("busy"), body.clone()).await;
+    let a = tool_call(&app, &busy, body.clone()).await;
     assert_eq!(
         (a.status, a.body["error_code"].as_str()),
         (429, Some("RATE_LIMITED"))
     );
     assert!(a.retry_after.unwrap().parse::<u64>().unwrap() >= 1);
-    let a = tool_call(&app, &tenant("calm"), body).await;
+    // The tenant is limited whatever key it uses.
+    let a = tool_call(&app, &tenant("busy"), body.clone()).await;
+    assert_eq!(a.status, 429, "{}", a.body);
+    let a = tool_call(&app, &keyed("calm", "calm-key", &[]), body.clone()).await;
     assert_eq!(a.status, 200, "another tenant is not slowed down");
+    // One key is limited across the tenants it acts for.
+    for t in ["quiet-1", "quiet-2"] {
+        assert_eq!(tool_call(&app, &tenant(t), body.clone()).await.status, 200);
+    }
+    let a = tool_call(&app, &tenant("quiet-3"), body).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (429, Some("RATE_LIMITED")),
+        "the internal key spent its burst: {}",
+        a.body
+    );
 }

@@ -25,10 +25,14 @@ pub struct TestApp {
     pub dir: Arc<tempfile::TempDir>,
 }
 
+/// The internal key every test server accepts (`QUESTD_INTERNAL_API_KEY`).
+pub const TEST_KEY: &str = "test-internal-key";
+
 /// Settings for a test server on a fresh database in `dir`.
 pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
     let url = format!("sqlite://{}", dir.path().join("questd.db").display());
     let mut s = Settings::for_tests(&url);
+    s.internal_api_key = Some(TEST_KEY.into());
     s.http_workers = Some(1);
     s.session_threads = Some(2);
     s
@@ -37,6 +41,11 @@ pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
 /// Starts a server with the offline game master and default settings.
 pub async fn spawn_app() -> TestApp {
     spawn_with(|_| {}, Arc::new(OfflineGameMaster::default())).await
+}
+
+/// Starts a server with the offline game master and adjusted settings.
+pub async fn spawn_offline(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_with(adjust, Arc::new(OfflineGameMaster::default())).await
 }
 
 /// Starts a server with adjusted settings and a given model.
@@ -98,35 +107,96 @@ pub async fn get(url: &str, token: Option<&str>) -> (u16, Value) {
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
+/// An HTTP answer: status, `Retry-After`, JSON body (`null` if not JSON).
+pub struct Answer {
+    pub status: u16,
+    pub retry_after: Option<String>,
+    pub body: Value,
+}
+
+/// Sends `method url` with these headers and, if given, a JSON body.
+pub async fn request(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> Answer {
+    let mut req = match method {
+        "GET" => client().get(url),
+        "POST" => client().post(url),
+        "PUT" => client().put(url),
+        "DELETE" => client().delete(url),
+        other => panic!("no method {other}"),
+    };
+    for h in headers {
+        req = req.insert_header(*h);
+    }
+    let mut resp = match body {
+        Some(b) => req.send_json(b).await.expect("request sends"),
+        None => req.send().await.expect("request sends"),
+    };
+    let bytes = resp.body().limit(16 * 1024 * 1024).await.expect("body");
+    Answer {
+        status: resp.status().as_u16(),
+        retry_after: resp
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().expect("ascii").to_owned()),
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
 /// POST a JSON body; returns status and JSON body.
 pub async fn post(url: &str, body: &Value) -> (u16, Value) {
-    let mut resp = client()
-        .post(url)
-        .send_json(body)
-        .await
-        .expect("POST sends");
-    let status = resp.status().as_u16();
-    let body = resp.body().await.expect("body");
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    let a = request("POST", url, &[], Some(body)).await;
+    (a.status, a.body)
+}
+
+/// POST a JSON body with the test key (`X-Internal-API-Key`); returns
+/// status and JSON body.
+pub async fn post_keyed(url: &str, body: &Value) -> (u16, Value) {
+    let a = request("POST", url, &[("X-Internal-API-Key", TEST_KEY)], Some(body)).await;
+    (a.status, a.body)
+}
+
+impl Session {
+    /// The session a `201` create answer describes.
+    pub fn created(v: &Value) -> Self {
+        let field = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("{k} in {v}")).into();
+        Session {
+            session_id: field("session_id"),
+            player_token: field("player_token"),
+            spectator_token: field("spectator_token"),
+            ws_url: field("ws_url"),
+        }
+    }
 }
 
 impl TestApp {
+    /// Creates a session with the test key (so tests that make many are not
+    /// limited per address), in tenant `default`.
     pub async fn create_session(&self, body: Value) -> Session {
-        let (status, v) = post(&format!("{}/api/v1/sessions", self.base), &body).await;
-        assert_eq!(status, 201, "create session: {v}");
-        Session {
-            session_id: v["session_id"].as_str().expect("session_id").into(),
-            player_token: v["player_token"].as_str().expect("player_token").into(),
-            spectator_token: v["spectator_token"]
-                .as_str()
-                .expect("spectator_token")
-                .into(),
-            ws_url: v["ws_url"].as_str().expect("ws_url").into(),
-        }
+        self.create_session_with(&[("X-Internal-API-Key", TEST_KEY)], body)
+            .await
     }
 
+    /// Creates a session sending these headers (a key, a tenant).
+    pub async fn create_session_with(&self, headers: &[(&str, &str)], body: Value) -> Session {
+        let url = format!("{}/api/v1/sessions", self.base);
+        let a = request("POST", &url, headers, Some(&body)).await;
+        assert_eq!(a.status, 201, "create session: {}", a.body);
+        Session::created(&a.body)
+    }
+
+    /// A private session of the demo campaign.
     pub async fn demo(&self) -> Session {
         self.create_session(json!({"campaign_id": "demo"})).await
+    }
+
+    /// A public session of the demo campaign (listed, with a watch link).
+    pub async fn public_demo(&self) -> Session {
+        self.create_session(json!({"campaign_id": "demo", "visibility": "public"}))
+            .await
     }
 
     pub fn ws_url(&self, session_id: &str, token: &str, last_seq: Option<u64>) -> String {
@@ -173,7 +243,10 @@ impl TestApp {
         )
         .await;
         assert_eq!(status, 200, "actions: {v}");
-        v["actions"].as_array().cloned().unwrap_or_default()
+        v["actions"]
+            .as_array()
+            .cloned()
+            .expect("actions is an array")
     }
 
     pub async fn stop(&self) {

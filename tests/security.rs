@@ -1,0 +1,665 @@
+//! Hostile input through real sockets: each attack of the security review,
+//! done as an outsider would, with the refusal it now gets and a check that
+//! nothing changed (state, journal, actions).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use questd::llm::{ModelReply, ScriptedProvider};
+use serde_json::{Value, json};
+
+/// The hero's area and HP, and the session's actions: what an attack must
+/// not change.
+async fn footprint(app: &TestApp, s: &Session) -> (String, Value, usize) {
+    let snap = app.snapshot(s).await;
+    (
+        position(&snap),
+        snap["characters"][0]["hp"].clone(),
+        app.actions(s).await.len(),
+    )
+}
+
+#[actix_web::test]
+async fn only_public_sessions_are_listed_and_never_with_a_player_token() {
+    let app = spawn_app().await;
+    let private = app.demo().await;
+    let public = app.public_demo().await;
+    let list = request("GET", &format!("{}/api/v1/sessions", app.base), &[], None).await;
+    assert_eq!(list.status, 200);
+    let text = list.body.to_string();
+    assert!(!text.contains(&private.session_id), "{text}");
+    assert!(!text.contains(&private.spectator_token), "{text}");
+    assert!(!text.contains(&public.player_token), "{text}");
+    let rows = list.body.as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["spectator_token"], public.spectator_token.as_str());
+    // Naming a tenant lists that tenant's public sessions: none here.
+    let other = request(
+        "GET",
+        &format!("{}/api/v1/sessions", app.base),
+        &[("X-Tenant-ID", "default2")],
+        None,
+    )
+    .await;
+    assert_eq!(other.body, json!([]));
+}
+
+#[actix_web::test]
+async fn a_tenant_header_alone_changes_no_session_over_any_route() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let before = footprint(&app, &s).await;
+    let target = neighbour(&app.snapshot(&s).await);
+    let victim = [
+        ("X-Tenant-ID", "default"),
+        ("X-Site-ID", "anything"),
+        ("X-Trace-ID", "t-1"),
+        ("X-Session-ID", s.session_id.as_str()),
+    ];
+    let url = format!("{}/api/v1/tools/call", app.base);
+    for (tool, input) in [
+        ("move", json!({"actor_id": "pc_001", "to_area_id": target})),
+        (
+            "hp_delta",
+            json!({"target_character_id": "pc_001", "delta": -5}),
+        ),
+        (
+            "update_character",
+            json!({"character_id": "pc_001", "hp": 1}),
+        ),
+        (
+            "update_inventory",
+            json!({"character_id": "pc_001", "item": "gold", "quantity": 99}),
+        ),
+    ] {
+        let a = request(
+            "POST",
+            &url,
+            &victim,
+            Some(&json!({"tool_name": tool, "input": input})),
+        )
+        .await;
+        assert_eq!(
+            (a.status, a.body["error_code"].as_str()),
+            (401, Some("UNAUTHORIZED")),
+            "{tool}: {}",
+            a.body
+        );
+        // A role claim without a key is no better.
+        let mut claimed = victim.to_vec();
+        claimed.push(("X-User-Role", "owner"));
+        let a = request(
+            "POST",
+            &url,
+            &claimed,
+            Some(&json!({"tool_name": tool, "input": input})),
+        )
+        .await;
+        assert_eq!(a.status, 401, "{tool} with a role: {}", a.body);
+    }
+    // A key that is not the server's is refused too.
+    let mut forged = victim.to_vec();
+    forged.push(("X-Internal-API-Key", "guess"));
+    let a = request(
+        "POST",
+        &url,
+        &forged,
+        Some(&json!({"tool_name": "move", "input": {"actor_id": "pc_001", "to_area_id": target}})),
+    )
+    .await;
+    assert_eq!(a.status, 401);
+    // MCP without a key: nothing runs.
+    let mcp = request(
+        "POST",
+        &format!("{}/mcp", app.base),
+        &[("Accept", "application/json, text/event-stream"), ("X-Session-ID", s.session_id.as_str())],
+        Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "move", "arguments": {"session_id": s.session_id, "actor_id": "pc_001", "to_area_id": target}}})),
+    )
+    .await;
+    assert_eq!(mcp.status, 401, "{}", mcp.body);
+    // The snapshot, the actions log and the audit ledger need a credential
+    // of the session; a spectator token reads but never changes.
+    for path in ["", "/actions", "/audit"] {
+        let a = request(
+            "GET",
+            &format!("{}/api/v1/sessions/{}{path}", app.base, s.session_id),
+            &[("X-Tenant-ID", "default")],
+            None,
+        )
+        .await;
+        assert_eq!(a.status, 401, "{path}");
+    }
+    let activate = request(
+        "POST",
+        &format!(
+            "{}/api/v1/sessions/{}/npcs/npc_001/activate",
+            app.base, s.session_id
+        ),
+        &[("Authorization", &format!("Bearer {}", s.spectator_token))],
+        None,
+    )
+    .await;
+    assert_eq!(activate.status, 403, "{}", activate.body);
+    let chat = request(
+        "POST",
+        &format!("{}/api/v1/chat", app.base),
+        &[("X-Tenant-ID", "default")],
+        Some(&json!({"session_id": s.session_id, "message": format!("go to {target}")})),
+    )
+    .await;
+    assert_eq!(chat.status, 401);
+    assert_eq!(footprint(&app, &s).await, before, "nothing changed");
+}
+
+#[actix_web::test]
+async fn a_tenant_key_acts_only_for_its_tenant() {
+    let app =
+        spawn_offline(|s| s.tenant_keys = Some("acme:acme-key,globex:globex-key".into())).await;
+    let url = format!("{}/api/v1/sessions", app.base);
+    let create = |key: &'static str| {
+        let url = url.clone();
+        async move {
+            request(
+                "POST",
+                &url,
+                &[("X-Internal-API-Key", key)],
+                Some(&json!({"campaign_id": "demo"})),
+            )
+            .await
+        }
+    };
+    let acme = create("acme-key").await;
+    assert_eq!(acme.status, 201, "{}", acme.body);
+    let id = acme.body["session_id"].as_str().unwrap().to_owned();
+    // Anonymous callers cannot put a session into a tenant.
+    let a = request(
+        "POST",
+        &url,
+        &[("X-Tenant-ID", "acme")],
+        Some(&json!({"campaign_id": "demo"})),
+    )
+    .await;
+    assert_eq!(a.status, 401, "{}", a.body);
+    // globex's key with its own tenant: acme's session looks unknown.
+    let headers = |key: &'static str, tenant: &'static str| {
+        vec![
+            ("X-Internal-API-Key", key),
+            ("X-Tenant-ID", tenant),
+            ("X-Site-ID", "site"),
+            ("X-Trace-ID", "trace"),
+        ]
+    };
+    let call = json!({"tool_name": "hp_delta", "input": {"session_id": id, "target_character_id": "pc_001", "delta": -3}});
+    let hp_of = |snap: &Value| snap["characters"][0]["hp"].as_i64().unwrap();
+    let read = |key: &'static str| {
+        let url = format!("{}/api/v1/sessions/{id}", app.base);
+        async move { request("GET", &url, &[("X-Internal-API-Key", key)], None).await }
+    };
+    let snap = read("acme-key").await;
+    assert_eq!(snap.status, 200, "{}", snap.body);
+    let hp_before = hp_of(&snap.body);
+    let tools = format!("{}/api/v1/tools/call", app.base);
+    let a = request(
+        "POST",
+        &tools,
+        &headers("globex-key", "globex"),
+        Some(&call),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["success"].as_bool()),
+        (404, Some(false)),
+        "{}",
+        a.body
+    );
+    // globex's key naming acme: refused outright.
+    let a = request("POST", &tools, &headers("globex-key", "acme"), Some(&call)).await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    // acme's own key changes acme's session, and only that one.
+    let a = request("POST", &tools, &headers("acme-key", "acme"), Some(&call)).await;
+    assert_eq!(
+        (a.status, a.body["success"].as_bool()),
+        (200, Some(true)),
+        "{}",
+        a.body
+    );
+    assert_eq!(
+        hp_of(&read("acme-key").await.body),
+        hp_before - 3,
+        "one hit, acme's own"
+    );
+    assert_eq!(
+        read("globex-key").await.status,
+        404,
+        "another tenant's key reads nothing"
+    );
+}
+
+#[actix_web::test]
+async fn a_campaign_with_a_flood_of_links_is_refused_and_nothing_is_created() {
+    let app = spawn_app().await;
+    let flood: Vec<&str> = vec!["area_002"; 40_000];
+    let back: Vec<&str> = vec!["area_001"; 40_000];
+    let campaign = json!({
+        "campaign_id": "flood", "title": "Flood", "allowlist": ["move", "move_options"],
+        "active_actor_id": "pc_001",
+        "areas": [
+            {"area_id": "area_001", "name": "A", "description": "a", "reachable_area_ids": flood, "x": 0, "y": 0, "z": 0},
+            {"area_id": "area_002", "name": "B", "description": "b", "reachable_area_ids": back, "x": 1, "y": 0, "z": 0}
+        ],
+        "characters": [{"character_id": "pc_001", "name": "P", "kind": "pc", "area_id": "area_001", "hp": 5, "max_hp": 5}]
+    });
+    let a = request(
+        "POST",
+        &format!("{}/api/v1/sessions", app.base),
+        &[],
+        Some(&json!({"campaign": campaign})),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (400, Some("INVALID_CAMPAIGN")),
+        "{}",
+        a.body
+    );
+    let problems = a.body["problems"].to_string();
+    assert!(problems.contains("reachable_area_ids"), "{problems}");
+    assert!(problems.len() < 20_000, "the problems list is bounded");
+}
+
+#[actix_web::test]
+async fn a_huge_request_id_is_refused_and_stored_nowhere() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    let huge = "r".repeat(10_000);
+    ws.chat("where can I go", &huge).await;
+    let error = ws.next_json().await;
+    assert_eq!(
+        (error["type"].as_str(), error["error_code"].as_str()),
+        (Some("error"), Some("INVALID_FRAME")),
+        "{error}"
+    );
+    assert!(error["request_id"].is_null(), "the id is not echoed");
+    // The connection lives on, and nothing was journalled for it.
+    ws.send_json(&json!({"type": "ping", "nonce": 7})).await;
+    assert_eq!(ws.next_json().await["type"], "pong");
+    let a = request(
+        "POST",
+        &format!("{}/api/v1/chat", app.base),
+        &[("Authorization", &format!("Bearer {}", s.player_token))],
+        Some(&json!({"session_id": s.session_id, "message": "status", "request_id": "x".repeat(129)})),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    let snap = app.snapshot(&s).await;
+    assert_eq!(
+        snap["turn"], welcome["state"]["turn"],
+        "no turn was started"
+    );
+    assert!(app.actions(&s).await.is_empty());
+    // At the bound it is fine.
+    let ok = "é".repeat(128);
+    let frames = ws.play("status", &ok).await;
+    assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
+}
+
+#[actix_web::test]
+async fn dice_and_hp_extremes_are_refused_without_changing_anything() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let before = footprint(&app, &s).await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("roll 1d6--9223372036854775808", "d-1").await;
+    assert!(
+        !frames
+            .iter()
+            .any(|f| f["type"] == "tool_result" && f["tool"] == "roll_dice" && f["status"] == "ok"),
+        "{frames:?}"
+    );
+    assert!(
+        frames.iter().any(|f| f["type"] == "turn_completed"),
+        "the turn ends normally"
+    );
+    let tools = format!("{}/api/v1/tools/call", app.base);
+    let service = [
+        ("X-Internal-API-Key", TEST_KEY),
+        ("X-Tenant-ID", "default"),
+        ("X-Site-ID", "site"),
+        ("X-Trace-ID", "trace"),
+        ("X-Session-ID", s.session_id.as_str()),
+    ];
+    for input in [
+        json!({"target_character_id": "pc_001", "delta": i64::MIN}),
+        json!({"target_character_id": "pc_001", "delta": i64::MAX}),
+        json!({"target_character_id": "pc_001", "delta": 1e300}),
+    ] {
+        let a = request(
+            "POST",
+            &tools,
+            &service,
+            Some(&json!({"tool_name": "hp_delta", "input": input})),
+        )
+        .await;
+        assert_eq!(a.body["success"], false, "{input}: {}", a.body);
+        assert!(a.status == 400 || a.status == 422, "{input}: {}", a.status);
+    }
+    for input in [
+        json!({"dice": "1d6-9223372036854775808", "reason": "test"}),
+        json!({"dice": "1d6--9223372036854775808", "reason": "test"}),
+        json!({"dice": "9223372036854775807d6", "reason": "test"}),
+        json!({"dice": "1d9223372036854775807", "reason": "test"}),
+    ] {
+        let a = request(
+            "POST",
+            &tools,
+            &service,
+            Some(&json!({"tool_name": "roll_dice", "input": input})),
+        )
+        .await;
+        assert_eq!(a.body["success"], false, "{input}: {}", a.body);
+    }
+    let after = footprint(&app, &s).await;
+    assert_eq!(
+        (&after.0, &after.1),
+        (&before.0, &before.1),
+        "hero unchanged"
+    );
+}
+
+#[actix_web::test]
+async fn session_creation_is_limited_per_address_and_per_node() {
+    let app = spawn_offline(|s| {
+        s.create_burst = 3;
+        s.create_per_minute = 1;
+        s.max_sessions = 6;
+    })
+    .await;
+    let url = format!("{}/api/v1/sessions", app.base);
+    let body = json!({"campaign_id": "demo"});
+    for _ in 0..3 {
+        assert_eq!(request("POST", &url, &[], Some(&body)).await.status, 201);
+    }
+    let a = request("POST", &url, &[], Some(&body)).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (429, Some("RATE_LIMITED"))
+    );
+    assert!(
+        a.retry_after
+            .is_some_and(|s| s.parse::<u64>().unwrap() >= 1)
+    );
+    // A key is not limited per address, but the node holds at most 6.
+    let keyed = [("X-Internal-API-Key", TEST_KEY)];
+    for _ in 0..3 {
+        assert_eq!(request("POST", &url, &keyed, Some(&body)).await.status, 201);
+    }
+    let a = request("POST", &url, &keyed, Some(&body)).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (503, Some("OVERLOADED")),
+        "{}",
+        a.body
+    );
+    assert!(a.retry_after.is_some());
+}
+
+#[actix_web::test]
+async fn websockets_are_capped_per_address_and_per_session_before_the_upgrade() {
+    let app = spawn_offline(|s| {
+        s.max_address_connections = 3;
+        s.max_session_connections = 2;
+    })
+    .await;
+    let a = app.demo().await;
+    let b = app.demo().await;
+    let (_p, _) = app.connect(&a.session_id, &a.player_token, None).await;
+    let (_w, _) = app.connect(&a.session_id, &a.spectator_token, None).await;
+    let full = app.ws_url(&a.session_id, &a.spectator_token, None);
+    assert_eq!(
+        Ws::refused_status(&full).await,
+        429,
+        "a third on one session"
+    );
+    let (_b1, _) = app.connect(&b.session_id, &b.player_token, None).await;
+    let more = app.ws_url(&b.session_id, &b.spectator_token, None);
+    assert_eq!(
+        Ws::refused_status(&more).await,
+        429,
+        "a fourth from one address"
+    );
+    // Closing one frees its place.
+    drop(_b1);
+    let mut freed = false;
+    for _ in 0..100 {
+        if client().ws(more.as_str()).connect().await.is_ok() {
+            freed = true;
+            break;
+        }
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(freed, "a closed connection gives its place back");
+}
+
+#[actix_web::test]
+async fn a_down_model_endpoint_is_reported_without_its_url() {
+    let app = spawn_with(
+        |_| {},
+        questd::startup::provider_from(&{
+            let mut s = questd::Settings::for_tests("sqlite://unused.db");
+            s.llm_provider = questd::config::LlmProvider::Openai;
+            s.llm_base_url = Some("http://127.0.0.1:9/v1".into());
+            s.llm_model = Some("m".into());
+            s.llm_api_key = Some("sk-secret-model-key".into());
+            s
+        })
+        .unwrap(),
+    )
+    .await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("where can I go", "m-1").await;
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(failed["error_code"], "UPSTREAM_ERROR");
+    let all = serde_json::to_string(&frames).unwrap();
+    for leak in ["127.0.0.1:9", "http://", "sk-secret"] {
+        assert!(!all.contains(leak), "{leak} in {all}");
+    }
+    // /api/chat with this model needs a key; with one, the same short reason.
+    let url = format!("{}/api/chat", app.base);
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(request("POST", &url, &[], Some(&body)).await.status, 401);
+    let a = request(
+        "POST",
+        &url,
+        &[("X-Internal-API-Key", TEST_KEY)],
+        Some(&body),
+    )
+    .await;
+    assert_eq!(a.body["error_code"], "UPSTREAM_ERROR", "{}", a.body);
+    let text = a.body.to_string();
+    assert!(
+        !text.contains("127.0.0.1:9") && !text.contains("http://"),
+        "{text}"
+    );
+}
+
+#[actix_web::test]
+async fn the_anonymous_stateless_chat_is_rate_limited_per_address() {
+    let app = spawn_app().await;
+    let url = format!("{}/api/chat", app.base);
+    let body = json!({"messages": [{"role": "user", "content": "roll 1d20 for luck"}]});
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        statuses.push(request("POST", &url, &[], Some(&body)).await.status);
+    }
+    assert!(statuses[..10].iter().all(|s| *s == 200), "{statuses:?}");
+    assert_eq!(statuses[11], 429, "{statuses:?}");
+    // A key holder is limited by its service rate, not per address.
+    let a = request(
+        "POST",
+        &url,
+        &[("X-Internal-API-Key", TEST_KEY)],
+        Some(&body),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+}
+
+#[actix_web::test]
+async fn metrics_can_be_put_behind_a_key() {
+    let app = spawn_offline(|s| s.metrics_key = Some("m-key".into())).await;
+    let url = format!("{}/metrics", app.base);
+    assert_eq!(request("GET", &url, &[], None).await.status, 401);
+    let wrong = request("GET", &url, &[("Authorization", "Bearer nope")], None).await;
+    assert_eq!(wrong.status, 401);
+    let mut resp = client()
+        .get(&url)
+        .insert_header(("Authorization", "Bearer m-key"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let text = resp.body().await.unwrap();
+    assert!(String::from_utf8_lossy(&text).contains("questd_"));
+}
+
+#[actix_web::test]
+async fn a_model_that_floods_calls_and_arguments_is_bounded() {
+    let model = ScriptedProvider::from_fn(|req, _| {
+        let after_tools = matches!(
+            req.messages.last().map(|m| &**m),
+            Some(questd::game::HistoryEntry::ToolResult { .. })
+        );
+        Ok(if after_tools {
+            ModelReply::narrate("Enough.")
+        } else {
+            let big = format!("{{\"dice\":\"1d6\",\"reason\":\"{}\"}}", "x".repeat(40_000));
+            let mut calls: Vec<(String, String)> = (0..40)
+                .map(|i| {
+                    (
+                        "roll_dice".to_owned(),
+                        format!("{{\"dice\":\"1d{}\",\"reason\":\"r\"}}", i + 2),
+                    )
+                })
+                .collect();
+            calls[0] = ("roll_dice".to_owned(), big);
+            calls[1] = ("x".repeat(5_000), "{}".to_owned());
+            ModelReply::tools(calls)
+        })
+    });
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("go wild", "w-1").await;
+    let calls: Vec<&Value> = frames.iter().filter(|f| f["type"] == "tool_call").collect();
+    assert_eq!(calls.len(), 16, "at most 16 calls of one answer run");
+    let results: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 16);
+    assert_eq!(results[0]["reason"], "invalid_args", "{}", results[0]);
+    assert!(calls[0]["args"].to_string().len() < 200, "{}", calls[0]);
+    assert!(calls[1]["tool"].as_str().unwrap().len() <= 64);
+    for f in &frames {
+        assert!(
+            f.to_string().len() < 32 * 1024,
+            "frame too big: {} bytes",
+            f.to_string().len()
+        );
+    }
+    assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
+}
+
+#[actix_web::test]
+async fn a_panic_inside_a_session_is_survived_and_the_session_reloads() {
+    let model = ScriptedProvider::from_fn(|req, _| {
+        let text = req
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| match &**m {
+                questd::game::HistoryEntry::User { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        assert!(text != "crash now", "a bug in the game master");
+        Ok(ModelReply::narrate(format!("You said {text}.")))
+    });
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let other = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("hello", "p-1").await;
+    assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
+    ws.chat("crash now", "p-2").await;
+    // The connection is told, or simply closed; either way it ends.
+    while let Some(f) = ws.try_next_json(FRAME_WAIT).await {
+        if f["type"] == "error" {
+            break;
+        }
+    }
+    // The same session comes back from its journal and plays on.
+    let mut back = None;
+    for _ in 0..100 {
+        let (status, _) = get(
+            &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
+            Some(&s.player_token),
+        )
+        .await;
+        if status == 200 {
+            back = Some(status);
+            break;
+        }
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(back, Some(200));
+    let (mut again, welcome) = app.connect(&s.session_id, &s.player_token, Some(0)).await;
+    assert!(
+        welcome["seq"].as_u64().unwrap() >= 4,
+        "the first turn is still there: {welcome}"
+    );
+    let frames = again.play("hello again", "p-3").await;
+    assert!(
+        frames.iter().any(|f| f["type"] == "turn_completed"),
+        "{frames:?}"
+    );
+    // Other sessions never noticed.
+    let (mut ws2, _) = app
+        .connect(&other.session_id, &other.player_token, None)
+        .await;
+    let frames = ws2.play("hi", "o-1").await;
+    assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
+}
+
+#[actix_web::test]
+async fn a_model_that_never_stops_talking_is_cut() {
+    let model = ScriptedProvider::from_fn(|_, _| Ok(ModelReply::narrate("é".repeat(100_000))));
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("talk", "t-1").await;
+    let done = first(&frames, "turn_completed");
+    let reply = done["reply"].as_str().unwrap();
+    assert!(
+        reply.len() <= 32 * 1024 && reply.len() > 30_000,
+        "{}",
+        reply.len()
+    );
+    assert!(
+        reply.chars().all(|c| c == 'é'),
+        "cut at a character boundary"
+    );
+    let streamed: usize = frames
+        .iter()
+        .filter(|f| f["type"] == "narrative_delta")
+        .map(|f| f["text"].as_str().unwrap().len())
+        .sum();
+    assert!(streamed <= 32 * 1024, "{streamed}");
+}
