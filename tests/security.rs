@@ -663,3 +663,18 @@ async fn a_model_that_never_stops_talking_is_cut() {
         .sum();
     assert!(streamed <= 32 * 1024, "{streamed}");
 }
+
+#[actix_web::test]
+async fn a_full_node_refuses_websockets_before_the_upgrade() {
+    // A budget of 66 connections keeps 64 for plain HTTP: two WebSockets.
+    let app = spawn_offline(|s| s.max_connections = Some(66)).await;
+    let s = app.demo().await;
+    let (_a, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (_b, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    let url = app.ws_url(&s.session_id, &s.spectator_token, None);
+    assert_eq!(Ws::refused_status(&url).await, 503);
+    // Plain HTTP still answers, and so does the session.
+    let (status, _) = get(&format!("{}/healthz", app.base), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(app.snapshot(&s).await["session_id"], s.session_id.as_str());
+}
