@@ -5,8 +5,9 @@
 //! `roll 1d20`. Prints turns per second and turn latency percentiles.
 //!
 //! ```text
-//! QUESTD_CHAT_PER_MINUTE=100000 QUESTD_CHAT_BURST=100000 cargo run --release &
-//! cargo run --release --example bench_turns -- --sessions 50 --turns 20
+//! QUESTD_CHAT_PER_MINUTE=100000 QUESTD_CHAT_BURST=100000 QUESTD_INTERNAL_API_KEY=bench \
+//!   cargo run --release &
+//! cargo run --release --example bench_turns -- --sessions 50 --turns 20 --api-key bench
 //! ```
 
 use std::time::{Duration, Instant};
@@ -20,6 +21,8 @@ struct Args {
     sessions: usize,
     turns: usize,
     spectators: usize,
+    /// Sent when creating sessions, past the per-address creation limit.
+    api_key: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -28,6 +31,7 @@ fn parse_args() -> Args {
         sessions: 10,
         turns: 20,
         spectators: 0,
+        api_key: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -37,7 +41,10 @@ fn parse_args() -> Args {
             "--sessions" => args.sessions = value.parse().expect("--sessions N"),
             "--turns" => args.turns = value.parse().expect("--turns N"),
             "--spectators" => args.spectators = value.parse().expect("--spectators N"),
-            other => panic!("unknown flag {other}; use --url --sessions --turns --spectators"),
+            "--api-key" => args.api_key = Some(value),
+            other => {
+                panic!("unknown flag {other}; use --url --sessions --turns --spectators --api-key")
+            }
         }
     }
     args
@@ -61,8 +68,11 @@ async fn play(args: &Args, n: usize) -> Vec<f64> {
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(60))
         .finish();
-    let created: Value = client
-        .post(format!("{}/api/v1/sessions", args.url))
+    let mut create = client.post(format!("{}/api/v1/sessions", args.url));
+    if let Some(key) = &args.api_key {
+        create = create.insert_header(("X-Internal-API-Key", key.as_str()));
+    }
+    let created: Value = create
         .send_json(&json!({"campaign_id": "demo"}))
         .await
         .expect("create session")

@@ -349,19 +349,22 @@ pub struct Settings {
     /// past it new WebSockets get `503` before the upgrade.
     #[arg(long, env = "QUESTD_MAX_CONNECTIONS", global = true)]
     pub max_connections: Option<usize>,
-    /// WebSocket connections one session may have at once.
+    /// WebSocket connections one session may have at once (a player and
+    /// a big audience of spectators).
     #[arg(
         long,
         env = "QUESTD_MAX_SESSION_CONNECTIONS",
-        default_value_t = 10_000,
+        default_value_t = 20_000,
         global = true
     )]
     pub max_session_connections: usize,
-    /// WebSocket connections one client address may have open at once.
+    /// WebSocket connections one client address may have open at once
+    /// (generous: many players can share one address behind a NAT; the
+    /// node's own cap is what protects its files).
     #[arg(
         long,
         env = "QUESTD_MAX_ADDRESS_CONNECTIONS",
-        default_value_t = 1024,
+        default_value_t = 4096,
         global = true
     )]
     pub max_address_connections: usize,
