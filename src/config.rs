@@ -345,7 +345,8 @@ pub struct Settings {
     )]
     pub max_sessions: usize,
     /// Open connections (HTTP and WebSocket) this node holds at most
-    /// (default: the open-file limit less a reserve for the database);
+    /// (default: the open-file limit less a reserve for the database and
+    /// model calls);
     /// past it new WebSockets get `503` before the upgrade.
     #[arg(long, env = "QUESTD_MAX_CONNECTIONS", global = true)]
     pub max_connections: Option<usize>,

@@ -29,6 +29,8 @@ pub const HTTP_HEADROOM: usize = 64;
 /// Open files kept for the database (pool, writer, WAL files) and logs
 /// when the connection cap is taken from the open-file limit.
 pub const STORE_FD_RESERVE: usize = 256;
+/// Open files kept for model calls (each holds a connection while it runs).
+pub const MODEL_FD_RESERVE: usize = crate::llm::openai::MAX_CONCURRENT_CALLS;
 /// Anonymous `/api/chat` calls per minute from one address (with bursts of
 /// [`ANON_MODEL_BURST`]), when the model is the offline game master.
 pub const ANON_MODEL_PER_MINUTE: u32 = 60;

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
@@ -46,6 +47,10 @@ const DONE_MARKER: &str = "[DONE]";
 /// Largest answer read from the model, in bytes (streamed or whole); past
 /// it the call fails as an answer that cannot be used.
 pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+/// Model calls one provider runs at once; more wait their turn (within the
+/// turn's deadline). Each holds a connection, so this bounds the open files
+/// model calls take, whatever the number of sessions.
+pub const MAX_CONCURRENT_CALLS: usize = 256;
 
 /// Talks to one OpenAI-compatible endpoint.
 pub struct OpenAiProvider {
@@ -60,6 +65,8 @@ pub struct OpenAiProvider {
     call_timeout: Duration,
     /// Shared by every call of this provider, across sessions.
     breaker: Arc<Mutex<Breaker>>,
+    /// [`MAX_CONCURRENT_CALLS`] permits, shared by every call.
+    permits: Arc<Semaphore>,
 }
 
 impl fmt::Debug for OpenAiProvider {
@@ -107,6 +114,7 @@ impl OpenAiProvider {
             json_contract: false,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             breaker: Arc::new(Mutex::new(Breaker::default())),
+            permits: Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS)),
         })
     }
 
@@ -133,6 +141,7 @@ impl OpenAiProvider {
             stream: self.stream,
             call_timeout: self.call_timeout,
             breaker: self.breaker.clone(),
+            permits: self.permits.clone(),
         }
     }
 
@@ -251,6 +260,7 @@ fn events(call: Call) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
         queue: VecDeque::new(),
         body: None,
         received: 0,
+        permit: None,
         sse: SseParser::default(),
         acc: Accumulator::default(),
         started: false,
@@ -280,6 +290,7 @@ struct Call {
     stream: bool,
     call_timeout: Duration,
     breaker: Arc<Mutex<Breaker>>,
+    permits: Arc<Semaphore>,
 }
 
 impl Call {
@@ -391,6 +402,9 @@ struct CallState {
     acc: Accumulator,
     /// Bytes of the answer read so far, against [`MAX_ANSWER_BYTES`].
     received: usize,
+    /// This call's place among [`MAX_CONCURRENT_CALLS`], held from the
+    /// request until the answer is read (its connection is open that long).
+    permit: Option<OwnedSemaphorePermit>,
     started: bool,
     done: bool,
 }
@@ -410,6 +424,11 @@ impl CallState {
                 self.queue.push_back(Err(e));
                 self.done = true;
                 return;
+            }
+            match self.call.permits.clone().acquire_owned().await {
+                Ok(permit) => self.permit = Some(permit),
+                // Never closed; were it, the call would go on unbounded.
+                Err(_) => tracing::error!("the model call permits are closed"),
             }
             match self.call.send().await {
                 Ok(resp) if self.call.stream => self.body = Some(resp.bytes_stream().boxed()),
@@ -468,6 +487,7 @@ impl CallState {
         }
         self.queue.push_back(Ok(ModelEvent::Done(reply)));
         self.body = None;
+        self.permit = None;
         self.done = true;
     }
 
@@ -475,6 +495,7 @@ impl CallState {
         self.call.record(false);
         self.queue.push_back(Err(error));
         self.body = None;
+        self.permit = None;
         self.done = true;
     }
 }

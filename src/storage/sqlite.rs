@@ -18,6 +18,9 @@ use super::{
     rfc3339,
 };
 
+/// Read connections of the pool, all opened at start.
+const READ_CONNECTIONS: u32 = 4;
+
 /// Writes of a failed batch that may fail one after another, when retried
 /// one by one, before the rest of the batch is failed without a try.
 const RETRY_GIVE_UP: usize = 3;
@@ -75,8 +78,13 @@ impl Store {
             // that to one fsync per batch.
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10));
+        // Every read connection is opened now and kept, so a node whose
+        // open files fill up later still has its database's.
         let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+            .min_connections(READ_CONNECTIONS)
+            .max_connections(READ_CONNECTIONS)
+            .idle_timeout(None)
+            .max_lifetime(None)
             .connect_with(options.clone())
             .await?;
         sqlx::migrate!("migrations/sqlite").run(&pool).await?;
