@@ -142,7 +142,7 @@ impl ServiceContext {
                 problems.join("; "),
             ));
         }
-        let grant = state.keys.require(req, "the tool API and MCP")?;
+        let grant = state.keys.require(req, "a call of the tool API or MCP")?;
         // A tenant key without `X-Tenant-ID` acts for its own tenant; the
         // internal key without one for `default` (MCP clients rarely send
         // it). With one, the grant already agrees with it or was refused.
