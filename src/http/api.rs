@@ -86,8 +86,8 @@ async fn create_session(
             DEFAULT_TENANT.to_owned()
         }
     };
-    if state.store.overloaded() {
-        return Err(super::overloaded(super::STORAGE_BEHIND));
+    if let Some(reason) = state.store.refusing() {
+        return Err(super::overloaded(reason));
     }
     let body = json_body(body).await?;
     let visibility = match body.get("visibility") {

@@ -24,7 +24,7 @@ use crate::game::BuiltinStarts;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
 use crate::session::{HubError, SessionHub};
-use crate::storage::{SessionMeta, StorageError, Store};
+use crate::storage::{STORAGE_BEHIND, SessionMeta, StorageError, Store};
 use crate::tools::Registry;
 
 /// Largest HTTP request body accepted.
@@ -184,9 +184,6 @@ pub fn hub_failed(e: HubError) -> ApiError {
         HubError::Storage(e) => ApiError::internal(&e),
     }
 }
-
-/// What a caller is told when the storage writer's queue is too long.
-pub const STORAGE_BEHIND: &str = "storage is behind; try again soon";
 
 /// Any path no route matches: a JSON 404 like every other error.
 pub async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {

@@ -1614,10 +1614,10 @@ impl Handler<SubmitChat> for SessionActor {
                 queued: 0,
             });
         }
-        if self.deps.store.overloaded() {
+        if let Some(reason) = self.deps.store.refusing() {
             return Err(ChatRefused {
                 code: ErrorCode::Overloaded,
-                message: "storage is behind; try again soon".into(),
+                message: reason.into(),
                 retry_after_ms: Some(1000),
             });
         }
@@ -1684,11 +1684,8 @@ impl Handler<CallTool> for SessionActor {
                 format!("{max_queue} calls are already waiting"),
             );
         }
-        if self.deps.store.overloaded() {
-            return refuse(
-                ErrorCode::Overloaded,
-                "storage is behind; try again soon".into(),
-            );
+        if let Some(reason) = self.deps.store.refusing() {
+            return refuse(ErrorCode::Overloaded, reason.into());
         }
         let (reply, answer) = oneshot::channel();
         self.queue.push_back(Work::Call(QueuedCall {

@@ -50,6 +50,10 @@ pub const MAX_QUEUED_WRITES: usize = 65_536;
 /// Once this many writes wait, new turns, tool calls and sessions are
 /// refused with `OVERLOADED` so the turns already running can finish.
 pub const BUSY_QUEUED_WRITES: usize = MAX_QUEUED_WRITES / 2;
+/// The reason given while writes wait too long ([`Store::refusing`]).
+pub const STORAGE_BEHIND: &str = "storage is behind; try again soon";
+/// The reason given just after a write failed ([`Store::refusing`]).
+pub const STORAGE_FAILING: &str = "storage is failing to write; try again soon";
 
 /// Told, after each commit, the highest seq of a session now durable.
 ///

@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -14,9 +15,13 @@ use crate::metrics::Metrics;
 
 use super::{
     ActionPage, AuditPage, AuditRow, BUSY_QUEUED_WRITES, DurableSink, JournalRow, LoadedSession,
-    MAX_BATCH, MAX_QUEUED_WRITES, SessionMeta, StorageError, StoredRow, Visibility, now_ms,
-    rfc3339,
+    MAX_BATCH, MAX_QUEUED_WRITES, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, StorageError,
+    StoredRow, Visibility, now_ms, rfc3339,
 };
+
+/// How long after a failed write new work is refused (`STORAGE_FAILING`);
+/// after it, the next write tries the store again.
+const FAILURE_HOLD_MS: i64 = 2_000;
 
 /// Read connections of the pool, all opened at start.
 const READ_CONNECTIONS: u32 = 4;
@@ -53,6 +58,9 @@ pub struct Store {
     pool: SqlitePool,
     /// Bounded at [`MAX_QUEUED_WRITES`]: a full queue refuses writes.
     writes: mpsc::Sender<WriteOp>,
+    /// Until when (ms since the epoch) new work is refused because a write
+    /// failed; set by the writer.
+    failing_until: Arc<AtomicI64>,
 }
 
 /// Where the writer reports its commits.
@@ -78,24 +86,36 @@ impl Store {
             // that to one fsync per batch.
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10));
-        // Every read connection is opened now and kept, so a node whose
-        // open files fill up later still has its database's.
+        // Read connections are kept once open (no idle timeout, no
+        // lifetime), so a node whose open files fill up later still has its
+        // database's.
         let pool = SqlitePoolOptions::new()
-            .min_connections(READ_CONNECTIONS)
             .max_connections(READ_CONNECTIONS)
             .idle_timeout(None)
             .max_lifetime(None)
             .connect_with(options.clone())
             .await?;
         sqlx::migrate!("migrations/sqlite").run(&pool).await?;
+        // Open them all now, one after another (opening them at once on a
+        // new file races to set WAL mode: "database is locked").
+        let mut opened = Vec::with_capacity(READ_CONNECTIONS as usize);
+        for _ in 0..READ_CONNECTIONS {
+            opened.push(pool.acquire().await?);
+        }
+        drop(opened);
         // The writer's transactions hold a whole group commit: a page cache
         // big enough for one (16 MiB instead of 2) keeps it from spilling
         // pages to disk before the commit.
         let writer_options = options.pragma("cache_size", "-16384");
         let conn = SqliteConnection::connect_with(&writer_options).await?;
         let (writes, rx) = mpsc::channel(MAX_QUEUED_WRITES);
-        actix::spawn(writer(conn, rx, metrics));
-        Ok(Self { pool, writes })
+        let failing_until = Arc::new(AtomicI64::new(0));
+        actix::spawn(writer(conn, rx, metrics, failing_until.clone()));
+        Ok(Self {
+            pool,
+            writes,
+            failing_until,
+        })
     }
 
     /// Queues a journal row; `sink` hears when it (and everything before it)
@@ -109,10 +129,19 @@ impl Store {
         }
     }
 
-    /// Whether so many writes wait that new work should be refused (the
-    /// caller answers `OVERLOADED`); work already running may still write.
-    pub fn overloaded(&self) -> bool {
-        MAX_QUEUED_WRITES - self.writes.capacity() >= BUSY_QUEUED_WRITES
+    /// Why new work should be refused now, if it should: so many writes
+    /// wait that the turns already running need the room, or a write
+    /// failed moments ago (a full disk, a locked or broken database).
+    /// Callers answer `OVERLOADED` with this reason; sessions take work
+    /// again by themselves once storage writes again.
+    pub fn refusing(&self) -> Option<&'static str> {
+        if MAX_QUEUED_WRITES - self.writes.capacity() >= BUSY_QUEUED_WRITES {
+            Some(STORAGE_BEHIND)
+        } else if now_ms() < self.failing_until.load(Ordering::Acquire) {
+            Some(STORAGE_FAILING)
+        } else {
+            None
+        }
     }
 
     /// Queues a snapshot; if `done` is given it hears when it is durable.
@@ -416,6 +445,7 @@ async fn writer(
     mut conn: SqliteConnection,
     mut rx: mpsc::Receiver<WriteOp>,
     metrics: CommitMetrics,
+    failing_until: Arc<AtomicI64>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // Sinks whose session had a write fail: their later rows are refused, so
@@ -474,6 +504,12 @@ async fn writer(
                 results
             }
         };
+        // Storage as a whole is failing when nothing of the batch went in
+        // (a full disk, a lock held too long); one bad row among good ones
+        // fails only its own session.
+        if results.iter().all(Result::is_err) {
+            failing_until.store(now_ms() + FAILURE_HOLD_MS, Ordering::Release);
+        }
         metrics.commit_seconds.observe_duration(started.elapsed());
         metrics.commit_rows.observe(writable.len() as f64);
         tracing::debug!(
@@ -512,8 +548,37 @@ async fn writer(
     }
 }
 
+/// Commits `batch` in one transaction, or nothing of it.
+///
+/// The transaction is spelled out (`BEGIN IMMEDIATE` … `COMMIT`, `ROLLBACK`
+/// on any error) instead of going through sqlx's transaction guard. SQLite
+/// rolls a transaction back by itself on some errors (a full disk, an I/O
+/// error, a trigger's `RAISE(ROLLBACK)`); the guard's own `ROLLBACK` then
+/// fails, it keeps counting a transaction that no longer exists, and turns
+/// every later `BEGIN`/`COMMIT` into a savepoint and its release: commits
+/// that report success and write nothing. Here no state survives a failed
+/// batch: the `ROLLBACK` is issued whether or not SQLite already rolled
+/// back, and its own failure ("no transaction is active") is expected.
 async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), StorageError> {
-    let mut tx = conn.begin().await?;
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    let done = match write_batch(conn, batch).await {
+        Ok(()) => sqlx::query("COMMIT")
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+            .map_err(StorageError::from),
+        Err(e) => Err(e),
+    };
+    if done.is_err()
+        && let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await
+    {
+        tracing::debug!(error = %e, "rollback after a failed batch (SQLite may have rolled back already)");
+    }
+    done
+}
+
+/// The statements of one batch, inside the caller's transaction.
+async fn write_batch(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), StorageError> {
     let mut rows: Vec<&JournalRow> = Vec::new();
     let mut audits: Vec<&AuditRow> = Vec::new();
     for op in batch {
@@ -532,7 +597,7 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
         }
         // Rows before a snapshot or a new session go first, keeping the
         // order.
-        insert_rows(&mut tx, &mut rows).await?;
+        insert_rows(conn, &mut rows).await?;
         match op {
             WriteOp::Row(..) | WriteOp::Audit(_) => {}
             WriteOp::Snapshot {
@@ -550,7 +615,7 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
                 .bind(*seq as i64)
                 .bind(state)
                 .bind(now_ms())
-                .execute(&mut *tx)
+                .execute(&mut *conn)
                 .await?;
             }
             WriteOp::CreateSession { meta, snapshot, .. } => {
@@ -566,26 +631,25 @@ async fn commit(conn: &mut SqliteConnection, batch: &[&WriteOp]) -> Result<(), S
                 .bind(&meta.spectator_token)
                 .bind(meta.created_at)
                 .bind(meta.visibility.as_str())
-                .execute(&mut *tx)
+                .execute(&mut *conn)
                 .await?;
                 sqlx::query("INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES (?, 0, ?, ?)")
                     .bind(&meta.session_id)
                     .bind(snapshot)
                     .bind(now_ms())
-                    .execute(&mut *tx)
+                    .execute(&mut *conn)
                     .await?;
             }
         }
     }
-    insert_rows(&mut tx, &mut rows).await?;
-    insert_audits(&mut tx, &audits).await?;
-    tx.commit().await?;
+    insert_rows(conn, &mut rows).await?;
+    insert_audits(conn, &audits).await?;
     Ok(())
 }
 
 /// Inserts audit rows, many per statement.
 async fn insert_audits(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    conn: &mut SqliteConnection,
     audits: &[&AuditRow],
 ) -> Result<(), StorageError> {
     for chunk in audits.chunks(ROWS_PER_INSERT) {
@@ -615,7 +679,7 @@ async fn insert_audits(
                 .push_bind(&a.span_id)
                 .push_bind(&a.user_id);
         });
-        insert.build().execute(&mut **tx).await?;
+        insert.build().execute(&mut *conn).await?;
     }
     Ok(())
 }
@@ -627,7 +691,7 @@ const ROWS_PER_INSERT: usize = 256;
 /// Inserts and clears `rows`, many per statement: one statement per row
 /// costs more than the data.
 async fn insert_rows(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    conn: &mut SqliteConnection,
     rows: &mut Vec<&JournalRow>,
 ) -> Result<(), StorageError> {
     for chunk in rows.chunks(ROWS_PER_INSERT) {
@@ -646,7 +710,7 @@ async fn insert_rows(
                 .push_bind(&r.action)
                 .push_bind(r.created_at);
         });
-        insert.build().execute(&mut **tx).await?;
+        insert.build().execute(&mut *conn).await?;
     }
     rows.clear();
     Ok(())
