@@ -637,3 +637,39 @@ async fn unknown_routes_answer_json_404() {
         (404, Some("NOT_FOUND"))
     );
 }
+
+#[actix_web::test]
+async fn the_ack_of_a_chat_comes_before_every_frame_of_its_turn() {
+    let app = spawn_with(
+        |s| {
+            s.chat_burst = 100;
+            s.max_queued_turns = 100;
+        },
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    // Many chats at once, so acks and earlier turns' frames interleave.
+    let n = 30;
+    for i in 0..n {
+        ws.chat("roll 1d20", &format!("o-{i}")).await;
+    }
+    let mut acked = std::collections::HashSet::new();
+    let mut ended = 0;
+    while ended < n {
+        let f = ws.next_json().await;
+        match f["type"].as_str() {
+            Some("ack") => {
+                acked.insert(f["request_id"].as_str().unwrap().to_owned());
+            }
+            Some("turn_started") => {
+                let rid = f["request_id"].as_str().unwrap();
+                assert!(acked.contains(rid), "turn_started of {rid} before its ack");
+            }
+            Some("turn_completed" | "turn_failed") => ended += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(acked.len(), n);
+}

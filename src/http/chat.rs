@@ -46,6 +46,7 @@ async fn chat(
             .send(SubmitChat {
                 text: body.message.clone(),
                 request_id: body.request_id.clone(),
+                conn_id: None,
             })
             .await;
         let accepted = match submitted {

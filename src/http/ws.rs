@@ -159,9 +159,16 @@ impl WsConn {
             }
             ClientFrame::Chat { text, request_id } => {
                 let rid = request_id.clone();
-                let fut = self.session.send(SubmitChat { text, request_id });
+                let fut = self.session.send(SubmitChat {
+                    text,
+                    request_id,
+                    conn_id: Some(self.conn_id),
+                });
                 ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| {
                     match res {
+                        // The session queued the ack itself, ahead of the
+                        // turn's frames.
+                        Ok(Ok(a)) if a.acked => {}
                         Ok(Ok(a)) => ctx.text(
                             ControlFrame::Ack {
                                 request_id: rid,

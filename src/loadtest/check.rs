@@ -76,6 +76,9 @@ pub enum Violation {
     MissedBySpectator { seq: u64 },
     /// A spectator got other bytes than the player under this seq.
     DiffersFromPlayer { seq: u64 },
+    /// A story frame of the turn a chat started came before the chat's
+    /// `ack` (PROTOCOL.md §7.4).
+    AckAfterStory { request_id: String, seq: u64 },
 }
 
 impl Violation {
@@ -91,6 +94,7 @@ impl Violation {
             Self::AfterTurnEnd { .. } => "frame_after_turn_end",
             Self::MissedBySpectator { .. } => "missed_by_spectator",
             Self::DiffersFromPlayer { .. } => "differs_from_player",
+            Self::AckAfterStory { .. } => "ack_after_story",
         }
     }
 }
@@ -118,6 +122,10 @@ impl fmt::Display for Violation {
                     "a spectator got other bytes than its player for seq {seq}"
                 )
             }
+            Self::AckAfterStory { request_id, seq } => write!(
+                f,
+                "seq {seq} of the turn chat {request_id:?} started came before its ack"
+            ),
         }
     }
 }
@@ -161,7 +169,14 @@ pub struct StreamChecker {
     frames: u64,
     counts: BTreeMap<&'static str, u64>,
     examples: Vec<Violation>,
+    /// Chats sent on this connection and not yet answered (`ack` or
+    /// `error`), by request id.
+    unanswered: HashSet<String>,
 }
+
+/// Chats a connection may have unanswered before the oldest are forgotten
+/// (a driver sends one at a time; this only bounds memory).
+const UNANSWERED_CHATS: usize = 64;
 
 /// One story frame as a connection got it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +222,7 @@ impl StreamChecker {
                 kind: head.kind.clone(),
             });
         }
+        self.check_ack_order(&head);
         if head.kind == "welcome" {
             if self.welcome_seq.is_some() {
                 self.violation(Violation::SecondWelcome);
@@ -228,6 +244,40 @@ impl StreamChecker {
         };
         self.story(seq, &head, text, at);
         Observed::Story(head)
+    }
+
+    /// A chat with `request_id` was sent on this connection: its `ack` (or
+    /// `error`) must come before any story frame of the turn it starts.
+    pub fn chat_sent(&mut self, request_id: &str) {
+        if self.unanswered.len() >= UNANSWERED_CHATS {
+            self.unanswered.clear();
+        }
+        self.unanswered.insert(request_id.to_owned());
+    }
+
+    /// A frame naming a chat's request id: the answer (ack or error)
+    /// settles it; a story frame (its `turn_started`) before the answer
+    /// breaks PROTOCOL.md §7.4.
+    fn check_ack_order(&mut self, head: &FrameHead) {
+        let Some(id) = head.request_id.as_deref() else {
+            return;
+        };
+        if !self.unanswered.contains(id) {
+            return;
+        }
+        match head.kind.as_str() {
+            "ack" | "error" => {
+                self.unanswered.remove(id);
+            }
+            _ if head.seq.is_some() => {
+                self.unanswered.remove(id);
+                self.violation(Violation::AckAfterStory {
+                    request_id: id.to_owned(),
+                    seq: head.seq.unwrap_or_default(),
+                });
+            }
+            _ => {}
+        }
     }
 
     /// A binary frame: questd never sends one.
@@ -441,6 +491,41 @@ mod tests {
         assert_eq!(spans, want);
         // A frame only one connection got gives no span.
         assert!(StreamChecker::fan_out(&[&player], 9).is_empty());
+    }
+
+    #[test]
+    fn an_ack_after_its_turn_started_is_a_violation() {
+        let ack =
+            |rid: &str| json!({"type": "ack", "request_id": rid, "turn_id": "turn_1"}).to_string();
+        let started = |seq: u64, rid: &str| {
+            json!({"type": "turn_started", "seq": seq, "turn_id": "turn_1", "request_id": rid})
+                .to_string()
+        };
+        // In order: clean.
+        let mut c = StreamChecker::new();
+        c.observe(&welcome(0));
+        c.chat_sent("r1");
+        c.observe(&ack("r1"));
+        c.observe(&started(1, "r1"));
+        assert_eq!(c.violations(), 0);
+        // The turn's first story frame before the ack: counted once.
+        let mut c = StreamChecker::new();
+        c.observe(&welcome(0));
+        c.chat_sent("r2");
+        c.observe(&started(1, "r2"));
+        c.observe(&ack("r2"));
+        assert_eq!(counts(&c), vec![("ack_after_story", 1)]);
+        // A chat refused with an error, then one that is fine.
+        let mut c = StreamChecker::new();
+        c.observe(&welcome(0));
+        c.chat_sent("r3");
+        c.observe(
+            &json!({"type": "error", "request_id": "r3", "error_code": "RATE_LIMITED"}).to_string(),
+        );
+        c.chat_sent("r4");
+        c.observe(&ack("r4"));
+        c.observe(&started(1, "r4"));
+        assert_eq!(c.violations(), 0);
     }
 
     #[test]

@@ -450,7 +450,8 @@ async fn connect(run: &Run, created: &Created, role: Role) -> Option<Connected> 
 }
 
 /// Sends one turn's chat and reads until the turn has ended and its chat
-/// was acknowledged (in either order).
+/// was acknowledged (the checker counts an ack after the turn's first
+/// story frame as a violation).
 async fn play_turn(
     run: &Run,
     player: &mut Connected,
@@ -468,6 +469,7 @@ async fn play_turn(
         }
         let request_id = format!("lt-{index}-{turn}-{attempt}");
         let chat = json!({"type": "chat", "text": text, "request_id": request_id});
+        player.checker.chat_sent(&request_id);
         let sent = Instant::now();
         if let Err(e) = player.conn.send(chat.to_string()).await {
             stats.disconnect(codes::CONNECTION_LOST, || e);

@@ -74,6 +74,10 @@ pub const MAX_TOOL_NAME_CHARS: usize = 64;
 pub struct SubmitChat {
     pub text: String,
     pub request_id: Option<String>,
+    /// The WebSocket connection that sent it, if one did: the session puts
+    /// the `ack` on that connection's queue itself, ahead of every frame of
+    /// the turn (PROTOCOL.md §7.4), and says so in [`ChatAccepted::acked`].
+    pub conn_id: Option<u64>,
 }
 
 /// A chat that was taken (or recognised as a duplicate).
@@ -83,6 +87,9 @@ pub struct ChatAccepted {
     pub duplicate: bool,
     /// Turns ahead of this one.
     pub queued: usize,
+    /// The session already put the `ack` on the sending connection's queue
+    /// ([`SubmitChat::conn_id`]); the connection must not send another.
+    pub acked: bool,
 }
 
 /// A chat that was refused.
@@ -1577,6 +1584,35 @@ impl Handler<SubmitChat> for SessionActor {
     type Result = Result<ChatAccepted, ChatRefused>;
 
     fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
+        let conn_id = msg.conn_id;
+        let request_id = msg.request_id.clone();
+        let mut taken = self.take_chat(msg, ctx);
+        // The turn's frames go out only once durable, from a later message;
+        // the ack queued now on the same connection is ahead of all of them.
+        if let (Ok(accepted), Some(conn_id)) = (&mut taken, conn_id)
+            && let Some(sub) = self.subscribers.get(&conn_id)
+        {
+            let ack = ControlFrame::Ack {
+                request_id,
+                turn_id: accepted.turn_id.clone(),
+                duplicate: accepted.duplicate,
+                queued: accepted.queued,
+            };
+            sub.recipient
+                .do_send(Outbound::Frame(ByteString::from(ack.to_json())));
+            accepted.acked = true;
+        }
+        taken
+    }
+}
+
+impl SessionActor {
+    /// Takes a chat into the queue, or says why not.
+    fn take_chat(
+        &mut self,
+        msg: SubmitChat,
+        ctx: &mut Context<Self>,
+    ) -> Result<ChatAccepted, ChatRefused> {
         let refuse = |code, message: String| {
             Err(ChatRefused {
                 code,
@@ -1612,6 +1648,7 @@ impl Handler<SubmitChat> for SessionActor {
                 turn_id: turn_id.clone(),
                 duplicate: true,
                 queued: 0,
+                acked: false,
             });
         }
         if let Some(reason) = self.deps.store.refusing() {
@@ -1656,6 +1693,7 @@ impl Handler<SubmitChat> for SessionActor {
             turn_id,
             duplicate: false,
             queued,
+            acked: false,
         })
     }
 }

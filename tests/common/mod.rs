@@ -362,12 +362,24 @@ impl Ws {
         let reply = frames.pop().expect("reply");
         assert_eq!(reply["type"], "ack", "chat accepted: {reply}");
         let turn_id = reply["turn_id"].as_str().expect("turn_id").to_owned();
-        // Frames of this turn may have arrived before the ack.
-        if frames.iter().any(|f| {
-            f["turn_id"] == turn_id.as_str()
-                && (f["type"] == "turn_completed" || f["type"] == "turn_failed")
-        }) {
-            return frames;
+        if reply["duplicate"] == true {
+            // The first chat's turn may be over already.
+            if frames.iter().any(|f| {
+                f["turn_id"] == turn_id.as_str()
+                    && (f["type"] == "turn_completed" || f["type"] == "turn_failed")
+            }) {
+                return frames;
+            }
+        } else {
+            // PROTOCOL.md §7.4: the ack comes before every frame of its turn.
+            let early: Vec<&Value> = frames
+                .iter()
+                .filter(|f| f["turn_id"] == turn_id.as_str())
+                .collect();
+            assert!(
+                early.is_empty(),
+                "frames of {turn_id} before its ack: {early:?}"
+            );
         }
         frames.extend(self.until_turn_end(&turn_id).await);
         frames
