@@ -225,7 +225,7 @@ mod tests {
     use crate::config::Cli;
     use clap::Parser;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_offline_latency_reaches_the_game_master() {
         use futures_util::StreamExt;
         let settings = Cli::parse_from(["questd", "--offline-latency-ms", "80"]).settings;
@@ -244,14 +244,11 @@ mod tests {
             context: serde_json::Value::Null,
             kind: crate::llm::RequestKind::Step,
         };
-        let began = std::time::Instant::now();
+        // On a paused clock the answer waited exactly the setting.
+        let began = tokio::time::Instant::now();
         let events: Vec<_> = provider.complete(request).collect().await;
         assert!(!events.is_empty());
-        assert!(
-            began.elapsed() >= std::time::Duration::from_millis(80),
-            "{:?}",
-            began.elapsed()
-        );
+        assert_eq!(began.elapsed(), std::time::Duration::from_millis(80));
     }
 
     #[test]
