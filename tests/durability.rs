@@ -122,7 +122,13 @@ struct Server {
 
 impl Server {
     fn start(db: &str) -> Self {
+        Self::start_with(db, &[])
+    }
+
+    /// Starts with these extra environment variables.
+    fn start_with(db: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_questd"))
+            .envs(env.iter().copied())
             .args([
                 "serve",
                 "--bind",
@@ -244,4 +250,79 @@ async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     let frames = ws.play("roll 1d6", "r-2").await;
     let started = first(&frames, "turn_started");
     assert!(started["seq"].as_u64().unwrap() > welcome["seq"].as_u64().unwrap());
+}
+
+#[actix_web::test]
+async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("questd.db").display());
+    // The game master thinks for 2 s before each answer: the kill lands
+    // while the turn is running, after its turn_started is durable.
+    let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);
+    let (status, created) = post(
+        &format!("{}/api/v1/sessions", server.base),
+        &json!({"campaign_id": "demo"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    let token = created["player_token"].as_str().unwrap().to_owned();
+    let url = |port: u16, last: Option<u64>| {
+        let mut url = format!("ws://127.0.0.1:{port}/ws/sessions/{id}?token={token}");
+        if let Some(n) = last {
+            url.push_str(&format!("&last_seq={n}"));
+        }
+        url
+    };
+    let mut ws = Ws::connect(&url(server.port, None)).await;
+    let welcome = ws.next_json().await;
+    let mut seen: Vec<u64> = Vec::new();
+    ws.chat(&format!("go to {}", neighbour(&welcome["state"])), "r-1")
+        .await;
+    let before = ws.until(|f| f["type"] == "turn_started").await;
+    seen.extend(before.iter().filter_map(|f| f["seq"].as_u64()));
+    let started = before.last().unwrap().clone();
+    assert!(
+        !before.iter().any(|f| f["type"] == "tool_call"),
+        "the model is still thinking: {before:?}"
+    );
+    server.kill9();
+
+    // Restarted: the cut turn is closed by the very next seq, and play
+    // goes on from there without a gap or a repeat.
+    let server = Server::start(&db);
+    let last = *seen.iter().max().unwrap();
+    let mut ws = Ws::connect(&url(server.port, Some(last))).await;
+    let welcome = ws.next_json().await;
+    assert_eq!(welcome["resumed"], true, "{welcome}");
+    let turn_id = started["turn_id"].as_str().unwrap();
+    let closing = ws.until_turn_end(turn_id).await;
+    seen.extend(closing.iter().filter_map(|f| f["seq"].as_u64()));
+    let end = closing.last().unwrap();
+    assert_eq!(end["type"], "turn_failed", "{end}");
+    assert_eq!(
+        end["seq"].as_u64(),
+        Some(started["seq"].as_u64().unwrap() + 1)
+    );
+    let frames = ws.play("roll 1d6", "r-2").await;
+    seen.extend(frames.iter().filter_map(|f| f["seq"].as_u64()));
+    assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_2");
+    assert!(
+        seen.windows(2).all(|w| w[1] == w[0] + 1),
+        "seqs without a gap or repeat: {seen:?}"
+    );
+    // The move never ran: nothing in the actions log.
+    let (_, page) = get(
+        &format!("{}/api/v1/sessions/{id}/actions", server.base),
+        Some(&token),
+    )
+    .await;
+    assert!(
+        !page["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["tool"] == "move"),
+        "{page}"
+    );
 }

@@ -678,3 +678,70 @@ async fn a_full_node_refuses_websockets_before_the_upgrade() {
     assert_eq!(status, 200);
     assert_eq!(app.snapshot(&s).await["session_id"], s.session_id.as_str());
 }
+
+#[actix_web::test]
+async fn another_tenant_finds_nothing_on_any_session_route() {
+    let app =
+        spawn_offline(|s| s.tenant_keys = Some("acme:acme-key,globex:globex-key".into())).await;
+    let s = app
+        .create_session_with(
+            &[("X-Internal-API-Key", "acme-key")],
+            json!({"campaign_id": "demo"}),
+        )
+        .await;
+    let bearer = format!("Bearer {}", s.player_token);
+    let base = format!("{}/api/v1/sessions/{}", app.base, s.session_id);
+    // The right token under another tenant's name, and another tenant's key:
+    // every route answers as for an unknown session.
+    let as_globex: [&[(&str, &str)]; 2] = [
+        &[
+            ("Authorization", bearer.as_str()),
+            ("X-Tenant-ID", "globex"),
+        ],
+        &[("X-Internal-API-Key", "globex-key")],
+    ];
+    for headers in as_globex {
+        for path in ["", "/actions", "/audit"] {
+            let a = request("GET", &format!("{base}{path}"), headers, None).await;
+            assert_eq!(
+                (a.status, a.body["error_code"].as_str()),
+                (404, Some("NOT_FOUND")),
+                "{path}"
+            );
+        }
+        let a = request(
+            "POST",
+            &format!("{base}/npcs/npc_maren/activate"),
+            headers,
+            None,
+        )
+        .await;
+        assert_eq!(a.status, 404, "{}", a.body);
+        let chat = json!({"session_id": s.session_id, "message": "status"});
+        let a = request(
+            "POST",
+            &format!("{}/api/v1/chat", app.base),
+            headers,
+            Some(&chat),
+        )
+        .await;
+        assert_eq!(a.status, 404, "{}", a.body);
+    }
+    // The WebSocket upgrade under another tenant's name is refused before
+    // the upgrade, like an unknown session.
+    let refused = match client()
+        .ws(app.ws_url(&s.session_id, &s.player_token, None))
+        .header("X-Tenant-ID", "globex")
+        .connect()
+        .await
+    {
+        Err(awc::error::WsClientError::InvalidResponseStatus(st)) => st.as_u16(),
+        other => panic!("upgrade should be refused: {:?}", other.map(|_| ())),
+    };
+    assert_eq!(refused, 404);
+    // The owner still plays, and nothing of the above ran.
+    assert!(app.actions(&s).await.is_empty());
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("status", "own-1").await;
+    assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
+}

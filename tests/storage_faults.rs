@@ -216,3 +216,43 @@ async fn a_failed_write_loses_nothing_acknowledged_and_the_session_comes_back() 
         );
     }
 }
+
+#[actix_web::test]
+async fn nothing_is_sent_before_its_commit() {
+    let app = spawn_offline(|_| {}).await;
+    let s = app.demo().await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (mut spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    for ws in [&mut player, &mut spectator] {
+        ws.until(|f| f["type"] == "presence" && f["spectators"] == 1)
+            .await;
+    }
+    let target = neighbour(&app.snapshot(&s).await);
+
+    // Another connection holds the database's write lock: the journal's
+    // commits wait behind it (well within the writer's busy timeout).
+    let mut lock = db(&app.db_url).await;
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut lock)
+        .await
+        .unwrap();
+    player.chat(&format!("go to {target}"), "held").await;
+    let ack = player.next_json().await;
+    assert_eq!(ack["type"], "ack", "{ack}");
+    // While the commit cannot happen, no frame of the turn goes out, to the
+    // player or to the spectator.
+    let quiet = Duration::from_millis(700);
+    assert_eq!(player.try_next_json(quiet).await, None);
+    assert_eq!(spectator.try_next_json(quiet).await, None);
+    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+
+    // Released: the turn arrives whole, and what it told is stored.
+    let turn_id = ack["turn_id"].as_str().unwrap();
+    let frames = player.until_turn_end(turn_id).await;
+    let ok = frames
+        .iter()
+        .find(|f| f["type"] == "tool_result" && f["status"] == "ok")
+        .unwrap();
+    assert_eq!(moves_in_log(&app, &s).await, [ok["seq"].as_u64().unwrap()]);
+    assert_eq!(position(&app.snapshot(&s).await), target);
+}

@@ -70,7 +70,7 @@ async fn player_and_spectator_see_the_same_frames_for_a_multi_tool_turn() {
         .until(|f| f["type"] == "presence" && f["spectators"] == 1)
         .await;
 
-    // Frames of the turn may reach the player before its ack: `play` keeps them.
+    // `play` also checks that the ack came before every frame of the turn.
     let seen_by_player = player.play("I go on", "r-1").await;
     let turn = first(&seen_by_player, "turn_started")["turn_id"]
         .as_str()
@@ -97,10 +97,21 @@ async fn player_and_spectator_see_the_same_frames_for_a_multi_tool_turn() {
         "tools run in the order asked"
     );
     assert!(results.iter().all(|r| r["status"] == "ok"), "{results:#?}");
-    // Each result follows its own call, one at a time.
-    for (c, r) in calls.iter().zip(&results) {
-        assert_eq!(c["call_id"], r["call_id"]);
-        assert!(r["seq"].as_u64() > c["seq"].as_u64());
+    // One at a time: calls and results alternate strictly, each result
+    // right after its own call (no other tool frame between them).
+    let tool_frames: Vec<(&str, &Value)> = a
+        .iter()
+        .filter(|f| f["type"] == "tool_call" || f["type"] == "tool_result")
+        .map(|f| (f["type"].as_str().unwrap(), &f["call_id"]))
+        .collect();
+    assert_eq!(tool_frames.len(), 8);
+    for pair in tool_frames.chunks(2) {
+        assert_eq!(
+            (pair[0].0, pair[1].0),
+            ("tool_call", "tool_result"),
+            "{tool_frames:?}"
+        );
+        assert_eq!(pair[0].1, pair[1].1, "a result answers the call before it");
     }
     let seqs: Vec<u64> = story(&seen_by_player)
         .iter()
