@@ -363,6 +363,38 @@ async fn a_real_model_writes_generated_zones_and_bad_text_is_invalid_ai_json() {
 }
 
 #[actix_web::test]
+async fn a_zone_call_the_pipeline_refuses_spends_no_model_call_on_its_text() {
+    let mock = start_mock(|n| match n {
+        0 => {
+            let args = json!({"session_id": "sess_someone_else", "world_prompt": "salt flats"});
+            Canned::Sse(tool_chunks(vec![
+                json!({"index": 0, "id": "call_z", "type": "function", "function": {"name": "generate_zone", "arguments": args.to_string()}}),
+            ]))
+        }
+        _ => Canned::Sse(text_chunks(&["Nothing came of it."])),
+    })
+    .await;
+    let app = app_for(&mock, None).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("scout", "r-1").await;
+    let result = first(&frames, "tool_result");
+    assert_eq!(result["error_code"], "SESSION_MISMATCH", "{result}");
+    assert_eq!(
+        mock.count(),
+        2,
+        "the step and the narration, no text request"
+    );
+    for n in 0..2 {
+        let sent = mock.request(n).to_string();
+        assert!(
+            !sent.contains("JSON only"),
+            "request {n} asked for zone text"
+        );
+    }
+}
+
+#[actix_web::test]
 async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
     let mock = start_mock(|n| match n {
         0 => Canned::Sse(tool_chunks(vec![

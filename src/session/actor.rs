@@ -785,6 +785,25 @@ impl SessionActor {
         if tool != "generate_zone" || !self.deps.provider.writes_content() {
             return false;
         }
+        // The pipeline's checks come first: a call it would refuse (not
+        // allowed, bad arguments, another session's id) is run, and
+        // refused, at once, without spending a model call on its text.
+        let caller = Caller {
+            role: Role::GameMaster,
+            allowlist: &self.state.allowlist,
+            session_id: &self.meta.session_id,
+        };
+        let prepared = self
+            .deps
+            .registry
+            .prepare(&tool, RawArgs::Value(args.clone()), &caller);
+        let other_session = args
+            .get("session_id")
+            .and_then(Value::as_str)
+            .is_some_and(|id| id != self.meta.session_id);
+        if prepared.is_err() || other_session {
+            return false;
+        }
         let Some((system, user)) = zone_text_request(&args) else {
             return false;
         };
