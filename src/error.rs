@@ -2,12 +2,11 @@
 //!
 //! [`ErrorCode`] is every upper-case code a client can see; [`Reason`] is the
 //! snake_case vocabulary of tool results; [`ApiError`] is what HTTP handlers
-//! return. Each HTTP status is chosen in exactly one `match`.
+//! return (`http` makes it a response). Each HTTP status is chosen in
+//! exactly one `match`.
 
-use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Every upper-case error code on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,25 +49,26 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// The HTTP status this code is answered with.
-    pub fn http_status(self) -> StatusCode {
+    /// The HTTP status this code is answered with (the HTTP layer turns it
+    /// into a response; this module knows no web framework).
+    pub fn http_status(self) -> u16 {
         use ErrorCode::*;
         match self {
-            RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            Forbidden | ToolDisabled | PermissionDenied | ToolNotAllowed => StatusCode::FORBIDDEN,
+            RateLimited => 429,
+            Forbidden | ToolDisabled | PermissionDenied | ToolNotAllowed => 403,
             InvalidFrame | TextTooLong | InvalidArgs | InvalidArguments | ContextInvalid
-            | BadRequest | InvalidCampaign | SessionMismatch => StatusCode::BAD_REQUEST,
+            | BadRequest | InvalidCampaign | SessionMismatch => 400,
             // A full queue is the same advice as a rate limit: slow down.
-            QueueFull => StatusCode::TOO_MANY_REQUESTS,
-            ZoneNotFound | ToolNotFound | NotFound => StatusCode::NOT_FOUND,
-            Timeout | AiTimeout => StatusCode::REQUEST_TIMEOUT,
-            Unauthorized => StatusCode::UNAUTHORIZED,
-            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            QueueFull => 429,
+            ZoneNotFound | ToolNotFound | NotFound => 404,
+            Timeout | AiTimeout => 408,
+            Unauthorized => 401,
+            PayloadTooLarge => 413,
+            UnsupportedMediaType => 415,
+            Overloaded => 503,
             // The model, not the caller, got it wrong.
-            UpstreamError | InvalidAiJson => StatusCode::BAD_GATEWAY,
-            MaxIterations | InternalError | ExecutionFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            UpstreamError | InvalidAiJson => 502,
+            MaxIterations | InternalError | ExecutionFailed => 500,
         }
     }
 
@@ -176,24 +176,6 @@ impl ApiError {
     }
 }
 
-impl ResponseError for ApiError {
-    fn status_code(&self) -> StatusCode {
-        self.code.http_status()
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        let mut body = json!({"error_code": self.code, "message": self.message});
-        if let (Some(extra), Some(obj)) = (&self.extra, body.as_object_mut()) {
-            obj.extend(extra.clone());
-        }
-        let mut resp = HttpResponse::build(self.status_code());
-        if let Some(s) = self.retry_after_s {
-            resp.insert_header(("Retry-After", s.to_string()));
-        }
-        resp.json(body)
-    }
-}
-
 /// An error with its causes, `outer: inner: innermost` (many errors, such as
 /// reqwest's, leave out why in their own text).
 pub fn with_causes(e: &dyn std::error::Error) -> String {
@@ -210,6 +192,7 @@ pub fn with_causes(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn with_causes_names_every_cause() {
@@ -278,7 +261,7 @@ mod tests {
     fn http_status_table() {
         for (code, wire, status) in TABLE {
             assert_eq!(code.as_str(), *wire);
-            assert_eq!(code.http_status().as_u16(), *status, "{code:?}");
+            assert_eq!(code.http_status(), *status, "{code:?}");
             let back: ErrorCode = serde_json::from_value(json!(wire)).unwrap();
             assert_eq!(back, *code);
         }

@@ -6,21 +6,17 @@ use serde_json::{Value, json};
 
 use super::{
     AppState, DEFAULT_TENANT, TokenRole, check_tenant, json_body, json_body_or_empty, no_session,
-    same_secret, tenant_header, token_role,
+    same_secret, send_to_session, tenant_header, token_role,
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
-use crate::session::{
-    CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive, Lookup, SessionHandle,
-};
+use crate::session::{CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive};
 use crate::storage::{SessionMeta, Visibility};
 use crate::tools::Role;
 
 /// Most actions returned in one page.
 pub const MAX_ACTIONS_PAGE: u32 = 1000;
 const DEFAULT_ACTIONS_PAGE: u32 = 100;
-/// Lookups tried when a session stops between lookup and use.
-const RETRIES: usize = 3;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(healthz))
@@ -259,42 +255,16 @@ pub(super) fn authorize_player(
     }
 }
 
-/// The live session, loaded from storage if needed; 404 if unknown.
-pub async fn find_session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
-    state
-        .hub
-        .send(Lookup {
-            session_id: id.to_owned(),
-        })
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(super::hub_failed)?
-        .ok_or_else(|| ApiError::not_found(no_session(id)))
-}
-
 async fn get_session(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    // A session that unloads between lookup and send is looked up again.
-    let mut last_error = None;
-    for _ in 0..RETRIES {
-        let handle = find_session(&state, &path).await?;
-        authorize(&req, &state, &handle.meta)?;
-        match handle.addr.send(GetSnapshot).await {
-            Ok(snapshot) => {
-                return Ok(HttpResponse::Ok()
-                    .content_type("application/json")
-                    .body(snapshot));
-            }
-            Err(e) => last_error = Some(e),
-        }
-    }
-    Err(last_error.map_or_else(
-        || ApiError::not_found(no_session(&path)),
-        |e| ApiError::internal(&e),
-    ))
+    let authorize = |meta: &SessionMeta| authorize(&req, &state, meta).map(drop);
+    let (_, snapshot) = send_to_session(&state, &path, authorize, || GetSnapshot).await?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(snapshot))
 }
 
 /// A session's stored meta, without loading the session; 404 if unknown.
@@ -394,20 +364,20 @@ async fn activate_npc(
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(ApiError::bad_request("\"active\" must be true or false")),
     };
-    let handle = find_session(&state, &session_id).await?;
-    authorize_player(&req, &state, &handle.meta)?;
-    let done = handle
-        .addr
-        .send(CallTool {
+    let trace_id = trace_id(&req);
+    let (_, done) = send_to_session(
+        &state,
+        &session_id,
+        |meta| authorize_player(&req, &state, meta),
+        || CallTool {
             tool: "activate_npc".into(),
             args: json!({"npc_id": npc_id, "active": active}),
             role: Role::Player,
-            trace_id: trace_id(&req),
+            trace_id: trace_id.clone(),
             origin: CallOrigin::default(),
-        })
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(super::session_refused)?;
+        },
+    )
+    .await?;
     match done.outcome {
         Ok(result) => Ok(HttpResponse::Ok().json(json!({
             "npc_id": result["npc_id"], "active": result["active"], "changed": result["changed"],

@@ -7,14 +7,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::api::{authorize_player, find_session};
-use super::{AppState, json_body};
+use super::api::authorize_player;
+use super::{AppState, json_body, send_to_session};
 use crate::error::{ApiError, ErrorCode};
 use crate::protocol::check_request_id;
 use crate::session::{AwaitTurnEnd, SubmitChat};
-
-/// Lookups tried when a session stops between lookup and use.
-const RETRIES: usize = 3;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/chat", web::post().to(chat));
@@ -38,39 +35,27 @@ async fn chat(
     if let Some(id) = &body.request_id {
         check_request_id(id).map_err(ApiError::bad_request)?;
     }
-    for _ in 0..RETRIES {
-        let handle = find_session(&state, &body.session_id).await?;
-        authorize_player(&req, &state, &handle.meta)?;
-        let submitted = handle
-            .addr
-            .send(SubmitChat {
-                text: body.message.clone(),
-                request_id: body.request_id.clone(),
-                conn_id: None,
-            })
-            .await;
-        let accepted = match submitted {
-            Ok(Ok(accepted)) => accepted,
-            // The session is unloading: look it up again.
-            Ok(Err(r)) if r.code == ErrorCode::InternalError => continue,
-            Ok(Err(r)) => return Err(super::session_refused(r)),
-            Err(_) => continue,
-        };
-        let end = handle
-            .addr
-            .send(AwaitTurnEnd {
-                turn_id: accepted.turn_id.clone(),
-            })
-            .await
-            .map_err(|e| ApiError::internal(&e))?
-            .map_err(super::session_refused)?;
-        let frame: Value = serde_json::from_str(&end).map_err(|e| ApiError::internal(&e))?;
-        return Ok(answer(frame, accepted.duplicate));
-    }
-    Err(ApiError::new(
-        ErrorCode::InternalError,
-        "the session is reloading; try again",
-    ))
+    let (handle, accepted) = send_to_session(
+        &state,
+        &body.session_id,
+        |meta| authorize_player(&req, &state, meta),
+        || SubmitChat {
+            text: body.message.clone(),
+            request_id: body.request_id.clone(),
+            conn_id: None,
+        },
+    )
+    .await?;
+    let end = handle
+        .addr
+        .send(AwaitTurnEnd {
+            turn_id: accepted.turn_id.clone(),
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .map_err(super::session_refused)?;
+    let frame: Value = serde_json::from_str(&end).map_err(|e| ApiError::internal(&e))?;
+    Ok(answer(frame, accepted.duplicate))
 }
 
 /// The turn's last frame as the answer: `200` with the turn for
@@ -106,5 +91,5 @@ fn answer(frame: Value, duplicate: bool) -> HttpResponse {
     if let Some(limit) = frame.get("limit") {
         body["limit"] = limit.clone();
     }
-    HttpResponse::build(code.http_status()).json(body)
+    HttpResponse::build(super::status_of(code)).json(body)
 }

@@ -890,7 +890,7 @@ mod tests {
             "{err}"
         );
         assert_eq!(
-            ErrorCode::UnsupportedMediaType.http_status(),
+            crate::http::status_of(ErrorCode::UnsupportedMediaType),
             StatusCode::UNSUPPORTED_MEDIA_TYPE
         );
     }

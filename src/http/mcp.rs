@@ -786,7 +786,7 @@ fn unknown_session(session_id: &str) -> RpcError {
 /// A failure of the service core (context headers, key, rate) as an HTTP
 /// error with a JSON-RPC body; `data.error_code` is the questd code.
 fn api_error(e: ApiError, id: &Value) -> HttpResponse {
-    let status = e.code.http_status();
+    let status = super::status_of(e.code);
     let code = if status.is_server_error() {
         INTERNAL_ERROR
     } else {

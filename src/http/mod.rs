@@ -16,14 +16,15 @@ mod ws;
 use std::sync::Arc;
 
 use actix::Addr;
-use actix_web::{HttpRequest, web};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use futures_util::StreamExt;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::game::BuiltinStarts;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
-use crate::session::{HubError, SessionHub};
+use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle, SessionHub};
 use crate::storage::{STORAGE_BEHIND, SessionMeta, StorageError, Store};
 use crate::tools::Registry;
 
@@ -130,11 +131,13 @@ pub fn overloaded(message: impl Into<String>) -> ApiError {
 
 /// What a session refused (a chat or a direct call) as an HTTP error, with
 /// `Retry-After` when waiting helps.
-pub fn session_refused(r: crate::session::ChatRefused) -> ApiError {
+pub fn session_refused(r: ChatRefused) -> ApiError {
+    let reloading = r.is_reloading();
     let mut e = ApiError::new(r.code, r.message);
     e.retry_after_s = match (r.retry_after_ms, r.code) {
         (Some(ms), _) => Some(ms.div_ceil(1000).max(1)),
         (None, ErrorCode::QueueFull | ErrorCode::Overloaded) => Some(1),
+        _ if reloading => Some(1),
         _ => None,
     };
     e
@@ -172,6 +175,76 @@ async fn body_bytes(mut payload: web::Payload) -> Result<web::BytesMut, ApiError
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The HTTP status of a wire error code.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// Every HTTP error is answered as `{"error_code","message"}` plus its
+/// extra fields, with `Retry-After` when it has one.
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        status_of(self.code)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut body = serde_json::json!({"error_code": self.code, "message": self.message});
+        if let (Some(extra), Some(obj)) = (&self.extra, body.as_object_mut()) {
+            obj.extend(extra.clone());
+        }
+        let mut resp = HttpResponse::build(self.status_code());
+        if let Some(s) = self.retry_after_s {
+            resp.insert_header(("Retry-After", s.to_string()));
+        }
+        resp.json(body)
+    }
+}
+
+/// Lookups of a session tried when it stops between a lookup and its use.
+const SESSION_LOOKUPS: usize = 3;
+
+/// The live session, loaded from storage if needed; 404 if unknown.
+pub async fn find_session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
+    state
+        .hub
+        .send(Lookup {
+            session_id: id.to_owned(),
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .map_err(hub_failed)?
+        .ok_or_else(|| ApiError::not_found(no_session(id)))
+}
+
+/// The one way from HTTP into a session: finds it (loading it if needed),
+/// lets `authorize` judge the caller by its meta, and sends what `make`
+/// builds. A session that stops between the lookup and the send (unloading,
+/// reloading after a failure) is looked up again, up to
+/// [`SESSION_LOOKUPS`] times. A refusal is the session's answer as HTTP.
+pub async fn send_to_session<M, T>(
+    state: &AppState,
+    session_id: &str,
+    authorize: impl Fn(&SessionMeta) -> Result<(), ApiError>,
+    make: impl Fn() -> M,
+) -> Result<(SessionHandle, T), ApiError>
+where
+    M: actix::Message<Result = Result<T, ChatRefused>> + Send + 'static,
+    T: Send + 'static,
+    SessionActor: actix::Handler<M>,
+{
+    for _ in 0..SESSION_LOOKUPS {
+        let handle = find_session(state, session_id).await?;
+        authorize(&handle.meta)?;
+        match handle.addr.send(make()).await {
+            Ok(Ok(answer)) => return Ok((handle, answer)),
+            Ok(Err(refused)) if !refused.is_reloading() => return Err(session_refused(refused)),
+            // Reloading, or gone between the lookup and the send.
+            Ok(Err(_)) | Err(_) => continue,
+        }
+    }
+    Err(session_refused(ChatRefused::reloading()))
 }
 
 /// A session the hub could not give, as HTTP: `503` when the node is full

@@ -24,7 +24,8 @@ use crate::game::GameState;
 use crate::game::rng::SplitMix64;
 use crate::llm::Usage;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
-use crate::session::{CallTool, Lookup, SessionHandle, random_token};
+use crate::session::{CallTool, random_token};
+use crate::storage::SessionMeta;
 use crate::tools::{Caller, RawArgs, Registry, Role, ToolError, args_hash};
 
 /// Longest a service waits for its call to get through a busy session's
@@ -34,8 +35,6 @@ pub const SESSION_WAIT: Duration = Duration::from_secs(30);
 const MAX_ID_CHARS: usize = 128;
 /// Keys a rate limiter remembers before it forgets idle ones.
 const LIMITER_KEYS: usize = 10_000;
-/// Lookups tried when a session stops between lookup and use.
-const RETRIES: usize = 3;
 
 /// The service side's shared state.
 pub struct ServiceState {
@@ -368,70 +367,47 @@ async fn run_in_session(
     tool: &str,
     input: Value,
 ) -> Result<Result<Value, ToolError>, (bool, ToolError)> {
-    let internal = |message: String| {
-        ToolError::new(Reason::ExecutionFailed, ErrorCode::InternalError, message)
+    // Another tenant's session is answered exactly like an unknown one.
+    let same_tenant = |meta: &SessionMeta| {
+        if meta.tenant_id == ctx.tenant_id {
+            Ok(())
+        } else {
+            Err(ApiError::not_found(super::no_session(session_id)))
+        }
     };
-    for _ in 0..RETRIES {
-        let handle: SessionHandle = match state
-            .hub
-            .send(Lookup {
-                session_id: session_id.to_owned(),
-            })
-            .await
-        {
-            Ok(Ok(Some(h))) if h.meta.tenant_id == ctx.tenant_id => h,
-            Ok(Ok(_)) => {
-                let e = ToolError::new(
-                    Reason::NotFound,
-                    ErrorCode::NotFound,
-                    super::no_session(session_id),
-                );
-                return Err((false, e));
-            }
-            Ok(Err(e)) => {
-                // The cause is logged there; the caller gets its code and
-                // a short reason (`OVERLOADED` when the node is full).
-                let e = super::hub_failed(e);
-                let e = ToolError::new(Reason::ExecutionFailed, e.code, e.message);
-                return Err((false, e));
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "the session hub stopped");
-                return Err((false, internal("internal error".into())));
-            }
-        };
-        let call = handle.addr.send(CallTool {
-            tool: tool.to_owned(),
-            args: input.clone(),
-            role: ctx.role,
-            trace_id: ctx.trace_id.clone(),
-            origin: ctx.origin(),
-        });
-        match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
-            Err(_) => {
-                let e = ToolError::new(
-                    Reason::Timeout,
-                    ErrorCode::Timeout,
-                    format!(
-                        "the session was busy for {} s; the call is still queued and will run \
-                         (its audit row carries trace id {})",
-                        SESSION_WAIT.as_secs(),
-                        ctx.trace_id
-                    ),
-                );
-                return Err((true, e));
-            }
-            Ok(Ok(Ok(done))) => return Ok(done.outcome),
-            Ok(Ok(Err(refused))) if refused.code == ErrorCode::InternalError => continue,
-            Ok(Ok(Err(refused))) => {
-                let e = ToolError::new(Reason::ExecutionFailed, refused.code, refused.message);
-                return Err((true, e));
-            }
-            // The session stopped between lookup and send: look again.
-            Ok(Err(_)) => continue,
+    let make = || CallTool {
+        tool: tool.to_owned(),
+        args: input.clone(),
+        role: ctx.role,
+        trace_id: ctx.trace_id.clone(),
+        origin: ctx.origin(),
+    };
+    let call = super::send_to_session(state, session_id, same_tenant, make);
+    match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
+        Ok(Ok((_, done))) => Ok(done.outcome),
+        Ok(Err(e)) => {
+            let known = e.code != ErrorCode::NotFound;
+            let reason = if known {
+                Reason::ExecutionFailed
+            } else {
+                Reason::NotFound
+            };
+            Err((known, ToolError::new(reason, e.code, e.message)))
+        }
+        Err(_) => {
+            let e = ToolError::new(
+                Reason::Timeout,
+                ErrorCode::Timeout,
+                format!(
+                    "the session was busy for {} s; the call is still queued and will run \
+                     (its audit row carries trace id {})",
+                    SESSION_WAIT.as_secs(),
+                    ctx.trace_id
+                ),
+            );
+            Err((true, e))
         }
     }
-    Err((true, internal("the session is reloading; try again".into())))
 }
 
 /// Audits a call that did not run in a session's actor.

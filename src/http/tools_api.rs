@@ -119,7 +119,7 @@ async fn call(
             "audit": report.audit,
         })),
         Err(e) => {
-            let mut response = HttpResponse::build(e.code.http_status());
+            let mut response = HttpResponse::build(super::status_of(e.code));
             if matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded) {
                 response.insert_header(("Retry-After", "1"));
             }

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::admission::ConnSlot;
-use super::api::find_session;
+use super::find_session;
 use super::{AppState, TokenRole, check_tenant, token_role};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};

@@ -98,6 +98,37 @@ pub struct ChatRefused {
     pub code: ErrorCode,
     pub message: String,
     pub retry_after_ms: Option<u64>,
+    /// The session is stopping (unloading, or failed): look it up again
+    /// and the next actor takes the work. Told apart by this, not by its
+    /// code, which clients see as `INTERNAL_ERROR`.
+    reloading: bool,
+}
+
+impl ChatRefused {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retry_after_ms: None,
+            reloading: false,
+        }
+    }
+
+    /// The session is stopping; the caller should look it up again.
+    pub fn reloading() -> Self {
+        Self {
+            reloading: true,
+            ..Self::new(
+                ErrorCode::InternalError,
+                "the session is reloading; try again",
+            )
+        }
+    }
+
+    /// Whether looking the session up again may succeed.
+    pub fn is_reloading(&self) -> bool {
+        self.reloading
+    }
 }
 
 /// Runs one tool call outside a model turn (a person or a service calling),
@@ -156,9 +187,10 @@ pub struct Unsubscribe {
     pub conn_id: u64,
 }
 
-/// Asks for the session snapshot as JSON text.
+/// Asks for the session snapshot as JSON text (refused only while the
+/// session stops, so the caller reads the next actor's).
 #[derive(Debug, Message)]
-#[rtype(result = "String")]
+#[rtype(result = "Result<String, ChatRefused>")]
 pub struct GetSnapshot;
 
 /// The writer's notice: everything up to this seq is durable (or it failed).
@@ -1632,18 +1664,9 @@ impl SessionActor {
         msg: SubmitChat,
         ctx: &mut Context<Self>,
     ) -> Result<ChatAccepted, ChatRefused> {
-        let refuse = |code, message: String| {
-            Err(ChatRefused {
-                code,
-                message,
-                retry_after_ms: None,
-            })
-        };
+        let refuse = |code, message: String| Err(ChatRefused::new(code, message));
         if self.stopping {
-            return refuse(
-                ErrorCode::InternalError,
-                "the session is reloading; try again".into(),
-            );
+            return Err(ChatRefused::reloading());
         }
         let text = msg.text.trim();
         if text.is_empty() {
@@ -1672,9 +1695,8 @@ impl SessionActor {
         }
         if let Some(reason) = self.deps.store.refusing() {
             return Err(ChatRefused {
-                code: ErrorCode::Overloaded,
-                message: reason.into(),
                 retry_after_ms: Some(1000),
+                ..ChatRefused::new(ErrorCode::Overloaded, reason)
             });
         }
         let max_queue = self.deps.limits.max_queued_turns;
@@ -1688,9 +1710,11 @@ impl SessionActor {
             self.deps.metrics.rate_limited.inc();
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             return Err(ChatRefused {
-                code: ErrorCode::RateLimited,
-                message: format!("too many messages; try again in {} ms", wait.as_millis()),
                 retry_after_ms: Some(wait.as_millis() as u64 + 1),
+                ..ChatRefused::new(
+                    ErrorCode::RateLimited,
+                    format!("too many messages; try again in {} ms", wait.as_millis()),
+                )
             });
         }
         let queued = self.queue.len() + usize::from(self.turn.is_some());
@@ -1721,18 +1745,10 @@ impl Handler<CallTool> for SessionActor {
     type Result = ResponseFuture<Result<DirectCallDone, ChatRefused>>;
 
     fn handle(&mut self, msg: CallTool, ctx: &mut Self::Context) -> Self::Result {
-        let refuse = |code, message: String| {
-            Box::pin(std::future::ready(Err(ChatRefused {
-                code,
-                message,
-                retry_after_ms: None,
-            }))) as Self::Result
-        };
+        let refusal = |r: ChatRefused| Box::pin(std::future::ready(Err(r))) as Self::Result;
+        let refuse = |code, message: String| refusal(ChatRefused::new(code, message));
         if self.stopping {
-            return refuse(
-                ErrorCode::InternalError,
-                "the session is reloading; try again".into(),
-            );
+            return refusal(ChatRefused::reloading());
         }
         let max_queue = self.deps.limits.max_queued_turns;
         if self.turn.is_some() && self.queue.len() >= max_queue {
@@ -1756,10 +1772,11 @@ impl Handler<CallTool> for SessionActor {
         self.last_activity = Instant::now();
         self.advance(ctx);
         Box::pin(async move {
-            answer.await.map_err(|_| ChatRefused {
-                code: ErrorCode::InternalError,
-                message: "the session stopped before the call was durable; retry".into(),
-                retry_after_ms: None,
+            answer.await.map_err(|_| {
+                ChatRefused::new(
+                    ErrorCode::InternalError,
+                    "the session stopped before the call was durable; retry",
+                )
             })
         })
     }
@@ -1770,10 +1787,11 @@ impl Handler<AwaitTurnEnd> for SessionActor {
 
     fn handle(&mut self, msg: AwaitTurnEnd, _: &mut Self::Context) -> Self::Result {
         let id = msg.turn_id;
-        let lost = || ChatRefused {
-            code: ErrorCode::InternalError,
-            message: "the session stopped before the turn ended; its progress is kept".into(),
-            retry_after_ms: None,
+        let lost = || {
+            ChatRefused::new(
+                ErrorCode::InternalError,
+                "the session stopped before the turn ended; its progress is kept",
+            )
         };
         let open = self.turn.as_ref().is_some_and(|t| t.turn_id == id)
             || self
@@ -1795,11 +1813,10 @@ impl Handler<AwaitTurnEnd> for SessionActor {
         Box::pin(async move {
             match store.turn_end_frame(&session_id, &id).await {
                 Ok(Some(frame)) => Ok(ByteString::from(frame)),
-                Ok(None) => Err(ChatRefused {
-                    code: ErrorCode::NotFound,
-                    message: format!("no turn {id} in this session"),
-                    retry_after_ms: None,
-                }),
+                Ok(None) => Err(ChatRefused::new(
+                    ErrorCode::NotFound,
+                    format!("no turn {id} in this session"),
+                )),
                 Err(e) => {
                     tracing::error!(error = %e, "reading a turn's end failed");
                     Err(lost())
@@ -1814,11 +1831,7 @@ impl Handler<Subscribe> for SessionActor {
 
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
         if self.stopping {
-            return Err(ChatRefused {
-                code: ErrorCode::InternalError,
-                message: "the session is reloading; try again".into(),
-                retry_after_ms: None,
-            });
+            return Err(ChatRefused::reloading());
         }
         let released = self.released;
         let held_from = self.ring.front().map_or(released + 1, |(s, _)| *s);
@@ -1873,9 +1886,12 @@ impl Handler<Unsubscribe> for SessionActor {
 }
 
 impl Handler<GetSnapshot> for SessionActor {
-    type Result = String;
+    type Result = Result<String, ChatRefused>;
 
-    fn handle(&mut self, _: GetSnapshot, _: &mut Self::Context) -> String {
-        self.snapshot_json()
+    fn handle(&mut self, _: GetSnapshot, _: &mut Self::Context) -> Self::Result {
+        if self.stopping {
+            return Err(ChatRefused::reloading());
+        }
+        Ok(self.snapshot_json())
     }
 }
