@@ -19,6 +19,7 @@
 //! The library entry point is [`run`] (or [`run_with_progress`]); the
 //! binary's is [`main`].
 
+mod args;
 pub mod check;
 pub mod client;
 pub mod report;
@@ -32,7 +33,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::{Semaphore, watch};
 
-use crate::config::LoadtestArgs;
+pub use args::LoadtestArgs;
 pub use client::SourceIps;
 use client::{SourcePicker, Target};
 pub use report::Report;
