@@ -1,10 +1,10 @@
 //! The session actor: owns one game's state and runs its turns.
 //!
 //! Every story frame gets the next seq, goes to the journal, and waits in
-//! `pending` until the writer says it is durable; only then is its effect
-//! applied to the state and the frame sent to subscribers, in seq order. So
-//! the state in memory is always the fold of the durable journal, and no
-//! client ever sees a frame that a crash could take back.
+//! the [`Sequencer`] until the writer says it is durable; only then is its
+//! effect applied to the state and the frame sent to subscribers, in seq
+//! order. So the state in memory is always the fold of the durable journal,
+//! and no client ever sees a frame that a crash could take back.
 //!
 //! The turn loop is a small state machine driven by three things: durability
 //! notices, model events, and the deadline timer.
@@ -26,9 +26,8 @@ use tokio::sync::oneshot;
 
 use super::audit::{self, AuditedCall, CallOrigin};
 use super::hub::{SessionHub, SessionStats, Unregister, random_token};
-use super::{
-    Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps,
-};
+use super::sequencer::Sequencer;
+use super::{Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, SNAPSHOT_EVERY, SessionDeps};
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
@@ -38,8 +37,8 @@ use crate::llm::{
     system_prompt,
 };
 use crate::protocol::{
-    ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, StoryFrame, ToolEvent,
-    TurnLimit, check_request_id,
+    ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, ToolEvent, TurnLimit,
+    check_request_id,
 };
 use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::generate_zone::{parse_zone_texts, zone_text_request};
@@ -208,16 +207,6 @@ struct ModelMsg {
 
 // ----- state --------------------------------------------------------------
 
-/// A frame waiting for durability, with what to apply when it is.
-struct Pending {
-    seq: u64,
-    bytes: ByteString,
-    effect: Option<Effect>,
-    history: Option<Arc<HistoryEntry>>,
-    /// The turn this frame ends (`turn_completed` / `turn_failed`).
-    ends_turn: Option<String>,
-}
-
 struct Subscriber {
     role: ConnRole,
     recipient: Recipient<Outbound>,
@@ -351,11 +340,8 @@ pub struct SessionActor {
     /// The hub that started this actor; told about stats and unloading.
     hub: Addr<SessionHub>,
     state: GameState,
-    next_seq: u64,
-    /// Highest seq that is durable, applied and sent.
-    released: u64,
-    pending: VecDeque<Pending>,
-    ring: VecDeque<(u64, ByteString)>,
+    /// Seqs, the frames not yet durable, and the resume ring.
+    sequencer: Sequencer,
     subscribers: HashMap<u64, Subscriber>,
     queue: VecDeque<Work>,
     /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
@@ -397,10 +383,7 @@ impl SessionActor {
             hub,
             next_turn_no: restored.state.turn + 1,
             state: restored.state,
-            next_seq: restored.last_seq + 1,
-            released: restored.last_seq,
-            pending: VecDeque::new(),
-            ring: restored.ring,
+            sequencer: Sequencer::new(restored.last_seq, restored.ring),
             subscribers: HashMap::new(),
             queue: VecDeque::new(),
             replies: Vec::new(),
@@ -435,13 +418,8 @@ impl SessionActor {
         history: Option<HistoryEntry>,
         action: Option<Value>,
     ) -> u64 {
-        let history = history.map(Arc::new);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let frame = serde_json::to_string(&StoryFrame { seq, event: &event }).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "story frame did not serialize");
-            json!({"type": event.kind(), "seq": seq}).to_string()
-        });
+        let staged = self.sequencer.stage(&event, effect, history.map(Arc::new));
+        let seq = staged.seq;
         let row = JournalRow {
             session_id: self.meta.session_id.clone(),
             seq,
@@ -451,60 +429,45 @@ impl SessionActor {
                 StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
                 _ => None,
             },
-            frame: frame.clone(),
-            effect: effect.as_ref().and_then(|e| serde_json::to_string(e).ok()),
-            history: history.as_ref().and_then(|h| serde_json::to_string(h).ok()),
+            frame: String::from(&*staged.bytes),
+            effect: staged
+                .effect
+                .as_ref()
+                .and_then(|e| serde_json::to_string(e).ok()),
+            history: staged
+                .history
+                .as_ref()
+                .and_then(|h| serde_json::to_string(h).ok()),
             action: action.map(|a| a.to_string()),
             created_at: now_ms(),
         };
         if let Some(sink) = &self.sink {
             self.deps.store.append(row, sink.clone());
         }
-        let ends_turn = match &event {
-            StoryEvent::TurnCompleted { turn_id, .. } | StoryEvent::TurnFailed { turn_id, .. } => {
-                Some(turn_id.clone())
-            }
-            _ => None,
-        };
-        self.pending.push_back(Pending {
-            seq,
-            bytes: ByteString::from(frame),
-            effect,
-            history,
-            ends_turn,
-        });
         seq
     }
 
     /// Applies and sends every pending frame up to `up_to`.
     fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
-        while self.pending.front().is_some_and(|p| p.seq <= up_to) {
-            let Some(p) = self.pending.pop_front() else {
-                break;
-            };
+        for p in self.sequencer.durable(up_to) {
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
             }
             if let Some(entry) = p.history {
                 self.state.record(entry);
             }
-            self.released = p.seq;
             self.broadcast(&p.bytes, ctx);
             if let Some(waiters) = p.ends_turn.and_then(|t| self.turn_waiters.remove(&t)) {
                 for w in waiters {
                     let _ = w.send(p.bytes.clone());
                 }
             }
-            self.ring.push_back((p.seq, p.bytes));
-            if self.ring.len() > RING_FRAMES {
-                self.ring.pop_front();
-            }
             self.since_snapshot += 1;
         }
         if self.since_snapshot >= SNAPSHOT_EVERY {
             self.write_snapshot(None);
         }
-        let released = self.released;
+        let released = self.sequencer.released();
         let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replies)
             .into_iter()
             .partition(|(seq, _, _)| *seq <= released);
@@ -644,11 +607,12 @@ impl SessionActor {
     fn write_snapshot(&mut self, done: Option<oneshot::Sender<Result<(), StorageError>>>) {
         self.since_snapshot = 0;
         match serde_json::to_string(&self.state) {
-            Ok(state) => {
-                self.deps
-                    .store
-                    .snapshot(&self.meta.session_id, self.released, state, done)
-            }
+            Ok(state) => self.deps.store.snapshot(
+                &self.meta.session_id,
+                self.sequencer.released(),
+                state,
+                done,
+            ),
             Err(e) => tracing::error!(error = %e, "state did not serialize"),
         }
     }
@@ -916,8 +880,8 @@ impl SessionActor {
 
     /// Whether a tool's effect is journalled but not yet durable and applied.
     fn effects_in_flight(&self) -> bool {
-        self.pending
-            .iter()
+        self.sequencer
+            .pending()
             .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
     }
 
@@ -930,7 +894,7 @@ impl SessionActor {
             allowlist: &self.state.allowlist,
             session_id: &self.meta.session_id,
         };
-        let in_flight = self.pending.iter().filter_map(|p| p.history.clone());
+        let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
         let history = self.state.history.iter().cloned().chain(in_flight);
         let pruned = prune(history.collect(), self.deps.limits.history_tokens);
         let mut system = system_prompt(&self.state);
@@ -1420,7 +1384,7 @@ impl SessionActor {
         self.subscribers.is_empty()
             && self.turn.is_none()
             && self.queue.is_empty()
-            && self.pending.is_empty()
+            && !self.sequencer.has_pending()
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
 
@@ -1573,7 +1537,7 @@ impl Actor for SessionActor {
                 act.unload(ctx);
             }
         });
-        tracing::debug!(session_id = %self.meta.session_id, seq = self.released, "session started");
+        tracing::debug!(session_id = %self.meta.session_id, seq = self.sequencer.released(), "session started");
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
@@ -1799,8 +1763,8 @@ impl Handler<AwaitTurnEnd> for SessionActor {
                 .iter()
                 .any(|w| matches!(w, Work::Turn(q) if q.turn_id == id))
             || self
-                .pending
-                .iter()
+                .sequencer
+                .pending()
                 .any(|p| p.ends_turn.as_deref() == Some(id.as_str()));
         if open {
             let (tx, rx) = oneshot::channel();
@@ -1833,25 +1797,12 @@ impl Handler<Subscribe> for SessionActor {
         if self.stopping {
             return Err(ChatRefused::reloading());
         }
-        let released = self.released;
-        let held_from = self.ring.front().map_or(released + 1, |(s, _)| *s);
-        let (resumed, backlog) = match msg.last_seq {
-            Some(n) if n == released => (true, Vec::new()),
-            Some(n) if n < released && held_from <= n + 1 => (
-                true,
-                self.ring
-                    .iter()
-                    .filter(|(s, _)| *s > n)
-                    .map(|(_, b)| b.clone())
-                    .collect(),
-            ),
-            _ => (false, Vec::new()),
-        };
+        let backlog = self.sequencer.backlog(msg.last_seq);
         let welcome = ControlFrame::Welcome {
             session_id: self.session_id(),
             role: msg.role,
-            seq: released,
-            resumed,
+            seq: backlog.welcome_seq,
+            resumed: backlog.resumed,
             state: Snapshot::of(self.session_id(), &self.state),
         }
         .to_json();
@@ -1867,7 +1818,7 @@ impl Handler<Subscribe> for SessionActor {
         self.presence_changed(ctx);
         Ok(Joined {
             welcome: welcome.into(),
-            backlog,
+            backlog: backlog.frames,
         })
     }
 }

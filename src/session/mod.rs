@@ -1,10 +1,13 @@
 //! Sessions: one [`SessionActor`] per game owns its state and runs its turns;
-//! the [`SessionHub`] maps ids to live actors and loads sessions from storage.
+//! the [`SessionHub`] maps ids to live actors and loads sessions from storage;
+//! the sequencer numbers each session's story frames and holds them until
+//! durable.
 
 mod actor;
 pub mod audit;
 mod hub;
 mod replay;
+mod sequencer;
 
 use std::sync::Arc;
 use std::time::Duration;

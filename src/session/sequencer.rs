@@ -1,0 +1,463 @@
+//! The journal sequencer of one session: it numbers story frames, holds them
+//! until the writer says they are durable, and keeps the recent released ones
+//! for connections that resume.
+//!
+//! It sits inside [`super::SessionActor`], which owns everything around it:
+//! the actor sends each staged frame's journal row to the store, and when a
+//! durability notice comes back it applies the frames [`Sequencer::durable`]
+//! hands it and broadcasts them. The sequencer itself does no IO and knows
+//! nothing of actix or storage, so its rules are tested here from tables.
+//!
+//! Invariants:
+//! - seqs handed out are contiguous: each staged frame gets the next one,
+//!   starting right after the restored last seq, and none is ever reused;
+//! - nothing is handed out (released, put in the ring, offered as backlog)
+//!   before a durability notice covers its seq, and frames come out in seq
+//!   order;
+//! - a durability notice for a seq already released is a no-op;
+//! - the ring holds at most [`RING_FRAMES`] frames, the newest released ones.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytestring::ByteString;
+use serde_json::json;
+
+use super::RING_FRAMES;
+use crate::game::{Effect, HistoryEntry};
+use crate::protocol::{StoryEvent, StoryFrame};
+
+/// A frame waiting for durability, with what to apply when it is.
+pub(super) struct Pending {
+    pub(super) seq: u64,
+    /// The frame as serialized once: journalled, sent and kept for resume.
+    pub(super) bytes: ByteString,
+    pub(super) effect: Option<Effect>,
+    pub(super) history: Option<Arc<HistoryEntry>>,
+    /// The turn this frame ends (`turn_completed` / `turn_failed`).
+    pub(super) ends_turn: Option<String>,
+}
+
+/// What a connection that subscribes gets first: whether it resumed, the
+/// released frames it missed, and the seq its `welcome` frame carries.
+#[derive(Debug, PartialEq)]
+pub(super) struct Backlog {
+    pub(super) resumed: bool,
+    pub(super) frames: Vec<ByteString>,
+    pub(super) welcome_seq: u64,
+}
+
+/// Seq assignment, the frames not yet durable, and the resume ring.
+pub(super) struct Sequencer {
+    /// The seq the next staged frame gets.
+    next_seq: u64,
+    /// Highest seq that is durable and handed out.
+    released: u64,
+    /// Staged frames not yet durable, in seq order.
+    pending: VecDeque<Pending>,
+    /// The newest released frames, in seq order, for resume.
+    ring: VecDeque<(u64, ByteString)>,
+}
+
+impl Sequencer {
+    /// A sequencer whose journal ends at `last_seq`, with its newest frames
+    /// (oldest first) as the resume ring.
+    pub(super) fn new(last_seq: u64, mut ring: VecDeque<(u64, ByteString)>) -> Self {
+        // Storage loads as many frames as the ring holds; keep the newest in
+        // case that ever differs.
+        while ring.len() > RING_FRAMES {
+            ring.pop_front();
+        }
+        Self {
+            next_seq: last_seq + 1,
+            released: last_seq,
+            pending: VecDeque::new(),
+            ring,
+        }
+    }
+
+    /// Gives `event` the next seq and holds it, serialized once, until it is
+    /// durable; answers the staged frame so its journal row can be written.
+    pub(super) fn stage(
+        &mut self,
+        event: &StoryEvent,
+        effect: Option<Effect>,
+        history: Option<Arc<HistoryEntry>>,
+    ) -> &Pending {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let frame = serde_json::to_string(&StoryFrame { seq, event }).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "story frame did not serialize");
+            json!({"type": event.kind(), "seq": seq}).to_string()
+        });
+        let ends_turn = match event {
+            StoryEvent::TurnCompleted { turn_id, .. } | StoryEvent::TurnFailed { turn_id, .. } => {
+                Some(turn_id.clone())
+            }
+            _ => None,
+        };
+        self.pending.push_back(Pending {
+            seq,
+            bytes: ByteString::from(frame),
+            effect,
+            history,
+            ends_turn,
+        });
+        // Indexed rather than `back()`: it was just pushed, so no `None`.
+        &self.pending[self.pending.len() - 1]
+    }
+
+    /// Which staged frames a notice that everything up to `up_to` is durable
+    /// releases: exactly those with seq <= `up_to`, in seq order (none if they
+    /// were released already). They join the ring as they go.
+    pub(super) fn durable(&mut self, up_to: u64) -> Vec<Pending> {
+        let mut out = Vec::new();
+        while self.pending.front().is_some_and(|p| p.seq <= up_to) {
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            self.released = p.seq;
+            self.ring.push_back((p.seq, p.bytes.clone()));
+            if self.ring.len() > RING_FRAMES {
+                self.ring.pop_front();
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    /// What a connection that last saw `last_seq` gets: resumed with the
+    /// frames after it if the ring still holds all of them (or it saw the
+    /// newest), else a fresh start; the welcome seq is always `released`.
+    pub(super) fn backlog(&self, last_seq: Option<u64>) -> Backlog {
+        let released = self.released;
+        let held_from = self.ring.front().map_or(released + 1, |(s, _)| *s);
+        let (resumed, frames) = match last_seq {
+            Some(n) if n == released => (true, Vec::new()),
+            Some(n) if n < released && held_from <= n + 1 => (
+                true,
+                self.ring
+                    .iter()
+                    .filter(|(s, _)| *s > n)
+                    .map(|(_, b)| b.clone())
+                    .collect(),
+            ),
+            _ => (false, Vec::new()),
+        };
+        Backlog {
+            resumed,
+            frames,
+            welcome_seq: released,
+        }
+    }
+
+    /// The highest seq that is durable and handed out.
+    pub(super) fn released(&self) -> u64 {
+        self.released
+    }
+
+    /// The staged frames not yet durable, in seq order.
+    pub(super) fn pending(&self) -> impl Iterator<Item = &Pending> {
+        self.pending.iter()
+    }
+
+    /// Whether any staged frame still waits for durability.
+    pub(super) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    fn presence(players: usize) -> StoryEvent {
+        StoryEvent::Presence {
+            players,
+            spectators: 0,
+        }
+    }
+
+    fn failed(turn_id: &str) -> StoryEvent {
+        StoryEvent::TurnFailed {
+            turn_id: turn_id.into(),
+            error_code: ErrorCode::InternalError,
+            message: "stopped".into(),
+            limit: None,
+        }
+    }
+
+    /// The seq a frame's bytes carry.
+    fn seq_of(bytes: &ByteString) -> u64 {
+        let v: serde_json::Value = serde_json::from_str(bytes).expect("frame is JSON");
+        v["seq"].as_u64().expect("frame has a seq")
+    }
+
+    fn seqs<'a>(frames: impl IntoIterator<Item = &'a ByteString>) -> Vec<u64> {
+        frames.into_iter().map(seq_of).collect()
+    }
+
+    /// A restored ring holding `seqs`, as storage gives it.
+    fn ring_of(seqs: impl IntoIterator<Item = u64>) -> VecDeque<(u64, ByteString)> {
+        seqs.into_iter()
+            .map(|s| (s, ByteString::from(format!(r#"{{"seq":{s}}}"#))))
+            .collect()
+    }
+
+    /// A sequencer restored at `last_seq`, with `n` more frames staged.
+    fn staged(last_seq: u64, n: usize) -> Sequencer {
+        let mut sq = Sequencer::new(last_seq, VecDeque::new());
+        for i in 0..n {
+            sq.stage(&presence(i), None, None);
+        }
+        sq
+    }
+
+    fn ring_seqs(sq: &Sequencer) -> Vec<u64> {
+        sq.ring.iter().map(|(s, _)| *s).collect()
+    }
+
+    #[test]
+    fn stage_numbers_frames_contiguously_after_the_restored_last_seq() {
+        for last_seq in [0, 1, 41, 10_000] {
+            let mut sq = Sequencer::new(last_seq, ring_of(last_seq.saturating_sub(2)..=last_seq));
+            let mut got = Vec::new();
+            for i in 0..5 {
+                let p = sq.stage(&presence(i), None, None);
+                assert_eq!(seq_of(&p.bytes), p.seq, "the frame carries its own seq");
+                got.push(p.seq);
+            }
+            let want: Vec<u64> = (last_seq + 1..=last_seq + 5).collect();
+            assert_eq!(got, want, "restored at {last_seq}");
+            assert_eq!(sq.next_seq, last_seq + 6);
+            assert_eq!(seqs(sq.pending().map(|p| &p.bytes)), want);
+        }
+    }
+
+    #[test]
+    fn seqs_are_never_reused_across_releases() {
+        let mut sq = staged(7, 3);
+        sq.durable(10);
+        let p = sq.stage(&presence(0), None, None);
+        assert_eq!(p.seq, 11);
+        sq.durable(11);
+        assert_eq!(sq.stage(&presence(0), None, None).seq, 12);
+    }
+
+    #[test]
+    fn a_staged_frame_keeps_its_effect_history_and_turn_end() {
+        let cases: [(&str, StoryEvent, Option<&str>); 4] = [
+            ("presence", presence(1), None),
+            ("turn_failed", failed("turn_3"), Some("turn_3")),
+            (
+                "turn_started",
+                StoryEvent::TurnStarted {
+                    turn_id: "turn_4".into(),
+                    request_id: None,
+                    actor_id: "pc".into(),
+                    text: "hello".into(),
+                },
+                None,
+            ),
+            (
+                "narrative_delta",
+                StoryEvent::NarrativeDelta {
+                    turn_id: "turn_4".into(),
+                    text: "once".into(),
+                },
+                None,
+            ),
+        ];
+        for (name, event, ends_turn) in cases {
+            let mut sq = Sequencer::new(0, VecDeque::new());
+            let effect = Effect::BeginTurn { turn: 9 };
+            let history = Arc::new(HistoryEntry::User {
+                turn_id: "turn_9".into(),
+                text: name.into(),
+            });
+            let p = sq.stage(&event, Some(effect.clone()), Some(history.clone()));
+            let frame: serde_json::Value = serde_json::from_str(&p.bytes).expect("frame is JSON");
+            assert_eq!(frame["type"], event.kind(), "{name}");
+            assert_eq!(p.effect.as_ref(), Some(&effect), "{name}");
+            assert_eq!(p.history.as_deref(), Some(&*history), "{name}");
+            assert_eq!(p.ends_turn.as_deref(), ends_turn, "{name}");
+            let released = sq.durable(1);
+            assert_eq!(released.len(), 1, "{name}");
+            assert_eq!(released[0].ends_turn.as_deref(), ends_turn, "{name}");
+            assert_eq!(released[0].effect.as_ref(), Some(&effect), "{name}");
+        }
+    }
+
+    #[test]
+    fn nothing_is_handed_out_before_a_durable_notice() {
+        let mut sq = Sequencer::new(20, ring_of(18..=20));
+        for i in 0..4 {
+            sq.stage(&presence(i), None, None);
+        }
+        assert_eq!(sq.released(), 20);
+        assert!(sq.has_pending());
+        assert_eq!(
+            ring_seqs(&sq),
+            [18, 19, 20],
+            "staged frames are not in the ring"
+        );
+        for last_seq in [None, Some(17), Some(19), Some(20), Some(21), Some(24)] {
+            let b = sq.backlog(last_seq);
+            assert_eq!(b.welcome_seq, 20, "last_seq {last_seq:?}");
+            assert!(
+                seqs(&b.frames).iter().all(|s| *s <= 20),
+                "last_seq {last_seq:?} got a staged frame"
+            );
+        }
+    }
+
+    #[test]
+    fn durable_releases_exactly_the_staged_seqs_up_to_the_notice_in_order() {
+        // Five frames staged as seqs 11..=15; each case is a run of notices
+        // and, per notice, the seqs it releases.
+        type Notice = (u64, &'static [u64]);
+        let cases: &[(&str, &[Notice])] = &[
+            ("one notice for all", &[(15, &[11, 12, 13, 14, 15])]),
+            ("one notice for some", &[(13, &[11, 12, 13])]),
+            ("in steps", &[(11, &[11]), (14, &[12, 13, 14]), (15, &[15])]),
+            (
+                "repeated",
+                &[(13, &[11, 12, 13]), (13, &[]), (15, &[14, 15])],
+            ),
+            (
+                "lower after higher",
+                &[(14, &[11, 12, 13, 14]), (12, &[]), (11, &[])],
+            ),
+            ("below everything staged", &[(10, &[]), (0, &[])]),
+            (
+                "past everything staged",
+                &[(99, &[11, 12, 13, 14, 15]), (99, &[])],
+            ),
+        ];
+        for (name, notices) in cases {
+            let mut sq = staged(10, 5);
+            let mut released = 10;
+            for (up_to, want) in *notices {
+                let got = sq.durable(*up_to);
+                let got_seqs: Vec<u64> = got.iter().map(|p| p.seq).collect();
+                assert_eq!(&got_seqs, want, "{name}: notice {up_to}");
+                assert_eq!(seqs(got.iter().map(|p| &p.bytes)), *want, "{name}: bytes");
+                if let Some(last) = want.last() {
+                    released = *last;
+                }
+                assert_eq!(sq.released(), released, "{name}: released after {up_to}");
+                let left: Vec<u64> = sq.pending().map(|p| p.seq).collect();
+                let want_left: Vec<u64> = (released + 1..=15).collect();
+                assert_eq!(left, want_left, "{name}: still pending after {up_to}");
+                assert_eq!(sq.has_pending(), released < 15, "{name}");
+                let want_ring: Vec<u64> = (11..=released).collect();
+                assert_eq!(ring_seqs(&sq), want_ring, "{name}: ring after {up_to}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_ring_keeps_the_newest_ring_frames() {
+        let extra = 10;
+        let total = (RING_FRAMES + extra) as u64;
+        let mut sq = staged(0, RING_FRAMES + extra);
+        // Released in two notices, so the trimming happens across both.
+        sq.durable(total / 2);
+        sq.durable(total);
+        assert_eq!(sq.ring.len(), RING_FRAMES);
+        let want: Vec<u64> = (extra as u64 + 1..=total).collect();
+        assert_eq!(ring_seqs(&sq), want);
+        assert_eq!(seqs(sq.ring.iter().map(|(_, b)| b)), want);
+
+        // A restored ring is held to the same bound, newest kept.
+        let sq = Sequencer::new(total, ring_of(1..=total));
+        assert_eq!(ring_seqs(&sq), want);
+    }
+
+    #[test]
+    fn backlog_follows_the_resume_rules() {
+        // Restored at 100 with frames 90..=100 in the ring, then 101..=103
+        // staged and released, and 104..=105 staged but not durable.
+        let mut sq = Sequencer::new(100, ring_of(90..=100));
+        for i in 0..5 {
+            sq.stage(&presence(i), None, None);
+        }
+        sq.durable(103);
+        let cases: &[(&str, Option<u64>, bool, &[u64])] = &[
+            ("a fresh connection", None, false, &[]),
+            ("saw the newest released frame", Some(103), true, &[]),
+            (
+                "saw a frame in the ring",
+                Some(97),
+                true,
+                &[98, 99, 100, 101, 102, 103],
+            ),
+            (
+                "saw a released frame after restore",
+                Some(101),
+                true,
+                &[102, 103],
+            ),
+            (
+                "saw the frame just before the ring",
+                Some(89),
+                true,
+                &[90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103],
+            ),
+            ("saw a frame older than the ring", Some(88), false, &[]),
+            ("saw nothing yet", Some(0), false, &[]),
+            ("claims a staged, not durable, seq", Some(104), false, &[]),
+            ("claims a seq never handed out", Some(500), false, &[]),
+            ("claims the largest seq", Some(u64::MAX), false, &[]),
+        ];
+        for (name, last_seq, resumed, frames) in cases {
+            let b = sq.backlog(*last_seq);
+            assert_eq!(b.resumed, *resumed, "{name}");
+            assert_eq!(seqs(&b.frames), *frames, "{name}");
+            assert_eq!(b.welcome_seq, 103, "{name}: welcome carries released");
+        }
+    }
+
+    #[test]
+    fn backlog_with_an_empty_ring() {
+        // A new session (0, nothing held) and a restored one whose ring is
+        // empty: only a connection that saw `released` resumes.
+        let cases: &[(&str, u64, Option<u64>, bool)] = &[
+            ("new, fresh connection", 0, None, false),
+            ("new, saw seq 0", 0, Some(0), true),
+            ("new, claims seq 1", 0, Some(1), false),
+            ("restored, saw released", 5, Some(5), true),
+            ("restored, saw an earlier seq", 5, Some(3), false),
+            ("restored, saw the one before", 5, Some(4), false),
+        ];
+        for (name, last_seq, seen, resumed) in cases {
+            let sq = Sequencer::new(*last_seq, VecDeque::new());
+            let b = sq.backlog(*seen);
+            assert_eq!(
+                b,
+                Backlog {
+                    resumed: *resumed,
+                    frames: Vec::new(),
+                    welcome_seq: *last_seq,
+                },
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn backlog_after_the_ring_wrapped() {
+        let total = (RING_FRAMES + 20) as u64;
+        let mut sq = staged(0, RING_FRAMES + 20);
+        sq.durable(total);
+        let oldest = total - RING_FRAMES as u64 + 1;
+        let b = sq.backlog(Some(oldest - 1));
+        assert!(b.resumed);
+        assert_eq!(b.frames.len(), RING_FRAMES);
+        assert_eq!(seqs(&b.frames).first(), Some(&oldest));
+        let before = sq.backlog(Some(oldest - 2));
+        assert!(!before.resumed);
+        assert!(before.frames.is_empty());
+    }
+}
