@@ -25,9 +25,12 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::audit::{self, AuditedCall, CallOrigin};
-use super::hub::{SessionHub, SessionStats, Unregister, random_token};
+use super::replay::{RecentRequests, Restored};
 use super::sequencer::Sequencer;
-use super::{Outbound, REMEMBERED_REQUESTS, REPEAT_LIMIT, SNAPSHOT_EVERY, SessionDeps};
+use super::{
+    HubLink, Outbound, REPEAT_LIMIT, SNAPSHOT_EVERY, SessionDeps, SessionStats, Unregister,
+    random_token,
+};
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
@@ -298,47 +301,13 @@ struct TurnRun {
     model_time: Duration,
 }
 
-/// Request ids already taken, oldest forgotten first.
-#[derive(Default)]
-pub(super) struct RecentRequests {
-    map: HashMap<String, String>,
-    order: VecDeque<String>,
-}
-
-impl RecentRequests {
-    pub(super) fn insert(&mut self, request_id: String, turn_id: String) {
-        if self.map.insert(request_id.clone(), turn_id).is_none() {
-            self.order.push_back(request_id);
-            if self.order.len() > REMEMBERED_REQUESTS
-                && let Some(old) = self.order.pop_front()
-            {
-                self.map.remove(&old);
-            }
-        }
-    }
-
-    fn get(&self, request_id: &str) -> Option<&String> {
-        self.map.get(request_id)
-    }
-}
-
-/// Where a restored or new session starts.
-pub(super) struct Restored {
-    pub state: GameState,
-    pub last_seq: u64,
-    pub ring: VecDeque<(u64, ByteString)>,
-    pub requests: RecentRequests,
-    /// A turn the journal shows started but never ended.
-    pub interrupted_turn: Option<String>,
-}
-
 /// Owns one session. Started on one of the session arbiters by the hub; stops
 /// when idle (after a final snapshot) or when storage fails.
 pub struct SessionActor {
     meta: Arc<SessionMeta>,
     deps: Arc<SessionDeps>,
     /// The hub that started this actor; told about stats and unloading.
-    hub: Addr<SessionHub>,
+    hub: HubLink,
     state: GameState,
     /// Seqs, the frames not yet durable, and the resume ring.
     sequencer: Sequencer,
@@ -371,7 +340,7 @@ impl SessionActor {
     pub(super) fn new(
         meta: Arc<SessionMeta>,
         deps: Arc<SessionDeps>,
-        hub: Addr<SessionHub>,
+        hub: HubLink,
         restored: Restored,
     ) -> Self {
         let limits = &deps.limits;
@@ -591,7 +560,7 @@ impl SessionActor {
 
     fn report_stats(&self) {
         let (players, spectators) = self.connection_counts();
-        self.hub.do_send(SessionStats {
+        self.hub.stats.do_send(SessionStats {
             session_id: self.meta.session_id.clone(),
             players,
             spectators,
@@ -1405,7 +1374,7 @@ impl SessionActor {
 
     fn leave_hub(&mut self, ctx: &mut Context<Self>) {
         self.stopping = true;
-        self.hub.do_send(Unregister {
+        self.hub.unregister.do_send(Unregister {
             session_id: self.meta.session_id.clone(),
             addr: ctx.address(),
         });

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use actix::prelude::*;
-use rand::Rng;
-use rand::distr::Alphanumeric;
 
 use super::actor::SessionActor;
-use super::{REMEMBERED_REQUESTS, SessionDeps, replay};
+use super::replay::Restored;
+use super::{
+    HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token, replay,
+};
 use crate::game::GameState;
 use crate::storage::{SessionMeta, StorageError, Visibility, now_ms};
 
@@ -68,24 +69,6 @@ pub struct LiveInfo {
     /// Lets anyone who sees the list watch (the lobby's "spectate" link);
     /// only public sessions are listed.
     pub spectator_token: String,
-}
-
-/// A session's counts changed.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct SessionStats {
-    pub session_id: String,
-    pub players: usize,
-    pub spectators: usize,
-    pub turns: u64,
-}
-
-/// A session actor is stopping; forget it if it is still the live one.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct Unregister {
-    pub session_id: String,
-    pub addr: Addr<SessionActor>,
 }
 
 struct Live {
@@ -147,12 +130,16 @@ impl SessionHub {
     fn start(
         &mut self,
         meta: Arc<SessionMeta>,
-        restored: super::actor::Restored,
+        restored: Restored,
         hub: Addr<Self>,
     ) -> SessionHandle {
         let deps = self.deps.clone();
         let turns = restored.state.turn;
         let actor_meta = meta.clone();
+        let hub = HubLink {
+            stats: hub.clone().recipient(),
+            unregister: hub.recipient(),
+        };
         let addr = match self
             .arbiters
             .get(self.next_arbiter % self.arbiters.len().max(1))
@@ -184,15 +171,6 @@ impl SessionHub {
 
 impl Actor for SessionHub {
     type Context = Context<Self>;
-}
-
-/// A random string of ASCII letters and digits.
-pub fn random_token(len: usize) -> String {
-    rand::rng()
-        .sample_iter(&Alphanumeric)
-        .take(len)
-        .map(char::from)
-        .collect()
 }
 
 impl Handler<CreateSession> for SessionHub {

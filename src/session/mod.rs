@@ -12,8 +12,10 @@ mod sequencer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Message;
+use actix::{Addr, Message, Recipient};
 use bytestring::ByteString;
+use rand::Rng;
+use rand::distr::Alphanumeric;
 
 use crate::config::Settings;
 use crate::llm::Provider;
@@ -26,9 +28,43 @@ pub use actor::{
     SessionActor, SubmitChat, Subscribe, Unsubscribe,
 };
 pub use audit::CallOrigin;
-pub use hub::{
-    CreateSession, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub, random_token,
-};
+pub use hub::{CreateSession, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
+
+/// A random string of ASCII letters and digits.
+pub fn random_token(len: usize) -> String {
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(len)
+        .map(char::from)
+        .collect()
+}
+
+/// A session's counts changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct SessionStats {
+    pub session_id: String,
+    pub players: usize,
+    pub spectators: usize,
+    pub turns: u64,
+}
+
+/// A session actor is stopping; forget it if it is still the live one.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Unregister {
+    pub session_id: String,
+    pub addr: Addr<SessionActor>,
+}
+
+/// The hub that started a session actor, as the two messages the actor
+/// sends it: the actor reaches its parent through these, never its type.
+pub(crate) struct HubLink {
+    /// Told when the session's counts change.
+    pub stats: Recipient<SessionStats>,
+    /// Told when the actor stops, so the hub forgets it.
+    pub unregister: Recipient<Unregister>,
+}
 
 /// Frames of recent story kept in memory per session for resume.
 pub const RING_FRAMES: usize = 512;

@@ -1,13 +1,47 @@
 //! Bringing a session back: snapshot + journal replay.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytestring::ByteString;
 
-use super::actor::{RecentRequests, Restored};
+use super::REMEMBERED_REQUESTS;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::storage::{LoadedSession, StorageError};
+
+/// Request ids already taken, oldest forgotten first.
+#[derive(Default)]
+pub(super) struct RecentRequests {
+    map: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+impl RecentRequests {
+    pub(super) fn insert(&mut self, request_id: String, turn_id: String) {
+        if self.map.insert(request_id.clone(), turn_id).is_none() {
+            self.order.push_back(request_id);
+            if self.order.len() > REMEMBERED_REQUESTS
+                && let Some(old) = self.order.pop_front()
+            {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    pub(super) fn get(&self, request_id: &str) -> Option<&String> {
+        self.map.get(request_id)
+    }
+}
+
+/// Where a restored or new session starts.
+pub(super) struct Restored {
+    pub state: GameState,
+    pub last_seq: u64,
+    pub ring: VecDeque<(u64, ByteString)>,
+    pub requests: RecentRequests,
+    /// A turn the journal shows started but never ended.
+    pub interrupted_turn: Option<String>,
+}
 
 /// Rebuilds the state a session had: its snapshot, then every later journal
 /// row's effect and history entry, in seq order. `requests` are the recent
