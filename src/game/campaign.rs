@@ -535,7 +535,7 @@ mod tests {
 
     /// The minimal campaign of PROTOCOL.md §4.
     fn tiny() -> Value {
-        serde_json::from_str(include_str!("../../tests/fixtures/tiny_campaign.json"))
+        serde_json::from_str(include_str!("../../tests/api/fixtures/tiny_campaign.json"))
             .expect("fixture is JSON")
     }
 

@@ -1,13 +1,9 @@
 //! WebSocket and HTTP edges: limits, bad input, resume, auth.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

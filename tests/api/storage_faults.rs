@@ -3,13 +3,9 @@
 //! a client was told is lost, the failing session stops cleanly and comes
 //! back by itself, and the other sessions' writes stay durable.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use questd::llm::OfflineGameMaster;
 use serde_json::Value;
 use sqlx::{Connection, SqliteConnection};

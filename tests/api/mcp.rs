@@ -2,13 +2,9 @@
 //! stateless 2026-07-28 revision and the 2025 sessions by hand, progress
 //! over SSE, and every refusal with its code.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ErrorCode as RpcCode, Implementation,
     ProtocolVersion,

@@ -1,13 +1,9 @@
 //! The service APIs through real HTTP: one-shot chat, the tool server with
 //! tenants, keys, rate limits and the audit ledger.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use questd::llm::{LlmError, OfflineGameMaster, ScriptedProvider};
 use questd::tools::Registry;
 use serde_json::{Value, json};

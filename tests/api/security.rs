@@ -2,13 +2,9 @@
 //! done as an outsider would, with the refusal it now gets and a check that
 //! nothing changed (state, journal, actions).
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use questd::llm::{ModelReply, ScriptedProvider};
 use serde_json::{Value, json};
 

@@ -1,13 +1,9 @@
 //! `/metrics` scraped through real HTTP while sessions play.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// The scrape as `name{labels}` -> value.
 async fn scrape(app: &TestApp) -> HashMap<String, f64> {

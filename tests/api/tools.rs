@@ -1,12 +1,8 @@
 //! The tool catalogue through the turn loop: real sockets, a scripted model.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, ModelRequest, ScriptedProvider};
 use serde_json::{Value, json};

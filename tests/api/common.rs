@@ -1,8 +1,6 @@
 //! Test harness: a real server on port 0 with a fresh temp database, and a
 //! real WebSocket/HTTP client.
 
-#![allow(dead_code, clippy::unwrap_used)]
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +19,8 @@ pub struct TestApp {
     pub base: String,
     pub db_url: String,
     pub handle: ServerHandle,
-    /// Keeps the database directory alive for the test.
-    pub dir: Arc<tempfile::TempDir>,
+    /// Held, never read: the database directory lives as long as the app.
+    pub _dir: Arc<tempfile::TempDir>,
 }
 
 /// The internal key every test server accepts (`QUESTD_INTERNAL_API_KEY`).
@@ -77,7 +75,7 @@ pub async fn spawn_in(
         base: format!("http://127.0.0.1:{port}"),
         db_url,
         handle,
-        dir,
+        _dir: dir,
     }
 }
 

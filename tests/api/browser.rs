@@ -9,10 +9,6 @@
 //! `QUESTD_UPDATE_SCREENSHOTS=1` the play view is also written to
 //! `docs/play.png` for the README.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -20,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use questd::llm::OfflineGameMaster;

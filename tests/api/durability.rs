@@ -1,15 +1,11 @@
 //! Nothing acknowledged is lost: restarts, SIGKILL, idle unloading.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
 use serde_json::{Value, json};

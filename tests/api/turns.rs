@@ -1,12 +1,8 @@
 //! The turn loop through real sockets: tools, validation, limits, fan-out.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, ModelRequest, RequestKind, ScriptedProvider};
 use serde_json::{Value, json};

@@ -1,15 +1,11 @@
 //! `questd loadtest` against a real server on port 0: the driver's library
 //! entry point runs in process, so CI gets a small smoke run on every push.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::*;
 use clap::Parser;
-use common::*;
 use questd::config::{Cli, Command, LoadtestArgs};
 use questd::llm::OfflineGameMaster;
 use questd::loadtest::{self, Report};

@@ -1,16 +1,12 @@
 //! The OpenAI-compatible provider against a mock endpoint, through real
 //! sockets: streaming, tool calls, retries, failures and timeouts.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::*;
 use actix_web::{App, HttpResponse, HttpServer, web};
-use common::*;
 use questd::llm::OpenAiProvider;
 use serde_json::{Value, json};
 

@@ -3,14 +3,10 @@
 //! WebSocket or change anything, a rebound DNS name is not served, bodies
 //! are JSON, and every response carries the security headers.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use awc::ws;
-use common::*;
 use futures_util::{SinkExt, StreamExt};
 use questd::llm::OfflineGameMaster;
 use serde_json::Value;

@@ -1,0 +1,21 @@
+//! The integration tests, in one binary (one link step; helpers shared
+//! without `dead_code` allowances): each module starts the real server on
+//! port 0 with a fresh database and talks to it over real sockets.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+mod browser;
+mod connection;
+mod crosssite;
+mod durability;
+mod loadtest;
+mod mcp;
+mod metrics;
+mod openai;
+mod security;
+mod service;
+mod storage_faults;
+mod tools;
+mod turns;
