@@ -745,3 +745,175 @@ fn audit_row(r: &sqlx::sqlite::SqliteRow) -> Result<AuditRow, sqlx::Error> {
         user_id: r.try_get(19)?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store on a fresh file, with its URL (for a second connection).
+    async fn store() -> (Store, tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let store = Store::open(&url).await.expect("store opens");
+        (store, dir, url)
+    }
+
+    fn row(session_id: &str, seq: u64) -> JournalRow {
+        JournalRow {
+            session_id: session_id.to_owned(),
+            seq,
+            turn_id: None,
+            kind: "presence",
+            request_id: None,
+            frame: format!("{{\"type\":\"presence\",\"seq\":{seq}}}"),
+            effect: None,
+            history: None,
+            action: None,
+            created_at: 0,
+        }
+    }
+
+    /// A sink whose notices arrive on a channel.
+    fn sink() -> (
+        DurableSink,
+        mpsc::UnboundedReceiver<Result<u64, StorageError>>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            DurableSink::new(move |r| {
+                let _ = tx.send(r);
+            }),
+            rx,
+        )
+    }
+
+    /// Notices until one covers `seq` or reports a failure.
+    async fn until(
+        rx: &mut mpsc::UnboundedReceiver<Result<u64, StorageError>>,
+        seq: u64,
+    ) -> Result<u64, StorageError> {
+        loop {
+            match rx.recv().await.expect("the writer answers") {
+                Ok(n) if n < seq => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// The seqs of a session's journal, read on a connection of its own:
+    /// only what is committed.
+    async fn committed(url: &str, session_id: &str) -> Vec<i64> {
+        let mut c = SqliteConnection::connect(url).await.expect("connects");
+        sqlx::query_scalar("SELECT seq FROM journal WHERE session_id = ? ORDER BY seq")
+            .bind(session_id)
+            .fetch_all(&mut c)
+            .await
+            .expect("reads")
+    }
+
+    /// Makes the inserts of `session_id` fail the way a full disk does:
+    /// SQLite rolls the whole transaction back by itself.
+    async fn break_session(url: &str, session_id: &str) {
+        let mut c = SqliteConnection::connect(url).await.expect("connects");
+        let sql = format!(
+            "CREATE TRIGGER broken AFTER INSERT ON journal WHEN NEW.session_id = '{session_id}' \
+             BEGIN SELECT RAISE(ROLLBACK, 'injected'); END"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("trigger");
+    }
+
+    /// Makes the commits of transactions that insert rows of `session_id`
+    /// fail and leave the transaction open, as a commit that cannot get its
+    /// disk space does (here: a deferred foreign key broken at commit).
+    async fn break_commits_of(url: &str, session_id: &str) {
+        let mut c = SqliteConnection::connect(url).await.expect("connects");
+        for sql in [
+            "CREATE TABLE IF NOT EXISTS t_parent (id INTEGER PRIMARY KEY)".to_owned(),
+            "CREATE TABLE IF NOT EXISTS t_child (parent INTEGER REFERENCES t_parent (id) \
+             DEFERRABLE INITIALLY DEFERRED)"
+                .to_owned(),
+            format!(
+                "CREATE TRIGGER broken AFTER INSERT ON journal WHEN NEW.session_id = '{session_id}' \
+                 BEGIN INSERT INTO t_child (parent) VALUES (-1); END"
+            ),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut c)
+                .await
+                .expect("fault");
+        }
+    }
+
+    async fn heal(url: &str) {
+        let mut c = SqliteConnection::connect(url).await.expect("connects");
+        sqlx::query("DROP TRIGGER broken")
+            .execute(&mut c)
+            .await
+            .expect("drop");
+    }
+
+    #[actix_web::test]
+    async fn a_notice_means_every_row_up_to_it_is_committed() {
+        let (store, _dir, url) = store().await;
+        let (a, mut notices) = sink();
+        for seq in 1..=5 {
+            store.append(row("a", seq), a.clone());
+        }
+        assert_eq!(until(&mut notices, 5).await.ok(), Some(5));
+        assert_eq!(committed(&url, "a").await, [1, 2, 3, 4, 5]);
+        assert_eq!(store.refusing(), None);
+    }
+
+    #[actix_web::test]
+    async fn a_failed_row_fails_its_stream_for_good_and_no_other() {
+        let (store, _dir, url) = store().await;
+        let (a, mut a_notices) = sink();
+        let (b, mut b_notices) = sink();
+        store.append(row("a", 1), a.clone());
+        assert_eq!(until(&mut a_notices, 1).await.ok(), Some(1));
+        break_session(&url, "b").await;
+        store.append(row("b", 1), b.clone());
+        store.append(row("a", 2), a.clone());
+        assert!(until(&mut b_notices, 1).await.is_err(), "b's row failed");
+        assert_eq!(until(&mut a_notices, 2).await.ok(), Some(2), "a's did not");
+        heal(&url).await;
+        // The failed stream stays refused (no gap in its journal) ...
+        store.append(row("b", 2), b.clone());
+        assert!(until(&mut b_notices, 2).await.is_err());
+        // ... while a new stream of the same session (a reload) writes.
+        let (b_again, mut again) = sink();
+        store.append(row("b", 1), b_again);
+        assert_eq!(until(&mut again, 1).await.ok(), Some(1));
+        assert_eq!(committed(&url, "b").await, [1]);
+        assert_eq!(committed(&url, "a").await, [1, 2]);
+    }
+
+    #[actix_web::test]
+    async fn after_failed_transactions_later_commits_are_real() {
+        // A transaction SQLite rolled back on its own, then a commit that
+        // failed and left its transaction open: neither may leave the writer
+        // inside a transaction that never ends, so later commits that report
+        // success are visible to another connection.
+        let (store, _dir, url) = store().await;
+        break_session(&url, "b").await;
+        let (b, mut b_notices) = sink();
+        store.append(row("b", 1), b);
+        assert!(until(&mut b_notices, 1).await.is_err());
+        heal(&url).await;
+        break_commits_of(&url, "c").await;
+        let (c, mut c_notices) = sink();
+        store.append(row("c", 1), c);
+        assert!(until(&mut c_notices, 1).await.is_err());
+        heal(&url).await;
+        let (a, mut a_notices) = sink();
+        for seq in 1..=3 {
+            store.append(row("a", seq), a.clone());
+        }
+        assert_eq!(until(&mut a_notices, 3).await.ok(), Some(3));
+        assert_eq!(committed(&url, "a").await, [1, 2, 3]);
+        assert!(committed(&url, "c").await.is_empty());
+    }
+}
