@@ -8,24 +8,29 @@
 //!
 //! The turn loop is a small state machine driven by three things: durability
 //! notices, model events, and the deadline timer.
+//!
+//! Beside it, the actor wires jobs kept in their own files: the
+//! [`Sequencer`] numbers frames and holds them until durable, the [`Fanout`]
+//! sends them to the connections and decides when presence goes out (the
+//! actor keeps the timer), and the [`Intake`] decides whether a chat is
+//! taken (the actor numbers and queues the turns it admits).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytestring::ByteString;
 use futures_util::StreamExt;
 use futures_util::stream;
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::audit::{self, AuditedCall, CallOrigin};
-use super::replay::{RecentRequests, Restored};
+use super::fanout::{Fanout, Presence, Subscriber};
+use super::intake::{Admission, ChatRefused, Intake, Load};
+use super::replay::Restored;
 use super::sequencer::Sequencer;
 use super::{
     HubLink, Outbound, REPEAT_LIMIT, SNAPSHOT_EVERY, SessionDeps, SessionStats, Unregister,
@@ -41,7 +46,6 @@ use crate::llm::{
 };
 use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, ToolEvent, TurnLimit,
-    check_request_id,
 };
 use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::generate_zone::{parse_zone_texts, zone_text_request};
@@ -49,13 +53,6 @@ use crate::tools::{
     Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
 };
 
-/// WebSocket close code for "too slow: reconnect and resume with last_seq".
-pub const CLOSE_OVERFLOW: u16 = 1013;
-/// Shortest time between two `presence` frames of a session. A change after
-/// a quiet spell is sent at once; changes within this time of the last
-/// frame are sent together when it has passed, so a crowd joining costs a
-/// few frames, not one per connection to every connection.
-pub const PRESENCE_EVERY: Duration = Duration::from_millis(250);
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
 /// Tool calls of one model answer that are run; the model is asked again
@@ -92,45 +89,6 @@ pub struct ChatAccepted {
     /// The session already put the `ack` on the sending connection's queue
     /// ([`SubmitChat::conn_id`]); the connection must not send another.
     pub acked: bool,
-}
-
-/// A chat that was refused.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatRefused {
-    pub code: ErrorCode,
-    pub message: String,
-    pub retry_after_ms: Option<u64>,
-    /// The session is stopping (unloading, or failed): look it up again
-    /// and the next actor takes the work. Told apart by this, not by its
-    /// code, which clients see as `INTERNAL_ERROR`.
-    reloading: bool,
-}
-
-impl ChatRefused {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retry_after_ms: None,
-            reloading: false,
-        }
-    }
-
-    /// The session is stopping; the caller should look it up again.
-    pub fn reloading() -> Self {
-        Self {
-            reloading: true,
-            ..Self::new(
-                ErrorCode::InternalError,
-                "the session is reloading; try again",
-            )
-        }
-    }
-
-    /// Whether looking the session up again may succeed.
-    pub fn is_reloading(&self) -> bool {
-        self.reloading
-    }
 }
 
 /// Runs one tool call outside a model turn (a person or a service calling),
@@ -209,12 +167,6 @@ struct ModelMsg {
 }
 
 // ----- state --------------------------------------------------------------
-
-struct Subscriber {
-    role: ConnRole,
-    recipient: Recipient<Outbound>,
-    overflow: Arc<AtomicBool>,
-}
 
 /// A chat waiting for its turn.
 struct QueuedTurn {
@@ -311,7 +263,8 @@ pub struct SessionActor {
     state: GameState,
     /// Seqs, the frames not yet durable, and the resume ring.
     sequencer: Sequencer,
-    subscribers: HashMap<u64, Subscriber>,
+    /// The connections, what they are sent, and when presence goes out.
+    fanout: Fanout,
     queue: VecDeque<Work>,
     /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
     replies: Vec<(u64, oneshot::Sender<DirectCallDone>, DirectCallDone)>,
@@ -319,8 +272,8 @@ pub struct SessionActor {
     turn_waiters: HashMap<String, Vec<oneshot::Sender<ByteString>>>,
     turn: Option<TurnRun>,
     next_turn_no: u64,
-    requests: RecentRequests,
-    limiter: DefaultDirectRateLimiter,
+    /// Whether a chat is taken: its checks, rate limit and request ids.
+    intake: Intake,
     rng: SplitMix64,
     model_calls: u64,
     last_activity: Instant,
@@ -330,10 +283,6 @@ pub struct SessionActor {
     /// Closed with `turn_failed` once started, so no client waits forever.
     interrupted_turn: Option<String>,
     stopping: bool,
-    /// When the last `presence` frame went out, with its counts.
-    last_presence: Option<(Instant, usize, usize)>,
-    /// A `presence` frame is waiting for [`PRESENCE_EVERY`] to pass.
-    presence_scheduled: bool,
 }
 
 impl SessionActor {
@@ -343,32 +292,25 @@ impl SessionActor {
         hub: HubLink,
         restored: Restored,
     ) -> Self {
-        let limits = &deps.limits;
-        let per_minute = NonZeroU32::new(limits.chat_per_minute).unwrap_or(NonZeroU32::MIN);
-        let burst = NonZeroU32::new(limits.chat_burst).unwrap_or(NonZeroU32::MIN);
-        let limiter = RateLimiter::direct(Quota::per_minute(per_minute).allow_burst(burst));
         Self {
             meta,
             hub,
             next_turn_no: restored.state.turn + 1,
             state: restored.state,
             sequencer: Sequencer::new(restored.last_seq, restored.ring),
-            subscribers: HashMap::new(),
+            fanout: Fanout::default(),
             queue: VecDeque::new(),
             replies: Vec::new(),
             turn_waiters: HashMap::new(),
             turn: None,
-            requests: restored.requests,
+            intake: Intake::new(&deps.limits, restored.requests),
             interrupted_turn: restored.interrupted_turn,
-            limiter,
             rng: SplitMix64::from_entropy(),
             model_calls: 0,
             last_activity: Instant::now(),
             since_snapshot: 0,
             sink: None,
             stopping: false,
-            last_presence: None,
-            presence_scheduled: false,
             deps,
         }
     }
@@ -473,93 +415,62 @@ impl SessionActor {
         self.replies.push((out.seq, c.reply, done));
     }
 
-    /// Sends the same bytes to every subscriber. One that cannot keep up is
-    /// dropped and told to reconnect; it never slows the others.
+    /// Sends the same bytes to every subscriber; one that cannot keep up is
+    /// dropped ([`Fanout::broadcast`]), and presence changes.
     fn broadcast(&mut self, bytes: &ByteString, ctx: &mut Context<Self>) {
-        let mut dropped = Vec::new();
-        let mut sent = 0;
-        for (id, sub) in &self.subscribers {
-            match sub.recipient.try_send(Outbound::Frame(bytes.clone())) {
-                Ok(()) => sent += 1,
-                Err(SendError::Full(_)) => {
-                    self.deps.metrics.outbound_drops.inc();
-                    sub.overflow.store(true, Ordering::Release);
-                    // Past the capacity on purpose: one close request.
-                    sub.recipient.do_send(Outbound::Close {
-                        code: CLOSE_OVERFLOW,
-                        reason: "too slow: reconnect with last_seq",
-                    });
-                    dropped.push(*id);
-                }
-                Err(SendError::Closed(_)) => dropped.push(*id),
-            }
-        }
-        self.deps.metrics.frames_sent.add(sent);
-        if !dropped.is_empty() {
-            for id in dropped {
-                self.subscribers.remove(&id);
-            }
+        let delivery = self.fanout.broadcast(bytes);
+        let metrics = &self.deps.metrics;
+        metrics.outbound_drops.add(delivery.overflowed);
+        metrics.frames_sent.add(delivery.sent);
+        if delivery.dropped > 0 {
             self.presence_changed(ctx);
         }
     }
 
-    /// Connections came or went: tells everyone now, or once
-    /// [`PRESENCE_EVERY`] has passed since the last `presence` frame.
+    /// Connections came or went: tells everyone now, or once the presence
+    /// window has passed since the last `presence` frame (the fan-out
+    /// decides which; the timer is this actor's).
     fn presence_changed(&mut self, ctx: &mut Context<Self>) {
         self.report_stats();
-        if self.presence_scheduled {
-            return;
-        }
-        let since = self.last_presence.map(|(at, ..)| at.elapsed());
-        match since {
-            Some(since) if since < PRESENCE_EVERY => {
-                self.presence_scheduled = true;
-                ctx.run_later(PRESENCE_EVERY - since, |act, _| {
-                    act.presence_scheduled = false;
-                    act.send_presence();
-                });
-            }
-            _ => self.send_presence(),
-        }
-    }
-
-    /// A `presence` frame with the counts now, unless they are the ones last
-    /// sent.
-    fn send_presence(&mut self) {
+        // A stopping session sends no more frames, presence included.
         if self.stopping {
             return;
         }
-        let (players, spectators) = self.connection_counts();
-        if self
-            .last_presence
-            .is_some_and(|(_, p, s)| (p, s) == (players, spectators))
-        {
-            return;
+        let now = Instant::now();
+        match self.fanout.presence_changed(now) {
+            Presence::At(at) => {
+                ctx.run_later(at.saturating_duration_since(now), |act, _| {
+                    if !act.stopping {
+                        let presence = act.fanout.presence_due(Instant::now());
+                        act.send_presence(presence);
+                    }
+                });
+            }
+            presence => self.send_presence(presence),
         }
-        self.last_presence = Some((Instant::now(), players, spectators));
-        self.emit(
-            StoryEvent::Presence {
-                players,
-                spectators,
-            },
-            None,
-            None,
-            None,
-        );
     }
 
-    /// Players and spectators connected now.
-    fn connection_counts(&self) -> (usize, usize) {
-        let players = self
-            .subscribers
-            .values()
-            .filter(|s| s.role == ConnRole::Player)
-            .count();
-        (players, self.subscribers.len() - players)
+    /// Journals the `presence` frame the fan-out asked for, if it did.
+    fn send_presence(&mut self, presence: Presence) {
+        if let Presence::Now {
+            players,
+            spectators,
+        } = presence
+        {
+            self.emit(
+                StoryEvent::Presence {
+                    players,
+                    spectators,
+                },
+                None,
+                None,
+                None,
+            );
+        }
     }
 
     fn report_stats(&self) {
-        let (players, spectators) = self.connection_counts();
+        let (players, spectators) = self.fanout.connection_counts();
         self.hub.stats.do_send(SessionStats {
             session_id: self.meta.session_id.clone(),
             players,
@@ -1350,7 +1261,7 @@ impl SessionActor {
     // ----- lifecycle --------------------------------------------------------
 
     fn idle(&self) -> bool {
-        self.subscribers.is_empty()
+        self.fanout.is_empty()
             && self.turn.is_none()
             && self.queue.is_empty()
             && !self.sequencer.has_pending()
@@ -1386,13 +1297,10 @@ impl SessionActor {
     /// session reloads from what is durable.
     fn storage_failed(&mut self, error: StorageError, ctx: &mut Context<Self>) {
         tracing::error!(session_id = %self.meta.session_id, error = %error, "storage failed; stopping session");
-        for sub in self.subscribers.values() {
-            sub.recipient.do_send(Outbound::Close {
-                code: CLOSE_SESSION_FAILED,
-                reason: "session storage failed; reconnect to reload",
-            });
-        }
-        self.subscribers.clear();
+        self.fanout.close_all(
+            CLOSE_SESSION_FAILED,
+            "session storage failed; reconnect to reload",
+        );
         self.leave_hub(ctx);
     }
 }
@@ -1573,18 +1481,16 @@ impl Handler<SubmitChat> for SessionActor {
         let mut taken = self.take_chat(msg, ctx);
         // The turn's frames go out only once durable, from a later message;
         // the ack queued now on the same connection is ahead of all of them.
-        if let (Ok(accepted), Some(conn_id)) = (&mut taken, conn_id)
-            && let Some(sub) = self.subscribers.get(&conn_id)
-        {
+        if let (Ok(accepted), Some(conn_id)) = (&mut taken, conn_id) {
             let ack = ControlFrame::Ack {
                 request_id,
                 turn_id: accepted.turn_id.clone(),
                 duplicate: accepted.duplicate,
                 queued: accepted.queued,
             };
-            sub.recipient
-                .do_send(Outbound::Frame(ByteString::from(ack.to_json())));
-            accepted.acked = true;
+            accepted.acked = self
+                .fanout
+                .send_to(conn_id, Outbound::Frame(ByteString::from(ack.to_json())));
         }
         taken
     }
@@ -1597,71 +1503,46 @@ impl SessionActor {
         msg: SubmitChat,
         ctx: &mut Context<Self>,
     ) -> Result<ChatAccepted, ChatRefused> {
-        let refuse = |code, message: String| Err(ChatRefused::new(code, message));
-        if self.stopping {
-            return Err(ChatRefused::reloading());
-        }
-        let text = msg.text.trim();
-        if text.is_empty() {
-            return refuse(
-                ErrorCode::InvalidFrame,
-                "chat text must not be empty".into(),
-            );
-        }
-        let max = self.deps.limits.max_text_chars;
-        if text.chars().count() > max {
-            return refuse(
-                ErrorCode::TextTooLong,
-                format!("chat text is longer than {max} characters"),
-            );
-        }
-        if let Some(Err(message)) = msg.request_id.as_deref().map(check_request_id) {
-            return refuse(ErrorCode::InvalidFrame, message);
-        }
-        if let Some(turn_id) = msg.request_id.as_deref().and_then(|r| self.requests.get(r)) {
-            return Ok(ChatAccepted {
-                turn_id: turn_id.clone(),
-                duplicate: true,
-                queued: 0,
-                acked: false,
+        let load = Load {
+            stopping: self.stopping,
+            busy: self.turn.is_some(),
+            waiting: self.queue.len(),
+        };
+        let store = &self.deps.store;
+        let admitted = self
+            .intake
+            .admit(&msg.text, msg.request_id.as_deref(), load, || {
+                store.refusing()
             });
-        }
-        if let Some(reason) = self.deps.store.refusing() {
-            return Err(ChatRefused {
-                retry_after_ms: Some(1000),
-                ..ChatRefused::new(ErrorCode::Overloaded, reason)
-            });
-        }
-        let max_queue = self.deps.limits.max_queued_turns;
-        if self.turn.is_some() && self.queue.len() >= max_queue {
-            return refuse(
-                ErrorCode::QueueFull,
-                format!("{max_queue} turns are already waiting"),
-            );
-        }
-        if let Err(not_until) = self.limiter.check() {
-            self.deps.metrics.rate_limited.inc();
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            return Err(ChatRefused {
-                retry_after_ms: Some(wait.as_millis() as u64 + 1),
-                ..ChatRefused::new(
-                    ErrorCode::RateLimited,
-                    format!("too many messages; try again in {} ms", wait.as_millis()),
-                )
-            });
-        }
+        let text = match admitted {
+            Ok(Admission::New { text }) => text.to_owned(),
+            Ok(Admission::Duplicate { turn_id }) => {
+                return Ok(ChatAccepted {
+                    turn_id,
+                    duplicate: true,
+                    queued: 0,
+                    acked: false,
+                });
+            }
+            Err(refused) => {
+                if refused.code == ErrorCode::RateLimited {
+                    self.deps.metrics.rate_limited.inc();
+                }
+                return Err(refused);
+            }
+        };
         let queued = self.queue.len() + usize::from(self.turn.is_some());
         let turn_no = self.next_turn_no;
         self.next_turn_no += 1;
         let turn_id = format!("turn_{turn_no}");
         if let Some(r) = &msg.request_id {
-            self.requests.insert(r.clone(), turn_id.clone());
+            self.intake.remember(r.clone(), turn_id.clone());
         }
         self.queue.push_back(Work::Turn(QueuedTurn {
             turn_no,
             turn_id: turn_id.clone(),
             request_id: msg.request_id,
-            text: text.to_owned(),
+            text,
         }));
         self.last_activity = Instant::now();
         self.advance(ctx);
@@ -1775,7 +1656,7 @@ impl Handler<Subscribe> for SessionActor {
             state: Snapshot::of(self.session_id(), &self.state),
         }
         .to_json();
-        self.subscribers.insert(
+        self.fanout.subscribe(
             msg.conn_id,
             Subscriber {
                 role: msg.role,
@@ -1796,7 +1677,7 @@ impl Handler<Unsubscribe> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Unsubscribe, ctx: &mut Self::Context) {
-        if self.subscribers.remove(&msg.conn_id).is_some() {
+        if self.fanout.unsubscribe(msg.conn_id) {
             self.last_activity = Instant::now();
             if !self.stopping {
                 self.presence_changed(ctx);

@@ -1,11 +1,14 @@
 //! Sessions: one [`SessionActor`] per game owns its state and runs its turns;
 //! the [`SessionHub`] maps ids to live actors and loads sessions from storage;
 //! the sequencer numbers each session's story frames and holds them until
-//! durable.
+//! durable; the fan-out sends them to the session's connections and says
+//! when presence goes out; the intake decides whether a chat is taken.
 
 mod actor;
 pub mod audit;
+mod fanout;
 mod hub;
+mod intake;
 mod replay;
 mod sequencer;
 
@@ -24,11 +27,12 @@ use crate::storage::Store;
 use crate::tools::Registry;
 
 pub use actor::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
-    SessionActor, SubmitChat, Subscribe, Unsubscribe,
+    AwaitTurnEnd, CallTool, ChatAccepted, DirectCallDone, GetSnapshot, Joined, SessionActor,
+    SubmitChat, Subscribe, Unsubscribe,
 };
 pub use audit::CallOrigin;
 pub use hub::{CreateSession, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
+pub use intake::ChatRefused;
 
 /// A random string of ASCII letters and digits.
 pub fn random_token(len: usize) -> String {

@@ -1,37 +1,13 @@
 //! Bringing a session back: snapshot + journal replay.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytestring::ByteString;
 
-use super::REMEMBERED_REQUESTS;
+use super::intake::RecentRequests;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::storage::{LoadedSession, StorageError};
-
-/// Request ids already taken, oldest forgotten first.
-#[derive(Default)]
-pub(super) struct RecentRequests {
-    map: HashMap<String, String>,
-    order: VecDeque<String>,
-}
-
-impl RecentRequests {
-    pub(super) fn insert(&mut self, request_id: String, turn_id: String) {
-        if self.map.insert(request_id.clone(), turn_id).is_none() {
-            self.order.push_back(request_id);
-            if self.order.len() > REMEMBERED_REQUESTS
-                && let Some(old) = self.order.pop_front()
-            {
-                self.map.remove(&old);
-            }
-        }
-    }
-
-    pub(super) fn get(&self, request_id: &str) -> Option<&String> {
-        self.map.get(request_id)
-    }
-}
 
 /// Where a restored or new session starts.
 pub(super) struct Restored {

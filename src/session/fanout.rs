@@ -1,0 +1,569 @@
+//! The fan-out of one session: the connections subscribed to it, the story
+//! frames sent to each of them, and when a `presence` frame tells them who
+//! is there.
+//!
+//! It sits inside [`super::SessionActor`], which owns it: the actor adds and
+//! removes connections, hands every durable frame to [`Fanout::broadcast`],
+//! and journals the `presence` frames this module asks for. The deferred
+//! presence check needs a timer on the actor's context, so the actor keeps
+//! the timer; *when* to send (now, at an instant, or not at all) is decided
+//! here from the time of the last frame and the counts, with no actix, and
+//! tested from tables. Broadcast sends through each connection's
+//! `Recipient`, so its test runs tiny actors with small mailboxes.
+//!
+//! Invariants:
+//! - every connection gets the same bytes, in the order they are broadcast;
+//! - a connection whose mailbox is full is marked overflowed, sent one
+//!   close ([`CLOSE_OVERFLOW`]) past its capacity and forgotten; one whose
+//!   mailbox is closed is forgotten; neither ever slows the others;
+//! - a `presence` frame goes out only with counts other than the last sent,
+//!   and at most once per [`PRESENCE_EVERY`]: a change after a quiet spell
+//!   goes out at once, changes within the window go out together, as one
+//!   frame, when it ends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use actix::Recipient;
+use actix::prelude::SendError;
+use bytestring::ByteString;
+
+use super::Outbound;
+use crate::protocol::ConnRole;
+
+/// WebSocket close code for "too slow: reconnect and resume with last_seq".
+pub const CLOSE_OVERFLOW: u16 = 1013;
+/// Shortest time between two `presence` frames of a session. A change after
+/// a quiet spell is sent at once; changes within this time of the last
+/// frame are sent together when it has passed, so a crowd joining costs a
+/// few frames, not one per connection to every connection.
+pub const PRESENCE_EVERY: Duration = Duration::from_millis(250);
+
+/// One connection of the session.
+pub(super) struct Subscriber {
+    pub(super) role: ConnRole,
+    /// The connection's mailbox, which is its bounded outbound queue; the
+    /// connection owns it and it closes when the connection stops.
+    pub(super) recipient: Recipient<Outbound>,
+    /// Shared with the connection: set here when its queue overflows, so it
+    /// drops the frames still queued and closes.
+    pub(super) overflow: Arc<AtomicBool>,
+}
+
+/// What one broadcast did.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Delivery {
+    /// Connections the frame was queued for.
+    pub(super) sent: u64,
+    /// Connections dropped because their queue was full.
+    pub(super) overflowed: u64,
+    /// Connections dropped (full or closed): presence changed if any were.
+    pub(super) dropped: usize,
+}
+
+/// What to do about presence after connections came or went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Presence {
+    /// Send a `presence` frame with these counts now; they count as sent.
+    Now { players: usize, spectators: usize },
+    /// Ask again with [`Fanout::presence_due`] at this instant; every
+    /// change until then goes out in that one answer.
+    At(Instant),
+    /// Nothing to send: the counts are the ones last sent, or a later
+    /// check is already due.
+    Nothing,
+}
+
+/// The subscribed connections and the presence throttle.
+#[derive(Default)]
+pub(super) struct Fanout {
+    subscribers: HashMap<u64, Subscriber>,
+    presence: PresenceThrottle,
+}
+
+impl Fanout {
+    /// Adds (or replaces) connection `conn_id`.
+    pub(super) fn subscribe(&mut self, conn_id: u64, sub: Subscriber) {
+        self.subscribers.insert(conn_id, sub);
+    }
+
+    /// Forgets connection `conn_id`; answers whether it was there.
+    pub(super) fn unsubscribe(&mut self, conn_id: u64) -> bool {
+        self.subscribers.remove(&conn_id).is_some()
+    }
+
+    /// Queues `msg` for connection `conn_id` even past its capacity;
+    /// answers whether the connection is subscribed.
+    pub(super) fn send_to(&self, conn_id: u64, msg: Outbound) -> bool {
+        match self.subscribers.get(&conn_id) {
+            Some(sub) => {
+                sub.recipient.do_send(msg);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether no connection is subscribed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.subscribers.is_empty()
+    }
+
+    /// Tells every connection to close with `code` and forgets them all.
+    pub(super) fn close_all(&mut self, code: u16, reason: &'static str) {
+        for sub in self.subscribers.values() {
+            sub.recipient.do_send(Outbound::Close { code, reason });
+        }
+        self.subscribers.clear();
+    }
+
+    /// Sends the same bytes to every connection. One that cannot keep up is
+    /// dropped and told to reconnect; it never slows the others.
+    pub(super) fn broadcast(&mut self, bytes: &ByteString) -> Delivery {
+        let mut delivery = Delivery::default();
+        let mut dropped = Vec::new();
+        for (id, sub) in &self.subscribers {
+            match sub.recipient.try_send(Outbound::Frame(bytes.clone())) {
+                Ok(()) => delivery.sent += 1,
+                Err(SendError::Full(_)) => {
+                    delivery.overflowed += 1;
+                    sub.overflow.store(true, Ordering::Release);
+                    // Past the capacity on purpose: one close request.
+                    sub.recipient.do_send(Outbound::Close {
+                        code: CLOSE_OVERFLOW,
+                        reason: "too slow: reconnect with last_seq",
+                    });
+                    dropped.push(*id);
+                }
+                Err(SendError::Closed(_)) => dropped.push(*id),
+            }
+        }
+        delivery.dropped = dropped.len();
+        for id in dropped {
+            self.subscribers.remove(&id);
+        }
+        delivery
+    }
+
+    /// Players and spectators connected now.
+    pub(super) fn connection_counts(&self) -> (usize, usize) {
+        let players = self
+            .subscribers
+            .values()
+            .filter(|s| s.role == ConnRole::Player)
+            .count();
+        (players, self.subscribers.len() - players)
+    }
+
+    /// Connections came or went at `now`: whether a `presence` frame goes
+    /// out now, at the end of the window since the last one, or not at all.
+    pub(super) fn presence_changed(&mut self, now: Instant) -> Presence {
+        let counts = self.connection_counts();
+        self.presence.changed(now, counts)
+    }
+
+    /// The instant a [`Presence::At`] named has come: a frame now if the
+    /// counts changed meanwhile, else nothing. Never answers `At`.
+    pub(super) fn presence_due(&mut self, now: Instant) -> Presence {
+        let counts = self.connection_counts();
+        self.presence.due(now, counts)
+    }
+}
+
+/// When `presence` frames go out: a pure function of the last frame's time
+/// and counts, the counts now, and whether a later check is already due.
+#[derive(Debug, Default)]
+struct PresenceThrottle {
+    /// When the last `presence` frame went out, with its counts.
+    last: Option<(Instant, usize, usize)>,
+    /// A check is due at the end of the window ([`Presence::At`]).
+    scheduled: bool,
+}
+
+impl PresenceThrottle {
+    fn changed(&mut self, now: Instant, counts: (usize, usize)) -> Presence {
+        if self.scheduled {
+            return Presence::Nothing;
+        }
+        match self.last {
+            Some((at, ..)) if now.saturating_duration_since(at) < PRESENCE_EVERY => {
+                self.scheduled = true;
+                Presence::At(at + PRESENCE_EVERY)
+            }
+            _ => self.send_if_new(now, counts),
+        }
+    }
+
+    fn due(&mut self, now: Instant, counts: (usize, usize)) -> Presence {
+        self.scheduled = false;
+        self.send_if_new(now, counts)
+    }
+
+    fn send_if_new(&mut self, now: Instant, (players, spectators): (usize, usize)) -> Presence {
+        if self
+            .last
+            .is_some_and(|(_, p, s)| (p, s) == (players, spectators))
+        {
+            return Presence::Nothing;
+        }
+        self.last = Some((now, players, spectators));
+        Presence::Now {
+            players,
+            spectators,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use actix::{Actor, AsyncContext, Context, Handler};
+
+    use super::*;
+
+    /// One step of a presence run, `ms` after the start.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        /// Connections came or went; the counts are now these.
+        Changed(u64, (usize, usize)),
+        /// The check a `Presence::At` asked for, with the counts then.
+        Due(u64, (usize, usize)),
+    }
+
+    /// The answer a step should get; `At` is in ms after the start.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Want {
+        Now(usize, usize),
+        At(u64),
+        Nothing,
+    }
+
+    #[test]
+    fn presence_goes_out_at_once_after_a_quiet_spell_and_once_per_window() {
+        use Step::{Changed, Due};
+        use Want::{At, Nothing, Now};
+        let window = PRESENCE_EVERY.as_millis() as u64;
+        let cases: &[(&str, &[(Step, Want)])] = &[
+            ("the first change", &[(Changed(0, (1, 0)), Now(1, 0))]),
+            (
+                "the first change, even to nobody",
+                &[(Changed(0, (0, 0)), Now(0, 0))],
+            ),
+            (
+                "a change after a quiet spell",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(1000, (1, 1)), Now(1, 1)),
+                ],
+            ),
+            (
+                "a change just as the window ends",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(window, (2, 0)), Now(2, 0)),
+                ],
+            ),
+            (
+                "a change within the window waits for its end",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(100, (2, 0)), At(window)),
+                    (Due(window, (2, 0)), Now(2, 0)),
+                ],
+            ),
+            (
+                "a change just before the window ends",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(window - 1, (2, 0)), At(window)),
+                    (Due(window, (2, 0)), Now(2, 0)),
+                ],
+            ),
+            (
+                "several changes in the window give one frame",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(50, (2, 0)), At(window)),
+                    (Changed(100, (3, 0)), Nothing),
+                    (Changed(200, (3, 1)), Nothing),
+                    (Due(window, (3, 1)), Now(3, 1)),
+                ],
+            ),
+            (
+                "changes in the window that cancel out give none",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(10, (2, 0)), At(window)),
+                    (Changed(20, (1, 0)), Nothing),
+                    (Due(window, (1, 0)), Nothing),
+                ],
+            ),
+            (
+                "no change, nothing",
+                &[
+                    (Changed(0, (2, 3)), Now(2, 3)),
+                    (Changed(500, (2, 3)), Nothing),
+                    (Changed(5000, (2, 3)), Nothing),
+                ],
+            ),
+            (
+                "the window runs from the last frame, not the last change",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(100, (2, 0)), At(window)),
+                    (Due(window, (2, 0)), Now(2, 0)),
+                    (Changed(window + 50, (3, 0)), At(2 * window)),
+                    (Due(2 * window, (3, 0)), Now(3, 0)),
+                ],
+            ),
+            (
+                "a change with no new counts does not restart the window",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(window + 100, (1, 0)), Nothing),
+                    (Changed(window + 150, (2, 0)), Now(2, 0)),
+                ],
+            ),
+            (
+                "a due check with nothing new ends the wait",
+                &[
+                    (Changed(0, (1, 0)), Now(1, 0)),
+                    (Changed(10, (2, 0)), At(window)),
+                    (Due(window, (1, 0)), Nothing),
+                    (Changed(window + 10, (2, 0)), Now(2, 0)),
+                ],
+            ),
+        ];
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        for (name, steps) in cases {
+            let mut throttle = PresenceThrottle::default();
+            for (i, (step, want)) in steps.iter().enumerate() {
+                let got = match *step {
+                    Changed(ms, counts) => throttle.changed(at(ms), counts),
+                    Due(ms, counts) => throttle.due(at(ms), counts),
+                };
+                let want = match *want {
+                    Now(players, spectators) => Presence::Now {
+                        players,
+                        spectators,
+                    },
+                    At(ms) => Presence::At(at(ms)),
+                    Nothing => Presence::Nothing,
+                };
+                assert_eq!(got, want, "{name}: step {i} {step:?}");
+            }
+        }
+    }
+
+    /// A connection's mailbox: keeps what it is sent.
+    struct Sink(Arc<Mutex<Vec<String>>>);
+
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Outbound> for Sink {
+        type Result = ();
+
+        fn handle(&mut self, msg: Outbound, _: &mut Self::Context) {
+            let got = match msg {
+                Outbound::Frame(bytes) => bytes.to_string(),
+                Outbound::Close { code, .. } => format!("close {code}"),
+            };
+            self.0.lock().expect("sink lock").push(got);
+        }
+    }
+
+    /// A running connection with room for `capacity` queued messages, with
+    /// what it received and its overflow flag.
+    struct Conn {
+        got: Arc<Mutex<Vec<String>>>,
+        overflow: Arc<AtomicBool>,
+    }
+
+    impl Conn {
+        fn got(&self) -> Vec<String> {
+            self.got.lock().expect("sink lock").clone()
+        }
+
+        fn overflowed(&self) -> bool {
+            self.overflow.load(Ordering::Acquire)
+        }
+    }
+
+    fn connect(fanout: &mut Fanout, conn_id: u64, role: ConnRole, capacity: usize) -> Conn {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let overflow = Arc::new(AtomicBool::new(false));
+        let sink = Arc::clone(&got);
+        let addr = Sink::create(move |ctx| {
+            ctx.set_mailbox_capacity(capacity);
+            Sink(sink)
+        });
+        fanout.subscribe(
+            conn_id,
+            Subscriber {
+                role,
+                recipient: addr.recipient(),
+                overflow: Arc::clone(&overflow),
+            },
+        );
+        Conn { got, overflow }
+    }
+
+    /// A connection that has stopped: its mailbox is closed.
+    fn connect_closed(fanout: &mut Fanout, conn_id: u64) {
+        let ctx = Context::<Sink>::new();
+        let recipient = ctx.address().recipient();
+        drop(ctx);
+        fanout.subscribe(
+            conn_id,
+            Subscriber {
+                role: ConnRole::Player,
+                recipient,
+                overflow: Arc::new(AtomicBool::new(false)),
+            },
+        );
+    }
+
+    /// Lets the connections' actors read their mailboxes.
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    #[actix::test]
+    async fn counts_are_by_role() {
+        use ConnRole::{Player, Spectator};
+        let cases: &[(&str, &[ConnRole], (usize, usize))] = &[
+            ("nobody", &[], (0, 0)),
+            ("one player", &[Player], (1, 0)),
+            ("one spectator", &[Spectator], (0, 1)),
+            (
+                "a mix",
+                &[Player, Spectator, Spectator, Player, Spectator],
+                (2, 3),
+            ),
+        ];
+        for (name, roles, want) in cases {
+            let mut fanout = Fanout::default();
+            let _conns: Vec<Conn> = roles
+                .iter()
+                .enumerate()
+                .map(|(i, role)| connect(&mut fanout, i as u64, *role, 16))
+                .collect();
+            assert_eq!(fanout.connection_counts(), *want, "{name}");
+            assert_eq!(fanout.is_empty(), roles.is_empty(), "{name}");
+        }
+
+        let mut fanout = Fanout::default();
+        let _a = connect(&mut fanout, 1, Player, 16);
+        let _b = connect(&mut fanout, 2, Spectator, 16);
+        // The same id again replaces the connection, it is not a second one.
+        let _c = connect(&mut fanout, 2, Player, 16);
+        assert_eq!(fanout.connection_counts(), (2, 0));
+        assert!(fanout.unsubscribe(1));
+        assert!(!fanout.unsubscribe(1), "already gone");
+        assert_eq!(fanout.connection_counts(), (1, 0));
+        assert!(fanout.unsubscribe(2));
+        assert!(fanout.is_empty());
+        assert_eq!(fanout.connection_counts(), (0, 0));
+    }
+
+    #[actix::test]
+    async fn presence_reads_the_counts_of_the_subscribers() {
+        let mut fanout = Fanout::default();
+        let start = Instant::now();
+        let _a = connect(&mut fanout, 1, ConnRole::Player, 16);
+        let _b = connect(&mut fanout, 2, ConnRole::Spectator, 16);
+        assert_eq!(
+            fanout.presence_changed(start),
+            Presence::Now {
+                players: 1,
+                spectators: 1
+            }
+        );
+        fanout.unsubscribe(2);
+        let end = start + PRESENCE_EVERY;
+        assert_eq!(
+            fanout.presence_changed(start + Duration::from_millis(1)),
+            Presence::At(end)
+        );
+        assert_eq!(
+            fanout.presence_due(end),
+            Presence::Now {
+                players: 1,
+                spectators: 0
+            }
+        );
+    }
+
+    #[actix::test]
+    async fn broadcast_drops_a_full_or_closed_connection_and_keeps_the_rest() {
+        let mut fanout = Fanout::default();
+        let fast = connect(&mut fanout, 1, ConnRole::Player, 16);
+        // Room for one message: the second broadcast finds it full.
+        let slow = connect(&mut fanout, 2, ConnRole::Spectator, 1);
+        connect_closed(&mut fanout, 3);
+        let frame = |s: &str| ByteString::from(s.to_owned());
+
+        // Nothing runs between these three: the mailboxes only fill.
+        let first = fanout.broadcast(&frame("a"));
+        let second = fanout.broadcast(&frame("b"));
+        let third = fanout.broadcast(&frame("c"));
+        let closed = Delivery {
+            sent: 2,
+            overflowed: 0,
+            dropped: 1,
+        };
+        assert_eq!(first, closed, "the closed connection is dropped");
+        let full = Delivery {
+            sent: 1,
+            overflowed: 1,
+            dropped: 1,
+        };
+        assert_eq!(second, full, "the full connection is dropped");
+        let alone = Delivery {
+            sent: 1,
+            overflowed: 0,
+            dropped: 0,
+        };
+        assert_eq!(third, alone, "a dropped connection gets nothing more");
+        assert_eq!(fanout.connection_counts(), (1, 0));
+
+        settle().await;
+        assert_eq!(fast.got(), ["a", "b", "c"], "the fast one gets everything");
+        assert!(!fast.overflowed());
+        let close = format!("close {CLOSE_OVERFLOW}");
+        assert_eq!(
+            slow.got(),
+            ["a", close.as_str()],
+            "the slow one gets what fit, then one close past its capacity"
+        );
+        assert!(slow.overflowed(), "the slow one is told it overflowed");
+    }
+
+    #[actix::test]
+    async fn close_all_and_send_to() {
+        let mut fanout = Fanout::default();
+        let a = connect(&mut fanout, 1, ConnRole::Player, 1);
+        let b = connect(&mut fanout, 2, ConnRole::Spectator, 1);
+        let ack = || Outbound::Frame(ByteString::from_static("ack"));
+        assert!(fanout.send_to(1, ack()));
+        // Queued even past the capacity, like the close on overflow.
+        assert!(fanout.send_to(1, ack()));
+        assert!(!fanout.send_to(9, ack()), "no such connection");
+        fanout.close_all(1011, "stopping");
+        assert!(fanout.is_empty());
+        assert_eq!(
+            fanout.broadcast(&ByteString::from_static("late")),
+            Delivery::default()
+        );
+        settle().await;
+        assert_eq!(a.got(), ["ack", "ack", "close 1011"]);
+        assert_eq!(b.got(), ["close 1011"]);
+        assert!(!a.overflowed() && !b.overflowed());
+    }
+}

@@ -1,0 +1,681 @@
+//! The intake of one session: whether a player's chat is taken as a new
+//! turn, recognised as one already taken, or refused, and why.
+//!
+//! It sits inside [`super::SessionActor`], which owns it: the actor tells
+//! [`Intake::admit`] what the session is doing, numbers and queues a chat
+//! that is admitted as new, and [`Intake::remember`]s its request id. Intake
+//! holds the session's chat rate limit and the request ids it has taken
+//! (restored from the journal by `replay`); it does no IO and knows nothing
+//! of actix, so its rules are tested here from tables.
+//!
+//! Invariants:
+//! - the checks run in one order, and the first that fails answers: the
+//!   session stopping, the text (empty, too long), the request id's form,
+//!   a request id already taken (answered with that turn, even when the
+//!   queue is full, storage refuses or the rate is spent), storage refusing,
+//!   the queue, and last the rate limit;
+//! - only a chat that passes every other check spends from the rate limit;
+//! - at most [`REMEMBERED_REQUESTS`] request ids are remembered, the oldest
+//!   forgotten first.
+
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU32;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use super::{Limits, REMEMBERED_REQUESTS};
+use crate::error::ErrorCode;
+use crate::protocol::check_request_id;
+
+/// A chat that was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRefused {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry_after_ms: Option<u64>,
+    /// The session is stopping (unloading, or failed): look it up again
+    /// and the next actor takes the work. Told apart by this, not by its
+    /// code, which clients see as `INTERNAL_ERROR`.
+    reloading: bool,
+}
+
+impl ChatRefused {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retry_after_ms: None,
+            reloading: false,
+        }
+    }
+
+    /// The session is stopping; the caller should look it up again.
+    pub fn reloading() -> Self {
+        Self {
+            reloading: true,
+            ..Self::new(
+                ErrorCode::InternalError,
+                "the session is reloading; try again",
+            )
+        }
+    }
+
+    /// Whether looking the session up again may succeed.
+    pub fn is_reloading(&self) -> bool {
+        self.reloading
+    }
+}
+
+/// Request ids already taken, oldest forgotten first.
+#[derive(Default)]
+pub(super) struct RecentRequests {
+    map: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+impl RecentRequests {
+    pub(super) fn insert(&mut self, request_id: String, turn_id: String) {
+        if self.map.insert(request_id.clone(), turn_id).is_none() {
+            self.order.push_back(request_id);
+            if self.order.len() > REMEMBERED_REQUESTS
+                && let Some(old) = self.order.pop_front()
+            {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    pub(super) fn get(&self, request_id: &str) -> Option<&String> {
+        self.map.get(request_id)
+    }
+}
+
+/// What the session is doing as a chat arrives.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Load {
+    /// The session is stopping: the next actor must take the chat.
+    pub(super) stopping: bool,
+    /// A turn is running.
+    pub(super) busy: bool,
+    /// Work (turns and direct calls) waiting behind it.
+    pub(super) waiting: usize,
+}
+
+/// A chat that passed every check.
+#[derive(Debug, PartialEq)]
+pub(super) enum Admission<'t> {
+    /// Its request id was taken already, by this turn: nothing new is queued.
+    Duplicate { turn_id: String },
+    /// A new turn with this text (trimmed).
+    New { text: &'t str },
+}
+
+/// The chat rate limit, the remembered request ids and the limits a chat
+/// must keep.
+pub(super) struct Intake {
+    /// `chat_per_minute`, in bursts of up to `chat_burst`.
+    limiter: DefaultDirectRateLimiter,
+    requests: RecentRequests,
+    max_text_chars: usize,
+    max_queued_turns: usize,
+}
+
+impl Intake {
+    /// An intake under `limits` that knows the request ids in `requests`.
+    pub(super) fn new(limits: &Limits, requests: RecentRequests) -> Self {
+        let per_minute = NonZeroU32::new(limits.chat_per_minute).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(limits.chat_burst).unwrap_or(NonZeroU32::MIN);
+        Self {
+            limiter: RateLimiter::direct(Quota::per_minute(per_minute).allow_burst(burst)),
+            requests,
+            max_text_chars: limits.max_text_chars,
+            max_queued_turns: limits.max_queued_turns,
+        }
+    }
+
+    /// Whether a chat of `text` with `request_id` is taken, a duplicate, or
+    /// refused, while the session is as `load` says. `storage_refusing` is
+    /// asked only if the chat gets that far. An admitted new chat has spent
+    /// from the rate limit; the caller queues it and then remembers its
+    /// request id.
+    pub(super) fn admit<'t>(
+        &mut self,
+        text: &'t str,
+        request_id: Option<&str>,
+        load: Load,
+        storage_refusing: impl FnOnce() -> Option<&'static str>,
+    ) -> Result<Admission<'t>, ChatRefused> {
+        let refuse = |code, message: String| Err(ChatRefused::new(code, message));
+        if load.stopping {
+            return Err(ChatRefused::reloading());
+        }
+        let text = text.trim();
+        if text.is_empty() {
+            return refuse(
+                ErrorCode::InvalidFrame,
+                "chat text must not be empty".into(),
+            );
+        }
+        let max = self.max_text_chars;
+        if text.chars().count() > max {
+            return refuse(
+                ErrorCode::TextTooLong,
+                format!("chat text is longer than {max} characters"),
+            );
+        }
+        if let Some(Err(message)) = request_id.map(check_request_id) {
+            return refuse(ErrorCode::InvalidFrame, message);
+        }
+        if let Some(turn_id) = request_id.and_then(|r| self.requests.get(r)) {
+            return Ok(Admission::Duplicate {
+                turn_id: turn_id.clone(),
+            });
+        }
+        if let Some(reason) = storage_refusing() {
+            return Err(ChatRefused {
+                retry_after_ms: Some(1000),
+                ..ChatRefused::new(ErrorCode::Overloaded, reason)
+            });
+        }
+        let max_queue = self.max_queued_turns;
+        if load.busy && load.waiting >= max_queue {
+            return refuse(
+                ErrorCode::QueueFull,
+                format!("{max_queue} turns are already waiting"),
+            );
+        }
+        if let Err(not_until) = self.limiter.check() {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            return Err(ChatRefused {
+                retry_after_ms: Some(wait.as_millis() as u64 + 1),
+                ..ChatRefused::new(
+                    ErrorCode::RateLimited,
+                    format!("too many messages; try again in {} ms", wait.as_millis()),
+                )
+            });
+        }
+        Ok(Admission::New { text })
+    }
+
+    /// `request_id` was taken by `turn_id`: a chat with it again is a
+    /// duplicate of that turn.
+    pub(super) fn remember(&mut self, request_id: String, turn_id: String) {
+        self.requests.insert(request_id, turn_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::protocol::MAX_REQUEST_ID_CHARS;
+
+    const MAX_TEXT: usize = 10;
+    const MAX_QUEUE: usize = 2;
+    const BURST: u32 = 2;
+
+    fn limits(per_minute: u32, burst: u32) -> Limits {
+        Limits {
+            max_iterations: 4,
+            history_tokens: 0,
+            chat_per_minute: per_minute,
+            chat_burst: burst,
+            max_queued_turns: MAX_QUEUE,
+            max_text_chars: MAX_TEXT,
+            turn_deadline: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// An intake allowing one chat a minute in bursts of [`BURST`], that
+    /// took request id `r-old` as `turn_7`.
+    fn intake() -> Intake {
+        let mut requests = RecentRequests::default();
+        requests.insert("r-old".into(), "turn_7".into());
+        Intake::new(&limits(1, BURST), requests)
+    }
+
+    const IDLE: Load = Load {
+        stopping: false,
+        busy: false,
+        waiting: 0,
+    };
+    const STOPPING: Load = Load {
+        stopping: true,
+        ..IDLE
+    };
+    /// A turn runs and the queue behind it is full.
+    const FULL: Load = Load {
+        stopping: false,
+        busy: true,
+        waiting: MAX_QUEUE,
+    };
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Want {
+        New(&'static str),
+        Duplicate(&'static str),
+        Refused(ErrorCode),
+        Reloading,
+    }
+
+    struct Case {
+        name: &'static str,
+        text: &'static str,
+        request_id: Option<&'static str>,
+        load: Load,
+        refusing: Option<&'static str>,
+        /// The rate limit's burst is spent first.
+        rate_spent: bool,
+        want: Want,
+    }
+
+    /// A chat that passes everything, to vary one thing at a time.
+    const OK: Case = Case {
+        name: "",
+        text: "look",
+        request_id: None,
+        load: IDLE,
+        refusing: None,
+        rate_spent: false,
+        want: Want::New("look"),
+    };
+
+    fn check(cases: &[Case]) {
+        for c in cases {
+            let name = c.name;
+            let mut intake = intake();
+            if c.rate_spent {
+                for _ in 0..BURST {
+                    assert!(
+                        matches!(
+                            intake.admit("spend", None, IDLE, || None),
+                            Ok(Admission::New { .. })
+                        ),
+                        "{name}: spending the burst"
+                    );
+                }
+            }
+            let asked = std::cell::Cell::new(false);
+            let got = intake.admit(c.text, c.request_id, c.load, || {
+                asked.set(true);
+                c.refusing
+            });
+            match (c.want, got) {
+                (Want::New(text), Ok(got)) => assert_eq!(got, Admission::New { text }, "{name}"),
+                (Want::Duplicate(turn_id), Ok(got)) => assert_eq!(
+                    got,
+                    Admission::Duplicate {
+                        turn_id: turn_id.into()
+                    },
+                    "{name}"
+                ),
+                (Want::Reloading, Err(r)) => {
+                    assert!(r.is_reloading(), "{name}: {r:?}");
+                    assert_eq!(r.code, ErrorCode::InternalError, "{name}");
+                    assert_eq!(r.retry_after_ms, None, "{name}");
+                }
+                (Want::Refused(code), Err(r)) => {
+                    assert_eq!(r.code, code, "{name}: {}", r.message);
+                    assert!(!r.is_reloading(), "{name}");
+                    match code {
+                        ErrorCode::Overloaded => {
+                            assert_eq!(r.retry_after_ms, Some(1000), "{name}");
+                            assert_eq!(Some(r.message.as_str()), c.refusing, "{name}");
+                        }
+                        ErrorCode::RateLimited => assert!(
+                            r.retry_after_ms.is_some_and(|ms| ms > 0),
+                            "{name}: {:?}",
+                            r.retry_after_ms
+                        ),
+                        _ => assert_eq!(r.retry_after_ms, None, "{name}"),
+                    }
+                }
+                (want, got) => panic!("{name}: wanted {want:?}, got {got:?}"),
+            }
+            // Storage is asked only by a chat that gets past the duplicate
+            // check, as the actor asked it before.
+            let reaches_storage = matches!(
+                c.want,
+                Want::New(_)
+                    | Want::Refused(
+                        ErrorCode::Overloaded | ErrorCode::QueueFull | ErrorCode::RateLimited
+                    )
+            );
+            assert_eq!(asked.get(), reaches_storage, "{name}: storage asked");
+        }
+    }
+
+    #[test]
+    fn each_refusal_has_its_code() {
+        check(&[
+            Case {
+                name: "a chat that passes everything",
+                ..OK
+            },
+            Case {
+                name: "the session is stopping",
+                load: STOPPING,
+                want: Want::Reloading,
+                ..OK
+            },
+            Case {
+                name: "empty text",
+                text: "",
+                want: Want::Refused(ErrorCode::InvalidFrame),
+                ..OK
+            },
+            Case {
+                name: "only white space",
+                text: " \n\t  ",
+                want: Want::Refused(ErrorCode::InvalidFrame),
+                ..OK
+            },
+            Case {
+                name: "text one character too long",
+                text: "abcdefghijk",
+                want: Want::Refused(ErrorCode::TextTooLong),
+                ..OK
+            },
+            Case {
+                name: "text at the limit once trimmed",
+                text: "   abcdefghij \n",
+                want: Want::New("abcdefghij"),
+                ..OK
+            },
+            Case {
+                name: "characters are counted, not bytes",
+                text: "éééééééééé",
+                want: Want::New("éééééééééé"),
+                ..OK
+            },
+            Case {
+                name: "an empty request id",
+                request_id: Some(""),
+                want: Want::Refused(ErrorCode::InvalidFrame),
+                ..OK
+            },
+            Case {
+                name: "a request id with a control character",
+                request_id: Some("r\u{7}1"),
+                want: Want::Refused(ErrorCode::InvalidFrame),
+                ..OK
+            },
+            Case {
+                name: "a new request id",
+                request_id: Some("r-new"),
+                ..OK
+            },
+            Case {
+                name: "a request id already taken",
+                request_id: Some("r-old"),
+                want: Want::Duplicate("turn_7"),
+                ..OK
+            },
+            Case {
+                name: "storage refusing",
+                refusing: Some("storage is behind"),
+                want: Want::Refused(ErrorCode::Overloaded),
+                ..OK
+            },
+            Case {
+                name: "the queue full while a turn runs",
+                load: FULL,
+                want: Want::Refused(ErrorCode::QueueFull),
+                ..OK
+            },
+            Case {
+                name: "the queue one short of full",
+                load: Load {
+                    waiting: MAX_QUEUE - 1,
+                    ..FULL
+                },
+                ..OK
+            },
+            Case {
+                name: "a full queue with no turn running",
+                load: Load {
+                    busy: false,
+                    ..FULL
+                },
+                ..OK
+            },
+            Case {
+                name: "the rate spent",
+                rate_spent: true,
+                want: Want::Refused(ErrorCode::RateLimited),
+                ..OK
+            },
+        ]);
+    }
+
+    #[test]
+    fn the_first_failing_check_answers() {
+        check(&[
+            Case {
+                name: "stopping before empty text",
+                text: "",
+                load: STOPPING,
+                want: Want::Reloading,
+                ..OK
+            },
+            Case {
+                name: "stopping before a duplicate",
+                request_id: Some("r-old"),
+                load: STOPPING,
+                want: Want::Reloading,
+                ..OK
+            },
+            Case {
+                name: "empty text before a bad request id",
+                text: " ",
+                request_id: Some(""),
+                want: Want::Refused(ErrorCode::InvalidFrame),
+                ..OK
+            },
+            Case {
+                name: "empty text before a duplicate",
+                text: "",
+                request_id: Some("r-old"),
+                want: Want::Refused(ErrorCode::InvalidFrame),
+                ..OK
+            },
+            Case {
+                name: "long text before a bad request id",
+                text: "abcdefghijk",
+                request_id: Some(""),
+                want: Want::Refused(ErrorCode::TextTooLong),
+                ..OK
+            },
+            Case {
+                name: "long text before a duplicate",
+                text: "abcdefghijk",
+                request_id: Some("r-old"),
+                want: Want::Refused(ErrorCode::TextTooLong),
+                ..OK
+            },
+            Case {
+                name: "a bad request id before storage, queue and rate",
+                request_id: Some("\n"),
+                load: FULL,
+                refusing: Some("storage is behind"),
+                rate_spent: true,
+                want: Want::Refused(ErrorCode::InvalidFrame),
+                ..OK
+            },
+            Case {
+                name: "a duplicate while storage refuses",
+                request_id: Some("r-old"),
+                refusing: Some("storage is behind"),
+                want: Want::Duplicate("turn_7"),
+                ..OK
+            },
+            Case {
+                name: "a duplicate while the queue is full",
+                request_id: Some("r-old"),
+                load: FULL,
+                want: Want::Duplicate("turn_7"),
+                ..OK
+            },
+            Case {
+                name: "a duplicate while the rate is spent",
+                request_id: Some("r-old"),
+                rate_spent: true,
+                want: Want::Duplicate("turn_7"),
+                ..OK
+            },
+            Case {
+                name: "storage refusing before a full queue",
+                load: FULL,
+                refusing: Some("storage is behind"),
+                want: Want::Refused(ErrorCode::Overloaded),
+                ..OK
+            },
+            Case {
+                name: "storage refusing before the rate",
+                refusing: Some("storage is behind"),
+                rate_spent: true,
+                want: Want::Refused(ErrorCode::Overloaded),
+                ..OK
+            },
+            Case {
+                name: "a full queue before the rate",
+                load: FULL,
+                rate_spent: true,
+                want: Want::Refused(ErrorCode::QueueFull),
+                ..OK
+            },
+        ]);
+    }
+
+    #[test]
+    fn a_request_id_too_long_is_an_invalid_frame() {
+        let mut intake = intake();
+        let at_limit = "r".repeat(MAX_REQUEST_ID_CHARS);
+        let over = "r".repeat(MAX_REQUEST_ID_CHARS + 1);
+        assert!(matches!(
+            intake.admit("hi", Some(&at_limit), IDLE, || None),
+            Ok(Admission::New { text: "hi" })
+        ));
+        let refused = intake
+            .admit("hi", Some(&over), IDLE, || None)
+            .expect_err("over the limit");
+        assert_eq!(refused.code, ErrorCode::InvalidFrame);
+    }
+
+    #[test]
+    fn only_an_admitted_chat_spends_from_the_rate_limit() {
+        let mut intake = Intake::new(&limits(1, 1), RecentRequests::default());
+        intake.remember("r-1".into(), "turn_1".into());
+        let refused: [(&str, Option<&str>, Load, Option<&'static str>); 5] = [
+            ("", None, IDLE, None),
+            ("hi", None, STOPPING, None),
+            ("hi", Some("r-1"), IDLE, None),
+            ("hi", None, IDLE, Some("storage is behind")),
+            ("hi", None, FULL, None),
+        ];
+        for (text, request_id, load, refusing) in refused {
+            assert!(
+                !matches!(
+                    intake.admit(text, request_id, load, || refusing),
+                    Ok(Admission::New { .. })
+                ),
+                "{text:?} {request_id:?} {load:?} {refusing:?}"
+            );
+        }
+        assert_eq!(
+            intake.admit("hi", None, IDLE, || None),
+            Ok(Admission::New { text: "hi" }),
+            "the one chat of the burst is still there"
+        );
+        let limited = intake
+            .admit("again", None, IDLE, || None)
+            .expect_err("the burst is spent");
+        assert_eq!(limited.code, ErrorCode::RateLimited);
+        // One chat a minute: the next is a minute (less the time since the
+        // first) away.
+        let ms = limited.retry_after_ms.expect("says when to retry");
+        assert!((50_000..=60_001).contains(&ms), "retry after {ms} ms");
+        assert!(
+            limited
+                .message
+                .contains(&format!("try again in {} ms", ms - 1)),
+            "{}",
+            limited.message
+        );
+    }
+
+    #[test]
+    fn a_remembered_request_is_a_duplicate_of_its_turn() {
+        let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default());
+        for _ in 0..2 {
+            assert_eq!(
+                intake.admit("hi", Some("r-1"), IDLE, || None),
+                Ok(Admission::New { text: "hi" }),
+                "admitting alone does not remember"
+            );
+        }
+        intake.remember("r-1".into(), "turn_1".into());
+        intake.remember("r-2".into(), "turn_2".into());
+        for (request_id, turn_id) in [("r-1", "turn_1"), ("r-2", "turn_2")] {
+            assert_eq!(
+                intake.admit("hi", Some(request_id), IDLE, || None),
+                Ok(Admission::Duplicate {
+                    turn_id: turn_id.into()
+                }),
+                "{request_id}"
+            );
+        }
+        assert_eq!(
+            intake.admit("hi", Some("r-3"), IDLE, || None),
+            Ok(Admission::New { text: "hi" })
+        );
+        assert_eq!(
+            intake.admit("hi", None, IDLE, || None),
+            Ok(Admission::New { text: "hi" }),
+            "no request id is never a duplicate"
+        );
+    }
+
+    #[test]
+    fn remembered_requests_forget_the_oldest() {
+        let extra = 3;
+        let mut requests = RecentRequests::default();
+        for i in 0..REMEMBERED_REQUESTS + extra {
+            requests.insert(format!("r-{i}"), format!("turn_{i}"));
+        }
+        for i in 0..extra {
+            assert_eq!(requests.get(&format!("r-{i}")), None, "r-{i} is forgotten");
+        }
+        for i in [extra, REMEMBERED_REQUESTS, REMEMBERED_REQUESTS + extra - 1] {
+            assert_eq!(
+                requests.get(&format!("r-{i}")).map(String::as_str),
+                Some(format!("turn_{i}").as_str()),
+                "r-{i} is kept"
+            );
+        }
+        assert_eq!(requests.order.len(), REMEMBERED_REQUESTS);
+        assert_eq!(requests.map.len(), REMEMBERED_REQUESTS);
+
+        // An id taken twice holds one place: nothing more is forgotten.
+        let newest = format!("r-{}", REMEMBERED_REQUESTS + extra - 1);
+        requests.insert(newest.clone(), "turn_again".into());
+        assert!(requests.get(&format!("r-{extra}")).is_some());
+        assert_eq!(requests.order.len(), REMEMBERED_REQUESTS);
+
+        // Through the intake: a forgotten request id is new again.
+        let mut intake = Intake::new(&limits(1000, 1000), requests);
+        assert_eq!(
+            intake.admit("hi", Some("r-0"), IDLE, || None),
+            Ok(Admission::New { text: "hi" })
+        );
+        assert_eq!(
+            intake.admit("hi", Some(&format!("r-{extra}")), IDLE, || None),
+            Ok(Admission::Duplicate {
+                turn_id: format!("turn_{extra}")
+            })
+        );
+    }
+}
