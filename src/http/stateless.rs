@@ -18,7 +18,6 @@ use serde_json::Value;
 use super::{AppState, json_body};
 use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
-use crate::llm::prune::prune;
 use crate::llm::{ModelReply, ModelRequest, RequestKind, collect_reply, stateless_system_prompt};
 use crate::protocol::{
     AssistantMessage, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply, StatelessChatRequest,
@@ -62,19 +61,14 @@ async fn chat(
         allowlist: &allowlist,
         session_id: "",
     };
-    let pruned = prune(conversation.history, state.history_tokens);
-    let mut system = conversation.system.unwrap_or_else(stateless_system_prompt);
-    if let Some(summary) = pruned.summary {
-        system.push_str("\n\n");
-        system.push_str(&summary);
-    }
-    let model_request = ModelRequest {
-        system,
-        messages: pruned.entries.into_iter().map(Arc::new).collect(),
-        tools: state.registry.openai_tools(&caller),
-        context: Value::Null,
-        kind: RequestKind::Step,
-    };
+    let model_request = ModelRequest::build(
+        conversation.system.unwrap_or_else(stateless_system_prompt),
+        conversation.history.into_iter().map(Arc::new).collect(),
+        state.history_tokens,
+        state.registry.openai_tools(&caller),
+        Value::Null,
+        RequestKind::Step,
+    );
     let reply = collect_reply(state.provider.complete(model_request))
         .await
         .map_err(|e| {

@@ -42,6 +42,39 @@ pub struct ModelRequest {
     pub kind: RequestKind,
 }
 
+impl ModelRequest {
+    /// The one way a request is put together, for a session's turn and for
+    /// the stateless `/api/chat` alike: `history` is cut to `budget`
+    /// estimated tokens (0: no limit), the dropped turns are summarized at
+    /// the end of `system`, and a closing call (`WrapUp`) is told to call
+    /// no tools.
+    pub fn build(
+        mut system: String,
+        history: Vec<Arc<HistoryEntry>>,
+        budget: usize,
+        tools: Arc<[Value]>,
+        context: Value,
+        kind: RequestKind,
+    ) -> Self {
+        let pruned = prune::prune(history, budget);
+        if let Some(summary) = pruned.summary {
+            system.push_str("\n\n");
+            system.push_str(&summary);
+            system.push('\n');
+        }
+        if kind == RequestKind::WrapUp {
+            system.push_str(WRAP_UP_NOTE);
+        }
+        Self {
+            system,
+            messages: pruned.entries,
+            tools,
+            context,
+            kind,
+        }
+    }
+}
+
 /// Why the turn loop asks the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RequestKind {
@@ -246,6 +279,46 @@ pub fn system_prompt(state: &crate::game::GameState) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_built_one_way_for_sessions_and_the_stateless_api() {
+        let turn = |n: usize| {
+            let id = format!("turn_{n}");
+            vec![
+                Arc::new(HistoryEntry::User {
+                    turn_id: id.clone(),
+                    text: format!("question {n} {}", "words ".repeat(40)),
+                }),
+                Arc::new(HistoryEntry::Assistant {
+                    turn_id: id,
+                    text: format!("answer {n} {}", "words ".repeat(40)),
+                }),
+            ]
+        };
+        let history: Vec<Arc<HistoryEntry>> = (1..=6).flat_map(turn).collect();
+        let build = |budget, kind| {
+            ModelRequest::build(
+                "SYSTEM".into(),
+                history.clone(),
+                budget,
+                Arc::default(),
+                Value::Null,
+                kind,
+            )
+        };
+        // No budget: everything, no summary, no closing note.
+        let all = build(0, RequestKind::Step);
+        assert_eq!((all.system.as_str(), all.messages.len()), ("SYSTEM", 12));
+        // A small budget: the newest turns whole, the rest summarized after
+        // the system prompt.
+        let cut = build(200, RequestKind::Step);
+        assert!(cut.messages.len() < 12 && cut.messages.len() % 2 == 0);
+        assert!(cut.system.starts_with("SYSTEM\n\n"), "{}", cut.system);
+        assert!(cut.system.len() > "SYSTEM\n\n".len());
+        // A closing call says to call no tools, after everything else.
+        let closing = build(0, RequestKind::WrapUp);
+        assert!(closing.system.ends_with(WRAP_UP_NOTE));
+    }
 
     #[test]
     fn deltas_join_back_to_the_text() {

@@ -39,10 +39,8 @@ use super::{
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::llm::prune::prune;
 use crate::llm::{
-    LlmError, ModelEvent, ModelRequest, ModelToolCall, RequestKind, Usage, WRAP_UP_NOTE,
-    system_prompt,
+    LlmError, ModelEvent, ModelRequest, ModelToolCall, RequestKind, Usage, system_prompt,
 };
 use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, ToolEvent, TurnLimit,
@@ -776,23 +774,14 @@ impl SessionActor {
         };
         let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
         let history = self.state.history.iter().cloned().chain(in_flight);
-        let pruned = prune(history.collect(), self.deps.limits.history_tokens);
-        let mut system = system_prompt(&self.state);
-        if let Some(summary) = pruned.summary {
-            system.push('\n');
-            system.push_str(&summary);
-            system.push('\n');
-        }
-        if kind == RequestKind::WrapUp {
-            system.push_str(WRAP_UP_NOTE);
-        }
-        ModelRequest {
-            system,
-            messages: pruned.entries,
-            tools: self.deps.registry.openai_tools(&caller),
-            context: self.context_json(),
+        ModelRequest::build(
+            system_prompt(&self.state),
+            history.collect(),
+            self.deps.limits.history_tokens,
+            self.deps.registry.openai_tools(&caller),
+            self.context_json(),
             kind,
-        }
+        )
     }
 
     /// What the model is told about the session right now.
