@@ -4,7 +4,8 @@
 //! - [`config`]: settings (clap; every flag has a `QUESTD_*` variable).
 //! - [`startup`]: wires storage, tools, model, session hub and HTTP server.
 //! - [`error`]: the wire vocabulary of error codes and their HTTP statuses.
-//! - [`protocol`]: the only wire types (client frames, story frames, snapshot).
+//! - [`protocol`]: the only wire types (client frames, story frames, the
+//!   snapshot; HTTP answer bodies in `protocol::http`).
 //! - [`game`]: pure rules and save state; no IO.
 //! - [`tools`]: the tool registry and its validation pipeline; one file per tool.
 //! - [`session`]: one actor per session, the hub that finds and loads them.

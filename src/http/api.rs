@@ -10,6 +10,10 @@ use super::{
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
+use crate::protocol::http::{
+    ActionsPage, AuditLedgerPage, CampaignSummary, Health, LiveSession, NpcActivated,
+    NpcActivation, SessionCreated, SessionLinks,
+};
 use crate::session::{CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive};
 use crate::storage::{SessionMeta, Visibility};
 use crate::tools::Role;
@@ -34,7 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(json!({"status": "ok"}))
+    HttpResponse::Ok().json(Health::OK)
 }
 
 /// Prometheus text format; behind `QUESTD_METRICS_KEY` when it is set.
@@ -53,11 +57,12 @@ async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRes
 }
 
 async fn campaigns() -> HttpResponse {
-    let list: Vec<Value> = BUILTIN_CAMPAIGNS
+    // Every built-in parses: the server checked them all at start.
+    let campaigns: Vec<Campaign> = BUILTIN_CAMPAIGNS
         .iter()
-        .filter_map(|(_, text)| serde_json::from_str::<Value>(text).ok())
-        .map(|c| json!({"campaign_id": c["campaign_id"], "title": c["title"], "description": c["description"]}))
+        .filter_map(|(_, text)| serde_json::from_str(text).ok())
         .collect();
+    let list: Vec<CampaignSummary<'_>> = campaigns.iter().map(CampaignSummary::from).collect();
     HttpResponse::Ok().json(list)
 }
 
@@ -139,15 +144,12 @@ async fn create_session(
         .map_err(super::hub_failed)?;
     let meta = &handle.meta;
     let links = Links::of(&req);
-    Ok(HttpResponse::Created().json(json!({
-        "session_id": meta.session_id,
-        "player_token": meta.player_token,
-        "spectator_token": meta.spectator_token,
-        "visibility": meta.visibility,
-        "ws_url": links.ws(&meta.session_id, &meta.player_token),
-        "play_url": links.page(&meta.session_id, &meta.player_token),
-        "watch_url": links.page(&meta.session_id, &meta.spectator_token),
-    })))
+    let links = SessionLinks {
+        ws_url: links.ws(&meta.session_id, &meta.player_token),
+        play_url: links.page(&meta.session_id, &meta.player_token),
+        watch_url: links.page(&meta.session_id, &meta.spectator_token),
+    };
+    Ok(HttpResponse::Created().json(SessionCreated::new(meta, links)))
 }
 
 /// Absolute links to this server as the client reached it.
@@ -192,13 +194,18 @@ async fn list_sessions(
         .await
         .map_err(|e| ApiError::internal(&e))?;
     let links = Links::of(&req);
-    let list: Vec<Value> = list
-        .into_iter()
-        .map(|l| {
-            let watch_url = links.page(&l.session_id, &l.spectator_token);
-            let mut v = json!(l);
-            v["watch_url"] = json!(watch_url);
-            v
+    // Built here, not by a `From` in `protocol`: the hub imports
+    // `protocol`, so `protocol` does not import the hub.
+    let list: Vec<LiveSession<'_>> = list
+        .iter()
+        .map(|l| LiveSession {
+            session_id: &l.session_id,
+            title: &l.title,
+            players: l.players,
+            spectators: l.spectators,
+            turns: l.turns,
+            spectator_token: &l.spectator_token,
+            watch_url: links.page(&l.session_id, &l.spectator_token),
         })
         .collect();
     Ok(HttpResponse::Ok().json(list))
@@ -305,7 +312,7 @@ async fn actions(
         .actions(&meta.session_id, query.after_seq.unwrap_or(0), limit)
         .await
         .map_err(|e| ApiError::internal(&e))?;
-    Ok(HttpResponse::Ok().json(page))
+    Ok(HttpResponse::Ok().json(ActionsPage::from(&page)))
 }
 
 #[derive(Deserialize)]
@@ -330,7 +337,7 @@ async fn audit(
         .audit_page(&meta.session_id, query.after_id.unwrap_or(0), limit)
         .await
         .map_err(|e| ApiError::internal(&e))?;
-    Ok(HttpResponse::Ok().json(page))
+    Ok(HttpResponse::Ok().json(AuditLedgerPage::from(&page)))
 }
 
 /// The trace id a caller sent in `X-Trace-ID`, or a fresh one.
@@ -379,10 +386,17 @@ async fn activate_npc(
     )
     .await?;
     match done.outcome {
-        Ok(result) => Ok(HttpResponse::Ok().json(json!({
-            "npc_id": result["npc_id"], "active": result["active"], "changed": result["changed"],
-            "turn_id": done.turn_id, "call_id": done.call_id, "seq": done.seq,
-        }))),
+        Ok(result) => {
+            // The tool's own result; one that does not read back is a bug.
+            let npc: NpcActivation =
+                serde_json::from_value(result).map_err(|e| ApiError::internal(&e))?;
+            Ok(HttpResponse::Ok().json(NpcActivated {
+                npc,
+                turn_id: done.turn_id,
+                call_id: done.call_id,
+                seq: done.seq,
+            }))
+        }
         Err(e) => {
             // An unknown NPC is a 404 like any unknown resource over HTTP.
             let code = if e.reason == Reason::NotFound {

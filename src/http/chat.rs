@@ -5,12 +5,12 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::api::authorize_player;
 use super::{AppState, json_body, send_to_session};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::ApiError;
 use crate::protocol::check_request_id;
+use crate::protocol::http::{ChatAnswer, TurnEnd};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -54,42 +54,19 @@ async fn chat(
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(super::session_refused)?;
-    let frame: Value = serde_json::from_str(&end).map_err(|e| ApiError::internal(&e))?;
-    Ok(answer(frame, accepted.duplicate))
+    // The session hands back the frame's bytes; one that does not read back
+    // as a turn's end is a bug, answered as an internal error.
+    let end: TurnEnd = serde_json::from_str(&end).map_err(|e| ApiError::internal(&e))?;
+    Ok(answer(end, accepted.duplicate))
 }
 
 /// The turn's last frame as the answer: `200` with the turn for
 /// `turn_completed`; the failure's status and code for `turn_failed`.
-fn answer(frame: Value, duplicate: bool) -> HttpResponse {
-    let field = |k: &str| frame.get(k).cloned().unwrap_or(Value::Null);
-    if frame["type"] == "turn_completed" {
-        let mut body = json!({
-            "turn_id": field("turn_id"),
-            "seq": field("seq"),
-            "reply": field("reply"),
-            "dialog_type": field("dialog_type"),
-            "iterations": field("iterations"),
-            "tool_events": field("tool_events"),
-            "state_patch": field("state_patch"),
-            "usage": field("usage"),
-            "duplicate": duplicate,
-        });
-        if let Some(limit) = frame.get("limit") {
-            body["limit"] = limit.clone();
+fn answer(end: TurnEnd, duplicate: bool) -> HttpResponse {
+    match end.answer(duplicate) {
+        ChatAnswer::Completed(turn) => HttpResponse::Ok().json(turn),
+        ChatAnswer::Failed(failed) => {
+            HttpResponse::build(super::status_of(failed.error_code)).json(failed)
         }
-        return HttpResponse::Ok().json(body);
     }
-    let code: ErrorCode =
-        serde_json::from_value(field("error_code")).unwrap_or(ErrorCode::InternalError);
-    let mut body = json!({
-        "error_code": code,
-        "message": field("message"),
-        "turn_id": field("turn_id"),
-        "seq": field("seq"),
-        "duplicate": duplicate,
-    });
-    if let Some(limit) = frame.get("limit") {
-        body["limit"] = limit.clone();
-    }
-    HttpResponse::build(super::status_of(code)).json(body)
 }

@@ -5,9 +5,12 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::service::{self, HeaderRules, ServiceContext};
+use super::service::{self, CallAudit, HeaderRules, ServiceContext};
 use super::{AppState, json_body_or_empty};
 use crate::error::{ApiError, ErrorCode};
+use crate::protocol::http::{
+    ToolCallAudit, ToolCallFailed, ToolCallSucceeded, ToolCatalogue, TraceLedger,
+};
 use crate::tools::Role;
 
 /// Most audit rows one trace lookup returns.
@@ -42,7 +45,7 @@ async fn list(
     let ctx = context(&req, &state)?;
     let body: ListRequest = serde_json::from_value(json_body_or_empty(body).await?)
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
-    let tools: Vec<Value> = state
+    let catalogue: ToolCatalogue<'_> = state
         .registry
         .names()
         .iter()
@@ -50,20 +53,8 @@ async fn list(
         .filter(|s| s.enabled && s.roles.contains(&ctx.role))
         .filter(|s| body.category.as_deref().is_none_or(|c| c == s.category))
         .filter(|s| !body.ai_callable_only.unwrap_or(false) || s.ai_callable)
-        .map(|s| {
-            json!({
-                "name": s.name,
-                "version": s.version,
-                "description": s.description,
-                "category": s.category,
-                "input_schema": s.input_schema,
-                "output_schema": s.output_schema,
-                "requires_auth": s.requires_auth,
-                "ai_callable": s.ai_callable,
-            })
-        })
         .collect();
-    Ok(HttpResponse::Ok().json(json!({"total": tools.len(), "tools": tools})))
+    Ok(HttpResponse::Ok().json(catalogue))
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,26 +103,31 @@ async fn call(
     }
     let input = body.input.unwrap_or_else(|| json!({}));
     let report = service::call_tool(&state, &ctx, &body.tool_name, input).await;
+    let audit = audit_view(&report.audit);
     Ok(match report.outcome {
-        Ok(output) => HttpResponse::Ok().json(json!({
-            "success": true,
-            "output": output,
-            "audit": report.audit,
-        })),
+        Ok(output) => HttpResponse::Ok().json(ToolCallSucceeded::new(output, audit)),
         Err(e) => {
             let mut response = HttpResponse::build(super::status_of(e.code));
             if matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded) {
                 response.insert_header(("Retry-After", "1"));
             }
-            response.json(json!({
-                "success": false,
-                "error": e.message,
-                "error_type": e.code,
-                "reason": e.reason,
-                "audit": report.audit,
-            }))
+            response.json(ToolCallFailed::new(&e, audit))
         }
     })
+}
+
+/// The wire view of a call's audit summary. Built here rather than in
+/// `protocol`, which does not import `http` (this module imports it).
+fn audit_view(audit: &CallAudit) -> ToolCallAudit<'_> {
+    ToolCallAudit {
+        trace_id: &audit.trace_id,
+        tool_name: &audit.tool_name,
+        status: audit.status,
+        latency_ms: audit.latency_ms,
+        request_payload_hash: &audit.request_payload_hash,
+        error_type: audit.error_type,
+        error_message: audit.error_message.as_deref(),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,5 +156,5 @@ async fn trace(
         .audit_by_trace(&ctx.tenant_id, &trace_id, MAX_TRACE_ROWS)
         .await
         .map_err(|e| ApiError::internal(&e))?;
-    Ok(HttpResponse::Ok().json(json!({"trace_id": trace_id, "entries": entries})))
+    Ok(HttpResponse::Ok().json(TraceLedger::new(&trace_id, &entries)))
 }

@@ -1,5 +1,10 @@
 //! The wire types: the only place that defines JSON sent to or read from
-//! clients (PROTOCOL.md §2 and §3). Game types are mapped into these.
+//! clients. This file holds the WebSocket frames, the snapshot and the
+//! stateless chat messages (PROTOCOL.md §2 and §3); [`http`] holds the
+//! HTTP answer bodies (docs/protocol.md §1). Game types and storage rows
+//! are mapped into these.
+
+pub mod http;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -173,8 +178,9 @@ pub struct Position {
     pub area_id: String,
 }
 
-/// Which limit stopped a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Which limit stopped a turn. Read back from a turn's last frame by
+/// `POST /api/v1/chat` ([`http::TurnEnd`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnLimit {
     MaxIterations,

@@ -1,0 +1,869 @@
+//! The HTTP answer bodies (docs/protocol.md §1): one `Serialize` type per
+//! route, so the handlers in `crate::http` only choose a body and a status.
+//!
+//! Each body is a view: a struct of its own, built from the storage row, hub
+//! entry, tool spec or story frame it shows, never that type serialized as
+//! it is. Renaming a column or a field behind a view changes its `From`
+//! impl, not the API. Views borrow what they show where they can, so
+//! building one copies little more than the links it adds.
+//!
+//! Views over `session` and `http` types (the live list, the tool call's
+//! audit summary) are built by their handlers: those modules import this
+//! one, and arrows point one way.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ToolEvent, TurnLimit};
+use crate::error::{ErrorCode, Reason, ToolStatus};
+use crate::game::Campaign;
+use crate::llm::Usage;
+use crate::storage::{ActionPage, AuditPage, AuditRow, SessionMeta, Visibility};
+use crate::tools::{ToolError, ToolSpec};
+
+// ----- health, campaigns, sessions (§1.2 to §1.5) --------------------------
+
+/// `GET /healthz`: the process is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Health {
+    status: &'static str,
+}
+
+impl Health {
+    /// The only answer there is.
+    pub const OK: Self = Self { status: "ok" };
+}
+
+/// One built-in campaign in `GET /api/v1/campaigns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CampaignSummary<'a> {
+    pub campaign_id: &'a str,
+    pub title: &'a str,
+    pub description: &'a str,
+}
+
+impl<'a> From<&'a Campaign> for CampaignSummary<'a> {
+    fn from(c: &'a Campaign) -> Self {
+        Self {
+            campaign_id: &c.campaign_id,
+            title: &c.title,
+            description: &c.description,
+        }
+    }
+}
+
+/// `POST /api/v1/sessions` (`201`): the new session's tokens and links.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionCreated<'a> {
+    pub session_id: &'a str,
+    pub player_token: &'a str,
+    pub spectator_token: &'a str,
+    /// `"private"` or `"public"`.
+    pub visibility: &'static str,
+    #[serde(flatten)]
+    pub links: SessionLinks,
+}
+
+/// The absolute links of a new session, built from the host the request
+/// named (named fields, so a player link never swaps with a spectator's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionLinks {
+    /// The WebSocket, with the player token.
+    pub ws_url: String,
+    /// The browser page, as the player.
+    pub play_url: String,
+    /// The browser page, as a spectator.
+    pub watch_url: String,
+}
+
+impl<'a> SessionCreated<'a> {
+    pub fn new(meta: &'a SessionMeta, links: SessionLinks) -> Self {
+        Self {
+            session_id: &meta.session_id,
+            player_token: &meta.player_token,
+            spectator_token: &meta.spectator_token,
+            visibility: visibility(meta.visibility),
+            links,
+        }
+    }
+}
+
+/// The wire spelling of a session's visibility, written out here rather
+/// than borrowed from storage's spelling of it.
+fn visibility(v: Visibility) -> &'static str {
+    match v {
+        Visibility::Private => "private",
+        Visibility::Public => "public",
+    }
+}
+
+/// One live public session in `GET /api/v1/sessions`. Built by the handler
+/// from the hub's `LiveInfo` (the hub imports this module).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveSession<'a> {
+    pub session_id: &'a str,
+    pub title: &'a str,
+    /// Connected player WebSockets.
+    pub players: usize,
+    /// Connected spectator WebSockets.
+    pub spectators: usize,
+    /// Turns started.
+    pub turns: u64,
+    pub spectator_token: &'a str,
+    pub watch_url: String,
+}
+
+// ----- the actions log and the audit ledgers (§6, §1.8, §1.13) ----------
+
+/// `GET /api/v1/sessions/{id}/actions`: a page of the applied-actions log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ActionsPage<'a> {
+    /// Each action as it was journalled (seq, ids, args, result, timestamp).
+    pub actions: &'a [Value],
+    /// The `seq` to pass as `after_seq` when more follow; `null` otherwise.
+    pub next_after_seq: Option<u64>,
+}
+
+impl<'a> From<&'a ActionPage> for ActionsPage<'a> {
+    fn from(page: &'a ActionPage) -> Self {
+        Self {
+            actions: &page.actions,
+            next_after_seq: page.next_after_seq,
+        }
+    }
+}
+
+/// One row of an audit ledger, in `GET /api/v1/sessions/{id}/audit` and
+/// `GET /api/v1/audit`. Every field is always present (`null` when empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditEntry<'a> {
+    pub audit_id: i64,
+    pub session_id: Option<&'a str>,
+    pub tenant_id: &'a str,
+    pub trace_id: &'a str,
+    pub turn_id: Option<&'a str>,
+    pub call_id: Option<&'a str>,
+    pub tool: &'a str,
+    pub role: &'a str,
+    pub args_hash: &'a str,
+    pub status: &'a str,
+    pub reason: Option<&'a str>,
+    pub error_code: Option<&'a str>,
+    pub error_message: Option<&'a str>,
+    pub duration_us: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    pub site_id: Option<&'a str>,
+    pub span_id: Option<&'a str>,
+    pub user_id: Option<&'a str>,
+}
+
+impl<'a> From<&'a AuditRow> for AuditEntry<'a> {
+    fn from(row: &'a AuditRow) -> Self {
+        Self {
+            audit_id: row.audit_id,
+            session_id: row.session_id.as_deref(),
+            tenant_id: &row.tenant_id,
+            trace_id: &row.trace_id,
+            turn_id: row.turn_id.as_deref(),
+            call_id: row.call_id.as_deref(),
+            tool: &row.tool,
+            role: &row.role,
+            args_hash: &row.args_hash,
+            status: &row.status,
+            reason: row.reason.as_deref(),
+            error_code: row.error_code.as_deref(),
+            error_message: row.error_message.as_deref(),
+            duration_us: row.duration_us,
+            prompt_tokens: row.prompt_tokens,
+            completion_tokens: row.completion_tokens,
+            created_at: row.created_at,
+            site_id: row.site_id.as_deref(),
+            span_id: row.span_id.as_deref(),
+            user_id: row.user_id.as_deref(),
+        }
+    }
+}
+
+fn entries(rows: &[AuditRow]) -> Vec<AuditEntry<'_>> {
+    rows.iter().map(AuditEntry::from).collect()
+}
+
+/// `GET /api/v1/sessions/{id}/audit`: a page of a session's audit ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditLedgerPage<'a> {
+    pub entries: Vec<AuditEntry<'a>>,
+    /// The `audit_id` to pass as `after_id` when more follow; `null`
+    /// otherwise.
+    pub next_after_id: Option<i64>,
+}
+
+impl<'a> From<&'a AuditPage> for AuditLedgerPage<'a> {
+    fn from(page: &'a AuditPage) -> Self {
+        Self {
+            entries: entries(&page.entries),
+            next_after_id: page.next_after_id,
+        }
+    }
+}
+
+/// `GET /api/v1/audit`: every audit row of one trace of the caller's tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TraceLedger<'a> {
+    pub trace_id: &'a str,
+    pub entries: Vec<AuditEntry<'a>>,
+}
+
+impl<'a> TraceLedger<'a> {
+    pub fn new(trace_id: &'a str, rows: &'a [AuditRow]) -> Self {
+        Self {
+            trace_id,
+            entries: entries(rows),
+        }
+    }
+}
+
+// ----- direct calls and whole turns (§1.9, §1.11) -------------------------
+
+/// What the `activate_npc` tool's result says, as read back for its route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpcActivation {
+    pub npc_id: String,
+    pub active: bool,
+    /// `false` when the NPC already had that state.
+    pub changed: bool,
+}
+
+/// `POST /api/v1/sessions/{id}/npcs/{npc_id}/activate`: the tool's result
+/// and where its call sits in the story.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NpcActivated {
+    #[serde(flatten)]
+    pub npc: NpcActivation,
+    pub turn_id: String,
+    pub call_id: String,
+    /// The seq of the call's `tool_result` frame.
+    pub seq: u64,
+}
+
+/// A turn's last story frame, as `POST /api/v1/chat` reads it back from the
+/// session (which hands back the frame's bytes): only the fields the answer
+/// repeats; others are ignored.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEnd {
+    TurnCompleted(CompletedTurn),
+    TurnFailed(FailedTurn),
+}
+
+/// The fields of a `turn_completed` frame the chat answer repeats.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CompletedTurn {
+    pub turn_id: String,
+    pub seq: u64,
+    pub reply: String,
+    pub dialog_type: String,
+    pub iterations: u32,
+    pub tool_events: Vec<ToolEvent>,
+    /// Passed on as the frame had it: its areas and characters are game
+    /// types that are written, never read back.
+    pub state_patch: Value,
+    pub usage: Usage,
+    pub limit: Option<TurnLimit>,
+}
+
+/// The fields of a `turn_failed` frame the chat answer repeats.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FailedTurn {
+    pub turn_id: String,
+    pub seq: u64,
+    pub error_code: ErrorCode,
+    pub message: String,
+    pub limit: Option<TurnLimit>,
+}
+
+/// `POST /api/v1/chat` (`200`): the turn's `turn_completed` frame, without
+/// its `type`, plus `duplicate`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatTurn {
+    pub turn_id: String,
+    pub seq: u64,
+    pub reply: String,
+    pub dialog_type: String,
+    pub iterations: u32,
+    pub tool_events: Vec<ToolEvent>,
+    pub state_patch: Value,
+    pub usage: Usage,
+    /// Present only when the frame had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<TurnLimit>,
+    /// The `request_id` was used before; this is that turn's result.
+    pub duplicate: bool,
+}
+
+/// `POST /api/v1/chat` when the turn failed (the status of `error_code`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatTurnFailed {
+    pub error_code: ErrorCode,
+    pub message: String,
+    pub turn_id: String,
+    pub seq: u64,
+    /// Present only when the frame had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<TurnLimit>,
+    pub duplicate: bool,
+}
+
+/// The answer of `POST /api/v1/chat`, by how the turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatAnswer {
+    Completed(ChatTurn),
+    Failed(ChatTurnFailed),
+}
+
+impl TurnEnd {
+    /// The chat answer for this frame; `duplicate` says whether the
+    /// `request_id` had been used before.
+    pub fn answer(self, duplicate: bool) -> ChatAnswer {
+        match self {
+            Self::TurnCompleted(t) => ChatAnswer::Completed(ChatTurn {
+                turn_id: t.turn_id,
+                seq: t.seq,
+                reply: t.reply,
+                dialog_type: t.dialog_type,
+                iterations: t.iterations,
+                tool_events: t.tool_events,
+                state_patch: t.state_patch,
+                usage: t.usage,
+                limit: t.limit,
+                duplicate,
+            }),
+            Self::TurnFailed(t) => ChatAnswer::Failed(ChatTurnFailed {
+                error_code: t.error_code,
+                message: t.message,
+                turn_id: t.turn_id,
+                seq: t.seq,
+                limit: t.limit,
+                duplicate,
+            }),
+        }
+    }
+}
+
+// ----- the HTTP tool server (§1.12) ---------------------------------------
+
+/// `POST /api/v1/tools/list`: the tools the caller may call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCatalogue<'a> {
+    /// How many tools are listed.
+    pub total: usize,
+    pub tools: Vec<ToolListing<'a>>,
+}
+
+impl<'a> FromIterator<&'a ToolSpec> for ToolCatalogue<'a> {
+    fn from_iter<I: IntoIterator<Item = &'a ToolSpec>>(specs: I) -> Self {
+        let tools: Vec<ToolListing<'a>> = specs.into_iter().map(ToolListing::from).collect();
+        Self {
+            total: tools.len(),
+            tools,
+        }
+    }
+}
+
+/// One tool in `POST /api/v1/tools/list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolListing<'a> {
+    pub name: &'a str,
+    pub version: &'a str,
+    pub description: &'a str,
+    pub category: &'a str,
+    pub input_schema: &'a Value,
+    pub output_schema: &'a Value,
+    pub requires_auth: bool,
+    pub ai_callable: bool,
+}
+
+impl<'a> From<&'a ToolSpec> for ToolListing<'a> {
+    fn from(s: &'a ToolSpec) -> Self {
+        Self {
+            name: s.name,
+            version: s.version,
+            description: s.description,
+            category: s.category,
+            input_schema: &s.input_schema,
+            output_schema: &s.output_schema,
+            requires_auth: s.requires_auth,
+            ai_callable: s.ai_callable,
+        }
+    }
+}
+
+/// The audit summary in every `POST /api/v1/tools/call` answer. Built by
+/// the handler from the service's `CallAudit` (`http` imports this module).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallAudit<'a> {
+    pub trace_id: &'a str,
+    pub tool_name: &'a str,
+    pub status: ToolStatus,
+    /// The whole call as the server saw it, queueing included.
+    pub latency_ms: f64,
+    /// SHA-256 of the input the tool got, as canonical JSON, hex.
+    pub request_payload_hash: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<ErrorCode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<&'a str>,
+}
+
+/// `POST /api/v1/tools/call` (`200`): `"success": true`, the tool's output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallSucceeded<'a> {
+    success: bool,
+    pub output: Value,
+    pub audit: ToolCallAudit<'a>,
+}
+
+impl<'a> ToolCallSucceeded<'a> {
+    pub fn new(output: Value, audit: ToolCallAudit<'a>) -> Self {
+        Self {
+            success: true,
+            output,
+            audit,
+        }
+    }
+}
+
+/// `POST /api/v1/tools/call` when the call failed (the status of
+/// `error_type`): `"success": false` and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallFailed<'a> {
+    success: bool,
+    /// The tool's message.
+    pub error: &'a str,
+    pub error_type: ErrorCode,
+    pub reason: Reason,
+    pub audit: ToolCallAudit<'a>,
+}
+
+impl<'a> ToolCallFailed<'a> {
+    pub fn new(error: &'a ToolError, audit: ToolCallAudit<'a>) -> Self {
+        Self {
+            success: false,
+            error: &error.message,
+            error_type: error.code,
+            reason: error.reason,
+            audit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Position, StatePatch, StoryEvent, StoryFrame};
+    use serde_json::json;
+
+    fn audit_row() -> AuditRow {
+        AuditRow {
+            audit_id: 17,
+            session_id: Some("sess_Q2xk9fL0aB7cD3eF".into()),
+            tenant_id: "default".into(),
+            trace_id: "tr_p0Q8".into(),
+            turn_id: Some("turn_9".into()),
+            call_id: Some("call_1".into()),
+            tool: "roll_dice".into(),
+            role: "game_master".into(),
+            args_hash: "5f1c".into(),
+            status: "ok".into(),
+            reason: None,
+            error_code: None,
+            error_message: None,
+            duration_us: 41,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            created_at: 1_795_651_000_123,
+            site_id: None,
+            span_id: None,
+            user_id: None,
+        }
+    }
+
+    /// The audit row of docs/protocol.md §1.8.
+    fn audit_row_json() -> Value {
+        json!({"audit_id": 17, "session_id": "sess_Q2xk9fL0aB7cD3eF", "tenant_id": "default",
+               "trace_id": "tr_p0Q8", "turn_id": "turn_9", "call_id": "call_1",
+               "tool": "roll_dice", "role": "game_master",
+               "args_hash": "5f1c", "status": "ok",
+               "reason": null, "error_code": null, "error_message": null,
+               "duration_us": 41, "prompt_tokens": 0, "completion_tokens": 0,
+               "created_at": 1_795_651_000_123_i64, "site_id": null, "span_id": null,
+               "user_id": null})
+    }
+
+    fn meta(visibility: Visibility) -> SessionMeta {
+        SessionMeta {
+            session_id: "sess_Q2xk9fL0aB7cD3eF".into(),
+            tenant_id: "default".into(),
+            campaign_id: "demo".into(),
+            title: "The Drowned Lanterns".into(),
+            player_token: "k3J".into(),
+            spectator_token: "Zp8".into(),
+            created_at: 0,
+            visibility,
+        }
+    }
+
+    fn links() -> SessionLinks {
+        SessionLinks {
+            ws_url: "ws://127.0.0.1:8080/ws/sessions/sess_Q2xk9fL0aB7cD3eF?token=k3J".into(),
+            play_url: "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=k3J".into(),
+            watch_url: "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=Zp8".into(),
+        }
+    }
+
+    fn audit(error: bool) -> ToolCallAudit<'static> {
+        ToolCallAudit {
+            trace_id: "trace-1",
+            tool_name: if error { "move" } else { "roll_dice" },
+            status: if error {
+                ToolStatus::Error
+            } else {
+                ToolStatus::Ok
+            },
+            latency_ms: if error { 0.3 } else { 0.042 },
+            request_payload_hash: "5f1c",
+            error_type: error.then_some(ErrorCode::NotFound),
+            error_message: error.then_some("no session sess_x"),
+        }
+    }
+
+    /// Each body as docs/protocol.md §1 shows it, key for key.
+    #[test]
+    fn bodies_have_the_documented_shape() {
+        let demo: Campaign = serde_json::from_value(json!({
+            "campaign_id": "demo", "title": "The Drowned Lanterns",
+            "description": "Descend into a half-sunken ruin.",
+            "allowlist": [], "active_actor_id": "pc_001", "areas": [], "characters": []
+        }))
+        .expect("a minimal campaign parses");
+        let (private, public) = (meta(Visibility::Private), meta(Visibility::Public));
+        let actions = ActionPage {
+            actions: vec![json!({"seq": 44, "turn_id": "turn_9", "call_id": "call_1",
+                "tool": "move", "args": {"actor_id": "pc_001"}, "status": "ok",
+                "result": {"actor_id": "pc_001"}, "timestamp": "2026-11-25T21:56:40.123Z"})],
+            next_after_seq: None,
+        };
+        let ledger = AuditPage {
+            entries: vec![audit_row()],
+            next_after_id: Some(17),
+        };
+        let rows = vec![audit_row()];
+        let spec = ToolSpec::new(
+            "roll_dice",
+            "Roll dice",
+            "dice",
+            "Rolls dice.",
+            json!({"type": "object"}),
+            json!({"type": "object", "required": ["total"]}),
+        );
+        let not_found = ToolError::new(Reason::NotFound, ErrorCode::NotFound, "no session sess_x");
+
+        let cases: Vec<(&str, Value, Value)> = vec![
+            ("health", json!(Health::OK), json!({"status": "ok"})),
+            (
+                "campaign",
+                json!(CampaignSummary::from(&demo)),
+                json!({"campaign_id": "demo", "title": "The Drowned Lanterns",
+                       "description": "Descend into a half-sunken ruin."}),
+            ),
+            (
+                "session created",
+                json!(SessionCreated::new(&private, links())),
+                json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "player_token": "k3J",
+                       "spectator_token": "Zp8", "visibility": "private",
+                       "ws_url": "ws://127.0.0.1:8080/ws/sessions/sess_Q2xk9fL0aB7cD3eF?token=k3J",
+                       "play_url": "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=k3J",
+                       "watch_url": "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=Zp8"}),
+            ),
+            (
+                "public session created",
+                json!(SessionCreated::new(&public, links()))["visibility"].clone(),
+                json!("public"),
+            ),
+            (
+                "live session",
+                json!(LiveSession {
+                    session_id: "sess_Q2xk9fL0aB7cD3eF",
+                    title: "The Drowned Lanterns",
+                    players: 1,
+                    spectators: 2,
+                    turns: 9,
+                    spectator_token: "Zp8",
+                    watch_url: links().watch_url,
+                }),
+                json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "title": "The Drowned Lanterns",
+                       "players": 1, "spectators": 2, "turns": 9, "spectator_token": "Zp8",
+                       "watch_url": "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=Zp8"}),
+            ),
+            (
+                "actions page",
+                json!(ActionsPage::from(&actions)),
+                json!({"actions": [{"seq": 44, "turn_id": "turn_9", "call_id": "call_1",
+                       "tool": "move", "args": {"actor_id": "pc_001"}, "status": "ok",
+                       "result": {"actor_id": "pc_001"}, "timestamp": "2026-11-25T21:56:40.123Z"}],
+                       "next_after_seq": null}),
+            ),
+            (
+                "audit page",
+                json!(AuditLedgerPage::from(&ledger)),
+                json!({"entries": [audit_row_json()], "next_after_id": 17}),
+            ),
+            (
+                "trace ledger",
+                json!(TraceLedger::new("tr_p0Q8", &rows)),
+                json!({"trace_id": "tr_p0Q8", "entries": [audit_row_json()]}),
+            ),
+            (
+                "npc activated",
+                json!(NpcActivated {
+                    npc: NpcActivation {
+                        npc_id: "npc_silt".into(),
+                        active: false,
+                        changed: true,
+                    },
+                    turn_id: "direct_a8Kd02LmQx9Z".into(),
+                    call_id: "call_1".into(),
+                    seq: 57,
+                }),
+                json!({"npc_id": "npc_silt", "active": false, "changed": true,
+                       "turn_id": "direct_a8Kd02LmQx9Z", "call_id": "call_1", "seq": 57}),
+            ),
+            (
+                "tool catalogue",
+                json!(ToolCatalogue::from_iter([&spec])),
+                json!({"total": 1, "tools": [{"name": "roll_dice", "version": "1.0.0",
+                       "description": "Rolls dice.", "category": "dice",
+                       "input_schema": {"type": "object"},
+                       "output_schema": {"type": "object", "required": ["total"]},
+                       "requires_auth": false, "ai_callable": true}]}),
+            ),
+            (
+                "tool call succeeded",
+                json!(ToolCallSucceeded::new(
+                    json!({"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8}),
+                    audit(false),
+                )),
+                json!({"success": true,
+                       "output": {"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8},
+                       "audit": {"trace_id": "trace-1", "tool_name": "roll_dice", "status": "ok",
+                                 "latency_ms": 0.042, "request_payload_hash": "5f1c"}}),
+            ),
+            (
+                "tool call failed",
+                json!(ToolCallFailed::new(&not_found, audit(true))),
+                json!({"success": false, "error": "no session sess_x", "error_type": "NOT_FOUND",
+                       "reason": "not_found",
+                       "audit": {"trace_id": "trace-1", "tool_name": "move", "status": "error",
+                                 "latency_ms": 0.3, "request_payload_hash": "5f1c",
+                                 "error_type": "NOT_FOUND", "error_message": "no session sess_x"}}),
+            ),
+        ];
+        for (name, got, want) in cases {
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    /// The views of storage rows copy exactly what the rows used to send
+    /// as they were.
+    #[test]
+    fn storage_views_send_what_the_rows_did() {
+        let row = audit_row();
+        assert_eq!(json!(AuditEntry::from(&row)), json!(row));
+        let page = AuditPage {
+            entries: vec![audit_row(), audit_row()],
+            next_after_id: None,
+        };
+        assert_eq!(json!(AuditLedgerPage::from(&page)), json!(page));
+        let page = ActionPage {
+            actions: vec![json!({"seq": 1}), json!({"seq": 2})],
+            next_after_seq: Some(2),
+        };
+        assert_eq!(json!(ActionsPage::from(&page)), json!(page));
+    }
+
+    fn completed_frame(limit: Option<&str>) -> String {
+        let mut frame = json!({
+            "type": "turn_completed", "seq": 17, "turn_id": "turn_3",
+            "reply": "You make your way to the hall.", "dialog_type": "scene_description",
+            "iterations": 2,
+            "tool_events": [{"call_id": "call_1", "tool": "move", "status": "ok", "duration_ms": 0.05},
+                            {"call_id": "call_2", "tool": "hp_delta", "status": "rejected",
+                             "reason": "invalid_args", "error_code": "INVALID_ARGS", "duration_ms": 1.0}],
+            "state_patch": {"areas": [], "characters": [{"character_id": "pc_001", "hp": 9}],
+                            "position": {"actor_id": "pc_001", "area_id": "area_002"}},
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+            "a_later_field": {"ignored": true}
+        });
+        if let Some(limit) = limit {
+            frame["limit"] = json!(limit);
+        }
+        frame.to_string()
+    }
+
+    fn failed_frame(limit: Option<&str>) -> String {
+        let mut frame = json!({
+            "type": "turn_failed", "seq": 18, "turn_id": "turn_4",
+            "error_code": "MAX_ITERATIONS", "message": "the turn used 8 tool rounds"
+        });
+        if let Some(limit) = limit {
+            frame["limit"] = json!(limit);
+        }
+        frame.to_string()
+    }
+
+    fn chat_answer(frame: &str, duplicate: bool) -> Value {
+        let end: TurnEnd = serde_json::from_str(frame).expect("a turn-end frame parses");
+        match end.answer(duplicate) {
+            ChatAnswer::Completed(turn) => json!(turn),
+            ChatAnswer::Failed(failed) => json!(failed),
+        }
+    }
+
+    /// The chat answer repeats the frame's fields (`limit` only when the
+    /// frame had one) and adds `duplicate`.
+    #[test]
+    fn chat_answers_repeat_the_turn_end() {
+        let completed = json!({
+            "turn_id": "turn_3", "seq": 17, "reply": "You make your way to the hall.",
+            "dialog_type": "scene_description", "iterations": 2,
+            "tool_events": [{"call_id": "call_1", "tool": "move", "status": "ok", "duration_ms": 0.05},
+                            {"call_id": "call_2", "tool": "hp_delta", "status": "rejected",
+                             "reason": "invalid_args", "error_code": "INVALID_ARGS", "duration_ms": 1.0}],
+            "state_patch": {"areas": [], "characters": [{"character_id": "pc_001", "hp": 9}],
+                            "position": {"actor_id": "pc_001", "area_id": "area_002"}},
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+            "duplicate": false
+        });
+        let mut completed_limited = completed.clone();
+        completed_limited["limit"] = json!("repeated_call");
+        completed_limited["duplicate"] = json!(true);
+        let failed = json!({
+            "error_code": "MAX_ITERATIONS", "message": "the turn used 8 tool rounds",
+            "turn_id": "turn_4", "seq": 18, "duplicate": false
+        });
+        let mut failed_limited = failed.clone();
+        failed_limited["limit"] = json!("max_iterations");
+
+        let cases = [
+            (completed_frame(None), false, completed),
+            (
+                completed_frame(Some("repeated_call")),
+                true,
+                completed_limited,
+            ),
+            (failed_frame(None), false, failed),
+            (failed_frame(Some("max_iterations")), false, failed_limited),
+        ];
+        for (frame, duplicate, want) in cases {
+            assert_eq!(chat_answer(&frame, duplicate), want, "{frame}");
+        }
+    }
+
+    /// A real turn-end frame, as the session writes it, answers with every
+    /// field but `type`, plus `duplicate`: what the route sent when it
+    /// copied the frame's fields one by one.
+    #[test]
+    fn real_turn_end_frames_answer_their_own_fields() {
+        let events = [
+            StoryEvent::TurnCompleted {
+                turn_id: "turn_3".into(),
+                reply: "You wade in.".into(),
+                dialog_type: "scene_description".into(),
+                iterations: 8,
+                tool_events: vec![ToolEvent {
+                    call_id: "call_1".into(),
+                    tool: "move".into(),
+                    status: ToolStatus::Error,
+                    reason: Some(Reason::InvalidArgs),
+                    error_code: Some(ErrorCode::InvalidArgs),
+                    duration_ms: 0.125,
+                }],
+                state_patch: StatePatch {
+                    position: Some(Position {
+                        actor_id: "pc_001".into(),
+                        area_id: "area_002".into(),
+                    }),
+                    ..StatePatch::default()
+                },
+                usage: Usage {
+                    prompt_tokens: 12,
+                    completion_tokens: 5,
+                },
+                limit: Some(TurnLimit::MaxIterations),
+            },
+            StoryEvent::TurnCompleted {
+                turn_id: "turn_4".into(),
+                reply: "Quiet.".into(),
+                dialog_type: "narration".into(),
+                iterations: 1,
+                tool_events: Vec::new(),
+                state_patch: StatePatch::default(),
+                usage: Usage::default(),
+                limit: None,
+            },
+            StoryEvent::TurnFailed {
+                turn_id: "turn_5".into(),
+                error_code: ErrorCode::AiTimeout,
+                message: "the model did not answer in time".into(),
+                limit: Some(TurnLimit::Deadline),
+            },
+            StoryEvent::TurnFailed {
+                turn_id: "turn_6".into(),
+                error_code: ErrorCode::UpstreamError,
+                message: "the model failed".into(),
+                limit: None,
+            },
+        ];
+        for (seq, event) in (40..).zip(&events) {
+            let frame = json!(StoryFrame { seq, event });
+            for duplicate in [false, true] {
+                let mut want = frame.clone();
+                if let Some(fields) = want.as_object_mut() {
+                    fields.remove("type");
+                    fields.insert("duplicate".into(), json!(duplicate));
+                }
+                assert_eq!(chat_answer(&frame.to_string(), duplicate), want, "{frame}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_turn_keeps_its_code() {
+        let end: TurnEnd = serde_json::from_str(&failed_frame(None)).expect("parses");
+        let ChatAnswer::Failed(failed) = end.answer(false) else {
+            panic!("a turn_failed frame is a failure");
+        };
+        assert_eq!(failed.error_code, ErrorCode::MaxIterations);
+    }
+
+    /// Anything but a whole turn-end frame is refused (the route answers
+    /// `500`).
+    #[test]
+    fn other_frames_are_not_turn_ends() {
+        for frame in [
+            "",
+            "not json",
+            r#"{"type":"presence","seq":3,"players":1,"spectators":0}"#,
+            r#"{"seq":17,"turn_id":"turn_3"}"#,
+            r#"{"type":"turn_failed","seq":18,"turn_id":"turn_4","message":"x"}"#,
+            r#"{"type":"turn_failed","seq":18,"turn_id":"turn_4","error_code":"NO_SUCH_CODE","message":"x"}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<TurnEnd>(frame).is_err(),
+                "{frame} should be refused"
+            );
+        }
+    }
+}
