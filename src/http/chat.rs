@@ -66,7 +66,7 @@ fn answer(end: TurnEnd, duplicate: bool) -> HttpResponse {
     match end.answer(duplicate) {
         ChatAnswer::Completed(turn) => HttpResponse::Ok().json(turn),
         ChatAnswer::Failed(failed) => {
-            HttpResponse::build(super::status_of(failed.error_code)).json(failed)
+            HttpResponse::build(super::status_of(failed.turn.error_code)).json(failed)
         }
     }
 }

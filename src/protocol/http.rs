@@ -258,8 +258,9 @@ pub enum TurnEnd {
     TurnFailed(FailedTurn),
 }
 
-/// The fields of a `turn_completed` frame the chat answer repeats.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// The fields of a `turn_completed` frame the chat answer repeats, read
+/// from the frame and written back as they were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletedTurn {
     pub turn_id: String,
     pub seq: u64,
@@ -271,16 +272,21 @@ pub struct CompletedTurn {
     /// types that are written, never read back.
     pub state_patch: Value,
     pub usage: Usage,
+    /// Present only when the frame had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<TurnLimit>,
 }
 
-/// The fields of a `turn_failed` frame the chat answer repeats.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// The fields of a `turn_failed` frame the chat answer repeats, in the
+/// answer's order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailedTurn {
-    pub turn_id: String,
-    pub seq: u64,
     pub error_code: ErrorCode,
     pub message: String,
+    pub turn_id: String,
+    pub seq: u64,
+    /// Present only when the frame had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<TurnLimit>,
 }
 
@@ -288,17 +294,8 @@ pub struct FailedTurn {
 /// its `type`, plus `duplicate`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatTurn {
-    pub turn_id: String,
-    pub seq: u64,
-    pub reply: String,
-    pub dialog_type: String,
-    pub iterations: u32,
-    pub tool_events: Vec<ToolEvent>,
-    pub state_patch: Value,
-    pub usage: Usage,
-    /// Present only when the frame had it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<TurnLimit>,
+    #[serde(flatten)]
+    pub turn: CompletedTurn,
     /// The `request_id` was used before; this is that turn's result.
     pub duplicate: bool,
 }
@@ -306,13 +303,8 @@ pub struct ChatTurn {
 /// `POST /api/v1/chat` when the turn failed (the status of `error_code`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatTurnFailed {
-    pub error_code: ErrorCode,
-    pub message: String,
-    pub turn_id: String,
-    pub seq: u64,
-    /// Present only when the frame had it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<TurnLimit>,
+    #[serde(flatten)]
+    pub turn: FailedTurn,
     pub duplicate: bool,
 }
 
@@ -328,26 +320,8 @@ impl TurnEnd {
     /// `request_id` had been used before.
     pub fn answer(self, duplicate: bool) -> ChatAnswer {
         match self {
-            Self::TurnCompleted(t) => ChatAnswer::Completed(ChatTurn {
-                turn_id: t.turn_id,
-                seq: t.seq,
-                reply: t.reply,
-                dialog_type: t.dialog_type,
-                iterations: t.iterations,
-                tool_events: t.tool_events,
-                state_patch: t.state_patch,
-                usage: t.usage,
-                limit: t.limit,
-                duplicate,
-            }),
-            Self::TurnFailed(t) => ChatAnswer::Failed(ChatTurnFailed {
-                error_code: t.error_code,
-                message: t.message,
-                turn_id: t.turn_id,
-                seq: t.seq,
-                limit: t.limit,
-                duplicate,
-            }),
+            Self::TurnCompleted(turn) => ChatAnswer::Completed(ChatTurn { turn, duplicate }),
+            Self::TurnFailed(turn) => ChatAnswer::Failed(ChatTurnFailed { turn, duplicate }),
         }
     }
 }
@@ -845,7 +819,7 @@ mod tests {
         let ChatAnswer::Failed(failed) = end.answer(false) else {
             panic!("a turn_failed frame is a failure");
         };
-        assert_eq!(failed.error_code, ErrorCode::MaxIterations);
+        assert_eq!(failed.turn.error_code, ErrorCode::MaxIterations);
     }
 
     /// Anything but a whole turn-end frame is refused (the route answers
