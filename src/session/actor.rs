@@ -6,8 +6,10 @@
 //! order. So the state in memory is always the fold of the durable journal,
 //! and no client ever sees a frame that a crash could take back.
 //!
-//! The turn loop is a small state machine driven by three things: durability
-//! notices, model events, and the deadline timer.
+//! The turn loop is driven by three things: durability notices, model
+//! events, and the deadline timer. What a turn does next is decided by its
+//! [`Turn`] (iterations, tool calls, limits); the actor carries out each
+//! [`Step`] it answers (frames, model streams, tool runs, timers).
 //!
 //! Beside it, the actor wires jobs kept in their own files: the
 //! [`Sequencer`] numbers frames and holds them until durable, the [`Fanout`]
@@ -15,7 +17,7 @@
 //! actor keeps the timer), and the [`Intake`] decides whether a chat is
 //! taken (the actor numbers and queues the turns it admits).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -32,16 +34,14 @@ use super::fanout::{Fanout, Presence, Subscriber};
 use super::intake::{Admission, ChatRefused, Intake, Load};
 use super::replay::Restored;
 use super::sequencer::Sequencer;
+use super::turn::{MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::{
-    HubLink, Outbound, REPEAT_LIMIT, SNAPSHOT_EVERY, SessionDeps, SessionStats, Unregister,
-    random_token,
+    HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, Unregister, random_token,
 };
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::llm::{
-    LlmError, ModelEvent, ModelRequest, ModelToolCall, RequestKind, Usage, system_prompt,
-};
+use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage, system_prompt};
 use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, ToolEvent, TurnLimit,
 };
@@ -53,15 +53,6 @@ use crate::tools::{
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
-/// Tool calls of one model answer that are run; the model is asked again
-/// after them, and calls past this many in one answer are not run.
-pub const MAX_CALLS_PER_ANSWER: usize = 16;
-/// Most narrative text of one model answer, in bytes; a model's text past
-/// it is cut (it would be repeated in `turn_completed`, the journal and
-/// history). A turn makes at most `QUESTD_MAX_ITERATIONS` answers.
-pub const MAX_NARRATIVE_BYTES: usize = 32 * 1024;
-/// Longest tool name or call id from a model that is repeated in frames.
-pub const MAX_TOOL_NAME_CHARS: usize = 64;
 
 // ----- messages -----------------------------------------------------------
 
@@ -197,52 +188,17 @@ enum Work {
     Call(QueuedCall),
 }
 
-/// What the running turn does next once the state has caught up.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Next {
-    CallModel,
-    NextToolCall,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Phase {
-    /// Waiting until no tool effect is in flight, then `next`: tools and the
-    /// model must see the state their earlier calls produced.
-    Waiting { next: Next },
-    /// A model call is streaming.
-    AwaitModel,
-}
-
-/// The turn being played.
+/// The turn being played: its [`Turn`] and what of it is actix's.
 struct TurnRun {
-    turn_id: String,
-    turn_no: u64,
-    /// Ties the turn's audit rows and log events together.
-    trace_id: String,
-    /// Tokens of the model call whose tool calls are running now.
-    step_usage: Usage,
+    /// What the turn decides: iterations, calls, limits, its events.
+    turn: Turn,
     /// A tool call waiting for the model to write its text (the model call
     /// in flight is for it, not for the next step of the turn).
     content_call: Option<ContentCall>,
-    phase: Phase,
-    iteration: u32,
     /// Identifies the current model call, so stale events are ignored.
     model_call: u64,
     model_stream: Option<SpawnHandle>,
     deadline: Option<SpawnHandle>,
-    /// Narrative streamed during the current model call.
-    streamed: String,
-    pending_calls: VecDeque<ModelToolCall>,
-    call_ids: BTreeSet<String>,
-    last_call: Option<(String, String)>,
-    repeats: u32,
-    tool_events: Vec<ToolEvent>,
-    touched_areas: BTreeSet<String>,
-    touched_characters: BTreeSet<String>,
-    usage: Usage,
-    /// Set once a loop limit tripped: the model call in flight is the
-    /// closing narration, and this is what ends the turn if it fails.
-    wrap_up: Option<(TurnLimit, String)>,
     /// When the turn left the queue.
     started: Instant,
     /// When the model call in flight was made.
@@ -500,7 +456,7 @@ impl SessionActor {
     /// Moves the turn loop as far as the durable state allows.
     fn advance(&mut self, ctx: &mut Context<Self>) {
         loop {
-            match self.turn.as_ref().map(|t| t.phase) {
+            match self.turn.as_ref().map(|t| t.turn.phase()) {
                 None => match self.queue.pop_front() {
                     Some(Work::Turn(q)) => self.start_turn(q, ctx),
                     // A direct call reads the state, so it waits for the
@@ -512,12 +468,70 @@ impl SessionActor {
                     Some(Work::Call(c)) => self.run_direct(c),
                     None => return,
                 },
-                Some(Phase::Waiting { next }) if !self.effects_in_flight() => match next {
-                    Next::CallModel => self.call_model(ctx),
-                    Next::NextToolCall => self.next_tool_call(ctx),
-                },
+                Some(Phase::Waiting { .. }) if !self.effects_in_flight() => {
+                    match self.turn.as_mut().and_then(|t| t.turn.resume()) {
+                        Some(step) => self.execute(step, ctx),
+                        None => return,
+                    }
+                }
                 Some(_) => return,
             }
+        }
+    }
+
+    /// Carries out what the running turn decided.
+    fn execute(&mut self, step: Step, ctx: &mut Context<Self>) {
+        match step {
+            Step::CallModel(kind) => {
+                let request = self.model_request(kind);
+                self.stream_model(request, ctx);
+            }
+            Step::WrapUp { limit, message } => {
+                // No more tools run this turn. One last model call with
+                // tools switched off lets the game master narrate what
+                // happened; the turn fails only if that call fails too.
+                tracing::info!(session_id = %self.meta.session_id, limit = ?limit, %message, "turn limit reached");
+                let request = self.model_request(RequestKind::WrapUp);
+                self.stream_model(request, ctx);
+            }
+            Step::RunCall {
+                call_id,
+                tool,
+                arguments,
+            } => self.run_model_call(call_id, tool, arguments, ctx),
+            Step::RunCalls { asked } => {
+                if asked > MAX_CALLS_PER_ANSWER {
+                    tracing::warn!(
+                        session_id = %self.meta.session_id,
+                        asked,
+                        "the model asked for too many tool calls in one answer; the rest are not run"
+                    );
+                }
+                self.advance(ctx);
+            }
+            Step::Complete {
+                reply,
+                dialog_type,
+                emit_narrative,
+                limit,
+            } => {
+                if let Some(text) = emit_narrative
+                    && let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_owned())
+                {
+                    self.emit(
+                        StoryEvent::NarrativeDelta { turn_id, text },
+                        None,
+                        None,
+                        None,
+                    );
+                }
+                self.complete_turn(reply, dialog_type, limit, ctx);
+            }
+            Step::Fail {
+                code,
+                message,
+                limit,
+            } => self.fail_turn(code, message, limit, ctx),
         }
     }
 
@@ -540,56 +554,32 @@ impl SessionActor {
         let turn_id = q.turn_id.clone();
         let deadline = self.deps.limits.turn_deadline;
         let timer = ctx.run_later(deadline, move |act, ctx| {
-            if act.turn.as_ref().is_some_and(|t| t.turn_id == turn_id) {
-                let msg = format!("the turn took longer than {} s", deadline.as_secs());
-                act.fail_turn(ErrorCode::AiTimeout, msg, Some(TurnLimit::Deadline), ctx);
+            let step = act
+                .turn
+                .as_ref()
+                .filter(|t| t.turn.turn_id() == turn_id)
+                .map(|t| t.turn.on_deadline(deadline));
+            if let Some(step) = step {
+                act.execute(step, ctx);
             }
         });
         self.turn = Some(TurnRun {
-            turn_id: q.turn_id,
-            turn_no: q.turn_no,
-            trace_id: format!("tr_{}", random_token(24)),
-            step_usage: Usage::default(),
+            turn: Turn::new(
+                q.turn_id,
+                q.turn_no,
+                format!("tr_{}", random_token(24)),
+                self.deps.limits.max_iterations,
+            ),
             content_call: None,
-            phase: Phase::Waiting {
-                next: Next::CallModel,
-            },
-            iteration: 0,
             model_call: 0,
             model_stream: None,
             deadline: Some(timer),
-            streamed: String::new(),
-            pending_calls: VecDeque::new(),
-            call_ids: BTreeSet::new(),
-            last_call: None,
-            repeats: 0,
-            tool_events: Vec::new(),
-            touched_areas: BTreeSet::new(),
-            touched_characters: BTreeSet::new(),
-            usage: Usage::default(),
-            wrap_up: None,
             started: Instant::now(),
             model_started: None,
             model_time: Duration::ZERO,
         });
         self.deps.metrics.turns_started.inc();
         self.last_activity = Instant::now();
-    }
-
-    fn call_model(&mut self, ctx: &mut Context<Self>) {
-        let max = self.deps.limits.max_iterations;
-        let Some(iteration) = self.turn.as_ref().map(|t| t.iteration + 1) else {
-            return;
-        };
-        if iteration > max {
-            let msg = format!("the model asked for tools {max} times without finishing the turn");
-            return self.wrap_up(TurnLimit::MaxIterations, msg, ctx);
-        }
-        let request = self.model_request(RequestKind::Step);
-        self.stream_model(request, ctx);
-        if let Some(t) = self.turn.as_mut() {
-            t.iteration = iteration;
-        }
     }
 
     /// Records a model call's time and tokens.
@@ -608,19 +598,6 @@ impl SessionActor {
                 .model_completion_tokens
                 .add(reply.usage.completion_tokens);
         }
-    }
-
-    /// A loop limit tripped: no more tools run this turn. One last model
-    /// call with tools switched off lets the game master narrate what
-    /// happened; the turn fails only if that call fails too.
-    fn wrap_up(&mut self, limit: TurnLimit, message: String, ctx: &mut Context<Self>) {
-        tracing::info!(session_id = %self.meta.session_id, limit = ?limit, %message, "turn limit reached");
-        let Some(t) = self.turn.as_mut() else { return };
-        t.pending_calls.clear();
-        t.iteration += 1;
-        t.wrap_up = Some((limit, message));
-        let request = self.model_request(RequestKind::WrapUp);
-        self.stream_model(request, ctx);
     }
 
     /// Starts a model call for the running turn; its events come back as
@@ -642,8 +619,7 @@ impl SessionActor {
             t.model_call = call;
             t.model_started = Some(Instant::now());
             t.model_stream = Some(handle);
-            t.streamed.clear();
-            t.phase = Phase::AwaitModel;
+            t.turn.model_called();
         }
     }
 
@@ -681,7 +657,7 @@ impl SessionActor {
         let Some((system, user)) = zone_text_request(&args) else {
             return false;
         };
-        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn_id.clone()) else {
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_owned()) else {
             return false;
         };
         let request = ModelRequest {
@@ -714,10 +690,10 @@ impl SessionActor {
         };
         t.model_stream = None;
         let (turn_id, trace_id, iteration, usage) = (
-            t.turn_id.clone(),
-            t.trace_id.clone(),
-            t.iteration,
-            t.step_usage,
+            t.turn.turn_id().to_owned(),
+            t.turn.trace_id().to_owned(),
+            t.turn.iteration(),
+            t.turn.step_usage(),
         );
         let mut args = c.args;
         let refused = match answer.and_then(|text| {
@@ -748,11 +724,6 @@ impl SessionActor {
             refused,
             origin: &CallOrigin::default(),
         });
-        if let Some(t) = self.turn.as_mut() {
-            t.phase = Phase::Waiting {
-                next: Next::NextToolCall,
-            };
-        }
         self.advance(ctx);
     }
 
@@ -796,7 +767,7 @@ impl SessionActor {
         let here = actor.and_then(|a| self.state.area(a.area_id.as_str()));
         json!({
             "session_id": self.session_id(),
-            "turn": self.turn.as_ref().map_or(self.state.turn, |t| t.turn_no),
+            "turn": self.turn.as_ref().map_or(self.state.turn, |t| t.turn.turn_no()),
             "active_actor": actor.map(|a| json!({
                 "character_id": a.character_id, "name": a.name, "hp": a.hp, "max_hp": a.max_hp,
                 "state": a.state, "area_id": a.area_id,
@@ -810,17 +781,13 @@ impl SessionActor {
     }
 
     fn on_model_event(&mut self, event: Result<ModelEvent, LlmError>, ctx: &mut Context<Self>) {
-        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn_id.clone()) else {
-            return;
-        };
-        if self.turn.as_ref().is_some_and(|t| t.content_call.is_some()) {
+        let Some(t) = self.turn.as_mut() else { return };
+        if t.content_call.is_some() {
             // Text written for a tool is not narrative: nothing streams out.
             match event {
                 Ok(ModelEvent::Delta(_)) => {}
                 Ok(ModelEvent::Done(reply)) => {
-                    if let Some(t) = self.turn.as_mut() {
-                        t.usage += reply.usage;
-                    }
+                    t.turn.add_usage(reply.usage);
                     self.content_answered(Ok(reply.text), ctx);
                 }
                 Err(e) => {
@@ -836,88 +803,26 @@ impl SessionActor {
             return;
         }
         match event {
-            Ok(ModelEvent::Delta(mut text)) => {
-                let Some(t) = self.turn.as_mut() else { return };
-                // A model that talks without end is cut, not streamed on.
-                clip(
-                    &mut text,
-                    MAX_NARRATIVE_BYTES.saturating_sub(t.streamed.len()),
-                );
-                if text.is_empty() {
-                    return;
+            Ok(ModelEvent::Delta(text)) => {
+                if let Some(text) = t.turn.on_delta(text) {
+                    let turn_id = t.turn.turn_id().to_owned();
+                    self.emit(
+                        StoryEvent::NarrativeDelta { turn_id, text },
+                        None,
+                        None,
+                        None,
+                    );
                 }
-                t.streamed.push_str(&text);
-                self.emit(
-                    StoryEvent::NarrativeDelta { turn_id, text },
-                    None,
-                    None,
-                    None,
-                );
             }
-            Ok(ModelEvent::Done(mut reply)) => {
-                clip(&mut reply.text, MAX_NARRATIVE_BYTES);
-                let Some(t) = self.turn.as_mut() else { return };
+            Ok(ModelEvent::Done(reply)) => {
                 t.model_stream = None;
-                t.usage += reply.usage;
-                t.step_usage = reply.usage;
-                if let Some((limit, message)) = t.wrap_up.clone() {
-                    let text = if reply.text.is_empty() {
-                        t.streamed.clone()
-                    } else {
-                        reply.text.clone()
-                    };
-                    if text.trim().is_empty() {
-                        let msg = format!("{message}, and the closing narration was empty");
-                        return self.fail_turn(ErrorCode::MaxIterations, msg, Some(limit), ctx);
-                    }
-                }
-                if reply.tool_calls.is_empty() || t.wrap_up.is_some() {
-                    let streamed = std::mem::take(&mut t.streamed);
-                    let text = if reply.text.is_empty() {
-                        streamed.clone()
-                    } else {
-                        reply.text
-                    };
-                    if streamed.is_empty() && !text.is_empty() {
-                        self.emit(
-                            StoryEvent::NarrativeDelta {
-                                turn_id,
-                                text: text.clone(),
-                            },
-                            None,
-                            None,
-                            None,
-                        );
-                    }
-                    let dialog_type = reply.dialog_type.unwrap_or_else(|| "narration".into());
-                    self.complete_turn(text, dialog_type, ctx);
-                } else {
-                    let mut calls = reply.tool_calls;
-                    if calls.len() > MAX_CALLS_PER_ANSWER {
-                        tracing::warn!(
-                            session_id = %self.meta.session_id,
-                            asked = calls.len(),
-                            "the model asked for too many tool calls in one answer; the rest are not run"
-                        );
-                        calls.truncate(MAX_CALLS_PER_ANSWER);
-                    }
-                    t.pending_calls = calls.into();
-                    t.phase = Phase::Waiting {
-                        next: Next::NextToolCall,
-                    };
-                    self.advance(ctx);
-                }
+                let step = t.turn.on_model_done(reply);
+                self.execute(step, ctx);
             }
             Err(e) => {
+                let step = t.turn.on_model_error(&e);
                 self.log_model_failure(&e);
-                if let Some((limit, message)) = self.turn.as_ref().and_then(|t| t.wrap_up.clone()) {
-                    let msg = format!(
-                        "{message}, and the closing narration failed: {}",
-                        e.public_message()
-                    );
-                    return self.fail_turn(ErrorCode::MaxIterations, msg, Some(limit), ctx);
-                }
-                self.fail_turn(e.code(), e.public_message().to_owned(), None, ctx);
+                self.execute(step, ctx);
             }
         }
     }
@@ -928,7 +833,7 @@ impl SessionActor {
         let (turn_id, trace_id) = self
             .turn
             .as_ref()
-            .map(|t| (t.turn_id.as_str(), t.trace_id.as_str()))
+            .map(|t| (t.turn.turn_id(), t.turn.trace_id()))
             .unwrap_or_default();
         tracing::warn!(
             session_id = %self.meta.session_id,
@@ -939,76 +844,36 @@ impl SessionActor {
         );
     }
 
-    /// Runs the next tool call the model asked for, or goes back to the model.
-    fn next_tool_call(&mut self, ctx: &mut Context<Self>) {
-        let Some(t) = self.turn.as_mut() else { return };
-        let Some(call) = t.pending_calls.pop_front() else {
-            return self.call_model(ctx);
-        };
-        let turn_id = t.turn_id.clone();
-        let iteration = t.iteration;
-        let mut call_id = call.id.clone();
-        let mut n = t.call_ids.len();
-        // A model's own call id is kept when it is short and new; a tool
-        // name is cut (an unknown one is refused anyway).
-        if call_id.chars().count() > MAX_TOOL_NAME_CHARS {
-            call_id.clear();
-        }
-        let mut call = call;
-        if call.name.chars().count() > MAX_TOOL_NAME_CHARS {
-            call.name = call.name.chars().take(MAX_TOOL_NAME_CHARS).collect();
-        }
-        while call_id.is_empty() || t.call_ids.contains(&call_id) {
-            n += 1;
-            call_id = format!("{turn_id}_call_{n}");
-        }
-        t.call_ids.insert(call_id.clone());
-        let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
-        let signature = (
-            call.name.clone(),
-            parsed
-                .as_ref()
-                .map_or_else(|| call.arguments.clone(), Value::to_string),
-        );
-        if t.last_call.as_ref() == Some(&signature) {
-            t.repeats += 1;
-        } else {
-            t.last_call = Some(signature);
-            t.repeats = 1;
-        }
-        if t.repeats >= REPEAT_LIMIT {
-            let msg = format!(
-                "the model asked for {} with the same arguments {REPEAT_LIMIT} times in a row",
-                call.name
-            );
-            return self.wrap_up(TurnLimit::RepeatedCall, msg, ctx);
-        }
-
-        if let Some(args) = parsed
-            && self.ask_for_content(call_id.clone(), call.name.clone(), args, ctx)
+    /// Runs a tool call the model asked for, unless a real model writes
+    /// its text first ([`Self::ask_for_content`]).
+    fn run_model_call(
+        &mut self,
+        call_id: String,
+        tool: String,
+        arguments: String,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Ok(args) = serde_json::from_str::<Value>(&arguments)
+            && self.ask_for_content(call_id.clone(), tool.clone(), args, ctx)
         {
             return;
         }
         let Some(t) = self.turn.as_ref() else { return };
-        let (trace_id, usage) = (t.trace_id.clone(), t.step_usage);
+        let (turn_id, trace_id) = (t.turn.turn_id().to_owned(), t.turn.trace_id().to_owned());
+        let (iteration, usage) = (t.turn.iteration(), t.turn.step_usage());
         self.run_call(CallSpec {
             turn_id: &turn_id,
             trace_id: &trace_id,
             iteration,
             call_id: &call_id,
-            tool: &call.name,
-            raw: RawArgs::Text(call.arguments),
+            tool: &tool,
+            raw: RawArgs::Text(arguments),
             role: Role::GameMaster,
             usage,
             in_turn: true,
             refused: None,
             origin: &CallOrigin::default(),
         });
-        if let Some(t) = self.turn.as_mut() {
-            t.phase = Phase::Waiting {
-                next: Next::NextToolCall,
-            };
-        }
     }
 
     /// Runs one tool call through the pipeline and journals its `tool_call`
@@ -1127,8 +992,7 @@ impl SessionActor {
         if c.in_turn
             && let Some(t) = self.turn.as_mut()
         {
-            touch(t, effect.as_ref());
-            t.tool_events.push(tool_event.clone());
+            t.turn.call_ran(tool_event.clone(), effect.as_ref());
         }
         let seq = self.emit(
             StoryEvent::ToolResult {
@@ -1158,7 +1022,13 @@ impl SessionActor {
         }
     }
 
-    fn complete_turn(&mut self, reply: String, dialog_type: String, ctx: &mut Context<Self>) {
+    fn complete_turn(
+        &mut self,
+        reply: String,
+        dialog_type: String,
+        limit: Option<TurnLimit>,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(t) = self.turn.take() else { return };
         let metrics = &self.deps.metrics;
         metrics.turns_completed.inc();
@@ -1166,21 +1036,23 @@ impl SessionActor {
         if let Some(h) = t.deadline {
             ctx.cancel_future(h);
         }
-        let state_patch = self.state_patch(&t);
+        let state_patch = self.state_patch(&t.turn);
+        let turn_id = t.turn.turn_id().to_owned();
+        let (iterations, usage) = (t.turn.iteration(), t.turn.usage());
         self.emit(
             StoryEvent::TurnCompleted {
-                turn_id: t.turn_id.clone(),
+                turn_id: turn_id.clone(),
                 reply: reply.clone(),
                 dialog_type,
-                iterations: t.iteration,
-                tool_events: t.tool_events,
+                iterations,
+                tool_events: t.turn.into_tool_events(),
                 state_patch,
-                usage: t.usage,
-                limit: t.wrap_up.map(|(limit, _)| limit),
+                usage,
+                limit,
             },
             None,
             Some(HistoryEntry::Assistant {
-                turn_id: t.turn_id,
+                turn_id,
                 text: reply,
             }),
             None,
@@ -1203,17 +1075,18 @@ impl SessionActor {
         let metrics = &self.deps.metrics;
         metrics.turn_failed(&code.as_str());
         metrics.turn_ended(t.started.elapsed(), t.model_time);
-        tracing::info!(session_id = %self.meta.session_id, turn_id = %t.turn_id, code = ?code, %message, "turn failed");
+        let turn_id = t.turn.turn_id().to_owned();
+        tracing::info!(session_id = %self.meta.session_id, %turn_id, code = ?code, %message, "turn failed");
         self.emit(
             StoryEvent::TurnFailed {
-                turn_id: t.turn_id.clone(),
+                turn_id: turn_id.clone(),
                 error_code: code,
                 message: message.clone(),
                 limit,
             },
             None,
             Some(HistoryEntry::Assistant {
-                turn_id: t.turn_id,
+                turn_id,
                 text: format!("[the turn ended early: {message}]"),
             }),
             None,
@@ -1228,15 +1101,15 @@ impl SessionActor {
     }
 
     /// What this turn changed, read from the state after its effects.
-    fn state_patch(&self, t: &TurnRun) -> StatePatch {
+    fn state_patch(&self, t: &Turn) -> StatePatch {
         StatePatch {
             areas: t
-                .touched_areas
+                .touched_areas()
                 .iter()
                 .filter_map(|id| self.state.area(id).cloned())
                 .collect(),
             characters: t
-                .touched_characters
+                .touched_characters()
                 .iter()
                 .filter_map(|id| self.state.character(id).cloned())
                 .collect(),
@@ -1313,63 +1186,12 @@ struct CallSpec<'a> {
     origin: &'a CallOrigin,
 }
 
-/// Cuts `text` to at most `max` bytes, at a character boundary.
-fn clip(text: &mut String, max: usize) {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-}
-
 /// What a call gave, once its frames are journalled.
 struct CallOutcome {
     /// The seq of its `tool_result` frame.
     seq: u64,
     event: ToolEvent,
     outcome: Result<Value, ToolError>,
-}
-
-/// Notes which areas and characters an effect touched, for the state patch.
-fn touch(t: &mut TurnRun, effect: Option<&Effect>) {
-    match effect {
-        Some(Effect::Move {
-            character_id,
-            to_area_id,
-        }) => {
-            t.touched_characters.insert(character_id.0.clone());
-            t.touched_areas.insert(to_area_id.0.clone());
-        }
-        Some(Effect::Hp { character_id, .. }) => {
-            t.touched_characters.insert(character_id.0.clone());
-        }
-        Some(Effect::AddAreas { areas, links }) => {
-            t.touched_areas
-                .extend(areas.iter().map(|a| a.area_id.0.clone()));
-            for (a, b) in links {
-                t.touched_areas.insert(a.0.clone());
-                t.touched_areas.insert(b.0.clone());
-            }
-        }
-        Some(Effect::SetInventory { character_id, .. }) => {
-            t.touched_characters.insert(character_id.0.clone());
-        }
-        Some(Effect::SetCharacter { character }) => {
-            t.touched_characters
-                .insert(character.character_id.0.clone());
-        }
-        Some(
-            Effect::BeginTurn { .. }
-            | Effect::AddZones { .. }
-            | Effect::MoveToZone { .. }
-            | Effect::AddContent { .. }
-            | Effect::LogEvent { .. }
-            | Effect::PutNpc { .. },
-        )
-        | None => {}
-    }
 }
 
 impl Actor for SessionActor {
@@ -1430,7 +1252,7 @@ impl StreamHandler<ModelMsg> for SessionActor {
         let current = self
             .turn
             .as_ref()
-            .is_some_and(|t| t.model_call == msg.call && t.phase == Phase::AwaitModel);
+            .is_some_and(|t| t.model_call == msg.call && t.turn.phase() == Phase::AwaitModel);
         if !current {
             return;
         }
@@ -1448,12 +1270,11 @@ impl StreamHandler<ModelMsg> for SessionActor {
                     )),
                     ctx,
                 ),
-            None => self.fail_turn(
-                ErrorCode::UpstreamError,
-                "the model stream ended without an answer".into(),
-                None,
-                ctx,
-            ),
+            None => {
+                if let Some(step) = self.turn.as_ref().map(|t| t.turn.on_stream_end()) {
+                    self.execute(step, ctx);
+                }
+            }
         }
     }
 
@@ -1596,7 +1417,7 @@ impl Handler<AwaitTurnEnd> for SessionActor {
                 "the session stopped before the turn ended; its progress is kept",
             )
         };
-        let open = self.turn.as_ref().is_some_and(|t| t.turn_id == id)
+        let open = self.turn.as_ref().is_some_and(|t| t.turn.turn_id() == id)
             || self
                 .queue
                 .iter()

@@ -2,7 +2,8 @@
 //! the [`SessionHub`] maps ids to live actors and loads sessions from storage;
 //! the sequencer numbers each session's story frames and holds them until
 //! durable; the fan-out sends them to the session's connections and says
-//! when presence goes out; the intake decides whether a chat is taken.
+//! when presence goes out; the intake decides whether a chat is taken; the
+//! turn decides what a running turn does next.
 
 mod actor;
 pub mod audit;
@@ -11,6 +12,7 @@ mod hub;
 mod intake;
 mod replay;
 mod sequencer;
+mod turn;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,898 @@
+//! The turn state machine: what a running turn does next, decided from what
+//! the model said and which limits tripped.
+//!
+//! It sits inside [`super::SessionActor`], which owns one [`Turn`] per
+//! running turn: the actor feeds it the model's deltas, answers and errors,
+//! the deadline, and asks it to [`Turn::resume`] once the state has caught
+//! up with the effects in flight; each input answers a [`Step`] that the
+//! actor carries out (journal frames, start a model stream, run a tool
+//! through the pipeline). The turn does no IO and knows nothing of actix,
+//! timers or the journal, so its rules are tested here from tables.
+//!
+//! Invariants:
+//! - at most `max_iterations` model calls ask for the next step; the one
+//!   after them, or the answer that repeats a call [`REPEAT_LIMIT`] times in
+//!   a row, starts the wrap-up instead: no more tools run, and one last
+//!   model call narrates;
+//! - in the wrap-up, an answer's tool calls are ignored; an answer with no
+//!   text (none streamed either) or a failed call fails the turn with
+//!   `MAX_ITERATIONS` and the limit;
+//! - tool calls of one answer run one at a time, in order, at most
+//!   [`MAX_CALLS_PER_ANSWER`] of them; the model is asked again after the
+//!   last;
+//! - every call id of a turn is unique and at most [`MAX_TOOL_NAME_CHARS`]
+//!   characters: a model's own id is kept when it is both, else replaced by
+//!   `{turn_id}_call_{n}`; tool names are cut to that length;
+//! - the narrative of one answer, streamed or whole, is at most
+//!   [`MAX_NARRATIVE_BYTES`], cut at a character boundary.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::REPEAT_LIMIT;
+use crate::error::ErrorCode;
+use crate::game::Effect;
+use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
+use crate::protocol::{ToolEvent, TurnLimit};
+
+/// Tool calls of one model answer that are run; the model is asked again
+/// after them, and calls past this many in one answer are not run.
+pub const MAX_CALLS_PER_ANSWER: usize = 16;
+/// Most narrative text of one model answer, in bytes; a model's text past
+/// it is cut (it would be repeated in `turn_completed`, the journal and
+/// history). A turn makes at most `QUESTD_MAX_ITERATIONS` answers.
+pub const MAX_NARRATIVE_BYTES: usize = 32 * 1024;
+/// Longest tool name or call id from a model that is repeated in frames.
+pub const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// What the turn does once the state has caught up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Next {
+    CallModel,
+    NextCall,
+}
+
+/// Where the turn is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Phase {
+    /// Waiting until no tool effect is in flight, then `next`: tools and the
+    /// model must see the state their earlier calls produced.
+    Waiting { next: Next },
+    /// A model call is streaming.
+    AwaitModel,
+}
+
+/// What the actor must do next for the turn.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Step {
+    /// Start a model call of this kind.
+    CallModel(RequestKind),
+    /// A loop limit tripped: log it and start the closing model call
+    /// ([`RequestKind::WrapUp`]); no more tools run this turn.
+    WrapUp { limit: TurnLimit, message: String },
+    /// Run this tool call (its arguments are the model's raw text), then
+    /// [`Turn::resume`] once its effect is applied.
+    RunCall {
+        call_id: String,
+        tool: String,
+        arguments: String,
+    },
+    /// The answer's calls are queued: [`Turn::resume`] once the state has
+    /// caught up. `asked` is how many the model asked for (only the first
+    /// [`MAX_CALLS_PER_ANSWER`] run).
+    RunCalls { asked: usize },
+    /// End the turn with `turn_completed`; first journal `emit_narrative`
+    /// as a narrative delta when it is set (nothing was streamed).
+    Complete {
+        reply: String,
+        dialog_type: String,
+        emit_narrative: Option<String>,
+        limit: Option<TurnLimit>,
+    },
+    /// End the turn with `turn_failed`.
+    Fail {
+        code: ErrorCode,
+        message: String,
+        limit: Option<TurnLimit>,
+    },
+}
+
+/// The bookkeeping of one running turn.
+#[derive(Debug)]
+pub(super) struct Turn {
+    turn_id: String,
+    turn_no: u64,
+    /// Ties the turn's audit rows and log events together.
+    trace_id: String,
+    max_iterations: u32,
+    phase: Phase,
+    iteration: u32,
+    /// Tokens of the model call whose tool calls are running now.
+    step_usage: Usage,
+    usage: Usage,
+    /// Narrative streamed during the current model call.
+    streamed: String,
+    pending_calls: VecDeque<ModelToolCall>,
+    call_ids: BTreeSet<String>,
+    last_call: Option<(String, String)>,
+    repeats: u32,
+    tool_events: Vec<ToolEvent>,
+    touched_areas: BTreeSet<String>,
+    touched_characters: BTreeSet<String>,
+    /// Set once a loop limit tripped: the model call in flight is the
+    /// closing narration, and this is what ends the turn if it fails.
+    wrap_up: Option<(TurnLimit, String)>,
+}
+
+impl Turn {
+    /// A turn that will call the model first.
+    pub(super) fn new(
+        turn_id: String,
+        turn_no: u64,
+        trace_id: String,
+        max_iterations: u32,
+    ) -> Self {
+        Self {
+            turn_id,
+            turn_no,
+            trace_id,
+            max_iterations,
+            phase: Phase::Waiting {
+                next: Next::CallModel,
+            },
+            iteration: 0,
+            step_usage: Usage::default(),
+            usage: Usage::default(),
+            streamed: String::new(),
+            pending_calls: VecDeque::new(),
+            call_ids: BTreeSet::new(),
+            last_call: None,
+            repeats: 0,
+            tool_events: Vec::new(),
+            touched_areas: BTreeSet::new(),
+            touched_characters: BTreeSet::new(),
+            wrap_up: None,
+        }
+    }
+
+    pub(super) fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    pub(super) fn turn_no(&self) -> u64 {
+        self.turn_no
+    }
+
+    pub(super) fn trace_id(&self) -> &str {
+        &self.trace_id
+    }
+
+    pub(super) fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Model calls made for the turn's steps (the wrap-up counts one).
+    pub(super) fn iteration(&self) -> u32 {
+        self.iteration
+    }
+
+    /// Tokens of the model call whose tool calls are running now.
+    pub(super) fn step_usage(&self) -> Usage {
+        self.step_usage
+    }
+
+    /// Tokens of every model call of the turn.
+    pub(super) fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The limit that started the wrap-up, if one did.
+    fn limit(&self) -> Option<TurnLimit> {
+        self.wrap_up.as_ref().map(|(limit, _)| *limit)
+    }
+
+    pub(super) fn touched_areas(&self) -> &BTreeSet<String> {
+        &self.touched_areas
+    }
+
+    pub(super) fn touched_characters(&self) -> &BTreeSet<String> {
+        &self.touched_characters
+    }
+
+    /// The events of the calls run, in order; ends the turn's bookkeeping.
+    pub(super) fn into_tool_events(self) -> Vec<ToolEvent> {
+        self.tool_events
+    }
+
+    /// A model call started (for the turn's next step, or for a tool's
+    /// text): its events are awaited, and nothing of it has streamed yet.
+    pub(super) fn model_called(&mut self) {
+        self.streamed.clear();
+        self.phase = Phase::AwaitModel;
+    }
+
+    /// A tool call ran: the next one waits for its effect.
+    pub(super) fn call_ran(&mut self, event: ToolEvent, effect: Option<&Effect>) {
+        touch(self, effect);
+        self.tool_events.push(event);
+        self.phase = Phase::Waiting {
+            next: Next::NextCall,
+        };
+    }
+
+    /// Tokens spent on a model call that is not a step (a tool's text).
+    pub(super) fn add_usage(&mut self, usage: Usage) {
+        self.usage += usage;
+    }
+
+    /// The state has caught up: call the model or run the next tool call
+    /// (nothing while a model call is awaited).
+    pub(super) fn resume(&mut self) -> Option<Step> {
+        match self.phase {
+            Phase::Waiting {
+                next: Next::CallModel,
+            } => Some(self.call_model()),
+            Phase::Waiting {
+                next: Next::NextCall,
+            } => Some(self.next_call()),
+            Phase::AwaitModel => None,
+        }
+    }
+
+    /// The next model call, or the wrap-up once the iterations are spent.
+    fn call_model(&mut self) -> Step {
+        let max = self.max_iterations;
+        let iteration = self.iteration + 1;
+        if iteration > max {
+            let msg = format!("the model asked for tools {max} times without finishing the turn");
+            return self.wrap_up(TurnLimit::MaxIterations, msg);
+        }
+        self.iteration = iteration;
+        Step::CallModel(RequestKind::Step)
+    }
+
+    /// A loop limit tripped: no more tools run this turn.
+    fn wrap_up(&mut self, limit: TurnLimit, message: String) -> Step {
+        self.pending_calls.clear();
+        self.iteration += 1;
+        self.wrap_up = Some((limit, message.clone()));
+        Step::WrapUp { limit, message }
+    }
+
+    /// The next tool call the model asked for (with a unique, bounded id),
+    /// the wrap-up if it repeats, or the model again after the last.
+    fn next_call(&mut self) -> Step {
+        let Some(mut call) = self.pending_calls.pop_front() else {
+            return self.call_model();
+        };
+        let mut call_id = std::mem::take(&mut call.id);
+        let mut n = self.call_ids.len();
+        // A model's own call id is kept when it is short and new; a tool
+        // name is cut (an unknown one is refused anyway).
+        if call_id.chars().count() > MAX_TOOL_NAME_CHARS {
+            call_id.clear();
+        }
+        if call.name.chars().count() > MAX_TOOL_NAME_CHARS {
+            call.name = call.name.chars().take(MAX_TOOL_NAME_CHARS).collect();
+        }
+        while call_id.is_empty() || self.call_ids.contains(&call_id) {
+            n += 1;
+            call_id = format!("{}_call_{n}", self.turn_id);
+        }
+        self.call_ids.insert(call_id.clone());
+        let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
+        let signature = (
+            call.name.clone(),
+            parsed.map_or_else(|| call.arguments.clone(), |v| v.to_string()),
+        );
+        if self.last_call.as_ref() == Some(&signature) {
+            self.repeats += 1;
+        } else {
+            self.last_call = Some(signature);
+            self.repeats = 1;
+        }
+        if self.repeats >= REPEAT_LIMIT {
+            let msg = format!(
+                "the model asked for {} with the same arguments {REPEAT_LIMIT} times in a row",
+                call.name
+            );
+            return self.wrap_up(TurnLimit::RepeatedCall, msg);
+        }
+        self.phase = Phase::Waiting {
+            next: Next::NextCall,
+        };
+        Step::RunCall {
+            call_id,
+            tool: call.name,
+            arguments: call.arguments,
+        }
+    }
+
+    /// Narrative streamed by the model: what of it to journal, if anything
+    /// (a model that talks without end is cut, not streamed on).
+    pub(super) fn on_delta(&mut self, mut text: String) -> Option<String> {
+        clip(
+            &mut text,
+            MAX_NARRATIVE_BYTES.saturating_sub(self.streamed.len()),
+        );
+        if text.is_empty() {
+            return None;
+        }
+        self.streamed.push_str(&text);
+        Some(text)
+    }
+
+    /// The model's whole answer to a step (or the wrap-up).
+    pub(super) fn on_model_done(&mut self, mut reply: ModelReply) -> Step {
+        clip(&mut reply.text, MAX_NARRATIVE_BYTES);
+        self.usage += reply.usage;
+        self.step_usage = reply.usage;
+        if let Some((limit, message)) = &self.wrap_up {
+            let text = if reply.text.is_empty() {
+                &self.streamed
+            } else {
+                &reply.text
+            };
+            if text.trim().is_empty() {
+                return Step::Fail {
+                    code: ErrorCode::MaxIterations,
+                    message: format!("{message}, and the closing narration was empty"),
+                    limit: Some(*limit),
+                };
+            }
+        }
+        if reply.tool_calls.is_empty() || self.wrap_up.is_some() {
+            let streamed = std::mem::take(&mut self.streamed);
+            let text = if reply.text.is_empty() {
+                streamed.clone()
+            } else {
+                reply.text
+            };
+            return Step::Complete {
+                emit_narrative: (streamed.is_empty() && !text.is_empty()).then(|| text.clone()),
+                reply: text,
+                dialog_type: reply.dialog_type.unwrap_or_else(|| "narration".into()),
+                limit: self.limit(),
+            };
+        }
+        let mut calls = reply.tool_calls;
+        let asked = calls.len();
+        calls.truncate(MAX_CALLS_PER_ANSWER);
+        self.pending_calls = calls.into();
+        self.phase = Phase::Waiting {
+            next: Next::NextCall,
+        };
+        Step::RunCalls { asked }
+    }
+
+    /// The model call for a step (or the wrap-up) failed.
+    pub(super) fn on_model_error(&self, e: &LlmError) -> Step {
+        match &self.wrap_up {
+            Some((limit, message)) => Step::Fail {
+                code: ErrorCode::MaxIterations,
+                message: format!(
+                    "{message}, and the closing narration failed: {}",
+                    e.public_message()
+                ),
+                limit: Some(*limit),
+            },
+            None => Step::Fail {
+                code: e.code(),
+                message: e.public_message().to_owned(),
+                limit: None,
+            },
+        }
+    }
+
+    /// The model's stream ended without an answer.
+    pub(super) fn on_stream_end(&self) -> Step {
+        Step::Fail {
+            code: ErrorCode::UpstreamError,
+            message: "the model stream ended without an answer".into(),
+            limit: None,
+        }
+    }
+
+    /// The turn ran out of time.
+    pub(super) fn on_deadline(&self, deadline: Duration) -> Step {
+        Step::Fail {
+            code: ErrorCode::AiTimeout,
+            message: format!("the turn took longer than {} s", deadline.as_secs()),
+            limit: Some(TurnLimit::Deadline),
+        }
+    }
+}
+
+/// Cuts `text` to at most `max` bytes, at a character boundary.
+fn clip(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
+/// Notes which areas and characters an effect touched, for the state patch.
+fn touch(t: &mut Turn, effect: Option<&Effect>) {
+    match effect {
+        Some(Effect::Move {
+            character_id,
+            to_area_id,
+        }) => {
+            t.touched_characters.insert(character_id.0.clone());
+            t.touched_areas.insert(to_area_id.0.clone());
+        }
+        Some(Effect::Hp { character_id, .. }) => {
+            t.touched_characters.insert(character_id.0.clone());
+        }
+        Some(Effect::AddAreas { areas, links }) => {
+            t.touched_areas
+                .extend(areas.iter().map(|a| a.area_id.0.clone()));
+            for (a, b) in links {
+                t.touched_areas.insert(a.0.clone());
+                t.touched_areas.insert(b.0.clone());
+            }
+        }
+        Some(Effect::SetInventory { character_id, .. }) => {
+            t.touched_characters.insert(character_id.0.clone());
+        }
+        Some(Effect::SetCharacter { character }) => {
+            t.touched_characters
+                .insert(character.character_id.0.clone());
+        }
+        Some(
+            Effect::BeginTurn { .. }
+            | Effect::AddZones { .. }
+            | Effect::MoveToZone { .. }
+            | Effect::AddContent { .. }
+            | Effect::LogEvent { .. }
+            | Effect::PutNpc { .. },
+        )
+        | None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ToolStatus;
+    use crate::game::state::{AreaId, CharacterId};
+
+    const MAX_ITERATIONS: u32 = 4;
+
+    fn turn(max_iterations: u32) -> Turn {
+        Turn::new("t1".into(), 1, "tr_1".into(), max_iterations)
+    }
+
+    fn call(id: &str, name: &str, arguments: &str) -> ModelToolCall {
+        ModelToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    /// `n` calls of `roll`, each with other arguments (none repeats).
+    fn calls(n: usize) -> Vec<ModelToolCall> {
+        (0..n)
+            .map(|i| call("", "roll", &format!(r#"{{"n":{i}}}"#)))
+            .collect()
+    }
+
+    fn reply(text: &str, tool_calls: Vec<ModelToolCall>) -> ModelReply {
+        ModelReply {
+            text: text.into(),
+            tool_calls,
+            dialog_type: None,
+            usage: Usage {
+                prompt_tokens: 10,
+                completion_tokens: 2,
+            },
+        }
+    }
+
+    fn event(call_id: &str, tool: &str) -> ToolEvent {
+        ToolEvent {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            status: ToolStatus::Ok,
+            reason: None,
+            error_code: None,
+            duration_ms: 0.0,
+        }
+    }
+
+    /// Resumes the turn as the actor does: each call it asks for runs (with
+    /// no effect) and the next is asked for, until it asks for anything
+    /// else. Answers the (call id, tool) of the calls run and that step.
+    fn drain(t: &mut Turn) -> (Vec<(String, String)>, Step) {
+        let mut ran = Vec::new();
+        loop {
+            match t.resume().expect("the turn waits for the state") {
+                Step::RunCall { call_id, tool, .. } => {
+                    t.call_ran(event(&call_id, &tool), None);
+                    ran.push((call_id, tool));
+                }
+                step => {
+                    if matches!(step, Step::CallModel(_) | Step::WrapUp { .. }) {
+                        t.model_called();
+                    }
+                    return (ran, step);
+                }
+            }
+        }
+    }
+
+    /// A turn whose first model call is in flight.
+    fn asked() -> Turn {
+        let mut t = turn(MAX_ITERATIONS);
+        assert_eq!(drain(&mut t).1, Step::CallModel(RequestKind::Step));
+        t
+    }
+
+    fn complete(reply: &str, emit: Option<&str>, limit: Option<TurnLimit>) -> Step {
+        Step::Complete {
+            reply: reply.into(),
+            dialog_type: "narration".into(),
+            emit_narrative: emit.map(str::to_owned),
+            limit,
+        }
+    }
+
+    #[test]
+    fn an_answer_without_calls_completes_the_turn_with_its_text_or_the_streamed_text() {
+        // (deltas streamed, the answer's text, what completes the turn)
+        let cases: [(&[&str], &str, Step); 4] = [
+            (&[], "You stand at the gate.", {
+                let text = "You stand at the gate.";
+                complete(text, Some(text), None)
+            }),
+            (&["You ", "stand."], "", complete("You stand.", None, None)),
+            (
+                &["You stand."],
+                "You stand.",
+                complete("You stand.", None, None),
+            ),
+            (&[], "", complete("", None, None)),
+        ];
+        for (deltas, text, want) in cases {
+            let mut t = asked();
+            for d in deltas {
+                assert_eq!(t.on_delta((*d).into()).as_deref(), Some(*d));
+            }
+            assert_eq!(
+                t.on_model_done(reply(text, vec![])),
+                want,
+                "{deltas:?} {text:?}"
+            );
+            assert_eq!(t.iteration(), 1);
+            assert_eq!(t.usage().prompt_tokens, 10);
+        }
+        let mut t = asked();
+        let mut r = reply("A scene.", vec![]);
+        r.dialog_type = Some("scene_description".into());
+        assert!(matches!(
+            t.on_model_done(r),
+            Step::Complete { dialog_type, .. } if dialog_type == "scene_description"
+        ));
+    }
+
+    #[test]
+    fn calls_run_one_at_a_time_in_order_and_the_model_is_asked_again_after_the_last() {
+        let mut t = asked();
+        let answer = vec![
+            call("a", "roll", "{}"),
+            call("b", "move", "{}"),
+            call("c", "look", "{}"),
+        ];
+        assert_eq!(
+            t.on_model_done(reply("", answer)),
+            Step::RunCalls { asked: 3 }
+        );
+        let mut order = Vec::new();
+        while let Some(Step::RunCall { call_id, tool, .. }) = t.resume() {
+            // The next call waits until this one has run.
+            assert_eq!(
+                t.phase(),
+                Phase::Waiting {
+                    next: Next::NextCall
+                }
+            );
+            t.call_ran(event(&call_id, &tool), None);
+            order.push((call_id, tool));
+        }
+        let want = [("a", "roll"), ("b", "move"), ("c", "look")];
+        assert_eq!(order, want.map(|(c, n)| (c.to_owned(), n.to_owned())));
+        assert_eq!(t.iteration(), 2, "the model was asked again");
+        assert_eq!(t.into_tool_events().len(), 3);
+    }
+
+    #[test]
+    fn at_most_max_calls_per_answer_of_one_answer_run() {
+        for (asked_for, run) in [
+            (1, 1),
+            (MAX_CALLS_PER_ANSWER, MAX_CALLS_PER_ANSWER),
+            (MAX_CALLS_PER_ANSWER + 1, MAX_CALLS_PER_ANSWER),
+            (100, MAX_CALLS_PER_ANSWER),
+        ] {
+            let mut t = asked();
+            assert_eq!(
+                t.on_model_done(reply("", calls(asked_for))),
+                Step::RunCalls { asked: asked_for }
+            );
+            let (ran, next) = drain(&mut t);
+            assert_eq!(ran.len(), run, "{asked_for} asked");
+            assert_eq!(next, Step::CallModel(RequestKind::Step));
+        }
+    }
+
+    #[test]
+    fn the_same_call_repeat_limit_times_in_a_row_wraps_up() {
+        let same = |args: &str| call("", "roll", args);
+        // (one answer's calls, how many run before the wrap-up, if one)
+        let cases: [(Vec<ModelToolCall>, Option<usize>); 5] = [
+            (vec![same("{}"), same("{}"), same("{}")], Some(2)),
+            // The same JSON, however spaced, is the same call.
+            (
+                vec![
+                    same(r#"{"n":1}"#),
+                    same(r#"{ "n": 1 }"#),
+                    same(r#"{"n":1}"#),
+                ],
+                Some(2),
+            ),
+            // Arguments that are not JSON compare as text.
+            (vec![same("{oops"), same("{oops"), same("{oops")], Some(2)),
+            (
+                vec![same("{}"), same("{}"), call("", "look", "{}"), same("{}")],
+                None,
+            ),
+            (vec![same("{}"), same(r#"{"n":1}"#), same("{}")], None),
+        ];
+        assert_eq!(REPEAT_LIMIT, 3, "the cases are written for 3");
+        for (answer, wraps_after) in cases {
+            let mut t = asked();
+            let n = answer.len();
+            t.on_model_done(reply("", answer));
+            let (ran, next) = drain(&mut t);
+            match wraps_after {
+                Some(run) => {
+                    assert_eq!(ran.len(), run);
+                    let message = format!(
+                        "the model asked for roll with the same arguments {REPEAT_LIMIT} times in a row"
+                    );
+                    let limit = TurnLimit::RepeatedCall;
+                    assert_eq!(next, Step::WrapUp { limit, message });
+                    assert_eq!(t.limit(), Some(limit));
+                    assert_eq!(t.iteration(), 2, "the wrap-up is a model call");
+                }
+                None => {
+                    assert_eq!(ran.len(), n);
+                    assert_eq!(next, Step::CallModel(RequestKind::Step));
+                }
+            }
+        }
+        // The count runs across answers.
+        let mut t = asked();
+        t.on_model_done(reply("", vec![same("{}"), same("{}")]));
+        drain(&mut t);
+        t.on_model_done(reply("", vec![same("{}")]));
+        assert!(matches!(drain(&mut t).1, Step::WrapUp { .. }));
+    }
+
+    #[test]
+    fn the_iteration_limit_wraps_up_with_max_iterations() {
+        for max in [1, 2, MAX_ITERATIONS] {
+            let mut t = turn(max);
+            let mut steps = Vec::new();
+            loop {
+                let (_, next) = drain(&mut t);
+                if next != Step::CallModel(RequestKind::Step) {
+                    steps.push(next);
+                    break;
+                }
+                steps.push(next);
+                // Each answer asks for another call, so none repeats.
+                let args = format!(r#"{{"answer":{}}}"#, steps.len());
+                t.on_model_done(reply("", vec![call("", "roll", &args)]));
+            }
+            assert_eq!(steps.len() as u32, max + 1, "max {max}");
+            let message =
+                format!("the model asked for tools {max} times without finishing the turn");
+            let limit = TurnLimit::MaxIterations;
+            assert_eq!(steps.last(), Some(&Step::WrapUp { limit, message }));
+            assert_eq!(t.iteration(), max + 1);
+        }
+    }
+
+    /// A turn in its wrap-up (after `max_iterations` = 1), the closing
+    /// narration in flight.
+    fn wrapping_up() -> Turn {
+        let mut t = turn(1);
+        drain(&mut t);
+        t.on_model_done(reply("", calls(1)));
+        assert!(matches!(drain(&mut t).1, Step::WrapUp { .. }));
+        t
+    }
+
+    #[test]
+    fn in_the_wrap_up_text_completes_with_the_limit_and_an_empty_answer_fails() {
+        const LIMIT: &str = "the model asked for tools 1 times without finishing the turn";
+        let limit = Some(TurnLimit::MaxIterations);
+        let empty = Step::Fail {
+            code: ErrorCode::MaxIterations,
+            message: format!("{LIMIT}, and the closing narration was empty"),
+            limit,
+        };
+        // (deltas streamed, the answer's text, its tool calls, the step)
+        let cases: [(&[&str], &str, usize, Step); 5] = [
+            (
+                &[],
+                "It ends.",
+                0,
+                complete("It ends.", Some("It ends."), limit),
+            ),
+            // Tool calls in the closing answer are ignored.
+            (
+                &[],
+                "It ends.",
+                2,
+                complete("It ends.", Some("It ends."), limit),
+            ),
+            (&["It ", "ends."], "", 1, complete("It ends.", None, limit)),
+            (&[], "  \n", 0, empty.clone()),
+            (&[], "", 3, empty),
+        ];
+        for (deltas, text, n, want) in cases {
+            let mut t = wrapping_up();
+            for d in deltas {
+                t.on_delta((*d).into());
+            }
+            assert_eq!(t.on_model_done(reply(text, calls(n))), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_model_error_fails_with_its_code_and_public_message() {
+        let errors = [
+            LlmError::Timeout,
+            LlmError::Upstream("https://secret.example/ said 500".into()),
+            LlmError::InvalidReply("not json".into()),
+        ];
+        for e in errors {
+            let want = Step::Fail {
+                code: e.code(),
+                message: e.public_message().into(),
+                limit: None,
+            };
+            assert_eq!(asked().on_model_error(&e), want);
+            let message = format!(
+                "the model asked for tools 1 times without finishing the turn, \
+                 and the closing narration failed: {}",
+                e.public_message()
+            );
+            let limit = Some(TurnLimit::MaxIterations);
+            let code = ErrorCode::MaxIterations;
+            let want = Step::Fail {
+                code,
+                message,
+                limit,
+            };
+            assert_eq!(wrapping_up().on_model_error(&e), want);
+        }
+    }
+
+    #[test]
+    fn the_deadline_and_a_stream_without_an_answer_fail_the_turn() {
+        let t = asked();
+        assert_eq!(
+            t.on_deadline(Duration::from_secs(90)),
+            Step::Fail {
+                code: ErrorCode::AiTimeout,
+                message: "the turn took longer than 90 s".into(),
+                limit: Some(TurnLimit::Deadline),
+            }
+        );
+        assert_eq!(
+            t.on_stream_end(),
+            Step::Fail {
+                code: ErrorCode::UpstreamError,
+                message: "the model stream ended without an answer".into(),
+                limit: None,
+            }
+        );
+        assert_eq!(
+            asked().resume(),
+            None,
+            "nothing runs while the model is asked"
+        );
+    }
+
+    #[test]
+    fn a_call_id_that_is_empty_repeated_or_too_long_is_replaced() {
+        let long = "x".repeat(MAX_TOOL_NAME_CHARS + 1);
+        let longest = "y".repeat(MAX_TOOL_NAME_CHARS);
+        // (the model's id, the id the call runs under)
+        let cases = [
+            ("a", "a"),
+            ("a", "t1_call_2"),
+            ("", "t1_call_3"),
+            (long.as_str(), "t1_call_4"),
+            (longest.as_str(), longest.as_str()),
+            // A model's id that an earlier replacement took.
+            ("t1_call_2", "t1_call_6"),
+            ("é", "é"),
+        ];
+        let mut t = asked();
+        let answer = cases
+            .iter()
+            .enumerate()
+            .map(|(i, (id, _))| call(id, "roll", &format!(r#"{{"n":{i}}}"#)))
+            .collect();
+        t.on_model_done(reply("", answer));
+        let (ran, _) = drain(&mut t);
+        let ids: Vec<_> = ran.into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, cases.map(|(_, want)| want.to_owned()));
+
+        // A tool name is cut to the same length, at a character.
+        let mut t = asked();
+        let name = "é".repeat(MAX_TOOL_NAME_CHARS + 5);
+        t.on_model_done(reply("", vec![call("a", &name, "{}")]));
+        let (ran, _) = drain(&mut t);
+        assert_eq!(ran[0].1, "é".repeat(MAX_TOOL_NAME_CHARS));
+    }
+
+    #[test]
+    fn narrative_is_clipped_at_max_narrative_bytes_at_a_character_boundary() {
+        let big = "a".repeat(MAX_NARRATIVE_BYTES + 10);
+        let almost = "a".repeat(MAX_NARRATIVE_BYTES - 1);
+        // (deltas, what of each is journalled)
+        let cases: [(Vec<String>, Vec<Option<String>>); 3] = [
+            (
+                vec![big.clone(), "more".into()],
+                vec![Some("a".repeat(MAX_NARRATIVE_BYTES)), None],
+            ),
+            (
+                vec![almost.clone(), "éa".into()],
+                vec![Some(almost.clone()), None],
+            ),
+            (
+                vec![almost.clone(), "aé".into()],
+                vec![Some(almost.clone()), Some("a".into())],
+            ),
+        ];
+        for (deltas, want) in cases {
+            let mut t = asked();
+            let got: Vec<_> = deltas.into_iter().map(|d| t.on_delta(d)).collect();
+            assert_eq!(got, want);
+        }
+        // A whole answer is cut the same way.
+        let mut t = asked();
+        let text = format!("{almost}é");
+        let Step::Complete { reply: got, .. } = t.on_model_done(reply(&text, vec![])) else {
+            panic!("the answer completes the turn");
+        };
+        assert_eq!(got, almost);
+    }
+
+    #[test]
+    fn the_calls_effects_say_what_the_turn_touched() {
+        let mut t = asked();
+        let moved = Effect::Move {
+            character_id: CharacterId::from("pc_001"),
+            to_area_id: AreaId::from("area_002"),
+        };
+        t.call_ran(event("a", "move"), Some(&moved));
+        t.call_ran(event("b", "roll"), None);
+        assert_eq!(t.touched_areas().iter().collect::<Vec<_>>(), ["area_002"]);
+        assert_eq!(
+            t.touched_characters().iter().collect::<Vec<_>>(),
+            ["pc_001"]
+        );
+        assert_eq!(t.into_tool_events().len(), 2);
+    }
+}
