@@ -104,6 +104,12 @@ pub struct Settings {
         global = true
     )]
     pub database_url: String,
+    /// Largest the database may grow, in MiB (default: no cap but the
+    /// disk's). Past it writes fail as on a full disk: sessions refuse new
+    /// work, nothing acknowledged is lost, and play resumes once the cap is
+    /// raised or room is made.
+    #[arg(long, env = "QUESTD_DATABASE_MAX_MB", global = true)]
+    pub database_max_mb: Option<u64>,
     /// Which model runs the game.
     #[arg(
         long,

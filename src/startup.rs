@@ -108,9 +108,13 @@ impl Application {
         provider: Arc<dyn Provider>,
     ) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::default());
-        let store = Store::open_with_metrics(&settings.database_url, metrics.clone())
-            .await
-            .with_context(|| format!("opening {}", settings.database_url))?;
+        let store = Store::open_with_metrics(
+            &settings.database_url,
+            metrics.clone(),
+            settings.database_max_mb,
+        )
+        .await
+        .with_context(|| format!("opening {}", settings.database_url))?;
         let registry = Arc::new(Registry::builtin().map_err(anyhow::Error::msg)?);
         let builtin_starts = Campaign::builtin_starts(registry.names())
             .map_err(|e| anyhow::anyhow!("a built-in campaign is broken: {e}"))?;

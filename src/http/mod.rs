@@ -25,7 +25,7 @@ use crate::game::BuiltinStarts;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
 use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle, SessionHub};
-use crate::storage::{STORAGE_BEHIND, SessionMeta, StorageError, Store};
+use crate::storage::{STORAGE_BEHIND, STORAGE_FULL, SessionMeta, StorageError, Store};
 use crate::tools::Registry;
 
 /// Largest HTTP request body accepted.
@@ -254,6 +254,7 @@ pub fn hub_failed(e: HubError) -> ApiError {
     match e {
         HubError::Full(_) => overloaded(e.to_string()),
         HubError::Storage(StorageError::Overloaded) => overloaded(STORAGE_BEHIND),
+        HubError::Storage(StorageError::Full) => overloaded(STORAGE_FULL),
         HubError::Storage(e) => ApiError::internal(&e),
     }
 }

@@ -29,11 +29,24 @@ pub enum StorageError {
     WriterGone,
     #[error("too many writes are waiting for storage")]
     Overloaded,
+    #[error("storage is full")]
+    Full,
 }
 
 impl From<sqlx::Error> for StorageError {
     fn from(e: sqlx::Error) -> Self {
-        Self::Database(e.to_string())
+        // SQLite's primary result code 13 is SQLITE_FULL: the disk, or the
+        // database's size cap, is full.
+        let full = e
+            .as_database_error()
+            .and_then(|d| d.code())
+            .and_then(|c| c.parse::<i32>().ok())
+            .is_some_and(|c| c & 0xff == 13);
+        if full {
+            Self::Full
+        } else {
+            Self::Database(e.to_string())
+        }
     }
 }
 
@@ -52,6 +65,8 @@ pub const MAX_QUEUED_WRITES: usize = 65_536;
 pub const BUSY_QUEUED_WRITES: usize = MAX_QUEUED_WRITES / 2;
 /// The reason given while writes wait too long ([`Store::refusing`]).
 pub const STORAGE_BEHIND: &str = "storage is behind; try again soon";
+/// The reason given when a session cannot be created for lack of room.
+pub const STORAGE_FULL: &str = "storage is full; try again later";
 /// The reason given just after a write failed ([`Store::refusing`]).
 pub const STORAGE_FAILING: &str = "storage is failing to write; try again soon";
 

@@ -70,14 +70,18 @@ impl Store {
     /// Opens (creating if needed) the database at `url` (`sqlite://PATH`),
     /// runs migrations and starts the writer on the current runtime.
     pub async fn open(url: &str) -> Result<Self, StorageError> {
-        Self::open_with_metrics(url, Arc::default()).await
+        Self::open_with_metrics(url, Arc::default(), None).await
     }
 
     /// [`Store::open`], with the writer's commit sizes and times recorded
     /// in `metrics`.
+    ///
+    /// `max_mb` caps the database's size: past it every write fails as on a
+    /// full disk (`SQLITE_FULL`), which the writer handles like one.
     pub async fn open_with_metrics(
         url: &str,
         metrics: CommitMetrics,
+        max_mb: Option<u64>,
     ) -> Result<Self, StorageError> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -107,7 +111,19 @@ impl Store {
         // big enough for one (16 MiB instead of 2) keeps it from spilling
         // pages to disk before the commit.
         let writer_options = options.pragma("cache_size", "-16384");
-        let conn = SqliteConnection::connect_with(&writer_options).await?;
+        let mut conn = SqliteConnection::connect_with(&writer_options).await?;
+        if let Some(mb) = max_mb {
+            // Only the writer writes, so its connection's cap is the file's.
+            let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
+                .fetch_one(&mut conn)
+                .await?;
+            let pages = (mb.saturating_mul(1024 * 1024) / page_size.max(512) as u64).max(1);
+            let sql = format!("PRAGMA max_page_count = {pages}");
+            // Built only from numbers.
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await?;
+        }
         let (writes, rx) = mpsc::channel(MAX_QUEUED_WRITES);
         let failing_until = Arc::new(AtomicI64::new(0));
         actix::spawn(writer(conn, rx, metrics, failing_until.clone()));

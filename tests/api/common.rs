@@ -456,6 +456,39 @@ impl Ws {
         }
     }
 
+    /// Reads until the turn started by `request_id` ends, an `error` frame
+    /// answers it, or the server closes; returns the JSON frames and the
+    /// close code, if it closed.
+    pub async fn frames_until_turn_end_or_close(
+        &mut self,
+        request_id: &str,
+    ) -> (Vec<Value>, Option<u16>) {
+        let mut frames: Vec<Value> = Vec::new();
+        let mut turn_id: Option<String> = None;
+        loop {
+            let Ok(Some(frame)) = tokio::time::timeout(FRAME_WAIT, self.framed.next()).await else {
+                return (frames, None);
+            };
+            match frame.expect("websocket frame") {
+                ws::Frame::Text(b) => {
+                    let f: Value = serde_json::from_slice(&b).expect("JSON");
+                    if f["type"] == "ack" && f["request_id"] == request_id {
+                        turn_id = f["turn_id"].as_str().map(str::to_owned);
+                    }
+                    let answered = f["type"] == "error" && f["request_id"] == request_id;
+                    let ended = (f["type"] == "turn_completed" || f["type"] == "turn_failed")
+                        && turn_id.as_deref().is_some_and(|t| f["turn_id"] == t);
+                    frames.push(f);
+                    if answered || ended {
+                        return (frames, None);
+                    }
+                }
+                ws::Frame::Close(reason) => return (frames, reason.map(|r| u16::from(r.code))),
+                _ => {}
+            }
+        }
+    }
+
     /// Reads until the server closes; returns the close code.
     pub async fn close_code(&mut self) -> Option<u16> {
         loop {

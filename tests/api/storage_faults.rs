@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use questd::llm::OfflineGameMaster;
-use serde_json::Value;
+use serde_json::{Value, json};
 use sqlx::{Connection, SqliteConnection};
 
 /// A way for the store to fail the journal writes of one session.
@@ -251,4 +251,95 @@ async fn nothing_is_sent_before_its_commit() {
         .unwrap();
     assert_eq!(moves_in_log(&app, &s).await, [ok["seq"].as_u64().unwrap()]);
     assert_eq!(position(&app.snapshot(&s).await), target);
+}
+
+#[actix_web::test]
+async fn a_full_database_loses_nothing_it_acknowledged() {
+    // The database may grow to 1 MiB (`QUESTD_DATABASE_MAX_MB`): past it
+    // every write fails with SQLITE_FULL, exactly as on a full disk.
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let offline = || std::sync::Arc::new(OfflineGameMaster::default());
+    let app = spawn_in(
+        dir.clone(),
+        |s| {
+            s.database_max_mb = Some(1);
+            s.chat_burst = 1000;
+            s.chat_per_minute = 1_000_000;
+        },
+        offline(),
+    )
+    .await;
+    // Sessions keep playing after the first failure, as the run
+    // did: the writer must not turn later writes into ones that are told
+    // but never committed. Stops after a few refusals or closes.
+    let mut acked: Vec<(Session, u64)> = Vec::new();
+    let mut failures = Vec::new();
+    'fill: for n in 0..200 {
+        let url = format!("{}/api/v1/sessions", app.base);
+        let keyed = [("X-Internal-API-Key", TEST_KEY)];
+        let created = request("POST", &url, &keyed, Some(&json!({"campaign_id": "demo"}))).await;
+        if created.status != 201 {
+            assert_eq!(created.body["error_code"], "OVERLOADED", "{}", created.body);
+            failures.push(created.body["message"].clone());
+            if failures.len() >= 5 {
+                break;
+            }
+            continue;
+        }
+        let s = Session::created(&created.body);
+        let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+        for m in 0..20 {
+            let rid = format!("full-{n}-{m}");
+            let target = neighbour(&app.snapshot(&s).await);
+            ws.chat(&format!("go to {target}"), &rid).await;
+            let (frames, code) = ws.frames_until_turn_end_or_close(&rid).await;
+            if let Some(ok) = frames
+                .iter()
+                .find(|f| f["type"] == "tool_result" && f["status"] == "ok")
+            {
+                acked.push((s.clone(), ok["seq"].as_u64().unwrap()));
+            }
+            let error = frames.iter().find(|f| f["type"] == "error");
+            if let Some(error) = error {
+                assert_eq!(error["error_code"], "OVERLOADED", "{frames:?}");
+                failures.push(error["message"].clone());
+            } else if code.is_some() {
+                assert_eq!(code, Some(1011), "{frames:?}");
+                failures.push(json!("closed 1011"));
+            } else {
+                continue;
+            }
+            if failures.len() >= 5 {
+                break 'fill;
+            }
+            continue 'fill;
+        }
+    }
+    assert!(failures.len() >= 5, "the database filled up: {failures:?}");
+    assert!(!acked.is_empty());
+
+    // Restarted with room: every move it acknowledged is there.
+    app.stop().await;
+    let again = spawn_in(dir, |_| {}, offline()).await;
+    for (s, seq) in &acked {
+        let moves = moves_in_log(&again, s).await;
+        assert!(
+            moves.contains(seq),
+            "acknowledged move {seq} of {}",
+            s.session_id
+        );
+    }
+    // And plays on (a turn the cap cut short is closed first, as after
+    // any restart).
+    let (s, _) = acked.last().unwrap();
+    let (mut ws, welcome) = again.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws
+        .play(&format!("go to {}", neighbour(&welcome["state"])), "after")
+        .await;
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["type"] == "tool_result" && f["status"] == "ok"),
+        "{frames:?}"
+    );
 }
