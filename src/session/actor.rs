@@ -46,7 +46,6 @@ use crate::protocol::{
     ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, ToolEvent, TurnLimit,
 };
 use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
-use crate::tools::generate_zone::{parse_zone_texts, zone_text_request};
 use crate::tools::{
     Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
 };
@@ -623,8 +622,9 @@ impl SessionActor {
         }
     }
 
-    /// A real model writes `generate_zone`'s names and descriptions: this
-    /// asks for them, and the call runs when the answer is in.
+    /// A real model writes the content some tools ask for (`generate_zone`'s
+    /// names and descriptions, [`crate::tools::Tool::content_request`]): this
+    /// asks for it, and the call runs when the answer is in.
     fn ask_for_content(
         &mut self,
         call_id: String,
@@ -632,7 +632,7 @@ impl SessionActor {
         args: Value,
         ctx: &mut Context<Self>,
     ) -> bool {
-        if tool != "generate_zone" || !self.deps.provider.writes_content() {
+        if !self.deps.provider.writes_content() {
             return false;
         }
         // The pipeline's checks come first: a call it would refuse (not
@@ -654,7 +654,7 @@ impl SessionActor {
         if prepared.is_err() || other_session {
             return false;
         }
-        let Some((system, user)) = zone_text_request(&args) else {
+        let Some((system, user)) = self.deps.registry.content_request(&tool, &args) else {
             return false;
         };
         let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_owned()) else {
@@ -696,21 +696,16 @@ impl SessionActor {
             t.turn.step_usage(),
         );
         let mut args = c.args;
-        let refused = match answer.and_then(|text| {
-            parse_zone_texts(&text, &args)
-                .map_err(|m| ToolError::new(Reason::ExecutionFailed, ErrorCode::InvalidAiJson, m))
-        }) {
-            Ok(texts) => {
-                args["zone_texts"] = json!(
-                    texts
-                        .iter()
-                        .map(|t| json!({"name": t.name, "description": t.description}))
-                        .collect::<Vec<_>>()
-                );
-                None
-            }
-            Err(e) => Some(e),
-        };
+        let registry = self.deps.registry.clone();
+        let refused = answer
+            .and_then(|text| {
+                registry
+                    .with_content(&c.tool, &mut args, &text)
+                    .map_err(|m| {
+                        ToolError::new(Reason::ExecutionFailed, ErrorCode::InvalidAiJson, m)
+                    })
+            })
+            .err();
         self.run_call(CallSpec {
             turn_id: &turn_id,
             trace_id: &trace_id,

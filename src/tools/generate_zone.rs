@@ -220,6 +220,22 @@ impl Tool for GenerateZone {
             effect: Some(Effect::AddZones { zones }),
         })
     }
+
+    /// A model that writes content names and describes the zones.
+    fn content_request(&self, args: &Value) -> Option<(String, String)> {
+        zone_text_request(args)
+    }
+
+    fn with_content(&self, args: &mut Value, text: &str) -> Result<(), String> {
+        let texts = parse_zone_texts(text, args)?;
+        args["zone_texts"] = json!(
+            texts
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description}))
+                .collect::<Vec<_>>()
+        );
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -302,6 +302,18 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
     /// Runs against the state. `args` already passed the input schema.
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError>;
+    /// Text a model that writes content should write for this call before
+    /// it runs (e.g. zone names), as a (system, user) prompt; `None` (the
+    /// default) when the call needs none. Asked only after the call passed
+    /// the pipeline's checks.
+    fn content_request(&self, _args: &Value) -> Option<(String, String)> {
+        None
+    }
+    /// Puts the model's written text into the call's arguments; `Err` says
+    /// why the text cannot be used.
+    fn with_content(&self, _args: &mut Value, _text: &str) -> Result<(), String> {
+        Err("this tool takes no written content".into())
+    }
 }
 
 /// Arguments as they arrive: JSON text from a model, or a value from HTTP.
@@ -459,6 +471,21 @@ impl Registry {
 
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
         self.entries.get(name).map(|e| &e.spec)
+    }
+
+    /// The content a model should write before this call runs, if any
+    /// ([`Tool::content_request`]).
+    pub fn content_request(&self, name: &str, args: &Value) -> Option<(String, String)> {
+        self.entries.get(name)?.tool.content_request(args)
+    }
+
+    /// Puts a model's written content into the call's arguments
+    /// ([`Tool::with_content`]).
+    pub fn with_content(&self, name: &str, args: &mut Value, text: &str) -> Result<(), String> {
+        match self.entries.get(name) {
+            Some(entry) => entry.tool.with_content(args, text),
+            None => Err(format!("no tool {name:?}")),
+        }
     }
 
     /// Every tool name, in registration order.
@@ -1058,6 +1085,40 @@ mod tests {
         let names: Vec<&str> = registry.usable(&gm).map(|s| s.name).collect();
         assert!(!names.contains(&"create_npc") && !names.contains(&"activate_npc"));
         assert!(names.contains(&"search_content") && names.contains(&"generate_zone"));
+    }
+
+    #[test]
+    fn only_tools_that_want_written_content_ask_for_it() {
+        let registry = Registry::builtin().unwrap();
+        let zone =
+            json!({"session_id": test_support::SESSION, "world_prompt": "salt flats", "count": 2});
+        assert!(registry.content_request("generate_zone", &zone).is_some());
+        assert!(
+            registry
+                .content_request("roll_dice", &json!({"dice": "1d6"}))
+                .is_none()
+        );
+        assert!(registry.content_request("no_such_tool", &zone).is_none());
+        let mut args = zone.clone();
+        let text = r#"[{"name": "Glass Pan", "description": "White."}, {"name": "Cairn Field", "description": "Stones."}]"#;
+        assert_eq!(
+            registry.with_content("generate_zone", &mut args, text),
+            Ok(())
+        );
+        assert_eq!(args["zone_texts"][1]["name"], "Cairn Field");
+        // With texts given, no more are asked for; bad text is a reason.
+        assert!(registry.content_request("generate_zone", &args).is_none());
+        let mut args = zone;
+        assert!(
+            registry
+                .with_content("generate_zone", &mut args, "no json")
+                .is_err()
+        );
+        assert!(
+            registry
+                .with_content("roll_dice", &mut json!({}), "[]")
+                .is_err()
+        );
     }
 
     #[test]
