@@ -451,12 +451,6 @@ fn refused_write(e: mpsc::error::TrySendError<WriteOp>) -> (StorageError, WriteO
 /// The writer task: waits for one write, takes everything else already
 /// queued (up to [`MAX_BATCH`]), commits it all at once, then tells each
 /// waiter. Runs until every sender is gone.
-/// Identifies one session actor's stream of rows (a reloaded session gets a
-/// new sink, so it may write again).
-fn sink_key(sink: &DurableSink) -> u64 {
-    sink.id()
-}
-
 async fn writer(
     mut conn: SqliteConnection,
     mut rx: mpsc::Receiver<WriteOp>,
@@ -464,12 +458,13 @@ async fn writer(
     failing_until: Arc<AtomicI64>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    // Sinks whose session had a write fail: their later rows are refused, so
-    // a session's journal never has a gap in its seqs.
+    // Ids of sinks whose session had a write fail: their later rows are
+    // refused, so a session's journal never has a gap in its seqs. Ids are
+    // never reused, so a reload of the session (a new sink) writes again.
     let mut poisoned: HashSet<u64> = HashSet::new();
     let refused = || StorageError::Database("an earlier write of this session failed".into());
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink_key(sink)));
+        let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink.id()));
         let writable: Vec<&WriteOp> = batch
             .iter()
             .filter(|op| !is_refused(op, &poisoned))
@@ -511,7 +506,7 @@ async fn writer(
                             failures_in_a_row += 1;
                             tracing::error!(error = %e, "journal write failed");
                             if let WriteOp::Row(_, sink) = op {
-                                poisoned.insert(sink_key(sink));
+                                poisoned.insert(sink.id());
                             }
                         }
                     }
@@ -905,6 +900,31 @@ mod tests {
         assert_eq!(until(&mut again, 1).await.ok(), Some(1));
         assert_eq!(committed(&url, "b").await, [1]);
         assert_eq!(committed(&url, "a").await, [1, 2]);
+    }
+
+    #[actix_web::test]
+    async fn a_long_write_queue_refuses_new_work_until_it_drains() {
+        let (store, _dir, url) = store().await;
+        // Another connection holds the write lock: the writer takes one
+        // batch and waits on it, and everything after queues up.
+        let mut lock = SqliteConnection::connect(&url).await.expect("connects");
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut lock)
+            .await
+            .expect("lock");
+        let (a, mut notices) = sink();
+        let rows = (BUSY_QUEUED_WRITES + MAX_BATCH) as u64;
+        for seq in 1..=rows {
+            store.append(row("a", seq), a.clone());
+        }
+        assert_eq!(store.refusing(), Some(STORAGE_BEHIND));
+        sqlx::query("COMMIT")
+            .execute(&mut lock)
+            .await
+            .expect("unlock");
+        assert_eq!(until(&mut notices, rows).await.ok(), Some(rows));
+        assert_eq!(store.refusing(), None, "drained, it takes work again");
+        assert_eq!(committed(&url, "a").await.len() as u64, rows);
     }
 
     #[actix_web::test]

@@ -432,30 +432,6 @@ pub fn neighbour(snapshot: &Value) -> String {
 }
 
 impl Ws {
-    /// Reads until the server closes, or until an `error` frame answers
-    /// `request_id`; returns the JSON frames and the close code (`None`
-    /// when it stopped at the error).
-    pub async fn frames_until_close_or(&mut self, request_id: &str) -> (Vec<Value>, Option<u16>) {
-        let mut frames = Vec::new();
-        loop {
-            let Ok(Some(frame)) = tokio::time::timeout(FRAME_WAIT, self.framed.next()).await else {
-                return (frames, None);
-            };
-            match frame.expect("websocket frame") {
-                ws::Frame::Text(b) => {
-                    let f: Value = serde_json::from_slice(&b).expect("JSON");
-                    let answered = f["type"] == "error" && f["request_id"] == request_id;
-                    frames.push(f);
-                    if answered {
-                        return (frames, None);
-                    }
-                }
-                ws::Frame::Close(reason) => return (frames, reason.map(|r| u16::from(r.code))),
-                _ => {}
-            }
-        }
-    }
-
     /// Reads until the turn started by `request_id` ends, an `error` frame
     /// answers it, or the server closes; returns the JSON frames and the
     /// close code, if it closed.

@@ -160,6 +160,30 @@ impl Server {
         }
     }
 
+    /// A session of the demo campaign on this server.
+    async fn create_demo(&self) -> Session {
+        let (status, created) = post(
+            &format!("{}/api/v1/sessions", self.base),
+            &json!({"campaign_id": "demo"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+        Session::created(&created)
+    }
+
+    /// The player's WebSocket URL of `s` on this server, resuming after
+    /// `last_seq` if given.
+    fn ws_url(&self, s: &Session, last_seq: Option<u64>) -> String {
+        let mut url = format!(
+            "ws://127.0.0.1:{}/ws/sessions/{}?token={}",
+            self.port, s.session_id, s.player_token
+        );
+        if let Some(n) = last_seq {
+            url.push_str(&format!("&last_seq={n}"));
+        }
+        url
+    }
+
     fn kill9(mut self) {
         let pid = self.child.id().to_string();
         let status = Command::new("kill")
@@ -183,19 +207,9 @@ async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("questd.db").display());
     let server = Server::start(&db);
-    let (status, created) = post(
-        &format!("{}/api/v1/sessions", server.base),
-        &json!({"campaign_id": "demo"}),
-    )
-    .await;
-    assert_eq!(status, 201);
-    let id = created["session_id"].as_str().unwrap().to_owned();
-    let token = created["player_token"].as_str().unwrap().to_owned();
-    let mut ws = Ws::connect(&format!(
-        "ws://127.0.0.1:{}/ws/sessions/{id}?token={token}",
-        server.port
-    ))
-    .await;
+    let s = server.create_demo().await;
+    let (id, token) = (s.session_id.clone(), s.player_token.clone());
+    let mut ws = Ws::connect(&server.ws_url(&s, None)).await;
     let welcome = ws.next_json().await;
     let target = neighbour(&welcome["state"]);
     ws.chat(&format!("go to {target}"), "r-1").await;
@@ -230,11 +244,7 @@ async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     // The session carries on from there, and the turn the crash cut short
     // is closed, so no client waits for it forever.
     let after = result["seq"].as_u64().unwrap();
-    let mut ws = Ws::connect(&format!(
-        "ws://127.0.0.1:{}/ws/sessions/{id}?token={token}&last_seq={after}",
-        server.port
-    ))
-    .await;
+    let mut ws = Ws::connect(&server.ws_url(&s, Some(after))).await;
     let welcome = ws.next_json().await;
     assert_eq!(welcome["resumed"], true, "{welcome}");
     let turn_id = result["turn_id"].as_str().unwrap();
@@ -255,22 +265,9 @@ async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
     // The game master thinks for 2 s before each answer: the kill lands
     // while the turn is running, after its turn_started is durable.
     let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);
-    let (status, created) = post(
-        &format!("{}/api/v1/sessions", server.base),
-        &json!({"campaign_id": "demo"}),
-    )
-    .await;
-    assert_eq!(status, 201);
-    let id = created["session_id"].as_str().unwrap().to_owned();
-    let token = created["player_token"].as_str().unwrap().to_owned();
-    let url = |port: u16, last: Option<u64>| {
-        let mut url = format!("ws://127.0.0.1:{port}/ws/sessions/{id}?token={token}");
-        if let Some(n) = last {
-            url.push_str(&format!("&last_seq={n}"));
-        }
-        url
-    };
-    let mut ws = Ws::connect(&url(server.port, None)).await;
+    let s = server.create_demo().await;
+    let (id, token) = (s.session_id.clone(), s.player_token.clone());
+    let mut ws = Ws::connect(&server.ws_url(&s, None)).await;
     let welcome = ws.next_json().await;
     let mut seen: Vec<u64> = Vec::new();
     ws.chat(&format!("go to {}", neighbour(&welcome["state"])), "r-1")
@@ -288,7 +285,7 @@ async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
     // goes on from there without a gap or a repeat.
     let server = Server::start(&db);
     let last = *seen.iter().max().unwrap();
-    let mut ws = Ws::connect(&url(server.port, Some(last))).await;
+    let mut ws = Ws::connect(&server.ws_url(&s, Some(last))).await;
     let welcome = ws.next_json().await;
     assert_eq!(welcome["resumed"], true, "{welcome}");
     let turn_id = started["turn_id"].as_str().unwrap();

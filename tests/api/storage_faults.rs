@@ -69,7 +69,7 @@ async fn fails_to_play(app: &TestApp, s: &Session, last_seq: u64) -> Vec<u64> {
         .await;
     ws.chat(&format!("go to {}", neighbour(&welcome["state"])), "doomed")
         .await;
-    let (frames, code) = ws.frames_until_close_or("doomed").await;
+    let (frames, code) = ws.frames_until_turn_end_or_close("doomed").await;
     assert!(
         !frames
             .iter()
