@@ -214,12 +214,24 @@ impl Application {
     }
 
     /// Serves until the server is stopped (Ctrl-C or the handle).
+    ///
+    /// The session arbiters stop with it, also when this future is dropped
+    /// unfinished (its runtime shutting down), so no session outlives its
+    /// server holding database connections.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        let result = self.server.await;
-        for a in &self.arbiters {
+        let _arbiters = StopOnDrop(self.arbiters);
+        self.server.await
+    }
+}
+
+/// Stops its arbiters when dropped.
+struct StopOnDrop(Vec<ArbiterHandle>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        for a in &self.0 {
             a.stop();
         }
-        result
     }
 }
 

@@ -3,9 +3,14 @@
 //! Only this module runs SQL. Reads go through a connection pool; every write
 //! goes through one writer task that commits whatever has queued up, from
 //! all sessions, in one transaction (group commit): durability costs one
-//! fsync per batch, not one per action.
+//! fsync per batch, not one per action. The database is SQLite (embedded,
+//! the default) or PostgreSQL, chosen by the URL's scheme; both speak the
+//! SQL in `sql.rs` and share the writer in `writer.rs`.
 
+mod postgres;
+mod sql;
 mod sqlite;
+mod writer;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -13,7 +18,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use sqlite::Store;
+use tokio::sync::oneshot;
+
+use crate::metrics::Metrics;
+use writer::Writes;
 
 /// Rows committed in one transaction at most.
 pub const MAX_BATCH: usize = 4096;
@@ -36,12 +44,17 @@ pub enum StorageError {
 impl From<sqlx::Error> for StorageError {
     fn from(e: sqlx::Error) -> Self {
         // SQLite's primary result code 13 is SQLITE_FULL: the disk, or the
-        // database's size cap, is full.
-        let full = e
-            .as_database_error()
-            .and_then(|d| d.code())
-            .and_then(|c| c.parse::<i32>().ok())
-            .is_some_and(|c| c & 0xff == 13);
+        // database's size cap, is full. PostgreSQL says so with SQLSTATE
+        // 53100 (disk_full).
+        let full = e.as_database_error().is_some_and(|d| {
+            if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                d.code()
+                    .and_then(|c| c.parse::<i32>().ok())
+                    .is_some_and(|c| c & 0xff == 13)
+            } else {
+                d.code().as_deref() == Some("53100")
+            }
+        });
         if full {
             Self::Full
         } else {
@@ -231,6 +244,181 @@ pub struct AuditPage {
 pub struct ActionPage {
     pub actions: Vec<Value>,
     pub next_after_seq: Option<u64>,
+}
+
+/// The database: a read pool plus the queue into the writer task.
+#[derive(Clone)]
+pub struct Store {
+    reads: Reads,
+    writes: Writes,
+}
+
+/// The read pool, of whichever database the URL named.
+#[derive(Clone)]
+enum Reads {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+/// Runs the dialect's copy of a shared query (see `sql.rs`).
+macro_rules! read {
+    ($self:ident, $query:ident($($arg:expr),*)) => {
+        match &$self.reads {
+            Reads::Sqlite(pool) => sqlite::$query(pool, $($arg),*).await,
+            Reads::Postgres(pool) => postgres::$query(pool, $($arg),*).await,
+        }
+    };
+}
+
+impl Store {
+    /// Opens the database at `url` (`sqlite://PATH`, or
+    /// `postgres://user:pass@host:port/db`), runs migrations and starts the
+    /// writer on the current arbiter.
+    pub async fn open(url: &str) -> Result<Self, StorageError> {
+        Self::open_with_metrics(url, Arc::default(), None).await
+    }
+
+    /// [`Store::open`], with the writer's commit sizes and times recorded
+    /// in `metrics`.
+    ///
+    /// `max_mb` caps an SQLite database's size: past it every write fails
+    /// as on a full disk. PostgreSQL's room is its operator's to set.
+    pub async fn open_with_metrics(
+        url: &str,
+        metrics: Arc<Metrics>,
+        max_mb: Option<u64>,
+    ) -> Result<Self, StorageError> {
+        if is_postgres(url) {
+            if max_mb.is_some() {
+                return Err(StorageError::Database(
+                    "QUESTD_DATABASE_MAX_MB applies to SQLite only".into(),
+                ));
+            }
+            let (pool, committer) = postgres::open(url).await?;
+            Ok(Self {
+                reads: Reads::Postgres(pool),
+                writes: Writes::start(committer, metrics),
+            })
+        } else {
+            let (pool, committer) = sqlite::open(url, max_mb).await?;
+            Ok(Self {
+                reads: Reads::Sqlite(pool),
+                writes: Writes::start(committer, metrics),
+            })
+        }
+    }
+
+    /// Queues a journal row; `sink` hears when it (and everything before it)
+    /// is durable.
+    pub fn append(&self, row: JournalRow, sink: DurableSink) {
+        self.writes.append(row, sink)
+    }
+
+    /// Why new work should be refused now, if it should: so many writes
+    /// wait that the turns already running need the room, or a write
+    /// failed moments ago (a full disk, a locked or broken database).
+    /// Callers answer `OVERLOADED` with this reason; sessions take work
+    /// again by themselves once storage writes again.
+    pub fn refusing(&self) -> Option<&'static str> {
+        self.writes.refusing()
+    }
+
+    /// Queues a snapshot; if `done` is given it hears when it is durable.
+    pub fn snapshot(
+        &self,
+        session_id: &str,
+        seq: u64,
+        state: String,
+        done: Option<oneshot::Sender<Result<(), StorageError>>>,
+    ) {
+        self.writes.snapshot(session_id, seq, state, done)
+    }
+
+    /// Queues an audit row. Audit rows ride in the same group commits as the
+    /// journal; nobody waits for them.
+    pub fn audit(&self, row: AuditRow) {
+        self.writes.audit(row)
+    }
+
+    /// Stores a new session and its opening snapshot; returns once durable.
+    pub async fn create_session(
+        &self,
+        meta: SessionMeta,
+        snapshot: String,
+    ) -> Result<(), StorageError> {
+        self.writes.create_session(meta, snapshot).await
+    }
+
+    /// Every audit row of one trace of a tenant, oldest first (at most
+    /// `limit`).
+    pub async fn audit_by_trace(
+        &self,
+        tenant_id: &str,
+        trace_id: &str,
+        limit: u32,
+    ) -> Result<Vec<AuditRow>, StorageError> {
+        read!(self, audit_by_trace(tenant_id, trace_id, limit))
+    }
+
+    /// A page of a session's audit ledger, oldest first.
+    pub async fn audit_page(
+        &self,
+        session_id: &str,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<AuditPage, StorageError> {
+        read!(self, audit_page(session_id, after_id, limit))
+    }
+
+    pub async fn session_meta(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<SessionMeta>, StorageError> {
+        read!(self, session_meta(session_id))
+    }
+
+    /// Reads what replay needs: meta, latest snapshot, later rows, recent
+    /// frames.
+    pub async fn load_session(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<LoadedSession>, StorageError> {
+        read!(self, load_session(session_id))
+    }
+
+    /// Request ids of the most recent turns that started, newest first.
+    pub async fn recent_request_ids(
+        &self,
+        session_id: &str,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, StorageError> {
+        read!(self, recent_request_ids(session_id, limit))
+    }
+
+    /// The frame that ended a turn (`turn_completed` or `turn_failed`), if
+    /// the turn has ended.
+    pub async fn turn_end_frame(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Option<String>, StorageError> {
+        read!(self, turn_end_frame(session_id, turn_id))
+    }
+
+    /// A page of the applied-actions log, oldest first.
+    pub async fn actions(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<ActionPage, StorageError> {
+        read!(self, actions(session_id, after_seq, limit))
+    }
+}
+
+/// Whether `url` names a PostgreSQL database.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 /// Milliseconds since the Unix epoch.

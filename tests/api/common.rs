@@ -28,7 +28,7 @@ pub const TEST_KEY: &str = "test-internal-key";
 
 /// Settings for a test server on a fresh database in `dir`.
 pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
-    let url = format!("sqlite://{}", dir.path().join("questd.db").display());
+    let url = crate::database::database_url_in(dir.path());
     let mut s = Settings::for_tests(&url);
     s.internal_api_key = Some(TEST_KEY.into());
     s.http_workers = Some(1);
@@ -56,6 +56,10 @@ pub async fn spawn_with(
 }
 
 /// Starts a server on the database in `dir` (which may hold an earlier run).
+///
+/// The server runs on a thread (and actix system) of its own, so it stops
+/// for good when its `TestApp` is dropped, test over or not: nothing of it
+/// (sessions, database connections) outlives its test.
 pub async fn spawn_in(
     dir: Arc<tempfile::TempDir>,
     adjust: impl FnOnce(&mut Settings),
@@ -64,18 +68,40 @@ pub async fn spawn_in(
     let mut settings = settings_in(&dir);
     adjust(&mut settings);
     let db_url = settings.database_url.clone();
-    let app = Application::build_with(settings, provider)
+    let (started, ready) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let app = Application::build_with(settings, provider)
+                .await
+                .map_err(|e| format!("{e:?}"));
+            match app {
+                Ok(app) => {
+                    let _ = started.send(Ok((app.port(), app.handle())));
+                    let _ = app.run_until_stopped().await;
+                }
+                Err(e) => {
+                    let _ = started.send(Err(e));
+                }
+            }
+        })
+    });
+    let (port, handle) = ready
         .await
-        .expect("server builds");
-    let port = app.port();
-    let handle = app.handle();
-    actix_web::rt::spawn(app.run_until_stopped());
+        .expect("the server thread answers")
+        .unwrap_or_else(|e| panic!("server builds: {e}"));
     TestApp {
         port,
         base: format!("http://127.0.0.1:{port}"),
         db_url,
         handle,
         _dir: dir,
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // Only sends the command; the server's own thread carries it out.
+        drop(self.handle.stop(false));
     }
 }
 

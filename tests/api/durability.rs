@@ -205,7 +205,7 @@ impl Drop for Server {
 #[actix_web::test]
 async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("questd.db").display());
+    let db = crate::database::database_url_in(dir.path());
     let server = Server::start(&db);
     let s = server.create_demo().await;
     let (id, token) = (s.session_id.clone(), s.player_token.clone());
@@ -261,7 +261,7 @@ async fn sigkill_right_after_tool_result_ok_loses_nothing() {
 #[actix_web::test]
 async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("questd.db").display());
+    let db = crate::database::database_url_in(dir.path());
     // The game master thinks for 2 s before each answer: the kill lands
     // while the turn is running, after its turn_started is durable.
     let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::common::*;
 use questd::llm::OfflineGameMaster;
 use serde_json::{Value, json};
-use sqlx::{Connection, SqliteConnection};
+use sqlx::{Connection, PgConnection, SqliteConnection};
 
 /// A way for the store to fail the journal writes of one session.
 #[derive(Clone, Copy)]
@@ -22,41 +22,102 @@ enum Fault {
     CommitFails,
 }
 
-async fn db(db_url: &str) -> SqliteConnection {
-    SqliteConnection::connect(db_url).await.unwrap()
+/// A connection of the test's own to the server's database, whichever it
+/// is: faults are injected through it.
+enum Db {
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
+}
+
+impl Db {
+    async fn connect(db_url: &str) -> Self {
+        if db_url.starts_with("postgres") {
+            Self::Postgres(PgConnection::connect(db_url).await.unwrap())
+        } else {
+            Self::Sqlite(SqliteConnection::connect(db_url).await.unwrap())
+        }
+    }
+
+    async fn run(&mut self, sql: String) {
+        let sql = sqlx::AssertSqlSafe(sql);
+        match self {
+            Self::Sqlite(c) => sqlx::query(sql).execute(c).await.map(drop),
+            Self::Postgres(c) => sqlx::query(sql).execute(c).await.map(drop),
+        }
+        .unwrap();
+    }
+
+    /// Takes the lock every journal write needs, until [`Db::release`].
+    async fn hold_write_lock(&mut self) {
+        match self {
+            Self::Sqlite(_) => self.run("BEGIN IMMEDIATE".into()).await,
+            Self::Postgres(_) => {
+                self.run("BEGIN".into()).await;
+                self.run("LOCK TABLE journal IN EXCLUSIVE MODE".into())
+                    .await;
+            }
+        }
+    }
+
+    async fn release(&mut self) {
+        self.run("COMMIT".into()).await;
+    }
 }
 
 /// Makes the journal writes of `session_id` fail in the way `fault` says.
 async fn inject(db_url: &str, session_id: &str, fault: Fault) {
-    let mut c = db(db_url).await;
-    let body = match fault {
-        Fault::RollsBack => "SELECT RAISE(ROLLBACK, 'injected fault');",
-        Fault::CommitFails => "INSERT INTO injected_child (parent) VALUES (-1);",
+    let mut c = Db::connect(db_url).await;
+    let sqls = match (&c, fault) {
+        (Db::Sqlite(_), _) => {
+            let body = match fault {
+                Fault::RollsBack => "SELECT RAISE(ROLLBACK, 'injected fault');",
+                Fault::CommitFails => "INSERT INTO injected_child (parent) VALUES (-1);",
+            };
+            vec![
+                "CREATE TABLE IF NOT EXISTS injected_parent (id INTEGER PRIMARY KEY)".to_owned(),
+                "CREATE TABLE IF NOT EXISTS injected_child (parent INTEGER \
+                 REFERENCES injected_parent (id) DEFERRABLE INITIALLY DEFERRED)"
+                    .to_owned(),
+                format!(
+                    "CREATE TRIGGER injected_fault AFTER INSERT ON journal \
+                     WHEN NEW.session_id = '{session_id}' BEGIN {body} END"
+                ),
+            ]
+        }
+        // PostgreSQL aborts the transaction on the error; a constraint
+        // trigger deferred to the end fails the COMMIT itself.
+        (Db::Postgres(_), _) => {
+            let when = match fault {
+                Fault::RollsBack => "CREATE TRIGGER injected_fault AFTER INSERT ON journal",
+                Fault::CommitFails => {
+                    "CREATE CONSTRAINT TRIGGER injected_fault AFTER INSERT ON journal \
+                     DEFERRABLE INITIALLY DEFERRED"
+                }
+            };
+            vec![
+                "CREATE OR REPLACE FUNCTION injected_fault() RETURNS trigger LANGUAGE plpgsql \
+                 AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$"
+                    .to_owned(),
+                format!(
+                    "{when} FOR EACH ROW WHEN (NEW.session_id = '{session_id}') \
+                     EXECUTE FUNCTION injected_fault()"
+                ),
+            ]
+        }
     };
-    for sql in [
-        "CREATE TABLE IF NOT EXISTS injected_parent (id INTEGER PRIMARY KEY)".to_owned(),
-        "CREATE TABLE IF NOT EXISTS injected_child (parent INTEGER \
-         REFERENCES injected_parent (id) DEFERRABLE INITIALLY DEFERRED)"
-            .to_owned(),
-        format!(
-            "CREATE TRIGGER injected_fault AFTER INSERT ON journal \
-             WHEN NEW.session_id = '{session_id}' BEGIN {body} END"
-        ),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut c)
-            .await
-            .unwrap();
+    for sql in sqls {
+        c.run(sql).await;
     }
 }
 
 /// Lets writes through again.
 async fn heal(db_url: &str) {
-    let mut c = db(db_url).await;
-    sqlx::query("DROP TRIGGER injected_fault")
-        .execute(&mut c)
-        .await
-        .unwrap();
+    let mut c = Db::connect(db_url).await;
+    let sql = match c {
+        Db::Sqlite(_) => "DROP TRIGGER injected_fault",
+        Db::Postgres(_) => "DROP TRIGGER injected_fault ON journal",
+    };
+    c.run(sql.into()).await;
 }
 
 /// Chats on a fresh connection of `s` while its writes fail: the chat is
@@ -227,11 +288,8 @@ async fn nothing_is_sent_before_its_commit() {
 
     // Another connection holds the database's write lock: the journal's
     // commits wait behind it (well within the writer's busy timeout).
-    let mut lock = db(&app.db_url).await;
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut lock)
-        .await
-        .unwrap();
+    let mut lock = Db::connect(&app.db_url).await;
+    lock.hold_write_lock().await;
     player.chat(&format!("go to {target}"), "held").await;
     let ack = player.next_json().await;
     assert_eq!(ack["type"], "ack", "{ack}");
@@ -240,7 +298,7 @@ async fn nothing_is_sent_before_its_commit() {
     let quiet = Duration::from_millis(700);
     assert_eq!(player.try_next_json(quiet).await, None);
     assert_eq!(spectator.try_next_json(quiet).await, None);
-    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+    lock.release().await;
 
     // Released: the turn arrives whole, and what it told is stored.
     let turn_id = ack["turn_id"].as_str().unwrap();
@@ -256,12 +314,16 @@ async fn nothing_is_sent_before_its_commit() {
 #[actix_web::test]
 async fn a_full_database_loses_nothing_it_acknowledged() {
     // The database may grow to 1 MiB (`QUESTD_DATABASE_MAX_MB`): past it
-    // every write fails with SQLITE_FULL, exactly as on a full disk.
+    // every write fails with SQLITE_FULL, exactly as on a full disk. The cap
+    // is SQLite's (a file's size), so this test runs on SQLite whichever
+    // database the rest of the suite uses.
     let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let sqlite = crate::database::sqlite_url_in(dir.path());
     let offline = || std::sync::Arc::new(OfflineGameMaster::default());
     let app = spawn_in(
         dir.clone(),
         |s| {
+            s.database_url = sqlite.clone();
             s.database_max_mb = Some(1);
             s.chat_burst = 1000;
             s.chat_per_minute = 1_000_000;
@@ -320,7 +382,7 @@ async fn a_full_database_loses_nothing_it_acknowledged() {
 
     // Restarted with room: every move it acknowledged is there.
     app.stop().await;
-    let again = spawn_in(dir, |_| {}, offline()).await;
+    let again = spawn_in(dir, |s| s.database_url = sqlite, offline()).await;
     for (s, seq) in &acked {
         let moves = moves_in_log(&again, s).await;
         assert!(

@@ -1,0 +1,488 @@
+//! The SQL both dialects share, written once.
+//!
+//! SQLite and PostgreSQL accept the same statements here (`$N` parameters,
+//! `ON CONFLICT … DO UPDATE`, `LIMIT`), but sqlx types every pool,
+//! connection and row by its database, and generic code over
+//! `sqlx::Database` needs a bound for every type it touches. So the
+//! functions are spelled once in a macro and stamped out per dialect:
+//! `queries!(sqlx::Sqlite)` in `sqlite.rs`, `queries!(sqlx::Postgres)` in
+//! `postgres.rs`. What differs (connecting, the transaction's `BEGIN`,
+//! fencing) stays in those files.
+
+/// Frames kept for resume after a reload.
+pub(super) const RECENT_FRAMES: i64 = 512;
+
+/// Rows per INSERT statement: journal rows have 10 parameters each, audit
+/// rows 19, well under both databases' limits (SQLite 32766, PostgreSQL
+/// 65535 per statement).
+pub(super) const ROWS_PER_INSERT: usize = 256;
+
+/// The audit columns, in the order `audit_row` reads them.
+pub(super) const AUDIT_COLUMNS: &str = "audit_id, session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
+     status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at, \
+     site_id, span_id, user_id";
+
+/// Reads the `action` JSON of an applied-action row and stamps it with its
+/// seq and time, as the actions log shows it.
+pub(super) fn action_entry(
+    seq: i64,
+    text: &str,
+    created_at: i64,
+) -> Result<serde_json::Value, super::StorageError> {
+    let mut action: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| super::StorageError::Corrupt(e.to_string()))?;
+    if let Some(obj) = action.as_object_mut() {
+        obj.insert("seq".into(), serde_json::Value::from(seq));
+        obj.insert(
+            "timestamp".into(),
+            serde_json::Value::from(super::rfc3339(created_at)),
+        );
+    }
+    Ok(action)
+}
+
+/// Stamps out the shared reads and batch writes for one sqlx database.
+macro_rules! queries {
+    ($db:ty) => {
+        use serde_json::Value as _QueriesValue;
+        use sqlx::Row as _;
+
+        use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, ROWS_PER_INSERT, action_entry};
+        use $crate::storage::writer::WriteOp;
+        use $crate::storage::{
+            ActionPage, AuditPage, AuditRow, JournalRow, LoadedSession, SessionMeta, StorageError,
+            StoredRow, Visibility, now_ms,
+        };
+
+        type Pool = sqlx::Pool<$db>;
+        type Conn = <$db as sqlx::Database>::Connection;
+        type DbRow = <$db as sqlx::Database>::Row;
+
+        /// Every audit row of one trace of a tenant, oldest first (at most
+        /// `limit`).
+        pub(super) async fn audit_by_trace(
+            pool: &Pool,
+            tenant_id: &str,
+            trace_id: &str,
+            limit: u32,
+        ) -> Result<Vec<AuditRow>, StorageError> {
+            let sql = format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit WHERE tenant_id = $1 AND trace_id = $2 \
+                 ORDER BY audit_id LIMIT $3"
+            );
+            // Built only from constants.
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(tenant_id)
+                .bind(trace_id)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?;
+            Ok(rows
+                .iter()
+                .map(audit_row)
+                .collect::<Result<Vec<_>, sqlx::Error>>()?)
+        }
+
+        /// A page of a session's audit ledger, oldest first.
+        pub(super) async fn audit_page(
+            pool: &Pool,
+            session_id: &str,
+            after_id: i64,
+            limit: u32,
+        ) -> Result<AuditPage, StorageError> {
+            let sql = format!(
+                "SELECT {AUDIT_COLUMNS} FROM audit WHERE session_id = $1 AND audit_id > $2 \
+                 ORDER BY audit_id LIMIT $3"
+            );
+            // Built only from constants.
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(session_id)
+                .bind(after_id)
+                .bind(i64::from(limit) + 1)
+                .fetch_all(pool)
+                .await?;
+            let more = rows.len() > limit as usize;
+            let entries = rows
+                .iter()
+                .take(limit as usize)
+                .map(audit_row)
+                .collect::<Result<Vec<_>, sqlx::Error>>()?;
+            let next_after_id = if more {
+                entries.last().map(|e| e.audit_id)
+            } else {
+                None
+            };
+            Ok(AuditPage {
+                entries,
+                next_after_id,
+            })
+        }
+
+        pub(super) async fn session_meta(
+            pool: &Pool,
+            session_id: &str,
+        ) -> Result<Option<SessionMeta>, StorageError> {
+            let row = sqlx::query(
+                "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, \
+                 created_at, visibility FROM sessions WHERE session_id = $1",
+            )
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await?;
+            row.map(|r| {
+                Ok(SessionMeta {
+                    session_id: r.try_get(0)?,
+                    tenant_id: r.try_get(1)?,
+                    campaign_id: r.try_get(2)?,
+                    title: r.try_get(3)?,
+                    player_token: r.try_get(4)?,
+                    spectator_token: r.try_get(5)?,
+                    created_at: r.try_get(6)?,
+                    visibility: Visibility::from_stored(r.try_get(7)?),
+                })
+            })
+            .transpose()
+        }
+
+        /// Reads what replay needs: meta, latest snapshot, later rows,
+        /// recent frames.
+        pub(super) async fn load_session(
+            pool: &Pool,
+            session_id: &str,
+        ) -> Result<Option<LoadedSession>, StorageError> {
+            let Some(meta) = session_meta(pool, session_id).await? else {
+                return Ok(None);
+            };
+            let snap = sqlx::query("SELECT seq, state FROM snapshots WHERE session_id = $1")
+                .bind(session_id)
+                .fetch_optional(pool)
+                .await?
+                .ok_or_else(|| {
+                    StorageError::Corrupt(format!("session {session_id} has no snapshot"))
+                })?;
+            let snapshot_seq: i64 = snap.try_get(0)?;
+            let snapshot: String = snap.try_get(1)?;
+            let rows = sqlx::query(
+                "SELECT seq, turn_id, request_id, effect, history FROM journal \
+                 WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+            )
+            .bind(session_id)
+            .bind(snapshot_seq)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|r| {
+                Ok(StoredRow {
+                    seq: r.try_get::<i64, _>(0)? as u64,
+                    turn_id: r.try_get(1)?,
+                    request_id: r.try_get(2)?,
+                    effect: r.try_get(3)?,
+                    history: r.try_get(4)?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+            let mut recent_frames = sqlx::query(
+                "SELECT seq, frame FROM journal WHERE session_id = $1 ORDER BY seq DESC LIMIT $2",
+            )
+            .bind(session_id)
+            .bind(RECENT_FRAMES)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+            recent_frames.reverse();
+            let last_turn_event = sqlx::query(
+                "SELECT kind, turn_id FROM journal WHERE session_id = $1 \
+                 AND kind IN ('turn_started', 'turn_completed', 'turn_failed') \
+                 ORDER BY seq DESC LIMIT 1",
+            )
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await?;
+            let open_turn = match last_turn_event {
+                Some(r) if r.try_get::<String, _>(0)? == "turn_started" => r.try_get(1)?,
+                _ => None,
+            };
+            Ok(Some(LoadedSession {
+                open_turn,
+                meta,
+                snapshot_seq: snapshot_seq as u64,
+                snapshot,
+                rows,
+                recent_frames,
+            }))
+        }
+
+        /// Request ids of the most recent turns that started, newest first.
+        pub(super) async fn recent_request_ids(
+            pool: &Pool,
+            session_id: &str,
+            limit: i64,
+        ) -> Result<Vec<(String, String)>, StorageError> {
+            let rows = sqlx::query(
+                "SELECT request_id, turn_id FROM journal WHERE session_id = $1 \
+                 AND kind = 'turn_started' AND request_id IS NOT NULL ORDER BY seq DESC LIMIT $2",
+            )
+            .bind(session_id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?;
+            rows.into_iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<Result<_, sqlx::Error>>()
+                .map_err(Into::into)
+        }
+
+        /// The frame that ended a turn (`turn_completed` or `turn_failed`),
+        /// if the turn has ended.
+        pub(super) async fn turn_end_frame(
+            pool: &Pool,
+            session_id: &str,
+            turn_id: &str,
+        ) -> Result<Option<String>, StorageError> {
+            let row: Option<(String,)> = sqlx::query_as(
+                "SELECT frame FROM journal WHERE session_id = $1 AND turn_id = $2 \
+                 AND kind IN ('turn_completed', 'turn_failed') ORDER BY seq DESC LIMIT 1",
+            )
+            .bind(session_id)
+            .bind(turn_id)
+            .fetch_optional(pool)
+            .await?;
+            Ok(row.map(|(frame,)| frame))
+        }
+
+        /// A page of the applied-actions log, oldest first.
+        pub(super) async fn actions(
+            pool: &Pool,
+            session_id: &str,
+            after_seq: u64,
+            limit: u32,
+        ) -> Result<ActionPage, StorageError> {
+            let rows = sqlx::query(
+                "SELECT seq, action, created_at FROM journal \
+                 WHERE session_id = $1 AND seq > $2 AND action IS NOT NULL ORDER BY seq LIMIT $3",
+            )
+            .bind(session_id)
+            .bind(after_seq as i64)
+            .bind(i64::from(limit) + 1)
+            .fetch_all(pool)
+            .await?;
+            let more = rows.len() > limit as usize;
+            let mut actions: Vec<_QueriesValue> =
+                Vec::with_capacity(rows.len().min(limit as usize));
+            let mut last = None;
+            for r in rows.into_iter().take(limit as usize) {
+                let seq: i64 = r.try_get(0)?;
+                let text: String = r.try_get(1)?;
+                actions.push(action_entry(seq, &text, r.try_get(2)?)?);
+                last = Some(seq as u64);
+            }
+            Ok(ActionPage {
+                actions,
+                next_after_seq: if more { last } else { None },
+            })
+        }
+
+        /// The statements of one batch, inside the caller's transaction.
+        pub(super) async fn write_batch(
+            conn: &mut Conn,
+            batch: &[&WriteOp],
+        ) -> Result<(), StorageError> {
+            let mut rows: Vec<&JournalRow> = Vec::new();
+            let mut audits: Vec<&AuditRow> = Vec::new();
+            for op in batch {
+                match op {
+                    WriteOp::Row(r, _) => {
+                        rows.push(r);
+                        continue;
+                    }
+                    // Audit rows go in together at the end, in order; they
+                    // touch nothing else, so journal rows keep collecting
+                    // past them.
+                    WriteOp::Audit(a) => {
+                        audits.push(a);
+                        continue;
+                    }
+                    _ => {}
+                }
+                // Rows before a snapshot or a new session go first, keeping
+                // the order.
+                insert_rows(conn, &mut rows).await?;
+                match op {
+                    WriteOp::Row(..) | WriteOp::Audit(_) => {}
+                    WriteOp::Snapshot {
+                        session_id,
+                        seq,
+                        state,
+                        ..
+                    } => {
+                        sqlx::query(
+                            "INSERT INTO snapshots (session_id, seq, state, updated_at) \
+                             VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE \
+                             SET seq = excluded.seq, state = excluded.state, \
+                             updated_at = excluded.updated_at WHERE excluded.seq >= snapshots.seq",
+                        )
+                        .bind(session_id)
+                        .bind(*seq as i64)
+                        .bind(state)
+                        .bind(now_ms())
+                        .execute(&mut *conn)
+                        .await?;
+                    }
+                    WriteOp::CreateSession { meta, snapshot, .. } => {
+                        sqlx::query(
+                            "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, \
+                             player_token, spectator_token, created_at, visibility) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                        )
+                        .bind(&meta.session_id)
+                        .bind(&meta.tenant_id)
+                        .bind(&meta.campaign_id)
+                        .bind(&meta.title)
+                        .bind(&meta.player_token)
+                        .bind(&meta.spectator_token)
+                        .bind(meta.created_at)
+                        .bind(meta.visibility.as_str())
+                        .execute(&mut *conn)
+                        .await?;
+                        sqlx::query(
+                            "INSERT INTO snapshots (session_id, seq, state, updated_at) \
+                             VALUES ($1, 0, $2, $3)",
+                        )
+                        .bind(&meta.session_id)
+                        .bind(snapshot)
+                        .bind(now_ms())
+                        .execute(&mut *conn)
+                        .await?;
+                    }
+                }
+            }
+            insert_rows(conn, &mut rows).await?;
+            insert_audits(conn, &audits).await?;
+            Ok(())
+        }
+
+        /// Inserts audit rows, many per statement.
+        async fn insert_audits(conn: &mut Conn, audits: &[&AuditRow]) -> Result<(), StorageError> {
+            for chunk in audits.chunks(ROWS_PER_INSERT) {
+                let mut insert = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, \
+                     role, args_hash, status, reason, error_code, error_message, duration_us, \
+                     prompt_tokens, completion_tokens, created_at, site_id, span_id, user_id) ",
+                );
+                insert.push_values(chunk, |mut b, a| {
+                    b.push_bind(&a.session_id)
+                        .push_bind(&a.tenant_id)
+                        .push_bind(&a.trace_id)
+                        .push_bind(&a.turn_id)
+                        .push_bind(&a.call_id)
+                        .push_bind(&a.tool)
+                        .push_bind(&a.role)
+                        .push_bind(&a.args_hash)
+                        .push_bind(&a.status)
+                        .push_bind(&a.reason)
+                        .push_bind(&a.error_code)
+                        .push_bind(&a.error_message)
+                        .push_bind(a.duration_us)
+                        .push_bind(a.prompt_tokens)
+                        .push_bind(a.completion_tokens)
+                        .push_bind(a.created_at)
+                        .push_bind(&a.site_id)
+                        .push_bind(&a.span_id)
+                        .push_bind(&a.user_id);
+                });
+                insert.build().execute(&mut *conn).await?;
+            }
+            Ok(())
+        }
+
+        /// Inserts and clears `rows`, many per statement: one statement per
+        /// row costs more than the data.
+        async fn insert_rows(conn: &mut Conn, rows: &mut Vec<&JournalRow>) -> Result<(), StorageError> {
+            for chunk in rows.chunks(ROWS_PER_INSERT) {
+                let mut insert = sqlx::QueryBuilder::<$db>::new(
+                    "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, \
+                     effect, history, action, created_at) ",
+                );
+                insert.push_values(chunk, |mut b, r| {
+                    b.push_bind(&r.session_id)
+                        .push_bind(r.seq as i64)
+                        .push_bind(&r.turn_id)
+                        .push_bind(r.kind)
+                        .push_bind(&r.request_id)
+                        .push_bind(&r.frame)
+                        .push_bind(&r.effect)
+                        .push_bind(&r.history)
+                        .push_bind(&r.action)
+                        .push_bind(r.created_at);
+                });
+                insert.build().execute(&mut *conn).await?;
+            }
+            rows.clear();
+            Ok(())
+        }
+
+        fn audit_row(r: &DbRow) -> Result<AuditRow, sqlx::Error> {
+            Ok(AuditRow {
+                audit_id: r.try_get(0)?,
+                session_id: r.try_get(1)?,
+                tenant_id: r.try_get(2)?,
+                trace_id: r.try_get(3)?,
+                turn_id: r.try_get(4)?,
+                call_id: r.try_get(5)?,
+                tool: r.try_get(6)?,
+                role: r.try_get(7)?,
+                args_hash: r.try_get(8)?,
+                status: r.try_get(9)?,
+                reason: r.try_get(10)?,
+                error_code: r.try_get(11)?,
+                error_message: r.try_get(12)?,
+                duration_us: r.try_get(13)?,
+                prompt_tokens: r.try_get(14)?,
+                completion_tokens: r.try_get(15)?,
+                created_at: r.try_get(16)?,
+                site_id: r.try_get(17)?,
+                span_id: r.try_get(18)?,
+                user_id: r.try_get(19)?,
+            })
+        }
+
+        /// Commits `batch` in one transaction opened with `begin`, or
+        /// nothing of it.
+        ///
+        /// The transaction is spelled out (`BEGIN` … `COMMIT`, `ROLLBACK` on
+        /// any error) instead of going through sqlx's transaction guard.
+        /// SQLite rolls a transaction back by itself on some errors (a full
+        /// disk, an I/O error, a trigger's `RAISE(ROLLBACK)`); the guard's
+        /// own `ROLLBACK` then fails, it keeps counting a transaction that no
+        /// longer exists, and turns every later `BEGIN`/`COMMIT` into a
+        /// savepoint and its release: commits that report success and write
+        /// nothing. Here no state survives a failed batch: the `ROLLBACK` is
+        /// issued whether or not the database already rolled back, and its
+        /// own failure ("no transaction is active") is expected.
+        pub(super) async fn commit_with(
+            conn: &mut Conn,
+            begin: &'static str,
+            batch: &[&WriteOp],
+        ) -> Result<(), StorageError> {
+            sqlx::query(begin).execute(&mut *conn).await?;
+            let done = match write_batch(conn, batch).await {
+                Ok(()) => sqlx::query("COMMIT")
+                    .execute(&mut *conn)
+                    .await
+                    .map(drop)
+                    .map_err(StorageError::from),
+                Err(e) => Err(e),
+            };
+            if done.is_err()
+                && let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await
+            {
+                tracing::debug!(error = %e, "rollback after a failed batch (it may have rolled back already)");
+            }
+            done
+        }
+    };
+}
+
+pub(super) use queries;

@@ -1,0 +1,260 @@
+//! The group-commit writer, the same for every database: one task takes
+//! whatever writes have queued up, from all sessions, and commits them in one
+//! transaction through a [`Committer`] (the dialect's SQL), then tells each
+//! waiter. Durability costs one commit per batch, not one per action.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::metrics::Metrics;
+
+use super::{
+    AuditRow, BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
+    STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, StorageError, now_ms,
+};
+
+/// How long after a failed write new work is refused (`STORAGE_FAILING`);
+/// after it, the next write tries the store again.
+const FAILURE_HOLD_MS: i64 = 2_000;
+
+/// Writes of a failed batch that may fail one after another, when retried
+/// one by one, before the rest of the batch is failed without a try.
+const RETRY_GIVE_UP: usize = 3;
+
+/// One write queued for the writer task.
+pub(super) enum WriteOp {
+    Row(JournalRow, DurableSink),
+    Snapshot {
+        session_id: String,
+        seq: u64,
+        state: String,
+        done: Option<oneshot::Sender<Result<(), StorageError>>>,
+    },
+    Audit(AuditRow),
+    CreateSession {
+        meta: SessionMeta,
+        snapshot: String,
+        done: oneshot::Sender<Result<(), StorageError>>,
+    },
+}
+
+/// Commits a batch of writes in one transaction, or nothing of it.
+pub(super) trait Committer: 'static {
+    async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError>;
+}
+
+/// The queue into the writer task, and what it says about storage's health.
+///
+/// The writer task runs until every clone is dropped.
+#[derive(Clone)]
+pub(super) struct Writes {
+    /// Bounded at [`MAX_QUEUED_WRITES`]: a full queue refuses writes.
+    tx: mpsc::Sender<WriteOp>,
+    /// Until when (ms since the epoch) new work is refused because a write
+    /// failed; set by the writer.
+    failing_until: Arc<AtomicI64>,
+}
+
+impl Writes {
+    /// Starts the writer task on the current arbiter.
+    pub(super) fn start(committer: impl Committer, metrics: Arc<Metrics>) -> Self {
+        let (tx, rx) = mpsc::channel(MAX_QUEUED_WRITES);
+        let failing_until = Arc::new(AtomicI64::new(0));
+        actix::spawn(writer(committer, rx, metrics, failing_until.clone()));
+        Self { tx, failing_until }
+    }
+
+    /// Queues a journal row; `sink` hears when it (and everything before it)
+    /// is durable.
+    pub(super) fn append(&self, row: JournalRow, sink: DurableSink) {
+        if let Err(e) = self.tx.try_send(WriteOp::Row(row, sink)) {
+            let (gone, op) = refused_write(e);
+            if let WriteOp::Row(_, sink) = op {
+                sink.notify(Err(gone));
+            }
+        }
+    }
+
+    /// See [`super::Store::refusing`].
+    pub(super) fn refusing(&self) -> Option<&'static str> {
+        if MAX_QUEUED_WRITES - self.tx.capacity() >= BUSY_QUEUED_WRITES {
+            Some(STORAGE_BEHIND)
+        } else if now_ms() < self.failing_until.load(Ordering::Acquire) {
+            Some(STORAGE_FAILING)
+        } else {
+            None
+        }
+    }
+
+    /// Queues a snapshot; if `done` is given it hears when it is durable.
+    pub(super) fn snapshot(
+        &self,
+        session_id: &str,
+        seq: u64,
+        state: String,
+        done: Option<oneshot::Sender<Result<(), StorageError>>>,
+    ) {
+        let op = WriteOp::Snapshot {
+            session_id: session_id.to_owned(),
+            seq,
+            state,
+            done,
+        };
+        if let Err(e) = self.tx.try_send(op) {
+            let (error, op) = refused_write(e);
+            if let WriteOp::Snapshot {
+                done: Some(done), ..
+            } = op
+            {
+                let _ = done.send(Err(error));
+            }
+        }
+    }
+
+    /// Queues an audit row; nobody waits for it.
+    pub(super) fn audit(&self, row: AuditRow) {
+        if let Err(e) = self.tx.try_send(WriteOp::Audit(row)) {
+            let (error, _) = refused_write(e);
+            tracing::error!(%error, "audit row dropped");
+        }
+    }
+
+    /// Stores a new session and its opening snapshot; returns once durable.
+    pub(super) async fn create_session(
+        &self,
+        meta: SessionMeta,
+        snapshot: String,
+    ) -> Result<(), StorageError> {
+        let (done, rx) = oneshot::channel();
+        self.tx
+            .try_send(WriteOp::CreateSession {
+                meta,
+                snapshot,
+                done,
+            })
+            .map_err(|e| refused_write(e).0)?;
+        rx.await.map_err(|_| StorageError::WriterGone)?
+    }
+}
+
+/// Why a write could not be queued, and the write back.
+fn refused_write(e: mpsc::error::TrySendError<WriteOp>) -> (StorageError, WriteOp) {
+    match e {
+        mpsc::error::TrySendError::Full(op) => (StorageError::Overloaded, op),
+        mpsc::error::TrySendError::Closed(op) => (StorageError::WriterGone, op),
+    }
+}
+
+/// The writer task: waits for one write, takes everything else already
+/// queued (up to [`MAX_BATCH`]), commits it all at once, then tells each
+/// waiter. Runs until every sender is gone.
+async fn writer(
+    mut committer: impl Committer,
+    mut rx: mpsc::Receiver<WriteOp>,
+    metrics: Arc<Metrics>,
+    failing_until: Arc<AtomicI64>,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Ids of sinks whose session had a write fail: their later rows are
+    // refused, so a session's journal never has a gap in its seqs. Ids are
+    // never reused, so a reload of the session (a new sink) writes again.
+    let mut poisoned: HashSet<u64> = HashSet::new();
+    let refused = || StorageError::Database("an earlier write of this session failed".into());
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink.id()));
+        let writable: Vec<&WriteOp> = batch
+            .iter()
+            .filter(|op| !is_refused(op, &poisoned))
+            .collect();
+        let started = std::time::Instant::now();
+        let results: Vec<Result<(), StorageError>> = match committer.commit(&writable).await {
+            Ok(()) => batch
+                .iter()
+                .map(|op| {
+                    if is_refused(op, &poisoned) {
+                        Err(refused())
+                    } else {
+                        Ok(())
+                    }
+                })
+                .collect(),
+            Err(e) => {
+                // Isolate the failing write so one bad row does not fail
+                // every session that shared the batch.
+                tracing::warn!(error = %e, ops = batch.len(), "batch commit failed; retrying writes one by one");
+                // A store that fails every write (disk full, gone) must not
+                // cost one busy timeout per row: after a few failures in a
+                // row the rest of the batch fails without another try.
+                let mut results = Vec::with_capacity(batch.len());
+                let mut failures_in_a_row = 0;
+                for op in &batch {
+                    if is_refused(op, &poisoned) {
+                        results.push(Err(refused()));
+                        continue;
+                    }
+                    let r = if failures_in_a_row >= RETRY_GIVE_UP {
+                        Err(e.clone())
+                    } else {
+                        committer.commit(&[op]).await
+                    };
+                    match &r {
+                        Ok(()) => failures_in_a_row = 0,
+                        Err(e) => {
+                            failures_in_a_row += 1;
+                            tracing::error!(error = %e, "journal write failed");
+                            if let WriteOp::Row(_, sink) = op {
+                                poisoned.insert(sink.id());
+                            }
+                        }
+                    }
+                    results.push(r);
+                }
+                results
+            }
+        };
+        // Storage as a whole is failing when nothing of the batch went in
+        // (a full disk, a lock held too long); one bad row among good ones
+        // fails only its own session.
+        if results.iter().all(Result::is_err) {
+            failing_until.store(now_ms() + FAILURE_HOLD_MS, Ordering::Release);
+        }
+        metrics.commit_seconds.observe_duration(started.elapsed());
+        metrics.commit_rows.observe(writable.len() as f64);
+        tracing::debug!(
+            ops = batch.len(),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "group commit"
+        );
+        // One notice per session per batch: the highest seq now durable, or
+        // the first failure.
+        let mut sessions: HashMap<&str, (&DurableSink, Result<u64, StorageError>)> = HashMap::new();
+        for (op, result) in batch.iter().zip(&results) {
+            if let WriteOp::Row(row, sink) = op {
+                let entry = sessions
+                    .entry(row.session_id.as_str())
+                    .or_insert((sink, Ok(row.seq)));
+                entry.1 = match (&entry.1, result) {
+                    (Err(e), _) | (Ok(_), Err(e)) => Err(e.clone()),
+                    (Ok(seq), Ok(())) => Ok((*seq).max(row.seq)),
+                };
+            }
+        }
+        for (sink, result) in sessions.into_values() {
+            sink.notify(result);
+        }
+        for (op, result) in batch.drain(..).zip(results) {
+            match op {
+                WriteOp::Snapshot {
+                    done: Some(done), ..
+                }
+                | WriteOp::CreateSession { done, .. } => {
+                    let _ = done.send(result);
+                }
+                _ => {}
+            }
+        }
+    }
+}
