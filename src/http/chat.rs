@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::api::authorize_player;
 use super::{AppState, json_body, send_to_session};
 use crate::error::ApiError;
-use crate::protocol::check_request_id;
 use crate::protocol::http::{ChatAnswer, TurnEnd};
+use crate::protocol::{SessionId, check_request_id};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -19,7 +19,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Debug, Deserialize)]
 struct ChatRequest {
-    session_id: String,
+    session_id: SessionId,
     message: String,
     #[serde(default)]
     request_id: Option<String>,

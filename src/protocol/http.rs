@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ToolEvent, TurnLimit};
+use super::{CallId, SessionId, ToolEvent, TraceId, TurnId, TurnLimit};
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Campaign;
 use crate::llm::Usage;
@@ -101,7 +101,7 @@ fn visibility(v: Visibility) -> &'static str {
 /// from the hub's `LiveInfo` (the hub imports this module).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveSession<'a> {
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     pub title: &'a str,
     /// Connected player WebSockets.
     pub players: usize,
@@ -212,12 +212,12 @@ impl<'a> From<&'a AuditPage> for AuditLedgerPage<'a> {
 /// `GET /api/v1/audit`: every audit row of one trace of the caller's tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TraceLedger<'a> {
-    pub trace_id: &'a str,
+    pub trace_id: &'a TraceId,
     pub entries: Vec<AuditEntry<'a>>,
 }
 
 impl<'a> TraceLedger<'a> {
-    pub fn new(trace_id: &'a str, rows: &'a [AuditRow]) -> Self {
+    pub fn new(trace_id: &'a TraceId, rows: &'a [AuditRow]) -> Self {
         Self {
             trace_id,
             entries: entries(rows),
@@ -242,8 +242,8 @@ pub struct NpcActivation {
 pub struct NpcActivated {
     #[serde(flatten)]
     pub npc: NpcActivation,
-    pub turn_id: String,
-    pub call_id: String,
+    pub turn_id: TurnId,
+    pub call_id: CallId,
     /// The seq of the call's `tool_result` frame.
     pub seq: u64,
 }
@@ -262,7 +262,7 @@ pub enum TurnEnd {
 /// from the frame and written back as they were.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletedTurn {
-    pub turn_id: String,
+    pub turn_id: TurnId,
     pub seq: u64,
     pub reply: String,
     pub dialog_type: String,
@@ -283,7 +283,7 @@ pub struct CompletedTurn {
 pub struct FailedTurn {
     pub error_code: ErrorCode,
     pub message: String,
-    pub turn_id: String,
+    pub turn_id: TurnId,
     pub seq: u64,
     /// Present only when the frame had it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -378,7 +378,7 @@ impl<'a> From<&'a ToolSpec> for ToolListing<'a> {
 /// the handler from the service's `CallAudit` (`http` imports this module).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCallAudit<'a> {
-    pub trace_id: &'a str,
+    pub trace_id: &'a TraceId,
     pub tool_name: &'a str,
     pub status: ToolStatus,
     /// The whole call as the server saw it, queueing included.
@@ -497,9 +497,9 @@ mod tests {
         }
     }
 
-    fn audit(error: bool) -> ToolCallAudit<'static> {
+    fn audit(trace_id: &TraceId, error: bool) -> ToolCallAudit<'_> {
         ToolCallAudit {
-            trace_id: "trace-1",
+            trace_id,
             tool_name: if error { "move" } else { "roll_dice" },
             status: if error {
                 ToolStatus::Error
@@ -543,6 +543,11 @@ mod tests {
             json!({"type": "object", "required": ["total"]}),
         );
         let not_found = ToolError::new(Reason::NotFound, ErrorCode::NotFound, "no session sess_x");
+        let (session, trace, ledger_trace) = (
+            SessionId::from("sess_Q2xk9fL0aB7cD3eF"),
+            TraceId::from("trace-1"),
+            TraceId::from("tr_p0Q8"),
+        );
 
         let cases: Vec<(&str, Value, Value)> = vec![
             ("health", json!(Health::OK), json!({"status": "ok"})),
@@ -569,7 +574,7 @@ mod tests {
             (
                 "live session",
                 json!(LiveSession {
-                    session_id: "sess_Q2xk9fL0aB7cD3eF",
+                    session_id: &session,
                     title: "The Drowned Lanterns",
                     players: 1,
                     spectators: 2,
@@ -596,7 +601,7 @@ mod tests {
             ),
             (
                 "trace ledger",
-                json!(TraceLedger::new("tr_p0Q8", &rows)),
+                json!(TraceLedger::new(&ledger_trace, &rows)),
                 json!({"trace_id": "tr_p0Q8", "entries": [audit_row_json()]}),
             ),
             (
@@ -627,7 +632,7 @@ mod tests {
                 "tool call succeeded",
                 json!(ToolCallSucceeded::new(
                     json!({"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8}),
-                    audit(false),
+                    audit(&trace, false),
                 )),
                 json!({"success": true,
                        "output": {"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8},
@@ -636,7 +641,7 @@ mod tests {
             ),
             (
                 "tool call failed",
-                json!(ToolCallFailed::new(&not_found, audit(true))),
+                json!(ToolCallFailed::new(&not_found, audit(&trace, true))),
                 json!({"success": false, "error": "no session sess_x", "error_type": "NOT_FOUND",
                        "reason": "not_found",
                        "audit": {"trace_id": "trace-1", "tool_name": "move", "status": "error",

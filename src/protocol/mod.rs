@@ -5,6 +5,9 @@
 //! are mapped into these.
 
 pub mod http;
+mod ids;
+
+pub use ids::{CallId, SessionId, TraceId, TurnId};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -81,7 +84,7 @@ pub enum ConnRole {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlFrame<'a> {
     Welcome {
-        session_id: &'a str,
+        session_id: &'a SessionId,
         role: ConnRole,
         /// The seq of the last story frame before live frames (and after any
         /// resumed backlog).
@@ -91,7 +94,7 @@ pub enum ControlFrame<'a> {
     },
     Ack {
         request_id: Option<String>,
-        turn_id: String,
+        turn_id: TurnId,
         duplicate: bool,
         queued: usize,
     },
@@ -117,7 +120,7 @@ impl ControlFrame<'_> {
 /// The session snapshot (PROTOCOL.md §3).
 #[derive(Debug, Clone, Serialize)]
 pub struct Snapshot<'a> {
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     pub campaign_id: &'a str,
     pub title: &'a str,
     pub turn: u64,
@@ -132,7 +135,7 @@ pub struct Snapshot<'a> {
 }
 
 impl<'a> Snapshot<'a> {
-    pub fn of(session_id: &'a str, state: &'a GameState) -> Self {
+    pub fn of(session_id: &'a SessionId, state: &'a GameState) -> Self {
         Self {
             session_id,
             campaign_id: &state.campaign_id,
@@ -151,7 +154,7 @@ impl<'a> Snapshot<'a> {
 /// One tool call's outcome, as listed in `turn_completed.tool_events`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolEvent {
-    pub call_id: String,
+    pub call_id: CallId,
     pub tool: String,
     pub status: ToolStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,21 +196,21 @@ pub enum TurnLimit {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StoryEvent {
     TurnStarted {
-        turn_id: String,
+        turn_id: TurnId,
         request_id: Option<String>,
         actor_id: String,
         text: String,
     },
     ToolCall {
-        turn_id: String,
+        turn_id: TurnId,
         iteration: u32,
-        call_id: String,
+        call_id: CallId,
         tool: String,
         args: Value,
     },
     ToolResult {
-        turn_id: String,
-        call_id: String,
+        turn_id: TurnId,
+        call_id: CallId,
         tool: String,
         status: ToolStatus,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -221,11 +224,11 @@ pub enum StoryEvent {
         duration_ms: f64,
     },
     NarrativeDelta {
-        turn_id: String,
+        turn_id: TurnId,
         text: String,
     },
     TurnCompleted {
-        turn_id: String,
+        turn_id: TurnId,
         reply: String,
         dialog_type: String,
         iterations: u32,
@@ -238,7 +241,7 @@ pub enum StoryEvent {
         limit: Option<TurnLimit>,
     },
     TurnFailed {
-        turn_id: String,
+        turn_id: TurnId,
         error_code: ErrorCode,
         message: String,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -264,7 +267,7 @@ impl StoryEvent {
         }
     }
 
-    pub fn turn_id(&self) -> Option<&str> {
+    pub fn turn_id(&self) -> Option<&TurnId> {
         match self {
             Self::TurnStarted { turn_id, .. }
             | Self::ToolCall { turn_id, .. }
@@ -308,7 +311,7 @@ pub struct ChatMessage {
     #[serde(default)]
     pub content: Value,
     #[serde(default)]
-    pub tool_call_id: Option<String>,
+    pub tool_call_id: Option<CallId>,
     #[serde(default)]
     pub tool_calls: Option<Vec<ChatToolCall>>,
 }
@@ -316,7 +319,7 @@ pub struct ChatMessage {
 /// A tool call in a stateless conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatToolCall {
-    pub id: String,
+    pub id: CallId,
     pub tool: ChatTool,
 }
 

@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::RING_FRAMES;
 use crate::game::{Effect, HistoryEntry};
-use crate::protocol::{StoryEvent, StoryFrame};
+use crate::protocol::{StoryEvent, StoryFrame, TurnId};
 
 /// A frame waiting for durability, with what to apply when it is.
 pub(super) struct Pending {
@@ -35,7 +35,7 @@ pub(super) struct Pending {
     pub(super) effect: Option<Effect>,
     pub(super) history: Option<Arc<HistoryEntry>>,
     /// The turn this frame ends (`turn_completed` / `turn_failed`).
-    pub(super) ends_turn: Option<String>,
+    pub(super) ends_turn: Option<TurnId>,
 }
 
 /// What a connection that subscribes gets first: whether it resumed, the
@@ -281,10 +281,18 @@ mod tests {
             assert_eq!(frame["type"], event.kind(), "{name}");
             assert_eq!(p.effect.as_ref(), Some(&effect), "{name}");
             assert_eq!(p.history.as_deref(), Some(&*history), "{name}");
-            assert_eq!(p.ends_turn.as_deref(), ends_turn, "{name}");
+            assert_eq!(
+                p.ends_turn.as_ref().map(TurnId::as_str),
+                ends_turn,
+                "{name}"
+            );
             let released = sq.durable(1);
             assert_eq!(released.len(), 1, "{name}");
-            assert_eq!(released[0].ends_turn.as_deref(), ends_turn, "{name}");
+            assert_eq!(
+                released[0].ends_turn.as_ref().map(TurnId::as_str),
+                ends_turn,
+                "{name}"
+            );
             assert_eq!(released[0].effect.as_ref(), Some(&effect), "{name}");
         }
     }
