@@ -44,7 +44,7 @@ use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage, system_prompt};
 use crate::protocol::{
     CallId, ConnRole, ControlFrame, Position, SessionId, Snapshot, StatePatch, StoryEvent,
-    ToolEvent, TraceId, TurnId, TurnLimit,
+    ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::{
@@ -106,7 +106,7 @@ pub struct DirectCallDone {
 /// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and
 /// answers it once durable.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<ByteString, ChatRefused>")]
+#[rtype(result = "Result<TurnEnd, ChatRefused>")]
 pub struct AwaitTurnEnd {
     pub turn_id: TurnId,
 }
@@ -226,7 +226,7 @@ pub struct SessionActor {
     /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
     replies: Vec<(u64, oneshot::Sender<DirectCallDone>, DirectCallDone)>,
     /// Callers waiting for a turn's last frame to be durable, by turn id.
-    turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<ByteString>>>,
+    turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>,
     turn: Option<TurnRun>,
     next_turn_no: u64,
     /// Whether a chat is taken: its checks, rate limit and request ids.
@@ -287,17 +287,19 @@ impl SessionActor {
         history: Option<HistoryEntry>,
         action: Option<Value>,
     ) -> u64 {
-        let staged = self.sequencer.stage(&event, effect, history.map(Arc::new));
+        let (turn_id, kind) = (event.turn_id().map(TurnId::to_string), event.kind());
+        let request_id = match &event {
+            StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
+            _ => None,
+        };
+        let staged = self.sequencer.stage(event, effect, history.map(Arc::new));
         let seq = staged.seq;
         let row = JournalRow {
             session_id: self.meta.session_id.clone(),
             seq,
-            turn_id: event.turn_id().map(TurnId::to_string),
-            kind: event.kind(),
-            request_id: match &event {
-                StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
-                _ => None,
-            },
+            turn_id,
+            kind,
+            request_id,
             frame: String::from(&*staged.bytes),
             effect: staged
                 .effect
@@ -326,9 +328,11 @@ impl SessionActor {
                 self.state.record(entry);
             }
             self.broadcast(&p.bytes, ctx);
-            if let Some(waiters) = p.ends_turn.and_then(|t| self.turn_waiters.remove(&t)) {
+            if let Some(end) = p.ends_turn
+                && let Some(waiters) = self.turn_waiters.remove(end.turn_id())
+            {
                 for w in waiters {
-                    let _ = w.send(p.bytes.clone());
+                    let _ = w.send(end.clone());
                 }
             }
             self.since_snapshot += 1;
@@ -1041,7 +1045,7 @@ impl SessionActor {
         let turn_id = t.turn.turn_id().clone();
         let (iterations, usage) = (t.turn.iteration(), t.turn.usage());
         self.emit(
-            StoryEvent::TurnCompleted {
+            StoryEvent::TurnCompleted(TurnCompleted {
                 turn_id: turn_id.clone(),
                 reply: reply.clone(),
                 dialog_type,
@@ -1050,7 +1054,7 @@ impl SessionActor {
                 state_patch,
                 usage,
                 limit,
-            },
+            }),
             None,
             Some(HistoryEntry::Assistant {
                 turn_id: turn_id.to_string(),
@@ -1079,12 +1083,12 @@ impl SessionActor {
         let turn_id = t.turn.turn_id().clone();
         tracing::info!(session_id = %self.meta.session_id, %turn_id, code = ?code, %message, "turn failed");
         self.emit(
-            StoryEvent::TurnFailed {
+            StoryEvent::TurnFailed(TurnFailed {
                 turn_id: turn_id.clone(),
                 error_code: code,
                 message: message.clone(),
                 limit,
-            },
+            }),
             None,
             Some(HistoryEntry::Assistant {
                 turn_id: turn_id.to_string(),
@@ -1205,12 +1209,12 @@ impl Actor for SessionActor {
             let message =
                 "the server stopped during this turn; its completed tool calls are kept".to_owned();
             self.emit(
-                StoryEvent::TurnFailed {
+                StoryEvent::TurnFailed(TurnFailed {
                     turn_id: turn_id.clone(),
                     error_code: ErrorCode::InternalError,
                     message: message.clone(),
                     limit: None,
-                },
+                }),
                 None,
                 Some(HistoryEntry::Assistant {
                     turn_id: turn_id.to_string(),
@@ -1408,7 +1412,7 @@ impl Handler<CallTool> for SessionActor {
 }
 
 impl Handler<AwaitTurnEnd> for SessionActor {
-    type Result = ResponseFuture<Result<ByteString, ChatRefused>>;
+    type Result = ResponseFuture<Result<TurnEnd, ChatRefused>>;
 
     fn handle(&mut self, msg: AwaitTurnEnd, _: &mut Self::Context) -> Self::Result {
         let id = msg.turn_id;
@@ -1426,18 +1430,23 @@ impl Handler<AwaitTurnEnd> for SessionActor {
             || self
                 .sequencer
                 .pending()
-                .any(|p| p.ends_turn.as_ref() == Some(&id));
+                .any(|p| p.ends_turn.as_ref().is_some_and(|e| *e.turn_id() == id));
         if open {
             let (tx, rx) = oneshot::channel();
             self.turn_waiters.entry(id).or_default().push(tx);
             return Box::pin(async move { rx.await.map_err(|_| lost()) });
         }
-        // The turn ended and is durable: its last frame is in the journal.
+        // The turn ended and is durable: its last frame is in the journal,
+        // read back once here. One that does not read back as a turn's end
+        // is a bug, answered as an internal error.
         let store = self.deps.store.clone();
         let session_id = self.meta.session_id.clone();
         Box::pin(async move {
             match store.turn_end_frame(&session_id, id.as_str()).await {
-                Ok(Some(frame)) => Ok(ByteString::from(frame)),
+                Ok(Some(frame)) => serde_json::from_str(&frame).map_err(|e| {
+                    tracing::error!(error = %e, %session_id, turn_id = %id, "a stored turn end does not read back");
+                    ChatRefused::new(ErrorCode::InternalError, "internal error")
+                }),
                 Ok(None) => Err(ChatRefused::new(
                     ErrorCode::NotFound,
                     format!("no turn {id} in this session"),
