@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use questd::game::Campaign;
 use questd::game::rng::SplitMix64;
+use questd::protocol::SessionId;
 use questd::tools::{Caller, RawArgs, Registry, Role};
 
 const BATCH: usize = 1000;
@@ -47,7 +48,7 @@ fn main() {
     let caller = Caller {
         role: Role::GameMaster,
         allowlist: &state.allowlist,
-        session_id: "sess_bench",
+        session_id: &SessionId::from("sess_bench"),
     };
     let mut rng = SplitMix64::new(1);
     let args = r#"{"dice":"1d20+5","reason":"stealth"}"#;

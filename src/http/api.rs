@@ -14,6 +14,7 @@ use crate::protocol::http::{
     ActionsPage, AuditLedgerPage, CampaignSummary, Health, LiveSession, NpcActivated,
     NpcActivation, SessionCreated, SessionLinks,
 };
+use crate::protocol::{SessionId, TraceId};
 use crate::session::{CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive};
 use crate::storage::{SessionMeta, Visibility};
 use crate::tools::Role;
@@ -205,7 +206,7 @@ async fn list_sessions(
             spectators: l.spectators,
             turns: l.turns,
             spectator_token: &l.spectator_token,
-            watch_url: links.page(&l.session_id, &l.spectator_token),
+            watch_url: links.page(l.session_id.as_str(), &l.spectator_token),
         })
         .collect();
     Ok(HttpResponse::Ok().json(list))
@@ -265,7 +266,7 @@ pub(super) fn authorize_player(
 async fn get_session(
     req: HttpRequest,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<SessionId>,
 ) -> Result<HttpResponse, ApiError> {
     let authorize = |meta: &SessionMeta| authorize(&req, &state, meta).map(drop);
     let (_, snapshot) = send_to_session(&state, &path, authorize, || GetSnapshot).await?;
@@ -275,13 +276,13 @@ async fn get_session(
 }
 
 /// A session's stored meta, without loading the session; 404 if unknown.
-async fn stored_meta(state: &AppState, id: &str) -> Result<SessionMeta, ApiError> {
+async fn stored_meta(state: &AppState, id: &SessionId) -> Result<SessionMeta, ApiError> {
     state
         .store
-        .session_meta(id)
+        .session_meta(id.as_str())
         .await
         .map_err(|e| ApiError::internal(&e))?
-        .ok_or_else(|| ApiError::not_found(no_session(id)))
+        .ok_or_else(|| ApiError::not_found(no_session(id.as_str())))
 }
 
 /// A page size from `?limit=`: the default when absent, within 1..=max.
@@ -300,7 +301,7 @@ struct ActionsQuery {
 async fn actions(
     req: HttpRequest,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<SessionId>,
     query: Result<web::Query<ActionsQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
@@ -325,7 +326,7 @@ struct AuditQuery {
 async fn audit(
     req: HttpRequest,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<SessionId>,
     query: Result<web::Query<AuditQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
@@ -341,15 +342,15 @@ async fn audit(
 }
 
 /// The trace id a caller sent in `X-Trace-ID`, or a fresh one.
-pub fn trace_id(req: &HttpRequest) -> String {
+pub fn trace_id(req: &HttpRequest) -> TraceId {
     req.headers()
         .get("X-Trace-ID")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|t| !t.is_empty() && t.len() <= 128)
         .map_or_else(
-            || format!("tr_{}", crate::session::random_token(24)),
-            str::to_owned,
+            || TraceId::from(format!("tr_{}", crate::session::random_token(24))),
+            TraceId::from,
         )
 }
 
@@ -359,7 +360,7 @@ pub fn trace_id(req: &HttpRequest) -> String {
 async fn activate_npc(
     req: HttpRequest,
     state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
+    path: web::Path<(SessionId, String)>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (session_id, npc_id) = path.into_inner();

@@ -9,8 +9,9 @@ use serde::Deserialize;
 use super::api::authorize_player;
 use super::{AppState, json_body, send_to_session};
 use crate::error::ApiError;
-use crate::protocol::check_request_id;
-use crate::protocol::http::{ChatAnswer, TurnEnd};
+use crate::protocol::TurnEnd;
+use crate::protocol::http::ChatAnswer;
+use crate::protocol::{SessionId, check_request_id};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -19,7 +20,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 #[derive(Debug, Deserialize)]
 struct ChatRequest {
-    session_id: String,
+    session_id: SessionId,
     message: String,
     #[serde(default)]
     request_id: Option<String>,
@@ -54,19 +55,16 @@ async fn chat(
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(super::session_refused)?;
-    // The session hands back the frame's bytes; one that does not read back
-    // as a turn's end is a bug, answered as an internal error.
-    let end: TurnEnd = serde_json::from_str(&end).map_err(|e| ApiError::internal(&e))?;
-    Ok(answer(end, accepted.duplicate))
+    Ok(answer(&end, accepted.duplicate))
 }
 
 /// The turn's last frame as the answer: `200` with the turn for
 /// `turn_completed`; the failure's status and code for `turn_failed`.
-fn answer(end: TurnEnd, duplicate: bool) -> HttpResponse {
-    match end.answer(duplicate) {
+fn answer(end: &TurnEnd, duplicate: bool) -> HttpResponse {
+    match ChatAnswer::new(end, duplicate) {
         ChatAnswer::Completed(turn) => HttpResponse::Ok().json(turn),
         ChatAnswer::Failed(failed) => {
-            HttpResponse::build(super::status_of(failed.turn.error_code)).json(failed)
+            HttpResponse::build(super::status_of(failed.error_code)).json(failed)
         }
     }
 }

@@ -24,6 +24,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::game::BuiltinStarts;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
+use crate::protocol::SessionId;
 use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle, SessionHub};
 use crate::storage::{STORAGE_BEHIND, STORAGE_FULL, SessionMeta, StorageError, Store};
 use crate::tools::Registry;
@@ -206,16 +207,16 @@ impl ResponseError for ApiError {
 const SESSION_LOOKUPS: usize = 3;
 
 /// The live session, loaded from storage if needed; 404 if unknown.
-pub async fn find_session(state: &AppState, id: &str) -> Result<SessionHandle, ApiError> {
+pub async fn find_session(state: &AppState, id: &SessionId) -> Result<SessionHandle, ApiError> {
     state
         .hub
         .send(Lookup {
-            session_id: id.to_owned(),
+            session_id: id.clone(),
         })
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(hub_failed)?
-        .ok_or_else(|| ApiError::not_found(no_session(id)))
+        .ok_or_else(|| ApiError::not_found(no_session(id.as_str())))
 }
 
 /// The one way from HTTP into a session: finds it (loading it if needed),
@@ -225,7 +226,7 @@ pub async fn find_session(state: &AppState, id: &str) -> Result<SessionHandle, A
 /// [`SESSION_LOOKUPS`] times. A refusal is the session's answer as HTTP.
 pub async fn send_to_session<M, T>(
     state: &AppState,
-    session_id: &str,
+    session_id: &SessionId,
     authorize: impl Fn(&SessionMeta) -> Result<(), ApiError>,
     make: impl Fn() -> M,
 ) -> Result<(SessionHandle, T), ApiError>

@@ -23,6 +23,7 @@ use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
 use crate::llm::Usage;
+use crate::protocol::{SessionId, TraceId};
 use crate::session::audit::{self, AuditedCall, CallOrigin};
 use crate::session::{CallTool, random_token};
 use crate::storage::SessionMeta;
@@ -73,10 +74,10 @@ pub enum HeaderRules {
 pub struct ServiceContext {
     pub tenant_id: String,
     pub site_id: String,
-    pub trace_id: String,
+    pub trace_id: TraceId,
     pub span_id: Option<String>,
     pub user_id: Option<String>,
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     pub npc_id: Option<String>,
     pub role: Role,
     /// Which key: `internal`, or `tenant:<id>` for a tenant key (the rate
@@ -112,7 +113,7 @@ impl ServiceContext {
         let trace = header("X-Trace-ID");
         let span_id = header("X-Span-ID");
         let user_id = header("X-User-ID");
-        let session_id = header("X-Session-ID");
+        let session_id = header("X-Session-ID").map(SessionId::from);
         let npc_id = header("X-NPC-ID");
         let role = header("X-User-Role");
         // The tenant comes from the key (below); the header is only checked
@@ -162,7 +163,7 @@ impl ServiceContext {
         Ok(Self {
             tenant_id,
             site_id,
-            trace_id,
+            trace_id: TraceId::from(trace_id),
             span_id,
             user_id,
             session_id,
@@ -230,17 +231,15 @@ pub fn check_rate_of(state: &AppState, tenant_id: &str, key_id: &str) -> Result<
 
 /// The tools this caller's role may call, in the MCP listing format.
 pub fn mcp_listing(state: &AppState, ctx: &ServiceContext) -> Vec<Value> {
-    state.registry.mcp_tools(&Caller {
-        role: ctx.role,
-        allowlist: &state.service.all_tools,
-        session_id: "",
-    })
+    state
+        .registry
+        .mcp_tools(&Caller::sessionless(ctx.role, &state.service.all_tools))
 }
 
 /// The audit summary a service caller gets back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallAudit {
-    pub trace_id: String,
+    pub trace_id: TraceId,
     pub tool_name: String,
     pub status: ToolStatus,
     pub latency_ms: f64,
@@ -273,7 +272,7 @@ pub async fn call_tool(
 ) -> CallReport {
     let started = Instant::now();
     // Refusals before the tool pipeline, audited here.
-    let refuse = |session: Option<&str>, input: &Value, e: ToolError| {
+    let refuse = |session: Option<&SessionId>, input: &Value, e: ToolError| {
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         record(state, ctx, session, tool, input, Some(&e), duration_ms);
         report(ctx, tool, &args_hash(input), started, Err(e))
@@ -293,7 +292,7 @@ pub async fn call_tool(
     // Every service call carries a valid key (see `ServiceContext`), which
     // is what tools marked `requires_auth` ask for.
     let named = input.get("session_id").and_then(Value::as_str);
-    let session = match (named, ctx.session_id.as_deref()) {
+    let session = match (named, ctx.session_id.as_ref().map(SessionId::as_str)) {
         (Some(a), Some(b)) if a != b => {
             return refuse(
                 None,
@@ -305,7 +304,7 @@ pub async fn call_tool(
                 ),
             );
         }
-        (a, b) => a.or(b).map(str::to_owned),
+        (a, b) => a.or(b).map(SessionId::from),
     };
     let takes_session = spec.input_schema["properties"].get("session_id").is_some();
     if let (false, Some(args)) = (takes_session, input.as_object_mut()) {
@@ -327,7 +326,7 @@ pub async fn call_tool(
     };
     match run_in_session(state, ctx, &session_id, tool, input.clone()).await {
         Ok(outcome) => report(ctx, tool, &args_hash(&input), started, outcome),
-        Err((known, e)) => refuse(known.then_some(session_id.as_str()), &input, e),
+        Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
     }
 }
 
@@ -340,11 +339,7 @@ fn run_sessionless(
     started: Instant,
 ) -> CallReport {
     let hash = args_hash(&input);
-    let caller = Caller {
-        role: ctx.role,
-        allowlist: &state.service.all_tools,
-        session_id: "",
-    };
+    let caller = Caller::sessionless(ctx.role, &state.service.all_tools);
     let mut rng = SplitMix64::new(rand::random());
     let inv = state.registry.invoke(
         tool,
@@ -363,7 +358,7 @@ fn run_sessionless(
 async fn run_in_session(
     state: &AppState,
     ctx: &ServiceContext,
-    session_id: &str,
+    session_id: &SessionId,
     tool: &str,
     input: Value,
 ) -> Result<Result<Value, ToolError>, (bool, ToolError)> {
@@ -372,7 +367,7 @@ async fn run_in_session(
         if meta.tenant_id == ctx.tenant_id {
             Ok(())
         } else {
-            Err(ApiError::not_found(super::no_session(session_id)))
+            Err(ApiError::not_found(super::no_session(session_id.as_str())))
         }
     };
     let make = || CallTool {
@@ -414,7 +409,7 @@ async fn run_in_session(
 fn record(
     state: &AppState,
     ctx: &ServiceContext,
-    session_id: Option<&str>,
+    session_id: Option<&SessionId>,
     tool: &str,
     args: &Value,
     failure: Option<&ToolError>,

@@ -20,7 +20,8 @@ use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
 use crate::llm::{ModelReply, ModelRequest, RequestKind, collect_reply, stateless_system_prompt};
 use crate::protocol::{
-    AssistantMessage, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply, StatelessChatRequest,
+    AssistantMessage, CallId, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply,
+    StatelessChatRequest,
 };
 use crate::tools::{Caller, RawArgs, Registry, Role};
 
@@ -56,11 +57,7 @@ async fn chat(
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
     let allowlist = allowlist(&state.registry, request.tools)?;
     let conversation = Conversation::parse(&request.messages)?;
-    let caller = Caller {
-        role: Role::GameMaster,
-        allowlist: &allowlist,
-        session_id: "",
-    };
+    let caller = Caller::sessionless(Role::GameMaster, &allowlist);
     let model_request = ModelRequest::build(
         conversation.system.unwrap_or_else(stateless_system_prompt),
         conversation.history.into_iter().map(Arc::new).collect(),
@@ -137,7 +134,7 @@ impl Conversation {
         let mut turn = String::from("chat_0");
         let mut turns = 0;
         // Calls of the last assistant message that no tool message answered yet.
-        let mut open: Vec<String> = Vec::new();
+        let mut open: Vec<CallId> = Vec::new();
         for (i, value) in raw.iter().enumerate() {
             let bad = |what: String| ApiError::bad_request(format!("messages[{i}]: {what}"));
             let m: ChatMessage = serde_json::from_value(value.clone())
@@ -181,7 +178,7 @@ impl Conversation {
                     }
                     let mut ids = HashSet::new();
                     for (j, call) in calls.into_iter().enumerate() {
-                        if call.id.trim().is_empty() || !ids.insert(call.id.clone()) {
+                        if call.id.as_str().trim().is_empty() || !ids.insert(call.id.clone()) {
                             return Err(bad(format!(
                                 "toolCalls[{j}].id must be a non-empty id unique in the message"
                             )));
@@ -192,7 +189,7 @@ impl Conversation {
                         open.push(call.id.clone());
                         history.push(HistoryEntry::ToolCall {
                             turn_id: turn.clone(),
-                            call_id: call.id,
+                            call_id: call.id.to_string(),
                             tool: call.tool.name,
                             arguments: call.tool.args.to_string(),
                         });
@@ -212,7 +209,9 @@ impl Conversation {
                         .iter()
                         .rev()
                         .find_map(|h| match h {
-                            HistoryEntry::ToolCall { call_id, tool, .. } if *call_id == id => {
+                            HistoryEntry::ToolCall { call_id, tool, .. }
+                                if id == call_id.as_str() =>
+                            {
                                 Some(tool.clone())
                             }
                             _ => None,
@@ -225,7 +224,7 @@ impl Conversation {
                     };
                     history.push(HistoryEntry::ToolResult {
                         turn_id: turn.clone(),
-                        call_id: id,
+                        call_id: id.to_string(),
                         tool,
                         content,
                     });
@@ -278,8 +277,8 @@ fn assistant_message(
                 )
             })?;
         let mut id = call.id;
-        if id.is_empty() || ids.contains(&id) {
-            id = format!("call_{}", i + 1);
+        if id.as_str().is_empty() || ids.contains(&id) {
+            id = CallId::from(format!("call_{}", i + 1));
         }
         ids.insert(id.clone());
         tool_calls.push(ChatToolCall {
@@ -434,11 +433,7 @@ mod tests {
             names.iter().all(|n| n != "create_npc"),
             "people-only tools stay out"
         );
-        let caller = Caller {
-            role: Role::GameMaster,
-            allowlist: &names,
-            session_id: "",
-        };
+        let caller = Caller::sessionless(Role::GameMaster, &names);
         let ok = assistant_message(
             &registry,
             &caller,

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
 use super::{AppState, json_body_or_empty};
 use crate::error::{ApiError, ErrorCode};
+use crate::protocol::TraceId;
 use crate::protocol::http::{
     ToolCallAudit, ToolCallFailed, ToolCallSucceeded, ToolCatalogue, TraceLedger,
 };
@@ -87,9 +88,9 @@ async fn call(
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
     if let Some(given) = &body.context {
         for (field, said, header) in [
-            ("tenant_id", &given.tenant_id, &ctx.tenant_id),
-            ("site_id", &given.site_id, &ctx.site_id),
-            ("trace_id", &given.trace_id, &ctx.trace_id),
+            ("tenant_id", &given.tenant_id, ctx.tenant_id.as_str()),
+            ("site_id", &given.site_id, ctx.site_id.as_str()),
+            ("trace_id", &given.trace_id, ctx.trace_id.as_str()),
         ] {
             if let Some(said) = said
                 && said != header
@@ -132,7 +133,7 @@ fn audit_view(audit: &CallAudit) -> ToolCallAudit<'_> {
 
 #[derive(Debug, Deserialize)]
 struct TraceQuery {
-    trace_id: Option<String>,
+    trace_id: Option<TraceId>,
 }
 
 /// Every audit row of a trace of the caller's tenant (the trace in the
@@ -153,7 +154,7 @@ async fn trace(
     let trace_id = query.into_inner().trace_id.unwrap_or(ctx.trace_id);
     let entries = state
         .store
-        .audit_by_trace(&ctx.tenant_id, &trace_id, MAX_TRACE_ROWS)
+        .audit_by_trace(&ctx.tenant_id, trace_id.as_str(), MAX_TRACE_ROWS)
         .await
         .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok().json(TraceLedger::new(&trace_id, &entries)))

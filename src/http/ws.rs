@@ -21,7 +21,7 @@ use super::find_session;
 use super::{AppState, TokenRole, check_tenant, token_role};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};
-use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
+use crate::protocol::{ClientFrame, ConnRole, ControlFrame, SessionId, check_request_id};
 use crate::session::{Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe};
 
 /// Largest frame a client may send, in bytes.
@@ -48,7 +48,7 @@ async fn connect(
     req: HttpRequest,
     stream: web::Payload,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<SessionId>,
     query: Result<web::Query<ConnectQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;

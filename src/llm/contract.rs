@@ -41,6 +41,7 @@ use serde_json::{Map, Value};
 use super::history::{Step, steps};
 use super::{ModelReply, ModelToolCall};
 use crate::game::HistoryEntry;
+use crate::protocol::CallId;
 
 /// The allowed values of `dialog_type`; the first one is the default.
 pub const DIALOG_TYPES: &[&str] = &["narration", "scene_description", "dialogue", "system_note"];
@@ -608,7 +609,7 @@ fn parse_calls(calls: &[Value]) -> Result<Vec<ModelToolCall>, ContractError> {
                 id
             });
             ModelToolCall {
-                id,
+                id: CallId::from(id),
                 name,
                 arguments,
             }

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::error::ErrorCode;
 use crate::game::HistoryEntry;
+use crate::protocol::CallId;
 
 pub use offline::OfflineGameMaster;
 pub use openai::OpenAiProvider;
@@ -93,7 +94,9 @@ pub enum RequestKind {
 /// be malformed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelToolCall {
-    pub id: String,
+    /// The model's own id; a turn replaces one that is empty, too long or
+    /// used before.
+    pub id: CallId,
     pub name: String,
     pub arguments: String,
 }
@@ -140,7 +143,7 @@ impl ModelReply {
                 .into_iter()
                 .enumerate()
                 .map(|(i, (name, arguments))| ModelToolCall {
-                    id: format!("call_{}", i + 1),
+                    id: CallId::from(format!("call_{}", i + 1)),
                     name: name.into(),
                     arguments: arguments.into(),
                 })

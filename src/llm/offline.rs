@@ -31,6 +31,7 @@ use super::{
     sentence_deltas,
 };
 use crate::game::HistoryEntry;
+use crate::protocol::CallId;
 
 /// The built-in game master. `OfflineGameMaster::default()` answers at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -262,7 +263,7 @@ impl OfflineGameMaster {
                 return talk(req, text, zh);
             };
             calls.push(ModelToolCall {
-                id: format!("call_{}", calls.len() + 1),
+                id: CallId::from(format!("call_{}", calls.len() + 1)),
                 name: name.into(),
                 arguments: args.to_string(),
             });
@@ -658,7 +659,7 @@ mod tests {
             gm.answer(&request(text))
                 .tool_calls
                 .into_iter()
-                .map(|c| (c.id, c.name))
+                .map(|c| (c.id.to_string(), c.name))
                 .collect()
         };
         let pair =

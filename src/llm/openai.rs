@@ -27,6 +27,7 @@ use super::{
     LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, RequestKind, Usage,
     collect_reply, sentence_deltas,
 };
+use crate::protocol::CallId;
 
 /// How long one model call may take, connection and whole answer included.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -699,7 +700,7 @@ impl Accumulator {
                 .into_iter()
                 .filter(|c| !c.name.is_empty())
                 .map(|c| ModelToolCall {
-                    id: c.id,
+                    id: CallId::from(c.id),
                     name: c.name,
                     arguments: c.arguments,
                 })
@@ -737,7 +738,7 @@ fn parse_completion(bytes: &[u8]) -> Result<ModelReply, LlmError> {
                         other => other.to_string(),
                     };
                     Some(ModelToolCall {
-                        id: c["id"].as_str().unwrap_or_default().to_owned(),
+                        id: CallId::from(c["id"].as_str().unwrap_or_default()),
                         name: name.to_owned(),
                         arguments,
                     })

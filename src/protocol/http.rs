@@ -14,7 +14,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ToolEvent, TurnLimit};
+use super::{
+    CallId, SessionId, StatePatch, ToolEvent, TraceId, TurnEnd, TurnId, TurnLimit, TurnOutcome,
+};
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Campaign;
 use crate::llm::Usage;
@@ -101,7 +103,7 @@ fn visibility(v: Visibility) -> &'static str {
 /// from the hub's `LiveInfo` (the hub imports this module).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveSession<'a> {
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     pub title: &'a str,
     /// Connected player WebSockets.
     pub players: usize,
@@ -212,12 +214,12 @@ impl<'a> From<&'a AuditPage> for AuditLedgerPage<'a> {
 /// `GET /api/v1/audit`: every audit row of one trace of the caller's tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TraceLedger<'a> {
-    pub trace_id: &'a str,
+    pub trace_id: &'a TraceId,
     pub entries: Vec<AuditEntry<'a>>,
 }
 
 impl<'a> TraceLedger<'a> {
-    pub fn new(trace_id: &'a str, rows: &'a [AuditRow]) -> Self {
+    pub fn new(trace_id: &'a TraceId, rows: &'a [AuditRow]) -> Self {
         Self {
             trace_id,
             entries: entries(rows),
@@ -242,86 +244,78 @@ pub struct NpcActivation {
 pub struct NpcActivated {
     #[serde(flatten)]
     pub npc: NpcActivation,
-    pub turn_id: String,
-    pub call_id: String,
+    pub turn_id: TurnId,
+    pub call_id: CallId,
     /// The seq of the call's `tool_result` frame.
     pub seq: u64,
-}
-
-/// A turn's last story frame, as `POST /api/v1/chat` reads it back from the
-/// session (which hands back the frame's bytes): only the fields the answer
-/// repeats; others are ignored.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum TurnEnd {
-    TurnCompleted(CompletedTurn),
-    TurnFailed(FailedTurn),
-}
-
-/// The fields of a `turn_completed` frame the chat answer repeats, read
-/// from the frame and written back as they were.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompletedTurn {
-    pub turn_id: String,
-    pub seq: u64,
-    pub reply: String,
-    pub dialog_type: String,
-    pub iterations: u32,
-    pub tool_events: Vec<ToolEvent>,
-    /// Passed on as the frame had it: its areas and characters are game
-    /// types that are written, never read back.
-    pub state_patch: Value,
-    pub usage: Usage,
-    /// Present only when the frame had it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<TurnLimit>,
-}
-
-/// The fields of a `turn_failed` frame the chat answer repeats, in the
-/// answer's order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FailedTurn {
-    pub error_code: ErrorCode,
-    pub message: String,
-    pub turn_id: String,
-    pub seq: u64,
-    /// Present only when the frame had it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<TurnLimit>,
 }
 
 /// `POST /api/v1/chat` (`200`): the turn's `turn_completed` frame, without
 /// its `type`, plus `duplicate`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatTurn {
-    #[serde(flatten)]
-    pub turn: CompletedTurn,
+pub struct ChatTurn<'a> {
+    pub turn_id: &'a TurnId,
+    pub seq: u64,
+    pub reply: &'a str,
+    pub dialog_type: &'a str,
+    pub iterations: u32,
+    pub tool_events: &'a [ToolEvent],
+    pub state_patch: &'a StatePatch,
+    pub usage: Usage,
+    /// Present only when the frame had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<TurnLimit>,
     /// The `request_id` was used before; this is that turn's result.
     pub duplicate: bool,
 }
 
-/// `POST /api/v1/chat` when the turn failed (the status of `error_code`).
+/// `POST /api/v1/chat` when the turn failed (the status of `error_code`):
+/// the `turn_failed` frame's fields in the answer's order, plus
+/// `duplicate`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatTurnFailed {
-    #[serde(flatten)]
-    pub turn: FailedTurn,
+pub struct ChatTurnFailed<'a> {
+    pub error_code: ErrorCode,
+    pub message: &'a str,
+    pub turn_id: &'a TurnId,
+    pub seq: u64,
+    /// Present only when the frame had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<TurnLimit>,
     pub duplicate: bool,
 }
 
 /// The answer of `POST /api/v1/chat`, by how the turn ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ChatAnswer {
-    Completed(ChatTurn),
-    Failed(ChatTurnFailed),
+pub enum ChatAnswer<'a> {
+    Completed(ChatTurn<'a>),
+    Failed(ChatTurnFailed<'a>),
 }
 
-impl TurnEnd {
-    /// The chat answer for this frame; `duplicate` says whether the
+impl<'a> ChatAnswer<'a> {
+    /// The answer for a turn's end; `duplicate` says whether the
     /// `request_id` had been used before.
-    pub fn answer(self, duplicate: bool) -> ChatAnswer {
-        match self {
-            Self::TurnCompleted(turn) => ChatAnswer::Completed(ChatTurn { turn, duplicate }),
-            Self::TurnFailed(turn) => ChatAnswer::Failed(ChatTurnFailed { turn, duplicate }),
+    pub fn new(end: &'a TurnEnd, duplicate: bool) -> Self {
+        match &end.outcome {
+            TurnOutcome::TurnCompleted(turn) => Self::Completed(ChatTurn {
+                turn_id: &turn.turn_id,
+                seq: end.seq,
+                reply: &turn.reply,
+                dialog_type: &turn.dialog_type,
+                iterations: turn.iterations,
+                tool_events: &turn.tool_events,
+                state_patch: &turn.state_patch,
+                usage: turn.usage,
+                limit: turn.limit,
+                duplicate,
+            }),
+            TurnOutcome::TurnFailed(turn) => Self::Failed(ChatTurnFailed {
+                error_code: turn.error_code,
+                message: &turn.message,
+                turn_id: &turn.turn_id,
+                seq: end.seq,
+                limit: turn.limit,
+                duplicate,
+            }),
         }
     }
 }
@@ -378,7 +372,7 @@ impl<'a> From<&'a ToolSpec> for ToolListing<'a> {
 /// the handler from the service's `CallAudit` (`http` imports this module).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCallAudit<'a> {
-    pub trace_id: &'a str,
+    pub trace_id: &'a TraceId,
     pub tool_name: &'a str,
     pub status: ToolStatus,
     /// The whole call as the server saw it, queueing included.
@@ -436,7 +430,7 @@ impl<'a> ToolCallFailed<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Position, StatePatch, StoryEvent, StoryFrame};
+    use crate::protocol::{Position, StoryEvent, StoryFrame, TurnCompleted, TurnFailed};
     use serde_json::json;
 
     fn audit_row() -> AuditRow {
@@ -497,9 +491,9 @@ mod tests {
         }
     }
 
-    fn audit(error: bool) -> ToolCallAudit<'static> {
+    fn audit(trace_id: &TraceId, error: bool) -> ToolCallAudit<'_> {
         ToolCallAudit {
-            trace_id: "trace-1",
+            trace_id,
             tool_name: if error { "move" } else { "roll_dice" },
             status: if error {
                 ToolStatus::Error
@@ -543,6 +537,11 @@ mod tests {
             json!({"type": "object", "required": ["total"]}),
         );
         let not_found = ToolError::new(Reason::NotFound, ErrorCode::NotFound, "no session sess_x");
+        let (session, trace, ledger_trace) = (
+            SessionId::from("sess_Q2xk9fL0aB7cD3eF"),
+            TraceId::from("trace-1"),
+            TraceId::from("tr_p0Q8"),
+        );
 
         let cases: Vec<(&str, Value, Value)> = vec![
             ("health", json!(Health::OK), json!({"status": "ok"})),
@@ -569,7 +568,7 @@ mod tests {
             (
                 "live session",
                 json!(LiveSession {
-                    session_id: "sess_Q2xk9fL0aB7cD3eF",
+                    session_id: &session,
                     title: "The Drowned Lanterns",
                     players: 1,
                     spectators: 2,
@@ -596,7 +595,7 @@ mod tests {
             ),
             (
                 "trace ledger",
-                json!(TraceLedger::new("tr_p0Q8", &rows)),
+                json!(TraceLedger::new(&ledger_trace, &rows)),
                 json!({"trace_id": "tr_p0Q8", "entries": [audit_row_json()]}),
             ),
             (
@@ -627,7 +626,7 @@ mod tests {
                 "tool call succeeded",
                 json!(ToolCallSucceeded::new(
                     json!({"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8}),
-                    audit(false),
+                    audit(&trace, false),
                 )),
                 json!({"success": true,
                        "output": {"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8},
@@ -636,7 +635,7 @@ mod tests {
             ),
             (
                 "tool call failed",
-                json!(ToolCallFailed::new(&not_found, audit(true))),
+                json!(ToolCallFailed::new(&not_found, audit(&trace, true))),
                 json!({"success": false, "error": "no session sess_x", "error_type": "NOT_FOUND",
                        "reason": "not_found",
                        "audit": {"trace_id": "trace-1", "tool_name": "move", "status": "error",
@@ -667,6 +666,8 @@ mod tests {
         assert_eq!(json!(ActionsPage::from(&page)), json!(page));
     }
 
+    /// A stored `turn_completed` frame, with a field this server does not
+    /// know (a later version's), which is left out of the answer.
     fn completed_frame(limit: Option<&str>) -> String {
         let mut frame = json!({
             "type": "turn_completed", "seq": 17, "turn_id": "turn_3",
@@ -675,8 +676,7 @@ mod tests {
             "tool_events": [{"call_id": "call_1", "tool": "move", "status": "ok", "duration_ms": 0.05},
                             {"call_id": "call_2", "tool": "hp_delta", "status": "rejected",
                              "reason": "invalid_args", "error_code": "INVALID_ARGS", "duration_ms": 1.0}],
-            "state_patch": {"areas": [], "characters": [{"character_id": "pc_001", "hp": 9}],
-                            "position": {"actor_id": "pc_001", "area_id": "area_002"}},
+            "state_patch": state_patch_json(),
             "usage": {"prompt_tokens": 3, "completion_tokens": 4},
             "a_later_field": {"ignored": true}
         });
@@ -684,6 +684,24 @@ mod tests {
             frame["limit"] = json!(limit);
         }
         frame.to_string()
+    }
+
+    /// A state patch with an area and a character, every field written out
+    /// as the game types write them.
+    fn state_patch_json() -> Value {
+        json!({
+            "areas": [{"area_id": "area_002", "name": "Hall", "description": "Wet stone.",
+                       "reachable_area_ids": ["area_001"], "x": 1, "y": 0, "z": -1,
+                       "tags": ["flooded"]}],
+            "characters": [{"character_id": "pc_001", "name": "Wren", "kind": "pc",
+                            "area_id": "area_002", "hp": 9, "max_hp": 12, "level": 2,
+                            "stats": {"dex": 14, "str": 10},
+                            "inventory": [{"slug": "rope", "name": "Rope", "quantity": 1},
+                                          {"slug": "lamp", "name": "Lamp",
+                                           "description": "Brass.", "quantity": 2}],
+                            "state": "active"}],
+            "position": {"actor_id": "pc_001", "area_id": "area_002"}
+        })
     }
 
     fn failed_frame(limit: Option<&str>) -> String {
@@ -697,12 +715,17 @@ mod tests {
         frame.to_string()
     }
 
-    fn chat_answer(frame: &str, duplicate: bool) -> Value {
-        let end: TurnEnd = serde_json::from_str(frame).expect("a turn-end frame parses");
-        match end.answer(duplicate) {
+    fn answer_json(end: &TurnEnd, duplicate: bool) -> Value {
+        match ChatAnswer::new(end, duplicate) {
             ChatAnswer::Completed(turn) => json!(turn),
             ChatAnswer::Failed(failed) => json!(failed),
         }
+    }
+
+    /// The answer for a stored frame, read back as the session reads it.
+    fn chat_answer(frame: &str, duplicate: bool) -> Value {
+        let end: TurnEnd = serde_json::from_str(frame).expect("a turn-end frame parses");
+        answer_json(&end, duplicate)
     }
 
     /// The chat answer repeats the frame's fields (`limit` only when the
@@ -715,8 +738,7 @@ mod tests {
             "tool_events": [{"call_id": "call_1", "tool": "move", "status": "ok", "duration_ms": 0.05},
                             {"call_id": "call_2", "tool": "hp_delta", "status": "rejected",
                              "reason": "invalid_args", "error_code": "INVALID_ARGS", "duration_ms": 1.0}],
-            "state_patch": {"areas": [], "characters": [{"character_id": "pc_001", "hp": 9}],
-                            "position": {"actor_id": "pc_001", "area_id": "area_002"}},
+            "state_patch": state_patch_json(),
             "usage": {"prompt_tokens": 3, "completion_tokens": 4},
             "duplicate": false
         });
@@ -745,13 +767,38 @@ mod tests {
         }
     }
 
+    /// The answer's keys come in the order the route always wrote them.
+    #[test]
+    fn chat_answers_keep_their_key_order() {
+        let cases = [
+            (
+                r#"{"seq":5,"type":"turn_completed","turn_id":"turn_1","reply":"Hi.","dialog_type":"narration","iterations":1,"tool_events":[],"state_patch":{"areas":[],"characters":[],"position":null},"usage":{"prompt_tokens":1,"completion_tokens":2},"limit":"deadline"}"#,
+                r#"{"turn_id":"turn_1","seq":5,"reply":"Hi.","dialog_type":"narration","iterations":1,"tool_events":[],"state_patch":{"areas":[],"characters":[],"position":null},"usage":{"prompt_tokens":1,"completion_tokens":2},"limit":"deadline","duplicate":false}"#,
+            ),
+            (
+                r#"{"seq":6,"type":"turn_failed","turn_id":"turn_2","error_code":"MAX_ITERATIONS","message":"late","limit":"deadline"}"#,
+                r#"{"error_code":"MAX_ITERATIONS","message":"late","turn_id":"turn_2","seq":6,"limit":"deadline","duplicate":false}"#,
+            ),
+        ];
+        for (frame, want) in cases {
+            let end: TurnEnd = serde_json::from_str(frame).expect("a turn-end frame parses");
+            let got = match ChatAnswer::new(&end, false) {
+                ChatAnswer::Completed(turn) => serde_json::to_string(&turn),
+                ChatAnswer::Failed(failed) => serde_json::to_string(&failed),
+            };
+            assert_eq!(got.ok().as_deref(), Some(want));
+        }
+    }
+
     /// A real turn-end frame, as the session writes it, answers with every
-    /// field but `type`, plus `duplicate`: what the route sent when it
-    /// copied the frame's fields one by one.
+    /// field but `type`, plus `duplicate`, whether the session hands over
+    /// the event it journalled or reads the frame back from the journal.
     #[test]
     fn real_turn_end_frames_answer_their_own_fields() {
+        let patch: StatePatch =
+            serde_json::from_value(state_patch_json()).expect("the patch reads as game types");
         let events = [
-            StoryEvent::TurnCompleted {
+            StoryEvent::TurnCompleted(TurnCompleted {
                 turn_id: "turn_3".into(),
                 reply: "You wade in.".into(),
                 dialog_type: "scene_description".into(),
@@ -776,50 +823,66 @@ mod tests {
                     completion_tokens: 5,
                 },
                 limit: Some(TurnLimit::MaxIterations),
-            },
-            StoryEvent::TurnCompleted {
+            }),
+            StoryEvent::TurnCompleted(TurnCompleted {
                 turn_id: "turn_4".into(),
                 reply: "Quiet.".into(),
                 dialog_type: "narration".into(),
                 iterations: 1,
                 tool_events: Vec::new(),
-                state_patch: StatePatch::default(),
+                state_patch: patch,
                 usage: Usage::default(),
                 limit: None,
-            },
-            StoryEvent::TurnFailed {
+            }),
+            StoryEvent::TurnFailed(TurnFailed {
                 turn_id: "turn_5".into(),
                 error_code: ErrorCode::AiTimeout,
                 message: "the model did not answer in time".into(),
                 limit: Some(TurnLimit::Deadline),
-            },
-            StoryEvent::TurnFailed {
+            }),
+            StoryEvent::TurnFailed(TurnFailed {
                 turn_id: "turn_6".into(),
                 error_code: ErrorCode::UpstreamError,
                 message: "the model failed".into(),
                 limit: None,
-            },
+            }),
         ];
-        for (seq, event) in (40..).zip(&events) {
-            let frame = json!(StoryFrame { seq, event });
+        for (seq, event) in (40..).zip(events) {
+            let frame = json!(StoryFrame { seq, event: &event });
+            let live = TurnEnd::of(seq, event).expect("a turn's end");
             for duplicate in [false, true] {
                 let mut want = frame.clone();
                 if let Some(fields) = want.as_object_mut() {
                     fields.remove("type");
                     fields.insert("duplicate".into(), json!(duplicate));
                 }
+                assert_eq!(answer_json(&live, duplicate), want, "{frame}");
                 assert_eq!(chat_answer(&frame.to_string(), duplicate), want, "{frame}");
             }
         }
     }
 
     #[test]
+    fn only_turn_ends_are_turn_ends() {
+        let presence = StoryEvent::Presence {
+            players: 1,
+            spectators: 0,
+        };
+        assert_eq!(TurnEnd::of(3, presence), None);
+        let delta = StoryEvent::NarrativeDelta {
+            turn_id: "turn_1".into(),
+            text: "Drip.".into(),
+        };
+        assert_eq!(TurnEnd::of(4, delta), None);
+    }
+
+    #[test]
     fn a_failed_turn_keeps_its_code() {
         let end: TurnEnd = serde_json::from_str(&failed_frame(None)).expect("parses");
-        let ChatAnswer::Failed(failed) = end.answer(false) else {
+        let ChatAnswer::Failed(failed) = ChatAnswer::new(&end, false) else {
             panic!("a turn_failed frame is a failure");
         };
-        assert_eq!(failed.turn.error_code, ErrorCode::MaxIterations);
+        assert_eq!(failed.error_code, ErrorCode::MaxIterations);
     }
 
     /// Anything but a whole turn-end frame is refused (the route answers
@@ -833,6 +896,7 @@ mod tests {
             r#"{"seq":17,"turn_id":"turn_3"}"#,
             r#"{"type":"turn_failed","seq":18,"turn_id":"turn_4","message":"x"}"#,
             r#"{"type":"turn_failed","seq":18,"turn_id":"turn_4","error_code":"NO_SUCH_CODE","message":"x"}"#,
+            r#"{"type":"turn_failed","turn_id":"turn_4","error_code":"NOT_FOUND","message":"x"}"#,
         ] {
             assert!(
                 serde_json::from_str::<TurnEnd>(frame).is_err(),

@@ -5,6 +5,9 @@
 //! are mapped into these.
 
 pub mod http;
+mod ids;
+
+pub use ids::{CallId, SessionId, TraceId, TurnId};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -81,7 +84,7 @@ pub enum ConnRole {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlFrame<'a> {
     Welcome {
-        session_id: &'a str,
+        session_id: &'a SessionId,
         role: ConnRole,
         /// The seq of the last story frame before live frames (and after any
         /// resumed backlog).
@@ -91,7 +94,7 @@ pub enum ControlFrame<'a> {
     },
     Ack {
         request_id: Option<String>,
-        turn_id: String,
+        turn_id: TurnId,
         duplicate: bool,
         queued: usize,
     },
@@ -117,7 +120,7 @@ impl ControlFrame<'_> {
 /// The session snapshot (PROTOCOL.md §3).
 #[derive(Debug, Clone, Serialize)]
 pub struct Snapshot<'a> {
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     pub campaign_id: &'a str,
     pub title: &'a str,
     pub turn: u64,
@@ -132,7 +135,7 @@ pub struct Snapshot<'a> {
 }
 
 impl<'a> Snapshot<'a> {
-    pub fn of(session_id: &'a str, state: &'a GameState) -> Self {
+    pub fn of(session_id: &'a SessionId, state: &'a GameState) -> Self {
         Self {
             session_id,
             campaign_id: &state.campaign_id,
@@ -151,7 +154,7 @@ impl<'a> Snapshot<'a> {
 /// One tool call's outcome, as listed in `turn_completed.tool_events`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolEvent {
-    pub call_id: String,
+    pub call_id: CallId,
     pub tool: String,
     pub status: ToolStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -162,7 +165,8 @@ pub struct ToolEvent {
 }
 
 /// What a turn changed, so a client can refresh without re-reading everything.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// Read back, with its game types, from a stored `turn_completed` frame.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatePatch {
     /// Areas created or whose links changed, whole.
     pub areas: Vec<Area>,
@@ -172,14 +176,13 @@ pub struct StatePatch {
     pub position: Option<Position>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Position {
     pub actor_id: String,
     pub area_id: String,
 }
 
-/// Which limit stopped a turn. Read back from a turn's last frame by
-/// `POST /api/v1/chat` ([`http::TurnEnd`]).
+/// Which limit stopped a turn, as its last frame says ([`TurnEnd`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnLimit {
@@ -193,21 +196,21 @@ pub enum TurnLimit {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StoryEvent {
     TurnStarted {
-        turn_id: String,
+        turn_id: TurnId,
         request_id: Option<String>,
         actor_id: String,
         text: String,
     },
     ToolCall {
-        turn_id: String,
+        turn_id: TurnId,
         iteration: u32,
-        call_id: String,
+        call_id: CallId,
         tool: String,
         args: Value,
     },
     ToolResult {
-        turn_id: String,
-        call_id: String,
+        turn_id: TurnId,
+        call_id: CallId,
         tool: String,
         status: ToolStatus,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -221,29 +224,11 @@ pub enum StoryEvent {
         duration_ms: f64,
     },
     NarrativeDelta {
-        turn_id: String,
+        turn_id: TurnId,
         text: String,
     },
-    TurnCompleted {
-        turn_id: String,
-        reply: String,
-        dialog_type: String,
-        iterations: u32,
-        tool_events: Vec<ToolEvent>,
-        state_patch: StatePatch,
-        usage: Usage,
-        /// Set when a loop limit cut the tool calls short and the reply is
-        /// the model's closing narration.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        limit: Option<TurnLimit>,
-    },
-    TurnFailed {
-        turn_id: String,
-        error_code: ErrorCode,
-        message: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        limit: Option<TurnLimit>,
-    },
+    TurnCompleted(TurnCompleted),
+    TurnFailed(TurnFailed),
     Presence {
         players: usize,
         spectators: usize,
@@ -264,15 +249,78 @@ impl StoryEvent {
         }
     }
 
-    pub fn turn_id(&self) -> Option<&str> {
+    pub fn turn_id(&self) -> Option<&TurnId> {
         match self {
             Self::TurnStarted { turn_id, .. }
             | Self::ToolCall { turn_id, .. }
             | Self::ToolResult { turn_id, .. }
             | Self::NarrativeDelta { turn_id, .. }
-            | Self::TurnCompleted { turn_id, .. }
-            | Self::TurnFailed { turn_id, .. } => Some(turn_id),
+            | Self::TurnCompleted(TurnCompleted { turn_id, .. })
+            | Self::TurnFailed(TurnFailed { turn_id, .. }) => Some(turn_id),
             Self::Presence { .. } => None,
+        }
+    }
+}
+
+/// The `turn_completed` frame, but for its `type` and seq.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnCompleted {
+    pub turn_id: TurnId,
+    pub reply: String,
+    pub dialog_type: String,
+    pub iterations: u32,
+    pub tool_events: Vec<ToolEvent>,
+    pub state_patch: StatePatch,
+    pub usage: Usage,
+    /// Set when a loop limit cut the tool calls short and the reply is
+    /// the model's closing narration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<TurnLimit>,
+}
+
+/// The `turn_failed` frame, but for its `type` and seq.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnFailed {
+    pub turn_id: TurnId,
+    pub error_code: ErrorCode,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<TurnLimit>,
+}
+
+/// A turn's last story frame and its seq: what the session hands a caller
+/// waiting for the turn (`POST /api/v1/chat`), taken from the event it
+/// journalled or, for a turn that ended earlier, read from the journal.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TurnEnd {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub outcome: TurnOutcome,
+}
+
+/// How a turn ended, tagged by the frame's `type`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnOutcome {
+    TurnCompleted(TurnCompleted),
+    TurnFailed(TurnFailed),
+}
+
+impl TurnEnd {
+    /// The end of a turn, if `event` (journalled as `seq`) is one.
+    pub fn of(seq: u64, event: StoryEvent) -> Option<Self> {
+        let outcome = match event {
+            StoryEvent::TurnCompleted(turn) => TurnOutcome::TurnCompleted(turn),
+            StoryEvent::TurnFailed(turn) => TurnOutcome::TurnFailed(turn),
+            _ => return None,
+        };
+        Some(Self { seq, outcome })
+    }
+
+    pub fn turn_id(&self) -> &TurnId {
+        match &self.outcome {
+            TurnOutcome::TurnCompleted(turn) => &turn.turn_id,
+            TurnOutcome::TurnFailed(turn) => &turn.turn_id,
         }
     }
 }
@@ -308,7 +356,7 @@ pub struct ChatMessage {
     #[serde(default)]
     pub content: Value,
     #[serde(default)]
-    pub tool_call_id: Option<String>,
+    pub tool_call_id: Option<CallId>,
     #[serde(default)]
     pub tool_calls: Option<Vec<ChatToolCall>>,
 }
@@ -316,7 +364,7 @@ pub struct ChatMessage {
 /// A tool call in a stateless conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatToolCall {
-    pub id: String,
+    pub id: CallId,
     pub tool: ChatTool,
 }
 
@@ -475,6 +523,28 @@ mod tests {
         assert_eq!(
             v,
             json!({"type": "presence", "seq": 9, "players": 1, "spectators": 2})
+        );
+    }
+
+    /// A turn's end is written as the seq, its `type`, then its fields in
+    /// order, as clients have always read it.
+    #[test]
+    fn turn_end_frames_keep_their_bytes() {
+        let event = StoryEvent::TurnFailed(TurnFailed {
+            turn_id: "turn_2".into(),
+            error_code: ErrorCode::MaxIterations,
+            message: "late".into(),
+            limit: Some(TurnLimit::Deadline),
+        });
+        let text = serde_json::to_string(&StoryFrame {
+            seq: 7,
+            event: &event,
+        });
+        assert_eq!(
+            text.ok().as_deref(),
+            Some(
+                r#"{"seq":7,"type":"turn_failed","turn_id":"turn_2","error_code":"MAX_ITERATIONS","message":"late","limit":"deadline"}"#
+            )
         );
     }
 }

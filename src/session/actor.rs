@@ -43,7 +43,8 @@ use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage, system_prompt};
 use crate::protocol::{
-    ConnRole, ControlFrame, Position, Snapshot, StatePatch, StoryEvent, ToolEvent, TurnLimit,
+    CallId, ConnRole, ControlFrame, Position, SessionId, Snapshot, StatePatch, StoryEvent,
+    ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::{
@@ -70,7 +71,7 @@ pub struct SubmitChat {
 /// A chat that was taken (or recognised as a duplicate).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatAccepted {
-    pub turn_id: String,
+    pub turn_id: TurnId,
     pub duplicate: bool,
     /// Turns ahead of this one.
     pub queued: usize,
@@ -87,15 +88,15 @@ pub struct CallTool {
     pub tool: String,
     pub args: Value,
     pub role: Role,
-    pub trace_id: String,
+    pub trace_id: TraceId,
     pub origin: CallOrigin,
 }
 
 /// A direct call's outcome, durable when it is answered.
 #[derive(Debug)]
 pub struct DirectCallDone {
-    pub turn_id: String,
-    pub call_id: String,
+    pub turn_id: TurnId,
+    pub call_id: CallId,
     /// The seq of its `tool_result` frame.
     pub seq: u64,
     pub event: ToolEvent,
@@ -105,9 +106,9 @@ pub struct DirectCallDone {
 /// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and
 /// answers it once durable.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<ByteString, ChatRefused>")]
+#[rtype(result = "Result<TurnEnd, ChatRefused>")]
 pub struct AwaitTurnEnd {
-    pub turn_id: String,
+    pub turn_id: TurnId,
 }
 
 /// Adds a connection; answers its welcome frame and any resumed backlog.
@@ -159,14 +160,14 @@ struct ModelMsg {
 /// A chat waiting for its turn.
 struct QueuedTurn {
     turn_no: u64,
-    turn_id: String,
+    turn_id: TurnId,
     request_id: Option<String>,
     text: String,
 }
 
 /// A model-callable tool whose text a real model writes before it runs.
 struct ContentCall {
-    call_id: String,
+    call_id: CallId,
     tool: String,
     args: Value,
 }
@@ -176,7 +177,7 @@ struct QueuedCall {
     tool: String,
     args: Value,
     role: Role,
-    trace_id: String,
+    trace_id: TraceId,
     origin: CallOrigin,
     reply: oneshot::Sender<DirectCallDone>,
 }
@@ -210,6 +211,9 @@ struct TurnRun {
 /// when idle (after a final snapshot) or when storage fails.
 pub struct SessionActor {
     meta: Arc<SessionMeta>,
+    /// The meta's session id, typed once for the frames, messages and
+    /// calls that name it.
+    session_id: SessionId,
     deps: Arc<SessionDeps>,
     /// The hub that started this actor; told about stats and unloading.
     hub: HubLink,
@@ -222,7 +226,7 @@ pub struct SessionActor {
     /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
     replies: Vec<(u64, oneshot::Sender<DirectCallDone>, DirectCallDone)>,
     /// Callers waiting for a turn's last frame to be durable, by turn id.
-    turn_waiters: HashMap<String, Vec<oneshot::Sender<ByteString>>>,
+    turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>,
     turn: Option<TurnRun>,
     next_turn_no: u64,
     /// Whether a chat is taken: its checks, rate limit and request ids.
@@ -234,7 +238,7 @@ pub struct SessionActor {
     /// Hands durability notices back to this actor; set in `started`.
     sink: Option<DurableSink>,
     /// Closed with `turn_failed` once started, so no client waits forever.
-    interrupted_turn: Option<String>,
+    interrupted_turn: Option<TurnId>,
     stopping: bool,
 }
 
@@ -246,6 +250,7 @@ impl SessionActor {
         restored: Restored,
     ) -> Self {
         Self {
+            session_id: SessionId::from(meta.session_id.as_str()),
             meta,
             hub,
             next_turn_no: restored.state.turn + 1,
@@ -268,8 +273,8 @@ impl SessionActor {
         }
     }
 
-    fn session_id(&self) -> &str {
-        &self.meta.session_id
+    fn session_id(&self) -> &SessionId {
+        &self.session_id
     }
 
     // ----- frames ---------------------------------------------------------
@@ -282,17 +287,19 @@ impl SessionActor {
         history: Option<HistoryEntry>,
         action: Option<Value>,
     ) -> u64 {
-        let staged = self.sequencer.stage(&event, effect, history.map(Arc::new));
+        let (turn_id, kind) = (event.turn_id().map(TurnId::to_string), event.kind());
+        let request_id = match &event {
+            StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
+            _ => None,
+        };
+        let staged = self.sequencer.stage(event, effect, history.map(Arc::new));
         let seq = staged.seq;
         let row = JournalRow {
             session_id: self.meta.session_id.clone(),
             seq,
-            turn_id: event.turn_id().map(str::to_owned),
-            kind: event.kind(),
-            request_id: match &event {
-                StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
-                _ => None,
-            },
+            turn_id,
+            kind,
+            request_id,
             frame: String::from(&*staged.bytes),
             effect: staged
                 .effect
@@ -321,9 +328,11 @@ impl SessionActor {
                 self.state.record(entry);
             }
             self.broadcast(&p.bytes, ctx);
-            if let Some(waiters) = p.ends_turn.and_then(|t| self.turn_waiters.remove(&t)) {
+            if let Some(end) = p.ends_turn
+                && let Some(waiters) = self.turn_waiters.remove(end.turn_id())
+            {
                 for w in waiters {
-                    let _ = w.send(p.bytes.clone());
+                    let _ = w.send(end.clone());
                 }
             }
             self.since_snapshot += 1;
@@ -343,12 +352,13 @@ impl SessionActor {
 
     /// Runs a queued direct call; its caller hears once the result is durable.
     fn run_direct(&mut self, c: QueuedCall) {
-        let turn_id = format!("direct_{}", random_token(12));
+        let turn_id = TurnId::from(format!("direct_{}", random_token(12)));
+        let call_id = CallId::from("call_1");
         let out = self.run_call(CallSpec {
             turn_id: &turn_id,
             trace_id: &c.trace_id,
             iteration: 0,
-            call_id: "call_1",
+            call_id: &call_id,
             tool: &c.tool,
             raw: RawArgs::Value(c.args),
             role: c.role,
@@ -360,7 +370,7 @@ impl SessionActor {
         self.last_activity = Instant::now();
         let done = DirectCallDone {
             turn_id,
-            call_id: "call_1".into(),
+            call_id,
             seq: out.seq,
             event: out.event,
             outcome: out.outcome,
@@ -425,7 +435,7 @@ impl SessionActor {
     fn report_stats(&self) {
         let (players, spectators) = self.fanout.connection_counts();
         self.hub.stats.do_send(SessionStats {
-            session_id: self.meta.session_id.clone(),
+            session_id: self.session_id.clone(),
             players,
             spectators,
             turns: self.state.turn,
@@ -515,7 +525,7 @@ impl SessionActor {
                 limit,
             } => {
                 if let Some(text) = emit_narrative
-                    && let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_owned())
+                    && let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone())
                 {
                     self.emit(
                         StoryEvent::NarrativeDelta { turn_id, text },
@@ -545,7 +555,7 @@ impl SessionActor {
             },
             Some(Effect::BeginTurn { turn: q.turn_no }),
             Some(HistoryEntry::User {
-                turn_id: q.turn_id.clone(),
+                turn_id: q.turn_id.to_string(),
                 text: q.text,
             }),
             None,
@@ -556,7 +566,7 @@ impl SessionActor {
             let step = act
                 .turn
                 .as_ref()
-                .filter(|t| t.turn.turn_id() == turn_id)
+                .filter(|t| *t.turn.turn_id() == turn_id)
                 .map(|t| t.turn.on_deadline(deadline));
             if let Some(step) = step {
                 act.execute(step, ctx);
@@ -566,7 +576,7 @@ impl SessionActor {
             turn: Turn::new(
                 q.turn_id,
                 q.turn_no,
-                format!("tr_{}", random_token(24)),
+                TraceId::from(format!("tr_{}", random_token(24))),
                 self.deps.limits.max_iterations,
             ),
             content_call: None,
@@ -627,7 +637,7 @@ impl SessionActor {
     /// asks for it, and the call runs when the answer is in.
     fn ask_for_content(
         &mut self,
-        call_id: String,
+        call_id: CallId,
         tool: String,
         args: Value,
         ctx: &mut Context<Self>,
@@ -641,7 +651,7 @@ impl SessionActor {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
-            session_id: &self.meta.session_id,
+            session_id: &self.session_id,
         };
         let prepared = self
             .deps
@@ -650,14 +660,14 @@ impl SessionActor {
         let other_session = args
             .get("session_id")
             .and_then(Value::as_str)
-            .is_some_and(|id| id != self.meta.session_id);
+            .is_some_and(|id| self.session_id != id);
         if prepared.is_err() || other_session {
             return false;
         }
         let Some((system, user)) = self.deps.registry.content_request(&tool, &args) else {
             return false;
         };
-        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_owned()) else {
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_string()) else {
             return false;
         };
         let request = ModelRequest {
@@ -690,8 +700,8 @@ impl SessionActor {
         };
         t.model_stream = None;
         let (turn_id, trace_id, iteration, usage) = (
-            t.turn.turn_id().to_owned(),
-            t.turn.trace_id().to_owned(),
+            t.turn.turn_id().clone(),
+            t.turn.trace_id().clone(),
             t.turn.iteration(),
             t.turn.step_usage(),
         );
@@ -736,7 +746,7 @@ impl SessionActor {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
-            session_id: &self.meta.session_id,
+            session_id: &self.session_id,
         };
         let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
         let history = self.state.history.iter().cloned().chain(in_flight);
@@ -800,7 +810,7 @@ impl SessionActor {
         match event {
             Ok(ModelEvent::Delta(text)) => {
                 if let Some(text) = t.turn.on_delta(text) {
-                    let turn_id = t.turn.turn_id().to_owned();
+                    let turn_id = t.turn.turn_id().clone();
                     self.emit(
                         StoryEvent::NarrativeDelta { turn_id, text },
                         None,
@@ -828,7 +838,7 @@ impl SessionActor {
         let (turn_id, trace_id) = self
             .turn
             .as_ref()
-            .map(|t| (t.turn.turn_id(), t.turn.trace_id()))
+            .map(|t| (t.turn.turn_id().as_str(), t.turn.trace_id().as_str()))
             .unwrap_or_default();
         tracing::warn!(
             session_id = %self.meta.session_id,
@@ -843,7 +853,7 @@ impl SessionActor {
     /// its text first ([`Self::ask_for_content`]).
     fn run_model_call(
         &mut self,
-        call_id: String,
+        call_id: CallId,
         tool: String,
         arguments: String,
         ctx: &mut Context<Self>,
@@ -854,7 +864,7 @@ impl SessionActor {
             return;
         }
         let Some(t) = self.turn.as_ref() else { return };
-        let (turn_id, trace_id) = (t.turn.turn_id().to_owned(), t.turn.trace_id().to_owned());
+        let (turn_id, trace_id) = (t.turn.turn_id().clone(), t.turn.trace_id().clone());
         let (iteration, usage) = (t.turn.iteration(), t.turn.step_usage());
         self.run_call(CallSpec {
             turn_id: &turn_id,
@@ -894,16 +904,16 @@ impl SessionActor {
 
         self.emit(
             StoryEvent::ToolCall {
-                turn_id: c.turn_id.to_owned(),
+                turn_id: c.turn_id.clone(),
                 iteration: c.iteration,
-                call_id: c.call_id.to_owned(),
+                call_id: c.call_id.clone(),
                 tool: c.tool.to_owned(),
                 args: shown_args,
             },
             None,
             c.in_turn.then(|| HistoryEntry::ToolCall {
-                turn_id: c.turn_id.to_owned(),
-                call_id: c.call_id.to_owned(),
+                turn_id: c.turn_id.to_string(),
+                call_id: c.call_id.to_string(),
                 tool: c.tool.to_owned(),
                 arguments: raw_text,
             }),
@@ -912,7 +922,7 @@ impl SessionActor {
         let caller = Caller {
             role: c.role,
             allowlist: &self.state.allowlist,
-            session_id: &self.meta.session_id,
+            session_id: &self.session_id,
         };
         let inv = match c.refused {
             Some(e) => Invocation {
@@ -936,7 +946,7 @@ impl SessionActor {
         audit::record(
             &self.deps.store,
             AuditedCall {
-                session_id: Some(&self.meta.session_id),
+                session_id: Some(&self.session_id),
                 tenant_id: &self.meta.tenant_id,
                 trace_id: c.trace_id,
                 turn_id: Some(c.turn_id),
@@ -955,7 +965,7 @@ impl SessionActor {
             Err(e) => (e.status(), Some(e.reason), Some(e.code)),
         };
         let tool_event = ToolEvent {
-            call_id: c.call_id.to_owned(),
+            call_id: c.call_id.clone(),
             tool: c.tool.to_owned(),
             status,
             reason,
@@ -991,8 +1001,8 @@ impl SessionActor {
         }
         let seq = self.emit(
             StoryEvent::ToolResult {
-                turn_id: c.turn_id.to_owned(),
-                call_id: c.call_id.to_owned(),
+                turn_id: c.turn_id.clone(),
+                call_id: c.call_id.clone(),
                 tool: c.tool.to_owned(),
                 status,
                 result,
@@ -1003,8 +1013,8 @@ impl SessionActor {
             },
             effect,
             c.in_turn.then(|| HistoryEntry::ToolResult {
-                turn_id: c.turn_id.to_owned(),
-                call_id: c.call_id.to_owned(),
+                turn_id: c.turn_id.to_string(),
+                call_id: c.call_id.to_string(),
                 tool: c.tool.to_owned(),
                 content,
             }),
@@ -1032,10 +1042,10 @@ impl SessionActor {
             ctx.cancel_future(h);
         }
         let state_patch = self.state_patch(&t.turn);
-        let turn_id = t.turn.turn_id().to_owned();
+        let turn_id = t.turn.turn_id().clone();
         let (iterations, usage) = (t.turn.iteration(), t.turn.usage());
         self.emit(
-            StoryEvent::TurnCompleted {
+            StoryEvent::TurnCompleted(TurnCompleted {
                 turn_id: turn_id.clone(),
                 reply: reply.clone(),
                 dialog_type,
@@ -1044,10 +1054,10 @@ impl SessionActor {
                 state_patch,
                 usage,
                 limit,
-            },
+            }),
             None,
             Some(HistoryEntry::Assistant {
-                turn_id,
+                turn_id: turn_id.to_string(),
                 text: reply,
             }),
             None,
@@ -1070,18 +1080,18 @@ impl SessionActor {
         let metrics = &self.deps.metrics;
         metrics.turn_failed(&code.as_str());
         metrics.turn_ended(t.started.elapsed(), t.model_time);
-        let turn_id = t.turn.turn_id().to_owned();
+        let turn_id = t.turn.turn_id().clone();
         tracing::info!(session_id = %self.meta.session_id, %turn_id, code = ?code, %message, "turn failed");
         self.emit(
-            StoryEvent::TurnFailed {
+            StoryEvent::TurnFailed(TurnFailed {
                 turn_id: turn_id.clone(),
                 error_code: code,
                 message: message.clone(),
                 limit,
-            },
+            }),
             None,
             Some(HistoryEntry::Assistant {
-                turn_id,
+                turn_id: turn_id.to_string(),
                 text: format!("[the turn ended early: {message}]"),
             }),
             None,
@@ -1143,7 +1153,7 @@ impl SessionActor {
     fn leave_hub(&mut self, ctx: &mut Context<Self>) {
         self.stopping = true;
         self.hub.unregister.do_send(Unregister {
-            session_id: self.meta.session_id.clone(),
+            session_id: self.session_id.clone(),
             addr: ctx.address(),
         });
         ctx.stop();
@@ -1164,10 +1174,10 @@ impl SessionActor {
 
 /// One tool call to run through the pipeline.
 struct CallSpec<'a> {
-    turn_id: &'a str,
-    trace_id: &'a str,
+    turn_id: &'a TurnId,
+    trace_id: &'a TraceId,
     iteration: u32,
-    call_id: &'a str,
+    call_id: &'a CallId,
     tool: &'a str,
     raw: RawArgs,
     role: Role,
@@ -1199,15 +1209,15 @@ impl Actor for SessionActor {
             let message =
                 "the server stopped during this turn; its completed tool calls are kept".to_owned();
             self.emit(
-                StoryEvent::TurnFailed {
+                StoryEvent::TurnFailed(TurnFailed {
                     turn_id: turn_id.clone(),
                     error_code: ErrorCode::InternalError,
                     message: message.clone(),
                     limit: None,
-                },
+                }),
                 None,
                 Some(HistoryEntry::Assistant {
-                    turn_id,
+                    turn_id: turn_id.to_string(),
                     text: format!("[the turn ended early: {message}]"),
                 }),
                 None,
@@ -1339,7 +1349,7 @@ impl SessionActor {
         let queued = self.queue.len() + usize::from(self.turn.is_some());
         let turn_no = self.next_turn_no;
         self.next_turn_no += 1;
-        let turn_id = format!("turn_{turn_no}");
+        let turn_id = TurnId::from(format!("turn_{turn_no}"));
         if let Some(r) = &msg.request_id {
             self.intake.remember(r.clone(), turn_id.clone());
         }
@@ -1402,7 +1412,7 @@ impl Handler<CallTool> for SessionActor {
 }
 
 impl Handler<AwaitTurnEnd> for SessionActor {
-    type Result = ResponseFuture<Result<ByteString, ChatRefused>>;
+    type Result = ResponseFuture<Result<TurnEnd, ChatRefused>>;
 
     fn handle(&mut self, msg: AwaitTurnEnd, _: &mut Self::Context) -> Self::Result {
         let id = msg.turn_id;
@@ -1412,7 +1422,7 @@ impl Handler<AwaitTurnEnd> for SessionActor {
                 "the session stopped before the turn ended; its progress is kept",
             )
         };
-        let open = self.turn.as_ref().is_some_and(|t| t.turn.turn_id() == id)
+        let open = self.turn.as_ref().is_some_and(|t| *t.turn.turn_id() == id)
             || self
                 .queue
                 .iter()
@@ -1420,18 +1430,23 @@ impl Handler<AwaitTurnEnd> for SessionActor {
             || self
                 .sequencer
                 .pending()
-                .any(|p| p.ends_turn.as_deref() == Some(id.as_str()));
+                .any(|p| p.ends_turn.as_ref().is_some_and(|e| *e.turn_id() == id));
         if open {
             let (tx, rx) = oneshot::channel();
             self.turn_waiters.entry(id).or_default().push(tx);
             return Box::pin(async move { rx.await.map_err(|_| lost()) });
         }
-        // The turn ended and is durable: its last frame is in the journal.
+        // The turn ended and is durable: its last frame is in the journal,
+        // read back once here. One that does not read back as a turn's end
+        // is a bug, answered as an internal error.
         let store = self.deps.store.clone();
         let session_id = self.meta.session_id.clone();
         Box::pin(async move {
-            match store.turn_end_frame(&session_id, &id).await {
-                Ok(Some(frame)) => Ok(ByteString::from(frame)),
+            match store.turn_end_frame(&session_id, id.as_str()).await {
+                Ok(Some(frame)) => serde_json::from_str(&frame).map_err(|e| {
+                    tracing::error!(error = %e, %session_id, turn_id = %id, "a stored turn end does not read back");
+                    ChatRefused::new(ErrorCode::InternalError, "internal error")
+                }),
                 Ok(None) => Err(ChatRefused::new(
                     ErrorCode::NotFound,
                     format!("no turn {id} in this session"),

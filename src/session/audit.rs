@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolStatus, wire_name};
 use crate::llm::Usage;
+use crate::protocol::{CallId, SessionId, TraceId, TurnId};
 use crate::storage::{AuditRow, Store, now_ms};
 use crate::tools::{Role, ToolError, args_hash};
 
@@ -19,11 +20,11 @@ pub struct CallOrigin {
 
 /// One tool call to record.
 pub struct AuditedCall<'a> {
-    pub session_id: Option<&'a str>,
+    pub session_id: Option<&'a SessionId>,
     pub tenant_id: &'a str,
-    pub trace_id: &'a str,
-    pub turn_id: Option<&'a str>,
-    pub call_id: Option<&'a str>,
+    pub trace_id: &'a TraceId,
+    pub turn_id: Option<&'a TurnId>,
+    pub call_id: Option<&'a CallId>,
     pub tool: &'a str,
     pub role: Role,
     pub args: &'a Value,
@@ -48,11 +49,11 @@ pub fn record(store: &Store, c: AuditedCall<'_>) -> AuditRow {
     };
     let row = AuditRow {
         audit_id: 0,
-        session_id: c.session_id.map(str::to_owned),
+        session_id: c.session_id.map(SessionId::to_string),
         tenant_id: c.tenant_id.to_owned(),
-        trace_id: c.trace_id.to_owned(),
-        turn_id: c.turn_id.map(str::to_owned),
-        call_id: c.call_id.map(str::to_owned),
+        trace_id: c.trace_id.to_string(),
+        turn_id: c.turn_id.map(TurnId::to_string),
+        call_id: c.call_id.map(CallId::to_string),
         tool: c.tool.to_owned(),
         role: wire_name(&c.role),
         args_hash: args_hash(c.args),

@@ -13,6 +13,7 @@ use super::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token, replay,
 };
 use crate::game::GameState;
+use crate::protocol::SessionId;
 use crate::storage::{SessionMeta, StorageError, Visibility, now_ms};
 
 /// A live session: its actor and what is needed to authorize callers.
@@ -48,7 +49,7 @@ pub struct CreateSession {
 #[derive(Message)]
 #[rtype(result = "Result<Option<SessionHandle>, HubError>")]
 pub struct Lookup {
-    pub session_id: String,
+    pub session_id: SessionId,
 }
 
 /// Lists the live public sessions of a tenant.
@@ -61,7 +62,7 @@ pub struct ListLive {
 /// One live session, as listed.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LiveInfo {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub title: String,
     pub players: usize,
     pub spectators: usize,
@@ -84,7 +85,7 @@ pub struct SessionHub {
     deps: Arc<SessionDeps>,
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: usize,
-    live: HashMap<String, Live>,
+    live: HashMap<SessionId, Live>,
     /// Live sessions this node holds at most (`QUESTD_MAX_SESSIONS`).
     max_sessions: usize,
 }
@@ -157,7 +158,7 @@ impl SessionHub {
             connections: Arc::default(),
         };
         self.live.insert(
-            handle.meta.session_id.clone(),
+            SessionId::from(handle.meta.session_id.as_str()),
             Live {
                 handle: handle.clone(),
                 players: 0,
@@ -213,17 +214,19 @@ impl Handler<Lookup> for SessionHub {
     type Result = ResponseActFuture<Self, Result<Option<SessionHandle>, HubError>>;
 
     fn handle(&mut self, msg: Lookup, _: &mut Self::Context) -> Self::Result {
-        if let Some(handle) = self.running(&msg.session_id) {
+        if let Some(handle) = self.running(msg.session_id.as_str()) {
             return Box::pin(actix::fut::ready(Ok(Some(handle))));
         }
         let store = self.deps.store.clone();
         let id = msg.session_id;
         Box::pin(
             async move {
-                let Some(loaded) = store.load_session(&id).await? else {
+                let Some(loaded) = store.load_session(id.as_str()).await? else {
                     return Ok(None);
                 };
-                let requests = store.recent_request_ids(&id, REMEMBERED_REQUESTS as i64).await?;
+                let requests = store
+                    .recent_request_ids(id.as_str(), REMEMBERED_REQUESTS as i64)
+                    .await?;
                 let meta = loaded.meta.clone();
                 Ok(Some((meta, replay::restore(loaded, requests)?)))
             }
@@ -249,13 +252,13 @@ impl Handler<ListLive> for SessionHub {
     fn handle(&mut self, msg: ListLive, _: &mut Self::Context) -> Vec<LiveInfo> {
         let mut list: Vec<LiveInfo> = self
             .live
-            .values()
-            .filter(|l| {
+            .iter()
+            .filter(|(_, l)| {
                 l.handle.meta.tenant_id == msg.tenant_id
                     && l.handle.meta.visibility == Visibility::Public
             })
-            .map(|l| LiveInfo {
-                session_id: l.handle.meta.session_id.clone(),
+            .map(|(session_id, l)| LiveInfo {
+                session_id: session_id.clone(),
                 title: l.handle.meta.title.clone(),
                 players: l.players,
                 spectators: l.spectators,

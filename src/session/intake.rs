@@ -26,7 +26,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
-use crate::protocol::check_request_id;
+use crate::protocol::{TurnId, check_request_id};
 
 /// A chat that was refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,12 +70,12 @@ impl ChatRefused {
 /// Request ids already taken, oldest forgotten first.
 #[derive(Default)]
 pub(super) struct RecentRequests {
-    map: HashMap<String, String>,
+    map: HashMap<String, TurnId>,
     order: VecDeque<String>,
 }
 
 impl RecentRequests {
-    pub(super) fn insert(&mut self, request_id: String, turn_id: String) {
+    pub(super) fn insert(&mut self, request_id: String, turn_id: TurnId) {
         if self.map.insert(request_id.clone(), turn_id).is_none() {
             self.order.push_back(request_id);
             if self.order.len() > REMEMBERED_REQUESTS
@@ -86,7 +86,7 @@ impl RecentRequests {
         }
     }
 
-    pub(super) fn get(&self, request_id: &str) -> Option<&String> {
+    pub(super) fn get(&self, request_id: &str) -> Option<&TurnId> {
         self.map.get(request_id)
     }
 }
@@ -106,7 +106,7 @@ pub(super) struct Load {
 #[derive(Debug, PartialEq)]
 pub(super) enum Admission<'t> {
     /// Its request id was taken already, by this turn: nothing new is queued.
-    Duplicate { turn_id: String },
+    Duplicate { turn_id: TurnId },
     /// A new turn with this text (trimmed).
     New { text: &'t str },
 }
@@ -200,7 +200,7 @@ impl Intake {
 
     /// `request_id` was taken by `turn_id`: a chat with it again is a
     /// duplicate of that turn.
-    pub(super) fn remember(&mut self, request_id: String, turn_id: String) {
+    pub(super) fn remember(&mut self, request_id: String, turn_id: TurnId) {
         self.requests.insert(request_id, turn_id);
     }
 }
@@ -644,14 +644,14 @@ mod tests {
         let extra = 3;
         let mut requests = RecentRequests::default();
         for i in 0..REMEMBERED_REQUESTS + extra {
-            requests.insert(format!("r-{i}"), format!("turn_{i}"));
+            requests.insert(format!("r-{i}"), format!("turn_{i}").into());
         }
         for i in 0..extra {
             assert_eq!(requests.get(&format!("r-{i}")), None, "r-{i} is forgotten");
         }
         for i in [extra, REMEMBERED_REQUESTS, REMEMBERED_REQUESTS + extra - 1] {
             assert_eq!(
-                requests.get(&format!("r-{i}")).map(String::as_str),
+                requests.get(&format!("r-{i}")).map(TurnId::as_str),
                 Some(format!("turn_{i}").as_str()),
                 "r-{i} is kept"
             );
@@ -674,7 +674,7 @@ mod tests {
         assert_eq!(
             intake.admit("hi", Some(&format!("r-{extra}")), IDLE, || None),
             Ok(Admission::Duplicate {
-                turn_id: format!("turn_{extra}")
+                turn_id: format!("turn_{extra}").into()
             })
         );
     }

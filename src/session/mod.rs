@@ -25,6 +25,7 @@ use rand::distr::Alphanumeric;
 use crate::config::Settings;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
+use crate::protocol::SessionId;
 use crate::storage::Store;
 use crate::tools::Registry;
 
@@ -49,7 +50,7 @@ pub fn random_token(len: usize) -> String {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct SessionStats {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub players: usize,
     pub spectators: usize,
     pub turns: u64,
@@ -59,7 +60,7 @@ pub(super) struct SessionStats {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct Unregister {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub addr: Addr<SessionActor>,
 }
 

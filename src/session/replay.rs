@@ -7,6 +7,7 @@ use bytestring::ByteString;
 
 use super::intake::RecentRequests;
 use crate::game::{Effect, GameState, HistoryEntry};
+use crate::protocol::TurnId;
 use crate::storage::{LoadedSession, StorageError};
 
 /// Where a restored or new session starts.
@@ -16,7 +17,7 @@ pub(super) struct Restored {
     pub ring: VecDeque<(u64, ByteString)>,
     pub requests: RecentRequests,
     /// A turn the journal shows started but never ended.
-    pub interrupted_turn: Option<String>,
+    pub interrupted_turn: Option<TurnId>,
 }
 
 /// Rebuilds the state a session had: its snapshot, then every later journal
@@ -53,10 +54,10 @@ pub(super) fn restore(
         .into_iter()
         .map(|(seq, frame)| (seq, ByteString::from(frame)))
         .collect();
-    let interrupted_turn = loaded.open_turn;
+    let interrupted_turn = loaded.open_turn.map(TurnId::from);
     let mut recent = RecentRequests::default();
     for (request_id, turn_id) in requests.into_iter().rev() {
-        recent.insert(request_id, turn_id);
+        recent.insert(request_id, TurnId::from(turn_id));
     }
     Ok(Restored {
         state,

@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::RING_FRAMES;
 use crate::game::{Effect, HistoryEntry};
-use crate::protocol::{StoryEvent, StoryFrame};
+use crate::protocol::{StoryEvent, StoryFrame, TurnEnd};
 
 /// A frame waiting for durability, with what to apply when it is.
 pub(super) struct Pending {
@@ -34,8 +34,9 @@ pub(super) struct Pending {
     pub(super) bytes: ByteString,
     pub(super) effect: Option<Effect>,
     pub(super) history: Option<Arc<HistoryEntry>>,
-    /// The turn this frame ends (`turn_completed` / `turn_failed`).
-    pub(super) ends_turn: Option<String>,
+    /// The turn this frame ends (`turn_completed` / `turn_failed`), as
+    /// those waiting for the turn are handed it.
+    pub(super) ends_turn: Option<TurnEnd>,
 }
 
 /// What a connection that subscribes gets first: whether it resumed, the
@@ -80,28 +81,22 @@ impl Sequencer {
     /// durable; answers the staged frame so its journal row can be written.
     pub(super) fn stage(
         &mut self,
-        event: &StoryEvent,
+        event: StoryEvent,
         effect: Option<Effect>,
         history: Option<Arc<HistoryEntry>>,
     ) -> &Pending {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let frame = serde_json::to_string(&StoryFrame { seq, event }).unwrap_or_else(|e| {
+        let frame = serde_json::to_string(&StoryFrame { seq, event: &event }).unwrap_or_else(|e| {
             tracing::error!(error = %e, "story frame did not serialize");
             json!({"type": event.kind(), "seq": seq}).to_string()
         });
-        let ends_turn = match event {
-            StoryEvent::TurnCompleted { turn_id, .. } | StoryEvent::TurnFailed { turn_id, .. } => {
-                Some(turn_id.clone())
-            }
-            _ => None,
-        };
         self.pending.push_back(Pending {
             seq,
             bytes: ByteString::from(frame),
             effect,
             history,
-            ends_turn,
+            ends_turn: TurnEnd::of(seq, event),
         });
         // Indexed rather than `back()`: it was just pushed, so no `None`.
         &self.pending[self.pending.len() - 1]
@@ -171,6 +166,8 @@ impl Sequencer {
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
+    use crate::llm::Usage;
+    use crate::protocol::{StatePatch, TurnCompleted, TurnFailed, TurnLimit};
 
     fn presence(players: usize) -> StoryEvent {
         StoryEvent::Presence {
@@ -180,12 +177,28 @@ mod tests {
     }
 
     fn failed(turn_id: &str) -> StoryEvent {
-        StoryEvent::TurnFailed {
+        StoryEvent::TurnFailed(TurnFailed {
             turn_id: turn_id.into(),
             error_code: ErrorCode::InternalError,
             message: "stopped".into(),
             limit: None,
-        }
+        })
+    }
+
+    fn completed(turn_id: &str) -> StoryEvent {
+        StoryEvent::TurnCompleted(TurnCompleted {
+            turn_id: turn_id.into(),
+            reply: "You wade in.".into(),
+            dialog_type: "narration".into(),
+            iterations: 2,
+            tool_events: Vec::new(),
+            state_patch: StatePatch::default(),
+            usage: Usage {
+                prompt_tokens: 3,
+                completion_tokens: 4,
+            },
+            limit: Some(TurnLimit::RepeatedCall),
+        })
     }
 
     /// The seq a frame's bytes carry.
@@ -209,7 +222,7 @@ mod tests {
     fn staged(last_seq: u64, n: usize) -> Sequencer {
         let mut sq = Sequencer::new(last_seq, VecDeque::new());
         for i in 0..n {
-            sq.stage(&presence(i), None, None);
+            sq.stage(presence(i), None, None);
         }
         sq
     }
@@ -224,7 +237,7 @@ mod tests {
             let mut sq = Sequencer::new(last_seq, ring_of(last_seq.saturating_sub(2)..=last_seq));
             let mut got = Vec::new();
             for i in 0..5 {
-                let p = sq.stage(&presence(i), None, None);
+                let p = sq.stage(presence(i), None, None);
                 assert_eq!(seq_of(&p.bytes), p.seq, "the frame carries its own seq");
                 got.push(p.seq);
             }
@@ -239,17 +252,18 @@ mod tests {
     fn seqs_are_never_reused_across_releases() {
         let mut sq = staged(7, 3);
         sq.durable(10);
-        let p = sq.stage(&presence(0), None, None);
+        let p = sq.stage(presence(0), None, None);
         assert_eq!(p.seq, 11);
         sq.durable(11);
-        assert_eq!(sq.stage(&presence(0), None, None).seq, 12);
+        assert_eq!(sq.stage(presence(0), None, None).seq, 12);
     }
 
     #[test]
     fn a_staged_frame_keeps_its_effect_history_and_turn_end() {
-        let cases: [(&str, StoryEvent, Option<&str>); 4] = [
+        let cases: [(&str, StoryEvent, Option<&str>); 5] = [
             ("presence", presence(1), None),
             ("turn_failed", failed("turn_3"), Some("turn_3")),
+            ("turn_completed", completed("turn_5"), Some("turn_5")),
             (
                 "turn_started",
                 StoryEvent::TurnStarted {
@@ -276,15 +290,20 @@ mod tests {
                 turn_id: "turn_9".into(),
                 text: name.into(),
             });
-            let p = sq.stage(&event, Some(effect.clone()), Some(history.clone()));
+            let kind = event.kind();
+            let p = sq.stage(event, Some(effect.clone()), Some(history.clone()));
             let frame: serde_json::Value = serde_json::from_str(&p.bytes).expect("frame is JSON");
-            assert_eq!(frame["type"], event.kind(), "{name}");
+            assert_eq!(frame["type"], kind, "{name}");
             assert_eq!(p.effect.as_ref(), Some(&effect), "{name}");
             assert_eq!(p.history.as_deref(), Some(&*history), "{name}");
-            assert_eq!(p.ends_turn.as_deref(), ends_turn, "{name}");
+            let ended = |p: &Pending| p.ends_turn.as_ref().map(|e| e.turn_id().to_string());
+            assert_eq!(ended(p).as_deref(), ends_turn, "{name}");
+            // Those waiting get what the journalled frame reads back as.
+            let read_back = serde_json::from_str::<TurnEnd>(&p.bytes).ok();
+            assert_eq!(p.ends_turn, read_back, "{name}");
             let released = sq.durable(1);
             assert_eq!(released.len(), 1, "{name}");
-            assert_eq!(released[0].ends_turn.as_deref(), ends_turn, "{name}");
+            assert_eq!(ended(&released[0]).as_deref(), ends_turn, "{name}");
             assert_eq!(released[0].effect.as_ref(), Some(&effect), "{name}");
         }
     }
@@ -293,7 +312,7 @@ mod tests {
     fn nothing_is_handed_out_before_a_durable_notice() {
         let mut sq = Sequencer::new(20, ring_of(18..=20));
         for i in 0..4 {
-            sq.stage(&presence(i), None, None);
+            sq.stage(presence(i), None, None);
         }
         assert_eq!(sq.released(), 20);
         assert!(sq.has_pending());
@@ -381,7 +400,7 @@ mod tests {
         // staged and released, and 104..=105 staged but not durable.
         let mut sq = Sequencer::new(100, ring_of(90..=100));
         for i in 0..5 {
-            sq.stage(&presence(i), None, None);
+            sq.stage(presence(i), None, None);
         }
         sq.durable(103);
         let cases: &[(&str, Option<u64>, bool, &[u64])] = &[

@@ -35,7 +35,7 @@ use super::REPEAT_LIMIT;
 use crate::error::ErrorCode;
 use crate::game::Effect;
 use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
-use crate::protocol::{ToolEvent, TurnLimit};
+use crate::protocol::{CallId, ToolEvent, TraceId, TurnId, TurnLimit};
 
 /// Tool calls of one model answer that are run; the model is asked again
 /// after them, and calls past this many in one answer are not run.
@@ -75,7 +75,7 @@ pub(super) enum Step {
     /// Run this tool call (its arguments are the model's raw text), then
     /// [`Turn::resume`] once its effect is applied.
     RunCall {
-        call_id: String,
+        call_id: CallId,
         tool: String,
         arguments: String,
     },
@@ -102,10 +102,10 @@ pub(super) enum Step {
 /// The bookkeeping of one running turn.
 #[derive(Debug)]
 pub(super) struct Turn {
-    turn_id: String,
+    turn_id: TurnId,
     turn_no: u64,
     /// Ties the turn's audit rows and log events together.
-    trace_id: String,
+    trace_id: TraceId,
     max_iterations: u32,
     phase: Phase,
     iteration: u32,
@@ -115,7 +115,7 @@ pub(super) struct Turn {
     /// Narrative streamed during the current model call.
     streamed: String,
     pending_calls: VecDeque<ModelToolCall>,
-    call_ids: BTreeSet<String>,
+    call_ids: BTreeSet<CallId>,
     last_call: Option<(String, String)>,
     repeats: u32,
     tool_events: Vec<ToolEvent>,
@@ -129,9 +129,9 @@ pub(super) struct Turn {
 impl Turn {
     /// A turn that will call the model first.
     pub(super) fn new(
-        turn_id: String,
+        turn_id: TurnId,
         turn_no: u64,
-        trace_id: String,
+        trace_id: TraceId,
         max_iterations: u32,
     ) -> Self {
         Self {
@@ -157,7 +157,7 @@ impl Turn {
         }
     }
 
-    pub(super) fn turn_id(&self) -> &str {
+    pub(super) fn turn_id(&self) -> &TurnId {
         &self.turn_id
     }
 
@@ -165,7 +165,7 @@ impl Turn {
         self.turn_no
     }
 
-    pub(super) fn trace_id(&self) -> &str {
+    pub(super) fn trace_id(&self) -> &TraceId {
         &self.trace_id
     }
 
@@ -267,19 +267,19 @@ impl Turn {
         let Some(mut call) = self.pending_calls.pop_front() else {
             return self.call_model();
         };
-        let mut call_id = std::mem::take(&mut call.id);
+        let mut call_id = call.id;
         let mut n = self.call_ids.len();
         // A model's own call id is kept when it is short and new; a tool
         // name is cut (an unknown one is refused anyway).
-        if call_id.chars().count() > MAX_TOOL_NAME_CHARS {
-            call_id.clear();
+        if call_id.as_str().chars().count() > MAX_TOOL_NAME_CHARS {
+            call_id = CallId::from("");
         }
         if call.name.chars().count() > MAX_TOOL_NAME_CHARS {
             call.name = call.name.chars().take(MAX_TOOL_NAME_CHARS).collect();
         }
-        while call_id.is_empty() || self.call_ids.contains(&call_id) {
+        while call_id.as_str().is_empty() || self.call_ids.contains(&call_id) {
             n += 1;
-            call_id = format!("{}_call_{n}", self.turn_id);
+            call_id = CallId::from(format!("{}_call_{n}", self.turn_id));
         }
         self.call_ids.insert(call_id.clone());
         let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
@@ -514,8 +514,8 @@ mod tests {
         loop {
             match t.resume().expect("the turn waits for the state") {
                 Step::RunCall { call_id, tool, .. } => {
-                    t.call_ran(event(&call_id, &tool), None);
-                    ran.push((call_id, tool));
+                    t.call_ran(event(call_id.as_str(), &tool), None);
+                    ran.push((call_id.to_string(), tool));
                 }
                 step => {
                     if matches!(step, Step::CallModel(_) | Step::WrapUp { .. }) {
@@ -602,8 +602,8 @@ mod tests {
                     next: Next::NextCall
                 }
             );
-            t.call_ran(event(&call_id, &tool), None);
-            order.push((call_id, tool));
+            t.call_ran(event(call_id.as_str(), &tool), None);
+            order.push((call_id.to_string(), tool));
         }
         let want = [("a", "roll"), ("b", "move"), ("c", "look")];
         assert_eq!(order, want.map(|(c, n)| (c.to_owned(), n.to_owned())));

@@ -237,7 +237,7 @@ mod tests {
     use super::*;
     use crate::game::GameState;
 
-    use crate::tools::test_support::{SESSION, assert_refusals, demo, pipeline, run_as};
+    use crate::tools::test_support::{assert_refusals, demo, pipeline, run_as, session};
     use crate::tools::{Caller, Registry};
 
     fn admin(state: &GameState, args: Value) -> Result<ToolOutput, ToolError> {
@@ -406,7 +406,7 @@ mod tests {
         let model = Caller {
             role: Role::GameMaster,
             allowlist: &allowlist,
-            session_id: SESSION,
+            session_id: &session(),
         };
         assert!(
             registry.openai_tools(&model).is_empty(),

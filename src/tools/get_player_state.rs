@@ -141,7 +141,7 @@ mod tests {
     use crate::game::rng::SplitMix64;
     use crate::game::zones::{GridPos, MovementLogEntry};
     use crate::game::{CharacterState, Effect};
-    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as};
+    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as, session};
     use crate::tools::{Caller, RawArgs, Registry, Role};
 
     fn trip(n: u64) -> Effect {
@@ -257,7 +257,7 @@ mod tests {
         let caller = Caller {
             role: Role::Player,
             allowlist: &allowlist,
-            session_id: SESSION,
+            session_id: &session(),
         };
         let invoke = |args: Value| {
             registry

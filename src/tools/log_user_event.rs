@@ -91,7 +91,7 @@ mod tests {
     use crate::game::rng::SplitMix64;
     use crate::game::state::EVENT_LIMIT;
     use crate::tools::Role;
-    use crate::tools::test_support::{SESSION, ctx_run, demo, pipeline, run_as};
+    use crate::tools::test_support::{ctx_run, demo, pipeline, run_as, session};
 
     fn invoke(state: &GameState, args: Value, role: Role) -> Result<ToolOutput, ToolError> {
         pipeline("log_user_event", state, args, role)
@@ -166,7 +166,7 @@ mod tests {
                     &mut ToolContext {
                         state: &state,
                         rng: &mut rng,
-                        session_id: SESSION,
+                        session_id: &session(),
                         role: Role::Service,
                     },
                 )

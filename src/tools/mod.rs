@@ -30,7 +30,7 @@ mod update_inventory;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState};
+use crate::protocol::SessionId;
 
 /// Longest error message sent back to a model or client.
 pub const MAX_ERROR_MESSAGE: usize = 600;
@@ -275,14 +276,14 @@ pub struct ToolContext<'a> {
     /// Randomness for this call; the outcome is journalled, never re-rolled.
     pub rng: &'a mut SplitMix64,
     /// The session the call runs in.
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     pub role: Role,
 }
 
 impl ToolContext<'_> {
     /// Write tools name their session; a different one is `SESSION_MISMATCH`.
     pub fn check_session(&self, claimed: &str) -> Result<(), ToolError> {
-        if claimed == self.session_id {
+        if *self.session_id == *claimed {
             Ok(())
         } else {
             Err(ToolError::new(
@@ -328,7 +329,23 @@ pub struct Caller<'a> {
     pub role: Role,
     pub allowlist: &'a [String],
     /// The session the call runs in.
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
+}
+
+/// The session id of calls that run in none: empty, so no tool argument
+/// names it (their schemas ask for at least one character).
+static NO_SESSION: LazyLock<SessionId> = LazyLock::new(|| SessionId::from(""));
+
+impl<'a> Caller<'a> {
+    /// A caller outside any session: a service's sessionless call, the
+    /// stateless chat.
+    pub fn sessionless(role: Role, allowlist: &'a [String]) -> Self {
+        Self {
+            role,
+            allowlist,
+            session_id: &NO_SESSION,
+        }
+    }
 }
 
 /// The outcome of one pass through the pipeline.
@@ -850,9 +867,15 @@ pub(crate) mod test_support {
     use super::{Role, Tool, ToolContext, ToolError, ToolOutput};
     use crate::game::rng::SplitMix64;
     use crate::game::{Campaign, GameState};
+    use crate::protocol::SessionId;
 
     /// The session id tools see in unit tests.
     pub const SESSION: &str = "sess_test";
+
+    /// [`SESSION`] as the id a tool's context holds.
+    pub fn session() -> SessionId {
+        SessionId::from(SESSION)
+    }
 
     /// Runs a tool as the game master in session [`SESSION`].
     pub fn ctx_run(
@@ -876,7 +899,7 @@ pub(crate) mod test_support {
             &mut ToolContext {
                 state,
                 rng: &mut rng,
-                session_id: SESSION,
+                session_id: &session(),
                 role,
             },
         )
@@ -902,7 +925,7 @@ pub(crate) mod test_support {
         let caller = super::Caller {
             role,
             allowlist: &allowlist,
-            session_id: SESSION,
+            session_id: &session(),
         };
         super::Registry::builtin()
             .expect("built-in tools register")
@@ -953,7 +976,7 @@ mod tests {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &allowlist,
-            session_id: test_support::SESSION,
+            session_id: &test_support::session(),
         };
         registry.invoke(name, raw, &caller, &demo(), &mut SplitMix64::new(1))
     }
@@ -1051,7 +1074,7 @@ mod tests {
             let caller = Caller {
                 role: *role,
                 allowlist: &allowlist,
-                session_id: test_support::SESSION,
+                session_id: &test_support::session(),
             };
             let mcp = registry.mcp_tools(&caller);
             let openai = registry.openai_tools(&caller);
@@ -1080,7 +1103,7 @@ mod tests {
         let gm = Caller {
             role: Role::GameMaster,
             allowlist: &allowlist,
-            session_id: test_support::SESSION,
+            session_id: &test_support::session(),
         };
         let names: Vec<&str> = registry.usable(&gm).map(|s| s.name).collect();
         assert!(!names.contains(&"create_npc") && !names.contains(&"activate_npc"));
@@ -1128,7 +1151,7 @@ mod tests {
         let caller = Caller {
             role: Role::GameMaster,
             allowlist: &allowlist,
-            session_id: test_support::SESSION,
+            session_id: &test_support::session(),
         };
         let tools = registry.openai_tools(&caller);
         assert_eq!(tools.len(), 1);

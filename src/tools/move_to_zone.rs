@@ -149,7 +149,7 @@ mod tests {
     use super::*;
     use crate::game::rng::SplitMix64;
     use crate::game::zones::{GridPos, zone_at};
-    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as};
+    use crate::tools::test_support::{SESSION, ctx_run, demo, run_as, session};
     use crate::tools::{Caller, RawArgs, Registry, Role};
 
     /// The demo with zones at (3,4,0), (1,1,0), (-3,-4,0) and (0,0,0).
@@ -213,7 +213,7 @@ mod tests {
                 &mut ToolContext {
                     state: &state,
                     rng: &mut SplitMix64::new(8),
-                    session_id: SESSION,
+                    session_id: &session(),
                     role: Role::GameMaster,
                 },
             )
@@ -324,7 +324,7 @@ mod tests {
             let caller = Caller {
                 role,
                 allowlist: &allowlist,
-                session_id: SESSION,
+                session_id: &session(),
             };
             registry
                 .invoke(

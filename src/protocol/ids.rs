@@ -1,0 +1,146 @@
+//! The ids that travel together through sessions, frames and HTTP bodies:
+//! a session, a turn, a tool call and a trace. Each is its own type, so a
+//! function that takes a turn id and a call id cannot be handed them the
+//! other way round, while on the wire each is the plain string it always
+//! was (`#[serde(transparent)]`).
+//!
+//! An id is an `Arc<str>`: it is made once (by the hub, the turn, the model
+//! or a caller's header) and then cloned into every frame, message, map key
+//! and audit row that names it, and never edited; a clone shares the one
+//! allocation instead of copying the text.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(Arc<str>);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> Self {
+                Self(Arc::from(id))
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> Self {
+                Self(Arc::from(id))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        /// As the string's, so a message that quotes an id (`{id:?}`)
+        /// reads as it did when ids were strings.
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&*self.0, f)
+            }
+        }
+
+        /// Maps keyed by the id are looked up with a `&str` (a request path,
+        /// a storage row); `Hash` and `Eq` agree with the string's.
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                &*self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                &*self.0 == *other
+            }
+        }
+    };
+}
+
+id_type! {
+    /// A game session (`sess_…`), as the hub made it.
+    SessionId
+}
+
+id_type! {
+    /// A turn of a session (`turn_{n}`), or a direct call's own
+    /// (`direct_…`).
+    TurnId
+}
+
+id_type! {
+    /// One tool call of a turn: the model's own id when it is usable, else
+    /// one the turn makes.
+    CallId
+}
+
+id_type! {
+    /// Ties a turn's or a service call's audit rows and log events
+    /// together (`tr_…`, or the caller's `X-Trace-ID`).
+    TraceId
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// On the wire an id is the bare string, both ways.
+    #[test]
+    fn ids_serialize_as_their_string() {
+        let session = SessionId::from("sess_Q2xk9fL0aB7cD3eF");
+        let turn = TurnId::from("turn_3".to_owned());
+        let call = CallId::from("call_1");
+        let trace = TraceId::from("tr_p0Q8");
+        assert_eq!(
+            json!({"session_id": session, "turn_id": turn, "call_id": call, "trace_id": trace}),
+            json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "turn_id": "turn_3",
+                   "call_id": "call_1", "trace_id": "tr_p0Q8"})
+        );
+        assert_eq!(
+            serde_json::from_value::<TurnId>(json!("turn_3")).ok(),
+            Some(turn)
+        );
+        assert!(serde_json::from_value::<CallId>(json!(7)).is_err());
+        assert!(serde_json::from_value::<SessionId>(json!({"id": "s"})).is_err());
+    }
+
+    /// Display, Debug, comparisons and map lookups read the id as its string.
+    #[test]
+    fn ids_read_as_their_string() {
+        let id = CallId::from("call_\"1\"");
+        assert_eq!(id.to_string(), "call_\"1\"");
+        assert_eq!(format!("{id:?}"), format!("{:?}", "call_\"1\""));
+        assert_eq!(id, "call_\"1\"");
+        assert_eq!(id.as_str(), "call_\"1\"");
+        let mut live = HashMap::new();
+        live.insert(SessionId::from("sess_a"), 1);
+        assert_eq!(live.get("sess_a"), Some(&1));
+        assert_eq!(live.get("sess_b"), None);
+        let mut ids = [TraceId::from("tr_b"), TraceId::from("tr_a")];
+        ids.sort();
+        assert_eq!(ids.map(|t| t.to_string()), ["tr_a", "tr_b"]);
+    }
+}
