@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod process;
 
 mod browser;
 mod connection;
