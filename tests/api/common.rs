@@ -196,37 +196,48 @@ impl Session {
     }
 }
 
-impl TestApp {
+/// A running questd, reached over HTTP and WebSocket on 127.0.0.1: the
+/// server built inside the test ([`TestApp`]) or a questd process of its own
+/// ([`crate::process::Server`]), so a test can play the same way on either.
+pub trait Api {
+    /// `http://127.0.0.1:PORT`.
+    fn base(&self) -> &str;
+
+    /// The port it listens on.
+    fn port(&self) -> u16;
+
     /// Creates a session with the test key (so tests that make many are not
     /// limited per address), in tenant `default`.
-    pub async fn create_session(&self, body: Value) -> Session {
+    async fn create_session(&self, body: Value) -> Session {
         self.create_session_with(&[("X-Internal-API-Key", TEST_KEY)], body)
             .await
     }
 
     /// Creates a session sending these headers (a key, a tenant).
-    pub async fn create_session_with(&self, headers: &[(&str, &str)], body: Value) -> Session {
-        let url = format!("{}/api/v1/sessions", self.base);
+    async fn create_session_with(&self, headers: &[(&str, &str)], body: Value) -> Session {
+        let url = format!("{}/api/v1/sessions", self.base());
         let a = request("POST", &url, headers, Some(&body)).await;
         assert_eq!(a.status, 201, "create session: {}", a.body);
         Session::created(&a.body)
     }
 
     /// A private session of the demo campaign.
-    pub async fn demo(&self) -> Session {
+    async fn demo(&self) -> Session {
         self.create_session(json!({"campaign_id": "demo"})).await
     }
 
     /// A public session of the demo campaign (listed, with a watch link).
-    pub async fn public_demo(&self) -> Session {
+    async fn public_demo(&self) -> Session {
         self.create_session(json!({"campaign_id": "demo", "visibility": "public"}))
             .await
     }
 
-    pub fn ws_url(&self, session_id: &str, token: &str, last_seq: Option<u64>) -> String {
+    /// The WebSocket URL of a session with this token, resuming after
+    /// `last_seq` if given.
+    fn ws_url(&self, session_id: &str, token: &str, last_seq: Option<u64>) -> String {
         let mut url = format!(
             "ws://127.0.0.1:{}/ws/sessions/{session_id}?token={token}",
-            self.port
+            self.port()
         );
         if let Some(n) = last_seq {
             url.push_str(&format!("&last_seq={n}"));
@@ -235,12 +246,7 @@ impl TestApp {
     }
 
     /// Connects and reads the welcome frame.
-    pub async fn connect(
-        &self,
-        session_id: &str,
-        token: &str,
-        last_seq: Option<u64>,
-    ) -> (Ws, Value) {
+    async fn connect(&self, session_id: &str, token: &str, last_seq: Option<u64>) -> (Ws, Value) {
         let mut ws = Ws::connect(&self.ws_url(session_id, token, last_seq)).await;
         let welcome = ws.next_json().await;
         assert_eq!(
@@ -250,9 +256,9 @@ impl TestApp {
         (ws, welcome)
     }
 
-    pub async fn snapshot(&self, s: &Session) -> Value {
+    async fn snapshot(&self, s: &Session) -> Value {
         let (status, v) = get(
-            &format!("{}/api/v1/sessions/{}", self.base, s.session_id),
+            &format!("{}/api/v1/sessions/{}", self.base(), s.session_id),
             Some(&s.player_token),
         )
         .await;
@@ -260,9 +266,9 @@ impl TestApp {
         v
     }
 
-    pub async fn actions(&self, s: &Session) -> Vec<Value> {
+    async fn actions(&self, s: &Session) -> Vec<Value> {
         let (status, v) = get(
-            &format!("{}/api/v1/sessions/{}/actions", self.base, s.session_id),
+            &format!("{}/api/v1/sessions/{}/actions", self.base(), s.session_id),
             Some(&s.player_token),
         )
         .await;
@@ -272,7 +278,19 @@ impl TestApp {
             .cloned()
             .expect("actions is an array")
     }
+}
 
+impl Api for TestApp {
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl TestApp {
     pub async fn stop(&self) {
         self.handle.stop(true).await;
     }
@@ -285,20 +303,29 @@ pub struct Ws {
 
 impl Ws {
     pub async fn connect(url: &str) -> Self {
-        let (_, framed) = client()
+        Self::try_connect(url)
+            .await
+            .unwrap_or_else(|status| panic!("websocket upgrade refused with {status}"))
+    }
+
+    /// Connects, or answers the HTTP status the upgrade was refused with.
+    pub async fn try_connect(url: &str) -> Result<Self, u16> {
+        match client()
             .ws(url)
             .max_frame_size(16 * 1024 * 1024)
             .connect()
             .await
-            .expect("websocket connects");
-        Self { framed }
+        {
+            Ok((_, framed)) => Ok(Self { framed }),
+            Err(awc::error::WsClientError::InvalidResponseStatus(s)) => Err(s.as_u16()),
+            Err(e) => panic!("websocket connects: {e}"),
+        }
     }
 
     /// The HTTP status a refused upgrade answers with.
     pub async fn refused_status(url: &str) -> u16 {
-        match client().ws(url).connect().await {
-            Err(awc::error::WsClientError::InvalidResponseStatus(s)) => s.as_u16(),
-            Err(e) => panic!("unexpected error: {e}"),
+        match Self::try_connect(url).await {
+            Err(status) => status,
             Ok(_) => panic!("upgrade should be refused"),
         }
     }
@@ -458,6 +485,25 @@ pub fn neighbour(snapshot: &Value) -> String {
 }
 
 impl Ws {
+    /// The next JSON text frame (pings answered), or how the connection
+    /// ended instead: `Err(Some(code))` on a close, `Err(None)` when no
+    /// frame came in time or the stream ended without a close.
+    pub async fn next_or_close(&mut self) -> Result<Value, Option<u16>> {
+        loop {
+            let Ok(Some(frame)) = tokio::time::timeout(FRAME_WAIT, self.framed.next()).await else {
+                return Err(None);
+            };
+            match frame.expect("websocket frame") {
+                ws::Frame::Text(b) => return Ok(serde_json::from_slice(&b).expect("JSON")),
+                ws::Frame::Ping(p) => {
+                    let _ = self.framed.send(ws::Message::Pong(p)).await;
+                }
+                ws::Frame::Close(reason) => return Err(reason.map(|r| u16::from(r.code))),
+                _ => {}
+            }
+        }
+    }
+
     /// Reads until the turn started by `request_id` ends, an `error` frame
     /// answers it, or the server closes; returns the JSON frames and the
     /// close code, if it closed.
@@ -468,25 +514,19 @@ impl Ws {
         let mut frames: Vec<Value> = Vec::new();
         let mut turn_id: Option<String> = None;
         loop {
-            let Ok(Some(frame)) = tokio::time::timeout(FRAME_WAIT, self.framed.next()).await else {
-                return (frames, None);
+            let f = match self.next_or_close().await {
+                Ok(f) => f,
+                Err(code) => return (frames, code),
             };
-            match frame.expect("websocket frame") {
-                ws::Frame::Text(b) => {
-                    let f: Value = serde_json::from_slice(&b).expect("JSON");
-                    if f["type"] == "ack" && f["request_id"] == request_id {
-                        turn_id = f["turn_id"].as_str().map(str::to_owned);
-                    }
-                    let answered = f["type"] == "error" && f["request_id"] == request_id;
-                    let ended = (f["type"] == "turn_completed" || f["type"] == "turn_failed")
-                        && turn_id.as_deref().is_some_and(|t| f["turn_id"] == t);
-                    frames.push(f);
-                    if answered || ended {
-                        return (frames, None);
-                    }
-                }
-                ws::Frame::Close(reason) => return (frames, reason.map(|r| u16::from(r.code))),
-                _ => {}
+            if f["type"] == "ack" && f["request_id"] == request_id {
+                turn_id = f["turn_id"].as_str().map(str::to_owned);
+            }
+            let answered = f["type"] == "error" && f["request_id"] == request_id;
+            let ended = (f["type"] == "turn_completed" || f["type"] == "turn_failed")
+                && turn_id.as_deref().is_some_and(|t| f["turn_id"] == t);
+            frames.push(f);
+            if answered || ended {
+                return (frames, None);
             }
         }
     }

@@ -1,14 +1,12 @@
 //! Nothing acknowledged is lost: restarts, SIGKILL, idle unloading.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::*;
+use crate::process::Server;
 use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
-use serde_json::{Value, json};
 
 #[actix_web::test]
 async fn restarting_on_the_same_database_brings_back_state_and_history() {
@@ -109,108 +107,13 @@ async fn an_idle_session_unloads_and_reloads_on_demand() {
     assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_2");
 }
 
-/// A questd process on a database file, with the port it bound.
-struct Server {
-    child: Child,
-    base: String,
-    port: u16,
-}
-
-impl Server {
-    fn start(db: &str) -> Self {
-        Self::start_with(db, &[])
-    }
-
-    /// Starts with these extra environment variables.
-    fn start_with(db: &str, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_questd"))
-            .envs(env.iter().copied())
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-                "--database-url",
-                db,
-            ])
-            .env("QUESTD_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("questd starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let port = loop {
-            let line = lines
-                .next()
-                .expect("questd logs its port")
-                .expect("log line");
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if let Some(p) = v["fields"]["port"].as_u64() {
-                break p as u16;
-            }
-        };
-        // Keep draining logs so the process never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            port,
-        }
-    }
-
-    /// A session of the demo campaign on this server.
-    async fn create_demo(&self) -> Session {
-        let (status, created) = post(
-            &format!("{}/api/v1/sessions", self.base),
-            &json!({"campaign_id": "demo"}),
-        )
-        .await;
-        assert_eq!(status, 201, "{created}");
-        Session::created(&created)
-    }
-
-    /// The player's WebSocket URL of `s` on this server, resuming after
-    /// `last_seq` if given.
-    fn ws_url(&self, s: &Session, last_seq: Option<u64>) -> String {
-        let mut url = format!(
-            "ws://127.0.0.1:{}/ws/sessions/{}?token={}",
-            self.port, s.session_id, s.player_token
-        );
-        if let Some(n) = last_seq {
-            url.push_str(&format!("&last_seq={n}"));
-        }
-        url
-    }
-
-    fn kill9(mut self) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill")
-            .args(["-9", &pid])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-        self.child.wait().expect("reaped");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[actix_web::test]
 async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = crate::database::database_url_in(dir.path());
     let server = Server::start(&db);
-    let s = server.create_demo().await;
-    let (id, token) = (s.session_id.clone(), s.player_token.clone());
-    let mut ws = Ws::connect(&server.ws_url(&s, None)).await;
-    let welcome = ws.next_json().await;
+    let s = server.demo().await;
+    let (mut ws, welcome) = server.connect(&s.session_id, &s.player_token, None).await;
     let target = neighbour(&welcome["state"]);
     ws.chat(&format!("go to {target}"), "r-1").await;
     let result = ws
@@ -222,19 +125,9 @@ async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     server.kill9();
 
     let server = Server::start(&db);
-    let (status, snap) = get(
-        &format!("{}/api/v1/sessions/{id}", server.base),
-        Some(&token),
-    )
-    .await;
-    assert_eq!(status, 200, "{snap}");
+    let snap = server.snapshot(&s).await;
     assert_eq!(position(&snap), target, "the move survived the crash");
-    let (_, page) = get(
-        &format!("{}/api/v1/sessions/{id}/actions", server.base),
-        Some(&token),
-    )
-    .await;
-    let actions = page["actions"].as_array().unwrap();
+    let actions = server.actions(&s).await;
     assert_eq!(actions.len(), 1);
     assert_eq!(actions[0]["tool"], "move");
     assert_eq!(actions[0]["seq"], result["seq"]);
@@ -244,8 +137,9 @@ async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     // The session carries on from there, and the turn the crash cut short
     // is closed, so no client waits for it forever.
     let after = result["seq"].as_u64().unwrap();
-    let mut ws = Ws::connect(&server.ws_url(&s, Some(after))).await;
-    let welcome = ws.next_json().await;
+    let (mut ws, welcome) = server
+        .connect(&s.session_id, &s.player_token, Some(after))
+        .await;
     assert_eq!(welcome["resumed"], true, "{welcome}");
     let turn_id = result["turn_id"].as_str().unwrap();
     let end = ws.until_turn_end(turn_id).await.pop().unwrap();
@@ -265,10 +159,8 @@ async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
     // The game master thinks for 2 s before each answer: the kill lands
     // while the turn is running, after its turn_started is durable.
     let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);
-    let s = server.create_demo().await;
-    let (id, token) = (s.session_id.clone(), s.player_token.clone());
-    let mut ws = Ws::connect(&server.ws_url(&s, None)).await;
-    let welcome = ws.next_json().await;
+    let s = server.demo().await;
+    let (mut ws, welcome) = server.connect(&s.session_id, &s.player_token, None).await;
     let mut seen: Vec<u64> = Vec::new();
     ws.chat(&format!("go to {}", neighbour(&welcome["state"])), "r-1")
         .await;
@@ -285,8 +177,9 @@ async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
     // goes on from there without a gap or a repeat.
     let server = Server::start(&db);
     let last = *seen.iter().max().unwrap();
-    let mut ws = Ws::connect(&server.ws_url(&s, Some(last))).await;
-    let welcome = ws.next_json().await;
+    let (mut ws, welcome) = server
+        .connect(&s.session_id, &s.player_token, Some(last))
+        .await;
     assert_eq!(welcome["resumed"], true, "{welcome}");
     let turn_id = started["turn_id"].as_str().unwrap();
     let closing = ws.until_turn_end(turn_id).await;
@@ -305,17 +198,6 @@ async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
         "seqs without a gap or repeat: {seen:?}"
     );
     // The move never ran: nothing in the actions log.
-    let (_, page) = get(
-        &format!("{}/api/v1/sessions/{id}/actions", server.base),
-        Some(&token),
-    )
-    .await;
-    assert!(
-        !page["actions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["tool"] == "move"),
-        "{page}"
-    );
+    let actions = server.actions(&s).await;
+    assert!(!actions.iter().any(|a| a["tool"] == "move"), "{actions:?}");
 }

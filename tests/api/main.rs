@@ -6,6 +6,7 @@
 
 mod common;
 mod database;
+mod process;
 
 mod browser;
 mod connection;
