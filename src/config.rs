@@ -96,7 +96,8 @@ pub struct Settings {
         global = true
     )]
     pub bind: String,
-    /// `sqlite://PATH`.
+    /// `sqlite://PATH` (embedded, one node) or
+    /// `postgres://user:pass@host:port/db` (one or several nodes).
     #[arg(
         long,
         env = "QUESTD_DATABASE_URL",
@@ -110,6 +111,21 @@ pub struct Settings {
     /// raised or room is made.
     #[arg(long, env = "QUESTD_DATABASE_MAX_MB", global = true)]
     pub database_max_mb: Option<u64>,
+    /// This node's name among the nodes on one PostgreSQL database
+    /// (default: generated, stable for the process).
+    #[arg(long, env = "QUESTD_NODE_ID", global = true)]
+    pub node_id: Option<String>,
+    /// How long, in milliseconds, a node's claim on a session lasts without
+    /// renewal: a node that dies keeps its sessions at most this long
+    /// (PostgreSQL; renewed every third of it).
+    #[arg(
+        long,
+        env = "QUESTD_LEASE_MS",
+        default_value_t = 3000,
+        value_parser = clap::value_parser!(u64).range(300..=600_000),
+        global = true
+    )]
+    pub lease_ms: u64,
     /// Which model runs the game.
     #[arg(
         long,

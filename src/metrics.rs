@@ -135,6 +135,11 @@ pub struct Metrics {
     pub frames_sent: Counter,
     pub outbound_drops: Counter,
     pub rate_limited: Counter,
+    /// Renewals of this node's session claims (one per batch).
+    pub lease_renewals: Counter,
+    /// Sessions this node stopped because another node claimed them or
+    /// its claims could not be renewed in time.
+    pub leases_lost: Counter,
 }
 
 impl Default for Metrics {
@@ -160,6 +165,8 @@ impl Default for Metrics {
             frames_sent: Counter::default(),
             outbound_drops: Counter::default(),
             rate_limited: Counter::default(),
+            lease_renewals: Counter::default(),
+            leases_lost: Counter::default(),
         }
     }
 }
@@ -252,6 +259,18 @@ impl Metrics {
             "counter",
             "Requests refused by a rate limit (chat and service calls).",
             self.rate_limited.get().to_string(),
+        );
+        scalar(
+            "questd_lease_renewals_total",
+            "counter",
+            "Batches renewing this node's session claims (PostgreSQL).",
+            self.lease_renewals.get().to_string(),
+        );
+        scalar(
+            "questd_leases_lost_total",
+            "counter",
+            "Sessions stopped because another node claimed them or a claim lapsed.",
+            self.leases_lost.get().to_string(),
         );
         let _ = writeln!(
             out,

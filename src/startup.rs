@@ -2,6 +2,7 @@
 
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 use actix_web::dev::Server;
@@ -20,7 +21,7 @@ use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::metrics::Metrics;
 use crate::session::{Limits, SessionDeps, SessionHub};
-use crate::storage::Store;
+use crate::storage::{Node, Store};
 use crate::tools::Registry;
 
 /// Pending connections the listener accepts, for connect storms.
@@ -108,10 +109,22 @@ impl Application {
         provider: Arc<dyn Provider>,
     ) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::default());
-        let store = Store::open_with_metrics(
+        let node = Node {
+            id: settings
+                .node_id
+                .clone()
+                .unwrap_or_else(|| format!("node-{}", crate::session::random_token(8))),
+            lease: Duration::from_millis(settings.lease_ms),
+        };
+        if node.id.is_empty() || node.id.len() > 64 || node.id.chars().any(char::is_control) {
+            bail!("QUESTD_NODE_ID must be 1 to 64 printable characters");
+        }
+        tracing::info!(node_id = %node.id, "this node");
+        let store = Store::open_with(
             &settings.database_url,
             metrics.clone(),
             settings.database_max_mb,
+            node,
         )
         .await
         .with_context(|| format!("opening {}", settings.database_url))?;

@@ -38,8 +38,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(Health::OK)
+async fn healthz(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().json(Health::ok(&state.store.node().id))
 }
 
 /// Prometheus text format; behind `QUESTD_METRICS_KEY` when it is set.

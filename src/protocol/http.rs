@@ -27,13 +27,20 @@ use crate::tools::{ToolError, ToolSpec};
 
 /// `GET /healthz`: the process is up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Health {
+pub struct Health<'a> {
     status: &'static str,
+    /// Which node answered (PROTOCOL.md §7.3).
+    node_id: &'a str,
 }
 
-impl Health {
-    /// The only answer there is.
-    pub const OK: Self = Self { status: "ok" };
+impl<'a> Health<'a> {
+    /// The node is up.
+    pub fn ok(node_id: &'a str) -> Self {
+        Self {
+            status: "ok",
+            node_id,
+        }
+    }
 }
 
 /// One built-in campaign in `GET /api/v1/campaigns`.
@@ -544,7 +551,11 @@ mod tests {
         );
 
         let cases: Vec<(&str, Value, Value)> = vec![
-            ("health", json!(Health::OK), json!({"status": "ok"})),
+            (
+                "health",
+                json!(Health::ok("node-a")),
+                json!({"status": "ok", "node_id": "node-a"}),
+            ),
             (
                 "campaign",
                 json!(CampaignSummary::from(&demo)),

@@ -46,13 +46,16 @@ use crate::protocol::{
     CallId, ConnRole, ControlFrame, Position, SessionId, Snapshot, StatePatch, StoryEvent,
     ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
 };
-use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
+use crate::storage::{DurableSink, Epoch, JournalRow, SessionMeta, StorageError, now_ms};
 use crate::tools::{
     Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
 };
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
+/// Close code when another node took the session over (service restart:
+/// reconnect, to any node, with `last_seq`).
+pub const CLOSE_SESSION_MOVED: u16 = 1012;
 
 // ----- messages -----------------------------------------------------------
 
@@ -141,6 +144,12 @@ pub struct Unsubscribe {
 #[derive(Debug, Message)]
 #[rtype(result = "Result<String, ChatRefused>")]
 pub struct GetSnapshot;
+
+/// This node lost its claim on the session: stop at once, writing nothing
+/// more (the database would refuse it anyway).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct LeaseLost;
 
 /// The writer's notice: everything up to this seq is durable (or it failed).
 #[derive(Message)]
@@ -239,6 +248,8 @@ pub struct SessionActor {
     sink: Option<DurableSink>,
     /// Closed with `turn_failed` once started, so no client waits forever.
     interrupted_turn: Option<TurnId>,
+    /// The claim this node runs the session under.
+    epoch: Epoch,
     stopping: bool,
 }
 
@@ -263,6 +274,7 @@ impl SessionActor {
             turn: None,
             intake: Intake::new(&deps.limits, restored.requests),
             interrupted_turn: restored.interrupted_turn,
+            epoch: restored.epoch,
             rng: SplitMix64::from_entropy(),
             model_calls: 0,
             last_activity: Instant::now(),
@@ -453,6 +465,7 @@ impl SessionActor {
             Ok(state) => self.deps.store.snapshot(
                 &self.meta.session_id,
                 self.sequencer.released(),
+                self.epoch,
                 state,
                 done,
             ),
@@ -1163,11 +1176,21 @@ impl SessionActor {
     /// tell anyone something that could be lost. Clients may reconnect; the
     /// session reloads from what is durable.
     fn storage_failed(&mut self, error: StorageError, ctx: &mut Context<Self>) {
-        tracing::error!(session_id = %self.meta.session_id, error = %error, "storage failed; stopping session");
-        self.fanout.close_all(
-            CLOSE_SESSION_FAILED,
-            "session storage failed; reconnect to reload",
-        );
+        if matches!(error, StorageError::Fenced) {
+            // Another node runs the session now: clients go on there.
+            tracing::warn!(session_id = %self.meta.session_id, "another node claimed this session; stopping it here");
+            self.deps.metrics.leases_lost.inc();
+            self.fanout.close_all(
+                CLOSE_SESSION_MOVED,
+                "the session moved to another node; reconnect",
+            );
+        } else {
+            tracing::error!(session_id = %self.meta.session_id, error = %error, "storage failed; stopping session");
+            self.fanout.close_all(
+                CLOSE_SESSION_FAILED,
+                "session storage failed; reconnect to reload",
+            );
+        }
         self.leave_hub(ctx);
     }
 }
@@ -1204,7 +1227,9 @@ impl Actor for SessionActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let addr = ctx.address();
-        self.sink = Some(DurableSink::new(move |r| addr.do_send(Durable(r))));
+        self.sink = Some(DurableSink::new(self.epoch, move |r| {
+            addr.do_send(Durable(r))
+        }));
         if let Some(turn_id) = self.interrupted_turn.take() {
             let message =
                 "the server stopped during this turn; its completed tool calls are kept".to_owned();
@@ -1514,5 +1539,13 @@ impl Handler<GetSnapshot> for SessionActor {
             return Err(ChatRefused::reloading());
         }
         Ok(self.snapshot_json())
+    }
+}
+
+impl Handler<LeaseLost> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: LeaseLost, ctx: &mut Self::Context) {
+        self.storage_failed(StorageError::Fenced, ctx);
     }
 }

@@ -4,17 +4,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
+use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::actor::SessionActor;
+use super::actor::{LeaseLost, SessionActor};
 use super::replay::Restored;
 use super::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token, replay,
 };
 use crate::game::GameState;
 use crate::protocol::SessionId;
-use crate::storage::{SessionMeta, StorageError, Visibility, now_ms};
+use crate::storage::{Epoch, SessionMeta, StorageError, Visibility, now_ms};
 
 /// A live session: its actor and what is needed to authorize callers.
 #[derive(Clone)]
@@ -31,6 +32,10 @@ pub struct SessionHandle {
 pub enum HubError {
     #[error("this node already runs {0} sessions, the most it may")]
     Full(usize),
+    /// Another node's claim on the session is alive (several nodes on one
+    /// PostgreSQL database).
+    #[error("the session runs on another node")]
+    Elsewhere,
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -74,6 +79,8 @@ pub struct LiveInfo {
 
 struct Live {
     handle: SessionHandle,
+    /// The claim the session runs under, renewed by the hub.
+    epoch: Epoch,
     players: usize,
     spectators: usize,
     turns: u64,
@@ -88,6 +95,10 @@ pub struct SessionHub {
     live: HashMap<SessionId, Live>,
     /// Live sessions this node holds at most (`QUESTD_MAX_SESSIONS`).
     max_sessions: usize,
+    /// When this node's claims were last renewed (or first made).
+    renewed: Instant,
+    /// A renewal is on its way: the next tick waits for it.
+    renewing: bool,
 }
 
 impl SessionHub {
@@ -98,6 +109,83 @@ impl SessionHub {
             next_arbiter: 0,
             live: HashMap::new(),
             max_sessions: max_sessions.max(1),
+            renewed: Instant::now(),
+            renewing: false,
+        }
+    }
+
+    /// Renews every claim this node holds, in one statement. Sessions whose
+    /// claim another node took stop at once; if no renewal has gone through
+    /// for a whole lease, every session stops, since another node may
+    /// have claimed them meanwhile (their writes would be fenced anyway).
+    fn renew_leases(&mut self, ctx: &mut Context<Self>) {
+        let lease = self.deps.store.node().lease;
+        if self.renewing {
+            if self.renewed.elapsed() >= lease {
+                self.lose_all();
+            }
+            return;
+        }
+        let claims: Vec<(String, Epoch)> = self
+            .live
+            .iter()
+            .filter(|(_, l)| matches!(l.epoch, Epoch::Claimed(_)))
+            .map(|(id, l)| (id.as_str().to_owned(), l.epoch))
+            .collect();
+        if claims.is_empty() {
+            self.renewed = Instant::now();
+            return;
+        }
+        self.renewing = true;
+        let store = self.deps.store.clone();
+        let started = Instant::now();
+        ctx.spawn(
+            async move { store.renew(&claims).await }
+                .into_actor(self)
+                .map(move |res, act, _| {
+                    act.renewing = false;
+                    match res {
+                        Ok(lost) => {
+                            act.renewed = started;
+                            act.deps.metrics.lease_renewals.inc();
+                            for id in lost {
+                                act.lose(&id);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "renewing session claims failed");
+                            if act.renewed.elapsed() >= lease {
+                                act.lose_all();
+                            }
+                        }
+                    }
+                }),
+        );
+    }
+
+    /// Stops a session whose claim this node lost.
+    fn lose(&mut self, session_id: &str) {
+        if let Some(live) = self.live.remove(session_id) {
+            self.deps.metrics.sessions_live.dec();
+            live.handle.addr.do_send(LeaseLost);
+        }
+    }
+
+    fn lose_all(&mut self) {
+        let ids: Vec<SessionId> = self
+            .live
+            .iter()
+            .filter(|(_, l)| matches!(l.epoch, Epoch::Claimed(_)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !ids.is_empty() {
+            tracing::error!(
+                sessions = ids.len(),
+                "session claims lapsed; stopping them here"
+            );
+        }
+        for id in ids {
+            self.lose(id.as_str());
         }
     }
 
@@ -134,6 +222,7 @@ impl SessionHub {
         restored: Restored,
         hub: Addr<Self>,
     ) -> SessionHandle {
+        let epoch = restored.epoch;
         let deps = self.deps.clone();
         let turns = restored.state.turn;
         let actor_meta = meta.clone();
@@ -161,6 +250,7 @@ impl SessionHub {
             SessionId::from(handle.meta.session_id.as_str()),
             Live {
                 handle: handle.clone(),
+                epoch,
                 players: 0,
                 spectators: 0,
                 turns,
@@ -172,6 +262,12 @@ impl SessionHub {
 
 impl Actor for SessionHub {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.deps.store.is_shared() {
+            ctx.run_interval(self.deps.store.node().lease / 3, Self::renew_leases);
+        }
+    }
 }
 
 impl Handler<CreateSession> for SessionHub {
@@ -198,13 +294,16 @@ impl Handler<CreateSession> for SessionHub {
         Box::pin(
             async move {
                 let snapshot = snapshot.map_err(|e| StorageError::Corrupt(e.to_string()))?;
-                store.create_session(meta_for_store, snapshot).await
+                let id = meta_for_store.session_id.clone();
+                store.create_session(meta_for_store, snapshot).await?;
+                // Nobody else knows the new id yet: the claim is this node's.
+                store.claim(&id).await?.ok_or(HubError::Elsewhere)
             }
             .into_actor(self)
-            .map(move |res: Result<(), StorageError>, act, ctx| {
-                res?;
+            .map(move |res: Result<Epoch, HubError>, act, ctx| {
+                let epoch = res?;
                 act.deps.metrics.sessions_created.inc();
-                Ok(act.start(Arc::new(meta), replay::fresh(state), ctx.address()))
+                Ok(act.start(Arc::new(meta), replay::fresh(state, epoch), ctx.address()))
             }),
         )
     }
@@ -221,6 +320,13 @@ impl Handler<Lookup> for SessionHub {
         let id = msg.session_id;
         Box::pin(
             async move {
+                if store.session_meta(id.as_str()).await?.is_none() {
+                    return Ok(None);
+                }
+                // Claimed before it is read: whatever the last owner wrote
+                // before the claim is in what is read, and nothing it
+                // writes after.
+                let epoch = store.claim(id.as_str()).await?.ok_or(HubError::Elsewhere)?;
                 let Some(loaded) = store.load_session(id.as_str()).await? else {
                     return Ok(None);
                 };
@@ -228,10 +334,10 @@ impl Handler<Lookup> for SessionHub {
                     .recent_request_ids(id.as_str(), REMEMBERED_REQUESTS as i64)
                     .await?;
                 let meta = loaded.meta.clone();
-                Ok(Some((meta, replay::restore(loaded, requests)?)))
+                Ok(Some((meta, replay::restore(loaded, requests, epoch)?)))
             }
             .into_actor(self)
-            .map(move |res: Result<_, StorageError>, act, ctx| {
+            .map(move |res: Result<_, HubError>, act, ctx| {
                 let Some((meta, restored)) = res? else { return Ok(None) };
                 // Another lookup may have loaded it meanwhile: keep that one.
                 if let Some(handle) = act.running(&meta.session_id) {
@@ -291,9 +397,18 @@ impl Handler<Unregister> for SessionHub {
             .live
             .get(&msg.session_id)
             .is_some_and(|l| l.handle.addr == msg.addr)
+            && let Some(live) = self.live.remove(&msg.session_id)
         {
-            self.live.remove(&msg.session_id);
             self.deps.metrics.sessions_live.dec();
+            // The session stopped here (idle, or its storage failed): let
+            // another node take it at once instead of after the lease.
+            let store = self.deps.store.clone();
+            let id = msg.session_id.clone();
+            actix::spawn(async move {
+                if let Err(e) = store.release(id.as_str(), live.epoch).await {
+                    tracing::warn!(session_id = %id, error = %e, "releasing a session claim failed; it lapses with its lease");
+                }
+            });
         }
     }
 }

@@ -8,7 +8,7 @@ use bytestring::ByteString;
 use super::intake::RecentRequests;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::protocol::TurnId;
-use crate::storage::{LoadedSession, StorageError};
+use crate::storage::{Epoch, LoadedSession, StorageError};
 
 /// Where a restored or new session starts.
 pub(super) struct Restored {
@@ -18,6 +18,8 @@ pub(super) struct Restored {
     pub requests: RecentRequests,
     /// A turn the journal shows started but never ended.
     pub interrupted_turn: Option<TurnId>,
+    /// The claim the session's writes are made under.
+    pub epoch: Epoch,
 }
 
 /// Rebuilds the state a session had: its snapshot, then every later journal
@@ -26,6 +28,7 @@ pub(super) struct Restored {
 pub(super) fn restore(
     loaded: LoadedSession,
     requests: Vec<(String, String)>,
+    epoch: Epoch,
 ) -> Result<Restored, StorageError> {
     let corrupt = |what: &str, seq: u64, e: serde_json::Error| {
         StorageError::Corrupt(format!("{what} at seq {seq}: {e}"))
@@ -65,16 +68,18 @@ pub(super) fn restore(
         ring,
         requests: recent,
         interrupted_turn,
+        epoch,
     })
 }
 
 /// A new session's starting point.
-pub(super) fn fresh(state: GameState) -> Restored {
+pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
     Restored {
         state,
         last_seq: 0,
         ring: VecDeque::new(),
         requests: RecentRequests::default(),
         interrupted_turn: None,
+        epoch,
     }
 }

@@ -39,6 +39,10 @@ pub enum StorageError {
     Overloaded,
     #[error("storage is full")]
     Full,
+    /// Another node claimed the session: this node's writes for it are
+    /// refused at the database and it must stop running it.
+    #[error("another node runs this session now")]
+    Fenced,
 }
 
 impl From<sqlx::Error> for StorageError {
@@ -91,16 +95,27 @@ pub const STORAGE_FAILING: &str = "storage is failing to write; try again soon";
 #[derive(Clone)]
 pub struct DurableSink {
     id: u64,
+    /// The ownership the rows are written under; see [`Epoch`].
+    epoch: Epoch,
     notify: Arc<dyn Fn(Result<u64, StorageError>) + Send + Sync>,
 }
 
 impl DurableSink {
-    pub fn new(notify: impl Fn(Result<u64, StorageError>) + Send + Sync + 'static) -> Self {
+    /// A sink for rows written under `epoch`.
+    pub fn new(
+        epoch: Epoch,
+        notify: impl Fn(Result<u64, StorageError>) + Send + Sync + 'static,
+    ) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            epoch,
             notify: Arc::new(notify),
         }
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
     }
 
     /// This stream of rows' id, never reused.
@@ -112,6 +127,28 @@ impl DurableSink {
     pub fn notify(&self, result: Result<u64, StorageError>) {
         (self.notify)(result)
     }
+}
+
+/// The claim under which a node writes a session's rows.
+///
+/// On PostgreSQL every claim bumps the session's epoch, and every write
+/// carries the epoch its session was claimed under: the database refuses it
+/// once another node has claimed since. SQLite has one node, and no fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Epoch {
+    /// The only node on its database (SQLite).
+    Sole,
+    /// The n-th claim of the session (PostgreSQL).
+    Claimed(i64),
+}
+
+/// A node of a deployment: its name and how long its claims last.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub id: String,
+    /// How long a claim holds without renewal: a node that dies keeps its
+    /// sessions at most this long.
+    pub lease: std::time::Duration,
 }
 
 /// What is stored about a session besides its story.
@@ -251,6 +288,7 @@ pub struct ActionPage {
 pub struct Store {
     reads: Reads,
     writes: Writes,
+    node: Node,
 }
 
 /// The read pool, of whichever database the URL named.
@@ -272,21 +310,26 @@ macro_rules! read {
 
 impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, or
-    /// `postgres://user:pass@host:port/db`), runs migrations and starts the
-    /// writer on the current arbiter.
+    /// `postgres://user:pass@host:port/db`) as a node named `local`, runs
+    /// migrations and starts the writer on the current arbiter.
     pub async fn open(url: &str) -> Result<Self, StorageError> {
-        Self::open_with_metrics(url, Arc::default(), None).await
+        let node = Node {
+            id: "local".into(),
+            lease: std::time::Duration::from_secs(3),
+        };
+        Self::open_with(url, Arc::default(), None, node).await
     }
 
-    /// [`Store::open`], with the writer's commit sizes and times recorded
-    /// in `metrics`.
+    /// [`Store::open`] as `node`, with the writer's commit sizes and times
+    /// recorded in `metrics`.
     ///
     /// `max_mb` caps an SQLite database's size: past it every write fails
     /// as on a full disk. PostgreSQL's room is its operator's to set.
-    pub async fn open_with_metrics(
+    pub async fn open_with(
         url: &str,
         metrics: Arc<Metrics>,
         max_mb: Option<u64>,
+        node: Node,
     ) -> Result<Self, StorageError> {
         if is_postgres(url) {
             if max_mb.is_some() {
@@ -294,17 +337,70 @@ impl Store {
                     "QUESTD_DATABASE_MAX_MB applies to SQLite only".into(),
                 ));
             }
-            let (pool, committer) = postgres::open(url).await?;
+            let (pool, committer) = postgres::open(url, node.clone()).await?;
             Ok(Self {
                 reads: Reads::Postgres(pool),
                 writes: Writes::start(committer, metrics),
+                node,
             })
         } else {
             let (pool, committer) = sqlite::open(url, max_mb).await?;
             Ok(Self {
                 reads: Reads::Sqlite(pool),
                 writes: Writes::start(committer, metrics),
+                node,
             })
+        }
+    }
+
+    /// This node.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Whether several nodes may share this database (PostgreSQL): sessions
+    /// are then claimed before they run.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.reads, Reads::Postgres(_))
+    }
+
+    /// Claims `session_id` for this node: answers the epoch its writes must
+    /// carry, or `None` while another node's claim on it is alive.
+    pub async fn claim(&self, session_id: &str) -> Result<Option<Epoch>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(Some(Epoch::Sole)),
+            Reads::Postgres(pool) => Ok(postgres::claim(pool, session_id, &self.node)
+                .await?
+                .map(Epoch::Claimed)),
+        }
+    }
+
+    /// Renews this node's claims on `sessions` at once; answers the ones it
+    /// no longer holds (another node claimed them): they must stop now.
+    pub async fn renew(&self, sessions: &[(String, Epoch)]) -> Result<Vec<String>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(Vec::new()),
+            Reads::Postgres(pool) => postgres::renew(pool, sessions, &self.node).await,
+        }
+    }
+
+    /// Gives up this node's claim on a session it stopped running, so
+    /// another node may take it at once rather than after the lease.
+    pub async fn release(&self, session_id: &str, epoch: Epoch) -> Result<(), StorageError> {
+        match (&self.reads, epoch) {
+            (Reads::Postgres(pool), Epoch::Claimed(n)) => {
+                postgres::release(pool, session_id, n, &self.node).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The node whose claim on `session_id` is alive, if any (PostgreSQL;
+    /// on SQLite the caller knows whether it runs the session).
+    pub async fn owner(&self, session_id: &str) -> Result<Option<String>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(None),
+            Reads::Postgres(pool) => postgres::owner(pool, session_id).await,
         }
     }
 
@@ -323,15 +419,17 @@ impl Store {
         self.writes.refusing()
     }
 
-    /// Queues a snapshot; if `done` is given it hears when it is durable.
+    /// Queues a snapshot written under `epoch`; if `done` is given it hears
+    /// when it is durable.
     pub fn snapshot(
         &self,
         session_id: &str,
         seq: u64,
+        epoch: Epoch,
         state: String,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     ) {
-        self.writes.snapshot(session_id, seq, state, done)
+        self.writes.snapshot(session_id, seq, epoch, state, done)
     }
 
     /// Queues an audit row. Audit rows ride in the same group commits as the

@@ -9,8 +9,11 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 
+use std::collections::{HashMap, HashSet};
+
 use super::sql::queries;
 use super::writer::Committer;
+use super::{Epoch, Node};
 
 queries!(sqlx::Postgres);
 
@@ -22,7 +25,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connects to the database at `url` and runs its migrations: the read pool
 /// and the writer.
-pub(super) async fn open(url: &str) -> Result<(PgPool, PgCommitter), StorageError> {
+pub(super) async fn open(url: &str, node: Node) -> Result<(PgPool, PgCommitter), StorageError> {
     let options = PgConnectOptions::from_str(url)?;
     let pool = PgPoolOptions::new()
         .max_connections(READ_CONNECTIONS)
@@ -36,6 +39,7 @@ pub(super) async fn open(url: &str) -> Result<(PgPool, PgCommitter), StorageErro
         PgCommitter {
             options,
             conn: Some(conn),
+            node,
         },
     ))
 }
@@ -46,6 +50,7 @@ pub(super) struct PgCommitter {
     options: PgConnectOptions,
     /// `None` after a failure until the next commit connects again.
     conn: Option<PgConnection>,
+    node: Node,
 }
 
 impl PgCommitter {
@@ -64,8 +69,14 @@ impl PgCommitter {
 
 impl Committer for PgCommitter {
     async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+        let node = self.node.id.clone();
         let conn = self.connection().await?;
-        let done = commit_with(conn, "BEGIN", batch).await;
+        sqlx::query("BEGIN").execute(&mut *conn).await?;
+        let done = match check_fences(conn, batch, &node).await {
+            Ok(()) => write_batch(conn, batch).await,
+            Err(e) => Err(e),
+        };
+        let done = finish(conn, done).await;
         // A failed batch may have been the connection's fault: if it no
         // longer answers, the next batch connects again.
         if done.is_err()
@@ -79,4 +90,157 @@ impl Committer for PgCommitter {
         }
         done
     }
+}
+
+/// The epoch every session write of `batch` was made under, by session.
+fn fences<'a>(batch: &[&'a WriteOp]) -> Result<HashMap<&'a str, i64>, StorageError> {
+    let mut fences = HashMap::new();
+    for op in batch {
+        let (session_id, epoch) = match op {
+            WriteOp::Row(row, sink) => (row.session_id.as_str(), sink.epoch()),
+            WriteOp::Snapshot {
+                session_id, epoch, ..
+            } => (session_id.as_str(), *epoch),
+            WriteOp::Audit(_) | WriteOp::CreateSession { .. } => continue,
+        };
+        // Every session write on a shared database is made under a claim.
+        let Epoch::Claimed(n) = epoch else {
+            return Err(StorageError::Fenced);
+        };
+        if *fences.entry(session_id).or_insert(n) != n {
+            return Err(StorageError::Fenced);
+        }
+    }
+    Ok(fences)
+}
+
+/// Fails the batch unless this node still holds, at the epoch they were
+/// written under, every session it writes. The rows checked stay locked
+/// (`FOR SHARE`) until the commit, so a claim by another node waits for it
+/// and then finds these rows in the journal; a write after that claim
+/// matches nothing here and fails. The writer retries a failed batch op by
+/// op, so only the fenced sessions' writes fail.
+async fn check_fences(
+    conn: &mut PgConnection,
+    batch: &[&WriteOp],
+    node: &str,
+) -> Result<(), StorageError> {
+    let fences = fences(batch)?;
+    if fences.is_empty() {
+        return Ok(());
+    }
+    let (ids, epochs): (Vec<&str>, Vec<i64>) = fences.into_iter().unzip();
+    let held: Vec<(String,)> = sqlx::query_as(
+        "SELECT o.session_id FROM session_owners o \
+         JOIN unnest($1::text[], $2::bigint[]) AS w (session_id, epoch) \
+         ON o.session_id = w.session_id AND o.epoch = w.epoch \
+         WHERE o.node_id = $3 FOR SHARE OF o",
+    )
+    .bind(&ids)
+    .bind(&epochs)
+    .bind(node)
+    .fetch_all(&mut *conn)
+    .await?;
+    if held.len() == ids.len() {
+        Ok(())
+    } else {
+        Err(StorageError::Fenced)
+    }
+}
+
+/// See [`super::Store::claim`]: taking a session from another node (whose
+/// lease ran out) bumps the epoch, which fences that node's writes; the
+/// owner claiming again keeps its epoch and renews the lease, so two loads
+/// of one session racing on one node do not fence each other. Another
+/// node's live claim answers `None`.
+pub(super) async fn claim(
+    pool: &PgPool,
+    session_id: &str,
+    node: &Node,
+) -> Result<Option<i64>, StorageError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO session_owners (session_id, node_id, epoch, lease_until) \
+         VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond') \
+         ON CONFLICT (session_id) DO UPDATE SET node_id = excluded.node_id, \
+         epoch = CASE WHEN session_owners.node_id = excluded.node_id THEN session_owners.epoch \
+         ELSE session_owners.epoch + 1 END, lease_until = excluded.lease_until \
+         WHERE session_owners.lease_until < clock_timestamp() OR session_owners.node_id = $2 \
+         RETURNING epoch",
+    )
+    .bind(session_id)
+    .bind(&node.id)
+    .bind(lease_ms(node))
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// See [`super::Store::renew`]: one statement for all of a node's claims.
+pub(super) async fn renew(
+    pool: &PgPool,
+    sessions: &[(String, Epoch)],
+    node: &Node,
+) -> Result<Vec<String>, StorageError> {
+    let claimed: Vec<(&str, i64)> = sessions
+        .iter()
+        .filter_map(|(id, epoch)| match epoch {
+            Epoch::Claimed(n) => Some((id.as_str(), *n)),
+            Epoch::Sole => None,
+        })
+        .collect();
+    if claimed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (ids, epochs): (Vec<&str>, Vec<i64>) = claimed.iter().copied().unzip();
+    let kept: Vec<(String,)> = sqlx::query_as(
+        "UPDATE session_owners o SET lease_until = clock_timestamp() + $4 * interval '1 millisecond' \
+         FROM unnest($1::text[], $2::bigint[]) AS w (session_id, epoch) \
+         WHERE o.session_id = w.session_id AND o.epoch = w.epoch AND o.node_id = $3 \
+         RETURNING o.session_id",
+    )
+    .bind(&ids)
+    .bind(&epochs)
+    .bind(&node.id)
+    .bind(lease_ms(node))
+    .fetch_all(pool)
+    .await?;
+    let kept: HashSet<String> = kept.into_iter().map(|(id,)| id).collect();
+    Ok(ids
+        .into_iter()
+        .filter(|id| !kept.contains(*id))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// See [`super::Store::release`].
+pub(super) async fn release(
+    pool: &PgPool,
+    session_id: &str,
+    epoch: i64,
+    node: &Node,
+) -> Result<(), StorageError> {
+    sqlx::query(
+        "UPDATE session_owners SET lease_until = clock_timestamp() \
+         WHERE session_id = $1 AND epoch = $2 AND node_id = $3",
+    )
+    .bind(session_id)
+    .bind(epoch)
+    .bind(&node.id)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// See [`super::Store::owner`].
+pub(super) async fn owner(pool: &PgPool, session_id: &str) -> Result<Option<String>, StorageError> {
+    Ok(sqlx::query_scalar(
+        "SELECT node_id FROM session_owners WHERE session_id = $1 \
+         AND lease_until > clock_timestamp()",
+    )
+    .bind(session_id)
+    .fetch_optional(pool)
+    .await?)
+}
+
+fn lease_ms(node: &Node) -> i64 {
+    i64::try_from(node.lease.as_millis()).unwrap_or(i64::MAX)
 }

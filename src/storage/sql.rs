@@ -448,8 +448,8 @@ macro_rules! queries {
             })
         }
 
-        /// Commits `batch` in one transaction opened with `begin`, or
-        /// nothing of it.
+        /// Ends the transaction a batch ran in: `COMMIT` if `done` is
+        /// fine, else `ROLLBACK`, and answers whether the batch is durable.
         ///
         /// The transaction is spelled out (`BEGIN` … `COMMIT`, `ROLLBACK` on
         /// any error) instead of going through sqlx's transaction guard.
@@ -461,13 +461,11 @@ macro_rules! queries {
         /// nothing. Here no state survives a failed batch: the `ROLLBACK` is
         /// issued whether or not the database already rolled back, and its
         /// own failure ("no transaction is active") is expected.
-        pub(super) async fn commit_with(
+        pub(super) async fn finish(
             conn: &mut Conn,
-            begin: &'static str,
-            batch: &[&WriteOp],
+            done: Result<(), StorageError>,
         ) -> Result<(), StorageError> {
-            sqlx::query(begin).execute(&mut *conn).await?;
-            let done = match write_batch(conn, batch).await {
+            let done = match done {
                 Ok(()) => sqlx::query("COMMIT")
                     .execute(&mut *conn)
                     .await

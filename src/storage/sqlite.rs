@@ -74,7 +74,9 @@ impl Committer for SqliteCommitter {
     async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
         // IMMEDIATE takes the write lock at BEGIN, so a busy database
         // waits (busy timeout) there rather than failing mid-batch.
-        commit_with(&mut self.0, "BEGIN IMMEDIATE", batch).await
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut self.0).await?;
+        let done = write_batch(&mut self.0, batch).await;
+        finish(&mut self.0, done).await
     }
 }
 
@@ -114,7 +116,7 @@ mod tests {
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
         (
-            DurableSink::new(move |r| {
+            DurableSink::new(crate::storage::Epoch::Sole, move |r| {
                 let _ = tx.send(r);
             }),
             rx,

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::metrics::Metrics;
 
 use super::{
-    AuditRow, BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
+    AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
     STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, StorageError, now_ms,
 };
 
@@ -30,6 +30,7 @@ pub(super) enum WriteOp {
     Snapshot {
         session_id: String,
         seq: u64,
+        epoch: Epoch,
         state: String,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     },
@@ -94,12 +95,14 @@ impl Writes {
         &self,
         session_id: &str,
         seq: u64,
+        epoch: Epoch,
         state: String,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     ) {
         let op = WriteOp::Snapshot {
             session_id: session_id.to_owned(),
             seq,
+            epoch,
             state,
             done,
         };

@@ -26,11 +26,16 @@ pub struct TestApp {
 /// The internal key every test server accepts (`QUESTD_INTERNAL_API_KEY`).
 pub const TEST_KEY: &str = "test-internal-key";
 
+/// The node name of every test server (`QUESTD_NODE_ID`): the same across
+/// restarts on one database, as an operator names a node.
+pub const TEST_NODE: &str = "test-node";
+
 /// Settings for a test server on a fresh database in `dir`.
 pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
     let url = crate::database::database_url_in(dir.path());
     let mut s = Settings::for_tests(&url);
     s.internal_api_key = Some(TEST_KEY.into());
+    s.node_id = Some(TEST_NODE.into());
     s.http_workers = Some(1);
     s.session_threads = Some(2);
     s

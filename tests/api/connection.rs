@@ -249,7 +249,7 @@ async fn http_api_basics() {
     let app = spawn_app().await;
     assert_eq!(
         get(&format!("{}/healthz", app.base), None).await,
-        (200, json!({"status": "ok"}))
+        (200, json!({"status": "ok", "node_id": TEST_NODE}))
     );
     let (status, campaigns) = get(&format!("{}/api/v1/campaigns", app.base), None).await;
     assert_eq!(status, 200);

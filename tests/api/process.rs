@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 
-use crate::common::{Api, TEST_KEY};
+use crate::common::{Api, TEST_KEY, TEST_NODE};
 use serde_json::Value;
 
 /// The shell that holds a small filesystem for questd: it mounts a tmpfs
@@ -102,7 +102,11 @@ impl Server {
     /// or `around` it a shell that says questd's pid (named in failures).
     fn spawn(mut command: Command, env: &[(&str, &str)], around: Option<&str>) -> Self {
         let what = around.unwrap_or("questd");
+        // One name across restarts, as an operator gives a node: a node
+        // killed and started again takes its sessions back at once instead
+        // of waiting out its old lease (PostgreSQL).
         let mut child = command
+            .env("QUESTD_NODE_ID", TEST_NODE)
             .envs(env.iter().copied())
             .env("QUESTD_INTERNAL_API_KEY", TEST_KEY)
             .env("QUESTD_LOG", "info")
