@@ -115,6 +115,11 @@ pub struct Settings {
     /// (default: generated, stable for the process).
     #[arg(long, env = "QUESTD_NODE_ID", global = true)]
     pub node_id: Option<String>,
+    /// Where the other nodes of the database reach this one, e.g.
+    /// `http://10.0.0.5:8080` (default: `http://` and the bound address;
+    /// set it when binding `0.0.0.0`).
+    #[arg(long, env = "QUESTD_NODE_URL", global = true)]
+    pub node_url: Option<String>,
     /// How long, in milliseconds, a node's claim on a session lasts without
     /// renewal: a node that dies keeps its sessions at most this long
     /// (PostgreSQL; renewed every third of it).

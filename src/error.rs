@@ -137,6 +137,9 @@ pub struct ApiError {
     pub extra: Option<serde_json::Map<String, Value>>,
     /// Seconds for `Retry-After`, for 429.
     pub retry_after_s: Option<u64>,
+    /// The node that runs the session, when another does: the request is
+    /// handed to it instead of answered with this error.
+    pub owner_url: Option<String>,
 }
 
 impl ApiError {
@@ -146,6 +149,7 @@ impl ApiError {
             message: message.into(),
             extra: None,
             retry_after_s: None,
+            owner_url: None,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::config::{LlmProvider, Settings, ToolMode};
 use crate::game::Campaign;
 use crate::http::admission::{Admission, connection_budget};
 use crate::http::auth::Keys;
+use crate::http::cluster::Cluster;
 use crate::http::guard::GuardRules;
 use crate::http::mcp::McpSessions;
 use crate::http::service::ServiceState;
@@ -161,6 +162,25 @@ impl Application {
         let listener =
             listen(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
+        let bound = listener.local_addr()?;
+        let node_url = settings.node_url.clone().unwrap_or_else(|| {
+            let host = if bound.ip().is_unspecified() {
+                std::net::IpAddr::from([127, 0, 0, 1])
+            } else {
+                bound.ip()
+            };
+            format!("http://{}", SocketAddr::new(host, port))
+        });
+        if store.is_shared() && settings.node_url.is_none() && bound.ip().is_unspecified() {
+            tracing::warn!(
+                node_url = %node_url,
+                "QUESTD_NODE_URL is not set: other nodes reach this one at a loopback address"
+            );
+        }
+        let cluster = Cluster::join(&store, node_url.trim_end_matches('/'))
+            .await
+            .context("joining the nodes of the database")?;
+        let admission = admission.with_cluster(cluster.clone());
         let service = ServiceState::new(
             settings.service_per_minute,
             settings.service_burst,
@@ -169,6 +189,7 @@ impl Application {
         let data = web::Data::new(AppState {
             hub: hub.clone(),
             store,
+            cluster,
             registry,
             builtin_starts,
             provider,
@@ -184,6 +205,7 @@ impl Application {
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
+                .wrap(actix_web::middleware::from_fn(http::cluster::hand_over))
                 .wrap(Arc::clone(&guard).middleware())
                 .configure(http::configure)
                 .default_service(web::to(http::no_route))

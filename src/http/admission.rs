@@ -52,6 +52,9 @@ pub struct Admission {
     per_address: AddressCounts,
     max_per_address: usize,
     max_per_session: usize,
+    /// The other nodes of the database, whose handed-over requests name
+    /// their client.
+    cluster: Option<super::cluster::Cluster>,
 }
 
 fn quota(per_minute: u32, burst: u32) -> Quota {
@@ -85,6 +88,7 @@ impl Admission {
             per_address: Arc::default(),
             max_per_address: settings.max_address_connections.max(1),
             max_per_session: settings.max_session_connections.max(1),
+            cluster: None,
         })
     }
 
@@ -92,6 +96,9 @@ impl Admission {
     /// proxy, the last address of `X-Forwarded-For` (the one that proxy
     /// saw; earlier entries are the client's own word).
     pub fn client_ip(&self, req: &HttpRequest) -> Option<IpAddr> {
+        if let Some(client) = self.cluster.as_ref().and_then(|c| c.peer_client(req)) {
+            return Some(client);
+        }
         let peer = req.peer_addr()?.ip();
         if !self.trusted_proxies.contains(&peer) {
             return Some(peer);
@@ -105,6 +112,13 @@ impl Admission {
             .filter(|s| !s.is_empty())
             .last();
         Some(forwarded.and_then(|s| s.parse().ok()).unwrap_or(peer))
+    }
+
+    /// Trusts the client named by requests the nodes of `cluster` hand
+    /// over (they carry the nodes' secret).
+    pub fn with_cluster(mut self, cluster: super::cluster::Cluster) -> Self {
+        self.cluster = Some(cluster);
+        self
     }
 
     /// One more session created without a key from this address: `429`

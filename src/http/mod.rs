@@ -5,8 +5,10 @@ pub mod admission;
 mod api;
 pub mod auth;
 mod chat;
+pub mod cluster;
 pub mod guard;
 pub mod mcp;
+mod relay;
 pub mod service;
 mod stateless;
 mod static_files;
@@ -38,6 +40,8 @@ pub const DEFAULT_TENANT: &str = "default";
 pub struct AppState {
     pub hub: Addr<SessionHub>,
     pub store: Store,
+    /// This node among the nodes of its database.
+    pub cluster: cluster::Cluster,
     pub registry: Arc<Registry>,
     /// The built-in campaigns' start states, shared by their sessions.
     pub builtin_starts: BuiltinStarts,
@@ -199,6 +203,10 @@ impl ResponseError for ApiError {
         if let Some(s) = self.retry_after_s {
             resp.insert_header(("Retry-After", s.to_string()));
         }
+        if let Some(url) = &self.owner_url {
+            resp.extensions_mut()
+                .insert(cluster::Owner { url: url.clone() });
+        }
         resp.json(body)
     }
 }
@@ -207,16 +215,49 @@ impl ResponseError for ApiError {
 const SESSION_LOOKUPS: usize = 3;
 
 /// The live session, loaded from storage if needed; 404 if unknown.
+///
+/// When another node runs it (several nodes on PostgreSQL), the error says
+/// which ([`ApiError::owner_url`]): the request is handed there. If that
+/// node does not answer (dead, or paused), this waits for its lease to run
+/// out and runs the session here instead.
 pub async fn find_session(state: &AppState, id: &SessionId) -> Result<SessionHandle, ApiError> {
-    state
-        .hub
-        .send(Lookup {
-            session_id: id.clone(),
-        })
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(hub_failed)?
-        .ok_or_else(|| ApiError::not_found(no_session(id.as_str())))
+    let lease = state.store.node().lease;
+    let deadline = std::time::Instant::now() + lease * 2 + std::time::Duration::from_secs(1);
+    loop {
+        let found = state
+            .hub
+            .send(Lookup {
+                session_id: id.clone(),
+            })
+            .await
+            .map_err(|e| ApiError::internal(&e))?;
+        match found {
+            Ok(Some(handle)) => return Ok(handle),
+            Ok(None) => return Err(ApiError::not_found(no_session(id.as_str()))),
+            Err(HubError::Elsewhere) => {}
+            Err(e) => return Err(hub_failed(e)),
+        }
+        let owner = state
+            .store
+            .owner_address(id.as_str())
+            .await
+            .map_err(|e| ApiError::internal(&e))?;
+        if let Some((node, url)) = owner
+            && state.cluster.answers(&url, &node).await
+        {
+            let mut e = overloaded("the session runs on another node");
+            e.owner_url = Some(url);
+            return Err(e);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(overloaded(
+                "the session's node does not answer; try again shortly",
+            ));
+        }
+        // Its node is gone or paused: once its lease runs out, the next
+        // lookup claims the session here.
+        actix_web::rt::time::sleep(lease / 6).await;
+    }
 }
 
 /// The one way from HTTP into a session: finds it (loading it if needed),

@@ -52,7 +52,18 @@ async fn connect(
     query: Result<web::Query<ConnectQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
-    let handle = find_session(&state, &path).await?;
+    let handle = match find_session(&state, &path).await {
+        Ok(handle) => handle,
+        // Another node runs the session: relay this connection to it.
+        Err(ApiError {
+            owner_url: Some(owner),
+            ..
+        }) if !state.cluster.from_peer(&req) => {
+            let slot = state.admission.admit_websocket(&req, &Arc::default())?;
+            return super::relay::relay(&req, stream, &state, &owner, slot).await;
+        }
+        Err(e) => return Err(e),
+    };
     check_tenant(&req, &handle.meta)?;
     let token = query.token.as_deref().unwrap_or_default();
     let role = match token_role(&handle.meta, token) {

@@ -132,9 +132,21 @@ pub struct Snapshot<'a> {
     pub zones: &'a [Zone],
     /// Where the player is in the zone world and how they travel.
     pub player: &'a PlayerRuntime,
+    /// The node running the session (`GET /api/v1/sessions/{id}` only,
+    /// PROTOCOL.md §7.3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_node: Option<&'a str>,
 }
 
 impl<'a> Snapshot<'a> {
+    /// The snapshot as the session answer shows it, naming its node.
+    pub fn owned_by(self, node: &'a str) -> Self {
+        Self {
+            owner_node: Some(node),
+            ..self
+        }
+    }
+
     pub fn of(session_id: &'a SessionId, state: &'a GameState) -> Self {
         Self {
             session_id,
@@ -147,6 +159,7 @@ impl<'a> Snapshot<'a> {
             allowlist: &state.allowlist,
             zones: &state.zones,
             player: &state.player,
+            owner_node: None,
         }
     }
 }

@@ -455,7 +455,9 @@ impl SessionActor {
     }
 
     fn snapshot_json(&self) -> String {
-        serde_json::to_string(&Snapshot::of(self.session_id(), &self.state)).unwrap_or_default()
+        let snapshot =
+            Snapshot::of(self.session_id(), &self.state).owned_by(&self.deps.store.node().id);
+        serde_json::to_string(&snapshot).unwrap_or_default()
     }
 
     /// Writes the released state as the session's snapshot.

@@ -395,6 +395,73 @@ impl Store {
         }
     }
 
+    /// Records where other nodes reach this one (`QUESTD_NODE_URL`), and
+    /// that it is alive; again with every renewal.
+    pub async fn announce(&self, url: &str) -> Result<(), StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(()),
+            Reads::Postgres(pool) => postgres::announce(pool, &self.node, url).await,
+        }
+    }
+
+    /// The node running `session_id` and where to reach it, while its claim
+    /// is alive (PostgreSQL).
+    pub async fn owner_address(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<(String, String)>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(None),
+            Reads::Postgres(pool) => postgres::owner_address(pool, session_id).await,
+        }
+    }
+
+    /// The secret the nodes of this database show each other; `fresh`
+    /// becomes it if there is none yet.
+    pub async fn cluster_secret(&self, fresh: &str) -> Result<String, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(fresh.to_owned()),
+            Reads::Postgres(pool) => postgres::cluster_secret(pool, fresh).await,
+        }
+    }
+
+    /// The journal rows after each `(session, seq)` cursor, at most
+    /// `per_session` each, in seq order per session (PostgreSQL; a sole
+    /// node has nothing to follow).
+    pub async fn tail(
+        &self,
+        cursors: &[(String, u64)],
+        per_session: u32,
+    ) -> Result<Vec<TailRow>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(Vec::new()),
+            Reads::Postgres(pool) => postgres::tail(pool, cursors, per_session).await,
+        }
+    }
+
+    /// Of `ids`, the sessions no node holds a live claim on.
+    pub async fn vacant(&self, ids: &[&str]) -> Result<Vec<String>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(Vec::new()),
+            Reads::Postgres(pool) => postgres::vacant(pool, ids).await,
+        }
+    }
+
+    /// Wakes up after each commit of journal rows by any node (PostgreSQL):
+    /// a listener on the journal channel. `None` on SQLite.
+    pub async fn journal_listener(
+        &self,
+    ) -> Result<Option<sqlx::postgres::PgListener>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(_) => Ok(None),
+            Reads::Postgres(pool) => {
+                let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+                listener.listen(postgres::JOURNAL_CHANNEL).await?;
+                Ok(Some(listener))
+            }
+        }
+    }
+
     /// The node whose claim on `session_id` is alive, if any (PostgreSQL;
     /// on SQLite the caller knows whether it runs the session).
     pub async fn owner(&self, session_id: &str) -> Result<Option<String>, StorageError> {
@@ -484,6 +551,16 @@ impl Store {
         read!(self, load_session(session_id))
     }
 
+    /// The stored frames after `after_seq`, oldest first, at most `limit`.
+    pub async fn frames_after(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<(u64, String)>, StorageError> {
+        read!(self, frames_after(session_id, after_seq, limit))
+    }
+
     /// Request ids of the most recent turns that started, newest first.
     pub async fn recent_request_ids(
         &self,
@@ -512,6 +589,17 @@ impl Store {
     ) -> Result<ActionPage, StorageError> {
         read!(self, actions(session_id, after_seq, limit))
     }
+}
+
+/// What a node that follows a session from the journal reads of each row:
+/// the frame to send on, and what to apply to its copy of the state.
+#[derive(Debug, Clone)]
+pub struct TailRow {
+    pub session_id: String,
+    pub seq: u64,
+    pub frame: String,
+    pub effect: Option<String>,
+    pub history: Option<String>,
 }
 
 /// Whether `url` names a PostgreSQL database.

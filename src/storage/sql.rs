@@ -214,6 +214,29 @@ macro_rules! queries {
             }))
         }
 
+        /// The frames after `after_seq`, oldest first, at most `limit`:
+        /// what a client resuming from that seq missed.
+        pub(super) async fn frames_after(
+            pool: &Pool,
+            session_id: &str,
+            after_seq: u64,
+            limit: u32,
+        ) -> Result<Vec<(u64, String)>, StorageError> {
+            sqlx::query(
+                "SELECT seq, frame FROM journal WHERE session_id = $1 AND seq > $2 \
+                 ORDER BY seq LIMIT $3",
+            )
+            .bind(session_id)
+            .bind(i64::try_from(after_seq).unwrap_or(i64::MAX))
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Into::into)
+        }
+
         /// Request ids of the most recent turns that started, newest first.
         pub(super) async fn recent_request_ids(
             pool: &Pool,

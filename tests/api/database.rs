@@ -1,37 +1,59 @@
 //! The database a test server runs on: a fresh SQLite file in the test's
-//! temp dir, or, when `QUESTD_TEST_POSTGRES_URL` names a PostgreSQL server
-//! (`postgres://user:pass@host:port/db`, a role that may create databases),
-//! a fresh PostgreSQL database per test dir. `.ci/run` runs the suite both
-//! ways. With the variable set and no server there, tests fail.
+//! temp dir, or, with `QUESTD_TEST_DATABASE=postgres`, a fresh PostgreSQL
+//! database per test dir on the server `QUESTD_TEST_POSTGRES_URL` names
+//! (`postgres://user:pass@host:port/db`, a role that may create databases).
+//! The tests of several nodes (`cluster.rs`) always need that server.
+//! `scripts/test` starts PostgreSQL and runs the suite both ways. Without a
+//! server there, the tests that need one fail.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::{Connection, PgConnection};
 
-/// The variable that runs the suite on PostgreSQL.
+/// The variable naming the PostgreSQL server tests may use.
 pub const POSTGRES_ENV: &str = "QUESTD_TEST_POSTGRES_URL";
+/// The variable that runs the whole suite on PostgreSQL (`postgres`).
+pub const DATABASE_ENV: &str = "QUESTD_TEST_DATABASE";
 
 /// Prefix of every database the tests create; the pid of the test process
 /// follows, so leftovers of finished runs can be told from live ones.
 const PREFIX: &str = "questd_test_";
 
-/// The PostgreSQL server the suite runs against, if it does.
-pub fn postgres_admin_url() -> Option<String> {
-    std::env::var(POSTGRES_ENV).ok().filter(|u| !u.is_empty())
+/// The PostgreSQL server tests use; fails the test when none is named.
+pub fn postgres_admin_url() -> String {
+    std::env::var(POSTGRES_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "this test needs PostgreSQL: set {POSTGRES_ENV} (scripts/test starts a server and sets it)"
+            )
+        })
+}
+
+/// Whether the suite runs on PostgreSQL.
+fn suite_on_postgres() -> bool {
+    std::env::var(DATABASE_ENV).is_ok_and(|v| v == "postgres")
 }
 
 /// The database URL for a server whose data lives in `dir`: the same URL
 /// each time for one dir, so a restarted server finds its data.
 pub fn database_url_in(dir: &Path) -> String {
-    let Some(admin) = postgres_admin_url() else {
-        return sqlite_url_in(dir);
-    };
+    if suite_on_postgres() {
+        postgres_url_in(dir)
+    } else {
+        sqlite_url_in(dir)
+    }
+}
+
+/// A PostgreSQL database for the data in `dir`, made on first use.
+pub fn postgres_url_in(dir: &Path) -> String {
     let remembered = dir.join("postgres-url");
     if let Ok(url) = std::fs::read_to_string(&remembered) {
         return url;
     }
-    let url = blocking(create_database(admin));
+    let url = blocking(create_database(postgres_admin_url()));
     std::fs::write(&remembered, &url).expect("remember the test database");
     url
 }

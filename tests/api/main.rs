@@ -9,6 +9,7 @@ mod database;
 mod process;
 
 mod browser;
+mod cluster;
 mod connection;
 mod crosssite;
 mod durability;

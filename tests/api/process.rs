@@ -156,6 +156,17 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Sends questd a signal (`STOP`, `CONT`, `TERM`, ...).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} {}", self.pid);
+    }
+}
+
 /// Sends SIGKILL to `pid`; answers whether it was sent.
 fn sigkill(pid: u32) -> bool {
     Command::new("kill")

@@ -1,0 +1,254 @@
+//! Several nodes on one PostgreSQL database (PROTOCOL.md §7.3): any node
+//! serves any session, and the session runs on exactly one of them, its
+//! owner. A request for a session another node owns is handed to that node
+//! whole (HTTP) or relayed frame by frame (WebSocket, `ws.rs`), so the
+//! client sees exactly the owner's answers: its acks, seqs, errors, rate
+//! limits and `request_id` de-duplication, and a chat runs once.
+//!
+//! Nodes show each other a secret kept in the database
+//! ([`crate::storage::Store::cluster_secret`]); a request that carries it
+//! comes from a peer, which also says who the client is, so limits per
+//! address count the client, not the peer. A handed-over request is never
+//! handed on again: if ownership moved meanwhile, the client is told to
+//! try again.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::web::Bytes;
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, ResponseError, web};
+use futures_util::StreamExt;
+
+use super::{AppState, MAX_BODY_BYTES, overloaded, same_secret};
+use crate::config::Secret;
+use crate::error::ApiError;
+use crate::storage::Store;
+
+/// The header with the nodes' shared secret.
+pub const KEY_HEADER: &str = "x-questd-cluster-key";
+/// The header in which a peer names the client it acts for.
+pub const CLIENT_HEADER: &str = "x-questd-client";
+
+/// How long a peer may take to answer a handed-over request. Past it the
+/// peer counts as gone (a paused or cut-off node), and the request is
+/// refused with a retry; the session moves once its lease runs out.
+const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a liveness check of a peer may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// This node's place among the nodes of its database.
+#[derive(Clone)]
+pub struct Cluster {
+    /// Several nodes may share the database (PostgreSQL).
+    shared: bool,
+    node_id: String,
+    secret: Secret,
+    http: reqwest::Client,
+}
+
+impl Cluster {
+    /// Joins the nodes of `store`'s database, reachable at `url`: records
+    /// where this node is and reads the secret they share.
+    pub async fn join(store: &Store, url: &str) -> anyhow::Result<Self> {
+        let fresh = crate::session::random_token(32);
+        let secret = store.cluster_secret(&fresh).await?;
+        if store.is_shared() {
+            store.announce(url).await?;
+        }
+        let http = reqwest::Client::builder()
+            .timeout(PEER_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Self {
+            shared: store.is_shared(),
+            node_id: store.node().id.clone(),
+            secret: Secret::from(secret),
+            http,
+        })
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// Whether several nodes may share the database.
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// Whether `req` was handed over by a peer node.
+    pub fn from_peer(&self, req: &HttpRequest) -> bool {
+        self.shared
+            && req
+                .headers()
+                .get(KEY_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|given| same_secret(self.secret.expose(), given))
+    }
+
+    /// The client a peer handed this request over for, if a peer did.
+    pub fn peer_client(&self, req: &HttpRequest) -> Option<IpAddr> {
+        if !self.from_peer(req) {
+            return None;
+        }
+        req.headers()
+            .get(CLIENT_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// The headers that mark a request as handed over by this node for
+    /// `client`.
+    pub fn peer_headers(&self, client: Option<IpAddr>) -> Vec<(HeaderName, HeaderValue)> {
+        let mut headers = Vec::with_capacity(2);
+        if let Ok(key) = HeaderValue::from_str(self.secret.expose()) {
+            headers.push((HeaderName::from_static(KEY_HEADER), key));
+        }
+        if let Some(ip) = client
+            && let Ok(v) = HeaderValue::from_str(&ip.to_string())
+        {
+            headers.push((HeaderName::from_static(CLIENT_HEADER), v));
+        }
+        headers
+    }
+
+    /// Whether the node `node_id` answers at `url` now.
+    pub async fn answers(&self, url: &str, node_id: &str) -> bool {
+        let probe = self
+            .http
+            .get(format!("{url}/healthz"))
+            .timeout(PROBE_TIMEOUT)
+            .send()
+            .await;
+        match probe {
+            Ok(resp) if resp.status().is_success() => resp
+                .json::<serde_json::Value>()
+                .await
+                .is_ok_and(|v| v["node_id"] == node_id),
+            _ => false,
+        }
+    }
+}
+
+/// The node to hand a request over to: put on an error answer by the
+/// code that found the session runs elsewhere, read by [`hand_over`].
+#[derive(Debug, Clone)]
+pub struct Owner {
+    pub url: String,
+}
+
+/// Middleware: a request answered with "the session runs on another node"
+/// is sent to that node as it came, and the client gets that node's answer.
+/// Bodies are kept (up to the largest any route takes) to be sent on.
+pub async fn hand_over(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    };
+    let cluster = &state.cluster;
+    // WebSockets relay themselves (ws.rs); a peer's request is answered here.
+    if !cluster.is_shared() || req.path().starts_with("/ws/") {
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    }
+    let from_peer = cluster.from_peer(req.request());
+    let body = match read_body(req.take_payload()).await {
+        Ok(body) => body,
+        Err(e) => return Ok(req.error_response(e).map_into_boxed_body()),
+    };
+    req.set_payload(Payload::from(body.clone()));
+    let res = next.call(req).await?;
+    let Some(owner) = res.response().extensions().get::<Owner>().cloned() else {
+        return Ok(res.map_into_boxed_body());
+    };
+    let (http_req, _) = res.into_parts();
+    if from_peer {
+        // Ownership moved while the request travelled: the client retries.
+        let e = overloaded("the session is moving between nodes; try again shortly");
+        return Ok(ServiceResponse::new(http_req, e.error_response()));
+    }
+    let answer = forward(&state, &http_req, &owner, body).await;
+    Ok(ServiceResponse::new(http_req, answer))
+}
+
+/// Reads a request body, refusing one larger than any route takes.
+async fn read_body(mut payload: Payload) -> Result<Bytes, ApiError> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ApiError::new(
+                crate::error::ErrorCode::PayloadTooLarge,
+                format!("body is larger than {MAX_BODY_BYTES} bytes"),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// Headers not sent on: they describe this hop, not the request.
+const HOP_HEADERS: &[&str] = &[
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-authorization",
+    KEY_HEADER,
+    CLIENT_HEADER,
+];
+
+/// Sends `req` (with `body`) to the owner and answers what it answered.
+async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes) -> HttpResponse {
+    let cluster = &state.cluster;
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or(req.path(), |p| p.as_str());
+    let Ok(method) = reqwest::Method::from_bytes(req.method().as_str().as_bytes()) else {
+        return overloaded("the session runs on another node").error_response();
+    };
+    let mut out = cluster
+        .http
+        .request(method, format!("{}{path}", owner.url))
+        .body(body);
+    for (name, value) in req.headers() {
+        if !HOP_HEADERS.contains(&name.as_str()) {
+            out = out.header(name.as_str(), value.as_bytes());
+        }
+    }
+    for (name, value) in cluster.peer_headers(state.admission.client_ip(req)) {
+        out = out.header(name.as_str(), value.as_bytes());
+    }
+    let resp = match out.send().await {
+        Ok(resp) => resp,
+        Err(e) => {
+            tracing::warn!(owner = %owner.url, error = %e, "handing a request to the session's node failed");
+            return overloaded("the session's node does not answer; try again shortly")
+                .error_response();
+        }
+    };
+    let status = actix_web::http::StatusCode::from_u16(resp.status().as_u16())
+        .unwrap_or(actix_web::http::StatusCode::BAD_GATEWAY);
+    let mut answer = HttpResponse::build(status);
+    for (name, value) in resp.headers() {
+        if !HOP_HEADERS.contains(&name.as_str()) {
+            answer.insert_header((name.as_str(), value.as_bytes()));
+        }
+    }
+    match resp.bytes().await {
+        Ok(bytes) => answer.body(bytes),
+        Err(_) => {
+            overloaded("the session's node stopped answering; try again shortly").error_response()
+        }
+    }
+}

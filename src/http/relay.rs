@@ -1,0 +1,212 @@
+//! A WebSocket whose session runs on another node of the database: this
+//! node opens the same WebSocket on the owner (as a peer, naming the
+//! client) and relays text frames both ways, unchanged. The client sees the
+//! owner's welcome, acks, story frames, errors and close codes, so it
+//! cannot tell which node it reached. When the owner goes away the client
+//! is closed with 1012 and reconnects, to any node, with `last_seq`.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web_actors::ws;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+use super::admission::ConnSlot;
+use super::ws::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
+use super::{AppState, overloaded};
+use crate::error::ApiError;
+
+/// Close code when the owner node went away: service restart, reconnect.
+const CLOSE_OWNER_GONE: u16 = 1012;
+
+/// Frames from the owner larger than this end the relay (the owner's own
+/// frames are far smaller; this only bounds memory).
+const MAX_UPSTREAM_FRAME: usize = 64 * 1024 * 1024;
+
+/// Opens the client's WebSocket on the owner at `owner_url` and relays it.
+/// An owner that refuses the upgrade (a bad token, an unknown session, a
+/// full node) is answered to the client as it answered.
+pub async fn relay(
+    req: &HttpRequest,
+    stream: web::Payload,
+    state: &AppState,
+    owner_url: &str,
+    slot: ConnSlot,
+) -> Result<HttpResponse, ApiError> {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or(req.path(), |p| p.as_str());
+    let Some(authority) = owner_url.strip_prefix("http://") else {
+        tracing::error!(owner = %owner_url, "a node's URL must be http:// to relay WebSockets to it");
+        return Err(overloaded(
+            "the session runs on a node this one cannot reach",
+        ));
+    };
+    let gone = || overloaded("the session's node does not answer; try again shortly");
+    let mut request = format!("ws://{authority}{path}")
+        .into_client_request()
+        .map_err(|_| gone())?;
+    for (name, value) in state.cluster.peer_headers(state.admission.client_ip(req)) {
+        let name = tungstenite::http::HeaderName::from_bytes(name.as_str().as_bytes());
+        let value = tungstenite::http::HeaderValue::from_bytes(value.as_bytes());
+        if let (Ok(name), Ok(value)) = (name, value) {
+            request.headers_mut().insert(name, value);
+        }
+    }
+    let tcp = tokio::net::TcpStream::connect(authority)
+        .await
+        .map_err(|_| gone())?;
+    let _ = tcp.set_nodelay(true);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_UPSTREAM_FRAME))
+        .max_frame_size(Some(MAX_UPSTREAM_FRAME));
+    let upstream =
+        match tokio_tungstenite::client_async_with_config(request, tcp, Some(config)).await {
+            Ok((upstream, _)) => upstream,
+            Err(tungstenite::Error::Http(refused)) => {
+                let status = actix_web::http::StatusCode::from_u16(refused.status().as_u16())
+                    .unwrap_or(actix_web::http::StatusCode::SERVICE_UNAVAILABLE);
+                let body = refused.body().clone().unwrap_or_default();
+                return Ok(HttpResponse::build(status)
+                    .content_type("application/json")
+                    .body(body));
+            }
+            Err(_) => return Err(gone()),
+        };
+    let (mut sink, from_owner) = upstream.split();
+    let (to_owner, mut outbox) = mpsc::unbounded_channel::<Message>();
+    actix::spawn(async move {
+        while let Some(message) = outbox.recv().await {
+            let closing = matches!(message, Message::Close(_));
+            if sink.send(message).await.is_err() || closing {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let relay = Relay {
+        _slot: slot,
+        to_owner,
+        from_owner: Some(from_owner),
+        last_heard: Instant::now(),
+    };
+    ws::WsResponseBuilder::new(relay, req, stream)
+        .frame_size(MAX_FRAME_BYTES)
+        .start()
+        .map_err(|e| ApiError::bad_request(format!("websocket upgrade failed: {e}")))
+}
+
+type FromOwner =
+    futures_util::stream::SplitStream<tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>>;
+
+/// One relayed WebSocket: the client's side is this actor's context; the
+/// owner's side is a stream in, and a queue out to a writer task.
+struct Relay {
+    /// This connection's place in the node's and address's counts.
+    _slot: ConnSlot,
+    to_owner: mpsc::UnboundedSender<Message>,
+    /// Taken when the actor starts.
+    from_owner: Option<FromOwner>,
+    last_heard: Instant,
+}
+
+impl Actor for Relay {
+    type Context = ws::WebsocketContext<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if let Some(from_owner) = self.from_owner.take() {
+            ctx.add_stream(from_owner);
+        }
+        ctx.run_interval(HEARTBEAT, |act, ctx| {
+            if act.last_heard.elapsed() > CLIENT_TIMEOUT {
+                act.close_owner();
+                ctx.stop();
+            } else {
+                ctx.ping(b"");
+            }
+        });
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        self.close_owner();
+    }
+}
+
+impl Relay {
+    fn close_owner(&self) {
+        let _ = self.to_owner.send(Message::Close(None));
+    }
+
+    fn owner_gone(ctx: &mut ws::WebsocketContext<Self>) {
+        ctx.close(Some(ws::CloseReason {
+            code: ws::CloseCode::from(CLOSE_OWNER_GONE),
+            description: Some("the session's node went away; reconnect".into()),
+        }));
+        ctx.stop();
+    }
+}
+
+/// The client's frames, sent on to the owner.
+impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for Relay {
+    fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
+        self.last_heard = Instant::now();
+        let forward = match msg {
+            Ok(ws::Message::Text(text)) => Message::Text(text.to_string().into()),
+            Ok(ws::Message::Binary(bytes)) => Message::Binary(bytes),
+            Ok(ws::Message::Ping(p)) => {
+                ctx.pong(&p);
+                return;
+            }
+            Ok(ws::Message::Pong(_)) => return,
+            Ok(ws::Message::Close(reason)) => {
+                let frame = reason.map(|r| CloseFrame {
+                    code: CloseCode::from(u16::from(r.code)),
+                    reason: r.description.unwrap_or_default().into(),
+                });
+                let _ = self.to_owner.send(Message::Close(frame));
+                ctx.stop();
+                return;
+            }
+            Ok(ws::Message::Continuation(_)) | Ok(ws::Message::Nop) => return,
+            Err(_) => {
+                ctx.stop();
+                return;
+            }
+        };
+        if self.to_owner.send(forward).is_err() {
+            Self::owner_gone(ctx);
+        }
+    }
+}
+
+/// The owner's frames, sent on to the client as they are.
+impl StreamHandler<Result<Message, tungstenite::Error>> for Relay {
+    fn handle(&mut self, msg: Result<Message, tungstenite::Error>, ctx: &mut Self::Context) {
+        match msg {
+            Ok(Message::Text(text)) => ctx.text(text.as_str()),
+            Ok(Message::Binary(bytes)) => ctx.binary(bytes),
+            Ok(Message::Close(frame)) => {
+                ctx.close(frame.map(|f| ws::CloseReason {
+                    code: ws::CloseCode::from(u16::from(f.code)),
+                    description: Some(f.reason.to_string()),
+                }));
+                ctx.stop();
+            }
+            // tungstenite answers the owner's pings itself.
+            Ok(_) => {}
+            Err(_) => Self::owner_gone(ctx),
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        Self::owner_gone(ctx);
+    }
+}

@@ -1,0 +1,224 @@
+//! Several questd processes on one PostgreSQL database (PROTOCOL.md §7.3):
+//! any node serves any session with the owner's frames, a chat runs once,
+//! a dead or paused owner loses its sessions to another node, and a paused
+//! owner that wakes up writes nothing more.
+
+use std::collections::BTreeSet;
+
+use crate::common::*;
+use crate::process::Server;
+use serde_json::Value;
+
+/// A lease short enough that failover tests do not wait long.
+const LEASE_MS: &str = "1500";
+
+/// A node named `name` on the database `db`.
+fn node(db: &str, name: &str) -> Server {
+    Server::start_with(
+        db,
+        &[
+            ("QUESTD_NODE_ID", name),
+            ("QUESTD_LEASE_MS", LEASE_MS),
+            ("QUESTD_CHAT_BURST", "1000"),
+            ("QUESTD_CHAT_PER_MINUTE", "1000000"),
+        ],
+    )
+}
+
+/// A fresh PostgreSQL database for one test's nodes.
+fn database() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::postgres_url_in(dir.path());
+    (dir, db)
+}
+
+/// The seqs of the story frames among `frames`.
+fn seqs(frames: &[Value]) -> Vec<u64> {
+    story(frames)
+        .iter()
+        .filter_map(|f| f["seq"].as_u64())
+        .collect()
+}
+
+/// The seqs of the `move` actions in the session's log, read through `api`.
+async fn moves(api: &impl Api, s: &Session) -> Vec<u64> {
+    api.actions(s)
+        .await
+        .iter()
+        .filter(|a| a["tool"] == "move")
+        .map(|a| a["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// Plays `go to <neighbour>` and answers the seq of its `tool_result` ok.
+async fn move_once(ws: &mut Ws, api: &impl Api, s: &Session, rid: &str) -> u64 {
+    played_move(ws, api, s, rid).await.0
+}
+
+/// Plays `go to <neighbour>`; answers the seq of its `tool_result` ok and
+/// the last seq the turn was seen up to.
+async fn played_move(ws: &mut Ws, api: &impl Api, s: &Session, rid: &str) -> (u64, u64) {
+    let target = neighbour(&api.snapshot(s).await);
+    let frames = ws.play(&format!("go to {target}"), rid).await;
+    let ok = frames
+        .iter()
+        .find(|f| f["type"] == "tool_result" && f["status"] == "ok")
+        .and_then(|f| f["seq"].as_u64())
+        .unwrap_or_else(|| panic!("the move ran: {frames:?}"));
+    (ok, seqs(&frames).into_iter().max().unwrap_or(ok))
+}
+
+#[actix_web::test]
+async fn any_node_serves_a_session_with_the_owners_frames_and_runs_a_chat_once() {
+    let (_dir, db) = database();
+    let (a, b, c) = (
+        node(&db, "node-a"),
+        node(&db, "node-b"),
+        node(&db, "node-c"),
+    );
+    let s = a.demo().await;
+
+    // Each node says who it is; the session answer names its owner,
+    // whichever node is asked.
+    for (server, name) in [(&a, "node-a"), (&b, "node-b"), (&c, "node-c")] {
+        let (status, health) = get(&format!("{}/healthz", server.base()), None).await;
+        assert_eq!((status, health["node_id"].as_str()), (200, Some(name)));
+        assert_eq!(server.snapshot(&s).await["owner_node"], "node-a");
+    }
+
+    // A spectator on B, the player on C: every frame of the turn, the same
+    // on both, with the ack first on the player's connection.
+    let (mut spectator, sw) = b.connect(&s.session_id, &s.spectator_token, None).await;
+    let (mut player, pw) = c.connect(&s.session_id, &s.player_token, None).await;
+    assert_eq!(sw["state"]["session_id"], s.session_id.as_str());
+    let target = neighbour(&pw["state"]);
+    let played = player.play(&format!("go to {target}"), "r-1").await;
+    let turn_id = first(&played, "turn_started")["turn_id"].as_str().unwrap();
+    let watched = spectator.until_turn_end(turn_id).await;
+    let of_turn = |frames: &[Value]| -> Vec<Value> {
+        story(frames)
+            .into_iter()
+            .filter(|f| f["turn_id"] == turn_id)
+            .collect()
+    };
+    assert_eq!(of_turn(&watched), of_turn(&played));
+    assert_eq!(position(&a.snapshot(&s).await), target);
+
+    // The same request_id again, through another node: not run again.
+    let (mut again, _) = b.connect(&s.session_id, &s.player_token, None).await;
+    again.chat("go somewhere else", "r-1").await;
+    let reply = again
+        .until(|f| f["type"] == "ack" || f["type"] == "error")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(
+        (
+            reply["type"].as_str(),
+            reply["duplicate"].as_bool(),
+            reply["turn_id"].as_str()
+        ),
+        (Some("ack"), Some(true), Some(turn_id)),
+        "{reply}"
+    );
+    assert_eq!(moves(&b, &s).await.len(), 1, "the chat ran once");
+    assert_eq!(position(&c.snapshot(&s).await), target);
+}
+
+#[actix_web::test]
+async fn the_owner_killed_mid_play_hands_the_session_on_with_nothing_lost() {
+    let (_dir, db) = database();
+    let a = node(&db, "node-a");
+    let b = node(&db, "node-b");
+    let s = a.demo().await;
+    // The player plays through B while A runs the session.
+    let (mut ws, _) = b.connect(&s.session_id, &s.player_token, None).await;
+    let mut acked = Vec::new();
+    let mut last = 0;
+    for i in 0..3 {
+        let (seq, seen) = played_move(&mut ws, &b, &s, &format!("before-{i}")).await;
+        acked.push(seq);
+        last = seen;
+    }
+    assert!(a.kill9().code().is_none(), "killed by a signal");
+
+    // The relay ends with 1012; the client reconnects to B, which takes the
+    // session over once A's lease runs out, and play goes on.
+    loop {
+        match ws.next_or_close().await {
+            Ok(_) => continue,
+            Err(code) => {
+                assert_eq!(code, Some(1012));
+                break;
+            }
+        }
+    }
+    let (mut ws, welcome) = b.connect(&s.session_id, &s.player_token, Some(last)).await;
+    assert_eq!(welcome["resumed"], true, "{welcome}");
+    // Only what came after: the restarted turn's close, if any, and no gap.
+    assert!(welcome["seq"].as_u64() >= Some(last), "{welcome}");
+    for i in 0..3 {
+        acked.push(move_once(&mut ws, &b, &s, &format!("after-{i}")).await);
+    }
+    assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+    let logged = moves(&b, &s).await;
+    assert_eq!(logged, acked, "every acknowledged move, once, in order");
+    // The whole story from seq 0: every seq once, none missing.
+    let (mut reader, w) = b.connect(&s.session_id, &s.spectator_token, Some(0)).await;
+    let top = w["seq"].as_u64().unwrap();
+    let mut all = Vec::new();
+    while all.last().copied().unwrap_or(0) < top {
+        all.extend(seqs(&[reader.next_json().await]));
+    }
+    assert_eq!(all, (1..=top).collect::<Vec<_>>());
+}
+
+#[actix_web::test]
+async fn a_paused_owner_writes_nothing_once_another_node_took_the_session() {
+    let (_dir, db) = database();
+    let a = node(&db, "node-a");
+    let b = node(&db, "node-b");
+    let s = a.demo().await;
+    let (mut on_a, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    let first_move = move_once(&mut on_a, &a, &s, "on-a").await;
+
+    // A stops (a long GC pause, a VM frozen) past its lease; B takes over.
+    a.signal("STOP");
+    let (mut on_b, welcome) = b.connect(&s.session_id, &s.player_token, None).await;
+    let taken_at = welcome["seq"].as_u64().unwrap();
+    let second_move = move_once(&mut on_b, &b, &s, "on-b").await;
+
+    // A wakes up with a chat waiting from its old player: nothing of it is
+    // told, the connection is closed for a reconnect, and nothing is
+    // written.
+    on_a.chat("go back", "on-a-late").await;
+    a.signal("CONT");
+    let mut told = Vec::new();
+    let code = loop {
+        match on_a.next_or_close().await {
+            Ok(f) => told.push(f),
+            Err(code) => break code,
+        }
+    };
+    assert_eq!(code, Some(1012), "closed for a reconnect: {told:?}");
+    assert!(
+        seqs(&told).iter().all(|seq| *seq <= taken_at),
+        "A told nothing after B took over: {told:?}"
+    );
+    assert_eq!(moves(&b, &s).await, [first_move, second_move]);
+    let story_seqs: BTreeSet<u64> = {
+        let (mut reader, w) = b.connect(&s.session_id, &s.spectator_token, Some(0)).await;
+        let top = w["seq"].as_u64().unwrap();
+        let mut all = Vec::new();
+        while all.last().copied().unwrap_or(0) < top {
+            all.extend(seqs(&[reader.next_json().await]));
+        }
+        assert_eq!(
+            all,
+            (1..=top).collect::<Vec<_>>(),
+            "no seq twice or missing"
+        );
+        all.into_iter().collect()
+    };
+    assert!(story_seqs.contains(&second_move));
+}
