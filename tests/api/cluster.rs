@@ -3,8 +3,6 @@
 //! a dead or paused owner loses its sessions to another node, and a paused
 //! owner that wakes up writes nothing more.
 
-use std::collections::BTreeSet;
-
 use crate::common::*;
 use crate::process::Server;
 use serde_json::Value;
@@ -37,16 +35,6 @@ fn seqs(frames: &[Value]) -> Vec<u64> {
     story(frames)
         .iter()
         .filter_map(|f| f["seq"].as_u64())
-        .collect()
-}
-
-/// The seqs of the `move` actions in the session's log, read through `api`.
-async fn moves(api: &impl Api, s: &Session) -> Vec<u64> {
-    api.actions(s)
-        .await
-        .iter()
-        .filter(|a| a["tool"] == "move")
-        .map(|a| a["seq"].as_u64().unwrap())
         .collect()
 }
 
@@ -121,7 +109,7 @@ async fn any_node_serves_a_session_with_the_owners_frames_and_runs_a_chat_once()
         (Some("ack"), Some(true), Some(turn_id)),
         "{reply}"
     );
-    assert_eq!(moves(&b, &s).await.len(), 1, "the chat ran once");
+    assert_eq!(moves_in_log(&b, &s).await.len(), 1, "the chat ran once");
     assert_eq!(position(&c.snapshot(&s).await), target);
 }
 
@@ -161,16 +149,11 @@ async fn the_owner_killed_mid_play_hands_the_session_on_with_nothing_lost() {
         acked.push(move_once(&mut ws, &b, &s, &format!("after-{i}")).await);
     }
     assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
-    let logged = moves(&b, &s).await;
+    let logged = moves_in_log(&b, &s).await;
     assert_eq!(logged, acked, "every acknowledged move, once, in order");
     // The whole story from seq 0: every seq once, none missing.
-    let (mut reader, w) = b.connect(&s.session_id, &s.spectator_token, Some(0)).await;
-    let top = w["seq"].as_u64().unwrap();
-    let mut all = Vec::new();
-    while all.last().copied().unwrap_or(0) < top {
-        all.extend(seqs(&[reader.next_json().await]));
-    }
-    assert_eq!(all, (1..=top).collect::<Vec<_>>());
+    let all = whole_story(&b, &s).await;
+    assert_eq!(all, (1..=*all.last().unwrap()).collect::<Vec<_>>());
 }
 
 #[actix_web::test]
@@ -205,20 +188,12 @@ async fn a_paused_owner_writes_nothing_once_another_node_took_the_session() {
         seqs(&told).iter().all(|seq| *seq <= taken_at),
         "A told nothing after B took over: {told:?}"
     );
-    assert_eq!(moves(&b, &s).await, [first_move, second_move]);
-    let story_seqs: BTreeSet<u64> = {
-        let (mut reader, w) = b.connect(&s.session_id, &s.spectator_token, Some(0)).await;
-        let top = w["seq"].as_u64().unwrap();
-        let mut all = Vec::new();
-        while all.last().copied().unwrap_or(0) < top {
-            all.extend(seqs(&[reader.next_json().await]));
-        }
-        assert_eq!(
-            all,
-            (1..=top).collect::<Vec<_>>(),
-            "no seq twice or missing"
-        );
-        all.into_iter().collect()
-    };
-    assert!(story_seqs.contains(&second_move));
+    assert_eq!(moves_in_log(&b, &s).await, [first_move, second_move]);
+    let all = whole_story(&b, &s).await;
+    assert_eq!(
+        all,
+        (1..=*all.last().unwrap()).collect::<Vec<_>>(),
+        "no seq twice or missing"
+    );
+    assert!(all.contains(&second_move));
 }

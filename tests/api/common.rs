@@ -455,6 +455,30 @@ pub fn story(frames: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// The seqs of the `move` actions in a session's actions log.
+pub async fn moves_in_log(api: &impl Api, s: &Session) -> Vec<u64> {
+    api.actions(s)
+        .await
+        .iter()
+        .filter(|a| a["tool"] == "move")
+        .map(|a| a["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// Every story seq of a session, read by a spectator resuming from seq 0.
+pub async fn whole_story(api: &impl Api, s: &Session) -> Vec<u64> {
+    let (mut reader, welcome) = api
+        .connect(&s.session_id, &s.spectator_token, Some(0))
+        .await;
+    let top = welcome["seq"].as_u64().unwrap();
+    let mut all = Vec::new();
+    while all.last().copied().unwrap_or(0) < top {
+        let f = reader.next_json().await;
+        all.extend(f["seq"].as_u64().filter(|_| f["type"] != "welcome"));
+    }
+    all
+}
+
 /// The first frame of a type.
 pub fn first<'a>(frames: &'a [Value], kind: &str) -> &'a Value {
     frames

@@ -180,16 +180,6 @@ async fn move_once(ws: &mut Ws, snapshot: &Value, rid: &str) -> (u64, Vec<Value>
     panic!("a move never ran: {all:?}");
 }
 
-/// The seqs of the `move` actions in a session's actions log.
-async fn moves_in_log(app: &impl Api, s: &Session) -> Vec<u64> {
-    app.actions(s)
-        .await
-        .iter()
-        .filter(|a| a["tool"] == "move")
-        .map(|a| a["seq"].as_u64().unwrap())
-        .collect()
-}
-
 #[actix_web::test]
 async fn a_failed_write_loses_nothing_acknowledged_and_the_session_comes_back() {
     let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
