@@ -17,7 +17,7 @@
 //! actor keeps the timer), and the [`Intake`] decides whether a chat is
 //! taken (the actor numbers and queues the turns it admits).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ use super::audit::{self, AuditedCall, CallOrigin};
 use super::fanout::{Fanout, Presence, Subscriber};
 use super::intake::{Admission, ChatRefused, Intake, Load};
 use super::replay::Restored;
-use super::sequencer::Sequencer;
+use super::sequencer::{Entry, Sequencer};
 use super::turn::{MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::{
     HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, Unregister, random_token,
@@ -46,7 +46,7 @@ use crate::protocol::{
     CallId, ConnRole, ControlFrame, Position, SessionId, Snapshot, StatePatch, StoryEvent,
     ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
 };
-use crate::storage::{DurableSink, JournalRow, SessionMeta, StorageError, now_ms};
+use crate::storage::{DurableSink, SessionMeta, StorageError};
 use crate::tools::{
     Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
 };
@@ -223,10 +223,6 @@ pub struct SessionActor {
     /// The connections, what they are sent, and when presence goes out.
     fanout: Fanout,
     queue: VecDeque<Work>,
-    /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
-    replies: Vec<(u64, oneshot::Sender<DirectCallDone>, DirectCallDone)>,
-    /// Callers waiting for a turn's last frame to be durable, by turn id.
-    turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>,
     turn: Option<TurnRun>,
     next_turn_no: u64,
     /// Whether a chat is taken: its checks, rate limit and request ids.
@@ -258,8 +254,6 @@ impl SessionActor {
             sequencer: Sequencer::new(restored.last_seq, restored.ring),
             fanout: Fanout::default(),
             queue: VecDeque::new(),
-            replies: Vec::new(),
-            turn_waiters: HashMap::new(),
             turn: None,
             intake: Intake::new(&deps.limits, restored.requests),
             interrupted_turn: restored.interrupted_turn,
@@ -280,45 +274,17 @@ impl SessionActor {
     // ----- frames ---------------------------------------------------------
 
     /// Journals a story frame; it is applied and sent once durable.
-    fn emit(
-        &mut self,
-        event: StoryEvent,
-        effect: Option<Effect>,
-        history: Option<HistoryEntry>,
-        action: Option<Value>,
-    ) -> u64 {
-        let (turn_id, kind) = (event.turn_id().map(TurnId::to_string), event.kind());
-        let request_id = match &event {
-            StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
-            _ => None,
-        };
-        let staged = self.sequencer.stage(event, effect, history.map(Arc::new));
-        let seq = staged.seq;
-        let row = JournalRow {
-            session_id: self.meta.session_id.clone(),
-            seq,
-            turn_id,
-            kind,
-            request_id,
-            frame: String::from(&*staged.bytes),
-            effect: staged
-                .effect
-                .as_ref()
-                .and_then(|e| serde_json::to_string(e).ok()),
-            history: staged
-                .history
-                .as_ref()
-                .and_then(|h| serde_json::to_string(h).ok()),
-            action: action.map(|a| a.to_string()),
-            created_at: now_ms(),
-        };
+    fn emit(&mut self, entry: Entry) -> u64 {
+        let row = self.sequencer.journal(&self.meta.session_id, entry);
+        let seq = row.seq;
         if let Some(sink) = &self.sink {
             self.deps.store.append(row, sink.clone());
         }
         seq
     }
 
-    /// Applies and sends every pending frame up to `up_to`.
+    /// Applies and sends every pending frame up to `up_to`, then tells
+    /// whoever waited for it.
     fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
         for p in self.sequencer.durable(up_to) {
             if let Some(effect) = &p.effect {
@@ -328,25 +294,13 @@ impl SessionActor {
                 self.state.record(entry);
             }
             self.broadcast(&p.bytes, ctx);
-            if let Some(end) = p.ends_turn
-                && let Some(waiters) = self.turn_waiters.remove(end.turn_id())
-            {
-                for w in waiters {
-                    let _ = w.send(end.clone());
-                }
+            for waiter in p.waiters {
+                waiter();
             }
             self.since_snapshot += 1;
         }
         if self.since_snapshot >= SNAPSHOT_EVERY {
             self.write_snapshot(None);
-        }
-        let released = self.sequencer.released();
-        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replies)
-            .into_iter()
-            .partition(|(seq, _, _)| *seq <= released);
-        self.replies = waiting;
-        for (_, reply, outcome) in done {
-            let _ = reply.send(outcome);
         }
     }
 
@@ -375,7 +329,11 @@ impl SessionActor {
             event: out.event,
             outcome: out.outcome,
         };
-        self.replies.push((out.seq, c.reply, done));
+        let reply = c.reply;
+        let answer = Box::new(move || {
+            let _ = reply.send(done);
+        });
+        self.sequencer.when_durable(out.seq, answer);
     }
 
     /// Sends the same bytes to every subscriber; one that cannot keep up is
@@ -420,15 +378,10 @@ impl SessionActor {
             spectators,
         } = presence
         {
-            self.emit(
-                StoryEvent::Presence {
-                    players,
-                    spectators,
-                },
-                None,
-                None,
-                None,
-            );
+            self.emit(Entry::frame(StoryEvent::Presence {
+                players,
+                spectators,
+            }));
         }
     }
 
@@ -527,12 +480,7 @@ impl SessionActor {
                 if let Some(text) = emit_narrative
                     && let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone())
                 {
-                    self.emit(
-                        StoryEvent::NarrativeDelta { turn_id, text },
-                        None,
-                        None,
-                        None,
-                    );
+                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
                 self.complete_turn(reply, dialog_type, limit, ctx);
             }
@@ -546,20 +494,20 @@ impl SessionActor {
 
     fn start_turn(&mut self, q: QueuedTurn, ctx: &mut Context<Self>) {
         let actor_id = self.state.active_actor_id.0.clone();
-        self.emit(
-            StoryEvent::TurnStarted {
+        self.emit(Entry {
+            event: StoryEvent::TurnStarted {
                 turn_id: q.turn_id.clone(),
                 request_id: q.request_id,
                 actor_id,
                 text: q.text.clone(),
             },
-            Some(Effect::BeginTurn { turn: q.turn_no }),
-            Some(HistoryEntry::User {
+            effect: Some(Effect::BeginTurn { turn: q.turn_no }),
+            history: Some(HistoryEntry::User {
                 turn_id: q.turn_id.to_string(),
                 text: q.text,
             }),
-            None,
-        );
+            action: None,
+        });
         let turn_id = q.turn_id.clone();
         let deadline = self.deps.limits.turn_deadline;
         let timer = ctx.run_later(deadline, move |act, ctx| {
@@ -811,12 +759,7 @@ impl SessionActor {
             Ok(ModelEvent::Delta(text)) => {
                 if let Some(text) = t.turn.on_delta(text) {
                     let turn_id = t.turn.turn_id().clone();
-                    self.emit(
-                        StoryEvent::NarrativeDelta { turn_id, text },
-                        None,
-                        None,
-                        None,
-                    );
+                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
             }
             Ok(ModelEvent::Done(reply)) => {
@@ -902,23 +845,23 @@ impl SessionActor {
             RawArgs::Value(v) => v.to_string(),
         };
 
-        self.emit(
-            StoryEvent::ToolCall {
+        self.emit(Entry {
+            event: StoryEvent::ToolCall {
                 turn_id: c.turn_id.clone(),
                 iteration: c.iteration,
                 call_id: c.call_id.clone(),
                 tool: c.tool.to_owned(),
                 args: shown_args,
             },
-            None,
-            c.in_turn.then(|| HistoryEntry::ToolCall {
+            effect: None,
+            history: c.in_turn.then(|| HistoryEntry::ToolCall {
                 turn_id: c.turn_id.to_string(),
                 call_id: c.call_id.to_string(),
                 tool: c.tool.to_owned(),
                 arguments: raw_text,
             }),
-            None,
-        );
+            action: None,
+        });
         let caller = Caller {
             role: c.role,
             allowlist: &self.state.allowlist,
@@ -999,8 +942,8 @@ impl SessionActor {
         {
             t.turn.call_ran(tool_event.clone(), effect.as_ref());
         }
-        let seq = self.emit(
-            StoryEvent::ToolResult {
+        let seq = self.emit(Entry {
+            event: StoryEvent::ToolResult {
                 turn_id: c.turn_id.clone(),
                 call_id: c.call_id.clone(),
                 tool: c.tool.to_owned(),
@@ -1012,14 +955,14 @@ impl SessionActor {
                 duration_ms,
             },
             effect,
-            c.in_turn.then(|| HistoryEntry::ToolResult {
+            history: c.in_turn.then(|| HistoryEntry::ToolResult {
                 turn_id: c.turn_id.to_string(),
                 call_id: c.call_id.to_string(),
                 tool: c.tool.to_owned(),
                 content,
             }),
             action,
-        );
+        });
         CallOutcome {
             seq,
             event: tool_event,
@@ -1044,8 +987,8 @@ impl SessionActor {
         let state_patch = self.state_patch(&t.turn);
         let turn_id = t.turn.turn_id().clone();
         let (iterations, usage) = (t.turn.iteration(), t.turn.usage());
-        self.emit(
-            StoryEvent::TurnCompleted(TurnCompleted {
+        self.emit(Entry {
+            event: StoryEvent::TurnCompleted(TurnCompleted {
                 turn_id: turn_id.clone(),
                 reply: reply.clone(),
                 dialog_type,
@@ -1055,13 +998,13 @@ impl SessionActor {
                 usage,
                 limit,
             }),
-            None,
-            Some(HistoryEntry::Assistant {
+            effect: None,
+            history: Some(HistoryEntry::Assistant {
                 turn_id: turn_id.to_string(),
                 text: reply,
             }),
-            None,
-        );
+            action: None,
+        });
         self.turn_ended(ctx);
     }
 
@@ -1082,20 +1025,20 @@ impl SessionActor {
         metrics.turn_ended(t.started.elapsed(), t.model_time);
         let turn_id = t.turn.turn_id().clone();
         tracing::info!(session_id = %self.meta.session_id, %turn_id, code = ?code, %message, "turn failed");
-        self.emit(
-            StoryEvent::TurnFailed(TurnFailed {
+        self.emit(Entry {
+            event: StoryEvent::TurnFailed(TurnFailed {
                 turn_id: turn_id.clone(),
                 error_code: code,
                 message: message.clone(),
                 limit,
             }),
-            None,
-            Some(HistoryEntry::Assistant {
+            effect: None,
+            history: Some(HistoryEntry::Assistant {
                 turn_id: turn_id.to_string(),
                 text: format!("[the turn ended early: {message}]"),
             }),
-            None,
-        );
+            action: None,
+        });
         self.turn_ended(ctx);
     }
 
@@ -1208,20 +1151,20 @@ impl Actor for SessionActor {
         if let Some(turn_id) = self.interrupted_turn.take() {
             let message =
                 "the server stopped during this turn; its completed tool calls are kept".to_owned();
-            self.emit(
-                StoryEvent::TurnFailed(TurnFailed {
+            self.emit(Entry {
+                event: StoryEvent::TurnFailed(TurnFailed {
                     turn_id: turn_id.clone(),
                     error_code: ErrorCode::InternalError,
                     message: message.clone(),
                     limit: None,
                 }),
-                None,
-                Some(HistoryEntry::Assistant {
+                effect: None,
+                history: Some(HistoryEntry::Assistant {
                     turn_id: turn_id.to_string(),
                     text: format!("[the turn ended early: {message}]"),
                 }),
-                None,
-            );
+                action: None,
+            });
         }
         let every = (self.deps.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));
@@ -1427,13 +1370,9 @@ impl Handler<AwaitTurnEnd> for SessionActor {
                 .queue
                 .iter()
                 .any(|w| matches!(w, Work::Turn(q) if q.turn_id == id))
-            || self
-                .sequencer
-                .pending()
-                .any(|p| p.ends_turn.as_ref().is_some_and(|e| *e.turn_id() == id));
+            || self.sequencer.ends_pending(&id);
         if open {
-            let (tx, rx) = oneshot::channel();
-            self.turn_waiters.entry(id).or_default().push(tx);
+            let rx = self.sequencer.await_turn_end(id);
             return Box::pin(async move { rx.await.map_err(|_| lost()) });
         }
         // The turn ended and is durable: its last frame is in the journal,
