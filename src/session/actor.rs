@@ -29,16 +29,18 @@ use futures_util::stream;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::audit::{self, AuditedCall, CallOrigin};
+use super::audit::{self, CallOrigin};
+use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
 use super::intake::{Admission, ChatRefused, Intake, Load};
 use super::replay::Restored;
 use super::sequencer::{Entry, Sequencer};
 use super::turn::{MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::{
-    HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, Unregister, random_token,
+    HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, SessionView, Unregister,
+    random_token,
 };
-use crate::error::{ErrorCode, Reason, ToolStatus};
+use crate::error::{ErrorCode, Reason};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage, system_prompt};
@@ -47,9 +49,7 @@ use crate::protocol::{
     ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, SessionMeta, StorageError};
-use crate::tools::{
-    Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
-};
+use crate::tools::{Caller, RawArgs, Role, ToolError};
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
@@ -271,6 +271,16 @@ impl SessionActor {
         &self.session_id
     }
 
+    /// The session as its pure parts read it.
+    fn view(&self) -> SessionView<'_> {
+        SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
+            session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
+        }
+    }
+
     // ----- frames ---------------------------------------------------------
 
     /// Journals a story frame; it is applied and sent once durable.
@@ -308,7 +318,7 @@ impl SessionActor {
     fn run_direct(&mut self, c: QueuedCall) {
         let turn_id = TurnId::from(format!("direct_{}", random_token(12)));
         let call_id = CallId::from("call_1");
-        let out = self.run_call(CallSpec {
+        let (seq, answer) = self.run_call(Call {
             turn_id: &turn_id,
             trace_id: &c.trace_id,
             iteration: 0,
@@ -325,15 +335,15 @@ impl SessionActor {
         let done = DirectCallDone {
             turn_id,
             call_id,
-            seq: out.seq,
-            event: out.event,
-            outcome: out.outcome,
+            seq,
+            event: answer.event,
+            outcome: answer.outcome,
         };
         let reply = c.reply;
         let answer = Box::new(move || {
             let _ = reply.send(done);
         });
-        self.sequencer.when_durable(out.seq, answer);
+        self.sequencer.when_durable(seq, answer);
     }
 
     /// Sends the same bytes to every subscriber; one that cannot keep up is
@@ -585,44 +595,25 @@ impl SessionActor {
     /// asks for it, and the call runs when the answer is in.
     fn ask_for_content(
         &mut self,
-        call_id: CallId,
-        tool: String,
-        args: Value,
+        call_id: &CallId,
+        tool: &str,
+        arguments: &str,
         ctx: &mut Context<Self>,
     ) -> bool {
         if !self.deps.provider.writes_content() {
             return false;
         }
-        // The pipeline's checks come first: a call it would refuse (not
-        // allowed, bad arguments, another session's id) is run, and
-        // refused, at once, without spending a model call on its text.
-        let caller = Caller {
-            role: Role::GameMaster,
-            allowlist: &self.state.allowlist,
-            session_id: &self.session_id,
-        };
-        let prepared = self
-            .deps
-            .registry
-            .prepare(&tool, RawArgs::Value(args.clone()), &caller);
-        let other_session = args
-            .get("session_id")
-            .and_then(Value::as_str)
-            .is_some_and(|id| self.session_id != id);
-        if prepared.is_err() || other_session {
-            return false;
-        }
-        let Some((system, user)) = self.deps.registry.content_request(&tool, &args) else {
+        let Some(ask) = calls::content_request(&self.view(), tool, arguments) else {
             return false;
         };
         let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_string()) else {
             return false;
         };
         let request = ModelRequest {
-            system,
+            system: ask.system,
             messages: vec![Arc::new(HistoryEntry::User {
                 turn_id,
-                text: user,
+                text: ask.user,
             })],
             tools: Arc::default(),
             context: Value::Null,
@@ -631,9 +622,9 @@ impl SessionActor {
         self.stream_model(request, ctx);
         if let Some(t) = self.turn.as_mut() {
             t.content_call = Some(ContentCall {
-                call_id,
-                tool,
-                args,
+                call_id: call_id.clone(),
+                tool: tool.to_owned(),
+                args: ask.args,
             });
         }
         true
@@ -653,18 +644,8 @@ impl SessionActor {
             t.turn.iteration(),
             t.turn.step_usage(),
         );
-        let mut args = c.args;
-        let registry = self.deps.registry.clone();
-        let refused = answer
-            .and_then(|text| {
-                registry
-                    .with_content(&c.tool, &mut args, &text)
-                    .map_err(|m| {
-                        ToolError::new(Reason::ExecutionFailed, ErrorCode::InvalidAiJson, m)
-                    })
-            })
-            .err();
-        self.run_call(CallSpec {
+        let (args, refused) = calls::with_content(&self.view(), &c.tool, c.args, answer);
+        self.run_call(Call {
             turn_id: &turn_id,
             trace_id: &trace_id,
             iteration,
@@ -801,15 +782,13 @@ impl SessionActor {
         arguments: String,
         ctx: &mut Context<Self>,
     ) {
-        if let Ok(args) = serde_json::from_str::<Value>(&arguments)
-            && self.ask_for_content(call_id.clone(), tool.clone(), args, ctx)
-        {
+        if self.ask_for_content(&call_id, &tool, &arguments, ctx) {
             return;
         }
         let Some(t) = self.turn.as_ref() else { return };
         let (turn_id, trace_id) = (t.turn.turn_id().clone(), t.turn.trace_id().clone());
         let (iteration, usage) = (t.turn.iteration(), t.turn.step_usage());
-        self.run_call(CallSpec {
+        self.run_call(Call {
             turn_id: &turn_id,
             trace_id: &trace_id,
             iteration,
@@ -824,150 +803,30 @@ impl SessionActor {
         });
     }
 
-    /// Runs one tool call through the pipeline and journals its `tool_call`
-    /// and `tool_result` frames. Calls of a model turn also go into the
-    /// model's history and the turn's events.
-    fn run_call(&mut self, c: CallSpec<'_>) -> CallOutcome {
-        // What a caller sent is repeated in frames, the journal and the
-        // history: oversized arguments are shown as a note (the pipeline
-        // refuses them).
-        let within = args_within_bound(&c.raw);
-        let shown_args = match &c.raw {
-            _ if !within => Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
-            RawArgs::Text(text) => {
-                serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
-            }
-            RawArgs::Value(v) => v.clone(),
-        };
-        let raw_text = match &c.raw {
-            _ if !within => "{}".to_owned(),
-            RawArgs::Text(text) => text.clone(),
-            RawArgs::Value(v) => v.to_string(),
-        };
-
-        self.emit(Entry {
-            event: StoryEvent::ToolCall {
-                turn_id: c.turn_id.clone(),
-                iteration: c.iteration,
-                call_id: c.call_id.clone(),
-                tool: c.tool.to_owned(),
-                args: shown_args,
-            },
-            effect: None,
-            history: c.in_turn.then(|| HistoryEntry::ToolCall {
-                turn_id: c.turn_id.to_string(),
-                call_id: c.call_id.to_string(),
-                tool: c.tool.to_owned(),
-                arguments: raw_text,
-            }),
-            action: None,
-        });
-        let caller = Caller {
-            role: c.role,
-            allowlist: &self.state.allowlist,
+    /// Runs one tool call ([`calls::run`]) and journals what it gave; a
+    /// model turn's call also goes into the turn's events. Answers the seq
+    /// of its `tool_result` frame and what its caller hears.
+    fn run_call(&mut self, call: Call<'_>) -> (u64, Answer) {
+        let in_turn = call.in_turn;
+        let view = SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
             session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
         };
-        let inv = match c.refused {
-            Some(e) => Invocation {
-                args: match c.raw {
-                    RawArgs::Value(v) => v,
-                    RawArgs::Text(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
-                },
-                outcome: Err(e),
-                duration_ms: 0.0,
-            },
-            None => self
-                .deps
-                .registry
-                .invoke(c.tool, c.raw, &caller, &self.state, &mut self.rng),
-        };
-        let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
+        let ran = calls::run(&view, &mut self.rng, call);
         self.deps
             .metrics
             .tool_seconds
-            .observe(inv.duration_ms / 1000.0);
-        audit::record(
-            &self.deps.store,
-            AuditedCall {
-                session_id: Some(&self.session_id),
-                tenant_id: &self.meta.tenant_id,
-                trace_id: c.trace_id,
-                turn_id: Some(c.turn_id),
-                call_id: Some(c.call_id),
-                tool: c.tool,
-                role: c.role,
-                args: &inv.args,
-                failure: inv.outcome.as_ref().err(),
-                duration_ms: inv.duration_ms,
-                usage: c.usage,
-                origin: c.origin,
-            },
-        );
-        let (status, reason, error_code) = match &inv.outcome {
-            Ok(_) => (ToolStatus::Ok, None, None),
-            Err(e) => (e.status(), Some(e.reason), Some(e.code)),
-        };
-        let tool_event = ToolEvent {
-            call_id: c.call_id.clone(),
-            tool: c.tool.to_owned(),
-            status,
-            reason,
-            error_code,
-            duration_ms,
-        };
-        let (result, message, effect, content, action) = match &inv.outcome {
-            Ok(out) => {
-                let action = json!({
-                    "turn_id": c.turn_id, "call_id": c.call_id, "tool": c.tool,
-                    "args": inv.args, "status": ToolStatus::Ok, "result": out.result,
-                });
-                (
-                    Some(out.result.clone()),
-                    None,
-                    out.effect.clone(),
-                    out.result.to_string(),
-                    Some(action),
-                )
-            }
-            Err(e) => (
-                None,
-                Some(e.message.clone()),
-                None,
-                e.to_model_json().to_string(),
-                None,
-            ),
-        };
-        if c.in_turn
-            && let Some(t) = self.turn.as_mut()
-        {
-            t.turn.call_ran(tool_event.clone(), effect.as_ref());
+            .observe(ran.duration_ms / 1000.0);
+        self.emit(ran.call);
+        audit::write(&self.deps.store, ran.audit);
+        if in_turn && let Some(t) = self.turn.as_mut() {
+            t.turn
+                .call_ran(ran.answer.event.clone(), ran.result.effect.as_ref());
         }
-        let seq = self.emit(Entry {
-            event: StoryEvent::ToolResult {
-                turn_id: c.turn_id.clone(),
-                call_id: c.call_id.clone(),
-                tool: c.tool.to_owned(),
-                status,
-                result,
-                reason,
-                error_code,
-                message,
-                duration_ms,
-            },
-            effect,
-            history: c.in_turn.then(|| HistoryEntry::ToolResult {
-                turn_id: c.turn_id.to_string(),
-                call_id: c.call_id.to_string(),
-                tool: c.tool.to_owned(),
-                content,
-            }),
-            action,
-        });
-        CallOutcome {
-            seq,
-            event: tool_event,
-            outcome: inv.outcome.map(|o| o.result),
-        }
+        let seq = self.emit(ran.result);
+        (seq, ran.answer)
     }
 
     fn complete_turn(
@@ -1113,33 +972,6 @@ impl SessionActor {
         );
         self.leave_hub(ctx);
     }
-}
-
-/// One tool call to run through the pipeline.
-struct CallSpec<'a> {
-    turn_id: &'a TurnId,
-    trace_id: &'a TraceId,
-    iteration: u32,
-    call_id: &'a CallId,
-    tool: &'a str,
-    raw: RawArgs,
-    role: Role,
-    /// Tokens of the model call that asked for it (zero outside turns).
-    usage: Usage,
-    /// A model turn's call: recorded in the history and the turn's events.
-    in_turn: bool,
-    /// Fails the call with this error without running the tool.
-    refused: Option<ToolError>,
-    /// Who called from outside, for the audit ledger.
-    origin: &'a CallOrigin,
-}
-
-/// What a call gave, once its frames are journalled.
-struct CallOutcome {
-    /// The seq of its `tool_result` frame.
-    seq: u64,
-    event: ToolEvent,
-    outcome: Result<Value, ToolError>,
 }
 
 impl Actor for SessionActor {

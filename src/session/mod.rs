@@ -7,6 +7,7 @@
 
 mod actor;
 pub mod audit;
+mod calls;
 mod fanout;
 mod hub;
 mod intake;
@@ -23,11 +24,12 @@ use rand::Rng;
 use rand::distr::Alphanumeric;
 
 use crate::config::Settings;
+use crate::game::GameState;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
 use crate::protocol::SessionId;
 use crate::storage::Store;
-use crate::tools::Registry;
+use crate::tools::{Caller, Registry, Role};
 
 pub use actor::{
     AwaitTurnEnd, CallTool, ChatAccepted, DirectCallDone, GetSnapshot, Joined, SessionActor,
@@ -118,6 +120,27 @@ pub struct SessionDeps {
     pub provider: Arc<dyn Provider>,
     pub limits: Limits,
     pub metrics: Arc<Metrics>,
+}
+
+/// What a session lends the parts that read it without owning it (the call
+/// pipeline, the prompt): its state and ids, read-only, and the tools.
+pub(super) struct SessionView<'a> {
+    pub registry: &'a Registry,
+    pub state: &'a GameState,
+    pub session_id: &'a SessionId,
+    pub tenant_id: &'a str,
+}
+
+impl SessionView<'_> {
+    /// The model as a caller: the game master, under the campaign's
+    /// allowlist.
+    pub(super) fn game_master(&self) -> Caller<'_> {
+        Caller {
+            role: Role::GameMaster,
+            allowlist: &self.state.allowlist,
+            session_id: self.session_id,
+        }
+    }
 }
 
 /// Sent to a connection: a story or control frame, or a request to close.
