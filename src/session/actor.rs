@@ -26,13 +26,14 @@ use actix::prelude::*;
 use bytestring::ByteString;
 use futures_util::StreamExt;
 use futures_util::stream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::audit::{self, CallOrigin};
 use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
 use super::intake::{Admission, ChatRefused, Intake, Load};
+use super::prompt;
 use super::replay::Restored;
 use super::sequencer::{Entry, Sequencer};
 use super::turn::{MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
@@ -43,13 +44,13 @@ use super::{
 use crate::error::{ErrorCode, Reason};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage, system_prompt};
+use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage};
 use crate::protocol::{
     CallId, ConnRole, ControlFrame, Position, SessionId, Snapshot, StatePatch, StoryEvent,
     ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, SessionMeta, StorageError};
-use crate::tools::{Caller, RawArgs, Role, ToolError};
+use crate::tools::{RawArgs, Role, ToolError};
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
@@ -606,19 +607,10 @@ impl SessionActor {
         let Some(ask) = calls::content_request(&self.view(), tool, arguments) else {
             return false;
         };
-        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_string()) else {
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone()) else {
             return false;
         };
-        let request = ModelRequest {
-            system: ask.system,
-            messages: vec![Arc::new(HistoryEntry::User {
-                turn_id,
-                text: ask.user,
-            })],
-            tools: Arc::default(),
-            context: Value::Null,
-            kind: RequestKind::Content,
-        };
+        let request = prompt::content_request(&turn_id, ask.system, ask.user);
         self.stream_model(request, ctx);
         if let Some(t) = self.turn.as_mut() {
             t.content_call = Some(ContentCall {
@@ -668,50 +660,16 @@ impl SessionActor {
             .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
     }
 
-    /// The model sees the history as it will be once everything journalled
-    /// is durable: it need not wait for the player's message to be on disk,
-    /// since nothing it says reaches a client before that.
+    /// The request for the running turn's next model call
+    /// ([`prompt::model_request`]).
     fn model_request(&self, kind: RequestKind) -> ModelRequest {
-        let caller = Caller {
-            role: Role::GameMaster,
-            allowlist: &self.state.allowlist,
-            session_id: &self.session_id,
-        };
+        let turn_no = self
+            .turn
+            .as_ref()
+            .map_or(self.state.turn, |t| t.turn.turn_no());
         let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
-        let history = self.state.history.iter().cloned().chain(in_flight);
-        ModelRequest::build(
-            system_prompt(&self.state),
-            history.collect(),
-            self.deps.limits.history_tokens,
-            self.deps.registry.openai_tools(&caller),
-            self.context_json(),
-            kind,
-        )
-    }
-
-    /// What the model is told about the session right now.
-    fn context_json(&self) -> Value {
-        let brief = |id: &str| {
-            self.state
-                .area(id)
-                .map(|a| json!({"area_id": a.area_id, "name": a.name}))
-                .unwrap_or(Value::Null)
-        };
-        let actor = self.state.active_actor();
-        let here = actor.and_then(|a| self.state.area(a.area_id.as_str()));
-        json!({
-            "session_id": self.session_id(),
-            "turn": self.turn.as_ref().map_or(self.state.turn, |t| t.turn.turn_no()),
-            "active_actor": actor.map(|a| json!({
-                "character_id": a.character_id, "name": a.name, "hp": a.hp, "max_hp": a.max_hp,
-                "state": a.state, "area_id": a.area_id,
-            })),
-            "current_area": here.map(|h| json!({
-                "area_id": h.area_id, "name": h.name, "description": h.description,
-                "reachable": h.reachable_area_ids.iter().map(|r| brief(r.as_str())).collect::<Vec<_>>(),
-            })),
-            "areas": self.state.areas.iter().map(|a| json!({"area_id": a.area_id, "name": a.name})).collect::<Vec<_>>(),
-        })
+        let budget = self.deps.limits.history_tokens;
+        prompt::model_request(&self.view(), in_flight, budget, turn_no, kind)
     }
 
     fn on_model_event(&mut self, event: Result<ModelEvent, LlmError>, ctx: &mut Context<Self>) {

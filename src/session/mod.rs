@@ -11,6 +11,7 @@ mod calls;
 mod fanout;
 mod hub;
 mod intake;
+mod prompt;
 mod replay;
 mod sequencer;
 mod turn;
