@@ -36,12 +36,12 @@ use super::intake::{Admission, ChatRefused, Intake, Load};
 use super::prompt;
 use super::replay::Restored;
 use super::sequencer::{Entry, Sequencer};
-use super::turn::{MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
+use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::{
     HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, SessionView, Unregister,
     random_token,
 };
-use crate::error::{ErrorCode, Reason};
+use crate::error::ErrorCode;
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage};
@@ -166,13 +166,6 @@ struct QueuedTurn {
     text: String,
 }
 
-/// A model-callable tool whose text a real model writes before it runs.
-struct ContentCall {
-    call_id: CallId,
-    tool: String,
-    args: Value,
-}
-
 /// A direct tool call waiting its turn.
 struct QueuedCall {
     tool: String,
@@ -193,9 +186,6 @@ enum Work {
 struct TurnRun {
     /// What the turn decides: iterations, calls, limits, its events.
     turn: Turn,
-    /// A tool call waiting for the model to write its text (the model call
-    /// in flight is for it, not for the next step of the turn).
-    content_call: Option<ContentCall>,
     /// Identifies the current model call, so stale events are ignored.
     model_call: u64,
     model_stream: Option<SpawnHandle>,
@@ -472,6 +462,12 @@ impl SessionActor {
                 tool,
                 arguments,
             } => self.run_model_call(call_id, tool, arguments, ctx),
+            Step::RunWithContent { call, text } => {
+                let (args, refused) =
+                    calls::with_content(&self.view(), &call.tool, call.args, text);
+                self.run_turn_call(&call.call_id, &call.tool, RawArgs::Value(args), refused);
+                self.advance(ctx);
+            }
             Step::RunCalls { asked } => {
                 if asked > MAX_CALLS_PER_ANSWER {
                     tracing::warn!(
@@ -538,7 +534,6 @@ impl SessionActor {
                 TraceId::from(format!("tr_{}", random_token(24))),
                 self.deps.limits.max_iterations,
             ),
-            content_call: None,
             model_call: 0,
             model_stream: None,
             deadline: Some(timer),
@@ -591,68 +586,6 @@ impl SessionActor {
         }
     }
 
-    /// A real model writes the content some tools ask for (`generate_zone`'s
-    /// names and descriptions, [`crate::tools::Tool::content_request`]): this
-    /// asks for it, and the call runs when the answer is in.
-    fn ask_for_content(
-        &mut self,
-        call_id: &CallId,
-        tool: &str,
-        arguments: &str,
-        ctx: &mut Context<Self>,
-    ) -> bool {
-        if !self.deps.provider.writes_content() {
-            return false;
-        }
-        let Some(ask) = calls::content_request(&self.view(), tool, arguments) else {
-            return false;
-        };
-        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone()) else {
-            return false;
-        };
-        let request = prompt::content_request(&turn_id, ask.system, ask.user);
-        self.stream_model(request, ctx);
-        if let Some(t) = self.turn.as_mut() {
-            t.content_call = Some(ContentCall {
-                call_id: call_id.clone(),
-                tool: tool.to_owned(),
-                args: ask.args,
-            });
-        }
-        true
-    }
-
-    /// The model answered (or failed) a content request: run the waiting
-    /// call with the text, or fail it with why.
-    fn content_answered(&mut self, answer: Result<String, ToolError>, ctx: &mut Context<Self>) {
-        let Some(t) = self.turn.as_mut() else { return };
-        let Some(c) = t.content_call.take() else {
-            return;
-        };
-        t.model_stream = None;
-        let (turn_id, trace_id, iteration, usage) = (
-            t.turn.turn_id().clone(),
-            t.turn.trace_id().clone(),
-            t.turn.iteration(),
-            t.turn.step_usage(),
-        );
-        let (args, refused) = calls::with_content(&self.view(), &c.tool, c.args, answer);
-        self.run_call(Call {
-            turn_id: &turn_id,
-            trace_id: &trace_id,
-            iteration,
-            call_id: &c.call_id,
-            tool: &c.tool,
-            raw: RawArgs::Value(args),
-            role: Role::GameMaster,
-            usage,
-            in_turn: true,
-            refused,
-            origin: &CallOrigin::default(),
-        });
-        self.advance(ctx);
-    }
-
     /// Whether a tool's effect is journalled but not yet durable and applied.
     fn effects_in_flight(&self) -> bool {
         self.sequencer
@@ -674,26 +607,6 @@ impl SessionActor {
 
     fn on_model_event(&mut self, event: Result<ModelEvent, LlmError>, ctx: &mut Context<Self>) {
         let Some(t) = self.turn.as_mut() else { return };
-        if t.content_call.is_some() {
-            // Text written for a tool is not narrative: nothing streams out.
-            match event {
-                Ok(ModelEvent::Delta(_)) => {}
-                Ok(ModelEvent::Done(reply)) => {
-                    t.turn.add_usage(reply.usage);
-                    self.content_answered(Ok(reply.text), ctx);
-                }
-                Err(e) => {
-                    let reason = match e {
-                        LlmError::Timeout => Reason::Timeout,
-                        _ => Reason::ExecutionFailed,
-                    };
-                    self.log_model_failure(&e);
-                    let error = ToolError::new(reason, e.code(), e.public_message());
-                    self.content_answered(Err(error), ctx);
-                }
-            }
-            return;
-        }
         match event {
             Ok(ModelEvent::Delta(text)) => {
                 if let Some(text) = t.turn.on_delta(text) {
@@ -732,7 +645,10 @@ impl SessionActor {
     }
 
     /// Runs a tool call the model asked for, unless a real model writes
-    /// its text first ([`Self::ask_for_content`]).
+    /// its text first: the content some tools ask for (`generate_zone`'s
+    /// names and descriptions, [`calls::content_request`]) is asked for
+    /// here, and the call runs when the turn has the answer
+    /// ([`Step::RunWithContent`]).
     fn run_model_call(
         &mut self,
         call_id: CallId,
@@ -740,9 +656,39 @@ impl SessionActor {
         arguments: String,
         ctx: &mut Context<Self>,
     ) {
-        if self.ask_for_content(&call_id, &tool, &arguments, ctx) {
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone()) else {
+            return;
+        };
+        let ask = self
+            .deps
+            .provider
+            .writes_content()
+            .then(|| calls::content_request(&self.view(), &tool, &arguments));
+        if let Some(ask) = ask.flatten() {
+            if let Some(t) = self.turn.as_mut() {
+                let args = ask.args;
+                t.turn.await_content(ContentCall {
+                    call_id,
+                    tool,
+                    args,
+                });
+            }
+            let request = prompt::content_request(&turn_id, ask.system, ask.user);
+            self.stream_model(request, ctx);
             return;
         }
+        self.run_turn_call(&call_id, &tool, RawArgs::Text(arguments), None);
+    }
+
+    /// Runs a call of the running turn as the game master; `refused` fails
+    /// it without running the tool.
+    fn run_turn_call(
+        &mut self,
+        call_id: &CallId,
+        tool: &str,
+        raw: RawArgs,
+        refused: Option<ToolError>,
+    ) {
         let Some(t) = self.turn.as_ref() else { return };
         let (turn_id, trace_id) = (t.turn.turn_id().clone(), t.turn.trace_id().clone());
         let (iteration, usage) = (t.turn.iteration(), t.turn.step_usage());
@@ -750,13 +696,13 @@ impl SessionActor {
             turn_id: &turn_id,
             trace_id: &trace_id,
             iteration,
-            call_id: &call_id,
-            tool: &tool,
-            raw: RawArgs::Text(arguments),
+            call_id,
+            tool,
+            raw,
             role: Role::GameMaster,
             usage,
             in_turn: true,
-            refused: None,
+            refused,
             origin: &CallOrigin::default(),
         });
     }
@@ -999,17 +945,8 @@ impl StreamHandler<ModelMsg> for SessionActor {
         }
         match msg.event {
             Some(event) => self.on_model_event(event, ctx),
-            None if self.turn.as_ref().is_some_and(|t| t.content_call.is_some()) => self
-                .content_answered(
-                    Err(ToolError::new(
-                        Reason::ExecutionFailed,
-                        ErrorCode::UpstreamError,
-                        "the model stream ended without an answer",
-                    )),
-                    ctx,
-                ),
             None => {
-                if let Some(step) = self.turn.as_ref().map(|t| t.turn.on_stream_end()) {
+                if let Some(step) = self.turn.as_mut().map(|t| t.turn.on_stream_end()) {
                     self.execute(step, ctx);
                 }
             }
