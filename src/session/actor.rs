@@ -37,17 +37,18 @@ use super::prompt;
 use super::replay::Restored;
 use super::sequencer::{Entry, Sequencer};
 use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
+use super::turn_frames;
 use super::{
     HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, SessionView, Unregister,
     random_token,
 };
 use crate::error::ErrorCode;
 use crate::game::rng::SplitMix64;
-use crate::game::{Effect, GameState, HistoryEntry};
+use crate::game::{Effect, GameState};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage};
 use crate::protocol::{
-    CallId, ConnRole, ControlFrame, Position, SessionId, Snapshot, StatePatch, StoryEvent,
-    ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
+    CallId, ConnRole, ControlFrame, SessionId, Snapshot, StoryEvent, ToolEvent, TraceId, TurnEnd,
+    TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, SessionMeta, StorageError};
 use crate::tools::{RawArgs, Role, ToolError};
@@ -500,21 +501,9 @@ impl SessionActor {
     }
 
     fn start_turn(&mut self, q: QueuedTurn, ctx: &mut Context<Self>) {
-        let actor_id = self.state.active_actor_id.0.clone();
-        self.emit(Entry {
-            event: StoryEvent::TurnStarted {
-                turn_id: q.turn_id.clone(),
-                request_id: q.request_id,
-                actor_id,
-                text: q.text.clone(),
-            },
-            effect: Some(Effect::BeginTurn { turn: q.turn_no }),
-            history: Some(HistoryEntry::User {
-                turn_id: q.turn_id.to_string(),
-                text: q.text,
-            }),
-            action: None,
-        });
+        let started =
+            turn_frames::started(&self.state, q.turn_no, &q.turn_id, q.request_id, q.text);
+        self.emit(started);
         let turn_id = q.turn_id.clone();
         let deadline = self.deps.limits.turn_deadline;
         let timer = ctx.run_later(deadline, move |act, ctx| {
@@ -747,27 +736,8 @@ impl SessionActor {
         if let Some(h) = t.deadline {
             ctx.cancel_future(h);
         }
-        let state_patch = self.state_patch(&t.turn);
-        let turn_id = t.turn.turn_id().clone();
-        let (iterations, usage) = (t.turn.iteration(), t.turn.usage());
-        self.emit(Entry {
-            event: StoryEvent::TurnCompleted(TurnCompleted {
-                turn_id: turn_id.clone(),
-                reply: reply.clone(),
-                dialog_type,
-                iterations,
-                tool_events: t.turn.into_tool_events(),
-                state_patch,
-                usage,
-                limit,
-            }),
-            effect: None,
-            history: Some(HistoryEntry::Assistant {
-                turn_id: turn_id.to_string(),
-                text: reply,
-            }),
-            action: None,
-        });
+        let completed = turn_frames::completed(t.turn, &self.state, reply, dialog_type, limit);
+        self.emit(completed);
         self.turn_ended(ctx);
     }
 
@@ -788,20 +758,7 @@ impl SessionActor {
         metrics.turn_ended(t.started.elapsed(), t.model_time);
         let turn_id = t.turn.turn_id().clone();
         tracing::info!(session_id = %self.meta.session_id, %turn_id, code = ?code, %message, "turn failed");
-        self.emit(Entry {
-            event: StoryEvent::TurnFailed(TurnFailed {
-                turn_id: turn_id.clone(),
-                error_code: code,
-                message: message.clone(),
-                limit,
-            }),
-            effect: None,
-            history: Some(HistoryEntry::Assistant {
-                turn_id: turn_id.to_string(),
-                text: format!("[the turn ended early: {message}]"),
-            }),
-            action: None,
-        });
+        self.emit(turn_frames::failed(&turn_id, code, message, limit));
         self.turn_ended(ctx);
     }
 
@@ -809,26 +766,6 @@ impl SessionActor {
         self.last_activity = Instant::now();
         self.report_stats();
         self.advance(ctx);
-    }
-
-    /// What this turn changed, read from the state after its effects.
-    fn state_patch(&self, t: &Turn) -> StatePatch {
-        StatePatch {
-            areas: t
-                .touched_areas()
-                .iter()
-                .filter_map(|id| self.state.area(id).cloned())
-                .collect(),
-            characters: t
-                .touched_characters()
-                .iter()
-                .filter_map(|id| self.state.character(id).cloned())
-                .collect(),
-            position: self.state.active_actor().map(|a| Position {
-                actor_id: a.character_id.0.clone(),
-                area_id: a.area_id.0.clone(),
-            }),
-        }
     }
 
     // ----- lifecycle --------------------------------------------------------
@@ -885,22 +822,13 @@ impl Actor for SessionActor {
         let addr = ctx.address();
         self.sink = Some(DurableSink::new(move |r| addr.do_send(Durable(r))));
         if let Some(turn_id) = self.interrupted_turn.take() {
-            let message =
-                "the server stopped during this turn; its completed tool calls are kept".to_owned();
-            self.emit(Entry {
-                event: StoryEvent::TurnFailed(TurnFailed {
-                    turn_id: turn_id.clone(),
-                    error_code: ErrorCode::InternalError,
-                    message: message.clone(),
-                    limit: None,
-                }),
-                effect: None,
-                history: Some(HistoryEntry::Assistant {
-                    turn_id: turn_id.to_string(),
-                    text: format!("[the turn ended early: {message}]"),
-                }),
-                action: None,
-            });
+            let message = turn_frames::INTERRUPTED.to_owned();
+            self.emit(turn_frames::failed(
+                &turn_id,
+                ErrorCode::InternalError,
+                message,
+                None,
+            ));
         }
         let every = (self.deps.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));

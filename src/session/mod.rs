@@ -15,6 +15,7 @@ mod prompt;
 mod replay;
 mod sequencer;
 mod turn;
+mod turn_frames;
 
 use std::sync::Arc;
 use std::time::Duration;

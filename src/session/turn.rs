@@ -515,24 +515,45 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
     }
 }
 
+/// What the turn's tests and its neighbours' build turns from.
+#[cfg(test)]
+pub(super) mod test_support {
+    use crate::error::ToolStatus;
+    use crate::llm::ModelToolCall;
+    use crate::protocol::ToolEvent;
+
+    /// A tool call as a model asks for it.
+    pub(in crate::session) fn call(id: &str, name: &str, arguments: &str) -> ModelToolCall {
+        ModelToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    /// The event of a call that succeeded.
+    pub(in crate::session) fn event(call_id: &str, tool: &str) -> ToolEvent {
+        ToolEvent {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            status: ToolStatus::Ok,
+            reason: None,
+            error_code: None,
+            duration_ms: 0.0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_support::{call, event};
     use super::*;
-    use crate::error::ToolStatus;
     use crate::game::state::{AreaId, CharacterId};
 
     const MAX_ITERATIONS: u32 = 4;
 
     fn turn(max_iterations: u32) -> Turn {
         Turn::new("t1".into(), 1, "tr_1".into(), max_iterations)
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> ModelToolCall {
-        ModelToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
     }
 
     /// `n` calls of `roll`, each with other arguments (none repeats).
@@ -551,17 +572,6 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: 2,
             },
-        }
-    }
-
-    fn event(call_id: &str, tool: &str) -> ToolEvent {
-        ToolEvent {
-            call_id: call_id.into(),
-            tool: tool.into(),
-            status: ToolStatus::Ok,
-            reason: None,
-            error_code: None,
-            duration_ms: 0.0,
         }
     }
 
