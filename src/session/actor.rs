@@ -19,7 +19,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -32,7 +31,11 @@ use tokio::sync::oneshot;
 use super::audit::{self, CallOrigin};
 use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
-use super::intake::{Admission, ChatRefused, Intake, Load};
+use super::intake::{Admission, Intake, Load};
+use super::messages::{
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
+    SubmitChat, Subscribe, Unsubscribe,
+};
 use super::prompt;
 use super::replay::Restored;
 use super::sequencer::{Entry, Sequencer};
@@ -47,8 +50,7 @@ use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage};
 use crate::protocol::{
-    CallId, ConnRole, ControlFrame, SessionId, Snapshot, StoryEvent, ToolEvent, TraceId, TurnEnd,
-    TurnId, TurnLimit,
+    CallId, ControlFrame, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, SessionMeta, StorageError};
 use crate::tools::{RawArgs, Role, ToolError};
@@ -56,93 +58,7 @@ use crate::tools::{RawArgs, Role, ToolError};
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
 
-// ----- messages -----------------------------------------------------------
-
-/// Asks to start a turn with a player's message; answers the ack or why not.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<ChatAccepted, ChatRefused>")]
-pub struct SubmitChat {
-    pub text: String,
-    pub request_id: Option<String>,
-    /// The WebSocket connection that sent it, if one did: the session puts
-    /// the `ack` on that connection's queue itself, ahead of every frame of
-    /// the turn (PROTOCOL.md §7.4), and says so in [`ChatAccepted::acked`].
-    pub conn_id: Option<u64>,
-}
-
-/// A chat that was taken (or recognised as a duplicate).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatAccepted {
-    pub turn_id: TurnId,
-    pub duplicate: bool,
-    /// Turns ahead of this one.
-    pub queued: usize,
-    /// The session already put the `ack` on the sending connection's queue
-    /// ([`SubmitChat::conn_id`]); the connection must not send another.
-    pub acked: bool,
-}
-
-/// Runs one tool call outside a model turn (a person or a service calling),
-/// queued behind the work ahead of it; answers once its result is durable.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<DirectCallDone, ChatRefused>")]
-pub struct CallTool {
-    pub tool: String,
-    pub args: Value,
-    pub role: Role,
-    pub trace_id: TraceId,
-    pub origin: CallOrigin,
-}
-
-/// A direct call's outcome, durable when it is answered.
-#[derive(Debug)]
-pub struct DirectCallDone {
-    pub turn_id: TurnId,
-    pub call_id: CallId,
-    /// The seq of its `tool_result` frame.
-    pub seq: u64,
-    pub event: ToolEvent,
-    pub outcome: Result<Value, ToolError>,
-}
-
-/// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and
-/// answers it once durable.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<TurnEnd, ChatRefused>")]
-pub struct AwaitTurnEnd {
-    pub turn_id: TurnId,
-}
-
-/// Adds a connection; answers its welcome frame and any resumed backlog.
-#[derive(Message)]
-#[rtype(result = "Result<Joined, ChatRefused>")]
-pub struct Subscribe {
-    pub conn_id: u64,
-    pub role: ConnRole,
-    pub last_seq: Option<u64>,
-    pub recipient: Recipient<Outbound>,
-    /// Set by the session when this connection's queue overflows.
-    pub overflow: Arc<AtomicBool>,
-}
-
-/// The frames a new connection sends first.
-pub struct Joined {
-    pub welcome: ByteString,
-    pub backlog: Vec<ByteString>,
-}
-
-/// Removes a connection.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct Unsubscribe {
-    pub conn_id: u64,
-}
-
-/// Asks for the session snapshot as JSON text (refused only while the
-/// session stops, so the caller reads the next actor's).
-#[derive(Debug, Message)]
-#[rtype(result = "Result<String, ChatRefused>")]
-pub struct GetSnapshot;
+// ----- the actor's own messages ---------------------------------------------
 
 /// The writer's notice: everything up to this seq is durable (or it failed).
 #[derive(Message)]

@@ -24,48 +24,10 @@ use std::num::NonZeroU32;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
+use super::messages::ChatRefused;
 use super::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
 use crate::protocol::{TurnId, check_request_id};
-
-/// A chat that was refused.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatRefused {
-    pub code: ErrorCode,
-    pub message: String,
-    pub retry_after_ms: Option<u64>,
-    /// The session is stopping (unloading, or failed): look it up again
-    /// and the next actor takes the work. Told apart by this, not by its
-    /// code, which clients see as `INTERNAL_ERROR`.
-    reloading: bool,
-}
-
-impl ChatRefused {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retry_after_ms: None,
-            reloading: false,
-        }
-    }
-
-    /// The session is stopping; the caller should look it up again.
-    pub fn reloading() -> Self {
-        Self {
-            reloading: true,
-            ..Self::new(
-                ErrorCode::InternalError,
-                "the session is reloading; try again",
-            )
-        }
-    }
-
-    /// Whether looking the session up again may succeed.
-    pub fn is_reloading(&self) -> bool {
-        self.reloading
-    }
-}
 
 /// Request ids already taken, oldest forgotten first.
 #[derive(Default)]
@@ -173,10 +135,7 @@ impl Intake {
             });
         }
         if let Some(reason) = storage_refusing() {
-            return Err(ChatRefused {
-                retry_after_ms: Some(1000),
-                ..ChatRefused::new(ErrorCode::Overloaded, reason)
-            });
+            return Err(ChatRefused::new(ErrorCode::Overloaded, reason).with_retry_after(1000));
         }
         let max_queue = self.max_queued_turns;
         if load.busy && load.waiting >= max_queue {
@@ -187,13 +146,11 @@ impl Intake {
         }
         if let Err(not_until) = self.limiter.check() {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
-            return Err(ChatRefused {
-                retry_after_ms: Some(wait.as_millis() as u64 + 1),
-                ..ChatRefused::new(
-                    ErrorCode::RateLimited,
-                    format!("too many messages; try again in {} ms", wait.as_millis()),
-                )
-            });
+            return Err(ChatRefused::new(
+                ErrorCode::RateLimited,
+                format!("too many messages; try again in {} ms", wait.as_millis()),
+            )
+            .with_retry_after(wait.as_millis() as u64 + 1));
         }
         Ok(Admission::New { text })
     }

@@ -11,6 +11,7 @@ mod calls;
 mod fanout;
 mod hub;
 mod intake;
+mod messages;
 mod prompt;
 mod replay;
 mod sequencer;
@@ -33,13 +34,13 @@ use crate::protocol::SessionId;
 use crate::storage::Store;
 use crate::tools::{Caller, Registry, Role};
 
-pub use actor::{
-    AwaitTurnEnd, CallTool, ChatAccepted, DirectCallDone, GetSnapshot, Joined, SessionActor,
-    SubmitChat, Subscribe, Unsubscribe,
-};
+pub use actor::SessionActor;
 pub use audit::CallOrigin;
 pub use hub::{CreateSession, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
-pub use intake::ChatRefused;
+pub use messages::{
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
+    SubmitChat, Subscribe, Unsubscribe,
+};
 
 /// A random string of ASCII letters and digits.
 pub fn random_token(len: usize) -> String {
