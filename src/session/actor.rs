@@ -17,7 +17,6 @@
 //! actor keeps the timer), and the [`Intake`] decides whether a chat is
 //! taken (the actor numbers and queues the turns it admits).
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,13 +24,12 @@ use actix::prelude::*;
 use bytestring::ByteString;
 use futures_util::StreamExt;
 use futures_util::stream;
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::audit::{self, CallOrigin};
 use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
-use super::intake::{Admission, Intake, Load};
+use super::intake::{Intake, QueuedCall, QueuedTurn, Work};
 use super::messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
     SubmitChat, Subscribe, Unsubscribe,
@@ -75,30 +73,6 @@ struct ModelMsg {
 
 // ----- state --------------------------------------------------------------
 
-/// A chat waiting for its turn.
-struct QueuedTurn {
-    turn_no: u64,
-    turn_id: TurnId,
-    request_id: Option<String>,
-    text: String,
-}
-
-/// A direct tool call waiting its turn.
-struct QueuedCall {
-    tool: String,
-    args: Value,
-    role: Role,
-    trace_id: TraceId,
-    origin: CallOrigin,
-    reply: oneshot::Sender<DirectCallDone>,
-}
-
-/// What waits in a session's queue: turns and direct calls, in arrival order.
-enum Work {
-    Turn(QueuedTurn),
-    Call(QueuedCall),
-}
-
 /// The turn being played: its [`Turn`] and what of it is actix's.
 struct TurnRun {
     /// What the turn decides: iterations, calls, limits, its events.
@@ -130,9 +104,7 @@ pub struct SessionActor {
     sequencer: Sequencer,
     /// The connections, what they are sent, and when presence goes out.
     fanout: Fanout,
-    queue: VecDeque<Work>,
     turn: Option<TurnRun>,
-    next_turn_no: u64,
     /// Whether a chat is taken: its checks, rate limit and request ids.
     intake: Intake,
     rng: SplitMix64,
@@ -157,13 +129,11 @@ impl SessionActor {
             session_id: SessionId::from(meta.session_id.as_str()),
             meta,
             hub,
-            next_turn_no: restored.state.turn + 1,
+            intake: Intake::new(&deps.limits, restored.requests, restored.state.turn + 1),
             state: restored.state,
             sequencer: Sequencer::new(restored.last_seq, restored.ring),
             fanout: Fanout::default(),
-            queue: VecDeque::new(),
             turn: None,
-            intake: Intake::new(&deps.limits, restored.requests),
             interrupted_turn: restored.interrupted_turn,
             rng: SplitMix64::from_entropy(),
             model_calls: 0,
@@ -223,7 +193,7 @@ impl SessionActor {
     }
 
     /// Runs a queued direct call; its caller hears once the result is durable.
-    fn run_direct(&mut self, c: QueuedCall) {
+    fn run_direct(&mut self, QueuedCall { call: c, reply }: QueuedCall) {
         let turn_id = TurnId::from(format!("direct_{}", random_token(12)));
         let call_id = CallId::from("call_1");
         let (seq, answer) = self.run_call(Call {
@@ -247,7 +217,6 @@ impl SessionActor {
             event: answer.event,
             outcome: answer.outcome,
         };
-        let reply = c.reply;
         let answer = Box::new(move || {
             let _ = reply.send(done);
         });
@@ -337,14 +306,8 @@ impl SessionActor {
     fn advance(&mut self, ctx: &mut Context<Self>) {
         loop {
             match self.turn.as_ref().map(|t| t.turn.phase()) {
-                None => match self.queue.pop_front() {
+                None => match self.intake.next(self.effects_in_flight()) {
                     Some(Work::Turn(q)) => self.start_turn(q, ctx),
-                    // A direct call reads the state, so it waits for the
-                    // effects before it to be durable and applied.
-                    Some(Work::Call(c)) if self.effects_in_flight() => {
-                        self.queue.push_front(Work::Call(c));
-                        return;
-                    }
                     Some(Work::Call(c)) => self.run_direct(c),
                     None => return,
                 },
@@ -689,7 +652,7 @@ impl SessionActor {
     fn idle(&self) -> bool {
         self.fanout.is_empty()
             && self.turn.is_none()
-            && self.queue.is_empty()
+            && !self.intake.has_work()
             && !self.sequencer.has_pending()
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
@@ -805,12 +768,25 @@ impl Handler<SubmitChat> for SessionActor {
     type Result = Result<ChatAccepted, ChatRefused>;
 
     fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
-        let conn_id = msg.conn_id;
+        let (busy, store) = (self.turn.is_some(), &self.deps.store);
         let request_id = msg.request_id.clone();
-        let mut taken = self.take_chat(msg, ctx);
+        let taken = self
+            .intake
+            .take_chat(&msg.text, msg.request_id, self.stopping, busy, || {
+                store.refusing()
+            });
+        let mut accepted = taken.inspect_err(|refused| {
+            if refused.code == ErrorCode::RateLimited {
+                self.deps.metrics.rate_limited.inc();
+            }
+        })?;
+        if !accepted.duplicate {
+            self.last_activity = Instant::now();
+            self.advance(ctx);
+        }
         // The turn's frames go out only once durable, from a later message;
         // the ack queued now on the same connection is ahead of all of them.
-        if let (Ok(accepted), Some(conn_id)) = (&mut taken, conn_id) {
+        if let Some(conn_id) = msg.conn_id {
             let ack = ControlFrame::Ack {
                 request_id,
                 turn_id: accepted.turn_id.clone(),
@@ -821,66 +797,7 @@ impl Handler<SubmitChat> for SessionActor {
                 .fanout
                 .send_to(conn_id, Outbound::Frame(ByteString::from(ack.to_json())));
         }
-        taken
-    }
-}
-
-impl SessionActor {
-    /// Takes a chat into the queue, or says why not.
-    fn take_chat(
-        &mut self,
-        msg: SubmitChat,
-        ctx: &mut Context<Self>,
-    ) -> Result<ChatAccepted, ChatRefused> {
-        let load = Load {
-            stopping: self.stopping,
-            busy: self.turn.is_some(),
-            waiting: self.queue.len(),
-        };
-        let store = &self.deps.store;
-        let admitted = self
-            .intake
-            .admit(&msg.text, msg.request_id.as_deref(), load, || {
-                store.refusing()
-            });
-        let text = match admitted {
-            Ok(Admission::New { text }) => text.to_owned(),
-            Ok(Admission::Duplicate { turn_id }) => {
-                return Ok(ChatAccepted {
-                    turn_id,
-                    duplicate: true,
-                    queued: 0,
-                    acked: false,
-                });
-            }
-            Err(refused) => {
-                if refused.code == ErrorCode::RateLimited {
-                    self.deps.metrics.rate_limited.inc();
-                }
-                return Err(refused);
-            }
-        };
-        let queued = self.queue.len() + usize::from(self.turn.is_some());
-        let turn_no = self.next_turn_no;
-        self.next_turn_no += 1;
-        let turn_id = TurnId::from(format!("turn_{turn_no}"));
-        if let Some(r) = &msg.request_id {
-            self.intake.remember(r.clone(), turn_id.clone());
-        }
-        self.queue.push_back(Work::Turn(QueuedTurn {
-            turn_no,
-            turn_id: turn_id.clone(),
-            request_id: msg.request_id,
-            text,
-        }));
-        self.last_activity = Instant::now();
-        self.advance(ctx);
-        Ok(ChatAccepted {
-            turn_id,
-            duplicate: false,
-            queued,
-            acked: false,
-        })
+        Ok(accepted)
     }
 }
 
@@ -888,30 +805,15 @@ impl Handler<CallTool> for SessionActor {
     type Result = ResponseFuture<Result<DirectCallDone, ChatRefused>>;
 
     fn handle(&mut self, msg: CallTool, ctx: &mut Self::Context) -> Self::Result {
-        let refusal = |r: ChatRefused| Box::pin(std::future::ready(Err(r))) as Self::Result;
-        let refuse = |code, message: String| refusal(ChatRefused::new(code, message));
-        if self.stopping {
-            return refusal(ChatRefused::reloading());
-        }
-        let max_queue = self.deps.limits.max_queued_turns;
-        if self.turn.is_some() && self.queue.len() >= max_queue {
-            return refuse(
-                ErrorCode::QueueFull,
-                format!("{max_queue} calls are already waiting"),
-            );
-        }
-        if let Some(reason) = self.deps.store.refusing() {
-            return refuse(ErrorCode::Overloaded, reason.into());
-        }
         let (reply, answer) = oneshot::channel();
-        self.queue.push_back(Work::Call(QueuedCall {
-            tool: msg.tool,
-            args: msg.args,
-            role: msg.role,
-            trace_id: msg.trace_id,
-            origin: msg.origin,
-            reply,
-        }));
+        let (busy, store) = (self.turn.is_some(), &self.deps.store);
+        let call = QueuedCall { call: msg, reply };
+        let taken = self
+            .intake
+            .take_call(call, self.stopping, busy, || store.refusing());
+        if let Err(refused) = taken {
+            return Box::pin(std::future::ready(Err(refused)));
+        }
         self.last_activity = Instant::now();
         self.advance(ctx);
         Box::pin(async move {
@@ -937,10 +839,7 @@ impl Handler<AwaitTurnEnd> for SessionActor {
             )
         };
         let open = self.turn.as_ref().is_some_and(|t| *t.turn.turn_id() == id)
-            || self
-                .queue
-                .iter()
-                .any(|w| matches!(w, Work::Turn(q) if q.turn_id == id))
+            || self.intake.holds_turn(&id)
             || self.sequencer.ends_pending(&id);
         if open {
             let rx = self.sequencer.await_turn_end(id);
