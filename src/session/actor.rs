@@ -35,17 +35,14 @@ use super::messages::{
     SubmitChat, Subscribe, Unsubscribe,
 };
 use super::prompt;
-use super::replay::Restored;
+use super::replay::{self, Restored};
 use super::sequencer::{Entry, Sequencer};
 use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::turn_frames;
-use super::{
-    HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, SessionView, Unregister,
-    random_token,
-};
+use super::{HubLink, Outbound, SessionDeps, SessionStats, SessionView, Unregister, random_token};
 use crate::error::ErrorCode;
 use crate::game::rng::SplitMix64;
-use crate::game::{Effect, GameState};
+use crate::game::GameState;
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage};
 use crate::protocol::{
     CallId, ControlFrame, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
@@ -110,7 +107,6 @@ pub struct SessionActor {
     rng: SplitMix64,
     model_calls: u64,
     last_activity: Instant,
-    since_snapshot: u64,
     /// Hands durability notices back to this actor; set in `started`.
     sink: Option<DurableSink>,
     /// Closed with `turn_failed` once started, so no client waits forever.
@@ -138,7 +134,6 @@ impl SessionActor {
             rng: SplitMix64::from_entropy(),
             model_calls: 0,
             last_activity: Instant::now(),
-            since_snapshot: 0,
             sink: None,
             stopping: false,
             deps,
@@ -185,9 +180,8 @@ impl SessionActor {
             for waiter in p.waiters {
                 waiter();
             }
-            self.since_snapshot += 1;
         }
-        if self.since_snapshot >= SNAPSHOT_EVERY {
+        if self.sequencer.snapshot_due() {
             self.write_snapshot(None);
         }
     }
@@ -288,7 +282,7 @@ impl SessionActor {
 
     /// Writes the released state as the session's snapshot.
     fn write_snapshot(&mut self, done: Option<oneshot::Sender<Result<(), StorageError>>>) {
-        self.since_snapshot = 0;
+        self.sequencer.snapshot_taken();
         match serde_json::to_string(&self.state) {
             Ok(state) => self.deps.store.snapshot(
                 &self.meta.session_id,
@@ -306,12 +300,12 @@ impl SessionActor {
     fn advance(&mut self, ctx: &mut Context<Self>) {
         loop {
             match self.turn.as_ref().map(|t| t.turn.phase()) {
-                None => match self.intake.next(self.effects_in_flight()) {
+                None => match self.intake.next(self.sequencer.effects_in_flight()) {
                     Some(Work::Turn(q)) => self.start_turn(q, ctx),
                     Some(Work::Call(c)) => self.run_direct(c),
                     None => return,
                 },
-                Some(Phase::Waiting { .. }) if !self.effects_in_flight() => {
+                Some(Phase::Waiting { .. }) if !self.sequencer.effects_in_flight() => {
                     match self.turn.as_mut().and_then(|t| t.turn.resume()) {
                         Some(step) => self.execute(step, ctx),
                         None => return,
@@ -452,13 +446,6 @@ impl SessionActor {
             t.model_stream = Some(handle);
             t.turn.model_called();
         }
-    }
-
-    /// Whether a tool's effect is journalled but not yet durable and applied.
-    fn effects_in_flight(&self) -> bool {
-        self.sequencer
-            .pending()
-            .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
     }
 
     /// The request for the running turn's next model call
@@ -832,40 +819,15 @@ impl Handler<AwaitTurnEnd> for SessionActor {
 
     fn handle(&mut self, msg: AwaitTurnEnd, _: &mut Self::Context) -> Self::Result {
         let id = msg.turn_id;
-        let lost = || {
-            ChatRefused::new(
-                ErrorCode::InternalError,
-                "the session stopped before the turn ended; its progress is kept",
-            )
-        };
         let open = self.turn.as_ref().is_some_and(|t| *t.turn.turn_id() == id)
             || self.intake.holds_turn(&id)
             || self.sequencer.ends_pending(&id);
         if open {
             let rx = self.sequencer.await_turn_end(id);
-            return Box::pin(async move { rx.await.map_err(|_| lost()) });
+            return Box::pin(async move { rx.await.map_err(|_| ChatRefused::turn_lost()) });
         }
-        // The turn ended and is durable: its last frame is in the journal,
-        // read back once here. One that does not read back as a turn's end
-        // is a bug, answered as an internal error.
-        let store = self.deps.store.clone();
-        let session_id = self.meta.session_id.clone();
-        Box::pin(async move {
-            match store.turn_end_frame(&session_id, id.as_str()).await {
-                Ok(Some(frame)) => serde_json::from_str(&frame).map_err(|e| {
-                    tracing::error!(error = %e, %session_id, turn_id = %id, "a stored turn end does not read back");
-                    ChatRefused::new(ErrorCode::InternalError, "internal error")
-                }),
-                Ok(None) => Err(ChatRefused::new(
-                    ErrorCode::NotFound,
-                    format!("no turn {id} in this session"),
-                )),
-                Err(e) => {
-                    tracing::error!(error = %e, "reading a turn's end failed");
-                    Err(lost())
-                }
-            }
-        })
+        let (store, session_id) = (self.deps.store.clone(), self.meta.session_id.clone());
+        Box::pin(replay::turn_end(store, session_id, id))
     }
 }
 

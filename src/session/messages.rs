@@ -147,6 +147,15 @@ impl ChatRefused {
         }
     }
 
+    /// A caller waited for a turn's end, and the session stopped before it
+    /// could answer (or could not read it back).
+    pub(super) fn turn_lost() -> Self {
+        Self::new(
+            ErrorCode::InternalError,
+            "the session stopped before the turn ended; its progress is kept",
+        )
+    }
+
     /// Whether looking the session up again may succeed.
     pub fn is_reloading(&self) -> bool {
         self.reloading

@@ -19,7 +19,9 @@
 //! - a durability notice for a seq already released is a no-op;
 //! - the ring holds at most [`RING_FRAMES`] frames, the newest released ones;
 //! - whoever waits for a frame (a turn's end, a direct call's result) is
-//!   answered with that frame as it is released, never before.
+//!   answered with that frame as it is released, never before;
+//! - a snapshot is due once [`SNAPSHOT_EVERY`] frames were released since
+//!   the last one.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -28,7 +30,7 @@ use bytestring::ByteString;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::RING_FRAMES;
+use super::{RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
 use crate::protocol::{StoryEvent, StoryFrame, TurnEnd, TurnId};
 use crate::storage::{JournalRow, now_ms};
@@ -98,6 +100,8 @@ pub(super) struct Sequencer {
     /// Callers waiting for a turn's last frame, by turn id; the turn may
     /// not have started yet.
     turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>,
+    /// Frames released since the last snapshot.
+    since_snapshot: u64,
 }
 
 impl Sequencer {
@@ -115,6 +119,7 @@ impl Sequencer {
             pending: VecDeque::new(),
             ring,
             turn_waiters: HashMap::new(),
+            since_snapshot: 0,
         }
     }
 
@@ -199,6 +204,7 @@ impl Sequencer {
                 }
             }
             self.released = p.seq;
+            self.since_snapshot += 1;
             self.ring.push_back((p.seq, p.bytes.clone()));
             if self.ring.len() > RING_FRAMES {
                 self.ring.pop_front();
@@ -246,6 +252,26 @@ impl Sequencer {
     /// Whether any staged frame still waits for durability.
     pub(super) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// Whether a tool's effect is staged but not yet durable: work that
+    /// reads the state (a direct call, the turn's next step) waits for it.
+    /// A turn's start is no tool's effect; nothing waits for it.
+    pub(super) fn effects_in_flight(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
+    }
+
+    /// Whether enough frames were released since the last snapshot that the
+    /// state should be written again.
+    pub(super) fn snapshot_due(&self) -> bool {
+        self.since_snapshot >= SNAPSHOT_EVERY
+    }
+
+    /// A snapshot of the released state was written.
+    pub(super) fn snapshot_taken(&mut self) {
+        self.since_snapshot = 0;
     }
 
     /// Whether the frame that ends `turn_id` is staged but not yet durable.
@@ -533,6 +559,40 @@ mod tests {
         assert_eq!(heard_now(), [12, 11], "a released seq is answered at once");
         answer(sq.durable(13));
         assert_eq!(heard_now(), [12, 11, 13]);
+    }
+
+    #[test]
+    fn only_a_tools_effect_staged_is_in_flight() {
+        let mut sq = Sequencer::new(0, VecDeque::new());
+        sq.stage(presence(1), None, None);
+        sq.stage(presence(2), Some(Effect::BeginTurn { turn: 1 }), None);
+        assert!(
+            !sq.effects_in_flight(),
+            "a frame without one, a turn's start"
+        );
+        let moved = Effect::Move {
+            character_id: "pc_001".into(),
+            to_area_id: "area_002".into(),
+        };
+        sq.stage(presence(3), Some(moved), None);
+        assert!(sq.effects_in_flight());
+        sq.durable(3);
+        assert!(!sq.effects_in_flight(), "durable effects are applied");
+    }
+
+    #[test]
+    fn a_snapshot_is_due_every_snapshot_every_released_frames() {
+        let mut sq = staged(0, SNAPSHOT_EVERY as usize * 2);
+        sq.durable(SNAPSHOT_EVERY - 1);
+        assert!(!sq.snapshot_due());
+        sq.durable(SNAPSHOT_EVERY);
+        assert!(sq.snapshot_due(), "counted across notices");
+        sq.snapshot_taken();
+        assert!(!sq.snapshot_due());
+        sq.durable(SNAPSHOT_EVERY * 2 - 1);
+        assert!(!sq.snapshot_due(), "counted from the last snapshot");
+        sq.durable(SNAPSHOT_EVERY * 2);
+        assert!(sq.snapshot_due());
     }
 
     #[test]
