@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use futures_util::stream;
 use tokio::sync::oneshot;
 
-use super::audit::{self, CallOrigin};
+use super::audit;
 use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
 use super::intake::{Intake, QueuedCall, QueuedTurn, Work};
@@ -41,14 +41,14 @@ use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::turn_frames;
 use super::{HubLink, Outbound, SessionDeps, SessionStats, SessionView, Unregister, random_token};
 use crate::error::ErrorCode;
-use crate::game::rng::SplitMix64;
 use crate::game::GameState;
-use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage};
+use crate::game::rng::SplitMix64;
+use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
     CallId, ControlFrame, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, SessionMeta, StorageError};
-use crate::tools::{RawArgs, Role, ToolError};
+use crate::tools::{RawArgs, ToolError};
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
@@ -187,22 +187,11 @@ impl SessionActor {
     }
 
     /// Runs a queued direct call; its caller hears once the result is durable.
-    fn run_direct(&mut self, QueuedCall { call: c, reply }: QueuedCall) {
+    fn run_direct(&mut self, QueuedCall { call, reply }: QueuedCall) {
         let turn_id = TurnId::from(format!("direct_{}", random_token(12)));
-        let call_id = CallId::from("call_1");
-        let (seq, answer) = self.run_call(Call {
-            turn_id: &turn_id,
-            trace_id: &c.trace_id,
-            iteration: 0,
-            call_id: &call_id,
-            tool: &c.tool,
-            raw: RawArgs::Value(c.args),
-            role: c.role,
-            usage: Usage::default(),
-            in_turn: false,
-            refused: None,
-            origin: &c.origin,
-        });
+        let call = Call::direct(turn_id.clone(), call);
+        let call_id = call.call_id.clone();
+        let (seq, answer) = self.run_call(call);
         self.last_activity = Instant::now();
         let done = DirectCallDone {
             turn_id,
@@ -339,7 +328,7 @@ impl SessionActor {
             Step::RunWithContent { call, text } => {
                 let (args, refused) =
                     calls::with_content(&self.view(), &call.tool, call.args, text);
-                self.run_turn_call(&call.call_id, &call.tool, RawArgs::Value(args), refused);
+                self.run_turn_call(call.call_id, call.tool, RawArgs::Value(args), refused);
                 self.advance(ctx);
             }
             Step::RunCalls { asked } => {
@@ -363,7 +352,18 @@ impl SessionActor {
                 {
                     self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
-                self.complete_turn(reply, dialog_type, limit, ctx);
+                if let Some(turn) = self.end_turn(ctx) {
+                    self.deps.metrics.turns_completed.inc();
+                    let state = &self.state;
+                    self.emit(turn_frames::completed(
+                        turn,
+                        state,
+                        reply,
+                        dialog_type,
+                        limit,
+                    ));
+                    self.turn_ended(ctx);
+                }
             }
             Step::Fail {
                 code,
@@ -475,28 +475,14 @@ impl SessionActor {
                 self.execute(step, ctx);
             }
             Err(e) => {
+                // Logged whole under the turn's trace id: clients get only
+                // its public message.
+                let (turn_id, trace_id) = (t.turn.turn_id(), t.turn.trace_id());
+                tracing::warn!(session_id = %self.meta.session_id, %turn_id, %trace_id, error = %e, "model call failed");
                 let step = t.turn.on_model_error(&e);
-                self.log_model_failure(&e);
                 self.execute(step, ctx);
             }
         }
-    }
-
-    /// Logs a model failure whole, under the turn's trace id: clients get
-    /// only [`LlmError::public_message`].
-    fn log_model_failure(&self, e: &LlmError) {
-        let (turn_id, trace_id) = self
-            .turn
-            .as_ref()
-            .map(|t| (t.turn.turn_id().as_str(), t.turn.trace_id().as_str()))
-            .unwrap_or_default();
-        tracing::warn!(
-            session_id = %self.meta.session_id,
-            turn_id,
-            trace_id,
-            error = %e,
-            "model call failed"
-        );
     }
 
     /// Runs a tool call the model asked for, unless a real model writes
@@ -532,40 +518,28 @@ impl SessionActor {
             self.stream_model(request, ctx);
             return;
         }
-        self.run_turn_call(&call_id, &tool, RawArgs::Text(arguments), None);
+        self.run_turn_call(call_id, tool, RawArgs::Text(arguments), None);
     }
 
     /// Runs a call of the running turn as the game master; `refused` fails
     /// it without running the tool.
     fn run_turn_call(
         &mut self,
-        call_id: &CallId,
-        tool: &str,
+        call_id: CallId,
+        tool: String,
         raw: RawArgs,
         refused: Option<ToolError>,
     ) {
-        let Some(t) = self.turn.as_ref() else { return };
-        let (turn_id, trace_id) = (t.turn.turn_id().clone(), t.turn.trace_id().clone());
-        let (iteration, usage) = (t.turn.iteration(), t.turn.step_usage());
-        self.run_call(Call {
-            turn_id: &turn_id,
-            trace_id: &trace_id,
-            iteration,
-            call_id,
-            tool,
-            raw,
-            role: Role::GameMaster,
-            usage,
-            in_turn: true,
-            refused,
-            origin: &CallOrigin::default(),
-        });
+        if let Some(t) = self.turn.as_ref() {
+            let call = Call::of_turn(&t.turn, call_id, tool, raw, refused);
+            self.run_call(call);
+        }
     }
 
     /// Runs one tool call ([`calls::run`]) and journals what it gave; a
     /// model turn's call also goes into the turn's events. Answers the seq
     /// of its `tool_result` frame and what its caller hears.
-    fn run_call(&mut self, call: Call<'_>) -> (u64, Answer) {
+    fn run_call(&mut self, call: Call) -> (u64, Answer) {
         let in_turn = call.in_turn;
         let view = SessionView {
             registry: &self.deps.registry,
@@ -588,23 +562,16 @@ impl SessionActor {
         (seq, ran.answer)
     }
 
-    fn complete_turn(
-        &mut self,
-        reply: String,
-        dialog_type: String,
-        limit: Option<TurnLimit>,
-        ctx: &mut Context<Self>,
-    ) {
-        let Some(t) = self.turn.take() else { return };
-        let metrics = &self.deps.metrics;
-        metrics.turns_completed.inc();
-        metrics.turn_ended(t.started.elapsed(), t.model_time);
-        if let Some(h) = t.deadline {
+    /// Ends the running turn: its timer and model stream stop and its time
+    /// is counted; answers its bookkeeping for its last frame.
+    fn end_turn(&mut self, ctx: &mut Context<Self>) -> Option<Turn> {
+        let t = self.turn.take()?;
+        for h in [t.deadline, t.model_stream].into_iter().flatten() {
             ctx.cancel_future(h);
         }
-        let completed = turn_frames::completed(t.turn, &self.state, reply, dialog_type, limit);
-        self.emit(completed);
-        self.turn_ended(ctx);
+        let metrics = &self.deps.metrics;
+        metrics.turn_ended(t.started.elapsed(), t.model_time);
+        Some(t.turn)
     }
 
     /// Ends the running turn with `turn_failed`; the session stays usable.
@@ -615,19 +582,17 @@ impl SessionActor {
         limit: Option<TurnLimit>,
         ctx: &mut Context<Self>,
     ) {
-        let Some(t) = self.turn.take() else { return };
-        for h in [t.deadline, t.model_stream].into_iter().flatten() {
-            ctx.cancel_future(h);
-        }
-        let metrics = &self.deps.metrics;
-        metrics.turn_failed(&code.as_str());
-        metrics.turn_ended(t.started.elapsed(), t.model_time);
-        let turn_id = t.turn.turn_id().clone();
+        let Some(turn) = self.end_turn(ctx) else {
+            return;
+        };
+        self.deps.metrics.turn_failed(&code.as_str());
+        let turn_id = turn.turn_id();
         tracing::info!(session_id = %self.meta.session_id, %turn_id, code = ?code, %message, "turn failed");
-        self.emit(turn_frames::failed(&turn_id, code, message, limit));
+        self.emit(turn_frames::failed(turn_id, code, message, limit));
         self.turn_ended(ctx);
     }
 
+    /// A turn's last frame is journalled: the next work may start.
     fn turn_ended(&mut self, ctx: &mut Context<Self>) {
         self.last_activity = Instant::now();
         self.report_stats();
@@ -774,15 +739,8 @@ impl Handler<SubmitChat> for SessionActor {
         // The turn's frames go out only once durable, from a later message;
         // the ack queued now on the same connection is ahead of all of them.
         if let Some(conn_id) = msg.conn_id {
-            let ack = ControlFrame::Ack {
-                request_id,
-                turn_id: accepted.turn_id.clone(),
-                duplicate: accepted.duplicate,
-                queued: accepted.queued,
-            };
-            accepted.acked = self
-                .fanout
-                .send_to(conn_id, Outbound::Frame(ByteString::from(ack.to_json())));
+            let ack = ByteString::from(accepted.ack(request_id));
+            accepted.acked = self.fanout.send_to(conn_id, Outbound::Frame(ack));
         }
         Ok(accepted)
     }

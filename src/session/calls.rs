@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 
 use super::SessionView;
 use super::audit::{self, AuditedCall, CallOrigin};
+use super::messages::CallTool;
 use super::sequencer::Entry;
+use super::turn::Turn;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::HistoryEntry;
 use crate::game::rng::SplitMix64;
@@ -32,12 +34,12 @@ use crate::tools::{
 };
 
 /// One tool call to run through the pipeline.
-pub(super) struct Call<'a> {
-    pub(super) turn_id: &'a TurnId,
-    pub(super) trace_id: &'a TraceId,
+pub(super) struct Call {
+    pub(super) turn_id: TurnId,
+    pub(super) trace_id: TraceId,
     pub(super) iteration: u32,
-    pub(super) call_id: &'a CallId,
-    pub(super) tool: &'a str,
+    pub(super) call_id: CallId,
+    pub(super) tool: String,
     pub(super) raw: RawArgs,
     pub(super) role: Role,
     /// Tokens of the model call that asked for it (zero outside turns).
@@ -47,7 +49,51 @@ pub(super) struct Call<'a> {
     /// Fails the call with this error without running the tool.
     pub(super) refused: Option<ToolError>,
     /// Who called from outside, for the audit ledger.
-    pub(super) origin: &'a CallOrigin,
+    pub(super) origin: CallOrigin,
+}
+
+impl Call {
+    /// The game master's call `call_id` of `tool` in `turn`'s current step;
+    /// `refused` fails it without running the tool.
+    pub(super) fn of_turn(
+        turn: &Turn,
+        call_id: CallId,
+        tool: String,
+        raw: RawArgs,
+        refused: Option<ToolError>,
+    ) -> Self {
+        Self {
+            turn_id: turn.turn_id().clone(),
+            trace_id: turn.trace_id().clone(),
+            iteration: turn.iteration(),
+            call_id,
+            tool,
+            raw,
+            role: Role::GameMaster,
+            usage: turn.step_usage(),
+            in_turn: true,
+            refused,
+            origin: CallOrigin::default(),
+        }
+    }
+
+    /// A person's or a service's call outside any model turn, journalled
+    /// under `turn_id` as its only call.
+    pub(super) fn direct(turn_id: TurnId, call: CallTool) -> Self {
+        Self {
+            turn_id,
+            trace_id: call.trace_id,
+            iteration: 0,
+            call_id: CallId::from("call_1"),
+            tool: call.tool,
+            raw: RawArgs::Value(call.args),
+            role: call.role,
+            usage: Usage::default(),
+            in_turn: false,
+            refused: None,
+            origin: call.origin,
+        }
+    }
 }
 
 /// What a call gave. The actor journals [`Ran::call`], writes
@@ -72,7 +118,7 @@ pub(super) struct Answer {
 /// Runs one call through the registry's pipeline against the session's
 /// state (which it only reads: the effect is applied once its frame is
 /// durable) and answers what to journal.
-pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call<'_>) -> Ran {
+pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran {
     // What a caller sent is repeated in frames, the journal and the
     // history: oversized arguments are shown as a note (the pipeline
     // refuses them).
@@ -123,21 +169,21 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call<'_>) -> 
         },
         None => view
             .registry
-            .invoke(c.tool, c.raw, &caller, view.state, rng),
+            .invoke(&c.tool, c.raw, &caller, view.state, rng),
     };
     let audit = audit::row(AuditedCall {
         session_id: Some(view.session_id),
         tenant_id: view.tenant_id,
-        trace_id: c.trace_id,
-        turn_id: Some(c.turn_id),
-        call_id: Some(c.call_id),
-        tool: c.tool,
+        trace_id: &c.trace_id,
+        turn_id: Some(&c.turn_id),
+        call_id: Some(&c.call_id),
+        tool: &c.tool,
         role: c.role,
         args: &inv.args,
         failure: inv.outcome.as_ref().err(),
         duration_ms: inv.duration_ms,
         usage: c.usage,
-        origin: c.origin,
+        origin: &c.origin,
     });
 
     let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
@@ -311,11 +357,11 @@ mod tests {
                 &self.view(),
                 &mut SplitMix64::new(1),
                 Call {
-                    turn_id: &"turn_1".into(),
-                    trace_id: &"tr_1".into(),
+                    turn_id: "turn_1".into(),
+                    trace_id: "tr_1".into(),
                     iteration: 2,
-                    call_id: &"call_1".into(),
-                    tool,
+                    call_id: "call_1".into(),
+                    tool: tool.into(),
                     raw,
                     role,
                     usage: Usage {
@@ -324,7 +370,7 @@ mod tests {
                     },
                     in_turn,
                     refused,
-                    origin: &CallOrigin::default(),
+                    origin: CallOrigin::default(),
                 },
             )
         }
@@ -486,6 +532,66 @@ mod tests {
                 "actor_id": "pc_001", "to_area_id": "area_002"
             }))
         );
+    }
+
+    #[test]
+    fn a_turns_call_and_a_direct_call_say_who_calls_and_where() {
+        let mut turn = Turn::new("turn_3".into(), 3, "tr_3".into(), 4);
+        turn.resume();
+        turn.model_called();
+        let usage = Usage {
+            prompt_tokens: 7,
+            completion_tokens: 2,
+        };
+        turn.on_model_done(crate::llm::ModelReply {
+            usage,
+            tool_calls: vec![crate::llm::ModelToolCall {
+                id: "c1".into(),
+                name: "move".into(),
+                arguments: MOVE.into(),
+            }],
+            ..Default::default()
+        });
+        let c = Call::of_turn(
+            &turn,
+            "c1".into(),
+            "move".into(),
+            RawArgs::Text(MOVE.into()),
+            None,
+        );
+        assert_eq!(
+            (c.turn_id.as_str(), c.trace_id.as_str(), c.call_id.as_str()),
+            ("turn_3", "tr_3", "c1")
+        );
+        assert_eq!(
+            (c.iteration, c.usage, c.role, c.in_turn),
+            (1, usage, Role::GameMaster, true)
+        );
+        assert_eq!(c.origin, CallOrigin::default());
+
+        let origin = CallOrigin {
+            site_id: Some("site_1".into()),
+            ..CallOrigin::default()
+        };
+        let message = CallTool {
+            tool: "roll_dice".into(),
+            args: json!({"dice": "1d6"}),
+            role: Role::Service,
+            trace_id: "tr_9".into(),
+            origin: origin.clone(),
+        };
+        let c = Call::direct("direct_x".into(), message);
+        assert_eq!(
+            (c.turn_id.as_str(), c.trace_id.as_str(), c.call_id.as_str()),
+            ("direct_x", "tr_9", "call_1")
+        );
+        assert_eq!(
+            (c.iteration, c.usage, c.role, c.in_turn),
+            (0, Usage::default(), Role::Service, false)
+        );
+        assert_eq!((c.tool.as_str(), c.origin), ("roll_dice", origin));
+        assert!(matches!(c.raw, RawArgs::Value(ref v) if v["dice"] == "1d6"));
+        assert!(c.refused.is_none());
     }
 
     const ZONES: &str = r#"{"session_id":"sess_test","world_prompt":"salt flats","count":2}"#;

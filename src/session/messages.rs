@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::Outbound;
 use super::audit::CallOrigin;
 use crate::error::ErrorCode;
-use crate::protocol::{CallId, ConnRole, ToolEvent, TraceId, TurnEnd, TurnId};
+use crate::protocol::{CallId, ConnRole, ControlFrame, ToolEvent, TraceId, TurnEnd, TurnId};
 use crate::tools::{Role, ToolError};
 
 /// Asks to start a turn with a player's message; answers the ack or why not.
@@ -42,6 +42,19 @@ pub struct ChatAccepted {
     /// The session already put the `ack` on the sending connection's queue
     /// ([`SubmitChat::conn_id`]); the connection must not send another.
     pub acked: bool,
+}
+
+impl ChatAccepted {
+    /// The `ack` frame that tells the sending connection, as JSON.
+    pub fn ack(&self, request_id: Option<String>) -> String {
+        ControlFrame::Ack {
+            request_id,
+            turn_id: self.turn_id.clone(),
+            duplicate: self.duplicate,
+            queued: self.queued,
+        }
+        .to_json()
+    }
 }
 
 /// Runs one tool call outside a model turn (a person or a service calling),
