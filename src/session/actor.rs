@@ -36,6 +36,7 @@ use super::messages::{
 };
 use super::prompt;
 use super::replay::{self, Restored};
+use super::running::Running;
 use super::sequencer::{Entry, Sequencer};
 use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::turn_frames;
@@ -64,26 +65,9 @@ struct Durable(Result<u64, StorageError>);
 #[derive(Message)]
 #[rtype(result = "()")]
 struct ModelMsg {
-    call: u64,
+    /// The model call it belongs to ([`Running::awaits`]).
+    tag: u64,
     event: Option<Result<ModelEvent, LlmError>>,
-}
-
-// ----- state --------------------------------------------------------------
-
-/// The turn being played: its [`Turn`] and what of it is actix's.
-struct TurnRun {
-    /// What the turn decides: iterations, calls, limits, its events.
-    turn: Turn,
-    /// Identifies the current model call, so stale events are ignored.
-    model_call: u64,
-    model_stream: Option<SpawnHandle>,
-    deadline: Option<SpawnHandle>,
-    /// When the turn left the queue.
-    started: Instant,
-    /// When the model call in flight was made.
-    model_started: Option<Instant>,
-    /// Time this turn spent waiting for model answers.
-    model_time: Duration,
 }
 
 /// Owns one session. Started on one of the session arbiters by the hub; stops
@@ -101,7 +85,8 @@ pub struct SessionActor {
     sequencer: Sequencer,
     /// The connections, what they are sent, and when presence goes out.
     fanout: Fanout,
-    turn: Option<TurnRun>,
+    /// The turn running, if one is.
+    turn: Option<Running>,
     /// Whether a chat is taken: its checks, rate limit and request ids.
     intake: Intake,
     rng: SplitMix64,
@@ -389,20 +374,10 @@ impl SessionActor {
                 act.execute(step, ctx);
             }
         });
-        self.turn = Some(TurnRun {
-            turn: Turn::new(
-                q.turn_id,
-                q.turn_no,
-                TraceId::from(format!("tr_{}", random_token(24))),
-                self.deps.limits.max_iterations,
-            ),
-            model_call: 0,
-            model_stream: None,
-            deadline: Some(timer),
-            started: Instant::now(),
-            model_started: None,
-            model_time: Duration::ZERO,
-        });
+        let trace_id = TraceId::from(format!("tr_{}", random_token(24)));
+        let max_iterations = self.deps.limits.max_iterations;
+        let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
+        self.turn = Some(Running::new(turn, timer, Instant::now()));
         self.deps.metrics.turns_started.inc();
         self.last_activity = Instant::now();
     }
@@ -410,11 +385,8 @@ impl SessionActor {
     /// Records a model call's time and tokens.
     fn model_call_ended(&mut self, event: &Result<ModelEvent, LlmError>) {
         let metrics = &self.deps.metrics;
-        if let Some(t) = self.turn.as_mut()
-            && let Some(started) = t.model_started.take()
-        {
-            let waited = started.elapsed();
-            t.model_time += waited;
+        let answered = self.turn.as_mut().map(|t| t.model_answered(Instant::now()));
+        if let Some(waited) = answered.flatten() {
             metrics.model_call_seconds.observe_duration(waited);
         }
         if let Ok(ModelEvent::Done(reply)) = event {
@@ -429,22 +401,19 @@ impl SessionActor {
     /// [`ModelMsg`]s tagged with this call.
     fn stream_model(&mut self, request: ModelRequest, ctx: &mut Context<Self>) {
         self.model_calls += 1;
-        let call = self.model_calls;
+        let tag = self.model_calls;
         let events = self
             .deps
             .provider
             .complete(request)
             .map(move |e| ModelMsg {
-                call,
+                tag,
                 event: Some(e),
             })
-            .chain(stream::once(async move { ModelMsg { call, event: None } }));
-        let handle = ctx.add_stream(events);
+            .chain(stream::once(async move { ModelMsg { tag, event: None } }));
+        let stream = ctx.add_stream(events);
         if let Some(t) = self.turn.as_mut() {
-            t.model_call = call;
-            t.model_started = Some(Instant::now());
-            t.model_stream = Some(handle);
-            t.turn.model_called();
+            t.model_called(tag, stream, Instant::now());
         }
     }
 
@@ -470,7 +439,6 @@ impl SessionActor {
                 }
             }
             Ok(ModelEvent::Done(reply)) => {
-                t.model_stream = None;
                 let step = t.turn.on_model_done(reply);
                 self.execute(step, ctx);
             }
@@ -565,13 +533,13 @@ impl SessionActor {
     /// Ends the running turn: its timer and model stream stop and its time
     /// is counted; answers its bookkeeping for its last frame.
     fn end_turn(&mut self, ctx: &mut Context<Self>) -> Option<Turn> {
-        let t = self.turn.take()?;
-        for h in [t.deadline, t.model_stream].into_iter().flatten() {
+        let ended = self.turn.take()?.end(Instant::now());
+        for h in ended.to_cancel {
             ctx.cancel_future(h);
         }
         let metrics = &self.deps.metrics;
-        metrics.turn_ended(t.started.elapsed(), t.model_time);
-        Some(t.turn)
+        metrics.turn_ended(ended.elapsed, ended.model_time);
+        Some(ended.turn)
     }
 
     /// Ends the running turn with `turn_failed`; the session stays usable.
@@ -692,11 +660,7 @@ impl Handler<Durable> for SessionActor {
 
 impl StreamHandler<ModelMsg> for SessionActor {
     fn handle(&mut self, msg: ModelMsg, ctx: &mut Self::Context) {
-        let current = self
-            .turn
-            .as_ref()
-            .is_some_and(|t| t.model_call == msg.call && t.turn.phase() == Phase::AwaitModel);
-        if !current {
+        if !self.turn.as_ref().is_some_and(|t| t.awaits(msg.tag)) {
             return;
         }
         if let Some(event @ (Ok(ModelEvent::Done(_)) | Err(_))) = &msg.event {

@@ -14,6 +14,7 @@ mod intake;
 mod messages;
 mod prompt;
 mod replay;
+mod running;
 mod sequencer;
 mod turn;
 mod turn_frames;
