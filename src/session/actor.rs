@@ -1,4 +1,6 @@
-//! The session actor: owns one game's state and runs its turns.
+//! The session actor: owns one game's state and carries out what the
+//! session's parts decide. Each decision lives in a part read and tested on
+//! its own; the actor holds the state, the timers and streams, and the IO.
 //!
 //! Every story frame gets the next seq, goes to the journal, and waits in
 //! the [`Sequencer`] until the writer says it is durable; only then is its
@@ -6,16 +8,21 @@
 //! order. So the state in memory is always the fold of the durable journal,
 //! and no client ever sees a frame that a crash could take back.
 //!
-//! The turn loop is driven by three things: durability notices, model
-//! events, and the deadline timer. What a turn does next is decided by its
-//! [`Turn`] (iterations, tool calls, limits); the actor carries out each
-//! [`Step`] it answers (frames, model streams, tool runs, timers).
+//! The parts it wires, none of which knows the actor:
+//! - [`Intake`]: whether a chat or a direct call is taken, and the queue;
+//! - [`Turn`], held in [`Running`] with its timer and model stream: what a
+//!   running turn does next, answered as a [`Step`] that
+//!   [`SessionActor::execute`] carries out;
+//! - [`calls`]: one tool call through the pipeline, as the frames and audit
+//!   row to write; [`prompt`]: what the model is asked; [`turn_frames`]:
+//!   the frames that open and close a turn;
+//! - [`Sequencer`]: seqs, frames held until durable, the resume ring, and
+//!   whoever waits for a frame;
+//! - [`Fanout`]: the connections, and when presence goes out (the timer is
+//!   the actor's).
 //!
-//! Beside it, the actor wires jobs kept in their own files: the
-//! [`Sequencer`] numbers frames and holds them until durable, the [`Fanout`]
-//! sends them to the connections and decides when presence goes out (the
-//! actor keeps the timer), and the [`Intake`] decides whether a chat is
-//! taken (the actor numbers and queues the turns it admits).
+//! The turn loop moves on three things: durability notices, model events,
+//! and the deadline timer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,9 +94,11 @@ pub struct SessionActor {
     fanout: Fanout,
     /// The turn running, if one is.
     turn: Option<Running>,
-    /// Whether a chat is taken: its checks, rate limit and request ids.
+    /// Whether work is taken (checks, rate limit, request ids), and the
+    /// queue it waits in.
     intake: Intake,
     rng: SplitMix64,
+    /// Model calls made, to tag the next one.
     model_calls: u64,
     last_activity: Instant,
     /// Hands durability notices back to this actor; set in `started`.
@@ -123,10 +132,6 @@ impl SessionActor {
             stopping: false,
             deps,
         }
-    }
-
-    fn session_id(&self) -> &SessionId {
-        &self.session_id
     }
 
     /// The session as its pure parts read it.
@@ -250,10 +255,6 @@ impl SessionActor {
         });
     }
 
-    fn snapshot_json(&self) -> String {
-        serde_json::to_string(&Snapshot::of(self.session_id(), &self.state)).unwrap_or_default()
-    }
-
     /// Writes the released state as the session's snapshot.
     fn write_snapshot(&mut self, done: Option<oneshot::Sender<Result<(), StorageError>>>) {
         self.sequencer.snapshot_taken();
@@ -293,17 +294,13 @@ impl SessionActor {
     /// Carries out what the running turn decided.
     fn execute(&mut self, step: Step, ctx: &mut Context<Self>) {
         match step {
-            Step::CallModel(kind) => {
-                let request = self.model_request(kind);
-                self.stream_model(request, ctx);
-            }
+            Step::CallModel(kind) => self.call_model(kind, ctx),
             Step::WrapUp { limit, message } => {
                 // No more tools run this turn. One last model call with
                 // tools switched off lets the game master narrate what
                 // happened; the turn fails only if that call fails too.
                 tracing::info!(session_id = %self.meta.session_id, limit = ?limit, %message, "turn limit reached");
-                let request = self.model_request(RequestKind::WrapUp);
-                self.stream_model(request, ctx);
+                self.call_model(RequestKind::WrapUp, ctx);
             }
             Step::RunCall {
                 call_id,
@@ -417,40 +414,15 @@ impl SessionActor {
         }
     }
 
-    /// The request for the running turn's next model call
+    /// Asks the model for the running turn's next step
     /// ([`prompt::model_request`]).
-    fn model_request(&self, kind: RequestKind) -> ModelRequest {
-        let turn_no = self
-            .turn
-            .as_ref()
-            .map_or(self.state.turn, |t| t.turn.turn_no());
+    fn call_model(&mut self, kind: RequestKind, ctx: &mut Context<Self>) {
+        let Some(t) = self.turn.as_ref() else { return };
         let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
         let budget = self.deps.limits.history_tokens;
-        prompt::model_request(&self.view(), in_flight, budget, turn_no, kind)
-    }
-
-    fn on_model_event(&mut self, event: Result<ModelEvent, LlmError>, ctx: &mut Context<Self>) {
-        let Some(t) = self.turn.as_mut() else { return };
-        match event {
-            Ok(ModelEvent::Delta(text)) => {
-                if let Some(text) = t.turn.on_delta(text) {
-                    let turn_id = t.turn.turn_id().clone();
-                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
-                }
-            }
-            Ok(ModelEvent::Done(reply)) => {
-                let step = t.turn.on_model_done(reply);
-                self.execute(step, ctx);
-            }
-            Err(e) => {
-                // Logged whole under the turn's trace id: clients get only
-                // its public message.
-                let (turn_id, trace_id) = (t.turn.turn_id(), t.turn.trace_id());
-                tracing::warn!(session_id = %self.meta.session_id, %turn_id, %trace_id, error = %e, "model call failed");
-                let step = t.turn.on_model_error(&e);
-                self.execute(step, ctx);
-            }
-        }
+        let turn_no = t.turn.turn_no();
+        let request = prompt::model_request(&self.view(), in_flight, budget, turn_no, kind);
+        self.stream_model(request, ctx);
     }
 
     /// Runs a tool call the model asked for, unless a real model writes
@@ -666,14 +638,26 @@ impl StreamHandler<ModelMsg> for SessionActor {
         if let Some(event @ (Ok(ModelEvent::Done(_)) | Err(_))) = &msg.event {
             self.model_call_ended(event);
         }
-        match msg.event {
-            Some(event) => self.on_model_event(event, ctx),
-            None => {
-                if let Some(step) = self.turn.as_mut().map(|t| t.turn.on_stream_end()) {
-                    self.execute(step, ctx);
+        let Some(t) = self.turn.as_mut() else { return };
+        let step = match msg.event {
+            Some(Ok(ModelEvent::Delta(text))) => {
+                if let Some(text) = t.turn.on_delta(text) {
+                    let turn_id = t.turn.turn_id().clone();
+                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
+                return;
             }
-        }
+            Some(Ok(ModelEvent::Done(reply))) => t.turn.on_model_done(reply),
+            Some(Err(e)) => {
+                // Logged whole under the turn's trace id: clients get only
+                // its public message.
+                let (turn_id, trace_id) = (t.turn.turn_id(), t.turn.trace_id());
+                tracing::warn!(session_id = %self.meta.session_id, %turn_id, %trace_id, error = %e, "model call failed");
+                t.turn.on_model_error(&e)
+            }
+            None => t.turn.on_stream_end(),
+        };
+        self.execute(step, ctx);
     }
 
     // Each model call is its own stream; its end must not stop the actor.
@@ -762,11 +746,11 @@ impl Handler<Subscribe> for SessionActor {
         }
         let backlog = self.sequencer.backlog(msg.last_seq);
         let welcome = ControlFrame::Welcome {
-            session_id: self.session_id(),
+            session_id: &self.session_id,
             role: msg.role,
             seq: backlog.welcome_seq,
             resumed: backlog.resumed,
-            state: Snapshot::of(self.session_id(), &self.state),
+            state: Snapshot::of(&self.session_id, &self.state),
         }
         .to_json();
         self.fanout.subscribe(
@@ -806,6 +790,7 @@ impl Handler<GetSnapshot> for SessionActor {
         if self.stopping {
             return Err(ChatRefused::reloading());
         }
-        Ok(self.snapshot_json())
+        let snapshot = Snapshot::of(&self.session_id, &self.state);
+        Ok(serde_json::to_string(&snapshot).unwrap_or_default())
     }
 }
