@@ -43,7 +43,8 @@ pub fn record(store: &Store, c: AuditedCall<'_>) {
 }
 
 /// The audit row of a call. A session's calls make it where the call runs
-/// (`session/calls.rs`, which holds no store) and the actor [`write`]s it.
+/// (`session/calls.rs`, which holds no store) and the actor writes it
+/// ([`write()`]).
 pub fn row(c: AuditedCall<'_>) -> AuditRow {
     let (status, reason, code, message) = match c.failure {
         None => (ToolStatus::Ok, None, None, None),

@@ -9,7 +9,7 @@
 //! journal as a [`Ran`], and the actor journals it, writes the audit row and
 //! tells the turn. Nothing here does IO or knows actix, so the pipeline as a
 //! session runs it (validation, refusals, what the model and the journal
-//! are shown) is tested here with a plain [`GameState`].
+//! are shown) is tested here with a plain [`crate::game::GameState`].
 //!
 //! The content hook of a tool ([`crate::tools::Tool::content_request`]) is
 //! here too: [`content_request`] asks it only for a call the pipeline's

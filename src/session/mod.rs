@@ -1,9 +1,19 @@
-//! Sessions: one [`SessionActor`] per game owns its state and runs its turns;
-//! the [`SessionHub`] maps ids to live actors and loads sessions from storage;
-//! the sequencer numbers each session's story frames and holds them until
-//! durable; the fan-out sends them to the session's connections and says
-//! when presence goes out; the intake decides whether a chat is taken; the
-//! turn decides what a running turn does next.
+//! Sessions: one [`SessionActor`] per game owns its state and carries out
+//! what the session's parts decide; the [`SessionHub`] maps ids to live
+//! actors and loads sessions from storage (`replay`); the messages a session
+//! answers are in `messages`.
+//!
+//! The parts, each in its own file, tested alone, and none of them
+//! importing the actor (they reach it through what they return):
+//! - `intake`: whether a chat or a direct call is taken, and the queue;
+//! - `turn`: the turn state machine, from model answers to steps;
+//!   `running`: a running turn's timer, model stream and times;
+//! - `calls`: one tool call through the pipeline, as frames and an audit
+//!   row (`audit` writes the ledger); `prompt`: what the model is asked;
+//!   `turn_frames`: the frames that open and close a turn;
+//! - `sequencer`: seqs, frames held until durable, the resume ring, and
+//!   whoever waits for a frame;
+//! - `fanout`: the connections, and when presence goes out.
 
 mod actor;
 pub mod audit;
