@@ -233,15 +233,8 @@ impl SessionActor {
 
     /// Journals the `presence` frame the fan-out asked for, if it did.
     fn send_presence(&mut self, presence: Presence) {
-        if let Presence::Now {
-            players,
-            spectators,
-        } = presence
-        {
-            self.emit(Entry::frame(StoryEvent::Presence {
-                players,
-                spectators,
-            }));
+        if let Some(event) = presence.event() {
+            self.emit(Entry::frame(event));
         }
     }
 
