@@ -8,7 +8,9 @@
 //!   snapshot; HTTP answer bodies in `protocol::http`).
 //! - [`game`]: pure rules and save state; no IO.
 //! - [`tools`]: the tool registry and its validation pipeline; one file per tool.
-//! - [`session`]: one actor per session, the hub that finds and loads them.
+//! - [`session`]: one actor per session, a shell over the parts that decide
+//!   (intake and queue, turn state machine, tool-call pipeline, prompt,
+//!   sequencer, fan-out), and the hub that finds and loads them.
 //! - [`llm`]: model providers (offline game master, OpenAI-compatible endpoint,
 //!   scripted test double).
 //! - [`storage`]: SQLite journal, snapshots, group commit.

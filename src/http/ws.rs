@@ -180,15 +180,7 @@ impl WsConn {
                         // The session queued the ack itself, ahead of the
                         // turn's frames.
                         Ok(Ok(a)) if a.acked => {}
-                        Ok(Ok(a)) => ctx.text(
-                            ControlFrame::Ack {
-                                request_id: rid,
-                                turn_id: a.turn_id,
-                                duplicate: a.duplicate,
-                                queued: a.queued,
-                            }
-                            .to_json(),
-                        ),
+                        Ok(Ok(a)) => ctx.text(a.ack(rid)),
                         Ok(Err(r)) => {
                             Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms)
                         }

@@ -1,4 +1,6 @@
-//! The session actor: owns one game's state and runs its turns.
+//! The session actor: owns one game's state and carries out what the
+//! session's parts decide. Each decision lives in a part read and tested on
+//! its own; the actor holds the state, the timers and streams, and the IO.
 //!
 //! Every story frame gets the next seq, goes to the journal, and waits in
 //! the [`Sequencer`] until the writer says it is durable; only then is its
@@ -6,50 +8,55 @@
 //! order. So the state in memory is always the fold of the durable journal,
 //! and no client ever sees a frame that a crash could take back.
 //!
-//! The turn loop is driven by three things: durability notices, model
-//! events, and the deadline timer. What a turn does next is decided by its
-//! [`Turn`] (iterations, tool calls, limits); the actor carries out each
-//! [`Step`] it answers (frames, model streams, tool runs, timers).
+//! The parts it wires, none of which knows the actor:
+//! - [`Intake`]: whether a chat or a direct call is taken, and the queue;
+//! - [`Turn`], held in [`Running`] with its timer and model stream: what a
+//!   running turn does next, answered as a [`Step`] that
+//!   [`SessionActor::execute`] carries out;
+//! - [`calls`]: one tool call through the pipeline, as the frames and audit
+//!   row to write; [`prompt`]: what the model is asked; [`turn_frames`]:
+//!   the frames that open and close a turn;
+//! - [`Sequencer`]: seqs, frames held until durable, the resume ring, and
+//!   whoever waits for a frame;
+//! - [`Fanout`]: the connections, and when presence goes out (the timer is
+//!   the actor's).
 //!
-//! Beside it, the actor wires jobs kept in their own files: the
-//! [`Sequencer`] numbers frames and holds them until durable, the [`Fanout`]
-//! sends them to the connections and decides when presence goes out (the
-//! actor keeps the timer), and the [`Intake`] decides whether a chat is
-//! taken (the actor numbers and queues the turns it admits).
+//! The turn loop moves on three things: durability notices, model events,
+//! and the deadline timer.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytestring::ByteString;
 use futures_util::StreamExt;
 use futures_util::stream;
-use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::audit::{self, AuditedCall, CallOrigin};
+use super::audit;
+use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
-use super::intake::{Admission, ChatRefused, Intake, Load};
-use super::replay::Restored;
-use super::sequencer::Sequencer;
-use super::turn::{MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
-use super::{
-    HubLink, Outbound, SNAPSHOT_EVERY, SessionDeps, SessionStats, Unregister, random_token,
+use super::intake::{Intake, QueuedCall, QueuedTurn, Work};
+use super::messages::{
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
+    LeaseLost, SubmitChat, Subscribe, Unsubscribe,
 };
-use crate::error::{ErrorCode, Reason, ToolStatus};
+use super::prompt;
+use super::replay::{self, Restored};
+use super::running::Running;
+use super::sequencer::{Entry, Sequencer};
+use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
+use super::turn_frames;
+use super::{HubLink, Outbound, SessionDeps, SessionStats, SessionView, Unregister, random_token};
+use crate::error::ErrorCode;
+use crate::game::GameState;
 use crate::game::rng::SplitMix64;
-use crate::game::{Effect, GameState, HistoryEntry};
-use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind, Usage, system_prompt};
+use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
-    CallId, ConnRole, ControlFrame, Position, SessionId, Snapshot, StatePatch, StoryEvent,
-    ToolEvent, TraceId, TurnCompleted, TurnEnd, TurnFailed, TurnId, TurnLimit,
+    CallId, ControlFrame, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
 };
-use crate::storage::{DurableSink, Epoch, JournalRow, SessionMeta, StorageError, now_ms};
-use crate::tools::{
-    Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
-};
+use crate::storage::{DurableSink, Epoch, SessionMeta, StorageError};
+use crate::tools::{RawArgs, ToolError};
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
@@ -57,99 +64,7 @@ pub const CLOSE_SESSION_FAILED: u16 = 1011;
 /// reconnect, to any node, with `last_seq`).
 pub const CLOSE_SESSION_MOVED: u16 = 1012;
 
-// ----- messages -----------------------------------------------------------
-
-/// Asks to start a turn with a player's message; answers the ack or why not.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<ChatAccepted, ChatRefused>")]
-pub struct SubmitChat {
-    pub text: String,
-    pub request_id: Option<String>,
-    /// The WebSocket connection that sent it, if one did: the session puts
-    /// the `ack` on that connection's queue itself, ahead of every frame of
-    /// the turn (PROTOCOL.md §7.4), and says so in [`ChatAccepted::acked`].
-    pub conn_id: Option<u64>,
-}
-
-/// A chat that was taken (or recognised as a duplicate).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatAccepted {
-    pub turn_id: TurnId,
-    pub duplicate: bool,
-    /// Turns ahead of this one.
-    pub queued: usize,
-    /// The session already put the `ack` on the sending connection's queue
-    /// ([`SubmitChat::conn_id`]); the connection must not send another.
-    pub acked: bool,
-}
-
-/// Runs one tool call outside a model turn (a person or a service calling),
-/// queued behind the work ahead of it; answers once its result is durable.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<DirectCallDone, ChatRefused>")]
-pub struct CallTool {
-    pub tool: String,
-    pub args: Value,
-    pub role: Role,
-    pub trace_id: TraceId,
-    pub origin: CallOrigin,
-}
-
-/// A direct call's outcome, durable when it is answered.
-#[derive(Debug)]
-pub struct DirectCallDone {
-    pub turn_id: TurnId,
-    pub call_id: CallId,
-    /// The seq of its `tool_result` frame.
-    pub seq: u64,
-    pub event: ToolEvent,
-    pub outcome: Result<Value, ToolError>,
-}
-
-/// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and
-/// answers it once durable.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<TurnEnd, ChatRefused>")]
-pub struct AwaitTurnEnd {
-    pub turn_id: TurnId,
-}
-
-/// Adds a connection; answers its welcome frame and any resumed backlog.
-#[derive(Message)]
-#[rtype(result = "Result<Joined, ChatRefused>")]
-pub struct Subscribe {
-    pub conn_id: u64,
-    pub role: ConnRole,
-    pub last_seq: Option<u64>,
-    pub recipient: Recipient<Outbound>,
-    /// Set by the session when this connection's queue overflows.
-    pub overflow: Arc<AtomicBool>,
-}
-
-/// The frames a new connection sends first.
-pub struct Joined {
-    pub welcome: ByteString,
-    pub backlog: Vec<ByteString>,
-}
-
-/// Removes a connection.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct Unsubscribe {
-    pub conn_id: u64,
-}
-
-/// Asks for the session snapshot as JSON text (refused only while the
-/// session stops, so the caller reads the next actor's).
-#[derive(Debug, Message)]
-#[rtype(result = "Result<String, ChatRefused>")]
-pub struct GetSnapshot;
-
-/// This node lost its claim on the session: stop at once, writing nothing
-/// more (the database would refuse it anyway).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct LeaseLost;
+// ----- the actor's own messages ---------------------------------------------
 
 /// The writer's notice: everything up to this seq is durable (or it failed).
 #[derive(Message)]
@@ -160,60 +75,9 @@ struct Durable(Result<u64, StorageError>);
 #[derive(Message)]
 #[rtype(result = "()")]
 struct ModelMsg {
-    call: u64,
+    /// The model call it belongs to ([`Running::awaits`]).
+    tag: u64,
     event: Option<Result<ModelEvent, LlmError>>,
-}
-
-// ----- state --------------------------------------------------------------
-
-/// A chat waiting for its turn.
-struct QueuedTurn {
-    turn_no: u64,
-    turn_id: TurnId,
-    request_id: Option<String>,
-    text: String,
-}
-
-/// A model-callable tool whose text a real model writes before it runs.
-struct ContentCall {
-    call_id: CallId,
-    tool: String,
-    args: Value,
-}
-
-/// A direct tool call waiting its turn.
-struct QueuedCall {
-    tool: String,
-    args: Value,
-    role: Role,
-    trace_id: TraceId,
-    origin: CallOrigin,
-    reply: oneshot::Sender<DirectCallDone>,
-}
-
-/// What waits in a session's queue: turns and direct calls, in arrival order.
-enum Work {
-    Turn(QueuedTurn),
-    Call(QueuedCall),
-}
-
-/// The turn being played: its [`Turn`] and what of it is actix's.
-struct TurnRun {
-    /// What the turn decides: iterations, calls, limits, its events.
-    turn: Turn,
-    /// A tool call waiting for the model to write its text (the model call
-    /// in flight is for it, not for the next step of the turn).
-    content_call: Option<ContentCall>,
-    /// Identifies the current model call, so stale events are ignored.
-    model_call: u64,
-    model_stream: Option<SpawnHandle>,
-    deadline: Option<SpawnHandle>,
-    /// When the turn left the queue.
-    started: Instant,
-    /// When the model call in flight was made.
-    model_started: Option<Instant>,
-    /// Time this turn spent waiting for model answers.
-    model_time: Duration,
 }
 
 /// Owns one session. Started on one of the session arbiters by the hub; stops
@@ -231,19 +95,15 @@ pub struct SessionActor {
     sequencer: Sequencer,
     /// The connections, what they are sent, and when presence goes out.
     fanout: Fanout,
-    queue: VecDeque<Work>,
-    /// Direct calls waiting for their result to be durable: (seq, reply, outcome).
-    replies: Vec<(u64, oneshot::Sender<DirectCallDone>, DirectCallDone)>,
-    /// Callers waiting for a turn's last frame to be durable, by turn id.
-    turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>,
-    turn: Option<TurnRun>,
-    next_turn_no: u64,
-    /// Whether a chat is taken: its checks, rate limit and request ids.
+    /// The turn running, if one is.
+    turn: Option<Running>,
+    /// Whether work is taken (checks, rate limit, request ids), and the
+    /// queue it waits in.
     intake: Intake,
     rng: SplitMix64,
+    /// Model calls made, to tag the next one.
     model_calls: u64,
     last_activity: Instant,
-    since_snapshot: u64,
     /// Hands durability notices back to this actor; set in `started`.
     sink: Option<DurableSink>,
     /// Closed with `turn_failed` once started, so no client waits forever.
@@ -264,73 +124,46 @@ impl SessionActor {
             session_id: SessionId::from(meta.session_id.as_str()),
             meta,
             hub,
-            next_turn_no: restored.state.turn + 1,
+            intake: Intake::new(&deps.limits, restored.requests, restored.state.turn + 1),
             state: restored.state,
             sequencer: Sequencer::new(restored.last_seq, restored.ring),
             fanout: Fanout::default(),
-            queue: VecDeque::new(),
-            replies: Vec::new(),
-            turn_waiters: HashMap::new(),
             turn: None,
-            intake: Intake::new(&deps.limits, restored.requests),
             interrupted_turn: restored.interrupted_turn,
             epoch: restored.epoch,
             rng: SplitMix64::from_entropy(),
             model_calls: 0,
             last_activity: Instant::now(),
-            since_snapshot: 0,
             sink: None,
             stopping: false,
             deps,
         }
     }
 
-    fn session_id(&self) -> &SessionId {
-        &self.session_id
+    /// The session as its pure parts read it.
+    fn view(&self) -> SessionView<'_> {
+        SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
+            session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
+        }
     }
 
     // ----- frames ---------------------------------------------------------
 
     /// Journals a story frame; it is applied and sent once durable.
-    fn emit(
-        &mut self,
-        event: StoryEvent,
-        effect: Option<Effect>,
-        history: Option<HistoryEntry>,
-        action: Option<Value>,
-    ) -> u64 {
-        let (turn_id, kind) = (event.turn_id().map(TurnId::to_string), event.kind());
-        let request_id = match &event {
-            StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
-            _ => None,
-        };
-        let staged = self.sequencer.stage(event, effect, history.map(Arc::new));
-        let seq = staged.seq;
-        let row = JournalRow {
-            session_id: self.meta.session_id.clone(),
-            seq,
-            turn_id,
-            kind,
-            request_id,
-            frame: String::from(&*staged.bytes),
-            effect: staged
-                .effect
-                .as_ref()
-                .and_then(|e| serde_json::to_string(e).ok()),
-            history: staged
-                .history
-                .as_ref()
-                .and_then(|h| serde_json::to_string(h).ok()),
-            action: action.map(|a| a.to_string()),
-            created_at: now_ms(),
-        };
+    fn emit(&mut self, entry: Entry) -> u64 {
+        let row = self.sequencer.journal(&self.meta.session_id, entry);
+        let seq = row.seq;
         if let Some(sink) = &self.sink {
             self.deps.store.append(row, sink.clone());
         }
         seq
     }
 
-    /// Applies and sends every pending frame up to `up_to`.
+    /// Applies and sends every pending frame up to `up_to`, then tells
+    /// whoever waited for it.
     fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
         for p in self.sequencer.durable(up_to) {
             if let Some(effect) = &p.effect {
@@ -340,54 +173,33 @@ impl SessionActor {
                 self.state.record(entry);
             }
             self.broadcast(&p.bytes, ctx);
-            if let Some(end) = p.ends_turn
-                && let Some(waiters) = self.turn_waiters.remove(end.turn_id())
-            {
-                for w in waiters {
-                    let _ = w.send(end.clone());
-                }
+            for waiter in p.waiters {
+                waiter();
             }
-            self.since_snapshot += 1;
         }
-        if self.since_snapshot >= SNAPSHOT_EVERY {
+        if self.sequencer.snapshot_due() {
             self.write_snapshot(None);
-        }
-        let released = self.sequencer.released();
-        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replies)
-            .into_iter()
-            .partition(|(seq, _, _)| *seq <= released);
-        self.replies = waiting;
-        for (_, reply, outcome) in done {
-            let _ = reply.send(outcome);
         }
     }
 
     /// Runs a queued direct call; its caller hears once the result is durable.
-    fn run_direct(&mut self, c: QueuedCall) {
+    fn run_direct(&mut self, QueuedCall { call, reply }: QueuedCall) {
         let turn_id = TurnId::from(format!("direct_{}", random_token(12)));
-        let call_id = CallId::from("call_1");
-        let out = self.run_call(CallSpec {
-            turn_id: &turn_id,
-            trace_id: &c.trace_id,
-            iteration: 0,
-            call_id: &call_id,
-            tool: &c.tool,
-            raw: RawArgs::Value(c.args),
-            role: c.role,
-            usage: Usage::default(),
-            in_turn: false,
-            refused: None,
-            origin: &c.origin,
-        });
+        let call = Call::direct(turn_id.clone(), call);
+        let call_id = call.call_id.clone();
+        let (seq, answer) = self.run_call(call);
         self.last_activity = Instant::now();
         let done = DirectCallDone {
             turn_id,
             call_id,
-            seq: out.seq,
-            event: out.event,
-            outcome: out.outcome,
+            seq,
+            event: answer.event,
+            outcome: answer.outcome,
         };
-        self.replies.push((out.seq, c.reply, done));
+        let answer = Box::new(move || {
+            let _ = reply.send(done);
+        });
+        self.sequencer.when_durable(seq, answer);
     }
 
     /// Sends the same bytes to every subscriber; one that cannot keep up is
@@ -427,20 +239,8 @@ impl SessionActor {
 
     /// Journals the `presence` frame the fan-out asked for, if it did.
     fn send_presence(&mut self, presence: Presence) {
-        if let Presence::Now {
-            players,
-            spectators,
-        } = presence
-        {
-            self.emit(
-                StoryEvent::Presence {
-                    players,
-                    spectators,
-                },
-                None,
-                None,
-                None,
-            );
+        if let Some(event) = presence.event() {
+            self.emit(Entry::frame(event));
         }
     }
 
@@ -454,15 +254,9 @@ impl SessionActor {
         });
     }
 
-    fn snapshot_json(&self) -> String {
-        let snapshot =
-            Snapshot::of(self.session_id(), &self.state).owned_by(&self.deps.store.node().id);
-        serde_json::to_string(&snapshot).unwrap_or_default()
-    }
-
     /// Writes the released state as the session's snapshot.
     fn write_snapshot(&mut self, done: Option<oneshot::Sender<Result<(), StorageError>>>) {
-        self.since_snapshot = 0;
+        self.sequencer.snapshot_taken();
         match serde_json::to_string(&self.state) {
             Ok(state) => self.deps.store.snapshot(
                 &self.meta.session_id,
@@ -481,18 +275,12 @@ impl SessionActor {
     fn advance(&mut self, ctx: &mut Context<Self>) {
         loop {
             match self.turn.as_ref().map(|t| t.turn.phase()) {
-                None => match self.queue.pop_front() {
+                None => match self.intake.next(self.sequencer.effects_in_flight()) {
                     Some(Work::Turn(q)) => self.start_turn(q, ctx),
-                    // A direct call reads the state, so it waits for the
-                    // effects before it to be durable and applied.
-                    Some(Work::Call(c)) if self.effects_in_flight() => {
-                        self.queue.push_front(Work::Call(c));
-                        return;
-                    }
                     Some(Work::Call(c)) => self.run_direct(c),
                     None => return,
                 },
-                Some(Phase::Waiting { .. }) if !self.effects_in_flight() => {
+                Some(Phase::Waiting { .. }) if !self.sequencer.effects_in_flight() => {
                     match self.turn.as_mut().and_then(|t| t.turn.resume()) {
                         Some(step) => self.execute(step, ctx),
                         None => return,
@@ -506,23 +294,25 @@ impl SessionActor {
     /// Carries out what the running turn decided.
     fn execute(&mut self, step: Step, ctx: &mut Context<Self>) {
         match step {
-            Step::CallModel(kind) => {
-                let request = self.model_request(kind);
-                self.stream_model(request, ctx);
-            }
+            Step::CallModel(kind) => self.call_model(kind, ctx),
             Step::WrapUp { limit, message } => {
                 // No more tools run this turn. One last model call with
                 // tools switched off lets the game master narrate what
                 // happened; the turn fails only if that call fails too.
                 tracing::info!(session_id = %self.meta.session_id, limit = ?limit, %message, "turn limit reached");
-                let request = self.model_request(RequestKind::WrapUp);
-                self.stream_model(request, ctx);
+                self.call_model(RequestKind::WrapUp, ctx);
             }
             Step::RunCall {
                 call_id,
                 tool,
                 arguments,
             } => self.run_model_call(call_id, tool, arguments, ctx),
+            Step::RunWithContent { call, text } => {
+                let (args, refused) =
+                    calls::with_content(&self.view(), &call.tool, call.args, text);
+                self.run_turn_call(call.call_id, call.tool, RawArgs::Value(args), refused);
+                self.advance(ctx);
+            }
             Step::RunCalls { asked } => {
                 if asked > MAX_CALLS_PER_ANSWER {
                     tracing::warn!(
@@ -542,14 +332,20 @@ impl SessionActor {
                 if let Some(text) = emit_narrative
                     && let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone())
                 {
-                    self.emit(
-                        StoryEvent::NarrativeDelta { turn_id, text },
-                        None,
-                        None,
-                        None,
-                    );
+                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
-                self.complete_turn(reply, dialog_type, limit, ctx);
+                if let Some(turn) = self.end_turn(ctx) {
+                    self.deps.metrics.turns_completed.inc();
+                    let state = &self.state;
+                    self.emit(turn_frames::completed(
+                        turn,
+                        state,
+                        reply,
+                        dialog_type,
+                        limit,
+                    ));
+                    self.turn_ended(ctx);
+                }
             }
             Step::Fail {
                 code,
@@ -560,21 +356,9 @@ impl SessionActor {
     }
 
     fn start_turn(&mut self, q: QueuedTurn, ctx: &mut Context<Self>) {
-        let actor_id = self.state.active_actor_id.0.clone();
-        self.emit(
-            StoryEvent::TurnStarted {
-                turn_id: q.turn_id.clone(),
-                request_id: q.request_id,
-                actor_id,
-                text: q.text.clone(),
-            },
-            Some(Effect::BeginTurn { turn: q.turn_no }),
-            Some(HistoryEntry::User {
-                turn_id: q.turn_id.to_string(),
-                text: q.text,
-            }),
-            None,
-        );
+        let started =
+            turn_frames::started(&self.state, q.turn_no, &q.turn_id, q.request_id, q.text);
+        self.emit(started);
         let turn_id = q.turn_id.clone();
         let deadline = self.deps.limits.turn_deadline;
         let timer = ctx.run_later(deadline, move |act, ctx| {
@@ -587,21 +371,10 @@ impl SessionActor {
                 act.execute(step, ctx);
             }
         });
-        self.turn = Some(TurnRun {
-            turn: Turn::new(
-                q.turn_id,
-                q.turn_no,
-                TraceId::from(format!("tr_{}", random_token(24))),
-                self.deps.limits.max_iterations,
-            ),
-            content_call: None,
-            model_call: 0,
-            model_stream: None,
-            deadline: Some(timer),
-            started: Instant::now(),
-            model_started: None,
-            model_time: Duration::ZERO,
-        });
+        let trace_id = TraceId::from(format!("tr_{}", random_token(24)));
+        let max_iterations = self.deps.limits.max_iterations;
+        let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
+        self.turn = Some(Running::new(turn, timer, Instant::now()));
         self.deps.metrics.turns_started.inc();
         self.last_activity = Instant::now();
     }
@@ -609,11 +382,8 @@ impl SessionActor {
     /// Records a model call's time and tokens.
     fn model_call_ended(&mut self, event: &Result<ModelEvent, LlmError>) {
         let metrics = &self.deps.metrics;
-        if let Some(t) = self.turn.as_mut()
-            && let Some(started) = t.model_started.take()
-        {
-            let waited = started.elapsed();
-            t.model_time += waited;
+        let answered = self.turn.as_mut().map(|t| t.model_answered(Instant::now()));
+        if let Some(waited) = answered.flatten() {
             metrics.model_call_seconds.observe_duration(waited);
         }
         if let Ok(ModelEvent::Done(reply)) = event {
@@ -628,244 +398,38 @@ impl SessionActor {
     /// [`ModelMsg`]s tagged with this call.
     fn stream_model(&mut self, request: ModelRequest, ctx: &mut Context<Self>) {
         self.model_calls += 1;
-        let call = self.model_calls;
+        let tag = self.model_calls;
         let events = self
             .deps
             .provider
             .complete(request)
             .map(move |e| ModelMsg {
-                call,
+                tag,
                 event: Some(e),
             })
-            .chain(stream::once(async move { ModelMsg { call, event: None } }));
-        let handle = ctx.add_stream(events);
+            .chain(stream::once(async move { ModelMsg { tag, event: None } }));
+        let stream = ctx.add_stream(events);
         if let Some(t) = self.turn.as_mut() {
-            t.model_call = call;
-            t.model_started = Some(Instant::now());
-            t.model_stream = Some(handle);
-            t.turn.model_called();
+            t.model_called(tag, stream, Instant::now());
         }
     }
 
-    /// A real model writes the content some tools ask for (`generate_zone`'s
-    /// names and descriptions, [`crate::tools::Tool::content_request`]): this
-    /// asks for it, and the call runs when the answer is in.
-    fn ask_for_content(
-        &mut self,
-        call_id: CallId,
-        tool: String,
-        args: Value,
-        ctx: &mut Context<Self>,
-    ) -> bool {
-        if !self.deps.provider.writes_content() {
-            return false;
-        }
-        // The pipeline's checks come first: a call it would refuse (not
-        // allowed, bad arguments, another session's id) is run, and
-        // refused, at once, without spending a model call on its text.
-        let caller = Caller {
-            role: Role::GameMaster,
-            allowlist: &self.state.allowlist,
-            session_id: &self.session_id,
-        };
-        let prepared = self
-            .deps
-            .registry
-            .prepare(&tool, RawArgs::Value(args.clone()), &caller);
-        let other_session = args
-            .get("session_id")
-            .and_then(Value::as_str)
-            .is_some_and(|id| self.session_id != id);
-        if prepared.is_err() || other_session {
-            return false;
-        }
-        let Some((system, user)) = self.deps.registry.content_request(&tool, &args) else {
-            return false;
-        };
-        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().to_string()) else {
-            return false;
-        };
-        let request = ModelRequest {
-            system,
-            messages: vec![Arc::new(HistoryEntry::User {
-                turn_id,
-                text: user,
-            })],
-            tools: Arc::default(),
-            context: Value::Null,
-            kind: RequestKind::Content,
-        };
-        self.stream_model(request, ctx);
-        if let Some(t) = self.turn.as_mut() {
-            t.content_call = Some(ContentCall {
-                call_id,
-                tool,
-                args,
-            });
-        }
-        true
-    }
-
-    /// The model answered (or failed) a content request: run the waiting
-    /// call with the text, or fail it with why.
-    fn content_answered(&mut self, answer: Result<String, ToolError>, ctx: &mut Context<Self>) {
-        let Some(t) = self.turn.as_mut() else { return };
-        let Some(c) = t.content_call.take() else {
-            return;
-        };
-        t.model_stream = None;
-        let (turn_id, trace_id, iteration, usage) = (
-            t.turn.turn_id().clone(),
-            t.turn.trace_id().clone(),
-            t.turn.iteration(),
-            t.turn.step_usage(),
-        );
-        let mut args = c.args;
-        let registry = self.deps.registry.clone();
-        let refused = answer
-            .and_then(|text| {
-                registry
-                    .with_content(&c.tool, &mut args, &text)
-                    .map_err(|m| {
-                        ToolError::new(Reason::ExecutionFailed, ErrorCode::InvalidAiJson, m)
-                    })
-            })
-            .err();
-        self.run_call(CallSpec {
-            turn_id: &turn_id,
-            trace_id: &trace_id,
-            iteration,
-            call_id: &c.call_id,
-            tool: &c.tool,
-            raw: RawArgs::Value(args),
-            role: Role::GameMaster,
-            usage,
-            in_turn: true,
-            refused,
-            origin: &CallOrigin::default(),
-        });
-        self.advance(ctx);
-    }
-
-    /// Whether a tool's effect is journalled but not yet durable and applied.
-    fn effects_in_flight(&self) -> bool {
-        self.sequencer
-            .pending()
-            .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
-    }
-
-    /// The model sees the history as it will be once everything journalled
-    /// is durable: it need not wait for the player's message to be on disk,
-    /// since nothing it says reaches a client before that.
-    fn model_request(&self, kind: RequestKind) -> ModelRequest {
-        let caller = Caller {
-            role: Role::GameMaster,
-            allowlist: &self.state.allowlist,
-            session_id: &self.session_id,
-        };
+    /// Asks the model for the running turn's next step
+    /// ([`prompt::model_request`]).
+    fn call_model(&mut self, kind: RequestKind, ctx: &mut Context<Self>) {
+        let Some(t) = self.turn.as_ref() else { return };
         let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
-        let history = self.state.history.iter().cloned().chain(in_flight);
-        ModelRequest::build(
-            system_prompt(&self.state),
-            history.collect(),
-            self.deps.limits.history_tokens,
-            self.deps.registry.openai_tools(&caller),
-            self.context_json(),
-            kind,
-        )
-    }
-
-    /// What the model is told about the session right now.
-    fn context_json(&self) -> Value {
-        let brief = |id: &str| {
-            self.state
-                .area(id)
-                .map(|a| json!({"area_id": a.area_id, "name": a.name}))
-                .unwrap_or(Value::Null)
-        };
-        let actor = self.state.active_actor();
-        let here = actor.and_then(|a| self.state.area(a.area_id.as_str()));
-        json!({
-            "session_id": self.session_id(),
-            "turn": self.turn.as_ref().map_or(self.state.turn, |t| t.turn.turn_no()),
-            "active_actor": actor.map(|a| json!({
-                "character_id": a.character_id, "name": a.name, "hp": a.hp, "max_hp": a.max_hp,
-                "state": a.state, "area_id": a.area_id,
-            })),
-            "current_area": here.map(|h| json!({
-                "area_id": h.area_id, "name": h.name, "description": h.description,
-                "reachable": h.reachable_area_ids.iter().map(|r| brief(r.as_str())).collect::<Vec<_>>(),
-            })),
-            "areas": self.state.areas.iter().map(|a| json!({"area_id": a.area_id, "name": a.name})).collect::<Vec<_>>(),
-        })
-    }
-
-    fn on_model_event(&mut self, event: Result<ModelEvent, LlmError>, ctx: &mut Context<Self>) {
-        let Some(t) = self.turn.as_mut() else { return };
-        if t.content_call.is_some() {
-            // Text written for a tool is not narrative: nothing streams out.
-            match event {
-                Ok(ModelEvent::Delta(_)) => {}
-                Ok(ModelEvent::Done(reply)) => {
-                    t.turn.add_usage(reply.usage);
-                    self.content_answered(Ok(reply.text), ctx);
-                }
-                Err(e) => {
-                    let reason = match e {
-                        LlmError::Timeout => Reason::Timeout,
-                        _ => Reason::ExecutionFailed,
-                    };
-                    self.log_model_failure(&e);
-                    let error = ToolError::new(reason, e.code(), e.public_message());
-                    self.content_answered(Err(error), ctx);
-                }
-            }
-            return;
-        }
-        match event {
-            Ok(ModelEvent::Delta(text)) => {
-                if let Some(text) = t.turn.on_delta(text) {
-                    let turn_id = t.turn.turn_id().clone();
-                    self.emit(
-                        StoryEvent::NarrativeDelta { turn_id, text },
-                        None,
-                        None,
-                        None,
-                    );
-                }
-            }
-            Ok(ModelEvent::Done(reply)) => {
-                t.model_stream = None;
-                let step = t.turn.on_model_done(reply);
-                self.execute(step, ctx);
-            }
-            Err(e) => {
-                let step = t.turn.on_model_error(&e);
-                self.log_model_failure(&e);
-                self.execute(step, ctx);
-            }
-        }
-    }
-
-    /// Logs a model failure whole, under the turn's trace id: clients get
-    /// only [`LlmError::public_message`].
-    fn log_model_failure(&self, e: &LlmError) {
-        let (turn_id, trace_id) = self
-            .turn
-            .as_ref()
-            .map(|t| (t.turn.turn_id().as_str(), t.turn.trace_id().as_str()))
-            .unwrap_or_default();
-        tracing::warn!(
-            session_id = %self.meta.session_id,
-            turn_id,
-            trace_id,
-            error = %e,
-            "model call failed"
-        );
+        let budget = self.deps.limits.history_tokens;
+        let turn_no = t.turn.turn_no();
+        let request = prompt::model_request(&self.view(), in_flight, budget, turn_no, kind);
+        self.stream_model(request, ctx);
     }
 
     /// Runs a tool call the model asked for, unless a real model writes
-    /// its text first ([`Self::ask_for_content`]).
+    /// its text first: the content some tools ask for (`generate_zone`'s
+    /// names and descriptions, [`calls::content_request`]) is asked for
+    /// here, and the call runs when the turn has the answer
+    /// ([`Step::RunWithContent`]).
     fn run_model_call(
         &mut self,
         call_id: CallId,
@@ -873,211 +437,81 @@ impl SessionActor {
         arguments: String,
         ctx: &mut Context<Self>,
     ) {
-        if let Ok(args) = serde_json::from_str::<Value>(&arguments)
-            && self.ask_for_content(call_id.clone(), tool.clone(), args, ctx)
-        {
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone()) else {
+            return;
+        };
+        let ask = self
+            .deps
+            .provider
+            .writes_content()
+            .then(|| calls::content_request(&self.view(), &tool, &arguments));
+        if let Some(ask) = ask.flatten() {
+            if let Some(t) = self.turn.as_mut() {
+                let args = ask.args;
+                t.turn.await_content(ContentCall {
+                    call_id,
+                    tool,
+                    args,
+                });
+            }
+            let request = prompt::content_request(&turn_id, ask.system, ask.user);
+            self.stream_model(request, ctx);
             return;
         }
-        let Some(t) = self.turn.as_ref() else { return };
-        let (turn_id, trace_id) = (t.turn.turn_id().clone(), t.turn.trace_id().clone());
-        let (iteration, usage) = (t.turn.iteration(), t.turn.step_usage());
-        self.run_call(CallSpec {
-            turn_id: &turn_id,
-            trace_id: &trace_id,
-            iteration,
-            call_id: &call_id,
-            tool: &tool,
-            raw: RawArgs::Text(arguments),
-            role: Role::GameMaster,
-            usage,
-            in_turn: true,
-            refused: None,
-            origin: &CallOrigin::default(),
-        });
+        self.run_turn_call(call_id, tool, RawArgs::Text(arguments), None);
     }
 
-    /// Runs one tool call through the pipeline and journals its `tool_call`
-    /// and `tool_result` frames. Calls of a model turn also go into the
-    /// model's history and the turn's events.
-    fn run_call(&mut self, c: CallSpec<'_>) -> CallOutcome {
-        // What a caller sent is repeated in frames, the journal and the
-        // history: oversized arguments are shown as a note (the pipeline
-        // refuses them).
-        let within = args_within_bound(&c.raw);
-        let shown_args = match &c.raw {
-            _ if !within => Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
-            RawArgs::Text(text) => {
-                serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
-            }
-            RawArgs::Value(v) => v.clone(),
-        };
-        let raw_text = match &c.raw {
-            _ if !within => "{}".to_owned(),
-            RawArgs::Text(text) => text.clone(),
-            RawArgs::Value(v) => v.to_string(),
-        };
+    /// Runs a call of the running turn as the game master; `refused` fails
+    /// it without running the tool.
+    fn run_turn_call(
+        &mut self,
+        call_id: CallId,
+        tool: String,
+        raw: RawArgs,
+        refused: Option<ToolError>,
+    ) {
+        if let Some(t) = self.turn.as_ref() {
+            let call = Call::of_turn(&t.turn, call_id, tool, raw, refused);
+            self.run_call(call);
+        }
+    }
 
-        self.emit(
-            StoryEvent::ToolCall {
-                turn_id: c.turn_id.clone(),
-                iteration: c.iteration,
-                call_id: c.call_id.clone(),
-                tool: c.tool.to_owned(),
-                args: shown_args,
-            },
-            None,
-            c.in_turn.then(|| HistoryEntry::ToolCall {
-                turn_id: c.turn_id.to_string(),
-                call_id: c.call_id.to_string(),
-                tool: c.tool.to_owned(),
-                arguments: raw_text,
-            }),
-            None,
-        );
-        let caller = Caller {
-            role: c.role,
-            allowlist: &self.state.allowlist,
+    /// Runs one tool call ([`calls::run`]) and journals what it gave; a
+    /// model turn's call also goes into the turn's events. Answers the seq
+    /// of its `tool_result` frame and what its caller hears.
+    fn run_call(&mut self, call: Call) -> (u64, Answer) {
+        let in_turn = call.in_turn;
+        let view = SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
             session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
         };
-        let inv = match c.refused {
-            Some(e) => Invocation {
-                args: match c.raw {
-                    RawArgs::Value(v) => v,
-                    RawArgs::Text(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
-                },
-                outcome: Err(e),
-                duration_ms: 0.0,
-            },
-            None => self
-                .deps
-                .registry
-                .invoke(c.tool, c.raw, &caller, &self.state, &mut self.rng),
-        };
-        let duration_ms = (inv.duration_ms * 1000.0).round() / 1000.0;
+        let ran = calls::run(&view, &mut self.rng, call);
         self.deps
             .metrics
             .tool_seconds
-            .observe(inv.duration_ms / 1000.0);
-        audit::record(
-            &self.deps.store,
-            AuditedCall {
-                session_id: Some(&self.session_id),
-                tenant_id: &self.meta.tenant_id,
-                trace_id: c.trace_id,
-                turn_id: Some(c.turn_id),
-                call_id: Some(c.call_id),
-                tool: c.tool,
-                role: c.role,
-                args: &inv.args,
-                failure: inv.outcome.as_ref().err(),
-                duration_ms: inv.duration_ms,
-                usage: c.usage,
-                origin: c.origin,
-            },
-        );
-        let (status, reason, error_code) = match &inv.outcome {
-            Ok(_) => (ToolStatus::Ok, None, None),
-            Err(e) => (e.status(), Some(e.reason), Some(e.code)),
-        };
-        let tool_event = ToolEvent {
-            call_id: c.call_id.clone(),
-            tool: c.tool.to_owned(),
-            status,
-            reason,
-            error_code,
-            duration_ms,
-        };
-        let (result, message, effect, content, action) = match &inv.outcome {
-            Ok(out) => {
-                let action = json!({
-                    "turn_id": c.turn_id, "call_id": c.call_id, "tool": c.tool,
-                    "args": inv.args, "status": ToolStatus::Ok, "result": out.result,
-                });
-                (
-                    Some(out.result.clone()),
-                    None,
-                    out.effect.clone(),
-                    out.result.to_string(),
-                    Some(action),
-                )
-            }
-            Err(e) => (
-                None,
-                Some(e.message.clone()),
-                None,
-                e.to_model_json().to_string(),
-                None,
-            ),
-        };
-        if c.in_turn
-            && let Some(t) = self.turn.as_mut()
-        {
-            t.turn.call_ran(tool_event.clone(), effect.as_ref());
+            .observe(ran.duration_ms / 1000.0);
+        self.emit(ran.call);
+        audit::write(&self.deps.store, ran.audit);
+        if in_turn && let Some(t) = self.turn.as_mut() {
+            t.turn
+                .call_ran(ran.answer.event.clone(), ran.result.effect.as_ref());
         }
-        let seq = self.emit(
-            StoryEvent::ToolResult {
-                turn_id: c.turn_id.clone(),
-                call_id: c.call_id.clone(),
-                tool: c.tool.to_owned(),
-                status,
-                result,
-                reason,
-                error_code,
-                message,
-                duration_ms,
-            },
-            effect,
-            c.in_turn.then(|| HistoryEntry::ToolResult {
-                turn_id: c.turn_id.to_string(),
-                call_id: c.call_id.to_string(),
-                tool: c.tool.to_owned(),
-                content,
-            }),
-            action,
-        );
-        CallOutcome {
-            seq,
-            event: tool_event,
-            outcome: inv.outcome.map(|o| o.result),
-        }
+        let seq = self.emit(ran.result);
+        (seq, ran.answer)
     }
 
-    fn complete_turn(
-        &mut self,
-        reply: String,
-        dialog_type: String,
-        limit: Option<TurnLimit>,
-        ctx: &mut Context<Self>,
-    ) {
-        let Some(t) = self.turn.take() else { return };
-        let metrics = &self.deps.metrics;
-        metrics.turns_completed.inc();
-        metrics.turn_ended(t.started.elapsed(), t.model_time);
-        if let Some(h) = t.deadline {
+    /// Ends the running turn: its timer and model stream stop and its time
+    /// is counted; answers its bookkeeping for its last frame.
+    fn end_turn(&mut self, ctx: &mut Context<Self>) -> Option<Turn> {
+        let ended = self.turn.take()?.end(Instant::now());
+        for h in ended.to_cancel {
             ctx.cancel_future(h);
         }
-        let state_patch = self.state_patch(&t.turn);
-        let turn_id = t.turn.turn_id().clone();
-        let (iterations, usage) = (t.turn.iteration(), t.turn.usage());
-        self.emit(
-            StoryEvent::TurnCompleted(TurnCompleted {
-                turn_id: turn_id.clone(),
-                reply: reply.clone(),
-                dialog_type,
-                iterations,
-                tool_events: t.turn.into_tool_events(),
-                state_patch,
-                usage,
-                limit,
-            }),
-            None,
-            Some(HistoryEntry::Assistant {
-                turn_id: turn_id.to_string(),
-                text: reply,
-            }),
-            None,
-        );
-        self.turn_ended(ctx);
+        let metrics = &self.deps.metrics;
+        metrics.turn_ended(ended.elapsed, ended.model_time);
+        Some(ended.turn)
     }
 
     /// Ends the running turn with `turn_failed`; the session stays usable.
@@ -1088,56 +522,21 @@ impl SessionActor {
         limit: Option<TurnLimit>,
         ctx: &mut Context<Self>,
     ) {
-        let Some(t) = self.turn.take() else { return };
-        for h in [t.deadline, t.model_stream].into_iter().flatten() {
-            ctx.cancel_future(h);
-        }
-        let metrics = &self.deps.metrics;
-        metrics.turn_failed(&code.as_str());
-        metrics.turn_ended(t.started.elapsed(), t.model_time);
-        let turn_id = t.turn.turn_id().clone();
+        let Some(turn) = self.end_turn(ctx) else {
+            return;
+        };
+        self.deps.metrics.turn_failed(&code.as_str());
+        let turn_id = turn.turn_id();
         tracing::info!(session_id = %self.meta.session_id, %turn_id, code = ?code, %message, "turn failed");
-        self.emit(
-            StoryEvent::TurnFailed(TurnFailed {
-                turn_id: turn_id.clone(),
-                error_code: code,
-                message: message.clone(),
-                limit,
-            }),
-            None,
-            Some(HistoryEntry::Assistant {
-                turn_id: turn_id.to_string(),
-                text: format!("[the turn ended early: {message}]"),
-            }),
-            None,
-        );
+        self.emit(turn_frames::failed(turn_id, code, message, limit));
         self.turn_ended(ctx);
     }
 
+    /// A turn's last frame is journalled: the next work may start.
     fn turn_ended(&mut self, ctx: &mut Context<Self>) {
         self.last_activity = Instant::now();
         self.report_stats();
         self.advance(ctx);
-    }
-
-    /// What this turn changed, read from the state after its effects.
-    fn state_patch(&self, t: &Turn) -> StatePatch {
-        StatePatch {
-            areas: t
-                .touched_areas()
-                .iter()
-                .filter_map(|id| self.state.area(id).cloned())
-                .collect(),
-            characters: t
-                .touched_characters()
-                .iter()
-                .filter_map(|id| self.state.character(id).cloned())
-                .collect(),
-            position: self.state.active_actor().map(|a| Position {
-                actor_id: a.character_id.0.clone(),
-                area_id: a.area_id.0.clone(),
-            }),
-        }
     }
 
     // ----- lifecycle --------------------------------------------------------
@@ -1145,7 +544,7 @@ impl SessionActor {
     fn idle(&self) -> bool {
         self.fanout.is_empty()
             && self.turn.is_none()
-            && self.queue.is_empty()
+            && !self.intake.has_work()
             && !self.sequencer.has_pending()
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
@@ -1197,33 +596,6 @@ impl SessionActor {
     }
 }
 
-/// One tool call to run through the pipeline.
-struct CallSpec<'a> {
-    turn_id: &'a TurnId,
-    trace_id: &'a TraceId,
-    iteration: u32,
-    call_id: &'a CallId,
-    tool: &'a str,
-    raw: RawArgs,
-    role: Role,
-    /// Tokens of the model call that asked for it (zero outside turns).
-    usage: Usage,
-    /// A model turn's call: recorded in the history and the turn's events.
-    in_turn: bool,
-    /// Fails the call with this error without running the tool.
-    refused: Option<ToolError>,
-    /// Who called from outside, for the audit ledger.
-    origin: &'a CallOrigin,
-}
-
-/// What a call gave, once its frames are journalled.
-struct CallOutcome {
-    /// The seq of its `tool_result` frame.
-    seq: u64,
-    event: ToolEvent,
-    outcome: Result<Value, ToolError>,
-}
-
 impl Actor for SessionActor {
     type Context = Context<Self>;
 
@@ -1233,22 +605,13 @@ impl Actor for SessionActor {
             addr.do_send(Durable(r))
         }));
         if let Some(turn_id) = self.interrupted_turn.take() {
-            let message =
-                "the server stopped during this turn; its completed tool calls are kept".to_owned();
-            self.emit(
-                StoryEvent::TurnFailed(TurnFailed {
-                    turn_id: turn_id.clone(),
-                    error_code: ErrorCode::InternalError,
-                    message: message.clone(),
-                    limit: None,
-                }),
+            let message = turn_frames::INTERRUPTED.to_owned();
+            self.emit(turn_frames::failed(
+                &turn_id,
+                ErrorCode::InternalError,
+                message,
                 None,
-                Some(HistoryEntry::Assistant {
-                    turn_id: turn_id.to_string(),
-                    text: format!("[the turn ended early: {message}]"),
-                }),
-                None,
-            );
+            ));
         }
         let every = (self.deps.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));
@@ -1281,33 +644,32 @@ impl Handler<Durable> for SessionActor {
 
 impl StreamHandler<ModelMsg> for SessionActor {
     fn handle(&mut self, msg: ModelMsg, ctx: &mut Self::Context) {
-        let current = self
-            .turn
-            .as_ref()
-            .is_some_and(|t| t.model_call == msg.call && t.turn.phase() == Phase::AwaitModel);
-        if !current {
+        if !self.turn.as_ref().is_some_and(|t| t.awaits(msg.tag)) {
             return;
         }
         if let Some(event @ (Ok(ModelEvent::Done(_)) | Err(_))) = &msg.event {
             self.model_call_ended(event);
         }
-        match msg.event {
-            Some(event) => self.on_model_event(event, ctx),
-            None if self.turn.as_ref().is_some_and(|t| t.content_call.is_some()) => self
-                .content_answered(
-                    Err(ToolError::new(
-                        Reason::ExecutionFailed,
-                        ErrorCode::UpstreamError,
-                        "the model stream ended without an answer",
-                    )),
-                    ctx,
-                ),
-            None => {
-                if let Some(step) = self.turn.as_ref().map(|t| t.turn.on_stream_end()) {
-                    self.execute(step, ctx);
+        let Some(t) = self.turn.as_mut() else { return };
+        let step = match msg.event {
+            Some(Ok(ModelEvent::Delta(text))) => {
+                if let Some(text) = t.turn.on_delta(text) {
+                    let turn_id = t.turn.turn_id().clone();
+                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
+                return;
             }
-        }
+            Some(Ok(ModelEvent::Done(reply))) => t.turn.on_model_done(reply),
+            Some(Err(e)) => {
+                // Logged whole under the turn's trace id: clients get only
+                // its public message.
+                let (turn_id, trace_id) = (t.turn.turn_id(), t.turn.trace_id());
+                tracing::warn!(session_id = %self.meta.session_id, %turn_id, %trace_id, error = %e, "model call failed");
+                t.turn.on_model_error(&e)
+            }
+            None => t.turn.on_stream_end(),
+        };
+        self.execute(step, ctx);
     }
 
     // Each model call is its own stream; its end must not stop the actor.
@@ -1318,82 +680,29 @@ impl Handler<SubmitChat> for SessionActor {
     type Result = Result<ChatAccepted, ChatRefused>;
 
     fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
-        let conn_id = msg.conn_id;
+        let (busy, store) = (self.turn.is_some(), &self.deps.store);
         let request_id = msg.request_id.clone();
-        let mut taken = self.take_chat(msg, ctx);
-        // The turn's frames go out only once durable, from a later message;
-        // the ack queued now on the same connection is ahead of all of them.
-        if let (Ok(accepted), Some(conn_id)) = (&mut taken, conn_id) {
-            let ack = ControlFrame::Ack {
-                request_id,
-                turn_id: accepted.turn_id.clone(),
-                duplicate: accepted.duplicate,
-                queued: accepted.queued,
-            };
-            accepted.acked = self
-                .fanout
-                .send_to(conn_id, Outbound::Frame(ByteString::from(ack.to_json())));
-        }
-        taken
-    }
-}
-
-impl SessionActor {
-    /// Takes a chat into the queue, or says why not.
-    fn take_chat(
-        &mut self,
-        msg: SubmitChat,
-        ctx: &mut Context<Self>,
-    ) -> Result<ChatAccepted, ChatRefused> {
-        let load = Load {
-            stopping: self.stopping,
-            busy: self.turn.is_some(),
-            waiting: self.queue.len(),
-        };
-        let store = &self.deps.store;
-        let admitted = self
+        let taken = self
             .intake
-            .admit(&msg.text, msg.request_id.as_deref(), load, || {
+            .take_chat(&msg.text, msg.request_id, self.stopping, busy, || {
                 store.refusing()
             });
-        let text = match admitted {
-            Ok(Admission::New { text }) => text.to_owned(),
-            Ok(Admission::Duplicate { turn_id }) => {
-                return Ok(ChatAccepted {
-                    turn_id,
-                    duplicate: true,
-                    queued: 0,
-                    acked: false,
-                });
+        let mut accepted = taken.inspect_err(|refused| {
+            if refused.code == ErrorCode::RateLimited {
+                self.deps.metrics.rate_limited.inc();
             }
-            Err(refused) => {
-                if refused.code == ErrorCode::RateLimited {
-                    self.deps.metrics.rate_limited.inc();
-                }
-                return Err(refused);
-            }
-        };
-        let queued = self.queue.len() + usize::from(self.turn.is_some());
-        let turn_no = self.next_turn_no;
-        self.next_turn_no += 1;
-        let turn_id = TurnId::from(format!("turn_{turn_no}"));
-        if let Some(r) = &msg.request_id {
-            self.intake.remember(r.clone(), turn_id.clone());
+        })?;
+        if !accepted.duplicate {
+            self.last_activity = Instant::now();
+            self.advance(ctx);
         }
-        self.queue.push_back(Work::Turn(QueuedTurn {
-            turn_no,
-            turn_id: turn_id.clone(),
-            request_id: msg.request_id,
-            text,
-        }));
-        self.last_activity = Instant::now();
-        self.advance(ctx);
-        Ok(ChatAccepted {
-            turn_id,
-            duplicate: false,
-            queued,
-            acked: false,
-        })
+        // The turn's frames go out only once durable, from a later message;
+        // the ack queued now on the same connection is ahead of all of them.
+        if let Some(conn_id) = msg.conn_id {
+            let ack = ByteString::from(accepted.ack(request_id));
+            accepted.acked = self.fanout.send_to(conn_id, Outbound::Frame(ack));
+        }
+        Ok(accepted)
     }
 }
 
@@ -1401,30 +710,15 @@ impl Handler<CallTool> for SessionActor {
     type Result = ResponseFuture<Result<DirectCallDone, ChatRefused>>;
 
     fn handle(&mut self, msg: CallTool, ctx: &mut Self::Context) -> Self::Result {
-        let refusal = |r: ChatRefused| Box::pin(std::future::ready(Err(r))) as Self::Result;
-        let refuse = |code, message: String| refusal(ChatRefused::new(code, message));
-        if self.stopping {
-            return refusal(ChatRefused::reloading());
-        }
-        let max_queue = self.deps.limits.max_queued_turns;
-        if self.turn.is_some() && self.queue.len() >= max_queue {
-            return refuse(
-                ErrorCode::QueueFull,
-                format!("{max_queue} calls are already waiting"),
-            );
-        }
-        if let Some(reason) = self.deps.store.refusing() {
-            return refuse(ErrorCode::Overloaded, reason.into());
-        }
         let (reply, answer) = oneshot::channel();
-        self.queue.push_back(Work::Call(QueuedCall {
-            tool: msg.tool,
-            args: msg.args,
-            role: msg.role,
-            trace_id: msg.trace_id,
-            origin: msg.origin,
-            reply,
-        }));
+        let (busy, store) = (self.turn.is_some(), &self.deps.store);
+        let call = QueuedCall { call: msg, reply };
+        let taken = self
+            .intake
+            .take_call(call, self.stopping, busy, || store.refusing());
+        if let Err(refused) = taken {
+            return Box::pin(std::future::ready(Err(refused)));
+        }
         self.last_activity = Instant::now();
         self.advance(ctx);
         Box::pin(async move {
@@ -1443,47 +737,15 @@ impl Handler<AwaitTurnEnd> for SessionActor {
 
     fn handle(&mut self, msg: AwaitTurnEnd, _: &mut Self::Context) -> Self::Result {
         let id = msg.turn_id;
-        let lost = || {
-            ChatRefused::new(
-                ErrorCode::InternalError,
-                "the session stopped before the turn ended; its progress is kept",
-            )
-        };
         let open = self.turn.as_ref().is_some_and(|t| *t.turn.turn_id() == id)
-            || self
-                .queue
-                .iter()
-                .any(|w| matches!(w, Work::Turn(q) if q.turn_id == id))
-            || self
-                .sequencer
-                .pending()
-                .any(|p| p.ends_turn.as_ref().is_some_and(|e| *e.turn_id() == id));
+            || self.intake.holds_turn(&id)
+            || self.sequencer.ends_pending(&id);
         if open {
-            let (tx, rx) = oneshot::channel();
-            self.turn_waiters.entry(id).or_default().push(tx);
-            return Box::pin(async move { rx.await.map_err(|_| lost()) });
+            let rx = self.sequencer.await_turn_end(id);
+            return Box::pin(async move { rx.await.map_err(|_| ChatRefused::turn_lost()) });
         }
-        // The turn ended and is durable: its last frame is in the journal,
-        // read back once here. One that does not read back as a turn's end
-        // is a bug, answered as an internal error.
-        let store = self.deps.store.clone();
-        let session_id = self.meta.session_id.clone();
-        Box::pin(async move {
-            match store.turn_end_frame(&session_id, id.as_str()).await {
-                Ok(Some(frame)) => serde_json::from_str(&frame).map_err(|e| {
-                    tracing::error!(error = %e, %session_id, turn_id = %id, "a stored turn end does not read back");
-                    ChatRefused::new(ErrorCode::InternalError, "internal error")
-                }),
-                Ok(None) => Err(ChatRefused::new(
-                    ErrorCode::NotFound,
-                    format!("no turn {id} in this session"),
-                )),
-                Err(e) => {
-                    tracing::error!(error = %e, "reading a turn's end failed");
-                    Err(lost())
-                }
-            }
-        })
+        let (store, session_id) = (self.deps.store.clone(), self.meta.session_id.clone());
+        Box::pin(replay::turn_end(store, session_id, id))
     }
 }
 
@@ -1496,11 +758,11 @@ impl Handler<Subscribe> for SessionActor {
         }
         let backlog = self.sequencer.backlog(msg.last_seq);
         let welcome = ControlFrame::Welcome {
-            session_id: self.session_id(),
+            session_id: &self.session_id,
             role: msg.role,
             seq: backlog.welcome_seq,
             resumed: backlog.resumed,
-            state: Snapshot::of(self.session_id(), &self.state),
+            state: Snapshot::of(&self.session_id, &self.state),
         }
         .to_json();
         self.fanout.subscribe(
@@ -1540,7 +802,9 @@ impl Handler<GetSnapshot> for SessionActor {
         if self.stopping {
             return Err(ChatRefused::reloading());
         }
-        Ok(self.snapshot_json())
+        let snapshot =
+            Snapshot::of(&self.session_id, &self.state).owned_by(&self.deps.store.node().id);
+        Ok(serde_json::to_string(&snapshot).unwrap_or_default())
     }
 }
 

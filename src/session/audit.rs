@@ -1,5 +1,6 @@
 //! The audit ledger's writer: one row and one log event per tool call, from
-//! any caller (the game loop, players, other services).
+//! any caller (the game loop, players, other services). The row is made
+//! apart from writing it, so the session's call pipeline stays free of IO.
 
 use serde_json::Value;
 
@@ -36,8 +37,15 @@ pub struct AuditedCall<'a> {
 }
 
 /// Queues the call's audit row and writes its `tool_call_success` /
-/// `tool_call_failed` log event; answers the row.
-pub fn record(store: &Store, c: AuditedCall<'_>) -> AuditRow {
+/// `tool_call_failed` log event.
+pub fn record(store: &Store, c: AuditedCall<'_>) {
+    write(store, row(c));
+}
+
+/// The audit row of a call. A session's calls make it where the call runs
+/// (`session/calls.rs`, which holds no store) and the actor writes it
+/// ([`write()`]).
+pub fn row(c: AuditedCall<'_>) -> AuditRow {
     let (status, reason, code, message) = match c.failure {
         None => (ToolStatus::Ok, None, None, None),
         Some(e) => (
@@ -47,7 +55,7 @@ pub fn record(store: &Store, c: AuditedCall<'_>) -> AuditRow {
             Some(e.message.clone()),
         ),
     };
-    let row = AuditRow {
+    AuditRow {
         audit_id: 0,
         session_id: c.session_id.map(SessionId::to_string),
         tenant_id: c.tenant_id.to_owned(),
@@ -68,11 +76,19 @@ pub fn record(store: &Store, c: AuditedCall<'_>) -> AuditRow {
         site_id: c.origin.site_id.clone(),
         span_id: c.origin.span_id.clone(),
         user_id: c.origin.user_id.clone(),
-    };
-    let latency_ms = (c.duration_ms * 1000.0).round() / 1000.0;
-    let (event, failed) = match c.failure {
-        None => ("tool_call_success", false),
-        Some(_) => ("tool_call_failed", true),
+    }
+}
+
+/// Writes the row's `tool_call_success` / `tool_call_failed` log event and
+/// queues it for the ledger.
+pub fn write(store: &Store, row: AuditRow) {
+    let latency_ms = row.duration_us as f64 / 1000.0;
+    // Only a failed call has an error code.
+    let failed = row.error_code.is_some();
+    let event = if failed {
+        "tool_call_failed"
+    } else {
+        "tool_call_success"
     };
     tracing::info!(
         event, trace_id = %row.trace_id, session_id = row.session_id.as_deref().unwrap_or_default(),
@@ -88,6 +104,5 @@ pub fn record(store: &Store, c: AuditedCall<'_>) -> AuditRow {
         prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, failed,
         "{event}"
     );
-    store.audit(row.clone());
-    row
+    store.audit(row);
 }

@@ -31,7 +31,7 @@ use actix::prelude::SendError;
 use bytestring::ByteString;
 
 use super::Outbound;
-use crate::protocol::ConnRole;
+use crate::protocol::{ConnRole, StoryEvent};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
@@ -74,6 +74,22 @@ pub(super) enum Presence {
     /// Nothing to send: the counts are the ones last sent, or a later
     /// check is already due.
     Nothing,
+}
+
+impl Presence {
+    /// The `presence` frame to journal, if one goes out now.
+    pub(super) fn event(self) -> Option<StoryEvent> {
+        match self {
+            Self::Now {
+                players,
+                spectators,
+            } => Some(StoryEvent::Presence {
+                players,
+                spectators,
+            }),
+            Self::At(_) | Self::Nothing => None,
+        }
+    }
 }
 
 /// The subscribed connections and the presence throttle.
@@ -498,6 +514,23 @@ mod tests {
                 spectators: 0
             }
         );
+    }
+
+    #[test]
+    fn only_presence_now_is_a_frame() {
+        let now = Presence::Now {
+            players: 2,
+            spectators: 1,
+        };
+        assert!(matches!(
+            now.event(),
+            Some(StoryEvent::Presence {
+                players: 2,
+                spectators: 1
+            })
+        ));
+        assert!(Presence::At(Instant::now()).event().is_none());
+        assert!(Presence::Nothing.event().is_none());
     }
 
     #[actix::test]

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::actor::{LeaseLost, SessionActor};
+use super::actor::SessionActor;
+use super::messages::LeaseLost;
 use super::replay::Restored;
 use super::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token, replay,

@@ -1,12 +1,14 @@
 //! The intake of one session: whether a player's chat is taken as a new
-//! turn, recognised as one already taken, or refused, and why.
+//! turn, recognised as one already taken, or refused, and why; whether a
+//! direct tool call is taken; and the queue the work taken waits in.
 //!
 //! It sits inside [`super::SessionActor`], which owns it: the actor tells
-//! [`Intake::admit`] what the session is doing, numbers and queues a chat
-//! that is admitted as new, and [`Intake::remember`]s its request id. Intake
-//! holds the session's chat rate limit and the request ids it has taken
-//! (restored from the journal by `replay`); it does no IO and knows nothing
-//! of actix, so its rules are tested here from tables.
+//! [`Intake::take_chat`] and [`Intake::take_call`] what the session is
+//! doing, and asks [`Intake::next`] for the work to start once nothing runs.
+//! Intake holds the session's chat rate limit, the request ids it has taken
+//! (restored from the journal by `replay`), the turn numbers and the queue;
+//! it does no IO and knows nothing of actix, so its rules are tested here
+//! from tables.
 //!
 //! Invariants:
 //! - the checks run in one order, and the first that fails answers: the
@@ -16,56 +18,22 @@
 //!   the queue, and last the rate limit;
 //! - only a chat that passes every other check spends from the rate limit;
 //! - at most [`REMEMBERED_REQUESTS`] request ids are remembered, the oldest
-//!   forgotten first.
+//!   forgotten first;
+//! - a new turn is numbered one past the last, from the restored state's;
+//! - work starts in arrival order; a direct call reads the state, so it
+//!   waits at the front while a tool's effect is in flight.
 
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tokio::sync::oneshot;
 
+use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
 use super::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
 use crate::protocol::{TurnId, check_request_id};
-
-/// A chat that was refused.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatRefused {
-    pub code: ErrorCode,
-    pub message: String,
-    pub retry_after_ms: Option<u64>,
-    /// The session is stopping (unloading, or failed): look it up again
-    /// and the next actor takes the work. Told apart by this, not by its
-    /// code, which clients see as `INTERNAL_ERROR`.
-    reloading: bool,
-}
-
-impl ChatRefused {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retry_after_ms: None,
-            reloading: false,
-        }
-    }
-
-    /// The session is stopping; the caller should look it up again.
-    pub fn reloading() -> Self {
-        Self {
-            reloading: true,
-            ..Self::new(
-                ErrorCode::InternalError,
-                "the session is reloading; try again",
-            )
-        }
-    }
-
-    /// Whether looking the session up again may succeed.
-    pub fn is_reloading(&self) -> bool {
-        self.reloading
-    }
-}
 
 /// Request ids already taken, oldest forgotten first.
 #[derive(Default)]
@@ -93,37 +61,61 @@ impl RecentRequests {
 
 /// What the session is doing as a chat arrives.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Load {
+struct Load {
     /// The session is stopping: the next actor must take the chat.
-    pub(super) stopping: bool,
+    stopping: bool,
     /// A turn is running.
-    pub(super) busy: bool,
+    busy: bool,
     /// Work (turns and direct calls) waiting behind it.
-    pub(super) waiting: usize,
+    waiting: usize,
 }
 
 /// A chat that passed every check.
 #[derive(Debug, PartialEq)]
-pub(super) enum Admission<'t> {
+enum Admission<'t> {
     /// Its request id was taken already, by this turn: nothing new is queued.
     Duplicate { turn_id: TurnId },
     /// A new turn with this text (trimmed).
     New { text: &'t str },
 }
 
-/// The chat rate limit, the remembered request ids and the limits a chat
-/// must keep.
+/// A chat waiting for its turn.
+pub(super) struct QueuedTurn {
+    pub(super) turn_no: u64,
+    pub(super) turn_id: TurnId,
+    pub(super) request_id: Option<String>,
+    pub(super) text: String,
+}
+
+/// A direct tool call waiting its turn, and who hears once it is durable.
+pub(super) struct QueuedCall {
+    pub(super) call: CallTool,
+    pub(super) reply: oneshot::Sender<DirectCallDone>,
+}
+
+/// What waits in a session's queue: turns and direct calls, in arrival order.
+pub(super) enum Work {
+    Turn(QueuedTurn),
+    Call(QueuedCall),
+}
+
+/// The chat rate limit, the remembered request ids, the limits work must
+/// keep, and the work waiting.
 pub(super) struct Intake {
     /// `chat_per_minute`, in bursts of up to `chat_burst`.
     limiter: DefaultDirectRateLimiter,
     requests: RecentRequests,
     max_text_chars: usize,
     max_queued_turns: usize,
+    queue: VecDeque<Work>,
+    /// The number the next new turn gets.
+    next_turn_no: u64,
 }
 
 impl Intake {
-    /// An intake under `limits` that knows the request ids in `requests`.
-    pub(super) fn new(limits: &Limits, requests: RecentRequests) -> Self {
+    /// An intake under `limits` that knows the request ids in `requests` and
+    /// numbers the next new turn `next_turn_no`.
+    pub(super) fn new(limits: &Limits, requests: RecentRequests, next_turn_no: u64) -> Self {
         let per_minute = NonZeroU32::new(limits.chat_per_minute).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(limits.chat_burst).unwrap_or(NonZeroU32::MIN);
         Self {
@@ -131,15 +123,116 @@ impl Intake {
             requests,
             max_text_chars: limits.max_text_chars,
             max_queued_turns: limits.max_queued_turns,
+            queue: VecDeque::new(),
+            next_turn_no,
         }
+    }
+
+    /// Takes a chat of `text` with `request_id` while the session stops or
+    /// not and a turn runs (`busy`) or not ([`Intake::admit`]): a new chat
+    /// is numbered and queued, and its request id remembered; a duplicate
+    /// answers the turn its request id took.
+    pub(super) fn take_chat(
+        &mut self,
+        text: &str,
+        request_id: Option<String>,
+        stopping: bool,
+        busy: bool,
+        storage_refusing: impl FnOnce() -> Option<&'static str>,
+    ) -> Result<ChatAccepted, ChatRefused> {
+        let load = Load {
+            stopping,
+            busy,
+            waiting: self.queue.len(),
+        };
+        let text = match self.admit(text, request_id.as_deref(), load, storage_refusing)? {
+            Admission::New { text } => text.to_owned(),
+            Admission::Duplicate { turn_id } => {
+                return Ok(ChatAccepted {
+                    turn_id,
+                    duplicate: true,
+                    queued: 0,
+                    acked: false,
+                });
+            }
+        };
+        let queued = self.queue.len() + usize::from(busy);
+        let turn_no = self.next_turn_no;
+        self.next_turn_no += 1;
+        let turn_id = TurnId::from(format!("turn_{turn_no}"));
+        if let Some(r) = &request_id {
+            self.remember(r.clone(), turn_id.clone());
+        }
+        self.queue.push_back(Work::Turn(QueuedTurn {
+            turn_no,
+            turn_id: turn_id.clone(),
+            request_id,
+            text,
+        }));
+        Ok(ChatAccepted {
+            turn_id,
+            duplicate: false,
+            queued,
+            acked: false,
+        })
+    }
+
+    /// Takes a direct call into the queue, or says why not: the session
+    /// stopping, the queue full behind a running turn (`busy`), storage
+    /// refusing, asked in that order. Calls spend nothing from the chat
+    /// rate limit.
+    pub(super) fn take_call(
+        &mut self,
+        call: QueuedCall,
+        stopping: bool,
+        busy: bool,
+        storage_refusing: impl FnOnce() -> Option<&'static str>,
+    ) -> Result<(), ChatRefused> {
+        if stopping {
+            return Err(ChatRefused::reloading());
+        }
+        let max_queue = self.max_queued_turns;
+        if busy && self.queue.len() >= max_queue {
+            return Err(ChatRefused::new(
+                ErrorCode::QueueFull,
+                format!("{max_queue} calls are already waiting"),
+            ));
+        }
+        if let Some(reason) = storage_refusing() {
+            return Err(ChatRefused::new(ErrorCode::Overloaded, reason));
+        }
+        self.queue.push_back(Work::Call(call));
+        Ok(())
+    }
+
+    /// The work to start next, in arrival order. A direct call reads the
+    /// state, so it stays at the front while `effects_in_flight` (journalled
+    /// but not yet durable and applied); a turn starts at once.
+    pub(super) fn next(&mut self, effects_in_flight: bool) -> Option<Work> {
+        if effects_in_flight && matches!(self.queue.front(), Some(Work::Call(_))) {
+            return None;
+        }
+        self.queue.pop_front()
+    }
+
+    /// Whether any work waits.
+    pub(super) fn has_work(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Whether `turn_id` is queued, not yet started.
+    pub(super) fn holds_turn(&self, turn_id: &TurnId) -> bool {
+        self.queue
+            .iter()
+            .any(|w| matches!(w, Work::Turn(q) if q.turn_id == *turn_id))
     }
 
     /// Whether a chat of `text` with `request_id` is taken, a duplicate, or
     /// refused, while the session is as `load` says. `storage_refusing` is
     /// asked only if the chat gets that far. An admitted new chat has spent
-    /// from the rate limit; the caller queues it and then remembers its
-    /// request id.
-    pub(super) fn admit<'t>(
+    /// from the rate limit; [`Intake::take_chat`] queues it and then
+    /// remembers its request id.
+    fn admit<'t>(
         &mut self,
         text: &'t str,
         request_id: Option<&str>,
@@ -173,10 +266,7 @@ impl Intake {
             });
         }
         if let Some(reason) = storage_refusing() {
-            return Err(ChatRefused {
-                retry_after_ms: Some(1000),
-                ..ChatRefused::new(ErrorCode::Overloaded, reason)
-            });
+            return Err(ChatRefused::new(ErrorCode::Overloaded, reason).with_retry_after(1000));
         }
         let max_queue = self.max_queued_turns;
         if load.busy && load.waiting >= max_queue {
@@ -187,20 +277,18 @@ impl Intake {
         }
         if let Err(not_until) = self.limiter.check() {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
-            return Err(ChatRefused {
-                retry_after_ms: Some(wait.as_millis() as u64 + 1),
-                ..ChatRefused::new(
-                    ErrorCode::RateLimited,
-                    format!("too many messages; try again in {} ms", wait.as_millis()),
-                )
-            });
+            return Err(ChatRefused::new(
+                ErrorCode::RateLimited,
+                format!("too many messages; try again in {} ms", wait.as_millis()),
+            )
+            .with_retry_after(wait.as_millis() as u64 + 1));
         }
         Ok(Admission::New { text })
     }
 
     /// `request_id` was taken by `turn_id`: a chat with it again is a
     /// duplicate of that turn.
-    pub(super) fn remember(&mut self, request_id: String, turn_id: TurnId) {
+    fn remember(&mut self, request_id: String, turn_id: TurnId) {
         self.requests.insert(request_id, turn_id);
     }
 }
@@ -234,7 +322,7 @@ mod tests {
     fn intake() -> Intake {
         let mut requests = RecentRequests::default();
         requests.insert("r-old".into(), "turn_7".into());
-        Intake::new(&limits(1, BURST), requests)
+        Intake::new(&limits(1, BURST), requests, 8)
     }
 
     const IDLE: Load = Load {
@@ -567,7 +655,7 @@ mod tests {
 
     #[test]
     fn only_an_admitted_chat_spends_from_the_rate_limit() {
-        let mut intake = Intake::new(&limits(1, 1), RecentRequests::default());
+        let mut intake = Intake::new(&limits(1, 1), RecentRequests::default(), 1);
         intake.remember("r-1".into(), "turn_1".into());
         let refused: [(&str, Option<&str>, Load, Option<&'static str>); 5] = [
             ("", None, IDLE, None),
@@ -609,7 +697,7 @@ mod tests {
 
     #[test]
     fn a_remembered_request_is_a_duplicate_of_its_turn() {
-        let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default());
+        let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 1);
         for _ in 0..2 {
             assert_eq!(
                 intake.admit("hi", Some("r-1"), IDLE, || None),
@@ -666,7 +754,7 @@ mod tests {
         assert_eq!(requests.order.len(), REMEMBERED_REQUESTS);
 
         // Through the intake: a forgotten request id is new again.
-        let mut intake = Intake::new(&limits(1000, 1000), requests);
+        let mut intake = Intake::new(&limits(1000, 1000), requests, 1);
         assert_eq!(
             intake.admit("hi", Some("r-0"), IDLE, || None),
             Ok(Admission::New { text: "hi" })
@@ -677,5 +765,201 @@ mod tests {
                 turn_id: format!("turn_{extra}").into()
             })
         );
+    }
+
+    /// A direct call of `tool`, and where its answer would go.
+    fn direct(tool: &str) -> (QueuedCall, oneshot::Receiver<DirectCallDone>) {
+        let (reply, rx) = oneshot::channel();
+        let call = CallTool {
+            tool: tool.into(),
+            args: serde_json::json!({}),
+            role: crate::tools::Role::Service,
+            trace_id: "tr_1".into(),
+            origin: Default::default(),
+        };
+        (QueuedCall { call, reply }, rx)
+    }
+
+    /// What waits, in order: turn ids and tools.
+    fn queued(intake: &Intake) -> Vec<String> {
+        intake
+            .queue
+            .iter()
+            .map(|w| match w {
+                Work::Turn(q) => q.turn_id.to_string(),
+                Work::Call(c) => c.call.tool.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chats_taken_are_numbered_from_the_restored_turn_and_queued_in_order() {
+        let mut intake = intake();
+        let first = intake.take_chat(" look ", Some("r-1".into()), false, false, || None);
+        let want = |turn_id: &str, duplicate, queued| {
+            Ok(ChatAccepted {
+                turn_id: turn_id.into(),
+                duplicate,
+                queued,
+                acked: false,
+            })
+        };
+        assert_eq!(first, want("turn_8", false, 0));
+        let Some(Work::Turn(q)) = intake.next(false) else {
+            panic!("the turn starts");
+        };
+        assert_eq!(
+            (q.turn_no, q.text.as_str()),
+            (8, "look"),
+            "numbered, trimmed"
+        );
+        assert_eq!(q.request_id.as_deref(), Some("r-1"));
+        // It runs now: the next chat has it ahead.
+        let second = intake.take_chat("go", None, false, true, || None);
+        assert_eq!(second, want("turn_9", false, 1));
+        assert!(intake.holds_turn(&"turn_9".into()));
+        assert!(!intake.holds_turn(&"turn_8".into()), "started");
+
+        // Its request id again is that turn, and queues nothing; so is one
+        // restored from the journal.
+        let again = intake.take_chat("look", Some("r-1".into()), false, true, || None);
+        assert_eq!(again, want("turn_8", true, 0));
+        let restored = intake.take_chat("x", Some("r-old".into()), false, true, || None);
+        assert_eq!(restored, want("turn_7", true, 0));
+        assert_eq!(queued(&intake), ["turn_9"]);
+
+        // A call joins the queue, which is then full behind the running
+        // turn: a chat is refused and nothing is taken.
+        intake
+            .take_call(direct("roll_dice").0, false, true, || None)
+            .expect("taken");
+        let full = intake.take_chat("wait", None, false, true, || None);
+        assert_eq!(full.map_err(|r| r.code), Err(ErrorCode::QueueFull));
+        assert_eq!(queued(&intake), ["turn_9", "roll_dice"]);
+    }
+
+    #[test]
+    fn a_direct_call_is_refused_in_order_and_spends_no_chat_rate() {
+        // (name, what the session is doing, storage refusing, the refusal)
+        let cases: [(&str, Load, Option<&'static str>, Option<ErrorCode>); 6] = [
+            ("taken", IDLE, None, None),
+            (
+                "taken behind a short queue",
+                Load {
+                    waiting: MAX_QUEUE - 1,
+                    ..FULL
+                },
+                None,
+                None,
+            ),
+            (
+                "a full queue with nothing running",
+                Load {
+                    busy: false,
+                    ..FULL
+                },
+                None,
+                None,
+            ),
+            (
+                "stopping",
+                Load {
+                    stopping: true,
+                    ..FULL
+                },
+                Some("full"),
+                Some(ErrorCode::InternalError),
+            ),
+            (
+                "a full queue behind a turn",
+                FULL,
+                Some("full"),
+                Some(ErrorCode::QueueFull),
+            ),
+            (
+                "storage refusing",
+                IDLE,
+                Some("disk full"),
+                Some(ErrorCode::Overloaded),
+            ),
+        ];
+        for (name, load, refusing, want) in cases {
+            let Load {
+                stopping,
+                busy,
+                waiting,
+            } = load;
+            let mut intake = intake();
+            for i in 0..waiting {
+                intake
+                    .queue
+                    .push_back(Work::Call(direct(&format!("before_{i}")).0));
+            }
+            let (call, _rx) = direct("roll_dice");
+            let got = intake.take_call(call, stopping, busy, || refusing);
+            match want {
+                None => {
+                    assert_eq!(got, Ok(()), "{name}");
+                    assert_eq!(
+                        queued(&intake).last().map(String::as_str),
+                        Some("roll_dice")
+                    );
+                }
+                Some(code) => {
+                    let r = got.expect_err(name);
+                    assert_eq!(r.code, code, "{name}");
+                    assert_eq!(r.is_reloading(), stopping, "{name}");
+                    assert_eq!(r.retry_after_ms, None, "{name}");
+                    assert_eq!(intake.queue.len(), waiting, "{name}: nothing taken");
+                    if code == ErrorCode::QueueFull {
+                        let full = format!("{MAX_QUEUE} calls are already waiting");
+                        assert_eq!(r.message, full, "{name}");
+                    }
+                }
+            }
+        }
+        // Calls leave the chat burst whole.
+        let mut intake = intake();
+        for _ in 0..5 {
+            assert_eq!(
+                intake.take_call(direct("roll_dice").0, false, false, || None),
+                Ok(())
+            );
+        }
+        for _ in 0..BURST {
+            assert!(intake.take_chat("hi", None, false, false, || None).is_ok());
+        }
+    }
+
+    #[test]
+    fn work_starts_in_order_and_a_call_waits_for_effects_in_flight() {
+        let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 1);
+        intake
+            .take_chat("a", None, false, false, || None)
+            .expect("taken");
+        intake
+            .take_call(direct("roll_dice").0, false, false, || None)
+            .expect("taken");
+        intake
+            .take_chat("b", None, false, false, || None)
+            .expect("taken");
+        assert!(intake.has_work());
+        let started = |w: Option<Work>| match w {
+            Some(Work::Turn(q)) => q.turn_id.to_string(),
+            Some(Work::Call(c)) => c.call.tool,
+            None => "nothing".into(),
+        };
+        // A turn starts while effects are in flight; a call does not.
+        assert_eq!(started(intake.next(true)), "turn_1");
+        assert_eq!(started(intake.next(true)), "nothing");
+        assert_eq!(
+            queued(&intake),
+            ["roll_dice", "turn_2"],
+            "the call keeps its place"
+        );
+        assert_eq!(started(intake.next(false)), "roll_dice");
+        assert_eq!(started(intake.next(true)), "turn_2");
+        assert_eq!(started(intake.next(false)), "nothing");
+        assert!(!intake.has_work());
     }
 }

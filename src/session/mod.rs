@@ -1,18 +1,33 @@
-//! Sessions: one [`SessionActor`] per game owns its state and runs its turns;
-//! the [`SessionHub`] maps ids to live actors and loads sessions from storage;
-//! the sequencer numbers each session's story frames and holds them until
-//! durable; the fan-out sends them to the session's connections and says
-//! when presence goes out; the intake decides whether a chat is taken; the
-//! turn decides what a running turn does next.
+//! Sessions: one [`SessionActor`] per game owns its state and carries out
+//! what the session's parts decide; the [`SessionHub`] maps ids to live
+//! actors and loads sessions from storage (`replay`); the messages a session
+//! answers are in `messages`.
+//!
+//! The parts, each in its own file, tested alone, and none of them
+//! importing the actor (they reach it through what they return):
+//! - `intake`: whether a chat or a direct call is taken, and the queue;
+//! - `turn`: the turn state machine, from model answers to steps;
+//!   `running`: a running turn's timer, model stream and times;
+//! - `calls`: one tool call through the pipeline, as frames and an audit
+//!   row (`audit` writes the ledger); `prompt`: what the model is asked;
+//!   `turn_frames`: the frames that open and close a turn;
+//! - `sequencer`: seqs, frames held until durable, the resume ring, and
+//!   whoever waits for a frame;
+//! - `fanout`: the connections, and when presence goes out.
 
 mod actor;
 pub mod audit;
+mod calls;
 mod fanout;
 mod hub;
 mod intake;
+mod messages;
+mod prompt;
 mod replay;
+mod running;
 mod sequencer;
 mod turn;
+mod turn_frames;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,19 +38,20 @@ use rand::Rng;
 use rand::distr::Alphanumeric;
 
 use crate::config::Settings;
+use crate::game::GameState;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
 use crate::protocol::SessionId;
 use crate::storage::Store;
-use crate::tools::Registry;
+use crate::tools::{Caller, Registry, Role};
 
-pub use actor::{
-    AwaitTurnEnd, CallTool, ChatAccepted, DirectCallDone, GetSnapshot, Joined, SessionActor,
-    SubmitChat, Subscribe, Unsubscribe,
-};
+pub use actor::SessionActor;
 pub use audit::CallOrigin;
 pub use hub::{CreateSession, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
-pub use intake::ChatRefused;
+pub use messages::{
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
+    SubmitChat, Subscribe, Unsubscribe,
+};
 
 /// A random string of ASCII letters and digits.
 pub fn random_token(len: usize) -> String {
@@ -118,6 +134,27 @@ pub struct SessionDeps {
     pub provider: Arc<dyn Provider>,
     pub limits: Limits,
     pub metrics: Arc<Metrics>,
+}
+
+/// What a session lends the parts that read it without owning it (the call
+/// pipeline, the prompt): its state and ids, read-only, and the tools.
+pub(super) struct SessionView<'a> {
+    pub registry: &'a Registry,
+    pub state: &'a GameState,
+    pub session_id: &'a SessionId,
+    pub tenant_id: &'a str,
+}
+
+impl SessionView<'_> {
+    /// The model as a caller: the game master, under the campaign's
+    /// allowlist.
+    pub(super) fn game_master(&self) -> Caller<'_> {
+        Caller {
+            role: Role::GameMaster,
+            allowlist: &self.state.allowlist,
+            session_id: self.session_id,
+        }
+    }
 }
 
 /// Sent to a connection: a story or control frame, or a request to close.

@@ -1,4 +1,6 @@
-//! Bringing a session back: snapshot + journal replay.
+//! Bringing a session back: snapshot + journal replay; and a turn's end
+//! read back from the journal, for a caller asking after a turn that ended
+//! before the session was asked.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -6,9 +8,11 @@ use std::sync::Arc;
 use bytestring::ByteString;
 
 use super::intake::RecentRequests;
+use super::messages::ChatRefused;
+use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::protocol::TurnId;
-use crate::storage::{Epoch, LoadedSession, StorageError};
+use crate::protocol::{TurnEnd, TurnId};
+use crate::storage::{Epoch, LoadedSession, StorageError, Store};
 
 /// Where a restored or new session starts.
 pub(super) struct Restored {
@@ -81,5 +85,30 @@ pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
         requests: RecentRequests::default(),
         interrupted_turn: None,
         epoch,
+    }
+}
+
+/// The end of `turn_id`, which ended and is durable: its last frame is in
+/// the journal, read back once here. A session without that turn answers
+/// `NOT_FOUND`; a frame that does not read back as a turn's end is a bug,
+/// answered as an internal error.
+pub(super) async fn turn_end(
+    store: Store,
+    session_id: String,
+    turn_id: TurnId,
+) -> Result<TurnEnd, ChatRefused> {
+    match store.turn_end_frame(&session_id, turn_id.as_str()).await {
+        Ok(Some(frame)) => serde_json::from_str(&frame).map_err(|e| {
+            tracing::error!(error = %e, %session_id, %turn_id, "a stored turn end does not read back");
+            ChatRefused::new(ErrorCode::InternalError, "internal error")
+        }),
+        Ok(None) => Err(ChatRefused::new(
+            ErrorCode::NotFound,
+            format!("no turn {turn_id} in this session"),
+        )),
+        Err(e) => {
+            tracing::error!(error = %e, "reading a turn's end failed");
+            Err(ChatRefused::turn_lost())
+        }
     }
 }

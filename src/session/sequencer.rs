@@ -1,12 +1,14 @@
 //! The journal sequencer of one session: it numbers story frames, holds them
-//! until the writer says they are durable, and keeps the recent released ones
-//! for connections that resume.
+//! until the writer says they are durable, keeps the recent released ones
+//! for connections that resume, and holds whoever waits for a frame to be
+//! durable (a direct call's caller, a caller waiting for a turn's end).
 //!
 //! It sits inside [`super::SessionActor`], which owns everything around it:
-//! the actor sends each staged frame's journal row to the store, and when a
-//! durability notice comes back it applies the frames [`Sequencer::durable`]
-//! hands it and broadcasts them. The sequencer itself does no IO and knows
-//! nothing of actix or storage, so its rules are tested here from tables.
+//! the actor sends the journal row [`Sequencer::journal`] makes of each
+//! frame to the store, and when a durability notice comes back it applies
+//! the frames [`Sequencer::durable`] hands it, broadcasts them and calls
+//! their waiters. The sequencer itself does no IO and knows nothing of
+//! actix or the store, so its rules are tested here from tables.
 //!
 //! Invariants:
 //! - seqs handed out are contiguous: each staged frame gets the next one,
@@ -15,17 +17,51 @@
 //!   before a durability notice covers its seq, and frames come out in seq
 //!   order;
 //! - a durability notice for a seq already released is a no-op;
-//! - the ring holds at most [`RING_FRAMES`] frames, the newest released ones.
+//! - the ring holds at most [`RING_FRAMES`] frames, the newest released ones;
+//! - whoever waits for a frame (a turn's end, a direct call's result) is
+//!   answered with that frame as it is released, never before;
+//! - a snapshot is due once [`SNAPSHOT_EVERY`] frames were released since
+//!   the last one.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytestring::ByteString;
-use serde_json::json;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
-use super::RING_FRAMES;
+use super::{RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
-use crate::protocol::{StoryEvent, StoryFrame, TurnEnd};
+use crate::protocol::{StoryEvent, StoryFrame, TurnEnd, TurnId};
+use crate::storage::{JournalRow, now_ms};
+
+/// A story frame to journal, with what it does once durable.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) event: StoryEvent,
+    /// Applied to the state once the frame is durable.
+    pub(super) effect: Option<Effect>,
+    /// Recorded in the model's history once the frame is durable.
+    pub(super) history: Option<HistoryEntry>,
+    /// The applied-action entry of a tool call that succeeded.
+    pub(super) action: Option<Value>,
+}
+
+impl Entry {
+    /// A frame that changes nothing and is not in the history.
+    pub(super) fn frame(event: StoryEvent) -> Self {
+        Self {
+            event,
+            effect: None,
+            history: None,
+            action: None,
+        }
+    }
+}
+
+/// Someone told once a frame is durable and released (a direct call's
+/// caller, a caller waiting for a turn's end).
+pub(super) type Waiter = Box<dyn FnOnce() + Send>;
 
 /// A frame waiting for durability, with what to apply when it is.
 pub(super) struct Pending {
@@ -37,6 +73,9 @@ pub(super) struct Pending {
     /// The turn this frame ends (`turn_completed` / `turn_failed`), as
     /// those waiting for the turn are handed it.
     pub(super) ends_turn: Option<TurnEnd>,
+    /// Whoever waits for this frame; the actor calls them once it has sent
+    /// the frame, so nobody hears of a frame before its connections do.
+    pub(super) waiters: Vec<Waiter>,
 }
 
 /// What a connection that subscribes gets first: whether it resumed, the
@@ -58,6 +97,11 @@ pub(super) struct Sequencer {
     pending: VecDeque<Pending>,
     /// The newest released frames, in seq order, for resume.
     ring: VecDeque<(u64, ByteString)>,
+    /// Callers waiting for a turn's last frame, by turn id; the turn may
+    /// not have started yet.
+    turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>,
+    /// Frames released since the last snapshot.
+    since_snapshot: u64,
 }
 
 impl Sequencer {
@@ -74,6 +118,44 @@ impl Sequencer {
             released: last_seq,
             pending: VecDeque::new(),
             ring,
+            turn_waiters: HashMap::new(),
+            since_snapshot: 0,
+        }
+    }
+
+    /// Stages `entry` ([`Sequencer::stage`]) and answers its journal row for
+    /// session `session_id`: the frame as staged, with its seq, kind and
+    /// ids, and what it does as JSON.
+    pub(super) fn journal(&mut self, session_id: &str, entry: Entry) -> JournalRow {
+        let Entry {
+            event,
+            effect,
+            history,
+            action,
+        } = entry;
+        let (turn_id, kind) = (event.turn_id().map(TurnId::to_string), event.kind());
+        let request_id = match &event {
+            StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
+            _ => None,
+        };
+        let staged = self.stage(event, effect, history.map(Arc::new));
+        JournalRow {
+            session_id: session_id.to_owned(),
+            seq: staged.seq,
+            turn_id,
+            kind,
+            request_id,
+            frame: String::from(&*staged.bytes),
+            effect: staged
+                .effect
+                .as_ref()
+                .and_then(|e| serde_json::to_string(e).ok()),
+            history: staged
+                .history
+                .as_ref()
+                .and_then(|h| serde_json::to_string(h).ok()),
+            action: action.map(|a| a.to_string()),
+            created_at: now_ms(),
         }
     }
 
@@ -97,6 +179,7 @@ impl Sequencer {
             effect,
             history,
             ends_turn: TurnEnd::of(seq, event),
+            waiters: Vec::new(),
         });
         // Indexed rather than `back()`: it was just pushed, so no `None`.
         &self.pending[self.pending.len() - 1]
@@ -104,14 +187,24 @@ impl Sequencer {
 
     /// Which staged frames a notice that everything up to `up_to` is durable
     /// releases: exactly those with seq <= `up_to`, in seq order (none if they
-    /// were released already). They join the ring as they go.
+    /// were released already), each with its waiters. They join the ring as
+    /// they go.
     pub(super) fn durable(&mut self, up_to: u64) -> Vec<Pending> {
         let mut out = Vec::new();
         while self.pending.front().is_some_and(|p| p.seq <= up_to) {
-            let Some(p) = self.pending.pop_front() else {
+            let Some(mut p) = self.pending.pop_front() else {
                 break;
             };
+            if let Some(end) = &p.ends_turn {
+                for tx in self.turn_waiters.remove(end.turn_id()).unwrap_or_default() {
+                    let end = end.clone();
+                    p.waiters.push(Box::new(move || {
+                        let _ = tx.send(end);
+                    }));
+                }
+            }
             self.released = p.seq;
+            self.since_snapshot += 1;
             self.ring.push_back((p.seq, p.bytes.clone()));
             if self.ring.len() > RING_FRAMES {
                 self.ring.pop_front();
@@ -159,6 +252,53 @@ impl Sequencer {
     /// Whether any staged frame still waits for durability.
     pub(super) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// Whether a tool's effect is staged but not yet durable: work that
+    /// reads the state (a direct call, the turn's next step) waits for it.
+    /// A turn's start is no tool's effect; nothing waits for it.
+    pub(super) fn effects_in_flight(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
+    }
+
+    /// Whether enough frames were released since the last snapshot that the
+    /// state should be written again.
+    pub(super) fn snapshot_due(&self) -> bool {
+        self.since_snapshot >= SNAPSHOT_EVERY
+    }
+
+    /// A snapshot of the released state was written.
+    pub(super) fn snapshot_taken(&mut self) {
+        self.since_snapshot = 0;
+    }
+
+    /// Whether the frame that ends `turn_id` is staged but not yet durable.
+    pub(super) fn ends_pending(&self, turn_id: &TurnId) -> bool {
+        self.pending
+            .iter()
+            .any(|p| p.ends_turn.as_ref().is_some_and(|e| e.turn_id() == turn_id))
+    }
+
+    /// Answers `turn_id`'s last frame once it is released; the caller
+    /// knows the turn is still open (queued, running, or its end pending).
+    /// Dropped unanswered if the session stops first.
+    pub(super) fn await_turn_end(&mut self, turn_id: TurnId) -> oneshot::Receiver<TurnEnd> {
+        let (tx, rx) = oneshot::channel();
+        self.turn_waiters.entry(turn_id).or_default().push(tx);
+        rx
+    }
+
+    /// Calls `waiter` once the frame `seq` is released: at once if it is
+    /// already.
+    pub(super) fn when_durable(&mut self, seq: u64, waiter: Waiter) {
+        match self.pending.iter_mut().find(|p| p.seq == seq) {
+            Some(p) => p.waiters.push(waiter),
+            None if seq <= self.released => waiter(),
+            // A seq not handed out yet has no frame to wait for.
+            None => tracing::error!(seq, "a waiter for a frame never staged"),
+        }
     }
 }
 
@@ -306,6 +446,153 @@ mod tests {
             assert_eq!(ended(&released[0]).as_deref(), ends_turn, "{name}");
             assert_eq!(released[0].effect.as_ref(), Some(&effect), "{name}");
         }
+    }
+
+    #[test]
+    fn a_journal_row_carries_the_staged_frame_and_what_it_does() {
+        let mut sq = Sequencer::new(4, VecDeque::new());
+        let effect = Effect::BeginTurn { turn: 2 };
+        let history = HistoryEntry::User {
+            turn_id: "turn_2".into(),
+            text: "look".into(),
+        };
+        let row = sq.journal(
+            "sess_1",
+            Entry {
+                event: StoryEvent::TurnStarted {
+                    turn_id: "turn_2".into(),
+                    request_id: Some("r-1".into()),
+                    actor_id: "pc".into(),
+                    text: "look".into(),
+                },
+                effect: Some(effect.clone()),
+                history: Some(history.clone()),
+                action: Some(json!({"tool": "roll"})),
+            },
+        );
+        let ids = (row.turn_id.as_deref(), row.request_id.as_deref());
+        assert_eq!((row.session_id.as_str(), row.seq), ("sess_1", 5));
+        assert_eq!(
+            (row.kind, ids),
+            ("turn_started", (Some("turn_2"), Some("r-1")))
+        );
+        let staged = sq.pending().next().expect("the frame is staged");
+        assert_eq!(row.frame, &*staged.bytes, "the row holds the bytes sent");
+        let effect_json = row.effect.as_deref().expect("the effect is journalled");
+        assert_eq!(
+            serde_json::from_str::<Effect>(effect_json).ok(),
+            Some(effect)
+        );
+        let history_json = row.history.as_deref().expect("the history is journalled");
+        let read_back = serde_json::from_str::<HistoryEntry>(history_json).ok();
+        assert_eq!(read_back, Some(history));
+        assert_eq!(row.action.as_deref(), Some(r#"{"tool":"roll"}"#));
+
+        let row = sq.journal("sess_1", Entry::frame(presence(1)));
+        assert_eq!(row.seq, 6);
+        assert_eq!(
+            (row.kind, row.turn_id, row.request_id),
+            ("presence", None, None)
+        );
+        assert_eq!((row.effect, row.history, row.action), (None, None, None));
+    }
+
+    /// Calls the waiters of released frames, as the actor does once it has
+    /// sent them.
+    fn answer(released: Vec<Pending>) {
+        for p in released {
+            for w in p.waiters {
+                w();
+            }
+        }
+    }
+
+    fn waiting(rx: &mut oneshot::Receiver<TurnEnd>) -> bool {
+        matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+    }
+
+    #[test]
+    fn those_waiting_for_a_turn_hear_its_end_as_it_is_released() {
+        let mut sq = Sequencer::new(0, VecDeque::new());
+        // Waiting before the turn's end is staged, as for a queued turn.
+        let mut early = sq.await_turn_end("turn_3".into());
+        let mut other = sq.await_turn_end("turn_4".into());
+        sq.stage(presence(1), None, None);
+        sq.stage(failed("turn_3"), None, None);
+        assert!(sq.ends_pending(&"turn_3".into()));
+        assert!(!sq.ends_pending(&"turn_4".into()));
+        let mut late = sq.await_turn_end("turn_3".into());
+
+        answer(sq.durable(1));
+        assert!(
+            waiting(&mut early) && waiting(&mut late),
+            "not before its seq"
+        );
+        let released = sq.durable(2);
+        assert_eq!(released[0].waiters.len(), 2);
+        assert!(waiting(&mut early), "not before the actor answers");
+        answer(released);
+        for rx in [&mut early, &mut late] {
+            let end = rx.try_recv().expect("the end is answered");
+            assert_eq!((end.seq, end.turn_id().as_str()), (2, "turn_3"));
+        }
+        assert!(!sq.ends_pending(&"turn_3".into()));
+        assert!(waiting(&mut other), "another turn's waiter still waits");
+    }
+
+    #[test]
+    fn a_waiter_for_a_seq_is_called_when_that_seq_is_released() {
+        let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let note = |n: u64| -> Waiter {
+            let heard = heard.clone();
+            Box::new(move || heard.lock().expect("not poisoned").push(n))
+        };
+        let heard_now = || heard.lock().expect("not poisoned").clone();
+        let mut sq = staged(10, 3);
+        sq.when_durable(12, note(12));
+        sq.when_durable(13, note(13));
+        answer(sq.durable(11));
+        assert_eq!(heard_now(), Vec::<u64>::new());
+        answer(sq.durable(12));
+        assert_eq!(heard_now(), [12]);
+        sq.when_durable(11, note(11));
+        assert_eq!(heard_now(), [12, 11], "a released seq is answered at once");
+        answer(sq.durable(13));
+        assert_eq!(heard_now(), [12, 11, 13]);
+    }
+
+    #[test]
+    fn only_a_tools_effect_staged_is_in_flight() {
+        let mut sq = Sequencer::new(0, VecDeque::new());
+        sq.stage(presence(1), None, None);
+        sq.stage(presence(2), Some(Effect::BeginTurn { turn: 1 }), None);
+        assert!(
+            !sq.effects_in_flight(),
+            "a frame without one, a turn's start"
+        );
+        let moved = Effect::Move {
+            character_id: "pc_001".into(),
+            to_area_id: "area_002".into(),
+        };
+        sq.stage(presence(3), Some(moved), None);
+        assert!(sq.effects_in_flight());
+        sq.durable(3);
+        assert!(!sq.effects_in_flight(), "durable effects are applied");
+    }
+
+    #[test]
+    fn a_snapshot_is_due_every_snapshot_every_released_frames() {
+        let mut sq = staged(0, SNAPSHOT_EVERY as usize * 2);
+        sq.durable(SNAPSHOT_EVERY - 1);
+        assert!(!sq.snapshot_due());
+        sq.durable(SNAPSHOT_EVERY);
+        assert!(sq.snapshot_due(), "counted across notices");
+        sq.snapshot_taken();
+        assert!(!sq.snapshot_due());
+        sq.durable(SNAPSHOT_EVERY * 2 - 1);
+        assert!(!sq.snapshot_due(), "counted from the last snapshot");
+        sq.durable(SNAPSHOT_EVERY * 2);
+        assert!(sq.snapshot_due());
     }
 
     #[test]

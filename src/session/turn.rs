@@ -1,8 +1,8 @@
 //! The turn state machine: what a running turn does next, decided from what
 //! the model said and which limits tripped.
 //!
-//! It sits inside [`super::SessionActor`], which owns one [`Turn`] per
-//! running turn: the actor feeds it the model's deltas, answers and errors,
+//! It sits inside [`super::SessionActor`], which holds one [`Turn`] per
+//! running turn (in `running.rs`): the actor feeds it the model's deltas, answers and errors,
 //! the deadline, and asks it to [`Turn::resume`] once the state has caught
 //! up with the effects in flight; each input answers a [`Step`] that the
 //! actor carries out (journal frames, start a model stream, run a tool
@@ -24,7 +24,12 @@
 //!   characters: a model's own id is kept when it is both, else replaced by
 //!   `{turn_id}_call_{n}`; tool names are cut to that length;
 //! - the narrative of one answer, streamed or whole, is at most
-//!   [`MAX_NARRATIVE_BYTES`], cut at a character boundary.
+//!   [`MAX_NARRATIVE_BYTES`], cut at a character boundary;
+//! - a tool call waiting for a model to write its text ([`ContentCall`]) is
+//!   run by whatever that model call ends with: its text, or the error of a
+//!   failed or ended stream, which refuses the call and not the turn; what
+//!   it streams is not narrative, and its tokens count for the turn but not
+//!   for the step whose call it is.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
@@ -32,10 +37,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::REPEAT_LIMIT;
-use crate::error::ErrorCode;
+use crate::error::{ErrorCode, Reason};
 use crate::game::Effect;
 use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
 use crate::protocol::{CallId, ToolEvent, TraceId, TurnId, TurnLimit};
+use crate::tools::ToolError;
 
 /// Tool calls of one model answer that are run; the model is asked again
 /// after them, and calls past this many in one answer are not run.
@@ -73,11 +79,18 @@ pub(super) enum Step {
     /// ([`RequestKind::WrapUp`]); no more tools run this turn.
     WrapUp { limit: TurnLimit, message: String },
     /// Run this tool call (its arguments are the model's raw text), then
-    /// [`Turn::resume`] once its effect is applied.
+    /// [`Turn::resume`] once its effect is applied; unless a model must
+    /// write its text first ([`Turn::await_content`]).
     RunCall {
         call_id: CallId,
         tool: String,
         arguments: String,
+    },
+    /// Run the call that waited for its text with the text written, or
+    /// refuse it with why there is none; then [`Turn::resume`].
+    RunWithContent {
+        call: ContentCall,
+        text: Result<String, ToolError>,
     },
     /// The answer's calls are queued: [`Turn::resume`] once the state has
     /// caught up. `asked` is how many the model asked for (only the first
@@ -97,6 +110,16 @@ pub(super) enum Step {
         message: String,
         limit: Option<TurnLimit>,
     },
+}
+
+/// A tool call of the turn waiting for a model to write its text
+/// ([`crate::tools::Tool::content_request`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ContentCall {
+    pub(super) call_id: CallId,
+    pub(super) tool: String,
+    /// The call's arguments, parsed; the text goes into them.
+    pub(super) args: Value,
 }
 
 /// The bookkeeping of one running turn.
@@ -124,6 +147,9 @@ pub(super) struct Turn {
     /// Set once a loop limit tripped: the model call in flight is the
     /// closing narration, and this is what ends the turn if it fails.
     wrap_up: Option<(TurnLimit, String)>,
+    /// Set while the model call in flight writes this call's text, not the
+    /// turn's next step.
+    content: Option<ContentCall>,
 }
 
 impl Turn {
@@ -154,6 +180,7 @@ impl Turn {
             touched_areas: BTreeSet::new(),
             touched_characters: BTreeSet::new(),
             wrap_up: None,
+            content: None,
         }
     }
 
@@ -222,9 +249,11 @@ impl Turn {
         };
     }
 
-    /// Tokens spent on a model call that is not a step (a tool's text).
-    pub(super) fn add_usage(&mut self, usage: Usage) {
-        self.usage += usage;
+    /// The call [`Step::RunCall`] asked for waits for a model to write its
+    /// text: the model call made next is for it, and its end is answered
+    /// with [`Step::RunWithContent`].
+    pub(super) fn await_content(&mut self, call: ContentCall) {
+        self.content = Some(call);
     }
 
     /// The state has caught up: call the model or run the next tool call
@@ -313,6 +342,10 @@ impl Turn {
     /// Narrative streamed by the model: what of it to journal, if anything
     /// (a model that talks without end is cut, not streamed on).
     pub(super) fn on_delta(&mut self, mut text: String) -> Option<String> {
+        // Text written for a tool is not narrative: nothing streams out.
+        if self.content.is_some() {
+            return None;
+        }
         clip(
             &mut text,
             MAX_NARRATIVE_BYTES.saturating_sub(self.streamed.len()),
@@ -324,8 +357,12 @@ impl Turn {
         Some(text)
     }
 
-    /// The model's whole answer to a step (or the wrap-up).
+    /// The model's whole answer to a step (or the wrap-up, or a call's text).
     pub(super) fn on_model_done(&mut self, mut reply: ModelReply) -> Step {
+        if let Some(call) = self.content.take() {
+            self.usage += reply.usage;
+            return self.run_with_content(call, Ok(reply.text));
+        }
         clip(&mut reply.text, MAX_NARRATIVE_BYTES);
         self.usage += reply.usage;
         self.step_usage = reply.usage;
@@ -367,8 +404,16 @@ impl Turn {
         Step::RunCalls { asked }
     }
 
-    /// The model call for a step (or the wrap-up) failed.
-    pub(super) fn on_model_error(&self, e: &LlmError) -> Step {
+    /// The model call for a step (or the wrap-up, or a call's text) failed.
+    pub(super) fn on_model_error(&mut self, e: &LlmError) -> Step {
+        if let Some(call) = self.content.take() {
+            let reason = match e {
+                LlmError::Timeout => Reason::Timeout,
+                _ => Reason::ExecutionFailed,
+            };
+            let error = ToolError::new(reason, e.code(), e.public_message());
+            return self.run_with_content(call, Err(error));
+        }
         match &self.wrap_up {
             Some((limit, message)) => Step::Fail {
                 code: ErrorCode::MaxIterations,
@@ -387,12 +432,26 @@ impl Turn {
     }
 
     /// The model's stream ended without an answer.
-    pub(super) fn on_stream_end(&self) -> Step {
+    pub(super) fn on_stream_end(&mut self) -> Step {
+        const NO_ANSWER: &str = "the model stream ended without an answer";
+        if let Some(call) = self.content.take() {
+            let error =
+                ToolError::new(Reason::ExecutionFailed, ErrorCode::UpstreamError, NO_ANSWER);
+            return self.run_with_content(call, Err(error));
+        }
         Step::Fail {
             code: ErrorCode::UpstreamError,
-            message: "the model stream ended without an answer".into(),
+            message: NO_ANSWER.into(),
             limit: None,
         }
+    }
+
+    /// The model call writing `call`'s text ended: the call runs next.
+    fn run_with_content(&mut self, call: ContentCall, text: Result<String, ToolError>) -> Step {
+        self.phase = Phase::Waiting {
+            next: Next::NextCall,
+        };
+        Step::RunWithContent { call, text }
     }
 
     /// The turn ran out of time.
@@ -456,24 +515,45 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
     }
 }
 
+/// What the turn's tests and its neighbours' build turns from.
+#[cfg(test)]
+pub(super) mod test_support {
+    use crate::error::ToolStatus;
+    use crate::llm::ModelToolCall;
+    use crate::protocol::ToolEvent;
+
+    /// A tool call as a model asks for it.
+    pub(in crate::session) fn call(id: &str, name: &str, arguments: &str) -> ModelToolCall {
+        ModelToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    /// The event of a call that succeeded.
+    pub(in crate::session) fn event(call_id: &str, tool: &str) -> ToolEvent {
+        ToolEvent {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            status: ToolStatus::Ok,
+            reason: None,
+            error_code: None,
+            duration_ms: 0.0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_support::{call, event};
     use super::*;
-    use crate::error::ToolStatus;
     use crate::game::state::{AreaId, CharacterId};
 
     const MAX_ITERATIONS: u32 = 4;
 
     fn turn(max_iterations: u32) -> Turn {
         Turn::new("t1".into(), 1, "tr_1".into(), max_iterations)
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> ModelToolCall {
-        ModelToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
     }
 
     /// `n` calls of `roll`, each with other arguments (none repeats).
@@ -492,17 +572,6 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: 2,
             },
-        }
-    }
-
-    fn event(call_id: &str, tool: &str) -> ToolEvent {
-        ToolEvent {
-            call_id: call_id.into(),
-            tool: tool.into(),
-            status: ToolStatus::Ok,
-            reason: None,
-            error_code: None,
-            duration_ms: 0.0,
         }
     }
 
@@ -788,7 +857,7 @@ mod tests {
 
     #[test]
     fn the_deadline_and_a_stream_without_an_answer_fail_the_turn() {
-        let t = asked();
+        let mut t = asked();
         assert_eq!(
             t.on_deadline(Duration::from_secs(90)),
             Step::Fail {
@@ -894,5 +963,113 @@ mod tests {
             ["pc_001"]
         );
         assert_eq!(t.into_tool_events().len(), 2);
+    }
+
+    /// The model's first answer asked for `generate_zone` and the actor
+    /// found that a model must write its text: the turn waits for it.
+    fn writing() -> (Turn, ContentCall) {
+        let mut t = asked();
+        t.on_model_done(reply("", vec![call("z1", "generate_zone", "{}")]));
+        let Some(Step::RunCall { call_id, tool, .. }) = t.resume() else {
+            panic!("the call is asked for");
+        };
+        let zone = ContentCall {
+            call_id,
+            tool,
+            args: serde_json::json!({"count": 2}),
+        };
+        t.await_content(zone.clone());
+        t.model_called();
+        (t, zone)
+    }
+
+    /// How a model call ends, fed to the turn.
+    type Ending = Box<dyn Fn(&mut Turn) -> Step>;
+
+    #[test]
+    fn a_call_waiting_for_its_text_runs_with_what_the_model_call_ends_with() {
+        let no_answer = "the model stream ended without an answer";
+        let upstream = LlmError::Upstream("https://secret.example/ said 500".into());
+        // (how the model call ends, the text or the call's error)
+        let cases: [(&str, Ending, Result<&str, ToolError>); 5] = [
+            (
+                "an answer",
+                Box::new(|t| t.on_model_done(reply("[zones]", vec![]))),
+                Ok("[zones]"),
+            ),
+            (
+                "an answer asking for tools",
+                Box::new(|t| t.on_model_done(reply("[zones]", calls(2)))),
+                Ok("[zones]"),
+            ),
+            (
+                "a timeout",
+                Box::new(|t| t.on_model_error(&LlmError::Timeout)),
+                Err(ToolError::new(
+                    Reason::Timeout,
+                    ErrorCode::AiTimeout,
+                    LlmError::Timeout.public_message(),
+                )),
+            ),
+            (
+                "another failure",
+                Box::new(move |t| t.on_model_error(&upstream)),
+                Err(ToolError::new(
+                    Reason::ExecutionFailed,
+                    ErrorCode::UpstreamError,
+                    "the model endpoint did not answer",
+                )),
+            ),
+            (
+                "a stream without an answer",
+                Box::new(|t| t.on_stream_end()),
+                Err(ToolError::new(
+                    Reason::ExecutionFailed,
+                    ErrorCode::UpstreamError,
+                    no_answer,
+                )),
+            ),
+        ];
+        for (name, end, want) in cases {
+            let (mut t, zone) = writing();
+            let step_usage = t.step_usage();
+            assert_eq!(
+                t.on_delta("[zo".into()),
+                None,
+                "{name}: text is not narrative"
+            );
+            let want = Step::RunWithContent {
+                call: zone,
+                text: want.map(str::to_owned),
+            };
+            assert_eq!(end(&mut t), want, "{name}");
+            assert_eq!(t.step_usage(), step_usage, "{name}: the step's tokens stay");
+            let spent = if name.starts_with("an answer") { 2 } else { 1 };
+            assert_eq!(
+                t.usage().prompt_tokens,
+                10 * spent,
+                "{name}: the turn's tokens"
+            );
+            assert_eq!(
+                t.phase(),
+                Phase::Waiting {
+                    next: Next::NextCall
+                },
+                "{name}: the call runs next"
+            );
+            // The call ran; the turn goes on: the model is asked again.
+            t.call_ran(event("z1", "generate_zone"), None);
+            assert_eq!(
+                t.resume(),
+                Some(Step::CallModel(RequestKind::Step)),
+                "{name}"
+            );
+            t.model_called();
+            assert_eq!(
+                t.on_delta("Dunes.".into()).as_deref(),
+                Some("Dunes."),
+                "{name}"
+            );
+        }
     }
 }

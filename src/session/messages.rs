@@ -1,0 +1,182 @@
+//! The messages a session answers, and their answers: what the rest of
+//! questd (WebSocket connections, HTTP routes, the hub) may ask of a
+//! [`super::SessionActor`].
+//!
+//! They are apart from the actor so that its callers read the session's
+//! contract without its workings, and so the parts the actor wires can name
+//! these types (a refusal, a direct call and its reply) without importing
+//! the actor.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use actix::prelude::*;
+use bytestring::ByteString;
+use serde_json::Value;
+
+use super::Outbound;
+use super::audit::CallOrigin;
+use crate::error::ErrorCode;
+use crate::protocol::{CallId, ConnRole, ControlFrame, ToolEvent, TraceId, TurnEnd, TurnId};
+use crate::tools::{Role, ToolError};
+
+/// Asks to start a turn with a player's message; answers the ack or why not.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<ChatAccepted, ChatRefused>")]
+pub struct SubmitChat {
+    pub text: String,
+    pub request_id: Option<String>,
+    /// The WebSocket connection that sent it, if one did: the session puts
+    /// the `ack` on that connection's queue itself, ahead of every frame of
+    /// the turn (PROTOCOL.md §7.4), and says so in [`ChatAccepted::acked`].
+    pub conn_id: Option<u64>,
+}
+
+/// A chat that was taken (or recognised as a duplicate).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatAccepted {
+    pub turn_id: TurnId,
+    pub duplicate: bool,
+    /// Turns ahead of this one.
+    pub queued: usize,
+    /// The session already put the `ack` on the sending connection's queue
+    /// ([`SubmitChat::conn_id`]); the connection must not send another.
+    pub acked: bool,
+}
+
+impl ChatAccepted {
+    /// The `ack` frame that tells the sending connection, as JSON.
+    pub fn ack(&self, request_id: Option<String>) -> String {
+        ControlFrame::Ack {
+            request_id,
+            turn_id: self.turn_id.clone(),
+            duplicate: self.duplicate,
+            queued: self.queued,
+        }
+        .to_json()
+    }
+}
+
+/// Runs one tool call outside a model turn (a person or a service calling),
+/// queued behind the work ahead of it; answers once its result is durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<DirectCallDone, ChatRefused>")]
+pub struct CallTool {
+    pub tool: String,
+    pub args: Value,
+    pub role: Role,
+    pub trace_id: TraceId,
+    pub origin: CallOrigin,
+}
+
+/// A direct call's outcome, durable when it is answered.
+#[derive(Debug)]
+pub struct DirectCallDone {
+    pub turn_id: TurnId,
+    pub call_id: CallId,
+    /// The seq of its `tool_result` frame.
+    pub seq: u64,
+    pub event: ToolEvent,
+    pub outcome: Result<Value, ToolError>,
+}
+
+/// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and
+/// answers it once durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<TurnEnd, ChatRefused>")]
+pub struct AwaitTurnEnd {
+    pub turn_id: TurnId,
+}
+
+/// Adds a connection; answers its welcome frame and any resumed backlog.
+#[derive(Message)]
+#[rtype(result = "Result<Joined, ChatRefused>")]
+pub struct Subscribe {
+    pub conn_id: u64,
+    pub role: ConnRole,
+    pub last_seq: Option<u64>,
+    pub recipient: Recipient<Outbound>,
+    /// Set by the session when this connection's queue overflows.
+    pub overflow: Arc<AtomicBool>,
+}
+
+/// The frames a new connection sends first.
+pub struct Joined {
+    pub welcome: ByteString,
+    pub backlog: Vec<ByteString>,
+}
+
+/// Removes a connection.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Unsubscribe {
+    pub conn_id: u64,
+}
+
+/// Asks for the session snapshot as JSON text (refused only while the
+/// session stops, so the caller reads the next actor's).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<String, ChatRefused>")]
+pub struct GetSnapshot;
+
+/// A chat that was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRefused {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry_after_ms: Option<u64>,
+    /// The session is stopping (unloading, or failed): look it up again
+    /// and the next actor takes the work. Told apart by this, not by its
+    /// code, which clients see as `INTERNAL_ERROR`.
+    reloading: bool,
+}
+
+impl ChatRefused {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retry_after_ms: None,
+            reloading: false,
+        }
+    }
+
+    /// The same refusal, telling the caller to try again in `ms`.
+    pub fn with_retry_after(self, ms: u64) -> Self {
+        Self {
+            retry_after_ms: Some(ms),
+            ..self
+        }
+    }
+
+    /// The session is stopping; the caller should look it up again.
+    pub fn reloading() -> Self {
+        Self {
+            reloading: true,
+            ..Self::new(
+                ErrorCode::InternalError,
+                "the session is reloading; try again",
+            )
+        }
+    }
+
+    /// A caller waited for a turn's end, and the session stopped before it
+    /// could answer (or could not read it back).
+    pub(super) fn turn_lost() -> Self {
+        Self::new(
+            ErrorCode::InternalError,
+            "the session stopped before the turn ended; its progress is kept",
+        )
+    }
+
+    /// Whether looking the session up again may succeed.
+    pub fn is_reloading(&self) -> bool {
+        self.reloading
+    }
+}
+
+/// This node lost its claim on the session: stop at once, writing nothing
+/// more (the database would refuse it anyway).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct LeaseLost;

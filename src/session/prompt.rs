@@ -1,0 +1,241 @@
+//! What a session asks its model: the request for a turn's next step (or
+//! its wrap-up), and the request for the text a tool needs written.
+//!
+//! It is apart from [`super::SessionActor`] because a request is a pure
+//! function of what the session lends ([`SessionView`]) and of the history
+//! journalled but not yet durable: the actor decides *when* to ask and
+//! streams the answer, this module says *what* is asked, tested here
+//! without actix. The history's cut to its token budget, the summary of what
+//! was cut and the wrap-up's closing note are [`ModelRequest::build`]'s, the
+//! one way the stateless `/api/chat` builds its requests too; this adds what
+//! only a session has: the campaign's system prompt, its tools for the game
+//! master, and the context of where the game stands.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::SessionView;
+use crate::game::HistoryEntry;
+use crate::llm::{ModelRequest, RequestKind, system_prompt};
+use crate::protocol::TurnId;
+
+/// The request for turn `turn_no`'s next model call. The model sees the
+/// history as it will be once `in_flight` (what is journalled but not yet
+/// durable) is: it need not wait for the player's message to be on disk,
+/// since nothing it says reaches a client before that.
+pub(super) fn model_request(
+    view: &SessionView<'_>,
+    in_flight: impl IntoIterator<Item = Arc<HistoryEntry>>,
+    history_tokens: usize,
+    turn_no: u64,
+    kind: RequestKind,
+) -> ModelRequest {
+    let history = view.state.history.iter().cloned().chain(in_flight);
+    ModelRequest::build(
+        system_prompt(view.state),
+        history.collect(),
+        history_tokens,
+        view.registry.openai_tools(&view.game_master()),
+        context_json(view, turn_no),
+        kind,
+    )
+}
+
+/// What the model is told about the session during turn `turn_no`: the
+/// active character, the area they stand in with where they can go, and
+/// the map's areas by name.
+pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
+    let state = view.state;
+    let brief = |id: &str| {
+        state
+            .area(id)
+            .map(|a| json!({"area_id": a.area_id, "name": a.name}))
+            .unwrap_or(Value::Null)
+    };
+    let actor = state.active_actor();
+    let here = actor.and_then(|a| state.area(a.area_id.as_str()));
+    json!({
+        "session_id": view.session_id,
+        "turn": turn_no,
+        "active_actor": actor.map(|a| json!({
+            "character_id": a.character_id, "name": a.name, "hp": a.hp, "max_hp": a.max_hp,
+            "state": a.state, "area_id": a.area_id,
+        })),
+        "current_area": here.map(|h| json!({
+            "area_id": h.area_id, "name": h.name, "description": h.description,
+            "reachable": h.reachable_area_ids.iter().map(|r| brief(r.as_str())).collect::<Vec<_>>(),
+        })),
+        "areas": state.areas.iter().map(|a| json!({"area_id": a.area_id, "name": a.name})).collect::<Vec<_>>(),
+    })
+}
+
+/// The request for the text a tool asked to have written during `turn_id`,
+/// from the tool's own (system, user) prompt: no tools, no context, and not
+/// part of the conversation.
+pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) -> ModelRequest {
+    ModelRequest {
+        system,
+        messages: vec![Arc::new(HistoryEntry::User {
+            turn_id: turn_id.to_string(),
+            text: user,
+        })],
+        tools: Arc::default(),
+        context: Value::Null,
+        kind: RequestKind::Content,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::game::GameState;
+    use crate::game::state::AreaId;
+    use crate::protocol::SessionId;
+    use crate::tools::Registry;
+    use crate::tools::test_support::{SESSION, demo, session};
+
+    fn view<'a>(
+        registry: &'a Registry,
+        state: &'a GameState,
+        id: &'a SessionId,
+    ) -> SessionView<'a> {
+        SessionView {
+            registry,
+            state,
+            session_id: id,
+            tenant_id: "tenant_1",
+        }
+    }
+
+    fn said(turn_id: &str, text: &str) -> Arc<HistoryEntry> {
+        Arc::new(HistoryEntry::User {
+            turn_id: turn_id.into(),
+            text: text.into(),
+        })
+    }
+
+    fn tool_names(request: &ModelRequest) -> Vec<String> {
+        request
+            .tools
+            .iter()
+            .map(|t| {
+                t["function"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_context_says_who_acts_where_they_stand_and_the_map() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let state = demo();
+        let context = context_json(&view(&registry, &state, &id), 7);
+        assert_eq!(context["session_id"], SESSION);
+        assert_eq!(context["turn"], 7);
+        assert_eq!(context["active_actor"]["character_id"], "pc_001");
+        assert_eq!(context["active_actor"]["area_id"], "area_001");
+        let here = &context["current_area"];
+        assert_eq!(here["name"], "Lantern Gate");
+        let reachable: Vec<&str> = here["reachable"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|a| a["area_id"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(reachable, ["area_002", "area_003"]);
+        assert_eq!(here["reachable"][0]["name"], "Lamplighter's Alcove");
+        assert_eq!(
+            context["areas"].as_array().map(Vec::len),
+            Some(state.areas.iter().count())
+        );
+
+        // A reachable id that names no area is shown as null; a state with
+        // no active character has neither actor nor area.
+        let mut odd = state.clone();
+        assert!(odd.areas.link("area_001", &AreaId::from("area_404")));
+        let context = context_json(&view(&registry, &odd, &id), 7);
+        assert_eq!(context["current_area"]["reachable"][2], Value::Null);
+        odd.active_actor_id = "nobody".into();
+        let context = context_json(&view(&registry, &odd, &id), 7);
+        assert_eq!(
+            (&context["active_actor"], &context["current_area"]),
+            (&Value::Null, &Value::Null)
+        );
+    }
+
+    #[test]
+    fn a_step_sees_the_history_with_what_is_in_flight_and_the_game_masters_tools() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        state.record(said("turn_1", "look around"));
+        let in_flight = [said("turn_2", "go north")];
+        for kind in [RequestKind::Step, RequestKind::WrapUp] {
+            let request =
+                model_request(&view(&registry, &state, &id), in_flight.clone(), 0, 2, kind);
+            assert_eq!(request.kind, kind);
+            assert!(
+                request.system.contains(&state.title),
+                "the campaign's prompt"
+            );
+            let texts: Vec<&str> = request
+                .messages
+                .iter()
+                .map(|m| match &**m {
+                    HistoryEntry::User { text, .. } => text.as_str(),
+                    _ => "",
+                })
+                .collect();
+            assert_eq!(
+                texts,
+                ["look around", "go north"],
+                "durable, then in flight"
+            );
+            assert_eq!(request.context["turn"], 2);
+            let tools = tool_names(&request);
+            assert!(
+                tools.iter().all(|t| state.allowlist.contains(t)),
+                "{tools:?}"
+            );
+            assert!(tools.iter().any(|t| t == "move"));
+            assert!(!tools.iter().any(|t| t == "activate_npc"), "people only");
+        }
+    }
+
+    #[test]
+    fn a_step_keeps_to_the_history_budget() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        for n in 0..40 {
+            let text = format!("a long message number {n} {}", "word ".repeat(40));
+            state.record(said(&format!("turn_{n}"), &text));
+        }
+        let whole = model_request(&view(&registry, &state, &id), [], 0, 41, RequestKind::Step);
+        assert_eq!(whole.messages.len(), 40, "0 is no limit");
+        let cut = model_request(
+            &view(&registry, &state, &id),
+            [],
+            500,
+            41,
+            RequestKind::Step,
+        );
+        assert!(cut.messages.len() < 40, "the oldest turns are cut");
+        assert!(cut.system.len() > whole.system.len(), "and summarized");
+    }
+
+    #[test]
+    fn a_content_request_has_the_tools_prompt_and_nothing_else() {
+        let request = content_request(&"turn_3".into(), "write zones".into(), "salt".into());
+        assert_eq!(request.kind, RequestKind::Content);
+        assert_eq!(request.system, "write zones");
+        assert!(request.tools.is_empty());
+        assert_eq!(request.context, Value::Null);
+        assert!(matches!(
+            &*request.messages[0],
+            HistoryEntry::User { turn_id, text } if turn_id == "turn_3" && text == "salt"
+        ));
+        assert_eq!(request.messages.len(), 1);
+    }
+}

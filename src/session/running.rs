@@ -1,0 +1,165 @@
+//! The running turn as the actor holds it: its [`Turn`], its deadline timer,
+//! the model call in flight (tagged, so events of a stream no longer awaited
+//! are dropped), and the time the turn and its model calls took.
+//!
+//! It is apart from [`super::SessionActor`] so that the actor only starts
+//! and stops things: which model call is awaited, what must be cancelled
+//! when the turn ends, and the times it reports are kept, and tested, here.
+//! It holds actix's handles but never a context, and is told the time, so
+//! its rules need no runtime: the actor cancels what [`Running::end`] hands
+//! back.
+
+use std::time::{Duration, Instant};
+
+use actix::SpawnHandle;
+
+use super::turn::{Phase, Turn};
+
+/// A turn that is running.
+pub(super) struct Running {
+    /// What the turn decides: iterations, calls, limits, its events.
+    pub(super) turn: Turn,
+    deadline: SpawnHandle,
+    model: Option<ModelCall>,
+    /// When the turn left the queue.
+    started: Instant,
+    /// Time this turn spent waiting for model answers.
+    model_time: Duration,
+}
+
+/// The model call in flight.
+struct ModelCall {
+    /// Unique among the session's model calls, so events of an earlier
+    /// one's stream are told apart.
+    tag: u64,
+    stream: SpawnHandle,
+    started: Instant,
+}
+
+/// A turn that ended, with what is left to do about it.
+pub(super) struct Ended {
+    pub(super) turn: Turn,
+    /// Its timer, and its model stream if one was still in flight.
+    pub(super) to_cancel: Vec<SpawnHandle>,
+    /// From leaving the queue to its end.
+    pub(super) elapsed: Duration,
+    /// Of that, the time spent waiting for model answers.
+    pub(super) model_time: Duration,
+}
+
+impl Running {
+    /// `turn` started at `now`, with its deadline timer.
+    pub(super) fn new(turn: Turn, deadline: SpawnHandle, now: Instant) -> Self {
+        Self {
+            turn,
+            deadline,
+            model: None,
+            started: now,
+            model_time: Duration::ZERO,
+        }
+    }
+
+    /// The model call tagged `tag` streams through `stream` from `now`; its
+    /// events are the ones awaited.
+    pub(super) fn model_called(&mut self, tag: u64, stream: SpawnHandle, now: Instant) {
+        self.model = Some(ModelCall {
+            tag,
+            stream,
+            started: now,
+        });
+        self.turn.model_called();
+    }
+
+    /// Whether an event of the model call tagged `tag` is awaited: it is
+    /// the call in flight and the turn waits for the model.
+    pub(super) fn awaits(&self, tag: u64) -> bool {
+        self.model.as_ref().is_some_and(|m| m.tag == tag) && self.turn.phase() == Phase::AwaitModel
+    }
+
+    /// The model call in flight answered or failed at `now`: answers how
+    /// long it took, which counts for the turn. Nothing of its stream is
+    /// awaited after that.
+    pub(super) fn model_answered(&mut self, now: Instant) -> Option<Duration> {
+        let call = self.model.take()?;
+        let waited = now.saturating_duration_since(call.started);
+        self.model_time += waited;
+        Some(waited)
+    }
+
+    /// The turn ends at `now`.
+    pub(super) fn end(self, now: Instant) -> Ended {
+        let mut to_cancel = vec![self.deadline];
+        to_cancel.extend(self.model.map(|m| m.stream));
+        Ended {
+            turn: self.turn,
+            to_cancel,
+            elapsed: now.saturating_duration_since(self.started),
+            model_time: self.model_time,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    /// A turn started at `t0`.
+    fn running(t0: Instant) -> Running {
+        let turn = Turn::new("turn_1".into(), 1, "tr_1".into(), 4);
+        Running::new(turn, SpawnHandle::default().next(), t0)
+    }
+
+    #[test]
+    fn only_the_latest_model_calls_events_are_awaited_and_only_until_it_answers() {
+        let t0 = Instant::now();
+        let mut r = running(t0);
+        assert!(!r.awaits(0), "no call yet");
+        r.turn.resume();
+        r.model_called(1, SpawnHandle::default(), t0);
+        assert!(r.awaits(1));
+        // The next call, after the first ended without an answer.
+        r.model_called(2, SpawnHandle::default(), t0 + SECOND);
+        assert!(!r.awaits(1), "an earlier call's stream");
+        assert!(r.awaits(2));
+        assert_eq!(r.model_answered(t0 + 3 * SECOND), Some(2 * SECOND));
+        assert!(!r.awaits(2), "answered: the rest of its stream is dropped");
+        assert_eq!(r.model_answered(t0 + 4 * SECOND), None, "answered once");
+    }
+
+    #[test]
+    fn a_turns_model_time_adds_up_its_answered_calls() {
+        let t0 = Instant::now();
+        let mut r = running(t0);
+        r.turn.resume();
+        r.model_called(1, SpawnHandle::default(), t0 + SECOND);
+        r.model_answered(t0 + 3 * SECOND);
+        r.model_called(2, SpawnHandle::default(), t0 + 5 * SECOND);
+        r.model_answered(t0 + 6 * SECOND);
+        let ended = r.end(t0 + 10 * SECOND);
+        assert_eq!(ended.elapsed, 10 * SECOND);
+        assert_eq!(ended.model_time, 3 * SECOND);
+        assert_eq!(ended.turn.turn_id().as_str(), "turn_1");
+    }
+
+    #[test]
+    fn an_ending_turn_hands_back_its_timer_and_a_stream_still_in_flight() {
+        let t0 = Instant::now();
+        let deadline = SpawnHandle::default().next();
+        let stream = deadline.next();
+        let mut r = running(t0);
+        r.turn.resume();
+        r.model_called(1, stream, t0);
+        // The deadline came while the model was still writing.
+        let ended = r.end(t0 + SECOND);
+        assert_eq!(ended.to_cancel, [deadline, stream]);
+        assert_eq!(ended.model_time, Duration::ZERO, "it never answered");
+
+        let mut r = running(t0);
+        r.turn.resume();
+        r.model_called(1, stream, t0);
+        r.model_answered(t0 + SECOND);
+        assert_eq!(r.end(t0 + SECOND).to_cancel, [deadline]);
+    }
+}

@@ -1,0 +1,279 @@
+//! The frames that open and close a turn in the journal: `turn_started`
+//! with the player's message, and `turn_completed` with what the turn
+//! changed (its state patch) or `turn_failed` with why, each with the line
+//! the model's history keeps of it.
+//!
+//! They are apart from [`super::SessionActor`] because what they say is a
+//! pure function of the turn's bookkeeping ([`Turn`]) and of the state after
+//! its effects: the actor decides when a turn starts and ends, cancels its
+//! timers and counts it, and journals the [`Entry`] answered here. That
+//! keeps the wire shape of a turn's ends, which clients and the one-turn
+//! HTTP answer read, tested here without actix.
+
+use super::sequencer::Entry;
+use super::turn::Turn;
+use crate::error::ErrorCode;
+use crate::game::{Effect, GameState, HistoryEntry};
+use crate::protocol::{
+    Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnId, TurnLimit,
+};
+
+/// What a restarted session says of a turn the journal shows started but
+/// never ended.
+pub(super) const INTERRUPTED: &str =
+    "the server stopped during this turn; its completed tool calls are kept";
+
+/// The `turn_started` frame of turn `turn_no`, taken from a player's
+/// `text`: it begins the turn in the state and puts the text in the
+/// model's history.
+pub(super) fn started(
+    state: &GameState,
+    turn_no: u64,
+    turn_id: &TurnId,
+    request_id: Option<String>,
+    text: String,
+) -> Entry {
+    Entry {
+        event: StoryEvent::TurnStarted {
+            turn_id: turn_id.clone(),
+            request_id,
+            actor_id: state.active_actor_id.0.clone(),
+            text: text.clone(),
+        },
+        effect: Some(Effect::BeginTurn { turn: turn_no }),
+        history: Some(HistoryEntry::User {
+            turn_id: turn_id.to_string(),
+            text,
+        }),
+        action: None,
+    }
+}
+
+/// The `turn_completed` frame of a turn that ends with `reply`: its calls'
+/// events, tokens and what it changed, read from `state` (the state after
+/// its effects); the reply is the model's history line.
+pub(super) fn completed(
+    turn: Turn,
+    state: &GameState,
+    reply: String,
+    dialog_type: String,
+    limit: Option<TurnLimit>,
+) -> Entry {
+    let state_patch = state_patch(&turn, state);
+    let turn_id = turn.turn_id().clone();
+    let (iterations, usage) = (turn.iteration(), turn.usage());
+    Entry {
+        event: StoryEvent::TurnCompleted(TurnCompleted {
+            turn_id: turn_id.clone(),
+            reply: reply.clone(),
+            dialog_type,
+            iterations,
+            tool_events: turn.into_tool_events(),
+            state_patch,
+            usage,
+            limit,
+        }),
+        effect: None,
+        history: Some(HistoryEntry::Assistant {
+            turn_id: turn_id.to_string(),
+            text: reply,
+        }),
+        action: None,
+    }
+}
+
+/// The `turn_failed` frame of `turn_id`; the model's history notes that
+/// the turn ended early, and why, so its next turn knows.
+pub(super) fn failed(
+    turn_id: &TurnId,
+    code: ErrorCode,
+    message: String,
+    limit: Option<TurnLimit>,
+) -> Entry {
+    Entry {
+        history: Some(HistoryEntry::Assistant {
+            turn_id: turn_id.to_string(),
+            text: format!("[the turn ended early: {message}]"),
+        }),
+        ..Entry::frame(StoryEvent::TurnFailed(TurnFailed {
+            turn_id: turn_id.clone(),
+            error_code: code,
+            message,
+            limit,
+        }))
+    }
+}
+
+/// What a turn changed: the areas and characters its calls touched, whole,
+/// as they are in `state`, and where the active character stands.
+pub(super) fn state_patch(turn: &Turn, state: &GameState) -> StatePatch {
+    StatePatch {
+        areas: turn
+            .touched_areas()
+            .iter()
+            .filter_map(|id| state.area(id).cloned())
+            .collect(),
+        characters: turn
+            .touched_characters()
+            .iter()
+            .filter_map(|id| state.character(id).cloned())
+            .collect(),
+        position: state.active_actor().map(|a| Position {
+            actor_id: a.character_id.0.clone(),
+            area_id: a.area_id.0.clone(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::turn::test_support::{call, event};
+    use super::*;
+    use crate::game::state::{AreaId, CharacterId};
+    use crate::llm::{ModelReply, Usage};
+    use crate::tools::test_support::demo;
+
+    /// Turn 4, whose one model answer moved the player to `area_002`
+    /// (applied to the state answered) and rolled a die.
+    fn moved() -> (Turn, GameState) {
+        let mut turn = Turn::new("turn_4".into(), 4, "tr_4".into(), 4);
+        turn.resume();
+        turn.model_called();
+        turn.on_model_done(ModelReply {
+            tool_calls: vec![call("c1", "move", "{}"), call("c2", "roll_dice", "{}")],
+            usage: Usage {
+                prompt_tokens: 30,
+                completion_tokens: 4,
+            },
+            ..ModelReply::default()
+        });
+        let effect = Effect::Move {
+            character_id: CharacterId::from("pc_001"),
+            to_area_id: AreaId::from("area_002"),
+        };
+        let mut state = demo();
+        state.apply(&effect);
+        turn.call_ran(event("c1", "move"), Some(&effect));
+        turn.call_ran(event("c2", "roll_dice"), None);
+        (turn, state)
+    }
+
+    #[test]
+    fn a_turn_starts_with_the_players_text_as_the_active_character() {
+        let entry = started(
+            &demo(),
+            4,
+            &"turn_4".into(),
+            Some("r-1".into()),
+            "look".into(),
+        );
+        assert!(matches!(
+            &entry.event,
+            StoryEvent::TurnStarted { turn_id, request_id: Some(r), actor_id, text }
+                if turn_id.as_str() == "turn_4" && r == "r-1" && actor_id == "pc_001" && text == "look"
+        ));
+        assert_eq!(entry.effect, Some(Effect::BeginTurn { turn: 4 }));
+        assert!(matches!(
+            &entry.history,
+            Some(HistoryEntry::User { turn_id, text }) if turn_id == "turn_4" && text == "look"
+        ));
+    }
+
+    #[test]
+    fn a_completed_turn_says_what_it_did_and_changed() {
+        let (turn, state) = moved();
+        let entry = completed(
+            turn,
+            &state,
+            "You step inside.".into(),
+            "narration".into(),
+            Some(TurnLimit::RepeatedCall),
+        );
+        let StoryEvent::TurnCompleted(done) = &entry.event else {
+            panic!("not turn_completed: {:?}", entry.event);
+        };
+        assert_eq!(done.turn_id.as_str(), "turn_4");
+        assert_eq!(
+            (done.reply.as_str(), done.dialog_type.as_str()),
+            ("You step inside.", "narration")
+        );
+        assert_eq!(done.iterations, 1);
+        let tools: Vec<&str> = done.tool_events.iter().map(|e| e.tool.as_str()).collect();
+        assert_eq!(tools, ["move", "roll_dice"], "in the order they ran");
+        assert_eq!(
+            (done.usage.prompt_tokens, done.usage.completion_tokens),
+            (30, 4)
+        );
+        assert_eq!(done.limit, Some(TurnLimit::RepeatedCall));
+        let patch = &done.state_patch;
+        let areas: Vec<&str> = patch.areas.iter().map(|a| a.area_id.as_str()).collect();
+        assert_eq!(areas, ["area_002"]);
+        assert_eq!(patch.characters.len(), 1);
+        assert_eq!(
+            patch.characters[0].area_id.as_str(),
+            "area_002",
+            "as the state has it"
+        );
+        let position = patch
+            .position
+            .as_ref()
+            .expect("the player stands somewhere");
+        assert_eq!(
+            (position.actor_id.as_str(), position.area_id.as_str()),
+            ("pc_001", "area_002")
+        );
+        assert!(matches!(
+            &entry.history,
+            Some(HistoryEntry::Assistant { turn_id, text }) if turn_id == "turn_4" && text == "You step inside."
+        ));
+        assert_eq!((entry.effect, entry.action), (None, None));
+    }
+
+    #[test]
+    fn the_state_patch_leaves_out_what_the_state_does_not_hold() {
+        // A call touched a character and an area the state does not hold
+        // (its effect was never applied), and nobody is active.
+        let mut turn = Turn::new("turn_5".into(), 5, "tr_5".into(), 4);
+        let ghost = Effect::Move {
+            character_id: CharacterId::from("ghost"),
+            to_area_id: AreaId::from("area_404"),
+        };
+        turn.call_ran(event("c1", "move"), Some(&ghost));
+        let mut state = demo();
+        state.active_actor_id = CharacterId::from("nobody");
+        assert_eq!(state_patch(&turn, &state), StatePatch::default());
+    }
+
+    #[test]
+    fn a_failed_turn_says_why_and_the_history_notes_it_ended_early() {
+        let cases = [
+            (
+                ErrorCode::AiTimeout,
+                "the turn took longer than 90 s",
+                Some(TurnLimit::Deadline),
+            ),
+            (ErrorCode::InternalError, INTERRUPTED, None),
+        ];
+        for (code, message, limit) in cases {
+            let entry = failed(&"turn_6".into(), code, message.into(), limit);
+            let StoryEvent::TurnFailed(f) = &entry.event else {
+                panic!("not turn_failed: {:?}", entry.event);
+            };
+            assert_eq!(
+                (
+                    f.turn_id.as_str(),
+                    f.error_code,
+                    f.message.as_str(),
+                    f.limit
+                ),
+                ("turn_6", code, message, limit)
+            );
+            let note = format!("[the turn ended early: {message}]");
+            assert!(matches!(
+                &entry.history,
+                Some(HistoryEntry::Assistant { turn_id, text }) if turn_id == "turn_6" && *text == note
+            ));
+            assert_eq!((entry.effect, entry.action), (None, None));
+        }
+    }
+}
