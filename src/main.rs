@@ -16,7 +16,7 @@ fn main() -> anyhow::Result<ExitCode> {
             actix_web::rt::System::new().block_on(async {
                 Application::build(cli.settings)
                     .await?
-                    .run_until_stopped()
+                    .run_until_signalled()
                     .await
                     .map_err(anyhow::Error::from)
             })?;

@@ -21,9 +21,12 @@ use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::metrics::Metrics;
-use crate::session::{Limits, SessionDeps, SessionHub};
+use crate::session::{DrainNode, Limits, SessionDeps, SessionHub};
 use crate::storage::{Node, Store};
 use crate::tools::Registry;
+
+/// How long a drain waits for sessions to finish their turns.
+const DRAIN_WITHIN: Duration = Duration::from_secs(30);
 
 /// Pending connections the listener accepts, for connect storms.
 const LISTEN_BACKLOG: i32 = 4096;
@@ -217,6 +220,8 @@ impl Application {
         // Open WebSockets would otherwise hold a shutdown for 30 s; clients
         // reconnect and resume anyway.
         .shutdown_timeout(SHUTDOWN_GRACE_SECS)
+        // SIGTERM and Ctrl-C drain the node first (`run_until_signalled`).
+        .disable_signals()
         .listen(listener)?
         .run();
         tracing::info!(
@@ -248,7 +253,33 @@ impl Application {
         self.server.handle()
     }
 
-    /// Serves until the server is stopped (Ctrl-C or the handle).
+    /// Serves until SIGTERM or Ctrl-C, then drains: no new sessions here,
+    /// every session finishes the work it took, closes its connections
+    /// with 1012 and unloads, its claim released so another node takes it
+    /// at once; then the server stops.
+    pub async fn run_until_signalled(self) -> std::io::Result<()> {
+        use actix_web::rt::signal::unix::{SignalKind, signal};
+        let handle = self.server.handle();
+        let hub = self.hub.clone();
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        actix_web::rt::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            let _ = hub
+                .send(DrainNode {
+                    within: DRAIN_WITHIN,
+                })
+                .await;
+            tracing::info!("drained; stopping");
+            handle.stop(true).await;
+        });
+        self.run_until_stopped().await
+    }
+
+    /// Serves until the server is stopped (the handle).
     ///
     /// The session arbiters stop with it, also when this future is dropped
     /// unfinished (its runtime shutting down), so no session outlives its

@@ -296,6 +296,7 @@ pub fn hub_failed(e: HubError) -> ApiError {
     match e {
         HubError::Full(_) => overloaded(e.to_string()),
         HubError::Elsewhere => overloaded("the session runs on another node; try again shortly"),
+        HubError::Draining => overloaded(e.to_string()),
         HubError::Storage(StorageError::Overloaded) => overloaded(STORAGE_BEHIND),
         HubError::Storage(StorageError::Full) => overloaded(STORAGE_FULL),
         HubError::Storage(e) => ApiError::internal(&e),

@@ -38,7 +38,7 @@ use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
 use super::intake::{Intake, QueuedCall, QueuedTurn, Work};
 use super::messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, Drain, GetSnapshot, Joined,
     LeaseLost, SubmitChat, Subscribe, Unsubscribe,
 };
 use super::prompt;
@@ -60,8 +60,9 @@ use crate::tools::{RawArgs, ToolError};
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
-/// Close code when another node took the session over (service restart:
-/// reconnect, to any node, with `last_seq`).
+/// Close code when another node took the session over, or this node is
+/// shutting down (service restart: reconnect, to any node, with
+/// `last_seq`).
 pub const CLOSE_SESSION_MOVED: u16 = 1012;
 
 // ----- the actor's own messages ---------------------------------------------
@@ -111,6 +112,9 @@ pub struct SessionActor {
     /// The claim this node runs the session under.
     epoch: Epoch,
     stopping: bool,
+    /// The node is shutting down: no new work; unload once the work taken
+    /// is done.
+    draining: bool,
 }
 
 impl SessionActor {
@@ -136,6 +140,7 @@ impl SessionActor {
             last_activity: Instant::now(),
             sink: None,
             stopping: false,
+            draining: false,
             deps,
         }
     }
@@ -278,7 +283,7 @@ impl SessionActor {
                 None => match self.intake.next(self.sequencer.effects_in_flight()) {
                     Some(Work::Turn(q)) => self.start_turn(q, ctx),
                     Some(Work::Call(c)) => self.run_direct(c),
-                    None => return,
+                    None => return self.drain_if_done(ctx),
                 },
                 Some(Phase::Waiting { .. }) if !self.sequencer.effects_in_flight() => {
                     match self.turn.as_mut().and_then(|t| t.turn.resume()) {
@@ -549,6 +554,21 @@ impl SessionActor {
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
 
+    /// Once draining and all work taken is durable and told: closes every
+    /// connection for a reconnect elsewhere and unloads.
+    fn drain_if_done(&mut self, ctx: &mut Context<Self>) {
+        if self.draining
+            && !self.stopping
+            && self.turn.is_none()
+            && !self.intake.has_work()
+            && !self.sequencer.has_pending()
+        {
+            self.fanout
+                .close_all(CLOSE_SESSION_MOVED, "this node is restarting; reconnect");
+            self.unload(ctx);
+        }
+    }
+
     /// Writes a last snapshot, leaves the hub and stops. The session is
     /// loaded again from storage on its next use.
     fn unload(&mut self, ctx: &mut Context<Self>) {
@@ -682,11 +702,13 @@ impl Handler<SubmitChat> for SessionActor {
     fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
         let (busy, store) = (self.turn.is_some(), &self.deps.store);
         let request_id = msg.request_id.clone();
-        let taken = self
-            .intake
-            .take_chat(&msg.text, msg.request_id, self.stopping, busy, || {
-                store.refusing()
-            });
+        let taken = self.intake.take_chat(
+            &msg.text,
+            msg.request_id,
+            self.stopping || self.draining,
+            busy,
+            || store.refusing(),
+        );
         let mut accepted = taken.inspect_err(|refused| {
             if refused.code == ErrorCode::RateLimited {
                 self.deps.metrics.rate_limited.inc();
@@ -715,7 +737,9 @@ impl Handler<CallTool> for SessionActor {
         let call = QueuedCall { call: msg, reply };
         let taken = self
             .intake
-            .take_call(call, self.stopping, busy, || store.refusing());
+            .take_call(call, self.stopping || self.draining, busy, || {
+                store.refusing()
+            });
         if let Err(refused) = taken {
             return Box::pin(std::future::ready(Err(refused)));
         }
@@ -805,6 +829,15 @@ impl Handler<GetSnapshot> for SessionActor {
         let snapshot =
             Snapshot::of(&self.session_id, &self.state).owned_by(&self.deps.store.node().id);
         Ok(serde_json::to_string(&snapshot).unwrap_or_default())
+    }
+}
+
+impl Handler<Drain> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Drain, ctx: &mut Self::Context) {
+        self.draining = true;
+        self.drain_if_done(ctx);
     }
 }
 

@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
 use super::actor::SessionActor;
-use super::messages::LeaseLost;
+use super::messages::{Drain, LeaseLost};
 use super::replay::Restored;
 use super::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token, replay,
@@ -37,6 +37,9 @@ pub enum HubError {
     /// PostgreSQL database).
     #[error("the session runs on another node")]
     Elsewhere,
+    /// This node is shutting down and takes no more sessions.
+    #[error("this node is restarting; try again")]
+    Draining,
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -100,6 +103,10 @@ pub struct SessionHub {
     renewed: Instant,
     /// A renewal is on its way: the next tick waits for it.
     renewing: bool,
+    /// The node is shutting down: no session is created or loaded.
+    draining: bool,
+    /// Claims being released; a drain ends once none is.
+    releasing: usize,
 }
 
 impl SessionHub {
@@ -112,6 +119,8 @@ impl SessionHub {
             max_sessions: max_sessions.max(1),
             renewed: Instant::now(),
             renewing: false,
+            draining: false,
+            releasing: 0,
         }
     }
 
@@ -192,7 +201,9 @@ impl SessionHub {
 
     /// Refuses one more live session when the node has its most.
     fn has_room(&self) -> Result<(), HubError> {
-        if self.live.len() >= self.max_sessions {
+        if self.draining {
+            Err(HubError::Draining)
+        } else if self.live.len() >= self.max_sessions {
             Err(HubError::Full(self.max_sessions))
         } else {
             Ok(())
@@ -317,6 +328,9 @@ impl Handler<Lookup> for SessionHub {
         if let Some(handle) = self.running(msg.session_id.as_str()) {
             return Box::pin(actix::fut::ready(Ok(Some(handle))));
         }
+        if self.draining {
+            return Box::pin(actix::fut::ready(Err(HubError::Draining)));
+        }
         let store = self.deps.store.clone();
         let id = msg.session_id;
         Box::pin(
@@ -393,7 +407,7 @@ impl Handler<SessionStats> for SessionHub {
 impl Handler<Unregister> for SessionHub {
     type Result = ();
 
-    fn handle(&mut self, msg: Unregister, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Unregister, ctx: &mut Self::Context) {
         if self
             .live
             .get(&msg.session_id)
@@ -405,11 +419,74 @@ impl Handler<Unregister> for SessionHub {
             // another node take it at once instead of after the lease.
             let store = self.deps.store.clone();
             let id = msg.session_id.clone();
-            actix::spawn(async move {
-                if let Err(e) = store.release(id.as_str(), live.epoch).await {
-                    tracing::warn!(session_id = %id, error = %e, "releasing a session claim failed; it lapses with its lease");
+            self.releasing += 1;
+            ctx.spawn(
+                async move {
+                    if let Err(e) = store.release(id.as_str(), live.epoch).await {
+                        tracing::warn!(session_id = %id, error = %e, "releasing a session claim failed; it lapses with its lease");
+                    }
                 }
-            });
+                .into_actor(self)
+                .map(|(), act, _| act.releasing -= 1),
+            );
         }
+    }
+}
+
+/// Shuts the node down gently: no session is created or loaded any more,
+/// every live session finishes its work, closes its connections with 1012
+/// and unloads, and its claim is released so another node takes it at
+/// once. Answers when all that is done, or after `within`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DrainNode {
+    pub within: Duration,
+}
+
+impl Handler<DrainNode> for SessionHub {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, msg: DrainNode, _: &mut Self::Context) -> Self::Result {
+        self.draining = true;
+        tracing::info!(
+            sessions = self.live.len(),
+            "draining: finishing and handing over sessions"
+        );
+        for live in self.live.values() {
+            live.handle.addr.do_send(Drain);
+        }
+        let until = Instant::now() + msg.within;
+        Box::pin(
+            async move {
+                // Sessions report back through `Unregister`; look again
+                // now and then.
+                actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+            }
+            .into_actor(self)
+            .then(move |(), act, _| act.drained(until)),
+        )
+    }
+}
+
+impl SessionHub {
+    /// Waits until no session is live and no claim is being released, or
+    /// `until`.
+    fn drained(&mut self, until: Instant) -> actix::fut::LocalBoxActorFuture<Self, ()> {
+        // Sessions whose actor died are gone too.
+        self.live.retain(|_, l| l.handle.addr.connected());
+        if (self.live.is_empty() && self.releasing == 0) || Instant::now() >= until {
+            if !self.live.is_empty() {
+                tracing::warn!(
+                    sessions = self.live.len(),
+                    "drain timed out; the rest lapse with their leases"
+                );
+            }
+            return Box::pin(actix::fut::ready(()));
+        }
+        Box::pin(
+            actix_web::rt::time::sleep(Duration::from_millis(20))
+                .into_actor(self)
+                .then(move |(), act, _| act.drained(until)),
+        )
     }
 }

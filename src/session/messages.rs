@@ -180,3 +180,10 @@ impl ChatRefused {
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct LeaseLost;
+
+/// The node is shutting down: finish the work taken (the running turn and
+/// the queue), then close every connection with 1012 and unload, so
+/// clients resume on another node.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Drain;

@@ -47,7 +47,9 @@ use crate::tools::{Caller, Registry, Role};
 
 pub use actor::SessionActor;
 pub use audit::CallOrigin;
-pub use hub::{CreateSession, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub};
+pub use hub::{
+    CreateSession, DrainNode, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub,
+};
 pub use messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
     SubmitChat, Subscribe, Unsubscribe,

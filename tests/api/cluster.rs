@@ -197,3 +197,34 @@ async fn a_paused_owner_writes_nothing_once_another_node_took_the_session() {
     );
     assert!(all.contains(&second_move));
 }
+
+#[actix_web::test]
+async fn sigterm_drains_the_node_and_the_session_goes_on_elsewhere() {
+    let (_dir, db) = database();
+    let a = node(&db, "node-a");
+    let b = node(&db, "node-b");
+    let s = a.demo().await;
+    let (mut ws, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    let (first_move, last) = played_move(&mut ws, &a, &s, "before").await;
+    let there = position(&a.snapshot(&s).await);
+
+    // A stops taking work, closes its connections for a reconnect
+    // elsewhere, hands its sessions over and exits cleanly.
+    a.signal("TERM");
+    let code = loop {
+        match ws.next_or_close().await {
+            Ok(_) => continue,
+            Err(code) => break code,
+        }
+    };
+    assert_eq!(code, Some(1012));
+    assert!(a.wait().success(), "a drained node exits cleanly");
+
+    // On B the session goes on from where it was, nothing missing.
+    let (mut ws, welcome) = b.connect(&s.session_id, &s.player_token, Some(last)).await;
+    assert_eq!(welcome["resumed"], true, "{welcome}");
+    assert_eq!(position(&welcome["state"]), there);
+    let second_move = move_once(&mut ws, &b, &s, "after").await;
+    assert_eq!(moves_in_log(&b, &s).await, [first_move, second_move]);
+    assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+}

@@ -165,6 +165,11 @@ impl Server {
             .expect("kill runs");
         assert!(status.success(), "kill -{signal} {}", self.pid);
     }
+
+    /// Waits for questd to end by itself; answers how it ended.
+    pub fn wait(mut self) -> ExitStatus {
+        self.child.wait().expect("reaped")
+    }
 }
 
 /// Sends SIGKILL to `pid`; answers whether it was sent.
