@@ -58,6 +58,11 @@ use crate::protocol::{
 use crate::storage::{DurableSink, Epoch, SessionMeta, StorageError};
 use crate::tools::{RawArgs, ToolError};
 
+/// Frames a resuming connection may be served from the journal, beyond the
+/// resume ring; one that missed more starts afresh from the snapshot
+/// (`"resumed": false`).
+pub const MAX_STORED_BACKLOG: u64 = 10_000;
+
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
 /// Close code when another node took the session over, or this node is
@@ -774,18 +779,75 @@ impl Handler<AwaitTurnEnd> for SessionActor {
 }
 
 impl Handler<Subscribe> for SessionActor {
-    type Result = Result<Joined, ChatRefused>;
+    type Result = ResponseActFuture<Self, Result<Joined, ChatRefused>>;
 
+    /// A connection resuming from a seq the resume ring no longer holds is
+    /// served the frames in between from the journal first (at most
+    /// [`MAX_STORED_BACKLOG`] of them), then the ring's.
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
         if self.stopping {
-            return Err(ChatRefused::reloading());
+            return Box::pin(actix::fut::ready(Err(ChatRefused::reloading())));
         }
-        let backlog = self.sequencer.backlog(msg.last_seq);
+        let released = self.sequencer.released();
+        let stored = match msg.last_seq {
+            Some(n) if n < released && n + 1 < self.sequencer.held_from() => Some((n, released)),
+            _ => None,
+        };
+        let Some((after, up_to)) = stored.filter(|(n, top)| top - n <= MAX_STORED_BACKLOG) else {
+            let joined = self.join(msg, None);
+            self.presence_changed(ctx);
+            return Box::pin(actix::fut::ready(Ok(joined)));
+        };
+        let (store, id) = (self.deps.store.clone(), self.session_id.clone());
+        Box::pin(
+            async move {
+                store
+                    .frames_after(id.as_str(), after, (up_to - after) as u32)
+                    .await
+            }
+            .into_actor(self)
+            .map(move |read, act, ctx| {
+                if act.stopping {
+                    return Err(ChatRefused::reloading());
+                }
+                // Every frame from `after` to `up_to`, in order, or none.
+                let frames = read
+                    .inspect_err(|e| tracing::warn!(error = %e, "reading frames to resume failed"))
+                    .ok()
+                    .filter(|frames| frames.iter().map(|(seq, _)| *seq).eq(after + 1..=up_to));
+                let joined = act.join(msg, frames.map(|f| (up_to, f)));
+                act.presence_changed(ctx);
+                Ok(joined)
+            }),
+        )
+    }
+}
+
+impl SessionActor {
+    /// Adds a connection: its welcome and the frames it missed. `stored`
+    /// are frames read from the journal, up to a seq, for a connection
+    /// that resumes from before the ring; the ring gives the rest.
+    fn join(&mut self, msg: Subscribe, stored: Option<(u64, Vec<(u64, String)>)>) -> Joined {
+        let (backlog, stored_frames) = match (stored, msg.last_seq) {
+            (Some((up_to, frames)), _) => {
+                let rest = self.sequencer.backlog(Some(up_to));
+                let mut all: Vec<ByteString> = frames
+                    .into_iter()
+                    .map(|(_, f)| ByteString::from(f))
+                    .collect();
+                all.extend(rest.frames);
+                (rest.resumed, all)
+            }
+            (None, last_seq) => {
+                let b = self.sequencer.backlog(last_seq);
+                (b.resumed, b.frames)
+            }
+        };
         let welcome = ControlFrame::Welcome {
             session_id: &self.session_id,
             role: msg.role,
-            seq: backlog.welcome_seq,
-            resumed: backlog.resumed,
+            seq: self.sequencer.released(),
+            resumed: backlog,
             state: Snapshot::of(&self.session_id, &self.state),
         }
         .to_json();
@@ -798,11 +860,10 @@ impl Handler<Subscribe> for SessionActor {
             },
         );
         self.last_activity = Instant::now();
-        self.presence_changed(ctx);
-        Ok(Joined {
+        Joined {
             welcome: welcome.into(),
-            backlog: backlog.frames,
-        })
+            backlog: if backlog { stored_frames } else { Vec::new() },
+        }
     }
 }
 

@@ -219,7 +219,7 @@ impl Sequencer {
     /// newest), else a fresh start; the welcome seq is always `released`.
     pub(super) fn backlog(&self, last_seq: Option<u64>) -> Backlog {
         let released = self.released;
-        let held_from = self.ring.front().map_or(released + 1, |(s, _)| *s);
+        let held_from = self.held_from();
         let (resumed, frames) = match last_seq {
             Some(n) if n == released => (true, Vec::new()),
             Some(n) if n < released && held_from <= n + 1 => (
@@ -237,6 +237,11 @@ impl Sequencer {
             frames,
             welcome_seq: released,
         }
+    }
+
+    /// The oldest seq the resume ring holds (`released + 1` when empty).
+    pub(super) fn held_from(&self) -> u64 {
+        self.ring.front().map_or(self.released + 1, |(s, _)| *s)
     }
 
     /// The highest seq that is durable and handed out.

@@ -197,6 +197,47 @@ async fn a_reconnecting_client_resumes_from_last_seq() {
 }
 
 #[actix_web::test]
+async fn a_client_resuming_from_before_the_ring_is_served_from_the_journal() {
+    let app = spawn_offline(|s| {
+        s.chat_burst = 1000;
+        s.chat_per_minute = 1_000_000;
+    })
+    .await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    // More story than the in-memory resume ring holds (512 frames).
+    let mut seen: Vec<Value> = Vec::new();
+    let mut turn = 0;
+    while seen.last().and_then(|f| f["seq"].as_u64()).unwrap_or(0) < 700 {
+        turn += 1;
+        seen.extend(story(&ws.play("roll 1d20", &format!("r-{turn}")).await));
+    }
+    let top = seen.last().unwrap()["seq"].as_u64().unwrap();
+    // A spectator from the very start gets every frame, as the player saw
+    // them, from the journal and then the ring.
+    let (mut reader, welcome) = app
+        .connect(&s.session_id, &s.spectator_token, Some(0))
+        .await;
+    assert_eq!(welcome["resumed"], true, "{}", welcome["seq"]);
+    let mut replayed: Vec<Value> = Vec::new();
+    while replayed.len() < top as usize {
+        replayed.push(reader.next_json().await);
+    }
+    let seqs: Vec<u64> = replayed
+        .iter()
+        .map(|f| f["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=top).collect::<Vec<_>>());
+    let played: Vec<&Value> = replayed
+        .iter()
+        .filter(|f| f["type"] != "presence")
+        .filter(|f| seen.iter().any(|p| p["seq"] == f["seq"]))
+        .collect();
+    let expected: Vec<&Value> = seen.iter().filter(|f| f["type"] != "presence").collect();
+    assert_eq!(played, expected, "the same frames the player saw");
+}
+
+#[actix_web::test]
 async fn bad_token_and_unknown_session_are_refused_before_the_upgrade() {
     let app = spawn_app().await;
     let s = app.demo().await;
