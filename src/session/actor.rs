@@ -24,6 +24,7 @@
 //! The turn loop moves on three things: durability notices, model events,
 //! and the deadline timer.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,7 +37,7 @@ use tokio::sync::oneshot;
 use super::audit;
 use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
-use super::intake::{Intake, QueuedCall, QueuedTurn, Work};
+use super::intake::{Intake, QueuedCall, QueuedTurn, Stored, Work};
 use super::messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, Drain, GetSnapshot, Joined,
     LeaseLost, SubmitChat, Subscribe, Unsubscribe,
@@ -55,7 +56,7 @@ use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
     CallId, ControlFrame, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
 };
-use crate::storage::{DurableSink, Epoch, SessionMeta, StorageError};
+use crate::storage::{DurableSink, Epoch, QueuedChat, SessionMeta, StorageError, now_ms};
 use crate::tools::{RawArgs, ToolError};
 
 /// Frames a resuming connection may be served from the journal, beyond the
@@ -117,6 +118,12 @@ pub struct SessionActor {
     /// The claim this node runs the session under.
     epoch: Epoch,
     stopping: bool,
+    /// Acks to send right before a frame: (the `turn_started` seq of the
+    /// chat's turn, its connection, the ack), in seq order.
+    acks: VecDeque<(u64, u64, ByteString)>,
+    /// Turns whose `turn_started` is not durable yet, with its seq, oldest
+    /// first: a duplicate of one is acknowledged after it.
+    unreleased_starts: VecDeque<(TurnId, u64)>,
     /// The node is shutting down: no new work; unload once the work taken
     /// is done.
     draining: bool,
@@ -133,7 +140,14 @@ impl SessionActor {
             session_id: SessionId::from(meta.session_id.as_str()),
             meta,
             hub,
-            intake: Intake::new(&deps.limits, restored.requests, restored.state.turn + 1),
+            intake: {
+                let mut intake =
+                    Intake::new(&deps.limits, restored.requests, restored.state.turn + 1);
+                intake.restore_stored(restored.stored_chats);
+                intake
+            },
+            acks: VecDeque::new(),
+            unreleased_starts: VecDeque::new(),
             state: restored.state,
             sequencer: Sequencer::new(restored.last_seq, restored.ring),
             fanout: Fanout::default(),
@@ -176,6 +190,20 @@ impl SessionActor {
     /// whoever waited for it.
     fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
         for p in self.sequencer.durable(up_to) {
+            // A chat that started at once is acknowledged with its durable
+            // `turn_started`, just ahead of it.
+            while self.acks.front().is_some_and(|(seq, ..)| *seq <= p.seq) {
+                if let Some((_, conn_id, ack)) = self.acks.pop_front() {
+                    self.fanout.send_to(conn_id, Outbound::Frame(ack));
+                }
+            }
+            while self
+                .unreleased_starts
+                .front()
+                .is_some_and(|(_, seq)| *seq <= p.seq)
+            {
+                self.unreleased_starts.pop_front();
+            }
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
             }
@@ -368,7 +396,17 @@ impl SessionActor {
     fn start_turn(&mut self, q: QueuedTurn, ctx: &mut Context<Self>) {
         let started =
             turn_frames::started(&self.state, q.turn_no, &q.turn_id, q.request_id, q.text);
-        self.emit(started);
+        let seq = self.emit(started);
+        self.unreleased_starts.push_back((q.turn_id.clone(), seq));
+        for (conn_id, ack) in q.acks {
+            self.acks.push_back((seq, conn_id, ack));
+        }
+        if q.stored == Stored::InInbox {
+            // Its `turn_started` is queued first: the row is not needed.
+            self.deps
+                .store
+                .dequeue(&self.meta.session_id, q.turn_id.as_str(), self.epoch);
+        }
         let turn_id = q.turn_id.clone();
         let deadline = self.deps.limits.turn_deadline;
         let timer = ctx.run_later(deadline, move |act, ctx| {
@@ -704,9 +742,15 @@ impl StreamHandler<ModelMsg> for SessionActor {
 impl Handler<SubmitChat> for SessionActor {
     type Result = Result<ChatAccepted, ChatRefused>;
 
+    /// An `ack` means the chat is durable: a chat that starts at once is
+    /// acknowledged just ahead of its durable `turn_started`; one taken
+    /// while other work waits is stored first and acknowledged once that
+    /// is durable. Either way the ack is ahead of every frame of its turn on
+    /// the connection (PROTOCOL.md §7.4).
     fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
         let (busy, store) = (self.turn.is_some(), &self.deps.store);
         let request_id = msg.request_id.clone();
+        let text = msg.text.clone();
         let taken = self.intake.take_chat(
             &msg.text,
             msg.request_id,
@@ -719,17 +763,80 @@ impl Handler<SubmitChat> for SessionActor {
                 self.deps.metrics.rate_limited.inc();
             }
         })?;
-        if !accepted.duplicate {
-            self.last_activity = Instant::now();
-            self.advance(ctx);
+        let ack = msg
+            .conn_id
+            .map(|conn_id| (conn_id, ByteString::from(accepted.ack(request_id.clone()))));
+        accepted.acked = ack.is_some();
+        let turn_id = accepted.turn_id.clone();
+        if accepted.duplicate {
+            // After the first chat's own ack, never before: it too says the
+            // chat is durable.
+            if let Some((conn_id, ack)) = ack {
+                self.ack_after(&turn_id, conn_id, ack);
+            }
+            return Ok(accepted);
         }
-        // The turn's frames go out only once durable, from a later message;
-        // the ack queued now on the same connection is ahead of all of them.
-        if let Some(conn_id) = msg.conn_id {
-            let ack = ByteString::from(accepted.ack(request_id));
-            accepted.acked = self.fanout.send_to(conn_id, Outbound::Frame(ack));
+        self.last_activity = Instant::now();
+        if let Some(q) = self.intake.queued_turn(&turn_id) {
+            q.acks.extend(ack);
         }
+        if accepted.queued > 0 {
+            let chat = QueuedChat {
+                session_id: self.meta.session_id.clone(),
+                turn_id: turn_id.as_str().to_owned(),
+                turn_no: self.intake.queued_turn(&turn_id).map_or(0, |q| q.turn_no),
+                request_id,
+                text,
+                after_seq: self.sequencer.last_staged(),
+                created_at: now_ms(),
+            };
+            let (done, stored) = oneshot::channel();
+            self.deps.store.enqueue(chat, self.epoch, done);
+            ctx.spawn(actix::fut::wrap_future::<_, Self>(stored).map(
+                move |res, act, ctx| match res {
+                    Ok(Ok(())) => {
+                        if let Some(q) = act.intake.queued_turn(&turn_id) {
+                            q.stored = Stored::InInbox;
+                            for (conn_id, ack) in std::mem::take(&mut q.acks) {
+                                act.fanout.send_to(conn_id, Outbound::Frame(ack));
+                            }
+                        }
+                        act.advance(ctx);
+                    }
+                    Ok(Err(e)) => act.storage_failed(e, ctx),
+                    Err(_) => act.storage_failed(StorageError::WriterGone, ctx),
+                },
+            ));
+        }
+        self.advance(ctx);
         Ok(accepted)
+    }
+}
+
+impl SessionActor {
+    /// Sends a duplicate's ack once the chat it repeats is durable: with
+    /// that chat's own ack if it waits, else now.
+    fn ack_after(&mut self, turn_id: &TurnId, conn_id: u64, ack: ByteString) {
+        if let Some(q) = self.intake.queued_turn(turn_id)
+            && !q.acks.is_empty()
+        {
+            q.acks.push((conn_id, ack));
+            return;
+        }
+        let waiting = self
+            .unreleased_starts
+            .iter()
+            .find(|(id, _)| id == turn_id)
+            .map(|(_, seq)| *seq);
+        match waiting {
+            Some(seq) => {
+                let at = self.acks.partition_point(|(s, ..)| *s <= seq);
+                self.acks.insert(at, (seq, conn_id, ack));
+            }
+            None => {
+                self.fanout.send_to(conn_id, Outbound::Frame(ack));
+            }
+        }
     }
 }
 

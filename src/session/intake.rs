@@ -26,6 +26,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 
+use bytestring::ByteString;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::oneshot;
@@ -34,6 +35,7 @@ use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
 use super::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
 use crate::protocol::{TurnId, check_request_id};
+use crate::storage::QueuedChat;
 
 /// Request ids already taken, oldest forgotten first.
 #[derive(Default)]
@@ -85,6 +87,25 @@ pub(super) struct QueuedTurn {
     pub(super) turn_id: TurnId,
     pub(super) request_id: Option<String>,
     pub(super) text: String,
+    /// Taken while other work waited or ran, so stored in the inbox before
+    /// its ack; its turn may start only once that is durable, and its row
+    /// goes once it starts. A chat that starts at once needs no row: its
+    /// `turn_started` is what makes it durable.
+    pub(super) stored: Stored,
+    /// Acks not yet sent (connection, frame): the chat's own and those of
+    /// duplicates of it, sent once the chat is durable, in this order.
+    pub(super) acks: Vec<(u64, ByteString)>,
+}
+
+/// Where a queued chat's durability stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stored {
+    /// Starts at once; its `turn_started` makes it durable.
+    NotNeeded,
+    /// Its inbox row is being written: it may not start yet.
+    Writing,
+    /// Its inbox row is durable.
+    InInbox,
 }
 
 /// A direct tool call waiting its turn, and who hears once it is durable.
@@ -168,6 +189,12 @@ impl Intake {
             turn_id: turn_id.clone(),
             request_id,
             text,
+            stored: if queued == 0 {
+                Stored::NotNeeded
+            } else {
+                Stored::Writing
+            },
+            acks: Vec::new(),
         }));
         Ok(ChatAccepted {
             turn_id,
@@ -209,10 +236,41 @@ impl Intake {
     /// state, so it stays at the front while `effects_in_flight` (journalled
     /// but not yet durable and applied); a turn starts at once.
     pub(super) fn next(&mut self, effects_in_flight: bool) -> Option<Work> {
-        if effects_in_flight && matches!(self.queue.front(), Some(Work::Call(_))) {
-            return None;
+        match self.queue.front() {
+            Some(Work::Call(_)) if effects_in_flight => return None,
+            // A chat is not started before its ack could be sent.
+            Some(Work::Turn(q)) if q.stored == Stored::Writing => return None,
+            _ => {}
         }
         self.queue.pop_front()
+    }
+
+    /// The queued chat `turn_id`, to attach its ack or mark it stored.
+    pub(super) fn queued_turn(&mut self, turn_id: &TurnId) -> Option<&mut QueuedTurn> {
+        self.queue.iter_mut().find_map(|w| match w {
+            Work::Turn(q) if q.turn_id == *turn_id => Some(q),
+            _ => None,
+        })
+    }
+
+    /// Queues the chats a previous run stored and acknowledged but never
+    /// started, in order, ahead of anything new.
+    pub(super) fn restore_stored(&mut self, chats: Vec<QueuedChat>) {
+        for chat in chats {
+            let turn_id = TurnId::from(chat.turn_id);
+            if let Some(r) = &chat.request_id {
+                self.remember(r.clone(), turn_id.clone());
+            }
+            self.next_turn_no = self.next_turn_no.max(chat.turn_no + 1);
+            self.queue.push_back(Work::Turn(QueuedTurn {
+                turn_no: chat.turn_no,
+                turn_id,
+                request_id: chat.request_id,
+                text: chat.text,
+                stored: Stored::InInbox,
+                acks: Vec::new(),
+            }));
+        }
     }
 
     /// Whether any work waits.
@@ -958,8 +1016,51 @@ mod tests {
             "the call keeps its place"
         );
         assert_eq!(started(intake.next(false)), "roll_dice");
+        // turn_2 was taken behind other work: stored before it may start.
+        assert_eq!(started(intake.next(false)), "nothing");
+        let turn_2 = TurnId::from("turn_2");
+        intake.queued_turn(&turn_2).expect("queued").stored = Stored::InInbox;
         assert_eq!(started(intake.next(true)), "turn_2");
         assert_eq!(started(intake.next(false)), "nothing");
         assert!(!intake.has_work());
+    }
+
+    #[test]
+    fn chats_stored_by_an_earlier_run_come_first_and_keep_their_ids() {
+        let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 5);
+        let stored = |turn_no: u64, rid: &str| QueuedChat {
+            session_id: "s".into(),
+            turn_id: format!("turn_{turn_no}"),
+            turn_no,
+            request_id: Some(rid.into()),
+            text: rid.into(),
+            after_seq: 40,
+            created_at: 0,
+        };
+        intake.restore_stored(vec![stored(5, "r-5"), stored(6, "r-6")]);
+        let again = intake
+            .take_chat("again", Some("r-6".into()), false, true, || None)
+            .expect("taken");
+        assert_eq!((again.duplicate, again.turn_id.as_str()), (true, "turn_6"));
+        let new = intake
+            .take_chat("new", Some("r-7".into()), false, false, || None)
+            .expect("taken");
+        assert_eq!(new.turn_id.as_str(), "turn_7", "numbered after them");
+        let order: Vec<String> = std::iter::from_fn(|| match intake.next(false) {
+            Some(Work::Turn(q)) => {
+                let id = q.turn_id.to_string();
+                // The new chat's row is written by now.
+                if let Some(next) = intake.queue.iter_mut().find_map(|w| match w {
+                    Work::Turn(q) => Some(q),
+                    _ => None,
+                }) {
+                    next.stored = Stored::InInbox;
+                }
+                Some(id)
+            }
+            _ => None,
+        })
+        .collect();
+        assert_eq!(order, ["turn_5", "turn_6", "turn_7"]);
     }
 }

@@ -12,7 +12,7 @@ use super::messages::ChatRefused;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::protocol::{TurnEnd, TurnId};
-use crate::storage::{Epoch, LoadedSession, StorageError, Store};
+use crate::storage::{Epoch, LoadedSession, QueuedChat, StorageError, Store};
 
 /// Where a restored or new session starts.
 pub(super) struct Restored {
@@ -24,6 +24,8 @@ pub(super) struct Restored {
     pub interrupted_turn: Option<TurnId>,
     /// The claim the session's writes are made under.
     pub epoch: Epoch,
+    /// Chats stored and acknowledged whose turns never started.
+    pub stored_chats: Vec<QueuedChat>,
 }
 
 /// Rebuilds the state a session had: its snapshot, then every later journal
@@ -62,6 +64,7 @@ pub(super) fn restore(
         .map(|(seq, frame)| (seq, ByteString::from(frame)))
         .collect();
     let interrupted_turn = loaded.open_turn.map(TurnId::from);
+    let queued = loaded.queued;
     let mut recent = RecentRequests::default();
     for (request_id, turn_id) in requests.into_iter().rev() {
         recent.insert(request_id, TurnId::from(turn_id));
@@ -73,6 +76,7 @@ pub(super) fn restore(
         requests: recent,
         interrupted_turn,
         epoch,
+        stored_chats: queued,
     })
 }
 
@@ -85,6 +89,7 @@ pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
         requests: RecentRequests::default(),
         interrupted_turn: None,
         epoch,
+        stored_chats: Vec::new(),
     }
 }
 

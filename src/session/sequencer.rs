@@ -239,6 +239,11 @@ impl Sequencer {
         }
     }
 
+    /// The highest seq handed out so far, durable or not.
+    pub(super) fn last_staged(&self) -> u64 {
+        self.next_seq - 1
+    }
+
     /// The oldest seq the resume ring holds (`released + 1` when empty).
     pub(super) fn held_from(&self) -> u64 {
         self.ring.front().map_or(self.released + 1, |(s, _)| *s)

@@ -236,6 +236,22 @@ pub struct LoadedSession {
     pub recent_frames: Vec<(u64, String)>,
     /// A turn that started and never ended (the server stopped during it).
     pub open_turn: Option<String>,
+    /// Chats acknowledged while a turn ran whose turns have not started,
+    /// oldest first.
+    pub queued: Vec<QueuedChat>,
+}
+
+/// A chat taken while a turn ran, stored before it is acknowledged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedChat {
+    pub session_id: String,
+    pub turn_id: String,
+    pub turn_no: u64,
+    pub request_id: Option<String>,
+    pub text: String,
+    /// The session's last seq when it was taken: its turn starts after it.
+    pub after_seq: u64,
+    pub created_at: i64,
 }
 
 /// One row of the audit ledger: a tool call from any caller.
@@ -497,6 +513,23 @@ impl Store {
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     ) {
         self.writes.snapshot(session_id, seq, epoch, state, done)
+    }
+
+    /// Stores a chat taken while a turn runs, written under `epoch`; `done`
+    /// hears once it is durable (then it may be acknowledged).
+    pub fn enqueue(
+        &self,
+        chat: QueuedChat,
+        epoch: Epoch,
+        done: oneshot::Sender<Result<(), StorageError>>,
+    ) {
+        self.writes.enqueue(chat, epoch, done)
+    }
+
+    /// Forgets a stored chat whose turn has started (its `turn_started` is
+    /// queued before this).
+    pub fn dequeue(&self, session_id: &str, turn_id: &str, epoch: Epoch) {
+        self.writes.dequeue(session_id, turn_id, epoch)
     }
 
     /// Queues an audit row. Audit rows ride in the same group commits as the

@@ -103,7 +103,11 @@ fn fences<'a>(batch: &[&'a WriteOp]) -> Result<HashMap<&'a str, i64>, StorageErr
             WriteOp::Row(row, sink) => (row.session_id.as_str(), sink.epoch()),
             WriteOp::Snapshot {
                 session_id, epoch, ..
+            }
+            | WriteOp::Dequeue {
+                session_id, epoch, ..
             } => (session_id.as_str(), *epoch),
+            WriteOp::Enqueue { chat, epoch, .. } => (chat.session_id.as_str(), *epoch),
             WriteOp::Audit(_) | WriteOp::CreateSession { .. } => continue,
         };
         // Every session write on a shared database is made under a claim.

@@ -50,8 +50,8 @@ macro_rules! queries {
         use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, ROWS_PER_INSERT, action_entry};
         use $crate::storage::writer::WriteOp;
         use $crate::storage::{
-            ActionPage, AuditPage, AuditRow, JournalRow, LoadedSession, SessionMeta, StorageError,
-            StoredRow, Visibility, now_ms,
+            ActionPage, AuditPage, AuditRow, JournalRow, LoadedSession, QueuedChat, SessionMeta,
+            StorageError, StoredRow, Visibility, now_ms,
         };
 
         type Pool = sqlx::Pool<$db>;
@@ -204,7 +204,32 @@ macro_rules! queries {
                 Some(r) if r.try_get::<String, _>(0)? == "turn_started" => r.try_get(1)?,
                 _ => None,
             };
+            // Stored chats whose turn has not started; `after_seq` keeps
+            // the look into the journal to the rows after each one.
+            let queued = sqlx::query(
+                "SELECT turn_id, turn_no, request_id, text, after_seq, created_at FROM inbox i \
+                 WHERE session_id = $1 AND NOT EXISTS (SELECT 1 FROM journal j \
+                 WHERE j.session_id = i.session_id AND j.seq > i.after_seq \
+                 AND j.kind = 'turn_started' AND j.turn_id = i.turn_id) ORDER BY turn_no",
+            )
+            .bind(session_id)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|r| {
+                Ok(QueuedChat {
+                    session_id: session_id.to_owned(),
+                    turn_id: r.try_get(0)?,
+                    turn_no: r.try_get::<i64, _>(1)? as u64,
+                    request_id: r.try_get(2)?,
+                    text: r.try_get(3)?,
+                    after_seq: r.try_get::<i64, _>(4)? as u64,
+                    created_at: r.try_get(5)?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
             Ok(Some(LoadedSession {
+                queued,
                 open_turn,
                 meta,
                 snapshot_seq: snapshot_seq as u64,
@@ -334,6 +359,32 @@ macro_rules! queries {
                 insert_rows(conn, &mut rows).await?;
                 match op {
                     WriteOp::Row(..) | WriteOp::Audit(_) => {}
+                    WriteOp::Enqueue { chat, .. } => {
+                        sqlx::query(
+                            "INSERT INTO inbox (session_id, turn_id, turn_no, request_id, text, \
+                             after_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        )
+                        .bind(&chat.session_id)
+                        .bind(&chat.turn_id)
+                        .bind(chat.turn_no as i64)
+                        .bind(&chat.request_id)
+                        .bind(&chat.text)
+                        .bind(chat.after_seq as i64)
+                        .bind(chat.created_at)
+                        .execute(&mut *conn)
+                        .await?;
+                    }
+                    WriteOp::Dequeue {
+                        session_id,
+                        turn_id,
+                        ..
+                    } => {
+                        sqlx::query("DELETE FROM inbox WHERE session_id = $1 AND turn_id = $2")
+                            .bind(session_id)
+                            .bind(turn_id)
+                            .execute(&mut *conn)
+                            .await?;
+                    }
                     WriteOp::Snapshot {
                         session_id,
                         seq,

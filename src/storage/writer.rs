@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 
 use super::{
     AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
-    STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, StorageError, now_ms,
+    QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, StorageError, now_ms,
 };
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
@@ -35,6 +35,16 @@ pub(super) enum WriteOp {
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     },
     Audit(AuditRow),
+    Enqueue {
+        chat: QueuedChat,
+        epoch: Epoch,
+        done: oneshot::Sender<Result<(), StorageError>>,
+    },
+    Dequeue {
+        session_id: String,
+        turn_id: String,
+        epoch: Epoch,
+    },
     CreateSession {
         meta: SessionMeta,
         snapshot: String,
@@ -114,6 +124,35 @@ impl Writes {
             {
                 let _ = done.send(Err(error));
             }
+        }
+    }
+
+    /// See [`super::Store::enqueue`].
+    pub(super) fn enqueue(
+        &self,
+        chat: QueuedChat,
+        epoch: Epoch,
+        done: oneshot::Sender<Result<(), StorageError>>,
+    ) {
+        if let Err(e) = self.tx.try_send(WriteOp::Enqueue { chat, epoch, done }) {
+            let (error, op) = refused_write(e);
+            if let WriteOp::Enqueue { done, .. } = op {
+                let _ = done.send(Err(error));
+            }
+        }
+    }
+
+    /// See [`super::Store::dequeue`].
+    pub(super) fn dequeue(&self, session_id: &str, turn_id: &str, epoch: Epoch) {
+        let op = WriteOp::Dequeue {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            epoch,
+        };
+        if let Err(e) = self.tx.try_send(op) {
+            // The row stays; a reload skips it, its turn having started.
+            let (error, _) = refused_write(e);
+            tracing::warn!(%error, "a started chat stays in the inbox");
         }
     }
 
@@ -253,7 +292,8 @@ async fn writer(
                 WriteOp::Snapshot {
                     done: Some(done), ..
                 }
-                | WriteOp::CreateSession { done, .. } => {
+                | WriteOp::CreateSession { done, .. }
+                | WriteOp::Enqueue { done, .. } => {
                     let _ = done.send(result);
                 }
                 _ => {}

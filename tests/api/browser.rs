@@ -747,8 +747,8 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     screenshot(&player, "phone-map.png").await;
     click(&player, ".tabs button[data-tab='story']").await;
 
-    // ---- a long session (more frames than the server replays from the
-    // start): a late viewer gets the recent story from a second connection
+    // ---- a long session (more frames than the server's resume ring): a
+    // late viewer gets the whole story, read from the journal
     for _ in 0..LONG_SESSION_CALLS / 16 {
         let calls =
             (0..16).map(|_| direct_call(&app, &session_id, "roll_dice", json!({"dice": "1d6"})));
@@ -759,12 +759,12 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     wait(
         &late,
         "late",
-        "the recent story of a long session",
+        "the whole story of a long session",
         &format!(
-            "document.body.dataset.conn === 'live' && {} && {} > 200 && {} && !{}",
-            query("#history .divider"),
-            count("#history .tool[data-tool='roll_dice'][data-status='ok']"),
+            "document.body.dataset.conn === 'live' && {} >= {LONG_SESSION_CALLS} && {} && {}",
+            count(".tool[data-tool='roll_dice'][data-status='ok']"),
             on_map("area_002"),
+            // The story from its start, so its opening scene too.
             query("#opening .opening")
         ),
     )

@@ -201,3 +201,50 @@ async fn a_kill_inside_a_turn_closes_it_after_the_restart_with_exact_seqs() {
     let actions = server.actions(&s).await;
     assert!(!actions.iter().any(|a| a["tool"] == "move"), "{actions:?}");
 }
+
+#[actix_web::test]
+async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    // A slow game master keeps the first turn running while the second
+    // chat is taken, queued and acknowledged.
+    let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);
+    let s = server.demo().await;
+    let (mut ws, welcome) = server.connect(&s.session_id, &s.player_token, None).await;
+    let target = neighbour(&welcome["state"]);
+    ws.chat("roll 1d6", "r-1").await;
+    ws.until(|f| f["type"] == "turn_started").await;
+    ws.chat(&format!("go to {target}"), "r-2").await;
+    let ack = ws
+        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(ack["queued"], 1, "{ack}");
+    let queued_turn = ack["turn_id"].as_str().unwrap().to_owned();
+    server.kill9();
+
+    // Restarted: the acknowledged chat runs, once, as the turn it was
+    // given, and the same request id again is a duplicate of it.
+    let server = Server::start(&db);
+    let (mut ws, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.until_turn_end(&queued_turn).await;
+    let started = frames
+        .iter()
+        .find(|f| f["type"] == "turn_started" && f["turn_id"] == queued_turn.as_str())
+        .unwrap_or_else(|| panic!("the stored chat ran: {frames:?}"));
+    assert_eq!(started["request_id"], "r-2");
+    assert_eq!(position(&server.snapshot(&s).await), target);
+    ws.chat(&format!("go to {target}"), "r-2").await;
+    let again = ws
+        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(
+        (again["duplicate"].as_bool(), again["turn_id"].as_str()),
+        (Some(true), Some(queued_turn.as_str()))
+    );
+    let moves = moves_in_log(&server, &s).await;
+    assert_eq!(moves.len(), 1, "{moves:?}");
+}

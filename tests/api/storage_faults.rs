@@ -286,16 +286,17 @@ async fn nothing_is_sent_before_its_commit() {
     let mut lock = Db::connect(&app.db_url).await;
     lock.hold_write_lock().await;
     player.chat(&format!("go to {target}"), "held").await;
-    let ack = player.next_json().await;
-    assert_eq!(ack["type"], "ack", "{ack}");
-    // While the commit cannot happen, no frame of the turn goes out, to the
-    // player or to the spectator.
+    // While the commit cannot happen, nothing goes out: not the ack (an ack
+    // means the chat is durable), no frame of the turn, to the player or
+    // to the spectator.
     let quiet = Duration::from_millis(700);
     assert_eq!(player.try_next_json(quiet).await, None);
     assert_eq!(spectator.try_next_json(quiet).await, None);
     lock.release().await;
 
-    // Released: the turn arrives whole, and what it told is stored.
+    // Released: the ack, then the turn whole, and what it told is stored.
+    let ack = player.next_json().await;
+    assert_eq!(ack["type"], "ack", "{ack}");
     let turn_id = ack["turn_id"].as_str().unwrap();
     let frames = player.until_turn_end(turn_id).await;
     let ok = frames
