@@ -4,7 +4,8 @@ CREATE TABLE nodes (
     node_id      TEXT PRIMARY KEY NOT NULL,
     -- Where other nodes reach this one (QUESTD_NODE_URL).
     url          TEXT NOT NULL,
-    heartbeat_at TIMESTAMPTZ NOT NULL
+    -- When the node last started and said where it is.
+    announced_at TIMESTAMPTZ NOT NULL
 );
 
 -- The secret nodes of one database show each other when handing over

@@ -24,7 +24,6 @@
 //! The turn loop moves on three things: durability notices, model events,
 //! and the deadline timer.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +33,7 @@ use futures_util::StreamExt;
 use futures_util::stream;
 use tokio::sync::oneshot;
 
+use super::acks::Acks;
 use super::audit;
 use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence, Subscriber};
@@ -118,12 +118,8 @@ pub struct SessionActor {
     /// The claim this node runs the session under.
     epoch: Epoch,
     stopping: bool,
-    /// Acks to send right before a frame: (the `turn_started` seq of the
-    /// chat's turn, its connection, the ack), in seq order.
-    acks: VecDeque<(u64, u64, ByteString)>,
-    /// Turns whose `turn_started` is not durable yet, with its seq, oldest
-    /// first: a duplicate of one is acknowledged after it.
-    unreleased_starts: VecDeque<(TurnId, u64)>,
+    /// Acks held until what they acknowledge is durable.
+    acks: Acks,
     /// The node is shutting down: no new work; unload once the work taken
     /// is done.
     draining: bool,
@@ -146,8 +142,7 @@ impl SessionActor {
                 intake.restore_stored(restored.stored_chats);
                 intake
             },
-            acks: VecDeque::new(),
-            unreleased_starts: VecDeque::new(),
+            acks: Acks::default(),
             state: restored.state,
             sequencer: Sequencer::new(restored.last_seq, restored.ring),
             fanout: Fanout::default(),
@@ -192,17 +187,8 @@ impl SessionActor {
         for p in self.sequencer.durable(up_to) {
             // A chat that started at once is acknowledged with its durable
             // `turn_started`, just ahead of it.
-            while self.acks.front().is_some_and(|(seq, ..)| *seq <= p.seq) {
-                if let Some((_, conn_id, ack)) = self.acks.pop_front() {
-                    self.fanout.send_to(conn_id, Outbound::Frame(ack));
-                }
-            }
-            while self
-                .unreleased_starts
-                .front()
-                .is_some_and(|(_, seq)| *seq <= p.seq)
-            {
-                self.unreleased_starts.pop_front();
+            for (conn_id, ack) in self.acks.before(p.seq) {
+                self.fanout.send_to(conn_id, Outbound::Frame(ack));
             }
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
@@ -397,10 +383,7 @@ impl SessionActor {
         let started =
             turn_frames::started(&self.state, q.turn_no, &q.turn_id, q.request_id, q.text);
         let seq = self.emit(started);
-        self.unreleased_starts.push_back((q.turn_id.clone(), seq));
-        for (conn_id, ack) in q.acks {
-            self.acks.push_back((seq, conn_id, ack));
-        }
+        self.acks.started(q.turn_id.clone(), seq, q.acks);
         if q.stored == Stored::InInbox {
             // Its `turn_started` is queued first: the row is not needed.
             self.deps
@@ -821,21 +804,8 @@ impl SessionActor {
             && !q.acks.is_empty()
         {
             q.acks.push((conn_id, ack));
-            return;
-        }
-        let waiting = self
-            .unreleased_starts
-            .iter()
-            .find(|(id, _)| id == turn_id)
-            .map(|(_, seq)| *seq);
-        match waiting {
-            Some(seq) => {
-                let at = self.acks.partition_point(|(s, ..)| *s <= seq);
-                self.acks.insert(at, (seq, conn_id, ack));
-            }
-            None => {
-                self.fanout.send_to(conn_id, Outbound::Frame(ack));
-            }
+        } else if let Some((conn_id, ack)) = self.acks.duplicate(turn_id, conn_id, ack) {
+            self.fanout.send_to(conn_id, Outbound::Frame(ack));
         }
     }
 }

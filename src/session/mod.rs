@@ -15,6 +15,7 @@
 //!   whoever waits for a frame;
 //! - `fanout`: the connections, and when presence goes out.
 
+mod acks;
 mod actor;
 pub mod audit;
 mod calls;

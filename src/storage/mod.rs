@@ -411,8 +411,7 @@ impl Store {
         }
     }
 
-    /// Records where other nodes reach this one (`QUESTD_NODE_URL`), and
-    /// that it is alive; again with every renewal.
+    /// Records where other nodes reach this one (`QUESTD_NODE_URL`).
     pub async fn announce(&self, url: &str) -> Result<(), StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(()),
@@ -438,43 +437,6 @@ impl Store {
         match &self.reads {
             Reads::Sqlite(_) => Ok(fresh.to_owned()),
             Reads::Postgres(pool) => postgres::cluster_secret(pool, fresh).await,
-        }
-    }
-
-    /// The journal rows after each `(session, seq)` cursor, at most
-    /// `per_session` each, in seq order per session (PostgreSQL; a sole
-    /// node has nothing to follow).
-    pub async fn tail(
-        &self,
-        cursors: &[(String, u64)],
-        per_session: u32,
-    ) -> Result<Vec<TailRow>, StorageError> {
-        match &self.reads {
-            Reads::Sqlite(_) => Ok(Vec::new()),
-            Reads::Postgres(pool) => postgres::tail(pool, cursors, per_session).await,
-        }
-    }
-
-    /// Of `ids`, the sessions no node holds a live claim on.
-    pub async fn vacant(&self, ids: &[&str]) -> Result<Vec<String>, StorageError> {
-        match &self.reads {
-            Reads::Sqlite(_) => Ok(Vec::new()),
-            Reads::Postgres(pool) => postgres::vacant(pool, ids).await,
-        }
-    }
-
-    /// Wakes up after each commit of journal rows by any node (PostgreSQL):
-    /// a listener on the journal channel. `None` on SQLite.
-    pub async fn journal_listener(
-        &self,
-    ) -> Result<Option<sqlx::postgres::PgListener>, StorageError> {
-        match &self.reads {
-            Reads::Sqlite(_) => Ok(None),
-            Reads::Postgres(pool) => {
-                let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-                listener.listen(postgres::JOURNAL_CHANNEL).await?;
-                Ok(Some(listener))
-            }
         }
     }
 
@@ -622,17 +584,6 @@ impl Store {
     ) -> Result<ActionPage, StorageError> {
         read!(self, actions(session_id, after_seq, limit))
     }
-}
-
-/// What a node that follows a session from the journal reads of each row:
-/// the frame to send on, and what to apply to its copy of the state.
-#[derive(Debug, Clone)]
-pub struct TailRow {
-    pub session_id: String,
-    pub seq: u64,
-    pub frame: String,
-    pub effect: Option<String>,
-    pub history: Option<String>,
 }
 
 /// Whether `url` names a PostgreSQL database.

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::sql::queries;
 use super::writer::Committer;
-use super::{Epoch, Node, TailRow};
+use super::{Epoch, Node};
 
 queries!(sqlx::Postgres);
 
@@ -73,10 +73,7 @@ impl Committer for PgCommitter {
         let conn = self.connection().await?;
         sqlx::query("BEGIN").execute(&mut *conn).await?;
         let done = match check_fences(conn, batch, &node).await {
-            Ok(()) => match write_batch(conn, batch).await {
-                Ok(()) => wake_tailers(conn, batch).await,
-                Err(e) => Err(e),
-            },
+            Ok(()) => write_batch(conn, batch).await,
             Err(e) => Err(e),
         };
         let done = finish(conn, done).await;
@@ -248,27 +245,11 @@ pub(super) async fn owner(pool: &PgPool, session_id: &str) -> Result<Option<Stri
     .await?)
 }
 
-/// The channel a commit with journal rows is announced on; nodes tailing
-/// the journal for their spectators read on after it.
-pub(super) const JOURNAL_CHANNEL: &str = "questd_journal";
-
-/// One notification per group commit that wrote journal rows, sent when the
-/// transaction commits (never per row: NOTIFY serializes commits).
-async fn wake_tailers(conn: &mut PgConnection, batch: &[&WriteOp]) -> Result<(), StorageError> {
-    if batch.iter().any(|op| matches!(op, WriteOp::Row(..))) {
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(JOURNAL_CHANNEL)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(())
-}
-
 /// See [`super::Store::announce`].
 pub(super) async fn announce(pool: &PgPool, node: &Node, url: &str) -> Result<(), StorageError> {
     sqlx::query(
-        "INSERT INTO nodes (node_id, url, heartbeat_at) VALUES ($1, $2, clock_timestamp()) \
-         ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, heartbeat_at = excluded.heartbeat_at",
+        "INSERT INTO nodes (node_id, url, announced_at) VALUES ($1, $2, clock_timestamp()) \
+         ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, announced_at = excluded.announced_at",
     )
     .bind(&node.id)
     .bind(url)
@@ -304,58 +285,6 @@ pub(super) async fn cluster_secret(pool: &PgPool, fresh: &str) -> Result<String,
             .fetch_one(pool)
             .await?,
     )
-}
-
-/// See [`super::Store::tail`]: one statement for every followed session.
-pub(super) async fn tail(
-    pool: &PgPool,
-    cursors: &[(String, u64)],
-    per_session: u32,
-) -> Result<Vec<TailRow>, StorageError> {
-    if cursors.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<&str> = cursors.iter().map(|(id, _)| id.as_str()).collect();
-    let after: Vec<i64> = cursors
-        .iter()
-        .map(|(_, seq)| i64::try_from(*seq).unwrap_or(i64::MAX))
-        .collect();
-    let rows = sqlx::query(
-        "SELECT w.session_id, j.seq, j.frame, j.effect, j.history \
-         FROM unnest($1::text[], $2::bigint[]) AS w (session_id, after_seq) \
-         CROSS JOIN LATERAL (SELECT seq, frame, effect, history FROM journal \
-         WHERE session_id = w.session_id AND seq > w.after_seq ORDER BY seq LIMIT $3) j \
-         ORDER BY w.session_id, j.seq",
-    )
-    .bind(&ids)
-    .bind(&after)
-    .bind(i64::from(per_session))
-    .fetch_all(pool)
-    .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(TailRow {
-                session_id: r.try_get(0)?,
-                seq: r.try_get::<i64, _>(1)? as u64,
-                frame: r.try_get(2)?,
-                effect: r.try_get(3)?,
-                history: r.try_get(4)?,
-            })
-        })
-        .collect::<Result<Vec<_>, sqlx::Error>>()
-        .map_err(Into::into)
-}
-
-/// See [`super::Store::vacant`].
-pub(super) async fn vacant(pool: &PgPool, ids: &[&str]) -> Result<Vec<String>, StorageError> {
-    Ok(sqlx::query_scalar(
-        "SELECT w.session_id FROM unnest($1::text[]) AS w (session_id) \
-         WHERE NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = w.session_id \
-         AND o.lease_until > clock_timestamp())",
-    )
-    .bind(ids)
-    .fetch_all(pool)
-    .await?)
 }
 
 fn lease_ms(node: &Node) -> i64 {
