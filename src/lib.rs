@@ -10,11 +10,14 @@
 //! - [`tools`]: the tool registry and its validation pipeline; one file per tool.
 //! - [`session`]: one actor per session, a shell over the parts that decide
 //!   (intake and queue, turn state machine, tool-call pipeline, prompt,
-//!   sequencer, fan-out), and the hub that finds and loads them.
+//!   sequencer, acks, fan-out), and the hub that claims, loads and drains
+//!   them.
 //! - [`llm`]: model providers (offline game master, OpenAI-compatible endpoint,
 //!   scripted test double).
-//! - [`storage`]: SQLite journal, snapshots, group commit.
-//! - [`http`]: REST routes, the WebSocket endpoint, the embedded client.
+//! - [`storage`]: journal, snapshots, inbox and claims on SQLite or
+//!   PostgreSQL; group commit; fencing by epoch.
+//! - [`http`]: REST routes, the WebSocket endpoint, the embedded client;
+//!   handing requests to the node that runs a session.
 //! - [`metrics`]: counters and histograms for `/metrics`.
 //! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
 //!   real WebSockets and checks the wire contract on every connection.

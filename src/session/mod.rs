@@ -1,7 +1,8 @@
 //! Sessions: one [`SessionActor`] per game owns its state and carries out
 //! what the session's parts decide; the [`SessionHub`] maps ids to live
-//! actors and loads sessions from storage (`replay`); the messages a session
-//! answers are in `messages`.
+//! actors, claims sessions (several nodes on PostgreSQL), loads them from
+//! storage (`replay`) and drains the node; the messages a session answers
+//! are in `messages`.
 //!
 //! The parts, each in its own file, tested alone, and none of them
 //! importing the actor (they reach it through what they return):
@@ -12,7 +13,8 @@
 //!   row (`audit` writes the ledger); `prompt`: what the model is asked;
 //!   `turn_frames`: the frames that open and close a turn;
 //! - `sequencer`: seqs, frames held until durable, the resume ring, and
-//!   whoever waits for a frame;
+//!   whoever waits for a frame; `acks`: acks held until what they
+//!   acknowledge is durable;
 //! - `fanout`: the connections, and when presence goes out.
 
 mod acks;
