@@ -140,6 +140,8 @@ pub struct Metrics {
     /// Sessions this node stopped because another node claimed them or
     /// its claims could not be renewed in time.
     pub leases_lost: Counter,
+    /// Sessions this node claimed from another node (failovers, drains).
+    pub sessions_taken_over: Counter,
 }
 
 impl Default for Metrics {
@@ -167,6 +169,7 @@ impl Default for Metrics {
             rate_limited: Counter::default(),
             lease_renewals: Counter::default(),
             leases_lost: Counter::default(),
+            sessions_taken_over: Counter::default(),
         }
     }
 }
@@ -271,6 +274,12 @@ impl Metrics {
             "counter",
             "Sessions stopped because another node claimed them or a claim lapsed.",
             self.leases_lost.get().to_string(),
+        );
+        scalar(
+            "questd_sessions_taken_over_total",
+            "counter",
+            "Sessions this node claimed from another node (failover or drain).",
+            self.sessions_taken_over.get().to_string(),
         );
         let _ = writeln!(
             out,

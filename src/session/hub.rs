@@ -309,7 +309,8 @@ impl Handler<CreateSession> for SessionHub {
                 let id = meta_for_store.session_id.clone();
                 store.create_session(meta_for_store, snapshot).await?;
                 // Nobody else knows the new id yet: the claim is this node's.
-                store.claim(&id).await?.ok_or(HubError::Elsewhere)
+                let (epoch, _) = store.claim(&id).await?.ok_or(HubError::Elsewhere)?;
+                Ok(epoch)
             }
             .into_actor(self)
             .map(move |res: Result<Epoch, HubError>, act, ctx| {
@@ -332,6 +333,7 @@ impl Handler<Lookup> for SessionHub {
             return Box::pin(actix::fut::ready(Err(HubError::Draining)));
         }
         let store = self.deps.store.clone();
+        let metrics = self.deps.metrics.clone();
         let id = msg.session_id;
         Box::pin(
             async move {
@@ -341,7 +343,11 @@ impl Handler<Lookup> for SessionHub {
                 // Claimed before it is read: whatever the last owner wrote
                 // before the claim is in what is read, and nothing it
                 // writes after.
-                let epoch = store.claim(id.as_str()).await?.ok_or(HubError::Elsewhere)?;
+                let (epoch, taken_over) =
+                    store.claim(id.as_str()).await?.ok_or(HubError::Elsewhere)?;
+                if taken_over {
+                    metrics.sessions_taken_over.inc();
+                }
                 let Some(loaded) = store.load_session(id.as_str()).await? else {
                     return Ok(None);
                 };

@@ -381,13 +381,14 @@ impl Store {
     }
 
     /// Claims `session_id` for this node: answers the epoch its writes must
-    /// carry, or `None` while another node's claim on it is alive.
-    pub async fn claim(&self, session_id: &str) -> Result<Option<Epoch>, StorageError> {
+    /// carry and whether the claim took it from another node, or `None`
+    /// while another node's claim on it is alive.
+    pub async fn claim(&self, session_id: &str) -> Result<Option<(Epoch, bool)>, StorageError> {
         match &self.reads {
-            Reads::Sqlite(_) => Ok(Some(Epoch::Sole)),
+            Reads::Sqlite(_) => Ok(Some((Epoch::Sole, false))),
             Reads::Postgres(pool) => Ok(postgres::claim(pool, session_id, &self.node)
                 .await?
-                .map(Epoch::Claimed)),
+                .map(|(epoch, taken)| (Epoch::Claimed(epoch), taken))),
         }
     }
 

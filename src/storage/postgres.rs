@@ -161,15 +161,18 @@ pub(super) async fn claim(
     pool: &PgPool,
     session_id: &str,
     node: &Node,
-) -> Result<Option<i64>, StorageError> {
-    Ok(sqlx::query_scalar(
-        "INSERT INTO session_owners (session_id, node_id, epoch, lease_until) \
+) -> Result<Option<(i64, bool)>, StorageError> {
+    // `prev` reads the claim as it was before this statement: whether this
+    // claim takes the session from another node.
+    Ok(sqlx::query_as(
+        "WITH prev AS (SELECT node_id FROM session_owners WHERE session_id = $1) \
+         INSERT INTO session_owners (session_id, node_id, epoch, lease_until) \
          VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 millisecond') \
          ON CONFLICT (session_id) DO UPDATE SET node_id = excluded.node_id, \
          epoch = CASE WHEN session_owners.node_id = excluded.node_id THEN session_owners.epoch \
          ELSE session_owners.epoch + 1 END, lease_until = excluded.lease_until \
          WHERE session_owners.lease_until < clock_timestamp() OR session_owners.node_id = $2 \
-         RETURNING epoch",
+         RETURNING epoch, COALESCE((SELECT node_id FROM prev) <> $2, false)",
     )
     .bind(session_id)
     .bind(&node.id)

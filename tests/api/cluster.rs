@@ -149,6 +149,8 @@ async fn the_owner_killed_mid_play_hands_the_session_on_with_nothing_lost() {
         acked.push(move_once(&mut ws, &b, &s, &format!("after-{i}")).await);
     }
     assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+    let metrics = crate::metrics::scrape(&b).await;
+    assert_eq!(metrics["questd_sessions_taken_over_total"], 1.0);
     let logged = moves_in_log(&b, &s).await;
     assert_eq!(logged, acked, "every acknowledged move, once, in order");
     // The whole story from seq 0: every seq once, none missing.

@@ -6,9 +6,9 @@ use std::time::Duration;
 use crate::common::*;
 
 /// The scrape as `name{labels}` -> value.
-async fn scrape(app: &TestApp) -> HashMap<String, f64> {
+pub async fn scrape(app: &impl Api) -> HashMap<String, f64> {
     let mut resp = client()
-        .get(format!("{}/metrics", app.base))
+        .get(format!("{}/metrics", app.base()))
         .send()
         .await
         .unwrap();
