@@ -111,6 +111,21 @@ async fn any_node_serves_a_session_with_the_owners_frames_and_runs_a_chat_once()
     );
     assert_eq!(moves_in_log(&b, &s).await.len(), 1, "the chat ran once");
     assert_eq!(position(&c.snapshot(&s).await), target);
+
+    // A page served by B plays a turn over HTTP through B: B judged its
+    // Origin, and A runs the turn.
+    let origin = format!("http://127.0.0.1:{}", b.port());
+    let turn = request(
+        "POST",
+        &format!("{}/api/v1/chat", b.base()),
+        &[
+            ("Authorization", &format!("Bearer {}", s.player_token)),
+            ("Origin", &origin),
+        ],
+        Some(&serde_json::json!({"session_id": s.session_id, "message": "roll 1d6"})),
+    )
+    .await;
+    assert_eq!(turn.status, 200, "{}", turn.body);
 }
 
 #[actix_web::test]
