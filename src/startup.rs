@@ -21,7 +21,7 @@ use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::metrics::Metrics;
-use crate::session::{DrainNode, Limits, SessionDeps, SessionHub};
+use crate::session::{DrainNode, Limits, SessionDeps, SessionHub, StopHub};
 use crate::storage::{Node, Store};
 use crate::tools::Registry;
 
@@ -286,7 +286,12 @@ impl Application {
     /// server holding database connections.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let _arbiters = StopOnDrop(self.arbiters);
-        self.server.await
+        let served = self.server.await;
+        let _ = self.hub.send(StopHub).await;
+        while self.hub.connected() {
+            actix_web::rt::time::sleep(Duration::from_millis(5)).await;
+        }
+        served
     }
 }
 

@@ -439,6 +439,21 @@ impl Handler<Unregister> for SessionHub {
     }
 }
 
+/// Stops the hub once the server has stopped, dropping its work in flight
+/// (a renewal) while the runtime still runs: a database call dropped when
+/// the runtime itself goes down cannot hand its connection back.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopHub;
+
+impl Handler<StopHub> for SessionHub {
+    type Result = ();
+
+    fn handle(&mut self, _: StopHub, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
 /// Shuts the node down gently: no session is created or loaded any more,
 /// every live session finishes its work, closes its connections with 1012
 /// and unloads, and its claim is released so another node takes it at

@@ -52,6 +52,7 @@ pub use actor::SessionActor;
 pub use audit::CallOrigin;
 pub use hub::{
     CreateSession, DrainNode, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub,
+    StopHub,
 };
 pub use messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,

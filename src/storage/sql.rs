@@ -7,14 +7,15 @@
 //! functions are spelled once in a macro and stamped out per dialect:
 //! `queries!(sqlx::Sqlite)` in `sqlite.rs`, `queries!(sqlx::Postgres)` in
 //! `postgres.rs`. What differs (connecting, the transaction's `BEGIN`,
-//! fencing) stays in those files.
+//! fencing, how many rows one `INSERT` carries: `insert_rows` and
+//! `insert_audits`) stays in those files.
 
 /// Frames kept for resume after a reload.
 pub(super) const RECENT_FRAMES: i64 = 512;
 
-/// Rows per INSERT statement: journal rows have 10 parameters each, audit
-/// rows 19, well under both databases' limits (SQLite 32766, PostgreSQL
-/// 65535 per statement).
+/// Rows per INSERT statement on SQLite: journal rows have 10 parameters
+/// each, audit rows 19, well under its limit of 32766 per statement.
+/// (PostgreSQL takes a whole batch as arrays in one statement.)
 pub(super) const ROWS_PER_INSERT: usize = 256;
 
 /// The audit columns, in the order `audit_row` reads them.
@@ -47,7 +48,7 @@ macro_rules! queries {
         use serde_json::Value as _QueriesValue;
         use sqlx::Row as _;
 
-        use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, ROWS_PER_INSERT, action_entry};
+        use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry};
         use $crate::storage::writer::WriteOp;
         use $crate::storage::{
             ActionPage, AuditPage, AuditRow, JournalRow, LoadedSession, QueuedChat, SessionMeta,
@@ -434,66 +435,6 @@ macro_rules! queries {
             }
             insert_rows(conn, &mut rows).await?;
             insert_audits(conn, &audits).await?;
-            Ok(())
-        }
-
-        /// Inserts audit rows, many per statement.
-        async fn insert_audits(conn: &mut Conn, audits: &[&AuditRow]) -> Result<(), StorageError> {
-            for chunk in audits.chunks(ROWS_PER_INSERT) {
-                let mut insert = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, \
-                     role, args_hash, status, reason, error_code, error_message, duration_us, \
-                     prompt_tokens, completion_tokens, created_at, site_id, span_id, user_id) ",
-                );
-                insert.push_values(chunk, |mut b, a| {
-                    b.push_bind(&a.session_id)
-                        .push_bind(&a.tenant_id)
-                        .push_bind(&a.trace_id)
-                        .push_bind(&a.turn_id)
-                        .push_bind(&a.call_id)
-                        .push_bind(&a.tool)
-                        .push_bind(&a.role)
-                        .push_bind(&a.args_hash)
-                        .push_bind(&a.status)
-                        .push_bind(&a.reason)
-                        .push_bind(&a.error_code)
-                        .push_bind(&a.error_message)
-                        .push_bind(a.duration_us)
-                        .push_bind(a.prompt_tokens)
-                        .push_bind(a.completion_tokens)
-                        .push_bind(a.created_at)
-                        .push_bind(&a.site_id)
-                        .push_bind(&a.span_id)
-                        .push_bind(&a.user_id);
-                });
-                insert.build().execute(&mut *conn).await?;
-            }
-            Ok(())
-        }
-
-        /// Inserts and clears `rows`, many per statement: one statement per
-        /// row costs more than the data.
-        async fn insert_rows(conn: &mut Conn, rows: &mut Vec<&JournalRow>) -> Result<(), StorageError> {
-            for chunk in rows.chunks(ROWS_PER_INSERT) {
-                let mut insert = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, \
-                     effect, history, action, created_at) ",
-                );
-                insert.push_values(chunk, |mut b, r| {
-                    b.push_bind(&r.session_id)
-                        .push_bind(r.seq as i64)
-                        .push_bind(&r.turn_id)
-                        .push_bind(r.kind)
-                        .push_bind(&r.request_id)
-                        .push_bind(&r.frame)
-                        .push_bind(&r.effect)
-                        .push_bind(&r.history)
-                        .push_bind(&r.action)
-                        .push_bind(r.created_at);
-                });
-                insert.build().execute(&mut *conn).await?;
-            }
-            rows.clear();
             Ok(())
         }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 
-use super::sql::queries;
+use super::sql::{ROWS_PER_INSERT, queries};
 use super::writer::Committer;
 
 queries!(sqlx::Sqlite);
@@ -65,6 +65,72 @@ pub(super) async fn open(
             .await?;
     }
     Ok((pool, SqliteCommitter(conn)))
+}
+
+/// Inserts audit rows, many per statement.
+async fn insert_audits(
+    conn: &mut SqliteConnection,
+    audits: &[&AuditRow],
+) -> Result<(), StorageError> {
+    for chunk in audits.chunks(ROWS_PER_INSERT) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, \
+             role, args_hash, status, reason, error_code, error_message, duration_us, \
+             prompt_tokens, completion_tokens, created_at, site_id, span_id, user_id) ",
+        );
+        insert.push_values(chunk, |mut b, a| {
+            b.push_bind(&a.session_id)
+                .push_bind(&a.tenant_id)
+                .push_bind(&a.trace_id)
+                .push_bind(&a.turn_id)
+                .push_bind(&a.call_id)
+                .push_bind(&a.tool)
+                .push_bind(&a.role)
+                .push_bind(&a.args_hash)
+                .push_bind(&a.status)
+                .push_bind(&a.reason)
+                .push_bind(&a.error_code)
+                .push_bind(&a.error_message)
+                .push_bind(a.duration_us)
+                .push_bind(a.prompt_tokens)
+                .push_bind(a.completion_tokens)
+                .push_bind(a.created_at)
+                .push_bind(&a.site_id)
+                .push_bind(&a.span_id)
+                .push_bind(&a.user_id);
+        });
+        insert.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Inserts and clears `rows`, many per statement: one statement per
+/// row costs more than the data.
+async fn insert_rows(
+    conn: &mut SqliteConnection,
+    rows: &mut Vec<&JournalRow>,
+) -> Result<(), StorageError> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, \
+             effect, history, action, created_at) ",
+        );
+        insert.push_values(chunk, |mut b, r| {
+            b.push_bind(&r.session_id)
+                .push_bind(r.seq as i64)
+                .push_bind(&r.turn_id)
+                .push_bind(r.kind)
+                .push_bind(&r.request_id)
+                .push_bind(&r.frame)
+                .push_bind(&r.effect)
+                .push_bind(&r.history)
+                .push_bind(&r.action)
+                .push_bind(r.created_at);
+        });
+        insert.build().execute(&mut *conn).await?;
+    }
+    rows.clear();
+    Ok(())
 }
 
 /// The writer's connection.
