@@ -18,6 +18,9 @@ use serde_json::{Value, json};
 
 struct Args {
     url: String,
+    /// Where sessions are created (the node that runs them); players and
+    /// spectators connect to `url`. Default: `url`.
+    create_url: Option<String>,
     sessions: usize,
     turns: usize,
     spectators: usize,
@@ -28,6 +31,7 @@ struct Args {
 fn parse_args() -> Args {
     let mut args = Args {
         url: "http://127.0.0.1:8080".into(),
+        create_url: None,
         sessions: 10,
         turns: 20,
         spectators: 0,
@@ -38,12 +42,15 @@ fn parse_args() -> Args {
         let value = it.next().unwrap_or_default();
         match flag.as_str() {
             "--url" => args.url = value,
+            "--create-url" => args.create_url = Some(value),
             "--sessions" => args.sessions = value.parse().expect("--sessions N"),
             "--turns" => args.turns = value.parse().expect("--turns N"),
             "--spectators" => args.spectators = value.parse().expect("--spectators N"),
             "--api-key" => args.api_key = Some(value),
             other => {
-                panic!("unknown flag {other}; use --url --sessions --turns --spectators --api-key")
+                panic!(
+                    "unknown flag {other}; use --url --create-url --sessions --turns --spectators --api-key"
+                )
             }
         }
     }
@@ -68,7 +75,8 @@ async fn play(args: &Args, n: usize) -> Vec<f64> {
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(60))
         .finish();
-    let mut create = client.post(format!("{}/api/v1/sessions", args.url));
+    let create_url = args.create_url.as_deref().unwrap_or(&args.url);
+    let mut create = client.post(format!("{create_url}/api/v1/sessions"));
     if let Some(key) = &args.api_key {
         create = create.insert_header(("X-Internal-API-Key", key.as_str()));
     }
