@@ -21,11 +21,9 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::web::Bytes;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, ResponseError, web};
-use futures_util::StreamExt;
 
-use super::{AppState, MAX_BODY_BYTES, overloaded, same_secret};
+use super::{AppState, body_bytes, overloaded, same_secret};
 use crate::config::Secret;
-use crate::error::ApiError;
 use crate::storage::Store;
 
 /// The header with the nodes' shared secret.
@@ -157,8 +155,8 @@ pub async fn hand_over(
         return Ok(next.call(req).await?.map_into_boxed_body());
     }
     let from_peer = cluster.from_peer(req.request());
-    let body = match read_body(req.take_payload()).await {
-        Ok(body) => body,
+    let body = match body_bytes(req.take_payload()).await {
+        Ok(body) => body.freeze(),
         Err(e) => return Ok(req.error_response(e).map_into_boxed_body()),
     };
     req.set_payload(Payload::from(body.clone()));
@@ -174,22 +172,6 @@ pub async fn hand_over(
     }
     let answer = forward(&state, &http_req, &owner, body).await;
     Ok(ServiceResponse::new(http_req, answer))
-}
-
-/// Reads a request body, refusing one larger than any route takes.
-async fn read_body(mut payload: Payload) -> Result<Bytes, ApiError> {
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(ApiError::new(
-                crate::error::ErrorCode::PayloadTooLarge,
-                format!("body is larger than {MAX_BODY_BYTES} bytes"),
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
 }
 
 /// Headers not sent on: they describe this hop, not the request.

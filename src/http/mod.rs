@@ -166,7 +166,10 @@ pub async fn json_body(payload: web::Payload) -> Result<serde_json::Value, ApiEr
 }
 
 /// Reads a body of at most [`MAX_BODY_BYTES`] (413 past that).
-async fn body_bytes(mut payload: web::Payload) -> Result<web::BytesMut, ApiError> {
+pub(crate) async fn body_bytes(
+    mut payload: impl futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
+    + Unpin,
+) -> Result<web::BytesMut, ApiError> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk =
