@@ -63,6 +63,9 @@ use crate::tools::{RawArgs, ToolError};
 /// resume ring; one that missed more starts afresh from the snapshot
 /// (`"resumed": false`).
 pub const MAX_STORED_BACKLOG: u64 = 10_000;
+/// And their size at most, in characters: what one resume may hold in
+/// memory, whoever asks (a public session's spectators are anyone).
+pub const MAX_STORED_BACKLOG_CHARS: u64 = 4 * 1024 * 1024;
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
@@ -860,7 +863,8 @@ impl Handler<Subscribe> for SessionActor {
 
     /// A connection resuming from a seq the resume ring no longer holds is
     /// served the frames in between from the journal first (at most
-    /// [`MAX_STORED_BACKLOG`] of them), then the ring's.
+    /// [`MAX_STORED_BACKLOG`] of them, [`MAX_STORED_BACKLOG_CHARS`] in
+    /// all), then the ring's.
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
         if self.stopping {
             return Box::pin(actix::fut::ready(Err(ChatRefused::reloading())));
@@ -879,7 +883,12 @@ impl Handler<Subscribe> for SessionActor {
         Box::pin(
             async move {
                 store
-                    .frames_after(id.as_str(), after, (up_to - after) as u32)
+                    .frames_after(
+                        id.as_str(),
+                        after,
+                        (up_to - after) as u32,
+                        MAX_STORED_BACKLOG_CHARS,
+                    )
                     .await
             }
             .into_actor(self)
@@ -887,7 +896,8 @@ impl Handler<Subscribe> for SessionActor {
                 if act.stopping {
                     return Err(ChatRefused::reloading());
                 }
-                // Every frame from `after` to `up_to`, in order, or none.
+                // Every frame from `after` to `up_to`, in order, or none (a
+                // backlog past the size cap comes back short).
                 let frames = read
                     .inspect_err(|e| tracing::warn!(error = %e, "reading frames to resume failed"))
                     .ok()

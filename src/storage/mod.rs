@@ -547,14 +547,16 @@ impl Store {
         read!(self, load_session(session_id))
     }
 
-    /// The stored frames after `after_seq`, oldest first, at most `limit`.
+    /// The stored frames after `after_seq`, oldest first, at most `limit`
+    /// of them and `max_chars` characters in all.
     pub async fn frames_after(
         &self,
         session_id: &str,
         after_seq: u64,
         limit: u32,
+        max_chars: u64,
     ) -> Result<Vec<(u64, String)>, StorageError> {
-        read!(self, frames_after(session_id, after_seq, limit))
+        read!(self, frames_after(session_id, after_seq, limit, max_chars))
     }
 
     /// Request ids of the most recent turns that started, newest first.

@@ -240,21 +240,27 @@ macro_rules! queries {
             }))
         }
 
-        /// The frames after `after_seq`, oldest first, at most `limit`:
-        /// what a client resuming from that seq missed.
+        /// The frames after `after_seq`, oldest first, at most `limit` of
+        /// them and at most `max_chars` characters in all: what a client
+        /// resuming from that seq missed. The size is counted in the
+        /// database, so a long story is never read whole to be cut here.
         pub(super) async fn frames_after(
             pool: &Pool,
             session_id: &str,
             after_seq: u64,
             limit: u32,
+            max_chars: u64,
         ) -> Result<Vec<(u64, String)>, StorageError> {
             sqlx::query(
-                "SELECT seq, frame FROM journal WHERE session_id = $1 AND seq > $2 \
-                 ORDER BY seq LIMIT $3",
+                "SELECT seq, frame FROM (SELECT seq, frame, \
+                 SUM(length(frame)) OVER (ORDER BY seq) AS so_far FROM journal \
+                 WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) w \
+                 WHERE so_far <= $4 ORDER BY seq",
             )
             .bind(session_id)
             .bind(i64::try_from(after_seq).unwrap_or(i64::MAX))
             .bind(i64::from(limit))
+            .bind(i64::try_from(max_chars).unwrap_or(i64::MAX))
             .fetch_all(pool)
             .await?
             .into_iter()

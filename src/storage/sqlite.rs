@@ -270,6 +270,28 @@ mod tests {
     }
 
     #[actix_web::test]
+    async fn frames_to_resume_stop_at_their_count_or_size() {
+        let (store, _dir, _url) = store().await;
+        let (a, mut notices) = sink();
+        for seq in 1..=6 {
+            store.append(row("a", seq), a.clone());
+        }
+        assert_eq!(until(&mut notices, 6).await.ok(), Some(6));
+        let seqs =
+            |frames: Vec<(u64, String)>| frames.into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+        let each = row("a", 1).frame.len() as u64;
+        let read = |limit, chars| store.frames_after("a", 2, limit, chars);
+        assert_eq!(seqs(read(10, u64::MAX).await.unwrap()), [3, 4, 5, 6]);
+        assert_eq!(seqs(read(2, u64::MAX).await.unwrap()), [3, 4], "by count");
+        assert_eq!(
+            seqs(read(10, 3 * each).await.unwrap()),
+            [3, 4, 5],
+            "by size"
+        );
+        assert!(read(10, each - 1).await.unwrap().is_empty());
+    }
+
+    #[actix_web::test]
     async fn a_failed_row_fails_its_stream_for_good_and_no_other() {
         let (store, _dir, url) = store().await;
         let (a, mut a_notices) = sink();
