@@ -74,6 +74,13 @@ async fn any_node_serves_a_session_with_the_owners_frames_and_runs_a_chat_once()
         assert_eq!(server.snapshot(&s).await["owner_node"], "node-a");
     }
 
+    // A bad token is refused before the upgrade through any node, as the
+    // owner refuses it.
+    assert_eq!(
+        Ws::refused_status(&b.ws_url(&s.session_id, "not-a-token", None)).await,
+        401
+    );
+
     // A spectator on B, the player on C: every frame of the turn, the same
     // on both, with the ack first on the player's connection.
     let (mut spectator, sw) = b.connect(&s.session_id, &s.spectator_token, None).await;
