@@ -43,7 +43,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct Cluster {
     /// Several nodes may share the database (PostgreSQL).
     shared: bool,
-    node_id: String,
     secret: Secret,
     http: reqwest::Client,
 }
@@ -63,14 +62,9 @@ impl Cluster {
             .build()?;
         Ok(Self {
             shared: store.is_shared(),
-            node_id: store.node().id.clone(),
             secret: Secret::from(secret),
             http,
         })
-    }
-
-    pub fn node_id(&self) -> &str {
-        &self.node_id
     }
 
     /// Whether several nodes may share the database.

@@ -915,26 +915,24 @@ impl SessionActor {
     /// are frames read from the journal, up to a seq, for a connection
     /// that resumes from before the ring; the ring gives the rest.
     fn join(&mut self, msg: Subscribe, stored: Option<(u64, Vec<(u64, String)>)>) -> Joined {
-        let (backlog, stored_frames) = match (stored, msg.last_seq) {
-            (Some((up_to, frames)), _) => {
-                let rest = self.sequencer.backlog(Some(up_to));
-                let mut all: Vec<ByteString> = frames
-                    .into_iter()
-                    .map(|(_, f)| ByteString::from(f))
-                    .collect();
-                all.extend(rest.frames);
-                (rest.resumed, all)
-            }
-            (None, last_seq) => {
-                let b = self.sequencer.backlog(last_seq);
-                (b.resumed, b.frames)
-            }
+        // Journal frames come first; the ring gives what follows them.
+        let (mut backlog, stored) = match stored {
+            Some((up_to, frames)) => (self.sequencer.backlog(Some(up_to)), frames),
+            None => (self.sequencer.backlog(msg.last_seq), Vec::new()),
         };
+        if backlog.resumed && !stored.is_empty() {
+            let mut frames: Vec<ByteString> = stored
+                .into_iter()
+                .map(|(_, f)| ByteString::from(f))
+                .collect();
+            frames.append(&mut backlog.frames);
+            backlog.frames = frames;
+        }
         let welcome = ControlFrame::Welcome {
             session_id: &self.session_id,
             role: msg.role,
-            seq: self.sequencer.released(),
-            resumed: backlog,
+            seq: backlog.welcome_seq,
+            resumed: backlog.resumed,
             state: Snapshot::of(&self.session_id, &self.state),
         }
         .to_json();
@@ -949,7 +947,7 @@ impl SessionActor {
         self.last_activity = Instant::now();
         Joined {
             welcome: welcome.into(),
-            backlog: if backlog { stored_frames } else { Vec::new() },
+            backlog: backlog.frames,
         }
     }
 }
