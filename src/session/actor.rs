@@ -736,7 +736,6 @@ impl Handler<SubmitChat> for SessionActor {
     fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
         let (busy, store) = (self.turn.is_some(), &self.deps.store);
         let request_id = msg.request_id.clone();
-        let text = msg.text.clone();
         let taken = self.intake.take_chat(
             &msg.text,
             msg.request_id,
@@ -772,7 +771,7 @@ impl Handler<SubmitChat> for SessionActor {
                 turn_id: turn_id.as_str().to_owned(),
                 turn_no: self.intake.queued_turn(&turn_id).map_or(0, |q| q.turn_no),
                 request_id,
-                text,
+                text: msg.text,
                 after_seq: self.sequencer.last_staged(),
                 created_at: now_ms(),
             };
