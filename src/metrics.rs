@@ -142,6 +142,12 @@ pub struct Metrics {
     pub leases_lost: Counter,
     /// Sessions this node claimed from another node (failovers, drains).
     pub sessions_taken_over: Counter,
+    /// Sessions another node runs whose journal this node tails for its
+    /// spectators.
+    pub sessions_tailed: Gauge,
+    /// From a journal row's writing on its owner to its frame's sending
+    /// here by a tail (the nodes' clocks agreeing).
+    pub journal_tail_lag_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -170,6 +176,8 @@ impl Default for Metrics {
             lease_renewals: Counter::default(),
             leases_lost: Counter::default(),
             sessions_taken_over: Counter::default(),
+            sessions_tailed: Gauge::default(),
+            journal_tail_lag_seconds: Histogram::new(SECONDS),
         }
     }
 }
@@ -281,6 +289,12 @@ impl Metrics {
             "Sessions this node claimed from another node (failover or drain).",
             self.sessions_taken_over.get().to_string(),
         );
+        scalar(
+            "questd_sessions_tailed",
+            "gauge",
+            "Sessions another node runs whose journal this node tails for its spectators.",
+            self.sessions_tailed.get().to_string(),
+        );
         let _ = writeln!(
             out,
             "# HELP questd_connections WebSocket connections by role.\n# TYPE questd_connections gauge\n\
@@ -327,6 +341,11 @@ impl Metrics {
             &mut out,
             "questd_journal_commit_duration_seconds",
             "One journal commit, fsync included.",
+        );
+        self.journal_tail_lag_seconds.render(
+            &mut out,
+            "questd_journal_tail_lag_seconds",
+            "From a journal row's writing on the session's owner to its frame's sending by this node's tail.",
         );
         out
     }

@@ -21,6 +21,7 @@ use crate::http::service::ServiceState;
 use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::metrics::Metrics;
+use crate::session::tail::{self, DrainTails, Tails};
 use crate::session::{DrainNode, Limits, SessionDeps, SessionHub, StopHub};
 use crate::storage::{Node, Store};
 use crate::tools::Registry;
@@ -53,6 +54,10 @@ pub struct Application {
     port: u16,
     server: Server,
     hub: Addr<SessionHub>,
+    tails: Addr<Tails>,
+    /// The task listening for journal commits; its database connection
+    /// must close inside the runtime, so it is stopped before it ends.
+    listener_task: actix_web::rt::task::JoinHandle<()>,
     /// The session arbiters; stopped when the server stops.
     arbiters: Vec<ArbiterHandle>,
 }
@@ -184,6 +189,10 @@ impl Application {
             .await
             .context("joining the nodes of the database")?;
         let admission = admission.with_cluster(cluster.clone());
+        let report =
+            http::cluster::audience_report(store.clone(), cluster.clone(), store.node().id.clone());
+        let tails = Tails::new(store.clone(), metrics.clone(), report, arbiters.clone()).start();
+        let listener_task = actix_web::rt::spawn(tail::listen(store.clone(), tails.clone()));
         let service = ServiceState::new(
             settings.service_per_minute,
             settings.service_burst,
@@ -191,6 +200,7 @@ impl Application {
         );
         let data = web::Data::new(AppState {
             hub: hub.clone(),
+            tails: tails.clone(),
             store,
             cluster,
             registry,
@@ -236,6 +246,8 @@ impl Application {
             port,
             server,
             hub,
+            tails,
+            listener_task,
             arbiters,
         })
     }
@@ -261,6 +273,7 @@ impl Application {
         use actix_web::rt::signal::unix::{SignalKind, signal};
         let handle = self.server.handle();
         let hub = self.hub.clone();
+        let tails = self.tails.clone();
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         actix_web::rt::spawn(async move {
@@ -268,6 +281,7 @@ impl Application {
                 _ = term.recv() => {}
                 _ = int.recv() => {}
             }
+            tails.do_send(DrainTails);
             let _ = hub
                 .send(DrainNode {
                     within: DRAIN_WITHIN,
@@ -287,6 +301,8 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let _arbiters = StopOnDrop(self.arbiters);
         let served = self.server.await;
+        self.listener_task.abort();
+        let _ = self.listener_task.await;
         let _ = self.hub.send(StopHub).await;
         while self.hub.connected() {
             actix_web::rt::time::sleep(Duration::from_millis(5)).await;

@@ -22,8 +22,14 @@ use actix_web::middleware::Next;
 use actix_web::web::Bytes;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, ResponseError, web};
 
+use std::sync::Arc;
+
 use super::{AppState, body_bytes, overloaded, same_secret};
 use crate::config::Secret;
+use crate::error::ApiError;
+use crate::protocol::SessionId;
+use crate::session::tail::AudienceReport;
+use crate::session::{RemoteAudience, Running};
 use crate::storage::Store;
 
 /// The header with the nodes' shared secret.
@@ -227,4 +233,94 @@ async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes
             overloaded("the session's node stopped answering; try again shortly").error_response()
         }
     }
+}
+
+/// How long a report of a tail's spectators to the owner may take.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The route only peers reach (anyone else gets the answer for a route
+/// that does not exist).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route(
+        "/api/v1/sessions/{id}/audience",
+        web::put().to(audience_reported),
+    );
+}
+
+/// A tail's report, sent by [`audience_report`].
+#[derive(serde::Serialize, serde::Deserialize)]
+struct AudienceBody {
+    node_id: String,
+    spectators: usize,
+}
+
+/// A peer's tail of a session this node runs reports its spectators: the
+/// session counts them in its `presence` frames. A session not running
+/// here is not loaded for it (the report is dropped; the next one finds
+/// the owner).
+async fn audience_reported(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<SessionId>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    if !state.cluster.from_peer(&req) {
+        return super::no_route(req).await;
+    }
+    let report: AudienceBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("bad audience report: {e}")))?;
+    if report.node_id.is_empty() || report.node_id.len() > 64 {
+        return Err(ApiError::bad_request("node_id must be 1 to 64 characters"));
+    }
+    let running = state
+        .hub
+        .send(Running {
+            session_id: path.into_inner(),
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    match running {
+        Some(handle) => {
+            handle.addr.do_send(RemoteAudience {
+                node_id: report.node_id,
+                spectators: report.spectators,
+            });
+            Ok(HttpResponse::NoContent().finish())
+        }
+        None => Err(ApiError::not_found("the session does not run on this node")),
+    }
+}
+
+/// How this node's tails tell a session's owner of their spectators: the
+/// owner's address is read from the database and the report sent to it as
+/// a peer. A report that fails is dropped; the tail sends another within
+/// [`crate::session::tail::AUDIENCE_REFRESH`] while it has spectators.
+pub fn audience_report(store: Store, cluster: Cluster, node_id: String) -> AudienceReport {
+    Arc::new(move |session_id: SessionId, spectators: usize| {
+        let (store, cluster, node_id) = (store.clone(), cluster.clone(), node_id.clone());
+        Box::pin(async move {
+            let owner = match store.owner_address(session_id.as_str()).await {
+                Ok(Some((_, url))) => url,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "finding a session's owner to report spectators failed");
+                    return;
+                }
+            };
+            let mut request = cluster
+                .http
+                .put(format!("{owner}/api/v1/sessions/{session_id}/audience"))
+                .timeout(REPORT_TIMEOUT)
+                .json(&AudienceBody {
+                    node_id,
+                    spectators,
+                });
+            for (name, value) in cluster.peer_headers(None) {
+                request = request.header(name.as_str(), value.as_bytes());
+            }
+            if let Err(e) = request.send().await.and_then(|r| r.error_for_status()) {
+                tracing::debug!(error = %e, %session_id, "reporting spectators to the owner failed");
+            }
+        })
+    })
 }

@@ -27,6 +27,7 @@ use crate::game::BuiltinStarts;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
 use crate::protocol::SessionId;
+use crate::session::tail::Tails;
 use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle, SessionHub};
 use crate::storage::{STORAGE_BEHIND, STORAGE_FULL, SessionMeta, StorageError, Store};
 use crate::tools::Registry;
@@ -39,6 +40,8 @@ pub const DEFAULT_TENANT: &str = "default";
 /// Shared by every handler.
 pub struct AppState {
     pub hub: Addr<SessionHub>,
+    /// This node's tails of sessions other nodes run, for its spectators.
+    pub tails: Addr<Tails>,
     pub store: Store,
     /// This node among the nodes of its database.
     pub cluster: cluster::Cluster,
@@ -68,6 +71,7 @@ pub struct AppState {
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     api::configure(cfg);
+    cluster::configure(cfg);
     chat::configure(cfg);
     stateless::configure(cfg);
     tools_api::configure(cfg);

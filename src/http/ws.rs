@@ -22,7 +22,9 @@ use super::{AppState, TokenRole, check_tenant, token_role};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, SessionId, check_request_id};
+use crate::session::tail::{Tail, Watch};
 use crate::session::{Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe};
+use crate::storage::SessionMeta;
 
 /// Largest frame a client may send, in bytes.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024;
@@ -52,37 +54,52 @@ async fn connect(
     query: Result<web::Query<ConnectQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
-    let handle = match find_session(&state, &path).await {
-        Ok(handle) => handle,
-        // Another node runs the session: relay this connection to it.
+    let token = query.token.as_deref().unwrap_or_default();
+    let (watched, role, connections) = match find_session(&state, &path).await {
+        Ok(handle) => {
+            let role = connection_role(&req, &handle.meta, token)?;
+            (Watched::session(&handle.addr), role, handle.connections)
+        }
+        // Another node runs the session: a spectator is served here from
+        // the journal, a player's connection is relayed to the owner.
         Err(ApiError {
             owner_url: Some(owner),
             ..
         }) if !state.cluster.from_peer(&req) => {
-            let slot = state.admission.admit_websocket(&req, &Arc::default())?;
-            return super::relay::relay(&req, stream, &state, &owner, slot).await;
+            let meta = state
+                .store
+                .session_meta(path.as_str())
+                .await
+                .map_err(|e| ApiError::internal(&e))?
+                .ok_or_else(|| ApiError::not_found(super::no_session(path.as_str())))?;
+            if connection_role(&req, &meta, token)? == ConnRole::Player {
+                let slot = state.admission.admit_websocket(&req, &Arc::default())?;
+                return super::relay::relay(&req, stream, &state, &owner, slot).await;
+            }
+            let tail = state
+                .tails
+                .send(Watch {
+                    session_id: path.into_inner(),
+                })
+                .await
+                .map_err(|e| ApiError::internal(&e))?
+                .map_err(super::session_refused)?;
+            (
+                Watched::tail(&tail.addr),
+                ConnRole::Spectator,
+                tail.connections,
+            )
         }
         Err(e) => return Err(e),
-    };
-    check_tenant(&req, &handle.meta)?;
-    let token = query.token.as_deref().unwrap_or_default();
-    let role = match token_role(&handle.meta, token) {
-        Some(TokenRole::Player) => ConnRole::Player,
-        Some(TokenRole::Spectator) => ConnRole::Spectator,
-        None => {
-            return Err(ApiError::unauthorized(
-                "the token does not open this session",
-            ));
-        }
     };
     // Counted before the upgrade: past a cap the client gets a plain HTTP
     // refusal it can read, and the node never opens more sockets than it
     // has files for.
-    let slot = state.admission.admit_websocket(&req, &handle.connections)?;
+    let slot = state.admission.admit_websocket(&req, &connections)?;
     let conn = WsConn {
         _slot: slot,
         conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
-        session: handle.addr,
+        session: watched,
         role,
         last_seq: query.last_seq,
         last_heard: Instant::now(),
@@ -96,6 +113,50 @@ async fn connect(
         .map_err(|e| ApiError::bad_request(format!("websocket upgrade failed: {e}")))
 }
 
+/// The role `token` gives in the session of `meta`, for a request that
+/// may name a tenant: 401 for a token that opens nothing.
+fn connection_role(
+    req: &HttpRequest,
+    meta: &SessionMeta,
+    token: &str,
+) -> Result<ConnRole, ApiError> {
+    check_tenant(req, meta)?;
+    match token_role(meta, token) {
+        Some(TokenRole::Player) => Ok(ConnRole::Player),
+        Some(TokenRole::Spectator) => Ok(ConnRole::Spectator),
+        None => Err(ApiError::unauthorized(
+            "the token does not open this session",
+        )),
+    }
+}
+
+/// What a connection watches: the session itself (this node runs it), or
+/// this node's tail of it (another node does; spectators only).
+struct Watched {
+    subscribe: Recipient<Subscribe>,
+    unsubscribe: Recipient<Unsubscribe>,
+    /// Where chats go; `None` on a tail.
+    chat: Option<Recipient<SubmitChat>>,
+}
+
+impl Watched {
+    fn session(addr: &Addr<SessionActor>) -> Self {
+        Self {
+            subscribe: addr.clone().recipient(),
+            unsubscribe: addr.clone().recipient(),
+            chat: Some(addr.clone().recipient()),
+        }
+    }
+
+    fn tail(addr: &Addr<Tail>) -> Self {
+        Self {
+            subscribe: addr.clone().recipient(),
+            unsubscribe: addr.clone().recipient(),
+            chat: None,
+        }
+    }
+}
+
 /// One WebSocket connection. Lives on an HTTP worker; stops when the peer
 /// goes away, times out, overflows, or the session closes it.
 struct WsConn {
@@ -103,9 +164,9 @@ struct WsConn {
     /// counts; given back when the connection actor is dropped.
     _slot: ConnSlot,
     conn_id: u64,
-    /// The session this connection watches; it outlives the connection or
-    /// tells it to close.
-    session: Addr<SessionActor>,
+    /// The session (or tail) this connection watches; it outlives the
+    /// connection or tells it to close.
+    session: Watched,
     role: ConnRole,
     last_seq: Option<u64>,
     last_heard: Instant,
@@ -159,18 +220,23 @@ impl WsConn {
         };
         match frame {
             ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
-            ClientFrame::Chat { request_id, .. } if self.role == ConnRole::Spectator => {
-                Self::send_error(
-                    ctx,
-                    request_id,
-                    ErrorCode::Forbidden,
-                    "spectators cannot chat".into(),
-                    None,
-                )
-            }
             ClientFrame::Chat { text, request_id } => {
+                let Some(chat) = self
+                    .session
+                    .chat
+                    .as_ref()
+                    .filter(|_| self.role == ConnRole::Player)
+                else {
+                    return Self::send_error(
+                        ctx,
+                        request_id,
+                        ErrorCode::Forbidden,
+                        "spectators cannot chat".into(),
+                        None,
+                    );
+                };
                 let rid = request_id.clone();
-                let fut = self.session.send(SubmitChat {
+                let fut = chat.send(SubmitChat {
                     text,
                     request_id,
                     conn_id: Some(self.conn_id),
@@ -205,7 +271,7 @@ impl Actor for WsConn {
         self.gauge().inc();
         ctx.set_mailbox_capacity(self.queue);
         ctx.run_interval(HEARTBEAT, |act, ctx| {
-            if !act.session.connected() {
+            if !act.session.subscribe.connected() {
                 // The session's actor died (a bug, caught by its runtime):
                 // the client reconnects and the hub loads it again from its
                 // journal.
@@ -240,31 +306,28 @@ impl Actor for WsConn {
         };
         // Nothing else is handled until the welcome and backlog are written,
         // so live frames queued meanwhile come after them.
-        ctx.wait(
-            self.session
-                .send(subscribe)
-                .into_actor(self)
-                .map(|res, _, ctx| match res {
-                    Ok(Ok(joined)) => {
-                        ctx.text(joined.welcome);
-                        for frame in joined.backlog {
-                            ctx.text(frame);
-                        }
+        ctx.wait(self.session.subscribe.send(subscribe).into_actor(self).map(
+            |res, _, ctx| match res {
+                Ok(Ok(joined)) => {
+                    ctx.text(joined.welcome);
+                    for frame in joined.backlog {
+                        ctx.text(frame);
                     }
-                    _ => {
-                        ctx.close(Some(ws::CloseReason {
-                            code: ws::CloseCode::Restart,
-                            description: Some("the session is reloading; reconnect".into()),
-                        }));
-                        ctx.stop();
-                    }
-                }),
-        );
+                }
+                _ => {
+                    ctx.close(Some(ws::CloseReason {
+                        code: ws::CloseCode::Restart,
+                        description: Some("the session is reloading; reconnect".into()),
+                    }));
+                    ctx.stop();
+                }
+            },
+        ));
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
         self.gauge().dec();
-        self.session.do_send(Unsubscribe {
+        self.session.unsubscribe.do_send(Unsubscribe {
             conn_id: self.conn_id,
         });
     }

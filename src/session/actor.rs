@@ -36,11 +36,11 @@ use tokio::sync::oneshot;
 use super::acks::Acks;
 use super::audit;
 use super::calls::{self, Answer, Call};
-use super::fanout::{Fanout, Presence, Subscriber};
+use super::fanout::{Fanout, Presence};
 use super::intake::{Intake, QueuedCall, QueuedTurn, Stored, Work};
 use super::messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, Drain, GetSnapshot, Joined,
-    LeaseLost, SubmitChat, Subscribe, Unsubscribe,
+    LeaseLost, RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
 };
 use super::prompt;
 use super::replay::{self, Restored};
@@ -54,18 +54,10 @@ use crate::game::GameState;
 use crate::game::rng::SplitMix64;
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
-    CallId, ControlFrame, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
+    CallId, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
 };
 use crate::storage::{DurableSink, Epoch, QueuedChat, SessionMeta, StorageError, now_ms};
 use crate::tools::{RawArgs, ToolError};
-
-/// Frames a resuming connection may be served from the journal, beyond the
-/// resume ring; one that missed more starts afresh from the snapshot
-/// (`"resumed": false`).
-pub const MAX_STORED_BACKLOG: u64 = 10_000;
-/// And their size at most, in characters: what one resume may hold in
-/// memory, whoever asks (a public session's spectators are anyone).
-pub const MAX_STORED_BACKLOG_CHARS: u64 = 4 * 1024 * 1024;
 
 /// WebSocket close code when the session had to stop (storage failure).
 pub const CLOSE_SESSION_FAILED: u16 = 1011;
@@ -665,7 +657,13 @@ impl Actor for SessionActor {
         let every = (self.deps.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(10));
         ctx.run_interval(every, |act, ctx| {
-            if !act.stopping && act.idle() {
+            if act.stopping {
+                return;
+            }
+            if act.fanout.expire_remote(Instant::now()) {
+                act.presence_changed(ctx);
+            }
+            if act.idle() {
                 act.unload(ctx);
             }
         });
@@ -861,51 +859,26 @@ impl Handler<Subscribe> for SessionActor {
     type Result = ResponseActFuture<Self, Result<Joined, ChatRefused>>;
 
     /// A connection resuming from a seq the resume ring no longer holds is
-    /// served the frames in between from the journal first (at most
-    /// [`MAX_STORED_BACKLOG`] of them, [`MAX_STORED_BACKLOG_CHARS`] in
-    /// all), then the ring's.
+    /// served the frames in between from the journal first (see
+    /// [`Sequencer::stored_range`]), then the ring's.
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
         if self.stopping {
             return Box::pin(actix::fut::ready(Err(ChatRefused::reloading())));
         }
-        let released = self.sequencer.released();
-        let stored = match msg.last_seq {
-            Some(n) if n < released && n + 1 < self.sequencer.held_from() => Some((n, released)),
-            _ => None,
-        };
-        let Some((after, up_to)) = stored.filter(|(n, top)| top - n <= MAX_STORED_BACKLOG) else {
+        let Some(range) = self.sequencer.stored_range(msg.last_seq) else {
             let joined = self.join(msg, None);
             self.presence_changed(ctx);
             return Box::pin(actix::fut::ready(Ok(joined)));
         };
-        let (store, id) = (self.deps.store.clone(), self.session_id.clone());
-        Box::pin(
-            async move {
-                store
-                    .frames_after(
-                        id.as_str(),
-                        after,
-                        (up_to - after) as u32,
-                        MAX_STORED_BACKLOG_CHARS,
-                    )
-                    .await
+        let read = replay::stored_frames(self.deps.store.clone(), self.session_id.clone(), range);
+        Box::pin(read.into_actor(self).map(move |stored, act, ctx| {
+            if act.stopping {
+                return Err(ChatRefused::reloading());
             }
-            .into_actor(self)
-            .map(move |read, act, ctx| {
-                if act.stopping {
-                    return Err(ChatRefused::reloading());
-                }
-                // Every frame from `after` to `up_to`, in order, or none (a
-                // backlog past the size cap comes back short).
-                let frames = read
-                    .inspect_err(|e| tracing::warn!(error = %e, "reading frames to resume failed"))
-                    .ok()
-                    .filter(|frames| frames.iter().map(|(seq, _)| *seq).eq(after + 1..=up_to));
-                let joined = act.join(msg, frames.map(|f| (up_to, f)));
-                act.presence_changed(ctx);
-                Ok(joined)
-            }),
-        )
+            let joined = act.join(msg, stored);
+            act.presence_changed(ctx);
+            Ok(joined)
+        }))
     }
 }
 
@@ -914,39 +887,26 @@ impl SessionActor {
     /// are frames read from the journal, up to a seq, for a connection
     /// that resumes from before the ring; the ring gives the rest.
     fn join(&mut self, msg: Subscribe, stored: Option<(u64, Vec<(u64, String)>)>) -> Joined {
-        // Journal frames come first; the ring gives what follows them.
-        let (mut backlog, stored) = match stored {
-            Some((up_to, frames)) => (self.sequencer.backlog(Some(up_to)), frames),
-            None => (self.sequencer.backlog(msg.last_seq), Vec::new()),
-        };
-        if backlog.resumed && !stored.is_empty() {
-            let mut frames: Vec<ByteString> = stored
-                .into_iter()
-                .map(|(_, f)| ByteString::from(f))
-                .collect();
-            frames.append(&mut backlog.frames);
-            backlog.frames = frames;
-        }
-        let welcome = ControlFrame::Welcome {
-            session_id: &self.session_id,
-            role: msg.role,
-            seq: backlog.welcome_seq,
-            resumed: backlog.resumed,
-            state: Snapshot::of(&self.session_id, &self.state),
-        }
-        .to_json();
-        self.fanout.subscribe(
-            msg.conn_id,
-            Subscriber {
-                role: msg.role,
-                recipient: msg.recipient,
-                overflow: msg.overflow,
-            },
-        );
+        let backlog = self.sequencer.resume(msg.last_seq, stored);
+        let role = self.fanout.add(msg);
         self.last_activity = Instant::now();
-        Joined {
-            welcome: welcome.into(),
-            backlog: backlog.frames,
+        Joined::new(&self.session_id, role, &self.state, backlog)
+    }
+}
+
+impl Handler<RemoteAudience> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RemoteAudience, ctx: &mut Self::Context) {
+        let until = Instant::now() + super::tail::AUDIENCE_REFRESH * 3;
+        if self
+            .fanout
+            .remote_audience(msg.node_id, msg.spectators, until)
+        {
+            self.last_activity = Instant::now();
+            if !self.stopping {
+                self.presence_changed(ctx);
+            }
         }
     }
 }

@@ -31,6 +31,7 @@ use actix::prelude::SendError;
 use bytestring::ByteString;
 
 use super::Outbound;
+use super::messages::Subscribe;
 use crate::protocol::{ConnRole, StoryEvent};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
@@ -92,17 +93,37 @@ impl Presence {
     }
 }
 
+/// Nodes whose spectators of one session are counted at most.
+pub const MAX_REMOTE_AUDIENCES: usize = 256;
+
 /// The subscribed connections and the presence throttle.
 #[derive(Default)]
 pub(super) struct Fanout {
     subscribers: HashMap<u64, Subscriber>,
     presence: PresenceThrottle,
+    /// Spectators served by other nodes' tails of this session, by node,
+    /// each with when its report runs out.
+    remote: HashMap<String, (usize, Instant)>,
 }
 
 impl Fanout {
     /// Adds (or replaces) connection `conn_id`.
     pub(super) fn subscribe(&mut self, conn_id: u64, sub: Subscriber) {
         self.subscribers.insert(conn_id, sub);
+    }
+
+    /// Adds the connection `msg` subscribes; answers its role.
+    pub(super) fn add(&mut self, msg: Subscribe) -> ConnRole {
+        let role = msg.role;
+        self.subscribe(
+            msg.conn_id,
+            Subscriber {
+                role,
+                recipient: msg.recipient,
+                overflow: msg.overflow,
+            },
+        );
+        role
     }
 
     /// Forgets connection `conn_id`; answers whether it was there.
@@ -122,9 +143,36 @@ impl Fanout {
         }
     }
 
-    /// Whether no connection is subscribed.
+    /// Whether no connection is subscribed here or reported by a tail.
     pub(super) fn is_empty(&self) -> bool {
-        self.subscribers.is_empty()
+        self.subscribers.is_empty() && self.remote.is_empty()
+    }
+
+    /// Node `node` serves `spectators` of this session from its tail, as
+    /// far as its report holds (`until`); answers whether it was taken (a
+    /// node past the first [`MAX_REMOTE_AUDIENCES`] is not counted).
+    pub(super) fn remote_audience(
+        &mut self,
+        node: String,
+        spectators: usize,
+        until: Instant,
+    ) -> bool {
+        if spectators == 0 {
+            return self.remote.remove(&node).is_some();
+        }
+        if self.remote.len() >= MAX_REMOTE_AUDIENCES && !self.remote.contains_key(&node) {
+            return false;
+        }
+        self.remote.insert(node, (spectators, until));
+        true
+    }
+
+    /// Forgets the reports that ran out by `now` (their nodes stopped
+    /// refreshing them); answers whether any did.
+    pub(super) fn expire_remote(&mut self, now: Instant) -> bool {
+        let before = self.remote.len();
+        self.remote.retain(|_, (_, until)| *until > now);
+        self.remote.len() != before
     }
 
     /// Tells every connection to close with `code` and forgets them all.
@@ -163,14 +211,16 @@ impl Fanout {
         delivery
     }
 
-    /// Players and spectators connected now.
+    /// Players and spectators connected now, here and (spectators) to
+    /// other nodes' tails.
     pub(super) fn connection_counts(&self) -> (usize, usize) {
         let players = self
             .subscribers
             .values()
             .filter(|s| s.role == ConnRole::Player)
             .count();
-        (players, self.subscribers.len() - players)
+        let remote: usize = self.remote.values().map(|(n, _)| n).sum();
+        (players, self.subscribers.len() - players + remote)
     }
 
     /// Connections came or went at `now`: whether a `presence` frame goes
@@ -486,6 +536,36 @@ mod tests {
         assert!(fanout.unsubscribe(2));
         assert!(fanout.is_empty());
         assert_eq!(fanout.connection_counts(), (0, 0));
+    }
+
+    #[actix::test]
+    async fn other_nodes_spectators_count_until_their_reports_run_out() {
+        let mut fanout = Fanout::default();
+        let now = Instant::now();
+        let _a = connect(&mut fanout, 1, ConnRole::Player, 16);
+        assert!(fanout.remote_audience("b".into(), 3, now + Duration::from_secs(30)));
+        assert!(fanout.remote_audience("c".into(), 2, now + Duration::from_secs(10)));
+        assert_eq!(fanout.connection_counts(), (1, 5));
+        // A new report replaces the node's last one.
+        assert!(fanout.remote_audience("b".into(), 1, now + Duration::from_secs(30)));
+        assert_eq!(fanout.connection_counts(), (1, 3));
+        // C stopped reporting: its count goes once its report runs out.
+        assert!(!fanout.expire_remote(now + Duration::from_secs(5)));
+        assert!(fanout.expire_remote(now + Duration::from_secs(10)));
+        assert_eq!(fanout.connection_counts(), (1, 1));
+        // Remote spectators keep the session from being idle; a report of
+        // none forgets the node.
+        assert!(fanout.unsubscribe(1));
+        assert!(!fanout.is_empty());
+        assert!(fanout.remote_audience("b".into(), 0, now));
+        assert!(fanout.is_empty());
+        // The nodes counted are bounded.
+        for n in 0..MAX_REMOTE_AUDIENCES {
+            assert!(fanout.remote_audience(n.to_string(), 1, now + Duration::from_secs(30)));
+        }
+        assert!(!fanout.remote_audience("one more".into(), 1, now + Duration::from_secs(30)));
+        assert!(fanout.remote_audience("0".into(), 2, now + Duration::from_secs(30)));
+        assert_eq!(fanout.connection_counts().1, MAX_REMOTE_AUDIENCES + 1);
     }
 
     #[actix::test]

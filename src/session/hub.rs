@@ -61,6 +61,13 @@ pub struct Lookup {
     pub session_id: SessionId,
 }
 
+/// Finds a session this node runs now, never loading it.
+#[derive(Message)]
+#[rtype(result = "Option<SessionHandle>")]
+pub struct Running {
+    pub session_id: SessionId,
+}
+
 /// Lists the live public sessions of a tenant.
 #[derive(Message)]
 #[rtype(result = "Vec<LiveInfo>")]
@@ -319,6 +326,14 @@ impl Handler<CreateSession> for SessionHub {
                 Ok(act.start(Arc::new(meta), replay::fresh(state, epoch), ctx.address()))
             }),
         )
+    }
+}
+
+impl Handler<Running> for SessionHub {
+    type Result = Option<SessionHandle>;
+
+    fn handle(&mut self, msg: Running, _: &mut Self::Context) -> Self::Result {
+        self.running(msg.session_id.as_str())
     }
 }
 

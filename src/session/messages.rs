@@ -16,8 +16,12 @@ use serde_json::Value;
 
 use super::Outbound;
 use super::audit::CallOrigin;
+use super::sequencer::Backlog;
 use crate::error::ErrorCode;
-use crate::protocol::{CallId, ConnRole, ControlFrame, ToolEvent, TraceId, TurnEnd, TurnId};
+use crate::game::GameState;
+use crate::protocol::{
+    CallId, ConnRole, ControlFrame, SessionId, Snapshot, ToolEvent, TraceId, TurnEnd, TurnId,
+};
 use crate::tools::{Role, ToolError};
 
 /// Asks to start a turn with a player's message; answers the ack or why not.
@@ -104,6 +108,40 @@ pub struct Subscribe {
 pub struct Joined {
     pub welcome: ByteString,
     pub backlog: Vec<ByteString>,
+}
+
+impl Joined {
+    /// The welcome of a `role` connection to a session in `state`, and the
+    /// frames `backlog` says it missed.
+    pub(super) fn new(
+        session_id: &SessionId,
+        role: ConnRole,
+        state: &GameState,
+        backlog: Backlog,
+    ) -> Self {
+        let welcome = ControlFrame::Welcome {
+            session_id,
+            role,
+            seq: backlog.welcome_seq,
+            resumed: backlog.resumed,
+            state: Snapshot::of(session_id, state),
+        }
+        .to_json();
+        Self {
+            welcome: welcome.into(),
+            backlog: backlog.frames,
+        }
+    }
+}
+
+/// Another node's tail of this session serves `spectators` of it: counted
+/// in `presence` until the report runs out (three times
+/// [`super::tail::AUDIENCE_REFRESH`]) or says 0.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct RemoteAudience {
+    pub node_id: String,
+    pub spectators: usize,
 }
 
 /// Removes a connection.

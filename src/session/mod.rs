@@ -29,6 +29,7 @@ mod prompt;
 mod replay;
 mod running;
 mod sequencer;
+pub mod tail;
 mod turn;
 mod turn_frames;
 
@@ -51,12 +52,12 @@ use crate::tools::{Caller, Registry, Role};
 pub use actor::SessionActor;
 pub use audit::CallOrigin;
 pub use hub::{
-    CreateSession, DrainNode, HubError, ListLive, LiveInfo, Lookup, SessionHandle, SessionHub,
-    StopHub,
+    CreateSession, DrainNode, HubError, ListLive, LiveInfo, Lookup, Running, SessionHandle,
+    SessionHub, StopHub,
 };
 pub use messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
-    SubmitChat, Subscribe, Unsubscribe,
+    RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
 };
 
 /// A random string of ASCII letters and digits.
@@ -97,6 +98,13 @@ pub(crate) struct HubLink {
 
 /// Frames of recent story kept in memory per session for resume.
 pub const RING_FRAMES: usize = 512;
+/// Frames a resuming connection may be served from the journal, beyond the
+/// resume ring; one that missed more starts afresh from the snapshot
+/// (`"resumed": false`).
+pub const MAX_STORED_BACKLOG: u64 = 10_000;
+/// And their size at most, in characters: what one resume may hold in
+/// memory, whoever asks (a public session's spectators are anyone).
+pub const MAX_STORED_BACKLOG_CHARS: u64 = 4 * 1024 * 1024;
 /// Story frames between two snapshots of a session.
 pub const SNAPSHOT_EVERY: u64 = 256;
 /// The same tool with the same arguments this many times in a row ends a turn.

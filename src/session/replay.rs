@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use bytestring::ByteString;
 
+use super::MAX_STORED_BACKLOG_CHARS;
 use super::intake::RecentRequests;
 use super::messages::ChatRefused;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::protocol::{TurnEnd, TurnId};
+use crate::protocol::{SessionId, TurnEnd, TurnId};
 use crate::storage::{Epoch, LoadedSession, QueuedChat, StorageError, Store};
 
 /// Where a restored or new session starts.
@@ -43,16 +44,8 @@ pub(super) fn restore(
         .map_err(|e| corrupt("snapshot", loaded.snapshot_seq, e))?;
     let mut last_seq = loaded.snapshot_seq;
     for row in &loaded.rows {
-        if let Some(effect) = &row.effect {
-            let effect: Effect =
-                serde_json::from_str(effect).map_err(|e| corrupt("effect", row.seq, e))?;
-            state.apply(&effect);
-        }
-        if let Some(entry) = &row.history {
-            let entry: HistoryEntry =
-                serde_json::from_str(entry).map_err(|e| corrupt("history", row.seq, e))?;
-            state.record(Arc::new(entry));
-        }
+        apply(&mut state, row.effect.as_deref(), row.history.as_deref())
+            .map_err(|e| corrupt("journal row", row.seq, e))?;
         last_seq = last_seq.max(row.seq);
     }
     if let Some((seq, _)) = loaded.recent_frames.last() {
@@ -80,6 +73,22 @@ pub(super) fn restore(
     })
 }
 
+/// Applies what one journal row does to `state`: its effect, then its
+/// history entry (both JSON, as stored).
+pub(super) fn apply(
+    state: &mut GameState,
+    effect: Option<&str>,
+    history: Option<&str>,
+) -> Result<(), serde_json::Error> {
+    if let Some(effect) = effect {
+        state.apply(&serde_json::from_str::<Effect>(effect)?);
+    }
+    if let Some(entry) = history {
+        state.record(Arc::new(serde_json::from_str::<HistoryEntry>(entry)?));
+    }
+    Ok(())
+}
+
 /// A new session's starting point.
 pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
     Restored {
@@ -91,6 +100,29 @@ pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
         epoch,
         stored_chats: Vec::new(),
     }
+}
+
+/// The frames after `after` up to `up_to` (a [`super::sequencer::Sequencer::stored_range`])
+/// read from the journal, for a connection resuming from before the ring:
+/// every one of them in order, with `up_to`, or `None` (a read that failed,
+/// or a backlog past [`MAX_STORED_BACKLOG_CHARS`], which comes back short).
+pub(super) async fn stored_frames(
+    store: Store,
+    session_id: SessionId,
+    (after, up_to): (u64, u64),
+) -> Option<(u64, Vec<(u64, String)>)> {
+    let read = store
+        .frames_after(
+            session_id.as_str(),
+            after,
+            u32::try_from(up_to - after).unwrap_or(u32::MAX),
+            MAX_STORED_BACKLOG_CHARS,
+        )
+        .await;
+    read.inspect_err(|e| tracing::warn!(error = %e, "reading frames to resume failed"))
+        .ok()
+        .filter(|frames| frames.iter().map(|(seq, _)| *seq).eq(after + 1..=up_to))
+        .map(|frames| (up_to, frames))
 }
 
 /// The end of `turn_id`, which ended and is durable: its last frame is in

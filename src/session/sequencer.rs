@@ -30,7 +30,7 @@ use bytestring::ByteString;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::{RING_FRAMES, SNAPSHOT_EVERY};
+use super::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
 use crate::protocol::{StoryEvent, StoryFrame, TurnEnd, TurnId};
 use crate::storage::{JournalRow, now_ms};
@@ -203,15 +203,67 @@ impl Sequencer {
                     }));
                 }
             }
-            self.released = p.seq;
-            self.since_snapshot += 1;
-            self.ring.push_back((p.seq, p.bytes.clone()));
-            if self.ring.len() > RING_FRAMES {
-                self.ring.pop_front();
-            }
+            self.keep(p.seq, p.bytes.clone());
             out.push(p);
         }
         out
+    }
+
+    /// Releases `seq`, which is durable, into the ring.
+    fn keep(&mut self, seq: u64, bytes: ByteString) {
+        self.released = seq;
+        self.since_snapshot += 1;
+        self.ring.push_back((seq, bytes));
+        if self.ring.len() > RING_FRAMES {
+            self.ring.pop_front();
+        }
+    }
+
+    /// Releases a frame another node made durable, read back from the
+    /// journal by a node that tails the session: only the next seq, and
+    /// only while nothing is staged here. Answers whether it was taken.
+    pub(super) fn follow(&mut self, seq: u64, bytes: ByteString) -> bool {
+        if seq != self.released + 1 || !self.pending.is_empty() {
+            return false;
+        }
+        self.next_seq = seq + 1;
+        self.keep(seq, bytes);
+        true
+    }
+
+    /// The frames a connection resuming from `last_seq` needs from the
+    /// journal before the ring's: `(after, up_to)`, when it resumes from
+    /// before the ring and at most [`MAX_STORED_BACKLOG`] frames back.
+    pub(super) fn stored_range(&self, last_seq: Option<u64>) -> Option<(u64, u64)> {
+        let released = self.released;
+        match last_seq {
+            Some(n) if n < released && n + 1 < self.held_from() => Some((n, released)),
+            _ => None,
+        }
+        .filter(|(n, top)| top - n <= MAX_STORED_BACKLOG)
+    }
+
+    /// [`Sequencer::backlog`] for a connection that last saw `last_seq`,
+    /// given the frames read from the journal for [`Sequencer::stored_range`]
+    /// (`(up_to, frames)`): they come first, the ring gives what follows.
+    pub(super) fn resume(
+        &self,
+        last_seq: Option<u64>,
+        stored: Option<(u64, Vec<(u64, String)>)>,
+    ) -> Backlog {
+        let Some((up_to, stored)) = stored else {
+            return self.backlog(last_seq);
+        };
+        let mut backlog = self.backlog(Some(up_to));
+        if backlog.resumed && !stored.is_empty() {
+            let mut frames: Vec<ByteString> = stored
+                .into_iter()
+                .map(|(_, f)| ByteString::from(f))
+                .collect();
+            frames.append(&mut backlog.frames);
+            backlog.frames = frames;
+        }
+        backlog
     }
 
     /// What a connection that last saw `last_seq` gets: resumed with the
@@ -775,5 +827,22 @@ mod tests {
         let before = sq.backlog(Some(oldest - 2));
         assert!(!before.resumed);
         assert!(before.frames.is_empty());
+    }
+
+    #[test]
+    fn a_follower_takes_only_the_next_seq_and_stops_at_a_gap() {
+        let mut sequencer = Sequencer::new(3, VecDeque::new());
+        for (seq, taken) in [(3, false), (5, false), (4, true), (4, false), (5, true)] {
+            let bytes = ByteString::from(format!(r#"{{"seq":{seq}}}"#));
+            assert_eq!(sequencer.follow(seq, bytes), taken, "seq {seq}");
+        }
+        assert_eq!(sequencer.released(), 5);
+        let backlog = sequencer.backlog(Some(3));
+        assert!(backlog.resumed);
+        assert_eq!(backlog.frames, [r#"{"seq":4}"#, r#"{"seq":5}"#]);
+        assert_eq!(backlog.welcome_seq, 5);
+        // Nothing is taken while a frame of this node's own waits.
+        sequencer.stage(presence(1), None, None);
+        assert!(!sequencer.follow(6, ByteString::from("{}")));
     }
 }

@@ -223,6 +223,29 @@ pub struct StoredRow {
     pub history: Option<String>,
 }
 
+/// A journal row as a node tailing the session reads it: the frame, what
+/// replay applies for it, and when it was written (ms since the epoch).
+#[derive(Debug, Clone)]
+pub struct TailRow {
+    pub seq: u64,
+    pub frame: String,
+    pub effect: Option<String>,
+    pub history: Option<String>,
+    pub created_at: i64,
+}
+
+/// What a notice of journal commits names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JournalNotice {
+    /// New rows of these sessions are committed.
+    Sessions(Vec<String>),
+    /// New rows of any session may be committed: too many to name, or
+    /// notices were missed while the listening connection was down.
+    Any,
+}
+
+pub use postgres::JournalNotices;
+
 /// Everything needed to bring a session back.
 #[derive(Debug, Clone)]
 pub struct LoadedSession {
@@ -556,7 +579,32 @@ impl Store {
         limit: u32,
         max_chars: u64,
     ) -> Result<Vec<(u64, String)>, StorageError> {
-        read!(self, frames_after(session_id, after_seq, limit, max_chars))
+        let rows = self
+            .journal_after(session_id, after_seq, limit, max_chars)
+            .await?;
+        Ok(rows.into_iter().map(|r| (r.seq, r.frame)).collect())
+    }
+
+    /// The journal rows after `after_seq` with what replay applies for
+    /// them, oldest first, bounded as [`Store::frames_after`]: what a node
+    /// tailing the session reads.
+    pub async fn journal_after(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: u32,
+        max_chars: u64,
+    ) -> Result<Vec<TailRow>, StorageError> {
+        read!(self, journal_after(session_id, after_seq, limit, max_chars))
+    }
+
+    /// Notices of journal commits made by any node (PostgreSQL; `None` on
+    /// SQLite, where this node is the only writer).
+    pub async fn journal_notices(&self) -> Option<Result<JournalNotices, StorageError>> {
+        match &self.reads {
+            Reads::Sqlite(_) => None,
+            Reads::Postgres(pool) => Some(postgres::JournalNotices::listen(pool).await),
+        }
     }
 
     /// Request ids of the most recent turns that started, newest first.

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::sql::queries;
 use super::writer::Committer;
-use super::{Epoch, Node};
+use super::{Epoch, JournalNotice, Node};
 
 queries!(sqlx::Postgres);
 
@@ -76,6 +76,10 @@ impl Committer for PgCommitter {
             Ok(()) => write_batch(conn, batch).await,
             Err(e) => Err(e),
         };
+        let done = match (done, notice_payload(batch)) {
+            (Ok(()), Some(payload)) => notify(conn, &payload).await,
+            (done, _) => done,
+        };
         let done = finish(conn, done).await;
         // A failed batch may have been the connection's fault: if it no
         // longer answers, the next batch connects again.
@@ -89,6 +93,94 @@ impl Committer for PgCommitter {
             }
         }
         done
+    }
+}
+
+/// The channel journal commits are announced on: one notice per commit
+/// that wrote journal rows, sent with the commit (a `NOTIFY` is
+/// transactional), naming the sessions written.
+const JOURNAL_CHANNEL: &str = "questd_journal";
+
+/// A notice's payload must stay under 8000 bytes; past this one names no
+/// session and every listener reads all it tails.
+const MAX_NOTICE_BYTES: usize = 7000;
+
+/// Separates session ids in a notice (ids never hold it).
+const NOTICE_SEPARATOR: char = ' ';
+
+/// Names every session `batch` appends journal rows to, once each, or
+/// `*` when they do not fit in one notice; `None` when it appends none.
+fn notice_payload(batch: &[&WriteOp]) -> Option<String> {
+    let mut seen = HashSet::new();
+    let mut payload = String::new();
+    for op in batch {
+        if let WriteOp::Row(row, _) = op
+            && seen.insert(row.session_id.as_str())
+        {
+            if !payload.is_empty() {
+                payload.push(NOTICE_SEPARATOR);
+            }
+            payload.push_str(&row.session_id);
+            if payload.len() > MAX_NOTICE_BYTES {
+                return Some("*".into());
+            }
+        }
+    }
+    (!payload.is_empty()).then_some(payload)
+}
+
+/// Reads a notice's payload back.
+fn read_notice(payload: &str) -> JournalNotice {
+    if payload == "*" {
+        return JournalNotice::Any;
+    }
+    JournalNotice::Sessions(
+        payload
+            .split(NOTICE_SEPARATOR)
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// Announces the batch's journal rows to every node, at its commit.
+async fn notify(conn: &mut PgConnection, payload: &str) -> Result<(), StorageError> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(JOURNAL_CHANNEL)
+        .bind(payload)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// This node's ear on journal commits: a connection of its own that
+/// listens on [`JOURNAL_CHANNEL`]. Notices sent while it is down are lost;
+/// it says so ([`JournalNotice::Any`]) once it is back.
+pub struct JournalNotices {
+    listener: sqlx::postgres::PgListener,
+}
+
+impl JournalNotices {
+    pub(super) async fn listen(pool: &PgPool) -> Result<Self, StorageError> {
+        // Its own pool of one, so the read pool keeps all its connections.
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_lazy_with((*pool.connect_options()).clone());
+        let mut listener = sqlx::postgres::PgListener::connect_with(&own).await?;
+        listener.listen(JOURNAL_CHANNEL).await?;
+        Ok(Self { listener })
+    }
+
+    /// The next notice. A connection that broke and was opened again
+    /// answers [`JournalNotice::Any`] (what was committed meanwhile was not
+    /// announced here). An error means the database cannot be reached:
+    /// listen again later, with a new [`JournalNotices`].
+    pub async fn next(&mut self) -> Result<JournalNotice, StorageError> {
+        match self.listener.try_recv().await? {
+            Some(notice) => Ok(read_notice(notice.payload())),
+            None => Ok(JournalNotice::Any),
+        }
     }
 }
 
@@ -378,4 +470,48 @@ pub(super) async fn cluster_secret(pool: &PgPool, fresh: &str) -> Result<String,
 
 fn lease_ms(node: &Node) -> i64 {
     i64::try_from(node.lease.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{DurableSink, JournalRow};
+
+    fn row(session_id: &str, seq: u64) -> WriteOp {
+        WriteOp::Row(
+            JournalRow {
+                session_id: session_id.into(),
+                seq,
+                turn_id: None,
+                kind: "presence",
+                request_id: None,
+                frame: "{}".into(),
+                effect: None,
+                history: None,
+                action: None,
+                created_at: 0,
+            },
+            DurableSink::new(Epoch::Claimed(1), |_| {}),
+        )
+    }
+
+    #[test]
+    fn a_commit_notice_names_each_session_written_once_or_all_of_them() {
+        let ops = [row("sess_a", 1), row("sess_b", 7), row("sess_a", 2)];
+        let batch: Vec<&WriteOp> = ops.iter().collect();
+        let payload = notice_payload(&batch).unwrap();
+        assert_eq!(payload, "sess_a sess_b");
+        assert_eq!(
+            read_notice(&payload),
+            JournalNotice::Sessions(vec!["sess_a".into(), "sess_b".into()])
+        );
+        // No journal row, no notice.
+        assert_eq!(notice_payload(&[]), None);
+        // Too many sessions for one notice: every listener reads them all.
+        let many: Vec<WriteOp> = (0..1000).map(|n| row(&format!("sess_{n:08}"), 1)).collect();
+        let batch: Vec<&WriteOp> = many.iter().collect();
+        let payload = notice_payload(&batch).unwrap();
+        assert!(payload.len() < 8000);
+        assert_eq!(read_notice(&payload), JournalNotice::Any);
+    }
 }

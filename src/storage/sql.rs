@@ -52,7 +52,7 @@ macro_rules! queries {
         use $crate::storage::writer::WriteOp;
         use $crate::storage::{
             ActionPage, AuditPage, AuditRow, JournalRow, LoadedSession, QueuedChat, SessionMeta,
-            StorageError, StoredRow, Visibility, now_ms,
+            StorageError, StoredRow, TailRow, Visibility, now_ms,
         };
 
         type Pool = sqlx::Pool<$db>;
@@ -240,21 +240,22 @@ macro_rules! queries {
             }))
         }
 
-        /// The frames after `after_seq`, oldest first, at most `limit` of
-        /// them and at most `max_chars` characters in all: what a client
-        /// resuming from that seq missed. The size is counted in the
+        /// The journal rows after `after_seq`, oldest first, at most
+        /// `limit` of them and at most `max_chars` characters of frames in
+        /// all: what a client resuming from that seq missed, and what a
+        /// node tailing the session applies. The size is counted in the
         /// database, so a long story is never read whole to be cut here.
-        pub(super) async fn frames_after(
+        pub(super) async fn journal_after(
             pool: &Pool,
             session_id: &str,
             after_seq: u64,
             limit: u32,
             max_chars: u64,
-        ) -> Result<Vec<(u64, String)>, StorageError> {
+        ) -> Result<Vec<TailRow>, StorageError> {
             sqlx::query(
-                "SELECT seq, frame FROM (SELECT seq, frame, \
-                 SUM(length(frame)) OVER (ORDER BY seq) AS so_far FROM journal \
-                 WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) w \
+                "SELECT seq, frame, effect, history, created_at FROM (SELECT seq, frame, effect, \
+                 history, created_at, SUM(length(frame)) OVER (ORDER BY seq) AS so_far \
+                 FROM journal WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) w \
                  WHERE so_far <= $4 ORDER BY seq",
             )
             .bind(session_id)
@@ -264,7 +265,15 @@ macro_rules! queries {
             .fetch_all(pool)
             .await?
             .into_iter()
-            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
+            .map(|r| {
+                Ok(TailRow {
+                    seq: r.try_get::<i64, _>(0)? as u64,
+                    frame: r.try_get(1)?,
+                    effect: r.try_get(2)?,
+                    history: r.try_get(3)?,
+                    created_at: r.try_get(4)?,
+                })
+            })
             .collect::<Result<Vec<_>, sqlx::Error>>()
             .map_err(Into::into)
         }

@@ -23,6 +23,11 @@ fn node(db: &str, name: &str) -> Server {
     )
 }
 
+/// Nodes A, B and C on the database `db`.
+fn three_nodes(db: &str) -> (Server, Server, Server) {
+    (node(db, "node-a"), node(db, "node-b"), node(db, "node-c"))
+}
+
 /// A fresh PostgreSQL database for one test's nodes.
 fn database() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -59,11 +64,7 @@ async fn played_move(ws: &mut Ws, api: &impl Api, s: &Session, rid: &str) -> (u6
 #[actix_web::test]
 async fn any_node_serves_a_session_with_the_owners_frames_and_runs_a_chat_once() {
     let (_dir, db) = database();
-    let (a, b, c) = (
-        node(&db, "node-a"),
-        node(&db, "node-b"),
-        node(&db, "node-c"),
-    );
+    let (a, b, c) = three_nodes(&db);
     let s = a.demo().await;
 
     // Each node says who it is; the session answer names its owner,
@@ -133,6 +134,60 @@ async fn any_node_serves_a_session_with_the_owners_frames_and_runs_a_chat_once()
     )
     .await;
     assert_eq!(turn.status, 200, "{}", turn.body);
+}
+
+#[actix_web::test]
+async fn a_spectator_on_another_node_watches_from_the_journal_through_a_failover() {
+    let (_dir, db) = database();
+    let (a, b, c) = three_nodes(&db);
+    let s = a.demo().await;
+    let (mut player, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    move_once(&mut player, &a, &s, "one").await;
+
+    // A spectator on B resumes from seq 0: the whole story so far, read
+    // from the store by B, then B's tail of the journal, live.
+    let (mut spectator, welcome) = b.connect(&s.session_id, &s.spectator_token, Some(0)).await;
+    assert_eq!(welcome["resumed"], true, "{welcome}");
+    let welcome_seq = welcome["seq"].as_u64().unwrap();
+    let mut watched = if welcome_seq > 0 {
+        spectator
+            .until(|f| f["seq"].as_u64() == Some(welcome_seq))
+            .await
+    } else {
+        Vec::new()
+    };
+    assert_eq!(position(&welcome["state"]), position(&a.snapshot(&s).await));
+
+    // The owner counts B's spectator in its presence frames.
+    player
+        .until(|f| f["type"] == "presence" && f["spectators"] == 1)
+        .await;
+    let on_b = crate::metrics::scrape(&b).await;
+    assert_eq!(on_b["questd_sessions_tailed"], 1.0);
+    assert_eq!(on_b["questd_connections{role=\"spectator\"}"], 1.0);
+
+    // A dies. The player goes on through C, which takes the session over;
+    // the spectator stays on B, connected, and sees C's turn.
+    assert!(a.kill9().code().is_none(), "killed by a signal");
+    let (mut player, _) = c
+        .connect(&s.session_id, &s.player_token, Some(welcome_seq))
+        .await;
+    let target = neighbour(&c.snapshot(&s).await);
+    let played = player.play(&format!("go to {target}"), "two").await;
+    let turn_id = first(&played, "turn_started")["turn_id"].as_str().unwrap();
+    watched.extend(spectator.until_turn_end(turn_id).await);
+    assert_eq!(c.snapshot(&s).await["owner_node"], "node-c");
+
+    // Every frame once, in order, with no gap: the story as stored.
+    let seen = seqs(&watched);
+    assert_eq!(seen, (1..=*seen.last().unwrap()).collect::<Vec<_>>());
+    let stored = whole_story(&c, &s).await;
+    assert_eq!(seen, stored[..seen.len()]);
+    let on_b = crate::metrics::scrape(&b).await;
+    assert!(
+        on_b["questd_journal_tail_lag_seconds_count"] > 0.0,
+        "{on_b:?}"
+    );
 }
 
 #[actix_web::test]

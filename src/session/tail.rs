@@ -1,0 +1,548 @@
+//! Spectators of a session another node runs, served by this node from the
+//! journal (several nodes on PostgreSQL).
+//!
+//! A [`Tail`] follows one session here: it loads the session's state from
+//! the store as a node taking it over would (snapshot, then replay), then
+//! reads the journal rows after its cursor whenever a commit is announced,
+//! applies their effects to its copy of the state, and sends their frames,
+//! the owner's bytes unchanged, to its connections. It never writes: the
+//! owner alone runs turns and journals frames. Its spectators get the same
+//! welcome, seqs, frames and resume as on the owner, and the session may
+//! move from node to node under them: the journal is the same.
+//!
+//! [`Tails`] holds this node's tails. Commits are announced by one
+//! `NOTIFY` per group commit (see `storage::JournalNotices`), which the
+//! listener task hands it; a notice may be lost (the listening connection
+//! broke), so every tail also reads on its own every [`TAIL_POLL`], and
+//! after the listener comes back every tail reads at once. A tail reads only
+//! the next seq onward and stops at a gap, so a late or lost notice delays
+//! frames but never reorders or drops them.
+//!
+//! The owner counts a tail's spectators in its `presence` frames: the tail
+//! reports them through `report` when they change and every
+//! [`AUDIENCE_REFRESH`]; the owner forgets a report not refreshed within
+//! three of those (a node that died).
+//!
+//! Invariants:
+//! - a tail sends only frames committed to the journal, each once, in seq
+//!   order, and its welcome's state is the state after its welcome seq;
+//! - a tail with no connections for [`TAIL_LINGER`] stops and leaves the
+//!   map; one whose load fails stops at once (its callers reconnect).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use bytestring::ByteString;
+use futures_util::future::BoxFuture;
+
+use super::fanout::Fanout;
+use super::messages::{ChatRefused, Joined, Subscribe, Unsubscribe};
+use super::replay;
+use super::sequencer::Sequencer;
+use super::{MAX_STORED_BACKLOG_CHARS, RING_FRAMES};
+use crate::game::GameState;
+use crate::metrics::Metrics;
+use crate::protocol::{ConnRole, SessionId};
+use crate::storage::{Epoch, JournalNotice, StorageError, Store, TailRow, now_ms};
+
+/// How often a tail reads the journal without being told of a commit.
+pub const TAIL_POLL: Duration = Duration::from_secs(5);
+/// How long a tail with no connections waits before it stops.
+pub const TAIL_LINGER: Duration = Duration::from_secs(10);
+/// How often a tail with spectators reports them to the owner again.
+pub const AUDIENCE_REFRESH: Duration = Duration::from_secs(10);
+/// Journal rows one read takes at most (more are read at once after).
+const TAIL_BATCH: u32 = RING_FRAMES as u32;
+/// How often a tail checks whether it is idle or due to report.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Tells the owner of a session how many spectators this node's tail of it
+/// has (the HTTP layer knows how to reach the owner).
+pub type AudienceReport = Arc<dyn Fn(SessionId, usize) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// A tail and the count of its connections (before the upgrade, as for a
+/// live session, so a crowd cannot pass the per-session cap at once).
+#[derive(Clone)]
+pub struct TailHandle {
+    pub addr: Addr<Tail>,
+    pub connections: Arc<AtomicUsize>,
+}
+
+/// This node's tail of a session another node runs: started if there is
+/// none. Refused while the node drains.
+#[derive(Message)]
+#[rtype(result = "Result<TailHandle, ChatRefused>")]
+pub struct Watch {
+    pub session_id: SessionId,
+}
+
+/// A notice of journal commits, from the listener.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Committed(pub JournalNotice);
+
+/// Whether the listener hears notices now; while it does not, every tail
+/// reads each [`TICK`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Listening(pub bool);
+
+/// The node drains: every tail closes its connections with 1012 (they
+/// resume on another node) and no tail starts.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DrainTails;
+
+/// A tail stopped; its entry goes if it is still this one.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct TailGone {
+    session_id: SessionId,
+    addr: Addr<Tail>,
+}
+
+/// Read the journal now.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Read;
+
+/// Close every connection with this code and stop.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct CloseTail {
+    code: u16,
+    reason: &'static str,
+}
+
+/// The tails of this node. Runs on the system arbiter.
+pub struct Tails {
+    /// Tails run here, in turn, as sessions do.
+    arbiters: Vec<ArbiterHandle>,
+    next_arbiter: usize,
+    store: Store,
+    metrics: Arc<Metrics>,
+    report: AudienceReport,
+    tails: HashMap<SessionId, TailHandle>,
+    listening: bool,
+    draining: bool,
+}
+
+impl Tails {
+    pub fn new(
+        store: Store,
+        metrics: Arc<Metrics>,
+        report: AudienceReport,
+        arbiters: Vec<ArbiterHandle>,
+    ) -> Self {
+        Self {
+            arbiters,
+            next_arbiter: 0,
+            store,
+            metrics,
+            report,
+            tails: HashMap::new(),
+            listening: false,
+            draining: false,
+        }
+    }
+
+    fn read_all(&self) {
+        for tail in self.tails.values() {
+            tail.addr.do_send(Read);
+        }
+    }
+}
+
+impl Actor for Tails {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(TICK, |act, _| {
+            if !act.listening {
+                act.read_all();
+            }
+        });
+    }
+}
+
+impl Handler<Watch> for Tails {
+    type Result = Result<TailHandle, ChatRefused>;
+
+    fn handle(&mut self, msg: Watch, ctx: &mut Self::Context) -> Self::Result {
+        if self.draining {
+            return Err(ChatRefused::reloading());
+        }
+        let id = msg.session_id;
+        if let Some(tail) = self.tails.get(&id)
+            && tail.addr.connected()
+        {
+            return Ok(tail.clone());
+        }
+        let connections = Arc::new(AtomicUsize::new(0));
+        let tail = Tail {
+            session_id: id.clone(),
+            store: self.store.clone(),
+            metrics: self.metrics.clone(),
+            report: self.report.clone(),
+            tails: ctx.address(),
+            state: None,
+            sequencer: Sequencer::new(0, Default::default()),
+            fanout: Fanout::default(),
+            reading: false,
+            read_again: false,
+            idle_since: Some(Instant::now()),
+            reported: None,
+        };
+        let addr = match self
+            .arbiters
+            .get(self.next_arbiter % self.arbiters.len().max(1))
+        {
+            Some(arbiter) => Tail::start_in_arbiter(arbiter, |_| tail),
+            None => tail.start(),
+        };
+        self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        self.metrics.sessions_tailed.inc();
+        let handle = TailHandle { addr, connections };
+        self.tails.insert(id, handle.clone());
+        Ok(handle)
+    }
+}
+
+impl Handler<Committed> for Tails {
+    type Result = ();
+
+    fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+        match msg.0 {
+            JournalNotice::Any => self.read_all(),
+            JournalNotice::Sessions(ids) => {
+                for id in ids {
+                    if let Some(tail) = self.tails.get(id.as_str()) {
+                        tail.addr.do_send(Read);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Handler<Listening> for Tails {
+    type Result = ();
+
+    fn handle(&mut self, msg: Listening, _: &mut Self::Context) {
+        self.listening = msg.0;
+    }
+}
+
+impl Handler<DrainTails> for Tails {
+    type Result = ();
+
+    fn handle(&mut self, _: DrainTails, _: &mut Self::Context) {
+        self.draining = true;
+        for tail in self.tails.values() {
+            tail.addr.do_send(CloseTail {
+                code: super::actor::CLOSE_SESSION_MOVED,
+                reason: "this node is restarting; reconnect",
+            });
+        }
+    }
+}
+
+impl Handler<TailGone> for Tails {
+    type Result = ();
+
+    fn handle(&mut self, msg: TailGone, _: &mut Self::Context) {
+        if self
+            .tails
+            .get(&msg.session_id)
+            .is_some_and(|t| t.addr == msg.addr)
+        {
+            self.tails.remove(&msg.session_id);
+            self.metrics.sessions_tailed.dec();
+        }
+    }
+}
+
+/// Listens for journal commits for as long as the system runs and hands
+/// them to `tails`; listens again after the database went away (every
+/// tail reads meanwhile, and once more when it is back). Nothing to do on
+/// SQLite, where this node is the only writer.
+pub async fn listen(store: Store, tails: Addr<Tails>) {
+    loop {
+        let Some(listening) = store.journal_notices().await else {
+            return;
+        };
+        match listening {
+            Ok(mut notices) => {
+                tails.do_send(Listening(true));
+                tails.do_send(Committed(JournalNotice::Any));
+                loop {
+                    match notices.next().await {
+                        Ok(notice) => tails.do_send(Committed(notice)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "listening for journal commits failed");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot listen for journal commits"),
+        }
+        tails.do_send(Listening(false));
+        if !tails.connected() {
+            return;
+        }
+        actix_web::rt::time::sleep(TICK).await;
+    }
+}
+
+/// One session followed from the journal.
+pub struct Tail {
+    session_id: SessionId,
+    store: Store,
+    metrics: Arc<Metrics>,
+    report: AudienceReport,
+    tails: Addr<Tails>,
+    /// The session's state after the cursor; `None` until loaded.
+    state: Option<GameState>,
+    /// Its `released` seq is the cursor: the last frame applied and sent.
+    sequencer: Sequencer,
+    fanout: Fanout,
+    /// A read is on its way; `read_again` asks for one more after it.
+    reading: bool,
+    read_again: bool,
+    /// Since when no connection watches.
+    idle_since: Option<Instant>,
+    /// The spectators last reported to the owner, and when.
+    reported: Option<(usize, Instant)>,
+}
+
+impl Actor for Tail {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Nothing else is handled until the state is loaded.
+        let (store, id) = (self.store.clone(), self.session_id.clone());
+        ctx.wait(
+            async move { load(&store, &id).await }
+                .into_actor(self)
+                .map(|loaded, act, ctx| match loaded {
+                    Ok((state, sequencer)) => {
+                        tracing::debug!(session_id = %act.session_id, seq = sequencer.released(), "tailing a session run elsewhere");
+                        act.state = Some(state);
+                        act.sequencer = sequencer;
+                        act.read(ctx);
+                    }
+                    Err(e) => {
+                        tracing::warn!(session_id = %act.session_id, error = %e, "loading a session to tail failed");
+                        ctx.stop();
+                    }
+                }),
+        );
+        ctx.run_interval(TAIL_POLL, |act, ctx| act.read(ctx));
+        ctx.run_interval(TICK, |act, ctx| act.tick(ctx));
+    }
+
+    fn stopped(&mut self, ctx: &mut Self::Context) {
+        self.fanout.close_all(
+            super::actor::CLOSE_SESSION_MOVED,
+            "the session is reloading; reconnect",
+        );
+        self.tails.do_send(TailGone {
+            session_id: self.session_id.clone(),
+            addr: ctx.address(),
+        });
+    }
+}
+
+/// The session's state from the store, and a sequencer whose cursor is
+/// the last row that state includes. The rows and the recent frames are
+/// read one after the other while the owner writes: frames past the last
+/// row applied are left for the first read.
+async fn load(store: &Store, id: &SessionId) -> Result<(GameState, Sequencer), StorageError> {
+    let Some(mut loaded) = store.load_session(id.as_str()).await? else {
+        return Err(StorageError::Corrupt(format!("session {id} is gone")));
+    };
+    let applied = loaded
+        .rows
+        .last()
+        .map_or(loaded.snapshot_seq, |r| r.seq)
+        .max(loaded.snapshot_seq);
+    loaded.recent_frames.retain(|(seq, _)| *seq <= applied);
+    let restored = replay::restore(loaded, Vec::new(), Epoch::Sole)?;
+    Ok((
+        restored.state,
+        Sequencer::new(restored.last_seq, restored.ring),
+    ))
+}
+
+impl Tail {
+    /// Reads the rows after the cursor, unless a read is on its way (then
+    /// one more follows it).
+    fn read(&mut self, ctx: &mut Context<Self>) {
+        if self.state.is_none() {
+            return;
+        }
+        if self.reading {
+            self.read_again = true;
+            return;
+        }
+        self.reading = true;
+        let (store, id, after) = (
+            self.store.clone(),
+            self.session_id.clone(),
+            self.sequencer.released(),
+        );
+        let read = async move {
+            store
+                .journal_after(id.as_str(), after, TAIL_BATCH, MAX_STORED_BACKLOG_CHARS)
+                .await
+        };
+        ctx.spawn(read.into_actor(self).map(|rows, act, ctx| {
+            act.reading = false;
+            let full = match rows {
+                Ok(rows) => {
+                    let full = rows.len() == TAIL_BATCH as usize;
+                    act.follow(rows);
+                    full
+                }
+                Err(e) => {
+                    tracing::warn!(session_id = %act.session_id, error = %e, "reading the journal to tail failed");
+                    false
+                }
+            };
+            if full || std::mem::take(&mut act.read_again) {
+                act.read(ctx);
+            }
+        }));
+    }
+
+    /// Applies and sends `rows`, in order, from the one after the cursor;
+    /// stops at a gap or a row that does not read back.
+    fn follow(&mut self, rows: Vec<TailRow>) {
+        let mut dropped = false;
+        for row in rows {
+            let Some(state) = self.state.as_mut() else {
+                return;
+            };
+            if row.seq <= self.sequencer.released() {
+                continue;
+            }
+            if row.seq != self.sequencer.released() + 1 {
+                break;
+            }
+            if let Err(e) = replay::apply(state, row.effect.as_deref(), row.history.as_deref()) {
+                tracing::error!(session_id = %self.session_id, seq = row.seq, error = %e, "a journal row does not read back; tailing stops there");
+                break;
+            }
+            let bytes = ByteString::from(row.frame);
+            self.sequencer.follow(row.seq, bytes.clone());
+            let delivery = self.fanout.broadcast(&bytes);
+            self.metrics.outbound_drops.add(delivery.overflowed);
+            self.metrics.frames_sent.add(delivery.sent);
+            let lag_ms = (now_ms() - row.created_at).max(0);
+            self.metrics
+                .journal_tail_lag_seconds
+                .observe(lag_ms as f64 / 1000.0);
+            dropped |= delivery.dropped > 0;
+        }
+        if dropped {
+            self.audience_changed();
+        }
+    }
+
+    /// Connections came or went.
+    fn audience_changed(&mut self) {
+        let spectators = self.fanout.connection_counts().1;
+        self.idle_since = (spectators == 0).then(Instant::now);
+        if self.reported.map(|(n, _)| n) != Some(spectators) {
+            self.report(spectators);
+        }
+    }
+
+    fn report(&mut self, spectators: usize) {
+        self.reported = Some((spectators, Instant::now()));
+        actix::spawn((self.report)(self.session_id.clone(), spectators));
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self
+            .idle_since
+            .is_some_and(|since| since.elapsed() >= TAIL_LINGER)
+        {
+            ctx.stop();
+            return;
+        }
+        if let Some((spectators, at)) = self.reported
+            && spectators > 0
+            && at.elapsed() >= AUDIENCE_REFRESH
+        {
+            self.report(spectators);
+        }
+    }
+
+    /// Adds a connection, as the owner does; refused until loaded.
+    fn join(
+        &mut self,
+        msg: Subscribe,
+        stored: Option<(u64, Vec<(u64, String)>)>,
+    ) -> Result<Joined, ChatRefused> {
+        let Some(state) = self.state.as_ref() else {
+            return Err(ChatRefused::reloading());
+        };
+        let backlog = self.sequencer.resume(msg.last_seq, stored);
+        let joined = Joined::new(&self.session_id, msg.role, state, backlog);
+        self.fanout.add(msg);
+        self.audience_changed();
+        Ok(joined)
+    }
+}
+
+impl Handler<Read> for Tail {
+    type Result = ();
+
+    fn handle(&mut self, _: Read, ctx: &mut Self::Context) {
+        self.read(ctx);
+    }
+}
+
+impl Handler<CloseTail> for Tail {
+    type Result = ();
+
+    fn handle(&mut self, msg: CloseTail, ctx: &mut Self::Context) {
+        self.fanout.close_all(msg.code, msg.reason);
+        ctx.stop();
+    }
+}
+
+impl Handler<Subscribe> for Tail {
+    type Result = ResponseActFuture<Self, Result<Joined, ChatRefused>>;
+
+    /// As on the owner: a connection resuming from before the ring is
+    /// served the frames in between from the journal first.
+    fn handle(&mut self, msg: Subscribe, _: &mut Self::Context) -> Self::Result {
+        if self.state.is_none() || msg.role != ConnRole::Spectator {
+            return Box::pin(actix::fut::ready(Err(ChatRefused::reloading())));
+        }
+        let Some(range) = self.sequencer.stored_range(msg.last_seq) else {
+            return Box::pin(actix::fut::ready(self.join(msg, None)));
+        };
+        let read = replay::stored_frames(self.store.clone(), self.session_id.clone(), range);
+        Box::pin(
+            read.into_actor(self)
+                .map(move |stored, act, _| act.join(msg, stored)),
+        )
+    }
+}
+
+impl Handler<Unsubscribe> for Tail {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsubscribe, _: &mut Self::Context) {
+        if self.fanout.unsubscribe(msg.conn_id) {
+            self.audience_changed();
+        }
+    }
+}
