@@ -11,56 +11,15 @@
 //! ```
 //! The database must exist and be empty or questd's own.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
-
-const KEY: &str = "failover-key";
-
-/// A questd node; answers the process and its port.
-fn start(binary: &str, db: &str, name: &str) -> (Child, u16) {
-    let mut child = Command::new(binary)
-        .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "json"])
-        .env("QUESTD_DATABASE_URL", db)
-        .env("QUESTD_NODE_ID", name)
-        .env("QUESTD_INTERNAL_API_KEY", KEY)
-        .env("QUESTD_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("questd starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let port = loop {
-        let line = lines.next().expect("questd logs its port").expect("a line");
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if let Some(p) = v["fields"]["port"].as_u64() {
-            break p as u16;
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, port)
-}
-
-async fn connect(port: u16, session: &Value, last_seq: u64) -> Ws {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("tcp");
-    let url = format!(
-        "ws://127.0.0.1:{port}/ws/sessions/{}?token={}&last_seq={last_seq}",
-        session["session_id"].as_str().expect("id"),
-        session["player_token"].as_str().expect("token"),
-    );
-    let (ws, _) = tokio_tungstenite::client_async(url, tcp)
-        .await
-        .expect("websocket");
-    ws
-}
+#[path = "support/nodes.rs"]
+mod nodes;
+use nodes::{Ws, connect, create_session, start};
 
 /// Chats and reads until the turn completes; answers the last seq seen, or
 /// `None` if the connection ended first.
@@ -95,17 +54,8 @@ async fn main() {
     let mut samples = Vec::new();
     for round in 0..rounds {
         let (mut a, a_port) = start(binary, db, "node-a");
-        let session: Value = http
-            .post(format!("http://127.0.0.1:{a_port}/api/v1/sessions"))
-            .header("X-Internal-API-Key", KEY)
-            .json(&json!({"campaign_id": "demo"}))
-            .send()
-            .await
-            .expect("create")
-            .json()
-            .await
-            .expect("created");
-        let mut ws = connect(b_port, &session, 0).await;
+        let session = create_session(&http, a_port).await;
+        let mut ws = connect(b_port, &session, "player_token", 0).await;
         let mut last = play(&mut ws, &format!("r{round}-before"))
             .await
             .expect("plays through B");
@@ -115,7 +65,7 @@ async fn main() {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut ws = connect(b_port, &session, last).await;
+            let mut ws = connect(b_port, &session, "player_token", last).await;
             if let Some(seq) = play(&mut ws, &format!("r{round}-after-{attempt}")).await {
                 last = seq;
                 break;

@@ -1,9 +1,12 @@
 //! Several nodes on one PostgreSQL database (PROTOCOL.md §7.3): any node
 //! serves any session, and the session runs on exactly one of them, its
 //! owner. A request for a session another node owns is handed to that node
-//! whole (HTTP) or relayed frame by frame (WebSocket, `ws.rs`), so the
-//! client sees exactly the owner's answers: its acks, seqs, errors, rate
-//! limits and `request_id` de-duplication, and a chat runs once.
+//! whole (HTTP) or relayed frame by frame (a player's WebSocket,
+//! `relay.rs`), so the client sees exactly the owner's answers: its acks,
+//! seqs, errors, rate limits and `request_id` de-duplication, and a chat
+//! runs once. A spectator's WebSocket is served here from the journal
+//! (`crate::session::tail`); its tail reports its spectators to the owner
+//! on the one route only peers reach ([`audience_report`]).
 //!
 //! Nodes show each other a secret kept in the database
 //! ([`crate::storage::Store::cluster_secret`]); a request that carries it
