@@ -50,7 +50,7 @@ async fn main() {
     };
     let rounds: usize = rounds.parse().expect("rounds");
     let http = reqwest::Client::new();
-    let (mut b, b_port) = start(binary, db, "node-b");
+    let (_b, b_port) = start(binary, db, "node-b");
     let mut samples = Vec::new();
     for round in 0..rounds {
         let (mut a, a_port) = start(binary, db, "node-a");
@@ -59,9 +59,9 @@ async fn main() {
         let mut last = play(&mut ws, &format!("r{round}-before"))
             .await
             .expect("plays through B");
-        a.kill().expect("kill -9");
+        a.0.kill().expect("kill -9");
         let killed = Instant::now();
-        let _ = a.wait();
+        let _ = a.0.wait();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -76,7 +76,6 @@ async fn main() {
         println!("round {round}: {} ms (seq {last})", took.as_millis());
         samples.push(took);
     }
-    let _ = b.kill();
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
     println!(

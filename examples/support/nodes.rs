@@ -11,9 +11,19 @@ pub type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 /// The internal key the nodes are started with.
 pub const KEY: &str = "example-key";
 
+/// A node's process, killed when dropped (a panic included).
+pub struct Node(pub Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A questd node named `name` on the database `db`; answers the process
 /// and its port once it listens.
-pub fn start(binary: &str, db: &str, name: &str) -> (Child, u16) {
+pub fn start(binary: &str, db: &str, name: &str) -> (Node, u16) {
     let mut child = Command::new(binary)
         .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "json"])
         .env("QUESTD_DATABASE_URL", db)
@@ -35,7 +45,7 @@ pub fn start(binary: &str, db: &str, name: &str) -> (Child, u16) {
         }
     };
     std::thread::spawn(move || for _ in lines {});
-    (child, port)
+    (Node(child), port)
 }
 
 /// A new demo session on the node at `port`: the create answer.

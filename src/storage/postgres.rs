@@ -27,8 +27,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// and the writer.
 pub(super) async fn open(url: &str, node: Node) -> Result<(PgPool, PgCommitter), StorageError> {
     let options = PgConnectOptions::from_str(url)?;
+    // Every read connection is opened at once: opening one (TLS, SCRAM)
+    // takes tens of ms, which a tail's or a resume's read would wait for.
     let pool = PgPoolOptions::new()
         .max_connections(READ_CONNECTIONS)
+        .min_connections(READ_CONNECTIONS)
         .acquire_timeout(CONNECT_TIMEOUT)
         .connect_with(options.clone())
         .await?;

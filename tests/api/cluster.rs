@@ -286,17 +286,24 @@ async fn sigterm_drains_the_node_and_the_session_goes_on_elsewhere() {
     let (mut ws, _) = a.connect(&s.session_id, &s.player_token, None).await;
     let (first_move, last) = played_move(&mut ws, &a, &s, "before").await;
     let there = position(&a.snapshot(&s).await);
+    // A also serves a spectator of a session B runs, from the journal.
+    let on_b = b.demo().await;
+    let (mut watching, _) = a
+        .connect(&on_b.session_id, &on_b.spectator_token, None)
+        .await;
 
     // A stops taking work, closes its connections for a reconnect
     // elsewhere, hands its sessions over and exits cleanly.
     a.signal("TERM");
-    let code = loop {
-        match ws.next_or_close().await {
-            Ok(_) => continue,
-            Err(code) => break code,
-        }
-    };
-    assert_eq!(code, Some(1012));
+    for ws in [&mut ws, &mut watching] {
+        let code = loop {
+            match ws.next_or_close().await {
+                Ok(_) => continue,
+                Err(code) => break code,
+            }
+        };
+        assert_eq!(code, Some(1012));
+    }
     assert!(a.wait().success(), "a drained node exits cleanly");
 
     // On B the session goes on from where it was, nothing missing.
