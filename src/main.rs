@@ -8,6 +8,12 @@ use questd::config::{Cli, Command, LogFormat, Settings};
 use questd::startup::Application;
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of the system allocator: a turn allocates and frees
+/// many small buffers (frames, JSON values, messages), which glibc's
+/// malloc served at about an eighth of the server's CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {

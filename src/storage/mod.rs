@@ -67,6 +67,17 @@ impl From<sqlx::Error> for StorageError {
     }
 }
 
+impl From<rusqlite::Error> for StorageError {
+    fn from(e: rusqlite::Error) -> Self {
+        // SQLITE_FULL: the disk, or the database's size cap, is full.
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            Self::Full
+        } else {
+            Self::Database(e.to_string())
+        }
+    }
+}
+
 impl From<sqlx::migrate::MigrateError> for StorageError {
     fn from(e: sqlx::migrate::MigrateError) -> Self {
         Self::Database(e.to_string())

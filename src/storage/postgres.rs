@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::sql::queries;
 use super::writer::Committer;
-use super::{Epoch, JournalNotice, Node};
+use super::{Epoch, JournalNotice, JournalRow, Node};
 
 queries!(sqlx::Postgres);
 
@@ -185,6 +185,129 @@ impl JournalNotices {
             None => Ok(JournalNotice::Any),
         }
     }
+}
+
+/// The statements of one batch, inside the caller's transaction.
+pub(super) async fn write_batch(
+    conn: &mut PgConnection,
+    batch: &[&WriteOp],
+) -> Result<(), StorageError> {
+    let mut rows: Vec<&JournalRow> = Vec::new();
+    let mut audits: Vec<&AuditRow> = Vec::new();
+    for op in batch {
+        match op {
+            WriteOp::Row(r, _) => {
+                rows.push(r);
+                continue;
+            }
+            // Audit rows go in together at the end, in order; they
+            // touch nothing else, so journal rows keep collecting
+            // past them.
+            WriteOp::Audit(a) => {
+                audits.push(a);
+                continue;
+            }
+            _ => {}
+        }
+        // Rows before a snapshot or a new session go first, keeping
+        // the order.
+        insert_rows(conn, &mut rows).await?;
+        match op {
+            WriteOp::Row(..) | WriteOp::Audit(_) => {}
+            WriteOp::Enqueue { chat, .. } => {
+                sqlx::query(super::sql::INSERT_INBOX)
+                    .bind(&chat.session_id)
+                    .bind(&chat.turn_id)
+                    .bind(chat.turn_no as i64)
+                    .bind(&chat.request_id)
+                    .bind(&chat.text)
+                    .bind(chat.after_seq as i64)
+                    .bind(chat.created_at)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            WriteOp::Dequeue {
+                session_id,
+                turn_id,
+                ..
+            } => {
+                sqlx::query(super::sql::DELETE_INBOX)
+                    .bind(session_id)
+                    .bind(turn_id)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            WriteOp::Snapshot {
+                session_id,
+                seq,
+                state,
+                ..
+            } => {
+                sqlx::query(super::sql::UPSERT_SNAPSHOT)
+                    .bind(session_id)
+                    .bind(*seq as i64)
+                    .bind(state)
+                    .bind(now_ms())
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            WriteOp::CreateSession { meta, snapshot, .. } => {
+                sqlx::query(super::sql::INSERT_SESSION)
+                    .bind(&meta.session_id)
+                    .bind(&meta.tenant_id)
+                    .bind(&meta.campaign_id)
+                    .bind(&meta.title)
+                    .bind(&meta.player_token)
+                    .bind(&meta.spectator_token)
+                    .bind(meta.created_at)
+                    .bind(meta.visibility.as_str())
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(super::sql::INSERT_FIRST_SNAPSHOT)
+                    .bind(&meta.session_id)
+                    .bind(snapshot)
+                    .bind(now_ms())
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+    }
+    insert_rows(conn, &mut rows).await?;
+    insert_audits(conn, &audits).await?;
+    Ok(())
+}
+
+/// Ends the transaction a batch ran in: `COMMIT` if `done` is
+/// fine, else `ROLLBACK`, and answers whether the batch is durable.
+///
+/// The transaction is spelled out (`BEGIN` … `COMMIT`, `ROLLBACK` on
+/// any error) instead of going through sqlx's transaction guard.
+/// SQLite rolls a transaction back by itself on some errors (a full
+/// disk, an I/O error, a trigger's `RAISE(ROLLBACK)`); the guard's
+/// own `ROLLBACK` then fails, it keeps counting a transaction that no
+/// longer exists, and turns every later `BEGIN`/`COMMIT` into a
+/// savepoint and its release: commits that report success and write
+/// nothing. Here no state survives a failed batch: the `ROLLBACK` is
+/// issued whether or not the database already rolled back, and its
+/// own failure ("no transaction is active") is expected.
+pub(super) async fn finish(
+    conn: &mut PgConnection,
+    done: Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    let done = match done {
+        Ok(()) => sqlx::query("COMMIT")
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+            .map_err(StorageError::from),
+        Err(e) => Err(e),
+    };
+    if done.is_err()
+        && let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await
+    {
+        tracing::debug!(error = %e, "rollback after a failed batch (it may have rolled back already)");
+    }
+    done
 }
 
 /// Inserts and clears `rows`: the whole batch in one statement of one

@@ -6,17 +6,37 @@
 //! `sqlx::Database` needs a bound for every type it touches. So the
 //! functions are spelled once in a macro and stamped out per dialect:
 //! `queries!(sqlx::Sqlite)` in `sqlite.rs`, `queries!(sqlx::Postgres)` in
-//! `postgres.rs`. What differs (connecting, the transaction's `BEGIN`,
-//! fencing, how many rows one `INSERT` carries: `insert_rows` and
-//! `insert_audits`) stays in those files.
+//! `postgres.rs`. What differs (connecting, fencing, and the writers: SQLite's
+//! is rusqlite on a thread of its own, PostgreSQL's sends a batch as arrays)
+//! stays in those files; the writers' statements that read the same in both
+//! are the constants here.
 
 /// Frames kept for resume after a reload.
 pub(super) const RECENT_FRAMES: i64 = 512;
 
-/// Rows per INSERT statement on SQLite: journal rows have 10 parameters
-/// each, audit rows 19, well under its limit of 32766 per statement.
-/// (PostgreSQL takes a whole batch as arrays in one statement.)
-pub(super) const ROWS_PER_INSERT: usize = 256;
+/// The writers' statements that both dialects spell the same way.
+pub(super) const INSERT_INBOX: &str = "INSERT INTO inbox (session_id, turn_id, turn_no, request_id, \
+     text, after_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+pub(super) const DELETE_INBOX: &str = "DELETE FROM inbox WHERE session_id = $1 AND turn_id = $2";
+/// A snapshot replaces an older one only.
+pub(super) const UPSERT_SNAPSHOT: &str = "INSERT INTO snapshots (session_id, seq, state, updated_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, \
+     state = excluded.state, updated_at = excluded.updated_at WHERE excluded.seq >= snapshots.seq";
+pub(super) const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, tenant_id, campaign_id, \
+     title, player_token, spectator_token, created_at, visibility) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+pub(super) const INSERT_FIRST_SNAPSHOT: &str =
+    "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ($1, 0, $2, $3)";
+/// One journal row (SQLite's writer runs it once per row, prepared once;
+/// PostgreSQL's takes a whole batch as arrays).
+pub(super) const INSERT_JOURNAL_ROW: &str = "INSERT INTO journal (session_id, seq, turn_id, kind, \
+     request_id, frame, effect, history, action, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+/// One audit row (as [`INSERT_JOURNAL_ROW`]).
+pub(super) const INSERT_AUDIT_ROW: &str = "INSERT INTO audit (session_id, tenant_id, trace_id, \
+     turn_id, call_id, tool, role, args_hash, status, reason, error_code, error_message, \
+     duration_us, prompt_tokens, completion_tokens, created_at, site_id, span_id, user_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)";
 
 /// The audit columns, in the order `audit_row` reads them.
 pub(super) const AUDIT_COLUMNS: &str = "audit_id, session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
@@ -51,12 +71,11 @@ macro_rules! queries {
         use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry};
         use $crate::storage::writer::WriteOp;
         use $crate::storage::{
-            ActionPage, AuditPage, AuditRow, JournalRow, LoadedSession, QueuedChat, SessionMeta,
+            ActionPage, AuditPage, AuditRow, LoadedSession, QueuedChat, SessionMeta,
             StorageError, StoredRow, TailRow, Visibility, now_ms,
         };
 
         type Pool = sqlx::Pool<$db>;
-        type Conn = <$db as sqlx::Database>::Connection;
         type DbRow = <$db as sqlx::Database>::Row;
 
         /// Every audit row of one trace of a tenant, oldest first (at most
@@ -348,111 +367,6 @@ macro_rules! queries {
             })
         }
 
-        /// The statements of one batch, inside the caller's transaction.
-        pub(super) async fn write_batch(
-            conn: &mut Conn,
-            batch: &[&WriteOp],
-        ) -> Result<(), StorageError> {
-            let mut rows: Vec<&JournalRow> = Vec::new();
-            let mut audits: Vec<&AuditRow> = Vec::new();
-            for op in batch {
-                match op {
-                    WriteOp::Row(r, _) => {
-                        rows.push(r);
-                        continue;
-                    }
-                    // Audit rows go in together at the end, in order; they
-                    // touch nothing else, so journal rows keep collecting
-                    // past them.
-                    WriteOp::Audit(a) => {
-                        audits.push(a);
-                        continue;
-                    }
-                    _ => {}
-                }
-                // Rows before a snapshot or a new session go first, keeping
-                // the order.
-                insert_rows(conn, &mut rows).await?;
-                match op {
-                    WriteOp::Row(..) | WriteOp::Audit(_) => {}
-                    WriteOp::Enqueue { chat, .. } => {
-                        sqlx::query(
-                            "INSERT INTO inbox (session_id, turn_id, turn_no, request_id, text, \
-                             after_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                        )
-                        .bind(&chat.session_id)
-                        .bind(&chat.turn_id)
-                        .bind(chat.turn_no as i64)
-                        .bind(&chat.request_id)
-                        .bind(&chat.text)
-                        .bind(chat.after_seq as i64)
-                        .bind(chat.created_at)
-                        .execute(&mut *conn)
-                        .await?;
-                    }
-                    WriteOp::Dequeue {
-                        session_id,
-                        turn_id,
-                        ..
-                    } => {
-                        sqlx::query("DELETE FROM inbox WHERE session_id = $1 AND turn_id = $2")
-                            .bind(session_id)
-                            .bind(turn_id)
-                            .execute(&mut *conn)
-                            .await?;
-                    }
-                    WriteOp::Snapshot {
-                        session_id,
-                        seq,
-                        state,
-                        ..
-                    } => {
-                        sqlx::query(
-                            "INSERT INTO snapshots (session_id, seq, state, updated_at) \
-                             VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE \
-                             SET seq = excluded.seq, state = excluded.state, \
-                             updated_at = excluded.updated_at WHERE excluded.seq >= snapshots.seq",
-                        )
-                        .bind(session_id)
-                        .bind(*seq as i64)
-                        .bind(state)
-                        .bind(now_ms())
-                        .execute(&mut *conn)
-                        .await?;
-                    }
-                    WriteOp::CreateSession { meta, snapshot, .. } => {
-                        sqlx::query(
-                            "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, \
-                             player_token, spectator_token, created_at, visibility) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                        )
-                        .bind(&meta.session_id)
-                        .bind(&meta.tenant_id)
-                        .bind(&meta.campaign_id)
-                        .bind(&meta.title)
-                        .bind(&meta.player_token)
-                        .bind(&meta.spectator_token)
-                        .bind(meta.created_at)
-                        .bind(meta.visibility.as_str())
-                        .execute(&mut *conn)
-                        .await?;
-                        sqlx::query(
-                            "INSERT INTO snapshots (session_id, seq, state, updated_at) \
-                             VALUES ($1, 0, $2, $3)",
-                        )
-                        .bind(&meta.session_id)
-                        .bind(snapshot)
-                        .bind(now_ms())
-                        .execute(&mut *conn)
-                        .await?;
-                    }
-                }
-            }
-            insert_rows(conn, &mut rows).await?;
-            insert_audits(conn, &audits).await?;
-            Ok(())
-        }
-
         fn audit_row(r: &DbRow) -> Result<AuditRow, sqlx::Error> {
             Ok(AuditRow {
                 audit_id: r.try_get(0)?,
@@ -478,38 +392,6 @@ macro_rules! queries {
             })
         }
 
-        /// Ends the transaction a batch ran in: `COMMIT` if `done` is
-        /// fine, else `ROLLBACK`, and answers whether the batch is durable.
-        ///
-        /// The transaction is spelled out (`BEGIN` … `COMMIT`, `ROLLBACK` on
-        /// any error) instead of going through sqlx's transaction guard.
-        /// SQLite rolls a transaction back by itself on some errors (a full
-        /// disk, an I/O error, a trigger's `RAISE(ROLLBACK)`); the guard's
-        /// own `ROLLBACK` then fails, it keeps counting a transaction that no
-        /// longer exists, and turns every later `BEGIN`/`COMMIT` into a
-        /// savepoint and its release: commits that report success and write
-        /// nothing. Here no state survives a failed batch: the `ROLLBACK` is
-        /// issued whether or not the database already rolled back, and its
-        /// own failure ("no transaction is active") is expected.
-        pub(super) async fn finish(
-            conn: &mut Conn,
-            done: Result<(), StorageError>,
-        ) -> Result<(), StorageError> {
-            let done = match done {
-                Ok(()) => sqlx::query("COMMIT")
-                    .execute(&mut *conn)
-                    .await
-                    .map(drop)
-                    .map_err(StorageError::from),
-                Err(e) => Err(e),
-            };
-            if done.is_err()
-                && let Err(e) = sqlx::query("ROLLBACK").execute(&mut *conn).await
-            {
-                tracing::debug!(error = %e, "rollback after a failed batch (it may have rolled back already)");
-            }
-            done
-        }
     };
 }
 

@@ -4,13 +4,16 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, SqliteConnection, SqlitePool};
 
-use super::sql::{ROWS_PER_INSERT, queries};
+use super::sql::{self, queries};
 use super::writer::Committer;
 
 queries!(sqlx::Sqlite);
+
+/// How long a connection waits for another's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Read connections of the pool, all opened at start.
 const READ_CONNECTIONS: u32 = 4;
@@ -30,7 +33,7 @@ pub(super) async fn open(
         // FULL: a commit is on disk when it returns. Group commit keeps
         // that to one fsync per batch.
         .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(10));
+        .busy_timeout(BUSY_TIMEOUT);
     // Read connections are kept once open (no idle timeout, no lifetime),
     // so a node whose open files fill up later still has its database's.
     let pool = SqlitePoolOptions::new()
@@ -47,109 +50,176 @@ pub(super) async fn open(
         opened.push(pool.acquire().await?);
     }
     drop(opened);
-    // The writer's transactions hold a whole group commit: a page cache big
-    // enough for one (16 MiB instead of 2) keeps it from spilling pages to
-    // disk before the commit.
-    let writer_options = options.pragma("cache_size", "-16384");
-    let mut conn = SqliteConnection::connect_with(&writer_options).await?;
-    if let Some(mb) = max_mb {
-        // Only the writer writes, so its connection's cap is the file's.
-        let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
-            .fetch_one(&mut conn)
-            .await?;
-        let pages = (mb.saturating_mul(1024 * 1024) / page_size.max(512) as u64).max(1);
-        let sql = format!("PRAGMA max_page_count = {pages}");
-        // Built only from numbers.
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut conn)
-            .await?;
-    }
-    Ok((pool, SqliteCommitter(conn)))
+    let path = options.get_filename().to_owned();
+    let committer = tokio::task::spawn_blocking(move || SqliteCommitter::open(&path, max_mb))
+        .await
+        .map_err(|e| StorageError::Database(e.to_string()))??;
+    Ok((pool, committer))
 }
 
-/// Inserts audit rows, many per statement.
-async fn insert_audits(
-    conn: &mut SqliteConnection,
-    audits: &[&AuditRow],
-) -> Result<(), StorageError> {
-    for chunk in audits.chunks(ROWS_PER_INSERT) {
-        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO audit (session_id, tenant_id, trace_id, turn_id, call_id, tool, \
-             role, args_hash, status, reason, error_code, error_message, duration_us, \
-             prompt_tokens, completion_tokens, created_at, site_id, span_id, user_id) ",
-        );
-        insert.push_values(chunk, |mut b, a| {
-            b.push_bind(&a.session_id)
-                .push_bind(&a.tenant_id)
-                .push_bind(&a.trace_id)
-                .push_bind(&a.turn_id)
-                .push_bind(&a.call_id)
-                .push_bind(&a.tool)
-                .push_bind(&a.role)
-                .push_bind(&a.args_hash)
-                .push_bind(&a.status)
-                .push_bind(&a.reason)
-                .push_bind(&a.error_code)
-                .push_bind(&a.error_message)
-                .push_bind(a.duration_us)
-                .push_bind(a.prompt_tokens)
-                .push_bind(a.completion_tokens)
-                .push_bind(a.created_at)
-                .push_bind(&a.site_id)
-                .push_bind(&a.span_id)
-                .push_bind(&a.user_id);
-        });
-        insert.build().execute(&mut *conn).await?;
-    }
-    Ok(())
-}
+/// The writer's connection: rusqlite on the writer's own thread, with its
+/// statements prepared once and kept. A group commit is a few hundred
+/// small inserts; through sqlx each was a round trip to its worker thread
+/// and a fresh multi-row statement per batch size.
+pub(super) struct SqliteCommitter(rusqlite::Connection);
 
-/// Inserts and clears `rows`, many per statement: one statement per
-/// row costs more than the data.
-async fn insert_rows(
-    conn: &mut SqliteConnection,
-    rows: &mut Vec<&JournalRow>,
-) -> Result<(), StorageError> {
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, \
-             effect, history, action, created_at) ",
-        );
-        insert.push_values(chunk, |mut b, r| {
-            b.push_bind(&r.session_id)
-                .push_bind(r.seq as i64)
-                .push_bind(&r.turn_id)
-                .push_bind(r.kind)
-                .push_bind(&r.request_id)
-                .push_bind(&r.frame)
-                .push_bind(&r.effect)
-                .push_bind(&r.history)
-                .push_bind(&r.action)
-                .push_bind(r.created_at);
-        });
-        insert.build().execute(&mut *conn).await?;
+impl SqliteCommitter {
+    fn open(path: &std::path::Path, max_mb: Option<u64>) -> Result<Self, StorageError> {
+        let conn = rusqlite::Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // FULL: a commit is on disk when it returns (the read pool set WAL).
+        // The writer's transactions hold a whole group commit: a page cache
+        // big enough for one (16 MiB instead of 2) keeps it from spilling
+        // pages to disk before the commit.
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;",
+        )?;
+        if let Some(mb) = max_mb {
+            // Only the writer writes, so its connection's cap is the file's.
+            let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            let pages = (mb.saturating_mul(1024 * 1024) / page_size.max(512) as u64).max(1);
+            let _: i64 = conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |r| {
+                r.get(0)
+            })?;
+        }
+        Ok(Self(conn))
     }
-    rows.clear();
-    Ok(())
-}
 
-/// The writer's connection.
-pub(super) struct SqliteCommitter(SqliteConnection);
+    /// Writes `batch` in one transaction: `BEGIN IMMEDIATE` takes the write
+    /// lock at once, so a busy database waits (busy timeout) there rather
+    /// than failing mid-batch. On any error `ROLLBACK` is issued whether
+    /// or not SQLite already rolled back by itself (a full disk, an I/O
+    /// error, a trigger's `RAISE(ROLLBACK)`); its own failure then ("no
+    /// transaction is active") is expected. No state survives a failed
+    /// batch.
+    fn write(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+        let conn = &self.0;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let done = write_ops(conn, batch).and_then(|()| Ok(conn.execute_batch("COMMIT")?));
+        if done.is_err()
+            && let Err(e) = conn.execute_batch("ROLLBACK")
+        {
+            tracing::debug!(error = %e, "rollback after a failed batch (it may have rolled back already)");
+        }
+        done
+    }
+}
 
 impl Committer for SqliteCommitter {
     async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
-        // IMMEDIATE takes the write lock at BEGIN, so a busy database
-        // waits (busy timeout) there rather than failing mid-batch.
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut self.0).await?;
-        let done = write_batch(&mut self.0, batch).await;
-        finish(&mut self.0, done).await
+        // The writer runs on a thread of its own: blocking here blocks
+        // nothing else.
+        self.write(batch)
     }
+
+    fn own_thread() -> bool {
+        true
+    }
+}
+
+/// Every write of `batch`, in order, with the statements the connection
+/// keeps prepared.
+fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), StorageError> {
+    use rusqlite::params;
+    for op in batch {
+        match op {
+            WriteOp::Row(r, _) => {
+                conn.prepare_cached(sql::INSERT_JOURNAL_ROW)?
+                    .execute(params![
+                        r.session_id,
+                        r.seq as i64,
+                        r.turn_id,
+                        r.kind,
+                        r.request_id,
+                        r.frame,
+                        r.effect,
+                        r.history,
+                        r.action,
+                        r.created_at
+                    ])?;
+            }
+            WriteOp::Audit(a) => {
+                conn.prepare_cached(sql::INSERT_AUDIT_ROW)?
+                    .execute(params![
+                        a.session_id,
+                        a.tenant_id,
+                        a.trace_id,
+                        a.turn_id,
+                        a.call_id,
+                        a.tool,
+                        a.role,
+                        a.args_hash,
+                        a.status,
+                        a.reason,
+                        a.error_code,
+                        a.error_message,
+                        a.duration_us,
+                        a.prompt_tokens,
+                        a.completion_tokens,
+                        a.created_at,
+                        a.site_id,
+                        a.span_id,
+                        a.user_id
+                    ])?;
+            }
+            WriteOp::Enqueue { chat, .. } => {
+                conn.prepare_cached(sql::INSERT_INBOX)?.execute(params![
+                    chat.session_id,
+                    chat.turn_id,
+                    chat.turn_no as i64,
+                    chat.request_id,
+                    chat.text,
+                    chat.after_seq as i64,
+                    chat.created_at
+                ])?;
+            }
+            WriteOp::Dequeue {
+                session_id,
+                turn_id,
+                ..
+            } => {
+                conn.prepare_cached(sql::DELETE_INBOX)?
+                    .execute(params![session_id, turn_id])?;
+            }
+            WriteOp::Snapshot {
+                session_id,
+                seq,
+                state,
+                ..
+            } => {
+                conn.prepare_cached(sql::UPSERT_SNAPSHOT)?.execute(params![
+                    session_id,
+                    *seq as i64,
+                    state,
+                    now_ms()
+                ])?;
+            }
+            WriteOp::CreateSession { meta, snapshot, .. } => {
+                conn.prepare_cached(sql::INSERT_SESSION)?.execute(params![
+                    meta.session_id,
+                    meta.tenant_id,
+                    meta.campaign_id,
+                    meta.title,
+                    meta.player_token,
+                    meta.spectator_token,
+                    meta.created_at,
+                    meta.visibility.as_str()
+                ])?;
+                conn.prepare_cached(sql::INSERT_FIRST_SNAPSHOT)?
+                    .execute(params![meta.session_id, snapshot, now_ms()])?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{BUSY_QUEUED_WRITES, DurableSink, MAX_BATCH, STORAGE_BEHIND, Store};
+    use crate::storage::{
+        BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, STORAGE_BEHIND, Store,
+    };
+    use sqlx::{Connection, SqliteConnection};
     use tokio::sync::mpsc;
 
     /// A store on a fresh file, with its URL (for a second connection).

@@ -53,8 +53,15 @@ pub(super) enum WriteOp {
 }
 
 /// Commits a batch of writes in one transaction, or nothing of it.
-pub(super) trait Committer: 'static {
+pub(super) trait Committer: Send + 'static {
     async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError>;
+
+    /// Whether the writer runs on a thread of its own (a committer that
+    /// blocks while it writes), rather than as a task of the current
+    /// arbiter.
+    fn own_thread() -> bool {
+        false
+    }
 }
 
 /// The queue into the writer task, and what it says about storage's health.
@@ -70,11 +77,32 @@ pub(super) struct Writes {
 }
 
 impl Writes {
-    /// Starts the writer task on the current arbiter.
-    pub(super) fn start(committer: impl Committer, metrics: Arc<Metrics>) -> Self {
+    /// Starts the writer: a task on the current arbiter, or a thread of
+    /// its own for a committer that blocks ([`Committer::own_thread`]).
+    pub(super) fn start<C: Committer>(committer: C, metrics: Arc<Metrics>) -> Self {
         let (tx, rx) = mpsc::channel(MAX_QUEUED_WRITES);
         let failing_until = Arc::new(AtomicI64::new(0));
-        actix::spawn(writer(committer, rx, metrics, failing_until.clone()));
+        let failing = failing_until.clone();
+        if C::own_thread() {
+            let thread = std::thread::Builder::new()
+                .name("questd-writer".into())
+                .spawn(move || {
+                    match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(runtime) => runtime.block_on(writer(committer, rx, metrics, failing)),
+                        Err(e) => tracing::error!(error = %e, "the writer's runtime did not start"),
+                    }
+                });
+            if let Err(e) = thread {
+                // The queue's receiver is gone with it: every write fails
+                // as the writer being gone.
+                tracing::error!(error = %e, "the writer's thread did not start");
+            }
+        } else {
+            actix::spawn(writer(committer, rx, metrics, failing));
+        }
         Self { tx, failing_until }
     }
 
