@@ -204,6 +204,12 @@ pub trait Provider: Send + Sync + 'static {
     fn writes_content(&self) -> bool {
         false
     }
+    /// Whether this model reads the whole conversation (the system prompt
+    /// and the history); a rule-based one reads only the turn at hand, and
+    /// is spared building the rest.
+    fn reads_conversation(&self) -> bool {
+        true
+    }
 }
 
 /// Reads a model call to its end and gives its whole reply (text streamed

@@ -535,6 +535,11 @@ impl Provider for OfflineGameMaster {
         "offline"
     }
 
+    /// Its rules read the turn's messages and the context only.
+    fn reads_conversation(&self) -> bool {
+        false
+    }
+
     fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
         let reply = self.answer(&request);
         let mut events: Vec<Result<ModelEvent, LlmError>> = sentence_deltas(&reply.text)

@@ -447,7 +447,8 @@ impl SessionActor {
         let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
         let budget = self.deps.limits.history_tokens;
         let turn_no = t.turn.turn_no();
-        let request = prompt::model_request(&self.view(), in_flight, budget, turn_no, kind);
+        let whole = self.deps.provider.reads_conversation();
+        let request = prompt::model_request(&self.view(), in_flight, budget, turn_no, kind, whole);
         self.stream_model(request, ctx);
     }
 

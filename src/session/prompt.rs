@@ -24,20 +24,42 @@ use crate::protocol::TurnId;
 /// history as it will be once `in_flight` (what is journalled but not yet
 /// durable) is: it need not wait for the player's message to be on disk,
 /// since nothing it says reaches a client before that.
+///
+/// A model that reads only the turn at hand (`whole_conversation` false:
+/// the offline game master, [`crate::llm::Provider::reads_conversation`])
+/// is sent just that: the entries from the turn's player message on, no
+/// system prompt, and no history to cut or summarize.
 pub(super) fn model_request(
     view: &SessionView<'_>,
     in_flight: impl IntoIterator<Item = Arc<HistoryEntry>>,
     history_tokens: usize,
     turn_no: u64,
     kind: RequestKind,
+    whole_conversation: bool,
 ) -> ModelRequest {
-    let history = view.state.history.iter().cloned().chain(in_flight);
+    let mut history: Vec<Arc<HistoryEntry>> =
+        view.state.history.iter().cloned().chain(in_flight).collect();
+    let tools = view.registry.openai_tools(&view.game_master());
+    let context = context_json(view, turn_no);
+    if !whole_conversation {
+        let turn_start = history
+            .iter()
+            .rposition(|e| matches!(**e, HistoryEntry::User { .. }))
+            .unwrap_or(0);
+        return ModelRequest {
+            system: String::new(),
+            messages: history.split_off(turn_start),
+            tools,
+            context,
+            kind,
+        };
+    }
     ModelRequest::build(
         system_prompt(view.state),
-        history.collect(),
+        history,
         history_tokens,
-        view.registry.openai_tools(&view.game_master()),
-        context_json(view, turn_no),
+        tools,
+        context,
         kind,
     )
 }
@@ -174,7 +196,7 @@ mod tests {
         let in_flight = [said("turn_2", "go north")];
         for kind in [RequestKind::Step, RequestKind::WrapUp] {
             let request =
-                model_request(&view(&registry, &state, &id), in_flight.clone(), 0, 2, kind);
+                model_request(&view(&registry, &state, &id), in_flight.clone(), 0, 2, kind, true);
             assert_eq!(request.kind, kind);
             assert!(
                 request.system.contains(&state.title),
@@ -205,6 +227,35 @@ mod tests {
     }
 
     #[test]
+    fn a_model_that_reads_only_the_turn_at_hand_gets_only_it() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        state.record(said("turn_1", "look around"));
+        state.record(said("turn_2", "go north"));
+        let in_flight = [said("turn_2", "and then east")];
+        let request = model_request(
+            &view(&registry, &state, &id),
+            in_flight,
+            6000,
+            2,
+            RequestKind::Step,
+            false,
+        );
+        let texts: Vec<&str> = request
+            .messages
+            .iter()
+            .map(|m| match &**m {
+                HistoryEntry::User { text, .. } => text.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(texts, ["and then east"], "from the last player message on");
+        assert!(request.system.is_empty());
+        assert_eq!(request.context["turn"], 2, "the context is whole");
+        assert!(!tool_names(&request).is_empty(), "and so are the tools");
+    }
+
+    #[test]
     fn a_step_keeps_to_the_history_budget() {
         let (registry, id) = (Registry::builtin().expect("tools"), session());
         let mut state = demo();
@@ -212,7 +263,7 @@ mod tests {
             let text = format!("a long message number {n} {}", "word ".repeat(40));
             state.record(said(&format!("turn_{n}"), &text));
         }
-        let whole = model_request(&view(&registry, &state, &id), [], 0, 41, RequestKind::Step);
+        let whole = model_request(&view(&registry, &state, &id), [], 0, 41, RequestKind::Step, true);
         assert_eq!(whole.messages.len(), 40, "0 is no limit");
         let cut = model_request(
             &view(&registry, &state, &id),
@@ -220,6 +271,7 @@ mod tests {
             500,
             41,
             RequestKind::Step,
+            true,
         );
         assert!(cut.messages.len() < 40, "the oldest turns are cut");
         assert!(cut.system.len() > whole.system.len(), "and summarized");
