@@ -37,8 +37,13 @@ pub(super) fn model_request(
     kind: RequestKind,
     whole_conversation: bool,
 ) -> ModelRequest {
-    let mut history: Vec<Arc<HistoryEntry>> =
-        view.state.history.iter().cloned().chain(in_flight).collect();
+    let mut history: Vec<Arc<HistoryEntry>> = view
+        .state
+        .history
+        .iter()
+        .cloned()
+        .chain(in_flight)
+        .collect();
     let tools = view.registry.openai_tools(&view.game_master());
     let context = context_json(view, turn_no);
     if !whole_conversation {
@@ -195,8 +200,14 @@ mod tests {
         state.record(said("turn_1", "look around"));
         let in_flight = [said("turn_2", "go north")];
         for kind in [RequestKind::Step, RequestKind::WrapUp] {
-            let request =
-                model_request(&view(&registry, &state, &id), in_flight.clone(), 0, 2, kind, true);
+            let request = model_request(
+                &view(&registry, &state, &id),
+                in_flight.clone(),
+                0,
+                2,
+                kind,
+                true,
+            );
             assert_eq!(request.kind, kind);
             assert!(
                 request.system.contains(&state.title),
@@ -263,7 +274,14 @@ mod tests {
             let text = format!("a long message number {n} {}", "word ".repeat(40));
             state.record(said(&format!("turn_{n}"), &text));
         }
-        let whole = model_request(&view(&registry, &state, &id), [], 0, 41, RequestKind::Step, true);
+        let whole = model_request(
+            &view(&registry, &state, &id),
+            [],
+            0,
+            41,
+            RequestKind::Step,
+            true,
+        );
         assert_eq!(whole.messages.len(), 40, "0 is no limit");
         let cut = model_request(
             &view(&registry, &state, &id),
