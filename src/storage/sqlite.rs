@@ -27,6 +27,13 @@ pub(super) async fn open(
     url: &str,
     max_mb: Option<u64>,
 ) -> Result<(SqlitePool, SqliteCommitter), StorageError> {
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        // The writer and the readers are separate connections: each would
+        // see a database of its own, and nothing would outlive the process.
+        return Err(StorageError::Database(
+            "an in-memory SQLite database cannot be used: name a file (sqlite://PATH)".into(),
+        ));
+    }
     let options = SqliteConnectOptions::from_str(url)?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
@@ -221,6 +228,16 @@ mod tests {
     };
     use sqlx::{Connection, SqliteConnection};
     use tokio::sync::mpsc;
+
+    #[tokio::test]
+    async fn an_in_memory_database_is_refused_with_a_reason() {
+        for url in ["sqlite::memory:", "sqlite://file.db?mode=memory"] {
+            let Err(e) = Store::open(url).await else {
+                panic!("{url} opened");
+            };
+            assert!(e.to_string().contains("name a file"), "{url}: {e}");
+        }
+    }
 
     /// A store on a fresh file, with its URL (for a second connection).
     async fn store() -> (Store, tempfile::TempDir, String) {
