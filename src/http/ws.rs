@@ -340,8 +340,13 @@ impl Handler<Outbound> for WsConn {
         match msg {
             // Once overflowed, the rest of the queue is dropped: the client
             // resumes from its last seq instead.
-            Outbound::Frame(_) if self.overflow.load(Ordering::Acquire) => {}
+            Outbound::Frame(_) | Outbound::Frames(_) if self.overflow.load(Ordering::Acquire) => {}
             Outbound::Frame(bytes) => ctx.text(bytes),
+            Outbound::Frames(frames) => {
+                for bytes in frames.iter() {
+                    ctx.text(bytes.clone());
+                }
+            }
             Outbound::Close { code, reason } => {
                 ctx.close(Some(ws::CloseReason {
                     code: ws::CloseCode::from(code),

@@ -177,13 +177,21 @@ impl SessionActor {
     }
 
     /// Applies and sends every pending frame up to `up_to`, then tells
-    /// whoever waited for it.
+    /// whoever waited for it. The frames released together go to each
+    /// connection as one message (one write for all of them), split only
+    /// where an ack must go in between.
     fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
+        let mut frames = Vec::new();
+        let mut waiters = Vec::new();
         for p in self.sequencer.durable(up_to) {
             // A chat that started at once is acknowledged with its durable
             // `turn_started`, just ahead of it.
-            for (conn_id, ack) in self.acks.before(p.seq) {
-                self.fanout.send_to(conn_id, Outbound::Frame(ack));
+            let acks = self.acks.before(p.seq);
+            if !acks.is_empty() {
+                self.broadcast(std::mem::take(&mut frames), ctx);
+                for (conn_id, ack) in acks {
+                    self.fanout.send_to(conn_id, Outbound::Frame(ack));
+                }
             }
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
@@ -191,10 +199,12 @@ impl SessionActor {
             if let Some(entry) = p.history {
                 self.state.record(entry);
             }
-            self.broadcast(&p.bytes, ctx);
-            for waiter in p.waiters {
-                waiter();
-            }
+            frames.push(p.bytes);
+            waiters.extend(p.waiters);
+        }
+        self.broadcast(frames, ctx);
+        for waiter in waiters {
+            waiter();
         }
         if self.sequencer.snapshot_due() {
             self.write_snapshot(None);
@@ -223,8 +233,8 @@ impl SessionActor {
 
     /// Sends the same bytes to every subscriber; one that cannot keep up is
     /// dropped ([`Fanout::broadcast`]), and presence changes.
-    fn broadcast(&mut self, bytes: &ByteString, ctx: &mut Context<Self>) {
-        let delivery = self.fanout.broadcast(bytes);
+    fn broadcast(&mut self, frames: Vec<ByteString>, ctx: &mut Context<Self>) {
+        let delivery = self.fanout.broadcast_all(frames);
         let metrics = &self.deps.metrics;
         metrics.outbound_drops.add(delivery.overflowed);
         metrics.frames_sent.add(delivery.sent);

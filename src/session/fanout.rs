@@ -186,11 +186,30 @@ impl Fanout {
     /// Sends the same bytes to every connection. One that cannot keep up is
     /// dropped and told to reconnect; it never slows the others.
     pub(super) fn broadcast(&mut self, bytes: &ByteString) -> Delivery {
+        self.send_all(|| Outbound::Frame(bytes.clone()), 1)
+    }
+
+    /// [`Fanout::broadcast`] for frames released together, in order: one
+    /// message to each connection carries them all. `sent` counts frames.
+    pub(super) fn broadcast_all(&mut self, frames: Vec<ByteString>) -> Delivery {
+        match frames.len() {
+            0 => Delivery::default(),
+            1 => self.broadcast(&frames[0]),
+            n => {
+                let frames: Arc<[ByteString]> = frames.into();
+                self.send_all(|| Outbound::Frames(frames.clone()), n as u64)
+            }
+        }
+    }
+
+    /// Sends what `message` makes to every connection; a connection whose
+    /// queue is full is told to close and dropped.
+    fn send_all(&mut self, message: impl Fn() -> Outbound, frames: u64) -> Delivery {
         let mut delivery = Delivery::default();
         let mut dropped = Vec::new();
         for (id, sub) in &self.subscribers {
-            match sub.recipient.try_send(Outbound::Frame(bytes.clone())) {
-                Ok(()) => delivery.sent += 1,
+            match sub.recipient.try_send(message()) {
+                Ok(()) => delivery.sent += frames,
                 Err(SendError::Full(_)) => {
                     delivery.overflowed += 1;
                     sub.overflow.store(true, Ordering::Release);
@@ -438,6 +457,7 @@ mod tests {
         fn handle(&mut self, msg: Outbound, _: &mut Self::Context) {
             let got = match msg {
                 Outbound::Frame(bytes) => bytes.to_string(),
+                Outbound::Frames(frames) => frames.join("+"),
                 Outbound::Close { code, .. } => format!("close {code}"),
             };
             self.0.lock().expect("sink lock").push(got);
@@ -536,6 +556,24 @@ mod tests {
         assert!(fanout.unsubscribe(2));
         assert!(fanout.is_empty());
         assert_eq!(fanout.connection_counts(), (0, 0));
+    }
+
+    #[actix::test]
+    async fn frames_released_together_go_as_one_message_in_order() {
+        let mut fanout = Fanout::default();
+        let a = connect(&mut fanout, 1, ConnRole::Player, 16);
+        let b = connect(&mut fanout, 2, ConnRole::Spectator, 16);
+        let frames = |names: &[&'static str]| -> Vec<ByteString> {
+            names.iter().map(|n| ByteString::from_static(n)).collect()
+        };
+        let delivery = fanout.broadcast_all(frames(&["f1", "f2", "f3"]));
+        assert_eq!((delivery.sent, delivery.dropped), (6, 0), "frames counted");
+        assert_eq!(fanout.broadcast_all(frames(&["f4"])).sent, 2);
+        assert_eq!(fanout.broadcast_all(Vec::new()), Delivery::default());
+        settle().await;
+        for conn in [&a, &b] {
+            assert_eq!(conn.got(), ["f1+f2+f3", "f4"]);
+        }
     }
 
     #[actix::test]

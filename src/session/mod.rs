@@ -177,6 +177,9 @@ impl SessionView<'_> {
 pub enum Outbound {
     /// Serialized once per frame; every connection gets the same bytes.
     Frame(ByteString),
+    /// Frames released together, in order: written to the socket at once
+    /// (one message and, most often, one write for all of them).
+    Frames(Arc<[ByteString]>),
     /// Close with this WebSocket close code and reason.
     Close { code: u16, reason: &'static str },
 }

@@ -422,7 +422,8 @@ impl Tail {
     /// Applies and sends `rows`, in order, from the one after the cursor;
     /// stops at a gap or a row that does not read back.
     fn follow(&mut self, rows: Vec<TailRow>) {
-        let mut dropped = false;
+        let mut frames = Vec::with_capacity(rows.len());
+        let now = now_ms();
         for row in rows {
             let Some(state) = self.state.as_mut() else {
                 return;
@@ -439,16 +440,17 @@ impl Tail {
             }
             let bytes = ByteString::from(row.frame);
             self.sequencer.follow(row.seq, bytes.clone());
-            let delivery = self.fanout.broadcast(&bytes);
-            self.metrics.outbound_drops.add(delivery.overflowed);
-            self.metrics.frames_sent.add(delivery.sent);
-            let lag_ms = (now_ms() - row.created_at).max(0);
+            frames.push(bytes);
+            let lag_ms = (now - row.created_at).max(0);
             self.metrics
                 .journal_tail_lag_seconds
                 .observe(lag_ms as f64 / 1000.0);
-            dropped |= delivery.dropped > 0;
         }
-        if dropped {
+        // What one read brought goes to each connection as one message.
+        let delivery = self.fanout.broadcast_all(frames);
+        self.metrics.outbound_drops.add(delivery.overflowed);
+        self.metrics.frames_sent.add(delivery.sent);
+        if delivery.dropped > 0 {
             self.audience_changed();
         }
     }
