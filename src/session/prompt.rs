@@ -13,10 +13,12 @@
 
 use std::sync::Arc;
 
+use std::collections::HashSet;
+
 use serde_json::{Value, json};
 
 use super::SessionView;
-use crate::game::HistoryEntry;
+use crate::game::{Area, GameState, HistoryEntry};
 use crate::llm::{ModelRequest, RequestKind, system_prompt};
 use crate::protocol::TurnId;
 
@@ -69,9 +71,17 @@ pub(super) fn model_request(
     )
 }
 
+/// Moves away from the active character within which areas are named to
+/// the model, and how many at most: a turn's context stays the same size
+/// however large the map grows (a move goes one step at a time anyway).
+pub(super) const NEARBY_STEPS: usize = 3;
+pub(super) const NEARBY_AREAS: usize = 64;
+
 /// What the model is told about the session during turn `turn_no`: the
-/// active character, the area they stand in with where they can go, and
-/// the map's areas by name.
+/// active character, the area they stand in with where they can go, the
+/// areas near it by name (nearest first, [`NEARBY_STEPS`] moves and
+/// [`NEARBY_AREAS`] at most; the map's first areas when nobody stands
+/// anywhere) and how many areas the map has in all.
 pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
     let state = view.state;
     let brief = |id: &str| {
@@ -93,8 +103,39 @@ pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
             "area_id": h.area_id, "name": h.name, "description": h.description,
             "reachable": h.reachable_area_ids.iter().map(|r| brief(r.as_str())).collect::<Vec<_>>(),
         })),
-        "areas": state.areas.iter().map(|a| json!({"area_id": a.area_id, "name": a.name})).collect::<Vec<_>>(),
+        "areas": nearby(state, here),
+        "areas_total": state.areas.iter().count(),
     })
+}
+
+/// The areas within [`NEARBY_STEPS`] moves of `here`, nearest first, at
+/// most [`NEARBY_AREAS`], each as `{area_id, name}`.
+fn nearby(state: &GameState, here: Option<&Area>) -> Vec<Value> {
+    let brief = |a: &Area| json!({"area_id": a.area_id, "name": a.name});
+    let Some(here) = here else {
+        return state.areas.iter().take(NEARBY_AREAS).map(brief).collect();
+    };
+    let mut seen: HashSet<&str> = HashSet::from([here.area_id.as_str()]);
+    let mut ring = vec![here];
+    let mut named = vec![brief(here)];
+    for _ in 0..NEARBY_STEPS {
+        let mut next = Vec::new();
+        for area in ring {
+            for id in &area.reachable_area_ids {
+                if named.len() >= NEARBY_AREAS {
+                    return named;
+                }
+                if seen.insert(id.as_str())
+                    && let Some(a) = state.area(id.as_str())
+                {
+                    named.push(brief(a));
+                    next.push(a);
+                }
+            }
+        }
+        ring = next;
+    }
+    named
 }
 
 /// The request for the text a tool asked to have written during `turn_id`,
@@ -121,6 +162,16 @@ mod tests {
     use crate::protocol::SessionId;
     use crate::tools::Registry;
     use crate::tools::test_support::{SESSION, demo, session};
+
+    /// The ids of the areas a context names, in its order.
+    fn area_ids(context: &Value) -> Vec<&str> {
+        context["areas"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter_map(|a| a["area_id"].as_str())
+            .collect()
+    }
 
     fn view<'a>(
         registry: &'a Registry,
@@ -174,10 +225,11 @@ mod tests {
             .collect();
         assert_eq!(reachable, ["area_002", "area_003"]);
         assert_eq!(here["reachable"][0]["name"], "Lamplighter's Alcove");
-        assert_eq!(
-            context["areas"].as_array().map(Vec::len),
-            Some(state.areas.iter().count())
-        );
+        // The gate, its neighbours first, then what lies further.
+        let named = area_ids(&context);
+        assert_eq!(named[..3], ["area_001", "area_002", "area_003"]);
+        assert!(named.len() <= state.areas.iter().count());
+        assert_eq!(context["areas_total"], state.areas.iter().count());
 
         // A reachable id that names no area is shown as null; a state with
         // no active character has neither actor nor area.
@@ -235,6 +287,49 @@ mod tests {
             assert!(tools.iter().any(|t| t == "move"));
             assert!(!tools.iter().any(|t| t == "activate_npc"), "people only");
         }
+    }
+
+    #[test]
+    fn the_context_names_the_areas_near_the_party_however_large_the_map() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        let total = state.areas.iter().count();
+        // A long road from the gate, and a crossroads off it with more
+        // branches than the context names.
+        let far = |n: usize| AreaId::from(format!("far_{n}"));
+        for n in 1..=100 {
+            assert!(state.areas.push(Area {
+                area_id: far(n),
+                name: format!("Road {n}"),
+                description: String::new(),
+                reachable_area_ids: Vec::new(),
+                x: 0,
+                y: 0,
+                z: 0,
+                tags: Vec::new(),
+            }));
+        }
+        assert!(state.areas.link("area_001", &far(1)));
+        for n in 1..10 {
+            assert!(state.areas.link(&format!("far_{n}"), &far(n + 1)));
+        }
+        let context = context_json(&view(&registry, &state, &id), 3);
+        let named = area_ids(&context);
+        assert_eq!(named[0], "area_001", "where the party stands first");
+        assert!(named.contains(&"far_3"), "three moves away: {named:?}");
+        assert!(!named.contains(&"far_4"), "four moves away: {named:?}");
+        assert_eq!(context["areas_total"], total + 100);
+
+        // Past the cap, the nearest are named.
+        for n in 11..=100 {
+            for hub in [1, 2] {
+                state.areas.link(&format!("far_{hub}"), &far(n));
+            }
+        }
+        let context = context_json(&view(&registry, &state, &id), 3);
+        let named = context["areas"].as_array().expect("a list");
+        assert!(named.len() <= NEARBY_AREAS, "{}", named.len());
+        assert_eq!(named[0]["area_id"], "area_001");
     }
 
     #[test]

@@ -250,6 +250,31 @@ pub trait Api {
         url
     }
 
+    /// [`Api::connect`] as a client does around a session that is
+    /// reloading: a connection closed with 1012 before its welcome is
+    /// opened again (PROTOCOL.md §7.3), up to 100 times, 50 ms apart.
+    async fn connect_once_ready(
+        &self,
+        session_id: &str,
+        token: &str,
+        last_seq: Option<u64>,
+    ) -> (Ws, Value) {
+        for _ in 0..100 {
+            let mut ws = Ws::connect(&self.ws_url(session_id, token, last_seq)).await;
+            match ws.next_or_close().await {
+                Ok(welcome) => {
+                    assert_eq!(welcome["type"], "welcome", "first frame: {welcome}");
+                    return (ws, welcome);
+                }
+                Err(Some(1012)) => {
+                    actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await
+                }
+                Err(code) => panic!("closed before its welcome with {code:?}"),
+            }
+        }
+        panic!("the session never became ready");
+    }
+
     /// Connects and reads the welcome frame.
     async fn connect(&self, session_id: &str, token: &str, last_seq: Option<u64>) -> (Ws, Value) {
         let mut ws = Ws::connect(&self.ws_url(session_id, token, last_seq)).await;

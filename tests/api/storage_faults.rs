@@ -130,8 +130,9 @@ async fn heal(db_url: &str) {
 /// starts, its writes fail and the connection is closed with 1011. Either
 /// way nothing of the turn is told. Answers the seqs that were sent.
 async fn fails_to_play(app: &TestApp, s: &Session, last_seq: u64) -> Vec<u64> {
+    // The session may still be stopping after the last failure.
     let (mut ws, welcome) = app
-        .connect(&s.session_id, &s.player_token, Some(last_seq))
+        .connect_once_ready(&s.session_id, &s.player_token, Some(last_seq))
         .await;
     ws.chat(&format!("go to {}", neighbour(&welcome["state"])), "doomed")
         .await;
@@ -228,7 +229,7 @@ async fn a_failed_write_loses_nothing_acknowledged_and_the_session_comes_back() 
     // every frame it had sent and no seq reused.
     let last_seen = seen_a.iter().copied().max().unwrap();
     let (mut ws, welcome) = app
-        .connect(&a.session_id, &a.player_token, Some(last_seen))
+        .connect_once_ready(&a.session_id, &a.player_token, Some(last_seen))
         .await;
     assert!(welcome["seq"].as_u64().unwrap() >= last_seen, "{welcome}");
     let (seq, played) = move_once(&mut ws, &welcome["state"], "a-again").await;
