@@ -1,0 +1,154 @@
+//! The journal writer alone, in process: `SESSIONS` writers, each like a
+//! session running turns, append `ROWS` journal rows in groups of five (a
+//! one-tool turn's frames, each with a typical frame, effect and history),
+//! waiting for each group to be durable before the next, as a session waits
+//! for its frames before it sends them. Prints rows and groups per second,
+//! the group commits the writer made, and the process's CPU time per row.
+//!
+//! ```text
+//! cargo run --release --example bench_journal -- 'sqlite:///tmp/bench-journal.db' 100 2000
+//! cargo run --release --example bench_journal -- postgres://questd:questd@127.0.0.1:5432/questd_journal 100 2000
+//! ```
+//! (database URL, sessions, rows per session; the database must be new or
+//! questd's own).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use questd::metrics::Metrics;
+use questd::storage::{DurableSink, Epoch, JournalRow, Node, SessionMeta, Store, Visibility};
+
+/// Rows one group holds: a turn's frames.
+const GROUP: u64 = 5;
+
+/// The process's user and system CPU time, in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 (11 and 12 after the name).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn row(session_id: &str, seq: u64) -> JournalRow {
+    JournalRow {
+        session_id: session_id.to_owned(),
+        seq,
+        turn_id: Some(format!("turn_{}", seq / GROUP)),
+        kind: "tool_result",
+        request_id: None,
+        frame: format!(
+            r#"{{"type":"tool_result","seq":{seq},"turn_id":"turn_{}","call_id":"call_1","tool":"roll_dice","status":"ok","result":{{"rolls":[4],"total":4,"expression":"1d6"}},"duration_ms":0.02}}"#,
+            seq / GROUP
+        ),
+        effect: Some(r#"{"kind":"roll","total":4}"#.into()),
+        history: Some(
+            r#"{"role":"tool","turn_id":"turn_1","call_id":"call_1","tool":"roll_dice","content":"{\"rolls\":[4],\"total\":4}"}"#
+                .into(),
+        ),
+        action: None,
+        created_at: 0,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, url, sessions, rows] = &args[..] else {
+        eprintln!("usage: bench_journal DATABASE_URL SESSIONS ROWS_PER_SESSION");
+        std::process::exit(2);
+    };
+    let sessions: usize = sessions.parse().expect("sessions");
+    let rows: u64 = rows.parse().expect("rows");
+    actix_web::rt::System::new().block_on(async move {
+        let metrics = Arc::new(Metrics::default());
+        let node = Node {
+            id: "bench".into(),
+            lease: std::time::Duration::from_secs(60),
+        };
+        let store = Store::open_with(url, metrics.clone(), None, node)
+            .await
+            .expect("the database opens");
+        let run = questd::session::random_token(6);
+        let mut ids = Vec::new();
+        for n in 0..sessions {
+            let id = format!("bench_{run}_{n}");
+            let meta = SessionMeta {
+                session_id: id.clone(),
+                tenant_id: "bench".into(),
+                campaign_id: "demo".into(),
+                title: "bench".into(),
+                player_token: "p".into(),
+                spectator_token: "s".into(),
+                created_at: 0,
+                visibility: Visibility::Private,
+            };
+            store
+                .create_session(meta, "{}".into())
+                .await
+                .expect("a session is stored");
+            let epoch = store
+                .claim(&id)
+                .await
+                .expect("claims work")
+                .expect("the session is free")
+                .0;
+            ids.push((id, epoch));
+        }
+        let commits_before = metrics.commit_seconds.count();
+        let cpu_before = cpu_seconds();
+        let started = Instant::now();
+        let writers: Vec<_> = ids
+            .into_iter()
+            .map(|(id, epoch)| {
+                let store = store.clone();
+                actix_web::rt::spawn(async move { write_session(&store, &id, epoch, rows).await })
+            })
+            .collect();
+        for w in writers {
+            w.await.expect("a writer ran");
+        }
+        let took = started.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu_before;
+        let commits = metrics.commit_seconds.count() - commits_before;
+        let total = sessions as f64 * rows as f64;
+        println!(
+            "{sessions} sessions x {rows} rows in {took:.2} s: {:.0} rows/s, {:.0} groups/s, \
+             {commits} commits ({:.1} rows each), {:.1} us of CPU per row",
+            total / took,
+            total / GROUP as f64 / took,
+            total / commits.max(1) as f64,
+            cpu * 1e6 / total
+        );
+    });
+}
+
+/// Appends `rows` rows of session `id`, a group at a time, each group
+/// durable before the next is written.
+async fn write_session(store: &Store, id: &str, epoch: Epoch, rows: u64) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let sink = DurableSink::new(epoch, move |r| {
+        let _ = tx.send(r);
+    });
+    let mut seq = 0;
+    while seq < rows {
+        let last = (seq + GROUP).min(rows);
+        for s in seq + 1..=last {
+            store.append(row(id, s), sink.clone());
+        }
+        loop {
+            match rx.recv().await.expect("the writer answers") {
+                Ok(durable) if durable >= last => break,
+                Ok(_) => continue,
+                Err(e) => panic!("a write failed: {e}"),
+            }
+        }
+        seq = last;
+    }
+}
