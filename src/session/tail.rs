@@ -204,9 +204,12 @@ impl Handler<Watch> for Tails {
             None => tail.start(),
         };
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
-        self.metrics.sessions_tailed.inc();
         let handle = TailHandle { addr, connections };
-        self.tails.insert(id, handle.clone());
+        // A stopped tail this one replaces is no longer counted (its
+        // `TailGone` then finds another tail in its place).
+        if self.tails.insert(id, handle.clone()).is_none() {
+            self.metrics.sessions_tailed.inc();
+        }
         Ok(handle)
     }
 }
