@@ -145,6 +145,9 @@ pub struct Metrics {
     /// Sessions another node runs whose journal this node tails for its
     /// spectators.
     pub sessions_tailed: Gauge,
+    /// Notices of journal commits this node heard (PostgreSQL `NOTIFY`,
+    /// one per group commit of any node).
+    pub journal_notices: Counter,
     /// From a journal row's writing on its owner to its frame's sending
     /// here by a tail (the nodes' clocks agreeing).
     pub journal_tail_lag_seconds: Histogram,
@@ -177,6 +180,7 @@ impl Default for Metrics {
             leases_lost: Counter::default(),
             sessions_taken_over: Counter::default(),
             sessions_tailed: Gauge::default(),
+            journal_notices: Counter::default(),
             journal_tail_lag_seconds: Histogram::new(SECONDS),
         }
     }
@@ -294,6 +298,12 @@ impl Metrics {
             "gauge",
             "Sessions another node runs whose journal this node tails for its spectators.",
             self.sessions_tailed.get().to_string(),
+        );
+        scalar(
+            "questd_journal_notices_total",
+            "counter",
+            "Notices of journal commits heard from the database (several nodes).",
+            self.journal_notices.get().to_string(),
         );
         let _ = writeln!(
             out,

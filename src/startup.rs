@@ -191,7 +191,14 @@ impl Application {
         let admission = admission.with_cluster(cluster.clone());
         let report =
             http::cluster::audience_report(store.clone(), cluster.clone(), store.node().id.clone());
-        let tails = Tails::new(store.clone(), metrics.clone(), report, arbiters.clone()).start();
+        let tails = Tails::new(
+            store.clone(),
+            metrics.clone(),
+            report,
+            arbiters.clone(),
+            settings.max_sessions,
+        )
+        .start();
         let listener_task = actix_web::rt::spawn(tail::listen(store.clone(), tails.clone()));
         let service = ServiceState::new(
             settings.service_per_minute,

@@ -104,7 +104,7 @@ pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
             "reachable": h.reachable_area_ids.iter().map(|r| brief(r.as_str())).collect::<Vec<_>>(),
         })),
         "areas": nearby(state, here),
-        "areas_total": state.areas.iter().count(),
+        "areas_total": state.areas.len(),
     })
 }
 
@@ -162,6 +162,19 @@ mod tests {
     use crate::protocol::SessionId;
     use crate::tools::Registry;
     use crate::tools::test_support::{SESSION, demo, session};
+
+    /// The players' messages a request carries, in order ("" for other
+    /// entries).
+    fn user_texts(request: &ModelRequest) -> Vec<&str> {
+        request
+            .messages
+            .iter()
+            .map(|m| match &**m {
+                HistoryEntry::User { text, .. } => text.as_str(),
+                _ => "",
+            })
+            .collect()
+    }
 
     /// The ids of the areas a context names, in its order.
     fn area_ids(context: &Value) -> Vec<&str> {
@@ -265,14 +278,7 @@ mod tests {
                 request.system.contains(&state.title),
                 "the campaign's prompt"
             );
-            let texts: Vec<&str> = request
-                .messages
-                .iter()
-                .map(|m| match &**m {
-                    HistoryEntry::User { text, .. } => text.as_str(),
-                    _ => "",
-                })
-                .collect();
+            let texts = user_texts(&request);
             assert_eq!(
                 texts,
                 ["look around", "go north"],
@@ -347,14 +353,7 @@ mod tests {
             RequestKind::Step,
             false,
         );
-        let texts: Vec<&str> = request
-            .messages
-            .iter()
-            .map(|m| match &**m {
-                HistoryEntry::User { text, .. } => text.as_str(),
-                _ => "",
-            })
-            .collect();
+        let texts = user_texts(&request);
         assert_eq!(texts, ["and then east"], "from the last player message on");
         assert!(request.system.is_empty());
         assert_eq!(request.context["turn"], 2, "the context is whole");

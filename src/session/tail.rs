@@ -43,6 +43,7 @@ use super::messages::{ChatRefused, Joined, Subscribe, Unsubscribe};
 use super::replay;
 use super::sequencer::Sequencer;
 use super::{MAX_STORED_BACKLOG_CHARS, RING_FRAMES};
+use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::metrics::Metrics;
 use crate::protocol::{ConnRole, SessionId};
@@ -126,6 +127,8 @@ pub struct Tails {
     metrics: Arc<Metrics>,
     report: AudienceReport,
     tails: HashMap<SessionId, TailHandle>,
+    /// Tails this node keeps at most (`QUESTD_MAX_SESSIONS`).
+    max_tails: usize,
     listening: bool,
     draining: bool,
 }
@@ -136,8 +139,10 @@ impl Tails {
         metrics: Arc<Metrics>,
         report: AudienceReport,
         arbiters: Vec<ArbiterHandle>,
+        max_tails: usize,
     ) -> Self {
         Self {
+            max_tails: max_tails.max(1),
             arbiters,
             next_arbiter: 0,
             store,
@@ -181,6 +186,17 @@ impl Handler<Watch> for Tails {
         {
             return Ok(tail.clone());
         }
+        // Each tail holds a session's state, as a live session does: a node
+        // tails at most as many sessions as it may run.
+        if self.tails.len() >= self.max_tails && !self.tails.contains_key(&id) {
+            return Err(ChatRefused::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "this node already follows {} sessions, the most it may",
+                    self.max_tails
+                ),
+            ));
+        }
         let connections = Arc::new(AtomicUsize::new(0));
         let tail = Tail {
             session_id: id.clone(),
@@ -218,6 +234,7 @@ impl Handler<Committed> for Tails {
     type Result = ();
 
     fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+        self.metrics.journal_notices.inc();
         match msg.0 {
             JournalNotice::Any => self.read_all(),
             JournalNotice::Sessions(ids) => {
@@ -458,12 +475,16 @@ impl Tail {
         }
     }
 
-    /// Connections came or went.
+    /// Connections came or went: the owner hears of it now, unless it
+    /// heard from this tail less than a [`TICK`] ago; then the next tick
+    /// tells it. A crowd joining costs a report a second, not one each.
     fn audience_changed(&mut self) {
         let spectators = self.fanout.connection_counts().1;
         self.idle_since = (spectators == 0).then(Instant::now);
-        if self.reported.map(|(n, _)| n) != Some(spectators) {
-            self.report(spectators);
+        match self.reported {
+            Some((n, _)) if n == spectators => {}
+            Some((_, at)) if at.elapsed() < TICK => {}
+            _ => self.report(spectators),
         }
     }
 
@@ -480,10 +501,13 @@ impl Tail {
             ctx.stop();
             return;
         }
-        if let Some((spectators, at)) = self.reported
-            && spectators > 0
-            && at.elapsed() >= AUDIENCE_REFRESH
-        {
+        // A change held back by the throttle, or a refresh that is due.
+        let spectators = self.fanout.connection_counts().1;
+        let due = match self.reported {
+            None => spectators > 0,
+            Some((n, at)) => n != spectators || (n > 0 && at.elapsed() >= AUDIENCE_REFRESH),
+        };
+        if due {
             self.report(spectators);
         }
     }

@@ -188,6 +188,31 @@ async fn a_spectator_on_another_node_watches_from_the_journal_through_a_failover
         on_b["questd_journal_tail_lag_seconds_count"] > 0.0,
         "{on_b:?}"
     );
+    // B was told of the commits, not only polling for them.
+    assert!(on_b["questd_journal_notices_total"] > 0.0, "{on_b:?}");
+}
+
+#[actix_web::test]
+async fn a_node_follows_no_more_sessions_than_it_may_run() {
+    let (_dir, db) = database();
+    let a = node(&db, "node-a");
+    let b = Server::start_with(
+        &db,
+        &[
+            ("QUESTD_NODE_ID", "node-b"),
+            ("QUESTD_LEASE_MS", LEASE_MS),
+            ("QUESTD_MAX_SESSIONS", "1"),
+        ],
+    );
+    let (s1, s2) = (a.demo().await, a.demo().await);
+    let (_watching, welcome) = b.connect(&s1.session_id, &s1.spectator_token, None).await;
+    assert_eq!(welcome["type"], "welcome");
+    // A second session's journal would be a second copy of a session's
+    // state on B: refused as a full node refuses, with a retry.
+    assert_eq!(
+        Ws::refused_status(&b.ws_url(&s2.session_id, &s2.spectator_token, None)).await,
+        503
+    );
 }
 
 #[actix_web::test]
