@@ -14,6 +14,11 @@ use serde_json::{Value, json};
 /// How long a test waits for any one frame before failing.
 pub const FRAME_WAIT: Duration = Duration::from_secs(20);
 
+/// How long a test server may take to start or to stop (its shutdown grace
+/// is 3 s): past it the test fails and names the step, where it would
+/// otherwise hang the whole suite.
+pub const SERVER_WAIT: Duration = Duration::from_secs(60);
+
 pub struct TestApp {
     pub port: u16,
     pub base: String,
@@ -90,8 +95,9 @@ pub async fn spawn_in(
             }
         })
     });
-    let (port, handle) = ready
+    let (port, handle) = tokio::time::timeout(SERVER_WAIT, ready)
         .await
+        .expect("the server starts within SERVER_WAIT")
         .expect("the server thread answers")
         .unwrap_or_else(|e| panic!("server builds: {e}"));
     TestApp {
@@ -322,7 +328,9 @@ impl Api for TestApp {
 
 impl TestApp {
     pub async fn stop(&self) {
-        self.handle.stop(true).await;
+        tokio::time::timeout(SERVER_WAIT, self.handle.stop(true))
+            .await
+            .expect("the server stops within SERVER_WAIT");
     }
 }
 

@@ -55,12 +55,12 @@ impl Raw {
 /// `body` exactly as written, so `Host` and every other header are the
 /// test's own; reads one answer (its head, then `Content-Length` bytes).
 async fn raw(app: &TestApp, head: &str, body: &str) -> Raw {
-    let mut stream = TcpStream::connect(("127.0.0.1", app.port)).await.unwrap();
     let request = format!("{}\r\n\r\n{body}", head.trim_end().replace('\n', "\r\n"));
-    stream.write_all(request.as_bytes()).await.unwrap();
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 4096];
     let read = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", app.port)).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
         loop {
             if let Some(end) = find(&bytes, b"\r\n\r\n") {
                 let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
