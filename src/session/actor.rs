@@ -24,6 +24,7 @@
 //! The turn loop moves on three things: durability notices, model events,
 //! and the deadline timer.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,7 +57,9 @@ use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
     CallId, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
 };
-use crate::storage::{DurableSink, Epoch, QueuedChat, SessionMeta, StorageError, now_ms};
+use crate::storage::{
+    DurableSink, Epoch, QueuedChat, SessionMeta, SnapshotWrite, StorageError, now_ms,
+};
 use crate::tools::{RawArgs, ToolError};
 
 /// WebSocket close code when the session had to stop (storage failure).
@@ -118,6 +121,8 @@ pub struct SessionActor {
     /// The node is shutting down: no new work; unload once the work taken
     /// is done.
     draining: bool,
+    /// Snapshot chunks known to be stored: a snapshot writes the others only.
+    stored_chunks: HashSet<String>,
 }
 
 impl SessionActor {
@@ -150,6 +155,7 @@ impl SessionActor {
             sink: None,
             stopping: false,
             draining: false,
+            stored_chunks: restored.stored_chunks.into_iter().collect(),
             deps,
         }
     }
@@ -207,7 +213,17 @@ impl SessionActor {
             waiter();
         }
         if self.sequencer.snapshot_due() {
-            self.write_snapshot(None);
+            let (done, rx) = oneshot::channel();
+            if let Some(named) = self.write_snapshot(done) {
+                // Once durable, what it named is what is stored.
+                ctx.spawn(
+                    actix::fut::wrap_future::<_, Self>(rx).map(move |res, act, _| {
+                        if matches!(res, Ok(Ok(()))) {
+                            act.stored_chunks = named;
+                        }
+                    }),
+                );
+            }
         }
     }
 
@@ -283,19 +299,40 @@ impl SessionActor {
         });
     }
 
-    /// Writes the released state as the session's snapshot.
-    fn write_snapshot(&mut self, done: Option<oneshot::Sender<Result<(), StorageError>>>) {
+    /// Writes the released state as the session's snapshot, in pieces
+    /// (`crate::game::pieces`): the manifest and the chunks not known to be
+    /// stored. `done` hears when it is durable. Answers the chunk ids the
+    /// snapshot names (`None` if the state did not serialize).
+    fn write_snapshot(
+        &mut self,
+        done: oneshot::Sender<Result<(), StorageError>>,
+    ) -> Option<HashSet<String>> {
         self.sequencer.snapshot_taken();
-        match serde_json::to_string(&self.state) {
-            Ok(state) => self.deps.store.snapshot(
-                &self.meta.session_id,
-                self.sequencer.released(),
-                self.epoch,
-                state,
-                done,
-            ),
-            Err(e) => tracing::error!(error = %e, "state did not serialize"),
+        let pieces = match self.state.pieces() {
+            Ok(pieces) => pieces,
+            Err(e) => {
+                tracing::error!(error = %e, "state did not serialize");
+                let _ = done.send(Err(StorageError::Corrupt(e.to_string())));
+                return None;
+            }
+        };
+        let mut named = HashSet::with_capacity(pieces.chunks.len());
+        let mut chunks = Vec::new();
+        for chunk in pieces.chunks {
+            if named.insert(chunk.id.clone()) && !self.stored_chunks.contains(&chunk.id) {
+                chunks.push((chunk.id, chunk.body));
+            }
         }
+        let snapshot = SnapshotWrite {
+            seq: self.sequencer.released(),
+            state: pieces.manifest,
+            chunks,
+            keep: named.iter().cloned().collect(),
+        };
+        self.deps
+            .store
+            .snapshot(&self.meta.session_id, self.epoch, snapshot, Some(done));
+        Some(named)
     }
 
     // ----- the turn loop ---------------------------------------------------
@@ -607,7 +644,7 @@ impl SessionActor {
         self.stopping = true;
         self.deps.metrics.sessions_hibernated.inc();
         let (done, rx) = oneshot::channel();
-        self.write_snapshot(Some(done));
+        self.write_snapshot(done);
         ctx.wait(actix::fut::wrap_future::<_, Self>(rx).map(|res, act, ctx| {
             if !matches!(res, Ok(Ok(()))) {
                 tracing::warn!(session_id = %act.meta.session_id, "final snapshot failed; the journal still holds everything");

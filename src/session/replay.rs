@@ -11,7 +11,7 @@ use super::MAX_STORED_BACKLOG_CHARS;
 use super::intake::RecentRequests;
 use super::messages::ChatRefused;
 use crate::error::ErrorCode;
-use crate::game::{Effect, GameState, HistoryEntry};
+use crate::game::{Effect, GameState, HistoryEntry, pieces};
 use crate::protocol::{SessionId, TurnEnd, TurnId};
 use crate::storage::{Epoch, LoadedSession, QueuedChat, StorageError, Store};
 
@@ -27,6 +27,9 @@ pub(super) struct Restored {
     pub epoch: Epoch,
     /// Chats stored and acknowledged whose turns never started.
     pub stored_chats: Vec<QueuedChat>,
+    /// The snapshot chunks stored for the session (see
+    /// `crate::game::pieces`).
+    pub stored_chunks: Vec<String>,
 }
 
 /// Rebuilds the state a session had: its snapshot, then every later journal
@@ -40,8 +43,10 @@ pub(super) fn restore(
     let corrupt = |what: &str, seq: u64, e: serde_json::Error| {
         StorageError::Corrupt(format!("{what} at seq {seq}: {e}"))
     };
-    let mut state: GameState = serde_json::from_str(&loaded.snapshot)
-        .map_err(|e| corrupt("snapshot", loaded.snapshot_seq, e))?;
+    let (mut state, stored_chunks) = pieces::assemble(&loaded.snapshot, &loaded.snapshot_chunks)
+        .map_err(|e| {
+            StorageError::Corrupt(format!("snapshot at seq {}: {e}", loaded.snapshot_seq))
+        })?;
     let mut last_seq = loaded.snapshot_seq;
     for row in &loaded.rows {
         apply(&mut state, row.effect.as_deref(), row.history.as_deref())
@@ -70,6 +75,7 @@ pub(super) fn restore(
         interrupted_turn,
         epoch,
         stored_chats: queued,
+        stored_chunks,
     })
 }
 
@@ -99,6 +105,7 @@ pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
         interrupted_turn: None,
         epoch,
         stored_chats: Vec::new(),
+        stored_chunks: Vec::new(),
     }
 }
 

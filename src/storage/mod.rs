@@ -12,6 +12,7 @@ mod sql;
 mod sqlite;
 mod writer;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -257,13 +258,33 @@ pub enum JournalNotice {
 
 pub use postgres::JournalNotices;
 
+/// A snapshot to store: the state after journal row `seq`, as a manifest
+/// and chunks (`crate::game::pieces`) or whole.
+///
+/// The store keeps a session's chunks by id. It writes `chunks` (those the
+/// session does not know to be stored; one already there is left as it is),
+/// replaces the snapshot unless a later one is stored, and then deletes the
+/// session's chunks that `keep` does not name.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotWrite {
+    pub seq: u64,
+    /// The manifest, or a whole state.
+    pub state: String,
+    /// Chunks to store, as (id, body).
+    pub chunks: Vec<(String, String)>,
+    /// Every chunk id the manifest names.
+    pub keep: Vec<String>,
+}
+
 /// Everything needed to bring a session back.
 #[derive(Debug, Clone)]
 pub struct LoadedSession {
     pub meta: SessionMeta,
-    /// The snapshot's seq and JSON.
+    /// The snapshot's seq and JSON (a manifest or a whole state).
     pub snapshot_seq: u64,
     pub snapshot: String,
+    /// The session's stored snapshot chunks, by id, read with the snapshot.
+    pub snapshot_chunks: HashMap<String, String>,
     /// Journal rows after the snapshot, in seq order.
     pub rows: Vec<StoredRow>,
     /// The last frames (seq, JSON), oldest first, for resume.
@@ -504,12 +525,11 @@ impl Store {
     pub fn snapshot(
         &self,
         session_id: &str,
-        seq: u64,
         epoch: Epoch,
-        state: String,
+        snapshot: SnapshotWrite,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     ) {
-        self.writes.snapshot(session_id, seq, epoch, state, done)
+        self.writes.snapshot(session_id, epoch, snapshot, done)
     }
 
     /// Stores a chat taken while a turn runs, written under `epoch`; `done`

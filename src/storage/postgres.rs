@@ -239,17 +239,44 @@ pub(super) async fn write_batch(
             }
             WriteOp::Snapshot {
                 session_id,
-                seq,
-                state,
+                snapshot,
                 ..
             } => {
-                sqlx::query(super::sql::UPSERT_SNAPSHOT)
+                if !snapshot.chunks.is_empty() {
+                    let (ids, bodies): (Vec<&str>, Vec<&str>) = snapshot
+                        .chunks
+                        .iter()
+                        .map(|(id, body)| (id.as_str(), body.as_str()))
+                        .unzip();
+                    sqlx::query(
+                        "INSERT INTO snapshot_chunks (session_id, chunk_id, body) \
+                         SELECT $1, * FROM UNNEST($2::text[], $3::text[]) \
+                         ON CONFLICT (session_id, chunk_id) DO NOTHING",
+                    )
                     .bind(session_id)
-                    .bind(*seq as i64)
-                    .bind(state)
-                    .bind(now_ms())
+                    .bind(ids)
+                    .bind(bodies)
                     .execute(&mut *conn)
                     .await?;
+                }
+                let replaced = sqlx::query(super::sql::UPSERT_SNAPSHOT)
+                    .bind(session_id)
+                    .bind(snapshot.seq as i64)
+                    .bind(&snapshot.state)
+                    .bind(now_ms())
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected();
+                if replaced > 0 {
+                    sqlx::query(
+                        "DELETE FROM snapshot_chunks WHERE session_id = $1 \
+                         AND chunk_id <> ALL($2::text[])",
+                    )
+                    .bind(session_id)
+                    .bind(&snapshot.keep)
+                    .execute(&mut *conn)
+                    .await?;
+                }
             }
             WriteOp::CreateSession { meta, snapshot, .. } => {
                 sqlx::query(super::sql::INSERT_SESSION)

@@ -22,6 +22,9 @@ pub(super) const DELETE_INBOX: &str = "DELETE FROM inbox WHERE session_id = $1 A
 pub(super) const UPSERT_SNAPSHOT: &str = "INSERT INTO snapshots (session_id, seq, state, updated_at) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, \
      state = excluded.state, updated_at = excluded.updated_at WHERE excluded.seq >= snapshots.seq";
+/// A snapshot chunk, unless the session has it already.
+pub(super) const INSERT_CHUNK: &str = "INSERT INTO snapshot_chunks (session_id, chunk_id, body) \
+     VALUES ($1, $2, $3) ON CONFLICT (session_id, chunk_id) DO NOTHING";
 pub(super) const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, tenant_id, campaign_id, \
      title, player_token, spectator_token, created_at, visibility) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
@@ -173,15 +176,31 @@ macro_rules! queries {
             let Some(meta) = session_meta(pool, session_id).await? else {
                 return Ok(None);
             };
-            let snap = sqlx::query("SELECT seq, state FROM snapshots WHERE session_id = $1")
-                .bind(session_id)
-                .fetch_optional(pool)
-                .await?
-                .ok_or_else(|| {
-                    StorageError::Corrupt(format!("session {session_id} has no snapshot"))
-                })?;
-            let snapshot_seq: i64 = snap.try_get(0)?;
-            let snapshot: String = snap.try_get(1)?;
+            // The snapshot and its chunks in one statement, so one
+            // consistent view of the database: a snapshot written meanwhile
+            // deletes the chunks it no longer names in its own commit.
+            let pieces = sqlx::query(
+                "SELECT seq, state, CAST(NULL AS TEXT), CAST(NULL AS TEXT) FROM snapshots \
+                 WHERE session_id = $1 UNION ALL SELECT CAST(NULL AS BIGINT), \
+                 CAST(NULL AS TEXT), chunk_id, body FROM snapshot_chunks WHERE session_id = $1",
+            )
+            .bind(session_id)
+            .fetch_all(pool)
+            .await?;
+            let mut snap = None;
+            let mut snapshot_chunks = std::collections::HashMap::new();
+            for r in pieces {
+                match (r.try_get::<Option<i64>, _>(0)?, r.try_get::<Option<String>, _>(2)?) {
+                    (Some(seq), _) => snap = Some((seq, r.try_get::<String, _>(1)?)),
+                    (None, Some(id)) => {
+                        snapshot_chunks.insert(id, r.try_get::<String, _>(3)?);
+                    }
+                    (None, None) => {}
+                }
+            }
+            let (snapshot_seq, snapshot) = snap.ok_or_else(|| {
+                StorageError::Corrupt(format!("session {session_id} has no snapshot"))
+            })?;
             let rows = sqlx::query(
                 "SELECT seq, turn_id, request_id, effect, history FROM journal \
                  WHERE session_id = $1 AND seq > $2 ORDER BY seq",
@@ -254,6 +273,7 @@ macro_rules! queries {
                 meta,
                 snapshot_seq: snapshot_seq as u64,
                 snapshot,
+                snapshot_chunks,
                 rows,
                 recent_frames,
             }))

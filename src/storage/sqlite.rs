@@ -190,16 +190,28 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
             }
             WriteOp::Snapshot {
                 session_id,
-                seq,
-                state,
+                snapshot,
                 ..
             } => {
-                conn.prepare_cached(sql::UPSERT_SNAPSHOT)?.execute(params![
+                let mut insert = conn.prepare_cached(sql::INSERT_CHUNK)?;
+                for (id, body) in &snapshot.chunks {
+                    insert.execute(params![session_id, id, body])?;
+                }
+                let replaced = conn.prepare_cached(sql::UPSERT_SNAPSHOT)?.execute(params![
                     session_id,
-                    *seq as i64,
-                    state,
+                    snapshot.seq as i64,
+                    snapshot.state,
                     now_ms()
                 ])?;
+                if replaced > 0 {
+                    let keep = serde_json::to_string(&snapshot.keep)
+                        .map_err(|e| StorageError::Database(e.to_string()))?;
+                    conn.prepare_cached(
+                        "DELETE FROM snapshot_chunks WHERE session_id = ?1 \
+                         AND chunk_id NOT IN (SELECT value FROM json_each(?2))",
+                    )?
+                    .execute(params![session_id, keep])?;
+                }
             }
             WriteOp::CreateSession { meta, snapshot, .. } => {
                 conn.prepare_cached(sql::INSERT_SESSION)?.execute(params![

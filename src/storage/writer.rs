@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 
 use super::{
     AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
-    QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, StorageError, now_ms,
+    QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SnapshotWrite, StorageError, now_ms,
 };
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
@@ -29,9 +29,8 @@ pub(super) enum WriteOp {
     Row(JournalRow, DurableSink),
     Snapshot {
         session_id: String,
-        seq: u64,
         epoch: Epoch,
-        state: String,
+        snapshot: SnapshotWrite,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     },
     Audit(AuditRow),
@@ -132,16 +131,14 @@ impl Writes {
     pub(super) fn snapshot(
         &self,
         session_id: &str,
-        seq: u64,
         epoch: Epoch,
-        state: String,
+        snapshot: SnapshotWrite,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     ) {
         let op = WriteOp::Snapshot {
             session_id: session_id.to_owned(),
-            seq,
             epoch,
-            state,
+            snapshot,
             done,
         };
         if let Err(e) = self.tx.try_send(op) {

@@ -133,3 +133,28 @@ async fn drop_finished_runs(c: &mut PgConnection) {
         let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *c).await;
     }
 }
+
+/// The rows `sql` answers on the database `url` names (SQLite or
+/// PostgreSQL), with `$1` bound to `param`; every column must be text.
+pub async fn text_rows(url: &str, sql: &str, param: &str) -> Vec<Vec<String>> {
+    use sqlx::{Row, SqliteConnection};
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    fn texts<R: Row>(r: &R) -> Vec<String>
+    where
+        usize: sqlx::ColumnIndex<R>,
+        for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    {
+        (0..r.len())
+            .map(|i| r.try_get::<String, _>(i).expect("a text column"))
+            .collect()
+    }
+    if url.starts_with("postgres") {
+        let mut c = PgConnection::connect(url).await.expect("connects");
+        let rows = sqlx::query(sql).bind(param).fetch_all(&mut c).await;
+        rows.expect("query runs").iter().map(texts).collect()
+    } else {
+        let mut c = SqliteConnection::connect(url).await.expect("connects");
+        let rows = sqlx::query(sql).bind(param).fetch_all(&mut c).await;
+        rows.expect("query runs").iter().map(texts).collect()
+    }
+}

@@ -248,3 +248,141 @@ async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
     let moves = moves_in_log(&server, &s).await;
     assert_eq!(moves.len(), 1, "{moves:?}");
 }
+
+/// A session's stored snapshot: its seq, its manifest and its chunks' sizes.
+struct StoredSnapshot {
+    seq: u64,
+    manifest: serde_json::Value,
+    chunks: std::collections::HashMap<String, usize>,
+}
+
+impl StoredSnapshot {
+    async fn read(app: &TestApp, s: &Session) -> Self {
+        let snapshot = crate::database::text_rows(
+            &app.db_url,
+            "SELECT CAST(seq AS TEXT), state FROM snapshots WHERE session_id = $1",
+            &s.session_id,
+        )
+        .await;
+        let chunks = crate::database::text_rows(
+            &app.db_url,
+            "SELECT chunk_id, body FROM snapshot_chunks WHERE session_id = $1",
+            &s.session_id,
+        )
+        .await;
+        Self {
+            seq: snapshot[0][0].parse().unwrap(),
+            manifest: serde_json::from_str(&snapshot[0][1]).unwrap(),
+            chunks: chunks
+                .into_iter()
+                .map(|r| (r[0].clone(), r[1].len()))
+                .collect(),
+        }
+    }
+
+    /// The chunk ids the manifest names, sorted.
+    fn named(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.manifest["chunked"]
+            .as_object()
+            .expect("a snapshot in pieces")
+            .values()
+            .flat_map(|ids| ids.as_array().unwrap().iter())
+            .map(|id| id.as_str().unwrap().to_owned())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    fn stored(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.chunks.keys().cloned().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Bytes of this snapshot's chunks that `earlier` did not have.
+    fn bytes_new_since(&self, earlier: &Self) -> usize {
+        self.chunks
+            .iter()
+            .filter(|(id, _)| !earlier.chunks.contains_key(*id))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// Plays `explore` until the stored snapshot is a newer one (a snapshot is
+/// due every 256 frames), and answers it.
+async fn play_to_next_snapshot(app: &TestApp, s: &Session, ws: &mut Ws) -> StoredSnapshot {
+    let at = StoredSnapshot::read(app, s).await.seq;
+    for turn in 0..400 {
+        ws.play("explore", &format!("explore-{at}-{turn}")).await;
+        let now = StoredSnapshot::read(app, s).await;
+        if now.seq > at {
+            return now;
+        }
+    }
+    panic!("no snapshot after 400 turns")
+}
+
+#[actix_web::test]
+async fn snapshots_write_what_changed_and_restarts_bring_back_the_same_state() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let settings = |s: &mut questd::Settings| {
+        s.chat_burst = 1000;
+        s.chat_per_minute = 1_000_000;
+    };
+    let offline = || Arc::new(OfflineGameMaster::default());
+    let app = spawn_in(dir.clone(), settings, offline()).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let first = play_to_next_snapshot(&app, &s, &mut ws).await;
+    let second = play_to_next_snapshot(&app, &s, &mut ws).await;
+    for snapshot in [&first, &second] {
+        assert_eq!(snapshot.named(), snapshot.stored(), "stored: what it names");
+    }
+    // What no turn changed kept its chunks, which were not written again.
+    for list in ["lore", "npcs", "content"] {
+        assert!(
+            !first.manifest["chunked"][list]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            first.manifest["chunked"][list], second.manifest["chunked"][list],
+            "{list}"
+        );
+    }
+    let total: usize = second.chunks.values().sum();
+    assert!(
+        second.bytes_new_since(&first) < total,
+        "the second snapshot wrote all {total} bytes again"
+    );
+    let before = app.snapshot(&s).await;
+    assert!(before["areas"].as_array().unwrap().len() > 30, "{before}");
+    ws.close().await;
+    app.stop().await;
+    drop(app);
+
+    // Restarted, the session is the same; it knows which chunks are stored
+    // and its next snapshot again leaves exactly what it names.
+    let app = spawn_in(dir.clone(), settings, offline()).await;
+    assert_eq!(
+        app.snapshot(&s).await,
+        before,
+        "the same state after a restart"
+    );
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let third = play_to_next_snapshot(&app, &s, &mut ws).await;
+    assert_eq!(third.named(), third.stored());
+    let before = app.snapshot(&s).await;
+    ws.close().await;
+    app.stop().await;
+    drop(app);
+    let app = spawn_in(dir, settings, offline()).await;
+    assert_eq!(
+        app.snapshot(&s).await,
+        before,
+        "the same state after a restart"
+    );
+}
