@@ -42,13 +42,34 @@ async fn turn(ws: &mut Ws, text: &str, rid: &str) -> f64 {
     panic!("the connection ended");
 }
 
-/// The database's size on disk, its WAL included.
-fn db_bytes(path: &Path) -> u64 {
-    ["", "-wal"]
-        .iter()
-        .filter_map(|ext| std::fs::metadata(format!("{}{ext}", path.display())).ok())
-        .map(|m| m.len())
-        .sum()
+/// Bytes process `pid` has caused to be written to storage.
+fn written_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("write_bytes: "))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The session's stored state: its snapshot and chunks, in bytes, and the
+/// journal rows after the snapshot.
+fn stored_state(db: &Path, session_id: &str) -> (u64, u64) {
+    let conn = rusqlite::Connection::open(db).expect("the database opens");
+    // (0 where a table is missing: a server from before snapshots in pieces.)
+    let query = |sql: &str| -> u64 {
+        conn.query_row(sql, [session_id], |r| r.get::<_, i64>(0))
+            .unwrap_or(0) as u64
+    };
+    let bytes = query("SELECT length(state) FROM snapshots WHERE session_id = ?1")
+        + query("SELECT COALESCE(SUM(length(body)), 0) FROM snapshot_chunks WHERE session_id = ?1");
+    let rows = query(
+        "SELECT COUNT(*) FROM journal WHERE session_id = ?1 \
+         AND seq > (SELECT seq FROM snapshots WHERE session_id = ?1)",
+    );
+    (bytes, rows)
 }
 
 #[tokio::main]
@@ -62,7 +83,9 @@ async fn main() {
     let every: usize = every.parse().expect("every");
     let dir = tempfile::tempdir().expect("a temporary folder");
     let db = dir.path().join("growth.db");
-    let (_node, port) = start(binary, &format!("sqlite://{}", db.display()), "growth");
+    let url = format!("sqlite://{}", db.display());
+    let (node, port) = start(binary, &url, "growth");
+    let pid = node.0.id();
     let http = reqwest::Client::new();
     let session = create_session(&http, port).await;
     let snapshot_url = format!(
@@ -71,8 +94,9 @@ async fn main() {
     );
     let token = session["player_token"].as_str().expect("token").to_owned();
     let mut ws = connect(port, &session, "player_token", 0).await;
-    println!("| turns | areas | median turn ms | worst turn ms | database KB per turn |");
-    println!("|---:|---:|---:|---:|---:|");
+    let session_id = session["session_id"].as_str().expect("id").to_owned();
+    println!("| turns | areas | median turn ms | worst turn ms | KB written per turn | state KB |");
+    println!("|---:|---:|---:|---:|---:|---:|");
     let snapshot = || async {
         http.get(&snapshot_url)
             .bearer_auth(&token)
@@ -85,7 +109,7 @@ async fn main() {
     };
     let mut visited = std::collections::HashSet::new();
     let mut times = Vec::with_capacity(every);
-    let mut bytes_before = db_bytes(&db);
+    let mut bytes_before = written_bytes(pid);
     for n in 1..=turns {
         let text = match n % 3 {
             1 => "explore".to_owned(),
@@ -122,15 +146,38 @@ async fn main() {
             let state = snapshot().await;
             let areas = state["areas"].as_array().map_or(0, Vec::len);
             times.sort_by(f64::total_cmp);
-            let bytes = db_bytes(&db);
+            let bytes = written_bytes(pid);
+            let (state_bytes, _) = stored_state(&db, &session_id);
             println!(
-                "| {n} | {areas} | {:.2} | {:.2} | {:.1} |",
+                "| {n} | {areas} | {:.2} | {:.2} | {:.1} | {:.0} |",
                 times[times.len() / 2],
                 times.last().copied().unwrap_or_default(),
-                (bytes.saturating_sub(bytes_before)) as f64 / 1024.0 / every as f64
+                (bytes.saturating_sub(bytes_before)) as f64 / 1024.0 / every as f64,
+                state_bytes as f64 / 1024.0,
             );
             bytes_before = bytes;
             times.clear();
         }
     }
+    // A crash, then the session loaded again by the next server.
+    drop(ws);
+    drop(node);
+    let (state_bytes, rows) = stored_state(&db, &session_id);
+    let (_node, port) = start(binary, &url, "growth");
+    let began = Instant::now();
+    let loaded = http
+        .get(format!(
+            "http://127.0.0.1:{port}/api/v1/sessions/{session_id}"
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("the session loads");
+    assert!(loaded.status().is_success(), "{}", loaded.status());
+    println!(
+        "\nafter SIGKILL: the session loaded in {:.1} ms ({:.0} KB of stored state, \
+         {rows} journal rows replayed)",
+        began.elapsed().as_secs_f64() * 1000.0,
+        state_bytes as f64 / 1024.0
+    );
 }
