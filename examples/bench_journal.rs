@@ -47,7 +47,8 @@ fn row(session_id: &str, seq: u64) -> JournalRow {
         frame: format!(
             r#"{{"type":"tool_result","seq":{seq},"turn_id":"turn_{}","call_id":"call_1","tool":"roll_dice","status":"ok","result":{{"rolls":[4],"total":4,"expression":"1d6"}},"duration_ms":0.02}}"#,
             seq / GROUP
-        ),
+        )
+        .into(),
         effect: Some(r#"{"kind":"roll","total":4}"#.into()),
         history: Some(
             r#"{"role":"tool","turn_id":"turn_1","call_id":"call_1","tool":"roll_dice","content":"{\"rolls\":[4],\"total\":4}"}"#

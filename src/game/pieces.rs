@@ -20,7 +20,6 @@
 //! first snapshots are (and every snapshot once was), and is read as such.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -165,12 +164,18 @@ impl Cutter {
 
 /// The id of a chunk: 32 hex digits of its SHA-256.
 fn chunk_id(body: &[u8]) -> String {
-    let digest = Sha256::digest(body);
-    let mut id = String::with_capacity(32);
-    for b in &digest[..16] {
-        let _ = write!(id, "{b:02x}");
+    hex(&Sha256::digest(body)[..16])
+}
+
+/// Bytes as lowercase hex digits, two per byte.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
     }
-    id
+    s
 }
 
 /// FNV-1a, 64 bits, with MurmurHash3's finalizer so that its low bits are

@@ -123,6 +123,9 @@ pub struct SessionActor {
     draining: bool,
     /// Snapshot chunks known to be stored: a snapshot writes the others only.
     stored_chunks: HashSet<String>,
+    /// The game master's tools in the model's shape, made on the first model
+    /// call (the campaign's allowlist never changes during a session).
+    model_tools: Option<Arc<[serde_json::Value]>>,
 }
 
 impl SessionActor {
@@ -156,6 +159,7 @@ impl SessionActor {
             stopping: false,
             draining: false,
             stored_chunks: restored.stored_chunks.into_iter().collect(),
+            model_tools: None,
             deps,
         }
     }
@@ -495,7 +499,17 @@ impl SessionActor {
         let budget = self.deps.limits.history_tokens;
         let turn_no = t.turn.turn_no();
         let whole = self.deps.provider.reads_conversation();
-        let request = prompt::model_request(&self.view(), in_flight, budget, turn_no, kind, whole);
+        let tools = match &self.model_tools {
+            Some(tools) => tools.clone(),
+            None => {
+                let view = self.view();
+                let tools = view.registry.openai_tools(&view.game_master());
+                self.model_tools = Some(tools.clone());
+                tools
+            }
+        };
+        let request =
+            prompt::model_request(&self.view(), tools, in_flight, budget, turn_no, kind, whole);
         self.stream_model(request, ctx);
     }
 

@@ -33,6 +33,7 @@ use crate::protocol::TurnId;
 /// system prompt, and no history to cut or summarize.
 pub(super) fn model_request(
     view: &SessionView<'_>,
+    tools: Arc<[Value]>,
     in_flight: impl IntoIterator<Item = Arc<HistoryEntry>>,
     history_tokens: usize,
     turn_no: u64,
@@ -46,7 +47,6 @@ pub(super) fn model_request(
         .cloned()
         .chain(in_flight)
         .collect();
-    let tools = view.registry.openai_tools(&view.game_master());
     let context = context_json(view, turn_no);
     if !whole_conversation {
         let turn_start = history
@@ -84,34 +84,63 @@ pub(super) const NEARBY_AREAS: usize = 64;
 /// anywhere) and how many areas the map has in all.
 pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
     let state = view.state;
-    let brief = |id: &str| {
-        state
-            .area(id)
-            .map(|a| json!({"area_id": a.area_id, "name": a.name}))
-            .unwrap_or(Value::Null)
-    };
     let actor = state.active_actor();
     let here = actor.and_then(|a| state.area(a.area_id.as_str()));
-    json!({
-        "session_id": view.session_id,
-        "turn": turn_no,
-        "active_actor": actor.map(|a| json!({
-            "character_id": a.character_id, "name": a.name, "hp": a.hp, "max_hp": a.max_hp,
-            "state": a.state, "area_id": a.area_id,
-        })),
-        "current_area": here.map(|h| json!({
-            "area_id": h.area_id, "name": h.name, "description": h.description,
-            "reachable": h.reachable_area_ids.iter().map(|r| brief(r.as_str())).collect::<Vec<_>>(),
-        })),
-        "areas": nearby(state, here),
-        "areas_total": state.areas.len(),
-    })
+    // Built as values directly: `json!` would serialize every nested list
+    // again into a copy.
+    let actor = actor.map_or(Value::Null, |a| {
+        object([
+            ("character_id", text(a.character_id.as_str())),
+            ("name", text(&a.name)),
+            ("hp", a.hp.into()),
+            ("max_hp", a.max_hp.into()),
+            ("state", json!(a.state)),
+            ("area_id", text(a.area_id.as_str())),
+        ])
+    });
+    let current = here.map_or(Value::Null, |h| {
+        let reachable = h
+            .reachable_area_ids
+            .iter()
+            .map(|r| state.area(r.as_str()).map_or(Value::Null, brief))
+            .collect();
+        object([
+            ("area_id", text(h.area_id.as_str())),
+            ("name", text(&h.name)),
+            ("description", text(&h.description)),
+            ("reachable", Value::Array(reachable)),
+        ])
+    });
+    object([
+        ("session_id", text(view.session_id.as_str())),
+        ("turn", turn_no.into()),
+        ("active_actor", actor),
+        ("current_area", current),
+        ("areas", Value::Array(nearby(state, here))),
+        ("areas_total", state.areas.len().into()),
+    ])
+}
+
+/// A JSON object of these fields.
+fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+fn text(s: &str) -> Value {
+    Value::String(s.to_owned())
+}
+
+/// An area as the context names it: `{area_id, name}`.
+fn brief(a: &Area) -> Value {
+    object([
+        ("area_id", text(a.area_id.as_str())),
+        ("name", text(&a.name)),
+    ])
 }
 
 /// The areas within [`NEARBY_STEPS`] moves of `here`, nearest first, at
 /// most [`NEARBY_AREAS`], each as `{area_id, name}`.
 fn nearby(state: &GameState, here: Option<&Area>) -> Vec<Value> {
-    let brief = |a: &Area| json!({"area_id": a.area_id, "name": a.name});
     let Some(here) = here else {
         return state.areas.iter().take(NEARBY_AREAS).map(brief).collect();
     };
@@ -162,6 +191,11 @@ mod tests {
     use crate::protocol::SessionId;
     use crate::tools::Registry;
     use crate::tools::test_support::{SESSION, demo, session};
+
+    /// The game master's tools in a session of `state`.
+    fn gm_tools(registry: &Registry, state: &GameState, id: &SessionId) -> Arc<[Value]> {
+        registry.openai_tools(&view(registry, state, id).game_master())
+    }
 
     /// The players' messages a request carries, in order ("" for other
     /// entries).
@@ -267,6 +301,7 @@ mod tests {
         for kind in [RequestKind::Step, RequestKind::WrapUp] {
             let request = model_request(
                 &view(&registry, &state, &id),
+                gm_tools(&registry, &state, &id),
                 in_flight.clone(),
                 0,
                 2,
@@ -347,6 +382,7 @@ mod tests {
         let in_flight = [said("turn_2", "and then east")];
         let request = model_request(
             &view(&registry, &state, &id),
+            gm_tools(&registry, &state, &id),
             in_flight,
             6000,
             2,
@@ -370,6 +406,7 @@ mod tests {
         }
         let whole = model_request(
             &view(&registry, &state, &id),
+            gm_tools(&registry, &state, &id),
             [],
             0,
             41,
@@ -379,6 +416,7 @@ mod tests {
         assert_eq!(whole.messages.len(), 40, "0 is no limit");
         let cut = model_request(
             &view(&registry, &state, &id),
+            gm_tools(&registry, &state, &id),
             [],
             500,
             41,

@@ -145,7 +145,7 @@ impl Sequencer {
             turn_id,
             kind,
             request_id,
-            frame: String::from(&*staged.bytes),
+            frame: staged.bytes.clone(),
             effect: staged
                 .effect
                 .as_ref()

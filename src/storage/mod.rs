@@ -214,8 +214,8 @@ pub struct JournalRow {
     pub turn_id: Option<String>,
     pub kind: &'static str,
     pub request_id: Option<String>,
-    /// The frame exactly as sent to clients.
-    pub frame: String,
+    /// The frame exactly as sent to clients (the same bytes, shared).
+    pub frame: bytestring::ByteString,
     /// JSON of the [`crate::game::Effect`] to apply, if any.
     pub effect: Option<String>,
     /// JSON of the [`crate::game::HistoryEntry`] to record, if any.

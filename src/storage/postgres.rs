@@ -364,7 +364,7 @@ async fn insert_rows(
     .bind(column(|r| r.turn_id.as_deref()))
     .bind(column(|r| Some(r.kind)))
     .bind(column(|r| r.request_id.as_deref()))
-    .bind(column(|r| Some(r.frame.as_str())))
+    .bind(column(|r| Some(&*r.frame)))
     .bind(column(|r| r.effect.as_deref()))
     .bind(column(|r| r.history.as_deref()))
     .bind(column(|r| r.action.as_deref()))

@@ -818,10 +818,7 @@ pub fn canonical_json(v: &Value) -> String {
 /// hash the same, whatever their key order.
 pub fn args_hash(v: &Value) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(canonical_json(v).as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::game::pieces::hex(&Sha256::digest(canonical_json(v).as_bytes()))
 }
 
 /// Reads validated arguments into a tool's typed struct.
