@@ -1,6 +1,7 @@
 //! The `questd` binary: parse settings, start logging, then run the server
 //! or drive a load test against one.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -41,7 +42,15 @@ fn init_logs(settings: &Settings, to_stderr: bool) {
         eprintln!("bad QUESTD_LOG filter ({e}); using info");
         EnvFilter::new("info")
     });
-    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colours only on a terminal: a log file or a pipe gets plain text.
+    let ansi = if to_stderr {
+        std::io::stderr().is_terminal()
+    } else {
+        std::io::stdout().is_terminal()
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     match (settings.log_format, to_stderr) {
         (LogFormat::Json, false) => logs.json().init(),
         (LogFormat::Json, true) => logs.json().with_writer(std::io::stderr).init(),
