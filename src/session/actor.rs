@@ -26,6 +26,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -49,7 +50,7 @@ use super::running::Running;
 use super::sequencer::{Entry, Sequencer};
 use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::turn_frames;
-use super::{HubLink, Outbound, SessionDeps, SessionStats, SessionView, Unregister, random_token};
+use super::{HubLink, Outbound, SessionDeps, SessionView, Unregister, random_token};
 use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
@@ -293,14 +294,13 @@ impl SessionActor {
         }
     }
 
+    /// Updates the counts the hub lists the session with.
     fn report_stats(&self) {
         let (players, spectators) = self.fanout.connection_counts();
-        self.hub.stats.do_send(SessionStats {
-            session_id: self.session_id.clone(),
-            players,
-            spectators,
-            turns: self.state.turn,
-        });
+        let stats = &self.hub.stats;
+        stats.players.store(players, Ordering::Relaxed);
+        stats.spectators.store(spectators, Ordering::Relaxed);
+        stats.turns.store(self.state.turn, Ordering::Relaxed);
     }
 
     /// Writes the released state as the session's snapshot, in pieces

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -92,9 +92,8 @@ struct Live {
     handle: SessionHandle,
     /// The claim the session runs under, renewed by the hub.
     epoch: Epoch,
-    players: usize,
-    spectators: usize,
-    turns: u64,
+    /// Its counts, kept up to date by the actor.
+    stats: Arc<SessionStats>,
 }
 
 /// Owns the id -> actor map. Runs on the system arbiter; session actors run
@@ -243,10 +242,11 @@ impl SessionHub {
     ) -> SessionHandle {
         let epoch = restored.epoch;
         let deps = self.deps.clone();
-        let turns = restored.state.turn;
+        let stats = Arc::new(SessionStats::default());
+        stats.turns.store(restored.state.turn, Ordering::Relaxed);
         let actor_meta = meta.clone();
         let hub = HubLink {
-            stats: hub.clone().recipient(),
+            stats: stats.clone(),
             unregister: hub.recipient(),
         };
         let addr = match self
@@ -270,9 +270,7 @@ impl SessionHub {
             Live {
                 handle: handle.clone(),
                 epoch,
-                players: 0,
-                spectators: 0,
-                turns,
+                stats,
             },
         );
         handle
@@ -402,26 +400,14 @@ impl Handler<ListLive> for SessionHub {
             .map(|(session_id, l)| LiveInfo {
                 session_id: session_id.clone(),
                 title: l.handle.meta.title.clone(),
-                players: l.players,
-                spectators: l.spectators,
-                turns: l.turns,
+                players: l.stats.players.load(Ordering::Relaxed),
+                spectators: l.stats.spectators.load(Ordering::Relaxed),
+                turns: l.stats.turns.load(Ordering::Relaxed),
                 spectator_token: l.handle.meta.spectator_token.clone(),
             })
             .collect();
         list.sort_by(|a, b| a.session_id.cmp(&b.session_id));
         list
-    }
-}
-
-impl Handler<SessionStats> for SessionHub {
-    type Result = ();
-
-    fn handle(&mut self, msg: SessionStats, _: &mut Self::Context) {
-        if let Some(live) = self.live.get_mut(&msg.session_id) {
-            live.players = msg.players;
-            live.spectators = msg.spectators;
-            live.turns = msg.turns;
-        }
     }
 }
 

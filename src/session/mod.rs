@@ -34,6 +34,7 @@ mod turn;
 mod turn_frames;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use actix::{Addr, Message, Recipient};
@@ -69,14 +70,13 @@ pub fn random_token(len: usize) -> String {
         .collect()
 }
 
-/// A session's counts changed.
-#[derive(Message)]
-#[rtype(result = "()")]
+/// A session's counts, written by its actor and read by the hub when it
+/// lists live sessions: shared, so that a turn sends the hub no message.
+#[derive(Debug, Default)]
 pub(super) struct SessionStats {
-    pub session_id: SessionId,
-    pub players: usize,
-    pub spectators: usize,
-    pub turns: u64,
+    pub players: AtomicUsize,
+    pub spectators: AtomicUsize,
+    pub turns: AtomicU64,
 }
 
 /// A session actor is stopping; forget it if it is still the live one.
@@ -90,8 +90,8 @@ pub(super) struct Unregister {
 /// The hub that started a session actor, as the two messages the actor
 /// sends it: the actor reaches its parent through these, never its type.
 pub(crate) struct HubLink {
-    /// Told when the session's counts change.
-    pub stats: Recipient<SessionStats>,
+    /// The session's counts, as the hub reads them.
+    pub stats: Arc<SessionStats>,
     /// Told when the actor stops, so the hub forgets it.
     pub unregister: Recipient<Unregister>,
 }
