@@ -32,6 +32,24 @@ pub async fn scrape(app: &impl Api) -> HashMap<String, f64> {
         .collect()
 }
 
+/// Scrapes until `done` holds of the scrape (counters are updated just
+/// after what they count is handed on), at most 50 times 50 ms apart, and
+/// answers the last scrape.
+async fn scrape_until(
+    app: &impl Api,
+    done: impl Fn(&HashMap<String, f64>) -> bool,
+) -> HashMap<String, f64> {
+    let mut m = scrape(app).await;
+    for _ in 0..50 {
+        if done(&m) {
+            break;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        m = scrape(app).await;
+    }
+    m
+}
+
 #[actix_web::test]
 async fn metrics_count_sessions_connections_turns_tools_and_commits() {
     let app = spawn_app().await;
@@ -41,11 +59,14 @@ async fn metrics_count_sessions_connections_turns_tools_and_commits() {
 
     let s = app.demo().await;
     let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let (spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    let (mut spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
     let frames = player.play("roll 2d6", "r-1").await;
     first(&frames, "turn_completed");
+    spectator.until(|f| f["type"] == "turn_completed").await;
 
-    let m = scrape(&app).await;
+    // The session counts frames right after handing them to both
+    // connections, which may already have written them.
+    let m = scrape_until(&app, |m| m["questd_frames_sent_total"] >= 10.0).await;
     assert_eq!(m["questd_sessions_live"], 1.0);
     assert_eq!(m["questd_sessions_created_total"], 1.0);
     assert_eq!(m["questd_connections{role=\"player\"}"], 1.0);
@@ -89,16 +110,11 @@ async fn metrics_count_sessions_connections_turns_tools_and_commits() {
     // Closed connections leave the gauges.
     player.close().await;
     spectator.close().await;
-    let mut m = scrape(&app).await;
-    for _ in 0..50 {
-        if m["questd_connections{role=\"player\"}"] == 0.0
+    let m = scrape_until(&app, |m| {
+        m["questd_connections{role=\"player\"}"] == 0.0
             && m["questd_connections{role=\"spectator\"}"] == 0.0
-        {
-            break;
-        }
-        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
-        m = scrape(&app).await;
-    }
+    })
+    .await;
     assert_eq!(m["questd_connections{role=\"player\"}"], 0.0);
     assert_eq!(m["questd_connections{role=\"spectator\"}"], 0.0);
 }
