@@ -2,13 +2,22 @@
 //! database, one demo session whose player plays, over and over, `explore`
 //! (which adds areas next to where they stand), `go to` an area they have
 //! not been to yet, and `where can I go then roll 1d20`, one turn after
-//! another. Every `EVERY` turns it prints the session's areas, the median
-//! and worst turn (chat sent to `turn_completed`) of those turns, and how
-//! much the database grew per turn over them.
+//! another. The player learns the map from the welcome and each turn's
+//! `state_patch`, so the server does nothing but the turns.
+//!
+//! Every `EVERY` turns it prints the session's areas, the median and worst
+//! turn (chat sent to `turn_completed`) of those turns, the server's CPU
+//! time per turn over them (every thread), how many bytes the server wrote
+//! to storage per turn over them (`write_bytes` of `/proc/PID/io`: the WAL,
+//! its checkpoints into the database, all of it), and the size of the
+//! session's state as stored (its snapshot's manifest and chunks). At the
+//! end it kills the server (`SIGKILL`), starts another on the same database
+//! and times the session's load: its snapshot read and the journal rows
+//! after it replayed.
 //!
 //! ```sh
 //! cargo build --release
-//! cargo run --release --example growth -- target/release/questd 600 100
+//! cargo run --release --example growth -- target/release/questd 900 150
 //! ```
 //! (turns, EVERY).
 
@@ -23,23 +32,61 @@ use tokio_tungstenite::tungstenite::Message;
 mod nodes;
 use nodes::{Ws, connect, create_session, start};
 
-/// Plays one turn; answers when it completed, after how long.
-async fn turn(ws: &mut Ws, text: &str, rid: &str) -> f64 {
+/// The next JSON text frame.
+async fn next_frame(ws: &mut Ws) -> Value {
+    while let Some(Ok(msg)) = ws.next().await {
+        if let Message::Text(text) = msg {
+            return serde_json::from_str(text.as_str()).expect("JSON");
+        }
+    }
+    panic!("the connection ended");
+}
+
+/// Plays one turn; answers after how long it completed, and its
+/// `turn_completed` frame.
+async fn turn(ws: &mut Ws, text: &str, rid: &str) -> (f64, Value) {
     let chat = json!({"type": "chat", "text": text, "request_id": rid});
     let sent = Instant::now();
     ws.send(Message::Text(chat.to_string().into()))
         .await
         .expect("chat sent");
-    while let Some(Ok(msg)) = ws.next().await {
-        let Message::Text(text) = msg else { continue };
-        let f: Value = serde_json::from_str(text.as_str()).expect("JSON");
+    loop {
+        let f = next_frame(ws).await;
         match f["type"].as_str() {
-            Some("turn_completed") => return sent.elapsed().as_secs_f64() * 1000.0,
+            Some("turn_completed") => return (sent.elapsed().as_secs_f64() * 1000.0, f),
             Some("turn_failed") | Some("error") => panic!("the turn failed: {f}"),
             _ => {}
         }
     }
-    panic!("the connection ended");
+}
+
+/// The map as the player knows it: the welcome's areas, then every area a
+/// turn's `state_patch` names; and where the player stands.
+struct Map {
+    areas: std::collections::HashMap<String, Value>,
+    here: String,
+}
+
+impl Map {
+    fn learn(&mut self, areas: &Value) {
+        for area in areas.as_array().into_iter().flatten() {
+            if let Some(id) = area["area_id"].as_str() {
+                self.areas.insert(id.to_owned(), area.clone());
+            }
+        }
+    }
+}
+
+/// CPU time of every thread of process `pid` so far, in nanoseconds.
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Bytes process `pid` has caused to be written to storage.
@@ -88,44 +135,38 @@ async fn main() {
     let pid = node.0.id();
     let http = reqwest::Client::new();
     let session = create_session(&http, port).await;
-    let snapshot_url = format!(
-        "http://127.0.0.1:{port}/api/v1/sessions/{}",
-        session["session_id"].as_str().expect("id")
-    );
     let token = session["player_token"].as_str().expect("token").to_owned();
     let mut ws = connect(port, &session, "player_token", 0).await;
-    let session_id = session["session_id"].as_str().expect("id").to_owned();
-    println!("| turns | areas | median turn ms | worst turn ms | KB written per turn | state KB |");
-    println!("|---:|---:|---:|---:|---:|---:|");
-    let snapshot = || async {
-        http.get(&snapshot_url)
-            .bearer_auth(&token)
-            .send()
-            .await
-            .expect("snapshot")
-            .json::<Value>()
-            .await
-            .expect("snapshot JSON")
+    // The map comes from the frames, so the server does no work for the
+    // driver between turns and its CPU is the turns'.
+    let welcome = next_frame(&mut ws).await;
+    let mut map = Map {
+        areas: Default::default(),
+        here: welcome["state"]["characters"][0]["area_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
     };
+    map.learn(&welcome["state"]["areas"]);
+    let session_id = session["session_id"].as_str().expect("id").to_owned();
+    println!(
+        "| turns | areas | median turn ms | worst turn ms | server CPU ms per turn | KB written per turn | state KB |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     let mut visited = std::collections::HashSet::new();
     let mut times = Vec::with_capacity(every);
     let mut bytes_before = written_bytes(pid);
+    let mut cpu_before = cpu_ns(pid);
     for n in 1..=turns {
         let text = match n % 3 {
             1 => "explore".to_owned(),
             2 => {
                 // An area next to the player they have not stood in yet
                 // (the last one explore made, most often).
-                let state = snapshot().await;
-                let here = state["characters"][0]["area_id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                visited.insert(here.clone());
-                let areas = state["areas"].as_array().cloned().unwrap_or_default();
-                let next = areas
-                    .iter()
-                    .find(|a| a["area_id"] == here.as_str())
+                visited.insert(map.here.clone());
+                let next = map
+                    .areas
+                    .get(&map.here)
                     .and_then(|a| a["reachable_area_ids"].as_array())
                     .and_then(|ids| {
                         ids.iter()
@@ -133,7 +174,7 @@ async fn main() {
                             .filter_map(Value::as_str)
                             .find(|id| !visited.contains(*id))
                     })
-                    .and_then(|id| areas.iter().find(|a| a["area_id"] == id))
+                    .and_then(|id| map.areas.get(id))
                     .and_then(|a| a["name"].as_str())
                     .unwrap_or("nowhere")
                     .to_owned();
@@ -141,21 +182,27 @@ async fn main() {
             }
             _ => "where can I go then roll 1d20".to_owned(),
         };
-        times.push(turn(&mut ws, &text, &format!("t{n}")).await);
+        let (ms, completed) = turn(&mut ws, &text, &format!("t{n}")).await;
+        times.push(ms);
+        map.learn(&completed["state_patch"]["areas"]);
+        if let Some(here) = completed["state_patch"]["position"]["area_id"].as_str() {
+            map.here = here.to_owned();
+        }
         if n % every == 0 {
-            let state = snapshot().await;
-            let areas = state["areas"].as_array().map_or(0, Vec::len);
             times.sort_by(f64::total_cmp);
-            let bytes = written_bytes(pid);
+            let (bytes, cpu) = (written_bytes(pid), cpu_ns(pid));
             let (state_bytes, _) = stored_state(&db, &session_id);
             println!(
-                "| {n} | {areas} | {:.2} | {:.2} | {:.1} | {:.0} |",
+                "| {n} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0} |",
+                map.areas.len(),
                 times[times.len() / 2],
                 times.last().copied().unwrap_or_default(),
+                (cpu - cpu_before) as f64 / 1e6 / every as f64,
                 (bytes.saturating_sub(bytes_before)) as f64 / 1024.0 / every as f64,
                 state_bytes as f64 / 1024.0,
             );
             bytes_before = bytes;
+            cpu_before = cpu;
             times.clear();
         }
     }
