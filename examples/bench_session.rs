@@ -35,6 +35,9 @@ use questd::session::{
 use questd::storage::{Node, Store, Visibility};
 use questd::tools::Registry;
 
+#[path = "support/cpu.rs"]
+mod cpu;
+
 /// The server's allocator (`src/main.rs`), so the figures compare.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -57,18 +60,6 @@ impl Handler<Outbound> for Spectator {
         };
         self.0.fetch_add(n, Ordering::Relaxed);
     }
-}
-
-/// CPU time of every thread of this process so far, in nanoseconds.
-fn process_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
 }
 
 fn main() {
@@ -174,11 +165,11 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
     play(1).await;
     let frames_before = frames.load(Ordering::Relaxed);
     let (commits_before, rows_before) = (metrics.commit_rows.count(), metrics.commit_rows.sum());
-    let cpu_before = process_cpu_ns();
+    let cpu_before = cpu::cpu_ns("self");
     let began = Instant::now();
     play(turns).await;
     let wall = began.elapsed().as_secs_f64();
-    let cpu = (process_cpu_ns() - cpu_before) as f64 / 1000.0;
+    let cpu = (cpu::cpu_ns("self") - cpu_before) as f64 / 1000.0;
     let done = (sessions * turns) as f64;
     let commits = (metrics.commit_rows.count() - commits_before) as f64;
     let rows = metrics.commit_rows.sum() - rows_before;

@@ -28,6 +28,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/nodes.rs"]
 mod nodes;
 use nodes::{Ws, connect, create_session, start};
@@ -77,20 +79,8 @@ impl Map {
     }
 }
 
-/// CPU time of every thread of process `pid` so far, in nanoseconds.
-fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
 /// Bytes process `pid` has caused to be written to storage.
-fn written_bytes(pid: u32) -> u64 {
+fn written_bytes(pid: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/io"))
         .ok()
         .and_then(|io| {
@@ -132,7 +122,7 @@ async fn main() {
     let db = dir.path().join("growth.db");
     let url = format!("sqlite://{}", db.display());
     let (node, port) = start(binary, &url, "growth");
-    let pid = node.0.id();
+    let pid = node.0.id().to_string();
     let http = reqwest::Client::new();
     let session = create_session(&http, port).await;
     let token = session["player_token"].as_str().expect("token").to_owned();
@@ -155,8 +145,8 @@ async fn main() {
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     let mut visited = std::collections::HashSet::new();
     let mut times = Vec::with_capacity(every);
-    let mut bytes_before = written_bytes(pid);
-    let mut cpu_before = cpu_ns(pid);
+    let mut bytes_before = written_bytes(&pid);
+    let mut cpu_before = cpu::cpu_ns(&pid);
     for n in 1..=turns {
         let text = match n % 3 {
             1 => "explore".to_owned(),
@@ -190,19 +180,19 @@ async fn main() {
         }
         if n % every == 0 {
             times.sort_by(f64::total_cmp);
-            let (bytes, cpu) = (written_bytes(pid), cpu_ns(pid));
+            let (bytes, cpu_now) = (written_bytes(&pid), cpu::cpu_ns(&pid));
             let (state_bytes, _) = stored_state(&db, &session_id);
             println!(
                 "| {n} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0} |",
                 map.areas.len(),
                 times[times.len() / 2],
                 times.last().copied().unwrap_or_default(),
-                (cpu - cpu_before) as f64 / 1e6 / every as f64,
+                (cpu_now - cpu_before) as f64 / 1e6 / every as f64,
                 (bytes.saturating_sub(bytes_before)) as f64 / 1024.0 / every as f64,
                 state_bytes as f64 / 1024.0,
             );
             bytes_before = bytes;
-            cpu_before = cpu;
+            cpu_before = cpu_now;
             times.clear();
         }
     }
