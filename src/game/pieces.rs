@@ -19,7 +19,7 @@
 //! the state. A snapshot without [`CHUNKED`] is a whole state, as sessions'
 //! first snapshots are (and every snapshot once was), and is read as such.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -265,6 +265,79 @@ pub fn assemble(
     Ok((state, named))
 }
 
+/// Which chunks a session may leave out of its next snapshot: those sure
+/// to be stored when that snapshot commits.
+///
+/// Snapshots commit in the order they are written, and one that commits
+/// deletes every chunk it does not name, while one that fails changes
+/// nothing. So once a snapshot is written, a chunk is sure to be there
+/// after it only if it was sure before it *and* the snapshot names it
+/// (whether it commits or fails); once it is durable, and no later snapshot
+/// was written meanwhile, exactly what it named is there. A chunk that was
+/// deleted and comes back (a value changed, then changed back) is so
+/// written again.
+#[derive(Debug, Default)]
+pub struct StoredChunks {
+    sure: HashSet<String>,
+    written: u64,
+}
+
+/// A snapshot written: what to store, and what to report once durable.
+#[derive(Debug)]
+pub struct SnapshotChunks {
+    /// Chunks to store, as (id, body).
+    pub send: Vec<(String, String)>,
+    /// Every chunk id the manifest names.
+    pub keep: Vec<String>,
+    /// Hand back to [`StoredChunks::durable`] once the snapshot is durable.
+    pub ticket: ChunkTicket,
+}
+
+/// Which snapshot became durable, and what it named.
+#[derive(Debug)]
+pub struct ChunkTicket {
+    number: u64,
+    named: HashSet<String>,
+}
+
+impl StoredChunks {
+    /// The chunks a loaded snapshot named (all stored).
+    pub fn loaded(ids: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            sure: ids.into_iter().collect(),
+            written: 0,
+        }
+    }
+
+    /// A snapshot of these chunks is written now.
+    pub fn write(&mut self, chunks: Vec<Chunk>) -> SnapshotChunks {
+        let mut named = HashSet::with_capacity(chunks.len());
+        let mut send = Vec::new();
+        for chunk in chunks {
+            if named.insert(chunk.id.clone()) && !self.sure.contains(&chunk.id) {
+                send.push((chunk.id, chunk.body));
+            }
+        }
+        self.sure.retain(|id| named.contains(id));
+        self.written += 1;
+        SnapshotChunks {
+            send,
+            keep: named.iter().cloned().collect(),
+            ticket: ChunkTicket {
+                number: self.written,
+                named,
+            },
+        }
+    }
+
+    /// The snapshot of `ticket` is durable.
+    pub fn durable(&mut self, ticket: ChunkTicket) {
+        if ticket.number == self.written {
+            self.sure = ticket.named;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -400,6 +473,49 @@ mod tests {
             assemble(&after.manifest, &store).expect("assembles").0,
             state
         );
+    }
+
+    fn chunk(id: &str) -> Chunk {
+        Chunk {
+            id: id.into(),
+            body: format!("[{id:?}]"),
+        }
+    }
+
+    fn sent(w: &SnapshotChunks) -> Vec<&str> {
+        let mut ids: Vec<&str> = w.send.iter().map(|(id, _)| id.as_str()).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    #[test]
+    fn a_snapshot_leaves_out_only_chunks_sure_to_be_stored() {
+        let mut stored = StoredChunks::loaded(["a".to_owned(), "x".to_owned()]);
+        let first = stored.write(vec![chunk("a"), chunk("b"), chunk("b")]);
+        assert_eq!(sent(&first), ["b"], "once each, what was not stored");
+        // `x` was changed, and before the first is durable it is back: the
+        // first deletes it when it commits, so the second writes it again.
+        let second = stored.write(vec![chunk("a"), chunk("b"), chunk("x")]);
+        assert_eq!(sent(&second), ["b", "x"]);
+        // The first is durable, but a later one was written: nothing is
+        // taken for sure beyond what both named.
+        stored.durable(first.ticket);
+        assert_eq!(sent(&stored.write(vec![chunk("a"), chunk("b")])), ["b"]);
+    }
+
+    #[test]
+    fn a_durable_snapshot_makes_its_chunks_sure_and_a_failed_one_nothing() {
+        let mut stored = StoredChunks::default();
+        let first = stored.write(vec![chunk("a"), chunk("b")]);
+        assert_eq!(sent(&first), ["a", "b"]);
+        stored.durable(first.ticket);
+        assert!(sent(&stored.write(vec![chunk("a"), chunk("b")])).is_empty());
+        // This one fails (no `durable`): what it wrote is not taken as
+        // stored.
+        let failed = stored.write(vec![chunk("a"), chunk("c")]);
+        assert_eq!(sent(&failed), ["c"]);
+        drop(failed);
+        assert_eq!(sent(&stored.write(vec![chunk("a"), chunk("c")])), ["c"]);
     }
 
     #[test]

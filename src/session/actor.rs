@@ -24,7 +24,6 @@
 //! The turn loop moves on three things: durability notices, model events,
 //! and the deadline timer.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -53,6 +52,7 @@ use super::turn_frames;
 use super::{HubLink, Outbound, SessionDeps, SessionView, Unregister, random_token};
 use crate::error::ErrorCode;
 use crate::game::GameState;
+use crate::game::pieces::{ChunkTicket, StoredChunks};
 use crate::game::rng::SplitMix64;
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
@@ -122,8 +122,8 @@ pub struct SessionActor {
     /// The node is shutting down: no new work; unload once the work taken
     /// is done.
     draining: bool,
-    /// Snapshot chunks known to be stored: a snapshot writes the others only.
-    stored_chunks: HashSet<String>,
+    /// Snapshot chunks sure to be stored: a snapshot writes the others only.
+    stored_chunks: StoredChunks,
     /// The game master's tools in the model's shape, made on the first model
     /// call (the campaign's allowlist never changes during a session).
     model_tools: Option<Arc<[serde_json::Value]>>,
@@ -159,7 +159,7 @@ impl SessionActor {
             sink: None,
             stopping: false,
             draining: false,
-            stored_chunks: restored.stored_chunks.into_iter().collect(),
+            stored_chunks: StoredChunks::loaded(restored.stored_chunks),
             model_tools: None,
             deps,
         }
@@ -219,12 +219,11 @@ impl SessionActor {
         }
         if self.sequencer.snapshot_due() {
             let (done, rx) = oneshot::channel();
-            if let Some(named) = self.write_snapshot(done) {
-                // Once durable, what it named is what is stored.
+            if let Some(ticket) = self.write_snapshot(done) {
                 ctx.spawn(
                     actix::fut::wrap_future::<_, Self>(rx).map(move |res, act, _| {
                         if matches!(res, Ok(Ok(()))) {
-                            act.stored_chunks = named;
+                            act.stored_chunks.durable(ticket);
                         }
                     }),
                 );
@@ -304,13 +303,14 @@ impl SessionActor {
     }
 
     /// Writes the released state as the session's snapshot, in pieces
-    /// (`crate::game::pieces`): the manifest and the chunks not known to be
-    /// stored. `done` hears when it is durable. Answers the chunk ids the
-    /// snapshot names (`None` if the state did not serialize).
+    /// (`crate::game::pieces`): the manifest and the chunks not sure to be
+    /// stored. `done` hears when it is durable. Answers what to tell
+    /// [`StoredChunks::durable`] then (`None` if the state did not
+    /// serialize).
     fn write_snapshot(
         &mut self,
         done: oneshot::Sender<Result<(), StorageError>>,
-    ) -> Option<HashSet<String>> {
+    ) -> Option<ChunkTicket> {
         self.sequencer.snapshot_taken();
         let pieces = match self.state.pieces() {
             Ok(pieces) => pieces,
@@ -320,23 +320,17 @@ impl SessionActor {
                 return None;
             }
         };
-        let mut named = HashSet::with_capacity(pieces.chunks.len());
-        let mut chunks = Vec::new();
-        for chunk in pieces.chunks {
-            if named.insert(chunk.id.clone()) && !self.stored_chunks.contains(&chunk.id) {
-                chunks.push((chunk.id, chunk.body));
-            }
-        }
+        let chunks = self.stored_chunks.write(pieces.chunks);
         let snapshot = SnapshotWrite {
             seq: self.sequencer.released(),
             state: pieces.manifest,
-            chunks,
-            keep: named.iter().cloned().collect(),
+            chunks: chunks.send,
+            keep: chunks.keep,
         };
         self.deps
             .store
             .snapshot(&self.meta.session_id, self.epoch, snapshot, Some(done));
-        Some(named)
+        Some(chunks.ticket)
     }
 
     // ----- the turn loop ---------------------------------------------------
