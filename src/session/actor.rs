@@ -206,6 +206,12 @@ impl SessionActor {
             }
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
+                // A turn counts once its start is durable, before anyone
+                // hears of it.
+                self.hub
+                    .stats
+                    .turns
+                    .store(self.state.turn, Ordering::Relaxed);
             }
             if let Some(entry) = p.history {
                 self.state.record(entry);

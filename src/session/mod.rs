@@ -87,8 +87,9 @@ pub(super) struct Unregister {
     pub addr: Addr<SessionActor>,
 }
 
-/// The hub that started a session actor, as the two messages the actor
-/// sends it: the actor reaches its parent through these, never its type.
+/// The hub that started a session actor, as the actor reaches it (never
+/// by its type): the counts the hub lists it with, and the message that it
+/// stopped.
 pub(crate) struct HubLink {
     /// The session's counts, as the hub reads them.
     pub stats: Arc<SessionStats>,

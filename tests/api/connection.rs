@@ -341,6 +341,23 @@ async fn http_api_basics() {
         )),
         "{watch}"
     );
+    // The listing follows play: who is connected, and the turns played.
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (_spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    player.play("roll 1d6", "list-1").await;
+    let (_, listed) = get(&format!("{}/api/v1/sessions", app.base), None).await;
+    let mine = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["session_id"] == s.session_id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&mine["players"], &mine["spectators"], &mine["turns"]),
+        (&json!(1), &json!(1), &json!(1)),
+        "{mine}"
+    );
     let text = list.to_string();
     assert!(
         !text.contains(&private.session_id) && !text.contains(&s.player_token),
