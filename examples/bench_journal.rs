@@ -18,24 +18,11 @@ use std::time::Instant;
 use questd::metrics::Metrics;
 use questd::storage::{DurableSink, Epoch, JournalRow, Node, SessionMeta, Store, Visibility};
 
+#[path = "support/cpu.rs"]
+mod cpu;
+
 /// Rows one group holds: a turn's frames.
 const GROUP: u64 = 5;
-
-/// The process's user and system CPU time, in seconds.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 (11 and 12 after the name).
-    (ticks(11) + ticks(12)) / 100.0
-}
 
 fn row(session_id: &str, seq: u64) -> JournalRow {
     JournalRow {
@@ -103,7 +90,7 @@ fn main() {
             ids.push((id, epoch));
         }
         let commits_before = metrics.commit_seconds.count();
-        let cpu_before = cpu_seconds();
+        let cpu_before = cpu::cpu_ns("self");
         let started = Instant::now();
         let writers: Vec<_> = ids
             .into_iter()
@@ -116,7 +103,7 @@ fn main() {
             w.await.expect("a writer ran");
         }
         let took = started.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu_before;
+        let cpu = (cpu::cpu_ns("self") - cpu_before) as f64 / 1e9;
         let commits = metrics.commit_seconds.count() - commits_before;
         let total = sessions as f64 * rows as f64;
         println!(
