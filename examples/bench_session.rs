@@ -30,7 +30,8 @@ use questd::llm::OfflineGameMaster;
 use questd::metrics::Metrics;
 use questd::protocol::ConnRole;
 use questd::session::{
-    AwaitTurnEnd, CreateSession, Limits, Outbound, SessionDeps, SessionHub, SubmitChat, Subscribe,
+    AwaitTurnEnd, CreateSession, Limits, Outbound, Placement, SessionDeps, SessionHub, SubmitChat,
+    Subscribe,
 };
 use questd::storage::{Node, Store, Visibility};
 use questd::tools::Registry;
@@ -103,8 +104,9 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
         metrics: metrics.clone(),
     });
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let arbiters = (0..threads).map(|_| Arbiter::new().handle()).collect();
-    let hub = SessionHub::new(deps, arbiters, sessions + 1).start();
+    // No HTTP workers here: the sessions get threads of their own.
+    let (placement, _arbiters) = Placement::own_threads(threads);
+    let hub = SessionHub::new(deps, placement, sessions + 1).start();
 
     let frames = Arc::new(AtomicU64::new(0));
     let next_conn = AtomicUsize::new(1);

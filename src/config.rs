@@ -351,7 +351,8 @@ pub struct Settings {
     /// closed (1013) and should resume with `last_seq`.
     #[arg(long, env = "QUESTD_WS_QUEUE", default_value_t = 1024, global = true)]
     pub ws_queue: usize,
-    /// Threads that run session actors (default: one per core).
+    /// Threads of their own for session actors (default: none; sessions
+    /// run on the HTTP workers' threads, see `session::placement`).
     #[arg(long, env = "QUESTD_SESSION_THREADS", global = true)]
     pub session_threads: Option<usize>,
     /// HTTP worker threads (default: one per core).

@@ -4,7 +4,7 @@ use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, Addr, Arbiter, ArbiterHandle};
+use actix::{Actor, Addr, ArbiterHandle};
 use actix_web::dev::Server;
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
@@ -22,7 +22,7 @@ use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::metrics::Metrics;
 use crate::session::tail::{self, DrainTails, Tails};
-use crate::session::{DrainNode, Limits, SessionDeps, SessionHub, StopHub};
+use crate::session::{DrainNode, Limits, Placement, SessionDeps, SessionHub, StopHub};
 use crate::storage::{Node, Store};
 use crate::tools::Registry;
 
@@ -58,7 +58,8 @@ pub struct Application {
     /// The task listening for journal commits; its database connection
     /// must close inside the runtime, so it is stopped before it ends.
     listener_task: actix_web::rt::task::JoinHandle<()>,
-    /// The session arbiters; stopped when the server stops.
+    /// The sessions' own arbiters (`QUESTD_SESSION_THREADS`), if any;
+    /// stopped when the server stops.
     arbiters: Vec<ArbiterHandle>,
 }
 
@@ -148,9 +149,16 @@ impl Application {
             metrics: metrics.clone(),
         });
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let threads = settings.session_threads.unwrap_or(cores).max(1);
-        let arbiters: Vec<ArbiterHandle> = (0..threads).map(|_| Arbiter::new().handle()).collect();
-        let hub = SessionHub::new(deps, arbiters.clone(), settings.max_sessions).start();
+        // Sessions run on the HTTP workers' threads unless they are given
+        // threads of their own (`placement`).
+        let (placement, arbiters, on_workers) = match settings.session_threads {
+            Some(threads) => {
+                let (placement, arbiters) = Placement::own_threads(threads.max(1));
+                (placement, arbiters, false)
+            }
+            None => (Placement::default(), Vec::new(), true),
+        };
+        let hub = SessionHub::new(deps, placement.clone(), settings.max_sessions).start();
         let keys = Keys::parse(
             settings.internal_api_key.as_ref(),
             settings.tenant_keys.as_ref(),
@@ -195,7 +203,7 @@ impl Application {
             store.clone(),
             metrics.clone(),
             report,
-            arbiters.clone(),
+            placement.clone(),
             settings.max_sessions,
         )
         .start();
@@ -223,6 +231,9 @@ impl Application {
             ws_queue: settings.ws_queue.max(1),
         });
         let server = HttpServer::new(move || {
+            if on_workers {
+                placement.register_current();
+            }
             App::new()
                 .app_data(data.clone())
                 .wrap(actix_web::middleware::from_fn(http::cluster::hand_over))
@@ -244,7 +255,7 @@ impl Application {
         tracing::info!(
             addr = %settings.bind,
             port,
-            session_threads = threads,
+            session_threads = ?settings.session_threads,
             max_connections,
             max_sessions = settings.max_sessions,
             "questd listening"

@@ -12,7 +12,8 @@ use super::actor::SessionActor;
 use super::messages::{Drain, LeaseLost};
 use super::replay::Restored;
 use super::{
-    HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token, replay,
+    HubLink, Placement, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
+    replay,
 };
 use crate::game::GameState;
 use crate::protocol::SessionId;
@@ -97,11 +98,10 @@ struct Live {
 }
 
 /// Owns the id -> actor map. Runs on the system arbiter; session actors run
-/// on `arbiters`, which live as long as the server.
+/// where `placement` puts them (the HTTP workers' threads by default).
 pub struct SessionHub {
     deps: Arc<SessionDeps>,
-    arbiters: Vec<ArbiterHandle>,
-    next_arbiter: usize,
+    placement: Placement,
     live: HashMap<SessionId, Live>,
     /// Live sessions this node holds at most (`QUESTD_MAX_SESSIONS`).
     max_sessions: usize,
@@ -116,11 +116,10 @@ pub struct SessionHub {
 }
 
 impl SessionHub {
-    pub fn new(deps: Arc<SessionDeps>, arbiters: Vec<ArbiterHandle>, max_sessions: usize) -> Self {
+    pub fn new(deps: Arc<SessionDeps>, placement: Placement, max_sessions: usize) -> Self {
         Self {
             deps,
-            arbiters,
-            next_arbiter: 0,
+            placement,
             live: HashMap::new(),
             max_sessions: max_sessions.max(1),
             renewed: Instant::now(),
@@ -233,7 +232,7 @@ impl SessionHub {
         None
     }
 
-    /// Starts an actor on the next arbiter, round robin, and records it.
+    /// Starts an actor where the placement says, and records it.
     fn start(
         &mut self,
         meta: Arc<SessionMeta>,
@@ -249,16 +248,9 @@ impl SessionHub {
             stats: stats.clone(),
             unregister: hub.recipient(),
         };
-        let addr = match self
-            .arbiters
-            .get(self.next_arbiter % self.arbiters.len().max(1))
-        {
-            Some(arbiter) => SessionActor::start_in_arbiter(arbiter, move |_| {
-                SessionActor::new(actor_meta, deps, hub, restored)
-            }),
-            None => SessionActor::new(actor_meta, deps, hub, restored).start(),
-        };
-        self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        let addr = self
+            .placement
+            .start(move |_| SessionActor::new(actor_meta, deps, hub, restored));
         self.deps.metrics.sessions_live.inc();
         let handle = SessionHandle {
             addr,

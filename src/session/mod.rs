@@ -15,7 +15,8 @@
 //! - `sequencer`: seqs, frames held until durable, the resume ring, and
 //!   whoever waits for a frame; `acks`: acks held until what they
 //!   acknowledge is durable;
-//! - `fanout`: the connections, and when presence goes out.
+//! - `fanout`: the connections, and when presence goes out;
+//! - `placement`: which thread a session runs on.
 
 mod acks;
 mod actor;
@@ -25,6 +26,7 @@ mod fanout;
 mod hub;
 mod intake;
 mod messages;
+mod placement;
 mod prompt;
 mod replay;
 mod running;
@@ -60,6 +62,7 @@ pub use messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
     RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
 };
+pub use placement::Placement;
 
 /// A random string of ASCII letters and digits.
 pub fn random_token(len: usize) -> String {

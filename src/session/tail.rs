@@ -42,7 +42,7 @@ use super::fanout::Fanout;
 use super::messages::{ChatRefused, Joined, Subscribe, Unsubscribe};
 use super::replay;
 use super::sequencer::Sequencer;
-use super::{MAX_STORED_BACKLOG_CHARS, RING_FRAMES};
+use super::{MAX_STORED_BACKLOG_CHARS, Placement, RING_FRAMES};
 use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::metrics::Metrics;
@@ -120,9 +120,8 @@ struct CloseTail {
 
 /// The tails of this node. Runs on the system arbiter.
 pub struct Tails {
-    /// Tails run here, in turn, as sessions do.
-    arbiters: Vec<ArbiterHandle>,
-    next_arbiter: usize,
+    /// Tails run where sessions do.
+    placement: Placement,
     store: Store,
     metrics: Arc<Metrics>,
     report: AudienceReport,
@@ -138,13 +137,12 @@ impl Tails {
         store: Store,
         metrics: Arc<Metrics>,
         report: AudienceReport,
-        arbiters: Vec<ArbiterHandle>,
+        placement: Placement,
         max_tails: usize,
     ) -> Self {
         Self {
             max_tails: max_tails.max(1),
-            arbiters,
-            next_arbiter: 0,
+            placement,
             store,
             metrics,
             report,
@@ -212,14 +210,7 @@ impl Handler<Watch> for Tails {
             idle_since: Some(Instant::now()),
             reported: None,
         };
-        let addr = match self
-            .arbiters
-            .get(self.next_arbiter % self.arbiters.len().max(1))
-        {
-            Some(arbiter) => Tail::start_in_arbiter(arbiter, |_| tail),
-            None => tail.start(),
-        };
-        self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        let addr = self.placement.start(|_| tail);
         let handle = TailHandle { addr, connections };
         // A stopped tail this one replaces is no longer counted (its
         // `TailGone` then finds another tail in its place).

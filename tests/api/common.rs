@@ -42,7 +42,6 @@ pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
     s.internal_api_key = Some(TEST_KEY.into());
     s.node_id = Some(TEST_NODE.into());
     s.http_workers = Some(1);
-    s.session_threads = Some(2);
     s
 }
 
