@@ -348,10 +348,7 @@ pub fn trace_id(req: &HttpRequest) -> TraceId {
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|t| !t.is_empty() && t.len() <= 128)
-        .map_or_else(
-            || TraceId::from(format!("tr_{}", crate::session::random_token(24))),
-            TraceId::from,
-        )
+        .map_or_else(TraceId::fresh, TraceId::from)
 }
 
 /// A person activates (or, with `{"active": false}`, deactivates) an NPC.

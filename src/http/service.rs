@@ -24,8 +24,8 @@ use crate::game::GameState;
 use crate::game::rng::SplitMix64;
 use crate::llm::Usage;
 use crate::protocol::{SessionId, TraceId};
+use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
-use crate::session::{CallTool, random_token};
 use crate::storage::SessionMeta;
 use crate::tools::{Caller, RawArgs, Registry, Role, ToolError, args_hash};
 
@@ -133,7 +133,7 @@ impl ServiceContext {
             }
             HeaderRules::Lenient => (
                 site.unwrap_or_else(|| "mcp".to_owned()),
-                trace.unwrap_or_else(|| format!("tr_{}", random_token(24))),
+                trace.unwrap_or_else(|| TraceId::fresh().to_string()),
             ),
         };
         if !problems.is_empty() {

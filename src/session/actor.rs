@@ -448,7 +448,7 @@ impl SessionActor {
                 act.execute(step, ctx);
             }
         });
-        let trace_id = TraceId::from(format!("tr_{}", random_token(24)));
+        let trace_id = TraceId::fresh();
         let max_iterations = self.deps.limits.max_iterations;
         let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
         self.turn = Some(Running::new(turn, timer, Instant::now()));
