@@ -362,7 +362,7 @@ mod tests {
                 text: "hello".into(),
             })],
             tools: Default::default(),
-            context: serde_json::Value::Null,
+            context: Arc::default(),
             kind: crate::llm::RequestKind::Step,
         };
         // On a paused clock the answer waited exactly the setting.

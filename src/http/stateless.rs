@@ -63,7 +63,7 @@ async fn chat(
         conversation.history.into_iter().map(Arc::new).collect(),
         state.history_tokens,
         state.registry.openai_tools(&caller),
-        Value::Null,
+        Arc::default(),
         RequestKind::Step,
     );
     let reply = collect_reply(state.provider.complete(model_request))

@@ -37,8 +37,9 @@ pub struct ModelRequest {
     /// campaign allowlist and the game master role.
     pub tools: Arc<[Value]>,
     /// The session context: active character, where they stand, the map.
-    /// `Null` when there is no session (the stateless chat API).
-    pub context: Value,
+    /// `Null` when there is no session (the stateless chat API). Shared: a
+    /// session keeps it between requests while its state is unchanged.
+    pub context: Arc<Value>,
     /// What the answer is for.
     pub kind: RequestKind,
 }
@@ -54,7 +55,7 @@ impl ModelRequest {
         history: Vec<Arc<HistoryEntry>>,
         budget: usize,
         tools: Arc<[Value]>,
-        context: Value,
+        context: Arc<Value>,
         kind: RequestKind,
     ) -> Self {
         let pruned = prune::prune(history, budget);
@@ -311,7 +312,7 @@ mod tests {
                 history.clone(),
                 budget,
                 Arc::default(),
-                Value::Null,
+                Arc::default(),
                 kind,
             )
         };

@@ -606,11 +606,11 @@ mod tests {
                 text: text.into(),
             })],
             tools: Default::default(),
-            context: json!({
+            context: Arc::new(json!({
                 "active_actor": {"character_id": "pc_001"},
                 "current_area": {"area_id": "area_001", "name": "Hall", "reachable": [{"area_id": "area_002", "name": "Side Room"}]},
                 "areas": [{"area_id": "area_001", "name": "Hall"}, {"area_id": "area_002", "name": "Side Room"}]
-            }),
+            })),
             kind: RequestKind::Step,
         }
     }

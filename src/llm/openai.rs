@@ -1115,7 +1115,7 @@ mod tests {
                 system: "sys".into(),
                 messages: history.into_iter().map(Arc::new).collect(),
                 tools: Default::default(),
-                context: json!({"area": "大厅"}),
+                context: Arc::new(json!({"area": "大厅"})),
                 kind: RequestKind::Step,
             };
             assert_eq!(shape(&request), want, "{name}");
@@ -1130,7 +1130,7 @@ mod tests {
             system: "sys".into(),
             messages: vec![Arc::new(user("你好"))],
             tools: Default::default(),
-            context: json!({"area": "大厅"}),
+            context: Arc::new(json!({"area": "大厅"})),
             kind: RequestKind::Step,
         };
         let body = p.body(&request);
@@ -1158,7 +1158,7 @@ mod tests {
             "a closing call may not use tools"
         );
         assert!(body["tools"].is_array() && body.get("parallel_tool_calls").is_none());
-        request.context = Value::Null;
+        request.context = Arc::default();
         assert_eq!(p.body(&request)["messages"][0]["content"], "sys");
         let debug = format!("{p:?}");
         assert!(

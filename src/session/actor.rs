@@ -127,6 +127,8 @@ pub struct SessionActor {
     /// The game master's tools in the model's shape, made on the first model
     /// call (the campaign's allowlist never changes during a session).
     model_tools: Option<Arc<[serde_json::Value]>>,
+    /// The context of the last model request, while the state is unchanged.
+    context: prompt::ContextCache,
 }
 
 impl SessionActor {
@@ -161,6 +163,7 @@ impl SessionActor {
             draining: false,
             stored_chunks: StoredChunks::loaded(restored.stored_chunks),
             model_tools: None,
+            context: prompt::ContextCache::default(),
             deps,
         }
     }
@@ -206,6 +209,7 @@ impl SessionActor {
             }
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
+                self.context.state_changed();
                 // A turn counts once its start is durable, before anyone
                 // hears of it.
                 self.hub
@@ -508,8 +512,15 @@ impl SessionActor {
                 tools
             }
         };
+        let view = SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
+            session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
+        };
+        let context = self.context.get(&view, turn_no);
         let request =
-            prompt::model_request(&self.view(), tools, in_flight, budget, turn_no, kind, whole);
+            prompt::model_request(&self.view(), tools, in_flight, budget, context, kind, whole);
         self.stream_model(request, ctx);
     }
 

@@ -22,7 +22,8 @@ use crate::game::{Area, GameState, HistoryEntry};
 use crate::llm::{ModelRequest, RequestKind, system_prompt};
 use crate::protocol::TurnId;
 
-/// The request for turn `turn_no`'s next model call. The model sees the
+/// The request for a turn's next model call, with the session's `context`
+/// for that turn ([`ContextCache`]). The model sees the
 /// history as it will be once `in_flight` (what is journalled but not yet
 /// durable) is: it need not wait for the player's message to be on disk,
 /// since nothing it says reaches a client before that.
@@ -36,31 +37,43 @@ pub(super) fn model_request(
     tools: Arc<[Value]>,
     in_flight: impl IntoIterator<Item = Arc<HistoryEntry>>,
     history_tokens: usize,
-    turn_no: u64,
+    context: Arc<Value>,
     kind: RequestKind,
     whole_conversation: bool,
 ) -> ModelRequest {
-    let mut history: Vec<Arc<HistoryEntry>> = view
+    let is_user = |e: &Arc<HistoryEntry>| matches!(**e, HistoryEntry::User { .. });
+    if !whole_conversation {
+        // Only what follows the last player message is cloned, wherever
+        // it is: in flight, or in the durable history.
+        let mut in_flight: Vec<Arc<HistoryEntry>> = in_flight.into_iter().collect();
+        let messages = match in_flight.iter().rposition(is_user) {
+            Some(start) => in_flight.split_off(start),
+            None => {
+                let history = &view.state.history;
+                let start = history.iter().rposition(is_user).unwrap_or(0);
+                history
+                    .iter()
+                    .skip(start)
+                    .cloned()
+                    .chain(in_flight)
+                    .collect()
+            }
+        };
+        return ModelRequest {
+            system: String::new(),
+            messages,
+            tools,
+            context,
+            kind,
+        };
+    }
+    let history: Vec<Arc<HistoryEntry>> = view
         .state
         .history
         .iter()
         .cloned()
         .chain(in_flight)
         .collect();
-    let context = context_json(view, turn_no);
-    if !whole_conversation {
-        let turn_start = history
-            .iter()
-            .rposition(|e| matches!(**e, HistoryEntry::User { .. }))
-            .unwrap_or(0);
-        return ModelRequest {
-            system: String::new(),
-            messages: history.split_off(turn_start),
-            tools,
-            context,
-            kind,
-        };
-    }
     ModelRequest::build(
         system_prompt(view.state),
         history,
@@ -69,6 +82,33 @@ pub(super) fn model_request(
         context,
         kind,
     )
+}
+
+/// A session's context ([`context_json`]) kept between model requests
+/// while the state it was read from is unchanged: a turn asks the model at
+/// least twice, and turns whose tools change nothing (a roll, a look at
+/// the map) follow each other with the same state. Only the turn number
+/// is written again, in place when no request still holds the last one.
+/// The session clears it whenever an effect is applied to its state.
+#[derive(Debug, Default)]
+pub(super) struct ContextCache(Option<Arc<Value>>);
+
+impl ContextCache {
+    /// The context for turn `turn_no` of `view`'s state.
+    pub(super) fn get(&mut self, view: &SessionView<'_>, turn_no: u64) -> Arc<Value> {
+        let context = self
+            .0
+            .get_or_insert_with(|| Arc::new(context_json(view, turn_no)));
+        if context["turn"] != turn_no {
+            Arc::make_mut(context)["turn"] = turn_no.into();
+        }
+        context.clone()
+    }
+
+    /// The state changed: the next request reads it again.
+    pub(super) fn state_changed(&mut self) {
+        self.0 = None;
+    }
 }
 
 /// Moves away from the active character within which areas are named to
@@ -178,7 +218,7 @@ pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) ->
             text: user,
         })],
         tools: Arc::default(),
-        context: Value::Null,
+        context: Arc::default(),
         kind: RequestKind::Content,
     }
 }
@@ -304,7 +344,7 @@ mod tests {
                 gm_tools(&registry, &state, &id),
                 in_flight.clone(),
                 0,
-                2,
+                Arc::new(context_json(&view(&registry, &state, &id), 2)),
                 kind,
                 true,
             );
@@ -374,6 +414,41 @@ mod tests {
     }
 
     #[test]
+    fn the_kept_context_is_the_one_built_afresh_until_the_state_changes() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        let mut cache = ContextCache::default();
+        let first = cache.get(&view(&registry, &state, &id), 1);
+        assert_eq!(*first, context_json(&view(&registry, &state, &id), 1));
+        // The next turn, no effect between: the same context, its turn
+        // written in place once no request holds the last one.
+        let held = cache.get(&view(&registry, &state, &id), 2);
+        assert_eq!(first["turn"], 1, "a request's context never changes");
+        assert_eq!(*held, context_json(&view(&registry, &state, &id), 2));
+        drop((first, held));
+        let again = cache.get(&view(&registry, &state, &id), 3);
+        assert_eq!(*again, context_json(&view(&registry, &state, &id), 3));
+        drop(again);
+        // An effect: the next request reads the state again.
+        let new_area = AreaId::from("area_new");
+        assert!(state.areas.push(Area {
+            area_id: new_area.clone(),
+            name: "New Hall".into(),
+            description: String::new(),
+            reachable_area_ids: Vec::new(),
+            x: 0,
+            y: 0,
+            z: 0,
+            tags: Vec::new(),
+        }));
+        assert!(state.areas.link("area_001", &new_area));
+        cache.state_changed();
+        let fresh = cache.get(&view(&registry, &state, &id), 3);
+        assert_eq!(*fresh, context_json(&view(&registry, &state, &id), 3));
+        assert!(area_ids(&fresh).contains(&"area_new"), "{fresh}");
+    }
+
+    #[test]
     fn a_model_that_reads_only_the_turn_at_hand_gets_only_it() {
         let (registry, id) = (Registry::builtin().expect("tools"), session());
         let mut state = demo();
@@ -385,7 +460,7 @@ mod tests {
             gm_tools(&registry, &state, &id),
             in_flight,
             6000,
-            2,
+            Arc::new(context_json(&view(&registry, &state, &id), 2)),
             RequestKind::Step,
             false,
         );
@@ -409,7 +484,7 @@ mod tests {
             gm_tools(&registry, &state, &id),
             [],
             0,
-            41,
+            Arc::new(context_json(&view(&registry, &state, &id), 41)),
             RequestKind::Step,
             true,
         );
@@ -419,7 +494,7 @@ mod tests {
             gm_tools(&registry, &state, &id),
             [],
             500,
-            41,
+            Arc::new(context_json(&view(&registry, &state, &id), 41)),
             RequestKind::Step,
             true,
         );
@@ -433,7 +508,7 @@ mod tests {
         assert_eq!(request.kind, RequestKind::Content);
         assert_eq!(request.system, "write zones");
         assert!(request.tools.is_empty());
-        assert_eq!(request.context, Value::Null);
+        assert_eq!(*request.context, Value::Null);
         assert!(matches!(
             &*request.messages[0],
             HistoryEntry::User { turn_id, text } if turn_id == "turn_3" && text == "salt"
