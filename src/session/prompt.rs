@@ -260,6 +260,20 @@ mod tests {
             .collect()
     }
 
+    /// An area with a name and nothing else, linked to nothing.
+    fn bare_area(area_id: AreaId, name: &str) -> Area {
+        Area {
+            area_id,
+            name: name.into(),
+            description: String::new(),
+            reachable_area_ids: Vec::new(),
+            x: 0,
+            y: 0,
+            z: 0,
+            tags: Vec::new(),
+        }
+    }
+
     fn view<'a>(
         registry: &'a Registry,
         state: &'a GameState,
@@ -379,16 +393,7 @@ mod tests {
         // branches than the context names.
         let far = |n: usize| AreaId::from(format!("far_{n}"));
         for n in 1..=100 {
-            assert!(state.areas.push(Area {
-                area_id: far(n),
-                name: format!("Road {n}"),
-                description: String::new(),
-                reachable_area_ids: Vec::new(),
-                x: 0,
-                y: 0,
-                z: 0,
-                tags: Vec::new(),
-            }));
+            assert!(state.areas.push(bare_area(far(n), &format!("Road {n}"))));
         }
         assert!(state.areas.link("area_001", &far(1)));
         for n in 1..10 {
@@ -431,16 +436,7 @@ mod tests {
         drop(again);
         // An effect: the next request reads the state again.
         let new_area = AreaId::from("area_new");
-        assert!(state.areas.push(Area {
-            area_id: new_area.clone(),
-            name: "New Hall".into(),
-            description: String::new(),
-            reachable_area_ids: Vec::new(),
-            x: 0,
-            y: 0,
-            z: 0,
-            tags: Vec::new(),
-        }));
+        assert!(state.areas.push(bare_area(new_area.clone(), "New Hall")));
         assert!(state.areas.link("area_001", &new_area));
         cache.state_changed();
         let fresh = cache.get(&view(&registry, &state, &id), 3);
