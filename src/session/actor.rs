@@ -51,9 +51,9 @@ use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::turn_frames;
 use super::{HubLink, Outbound, SessionDeps, SessionView, Unregister, random_token};
 use crate::error::ErrorCode;
-use crate::game::GameState;
 use crate::game::pieces::{ChunkTicket, StoredChunks};
 use crate::game::rng::SplitMix64;
+use crate::game::{Effect, GameState};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
     CallId, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
@@ -209,7 +209,11 @@ impl SessionActor {
             }
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
-                self.context.state_changed();
+                // A turn's start changes only the turn number, which the
+                // context takes from the turn.
+                if !matches!(effect, Effect::BeginTurn { .. }) {
+                    self.context.state_changed();
+                }
                 // A turn counts once its start is durable, before anyone
                 // hears of it.
                 self.hub

@@ -609,3 +609,46 @@ async fn long_sessions_send_the_model_recent_turns_whole_and_a_summary_of_the_re
         }
     }
 }
+
+/// The game master is told where the party stands after every move, also
+/// when turns that changed nothing came before (the session keeps the
+/// context between them): `explore` grows the map from the new area.
+#[actix_web::test]
+async fn the_model_sees_the_map_as_the_last_move_left_it() {
+    let app = spawn_with(
+        |s| s.chat_burst = 20,
+        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
+    )
+    .await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    for (n, text) in [
+        "roll 1d6",
+        "explore caves",
+        "go to area_002",
+        "explore caves",
+        "go to area_004",
+        "roll 1d20",
+        "explore ruins",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let frames = ws.play(text, &format!("r-{n}")).await;
+        let call = first(&frames, "tool_call");
+        let result = first(&frames, "tool_result");
+        assert_eq!(result["status"], "ok", "{text}: {result}");
+        if text.starts_with("explore") {
+            let expected = match n {
+                1 => "area_001",
+                3 => "area_002",
+                _ => "area_004",
+            };
+            assert_eq!(call["tool"], "map_generate", "{text}");
+            assert_eq!(
+                call["args"]["parent_area_id"], expected,
+                "{text} after {n} turns: {call}"
+            );
+        }
+    }
+}
