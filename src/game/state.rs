@@ -512,7 +512,10 @@ impl GameState {
                     .iter()
                     .any(|e| e.movement_log_id == entry.movement_log_id)
                 {
-                    self.player.log_move(entry.clone());
+                    // Logged under the turn it is applied in (see LogEvent).
+                    let mut entry = entry.clone();
+                    entry.turn = self.turn;
+                    self.player.log_move(entry);
                 }
             }
             Effect::SetInventory {
@@ -539,7 +542,13 @@ impl GameState {
             }
             Effect::LogEvent { event } => {
                 if !self.events.iter().any(|e| e.event_id == event.event_id) {
-                    self.events.push_back(event.clone());
+                    // Logged under the turn it is applied in: effects apply
+                    // in journal order, after their turn's start, while a
+                    // tool may run before that start is durable (and
+                    // applied) and so read the turn before.
+                    let mut event = event.clone();
+                    event.turn = self.turn;
+                    self.events.push_back(event);
                     if self.events.len() > EVENT_LIMIT {
                         self.events.pop_front();
                     }
@@ -612,6 +621,37 @@ mod tests {
             z: 0,
             tags: vec![],
         }
+    }
+
+    /// A tool may run before its turn's start is applied (it is not waited
+    /// for) and read the turn before; what it logs is filed under the turn
+    /// in force when its effect applies, in journal order.
+    #[test]
+    fn events_and_moves_are_logged_under_the_turn_they_are_applied_in() {
+        let mut s = state();
+        s.apply(&Effect::BeginTurn { turn: 3 });
+        s.apply(&Effect::LogEvent {
+            event: UserEvent {
+                event_id: "ev_1".into(),
+                event_type: "ui.opened_map".into(),
+                user_id: None,
+                payload: Value::Null,
+                turn: 2,
+            },
+        });
+        s.apply(&Effect::MoveToZone {
+            position: GridPos { x: 1, y: 0, z: 0 },
+            entry: MovementLogEntry {
+                movement_log_id: "mv_1".into(),
+                from_zone_id: None,
+                to_zone_id: "zone_1_0_0".into(),
+                distance_miles: 1.0,
+                duration_min: 20,
+                turn: 2,
+            },
+        });
+        assert_eq!(s.events.back().map(|e| e.turn), Some(3));
+        assert_eq!(s.player.movement_log.last().map(|e| e.turn), Some(3));
     }
 
     fn state() -> GameState {

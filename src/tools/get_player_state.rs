@@ -188,6 +188,8 @@ mod tests {
         for (trips, turns) in cases {
             let mut state = demo();
             for n in 0..trips {
+                // Each trip in a turn of its own, logged under it.
+                state.apply(&Effect::BeginTurn { turn: n });
                 state.apply(&trip(n));
             }
             let out = ctx_run(&GetPlayerState, &state, &json!({"session_id": SESSION})).unwrap();

@@ -605,3 +605,15 @@ impl Ws {
         }
     }
 }
+
+/// The text of the last player message in a model request.
+pub fn last_user_text(req: &questd::llm::ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match &**m {
+            questd::game::HistoryEntry::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}

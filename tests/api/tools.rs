@@ -436,3 +436,51 @@ async fn a_person_activates_an_npc_over_http_and_everyone_sees_it() {
     let (status, body) = call(url("npc_silt"), s.player_token.clone(), json!({})).await;
     assert_eq!((status, body["active"].as_bool()), (200, Some(true)));
 }
+
+/// A journey is filed under the turn it was made in, also when the move is
+/// the turn's first call (which runs before the turn's start is durable).
+#[actix_web::test]
+async fn each_journey_is_logged_under_its_own_turn() {
+    let model = ScriptedProvider::from_fn(|req, _| {
+        if !turn_results(req).is_empty() {
+            return Ok(ModelReply::narrate("Done."));
+        }
+        let text = last_user_text(req);
+        let session = session_id(req);
+        Ok(match text.strip_prefix("travel ") {
+            Some(zone) => ModelReply::tools([(
+                "move_to_zone",
+                json!({"session_id": session, "to_zone_id": zone}).to_string(),
+            )]),
+            None => ModelReply::tools([(
+                "generate_zone",
+                json!({"session_id": session, "world_prompt": "salt flats", "count": 3})
+                    .to_string(),
+            )]),
+        })
+    });
+    let app = spawn_with(|s| s.chat_burst = 20, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("make zones", "r-1").await;
+    let zones: Vec<String> = first(&frames, "tool_result")["result"]["created_zone_ids"]
+        .as_array()
+        .expect("zones")
+        .iter()
+        .map(|z| z.as_str().unwrap().to_owned())
+        .collect();
+    for (n, zone) in zones.iter().enumerate() {
+        let frames = ws
+            .play(&format!("travel {zone}"), &format!("r-{}", n + 2))
+            .await;
+        assert_eq!(first(&frames, "tool_result")["status"], "ok", "{frames:#?}");
+    }
+    let snap = app.snapshot(&s).await;
+    let turns: Vec<u64> = snap["player"]["movement_log"]
+        .as_array()
+        .expect("movement log")
+        .iter()
+        .map(|m| m["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [2, 3, 4], "{}", snap["player"]["movement_log"]);
+}

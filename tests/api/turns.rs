@@ -7,18 +7,6 @@ use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, ModelRequest, RequestKind, ScriptedProvider};
 use serde_json::{Value, json};
 
-/// The text of the last player message in a model request.
-fn last_user_text(req: &ModelRequest) -> String {
-    req.messages
-        .iter()
-        .rev()
-        .find_map(|m| match &**m {
-            HistoryEntry::User { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
 /// Whether this model call comes after tool results in the current turn.
 fn has_tool_results(req: &ModelRequest) -> bool {
     matches!(
