@@ -516,13 +516,9 @@ impl SessionActor {
                 tools
             }
         };
-        let view = SessionView {
-            registry: &self.deps.registry,
-            state: &self.state,
-            session_id: &self.session_id,
-            tenant_id: &self.meta.tenant_id,
-        };
-        let context = self.context.get(&view, turn_no);
+        let mut cache = std::mem::take(&mut self.context);
+        let context = cache.get(&self.view(), turn_no);
+        self.context = cache;
         let request =
             prompt::model_request(&self.view(), tools, in_flight, budget, context, kind, whole);
         self.stream_model(request, ctx);

@@ -285,6 +285,21 @@ async fn bad_token_and_unknown_session_are_refused_before_the_upgrade() {
     );
 }
 
+/// The public sessions' listing (it answers 200) and its entry for
+/// `session_id`.
+async fn listed(app: &TestApp, session_id: &str) -> (Value, Value) {
+    let (status, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
+    assert_eq!(status, 200, "{list}");
+    let mine = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["session_id"] == session_id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{session_id} is not listed: {list}"));
+    (list, mine)
+}
+
 #[actix_web::test]
 async fn http_api_basics() {
     let app = spawn_app().await;
@@ -319,15 +334,7 @@ async fn http_api_basics() {
     }
     assert!(snap["areas"].as_array().unwrap().len() >= 8);
 
-    let (status, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
-    assert_eq!(status, 200);
-    let mine = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["session_id"] == s.session_id.as_str())
-        .cloned()
-        .unwrap();
+    let (list, mine) = listed(&app, &s.session_id).await;
     assert_eq!(
         (mine["players"].as_u64(), mine["turns"].as_u64()),
         (Some(0), Some(0))
@@ -345,14 +352,7 @@ async fn http_api_basics() {
     let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
     let (_spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
     player.play("roll 1d6", "list-1").await;
-    let (_, listed) = get(&format!("{}/api/v1/sessions", app.base), None).await;
-    let mine = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["session_id"] == s.session_id.as_str())
-        .cloned()
-        .unwrap();
+    let (_, mine) = listed(&app, &s.session_id).await;
     assert_eq!(
         (&mine["players"], &mine["spectators"], &mine["turns"]),
         (&json!(1), &json!(1), &json!(1)),

@@ -334,11 +334,7 @@ async fn the_same_call_three_times_in_a_row_ends_the_turn() {
 
 #[actix_web::test]
 async fn offline_game_master_plays_a_turn_in_english_and_chinese() {
-    let app = spawn_with(
-        |s| s.chat_burst = 20,
-        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
-    )
-    .await;
+    let app = spawn_offline(|s| s.chat_burst = 20).await;
     let s = app.demo().await;
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     let target = neighbour(&welcome["state"]);
@@ -603,11 +599,7 @@ async fn long_sessions_send_the_model_recent_turns_whole_and_a_summary_of_the_re
 /// context between them): `explore` grows the map from the new area.
 #[actix_web::test]
 async fn the_model_sees_the_map_as_the_last_move_left_it() {
-    let app = spawn_with(
-        |s| s.chat_burst = 20,
-        std::sync::Arc::new(questd::llm::OfflineGameMaster::default()),
-    )
-    .await;
+    let app = spawn_offline(|s| s.chat_burst = 20).await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     for (n, text) in [
