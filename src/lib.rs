@@ -28,6 +28,7 @@ pub mod game;
 pub mod http;
 pub mod llm;
 pub mod loadtest;
+pub mod logs;
 pub mod metrics;
 pub mod protocol;
 pub mod session;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use questd::config::{Cli, Command, LogFormat, Settings};
+use questd::logs::BulkWriter;
 use questd::startup::Application;
 use tracing_subscriber::EnvFilter;
 
@@ -19,25 +20,32 @@ fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         None | Some(Command::Serve) => {
-            init_logs(&cli.settings, false);
-            actix_web::rt::System::new().block_on(async {
+            let logs = init_logs(&cli.settings, false);
+            let ran = actix_web::rt::System::new().block_on(async {
                 Application::build(cli.settings)
                     .await?
                     .run_until_signalled()
                     .await
                     .map_err(anyhow::Error::from)
-            })?;
+            });
+            // The last lines, before an error (if any) is printed.
+            let _ = logs.flush();
+            ran?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Loadtest(args)) => {
             // stdout carries the report; logs go to stderr.
-            init_logs(&cli.settings, true);
-            Ok(questd::loadtest::main(&args)?)
+            let logs = init_logs(&cli.settings, true);
+            let ran = questd::loadtest::main(&args);
+            let _ = logs.flush();
+            Ok(ran?)
         }
     }
 }
 
-fn init_logs(settings: &Settings, to_stderr: bool) {
+/// Starts logging to stdout, or stderr; answers the writer to flush
+/// before the process ends.
+fn init_logs(settings: &Settings, to_stderr: bool) -> BulkWriter {
     let filter = EnvFilter::try_new(&settings.log).unwrap_or_else(|e| {
         eprintln!("bad QUESTD_LOG filter ({e}); using info");
         EnvFilter::new("info")
@@ -48,13 +56,18 @@ fn init_logs(settings: &Settings, to_stderr: bool) {
     } else {
         std::io::stdout().is_terminal()
     };
+    let writer = if to_stderr {
+        BulkWriter::new(std::io::stderr())
+    } else {
+        BulkWriter::new(std::io::stdout())
+    };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(ansi);
-    match (settings.log_format, to_stderr) {
-        (LogFormat::Json, false) => logs.json().init(),
-        (LogFormat::Json, true) => logs.json().with_writer(std::io::stderr).init(),
-        (LogFormat::Pretty, false) => logs.init(),
-        (LogFormat::Pretty, true) => logs.with_writer(std::io::stderr).init(),
+        .with_ansi(ansi)
+        .with_writer(writer.clone());
+    match settings.log_format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Pretty => logs.init(),
     }
+    writer
 }

@@ -211,6 +211,13 @@ pub trait Provider: Send + Sync + 'static {
     fn reads_conversation(&self) -> bool {
         true
     }
+    /// Whether [`Provider::complete`]'s stream is ready to its end as soon
+    /// as it is made (a rule-based model in this process, with no wait):
+    /// the session then takes the whole answer at once, so a turn's
+    /// frames go to the journal together.
+    fn answers_at_once(&self) -> bool {
+        false
+    }
 }
 
 /// Reads a model call to its end and gives its whole reply (text streamed

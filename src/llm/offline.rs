@@ -540,6 +540,10 @@ impl Provider for OfflineGameMaster {
         false
     }
 
+    fn answers_at_once(&self) -> bool {
+        self.latency.is_zero()
+    }
+
     fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
         let reply = self.answer(&request);
         let mut events: Vec<Result<ModelEvent, LlmError>> = sentence_deltas(&reply.text)

@@ -6,7 +6,10 @@
 //! the [`Sequencer`] until the writer says it is durable; only then is its
 //! effect applied to the state and the frame sent to subscribers, in seq
 //! order. So the state in memory is always the fold of the durable journal,
-//! and no client ever sees a frame that a crash could take back.
+//! and no client ever sees a frame that a crash could take back. The rows a
+//! step makes (a whole turn, when the model answers at once) are handed to
+//! the writer together when the step is over ([`SessionActor::flush`]), so
+//! they share a commit and go out to each connection in one write.
 //!
 //! The parts it wires, none of which knows the actor:
 //! - [`Intake`]: whether a chat or a direct call is taken, and the queue;
@@ -30,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytestring::ByteString;
-use futures_util::StreamExt;
 use futures_util::stream;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::oneshot;
 
 use super::acks::Acks;
@@ -59,7 +62,7 @@ use crate::protocol::{
     CallId, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
 };
 use crate::storage::{
-    DurableSink, Epoch, QueuedChat, SessionMeta, SnapshotWrite, StorageError, now_ms,
+    DurableSink, Epoch, QueuedChat, SessionMeta, SessionWrite, SnapshotWrite, StorageError, now_ms,
 };
 use crate::tools::{RawArgs, ToolError};
 
@@ -129,7 +132,17 @@ pub struct SessionActor {
     model_tools: Option<Arc<[serde_json::Value]>>,
     /// The context of the last model request, while the state is unchanged.
     context: prompt::ContextCache,
+    /// Journal and audit rows made in this step, in order, not yet handed
+    /// to the writer ([`SessionActor::flush`]).
+    unsent: Vec<SessionWrite>,
+    /// This actor, to have the rows of a step flushed once it is over.
+    me: Option<Addr<Self>>,
 }
+
+/// Hands the rows of the step just over to the writer.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Flush;
 
 impl SessionActor {
     pub(super) fn new(
@@ -164,6 +177,8 @@ impl SessionActor {
             stored_chunks: StoredChunks::loaded(restored.stored_chunks),
             model_tools: None,
             context: prompt::ContextCache::default(),
+            unsent: Vec::new(),
+            me: None,
             deps,
         }
     }
@@ -184,28 +199,49 @@ impl SessionActor {
     fn emit(&mut self, entry: Entry) -> u64 {
         let row = self.sequencer.journal(&self.meta.session_id, entry);
         let seq = row.seq;
-        if let Some(sink) = &self.sink {
-            self.deps.store.append(row, sink.clone());
-        }
+        self.hold(SessionWrite::Row(row));
         seq
+    }
+
+    /// Holds a write until the step that made it is over: a turn whose
+    /// model answers at once makes all its rows in one step, and they go to
+    /// the writer together (one commit, so one write to each connection).
+    fn hold(&mut self, write: SessionWrite) {
+        if self.unsent.is_empty()
+            && let Some(me) = &self.me
+        {
+            me.do_send(Flush);
+        }
+        self.unsent.push(write);
+    }
+
+    /// Hands the held writes to the writer, in the order they were made.
+    /// Called when a step is over, and before any other write of the
+    /// session, which must not overtake them.
+    fn flush(&mut self) {
+        if let Some(sink) = &self.sink {
+            let writes = std::mem::take(&mut self.unsent);
+            self.deps.store.write_all(writes, sink);
+        }
     }
 
     /// Applies and sends every pending frame up to `up_to`, then tells
     /// whoever waited for it. The frames released together go to each
-    /// connection as one message (one write for all of them), split only
-    /// where an ack must go in between.
+    /// connection as one message (one write for all of them), a chat's ack
+    /// in it just ahead of its turn's first frame.
     fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
         let mut frames = Vec::new();
+        let mut acks: Vec<(u64, ByteString)> = Vec::new();
         let mut waiters = Vec::new();
         for p in self.sequencer.durable(up_to) {
             // A chat that started at once is acknowledged with its durable
             // `turn_started`, just ahead of it.
-            let acks = self.acks.before(p.seq);
-            if !acks.is_empty() {
-                self.broadcast(std::mem::take(&mut frames), ctx);
-                for (conn_id, ack) in acks {
-                    self.fanout.send_to(conn_id, Outbound::Frame(ack));
+            let due = self.acks.before(p.seq);
+            if !due.is_empty() {
+                if !frames.is_empty() {
+                    self.broadcast(std::mem::take(&mut acks), std::mem::take(&mut frames), ctx);
                 }
+                acks.extend(due);
             }
             if let Some(effect) = &p.effect {
                 self.state.apply(effect);
@@ -227,7 +263,7 @@ impl SessionActor {
             frames.push(p.bytes);
             waiters.extend(p.waiters);
         }
-        self.broadcast(frames, ctx);
+        self.broadcast(acks, frames, ctx);
         for waiter in waiters {
             waiter();
         }
@@ -265,10 +301,16 @@ impl SessionActor {
         self.sequencer.when_durable(seq, answer);
     }
 
-    /// Sends the same bytes to every subscriber; one that cannot keep up is
-    /// dropped ([`Fanout::broadcast`]), and presence changes.
-    fn broadcast(&mut self, frames: Vec<ByteString>, ctx: &mut Context<Self>) {
-        let delivery = self.fanout.broadcast_all(frames);
+    /// Sends the same frames to every subscriber, with `acks` ahead of
+    /// them for the connections they go to; one that cannot keep up is
+    /// dropped ([`Fanout::broadcast_after`]), and presence changes.
+    fn broadcast(
+        &mut self,
+        acks: Vec<(u64, ByteString)>,
+        frames: Vec<ByteString>,
+        ctx: &mut Context<Self>,
+    ) {
+        let delivery = self.fanout.broadcast_after(acks, frames);
         let metrics = &self.deps.metrics;
         metrics.outbound_drops.add(delivery.overflowed);
         metrics.frames_sent.add(delivery.sent);
@@ -341,6 +383,7 @@ impl SessionActor {
             chunks: chunks.send,
             keep: chunks.keep,
         };
+        self.flush();
         self.deps
             .store
             .snapshot(&self.meta.session_id, self.epoch, snapshot, Some(done));
@@ -440,6 +483,7 @@ impl SessionActor {
         self.acks.started(q.turn_id.clone(), seq, q.acks);
         if q.stored == Stored::InInbox {
             // Its `turn_started` is queued first: the row is not needed.
+            self.flush();
             self.deps
                 .store
                 .dequeue(&self.meta.session_id, q.turn_id.as_str(), self.epoch);
@@ -480,14 +524,30 @@ impl SessionActor {
     }
 
     /// Starts a model call for the running turn; its events come back as
-    /// [`ModelMsg`]s tagged with this call.
+    /// [`ModelMsg`]s tagged with this call. A model that answers at once
+    /// ([`crate::llm::Provider::answers_at_once`]) is read to its end here,
+    /// so the turn goes on in this same step and its frames reach the
+    /// journal together (one commit, one write per connection).
     fn stream_model(&mut self, request: ModelRequest, ctx: &mut Context<Self>) {
         self.model_calls += 1;
         let tag = self.model_calls;
-        let events = self
-            .deps
-            .provider
-            .complete(request)
+        let mut events = self.deps.provider.complete(request);
+        if self.deps.provider.answers_at_once() {
+            if let Some(t) = self.turn.as_mut() {
+                t.model_called(tag, None, Instant::now());
+            }
+            while self.turn.as_ref().is_some_and(|t| t.awaits(tag)) {
+                match events.next().now_or_never() {
+                    Some(event) => self.on_model_event(ModelMsg { tag, event }, ctx),
+                    // Not ready after all: the rest streams as usual.
+                    None => break,
+                }
+            }
+            if !self.turn.as_ref().is_some_and(|t| t.awaits(tag)) {
+                return;
+            }
+        }
+        let events = events
             .map(move |e| ModelMsg {
                 tag,
                 event: Some(e),
@@ -495,7 +555,7 @@ impl SessionActor {
             .chain(stream::once(async move { ModelMsg { tag, event: None } }));
         let stream = ctx.add_stream(events);
         if let Some(t) = self.turn.as_mut() {
-            t.model_called(tag, stream, Instant::now());
+            t.model_called(tag, Some(stream), Instant::now());
         }
     }
 
@@ -592,7 +652,8 @@ impl SessionActor {
             .tool_seconds
             .observe(ran.duration_ms / 1000.0);
         self.emit(ran.call);
-        audit::write(&self.deps.store, ran.audit);
+        audit::log(&ran.audit);
+        self.hold(SessionWrite::Audit(ran.audit));
         if in_turn && let Some(t) = self.turn.as_mut() {
             t.turn
                 .call_ran(ran.answer.event.clone(), ran.result.effect.as_ref());
@@ -715,6 +776,7 @@ impl Actor for SessionActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let addr = ctx.address();
+        self.me = Some(addr.clone());
         self.sink = Some(DurableSink::new(self.epoch, move |r| {
             addr.do_send(Durable(r))
         }));
@@ -748,6 +810,14 @@ impl Actor for SessionActor {
     }
 }
 
+impl Handler<Flush> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Flush, _: &mut Self::Context) {
+        self.flush();
+    }
+}
+
 impl Handler<Durable> for SessionActor {
     type Result = ();
 
@@ -764,6 +834,17 @@ impl Handler<Durable> for SessionActor {
 
 impl StreamHandler<ModelMsg> for SessionActor {
     fn handle(&mut self, msg: ModelMsg, ctx: &mut Self::Context) {
+        self.on_model_event(msg, ctx);
+    }
+
+    // Each model call is its own stream; its end must not stop the actor.
+    fn finished(&mut self, _: &mut Self::Context) {}
+}
+
+impl SessionActor {
+    /// One event of the model call in flight (or of one no longer awaited,
+    /// which is dropped).
+    fn on_model_event(&mut self, msg: ModelMsg, ctx: &mut Context<Self>) {
         if !self.turn.as_ref().is_some_and(|t| t.awaits(msg.tag)) {
             return;
         }
@@ -791,9 +872,6 @@ impl StreamHandler<ModelMsg> for SessionActor {
         };
         self.execute(step, ctx);
     }
-
-    // Each model call is its own stream; its end must not stop the actor.
-    fn finished(&mut self, _: &mut Self::Context) {}
 }
 
 impl Handler<SubmitChat> for SessionActor {
@@ -847,6 +925,7 @@ impl Handler<SubmitChat> for SessionActor {
                 created_at: now_ms(),
             };
             let (done, stored) = oneshot::channel();
+            self.flush();
             self.deps.store.enqueue(chat, self.epoch, done);
             ctx.spawn(actix::fut::wrap_future::<_, Self>(stored).map(
                 move |res, act, ctx| match res {

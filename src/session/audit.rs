@@ -82,6 +82,12 @@ pub fn row(c: AuditedCall<'_>) -> AuditRow {
 /// Writes the row's `tool_call_success` / `tool_call_failed` log event and
 /// queues it for the ledger.
 pub fn write(store: &Store, row: AuditRow) {
+    log(&row);
+    store.audit(row);
+}
+
+/// Writes the row's `tool_call_success` / `tool_call_failed` log event.
+pub fn log(row: &AuditRow) {
     let latency_ms = row.duration_us as f64 / 1000.0;
     // Only a failed call has an error code.
     let failed = row.error_code.is_some();
@@ -104,5 +110,4 @@ pub fn write(store: &Store, row: AuditRow) {
         prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, failed,
         "{event}"
     );
-    store.audit(row);
 }

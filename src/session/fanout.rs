@@ -202,13 +202,56 @@ impl Fanout {
         }
     }
 
+    /// [`Fanout::broadcast_all`], with `first` ahead of the frames for the
+    /// connections it names (a chat's ack, to the connection that sent
+    /// it), in the same message. `sent` counts story frames.
+    pub(super) fn broadcast_after(
+        &mut self,
+        first: Vec<(u64, ByteString)>,
+        frames: Vec<ByteString>,
+    ) -> Delivery {
+        if first.is_empty() {
+            return self.broadcast_all(frames);
+        }
+        let mut own: HashMap<u64, Vec<ByteString>> = HashMap::new();
+        for (conn_id, bytes) in first {
+            own.entry(conn_id).or_default().push(bytes);
+        }
+        let own: HashMap<u64, Outbound> = own
+            .into_iter()
+            .map(|(conn_id, mut out)| {
+                out.extend(frames.iter().cloned());
+                (conn_id, Outbound::Frames(out.into()))
+            })
+            .collect();
+        let shared: Arc<[ByteString]> = frames.into();
+        let n = shared.len() as u64;
+        self.send_each(
+            |id| match own.get(&id) {
+                Some(Outbound::Frames(out)) => Some(Outbound::Frames(out.clone())),
+                _ if shared.is_empty() => None,
+                _ => Some(Outbound::Frames(shared.clone())),
+            },
+            n,
+        )
+    }
+
     /// Sends what `message` makes to every connection; a connection whose
     /// queue is full is told to close and dropped.
     fn send_all(&mut self, message: impl Fn() -> Outbound, frames: u64) -> Delivery {
+        self.send_each(|_| Some(message()), frames)
+    }
+
+    /// Sends each connection what `message` makes for it, if anything; a
+    /// connection whose queue is full is told to close and dropped.
+    fn send_each(&mut self, message: impl Fn(u64) -> Option<Outbound>, frames: u64) -> Delivery {
         let mut delivery = Delivery::default();
         let mut dropped = Vec::new();
         for (id, sub) in &self.subscribers {
-            match sub.recipient.try_send(message()) {
+            let Some(message) = message(*id) else {
+                continue;
+            };
+            match sub.recipient.try_send(message) {
                 Ok(()) => delivery.sent += frames,
                 Err(SendError::Full(_)) => {
                     delivery.overflowed += 1;

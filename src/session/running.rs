@@ -32,7 +32,8 @@ struct ModelCall {
     /// Unique among the session's model calls, so events of an earlier
     /// one's stream are told apart.
     tag: u64,
-    stream: SpawnHandle,
+    /// Its stream, unless its answer was taken at once.
+    stream: Option<SpawnHandle>,
     started: Instant,
 }
 
@@ -59,9 +60,10 @@ impl Running {
         }
     }
 
-    /// The model call tagged `tag` streams through `stream` from `now`; its
-    /// events are the ones awaited.
-    pub(super) fn model_called(&mut self, tag: u64, stream: SpawnHandle, now: Instant) {
+    /// The model call tagged `tag` streams through `stream` (none when its
+    /// answer is taken at once) from `now`; its events are the ones
+    /// awaited.
+    pub(super) fn model_called(&mut self, tag: u64, stream: Option<SpawnHandle>, now: Instant) {
         self.model = Some(ModelCall {
             tag,
             stream,
@@ -89,7 +91,7 @@ impl Running {
     /// The turn ends at `now`.
     pub(super) fn end(self, now: Instant) -> Ended {
         let mut to_cancel = vec![self.deadline];
-        to_cancel.extend(self.model.map(|m| m.stream));
+        to_cancel.extend(self.model.and_then(|m| m.stream));
         Ended {
             turn: self.turn,
             to_cancel,
@@ -117,10 +119,10 @@ mod tests {
         let mut r = running(t0);
         assert!(!r.awaits(0), "no call yet");
         r.turn.resume();
-        r.model_called(1, SpawnHandle::default(), t0);
+        r.model_called(1, Some(SpawnHandle::default()), t0);
         assert!(r.awaits(1));
         // The next call, after the first ended without an answer.
-        r.model_called(2, SpawnHandle::default(), t0 + SECOND);
+        r.model_called(2, Some(SpawnHandle::default()), t0 + SECOND);
         assert!(!r.awaits(1), "an earlier call's stream");
         assert!(r.awaits(2));
         assert_eq!(r.model_answered(t0 + 3 * SECOND), Some(2 * SECOND));
@@ -133,9 +135,9 @@ mod tests {
         let t0 = Instant::now();
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, SpawnHandle::default(), t0 + SECOND);
+        r.model_called(1, None, t0 + SECOND);
         r.model_answered(t0 + 3 * SECOND);
-        r.model_called(2, SpawnHandle::default(), t0 + 5 * SECOND);
+        r.model_called(2, None, t0 + 5 * SECOND);
         r.model_answered(t0 + 6 * SECOND);
         let ended = r.end(t0 + 10 * SECOND);
         assert_eq!(ended.elapsed, 10 * SECOND);
@@ -150,7 +152,7 @@ mod tests {
         let stream = deadline.next();
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, stream, t0);
+        r.model_called(1, Some(stream), t0);
         // The deadline came while the model was still writing.
         let ended = r.end(t0 + SECOND);
         assert_eq!(ended.to_cancel, [deadline, stream]);
@@ -158,8 +160,14 @@ mod tests {
 
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, stream, t0);
+        r.model_called(1, Some(stream), t0);
         r.model_answered(t0 + SECOND);
+        assert_eq!(r.end(t0 + SECOND).to_cancel, [deadline]);
+
+        // An answer taken at once has no stream to stop.
+        let mut r = running(t0);
+        r.turn.resume();
+        r.model_called(1, None, t0);
         assert_eq!(r.end(t0 + SECOND).to_cancel, [deadline]);
     }
 }

@@ -85,7 +85,8 @@ impl From<sqlx::migrate::MigrateError> for StorageError {
     }
 }
 
-/// Writes that may wait for the writer at once. Past it a write is refused
+/// Writes that may wait for the writer at once (the rows of one session's
+/// step, [`Store::write_all`], count as one). Past it a write is refused
 /// at once ([`StorageError::Overloaded`]) instead of growing memory; callers
 /// stop taking new work well before (see [`Store::overloaded`]).
 pub const MAX_QUEUED_WRITES: usize = 65_536;
@@ -309,6 +310,13 @@ pub struct QueuedChat {
     pub created_at: i64,
 }
 
+/// A journal or audit row of a session, queued with the others of its step
+/// ([`Store::write_all`]).
+pub enum SessionWrite {
+    Row(JournalRow),
+    Audit(AuditRow),
+}
+
 /// One row of the audit ledger: a tool call from any caller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRow {
@@ -509,6 +517,13 @@ impl Store {
     /// is durable.
     pub fn append(&self, row: JournalRow, sink: DurableSink) {
         self.writes.append(row, sink)
+    }
+
+    /// Queues the journal and audit rows one step of a session made, in
+    /// order, so that they go into the same group commit; `sink` hears
+    /// when the journal rows are durable.
+    pub fn write_all(&self, writes: Vec<SessionWrite>, sink: &DurableSink) {
+        self.writes.write_all(writes, sink)
     }
 
     /// Why new work should be refused now, if it should: so many writes

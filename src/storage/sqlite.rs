@@ -236,7 +236,7 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
 mod tests {
     use super::*;
     use crate::storage::{
-        BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, STORAGE_BEHIND, Store,
+        BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, STORAGE_BEHIND, SessionWrite, Store,
     };
     use sqlx::{Connection, SqliteConnection};
     use tokio::sync::mpsc;
@@ -366,6 +366,25 @@ mod tests {
         assert_eq!(until(&mut notices, 5).await.ok(), Some(5));
         assert_eq!(committed(&url, "a").await, [1, 2, 3, 4, 5]);
         assert_eq!(store.refusing(), None);
+    }
+
+    #[actix_web::test]
+    async fn the_rows_of_a_step_go_in_together_and_fail_only_their_own_stream() {
+        let (store, _dir, url) = store().await;
+        let (a, mut a_notices) = sink();
+        let (b, mut b_notices) = sink();
+        let step = |id: &str, seqs: std::ops::RangeInclusive<u64>| {
+            seqs.map(|seq| SessionWrite::Row(row(id, seq))).collect()
+        };
+        store.write_all(step("a", 1..=3), &a);
+        assert_eq!(until(&mut a_notices, 3).await.ok(), Some(3));
+        break_session(&url, "b").await;
+        store.write_all(step("b", 1..=2), &b);
+        store.write_all(step("a", 4..=5), &a);
+        assert!(until(&mut b_notices, 2).await.is_err(), "b's step failed");
+        assert_eq!(until(&mut a_notices, 5).await.ok(), Some(5), "a's did not");
+        assert_eq!(committed(&url, "a").await, [1, 2, 3, 4, 5]);
+        assert!(committed(&url, "b").await.is_empty());
     }
 
     #[actix_web::test]

@@ -13,7 +13,8 @@ use crate::metrics::Metrics;
 
 use super::{
     AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
-    QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SnapshotWrite, StorageError, now_ms,
+    QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SessionWrite, SnapshotWrite,
+    StorageError, now_ms,
 };
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
@@ -51,6 +52,15 @@ pub(super) enum WriteOp {
     },
 }
 
+/// What goes through the writer's queue: one write, or the writes of one
+/// session's step, which go into the same batch. A slot is a write's size
+/// either way, as it was when the queue held writes alone.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Queued {
+    One(WriteOp),
+    Many(Vec<WriteOp>),
+}
+
 /// Commits a batch of writes in one transaction, or nothing of it.
 pub(super) trait Committer: Send + 'static {
     async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError>;
@@ -69,7 +79,7 @@ pub(super) trait Committer: Send + 'static {
 #[derive(Clone)]
 pub(super) struct Writes {
     /// Bounded at [`MAX_QUEUED_WRITES`]: a full queue refuses writes.
-    tx: mpsc::Sender<WriteOp>,
+    tx: mpsc::Sender<Queued>,
     /// Until when (ms since the epoch) new work is refused because a write
     /// failed; set by the writer.
     failing_until: Arc<AtomicI64>,
@@ -105,12 +115,50 @@ impl Writes {
         Self { tx, failing_until }
     }
 
+    /// Queues one write, or answers why it could not, with the write back.
+    fn send(&self, op: WriteOp) -> Result<(), (StorageError, Option<Box<WriteOp>>)> {
+        self.tx.try_send(Queued::One(op)).map_err(|e| {
+            let error = refused(&e);
+            let op = match e.into_inner() {
+                Queued::One(op) => Some(op),
+                Queued::Many(ops) => ops.into_iter().next(),
+            };
+            (error, op.map(Box::new))
+        })
+    }
+
+    /// Queues one session's journal and audit rows, in order, to go into
+    /// the same batch; `sink` hears when the rows are durable.
+    pub(super) fn write_all(&self, writes: Vec<SessionWrite>, sink: &DurableSink) {
+        if writes.is_empty() {
+            return;
+        }
+        let ops = writes
+            .into_iter()
+            .map(|w| match w {
+                SessionWrite::Row(row) => WriteOp::Row(row, sink.clone()),
+                SessionWrite::Audit(row) => WriteOp::Audit(row),
+            })
+            .collect();
+        if let Err(e) = self.tx.try_send(Queued::Many(ops)) {
+            let error = refused(&e);
+            if let Queued::Many(ops) = e.into_inner() {
+                if ops.iter().any(|op| matches!(op, WriteOp::Audit(_))) {
+                    tracing::error!(%error, "audit row dropped");
+                }
+                if ops.iter().any(|op| matches!(op, WriteOp::Row(..))) {
+                    sink.notify(Err(error));
+                }
+            }
+        }
+    }
+
     /// Queues a journal row; `sink` hears when it (and everything before it)
     /// is durable.
     pub(super) fn append(&self, row: JournalRow, sink: DurableSink) {
-        if let Err(e) = self.tx.try_send(WriteOp::Row(row, sink)) {
-            let (gone, op) = refused_write(e);
-            if let WriteOp::Row(_, sink) = op {
+        if let Err(e) = self.send(WriteOp::Row(row, sink)) {
+            let (gone, op) = e;
+            if let Some(WriteOp::Row(_, sink)) = op.map(|op| *op) {
                 sink.notify(Err(gone));
             }
         }
@@ -141,11 +189,11 @@ impl Writes {
             snapshot,
             done,
         };
-        if let Err(e) = self.tx.try_send(op) {
-            let (error, op) = refused_write(e);
-            if let WriteOp::Snapshot {
+        if let Err(e) = self.send(op) {
+            let (error, op) = e;
+            if let Some(WriteOp::Snapshot {
                 done: Some(done), ..
-            } = op
+            }) = op.map(|op| *op)
             {
                 let _ = done.send(Err(error));
             }
@@ -159,9 +207,9 @@ impl Writes {
         epoch: Epoch,
         done: oneshot::Sender<Result<(), StorageError>>,
     ) {
-        if let Err(e) = self.tx.try_send(WriteOp::Enqueue { chat, epoch, done }) {
-            let (error, op) = refused_write(e);
-            if let WriteOp::Enqueue { done, .. } = op {
+        if let Err(e) = self.send(WriteOp::Enqueue { chat, epoch, done }) {
+            let (error, op) = e;
+            if let Some(WriteOp::Enqueue { done, .. }) = op.map(|op| *op) {
                 let _ = done.send(Err(error));
             }
         }
@@ -174,17 +222,17 @@ impl Writes {
             turn_id: turn_id.to_owned(),
             epoch,
         };
-        if let Err(e) = self.tx.try_send(op) {
+        if let Err(e) = self.send(op) {
             // The row stays; a reload skips it, its turn having started.
-            let (error, _) = refused_write(e);
+            let (error, _) = e;
             tracing::warn!(%error, "a started chat stays in the inbox");
         }
     }
 
     /// Queues an audit row; nobody waits for it.
     pub(super) fn audit(&self, row: AuditRow) {
-        if let Err(e) = self.tx.try_send(WriteOp::Audit(row)) {
-            let (error, _) = refused_write(e);
+        if let Err(e) = self.send(WriteOp::Audit(row)) {
+            let (error, _) = e;
             tracing::error!(%error, "audit row dropped");
         }
     }
@@ -196,22 +244,21 @@ impl Writes {
         snapshot: String,
     ) -> Result<(), StorageError> {
         let (done, rx) = oneshot::channel();
-        self.tx
-            .try_send(WriteOp::CreateSession {
-                meta,
-                snapshot,
-                done,
-            })
-            .map_err(|e| refused_write(e).0)?;
+        self.send(WriteOp::CreateSession {
+            meta,
+            snapshot,
+            done,
+        })
+        .map_err(|e| e.0)?;
         rx.await.map_err(|_| StorageError::WriterGone)?
     }
 }
 
-/// Why a write could not be queued, and the write back.
-fn refused_write(e: mpsc::error::TrySendError<WriteOp>) -> (StorageError, WriteOp) {
+/// Why writes could not be queued.
+fn refused<T>(e: &mpsc::error::TrySendError<T>) -> StorageError {
     match e {
-        mpsc::error::TrySendError::Full(op) => (StorageError::Overloaded, op),
-        mpsc::error::TrySendError::Closed(op) => (StorageError::WriterGone, op),
+        mpsc::error::TrySendError::Full(_) => StorageError::Overloaded,
+        mpsc::error::TrySendError::Closed(_) => StorageError::WriterGone,
     }
 }
 
@@ -220,7 +267,7 @@ fn refused_write(e: mpsc::error::TrySendError<WriteOp>) -> (StorageError, WriteO
 /// waiter. Runs until every sender is gone.
 async fn writer(
     mut committer: impl Committer,
-    mut rx: mpsc::Receiver<WriteOp>,
+    mut rx: mpsc::Receiver<Queued>,
     metrics: Arc<Metrics>,
     failing_until: Arc<AtomicI64>,
 ) {
@@ -230,7 +277,14 @@ async fn writer(
     // never reused, so a reload of the session (a new sink) writes again.
     let mut poisoned: HashSet<u64> = HashSet::new();
     let refused = || StorageError::Database("an earlier write of this session failed".into());
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    let mut queued = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut queued, MAX_BATCH).await > 0 {
+        for q in queued.drain(..) {
+            match q {
+                Queued::One(op) => batch.push(op),
+                Queued::Many(ops) => batch.extend(ops),
+            }
+        }
         let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink.id()));
         let writable: Vec<&WriteOp> = batch
             .iter()
