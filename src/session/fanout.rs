@@ -100,6 +100,9 @@ pub const MAX_REMOTE_AUDIENCES: usize = 256;
 #[derive(Default)]
 pub(super) struct Fanout {
     subscribers: HashMap<u64, Subscriber>,
+    /// How many of `subscribers` are players, kept as they come and go so
+    /// that counting who is there does not walk every connection.
+    players: usize,
     presence: PresenceThrottle,
     /// Spectators served by other nodes' tails of this session, by node,
     /// each with when its report runs out.
@@ -109,7 +112,30 @@ pub(super) struct Fanout {
 impl Fanout {
     /// Adds (or replaces) connection `conn_id`.
     pub(super) fn subscribe(&mut self, conn_id: u64, sub: Subscriber) {
-        self.subscribers.insert(conn_id, sub);
+        if sub.role == ConnRole::Player {
+            self.players += 1;
+        }
+        if let Some(old) = self.subscribers.insert(conn_id, sub) {
+            self.forget(&old);
+        }
+    }
+
+    /// Keeps the player count when `sub` leaves the subscribers.
+    fn forget(&mut self, sub: &Subscriber) {
+        if sub.role == ConnRole::Player {
+            self.players -= 1;
+        }
+    }
+
+    /// Removes connection `conn_id`; answers whether it was there.
+    fn remove(&mut self, conn_id: u64) -> bool {
+        match self.subscribers.remove(&conn_id) {
+            Some(old) => {
+                self.forget(&old);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Adds the connection `msg` subscribes; answers its role.
@@ -128,7 +154,7 @@ impl Fanout {
 
     /// Forgets connection `conn_id`; answers whether it was there.
     pub(super) fn unsubscribe(&mut self, conn_id: u64) -> bool {
-        self.subscribers.remove(&conn_id).is_some()
+        self.remove(conn_id)
     }
 
     /// Queues `msg` for connection `conn_id` even past its capacity;
@@ -181,6 +207,7 @@ impl Fanout {
             sub.recipient.do_send(Outbound::Close { code, reason });
         }
         self.subscribers.clear();
+        self.players = 0;
     }
 
     /// Sends the same bytes to every connection. One that cannot keep up is
@@ -268,7 +295,7 @@ impl Fanout {
         }
         delivery.dropped = dropped.len();
         for id in dropped {
-            self.subscribers.remove(&id);
+            self.remove(id);
         }
         delivery
     }
@@ -276,13 +303,8 @@ impl Fanout {
     /// Players and spectators connected now, here and (spectators) to
     /// other nodes' tails.
     pub(super) fn connection_counts(&self) -> (usize, usize) {
-        let players = self
-            .subscribers
-            .values()
-            .filter(|s| s.role == ConnRole::Player)
-            .count();
         let remote: usize = self.remote.values().map(|(n, _)| n).sum();
-        (players, self.subscribers.len() - players + remote)
+        (self.players, self.subscribers.len() - self.players + remote)
     }
 
     /// Connections came or went at `now`: whether a `presence` frame goes
@@ -751,6 +773,10 @@ mod tests {
         assert!(!fanout.send_to(9, ack()), "no such connection");
         fanout.close_all(1011, "stopping");
         assert!(fanout.is_empty());
+        assert_eq!(fanout.connection_counts(), (0, 0));
+        let _c = connect(&mut fanout, 3, ConnRole::Player, 1);
+        assert_eq!(fanout.connection_counts(), (1, 0), "counted afresh");
+        fanout.close_all(1011, "stopping");
         assert_eq!(
             fanout.broadcast(&ByteString::from_static("late")),
             Delivery::default()
