@@ -46,6 +46,9 @@ pub enum ErrorCode {
     /// The node is full (connections, sessions) or its storage is behind;
     /// try again after `Retry-After`.
     Overloaded,
+    /// The request conflicts with what is stored: an idempotency key used
+    /// for another call or still running, a tenant's last site.
+    Conflict,
 }
 
 impl ErrorCode {
@@ -66,6 +69,7 @@ impl ErrorCode {
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
             Overloaded => 503,
+            Conflict => 409,
             // The model, not the caller, got it wrong.
             UpstreamError | InvalidAiJson => 502,
             MaxIterations | InternalError | ExecutionFailed => 500,
@@ -259,6 +263,7 @@ mod tests {
             415,
         ),
         (ErrorCode::Overloaded, "OVERLOADED", 503),
+        (ErrorCode::Conflict, "CONFLICT", 409),
     ];
 
     #[test]
@@ -306,9 +311,10 @@ mod tests {
                 PayloadTooLarge => 25,
                 UnsupportedMediaType => 26,
                 Overloaded => 27,
+                Conflict => 28,
             }
         }
-        let mut seen = [false; 28];
+        let mut seen = [false; 29];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

@@ -14,6 +14,8 @@
 //!   them.
 //! - [`llm`]: model providers (offline game master, OpenAI-compatible endpoint,
 //!   scripted test double).
+//! - [`sites`]: a tenant's NPC and content service without a session
+//!   (`PUT /api/v1/sites/{id}`), its states read and written by version.
 //! - [`storage`]: journal, snapshots, inbox and claims on SQLite or
 //!   PostgreSQL; group commit; fencing by epoch.
 //! - [`http`]: REST routes, the WebSocket endpoint, the embedded client;
@@ -32,6 +34,7 @@ pub mod logs;
 pub mod metrics;
 pub mod protocol;
 pub mod session;
+pub mod sites;
 pub mod startup;
 pub mod storage;
 pub mod tools;

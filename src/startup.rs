@@ -216,6 +216,7 @@ impl Application {
         let data = web::Data::new(AppState {
             hub: hub.clone(),
             tails: tails.clone(),
+            sites: Arc::new(crate::sites::Sites::new(store.clone())),
             store,
             cluster,
             registry,

@@ -9,7 +9,7 @@ use super::{
     same_secret, send_to_session, tenant_header, token_role,
 };
 use crate::error::{ApiError, ErrorCode, Reason};
-use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
+use crate::game::{BUILTIN_CAMPAIGNS, Campaign, GameState};
 use crate::protocol::http::{
     ActionsPage, AuditLedgerPage, CampaignSummary, Health, LiveSession, NpcActivated,
     NpcActivation, SessionCreated, SessionLinks,
@@ -102,6 +102,31 @@ async fn create_session(
             ));
         }
     };
+    let start = campaign_start(&state, &body).await?;
+    let handle = state
+        .hub
+        .send(CreateSession {
+            tenant_id,
+            visibility,
+            state: start,
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .map_err(super::hub_failed)?;
+    let meta = &handle.meta;
+    let links = Links::of(&req);
+    let links = SessionLinks {
+        ws_url: links.ws(&meta.session_id, &meta.player_token),
+        play_url: links.page(&meta.session_id, &meta.player_token),
+        watch_url: links.page(&meta.session_id, &meta.spectator_token),
+    };
+    Ok(HttpResponse::Created().json(SessionCreated::new(meta, links)))
+}
+
+/// The start state a body names: `{"campaign_id": "<built-in>"}` or
+/// `{"campaign": {...inline campaign...}}` (which wins when both are
+/// given). Sessions and sites start the same way.
+pub(super) async fn campaign_start(state: &AppState, body: &Value) -> Result<GameState, ApiError> {
     let start = match (body.get("campaign_id"), body.get("campaign")) {
         (_, Some(inline)) => {
             let tools = state.registry.names().to_vec();
@@ -133,24 +158,7 @@ async fn create_session(
             ));
         }
     };
-    let handle = state
-        .hub
-        .send(CreateSession {
-            tenant_id,
-            visibility,
-            state: start,
-        })
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(super::hub_failed)?;
-    let meta = &handle.meta;
-    let links = Links::of(&req);
-    let links = SessionLinks {
-        ws_url: links.ws(&meta.session_id, &meta.player_token),
-        play_url: links.page(&meta.session_id, &meta.player_token),
-        watch_url: links.page(&meta.session_id, &meta.spectator_token),
-    };
-    Ok(HttpResponse::Created().json(SessionCreated::new(meta, links)))
+    Ok(start)
 }
 
 /// Absolute links to this server as the client reached it.

@@ -77,6 +77,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
+use super::idempotency;
 use super::service::{self, CallReport, HeaderRules, ServiceContext};
 use super::{AppState, MAX_BODY_BYTES};
 use crate::error::{ApiError, ErrorCode};
@@ -213,7 +214,11 @@ async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payloa
             Some(TOOLS_LIST_CACHE),
         )),
         (_, "tools/call") => {
-            return tools_call(state, ctx, id, msg.params, era, accepts).await;
+            let key = match idempotency::call_key(&req, None) {
+                Ok(key) => key,
+                Err(e) => return api_error(e, &id),
+            };
+            return tools_call(state, ctx, id, msg.params, era, accepts, key).await;
         }
         (Era::Legacy, _) => Err(RpcError::new(
             StatusCode::OK,
@@ -536,6 +541,7 @@ async fn tools_call(
     params: Map<String, Value>,
     era: Era,
     accepts: Accepts,
+    key: Option<String>,
 ) -> HttpResponse {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return RpcError::new(
@@ -566,19 +572,21 @@ async fn tools_call(
         .cloned();
     // The call runs in its own task so that a client that goes away does not
     // cut it off between the session's answer and its audit record.
-    let call = actix_web::rt::spawn(run_call(state, ctx, name.to_owned(), arguments));
-    let finish = move |joined: Result<CallReport, tokio::task::JoinError>| match joined {
-        Ok(report) => match call_result(report) {
-            Ok(result) => rpc_result(&id, era.complete(result, None)),
-            Err(e) => e.body(&id),
-        },
-        Err(_) => RpcError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            INTERNAL_ERROR,
-            "the call stopped before it answered",
-        )
-        .body(&id),
-    };
+    let call = actix_web::rt::spawn(run_call(state, ctx, name.to_owned(), arguments, key));
+    let finish =
+        move |joined: Result<Result<CallReport, ApiError>, tokio::task::JoinError>| match joined {
+            Ok(Ok(report)) => match call_result(report) {
+                Ok(result) => rpc_result(&id, era.complete(result, None)),
+                Err(e) => e.body(&id),
+            },
+            Ok(Err(e)) => api_error_body(e, &id),
+            Err(_) => RpcError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                INTERNAL_ERROR,
+                "the call stopped before it answered",
+            )
+            .body(&id),
+        };
     match progress {
         Some(token) if accepts.sse => {
             let queued = json!({
@@ -597,14 +605,18 @@ async fn tools_call(
     }
 }
 
-/// Runs one call with owned inputs, so it can outlive the request.
+/// Runs one call with owned inputs, so it can outlive the request; with
+/// an `Idempotency-Key`, once for that key.
 async fn run_call(
     state: web::Data<AppState>,
     ctx: ServiceContext,
     name: String,
     arguments: Value,
-) -> CallReport {
-    service::call_tool(&state, &ctx, &name, arguments).await
+    key: Option<String>,
+) -> Result<CallReport, ApiError> {
+    idempotency::call_once(&state, &ctx, &name, arguments, key.as_deref())
+        .await
+        .map(|(report, _)| report)
 }
 
 /// A call's outcome as an MCP result: output as text and structured
@@ -786,6 +798,23 @@ fn unknown_session(session_id: &str) -> RpcError {
 /// A failure of the service core (context headers, key, rate) as an HTTP
 /// error with a JSON-RPC body; `data.error_code` is the questd code.
 fn api_error(e: ApiError, id: &Value) -> HttpResponse {
+    let retry_after_s = e.retry_after_s;
+    let mut resp = rpc_error_of(e).response(id);
+    if let Some(s) = retry_after_s
+        && let Ok(value) = header::HeaderValue::from_str(&s.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    resp
+}
+
+/// [`api_error`] as the body of an answer already under way (a call's).
+fn api_error_body(e: ApiError, id: &Value) -> Value {
+    rpc_error_of(e).body(id)
+}
+
+/// An HTTP error as a JSON-RPC error: its code and extra fields in `data`.
+fn rpc_error_of(e: ApiError) -> RpcError {
     let status = super::status_of(e.code);
     let code = if status.is_server_error() {
         INTERNAL_ERROR
@@ -800,15 +829,7 @@ fn api_error(e: ApiError, id: &Value) -> HttpResponse {
     if let Some(s) = e.retry_after_s {
         data.insert("retry_after_s".into(), json!(s));
     }
-    let mut resp = RpcError::new(status, code, e.message)
-        .with_data(Value::Object(data))
-        .response(id);
-    if let Some(s) = e.retry_after_s
-        && let Ok(value) = header::HeaderValue::from_str(&s.to_string())
-    {
-        resp.headers_mut().insert(header::RETRY_AFTER, value);
-    }
-    resp
+    RpcError::new(status, code, e.message).with_data(Value::Object(data))
 }
 
 fn rpc_result(id: &Value, result: Value) -> Value {

@@ -7,9 +7,11 @@ pub mod auth;
 mod chat;
 pub mod cluster;
 pub mod guard;
+mod idempotency;
 pub mod mcp;
 mod relay;
 pub mod service;
+pub mod sites;
 mod stateless;
 mod static_files;
 mod tools_api;
@@ -46,6 +48,8 @@ pub struct AppState {
     /// This node among the nodes of its database.
     pub cluster: cluster::Cluster,
     pub registry: Arc<Registry>,
+    /// The sites of every tenant this node served (PROTOCOL.md §7.2).
+    pub sites: Arc<crate::sites::Sites>,
     /// The built-in campaigns' start states, shared by their sessions.
     pub builtin_starts: BuiltinStarts,
     /// The model, for the stateless chat API (sessions hold their own).
@@ -75,6 +79,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     chat::configure(cfg);
     stateless::configure(cfg);
     tools_api::configure(cfg);
+    sites::configure(cfg);
     ws::configure(cfg);
     mcp::configure(cfg);
     static_files::configure(cfg);
@@ -304,9 +309,17 @@ pub fn hub_failed(e: HubError) -> ApiError {
         HubError::Full(_) => overloaded(e.to_string()),
         HubError::Elsewhere => overloaded("the session runs on another node; try again shortly"),
         HubError::Draining => overloaded(e.to_string()),
-        HubError::Storage(StorageError::Overloaded) => overloaded(STORAGE_BEHIND),
-        HubError::Storage(StorageError::Full) => overloaded(STORAGE_FULL),
-        HubError::Storage(e) => ApiError::internal(&e),
+        HubError::Storage(e) => storage_failed(e),
+    }
+}
+
+/// A storage failure as an HTTP error: `503` with `Retry-After` when
+/// waiting helps, else `500` (the cause goes to the log only).
+pub fn storage_failed(e: StorageError) -> ApiError {
+    match e {
+        StorageError::Overloaded => overloaded(STORAGE_BEHIND),
+        StorageError::Full => overloaded(STORAGE_FULL),
+        e => ApiError::internal(&e),
     }
 }
 

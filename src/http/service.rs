@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use actix_web::HttpRequest;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::AppState;
@@ -202,6 +202,12 @@ pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError
     check_rate_of(state, &ctx.tenant_id, &ctx.key_id)
 }
 
+/// [`check_rate`] for a request that holds a key (calls outside the tool
+/// API: sites, the stateless chat).
+pub fn check_grant_rate(state: &AppState, grant: &KeyGrant) -> Result<(), ApiError> {
+    check_rate_of(state, &grant.tenant_id, &key_id(grant))
+}
+
 /// [`check_rate`] for a tenant and a key id.
 pub fn check_rate_of(state: &AppState, tenant_id: &str, key_id: &str) -> Result<(), ApiError> {
     let service = &state.service;
@@ -237,7 +243,7 @@ pub fn mcp_listing(state: &AppState, ctx: &ServiceContext) -> Vec<Value> {
 }
 
 /// The audit summary a service caller gets back.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallAudit {
     pub trace_id: TraceId,
     pub tool_name: String,
@@ -311,6 +317,12 @@ pub async fn call_tool(
         args.remove("session_id");
     }
     let Some(session_id) = session else {
+        if spec.on_sites {
+            return match run_on_site(state, ctx, tool, input.clone(), started).await {
+                Ok(report) => report,
+                Err(e) => refuse(None, &input, e),
+            };
+        }
         if spec.needs_session {
             return refuse(
                 None,
@@ -351,6 +363,49 @@ fn run_sessionless(
     let failure = inv.outcome.as_ref().err();
     record(state, ctx, None, tool, &inv.args, failure, inv.duration_ms);
     report(ctx, tool, &hash, started, inv.outcome.map(|o| o.result))
+}
+
+/// A tool that runs on the content of the caller's site (`X-Site-ID`):
+/// its effect, if any, is stored with the site before the answer. `Err`
+/// says why it did not run (no such site, storage).
+async fn run_on_site(
+    state: &AppState,
+    ctx: &ServiceContext,
+    tool: &str,
+    input: Value,
+    started: Instant,
+) -> Result<CallReport, ToolError> {
+    let hash = args_hash(&input);
+    let caller = Caller::sessionless(ctx.role, &state.service.all_tools);
+    let mut rng = SplitMix64::new(rand::random());
+    let ran = state
+        .sites
+        .run(&ctx.tenant_id, &ctx.site_id, |site| {
+            let inv =
+                state
+                    .registry
+                    .invoke(tool, RawArgs::Value(input.clone()), &caller, site, &mut rng);
+            let effect = inv.outcome.as_ref().ok().and_then(|o| o.effect.clone());
+            (inv, effect)
+        })
+        .await;
+    let inv = ran.map_err(|e| {
+        let http = super::sites::site_failed(e, &ctx.site_id);
+        let reason = match http.code {
+            ErrorCode::NotFound => Reason::NotFound,
+            _ => Reason::ExecutionFailed,
+        };
+        ToolError::new(reason, http.code, http.message)
+    })?;
+    let failure = inv.outcome.as_ref().err();
+    record(state, ctx, None, tool, &inv.args, failure, inv.duration_ms);
+    Ok(report(
+        ctx,
+        tool,
+        &hash,
+        started,
+        inv.outcome.map(|o| o.result),
+    ))
 }
 
 /// Runs the call in the session's actor (which audits it). `Err` carries

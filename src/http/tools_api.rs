@@ -5,6 +5,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::idempotency;
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
 use super::{AppState, json_body_or_empty};
 use crate::error::{ApiError, ErrorCode};
@@ -63,6 +64,9 @@ struct CallRequest {
     tool_name: String,
     #[serde(default)]
     input: Option<Value>,
+    /// The call's idempotency key (or the `Idempotency-Key` header).
+    #[serde(default)]
+    request_id: Option<String>,
     #[serde(default)]
     context: Option<BodyContext>,
 }
@@ -102,18 +106,24 @@ async fn call(
             }
         }
     }
+    let key = idempotency::call_key(&req, body.request_id.as_deref())?;
     let input = body.input.unwrap_or_else(|| json!({}));
-    let report = service::call_tool(&state, &ctx, &body.tool_name, input).await;
+    let (report, replayed) =
+        idempotency::call_once(&state, &ctx, &body.tool_name, input, key.as_deref()).await?;
     let audit = audit_view(&report.audit);
+    let (mut response, failed) = match &report.outcome {
+        Ok(_) => (HttpResponse::Ok(), None),
+        Err(e) => (HttpResponse::build(super::status_of(e.code)), Some(e)),
+    };
+    if failed.is_some_and(|e| matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded)) {
+        response.insert_header(("Retry-After", "1"));
+    }
+    if replayed {
+        response.insert_header((idempotency::REPLAYED_HEADER, "true"));
+    }
     Ok(match report.outcome {
-        Ok(output) => HttpResponse::Ok().json(ToolCallSucceeded::new(output, audit)),
-        Err(e) => {
-            let mut response = HttpResponse::build(super::status_of(e.code));
-            if matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded) {
-                response.insert_header(("Retry-After", "1"));
-            }
-            response.json(ToolCallFailed::new(&e, audit))
-        }
+        Ok(output) => response.json(ToolCallSucceeded::new(output, audit)),
+        Err(ref e) => response.json(ToolCallFailed::new(e, audit)),
     })
 }
 

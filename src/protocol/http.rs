@@ -20,6 +20,7 @@ use super::{
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Campaign;
 use crate::llm::Usage;
+use crate::sites::SiteView;
 use crate::storage::{ActionPage, AuditPage, AuditRow, SessionMeta, Visibility};
 use crate::tools::{ToolError, ToolSpec};
 
@@ -71,6 +72,36 @@ pub struct SessionCreated<'a> {
     pub visibility: &'static str,
     #[serde(flatten)]
     pub links: SessionLinks,
+}
+
+/// `PUT` and `GET /api/v1/sites/{site_id}`: a site and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SiteSummary<'a> {
+    pub site_id: &'a str,
+    pub tenant_id: &'a str,
+    pub campaign_id: &'a str,
+    /// The campaign's title, as `get_site_map` answers it.
+    pub site_name: &'a str,
+    /// Grows by one with every write to the site.
+    pub version: i64,
+    pub npcs: usize,
+    pub content: usize,
+    pub areas: usize,
+}
+
+impl<'a> SiteSummary<'a> {
+    pub fn new(tenant_id: &'a str, site_id: &'a str, site: &'a SiteView) -> Self {
+        Self {
+            site_id,
+            tenant_id,
+            campaign_id: &site.campaign_id,
+            site_name: &site.title,
+            version: site.version,
+            npcs: site.state.npcs.len(),
+            content: site.state.content.len(),
+            areas: site.state.areas.len(),
+        }
+    }
 }
 
 /// The absolute links of a new session, built from the host the request

@@ -387,6 +387,10 @@ macro_rules! read {
     };
 }
 
+// After `read!`, which it uses.
+mod records;
+pub use records::{KeyRow, SiteRow};
+
 impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, or
     /// `postgres://user:pass@host:port/db`) as a node named `local`, runs

@@ -11,6 +11,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 use std::collections::{HashMap, HashSet};
 
+use super::records::QueuedRecord;
 use super::sql::queries;
 use super::writer::Committer;
 use super::{Epoch, JournalNotice, JournalRow, Node};
@@ -278,6 +279,7 @@ pub(super) async fn write_batch(
                     .await?;
                 }
             }
+            WriteOp::Record(record) => write_record(conn, record).await?,
             WriteOp::CreateSession { meta, snapshot, .. } => {
                 sqlx::query(super::sql::INSERT_SESSION)
                     .bind(&meta.session_id)
@@ -301,6 +303,82 @@ pub(super) async fn write_batch(
     }
     insert_rows(conn, &mut rows).await?;
     insert_audits(conn, &audits).await?;
+    Ok(())
+}
+
+/// One site or idempotency-key write; sets its outcome.
+async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<(), StorageError> {
+    use super::records::{RecordWrite, stmt};
+    let outcome: i64 = match &record.write {
+        RecordWrite::PutSite(site) => sqlx::query_scalar(stmt::PUT_SITE)
+            .bind(&site.tenant_id)
+            .bind(&site.site_id)
+            .bind(&site.campaign_id)
+            .bind(&site.title)
+            .bind(&site.state)
+            .bind(site.created_at)
+            .bind(site.updated_at)
+            .fetch_optional(&mut *conn)
+            .await?
+            .unwrap_or(0),
+        RecordWrite::UpdateSite {
+            tenant_id,
+            site_id,
+            state,
+            expected,
+            updated_at,
+        } => sqlx::query_scalar(stmt::UPDATE_SITE)
+            .bind(state)
+            .bind(updated_at)
+            .bind(tenant_id)
+            .bind(site_id)
+            .bind(expected)
+            .fetch_optional(&mut *conn)
+            .await?
+            .unwrap_or(0),
+        RecordWrite::ClaimKey {
+            tenant_id,
+            key,
+            tool,
+            request_hash,
+            created_at,
+            forget_before,
+        } => {
+            sqlx::query(stmt::FORGET_KEYS)
+                .bind(forget_before)
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(stmt::CLAIM_KEY)
+                .bind(tenant_id)
+                .bind(key)
+                .bind(tool)
+                .bind(request_hash)
+                .bind(created_at)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected() as i64
+        }
+        RecordWrite::FinishKey {
+            tenant_id,
+            key,
+            status,
+            response,
+        } => sqlx::query(stmt::FINISH_KEY)
+            .bind(i64::from(*status))
+            .bind(response)
+            .bind(tenant_id)
+            .bind(key)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected() as i64,
+        RecordWrite::DropKey { tenant_id, key } => sqlx::query(stmt::DROP_KEY)
+            .bind(tenant_id)
+            .bind(key)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected() as i64,
+    };
+    record.took(outcome);
     Ok(())
 }
 
@@ -430,7 +508,7 @@ fn fences<'a>(batch: &[&'a WriteOp]) -> Result<HashMap<&'a str, i64>, StorageErr
                 session_id, epoch, ..
             } => (session_id.as_str(), *epoch),
             WriteOp::Enqueue { chat, epoch, .. } => (chat.session_id.as_str(), *epoch),
-            WriteOp::Audit(_) | WriteOp::CreateSession { .. } => continue,
+            WriteOp::Audit(_) | WriteOp::CreateSession { .. } | WriteOp::Record(_) => continue,
         };
         // Every session write on a shared database is made under a claim.
         let Epoch::Claimed(n) = epoch else {

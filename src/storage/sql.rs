@@ -74,8 +74,8 @@ macro_rules! queries {
         use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry};
         use $crate::storage::writer::WriteOp;
         use $crate::storage::{
-            ActionPage, AuditPage, AuditRow, LoadedSession, QueuedChat, SessionMeta,
-            StorageError, StoredRow, TailRow, Visibility, now_ms,
+            ActionPage, AuditPage, AuditRow, KeyRow, LoadedSession, QueuedChat, SessionMeta,
+            SiteRow, StorageError, StoredRow, TailRow, Visibility, now_ms,
         };
 
         type Pool = sqlx::Pool<$db>;
@@ -385,6 +385,88 @@ macro_rules! queries {
                 actions,
                 next_after_seq: if more { last } else { None },
             })
+        }
+
+        pub(super) async fn load_site(
+            pool: &Pool,
+            tenant_id: &str,
+            site_id: &str,
+        ) -> Result<Option<SiteRow>, StorageError> {
+            let row = sqlx::query(
+                "SELECT campaign_id, title, state, version, created_at, updated_at FROM sites \
+                 WHERE tenant_id = $1 AND site_id = $2",
+            )
+            .bind(tenant_id)
+            .bind(site_id)
+            .fetch_optional(pool)
+            .await?;
+            row.map(|r| {
+                Ok(SiteRow {
+                    tenant_id: tenant_id.to_owned(),
+                    site_id: site_id.to_owned(),
+                    campaign_id: r.try_get(0)?,
+                    title: r.try_get(1)?,
+                    state: r.try_get(2)?,
+                    version: r.try_get(3)?,
+                    created_at: r.try_get(4)?,
+                    updated_at: r.try_get(5)?,
+                })
+            })
+            .transpose()
+        }
+
+        pub(super) async fn site_version(
+            pool: &Pool,
+            tenant_id: &str,
+            site_id: &str,
+        ) -> Result<Option<i64>, StorageError> {
+            Ok(sqlx::query_scalar(
+                "SELECT version FROM sites WHERE tenant_id = $1 AND site_id = $2",
+            )
+            .bind(tenant_id)
+            .bind(site_id)
+            .fetch_optional(pool)
+            .await?)
+        }
+
+        pub(super) async fn count_sites(
+            pool: &Pool,
+            tenant_id: &str,
+        ) -> Result<i64, StorageError> {
+            Ok(
+                sqlx::query_scalar("SELECT COUNT(*) FROM sites WHERE tenant_id = $1")
+                    .bind(tenant_id)
+                    .fetch_one(pool)
+                    .await?,
+            )
+        }
+
+        pub(super) async fn load_key(
+            pool: &Pool,
+            tenant_id: &str,
+            key: &str,
+        ) -> Result<Option<KeyRow>, StorageError> {
+            let row = sqlx::query(
+                "SELECT tool, request_hash, http_status, response, created_at \
+                 FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2",
+            )
+            .bind(tenant_id)
+            .bind(key)
+            .fetch_optional(pool)
+            .await?;
+            row.map(|r| {
+                let status: Option<i64> = r.try_get(2)?;
+                let response: Option<String> = r.try_get(3)?;
+                Ok(KeyRow {
+                    tool: r.try_get(0)?,
+                    request_hash: r.try_get(1)?,
+                    answer: status
+                        .zip(response)
+                        .map(|(status, body)| (u16::try_from(status).unwrap_or(500), body)),
+                    created_at: r.try_get(4)?,
+                })
+            })
+            .transpose()
         }
 
         fn audit_row(r: &DbRow) -> Result<AuditRow, sqlx::Error> {

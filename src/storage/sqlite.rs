@@ -7,6 +7,7 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use super::records::{QueuedRecord, RecordWrite, stmt};
 use super::sql::{self, queries};
 use super::writer::Committer;
 
@@ -213,6 +214,7 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
                     .execute(params![session_id, keep])?;
                 }
             }
+            WriteOp::Record(record) => write_record(conn, record)?,
             WriteOp::CreateSession { meta, snapshot, .. } => {
                 conn.prepare_cached(sql::INSERT_SESSION)?.execute(params![
                     meta.session_id,
@@ -229,6 +231,74 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
             }
         }
     }
+    Ok(())
+}
+
+/// One site or idempotency-key write; sets its outcome.
+fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<(), StorageError> {
+    use rusqlite::{OptionalExtension, params};
+    let returned = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> Result<i64, StorageError> {
+        Ok(conn
+            .prepare_cached(sql)?
+            .query_row(params, |row| row.get::<_, i64>(0))
+            .optional()?
+            .unwrap_or(0))
+    };
+    let outcome = match &record.write {
+        RecordWrite::PutSite(site) => returned(
+            stmt::PUT_SITE,
+            params![
+                site.tenant_id,
+                site.site_id,
+                site.campaign_id,
+                site.title,
+                site.state,
+                site.created_at,
+                site.updated_at
+            ],
+        )?,
+        RecordWrite::UpdateSite {
+            tenant_id,
+            site_id,
+            state,
+            expected,
+            updated_at,
+        } => returned(
+            stmt::UPDATE_SITE,
+            params![state, updated_at, tenant_id, site_id, expected],
+        )?,
+        RecordWrite::ClaimKey {
+            tenant_id,
+            key,
+            tool,
+            request_hash,
+            created_at,
+            forget_before,
+        } => {
+            conn.prepare_cached(stmt::FORGET_KEYS)?
+                .execute(params![forget_before])?;
+            conn.prepare_cached(stmt::CLAIM_KEY)?.execute(params![
+                tenant_id,
+                key,
+                tool,
+                request_hash,
+                created_at
+            ])? as i64
+        }
+        RecordWrite::FinishKey {
+            tenant_id,
+            key,
+            status,
+            response,
+        } => conn
+            .prepare_cached(stmt::FINISH_KEY)?
+            .execute(params![status, response, tenant_id, key])? as i64,
+        RecordWrite::DropKey { tenant_id, key } => {
+            conn.prepare_cached(stmt::DROP_KEY)?
+                .execute(params![tenant_id, key])? as i64
+        }
+    };
+    record.took(outcome);
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::Metrics;
 
+use super::records::QueuedRecord;
 use super::{
     AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
     QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SessionWrite, SnapshotWrite,
@@ -50,6 +51,8 @@ pub(super) enum WriteOp {
         snapshot: String,
         done: oneshot::Sender<Result<(), StorageError>>,
     },
+    /// A site or idempotency-key write (`records.rs`).
+    Record(QueuedRecord),
 }
 
 /// What goes through the writer's queue: one write, or the writes of one
@@ -237,6 +240,11 @@ impl Writes {
         }
     }
 
+    /// Queues a record write; its `done` hears when it is durable.
+    pub(super) fn record(&self, record: QueuedRecord) -> Result<(), StorageError> {
+        self.send(WriteOp::Record(record)).map_err(|e| e.0)
+    }
+
     /// Stores a new session and its opening snapshot; returns once durable.
     pub(super) async fn create_session(
         &self,
@@ -372,7 +380,8 @@ async fn writer(
                     done: Some(done), ..
                 }
                 | WriteOp::CreateSession { done, .. }
-                | WriteOp::Enqueue { done, .. } => {
+                | WriteOp::Enqueue { done, .. }
+                | WriteOp::Record(QueuedRecord { done, .. }) => {
                     let _ = done.send(result);
                 }
                 _ => {}

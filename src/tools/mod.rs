@@ -136,6 +136,9 @@ pub struct ToolSpec {
     pub output_schema: Value,
     pub writes_state: bool,
     pub needs_session: bool,
+    /// Outside a session it runs on a site's content (PROTOCOL.md §7.2):
+    /// a service call with `X-Site-ID` and no session.
+    pub on_sites: bool,
     pub roles: &'static [Role],
     pub enabled: bool,
     pub ai_callable: bool,
@@ -169,6 +172,7 @@ impl ToolSpec {
             output_schema,
             writes_state: false,
             needs_session: true,
+            on_sites: false,
             roles: ALL_ROLES,
             enabled: true,
             ai_callable: true,
@@ -213,6 +217,12 @@ impl ToolSpec {
     /// The tool works without a session (content services).
     pub fn sessionless(mut self) -> Self {
         self.needs_session = false;
+        self
+    }
+
+    /// Outside a session the tool runs on a site's content.
+    pub fn on_sites(mut self) -> Self {
+        self.on_sites = true;
         self
     }
 }

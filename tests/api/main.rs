@@ -19,6 +19,7 @@ mod metrics;
 mod openai;
 mod security;
 mod service;
+mod sites;
 mod storage_faults;
 mod tools;
 mod turns;

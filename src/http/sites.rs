@@ -1,0 +1,94 @@
+//! `PUT` and `GET /api/v1/sites/{site_id}` (PROTOCOL.md §7.2): a tenant's
+//! site gets its NPCs, content, prompts and map from a campaign file. The
+//! tools then run against it through the tool API (`service.rs`).
+
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use super::api::campaign_start;
+use super::{AppState, json_body};
+use crate::error::{ApiError, ErrorCode};
+use crate::protocol::http::SiteSummary;
+use crate::sites::{MAX_SITE_ID_CHARS, MAX_SITES_PER_TENANT, SiteError, valid_site_id};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/api/v1/sites/{site_id}", web::put().to(put))
+        .route("/api/v1/sites/{site_id}", web::get().to(get));
+}
+
+/// The site id of the path, checked.
+fn site_id(path: web::Path<String>) -> Result<String, ApiError> {
+    let id = path.into_inner();
+    if valid_site_id(&id) {
+        Ok(id)
+    } else {
+        Err(ApiError::bad_request(format!(
+            "a site id is 1 to {MAX_SITE_ID_CHARS} letters, digits, '_', '.', ':' or '-'"
+        )))
+    }
+}
+
+/// A site failure as an HTTP error.
+pub fn site_failed(e: SiteError, site_id: &str) -> ApiError {
+    match e {
+        SiteError::NotFound => ApiError::not_found(format!(
+            "no site {site_id:?} for this tenant; give it content with PUT /api/v1/sites/{site_id}"
+        )),
+        SiteError::TooMany => ApiError::new(
+            ErrorCode::Conflict,
+            format!("this tenant has {MAX_SITES_PER_TENANT} sites, the most it may have"),
+        ),
+        SiteError::Contended => super::overloaded("other writes to this site kept coming first"),
+        SiteError::Storage(e) => super::storage_failed(e),
+    }
+}
+
+/// Gives the site (of the key's tenant) the campaign the body names:
+/// `201` for a new site, `200` when it replaced one.
+async fn put(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let grant = state.keys.require(&req, "giving a site its content")?;
+    let site_id = site_id(path)?;
+    super::service::check_grant_rate(&state, &grant)?;
+    if let Some(reason) = state.store.refusing() {
+        return Err(super::overloaded(reason));
+    }
+    let body = json_body(body).await?;
+    let start = campaign_start(&state, &body).await?;
+    let put = state
+        .sites
+        .put(&grant.tenant_id, &site_id, start)
+        .await
+        .map_err(|e| site_failed(e, &site_id))?;
+    let site = state
+        .sites
+        .get(&grant.tenant_id, &site_id)
+        .await
+        .map_err(|e| site_failed(e, &site_id))?;
+    let summary = SiteSummary::new(&grant.tenant_id, &site_id, &site);
+    Ok(if put.created {
+        HttpResponse::Created().json(summary)
+    } else {
+        HttpResponse::Ok().json(summary)
+    })
+}
+
+/// The site of the key's tenant, as stored now.
+async fn get(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let grant = state.keys.require(&req, "reading a site")?;
+    let site_id = site_id(path)?;
+    super::service::check_grant_rate(&state, &grant)?;
+    let site = state
+        .sites
+        .get(&grant.tenant_id, &site_id)
+        .await
+        .map_err(|e| site_failed(e, &site_id))?;
+    Ok(HttpResponse::Ok().json(SiteSummary::new(&grant.tenant_id, &site_id, &site)))
+}
