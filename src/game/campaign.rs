@@ -61,6 +61,14 @@ pub const MAX_TEXT_CHARS: usize = 8000;
 pub const MAX_TAGS: usize = 32;
 /// Longest tag or trait, in characters.
 pub const MAX_TAG_CHARS: usize = 64;
+/// Longest summary of a content entry, in characters.
+pub const MAX_SUMMARY_CHARS: usize = 1000;
+/// Longest source of a content entry (a book, a person, a URL), in characters.
+pub const MAX_SOURCE_CHARS: usize = 500;
+/// Most greeting templates on one NPC.
+pub const MAX_GREETING_TEMPLATES: usize = 16;
+/// Longest greeting template, in characters.
+pub const MAX_GREETING_CHARS: usize = 1000;
 /// Largest absolute value of one stat in a campaign (e.g. `str: 14`).
 pub const MAX_STAT_VALUE: i64 = 1_000_000;
 /// Problems listed in a refusal; past these, one last line counts the rest.
@@ -210,7 +218,14 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
                 "propertyNames": {"maxLength": MAX_ID_CHARS},
                 "additionalProperties": text
             },
-            "tags": tags
+            "tags": tags,
+            "knowledge_domains": tags,
+            "greeting_templates": {
+                "type": "array", "maxItems": MAX_GREETING_TEMPLATES,
+                "items": {"type": "string", "maxLength": MAX_GREETING_CHARS}
+            },
+            "max_response_length": {"type": "integer", "minimum": 1, "maximum": MAX_TEXT_CHARS},
+            "must_cite_sources": {"type": "boolean"}
         }
     });
     let content = json!({
@@ -224,7 +239,13 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
             "tags": tags,
             "status": {"enum": ["published", "draft", "archived"]},
             "area_id": {"type": ["string", "null"], "maxLength": MAX_ID_CHARS},
-            "created_by": {"type": "string", "maxLength": MAX_NAME_CHARS}
+            "created_by": {"type": "string", "maxLength": MAX_NAME_CHARS},
+            "summary": {"type": "string", "maxLength": MAX_SUMMARY_CHARS},
+            "domains": tags,
+            "source": {"type": "string", "maxLength": MAX_SOURCE_CHARS},
+            "credibility_score": {"type": "number", "minimum": 0, "maximum": 1},
+            "verified": {"type": "boolean"},
+            "created_at": {"type": "string", "maxLength": MAX_ID_CHARS}
         }
     });
     json!({
@@ -522,6 +543,7 @@ fn lore_entries(lore: &[String], content: &[ContentEntry]) -> Vec<ContentEntry> 
                 status: Default::default(),
                 area_id: None,
                 created_by: "campaign".into(),
+                about: Default::default(),
             }
         })
         .collect()
@@ -612,6 +634,121 @@ mod tests {
             .map(|c| c.content_id.as_str())
             .collect();
         assert_eq!(ids, ["lore_002", "lore_003", "lore_001"]);
+    }
+
+    #[test]
+    fn npc_voice_and_content_trust_are_read_and_bounded() {
+        let npc = |extra: Value| {
+            let mut n = json!({"npc_id": "ancestor_yan", "name": "严氏先祖", "active_version": 1,
+                               "versions": [{"version": 1, "persona": "家族的守护者"}]});
+            n.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            n
+        };
+        let entry = |extra: Value| {
+            let mut e = json!({"content_id": "c1", "content_type": "knowledge",
+                               "title": "严氏家训十则", "body": "…"});
+            e.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            e
+        };
+        let mut v = tiny();
+        v["npcs"] = json!([npc(json!({
+            "knowledge_domains": ["严氏家族历史", "祖训家规"],
+            "greeting_templates": vec!["后生来了？".repeat(200); MAX_GREETING_TEMPLATES],
+            "max_response_length": MAX_TEXT_CHARS,
+            "must_cite_sources": true
+        }))]);
+        v["content"] = json!([entry(json!({
+            "summary": "s".repeat(MAX_SUMMARY_CHARS),
+            "domains": ["祖训家规"],
+            "source": "s".repeat(MAX_SOURCE_CHARS),
+            "credibility_score": 0.98,
+            "verified": true
+        }))]);
+        let state = Campaign::from_value(&v, &TOOLS).unwrap().into_state();
+        let voice = &state.npcs[0].voice;
+        assert_eq!(voice.knowledge_domains, ["严氏家族历史", "祖训家规"]);
+        assert_eq!(
+            (
+                voice.greeting_templates.len(),
+                voice.max_response_length,
+                voice.must_cite_sources
+            ),
+            (MAX_GREETING_TEMPLATES, MAX_TEXT_CHARS as u32, true)
+        );
+        let c = &state.content[0];
+        assert_eq!((c.credibility_score(), c.verified()), (0.98, true));
+        assert_eq!(c.about.domains, ["祖训家规"]);
+
+        // (npc fields, content fields, the field named in the refusal)
+        let cases = [
+            (
+                json!({"greeting_templates": vec!["hi"; MAX_GREETING_TEMPLATES + 1]}),
+                json!({}),
+                "/npcs/0/greeting_templates",
+            ),
+            (
+                json!({"greeting_templates": ["x".repeat(MAX_GREETING_CHARS + 1)]}),
+                json!({}),
+                "/npcs/0/greeting_templates/0",
+            ),
+            (
+                json!({"knowledge_domains": vec!["d"; MAX_TAGS + 1]}),
+                json!({}),
+                "/npcs/0/knowledge_domains",
+            ),
+            (
+                json!({"max_response_length": 0}),
+                json!({}),
+                "/npcs/0/max_response_length",
+            ),
+            (
+                json!({"max_response_length": MAX_TEXT_CHARS + 1}),
+                json!({}),
+                "/npcs/0/max_response_length",
+            ),
+            (
+                json!({"must_cite_sources": "yes"}),
+                json!({}),
+                "/npcs/0/must_cite_sources",
+            ),
+            (
+                json!({}),
+                json!({"summary": "s".repeat(MAX_SUMMARY_CHARS + 1)}),
+                "/content/0/summary",
+            ),
+            (
+                json!({}),
+                json!({"source": "s".repeat(MAX_SOURCE_CHARS + 1)}),
+                "/content/0/source",
+            ),
+            (
+                json!({}),
+                json!({"domains": ["d".repeat(MAX_TAG_CHARS + 1)]}),
+                "/content/0/domains/0",
+            ),
+            (
+                json!({}),
+                json!({"credibility_score": 1.5}),
+                "/content/0/credibility_score",
+            ),
+            (
+                json!({}),
+                json!({"credibility_score": -0.1}),
+                "/content/0/credibility_score",
+            ),
+            (json!({}), json!({"verified": 1}), "/content/0/verified"),
+        ];
+        for (npc_fields, content_fields, path) in cases {
+            let mut v = tiny();
+            v["npcs"] = json!([npc(npc_fields)]);
+            v["content"] = json!([entry(content_fields)]);
+            let all = refused(&v);
+            assert!(all.contains(path), "{path} missing from: {all}");
+        }
     }
 
     #[test]

@@ -14,6 +14,12 @@ pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 pub const MAX_SEARCH_LIMIT: usize = 50;
 /// Prompt types an NPC may carry.
 pub const PROMPT_TYPES: &[&str] = &["system", "greeting", "fallback"];
+/// Longest answer an NPC gives, in characters, when its profile names none.
+pub const DEFAULT_MAX_RESPONSE_LENGTH: u32 = 500;
+/// Credibility of content nobody has vouched for (drafts, content written
+/// during play), on the 0..=1 scale; content that shipped with the
+/// campaign is 1.
+pub const UNVERIFIED_CREDIBILITY: f64 = 0.5;
 
 /// Author recorded for content that shipped with the campaign.
 const CAMPAIGN_AUTHOR: &str = "campaign";
@@ -35,6 +41,10 @@ fn yes() -> bool {
     true
 }
 
+fn default_max_response_length() -> u32 {
+    DEFAULT_MAX_RESPONSE_LENGTH
+}
+
 /// A piece of campaign content: lore, a quest hook, a point of interest, a note...
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContentEntry {
@@ -53,6 +63,52 @@ pub struct ContentEntry {
     /// Who wrote it: "campaign", or the role that created a draft.
     #[serde(default = "campaign_author")]
     pub created_by: String,
+    /// What its author said about it besides the text.
+    #[serde(flatten)]
+    pub about: ContentAbout,
+}
+
+/// What an author may say about a content entry besides its text; all
+/// optional, so entries saved before these existed read back unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContentAbout {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Knowledge domains it belongs to (e.g. "family history").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<String>,
+    /// Where it comes from (a book, a person, a URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// 0..=1; absent, [`ContentEntry::credibility_score`] decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credibility_score: Option<f64>,
+    /// Absent, [`ContentEntry::verified`] decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// When it was written during play (RFC 3339 UTC); campaign content has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+}
+
+impl ContentEntry {
+    /// Whether someone vouched for it: as the campaign says, else true for
+    /// content that shipped with the campaign and is not a draft.
+    pub fn verified(&self) -> bool {
+        self.about
+            .verified
+            .unwrap_or(self.created_by == CAMPAIGN_AUTHOR && self.status != ContentStatus::Draft)
+    }
+
+    /// How far to trust it, 0..=1: as the campaign says, else 1 for
+    /// verified content and [`UNVERIFIED_CREDIBILITY`] for the rest.
+    pub fn credibility_score(&self) -> f64 {
+        self.about.credibility_score.unwrap_or(if self.verified() {
+            1.0
+        } else {
+            UNVERIFIED_CREDIBILITY
+        })
+    }
 }
 
 /// Whether content is live, still being written, or retired.
@@ -235,6 +291,37 @@ pub struct NpcProfile {
     pub prompts: BTreeMap<String, String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// What it knows and how it answers.
+    #[serde(flatten)]
+    pub voice: NpcVoice,
+}
+
+/// What an NPC knows and how it answers, the same in every version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NpcVoice {
+    /// Topics it may speak about.
+    #[serde(default)]
+    pub knowledge_domains: Vec<String>,
+    /// Opening lines to choose from.
+    #[serde(default)]
+    pub greeting_templates: Vec<String>,
+    /// Longest answer, in characters.
+    #[serde(default = "default_max_response_length")]
+    pub max_response_length: u32,
+    /// Whether its answers must name the content they draw on.
+    #[serde(default)]
+    pub must_cite_sources: bool,
+}
+
+impl Default for NpcVoice {
+    fn default() -> Self {
+        Self {
+            knowledge_domains: Vec::new(),
+            greeting_templates: Vec::new(),
+            max_response_length: DEFAULT_MAX_RESPONSE_LENGTH,
+            must_cite_sources: false,
+        }
+    }
 }
 
 impl NpcProfile {
@@ -301,6 +388,7 @@ mod tests {
             status: ContentStatus::Published,
             area_id: None,
             created_by: CAMPAIGN_AUTHOR.to_string(),
+            about: ContentAbout::default(),
         }
     }
 
@@ -578,6 +666,113 @@ mod tests {
         assert!(json.get("area_id").is_none());
     }
 
+    #[test]
+    fn trust_follows_the_campaign_else_who_wrote_it() {
+        let said = |verified, credibility_score| ContentAbout {
+            verified,
+            credibility_score,
+            ..ContentAbout::default()
+        };
+        // (author, status, what the entry says, expected verified and score)
+        let cases = [
+            (
+                "campaign",
+                ContentStatus::Published,
+                said(None, None),
+                (true, 1.0),
+            ),
+            (
+                "campaign",
+                ContentStatus::Archived,
+                said(None, None),
+                (true, 1.0),
+            ),
+            (
+                "campaign",
+                ContentStatus::Draft,
+                said(None, None),
+                (false, UNVERIFIED_CREDIBILITY),
+            ),
+            (
+                "game_master",
+                ContentStatus::Draft,
+                said(None, None),
+                (false, UNVERIFIED_CREDIBILITY),
+            ),
+            (
+                "game_master",
+                ContentStatus::Published,
+                said(None, None),
+                (false, UNVERIFIED_CREDIBILITY),
+            ),
+            (
+                "campaign",
+                ContentStatus::Published,
+                said(Some(false), None),
+                (false, UNVERIFIED_CREDIBILITY),
+            ),
+            (
+                "campaign",
+                ContentStatus::Published,
+                said(None, Some(0.98)),
+                (true, 0.98),
+            ),
+            (
+                "service",
+                ContentStatus::Draft,
+                said(Some(true), Some(0.2)),
+                (true, 0.2),
+            ),
+        ];
+        for (author, status, about, want) in cases {
+            let mut e = entry("c", "note", "t", "b", &[]);
+            e.created_by = author.to_string();
+            e.status = status;
+            e.about = about;
+            assert_eq!(
+                (e.verified(), e.credibility_score()),
+                want,
+                "{author} {status:?} {:?}",
+                e.about
+            );
+        }
+    }
+
+    #[test]
+    fn what_an_author_says_is_kept_and_absent_fields_stay_out() {
+        let e: ContentEntry = serde_json::from_str(
+            r#"{"content_id":"c","content_type":"note","title":"t","body":"b",
+                "summary":"s","domains":["d"],"source":"book","credibility_score":0.7,
+                "verified":false,"created_at":"2024-12-13T12:00:00.000Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            e.about,
+            ContentAbout {
+                summary: Some("s".into()),
+                domains: vec!["d".into()],
+                source: Some("book".into()),
+                credibility_score: Some(0.7),
+                verified: Some(false),
+                created_at: Some("2024-12-13T12:00:00.000Z".into()),
+            }
+        );
+        let back = serde_json::to_value(&e).unwrap();
+        assert_eq!(back["domains"], serde_json::json!(["d"]));
+        // An entry that says nothing gains no keys (old saves read and write alike).
+        let plain = serde_json::to_value(entry("c", "note", "t", "b", &[])).unwrap();
+        for key in [
+            "summary",
+            "domains",
+            "source",
+            "credibility_score",
+            "verified",
+            "created_at",
+        ] {
+            assert!(plain.get(key).is_none(), "{key}");
+        }
+    }
+
     fn version(n: u32) -> NpcVersion {
         NpcVersion {
             version: n,
@@ -601,6 +796,7 @@ mod tests {
                 ("greeting".to_string(), "welcome".to_string()),
             ]),
             tags: Vec::new(),
+            voice: NpcVoice::default(),
         }
     }
 
@@ -698,6 +894,10 @@ mod tests {
         .unwrap();
         assert!(n.active);
         assert!(n.prompts.is_empty() && n.tags.is_empty() && n.character_id.is_none());
+        assert_eq!(n.voice, NpcVoice::default());
+        assert_eq!(n.voice.max_response_length, 500);
+        assert!(n.voice.knowledge_domains.is_empty() && n.voice.greeting_templates.is_empty());
+        assert!(!n.voice.must_cite_sources);
         assert_eq!(
             n.version(None),
             Some(&NpcVersion {

@@ -175,6 +175,10 @@ pub struct UserEvent {
     #[serde(default)]
     pub payload: serde_json::Value,
     pub turn: u64,
+    /// When the call that logged it ran (RFC 3339 UTC), journalled so that
+    /// replay keeps it; events saved before it was kept have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logged_at: Option<String>,
 }
 
 /// One entry of the conversation the model sees.
@@ -637,6 +641,7 @@ mod tests {
                 user_id: None,
                 payload: Value::Null,
                 turn: 2,
+                logged_at: None,
             },
         });
         s.apply(&Effect::MoveToZone {

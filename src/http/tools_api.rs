@@ -133,7 +133,7 @@ fn audit_view(audit: &CallAudit) -> ToolCallAudit<'_> {
     ToolCallAudit {
         trace_id: &audit.trace_id,
         tool_name: &audit.tool_name,
-        status: audit.status,
+        status: audit.status.into(),
         latency_ms: audit.latency_ms,
         request_payload_hash: &audit.request_payload_hash,
         error_type: audit.error_type,

@@ -406,13 +406,35 @@ impl<'a> From<&'a ToolSpec> for ToolListing<'a> {
     }
 }
 
+/// A call's outcome as `POST /api/v1/tools/call` names it in
+/// `audit.status`: `success` where the tool status (and the audit ledger)
+/// says `ok`, as content services expect; refusals and failures keep their
+/// names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    Success,
+    Rejected,
+    Error,
+}
+
+impl From<ToolStatus> for CallStatus {
+    fn from(status: ToolStatus) -> Self {
+        match status {
+            ToolStatus::Ok => Self::Success,
+            ToolStatus::Rejected => Self::Rejected,
+            ToolStatus::Error => Self::Error,
+        }
+    }
+}
+
 /// The audit summary in every `POST /api/v1/tools/call` answer. Built by
 /// the handler from the service's `CallAudit` (`http` imports this module).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCallAudit<'a> {
     pub trace_id: &'a TraceId,
     pub tool_name: &'a str,
-    pub status: ToolStatus,
+    pub status: CallStatus,
     /// The whole call as the server saw it, queueing included.
     pub latency_ms: f64,
     /// SHA-256 of the input the tool got, as canonical JSON, hex.
@@ -537,7 +559,8 @@ mod tests {
                 ToolStatus::Error
             } else {
                 ToolStatus::Ok
-            },
+            }
+            .into(),
             latency_ms: if error { 0.3 } else { 0.042 },
             request_payload_hash: "5f1c",
             error_type: error.then_some(ErrorCode::NotFound),
@@ -672,7 +695,7 @@ mod tests {
                 )),
                 json!({"success": true,
                        "output": {"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8},
-                       "audit": {"trace_id": "trace-1", "tool_name": "roll_dice", "status": "ok",
+                       "audit": {"trace_id": "trace-1", "tool_name": "roll_dice", "status": "success",
                                  "latency_ms": 0.042, "request_payload_hash": "5f1c"}}),
             ),
             (

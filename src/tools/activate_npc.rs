@@ -97,6 +97,7 @@ mod tests {
             }],
             prompts: Default::default(),
             tags: vec![],
+            voice: Default::default(),
         });
         let out = run_as(
             &ActivateNpc,

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use crate::error::{ErrorCode, Reason, wire_name};
 use crate::game::Effect;
-use crate::game::content::{ContentEntry, ContentStatus};
+use crate::game::campaign::{MAX_SOURCE_CHARS, MAX_SUMMARY_CHARS};
+use crate::game::content::{ContentAbout, ContentEntry, ContentStatus};
 
 /// Longest title.
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -34,6 +35,10 @@ struct Args {
     #[serde(default)]
     tags: Vec<String>,
     area_id: Option<String>,
+    summary: Option<String>,
+    #[serde(default)]
+    domains: Vec<String>,
+    source: Option<String>,
 }
 
 impl Tool for CreateDraftContent {
@@ -43,7 +48,7 @@ impl Tool for CreateDraftContent {
             "Create draft content",
             "content",
             "Save a new lore entry, quest hook, point of interest (poi) or note, optionally placed in \
-             an area. It is always saved as a draft that a person must review and publish; this tool \
+             an area, with an optional summary, knowledge domains and source. It is always saved as a draft that a person must review and publish; this tool \
              can never publish content.",
             json!({
                 "type": "object",
@@ -56,20 +61,28 @@ impl Tool for CreateDraftContent {
                         "items": {"type": "string", "maxLength": MAX_TAG_CHARS},
                         "maxItems": MAX_TAGS
                     },
-                    "area_id": {"type": "string", "minLength": 1, "maxLength": 64}
+                    "area_id": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "summary": {"type": "string", "maxLength": MAX_SUMMARY_CHARS},
+                    "domains": {
+                        "type": "array",
+                        "items": {"type": "string", "maxLength": MAX_TAG_CHARS},
+                        "maxItems": MAX_TAGS
+                    },
+                    "source": {"type": "string", "maxLength": MAX_SOURCE_CHARS}
                 },
                 "required": ["content_type", "title", "body"],
                 "additionalProperties": false
             }),
             json!({
                 "type": "object",
-                "required": ["content_id", "status", "entry"],
+                "required": ["content_id", "status", "created_at", "entry"],
                 "properties": {
                     "content_id": {"type": "string", "pattern": "^draft_[0-9a-f]{12}$"},
                     "status": {"const": "draft"},
+                    "created_at": {"type": "string"},
                     "entry": {
                         "type": "object",
-                        "required": ["content_id", "content_type", "title", "body", "tags", "status", "created_by"],
+                        "required": ["content_id", "content_type", "title", "body", "tags", "status", "created_by", "created_at"],
                         "properties": {"status": {"const": "draft"}}
                     }
                 }
@@ -134,6 +147,8 @@ impl Tool for CreateDraftContent {
                     "could not find an unused content id; try again",
                 )
             })?;
+        // The call's time, kept in the effect: replaying it keeps this time.
+        let created_at = ctx.now_rfc3339();
         let entry = ContentEntry {
             content_id: content_id.clone(),
             content_type: args.content_type,
@@ -144,9 +159,23 @@ impl Tool for CreateDraftContent {
             status: ContentStatus::Draft,
             area_id: args.area_id,
             created_by: wire_name(&ctx.role),
+            about: ContentAbout {
+                summary: args.summary,
+                domains: args.domains,
+                source: args.source,
+                // Nobody has vouched for it yet (see ContentEntry::verified).
+                credibility_score: None,
+                verified: None,
+                created_at: Some(created_at.clone()),
+            },
         };
         Ok(ToolOutput {
-            result: json!({"content_id": content_id, "status": entry.status, "entry": entry}),
+            result: json!({
+                "content_id": content_id,
+                "status": entry.status,
+                "created_at": created_at,
+                "entry": entry,
+            }),
             effect: Some(Effect::AddContent { entry }),
         })
     }
@@ -198,6 +227,45 @@ mod tests {
         assert_eq!(saved.status, ContentStatus::Draft);
         assert_eq!(saved.area_id.as_deref(), Some("area_008"));
         assert_eq!(saved.tags, ["bell", "tower"]);
+    }
+
+    #[test]
+    fn keeps_the_seed_fields_and_the_time_of_the_call() {
+        let mut state = demo();
+        let args = json!({
+            "content_type": "knowledge",
+            "title": "严田村古井传说",
+            "body": "村中心的古井相传有千年历史...",
+            "summary": "古井的传说",
+            "tags": ["传说", "古井"],
+            "domains": ["村史"],
+            "source": "村民口述"
+        });
+        let out = ctx_run(&CreateDraftContent, &state, &args).unwrap();
+        assert_eq!(out.result["status"], "draft");
+        assert_eq!(out.result["created_at"], "2024-12-13T12:00:00.000Z");
+        let effect = out.effect.unwrap();
+        state.apply(&effect);
+        let saved = state.content.last().unwrap();
+        assert_eq!(saved.about.summary.as_deref(), Some("古井的传说"));
+        assert_eq!(saved.about.domains, ["村史"]);
+        assert_eq!(saved.about.source.as_deref(), Some("村民口述"));
+        assert_eq!(
+            saved.about.created_at.as_deref(),
+            Some("2024-12-13T12:00:00.000Z")
+        );
+        assert!(!saved.verified() && saved.credibility_score() < 1.0);
+        // The journal keeps the time: the effect read back is the same.
+        let journalled: Effect =
+            serde_json::from_str(&serde_json::to_string(&effect).unwrap()).unwrap();
+        assert_eq!(journalled, effect);
+        // Through the pipeline the time is the clock's, in RFC 3339 UTC.
+        let out = invoke(&state, args, Role::Service).unwrap();
+        let at = out.result["created_at"].as_str().unwrap();
+        assert!(
+            at.len() == 24 && at.starts_with("20") && at.ends_with('Z') && &at[10..11] == "T",
+            "{at}"
+        );
     }
 
     #[test]
@@ -321,6 +389,13 @@ mod tests {
             with("tags", json!([3])),
             with("area_id", json!("")),
             with("area_id", Value::Null),
+            with("summary", json!("s".repeat(MAX_SUMMARY_CHARS + 1))),
+            with("summary", json!(7)),
+            with("domains", json!(vec!["d"; MAX_TAGS + 1])),
+            with("domains", json!(["x".repeat(MAX_TAG_CHARS + 1)])),
+            with("domains", json!("history")),
+            with("source", json!("s".repeat(MAX_SOURCE_CHARS + 1))),
+            with("source", Value::Null),
             with("created_by", json!("owner")),
         ] {
             let e = invoke(&state, bad.clone(), Role::GameMaster).unwrap_err();

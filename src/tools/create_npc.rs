@@ -215,6 +215,7 @@ impl Tool for CreateNpc {
             }],
             prompts,
             tags,
+            voice: Default::default(),
         };
         let problems = npc.problems();
         if !problems.is_empty() {
@@ -279,6 +280,7 @@ mod tests {
                 }],
                 prompts: BTreeMap::new(),
                 tags: vec![],
+                voice: Default::default(),
             }
         );
         let once = state.clone();

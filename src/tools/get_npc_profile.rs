@@ -59,8 +59,10 @@ impl Tool for GetNpcProfile {
             "NPC profile",
             "content",
             "Read an NPC's persona, background, traits and speech style (its active version unless \
-             version is given), which prompt types it has and where its character stands. Use it \
-             before voicing an NPC. Changes nothing.",
+             version is given), which prompt types it has and where its character stands, with \
+             what it knows (knowledge_domains), how it greets (greeting_templates), its longest \
+             answer (max_response_length) and whether it must cite sources. Use it before voicing \
+             an NPC. Changes nothing.",
             json!({
                 "type": "object",
                 "properties": {
@@ -72,7 +74,10 @@ impl Tool for GetNpcProfile {
             }),
             json!({
                 "type": "object",
-                "required": ["npc_id", "name", "active", "active_version", "version", "prompt_types", "character_id", "area_id"],
+                "required": [
+                    "npc_id", "name", "active", "active_version", "version", "prompt_types", "character_id", "area_id",
+                    "persona", "knowledge_domains", "greeting_templates", "max_response_length", "must_cite_sources"
+                ],
                 "properties": {
                     "npc_id": {"type": "string"},
                     "name": {"type": "string"},
@@ -84,7 +89,21 @@ impl Tool for GetNpcProfile {
                     },
                     "prompt_types": {"type": "array", "items": {"enum": PROMPT_TYPES}},
                     "character_id": {"type": ["string", "null"]},
-                    "area_id": {"type": ["string", "null"]}
+                    "area_id": {"type": ["string", "null"]},
+                    "persona": {
+                        "type": "object",
+                        "required": ["description", "background", "traits", "speech_style"],
+                        "properties": {
+                            "description": {"type": "string"},
+                            "background": {"type": "string"},
+                            "traits": {"type": "array", "items": {"type": "string"}},
+                            "speech_style": {"type": "string"}
+                        }
+                    },
+                    "knowledge_domains": {"type": "array", "items": {"type": "string"}},
+                    "greeting_templates": {"type": "array", "items": {"type": "string"}},
+                    "max_response_length": {"type": "integer", "minimum": 1},
+                    "must_cite_sources": {"type": "boolean"}
                 }
             }),
         )
@@ -126,6 +145,16 @@ impl Tool for GetNpcProfile {
                 "prompt_types": prompt_types(npc),
                 "character_id": npc.character_id,
                 "area_id": area_id,
+                "persona": {
+                    "description": version.persona,
+                    "background": version.background,
+                    "traits": version.traits,
+                    "speech_style": version.speech_style,
+                },
+                "knowledge_domains": npc.voice.knowledge_domains,
+                "greeting_templates": npc.voice.greeting_templates,
+                "max_response_length": npc.voice.max_response_length,
+                "must_cite_sources": npc.voice.must_cite_sources,
             }),
             effect: None,
         })
@@ -185,7 +214,45 @@ mod tests {
                 "prompt_types": ["system", "greeting", "fallback"],
                 "character_id": "npc_001",
                 "area_id": "area_002",
+                "persona": {
+                    "description": "The last lamplighter of Vell, who has begun to fear the oath is failing and quietly looks for someone to carry it on.",
+                    "background": "She swore the lamplighters' oath as an apprentice the night the city sank. The oil is running low, and she holds the brass key to the Tide Archive.",
+                    "traits": ["patient", "weary", "hopeful", "secretive"],
+                    "speech_style": "slow and plain, with lamplighter sayings; asks questions back instead of answering",
+                },
+                "knowledge_domains": ["the lamplighters' oath", "the sinking of Vell", "lantern oil and wicks"],
+                "greeting_templates": [
+                    "Mind the hooks, dear. Have you brought oil, or only questions?",
+                    "Another face in the lamplight. Sit, if the damp doesn't trouble you.",
+                ],
+                "max_response_length": 400,
+                "must_cite_sources": true,
             })
+        );
+    }
+
+    #[test]
+    fn the_persona_follows_the_version_and_the_voice_has_defaults() {
+        let state = demo();
+        let out = invoke(&state, json!({"npc_id": "npc_maren", "version": 1})).unwrap();
+        assert_eq!(
+            out.result["persona"]["description"],
+            "The last lamplighter of Vell, a stooped woman who tends the alcove's oil and wicks."
+        );
+        assert_eq!(
+            out.result["persona"]["traits"],
+            json!(["patient", "secretive", "dutiful"])
+        );
+        // An NPC whose campaign says nothing of its voice gets the defaults.
+        let out = invoke(&state, json!({"npc_id": "npc_silt"})).unwrap();
+        assert_eq!(
+            (
+                &out.result["knowledge_domains"],
+                &out.result["greeting_templates"],
+                &out.result["max_response_length"],
+                &out.result["must_cite_sources"],
+            ),
+            (&json!([]), &json!([]), &json!(500), &json!(false))
         );
     }
 

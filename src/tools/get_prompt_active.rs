@@ -10,10 +10,18 @@ use crate::game::content::PROMPT_TYPES;
 
 pub struct GetPromptActive;
 
+/// The prompt read when the caller names no type.
+pub const DEFAULT_PROMPT_TYPE: &str = "system";
+
 #[derive(Deserialize)]
 struct Args {
     npc_id: String,
+    #[serde(default = "default_prompt_type")]
     prompt_type: String,
+}
+
+fn default_prompt_type() -> String {
+    DEFAULT_PROMPT_TYPE.to_owned()
 }
 
 impl Tool for GetPromptActive {
@@ -22,25 +30,35 @@ impl Tool for GetPromptActive {
             "get_prompt_active",
             "Active NPC prompt",
             "content",
-            "Read the system, greeting or fallback prompt of an active NPC, with the persona version \
-             in use. Inactive NPCs have none until a person activates them. Changes nothing.",
+            "Read the system (default), greeting or fallback prompt of an active NPC, with the \
+             persona version in use and the NPC's name and knowledge domains. Inactive NPCs have \
+             none until a person activates them. Changes nothing.",
             json!({
                 "type": "object",
                 "properties": {
                     "npc_id": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "prompt_type": {"enum": PROMPT_TYPES}
+                    "prompt_type": {"enum": PROMPT_TYPES, "default": DEFAULT_PROMPT_TYPE}
                 },
-                "required": ["npc_id", "prompt_type"],
+                "required": ["npc_id"],
                 "additionalProperties": false
             }),
             json!({
                 "type": "object",
-                "required": ["npc_id", "prompt_type", "prompt", "version"],
+                "required": ["npc_id", "prompt_type", "prompt", "prompt_text", "version", "metadata"],
                 "properties": {
                     "npc_id": {"type": "string"},
                     "prompt_type": {"enum": PROMPT_TYPES},
                     "prompt": {"type": "string"},
-                    "version": {"type": "integer"}
+                    "prompt_text": {"type": "string"},
+                    "version": {"type": "integer"},
+                    "metadata": {
+                        "type": "object",
+                        "required": ["name", "knowledge_domains"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "knowledge_domains": {"type": "array", "items": {"type": "string"}}
+                        }
+                    }
                 }
             }),
         )
@@ -80,7 +98,9 @@ impl Tool for GetPromptActive {
                 "npc_id": npc.npc_id,
                 "prompt_type": args.prompt_type,
                 "prompt": prompt,
+                "prompt_text": prompt,
                 "version": npc.active_version,
+                "metadata": {"name": npc.name, "knowledge_domains": npc.voice.knowledge_domains},
             }),
             effect: None,
         })
@@ -121,6 +141,34 @@ mod tests {
             );
             assert!(out.effect.is_none());
         }
+    }
+
+    #[test]
+    fn answers_in_the_seed_shape_with_system_by_default() {
+        let state = demo();
+        let out = invoke(&state, json!({"npc_id": "npc_maren"})).unwrap();
+        let system = state.npc("npc_maren").unwrap().prompts["system"].clone();
+        assert_eq!(
+            out.result,
+            json!({
+                "npc_id": "npc_maren",
+                "prompt_type": "system",
+                "prompt": system,
+                "prompt_text": system,
+                "version": 2,
+                "metadata": {
+                    "name": "Old Maren",
+                    "knowledge_domains": ["the lamplighters' oath", "the sinking of Vell", "lantern oil and wicks"],
+                },
+            })
+        );
+        let out = invoke(
+            &state,
+            json!({"npc_id": "npc_warden", "prompt_type": "greeting"}),
+        )
+        .unwrap();
+        assert_eq!(out.result["prompt_text"], out.result["prompt"]);
+        assert_eq!(out.result["metadata"]["knowledge_domains"], json!([]));
     }
 
     #[test]
@@ -189,7 +237,6 @@ mod tests {
     fn the_schema_refuses_bad_arguments() {
         let state = demo();
         for bad in [
-            json!({"npc_id": "npc_maren"}),
             json!({"prompt_type": "system"}),
             json!({"npc_id": "npc_maren", "prompt_type": "farewell"}),
             json!({"npc_id": "npc_maren", "prompt_type": "System"}),

@@ -15,12 +15,18 @@ pub struct GetSiteMap;
 struct Args {
     #[serde(default = "yes")]
     include_pois: bool,
-    #[serde(default = "yes")]
+    #[serde(default)]
     include_routes: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// The site a state's map belongs to: for now the campaign it was started
+/// from, the one place that says so.
+fn site_id(state: &GameState) -> &str {
+    &state.campaign_id
 }
 
 /// Straight-line distance between two areas on the x/y plane, to 0.1.
@@ -62,7 +68,10 @@ fn pois(state: &GameState) -> Vec<Value> {
         .iter()
         .filter(|c| c.kind == "npc" && state.area(c.area_id.as_str()).is_some())
         .map(|c| {
-            json!({"poi_id": c.character_id, "name": c.name, "kind": "npc", "area_id": c.area_id})
+            json!({
+                "poi_id": c.character_id, "id": c.character_id, "name": c.name,
+                "kind": "npc", "type": "npc", "area_id": c.area_id,
+            })
         });
     let content = state
         .content
@@ -72,8 +81,10 @@ fn pois(state: &GameState) -> Vec<Value> {
             let area = e.area_id.as_deref().and_then(|a| state.area(a))?;
             Some(json!({
                 "poi_id": e.content_id,
+                "id": e.content_id,
                 "name": e.title,
                 "kind": "content",
+                "type": "content",
                 "area_id": area.area_id,
             }))
         });
@@ -86,21 +97,23 @@ impl Tool for GetSiteMap {
             "get_site_map",
             "Site map",
             "map",
-            "Read the whole map at once: areas with their x/y/z positions, routes between them with \
-             distances, points of interest (NPCs and poi content by area) and open-world zones. \
-             Changes nothing.",
+            "Read the whole map at once: the site's id and name, areas with their x/y/z positions, \
+             points of interest (NPCs and poi content by area), open-world zones and, with \
+             include_routes, routes between areas with distances. Changes nothing.",
             json!({
                 "type": "object",
                 "properties": {
                     "include_pois": {"type": "boolean", "default": true},
-                    "include_routes": {"type": "boolean", "default": true}
+                    "include_routes": {"type": "boolean", "default": false}
                 },
                 "additionalProperties": false
             }),
             json!({
                 "type": "object",
-                "required": ["areas", "routes", "pois", "zones"],
+                "required": ["site_id", "site_name", "areas", "routes", "pois", "zones"],
                 "properties": {
+                    "site_id": {"type": "string"},
+                    "site_name": {"type": "string"},
                     "areas": {
                         "type": "array",
                         "items": {
@@ -132,11 +145,13 @@ impl Tool for GetSiteMap {
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "required": ["poi_id", "name", "kind", "area_id"],
+                            "required": ["poi_id", "id", "name", "kind", "type", "area_id"],
                             "properties": {
                                 "poi_id": {"type": "string"},
+                                "id": {"type": "string"},
                                 "name": {"type": "string"},
                                 "kind": {"enum": ["npc", "content"]},
+                                "type": {"enum": ["npc", "content"]},
                                 "area_id": {"type": "string"}
                             }
                         }
@@ -177,6 +192,8 @@ impl Tool for GetSiteMap {
             .collect();
         Ok(ToolOutput {
             result: json!({
+                "site_id": site_id(state),
+                "site_name": state.title,
                 "areas": areas,
                 "routes": if args.include_routes { routes(state) } else { Vec::new() },
                 "pois": if args.include_pois { pois(state) } else { Vec::new() },
@@ -213,7 +230,7 @@ mod tests {
     #[test]
     fn lists_areas_routes_once_and_distances() {
         let state = demo();
-        let out = invoke(&state, json!({})).unwrap();
+        let out = invoke(&state, json!({"include_routes": true})).unwrap();
         assert!(out.effect.is_none());
         let areas = out.result["areas"].as_array().unwrap();
         assert_eq!(areas.len(), state.areas.len());
@@ -256,7 +273,7 @@ mod tests {
         a9.reachable_area_ids
             .extend(["area_001".into(), "area_404".into(), "area_009".into()]);
         state.areas = areas.into();
-        let out = ctx_run(&GetSiteMap, &state, &json!({})).unwrap();
+        let out = ctx_run(&GetSiteMap, &state, &json!({"include_routes": true})).unwrap();
         let r = route(&out, "area_001", "area_009").unwrap();
         // (90,250) to (710,300): sqrt(620² + 50²) = 622.012...
         assert_eq!(r["distance"], 622.0);
@@ -287,6 +304,7 @@ mod tests {
                     status,
                     area_id: area.map(str::to_owned),
                     created_by: "game_master".into(),
+                    about: Default::default(),
                 },
             });
         }
@@ -295,16 +313,35 @@ mod tests {
         assert_eq!(
             out.result["pois"],
             json!([
-                {"poi_id": "npc_001", "name": "Old Maren", "kind": "npc", "area_id": "area_002"},
-                {"poi_id": "npc_002", "name": "Brother Silt", "kind": "npc", "area_id": "area_005"},
-                {"poi_id": "npc_003", "name": "The Drowned Warden", "kind": "npc", "area_id": "area_009"},
-                {"poi_id": "poi_tide_clock", "name": "The Brass Tide Clock", "kind": "content", "area_id": "area_006"},
-                {"poi_id": "poi_heart_lantern", "name": "The Heart Lantern", "kind": "content", "area_id": "area_009"},
-                {"poi_id": "poi_chapel_altar", "name": "无油之灯", "kind": "content", "area_id": "area_005"},
+                {"poi_id": "npc_001", "id": "npc_001", "name": "Old Maren", "kind": "npc", "type": "npc", "area_id": "area_002"},
+                {"poi_id": "npc_002", "id": "npc_002", "name": "Brother Silt", "kind": "npc", "type": "npc", "area_id": "area_005"},
+                {"poi_id": "npc_003", "id": "npc_003", "name": "The Drowned Warden", "kind": "npc", "type": "npc", "area_id": "area_009"},
+                {"poi_id": "poi_tide_clock", "id": "poi_tide_clock", "name": "The Brass Tide Clock", "kind": "content", "type": "content", "area_id": "area_006"},
+                {"poi_id": "poi_heart_lantern", "id": "poi_heart_lantern", "name": "The Heart Lantern", "kind": "content", "type": "content", "area_id": "area_009"},
+                {"poi_id": "poi_chapel_altar", "id": "poi_chapel_altar", "name": "无油之灯", "kind": "content", "type": "content", "area_id": "area_005"},
             ])
         );
-        let out = ctx_run(&GetSiteMap, &state, &json!({"include_pois": false})).unwrap();
+        let out = ctx_run(
+            &GetSiteMap,
+            &state,
+            &json!({"include_pois": false, "include_routes": true}),
+        )
+        .unwrap();
         assert_eq!(out.result["pois"], json!([]));
+        assert!(!out.result["routes"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn names_the_site_and_leaves_routes_out_unless_asked() {
+        let state = demo();
+        let out = invoke(&state, json!({})).unwrap();
+        assert_eq!(out.result["site_id"], "demo");
+        assert_eq!(out.result["site_name"], "The Drowned Lanterns");
+        assert_eq!(out.result["routes"], json!([]));
+        assert_eq!(out.result["pois"].as_array().unwrap().len(), 6);
+        assert_eq!(out.result["pois"][0]["id"], out.result["pois"][0]["poi_id"]);
+        assert_eq!(out.result["pois"][0]["type"], "npc");
+        let out = invoke(&state, json!({"include_routes": true})).unwrap();
         assert!(!out.result["routes"].as_array().unwrap().is_empty());
     }
 

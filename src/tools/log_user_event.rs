@@ -19,6 +19,8 @@ struct Args {
     event_type: String,
     user_id: Option<String>,
     payload: Option<Map<String, Value>>,
+    /// The name content services give `payload`; one or the other.
+    event_data: Option<Map<String, Value>>,
 }
 
 impl Tool for LogUserEvent {
@@ -28,24 +30,26 @@ impl Tool for LogUserEvent {
             "Log user event",
             "analytics",
             "Record an analytics event about what a user did, such as ui.open_map or quest.accepted, \
-             with an optional user_id and a small JSON object payload (at most 4096 bytes). Does not \
-             change the game.",
+             with an optional user_id and a small JSON object payload or event_data (the same \
+             thing; at most 4096 bytes). Does not change the game.",
             json!({
                 "type": "object",
                 "properties": {
                     "event_type": {"type": "string", "pattern": "^[a-z0-9_.]{1,64}$", "maxLength": 64},
                     "user_id": {"type": "string", "minLength": 1, "maxLength": MAX_USER_ID_CHARS},
-                    "payload": {"type": "object"}
+                    "payload": {"type": "object"},
+                    "event_data": {"type": "object"}
                 },
                 "required": ["event_type"],
                 "additionalProperties": false
             }),
             json!({
                 "type": "object",
-                "required": ["event_id", "logged"],
+                "required": ["event_id", "logged", "logged_at"],
                 "properties": {
                     "event_id": {"type": "string", "pattern": "^ev_[0-9a-f]{16}$"},
-                    "logged": {"const": true}
+                    "logged": {"const": true},
+                    "logged_at": {"type": "string"}
                 }
             }),
         )
@@ -55,14 +59,23 @@ impl Tool for LogUserEvent {
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
-        let payload = match args.payload {
+        let (name, given) = match (args.payload, args.event_data) {
+            (Some(_), Some(_)) => {
+                return Err(ToolError::invalid_args(
+                    "payload and event_data are the same field; send one of them",
+                ));
+            }
+            (Some(map), None) => ("payload", Some(map)),
+            (None, Some(map)) => ("event_data", Some(map)),
+            (None, None) => ("payload", None),
+        };
+        let payload = match given {
             None => Value::Null,
             Some(map) => {
                 let payload = Value::Object(map);
-                let bytes = payload.to_string().len();
-                if bytes > MAX_PAYLOAD_BYTES {
+                if super::json_size_within(&payload, MAX_PAYLOAD_BYTES).is_none() {
                     return Err(ToolError::invalid_args(format!(
-                        "payload is {bytes} bytes of JSON; at most {MAX_PAYLOAD_BYTES}, so send \
+                        "{name} is more than {MAX_PAYLOAD_BYTES} bytes of JSON, so send \
                          fewer or shorter fields"
                     )));
                 }
@@ -75,9 +88,11 @@ impl Tool for LogUserEvent {
             user_id: args.user_id,
             payload,
             turn: ctx.state.turn,
+            // The call's time, kept in the effect: replaying it keeps this time.
+            logged_at: Some(ctx.now_rfc3339()),
         };
         Ok(ToolOutput {
-            result: json!({"event_id": event.event_id, "logged": true}),
+            result: json!({"event_id": event.event_id, "logged": true, "logged_at": event.logged_at}),
             effect: Some(Effect::LogEvent { event }),
         })
     }
@@ -122,6 +137,7 @@ mod tests {
                 user_id: Some("user_42".into()),
                 payload: json!({"zoom": 2, "where": "灯塔"}),
                 turn: 4,
+                logged_at: out.result["logged_at"].as_str().map(str::to_owned),
             }
         );
         // The game itself is unchanged.
@@ -130,6 +146,51 @@ mod tests {
         let mut fresh = demo();
         fresh.apply(&Effect::BeginTurn { turn: 4 });
         assert_eq!(without, fresh);
+    }
+
+    #[test]
+    fn event_data_is_kept_as_the_payload_with_the_time_of_the_call() {
+        let mut state = demo();
+        let args = json!({
+            "event_type": "npc.greeted",
+            "event_data": {"npc_id": "ancestor_yan", "lines": 2},
+            "user_id": "user-xxx"
+        });
+        let out = ctx_run(&LogUserEvent, &state, &args).unwrap();
+        assert_eq!(out.result["logged_at"], "2024-12-13T12:00:00.000Z");
+        let effect = out.effect.unwrap();
+        // The journal keeps the time: the effect read back is the same.
+        let journalled: Effect =
+            serde_json::from_str(&serde_json::to_string(&effect).unwrap()).unwrap();
+        assert_eq!(journalled, effect);
+        state.apply(&journalled);
+        let event = state.events.back().unwrap();
+        assert_eq!(event.payload, json!({"npc_id": "ancestor_yan", "lines": 2}));
+        assert_eq!(event.logged_at.as_deref(), Some("2024-12-13T12:00:00.000Z"));
+        // Events saved before the time was kept read back without it.
+        let old: UserEvent =
+            serde_json::from_str(r#"{"event_id":"ev_1","event_type":"x","turn":1}"#).unwrap();
+        assert_eq!(old.logged_at, None);
+
+        // The bound is the payload's; both at once is a mistake.
+        let over = json!({"event_type": "big", "event_data": {"k": "x".repeat(MAX_PAYLOAD_BYTES)}});
+        let e = ctx_run(&LogUserEvent, &state, &over).unwrap_err();
+        assert!(
+            e.message.contains("event_data is more than 4096"),
+            "{}",
+            e.message
+        );
+        let both = json!({"event_type": "x", "payload": {}, "event_data": {}});
+        let e = invoke(&state, both, Role::Service).unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidArgs);
+        assert!(e.message.contains("send one"), "{}", e.message);
+        // Through the pipeline the time is the clock's, in RFC 3339 UTC.
+        let out = invoke(&state, args, Role::Service).unwrap();
+        let at = out.result["logged_at"].as_str().unwrap();
+        assert!(
+            at.len() == 24 && at.ends_with('Z') && &at[10..11] == "T",
+            "{at}"
+        );
     }
 
     #[test]
@@ -168,6 +229,7 @@ mod tests {
                         rng: &mut rng,
                         session_id: &session(),
                         role: Role::Service,
+                        now_ms: 0,
                     },
                 )
                 .unwrap();
@@ -210,6 +272,8 @@ mod tests {
             json!({"event_type": "ok", "payload": [1, 2]}),
             json!({"event_type": "ok", "payload": "text"}),
             json!({"event_type": "ok", "payload": null}),
+            json!({"event_type": "ok", "event_data": [1]}),
+            json!({"event_type": "ok", "event_data": null}),
             json!({"event_type": "ok", "turn": 9}),
         ] {
             let e = invoke(&state, bad.clone(), Role::Player).unwrap_err();

@@ -288,9 +288,18 @@ pub struct ToolContext<'a> {
     /// The session the call runs in.
     pub session_id: &'a SessionId,
     pub role: Role,
+    /// Wall-clock time of the call, milliseconds since the Unix epoch. A
+    /// tool that records it puts it in its effect: replaying the journal
+    /// never runs tools, so it never reads a clock.
+    pub now_ms: i64,
 }
 
 impl ToolContext<'_> {
+    /// [`ToolContext::now_ms`] as RFC 3339 UTC (`2024-12-13T12:00:00.000Z`).
+    pub fn now_rfc3339(&self) -> String {
+        crate::storage::rfc3339(self.now_ms)
+    }
+
     /// Write tools name their session; a different one is `SESSION_MISMATCH`.
     pub fn check_session(&self, claimed: &str) -> Result<(), ToolError> {
         if *self.session_id == *claimed {
@@ -597,6 +606,7 @@ impl Registry {
                     rng,
                     session_id: caller.session_id,
                     role: caller.role,
+                    now_ms: crate::storage::now_ms(),
                 };
                 // A tool that panics is a bug, but its caller gets an error
                 // like any failed call and the session goes on: tools only
@@ -878,6 +888,9 @@ pub(crate) mod test_support {
 
     /// The session id tools see in unit tests.
     pub const SESSION: &str = "sess_test";
+    /// The clock tools see in unit tests run outside the pipeline:
+    /// 2024-12-13T12:00:00Z.
+    pub const NOW_MS: i64 = 1_734_091_200_000;
 
     /// [`SESSION`] as the id a tool's context holds.
     pub fn session() -> SessionId {
@@ -908,6 +921,7 @@ pub(crate) mod test_support {
                 rng: &mut rng,
                 session_id: &session(),
                 role,
+                now_ms: NOW_MS,
             },
         )
     }

@@ -215,6 +215,7 @@ mod tests {
                     rng: &mut SplitMix64::new(8),
                     session_id: &session(),
                     role: Role::GameMaster,
+                    now_ms: 0,
                 },
             )
             .unwrap();

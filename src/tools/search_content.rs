@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use crate::game::content::{
-    ContentStatus, DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SearchQuery, search,
+    ContentEntry, ContentStatus, DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SearchQuery, search,
 };
 
 /// Longest query.
@@ -14,6 +14,10 @@ pub const MAX_QUERY_CHARS: usize = 200;
 pub const MAX_TAGS: usize = 10;
 /// Characters of the body shown with each result.
 pub const SNIPPET_CHARS: usize = 160;
+/// Bytes of body text the `items` of one answer may carry in all, shared
+/// evenly by the `limit` asked for, so that 50 long bodies still fit the
+/// pipeline's result bound ([`super::MAX_RESULT_BYTES`]).
+pub const ITEM_BODIES_BYTES: usize = 128 * 1024;
 
 pub struct SearchContent;
 
@@ -33,6 +37,40 @@ fn snippet(body: &str) -> String {
     body.chars().take(SNIPPET_CHARS).collect()
 }
 
+/// `body` cut to at most `max_bytes`, never inside a character, and
+/// whether it was cut.
+fn cut_body(body: &str, max_bytes: usize) -> (&str, bool) {
+    if body.len() <= max_bytes {
+        return (body, false);
+    }
+    let mut end = max_bytes;
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&body[..end], true)
+}
+
+/// One result in the shape content services answer (`items`): the whole
+/// body up to `body_bytes`, with how far to trust it.
+fn item(e: &ContentEntry, body_bytes: usize) -> Value {
+    let (body, body_truncated) = cut_body(&e.body, body_bytes);
+    json!({
+        "id": e.content_id,
+        "content_type": e.content_type,
+        "title": e.title,
+        "body": body,
+        "body_truncated": body_truncated,
+        "summary": e.about.summary,
+        "tags": e.tags,
+        "domains": e.about.domains,
+        "source": e.about.source,
+        "status": e.status,
+        "area_id": e.area_id,
+        "credibility_score": e.credibility_score(),
+        "verified": e.verified(),
+    })
+}
+
 impl Tool for SearchContent {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
@@ -41,7 +79,8 @@ impl Tool for SearchContent {
             "content",
             "Search the campaign's lore, quests, points of interest (poi) and notes by words \
              (English or Chinese), best match first; narrow by content_type, tags (all must match) \
-             and status (default published). Changes nothing.",
+             and status (default published). Each item carries the whole body (long ones cut), \
+             credibility_score (0..1) and verified. Changes nothing.",
             json!({
                 "type": "object",
                 "properties": {
@@ -60,8 +99,31 @@ impl Tool for SearchContent {
             }),
             json!({
                 "type": "object",
-                "required": ["results", "total"],
+                "required": ["results", "items", "total", "query"],
                 "properties": {
+                    "items": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "content_type", "title", "body", "body_truncated", "summary", "tags", "domains", "source", "status", "area_id", "credibility_score", "verified"],
+                            "properties": {
+                                "id": {"type": "string"},
+                                "content_type": {"type": "string"},
+                                "title": {"type": "string"},
+                                "body": {"type": "string"},
+                                "body_truncated": {"type": "boolean"},
+                                "summary": {"type": ["string", "null"]},
+                                "tags": {"type": "array", "items": {"type": "string"}},
+                                "domains": {"type": "array", "items": {"type": "string"}},
+                                "source": {"type": ["string", "null"]},
+                                "status": {"enum": ["published", "draft", "archived"]},
+                                "area_id": {"type": ["string", "null"]},
+                                "credibility_score": {"type": "number", "minimum": 0, "maximum": 1},
+                                "verified": {"type": "boolean"}
+                            }
+                        }
+                    },
+                    "query": {"type": "string"},
                     "results": {
                         "type": "array",
                         "items": {
@@ -87,6 +149,10 @@ impl Tool for SearchContent {
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
+        let limit = args
+            .limit
+            .unwrap_or(DEFAULT_SEARCH_LIMIT)
+            .clamp(1, MAX_SEARCH_LIMIT);
         let hits = search(
             &ctx.state.content,
             &SearchQuery {
@@ -94,9 +160,13 @@ impl Tool for SearchContent {
                 content_type: args.content_type.as_deref(),
                 tags: &args.tags,
                 status: args.status,
-                limit: args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
+                limit,
             },
         );
+        let items: Vec<Value> = hits
+            .iter()
+            .map(|h| item(h.entry, ITEM_BODIES_BYTES / limit))
+            .collect();
         let results: Vec<Value> = hits
             .iter()
             .map(|h| {
@@ -114,7 +184,12 @@ impl Tool for SearchContent {
             })
             .collect();
         Ok(ToolOutput {
-            result: json!({"total": results.len(), "results": results}),
+            result: json!({
+                "total": results.len(),
+                "results": results,
+                "items": items,
+                "query": args.query,
+            }),
             effect: None,
         })
     }
@@ -199,6 +274,97 @@ mod tests {
     }
 
     #[test]
+    fn items_answer_in_the_seed_shape_beside_results() {
+        let state = demo();
+        let out = invoke(&state, json!({"query": "bells", "limit": 5})).unwrap();
+        assert_eq!(out.result["query"], "bells");
+        assert_eq!(out.result["total"], 2);
+        let items = out.result["items"].as_array().unwrap();
+        let results = out.result["results"].as_array().unwrap();
+        assert_eq!(items.len(), results.len());
+        for (item, result) in items.iter().zip(results) {
+            assert_eq!(item["id"], result["content_id"]);
+        }
+        // The campaign says how far to trust this note.
+        assert_eq!(
+            items[0],
+            json!({
+                "id": "note_bell_divers",
+                "content_type": "note",
+                "title": "Bells Beneath the Water",
+                "body": state.content.iter().find(|c| c.content_id == "note_bell_divers").unwrap().body,
+                "body_truncated": false,
+                "summary": "The toll divers hear may be the tower bell's warning, not a curse.",
+                "tags": ["bell", "divers", "rumour"],
+                "domains": ["the sinking of Vell"],
+                "source": "divers' accounts at the Lantern Gate",
+                "status": "published",
+                "area_id": null,
+                "credibility_score": 0.6,
+                "verified": false,
+            })
+        );
+        // Campaign content that says nothing is verified and fully trusted.
+        assert_eq!(
+            (
+                &items[1]["id"],
+                &items[1]["verified"],
+                &items[1]["credibility_score"]
+            ),
+            (&json!("lore_003"), &json!(true), &json!(1.0))
+        );
+        assert_eq!(items[1]["summary"], Value::Null);
+        assert_eq!(items[1]["domains"], json!([]));
+        // Drafts are neither, unless their author said otherwise.
+        let out = invoke(&state, json!({"query": "", "status": "draft"})).unwrap();
+        let draft = &out.result["items"][0];
+        assert_eq!(
+            (
+                &draft["id"],
+                &draft["verified"],
+                &draft["credibility_score"]
+            ),
+            (&json!("note_warden_key"), &json!(false), &json!(0.5))
+        );
+    }
+
+    #[test]
+    fn item_bodies_share_a_bounded_budget() {
+        let mut state = demo();
+        for i in 0..MAX_SEARCH_LIMIT {
+            std::sync::Arc::make_mut(&mut state.content).push(ContentEntry {
+                content_id: format!("long_{i}"),
+                content_type: "note".into(),
+                title: format!("long {i}"),
+                body: "灯".repeat(crate::tools::create_draft_content::MAX_BODY_CHARS),
+                tags: vec![],
+                status: ContentStatus::Published,
+                area_id: None,
+                created_by: "campaign".into(),
+                about: Default::default(),
+            });
+        }
+        // Fifty 24,000-byte bodies would be 1.2 MB; the whole answer fits.
+        let out = invoke(&state, json!({"query": "long", "limit": MAX_SEARCH_LIMIT})).unwrap();
+        let items = out.result["items"].as_array().unwrap();
+        assert_eq!(items.len(), MAX_SEARCH_LIMIT);
+        for item in items {
+            let body = item["body"].as_str().unwrap();
+            assert!(body.len() <= ITEM_BODIES_BYTES / MAX_SEARCH_LIMIT);
+            assert!(body.len() > ITEM_BODIES_BYTES / MAX_SEARCH_LIMIT - 3);
+            assert!(body.chars().all(|c| c == '灯'));
+            assert_eq!(item["body_truncated"], true);
+        }
+        // With the default limit each body gets more room.
+        let out = invoke(&state, json!({"query": "long 1"})).unwrap();
+        let first = out.result["items"][0]["body"].as_str().unwrap();
+        assert!(first.len() > ITEM_BODIES_BYTES / MAX_SEARCH_LIMIT);
+        assert_eq!(cut_body("short", 3), ("sho", true));
+        assert_eq!(cut_body("灯灯", 4), ("灯", true));
+        assert_eq!(cut_body("灯灯", 6), ("灯灯", false));
+    }
+
+    #[test]
     fn snippets_cut_long_bodies_on_character_boundaries() {
         let mut state = demo();
         let long_cjk = "灯".repeat(400);
@@ -213,6 +379,7 @@ mod tests {
                 status: ContentStatus::Published,
                 area_id: None,
                 created_by: "campaign".into(),
+                about: Default::default(),
             });
         }
         for (query, body) in [("long cjk", &long_cjk), ("long mixed", &long_mixed)] {

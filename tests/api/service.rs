@@ -363,7 +363,7 @@ async fn a_tool_call_runs_in_the_session_and_lands_in_journal_and_ledger() {
             audit["tool_name"].as_str(),
             audit["status"].as_str()
         ),
-        (Some("trace-1"), Some("move"), Some("ok"))
+        (Some("trace-1"), Some("move"), Some("success"))
     );
     assert!(audit["latency_ms"].as_f64().unwrap() >= 0.0);
 
