@@ -91,6 +91,7 @@ impl Tool for CreateDraftContent {
         .writes()
         .roles(GAME_ROLES)
         .requires_auth()
+        .on_sites()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

@@ -107,6 +107,7 @@ impl Tool for GetNpcProfile {
                 }
             }),
         )
+        .on_sites()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

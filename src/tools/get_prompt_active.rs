@@ -62,6 +62,7 @@ impl Tool for GetPromptActive {
                 }
             }),
         )
+        .on_sites()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

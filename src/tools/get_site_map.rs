@@ -173,6 +173,7 @@ impl Tool for GetSiteMap {
                 }
             }),
         )
+        .on_sites()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

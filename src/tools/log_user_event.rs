@@ -55,6 +55,7 @@ impl Tool for LogUserEvent {
         )
         .writes()
         .roles(ALL_ROLES)
+        .on_sites()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

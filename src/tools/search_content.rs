@@ -145,6 +145,7 @@ impl Tool for SearchContent {
                 }
             }),
         )
+        .on_sites()
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {

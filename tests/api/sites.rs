@@ -178,11 +178,11 @@ async fn a_site_is_given_a_campaign_and_its_content_tools_run_without_a_session(
     let bad = put_site(
         &app,
         "yantian",
-        "has space",
+        "bad!id",
         &json!({"campaign_id": "demo"}),
     )
     .await;
-    assert!(bad.status == 400 || bad.status == 404, "{}", bad.body);
+    assert_eq!(bad.status, 400, "{}", bad.body);
     let bad = put_site(&app, "yantian", "s2", &json!({"campaign_id": "nope"})).await;
     assert_eq!(bad.status, 400, "{}", bad.body);
     let bad = put_site(&app, "yantian", "s2", &json!({"campaign": {"title": 1}})).await;
@@ -262,7 +262,7 @@ async fn a_retried_write_with_a_key_runs_once() {
     .await;
     assert_eq!(found.status, 200, "{}", found.body);
     assert_eq!(
-        found.body["output"].to_string().matches("\"Once\"").count(),
+        found.body["output"]["total"],
         1,
         "{}",
         found.body
