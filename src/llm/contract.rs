@@ -693,7 +693,13 @@ pub fn corrective_message(error: &ContractError) -> String {
 /// that name no JSON field (such a model writes plain text and calls tools
 /// natively).
 pub fn native_corrective_message(error: &ContractError) -> String {
-    let problem = match error {
+    rejected_message(&native_problem(error))
+}
+
+/// `error` in words that name no JSON field, for a model with native tool
+/// calling.
+pub fn native_problem(error: &ContractError) -> String {
+    match error {
         ContractError::EmptyNarration => {
             "the answer has no text and calls no tool; write the narration the player reads, \
              or call a tool"
@@ -705,7 +711,12 @@ pub fn native_corrective_message(error: &ContractError) -> String {
              destination is unclear) instead of narrating the move"
         ),
         other => other.to_string(),
-    };
+    }
+}
+
+/// The corrective message of a model with native tool calling for any
+/// `problem` (a rule of [`check_narration`], an unusable tool call).
+pub fn rejected_message(problem: &str) -> String {
     format!(
         "Your previous answer was rejected: {problem}.\n\
          Answer again following the rules of the system prompt."
