@@ -223,6 +223,7 @@ impl Application {
             builtin_starts,
             provider,
             history_tokens: settings.history_tokens,
+            max_iterations: settings.max_iterations.max(1),
             mcp_sessions: McpSessions::default(),
             metrics,
             service,

@@ -67,6 +67,9 @@ pub struct AppState {
     pub mcp_sessions: mcp::McpSessions,
     /// History budget of one model call, in estimated tokens (0: no limit).
     pub history_tokens: usize,
+    /// Tool rounds a stateless `/api/chat` exchange may take
+    /// (`QUESTD_MAX_ITERATIONS`, as a session's turn).
+    pub max_iterations: u32,
     /// Frames that may wait for one WebSocket connection before it is
     /// dropped as too slow.
     pub ws_queue: usize,

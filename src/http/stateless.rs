@@ -8,6 +8,20 @@
 //! it is returned, so a client never receives a call it cannot run. Long
 //! conversations are cut to the history budget like a session's, the
 //! oldest turns summarized in the system prompt.
+//!
+//! A session's guards hold here too, read from the history the client
+//! sends (the exchange: the messages after the last `user` one):
+//! - once the exchange holds `QUESTD_MAX_ITERATIONS` assistant messages
+//!   with tool calls, or the same call (name and arguments) twice, the
+//!   model is asked for a closing answer with no tools
+//!   ([`RequestKind::WrapUp`]), and any calls it still asks for are
+//!   dropped;
+//! - an answer that asks again for a call the exchange already answered is
+//!   a loop: the model is asked once more, for a closing answer;
+//! - an answer whose tool call fails the checks, or that says nothing, or
+//!   that claims a move no `move`/`move_to_zone` result of the exchange
+//!   confirms ([`contract::check_narration`]), is sent back once with the
+//!   problem quoted; a second such answer is `502 INVALID_AI_JSON`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,6 +32,7 @@ use serde_json::Value;
 use super::{AppState, json_body};
 use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
+use crate::llm::contract::{self, TurnFacts};
 use crate::llm::{ModelReply, ModelRequest, RequestKind, collect_reply, stateless_system_prompt};
 use crate::protocol::{
     AssistantMessage, CallId, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply,
@@ -58,22 +73,128 @@ async fn chat(
     let allowlist = allowlist(&state.registry, request.tools)?;
     let conversation = Conversation::parse(&request.messages)?;
     let caller = Caller::sessionless(Role::GameMaster, &allowlist);
-    let model_request = ModelRequest::build(
-        conversation.system.unwrap_or_else(stateless_system_prompt),
-        conversation.history.into_iter().map(Arc::new).collect(),
-        state.history_tokens,
-        state.registry.openai_tools(&caller),
-        Arc::default(),
-        RequestKind::Step,
-    );
-    let reply = collect_reply(state.provider.complete(model_request))
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "stateless model call failed");
-            ApiError::new(e.code(), e.public_message())
-        })?;
-    let message = assistant_message(&state.registry, &caller, reply)?;
-    Ok(HttpResponse::Ok().json(StatelessChatReply { message }))
+    let tools = state.registry.openai_tools(&caller);
+    let system = conversation
+        .system
+        .clone()
+        .unwrap_or_else(stateless_system_prompt);
+    let history: Vec<Arc<HistoryEntry>> =
+        conversation.history.iter().cloned().map(Arc::new).collect();
+    let mut kind = if conversation.spent(state.max_iterations) {
+        RequestKind::WrapUp
+    } else {
+        RequestKind::Step
+    };
+    let mut correction: Vec<Arc<HistoryEntry>> = Vec::new();
+    for attempt in 0..2 {
+        let mut messages = history.clone();
+        messages.extend(correction.iter().cloned());
+        let model_request = ModelRequest::build(
+            system.clone(),
+            messages,
+            state.history_tokens,
+            tools.clone(),
+            Arc::default(),
+            kind,
+        );
+        let reply = collect_reply(state.provider.complete(model_request))
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "stateless model call failed");
+                ApiError::new(e.code(), e.public_message())
+            })?;
+        let answer = reply.text.clone();
+        let problem = match judge(&state.registry, &caller, &conversation, kind, reply) {
+            Ok(message) => return Ok(HttpResponse::Ok().json(StatelessChatReply { message })),
+            Err(problem) => problem,
+        };
+        if attempt == 1 {
+            return Err(problem.into_error());
+        }
+        tracing::info!(problem = %problem.text(), "stateless answer rejected; asking again");
+        if problem == Problem::Loop {
+            kind = RequestKind::WrapUp;
+        } else {
+            let turn_id = || "chat_retry".to_owned();
+            if !answer.trim().is_empty() {
+                correction.push(Arc::new(HistoryEntry::Assistant {
+                    turn_id: turn_id(),
+                    text: answer,
+                }));
+            }
+            correction.push(Arc::new(HistoryEntry::User {
+                turn_id: turn_id(),
+                text: contract::rejected_message(&problem.text()),
+            }));
+        }
+    }
+    Err(ApiError::new(
+        ErrorCode::InvalidAiJson,
+        "the model's answer could not be understood",
+    ))
+}
+
+/// Why an answer is not returned as it is.
+#[derive(Debug, Clone, PartialEq)]
+enum Problem {
+    /// A tool call the client could not run.
+    Unusable(String),
+    /// A rule of the reply contract broken.
+    Contract(contract::ContractError),
+    /// A call the exchange already answered, asked for again.
+    Loop,
+}
+
+impl Problem {
+    /// The problem as quoted to the model.
+    fn text(&self) -> String {
+        match self {
+            Self::Unusable(why) => format!("the model asked for an unusable tool call: {why}"),
+            Self::Contract(e) => contract::native_problem(e),
+            Self::Loop => {
+                "the answer asks again for a tool call this exchange already answered".to_owned()
+            }
+        }
+    }
+
+    /// The answer to the client once the retry did not help: the model's
+    /// fault, `502 INVALID_AI_JSON`.
+    fn into_error(self) -> ApiError {
+        let message = match &self {
+            Self::Unusable(_) => self.text(),
+            _ => format!("the model broke the reply contract twice: {}", self.text()),
+        };
+        ApiError::new(ErrorCode::InvalidAiJson, message)
+    }
+}
+
+/// The model's answer as the client receives it, or why it may not be:
+/// in a closing call (`WrapUp`) its tool calls are dropped; otherwise a
+/// call it asks for must pass the checks and be new to the exchange, and
+/// an answer without calls must keep [`contract::check_narration`].
+fn judge(
+    registry: &Registry,
+    caller: &Caller<'_>,
+    conversation: &Conversation,
+    kind: RequestKind,
+    mut reply: ModelReply,
+) -> Result<AssistantMessage, Problem> {
+    if kind == RequestKind::WrapUp {
+        reply.tool_calls.clear();
+    }
+    if reply.tool_calls.is_empty() {
+        contract::check_narration(&reply.text, conversation.facts()).map_err(Problem::Contract)?;
+    }
+    let message =
+        assistant_message(registry, caller, reply).map_err(|e| Problem::Unusable(e.message))?;
+    if message
+        .tool_calls
+        .iter()
+        .any(|c| conversation.answered(&c.tool.name, &c.tool.args))
+    {
+        return Err(Problem::Loop);
+    }
+    Ok(message)
 }
 
 /// A key holder's model calls count against its tenant's and key's
@@ -113,6 +234,11 @@ struct Conversation {
     /// The system messages, joined; `None` if there were none.
     system: Option<String>,
     history: Vec<HistoryEntry>,
+    /// Assistant messages with tool calls after the last `user` message.
+    rounds: usize,
+    /// The calls (tool name, arguments as compact JSON) after the last
+    /// `user` message, each answered by a tool message.
+    calls: Vec<(String, String)>,
 }
 
 impl Conversation {
@@ -133,6 +259,8 @@ impl Conversation {
         let mut history = Vec::new();
         let mut turn = String::from("chat_0");
         let mut turns = 0;
+        let mut rounds = 0;
+        let mut calls: Vec<(String, String)> = Vec::new();
         // Calls of the last assistant message that no tool message answered yet.
         let mut open: Vec<CallId> = Vec::new();
         for (i, value) in raw.iter().enumerate() {
@@ -155,6 +283,8 @@ impl Conversation {
                 "system" => system.push(text(&m.content).map_err(bad)?),
                 "user" => {
                     turns += 1;
+                    rounds = 0;
+                    calls.clear();
                     turn = format!("chat_{turns}");
                     history.push(HistoryEntry::User {
                         turn_id: turn.clone(),
@@ -162,9 +292,9 @@ impl Conversation {
                     });
                 }
                 "assistant" => {
-                    let calls = m.tool_calls.unwrap_or_default();
+                    let tool_calls = m.tool_calls.unwrap_or_default();
                     let content = match &m.content {
-                        Value::Null if !calls.is_empty() => None,
+                        Value::Null if !tool_calls.is_empty() => None,
                         Value::Null => {
                             return Err(bad("content: null needs toolCalls".into()));
                         }
@@ -177,7 +307,8 @@ impl Conversation {
                         });
                     }
                     let mut ids = HashSet::new();
-                    for (j, call) in calls.into_iter().enumerate() {
+                    rounds += usize::from(!tool_calls.is_empty());
+                    for (j, call) in tool_calls.into_iter().enumerate() {
                         if call.id.as_str().trim().is_empty() || !ids.insert(call.id.clone()) {
                             return Err(bad(format!(
                                 "toolCalls[{j}].id must be a non-empty id unique in the message"
@@ -187,6 +318,7 @@ impl Conversation {
                             return Err(bad(format!("toolCalls[{j}].tool.args must be an object")));
                         }
                         open.push(call.id.clone());
+                        calls.push((call.tool.name.clone(), call.tool.args.to_string()));
                         history.push(HistoryEntry::ToolCall {
                             turn_id: turn.clone(),
                             call_id: call.id.to_string(),
@@ -245,7 +377,30 @@ impl Conversation {
         Ok(Self {
             system: (!system.is_empty()).then(|| system.join("\n\n")),
             history,
+            rounds,
+            calls,
         })
+    }
+
+    /// Whether the exchange has used its tool rounds (`max_iterations`,
+    /// as a session's turn) or asked for the same call twice: the model
+    /// then gets no more tools.
+    fn spent(&self, max_iterations: u32) -> bool {
+        let seen: HashSet<&(String, String)> = self.calls.iter().collect();
+        self.rounds >= max_iterations as usize || seen.len() < self.calls.len()
+    }
+
+    /// Whether the exchange already answered this call.
+    fn answered(&self, tool: &str, args: &Value) -> bool {
+        let args = args.to_string();
+        self.calls.iter().any(|(t, a)| t == tool && *a == args)
+    }
+
+    /// What the reply contract's check must know: whether a `move` or
+    /// `move_to_zone` result of the exchange reports success
+    /// ([`contract::turn_facts`]).
+    fn facts(&self) -> TurnFacts {
+        contract::turn_facts(&self.history)
     }
 }
 
@@ -420,6 +575,115 @@ mod tests {
         for (messages, want) in cases {
             let err = parse(messages.clone()).unwrap_err();
             assert!(err.contains(want), "{messages}: {err}");
+        }
+    }
+
+    /// A tool round: an assistant message asking for `roll_dice` with
+    /// `dice`, and its result.
+    fn round(id: &str, dice: &str, result: Value) -> [Value; 2] {
+        [
+            json!({"role": "assistant", "content": null, "toolCalls": [
+                {"id": id, "tool": {"name": "roll_dice", "args": {"dice": dice}}}]}),
+            json!({"role": "tool", "toolCallId": id, "content": result}),
+        ]
+    }
+
+    #[test]
+    fn rounds_and_repeats_are_counted_after_the_last_user_message() {
+        let mut messages = vec![json!({"role": "user", "content": "roll"})];
+        for i in 0..3 {
+            messages.extend(round(
+                &format!("a{i}"),
+                &format!("{}d6", i + 1),
+                json!({"total": 3}),
+            ));
+        }
+        messages.push(json!({"role": "user", "content": "again"}));
+        for i in 0..2 {
+            messages.extend(round(
+                &format!("b{i}"),
+                &format!("{}d8", i + 1),
+                json!({"total": 3}),
+            ));
+        }
+        let c = Conversation::parse(&messages).unwrap();
+        assert_eq!(
+            c.rounds, 2,
+            "the rounds before the last user message do not count"
+        );
+        assert!(!c.spent(3) && c.spent(2));
+        assert!(c.answered("roll_dice", &json!({"dice": "2d8"})));
+        assert!(
+            !c.answered("roll_dice", &json!({"dice": "2d6"})),
+            "an earlier exchange"
+        );
+        // The same call answered twice in the exchange is a loop.
+        messages.extend(round("b9", "1d8", json!({"total": 1})));
+        let c = Conversation::parse(&messages).unwrap();
+        assert!(c.spent(8));
+    }
+
+    #[test]
+    fn a_loop_or_spent_rounds_get_no_tools_and_silence_is_sent_back() {
+        let registry = Registry::builtin().unwrap();
+        let names = allowlist(&registry, None).unwrap();
+        let caller = Caller::sessionless(Role::GameMaster, &names);
+        let mut messages = vec![json!({"role": "user", "content": "go"})];
+        messages.extend(round("c1", "1d20", json!({"total": 4})));
+        let c = Conversation::parse(&messages).unwrap();
+        let again = ModelReply::tools([("roll_dice", r#"{"dice":"1d20"}"#)]);
+        let judged = |kind, reply| judge(&registry, &caller, &c, kind, reply);
+        assert_eq!(judged(RequestKind::Step, again.clone()), Err(Problem::Loop));
+        // In a closing call the calls are dropped: text alone goes back.
+        let closing = ModelReply {
+            text: "The die shows 4.".into(),
+            ..again.clone()
+        };
+        let m = judged(RequestKind::WrapUp, closing).unwrap();
+        assert!(m.tool_calls.is_empty());
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"role": "assistant", "content": "The die shows 4."}),
+            "no toolCalls key at all"
+        );
+        assert_eq!(
+            judged(RequestKind::WrapUp, again),
+            Err(Problem::Contract(contract::ContractError::EmptyNarration))
+        );
+        assert!(matches!(
+            judged(
+                RequestKind::Step,
+                ModelReply::narrate("You enter the vault.")
+            ),
+            Err(Problem::Contract(
+                contract::ContractError::ClaimedMove { .. }
+            ))
+        ));
+        assert!(matches!(
+            judged(RequestKind::Step, ModelReply::tools([("roll_dice", "{}")])),
+            Err(Problem::Unusable(_))
+        ));
+        // A move the front end reports as done makes the claim true; one
+        // it reports as failed does not.
+        for (result, ok) in [
+            (json!({"success": true, "message": "moved"}), true),
+            (json!({"success": false, "message": "Error: locked"}), false),
+        ] {
+            let c = Conversation::parse(&[
+                json!({"role": "user", "content": "go"}),
+                json!({"role": "assistant", "content": null, "toolCalls": [
+                    {"id": "m1", "tool": {"name": "move", "args": {"to_area_id": "vault"}}}]}),
+                json!({"role": "tool", "toolCallId": "m1", "content": result}),
+            ])
+            .unwrap();
+            let judged = judge(
+                &registry,
+                &caller,
+                &c,
+                RequestKind::Step,
+                ModelReply::narrate("You enter the vault."),
+            );
+            assert_eq!(judged.is_ok(), ok, "{judged:?}");
         }
     }
 

@@ -236,18 +236,15 @@ pub struct TurnFacts {
 /// Facts read from the history: `moved` is true when the current turn (the
 /// entries after the last `User` entry, or the whole history if there is
 /// none) holds a result of `move` or `move_to_zone` whose content is a JSON
-/// object that is not a failure (a failure has `"status"` `"error"` or
-/// `"rejected"` and an `"error_code"`). `wrap_up` is always false here; the
-/// caller sets it.
+/// object that is not a failure (see [`is_success`]). `wrap_up` is always
+/// false here; the caller sets it.
 pub fn turn_facts<E: AsRef<HistoryEntry>>(history: &[E]) -> TurnFacts {
     let start = history
         .iter()
         .rposition(|e| matches!(e.as_ref(), HistoryEntry::User { .. }))
         .map_or(0, |i| i + 1);
     let moved = history[start..].iter().any(|e| match e.as_ref() {
-        HistoryEntry::ToolResult { tool, content, .. } => {
-            MOVE_TOOLS.contains(&tool.as_str()) && is_success(content)
-        }
+        HistoryEntry::ToolResult { tool, content, .. } => is_move_tool(tool) && is_success(content),
         _ => false,
     });
     TurnFacts {
@@ -256,16 +253,24 @@ pub fn turn_facts<E: AsRef<HistoryEntry>>(history: &[E]) -> TurnFacts {
     }
 }
 
-/// Whether a tool result's content is a successful result object.
+/// Whether a tool result's content is a successful result object. A
+/// failure is a session's refusal (`"status"` `"error"` or `"rejected"`
+/// with an `"error_code"`) or what a front end running the tools itself
+/// reports (`"success": false`, or an `"error"` field that is not null or
+/// false).
 fn is_success(content: &str) -> bool {
     let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(content) else {
         return false;
     };
-    let failed = matches!(
+    let refused = matches!(
         obj.get("status").and_then(Value::as_str),
         Some("error" | "rejected")
     ) && obj.contains_key("error_code");
-    !failed
+    let reported = obj.get("success") == Some(&Value::Bool(false))
+        || obj
+            .get("error")
+            .is_some_and(|e| !matches!(e, Value::Null | Value::Bool(false)));
+    !refused && !reported
 }
 
 /// The contract instructions appended to the game master's system prompt:
@@ -431,16 +436,7 @@ pub fn parse_reply(text: &str, facts: TurnFacts) -> Result<ModelReply, ContractE
         });
     }
     if tool_calls.is_empty() {
-        if assistant_text.is_empty() {
-            return Err(ContractError::EmptyNarration);
-        }
-        if !facts.moved
-            && let Some(phrase) = claimed_move(&assistant_text)
-        {
-            return Err(ContractError::ClaimedMove {
-                phrase: phrase.to_owned(),
-            });
-        }
+        check_narration(&assistant_text, facts)?;
     }
 
     Ok(ModelReply {
@@ -449,6 +445,31 @@ pub fn parse_reply(text: &str, facts: TurnFacts) -> Result<ModelReply, ContractE
         dialog_type: Some(dialog_type),
         usage: Default::default(),
     })
+}
+
+/// The rules a final answer (one with no tool calls) keeps in every mode,
+/// the JSON reply contract and native tool calling alike: its text is not
+/// empty or whitespace ([`ContractError::EmptyNarration`]), and it claims
+/// no move ([`MOVE_CLAIM_PHRASES`]) unless `facts.moved`
+/// ([`ContractError::ClaimedMove`]).
+pub fn check_narration(text: &str, facts: TurnFacts) -> Result<(), ContractError> {
+    if text.trim().is_empty() {
+        return Err(ContractError::EmptyNarration);
+    }
+    if !facts.moved
+        && let Some(phrase) = claimed_move(text)
+    {
+        return Err(ContractError::ClaimedMove {
+            phrase: phrase.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a successful call of `tool` moves a character (`move`,
+/// `move_to_zone`).
+pub fn is_move_tool(tool: &str) -> bool {
+    MOVE_TOOLS.contains(&tool)
 }
 
 /// Removes surrounding whitespace and at most one Markdown code fence
@@ -664,6 +685,41 @@ pub fn corrective_message(error: &ContractError) -> String {
          Answer again with only one JSON object of the form {FORMAT_LINE}, \
          following the rules of the system prompt. Send only the JSON object, \
          with no text before or after it."
+    )
+}
+
+/// The user message for the single corrective retry of a model with native
+/// tool calling: the same rule as [`corrective_message`] quotes, in words
+/// that name no JSON field (such a model writes plain text and calls tools
+/// natively).
+pub fn native_corrective_message(error: &ContractError) -> String {
+    rejected_message(&native_problem(error))
+}
+
+/// `error` in words that name no JSON field, for a model with native tool
+/// calling.
+pub fn native_problem(error: &ContractError) -> String {
+    match error {
+        ContractError::EmptyNarration => {
+            "the answer has no text and calls no tool; write the narration the player reads, \
+             or call a tool"
+                .to_owned()
+        }
+        ContractError::ClaimedMove { phrase } => format!(
+            "the answer says a move happened (\"{phrase}\") but no move succeeded in this turn; \
+             narration never moves anyone: call the `move` tool (or `move_options` if the \
+             destination is unclear) instead of narrating the move"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// The corrective message of a model with native tool calling for any
+/// `problem` (a rule of [`check_narration`], an unusable tool call).
+pub fn rejected_message(problem: &str) -> String {
+    format!(
+        "Your previous answer was rejected: {problem}.\n\
+         Answer again following the rules of the system prompt."
     )
 }
 
@@ -1383,6 +1439,72 @@ mod tests {
         assert_eq!(messages.len(), 5);
         assert_eq!(parsed_results(&messages[2])[0]["result"], "plain text");
         assert_eq!(parsed_results(&messages[4])[0]["id"], "c2");
+    }
+
+    #[test]
+    fn one_check_serves_both_modes() {
+        // Silent answers and claimed moves fail the same way whether the
+        // text came from the JSON contract or a native answer.
+        assert_eq!(
+            check_narration(" \n ", MOVED),
+            Err(ContractError::EmptyNarration)
+        );
+        assert_eq!(
+            check_narration("You arrive at the gate.", NONE),
+            Err(ContractError::ClaimedMove {
+                phrase: "you arrive".into()
+            })
+        );
+        assert_eq!(check_narration("You arrive at the gate.", MOVED), Ok(()));
+        assert_eq!(check_narration("Where to?", NONE), Ok(()));
+        for text in ["", "You enter the hall."] {
+            let native = check_narration(text, NONE).unwrap_err();
+            let answer = json!({"assistant_text": text, "tool_calls": []}).to_string();
+            assert_eq!(err(&answer, NONE), native, "{text:?}");
+        }
+        assert!(is_move_tool("move") && is_move_tool("move_to_zone"));
+        assert!(!is_move_tool("move_options"));
+    }
+
+    #[test]
+    fn a_front_ends_failed_move_is_no_move() {
+        for failure in [
+            r#"{"success":false,"message":"Error: the door is locked"}"#,
+            r#"{"error":"no such area"}"#,
+            r#"{"error":{"code":"X"}}"#,
+        ] {
+            let h = vec![
+                user("go"),
+                call("c1", "move", "{}"),
+                result("c1", "move", failure),
+            ];
+            assert!(!turn_facts(&h).moved, "{failure}");
+        }
+        for success in [r#"{"success":true}"#, r#"{"to":"b","error":null}"#] {
+            let h = vec![
+                user("go"),
+                call("c1", "move", "{}"),
+                result("c1", "move", success),
+            ];
+            assert!(turn_facts(&h).moved, "{success}");
+        }
+    }
+
+    #[test]
+    fn the_native_corrective_message_names_the_rule_without_json_fields() {
+        let silent = native_corrective_message(&ContractError::EmptyNarration);
+        assert!(silent.contains("no text and calls no tool"), "{silent}");
+        let claim = native_corrective_message(&ContractError::ClaimedMove {
+            phrase: "you arrive".into(),
+        });
+        assert!(
+            claim.contains("\"you arrive\"") && claim.contains("`move`"),
+            "{claim}"
+        );
+        for m in [silent, claim] {
+            assert!(m.starts_with("Your previous answer was rejected: "), "{m}");
+            assert!(!m.contains("assistant_text") && !m.contains("JSON"), "{m}");
+        }
     }
 
     #[test]

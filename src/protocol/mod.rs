@@ -401,6 +401,9 @@ pub struct AssistantMessage {
     /// Always `"assistant"`.
     pub role: &'static str,
     pub content: Option<String>,
+    /// Left out when there are none: a front end takes the key's presence
+    /// as "run tools".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ChatToolCall>,
 }
 

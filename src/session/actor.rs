@@ -56,7 +56,7 @@ use super::{HubLink, Outbound, SessionDeps, SessionView, Unregister, random_toke
 use crate::error::ErrorCode;
 use crate::game::pieces::{ChunkTicket, StoredChunks};
 use crate::game::rng::SplitMix64;
-use crate::game::{Effect, GameState};
+use crate::game::{Effect, GameState, HistoryEntry};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{
     CallId, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
@@ -416,6 +416,10 @@ impl SessionActor {
     fn execute(&mut self, step: Step, ctx: &mut Context<Self>) {
         match step {
             Step::CallModel(kind) => self.call_model(kind, ctx),
+            Step::Correct { answer, message } => {
+                tracing::info!(session_id = %self.meta.session_id, %message, "model broke the reply contract; asking again");
+                self.call_model_with(RequestKind::Step, Some((answer, message)), ctx);
+            }
             Step::WrapUp { limit, message } => {
                 // No more tools run this turn. One last model call with
                 // tools switched off lets the game master narrate what
@@ -562,8 +566,36 @@ impl SessionActor {
     /// Asks the model for the running turn's next step
     /// ([`prompt::model_request`]).
     fn call_model(&mut self, kind: RequestKind, ctx: &mut Context<Self>) {
+        self.call_model_with(kind, None, ctx);
+    }
+
+    /// [`Self::call_model`], with a rejected answer and the message
+    /// correcting it (`correction`) after the history, not kept in it.
+    fn call_model_with(
+        &mut self,
+        kind: RequestKind,
+        correction: Option<(String, String)>,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(t) = self.turn.as_ref() else { return };
-        let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
+        let turn_id = t.turn.turn_id().to_string();
+        let correction = correction.into_iter().flat_map(|(answer, message)| {
+            [
+                Arc::new(HistoryEntry::Assistant {
+                    turn_id: turn_id.clone(),
+                    text: answer,
+                }),
+                Arc::new(HistoryEntry::User {
+                    turn_id: turn_id.clone(),
+                    text: message,
+                }),
+            ]
+        });
+        let in_flight = self
+            .sequencer
+            .pending()
+            .filter_map(|p| p.history.clone())
+            .chain(correction);
         let budget = self.deps.limits.history_tokens;
         let turn_no = t.turn.turn_no();
         let whole = self.deps.provider.reads_conversation();

@@ -17,6 +17,16 @@
 //! - in the wrap-up, an answer's tool calls are ignored; an answer with no
 //!   text (none streamed either) or a failed call fails the turn with
 //!   `MAX_ITERATIONS` and the limit;
+//! - any other answer without tool calls keeps the reply contract's rules
+//!   ([`contract::check_narration`], the same check as the JSON mode's):
+//!   its text (or what it streamed) is not empty, and it claims no move
+//!   unless a `move`/`move_to_zone` call of this turn succeeded. One that
+//!   breaks them is sent back once ([`Step::Correct`]: the answer and
+//!   [`contract::native_corrective_message`]), a call that is not one of
+//!   the turn's `max_iterations` (as the JSON mode's retry, made inside
+//!   one model call); if the answer to that breaks them too, the turn
+//!   fails with `INVALID_AI_JSON`, as a JSON-mode answer that breaks the
+//!   contract twice does;
 //! - tool calls of one answer run one at a time, in order, at most
 //!   [`MAX_CALLS_PER_ANSWER`] of them; the model is asked again after the
 //!   last;
@@ -37,8 +47,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::REPEAT_LIMIT;
-use crate::error::{ErrorCode, Reason};
+use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Effect;
+use crate::llm::contract::{self, TurnFacts};
 use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
 use crate::protocol::{CallId, ToolEvent, TraceId, TurnId, TurnLimit};
 use crate::tools::ToolError;
@@ -75,6 +86,10 @@ pub(super) enum Phase {
 pub(super) enum Step {
     /// Start a model call of this kind.
     CallModel(RequestKind),
+    /// The answer broke the reply contract: ask for the next step again,
+    /// with the answer (`answer`, as the model's) and `message` (as the
+    /// player's) after the history; neither is kept in it.
+    Correct { answer: String, message: String },
     /// A loop limit tripped: log it and start the closing model call
     /// ([`RequestKind::WrapUp`]); no more tools run this turn.
     WrapUp { limit: TurnLimit, message: String },
@@ -150,6 +165,9 @@ pub(super) struct Turn {
     /// Set while the model call in flight writes this call's text, not the
     /// turn's next step.
     content: Option<ContentCall>,
+    /// Set while the model call in flight is the corrective retry of an
+    /// answer that broke the reply contract.
+    correcting: bool,
 }
 
 impl Turn {
@@ -181,6 +199,7 @@ impl Turn {
             touched_characters: BTreeSet::new(),
             wrap_up: None,
             content: None,
+            correcting: false,
         }
     }
 
@@ -380,13 +399,30 @@ impl Turn {
                 };
             }
         }
+        let correcting = std::mem::take(&mut self.correcting);
         if reply.tool_calls.is_empty() || self.wrap_up.is_some() {
-            let streamed = std::mem::take(&mut self.streamed);
             let text = if reply.text.is_empty() {
-                streamed.clone()
+                self.streamed.clone()
             } else {
                 reply.text
             };
+            if self.wrap_up.is_none()
+                && let Err(problem) = contract::check_narration(&text, self.facts())
+            {
+                if correcting {
+                    return Step::Fail {
+                        code: ErrorCode::InvalidAiJson,
+                        message: format!("the model broke the reply contract twice: {problem}"),
+                        limit: None,
+                    };
+                }
+                self.correcting = true;
+                return Step::Correct {
+                    answer: text,
+                    message: contract::native_corrective_message(&problem),
+                };
+            }
+            let streamed = std::mem::take(&mut self.streamed);
             return Step::Complete {
                 emit_narrative: (streamed.is_empty() && !text.is_empty()).then(|| text.clone()),
                 reply: text,
@@ -402,6 +438,18 @@ impl Turn {
             next: Next::NextCall,
         };
         Step::RunCalls { asked }
+    }
+
+    /// What the reply contract's check must know: whether a move tool
+    /// succeeded in this turn.
+    fn facts(&self) -> TurnFacts {
+        TurnFacts {
+            moved: self
+                .tool_events
+                .iter()
+                .any(|e| e.status == ToolStatus::Ok && contract::is_move_tool(&e.tool)),
+            wrap_up: false,
+        }
     }
 
     /// The model call for a step (or the wrap-up, or a call's text) failed.
@@ -612,10 +660,136 @@ mod tests {
         }
     }
 
+    /// The corrective step for `text` breaking the contract with `problem`.
+    fn correct(text: &str, problem: contract::ContractError) -> Step {
+        Step::Correct {
+            answer: text.into(),
+            message: contract::native_corrective_message(&problem),
+        }
+    }
+
+    #[test]
+    fn a_silent_answer_is_sent_back_once_and_the_good_one_completes() {
+        for (deltas, text) in [(&[][..], ""), (&[][..], "  \n"), (&[" "][..], "")] {
+            let mut t = asked();
+            for d in deltas {
+                t.on_delta((*d).into());
+            }
+            let step = t.on_model_done(reply(text, vec![]));
+            let silent = if deltas.is_empty() { text } else { " " };
+            assert_eq!(
+                step,
+                correct(silent, contract::ContractError::EmptyNarration),
+                "{deltas:?} {text:?}"
+            );
+            t.model_called();
+            let good = "The hall is quiet.";
+            assert_eq!(
+                t.on_model_done(reply(good, vec![])),
+                complete(good, Some(good), None)
+            );
+            assert_eq!(t.iteration(), 1, "the retry is not one of the iterations");
+            assert_eq!(t.usage().prompt_tokens, 20, "both answers' tokens count");
+        }
+    }
+
+    #[test]
+    fn a_claimed_move_needs_a_move_that_succeeded_in_the_turn() {
+        let claim = "You enter the side room.";
+        let problem = || contract::ContractError::ClaimedMove {
+            phrase: "you enter".into(),
+        };
+        // No move at all: sent back, and a second claim fails the turn.
+        let mut t = asked();
+        assert_eq!(
+            t.on_model_done(reply(claim, vec![])),
+            correct(claim, problem())
+        );
+        t.model_called();
+        assert_eq!(
+            t.on_model_done(reply(claim, vec![])),
+            Step::Fail {
+                code: ErrorCode::InvalidAiJson,
+                message: format!("the model broke the reply contract twice: {}", problem()),
+                limit: None,
+            }
+        );
+        // A move that failed, or another tool that succeeded, is no move.
+        for (tool, status) in [
+            ("move", ToolStatus::Error),
+            ("move_options", ToolStatus::Ok),
+        ] {
+            let mut t = asked();
+            t.on_model_done(reply("", vec![call("c1", tool, "{}")]));
+            let (_, step) = {
+                let Some(Step::RunCall { call_id, tool, .. }) = t.resume() else {
+                    panic!("the call runs")
+                };
+                t.call_ran(
+                    ToolEvent {
+                        status,
+                        ..event(call_id.as_str(), &tool)
+                    },
+                    None,
+                );
+                drain(&mut t)
+            };
+            assert_eq!(step, Step::CallModel(RequestKind::Step));
+            assert_eq!(
+                t.on_model_done(reply(claim, vec![])),
+                correct(claim, problem()),
+                "{tool}"
+            );
+        }
+        // A move that succeeded this turn: the claim is true.
+        for tool in ["move", "move_to_zone"] {
+            let mut t = asked();
+            t.on_model_done(reply("", vec![call("c1", tool, "{}")]));
+            assert_eq!(drain(&mut t).1, Step::CallModel(RequestKind::Step));
+            assert_eq!(
+                t.on_model_done(reply(claim, vec![])),
+                complete(claim, Some(claim), None)
+            );
+        }
+    }
+
+    #[test]
+    fn a_corrected_answer_may_call_tools_and_a_later_answer_gets_its_own_retry() {
+        let mut t = asked();
+        assert!(matches!(
+            t.on_model_done(reply("", vec![])),
+            Step::Correct { .. }
+        ));
+        t.model_called();
+        assert_eq!(
+            t.on_model_done(reply("", calls(1))),
+            Step::RunCalls { asked: 1 }
+        );
+        assert_eq!(drain(&mut t).1, Step::CallModel(RequestKind::Step));
+        assert!(matches!(
+            t.on_model_done(reply("", vec![])),
+            Step::Correct { .. }
+        ));
+        assert_eq!(t.iteration(), 2);
+    }
+
+    #[test]
+    fn the_wrap_up_is_not_sent_back() {
+        let mut t = turn(1);
+        drain(&mut t);
+        t.on_model_done(reply("", calls(1)));
+        assert!(matches!(drain(&mut t).1, Step::WrapUp { .. }));
+        let claim = "You arrive at the end of the night.";
+        assert_eq!(
+            t.on_model_done(reply(claim, vec![])),
+            complete(claim, Some(claim), Some(TurnLimit::MaxIterations))
+        );
+    }
+
     #[test]
     fn an_answer_without_calls_completes_the_turn_with_its_text_or_the_streamed_text() {
         // (deltas streamed, the answer's text, what completes the turn)
-        let cases: [(&[&str], &str, Step); 4] = [
+        let cases: [(&[&str], &str, Step); 3] = [
             (&[], "You stand at the gate.", {
                 let text = "You stand at the gate.";
                 complete(text, Some(text), None)
@@ -626,7 +800,6 @@ mod tests {
                 "You stand.",
                 complete("You stand.", None, None),
             ),
-            (&[], "", complete("", None, None)),
         ];
         for (deltas, text, want) in cases {
             let mut t = asked();

@@ -398,8 +398,8 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
             json!({"index": 0, "function": {"arguments": ":\"2d6+1\"}"}}),
         ])),
         1 => Canned::Sse(text_chunks(&["You rolled ", "9, 勇者。"])),
-        // A call the client could not run.
-        2 => Canned::Sse(tool_chunks(vec![
+        // A call the client could not run, twice (the retry is no better).
+        2 | 3 => Canned::Sse(tool_chunks(vec![
             json!({"index": 0, "id": "call_b", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\": 7}"}}),
         ])),
         // A refusal the endpoint does not retry.
@@ -465,7 +465,8 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,
-        json!({"message": {"role": "assistant", "content": "You rolled 9, 勇者。", "toolCalls": []}})
+        json!({"message": {"role": "assistant", "content": "You rolled 9, 勇者。"}}),
+        "a final answer has no toolCalls key"
     );
     let sent = mock.request(1);
     let messages = sent["messages"].as_array().unwrap();
@@ -497,6 +498,21 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
     .await;
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["error_code"], "INVALID_AI_JSON");
+    let retry = mock.request(3);
+    let told = retry["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(told["role"], "user");
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap()
+            .contains("the model asked for an unusable tool call"),
+        "{told}"
+    );
 
     // A failing endpoint: the short reason only, never its address or answer.
     let (status, body) = post_keyed(&url, &ask).await;
@@ -528,7 +544,7 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
             "{bad}: {body}"
         );
     }
-    assert_eq!(mock.count(), 4, "bad requests never reach the model");
+    assert_eq!(mock.count(), 5, "bad requests never reach the model");
 }
 
 #[actix_web::test]
@@ -570,9 +586,9 @@ async fn the_stateless_chat_api_works_with_the_offline_game_master() {
     )
     .await;
     assert_eq!(
-        body["message"]["toolCalls"],
-        json!([]),
-        "no map without a session"
+        body["message"].get("toolCalls"),
+        None,
+        "no map without a session, and no toolCalls key"
     );
     assert!(
         body["message"]["content"]
@@ -917,4 +933,79 @@ async fn without_streaming_the_same_turn_plays_and_usage_is_counted() {
         (Some(100), Some(20)),
         "the call's row carries the tokens of the model call that asked for it: {row}"
     );
+}
+
+/// The text of the last message of a request the mock received.
+fn last_content(request: &Value) -> String {
+    let messages = request["messages"].as_array().unwrap();
+    messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[actix_web::test]
+async fn the_stateless_chat_api_keeps_a_sessions_guards() {
+    let mock = start_mock(|n| match n {
+        // Ten rounds in: asked without tools, it still asks for one.
+        0 => Canned::Sse(tool_chunks(vec![
+            json!({"index": 0, "id": "x", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d4\"}"}}),
+        ])),
+        1 => Canned::Sse(text_chunks(&["The dice are put away."])),
+        // An unusable call, then a valid one.
+        2 => Canned::Sse(tool_chunks(vec![
+            json!({"index": 0, "id": "y", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"sides\":3}"}}),
+        ])),
+        3 => Canned::Sse(tool_chunks(vec![
+            json!({"index": 0, "id": "z", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d20\"}"}}),
+        ])),
+        // A silent answer, then text.
+        4 => Canned::Sse(text_chunks(&[" "])),
+        _ => Canned::Sse(text_chunks(&["A cold wind answers."])),
+    })
+    .await;
+    let app = app_for(&mock, None).await;
+    let url = format!("{}/api/chat", app.base);
+
+    let mut messages = vec![json!({"role": "user", "content": "roll forever"})];
+    for i in 0..10 {
+        let id = format!("c{i}");
+        messages.push(json!({"role": "assistant", "content": null, "toolCalls": [
+            {"id": id, "tool": {"name": "roll_dice", "args": {"dice": format!("{}d6", i + 1)}}}]}));
+        messages.push(json!({"role": "tool", "toolCallId": id, "content": {"total": 3}}));
+    }
+    let (status, body) = post_keyed(&url, &json!({"messages": messages})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"message": {"role": "assistant", "content": "The dice are put away."}}),
+        "the calls asked for without tools are dropped; no toolCalls key"
+    );
+    assert_eq!(mock.request(0)["tool_choice"], "none");
+
+    let ask = json!({"messages": [{"role": "user", "content": "roll"}]});
+    let (status, body) = post_keyed(&url, &ask).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["message"]["toolCalls"],
+        json!([{"id": "z", "tool": {"name": "roll_dice", "args": {"dice": "1d20"}}}])
+    );
+    assert!(
+        last_content(&mock.request(3)).contains("unusable tool call"),
+        "{}",
+        mock.request(3)
+    );
+
+    let (status, body) = post_keyed(&url, &ask).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"message": {"role": "assistant", "content": "A cold wind answers."}})
+    );
+    assert!(
+        last_content(&mock.request(5)).contains("no text and calls no tool"),
+        "{}",
+        mock.request(5)
+    );
+    assert_eq!(mock.count(), 6);
 }

@@ -632,3 +632,108 @@ async fn the_model_sees_the_map_as_the_last_move_left_it() {
         }
     }
 }
+
+/// The player messages (the corrective ones included) the model was sent
+/// in its last call.
+fn last_user_text(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .rev()
+        .find_map(|m| match &**m {
+            HistoryEntry::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[actix_web::test]
+async fn a_silent_answer_is_sent_back_once_and_the_player_sees_only_the_good_one() {
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let asked2 = asked.clone();
+    let model = ScriptedProvider::from_fn(move |req, n| {
+        asked2.lock().unwrap().push(last_user_text(req));
+        Ok(ModelReply::narrate(if n == 0 {
+            ""
+        } else {
+            "The hall is quiet."
+        }))
+    });
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("I listen", "r-1").await;
+    assert_eq!(
+        first(&frames, "turn_completed")["reply"],
+        "The hall is quiet."
+    );
+    let narrated: Vec<&str> = frames
+        .iter()
+        .filter(|f| f["type"] == "narrative_delta")
+        .map(|f| f["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(narrated.concat(), "The hall is quiet.");
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "one retry: {asked:?}");
+    assert_eq!(asked[0], "I listen");
+    assert!(
+        asked[1].starts_with("Your previous answer was rejected: the answer has no text"),
+        "{}",
+        asked[1]
+    );
+}
+
+#[actix_web::test]
+async fn a_claimed_move_without_a_move_is_corrected_into_a_real_move() {
+    let model = ScriptedProvider::from_fn(|req, n| {
+        Ok(match n {
+            0 => ModelReply::narrate("You enter the side room."),
+            1 => {
+                assert!(
+                    last_user_text(req).contains("\"you enter\""),
+                    "{}",
+                    last_user_text(req)
+                );
+                let next = req.context["current_area"]["reachable"][0]["area_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                ModelReply::tools([(
+                    "move",
+                    json!({"actor_id": "pc_001", "to_area_id": next}).to_string(),
+                )])
+            }
+            _ => ModelReply::narrate("You enter the side room at last."),
+        })
+    });
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("go on", "r-1").await;
+    assert_eq!(first(&frames, "tool_call")["tool"], "move");
+    assert_eq!(first(&frames, "tool_result")["status"], "ok");
+    assert_eq!(
+        first(&frames, "turn_completed")["reply"],
+        "You enter the side room at last."
+    );
+    assert_ne!(position(&app.snapshot(&s).await), "area_001", "it moved");
+}
+
+#[actix_web::test]
+async fn two_bad_answers_fail_the_turn_as_a_broken_contract() {
+    let model = ScriptedProvider::from_fn(|_, _| Ok(ModelReply::narrate("You arrive.")));
+    let app = spawn_with(|_| {}, Arc::new(model)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("wait", "r-1").await;
+    assert!(frames.iter().all(|f| f["type"] != "turn_completed"));
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(failed["error_code"], "INVALID_AI_JSON", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("broke the reply contract twice"),
+        "{failed}"
+    );
+    assert_eq!(position(&app.snapshot(&s).await), "area_001");
+}
