@@ -57,7 +57,7 @@ async fn chat(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     match state.keys.grant(&req)? {
-        Some(grant) => check_key_rate(&state, &grant)?,
+        Some(grant) => super::service::check_grant_rate(&state, &grant)?,
         None if state.provider.name() == "offline" => {
             state.admission.check_anonymous_model(&req)?
         }
@@ -195,12 +195,6 @@ fn judge(
         return Err(Problem::Loop);
     }
     Ok(message)
-}
-
-/// A key holder's model calls count against its tenant's and key's
-/// service rate, like its tool calls.
-fn check_key_rate(state: &AppState, grant: &super::auth::KeyGrant) -> Result<(), ApiError> {
-    super::service::check_rate_of(state, &grant.tenant_id, &super::service::key_id(grant))
 }
 
 /// The tools the model may call: the ones named, or every model-callable one.
