@@ -48,6 +48,12 @@ pub const MAX_CAMPAIGN_LORE: usize = 500;
 pub const MAX_CAMPAIGN_CONTENT: usize = 2000;
 /// Most tool names in a campaign's allowlist.
 pub const MAX_ALLOWLIST: usize = 200;
+/// The allowlist of a campaign file that names none: seed 002's default.
+pub const DEFAULT_ALLOWLIST: [&str; 4] = ["move", "move_options", "hp_delta", "map_generate"];
+
+fn default_allowlist() -> Vec<String> {
+    DEFAULT_ALLOWLIST.map(str::to_owned).to_vec()
+}
 /// Longest id (campaign, area, character, NPC, content, item slug, tool
 /// name), in characters. The tools' own schemas take ids up to this long.
 pub const MAX_ID_CHARS: usize = 64;
@@ -81,6 +87,8 @@ pub struct Campaign {
     pub title: String,
     #[serde(default)]
     pub description: String,
+    /// [`DEFAULT_ALLOWLIST`] when the file names none.
+    #[serde(default = "default_allowlist")]
     pub allowlist: Vec<String>,
     pub active_actor_id: CharacterId,
     pub areas: Vec<Area>,
@@ -250,7 +258,7 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
     });
     json!({
         "type": "object",
-        "required": ["campaign_id", "title", "allowlist", "active_actor_id", "areas", "characters"],
+        "required": ["campaign_id", "title", "active_actor_id", "areas", "characters"],
         "properties": {
             "campaign_id": id,
             "title": name,
@@ -607,6 +615,23 @@ mod tests {
         assert_eq!(c.areas.len(), 2);
         let state = c.into_state();
         assert_eq!(state.active_actor().map(|c| c.level), Some(1));
+    }
+
+    #[test]
+    fn a_campaign_without_an_allowlist_gets_seed_002s_default() {
+        let mut v = tiny();
+        v.as_object_mut().unwrap().remove("allowlist");
+        let state = Campaign::from_value(&v, &tools()).unwrap().into_state();
+        assert_eq!(
+            state.allowlist,
+            ["move", "move_options", "hp_delta", "map_generate"]
+        );
+        // One given is kept as given, even an empty one.
+        for given in [json!(["move"]), json!([])] {
+            v["allowlist"] = given.clone();
+            let c = Campaign::from_value(&v, &tools()).unwrap();
+            assert_eq!(json!(c.allowlist), given);
+        }
     }
 
     #[test]

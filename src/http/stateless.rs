@@ -695,11 +695,14 @@ mod tests {
         let ok = assistant_message(
             &registry,
             &caller,
-            ModelReply::tools([("roll_dice", r#"{"dice":"1d20"}"#)]),
+            ModelReply::tools([("roll_dice", r#"{"dice":"1d20","reason":"luck"}"#)]),
         )
         .unwrap();
         assert_eq!(ok.content, None);
-        assert_eq!(ok.tool_calls[0].tool.args, json!({"dice": "1d20"}));
+        assert_eq!(
+            ok.tool_calls[0].tool.args,
+            json!({"dice": "1d20", "reason": "luck"})
+        );
         for bad in [
             ModelReply::tools([("roll_dice", r#"{"dice":"#)]),
             ModelReply::tools([("roll_dice", "null")]),

@@ -285,7 +285,11 @@ fn tool_for(req: &ModelRequest, actor: &str, intent: Intent) -> Option<(&'static
             None => call("move_options", json!({"actor_id": actor})),
         },
         Intent::WhereCanIGo => call("move_options", json!({"actor_id": actor})),
-        Intent::Roll(expr) => call("roll_dice", json!({"dice": expr})),
+        // roll_dice requires a reason; a bare "roll 1d6" says no more than this.
+        Intent::Roll(expr) => call(
+            "roll_dice",
+            json!({"dice": expr, "reason": "the player's roll"}),
+        ),
         Intent::Explore(theme) => {
             let from = req.context["current_area"]["area_id"]
                 .as_str()
@@ -638,7 +642,11 @@ mod tests {
                 "move_options",
                 json!({"actor_id": "pc_001"}),
             ),
-            ("掷 2d6+1", "roll_dice", json!({"dice": "2d6+1"})),
+            (
+                "掷 2d6+1",
+                "roll_dice",
+                json!({"dice": "2d6+1", "reason": "the player's roll"}),
+            ),
             (
                 "explore ice",
                 "map_generate",

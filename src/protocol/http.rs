@@ -807,6 +807,10 @@ mod tests {
             "usage": {"prompt_tokens": 3, "completion_tokens": 4},
             "duplicate": false
         });
+        // A frame stored before the patch carried zones answers with none.
+        let mut completed = completed;
+        completed["state_patch"]["zones"] = json!([]);
+        completed["state_patch"]["zone_position"] = Value::Null;
         let mut completed_limited = completed.clone();
         completed_limited["limit"] = json!("repeated_call");
         completed_limited["duplicate"] = json!(true);
@@ -838,7 +842,7 @@ mod tests {
         let cases = [
             (
                 r#"{"seq":5,"type":"turn_completed","turn_id":"turn_1","reply":"Hi.","dialog_type":"narration","iterations":1,"tool_events":[],"state_patch":{"areas":[],"characters":[],"position":null},"usage":{"prompt_tokens":1,"completion_tokens":2},"limit":"deadline"}"#,
-                r#"{"turn_id":"turn_1","seq":5,"reply":"Hi.","dialog_type":"narration","iterations":1,"tool_events":[],"state_patch":{"areas":[],"characters":[],"position":null},"usage":{"prompt_tokens":1,"completion_tokens":2},"limit":"deadline","duplicate":false}"#,
+                r#"{"turn_id":"turn_1","seq":5,"reply":"Hi.","dialog_type":"narration","iterations":1,"tool_events":[],"state_patch":{"areas":[],"characters":[],"position":null,"zones":[],"zone_position":null},"usage":{"prompt_tokens":1,"completion_tokens":2},"limit":"deadline","duplicate":false}"#,
             ),
             (
                 r#"{"seq":6,"type":"turn_failed","turn_id":"turn_2","error_code":"MAX_ITERATIONS","message":"late","limit":"deadline"}"#,

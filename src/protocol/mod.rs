@@ -187,6 +187,25 @@ pub struct StatePatch {
     pub characters: Vec<Character>,
     /// Where the active character stands after the turn.
     pub position: Option<Position>,
+    /// Zones created this turn, whole. Absent from frames stored before
+    /// zones were patched, which read as none.
+    #[serde(default)]
+    pub zones: Vec<Zone>,
+    /// The player's place in the zone world after the turn; `None` when
+    /// the world has no zones. Boxed: most turns' frames carry none, and
+    /// every turn end holds a patch.
+    #[serde(default)]
+    pub zone_position: Option<Box<ZonePosition>>,
+}
+
+/// Where the player stands in the zone world: a grid cell and the zone
+/// there, if the player has travelled to one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ZonePosition {
+    pub x: i64,
+    pub y: i64,
+    pub z: i64,
+    pub zone_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

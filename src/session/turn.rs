@@ -159,6 +159,7 @@ pub(super) struct Turn {
     tool_events: Vec<ToolEvent>,
     touched_areas: BTreeSet<String>,
     touched_characters: BTreeSet<String>,
+    touched_zones: BTreeSet<String>,
     /// Set once a loop limit tripped: the model call in flight is the
     /// closing narration, and this is what ends the turn if it fails.
     wrap_up: Option<(TurnLimit, String)>,
@@ -197,6 +198,7 @@ impl Turn {
             tool_events: Vec::new(),
             touched_areas: BTreeSet::new(),
             touched_characters: BTreeSet::new(),
+            touched_zones: BTreeSet::new(),
             wrap_up: None,
             content: None,
             correcting: false,
@@ -245,6 +247,10 @@ impl Turn {
 
     pub(super) fn touched_characters(&self) -> &BTreeSet<String> {
         &self.touched_characters
+    }
+
+    pub(super) fn touched_zones(&self) -> &BTreeSet<String> {
+        &self.touched_zones
     }
 
     /// The events of the calls run, in order; ends the turn's bookkeeping.
@@ -523,7 +529,8 @@ fn clip(text: &mut String, max: usize) {
     }
 }
 
-/// Notes which areas and characters an effect touched, for the state patch.
+/// Notes which areas, characters and zones an effect touched, for the
+/// state patch.
 fn touch(t: &mut Turn, effect: Option<&Effect>) {
     match effect {
         Some(Effect::Move {
@@ -551,9 +558,12 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
             t.touched_characters
                 .insert(character.character_id.0.clone());
         }
+        Some(Effect::AddZones { zones }) => {
+            t.touched_zones
+                .extend(zones.iter().map(|z| z.zone_id.clone()));
+        }
         Some(
             Effect::BeginTurn { .. }
-            | Effect::AddZones { .. }
             | Effect::MoveToZone { .. }
             | Effect::AddContent { .. }
             | Effect::LogEvent { .. }

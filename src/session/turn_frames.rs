@@ -15,7 +15,7 @@ use super::turn::Turn;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::protocol::{
-    Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnId, TurnLimit,
+    Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnId, TurnLimit, ZonePosition,
 };
 
 /// What a restarted session says of a turn the journal shows started but
@@ -104,8 +104,9 @@ pub(super) fn failed(
     }
 }
 
-/// What a turn changed: the areas and characters its calls touched, whole,
-/// as they are in `state`, and where the active character stands.
+/// What a turn changed: the areas, characters and zones its calls touched,
+/// whole, as they are in `state`, and where the active character stands,
+/// on the map and (once the world has zones) in the zone world.
 pub(super) fn state_patch(turn: &Turn, state: &GameState) -> StatePatch {
     StatePatch {
         areas: turn
@@ -121,6 +122,20 @@ pub(super) fn state_patch(turn: &Turn, state: &GameState) -> StatePatch {
         position: state.active_actor().map(|a| Position {
             actor_id: a.character_id.0.clone(),
             area_id: a.area_id.0.clone(),
+        }),
+        zones: turn
+            .touched_zones()
+            .iter()
+            .filter_map(|id| state.zone(id).cloned())
+            .collect(),
+        zone_position: (!state.zones.is_empty()).then(|| {
+            let player = &state.player;
+            Box::new(ZonePosition {
+                x: player.position.x,
+                y: player.position.y,
+                z: player.position.z,
+                zone_id: player.current_zone_id.clone(),
+            })
         }),
     }
 }
@@ -242,6 +257,73 @@ mod tests {
         let mut state = demo();
         state.active_actor_id = CharacterId::from("nobody");
         assert_eq!(state_patch(&turn, &state), StatePatch::default());
+    }
+
+    #[test]
+    fn the_state_patch_carries_new_zones_and_the_players_zone_position() {
+        use crate::game::zones::zone_at;
+
+        // A turn that made two zones and travelled to one of them.
+        let mut turn = Turn::new("turn_6".into(), 6, "tr_6".into(), 4);
+        let mut state = demo();
+        let (far, near) = (zone_at(2, 0, 0), zone_at(1, 1, 0));
+        let made = Effect::AddZones {
+            zones: vec![far.clone(), near.clone()],
+        };
+        state.apply(&made);
+        turn.call_ran(event("c1", "generate_zone"), Some(&made));
+        let went = Effect::MoveToZone {
+            position: near.pos(),
+            entry: crate::game::zones::MovementLogEntry {
+                movement_log_id: "mv_0000000000000001".into(),
+                from_zone_id: None,
+                to_zone_id: near.zone_id.clone(),
+                distance_miles: 1.41,
+                duration_min: 29,
+                turn: 6,
+            },
+        };
+        state.apply(&went);
+        turn.call_ran(event("c2", "move_to_zone"), Some(&went));
+        let patch = state_patch(&turn, &state);
+        assert_eq!(patch.zones, vec![near.clone(), far], "whole, by id");
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap()["zone_position"],
+            serde_json::json!({"x": 1, "y": 1, "z": 0, "zone_id": "zone_1_1_0"})
+        );
+
+        // A later turn that touched no zone: none in the patch, but the
+        // player still stands somewhere in the world.
+        let quiet = Turn::new("turn_7".into(), 7, "tr_7".into(), 4);
+        let patch = state_patch(&quiet, &state);
+        assert!(patch.zones.is_empty());
+        assert_eq!(
+            patch.zone_position.and_then(|p| p.zone_id).as_deref(),
+            Some("zone_1_1_0")
+        );
+        // A world with zones the player never travelled to: a cell, no zone.
+        let mut fresh = demo();
+        fresh.apply(&made);
+        let at = *state_patch(&quiet, &fresh).zone_position.unwrap();
+        assert_eq!((at.x, at.y, at.z, at.zone_id), (0, 0, 0, None));
+    }
+
+    #[test]
+    fn a_stored_patch_from_before_zones_reads_with_none() {
+        let old = serde_json::json!({
+            "areas": [], "characters": [],
+            "position": {"actor_id": "pc_001", "area_id": "area_001"}
+        });
+        let patch: StatePatch = serde_json::from_value(old).unwrap();
+        assert!(patch.zones.is_empty() && patch.zone_position.is_none());
+        // A campaign without zones sends zone_position null.
+        let sent = serde_json::to_value(state_patch(
+            &Turn::new("turn_1".into(), 1, "tr_1".into(), 4),
+            &demo(),
+        ))
+        .unwrap();
+        assert_eq!(sent["zone_position"], serde_json::Value::Null);
+        assert_eq!(sent["zones"], serde_json::json!([]));
     }
 
     #[test]

@@ -139,8 +139,10 @@ impl Tool for GenerateZone {
             }),
             json!({
                 "type": "object",
-                "required": ["zones", "created_zone_ids", "seed"],
+                "required": ["ok", "generated", "zones", "created_zone_ids", "seed"],
                 "properties": {
+                    "ok": {"const": true},
+                    "generated": {"type": "integer", "minimum": 1, "maximum": MAX_ZONES_PER_CALL},
                     "zones": {
                         "type": "array",
                         "minItems": 1,
@@ -213,6 +215,8 @@ impl Tool for GenerateZone {
         let created: Vec<&str> = zones.iter().map(|z| z.zone_id.as_str()).collect();
         Ok(ToolOutput {
             result: json!({
+                "ok": true,
+                "generated": zones.len(),
                 "zones": zones,
                 "created_zone_ids": created,
                 "seed": seed,
@@ -289,6 +293,11 @@ mod tests {
         assert_eq!(out, ctx_run(&GenerateZone, &state, &args).unwrap());
         let zones = out.result["zones"].as_array().unwrap();
         assert_eq!(zones.len(), 3);
+        // Seed 000's answer: ok and the number made, beside the zones.
+        assert_eq!(
+            (&out.result["ok"], &out.result["generated"]),
+            (&json!(true), &json!(3))
+        );
         assert_eq!(
             out.result["created_zone_ids"],
             json!(
@@ -331,6 +340,7 @@ mod tests {
         .unwrap();
         let zones = out.result["zones"].as_array().unwrap();
         assert_eq!(zones.len(), 1, "count defaults to 1");
+        assert_eq!(out.result["generated"], 1);
         let (x, y) = (
             zones[0]["x"].as_i64().unwrap(),
             zones[0]["y"].as_i64().unwrap(),
@@ -414,5 +424,19 @@ mod tests {
         let e = invoke(ok.clone(), Role::Player, &state).unwrap_err();
         assert_eq!(e.reason, Reason::PermissionDenied);
         assert!(invoke(ok, Role::Service, &state).is_ok());
+    }
+
+    #[test]
+    fn the_seed_example_answers_as_the_seed_shows() {
+        let args = json!({"session_id": SESSION, "world_prompt": "剑与魔法世界", "count": 1, "near_player": true});
+        let out = invoke(args, Role::GameMaster, &demo()).unwrap();
+        assert_eq!(out.result["ok"], true);
+        assert_eq!(out.result["generated"], 1);
+        let zone = &out.result["zones"][0];
+        for field in ["zone_id", "name", "x", "y", "z", "description", "tags"] {
+            assert!(!zone[field].is_null(), "{field} in {zone}");
+        }
+        let id = format!("zone_{}_{}_{}", zone["x"], zone["y"], zone["z"]);
+        assert_eq!(zone["zone_id"], json!(id));
     }
 }

@@ -34,12 +34,14 @@ impl Tool for GetPlayerState {
             }),
             json!({
                 "type": "object",
-                "required": ["player_static_data", "player_runtime_data"],
+                "required": ["ok", "player_static_data", "player_runtime_data"],
                 "properties": {
+                    "ok": {"const": true},
                     "player_static_data": {
                         "type": "object",
-                        "required": ["character_id", "name", "kind", "level", "max_hp", "stats", "move_speed_mph"],
+                        "required": ["player_id", "character_id", "name", "kind", "level", "max_hp", "stats", "move_speed_mph"],
                         "properties": {
+                            "player_id": {"type": "string"},
                             "character_id": {"type": "string"},
                             "name": {"type": "string"},
                             "kind": {"type": "string"},
@@ -51,8 +53,9 @@ impl Tool for GetPlayerState {
                     },
                     "player_runtime_data": {
                         "type": "object",
-                        "required": ["current_position", "hp", "state", "inventory", "recent_movements"],
+                        "required": ["session_id", "current_position", "hp", "state", "inventory", "recent_movements"],
                         "properties": {
+                            "session_id": {"type": "string"},
                             "current_position": {
                                 "type": "object",
                                 "required": ["zone_id", "x", "y", "z", "area_id"],
@@ -106,7 +109,9 @@ impl Tool for GetPlayerState {
         let recent = &log[log.len().saturating_sub(RECENT_MOVEMENTS)..];
         Ok(ToolOutput {
             result: json!({
+                "ok": true,
                 "player_static_data": {
+                    "player_id": actor.character_id,
                     "character_id": actor.character_id,
                     "name": actor.name,
                     "kind": actor.kind,
@@ -116,6 +121,7 @@ impl Tool for GetPlayerState {
                     "move_speed_mph": speed,
                 },
                 "player_runtime_data": {
+                    "session_id": ctx.session_id,
                     "current_position": {
                         "zone_id": player.current_zone_id,
                         "x": player.position.x,
@@ -164,14 +170,21 @@ mod tests {
         let actor = state.active_actor().unwrap().clone();
         let out = ctx_run(&GetPlayerState, &state, &json!({})).unwrap();
         assert!(out.effect.is_none());
+        assert_eq!(out.result["ok"], true);
         let stat = &out.result["player_static_data"];
         assert_eq!(stat["character_id"], json!(actor.character_id));
+        assert_eq!(
+            stat["player_id"],
+            json!(actor.character_id),
+            "seed 000's name"
+        );
         assert_eq!(stat["name"], json!(actor.name));
         assert_eq!(stat["kind"], "pc");
         assert_eq!(stat["max_hp"], actor.max_hp);
         assert_eq!(stat["stats"], json!(actor.stats));
         assert_eq!(stat["move_speed_mph"], json!(3.0));
         let run = &out.result["player_runtime_data"];
+        assert_eq!(run["session_id"], SESSION);
         assert_eq!(
             run["current_position"],
             json!({"zone_id": null, "x": 0, "y": 0, "z": 0, "area_id": actor.area_id})

@@ -8,11 +8,15 @@ use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use crate::error::{ErrorCode, Reason};
 use crate::game::Effect;
 use crate::game::mapgen::{self, DEFAULT_SIZE, MAX_SIZE, MapRequest};
+use crate::game::rng::text_seed;
 use crate::game::state::{MAX_LINKS_PER_AREA, MAX_SESSION_AREAS};
 
 /// Largest seed: seeds are echoed back in results, and JSON numbers are
 /// exact only up to 2^53 - 1 in most clients.
 pub const MAX_SEED: u64 = (1 << 53) - 1;
+/// Longest seed given as text (seed 002 writes `"seed": "alpha"`), in
+/// characters.
+pub const MAX_SEED_TEXT: usize = 128;
 
 pub struct MapGenerate;
 
@@ -30,7 +34,30 @@ struct Args {
 #[derive(Deserialize, Default)]
 struct Constraints {
     size: Option<usize>,
-    seed: Option<u64>,
+    /// An integer, or text hashed to one ([`seed_of`]).
+    seed: Option<Value>,
+}
+
+/// The generator's seed for `constraints.seed`: an integer 0..=[`MAX_SEED`]
+/// as given, or a string of 1..=[`MAX_SEED_TEXT`] characters hashed with
+/// FNV-1a ([`text_seed`]: trimmed, case ignored) and cut to [`MAX_SEED`],
+/// so the same text always gives the same map and the answered seed gives
+/// it again.
+fn seed_of(seed: &Value) -> Result<u64, ToolError> {
+    let refused = || {
+        let shown: String = seed.to_string().chars().take(40).collect();
+        ToolError::invalid_args(format!(
+            "constraints.seed is {shown}; give an integer 0 to {MAX_SEED} or a string of 1 to \
+             {MAX_SEED_TEXT} characters"
+        ))
+    };
+    match seed {
+        Value::Number(n) => n.as_u64().filter(|s| *s <= MAX_SEED).ok_or_else(refused),
+        Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_SEED_TEXT => {
+            Ok(text_seed(text) >> 11)
+        }
+        _ => Err(refused()),
+    }
 }
 
 /// Tells an explicit `null` apart from a missing field.
@@ -58,7 +85,15 @@ impl Tool for MapGenerate {
                         "type": "object",
                         "properties": {
                             "size": {"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
-                            "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED}
+                            "seed": {
+                                "type": ["integer", "string"],
+                                "minimum": 0,
+                                "maximum": MAX_SEED,
+                                "minLength": 1,
+                                "maxLength": MAX_SEED_TEXT,
+                                "pattern": "\\S",
+                                "description": "the same seed gives the same map: an integer, or any text such as \"alpha\""
+                            }
                         },
                         "additionalProperties": false
                     }
@@ -119,11 +154,7 @@ impl Tool for MapGenerate {
                 "constraints.size is {size}; give 1 to {MAX_SIZE}"
             )));
         }
-        if let Some(seed) = args.constraints.seed.filter(|s| *s > MAX_SEED) {
-            return Err(ToolError::invalid_args(format!(
-                "constraints.seed is {seed}; give 0 to {MAX_SEED}"
-            )));
-        }
+        let given_seed = args.constraints.seed.as_ref().map(seed_of).transpose()?;
         // size is at most MAX_SIZE here, so the sum cannot overflow.
         if state.areas.len() + size > MAX_SESSION_AREAS {
             return Err(ToolError::new(
@@ -155,7 +186,7 @@ impl Tool for MapGenerate {
             warnings.push("no theme given; generic names were used".to_owned());
         }
         // Seeds stay within JSON's exact integer range so they round-trip.
-        let seed = match args.constraints.seed {
+        let seed = match given_seed {
             Some(s) => s,
             None => {
                 let s = ctx.rng.next_u64() >> 11;
@@ -342,6 +373,72 @@ mod tests {
         let out = ctx_run(&MapGenerate, &full, &json!({"constraints": {"size": 2}})).unwrap();
         full.apply(out.effect.as_ref().unwrap());
         assert_eq!(full.areas.len(), MAX_SESSION_AREAS);
+    }
+
+    #[test]
+    fn a_text_seed_gives_the_same_map_every_time() {
+        use crate::tools::Role;
+        use crate::tools::test_support::pipeline;
+
+        let state = demo();
+        // Seed 002's own call, through the whole pipeline.
+        let alpha = json!({"parent_area_id": "area_001", "theme": "Cave", "constraints": {"size": 6, "seed": "alpha"}});
+        let a = pipeline("map_generate", &state, alpha.clone(), Role::GameMaster).unwrap();
+        let again = pipeline("map_generate", &state, alpha.clone(), Role::GameMaster).unwrap();
+        assert_eq!(a, again, "the same text, the same map");
+        assert_eq!(a.result["created_area_ids"].as_array().unwrap().len(), 6);
+        assert_eq!(a.result["warnings"], json!([]), "a seed was given");
+        let seed = a.result["seed"].as_u64().unwrap();
+        assert!(seed <= MAX_SEED);
+        // The answered seed, given as a number, makes the same map.
+        let mut by_number = alpha.clone();
+        by_number["constraints"]["seed"] = json!(seed);
+        assert_eq!(
+            pipeline("map_generate", &state, by_number, Role::GameMaster)
+                .unwrap()
+                .result["areas"],
+            a.result["areas"]
+        );
+        let mut beta = alpha;
+        beta["constraints"]["seed"] = json!("beta");
+        let b = pipeline("map_generate", &state, beta, Role::GameMaster).unwrap();
+        assert_ne!(b.result["seed"], a.result["seed"]);
+        assert_ne!(
+            b.result["areas"], a.result["areas"],
+            "other text, another map"
+        );
+
+        let long = "s".repeat(MAX_SEED_TEXT + 1);
+        for bad in [
+            json!(""),
+            json!("  "),
+            json!(long),
+            json!(1.5),
+            json!(true),
+            json!(-1),
+        ] {
+            let args = json!({"constraints": {"seed": bad}});
+            for e in [
+                pipeline("map_generate", &state, args.clone(), Role::GameMaster).unwrap_err(),
+                ctx_run(&MapGenerate, &state, &args).unwrap_err(),
+            ] {
+                assert_eq!(
+                    (e.reason, e.code),
+                    (Reason::InvalidArgs, ErrorCode::InvalidArgs),
+                    "{bad}"
+                );
+                assert!(e.message.contains("seed"), "{bad}: {}", e.message);
+            }
+        }
+        let most = "s".repeat(MAX_SEED_TEXT);
+        assert!(
+            ctx_run(
+                &MapGenerate,
+                &state,
+                &json!({"constraints": {"seed": most}})
+            )
+            .is_ok()
+        );
     }
 
     #[test]

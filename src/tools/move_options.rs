@@ -33,7 +33,11 @@ impl Tool for MoveOptions {
                 "properties": {
                     "actor_id": {"type": "string"},
                     "area": area_brief_schema(),
-                    "options": {"type": "array", "items": area_brief_schema()}
+                    "options": {"type": "array", "items": {
+                        "allOf": [area_brief_schema()],
+                        "required": ["to_area_id"],
+                        "properties": {"to_area_id": {"type": "string"}}
+                    }}
                 }
             }),
         )
@@ -53,7 +57,12 @@ impl Tool for MoveOptions {
             .reachable_area_ids
             .iter()
             .filter_map(|id| state.area(id.as_str()))
-            .map(area_brief)
+            .map(|area| {
+                // Seed 002 names the option's area `to_area_id`.
+                let mut option = area_brief(area);
+                option["to_area_id"] = json!(area.area_id);
+                option
+            })
             .collect();
         Ok(ToolOutput {
             result: json!({"actor_id": actor.character_id, "area": area_brief(here), "options": options}),
@@ -81,5 +90,27 @@ mod tests {
         let expected: Vec<&str> = here.reachable_area_ids.iter().map(|a| a.as_str()).collect();
         assert_eq!(ids, expected);
         assert!(out.effect.is_none());
+    }
+
+    #[test]
+    fn each_option_carries_seed_002s_to_area_id_and_name() {
+        use crate::tools::Role;
+        use crate::tools::test_support::pipeline;
+
+        let state = demo();
+        let out = pipeline(
+            "move_options",
+            &state,
+            json!({"actor_id": "pc_001"}),
+            Role::GameMaster,
+        )
+        .unwrap();
+        let options = out.result["options"].as_array().unwrap();
+        assert!(!options.is_empty());
+        for option in options {
+            let id = option["to_area_id"].as_str().unwrap();
+            assert_eq!(option["area_id"], id, "beside today's field");
+            assert_eq!(option["name"], json!(state.area(id).unwrap().name));
+        }
     }
 }

@@ -39,8 +39,14 @@ impl Tool for MoveToZone {
             }),
             json!({
                 "type": "object",
-                "required": ["from_zone_id", "to_zone_id", "distance_miles", "duration_min", "movement_log_id", "position"],
+                "required": ["ok", "new_position", "from_zone_id", "to_zone_id", "distance_miles", "duration_min", "movement_log_id", "position"],
                 "properties": {
+                    "ok": {"const": true},
+                    "new_position": {
+                        "type": "object",
+                        "required": ["x", "y", "z", "zone_id"],
+                        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}, "zone_id": {"type": "string"}}
+                    },
                     "from_zone_id": {"type": ["string", "null"]},
                     "to_zone_id": {"type": "string"},
                     "distance_miles": {"type": "number", "minimum": 0},
@@ -97,6 +103,13 @@ impl Tool for MoveToZone {
         let movement_log_id = format!("mv_{:016x}", ctx.rng.next_u64());
         Ok(ToolOutput {
             result: json!({
+                "ok": true,
+                "new_position": {
+                    "x": position.x,
+                    "y": position.y,
+                    "z": position.z,
+                    "zone_id": target.zone_id,
+                },
                 "from_zone_id": from_zone_id,
                 "to_zone_id": target.zone_id,
                 "distance_miles": distance_miles,
@@ -184,6 +197,12 @@ mod tests {
         assert_eq!(out.result["distance_miles"], json!(5.0));
         assert_eq!(out.result["duration_min"], 100, "5 miles at 3 mph");
         assert_eq!(out.result["position"], json!({"x": 3, "y": 4, "z": 0}));
+        // Seed 000's answer, beside the fields above.
+        assert_eq!(out.result["ok"], true);
+        assert_eq!(
+            out.result["new_position"],
+            json!({"x": 3, "y": 4, "z": 0, "zone_id": "zone_3_4_0"})
+        );
         let id = out.result["movement_log_id"].as_str().unwrap();
         assert_eq!(id, format!("mv_{:016x}", SplitMix64::new(7).next_u64()));
 

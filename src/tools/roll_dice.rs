@@ -9,10 +9,14 @@ use crate::game::dice::{DiceExpr, MAX_DICE, MAX_MODIFIER, MAX_SIDES, MAX_TOTAL, 
 
 pub struct RollDice;
 
+/// Longest reason for a roll, in characters.
+pub const MAX_REASON: usize = 200;
+
 #[derive(Deserialize)]
 struct Args {
     dice: String,
-    reason: Option<String>,
+    /// Required, as seed 001's definition has it (`required: ['dice', 'reason']`).
+    reason: String,
 }
 
 impl Tool for RollDice {
@@ -26,10 +30,10 @@ impl Tool for RollDice {
             json!({
                 "type": "object",
                 "properties": {
-                    "dice": {"type": "string", "minLength": 2, "maxLength": 32},
-                    "reason": {"type": "string", "maxLength": 200}
+                    "dice": {"type": "string", "minLength": 2, "maxLength": 32, "description": "dice notation, e.g. 1d20+5"},
+                    "reason": {"type": "string", "minLength": 1, "maxLength": MAX_REASON, "pattern": "\\S", "description": "what the roll is for, e.g. Perception check"}
                 },
-                "required": ["dice"],
+                "required": ["dice", "reason"],
                 "additionalProperties": false
             }),
             json!({
@@ -45,7 +49,7 @@ impl Tool for RollDice {
                     "modifier": {"type": "integer", "minimum": -MAX_MODIFIER, "maximum": MAX_MODIFIER},
                     "total": {"type": "integer", "minimum": MIN_TOTAL, "maximum": MAX_TOTAL},
                     "description": {"type": "string"},
-                    "reason": {"type": ["string", "null"]}
+                    "reason": {"type": "string"}
                 }
             }),
         )
@@ -55,6 +59,12 @@ impl Tool for RollDice {
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
+        let reason = args.reason.trim();
+        if reason.is_empty() || reason.chars().count() > MAX_REASON {
+            return Err(ToolError::invalid_args(format!(
+                "reason must say what the roll is for in 1 to {MAX_REASON} characters, e.g. \"Perception check\""
+            )));
+        }
         let expr = DiceExpr::parse(&args.dice).map_err(ToolError::invalid_args)?;
         let roll = expr.roll(ctx.rng);
         let rolls: Vec<String> = roll.rolls.iter().map(u32::to_string).collect();
@@ -63,13 +73,8 @@ impl Tool for RollDice {
             m if m > 0 => format!(" + {m}"),
             m => format!(" - {}", -m),
         };
-        let purpose = args
-            .reason
-            .as_deref()
-            .map(|r| format!(" for {r}"))
-            .unwrap_or_default();
         let description = format!(
-            "{}{purpose}: [{}]{modifier} = {}",
+            "{} for {reason}: [{}]{modifier} = {}",
             roll.expression,
             rolls.join(", "),
             roll.total
@@ -81,7 +86,7 @@ impl Tool for RollDice {
                 "modifier": roll.modifier,
                 "total": roll.total,
                 "description": description,
-                "reason": args.reason,
+                "reason": reason,
             }),
             effect: None,
         })
@@ -91,8 +96,9 @@ impl Tool for RollDice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Reason;
-    use crate::tools::test_support::{ctx_run, demo};
+    use crate::error::{ErrorCode, Reason};
+    use crate::tools::Role;
+    use crate::tools::test_support::{ctx_run, demo, pipeline};
 
     #[test]
     fn rolls_describe_themselves_and_nonsense_is_refused() {
@@ -112,9 +118,9 @@ mod tests {
             "{description}"
         );
         for bad in [
-            json!({"dice": "9999d6"}),
-            json!({"dice": "d"}),
-            json!({"dice": "2d6+x"}),
+            json!({"dice": "9999d6", "reason": "r"}),
+            json!({"dice": "d", "reason": "r"}),
+            json!({"dice": "2d6+x", "reason": "r"}),
         ] {
             let e = ctx_run(&RollDice, &state, &bad).unwrap_err();
             assert_eq!(e.reason, Reason::InvalidArgs, "{bad}");
@@ -130,8 +136,53 @@ mod tests {
             "99999999999d6",
             "1d99999999999",
         ] {
-            let e = ctx_run(&RollDice, &state, &json!({"dice": dice})).unwrap_err();
+            let e = ctx_run(&RollDice, &state, &json!({"dice": dice, "reason": "r"})).unwrap_err();
             assert_eq!(e.reason, Reason::InvalidArgs, "{dice}");
         }
+    }
+
+    #[test]
+    fn a_reason_is_required_as_seed_001_defines_it() {
+        let state = demo();
+        // Seed 001's call, through the whole pipeline.
+        let out = pipeline(
+            "roll_dice",
+            &state,
+            json!({"dice": "1d20+2", "reason": "Investigation check for traps"}),
+            Role::GameMaster,
+        )
+        .unwrap();
+        assert_eq!(out.result["reason"], "Investigation check for traps");
+        let description = out.result["description"].as_str().unwrap();
+        assert!(
+            description.starts_with("1d20+2 for Investigation check for traps: ["),
+            "{description}"
+        );
+        let long = "r".repeat(MAX_REASON + 1);
+        for (args, text) in [
+            (json!({"dice": "1d6"}), "reason"),
+            (json!({"dice": "1d6", "reason": ""}), "/reason"),
+            (json!({"dice": "1d6", "reason": "   "}), "/reason"),
+            (json!({"dice": "1d6", "reason": long}), "/reason"),
+            (json!({"dice": "1d6", "reason": 3}), "/reason"),
+        ] {
+            let e = pipeline("roll_dice", &state, args.clone(), Role::GameMaster).unwrap_err();
+            assert_eq!(
+                (e.reason, e.code),
+                (Reason::InvalidArgs, ErrorCode::InvalidArgs),
+                "{args}"
+            );
+            assert!(e.message.contains(text), "{args}: {}", e.message);
+        }
+        // A direct call (no schema) is held to the same rule.
+        let e = ctx_run(&RollDice, &state, &json!({"dice": "1d6", "reason": " "})).unwrap_err();
+        assert!(e.message.contains("reason must say"), "{}", e.message);
+        let out = ctx_run(
+            &RollDice,
+            &state,
+            &json!({"dice": "1d6", "reason": " luck "}),
+        )
+        .unwrap();
+        assert_eq!(out.result["reason"], "luck", "trimmed");
     }
 }

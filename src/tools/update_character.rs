@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::update_inventory::aliased;
 use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
 use crate::error::{ErrorCode, Reason};
 use crate::game::{CharacterState, Effect};
@@ -22,9 +23,13 @@ pub struct UpdateCharacter;
 
 #[derive(Deserialize)]
 struct Args {
-    character_id: String,
+    /// Default: the active character.
+    character_id: Option<String>,
     hp: Option<i64>,
     max_hp: Option<i64>,
+    /// Seed 001's spelling of `max_hp`; at most one of the two is given.
+    #[serde(rename = "maxHp")]
+    max_hp_camel: Option<i64>,
     level: Option<u32>,
     stats: Option<BTreeMap<String, i64>>,
 }
@@ -40,15 +45,16 @@ impl Tool for UpdateCharacter {
             "update_character",
             "Update character",
             "character",
-            "Set a character's hp, max_hp, level or stats (stats are merged into the existing ones). \
-             max_hp applies first and hp is kept within 0..max_hp; 0 hp downs the character. Use \
+            "Set a character's hp, max_hp, level or stats (default: the active character; stats \
+             are merged into the existing ones). max_hp applies first and hp is kept within 0..max_hp; 0 hp downs the character. Use \
              hp_delta for ordinary damage and healing.",
             json!({
                 "type": "object",
                 "properties": {
-                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "whose sheet; default the active character"},
                     "hp": {"type": "integer", "minimum": 0, "maximum": MAX_HP, "description": "new hp; clamped to max_hp"},
                     "max_hp": {"type": "integer", "minimum": 1, "maximum": MAX_HP},
+                    "maxHp": {"type": "integer", "minimum": 1, "maximum": MAX_HP, "description": "the same as max_hp (give one of the two)"},
                     "level": {"type": "integer", "minimum": 1, "maximum": MAX_LEVEL},
                     "stats": {
                         "type": "object",
@@ -59,8 +65,15 @@ impl Tool for UpdateCharacter {
                         "description": "stats to set, e.g. {\"str\": 14}; stats not named keep their values"
                     }
                 },
-                "required": ["character_id"],
-                "minProperties": 2,
+                // Something to change; max_hp and maxHp both given are
+                // refused by run().
+                "anyOf": [
+                    {"required": ["hp"]},
+                    {"required": ["max_hp"]},
+                    {"required": ["maxHp"]},
+                    {"required": ["level"]},
+                    {"required": ["stats"]}
+                ],
                 "additionalProperties": false
             }),
             json!({
@@ -83,8 +96,18 @@ impl Tool for UpdateCharacter {
     }
 
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        let args: Args = super::typed(args)?;
-        let c = character(ctx.state, &args.character_id)?;
+        let mut args: Args = super::typed(args)?;
+        args.max_hp = aliased(
+            args.max_hp,
+            args.max_hp_camel.take(),
+            "",
+            ("max_hp", "maxHp"),
+        )?;
+        let id = args
+            .character_id
+            .as_deref()
+            .unwrap_or(ctx.state.active_actor_id.as_str());
+        let c = character(ctx.state, id)?;
         if args.hp.is_none()
             && args.max_hp.is_none()
             && args.level.is_none()
@@ -313,8 +336,9 @@ mod tests {
     fn the_schema_refuses_bad_shapes() {
         let state = demo();
         let cases = [
-            (json!({"hp": 3}), "character_id"),
+            (json!({}), "anyOf"),
             (json!({"character_id": "pc_001"}), "character_id"),
+            (json!({"maxHp": 0}), "/maxHp"),
             (json!({"character_id": "pc_001", "hp": -1}), "/hp"),
             (
                 json!({"character_id": "pc_001", "max_hp": 100001}),
@@ -355,6 +379,63 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.reason, Reason::PermissionDenied);
+    }
+
+    #[test]
+    fn the_seeds_arguments_change_the_active_character() {
+        // Seed 001: `hp?, maxHp?, level?, stats?`, no character named.
+        let mut state = demo();
+        let out = invoke(
+            &state,
+            json!({"hp": 15, "maxHp": 20, "level": 2, "stats": {"str": 12}}),
+            Role::GameMaster,
+        )
+        .unwrap();
+        assert_eq!(out.result["character"]["character_id"], "pc_001");
+        assert_eq!(
+            out.result["changed"],
+            json!(["hp", "max_hp", "level", "stats"])
+        );
+        state.apply(out.effect.as_ref().unwrap());
+        let c = state.character("pc_001").unwrap();
+        assert_eq!((c.hp, c.max_hp, c.level), (15, 20, 2));
+        // maxHp is max_hp under another name.
+        let snake = invoke(&demo(), json!({"max_hp": 30}), Role::GameMaster).unwrap();
+        let camel = invoke(&demo(), json!({"maxHp": 30}), Role::GameMaster).unwrap();
+        assert_eq!(camel, snake);
+        assert_eq!(camel.result["character"]["max_hp"], 30);
+        // A named character is still the one changed.
+        let npc = invoke(
+            &demo(),
+            json!({"character_id": "npc_002", "hp": 1}),
+            Role::GameMaster,
+        )
+        .unwrap();
+        assert_eq!(npc.result["character"]["character_id"], "npc_002");
+    }
+
+    #[test]
+    fn max_hp_under_both_names_is_refused() {
+        let both = json!({"max_hp": 20, "maxHp": 20});
+        for e in [
+            invoke(&demo(), both.clone(), Role::GameMaster).unwrap_err(),
+            ctx_run(&UpdateCharacter, &demo(), &both).unwrap_err(),
+        ] {
+            assert_eq!(
+                (e.reason, e.code),
+                (Reason::InvalidArgs, ErrorCode::InvalidArgs)
+            );
+            assert!(
+                e.message
+                    .contains("max_hp and maxHp are the same field under two names"),
+                "{}",
+                e.message
+            );
+        }
+        let mut nobody = demo();
+        nobody.active_actor_id = "ghost".into();
+        let e = ctx_run(&UpdateCharacter, &nobody, &json!({"hp": 1})).unwrap_err();
+        assert_eq!(e.reason, Reason::NotFound);
     }
 
     #[test]

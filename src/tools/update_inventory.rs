@@ -24,7 +24,38 @@ struct Args {
 #[derive(Deserialize)]
 struct Update {
     slug: String,
-    quantity_change: i64,
+    quantity_change: Option<i64>,
+    /// Seed 001's spelling of `quantity_change`; exactly one is given.
+    #[serde(rename = "quantityChange")]
+    quantity_change_camel: Option<i64>,
+}
+
+/// A field that may arrive under its snake_case name or its camelCase
+/// alias: at most one of the two may be given. `at` names where, for the
+/// message (e.g. `updates[0].`).
+pub(super) fn aliased<T>(
+    canonical: Option<T>,
+    camel: Option<T>,
+    at: &str,
+    (name, alias): (&str, &str),
+) -> Result<Option<T>, ToolError> {
+    match (canonical, camel) {
+        (Some(_), Some(_)) => Err(ToolError::invalid_args(format!(
+            "{at}{name} and {at}{alias} are the same field under two names; give only one"
+        ))),
+        (one, other) => Ok(one.or(other)),
+    }
+}
+
+/// The JSON Schema of one quantity change.
+fn change_schema(description: &str) -> Value {
+    json!({
+        "type": "integer",
+        "minimum": -MAX_CHANGE,
+        "maximum": MAX_CHANGE,
+        "not": {"const": 0},
+        "description": description
+    })
 }
 
 impl Tool for UpdateInventory {
@@ -48,15 +79,14 @@ impl Tool for UpdateInventory {
                             "type": "object",
                             "properties": {
                                 "slug": {"type": "string", "minLength": 1, "maxLength": 128, "description": "slug of an item held"},
-                                "quantity_change": {
-                                    "type": "integer",
-                                    "minimum": -MAX_CHANGE,
-                                    "maximum": MAX_CHANGE,
-                                    "not": {"const": 0},
-                                    "description": "negative uses up or loses items, positive gains more"
-                                }
+                                "quantity_change": change_schema("negative uses up or loses items, positive gains more"),
+                                "quantityChange": change_schema("the same as quantity_change (give one of the two)")
                             },
-                            "required": ["slug", "quantity_change"],
+                            "required": ["slug"],
+                            // quantity_change is required unless its alias
+                            // is given; both at once are refused by run().
+                            "if": {"required": ["quantityChange"]},
+                            "else": {"required": ["quantity_change"]},
                             "additionalProperties": false
                         }
                     }
@@ -105,10 +135,17 @@ impl Tool for UpdateInventory {
         let mut inventory = c.inventory.clone();
         let mut changes = Vec::with_capacity(args.updates.len());
         for (i, u) in args.updates.iter().enumerate() {
-            if u.quantity_change == 0 || !(-MAX_CHANGE..=MAX_CHANGE).contains(&u.quantity_change) {
+            let at = format!("updates[{i}].");
+            let change = aliased(
+                u.quantity_change,
+                u.quantity_change_camel,
+                &at,
+                ("quantity_change", "quantityChange"),
+            )?
+            .ok_or_else(|| ToolError::invalid_args(format!("{at}quantity_change is missing")))?;
+            if change == 0 || !(-MAX_CHANGE..=MAX_CHANGE).contains(&change) {
                 return Err(ToolError::invalid_args(format!(
-                    "updates[{i}].quantity_change is {}; give a non-zero change from -{MAX_CHANGE} to {MAX_CHANGE}",
-                    u.quantity_change
+                    "{at}quantity_change is {change}; give a non-zero change from -{MAX_CHANGE} to {MAX_CHANGE}"
                 )));
             }
             let Some(pos) = inventory.iter().position(|it| it.slug == u.slug) else {
@@ -130,11 +167,11 @@ impl Tool for UpdateInventory {
             let before = i64::from(inventory[pos].quantity);
             // Saturating: the change was bounded above, but the sum is never
             // left to chance.
-            let after = before.saturating_add(u.quantity_change);
+            let after = before.saturating_add(change);
             if after < 0 {
                 return Err(ToolError::invalid_args(format!(
                     "cannot take {} {} from {}: only {before} held",
-                    -u.quantity_change, u.slug, c.name
+                    -change, u.slug, c.name
                 )));
             }
             if after > i64::from(MAX_STACK) {
@@ -273,6 +310,69 @@ mod tests {
             ),
         ];
         assert_refusals(cases, |a| ctx_run(&UpdateInventory, &state, a));
+    }
+
+    #[test]
+    fn the_seeds_quantity_change_spelling_is_the_same_field() {
+        let state = demo();
+        let snake = invoke(
+            &state,
+            json!({"updates": [{"slug": "torch", "quantity_change": -1}]}),
+        )
+        .unwrap();
+        // Seed 001's `updates: Array<{slug, quantityChange}>`.
+        let camel = invoke(
+            &state,
+            json!({"updates": [{"slug": "torch", "quantityChange": -1}]}),
+        )
+        .unwrap();
+        assert_eq!(camel, snake);
+        assert_eq!(
+            camel.result["changes"],
+            json!([{"slug": "torch", "before": 2, "after": 1}])
+        );
+        // The alias is checked like the field, by the schema and by run().
+        let e = invoke(
+            &state,
+            json!({"updates": [{"slug": "torch", "quantityChange": 0}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("/updates/0/quantityChange"),
+            "{}",
+            e.message
+        );
+        let both = json!({"updates": [
+            {"slug": "rope", "quantity_change": 1},
+            {"slug": "torch", "quantity_change": -1, "quantityChange": -1}
+        ]});
+        for e in [
+            invoke(&state, both.clone()).unwrap_err(),
+            ctx_run(&UpdateInventory, &state, &both).unwrap_err(),
+        ] {
+            assert_eq!(
+                (e.reason, e.code),
+                (Reason::InvalidArgs, ErrorCode::InvalidArgs)
+            );
+            assert!(
+                e.message.contains(
+                    "updates[1].quantity_change and updates[1].quantityChange are the same field"
+                ),
+                "{}",
+                e.message
+            );
+        }
+        let e = ctx_run(
+            &UpdateInventory,
+            &state,
+            &json!({"updates": [{"slug": "torch"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("updates[0].quantity_change is missing"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -750,8 +750,14 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     // ---- a long session (more frames than the server's resume ring): a
     // late viewer gets the whole story, read from the journal
     for _ in 0..LONG_SESSION_CALLS / 16 {
-        let calls =
-            (0..16).map(|_| direct_call(&app, &session_id, "roll_dice", json!({"dice": "1d6"})));
+        let calls = (0..16).map(|_| {
+            direct_call(
+                &app,
+                &session_id,
+                "roll_dice",
+                json!({"dice": "1d6", "reason": "luck"}),
+            )
+        });
         futures_util::future::join_all(calls).await;
     }
     let late = driver.browser("late", 1280, 860).await;

@@ -174,10 +174,10 @@ async fn streamed_tool_calls_run_and_the_results_go_back_to_the_model() {
     let fragmented = vec![
         json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "roll_dice", "arguments": ""}}),
         json!({"index": 0, "function": {"arguments": "{\"dice\":"}}),
-        json!({"index": 0, "function": {"arguments": "\"2d6+1\"}"}}),
+        json!({"index": 0, "function": {"arguments": "\"2d6+1\",\"reason\":\"luck\"}"}}),
     ];
     let ollama = vec![
-        json!({"id": "call_a", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"2d6+1\"}"}}),
+        json!({"id": "call_a", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"2d6+1\",\"reason\":\"luck\"}"}}),
     ];
     for (variant, fragments) in [("fragmented", fragmented), ("whole call", ollama)] {
         let first_answer = tool_chunks(fragments);
@@ -213,7 +213,11 @@ async fn streamed_tool_calls_run_and_the_results_go_back_to_the_model() {
         assert_eq!(call["function"]["name"], "roll_dice", "{variant}");
         let args: Value =
             serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-        assert_eq!(args, json!({"dice": "2d6+1"}), "{variant}");
+        assert_eq!(
+            args,
+            json!({"dice": "2d6+1", "reason": "luck"}),
+            "{variant}"
+        );
         let tool = &messages[at + 1];
         assert_eq!(
             (tool["role"].as_str(), tool["tool_call_id"].as_str()),
@@ -395,7 +399,7 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
     let mock = start_mock(|n| match n {
         0 => Canned::Sse(tool_chunks(vec![
             json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\""}}),
-            json!({"index": 0, "function": {"arguments": ":\"2d6+1\"}"}}),
+            json!({"index": 0, "function": {"arguments": ":\"2d6+1\",\"reason\":\"luck\"}"}}),
         ])),
         1 => Canned::Sse(text_chunks(&["You rolled ", "9, 勇者。"])),
         // A call the client could not run, twice (the retry is no better).
@@ -432,7 +436,7 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
     assert_eq!(
         body,
         json!({"message": {"role": "assistant", "content": null, "toolCalls": [
-            {"id": "call_a", "tool": {"name": "roll_dice", "args": {"dice": "2d6+1"}}}]}})
+            {"id": "call_a", "tool": {"name": "roll_dice", "args": {"dice": "2d6+1", "reason": "luck"}}}]}})
     );
     let first_request = mock.request(0);
     assert!(
@@ -457,7 +461,7 @@ async fn the_stateless_chat_api_translates_both_ways_and_runs_nothing() {
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "roll"},
             {"role": "assistant", "content": null, "toolCalls": [
-                {"id": "call_a", "tool": {"name": "roll_dice", "args": {"dice": "2d6+1"}}}]},
+                {"id": "call_a", "tool": {"name": "roll_dice", "args": {"dice": "2d6+1", "reason": "luck"}}}]},
             {"role": "tool", "toolCallId": "call_a", "content": {"total": 9, "名": "勇者"}},
         ], "tools": ["roll_dice"]}),
     )
@@ -561,7 +565,7 @@ async fn the_stateless_chat_api_works_with_the_offline_game_master() {
     let call = &body["message"]["toolCalls"][0];
     assert_eq!(
         call["tool"],
-        json!({"name": "roll_dice", "args": {"dice": "2d6"}})
+        json!({"name": "roll_dice", "args": {"dice": "2d6", "reason": "the player's roll"}})
     );
     let (status, body) = post(
         &url,
@@ -633,7 +637,7 @@ async fn interleaved_calls_run_once_each_in_order() {
             tool_chunks(vec![
                 json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"di"}}),
                 json!({"index": 1, "id": "call_b", "type": "function", "function": {"name": "move_options", "arguments": "{"}}),
-                json!({"index": 0, "function": {"arguments": "ce\":\"1d4\"}"}}),
+                json!({"index": 0, "function": {"arguments": "ce\":\"1d4\",\"reason\":\"luck\"}"}}),
                 json!({"index": 1, "function": {"arguments": "}"}}),
             ])
         } else {
@@ -728,7 +732,7 @@ async fn a_model_that_calls_tools_forever_gets_a_tool_less_last_call() {
     let mock = start_mock(|n| {
         Canned::Sse(if n < 8 {
             tool_chunks(vec![
-                json!({"index": 0, "id": format!("call_{n}"), "type": "function", "function": {"name": "roll_dice", "arguments": format!("{{\"dice\":\"1d{}\"}}", n + 2)}}),
+                json!({"index": 0, "id": format!("call_{n}"), "type": "function", "function": {"name": "roll_dice", "arguments": format!("{{\"dice\":\"1d{}\",\"reason\":\"luck\"}}", n + 2)}}),
             ])
         } else {
             text_chunks(&["You roll until your arms ache, ", "and the night wears on."])
@@ -769,7 +773,7 @@ fn json_answer(answer: &str) -> Canned {
     Canned::Sse(text_chunks(&parts))
 }
 
-const ROLL: &str = r#"{"assistant_text": "", "dialog_type": "narration", "tool_calls": [{"id": "c1", "tool": "roll_dice", "args": {"dice": "2d6"}}]}"#;
+const ROLL: &str = r#"{"assistant_text": "", "dialog_type": "narration", "tool_calls": [{"id": "c1", "tool": "roll_dice", "args": {"dice": "2d6", "reason": "luck"}}]}"#;
 const TOLD: &str = r#"{"assistant_text": "The bones rattle. 好运！", "dialog_type": "narration", "tool_calls": []}"#;
 
 #[actix_web::test]
@@ -891,7 +895,7 @@ async fn without_streaming_the_same_turn_plays_and_usage_is_counted() {
         Canned::Json(if n == 0 {
             json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null,
                 "tool_calls": [{"id": "call_a", "type": "function",
-                    "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d20\"}"}}]}}],
+                    "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d20\",\"reason\":\"luck\"}"}}]}}],
                 "usage": {"prompt_tokens": 100, "completion_tokens": 20}})
         } else {
             json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "A natural twenty? 也许。"}}],

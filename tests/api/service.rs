@@ -587,7 +587,7 @@ async fn tool_call_errors_have_their_status_and_an_audit() {
     let a = tool_call(
         &app,
         &tenant("t1"),
-        json!({"tool_name": "roll_dice", "input": {"dice": "2d6"}}),
+        json!({"tool_name": "roll_dice", "input": {"dice": "2d6", "reason": "luck"}}),
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.body);
@@ -596,7 +596,7 @@ async fn tool_call_errors_have_their_status_and_an_audit() {
     let a = tool_call(
         &app,
         &tenant("t1"),
-        json!({"tool_name": "roll_dice", "input": {"dice": "1d4"}, "context": {"tenant_id": "t2"}}),
+        json!({"tool_name": "roll_dice", "input": {"dice": "1d4", "reason": "luck"}, "context": {"tenant_id": "t2"}}),
     )
     .await;
     assert_eq!(
@@ -612,7 +612,7 @@ async fn tool_call_errors_have_their_status_and_an_audit() {
     let a = tool_call(
         &app,
         &headers,
-        json!({"tool_name": "roll_dice", "input": {"dice": "1d4"}}),
+        json!({"tool_name": "roll_dice", "input": {"dice": "1d4", "reason": "luck"}}),
     )
     .await;
     assert_eq!(
@@ -630,7 +630,7 @@ async fn a_key_is_always_required_and_unlocks_roles() {
         Arc::new(OfflineGameMaster::default()),
     )
     .await;
-    let body = json!({"tool_name": "roll_dice", "input": {"dice": "1d6"}});
+    let body = json!({"tool_name": "roll_dice", "input": {"dice": "1d6", "reason": "luck"}});
     let a = tool_call(&open, &context("t1"), body.clone()).await;
     assert_eq!(
         (a.status, a.body["error_code"].as_str()),
@@ -743,7 +743,7 @@ async fn each_tenant_and_each_key_has_its_own_rate_limit() {
         s.service_per_minute = 1;
     })
     .await;
-    let body = json!({"tool_name": "roll_dice", "input": {"dice": "1d6"}});
+    let body = json!({"tool_name": "roll_dice", "input": {"dice": "1d6", "reason": "luck"}});
     let busy = keyed("busy", "busy-key", &[]);
     for _ in 0..2 {
         assert_eq!(tool_call(&app, &busy, body.clone()).await.status, 200);

@@ -35,7 +35,10 @@ async fn player_and_spectator_see_the_same_frames_for_a_multi_tool_turn() {
                     "move",
                     json!({"actor_id": "pc_001", "to_area_id": next}).to_string(),
                 ),
-                ("roll_dice", json!({"dice": "2d6+1"}).to_string()),
+                (
+                    "roll_dice",
+                    json!({"dice": "2d6+1", "reason": "luck"}).to_string(),
+                ),
                 (
                     "get_character_stats",
                     json!({"character_id": "pc_001"}).to_string(),
@@ -179,7 +182,7 @@ async fn move_with_from_area_id_is_invalid_args_and_the_model_hears_why() {
 #[actix_web::test]
 async fn a_tool_outside_the_allowlist_is_rejected() {
     let model = ScriptedProvider::sequence(vec![
-        ModelReply::tools([("roll_dice", r#"{"dice":"1d20"}"#)]),
+        ModelReply::tools([("roll_dice", r#"{"dice":"1d20","reason":"luck"}"#)]),
         ModelReply::narrate("The dice stay in your pocket."),
     ]);
     let app = spawn_with(|_| {}, Arc::new(model)).await;
@@ -209,7 +212,7 @@ async fn a_model_that_never_stops_hits_max_iterations_and_the_session_stays_usab
             // A different roll every time, so only the iteration limit stops it.
             ModelReply::tools([(
                 "roll_dice",
-                json!({"dice": format!("1d{}", 2 + n)}).to_string(),
+                json!({"dice": format!("1d{}", 2 + n), "reason": "luck"}).to_string(),
             )])
         } else {
             ModelReply::narrate("All is calm.")
@@ -240,11 +243,11 @@ async fn a_limit_ends_the_tools_and_the_model_narrates_the_turn_without_them() {
             (RequestKind::WrapUp, _) => ModelReply {
                 // Tool calls in the closing answer are ignored.
                 text: "The dice clatter on and on, and the night moves on.".into(),
-                ..ModelReply::tools([("roll_dice", r#"{"dice":"1d4"}"#)])
+                ..ModelReply::tools([("roll_dice", r#"{"dice":"1d4","reason":"luck"}"#)])
             },
             (_, "roll forever") => ModelReply::tools([(
                 "roll_dice",
-                json!({"dice": format!("1d{}", 2 + n)}).to_string(),
+                json!({"dice": format!("1d{}", 2 + n), "reason": "luck"}).to_string(),
             )]),
             (_, "stuck") => ModelReply::tools([("move_options", "{}")]),
             _ => ModelReply::narrate("All is calm."),
@@ -524,7 +527,7 @@ async fn long_sessions_send_the_model_recent_turns_whole_and_a_summary_of_the_re
         Ok(if has_tool_results(req) {
             ModelReply::narrate("The dice settle; the tale goes on, a little longer each time.")
         } else {
-            ModelReply::tools([("roll_dice", r#"{"dice":"3d6"}"#)])
+            ModelReply::tools([("roll_dice", r#"{"dice":"3d6","reason":"luck"}"#)])
         })
     });
     let app = spawn_with(
