@@ -168,6 +168,7 @@ mod tests {
                         rng: &mut rng,
                         session_id: &session(),
                         role: Role::Service,
+                        user_id: None,
                     },
                 )
                 .unwrap();

@@ -215,6 +215,7 @@ mod tests {
                     rng: &mut SplitMix64::new(8),
                     session_id: &session(),
                     role: Role::GameMaster,
+                    user_id: None,
                 },
             )
             .unwrap();
@@ -325,6 +326,7 @@ mod tests {
                 role,
                 allowlist: &allowlist,
                 session_id: &session(),
+                user_id: None,
             };
             registry
                 .invoke(
