@@ -149,6 +149,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                         text: "roll 1d6".into(),
                         request_id: None,
                         conn_id: None,
+                        trace_id: None,
                     })
                     .await
                     .expect("the session answers")

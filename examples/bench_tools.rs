@@ -49,6 +49,7 @@ fn main() {
         role: Role::GameMaster,
         allowlist: &state.allowlist,
         session_id: &SessionId::from("sess_bench"),
+        user_id: None,
     };
     let mut rng = SplitMix64::new(1);
     let args = r#"{"dice":"1d20+5","reason":"stealth"}"#;

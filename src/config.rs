@@ -154,6 +154,17 @@ pub struct Settings {
         global = true
     )]
     pub llm_api_key: Option<Secret>,
+    /// Milliseconds one model call may take before it fails as
+    /// `AI_TIMEOUT` (the seeds' `llm.api.timeout`; a call is retried by the
+    /// provider's own rules within the turn's deadline).
+    #[arg(
+        long,
+        env = "QUESTD_LLM_TIMEOUT_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(100..=600_000),
+        global = true
+    )]
+    pub llm_timeout_ms: u64,
     /// Stream the model's answer (`false` asks for one whole JSON reply).
     #[arg(
         long,
@@ -217,6 +228,21 @@ pub struct Settings {
     /// address it names instead of the proxy's.
     #[arg(long, env = "QUESTD_TRUSTED_PROXIES", global = true)]
     pub trusted_proxies: Option<String>,
+    /// Tools no caller may use, comma-separated (e.g. `generate_zone,hp_delta`):
+    /// a call answers `TOOL_DISABLED` (HTTP 403 on the tool API), and no
+    /// tool listing shows them. A name that is no tool refuses to start.
+    #[arg(long, env = "QUESTD_DISABLED_TOOLS", global = true)]
+    pub disabled_tools: Option<String>,
+    /// Milliseconds every tool may run before its result (and any effect)
+    /// is thrown away as `TIMEOUT` (the seeds' `tool.execution.timeout`).
+    #[arg(
+        long,
+        env = "QUESTD_TOOL_TIMEOUT_MS",
+        default_value_t = 2000,
+        value_parser = clap::value_parser!(u64).range(10..=60_000),
+        global = true
+    )]
+    pub tool_timeout_ms: u64,
     /// Sessions one client address may create per minute without a key.
     #[arg(
         long,
@@ -386,6 +412,28 @@ impl Settings {
         Duration::from_millis(self.offline_latency_ms)
     }
 
+    /// How long every tool may run (`QUESTD_TOOL_TIMEOUT_MS`).
+    pub fn tool_timeout(&self) -> Duration {
+        Duration::from_millis(self.tool_timeout_ms)
+    }
+
+    /// How long one model call may take (`QUESTD_LLM_TIMEOUT_MS`).
+    pub fn llm_timeout(&self) -> Duration {
+        Duration::from_millis(self.llm_timeout_ms)
+    }
+
+    /// The tool names in `QUESTD_DISABLED_TOOLS`, trimmed, empty entries
+    /// left out.
+    pub fn disabled_tools(&self) -> Vec<&str> {
+        self.disabled_tools
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+
     /// Settings for tests: everything default, bound to port 0 on `database_url`.
     pub fn for_tests(database_url: &str) -> Self {
         let cli = Cli::parse_from([
@@ -440,6 +488,38 @@ mod tests {
             (s.llm_tool_mode, s.history_tokens),
             (ToolMode::Native, 6000)
         );
+    }
+
+    #[test]
+    fn the_seeds_knobs_parse_with_bounds() {
+        let s = Cli::parse_from(["questd"]).settings;
+        assert_eq!(s.tool_timeout(), crate::tools::DEFAULT_TOOL_TIMEOUT);
+        assert_eq!(s.llm_timeout(), Duration::from_secs(60));
+        assert!(s.disabled_tools().is_empty());
+        let s = Cli::parse_from([
+            "questd",
+            "--tool-timeout-ms",
+            "150",
+            "--llm-timeout-ms",
+            "9000",
+            "--disabled-tools",
+            " roll_dice, ,hp_delta ",
+        ])
+        .settings;
+        assert_eq!(s.tool_timeout(), Duration::from_millis(150));
+        assert_eq!(s.llm_timeout(), Duration::from_secs(9));
+        assert_eq!(s.disabled_tools(), ["roll_dice", "hp_delta"]);
+        for bad in [
+            ["--tool-timeout-ms", "0"],
+            ["--tool-timeout-ms", "60001"],
+            ["--llm-timeout-ms", "99"],
+            ["--llm-timeout-ms", "soon"],
+        ] {
+            assert!(
+                Cli::try_parse_from(["questd", bad[0], bad[1]]).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -96,7 +96,8 @@ pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
                 settings.llm_api_key.as_ref().map(|k| k.expose().to_owned()),
                 settings.llm_stream,
             )
-            .context("configuring the openai provider")?;
+            .context("configuring the openai provider")?
+            .with_call_timeout(settings.llm_timeout());
             if settings.llm_tool_mode == ToolMode::Json {
                 provider = provider.with_json_contract();
             }
@@ -138,7 +139,10 @@ impl Application {
         )
         .await
         .with_context(|| format!("opening {}", settings.database_url))?;
-        let registry = Arc::new(Registry::builtin().map_err(anyhow::Error::msg)?);
+        let registry = Arc::new(
+            Registry::builtin_with(&settings.disabled_tools(), settings.tool_timeout())
+                .map_err(anyhow::Error::msg)?,
+        );
         let builtin_starts = Campaign::builtin_starts(registry.names())
             .map_err(|e| anyhow::anyhow!("a built-in campaign is broken: {e}"))?;
         let deps = Arc::new(SessionDeps {

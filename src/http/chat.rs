@@ -1,17 +1,19 @@
 //! `POST /api/v1/chat`: one whole turn over HTTP. The turn runs through the
 //! session's actor exactly like a WebSocket chat (same queue, rate limit and
 //! `request_id` de-duplication), so every connection sees it live; the answer
-//! is sent once the turn's last frame is durable.
+//! is sent once the turn's last frame is durable. `X-Trace-ID` (optional,
+//! checked like the tool API's) names the trace the turn's audit rows carry;
+//! the answer repeats it as `trace_id`.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::api::authorize_player;
 use super::{AppState, json_body, send_to_session};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::protocol::TurnEnd;
 use crate::protocol::http::ChatAnswer;
-use crate::protocol::{SessionId, check_request_id};
+use crate::protocol::{SessionId, TraceId, check_request_id};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -36,6 +38,9 @@ async fn chat(
     if let Some(id) = &body.request_id {
         check_request_id(id).map_err(ApiError::bad_request)?;
     }
+    let trace_id = super::service::context_header(&req, "X-Trace-ID")
+        .map_err(|problem| ApiError::new(ErrorCode::ContextInvalid, problem))?
+        .map_or_else(TraceId::fresh, TraceId::from);
     let (handle, accepted) = send_to_session(
         &state,
         &body.session_id,
@@ -44,6 +49,7 @@ async fn chat(
             text: body.message.clone(),
             request_id: body.request_id.clone(),
             conn_id: None,
+            trace_id: Some(trace_id.clone()),
         },
     )
     .await?;
@@ -55,16 +61,25 @@ async fn chat(
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(super::session_refused)?;
-    Ok(answer(&end, accepted.duplicate))
+    Ok(answer(&end, accepted.duplicate, &trace_id))
+}
+
+/// An answer with the request's trace id beside its fields.
+#[derive(Serialize)]
+struct Traced<'a, T> {
+    #[serde(flatten)]
+    answer: T,
+    /// The request's trace: its turn's audit rows carry it (a duplicate's
+    /// turn keeps the trace of the request that ran it).
+    trace_id: &'a TraceId,
 }
 
 /// The turn's last frame as the answer: `200` with the turn for
 /// `turn_completed`; the failure's status and code for `turn_failed`.
-fn answer(end: &TurnEnd, duplicate: bool) -> HttpResponse {
+fn answer(end: &TurnEnd, duplicate: bool, trace_id: &TraceId) -> HttpResponse {
     match ChatAnswer::new(end, duplicate) {
-        ChatAnswer::Completed(turn) => HttpResponse::Ok().json(turn),
-        ChatAnswer::Failed(failed) => {
-            HttpResponse::build(super::status_of(failed.error_code)).json(failed)
-        }
+        ChatAnswer::Completed(answer) => HttpResponse::Ok().json(Traced { answer, trace_id }),
+        ChatAnswer::Failed(answer) => HttpResponse::build(super::status_of(answer.error_code))
+            .json(Traced { answer, trace_id }),
     }
 }

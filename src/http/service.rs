@@ -97,16 +97,10 @@ impl ServiceContext {
     ) -> Result<Self, ApiError> {
         let mut problems = Vec::new();
         let mut header = |name: &str| -> Option<String> {
-            let raw = req.headers().get(name)?;
-            let text = raw.to_str().ok().map(str::trim).unwrap_or_default();
-            let printable = text.chars().all(|c| c.is_ascii_graphic());
-            if text.is_empty() || text.chars().count() > MAX_ID_CHARS || !printable {
-                problems.push(format!(
-                    "{name} must be 1 to {MAX_ID_CHARS} printable ASCII characters"
-                ));
-                return None;
-            }
-            Some(text.to_owned())
+            context_header(req, name).unwrap_or_else(|problem| {
+                problems.push(problem);
+                None
+            })
         };
         let tenant = header("X-Tenant-ID");
         let site = header("X-Site-ID");
@@ -181,6 +175,23 @@ impl ServiceContext {
             user_id: self.user_id.clone(),
         }
     }
+}
+
+/// A context header's id (`X-Trace-ID`, `X-User-ID`, ...): `None` when it
+/// is absent, `Err` saying why when it is not 1 to 128 printable ASCII
+/// characters.
+pub fn context_header(req: &HttpRequest, name: &str) -> Result<Option<String>, String> {
+    let Some(raw) = req.headers().get(name) else {
+        return Ok(None);
+    };
+    let text = raw.to_str().ok().map(str::trim).unwrap_or_default();
+    let printable = text.chars().all(|c| c.is_ascii_graphic());
+    if text.is_empty() || text.chars().count() > MAX_ID_CHARS || !printable {
+        return Err(format!(
+            "{name} must be 1 to {MAX_ID_CHARS} printable ASCII characters"
+        ));
+    }
+    Ok(Some(text.to_owned()))
 }
 
 fn parse_role(name: &str) -> Option<Role> {
@@ -277,6 +288,7 @@ pub async fn call_tool(
     mut input: Value,
 ) -> CallReport {
     let started = Instant::now();
+    npc_from_header(ctx, tool, &mut input);
     // Refusals before the tool pipeline, audited here.
     let refuse = |session: Option<&SessionId>, input: &Value, e: ToolError| {
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -342,6 +354,21 @@ pub async fn call_tool(
     }
 }
 
+/// Tools that read one NPC: called without `npc_id`, they read the NPC
+/// `X-NPC-ID` names.
+const NPC_READERS: [&str; 2] = ["get_npc_profile", "get_prompt_active"];
+
+/// Puts `X-NPC-ID` into the input of an [`NPC_READERS`] call that names no
+/// `npc_id`; an `npc_id` in the input wins over the header.
+fn npc_from_header(ctx: &ServiceContext, tool: &str, input: &mut Value) {
+    if let (Some(npc_id), Some(args)) = (&ctx.npc_id, input.as_object_mut())
+        && NPC_READERS.contains(&tool)
+        && !args.contains_key("npc_id")
+    {
+        args.insert("npc_id".to_owned(), Value::String(npc_id.clone()));
+    }
+}
+
 /// A tool that needs no session, run on an empty state.
 fn run_sessionless(
     state: &AppState,
@@ -351,7 +378,8 @@ fn run_sessionless(
     started: Instant,
 ) -> CallReport {
     let hash = args_hash(&input);
-    let caller = Caller::sessionless(ctx.role, &state.service.all_tools);
+    let caller =
+        Caller::sessionless(ctx.role, &state.service.all_tools).for_user(ctx.user_id.as_deref());
     let mut rng = SplitMix64::new(rand::random());
     let inv = state.registry.invoke(
         tool,
@@ -512,5 +540,65 @@ fn report(
             error_message,
         },
         outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn context(npc_id: Option<&str>) -> ServiceContext {
+        ServiceContext {
+            tenant_id: "yantian".into(),
+            site_id: "yantian-main".into(),
+            trace_id: TraceId::from("trace-1"),
+            span_id: None,
+            user_id: None,
+            session_id: None,
+            npc_id: npc_id.map(str::to_owned),
+            role: Role::Service,
+            key_id: "internal".into(),
+        }
+    }
+
+    #[test]
+    fn the_npc_header_fills_a_missing_npc_id_of_the_npc_readers() {
+        let ctx = context(Some("ancestor_yan"));
+        // (tool, input, what the tool gets)
+        let cases = [
+            (
+                "get_npc_profile",
+                json!({}),
+                json!({"npc_id": "ancestor_yan"}),
+            ),
+            (
+                "get_prompt_active",
+                json!({"prompt_type": "system"}),
+                json!({"prompt_type": "system", "npc_id": "ancestor_yan"}),
+            ),
+            // The input wins over the header.
+            (
+                "get_npc_profile",
+                json!({"npc_id": "elder_li"}),
+                json!({"npc_id": "elder_li"}),
+            ),
+            // Other tools never get it.
+            (
+                "search_content",
+                json!({"query": "q"}),
+                json!({"query": "q"}),
+            ),
+            ("create_npc", json!({}), json!({})),
+            // Input that is no object is left for the pipeline to refuse.
+            ("get_npc_profile", json!([1]), json!([1])),
+        ];
+        for (tool, mut input, want) in cases {
+            npc_from_header(&ctx, tool, &mut input);
+            assert_eq!(input, want, "{tool}");
+        }
+        let mut input = json!({});
+        npc_from_header(&context(None), "get_npc_profile", &mut input);
+        assert_eq!(input, json!({}), "no header, nothing added");
     }
 }

@@ -1,5 +1,6 @@
 //! The HTTP tool server for other services: `POST /api/v1/tools/list`,
-//! `POST /api/v1/tools/call`, and the trace ledger `GET /api/v1/audit`.
+//! `POST /api/v1/tools/call` (also under `/api/tools/...` and
+//! `/tools/...`), and the trace ledger `GET /api/v1/audit`.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -18,10 +19,16 @@ use crate::tools::Role;
 /// Most audit rows one trace lookup returns.
 pub const MAX_TRACE_ROWS: u32 = 1000;
 
+/// Where the tool API is served: its own paths and the ones the tool
+/// servers it replaces used (PROTOCOL.md §7.2), all the same endpoints.
+pub const TOOL_API_PREFIXES: [&str; 3] = ["/api/v1", "/api", ""];
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/tools/list", web::post().to(list))
-        .route("/api/v1/tools/call", web::post().to(call))
-        .route("/api/v1/audit", web::get().to(trace));
+    for prefix in TOOL_API_PREFIXES {
+        cfg.route(&format!("{prefix}/tools/list"), web::post().to(list))
+            .route(&format!("{prefix}/tools/call"), web::post().to(call));
+    }
+    cfg.route("/api/v1/audit", web::get().to(trace));
 }
 
 /// The context, checked, and the caller within its rate limits.

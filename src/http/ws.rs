@@ -240,6 +240,7 @@ impl WsConn {
                     text,
                     request_id,
                     conn_id: Some(self.conn_id),
+                    trace_id: None,
                 });
                 ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| {
                     match res {

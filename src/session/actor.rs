@@ -504,7 +504,7 @@ impl SessionActor {
                 act.execute(step, ctx);
             }
         });
-        let trace_id = TraceId::fresh();
+        let trace_id = q.trace_id.unwrap_or_else(TraceId::fresh);
         let max_iterations = self.deps.limits.max_iterations;
         let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
         self.turn = Some(Running::new(turn, timer, Instant::now()));
@@ -945,6 +945,7 @@ impl Handler<SubmitChat> for SessionActor {
         self.last_activity = Instant::now();
         if let Some(q) = self.intake.queued_turn(&turn_id) {
             q.acks.extend(ack);
+            q.trace_id = msg.trace_id;
         }
         if accepted.queued > 0 {
             let chat = QueuedChat {

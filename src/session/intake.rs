@@ -34,7 +34,7 @@ use tokio::sync::oneshot;
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
 use super::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
-use crate::protocol::{TurnId, check_request_id};
+use crate::protocol::{TraceId, TurnId, check_request_id};
 use crate::storage::QueuedChat;
 
 /// Request ids already taken, oldest forgotten first.
@@ -95,6 +95,9 @@ pub(super) struct QueuedTurn {
     /// Acks not yet sent (connection, frame): the chat's own and those of
     /// duplicates of it, sent once the chat is durable, in this order.
     pub(super) acks: Vec<(u64, ByteString)>,
+    /// The trace its caller named, if any (see `SubmitChat::trace_id`);
+    /// not stored, so a chat restored from the inbox gets a fresh one.
+    pub(super) trace_id: Option<TraceId>,
 }
 
 /// Where a queued chat's durability stands.
@@ -195,6 +198,7 @@ impl Intake {
                 Stored::Writing
             },
             acks: Vec::new(),
+            trace_id: None,
         }));
         Ok(ChatAccepted {
             turn_id,
@@ -269,6 +273,7 @@ impl Intake {
                 text: chat.text,
                 stored: Stored::InInbox,
                 acks: Vec::new(),
+                trace_id: None,
             }));
         }
     }

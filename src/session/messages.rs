@@ -34,6 +34,9 @@ pub struct SubmitChat {
     /// the `ack` on that connection's queue itself, ahead of every frame of
     /// the turn (PROTOCOL.md §7.4), and says so in [`ChatAccepted::acked`].
     pub conn_id: Option<u64>,
+    /// The trace the turn's audit rows carry (`X-Trace-ID` on
+    /// `/api/v1/chat`); a fresh one when `None`.
+    pub trace_id: Option<TraceId>,
 }
 
 /// A chat that was taken (or recognised as a duplicate).

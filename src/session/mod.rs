@@ -171,6 +171,7 @@ impl SessionView<'_> {
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
             session_id: self.session_id,
+            user_id: None,
         }
     }
 }

@@ -409,6 +409,7 @@ mod tests {
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &session(),
+            user_id: None,
         };
         assert!(
             registry.openai_tools(&model).is_empty(),

@@ -273,6 +273,7 @@ mod tests {
             role: Role::Player,
             allowlist: &allowlist,
             session_id: &session(),
+            user_id: None,
         };
         let invoke = |args: Value| {
             registry

@@ -231,6 +231,7 @@ mod tests {
                         session_id: &session(),
                         role: Role::Service,
                         now_ms: 0,
+                        user_id: None,
                     },
                 )
                 .unwrap();

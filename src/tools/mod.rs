@@ -292,6 +292,9 @@ pub struct ToolContext<'a> {
     /// tool that records it puts it in its effect: replaying the journal
     /// never runs tools, so it never reads a clock.
     pub now_ms: i64,
+    /// The person the call is made for, when the caller named one
+    /// (`X-User-ID` on a service call); `None` for players and the model.
+    pub user_id: Option<&'a str>,
 }
 
 impl ToolContext<'_> {
@@ -349,6 +352,8 @@ pub struct Caller<'a> {
     pub allowlist: &'a [String],
     /// The session the call runs in.
     pub session_id: &'a SessionId,
+    /// The person a service calls for (`X-User-ID`), if it named one.
+    pub user_id: Option<&'a str>,
 }
 
 /// The session id of calls that run in none: empty, so no tool argument
@@ -363,7 +368,13 @@ impl<'a> Caller<'a> {
             role,
             allowlist,
             session_id: &NO_SESSION,
+            user_id: None,
         }
+    }
+
+    /// The same caller, acting for `user_id`.
+    pub fn for_user(self, user_id: Option<&'a str>) -> Self {
+        Self { user_id, ..self }
     }
 }
 
@@ -467,6 +478,37 @@ impl Registry {
         r.register(Box::new(describe_entity::DescribeEntity))?;
         r.register(Box::new(create_npc::CreateNpc))?;
         r.register(Box::new(activate_npc::ActivateNpc))?;
+        Ok(r)
+    }
+
+    /// The built-in tools with the operator's settings: `disabled` names
+    /// tools no one may use (`QUESTD_DISABLED_TOOLS`; a name that is no
+    /// tool is an error), `timeout` bounds every tool's run
+    /// (`QUESTD_TOOL_TIMEOUT_MS`).
+    pub fn builtin_with(disabled: &[&str], timeout: Duration) -> Result<Self, String> {
+        let mut r = Self::builtin()?;
+        let unknown: Vec<&str> = disabled
+            .iter()
+            .copied()
+            .filter(|n| !r.entries.contains_key(n))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "QUESTD_DISABLED_TOOLS names no tool {}; tools: {}",
+                unknown
+                    .iter()
+                    .map(|n| format!("{:?}", n.chars().take(64).collect::<String>()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                r.order.join(", ")
+            ));
+        }
+        for entry in r.entries.values_mut() {
+            entry.spec.timeout = timeout;
+            if disabled.contains(&entry.spec.name) {
+                entry.spec.enabled = false;
+            }
+        }
         Ok(r)
     }
 
@@ -607,6 +649,7 @@ impl Registry {
                     session_id: caller.session_id,
                     role: caller.role,
                     now_ms: crate::storage::now_ms(),
+                    user_id: caller.user_id,
                 };
                 // A tool that panics is a bug, but its caller gets an error
                 // like any failed call and the session goes on: tools only
@@ -922,6 +965,7 @@ pub(crate) mod test_support {
                 session_id: &session(),
                 role,
                 now_ms: NOW_MS,
+                user_id: None,
             },
         )
     }
@@ -947,6 +991,7 @@ pub(crate) mod test_support {
             role,
             allowlist: &allowlist,
             session_id: &session(),
+            user_id: None,
         };
         super::Registry::builtin()
             .expect("built-in tools register")
@@ -998,12 +1043,118 @@ mod tests {
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &test_support::session(),
+            user_id: None,
         };
         registry.invoke(name, raw, &caller, &demo(), &mut SplitMix64::new(1))
     }
 
     fn err(inv: Invocation) -> ToolError {
         inv.outcome.expect_err("should fail")
+    }
+
+    #[test]
+    fn disabled_tools_answer_tool_disabled_and_are_listed_nowhere() {
+        let registry = Registry::builtin_with(&["roll_dice"], Duration::from_millis(700)).unwrap();
+        let allowlist: Vec<String> = registry.names().iter().map(|s| s.to_string()).collect();
+        let caller = Caller::sessionless(Role::Service, &allowlist);
+        let e = registry
+            .invoke(
+                "roll_dice",
+                RawArgs::Value(json!({"dice": "1d6"})),
+                &caller,
+                &demo(),
+                &mut SplitMix64::new(1),
+            )
+            .outcome
+            .expect_err("a disabled tool never runs");
+        assert_eq!(
+            (e.reason, e.code, e.status()),
+            (
+                Reason::ToolDisabled,
+                ErrorCode::ToolDisabled,
+                ToolStatus::Rejected
+            )
+        );
+        let gm = Caller::sessionless(Role::GameMaster, &allowlist);
+        assert!(!registry.usable(&gm).any(|s| s.name == "roll_dice"));
+        assert!(
+            !registry
+                .openai_tools(&gm)
+                .iter()
+                .any(|t| t["function"]["name"] == "roll_dice")
+        );
+        assert!(
+            !registry
+                .mcp_tools(&caller)
+                .iter()
+                .any(|t| t["name"] == "roll_dice")
+        );
+        assert!(registry.usable(&gm).any(|s| s.name == "move"));
+        // The timeout is every tool's.
+        assert!(
+            registry
+                .names()
+                .iter()
+                .all(|n| registry.spec(n).unwrap().timeout == Duration::from_millis(700))
+        );
+        let e = Registry::builtin_with(&["roll_dice", "fly"], DEFAULT_TOOL_TIMEOUT)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains("QUESTD_DISABLED_TOOLS")
+                && e.contains("\"fly\"")
+                && !e.contains("\"roll_dice\""),
+            "{e}"
+        );
+    }
+
+    /// A tool that answers who it runs for, as a later tool would read it.
+    struct WhoAmI;
+
+    impl Tool for WhoAmI {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new(
+                "who_am_i",
+                "Who am I",
+                "test",
+                "Answers the caller's user id.",
+                json!({"type": "object", "additionalProperties": false}),
+                json!({"type": "object"}),
+            )
+        }
+
+        fn run(&self, _args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput {
+                result: json!({"user_id": ctx.user_id, "role": ctx.role}),
+                effect: None,
+            })
+        }
+    }
+
+    #[test]
+    fn the_callers_user_reaches_the_tool() {
+        let mut registry = Registry::builtin().unwrap();
+        registry.register(Box::new(WhoAmI)).unwrap();
+        let allowlist = vec!["who_am_i".to_owned()];
+        let run = |caller: &Caller<'_>| {
+            registry
+                .invoke(
+                    "who_am_i",
+                    RawArgs::Value(json!({})),
+                    caller,
+                    &demo(),
+                    &mut SplitMix64::new(1),
+                )
+                .outcome
+                .unwrap()
+                .result
+        };
+        let service = || Caller::sessionless(Role::Service, &allowlist);
+        assert_eq!(
+            run(&service().for_user(Some("user-7"))),
+            json!({"user_id": "user-7", "role": "service"})
+        );
+        assert_eq!(run(&service()), json!({"user_id": null, "role": "service"}));
     }
 
     #[test]
@@ -1096,6 +1247,7 @@ mod tests {
                 role: *role,
                 allowlist: &allowlist,
                 session_id: &test_support::session(),
+                user_id: None,
             };
             let mcp = registry.mcp_tools(&caller);
             let openai = registry.openai_tools(&caller);
@@ -1125,6 +1277,7 @@ mod tests {
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &test_support::session(),
+            user_id: None,
         };
         let names: Vec<&str> = registry.usable(&gm).map(|s| s.name).collect();
         assert!(!names.contains(&"create_npc") && !names.contains(&"activate_npc"));
@@ -1173,6 +1326,7 @@ mod tests {
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &test_support::session(),
+            user_id: None,
         };
         let tools = registry.openai_tools(&caller);
         assert_eq!(tools.len(), 1);

@@ -235,6 +235,7 @@ mod tests {
                     session_id: &session(),
                     role: Role::GameMaster,
                     now_ms: 0,
+                    user_id: None,
                 },
             )
             .unwrap();
@@ -345,6 +346,7 @@ mod tests {
                 role,
                 allowlist: &allowlist,
                 session_id: &session(),
+                user_id: None,
             };
             registry
                 .invoke(

@@ -18,6 +18,7 @@ mod mcp;
 mod metrics;
 mod openai;
 mod security;
+mod seeds;
 mod service;
 mod sites;
 mod storage_faults;
