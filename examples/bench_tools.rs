@@ -50,6 +50,7 @@ fn main() {
         allowlist: &state.allowlist,
         session_id: &SessionId::from("sess_bench"),
         user_id: None,
+        site_id: None,
     };
     let mut rng = SplitMix64::new(1);
     let args = r#"{"dice":"1d20+5","reason":"stealth"}"#;

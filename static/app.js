@@ -965,7 +965,9 @@ function applyResult(tool, args, r) {
     }
     case 'map_generate':
       for (const a of r.areas || []) upsert(s.areas, a, 'area_id');
-      for (const [a, b] of r.created_connections || []) link(a, b);
+      // `connections` (pairs); results stored before it had them as
+      // `created_connections`, which is now their count.
+      for (const [a, b] of r.connections || (Array.isArray(r.created_connections) ? r.created_connections : [])) link(a, b);
       break;
     case 'get_character_stats': {
       const copy = Object.assign({}, r);

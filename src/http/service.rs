@@ -404,7 +404,9 @@ async fn run_on_site(
     started: Instant,
 ) -> Result<CallReport, ToolError> {
     let hash = args_hash(&input);
-    let caller = Caller::sessionless(ctx.role, &state.service.all_tools);
+    let caller = Caller::sessionless(ctx.role, &state.service.all_tools)
+        .for_user(ctx.user_id.as_deref())
+        .at_site(&ctx.site_id);
     let mut rng = SplitMix64::new(rand::random());
     let ran = state
         .sites

@@ -577,7 +577,7 @@ mod tests {
     fn round(id: &str, dice: &str, result: Value) -> [Value; 2] {
         [
             json!({"role": "assistant", "content": null, "toolCalls": [
-                {"id": id, "tool": {"name": "roll_dice", "args": {"dice": dice}}}]}),
+                {"id": id, "tool": {"name": "roll_dice", "args": {"dice": dice, "reason": "luck"}}}]}),
             json!({"role": "tool", "toolCallId": id, "content": result}),
         ]
     }
@@ -606,9 +606,9 @@ mod tests {
             "the rounds before the last user message do not count"
         );
         assert!(!c.spent(3) && c.spent(2));
-        assert!(c.answered("roll_dice", &json!({"dice": "2d8"})));
+        assert!(c.answered("roll_dice", &json!({"dice": "2d8", "reason": "luck"})));
         assert!(
-            !c.answered("roll_dice", &json!({"dice": "2d6"})),
+            !c.answered("roll_dice", &json!({"dice": "2d6", "reason": "luck"})),
             "an earlier exchange"
         );
         // The same call answered twice in the exchange is a loop.
@@ -625,7 +625,7 @@ mod tests {
         let mut messages = vec![json!({"role": "user", "content": "go"})];
         messages.extend(round("c1", "1d20", json!({"total": 4})));
         let c = Conversation::parse(&messages).unwrap();
-        let again = ModelReply::tools([("roll_dice", r#"{"dice":"1d20"}"#)]);
+        let again = ModelReply::tools([("roll_dice", r#"{"dice":"1d20","reason":"luck"}"#)]);
         let judged = |kind, reply| judge(&registry, &caller, &c, kind, reply);
         assert_eq!(judged(RequestKind::Step, again.clone()), Err(Problem::Loop));
         // In a closing call the calls are dropped: text alone goes back.

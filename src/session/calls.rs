@@ -158,6 +158,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
         allowlist: &view.state.allowlist,
         session_id: view.session_id,
         user_id: c.origin.user_id.as_deref(),
+        site_id: None,
     };
     let inv = match c.refused {
         Some(e) => Invocation {

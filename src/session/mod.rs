@@ -172,6 +172,7 @@ impl SessionView<'_> {
             allowlist: &self.state.allowlist,
             session_id: self.session_id,
             user_id: None,
+            site_id: None,
         }
     }
 }

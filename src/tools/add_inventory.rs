@@ -125,8 +125,10 @@ impl Tool for AddInventory {
             }),
             json!({
                 "type": "object",
-                "required": ["character_id", "added", "inventory"],
+                "required": ["success", "message", "character_id", "added", "inventory"],
                 "properties": {
+                    "success": {"const": true},
+                    "message": {"type": "string"},
                     "character_id": {"type": "string"},
                     "added": {
                         "type": "array",
@@ -162,6 +164,7 @@ impl Tool for AddInventory {
         }
         let mut inventory = c.inventory.clone();
         let mut added = Vec::with_capacity(args.items.len());
+        let mut said = Vec::with_capacity(args.items.len());
         for (i, item) in args.items.into_iter().enumerate() {
             let name = item.name.trim();
             if name.is_empty() {
@@ -225,10 +228,13 @@ impl Tool for AddInventory {
                     ))
                 })?;
             stack.quantity = total;
+            said.push(format!("{} × {}", item.quantity, stack.name));
             added.push(json!({"slug": slug, "name": stack.name, "quantity": item.quantity}));
         }
         Ok(ToolOutput {
             result: json!({
+                "success": true,
+                "message": format!("Added to {}'s inventory: {}.", c.name, said.join(", ")),
                 "character_id": c.character_id,
                 "added": added,
                 "inventory": inventory,

@@ -410,6 +410,7 @@ mod tests {
             allowlist: &allowlist,
             session_id: &session(),
             user_id: None,
+            site_id: None,
         };
         assert!(
             registry.openai_tools(&model).is_empty(),

@@ -75,7 +75,7 @@ impl Tool for GetNpcProfile {
             json!({
                 "type": "object",
                 "required": [
-                    "npc_id", "name", "active", "active_version", "version", "prompt_types", "character_id", "area_id",
+                    "npc_id", "name", "active", "active_version", "version", "profile", "prompt_types", "character_id", "area_id",
                     "persona", "knowledge_domains", "greeting_templates", "max_response_length", "must_cite_sources"
                 ],
                 "properties": {
@@ -83,7 +83,8 @@ impl Tool for GetNpcProfile {
                     "name": {"type": "string"},
                     "active": {"type": "boolean"},
                     "active_version": {"type": "integer"},
-                    "version": {
+                    "version": {"type": "integer", "minimum": 1},
+                    "profile": {
                         "type": "object",
                         "required": ["version", "persona", "background", "traits", "speech_style"]
                     },
@@ -142,7 +143,8 @@ impl Tool for GetNpcProfile {
                 "name": npc.name,
                 "active": npc.active,
                 "active_version": npc.active_version,
-                "version": version,
+                "version": version.version,
+                "profile": version,
                 "prompt_types": prompt_types(npc),
                 "character_id": npc.character_id,
                 "area_id": area_id,
@@ -193,9 +195,10 @@ mod tests {
         ];
         for (args, version, persona) in cases {
             let out = invoke(&state, args.clone()).unwrap();
-            assert_eq!(out.result["version"]["version"], version, "{args}");
+            assert_eq!(out.result["version"], version, "{args}");
+            assert_eq!(out.result["profile"]["version"], version, "{args}");
             assert!(
-                out.result["version"]["persona"]
+                out.result["profile"]["persona"]
                     .as_str()
                     .unwrap()
                     .contains(persona),
@@ -211,7 +214,8 @@ mod tests {
                 "name": "Old Maren",
                 "active": true,
                 "active_version": 2,
-                "version": serde_json::to_value(state.npc("npc_maren").unwrap().version(None)).unwrap(),
+                "version": 2,
+                "profile": serde_json::to_value(state.npc("npc_maren").unwrap().version(None)).unwrap(),
                 "prompt_types": ["system", "greeting", "fallback"],
                 "character_id": "npc_001",
                 "area_id": "area_002",

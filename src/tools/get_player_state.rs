@@ -274,6 +274,7 @@ mod tests {
             allowlist: &allowlist,
             session_id: &session(),
             user_id: None,
+            site_id: None,
         };
         let invoke = |args: Value| {
             registry

@@ -23,10 +23,10 @@ fn yes() -> bool {
     true
 }
 
-/// The site a state's map belongs to: for now the campaign it was started
-/// from, the one place that says so.
-fn site_id(state: &GameState) -> &str {
-    &state.campaign_id
+/// The site a map belongs to: the site the call runs on, or in a session
+/// the campaign it was started from.
+fn site_id<'a>(ctx: &'a ToolContext<'_>) -> &'a str {
+    ctx.site_id.unwrap_or(&ctx.state.campaign_id)
 }
 
 /// Straight-line distance between two areas on the x/y plane, to 0.1.
@@ -193,7 +193,7 @@ impl Tool for GetSiteMap {
             .collect();
         Ok(ToolOutput {
             result: json!({
-                "site_id": site_id(state),
+                "site_id": site_id(ctx),
                 "site_name": state.title,
                 "areas": areas,
                 "routes": if args.include_routes { routes(state) } else { Vec::new() },

@@ -86,7 +86,8 @@ impl Tool for LogUserEvent {
         let event = UserEvent {
             event_id: format!("ev_{:016x}", ctx.rng.next_u64()),
             event_type: args.event_type,
-            user_id: args.user_id,
+            // The caller's user (`X-User-ID`) when the event names none.
+            user_id: args.user_id.or_else(|| ctx.user_id.map(str::to_owned)),
             payload,
             turn: ctx.state.turn,
             // The call's time, kept in the effect: replaying it keeps this time.
@@ -218,6 +219,37 @@ mod tests {
     }
 
     #[test]
+    fn the_callers_user_is_the_events_unless_it_names_one() {
+        let state = demo();
+        let run = |args: Value| {
+            let out = LogUserEvent
+                .run(
+                    &args,
+                    &mut ToolContext {
+                        state: &state,
+                        rng: &mut SplitMix64::new(1),
+                        session_id: &session(),
+                        role: Role::Service,
+                        now_ms: 0,
+                        user_id: Some("user-7"),
+                        site_id: None,
+                    },
+                )
+                .unwrap();
+            match out.effect {
+                Some(Effect::LogEvent { event }) => event.user_id,
+                _ => panic!("no event effect"),
+            }
+        };
+        assert_eq!(run(json!({"event_type": "a"})).as_deref(), Some("user-7"));
+        assert_eq!(
+            run(json!({"event_type": "a", "user_id": "u-1"})).as_deref(),
+            Some("u-1"),
+            "the event's own user wins"
+        );
+    }
+
+    #[test]
     fn different_draws_give_different_ids_and_old_events_roll_off() {
         let mut state = demo();
         let mut rng = SplitMix64::new(3);
@@ -232,6 +264,7 @@ mod tests {
                         role: Role::Service,
                         now_ms: 0,
                         user_id: None,
+                        site_id: None,
                     },
                 )
                 .unwrap();

@@ -102,12 +102,13 @@ impl Tool for MapGenerate {
             }),
             json!({
                 "type": "object",
-                "required": ["seed", "root_parent_area_id", "created_area_ids", "created_connections", "areas", "warnings"],
+                "required": ["seed", "root_parent_area_id", "created_area_ids", "created_connections", "connections", "areas", "warnings"],
                 "properties": {
                     "seed": {"type": "integer"},
                     "root_parent_area_id": {"type": ["string", "null"]},
                     "created_area_ids": {"type": "array", "items": {"type": "string"}},
-                    "created_connections": {
+                    "created_connections": {"type": "integer", "minimum": 0},
+                    "connections": {
                         "type": "array",
                         "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}
                     },
@@ -227,7 +228,8 @@ impl Tool for MapGenerate {
                 "seed": seed,
                 "root_parent_area_id": parent_id,
                 "created_area_ids": created,
-                "created_connections": connections,
+                "created_connections": connections.len(),
+                "connections": connections,
                 "areas": map.areas,
                 "warnings": warnings,
             }),
@@ -265,9 +267,11 @@ mod tests {
                 .any(|r| r.as_str() == first)
         );
         assert_eq!(a.result["root_parent_area_id"], "area_001");
+        assert_eq!(a.result["connections"][0], json!(["area_001", first]));
         assert_eq!(
-            a.result["created_connections"][0],
-            json!(["area_001", first])
+            a.result["created_connections"],
+            a.result["connections"].as_array().unwrap().len(),
+            "seed 002 counts them"
         );
     }
 

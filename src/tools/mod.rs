@@ -295,6 +295,9 @@ pub struct ToolContext<'a> {
     /// The person the call is made for, when the caller named one
     /// (`X-User-ID` on a service call); `None` for players and the model.
     pub user_id: Option<&'a str>,
+    /// The site the call runs on, outside a session (PROTOCOL.md §7.2);
+    /// `None` in a session, whose site is its campaign.
+    pub site_id: Option<&'a str>,
 }
 
 impl ToolContext<'_> {
@@ -354,6 +357,9 @@ pub struct Caller<'a> {
     pub session_id: &'a SessionId,
     /// The person a service calls for (`X-User-ID`), if it named one.
     pub user_id: Option<&'a str>,
+    /// The site whose content the call runs on, outside a session
+    /// (PROTOCOL.md §7.2).
+    pub site_id: Option<&'a str>,
 }
 
 /// The session id of calls that run in none: empty, so no tool argument
@@ -369,12 +375,21 @@ impl<'a> Caller<'a> {
             allowlist,
             session_id: &NO_SESSION,
             user_id: None,
+            site_id: None,
         }
     }
 
     /// The same caller, acting for `user_id`.
     pub fn for_user(self, user_id: Option<&'a str>) -> Self {
         Self { user_id, ..self }
+    }
+
+    /// The same caller, on the content of site `site_id`.
+    pub fn at_site(self, site_id: &'a str) -> Self {
+        Self {
+            site_id: Some(site_id),
+            ..self
+        }
     }
 }
 
@@ -650,6 +665,7 @@ impl Registry {
                     role: caller.role,
                     now_ms: crate::storage::now_ms(),
                     user_id: caller.user_id,
+                    site_id: caller.site_id,
                 };
                 // A tool that panics is a bug, but its caller gets an error
                 // like any failed call and the session goes on: tools only
@@ -966,6 +982,7 @@ pub(crate) mod test_support {
                 role,
                 now_ms: NOW_MS,
                 user_id: None,
+                site_id: None,
             },
         )
     }
@@ -992,6 +1009,7 @@ pub(crate) mod test_support {
             allowlist: &allowlist,
             session_id: &session(),
             user_id: None,
+            site_id: None,
         };
         super::Registry::builtin()
             .expect("built-in tools register")
@@ -1044,6 +1062,7 @@ mod tests {
             allowlist: &allowlist,
             session_id: &test_support::session(),
             user_id: None,
+            site_id: None,
         };
         registry.invoke(name, raw, &caller, &demo(), &mut SplitMix64::new(1))
     }
@@ -1248,6 +1267,7 @@ mod tests {
                 allowlist: &allowlist,
                 session_id: &test_support::session(),
                 user_id: None,
+                site_id: None,
             };
             let mcp = registry.mcp_tools(&caller);
             let openai = registry.openai_tools(&caller);
@@ -1278,6 +1298,7 @@ mod tests {
             allowlist: &allowlist,
             session_id: &test_support::session(),
             user_id: None,
+            site_id: None,
         };
         let names: Vec<&str> = registry.usable(&gm).map(|s| s.name).collect();
         assert!(!names.contains(&"create_npc") && !names.contains(&"activate_npc"));
@@ -1327,6 +1348,7 @@ mod tests {
             allowlist: &allowlist,
             session_id: &test_support::session(),
             user_id: None,
+            site_id: None,
         };
         let tools = registry.openai_tools(&caller);
         assert_eq!(tools.len(), 1);

@@ -236,6 +236,7 @@ mod tests {
                     role: Role::GameMaster,
                     now_ms: 0,
                     user_id: None,
+                    site_id: None,
                 },
             )
             .unwrap();
@@ -347,6 +348,7 @@ mod tests {
                 allowlist: &allowlist,
                 session_id: &session(),
                 user_id: None,
+                site_id: None,
             };
             registry
                 .invoke(

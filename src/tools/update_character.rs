@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::update_inventory::aliased;
 use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
 use crate::error::{ErrorCode, Reason};
-use crate::game::{CharacterState, Effect};
+use crate::game::{Character, CharacterState, Effect};
 
 // The hp and level bounds are the save state's own, shared with campaigns.
 use crate::game::state::MAX_STATS_PER_CHARACTER;
@@ -78,8 +78,10 @@ impl Tool for UpdateCharacter {
             }),
             json!({
                 "type": "object",
-                "required": ["character", "changed"],
+                "required": ["success", "message", "character", "changed"],
                 "properties": {
+                    "success": {"const": true},
+                    "message": {"type": "string"},
                     "character": {
                         "type": "object",
                         "required": ["character_id", "name", "hp", "max_hp", "level", "stats", "inventory", "state"]
@@ -199,9 +201,33 @@ impl Tool for UpdateCharacter {
         .filter_map(|(name, differs)| differs.then_some(name))
         .collect();
         Ok(ToolOutput {
-            result: json!({"character": updated, "changed": changed}),
+            result: json!({
+                "success": true,
+                "message": character_message(&updated, &changed),
+                "character": updated,
+                "changed": changed,
+            }),
             effect: Some(Effect::SetCharacter { character: updated }),
         })
+    }
+}
+
+/// What changed, as seed 001's front end shows it (`HP -> 9, ...`).
+fn character_message(c: &Character, changed: &[&str]) -> String {
+    let said: Vec<String> = changed
+        .iter()
+        .map(|field| match *field {
+            "hp" => format!("HP -> {}", c.hp),
+            "max_hp" => format!("max HP -> {}", c.max_hp),
+            "level" => format!("level -> {}", c.level),
+            "state" => format!("state -> {}", crate::error::wire_name(&c.state)),
+            _ => "stats updated".to_owned(),
+        })
+        .collect();
+    if said.is_empty() {
+        format!("{}: nothing changed", c.name)
+    } else {
+        format!("{}: {}", c.name, said.join(", "))
     }
 }
 

@@ -96,8 +96,10 @@ impl Tool for UpdateInventory {
             }),
             json!({
                 "type": "object",
-                "required": ["character_id", "changes", "inventory"],
+                "required": ["success", "message", "character_id", "changes", "inventory"],
                 "properties": {
+                    "success": {"const": true},
+                    "message": {"type": "string"},
                     "character_id": {"type": "string"},
                     "changes": {
                         "type": "array",
@@ -134,6 +136,7 @@ impl Tool for UpdateInventory {
         // Every update is applied to this copy; any error drops it whole.
         let mut inventory = c.inventory.clone();
         let mut changes = Vec::with_capacity(args.updates.len());
+        let mut said = Vec::with_capacity(args.updates.len());
         for (i, u) in args.updates.iter().enumerate() {
             let at = format!("updates[{i}].");
             let change = aliased(
@@ -192,10 +195,13 @@ impl Tool for UpdateInventory {
                     )));
                 }
             }
+            said.push(format!("{} {before} → {after}", u.slug));
             changes.push(json!({"slug": u.slug, "before": before, "after": after}));
         }
         Ok(ToolOutput {
             result: json!({
+                "success": true,
+                "message": format!("{}'s inventory: {}.", c.name, said.join(", ")),
                 "character_id": c.character_id,
                 "changes": changes,
                 "inventory": inventory,

@@ -953,7 +953,7 @@ async fn the_stateless_chat_api_keeps_a_sessions_guards() {
     let mock = start_mock(|n| match n {
         // Ten rounds in: asked without tools, it still asks for one.
         0 => Canned::Sse(tool_chunks(vec![
-            json!({"index": 0, "id": "x", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d4\"}"}}),
+            json!({"index": 0, "id": "x", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d4\",\"reason\":\"luck\"}"}}),
         ])),
         1 => Canned::Sse(text_chunks(&["The dice are put away."])),
         // An unusable call, then a valid one.
@@ -961,7 +961,7 @@ async fn the_stateless_chat_api_keeps_a_sessions_guards() {
             json!({"index": 0, "id": "y", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"sides\":3}"}}),
         ])),
         3 => Canned::Sse(tool_chunks(vec![
-            json!({"index": 0, "id": "z", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d20\"}"}}),
+            json!({"index": 0, "id": "z", "type": "function", "function": {"name": "roll_dice", "arguments": "{\"dice\":\"1d20\",\"reason\":\"luck\"}"}}),
         ])),
         // A silent answer, then text.
         4 => Canned::Sse(text_chunks(&[" "])),
@@ -975,7 +975,7 @@ async fn the_stateless_chat_api_keeps_a_sessions_guards() {
     for i in 0..10 {
         let id = format!("c{i}");
         messages.push(json!({"role": "assistant", "content": null, "toolCalls": [
-            {"id": id, "tool": {"name": "roll_dice", "args": {"dice": format!("{}d6", i + 1)}}}]}));
+            {"id": id, "tool": {"name": "roll_dice", "args": {"dice": format!("{}d6", i + 1), "reason": "luck"}}}]}));
         messages.push(json!({"role": "tool", "toolCallId": id, "content": {"total": 3}}));
     }
     let (status, body) = post_keyed(&url, &json!({"messages": messages})).await;
@@ -992,7 +992,7 @@ async fn the_stateless_chat_api_keeps_a_sessions_guards() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body["message"]["toolCalls"],
-        json!([{"id": "z", "tool": {"name": "roll_dice", "args": {"dice": "1d20"}}}])
+        json!([{"id": "z", "tool": {"name": "roll_dice", "args": {"dice": "1d20", "reason": "luck"}}}])
     );
     assert!(
         last_content(&mock.request(3)).contains("unusable tool call"),

@@ -108,6 +108,13 @@ async fn a_site_is_given_a_campaign_and_its_content_tools_run_without_a_session(
     .await;
     assert_eq!(profile.status, 200, "{}", profile.body);
     assert_eq!(profile.body["output"]["npc_id"], "npc_maren");
+    let map = call(&app, &headers, "get_site_map", json!({})).await;
+    assert_eq!(map.status, 200, "{}", map.body);
+    assert_eq!(
+        map.body["output"]["site_id"], "yantian-main",
+        "the site, not its campaign"
+    );
+    assert_eq!(map.body["output"]["site_name"], created.body["site_name"]);
     let found = call(&app, &headers, "search_content", json!({"query": "lamp"})).await;
     assert_eq!(found.status, 200, "{}", found.body);
     assert!(
@@ -175,13 +182,7 @@ async fn a_site_is_given_a_campaign_and_its_content_tools_run_without_a_session(
     );
 
     // A bad site id or body is refused with a reason.
-    let bad = put_site(
-        &app,
-        "yantian",
-        "bad!id",
-        &json!({"campaign_id": "demo"}),
-    )
-    .await;
+    let bad = put_site(&app, "yantian", "bad!id", &json!({"campaign_id": "demo"})).await;
     assert_eq!(bad.status, 400, "{}", bad.body);
     let bad = put_site(&app, "yantian", "s2", &json!({"campaign_id": "nope"})).await;
     assert_eq!(bad.status, 400, "{}", bad.body);
@@ -261,12 +262,7 @@ async fn a_retried_write_with_a_key_runs_once() {
     )
     .await;
     assert_eq!(found.status, 200, "{}", found.body);
-    assert_eq!(
-        found.body["output"]["total"],
-        1,
-        "{}",
-        found.body
-    );
+    assert_eq!(found.body["output"]["total"], 1, "{}", found.body);
 
     // The same key for another call is refused, and runs nothing.
     let reused = request("POST", &url, &headers, Some(&body("req-1", "Twice"))).await;

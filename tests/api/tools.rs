@@ -305,7 +305,8 @@ async fn character_content_and_schema_tools_run_through_the_turn_loop() {
         ok[2]["result"]["character"]["hp"], 20,
         "hp is clamped to the new max_hp"
     );
-    assert_eq!(ok[3]["result"]["version"]["version"], 1);
+    assert_eq!(ok[3]["result"]["version"], 1);
+    assert_eq!(ok[3]["result"]["profile"]["version"], 1);
     assert_eq!(
         ok[4]["result"]["results"][0]["content_id"], "poi_chapel_altar",
         "Chinese search: {}",
