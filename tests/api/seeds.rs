@@ -1,5 +1,5 @@
 //! Every request example of the five design documents in
-//! `/work/shared/seeds/` (the seeds), sent as written: the same path,
+//! `../shared/seeds/` (the seeds), sent as written: the same path,
 //! headers and body, with only the credential PROTOCOL.md §7.1 requires
 //! added (`X-Internal-API-Key`; the contract wins where a seed omits it)
 //! and the ids the server made put where a seed writes a placeholder
@@ -625,11 +625,19 @@ async fn seed_003_curl_examples_against_a_site() {
         put.body
     );
 
+    // Each curl line sends `X-Trace-ID: trace-$(date +%s)`; curl 2-5 also
+    // name a trace in the body's context (trace-001 ...), which differs.
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let date_trace = format!("trace-{secs}");
+
     // curl 1: 获取工具列表.
     let a = send(
         &app,
         "/api/tools/list",
-        &yantian_headers("trace-1000"),
+        &yantian_headers(&date_trace),
         &json!({"ai_callable_only": true}),
     )
     .await;
@@ -665,7 +673,7 @@ async fn seed_003_curl_examples_against_a_site() {
     let a = send(
         &app,
         "/api/tools/call",
-        &yantian_headers("trace-001"),
+        &yantian_headers(&date_trace),
         &json!({
             "tool_name": "search_content",
             "input": {"query": "严氏家训", "limit": 5},
@@ -690,7 +698,7 @@ async fn seed_003_curl_examples_against_a_site() {
     assert_eq!(
         (&audit["trace_id"], &audit["tool_name"], &audit["status"]),
         (
-            &json!("trace-001"),
+            &json!(date_trace),
             &json!("search_content"),
             &json!("success")
         ),
@@ -705,7 +713,7 @@ async fn seed_003_curl_examples_against_a_site() {
     let a = send(
         &app,
         "/api/tools/call",
-        &yantian_headers("trace-002"),
+        &yantian_headers(&date_trace),
         &json!({
             "tool_name": "get_npc_profile",
             "input": {"npc_id": "ancestor_yan"},
@@ -750,7 +758,7 @@ async fn seed_003_curl_examples_against_a_site() {
     let a = send(
         &app,
         "/api/tools/call",
-        &yantian_headers("trace-003"),
+        &yantian_headers(&date_trace),
         &json!({
             "tool_name": "create_draft_content",
             "input": {
@@ -775,7 +783,7 @@ async fn seed_003_curl_examples_against_a_site() {
     let a = send(
         &app,
         "/api/tools/call",
-        &yantian_headers("trace-004"),
+        &yantian_headers(&date_trace),
         &json!({
             "tool_name": "get_prompt_active",
             "input": {"npc_id": "ancestor_yan", "prompt_type": "system"},
