@@ -303,7 +303,15 @@ async fn seed_000_chat_answers_reply_tool_events_and_state_patch() {
         (&events[0]["tool"], &events[0]["status"]),
         (&json!("generate_zone"), &json!("ok"))
     );
-    assert!(a.body["state_patch"].is_object(), "{}", a.body);
+    // 前端联动建议: the map changed, so the patch carries the new zone and
+    // where the player stands, for the client to refresh its map.
+    let patch = &a.body["state_patch"];
+    let zones = patch["zones"].as_array().expect("state_patch.zones");
+    assert_eq!(zones.len(), 1, "{patch}");
+    assert!(zones[0]["zone_id"].is_string(), "{patch}");
+    for field in ["x", "y", "z"] {
+        assert!(patch["zone_position"][field].is_number(), "{patch}");
+    }
     assert_eq!(a.body["trace_id"], "trace-chat-1", "{}", a.body);
 
     // The turn's audit rows carry the caller's trace.
