@@ -44,7 +44,16 @@ fn listen(bind: &str) -> anyhow::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_tcp_nodelay(true)?;
-    socket.bind(&addr.into())?;
+    socket.bind(&addr.into()).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow::anyhow!(
+                "{bind} is in use (another questd, or another server): stop it, or listen \
+                 elsewhere with QUESTD_BIND=127.0.0.1:8081 (or --bind)"
+            )
+        } else {
+            anyhow::Error::from(e)
+        }
+    })?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(socket.into())
 }

@@ -127,6 +127,13 @@ async fn create_session(
 /// `{"campaign": {...inline campaign...}}` (which wins when both are
 /// given). Sessions and sites start the same way.
 pub(super) async fn campaign_start(state: &AppState, body: &Value) -> Result<GameState, ApiError> {
+    if let (None, Some(Value::String(name))) = (body.get("campaign_id"), body.get("campaign")) {
+        let shown: String = name.chars().take(64).collect();
+        return Err(ApiError::bad_request(format!(
+            "\"campaign\" is a whole inline campaign (an object); to start the built-in \
+             campaign {shown:?}, send {{\"campaign_id\": {shown:?}}}"
+        )));
+    }
     let start = match (body.get("campaign_id"), body.get("campaign")) {
         (_, Some(inline)) => {
             let tools = state.registry.names().to_vec();
@@ -220,8 +227,8 @@ async fn list_sessions(
     Ok(HttpResponse::Ok().json(list))
 }
 
-/// The token from `Authorization: Bearer <token>`.
-fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
+/// The token in `Authorization: Bearer <token>`, if any.
+fn bearer(req: &HttpRequest) -> Option<&str> {
     req.headers()
         .get("Authorization")
         .and_then(|v| v.to_str().ok())
@@ -231,9 +238,32 @@ fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
         })
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            ApiError::unauthorized("send Authorization: Bearer <player or spectator token>")
-        })
+}
+
+/// A session token: [`bearer`], or, on a `GET` (a read), `?token=` as the
+/// WebSocket and the page's links take it.
+fn session_token(req: &HttpRequest) -> Result<String, ApiError> {
+    let query = || {
+        if req.method() != actix_web::http::Method::GET {
+            return None;
+        }
+        web::Query::<TokenQuery>::from_query(req.query_string())
+            .ok()?
+            .into_inner()
+            .token
+            .filter(|t| !t.is_empty())
+    };
+    bearer(req).map(str::to_owned).or_else(query).ok_or_else(|| {
+        ApiError::unauthorized(
+            "send Authorization: Bearer <player or spectator token> (or ?token=<token> on a GET)",
+        )
+    })
+}
+
+/// The `?token=` of a read.
+#[derive(Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
 }
 
 /// Checks the request's credential against a session: a key of the
@@ -252,7 +282,7 @@ fn authorize(
             Err(ApiError::not_found(no_session(&meta.session_id)))
         };
     }
-    token_role(meta, bearer(req)?)
+    token_role(meta, &session_token(req)?)
         .ok_or_else(|| ApiError::unauthorized("the token does not open this session"))
 }
 
@@ -312,7 +342,9 @@ async fn actions(
     path: web::Path<SessionId>,
     query: Result<web::Query<ActionsQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
+    let query = query.map_err(super::bad_query(
+        "after_seq and limit are whole numbers (e.g. ?after_seq=10&limit=50)",
+    ))?;
     let meta = stored_meta(&state, &path).await?;
     authorize(&req, &state, &meta)?;
     let limit = page_limit(query.limit);
@@ -337,7 +369,9 @@ async fn audit(
     path: web::Path<SessionId>,
     query: Result<web::Query<AuditQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
+    let query = query.map_err(super::bad_query(
+        "after_id and limit are whole numbers (e.g. ?after_id=10&limit=50)",
+    ))?;
     let meta = stored_meta(&state, &path).await?;
     authorize_player(&req, &state, &meta)?;
     let limit = page_limit(query.limit);

@@ -23,6 +23,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 #[derive(Debug, Deserialize)]
 struct ChatRequest {
     session_id: SessionId,
+    /// The player's words; `text`, as the WebSocket's `chat` frame names
+    /// them, is taken too.
+    #[serde(alias = "text")]
     message: String,
     #[serde(default)]
     request_id: Option<String>,

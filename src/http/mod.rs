@@ -316,6 +316,12 @@ pub fn hub_failed(e: HubError) -> ApiError {
     }
 }
 
+/// A query string that did not read, as `400 BAD_REQUEST` saying what
+/// the route takes (`rule`) rather than the parser's words.
+pub fn bad_query(rule: &'static str) -> impl FnOnce(actix_web::Error) -> ApiError {
+    move |_| ApiError::bad_request(format!("the query string is invalid: {rule}"))
+}
+
 /// A storage failure as an HTTP error: `503` with `Retry-After` when
 /// waiting helps, else `500` (the cause goes to the log only).
 pub fn storage_failed(e: StorageError) -> ApiError {

@@ -162,7 +162,9 @@ async fn trace(
     state: web::Data<AppState>,
     query: Result<web::Query<TraceQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
+    let query = query.map_err(super::bad_query(
+        "trace_id is 1 to 128 printable characters (e.g. ?trace_id=trace-1)",
+    ))?;
     let ctx = context(&req, &state)?;
     if !matches!(ctx.role, Role::Service | Role::Admin | Role::Owner) {
         return Err(ApiError::new(

@@ -53,7 +53,9 @@ async fn connect(
     path: web::Path<SessionId>,
     query: Result<web::Query<ConnectQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(|e| ApiError::bad_request(format!("bad query: {e}")))?;
+    let query = query.map_err(super::bad_query(
+        "token is the player or spectator token, last_seq a whole number (e.g. ?token=T&last_seq=12)",
+    ))?;
     let token = query.token.as_deref().unwrap_or_default();
     let (watched, role, connections) = match find_session(&state, &path).await {
         Ok(handle) => {

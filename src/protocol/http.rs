@@ -106,7 +106,7 @@ impl<'a> SiteSummary<'a> {
 
 /// The absolute links of a new session, built from the host the request
 /// named (named fields, so a player link never swaps with a spectator's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionLinks {
     /// The WebSocket, with the player token.
     pub ws_url: String,
@@ -114,6 +114,22 @@ pub struct SessionLinks {
     pub play_url: String,
     /// The browser page, as a spectator.
     pub watch_url: String,
+}
+
+/// The page links go out under two names each: `player_url` and
+/// `spectator_url`, the names people look for beside `ws_url`, and
+/// `play_url` and `watch_url`, which earlier clients read.
+impl Serialize for SessionLinks {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut links = serializer.serialize_struct("SessionLinks", 5)?;
+        links.serialize_field("ws_url", &self.ws_url)?;
+        links.serialize_field("player_url", &self.play_url)?;
+        links.serialize_field("spectator_url", &self.watch_url)?;
+        links.serialize_field("play_url", &self.play_url)?;
+        links.serialize_field("watch_url", &self.watch_url)?;
+        links.end()
+    }
 }
 
 impl<'a> SessionCreated<'a> {
@@ -622,6 +638,8 @@ mod tests {
                 json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "player_token": "k3J",
                        "spectator_token": "Zp8", "visibility": "private",
                        "ws_url": "ws://127.0.0.1:8080/ws/sessions/sess_Q2xk9fL0aB7cD3eF?token=k3J",
+                       "player_url": "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=k3J",
+                       "spectator_url": "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=Zp8",
                        "play_url": "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=k3J",
                        "watch_url": "http://127.0.0.1:8080/?session=sess_Q2xk9fL0aB7cD3eF&token=Zp8"}),
             ),

@@ -13,6 +13,7 @@ mod cluster;
 mod connection;
 mod crosssite;
 mod durability;
+mod first_hour;
 mod loadtest;
 mod mcp;
 mod metrics;
