@@ -130,6 +130,9 @@ function applyLanguage() {
   document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
   for (const e of document.querySelectorAll('[data-i18n]')) e.textContent = t(e.dataset.i18n);
   for (const e of document.querySelectorAll('[data-i18n-placeholder]')) e.placeholder = t(e.dataset.i18nPlaceholder);
+  // Controls whose visible text a narrow screen hides keep their name for
+  // screen readers.
+  for (const e of document.querySelectorAll('[data-i18n-label]')) e.setAttribute('aria-label', t(e.dataset.i18nLabel));
   $('lang').textContent = t('lang.switch');
   $('lang').title = t('lang.title');
   if (game.id) {
@@ -249,11 +252,14 @@ async function loadSessions() {
   }
 }
 
-function startLobby() {
+async function startLobby() {
   document.body.dataset.view = 'lobby';
-  $('lobby').hidden = false;
   $('refresh').addEventListener('click', loadSessions);
-  loadCampaigns();
+  // The lobby shows once its campaigns are in, so nothing on it moves
+  // down when they arrive (no layout shift); the live sessions come last
+  // and only grow the page's end.
+  await loadCampaigns();
+  $('lobby').hidden = false;
   loadSessions();
   setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
 }

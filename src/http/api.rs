@@ -24,14 +24,21 @@ pub const MAX_ACTIONS_PAGE: u32 = 1000;
 const DEFAULT_ACTIONS_PAGE: u32 = 100;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    // What the page reads (and a snapshot can be large) goes out
+    // compressed when the client asks for it.
+    let compressed =
+        |path: &str| web::resource(path).wrap(actix_web::middleware::Compress::default());
     cfg.route("/healthz", web::get().to(healthz))
         .route("/metrics", web::get().to(metrics))
-        .route("/api/v1/campaigns", web::get().to(campaigns))
-        .route("/api/v1/sessions", web::post().to(create_session))
-        .route("/api/v1/sessions", web::get().to(list_sessions))
-        .route("/api/v1/sessions/{id}", web::get().to(get_session))
-        .route("/api/v1/sessions/{id}/actions", web::get().to(actions))
-        .route("/api/v1/sessions/{id}/audit", web::get().to(audit))
+        .service(compressed("/api/v1/campaigns").route(web::get().to(campaigns)))
+        .service(
+            compressed("/api/v1/sessions")
+                .route(web::post().to(create_session))
+                .route(web::get().to(list_sessions)),
+        )
+        .service(compressed("/api/v1/sessions/{id}").route(web::get().to(get_session)))
+        .service(compressed("/api/v1/sessions/{id}/actions").route(web::get().to(actions)))
+        .service(compressed("/api/v1/sessions/{id}/audit").route(web::get().to(audit)))
         .route(
             "/api/v1/sessions/{id}/npcs/{npc_id}/activate",
             web::post().to(activate_npc),

@@ -14,6 +14,7 @@ mod connection;
 mod crosssite;
 mod durability;
 mod first_hour;
+mod lighthouse;
 mod loadtest;
 mod mcp;
 mod metrics;

@@ -1,0 +1,118 @@
+//! The page as Lighthouse audits it, on both views (the lobby and a
+//! player's game): full marks for accessibility, best practices and SEO,
+//! no layout shift, every asset compressed. Lighthouse is the pinned copy
+//! in `tools/lighthouse` (`npm ci` there; `scripts/test` does it) driving
+//! the same headless Chromium as the browser test. Its performance score
+//! depends on how busy the machine is, so it is recorded with the reports
+//! (`target/browser-artifacts/lighthouse-*.json`), not asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+/// The pinned Lighthouse, or how to install it.
+fn lighthouse() -> PathBuf {
+    let bin =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/lighthouse/node_modules/.bin/lighthouse");
+    assert!(
+        bin.exists(),
+        "Lighthouse is not installed: run `npm ci --prefix tools/lighthouse` (scripts/test does; \
+         it needs Node.js 18 or newer)"
+    );
+    bin
+}
+
+/// The Chromium the browser test uses: `QUESTD_CHROMIUM`, or the first of
+/// the usual names on `PATH`.
+fn chromium() -> PathBuf {
+    if let Some(path) = std::env::var_os("QUESTD_CHROMIUM") {
+        return PathBuf::from(path);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "Chromium is missing: install it with `apt-get install -y chromium` \
+                 (or set QUESTD_CHROMIUM to its path)"
+            )
+        })
+}
+
+/// Audits `url` and answers Lighthouse's report (also kept as `name`).
+fn audit(url: &str, name: &str) -> Value {
+    let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/browser-artifacts")
+        .join(format!("lighthouse-{name}.json"));
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let status = Command::new(lighthouse())
+        .arg(url)
+        .args([
+            "--quiet",
+            "--chrome-flags=--headless=new --no-sandbox",
+            "--output=json",
+            "--only-categories=performance,accessibility,best-practices,seo",
+        ])
+        .arg(format!("--output-path={}", out.display()))
+        .env("CHROME_PATH", chromium())
+        .status()
+        .expect("Lighthouse runs");
+    assert!(status.success(), "Lighthouse failed on {url}: {status}");
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
+/// The audits of a category that did not pass, by id, for the message.
+fn failing(report: &Value, category: &str) -> Vec<String> {
+    report["categories"][category]["auditRefs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["weight"].as_f64().unwrap_or(0.0) > 0.0)
+        .filter_map(|r| {
+            let id = r["id"].as_str()?;
+            let score = report["audits"][id]["score"].as_f64()?;
+            (score < 1.0).then(|| format!("{id} ({score})"))
+        })
+        .collect()
+}
+
+#[actix_web::test]
+async fn both_views_have_full_marks_for_accessibility_and_best_practices() {
+    let app = spawn_app().await;
+    let url = format!("{}/api/v1/sessions", app.base);
+    let (status, created) = post(&url, &json!({"campaign_id": "demo"})).await;
+    assert_eq!(status, 201, "{created}");
+    let player_url = created["player_url"].as_str().unwrap().to_owned();
+    let views = [("lobby", format!("{}/", app.base)), ("play", player_url)];
+    for (name, url) in views {
+        // Lighthouse blocks for a while: off the test's runtime.
+        let report = actix_web::rt::task::spawn_blocking(move || audit(&url, name))
+            .await
+            .unwrap();
+        for category in ["accessibility", "best-practices", "seo"] {
+            assert_eq!(
+                report["categories"][category]["score"].as_f64(),
+                Some(1.0),
+                "{name}: {category} not at full marks: {:?}",
+                failing(&report, category)
+            );
+        }
+        let cls = report["audits"]["cumulative-layout-shift"]["numericValue"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            cls <= 0.01,
+            "{name}: the layout shifts while it loads (CLS {cls})"
+        );
+        assert_eq!(
+            report["audits"]["uses-text-compression"]["score"].as_f64(),
+            Some(1.0),
+            "{name}: assets go out uncompressed: {}",
+            report["audits"]["uses-text-compression"]["details"]
+        );
+    }
+}
