@@ -295,12 +295,16 @@ const game = {
   outbox: [],           // { request_id, text, state, queued, retryAt, timer, node }
   knownAreas: new Map(),  // area_id -> when it was first drawn (new ones fade in)
   mapView: 'areas',
+  mapScale: null,       // the area map's chosen zoom: pixels per unit, 'fit', or null (readable)
+  mapZoom: 0,           // the area map's zoom as last drawn, in pixels per unit
+  mapScales: [],        // the zoom steps of the map as last drawn, the first fits it to its card
+  mapZoomed: false,     // the map is larger than its card and scrolls
   refreshTimer: null,
   follow: true,         // the timeline sticks to its end
   scrollPending: false, // a scroll to the end is booked for the next frame
   autoScrollTop: -1,    // where the page itself last scrolled the story to
   newAreaTimer: null,   // redraws the map when new areas stop being new
-  centredOn: null,      // the area the scrolling (phone) map was last centred on
+  centredOn: null,      // the area the zoomed map was last centred on
 };
 
 function outboxKey() {
@@ -1139,6 +1143,19 @@ function mapScale(svgNode, width, height) {
   return Math.min(w / width, h / height);
 }
 
+// The smallest distance between two places, in map units (Infinity for one
+// place): a sweep over the places sorted by x, so a big map stays quick.
+function closestPair(areas) {
+  const pts = areas.map((a) => [a.x || 0, a.y || 0]).sort((p, q) => p[0] - q[0]);
+  let best = Infinity;
+  for (let i = 0; i < pts.length; i++) {
+    for (let j = i + 1; j < pts.length && pts[j][0] - pts[i][0] < best; j++) {
+      best = Math.min(best, Math.hypot(pts[j][0] - pts[i][0], pts[j][1] - pts[i][1]));
+    }
+  }
+  return best;
+}
+
 function renderMap() {
   const s = game.snapshot;
   const map = $('map');
@@ -1158,16 +1175,24 @@ function renderMap() {
   const height = Math.max(Math.max(...ys) - Math.min(...ys) + pad * 2, 220);
   map.setAttribute('viewBox', `${minX} ${minY} ${width} ${height}`);
   map.setAttribute('preserveAspectRatio', 'xMidYMid meet');
-  // On a phone the map keeps a readable scale and scrolls inside its card;
-  // elsewhere it is fitted to the card.
+  // The map is drawn at a readable scale, or fitted to its card when it is
+  // small enough; larger than the card, it scrolls inside it (on a phone
+  // too), and the zoom buttons go from the whole map to close up.
   const wrap = map.parentNode;
-  if (NARROW.matches) {
-    map.style.width = Math.max(wrap.clientWidth, width * NARROW_MAP_SCALE) + 'px';
-    map.style.height = Math.max(wrap.clientHeight, height * NARROW_MAP_SCALE) + 'px';
+  const fit = wrap.clientWidth ? Math.min(wrap.clientWidth / width, wrap.clientHeight / height) : 0;
+  game.mapScales = [fit, ...MAP_SCALES.filter((z) => z > fit * 1.1)];
+  const zoom = game.mapScale === 'fit' ? fit : Math.max(fit, game.mapScale ?? READABLE_SCALE);
+  const zoomed = fit > 0 && zoom > fit * 1.001;
+  game.mapZoom = zoom;
+  game.mapZoomed = zoomed;
+  if (zoomed) {
+    map.style.width = Math.max(wrap.clientWidth, Math.floor(width * zoom)) + 'px';
+    map.style.height = Math.max(wrap.clientHeight, Math.floor(height * zoom)) + 'px';
   } else {
     map.style.width = '';
     map.style.height = '';
   }
+  updateZoomButtons();
   const k = 1 / Math.min(mapScale(map, width, height), 1.6);
 
   // The token and the layer group stay in the DOM between renders, so CSS
@@ -1212,7 +1237,8 @@ function renderMap() {
     if (!npcsByArea.has(c.area_id)) npcsByArea.set(c.area_id, []);
     npcsByArea.get(c.area_id).push(c);
   }
-  const r = 13 * k;
+  // Circles shrink on a crowded fitted map so no two of them touch.
+  const r = Math.max(Math.min(13 * k, closestPair(areas) * 0.4), 4 * k);
   let youngest = Infinity;
   const rank = (a) => (a.area_id === hereId ? 2 : near.has(a.area_id) ? 1 : 0);
   // Far places first, the hero's place last: nearer labels are drawn on top.
@@ -1253,8 +1279,9 @@ function renderMap() {
   }
   const labels = svg('g', { class: 'labels' });
   const view = { x0: minX, y0: minY, x1: minX + width, y1: minY + height };
-  placeLabels(labels, areas, hereId, near, r, k, view);
+  const numbered = placeLabels(labels, areas, hereId, near, r, k, view, npcsByArea);
   layers.replaceChildren(edges, nodes, labels);
+  renderMapKey(numbered);
 
   // Draw once more when the newest areas stop being new.
   clearTimeout(game.newAreaTimer);
@@ -1267,7 +1294,7 @@ function renderMap() {
     token.dataset.areaId = here.area_id;
   }
   // A scrolling map shows the hero: centre on their place when it changes.
-  if (NARROW.matches && here && wrap.clientWidth && game.centredOn !== here.area_id) {
+  if (zoomed && here && game.centredOn !== here.area_id) {
     const scale = Math.min(map.clientWidth / width, map.clientHeight / height);
     const px = (map.clientWidth - width * scale) / 2 + ((here.x || 0) - minX) * scale;
     const py = (map.clientHeight - height * scale) / 2 + ((here.y || 0) - minY) * scale;
@@ -1278,16 +1305,22 @@ function renderMap() {
 }
 
 const LABEL_PX = 12.5;
-// The narrow (phone) layout, as in style.css, and its map scale in pixels per map unit.
+// The narrow (phone) layout, as in style.css.
 const NARROW = window.matchMedia('(max-width: 820px)');
-const NARROW_MAP_SCALE = 0.8;
+// Zoom steps of the area map in screen pixels per map unit (besides the
+// whole map in its card), and the first scale at which the places of
+// generated maps (110 units apart) have room for a line of names between them.
+const MAP_SCALES = [0.3, 0.5, 0.75, 1.1, 1.6];
+const READABLE_SCALE = 0.5;
+// How many rings of spots around its place a near name may try.
+const NEAR_RINGS = 6;
 const WORLD_MIN_CELLS = [11, 6];
 let measureCtx = null;
 
-// Width in screen pixels of a label at LABEL_PX.
-function labelWidth(text) {
+// Width in screen pixels of a text at `px` pixels, in the labels' font.
+function labelWidth(text, px = LABEL_PX, weight = 'normal') {
   if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
-  measureCtx.font = `${LABEL_PX}px ${getComputedStyle(document.body).fontFamily}`;
+  measureCtx.font = `${weight} ${px}px ${getComputedStyle(document.body).fontFamily}`;
   return measureCtx.measureText(text).width;
 }
 
@@ -1295,46 +1328,170 @@ function overlaps(a, b) {
   return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
 }
 
-// Names under, over, right or left of each place, wherever they cover no
-// other name or place. The hero's place and its neighbours always get one
-// (placed first); a far place whose name fits nowhere keeps it as a tooltip.
-function placeLabels(group, areas, hereId, near, r, k, view) {
+// Boxes in map units, bucketed on a grid of `cell` units so a test looks
+// only at the boxes nearby (a map may hold thousands of places).
+function boxIndex(cell) {
+  const cells = new Map();
+  const each = (b, fn) => {
+    for (let i = Math.floor(b.x0 / cell); i <= Math.floor(b.x1 / cell); i++) {
+      for (let j = Math.floor(b.y0 / cell); j <= Math.floor(b.y1 / cell); j++) {
+        if (fn(i + ',' + j)) return true;
+      }
+    }
+    return false;
+  };
+  return {
+    add(b) {
+      each(b, (key) => {
+        if (!cells.has(key)) cells.set(key, []);
+        cells.get(key).push(b);
+      });
+    },
+    hits(b, skip) {
+      return each(b, (key) => (cells.get(key) || []).some((o) => o.id !== skip && overlaps(b, o)));
+    },
+  };
+}
+
+// Every place is named, and no name covers another name or another place.
+// Places are taken in order of importance: the hero's place, its
+// neighbours, then the rest, nearest the hero first. Each name tries eight
+// spots around its place (below, above, right, left, the four diagonals),
+// then the same eight again further out, and takes the first that is inside
+// the map and clear of every place and every name placed so far. The hero's
+// place and its neighbours look further (NEAR_RINGS rings; from the third a
+// thin line points from the name to its place), so at a readable scale they
+// keep their full names. A name that fits nowhere becomes the place's number
+// (beside it, or inside its circle when even that has no room), listed with
+// the full name in the key under the map; zooming in gives names room, so
+// fewer places are numbered. Returns the numbered places, as [number, area].
+function placeLabels(group, areas, hereId, near, r, k, view, npcsByArea) {
   const rank = (a) => (a.area_id === hereId ? 2 : near.has(a.area_id) ? 1 : 0);
-  const nodes = areas.map((a) => ({
-    id: a.area_id, x0: (a.x || 0) - r, y0: (a.y || 0) - r, x1: (a.x || 0) + r, y1: (a.y || 0) + r,
-  }));
-  const placed = [];
   const h = LABEL_PX * k;
-  for (const a of areas.slice().sort((p, q) => rank(q) - rank(p))) {
-    const text = a.name.length > 24 ? a.name.slice(0, 23) + '…' : a.name;
-    const w = labelWidth(text) * k;
+  const gap = 3 * k; // clear of the text's outline
+  const taken = boxIndex(Math.max(h * 6, r * 4));
+  for (const a of areas) {
     const x = a.x || 0;
     const y = a.y || 0;
-    const spots = [
-      { x, y: y + r + h + 1 * k, anchor: 'middle' },
-      { x, y: y - r - 5 * k, anchor: 'middle' },
-      { x: x + r + 5 * k, y: y + h * 0.35, anchor: 'start' },
-      { x: x - r - 5 * k, y: y + h * 0.35, anchor: 'end' },
-    ];
-    const box = (s) => {
-      const x0 = s.anchor === 'middle' ? s.x - w / 2 : s.anchor === 'start' ? s.x : s.x - w;
-      return { x0, y0: s.y - h, x1: x0 + w, y1: s.y + h * 0.3 };
-    };
-    const inside = (b) => b.x0 >= view.x0 && b.x1 <= view.x1 && b.y0 >= view.y0 && b.y1 <= view.y1;
-    const free = (b) => inside(b) && !placed.some((p) => overlaps(b, p))
-      && !nodes.some((n) => n.id !== a.area_id && overlaps(b, n));
-    let spot = spots.find((s) => free(box(s)));
-    if (!spot) {
-      if (!rank(a)) continue;
-      spot = spots[0];
+    taken.add({ id: a.area_id, x0: x - r, y0: y - r, x1: x + r, y1: y + r });
+    // The people here (dots right of the circle, as drawn in renderMap) and
+    // the hero's token above their place are not covered either.
+    (npcsByArea.get(a.area_id) || []).forEach((_, i) => {
+      const cx = x + r + (6 + i * 11) * k;
+      taken.add({ id: 'npc', x0: cx - 6 * k, y0: y - r * 0.9 - 6 * k, x1: cx + 6 * k, y1: y - r * 0.9 + 6 * k });
+    });
+    if (a.area_id === hereId) taken.add({ id: 'token', x0: x - 10 * k, y0: y - r * 0.6 - 23 * k, x1: x + 10 * k, y1: y });
+  }
+  const number = new Map(areas.map((a, i) => [a.area_id, i + 1]));
+  const here = areas.find((a) => a.area_id === hereId) || { x: 0, y: 0 };
+  const away = (a) => Math.hypot((a.x || 0) - (here.x || 0), (a.y || 0) - (here.y || 0));
+  const inside = (b) => b.x0 >= view.x0 && b.x1 <= view.x1 && b.y0 >= view.y0 && b.y1 <= view.y1;
+  // The first free spot for a text w x th (map units) around (x, y), ring
+  // by ring up to `rings` out, or null.
+  const spotFor = (id, x, y, w, th, rings) => {
+    for (let ring = 0; ring < rings; ring++) {
+      const d = r + gap + ring * th * 1.3;
+      const c = d * 0.72;
+      const spots = [
+        { x, y: y + d + th * 0.95, anchor: 'middle' },
+        { x, y: y - d - th * 0.3, anchor: 'middle' },
+        { x: x + d, y: y + th * 0.35, anchor: 'start' },
+        { x: x - d, y: y + th * 0.35, anchor: 'end' },
+        { x: x + c, y: y + c + th * 0.95, anchor: 'start' },
+        { x: x - c, y: y + c + th * 0.95, anchor: 'end' },
+        { x: x + c, y: y - c - th * 0.3, anchor: 'start' },
+        { x: x - c, y: y - c - th * 0.3, anchor: 'end' },
+      ];
+      for (const s of spots) {
+        const x0 = s.anchor === 'middle' ? s.x - w / 2 : s.anchor === 'start' ? s.x : s.x - w;
+        const box = { id, x0: x0 - gap, y0: s.y - th - gap, x1: x0 + w + gap, y1: s.y + th * 0.3 + gap };
+        if (inside(box) && !taken.hits(box, id)) return { ...s, box, ring };
+      }
     }
-    placed.push(box(spot));
+    return null;
+  };
+  const numbered = [];
+  const order = areas.slice().sort((p, q) => rank(q) - rank(p) || away(p) - away(q));
+  for (const a of order) {
+    const x = a.x || 0;
+    const y = a.y || 0;
     const cls = a.area_id === hereId ? ' current' : near.has(a.area_id) ? ' reachable' : '';
+    const w = labelWidth(a.name, LABEL_PX, cls === ' current' ? 'bold' : 'normal') * k;
+    let spot = spotFor(a.area_id, x, y, w, h, cls ? NEAR_RINGS : 2);
+    let text = a.name;
+    let kind = 'label';
+    let size = h;
+    if (!spot) {
+      text = String(number.get(a.area_id));
+      kind = 'num';
+      size = h * 0.9;
+      spot = spotFor(a.area_id, x, y, labelWidth(text, LABEL_PX * 0.9, 'bold') * k, size, 2);
+      if (!spot) {
+        // Inside its own circle, which nothing else covers.
+        size = Math.min(size, (1.8 * r) / (labelWidth(text, 1, 'bold') || 1), 1.6 * r);
+        spot = { x, y: y + size * 0.35, anchor: 'middle' };
+        kind = 'num inside';
+      }
+      numbered.push([number.get(a.area_id), a]);
+    }
+    if (spot.box) taken.add(spot.box);
+    if (spot.ring > 1) {
+      // A name set further out points at its place.
+      const b = spot.box;
+      const tx = Math.max(b.x0 + gap, Math.min(x, b.x1 - gap));
+      const ty = Math.max(b.y0 + gap, Math.min(y, b.y1 - gap));
+      const len = Math.hypot(tx - x, ty - y) || 1;
+      group.appendChild(svg('line', {
+        x1: x + ((tx - x) / len) * r, y1: y + ((ty - y) / len) * r, x2: tx, y2: ty,
+        class: 'leader', 'stroke-width': k,
+      }));
+    }
     group.appendChild(svg('text', {
-      x: spot.x, y: spot.y, 'text-anchor': spot.anchor, class: 'label' + cls, 'data-for': a.area_id,
-      'font-size': LABEL_PX * k, 'stroke-width': 4 * k,
+      x: spot.x, y: spot.y, 'text-anchor': spot.anchor, class: kind + cls, 'data-for': a.area_id,
+      'font-size': size, 'stroke-width': (kind === 'num inside' ? 0 : 4 * k),
     }, text));
   }
+  return numbered.sort((p, q) => p[0] - q[0]);
+}
+
+// The key under the map: the full name of every numbered place.
+function renderMapKey(numbered) {
+  const key = $('map-key');
+  key.hidden = !numbered.length || game.mapView !== 'areas';
+  key.setAttribute('aria-label', t('map.key'));
+  key.replaceChildren(...numbered.map(([n, a]) => {
+    const li = el('li');
+    li.dataset.for = a.area_id;
+    li.title = a.description || a.name;
+    li.append(el('b', '', n), ' ' + a.name);
+    return li;
+  }));
+}
+
+function updateZoomButtons() {
+  $('map-zoom-out').disabled = !game.mapZoomed;
+  $('map-fit').disabled = !game.mapZoomed;
+  $('map-zoom-in').disabled = !game.mapScales.some((z) => z > game.mapZoom * 1.001);
+}
+
+// Zooms the area map one step in (+1) or out (-1), or shows the whole map
+// (0), keeping the middle of what is shown in the middle.
+function zoomMap(step) {
+  const wrap = $('map').parentNode;
+  const cx = (wrap.scrollLeft + wrap.clientWidth / 2) / (wrap.scrollWidth || 1);
+  const cy = (wrap.scrollTop + wrap.clientHeight / 2) / (wrap.scrollHeight || 1);
+  const steps = game.mapScales;
+  const current = game.mapZoom;
+  let next = 'fit';
+  if (step > 0) next = steps.find((z) => z > current * 1.001) ?? current;
+  if (step < 0) next = steps.slice(1).reverse().find((z) => z < current * 0.999) ?? 'fit';
+  game.mapScale = next;
+  // Not a move of the hero: the view stays where the reader was looking.
+  const pc = activeCharacter();
+  game.centredOn = pc ? pc.area_id : null;
+  renderMap();
+  wrap.scrollLeft = cx * wrap.scrollWidth - wrap.clientWidth / 2;
+  wrap.scrollTop = cy * wrap.scrollHeight - wrap.clientHeight / 2;
 }
 
 function renderWorld() {
@@ -1371,6 +1528,8 @@ function setMapView(view) {
   // SVG elements have no `hidden` property: set the attribute itself.
   $('map').toggleAttribute('hidden', view !== 'areas');
   $('world').toggleAttribute('hidden', view !== 'world');
+  $('map-zoom').hidden = view !== 'areas';
+  $('map-key').hidden = view !== 'areas' || !$('map-key').children.length;
   for (const b of $('map-switch').querySelectorAll('button')) b.classList.toggle('on', b.dataset.view === view);
   if (view === 'world') renderWorld();
 }
@@ -1584,6 +1743,9 @@ function startGame(id, token) {
   });
   for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => showTab(b.dataset.tab));
   for (const b of $('map-switch').querySelectorAll('button')) b.addEventListener('click', () => setMapView(b.dataset.view));
+  $('map-zoom-in').addEventListener('click', () => zoomMap(1));
+  $('map-zoom-out').addEventListener('click', () => zoomMap(-1));
+  $('map-fit').addEventListener('click', () => zoomMap(0));
   $('retry-now').addEventListener('click', reconnectNow);
   $('share').addEventListener('click', openShare);
   $('share-close').addEventListener('click', () => { $('share-box').hidden = true; });

@@ -141,6 +141,11 @@ window.I18N = {
     'map.legend.near': 'one step away',
     'map.legend.far': 'further',
     'map.go': 'Go to {name}',
+    'map.key': 'Places by number',
+    'map.zoom': 'Zoom',
+    'map.zoom_in': 'Zoom in',
+    'map.zoom_out': 'Zoom out',
+    'map.fit': 'Show the whole map',
 
     'sheet.level': 'Level {n}',
     'sheet.active': 'ready',
@@ -291,6 +296,11 @@ window.I18N = {
     'map.legend.near': '一步可达',
     'map.legend.far': '更远处',
     'map.go': '前往{name}',
+    'map.key': '编号地点',
+    'map.zoom': '缩放',
+    'map.zoom_in': '放大',
+    'map.zoom_out': '缩小',
+    'map.fit': '显示整张地图',
 
     'sheet.level': '{n} 级',
     'sheet.active': '状态良好',

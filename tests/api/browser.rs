@@ -275,6 +275,12 @@ fn query(css: &str) -> String {
     format!("document.querySelector({})", json!(css))
 }
 
+/// Waits until the newest areas have faded in and are drawn as usual.
+async fn wait_map_at_rest(c: &Client, page: &str) {
+    let expr = format!("{} === 0", count("#map .area.new"));
+    wait(c, page, "the map at rest", &expr).await;
+}
+
 /// The story timeline shows its last line.
 const STORY_AT_END: &str = "(() => { const t = document.getElementById('timeline'); \
      return t.scrollHeight - t.scrollTop - t.clientHeight < 2; })()";
@@ -576,13 +582,7 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     .await;
 
     // Pictures once the token has stopped and the new areas are drawn as usual.
-    wait(
-        &player,
-        "play",
-        "the map at rest",
-        &format!("{} === 0", count("#map .area.new")),
-    )
-    .await;
+    wait_map_at_rest(&player, "play").await;
     tokio::time::sleep(Duration::from_millis(900)).await;
     wait_both(
         &player,
@@ -796,6 +796,257 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         began.elapsed().as_secs_f64(),
         artifacts().display()
     );
+}
+
+/// What the area map shows, read from the page: every place's circle and
+/// name (from its tooltip), every text on the map (a name, or a number), the
+/// key of numbered places, and the map's frame (`wrap`, in page pixels, with
+/// its scrollable size). Boxes are `[left, top, right, bottom]`.
+const MAP_LAYOUT: &str = "(() => {
+    const box = (e) => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+    const map = document.getElementById('map');
+    const wrap = map.parentNode;
+    return {
+      areas: [...map.querySelectorAll('.area')].map((g) => ({
+        id: g.dataset.areaId,
+        cls: g.getAttribute('class'),
+        name: g.querySelector(':scope > title').textContent.split(' (' + g.dataset.areaId + ')')[0],
+        box: box(g.querySelector('.node')),
+      })),
+      texts: [...map.querySelectorAll('.labels text')].map((t) => ({
+        id: t.dataset.for, num: t.classList.contains('num'), text: t.textContent, box: box(t),
+      })),
+      key: [...document.querySelectorAll('#map-key li')].map((li) => ({
+        id: li.dataset.for,
+        text: li.textContent,
+        shown: !document.getElementById('map-key').hidden && li.getBoundingClientRect().height > 0,
+      })),
+      wrap: box(wrap),
+      scroll: [wrap.scrollLeft, wrap.scrollTop, wrap.scrollWidth, wrap.scrollHeight],
+      page: [window.innerWidth, window.innerHeight],
+    };
+  })()";
+
+fn rect(v: &Value) -> [f64; 4] {
+    let n = |i: usize| v[i].as_f64().unwrap();
+    [n(0), n(1), n(2), n(3)]
+}
+
+/// Boxes that share more than a hair (half a pixel) of area.
+fn intersect(a: [f64; 4], b: [f64; 4]) -> bool {
+    const HAIR: f64 = 0.5;
+    a[0] + HAIR < b[2] && b[0] + HAIR < a[2] && a[1] + HAIR < b[3] && b[1] + HAIR < a[3]
+}
+
+/// Checks the readable-map rules on a layout read with [`MAP_LAYOUT`]:
+/// every place named on the map or (numbered) in the key, the hero's place
+/// and its neighbours by their full names on the map when `near_named`, no
+/// text over another text or another place, and everything inside the map's
+/// scrollable extent (inside its frame and the page's width when `fitted`).
+/// Returns how many places are named on the map itself.
+fn check_map(layout: &Value, page: &str, fitted: bool, near_named: bool) -> usize {
+    let areas = layout["areas"].as_array().unwrap();
+    let texts = layout["texts"].as_array().unwrap();
+    let key = layout["key"].as_array().unwrap();
+    assert!(areas.len() > 9, "{page}: the explored map: {layout}");
+    let mut named = 0;
+    for a in areas {
+        let (id, name) = (a["id"].as_str().unwrap(), a["name"].as_str().unwrap());
+        let mine: Vec<&Value> = texts.iter().filter(|t| t["id"] == id).collect();
+        assert_eq!(
+            mine.len(),
+            1,
+            "{page}: one text for {id} ({name}): {mine:?}"
+        );
+        let t = mine[0];
+        if t["num"] == false {
+            assert_eq!(t["text"], name, "{page}: {id} is named in full");
+            named += 1;
+            continue;
+        }
+        let cls = a["cls"].as_str().unwrap();
+        assert!(
+            !near_named || !(cls.contains("current") || cls.contains("reachable")),
+            "{page}: the hero's place and its neighbours are named on the map; {id} is numbered"
+        );
+        let number = t["text"].as_str().unwrap();
+        let entry = key.iter().find(|k| k["id"] == id);
+        let entry = entry.unwrap_or_else(|| panic!("{page}: {id} is numbered but not in the key"));
+        assert_eq!(
+            entry["text"].as_str().unwrap(),
+            format!("{number} {name}"),
+            "{page}: the key names {id}"
+        );
+        assert_eq!(entry["shown"], true, "{page}: the key is shown");
+    }
+    for (i, a) in texts.iter().enumerate() {
+        for b in &texts[i + 1..] {
+            assert!(
+                !intersect(rect(&a["box"]), rect(&b["box"])),
+                "{page}: {} and {} overlap: {a} {b}",
+                a["text"],
+                b["text"]
+            );
+        }
+        for n in areas.iter().filter(|n| n["id"] != a["id"]) {
+            assert!(
+                !intersect(rect(&a["box"]), rect(&n["box"])),
+                "{page}: {} covers the place {}: {a} {n}",
+                a["text"],
+                n["id"]
+            );
+        }
+    }
+    // The extent the map can be scrolled over, in page pixels.
+    let wrap = rect(&layout["wrap"]);
+    let scroll = rect(&layout["scroll"]);
+    let (left, top) = (wrap[0] - scroll[0], wrap[1] - scroll[1]);
+    let mut extent = [left, top, left + scroll[2], top + scroll[3]];
+    if fitted {
+        let page_width = layout["page"][0].as_f64().unwrap();
+        extent = [wrap[0].max(0.0), wrap[1], wrap[2].min(page_width), wrap[3]];
+    }
+    for b in texts
+        .iter()
+        .map(|t| (&t["text"], &t["box"]))
+        .chain(areas.iter().map(|a| (&a["id"], &a["box"])))
+    {
+        let r = rect(b.1);
+        assert!(
+            r[0] >= extent[0] - 0.5
+                && r[1] >= extent[1] - 0.5
+                && r[2] <= extent[2] + 0.5
+                && r[3] <= extent[3] + 0.5,
+            "{page}: {} at {r:?} is outside the map's extent {extent:?}",
+            b.0
+        );
+    }
+    named
+}
+
+#[actix_web::test]
+async fn the_map_stays_readable_after_many_explores() {
+    let browsers = Browsers::find().unwrap_or_else(|e| panic!("{e}"));
+    let driver = ChromeDriver::start(&browsers).await;
+    let app = spawn_offline(|s| s.chat_burst = 10).await;
+    let session = app.demo().await;
+    let page = driver.browser("explorer", 1280, 860).await;
+    page.goto(&format!(
+        "{}/?session={}&token={}",
+        app.base, session.session_id, session.player_token
+    ))
+    .await
+    .unwrap();
+    wait(
+        &page,
+        "desktop",
+        "the live map",
+        &format!(
+            "document.body.dataset.conn === 'live' && {}",
+            on_map("area_001")
+        ),
+    )
+    .await;
+
+    // Six explores from one place (six new areas each), then a step and one
+    // more: the crowd of new places around the hero is the hard case.
+    let themes = [
+        "crystal caves",
+        "sunken bridge",
+        "ember forge",
+        "whispering reeds",
+        "old watchtower",
+        "salt mines",
+    ];
+    for (i, theme) in themes.iter().enumerate() {
+        say(&page, &format!("explore {theme}")).await;
+        wait(
+            &page,
+            "desktop",
+            "six more areas on the map",
+            &format!(
+                "{} === {} && {} === {}",
+                count(".tool[data-tool='map_generate'][data-status='ok']"),
+                i + 1,
+                count("#map .area"),
+                9 + 6 * (i + 1)
+            ),
+        )
+        .await;
+    }
+    say(&page, "go to area_002").await;
+    wait(&page, "desktop", "the step", &on_map("area_002")).await;
+    say(&page, "explore lantern halls").await;
+    wait(
+        &page,
+        "desktop",
+        "the seventh explore",
+        &format!("{} === {}", count("#map .area"), 9 + 6 * 7),
+    )
+    .await;
+    wait_map_at_rest(&page, "desktop").await;
+    let desktop = wait(&page, "desktop", "the map's layout", MAP_LAYOUT).await;
+    screenshot(&page, "map-desktop.png").await;
+    check_map(&desktop, "desktop", false, true);
+
+    // ---- on a phone the whole map is fitted to the screen's width
+    set_viewport(&page, 390, 844).await;
+    wait(
+        &page,
+        "phone",
+        "the tab bar of the narrow layout",
+        "getComputedStyle(document.querySelector('.tabs')).display === 'flex'",
+    )
+    .await;
+    click(&page, ".tabs button[data-tab='map']").await;
+    wait(
+        &page,
+        "phone",
+        "the map tab",
+        &format!(
+            "getComputedStyle(document.querySelector('.mapcard')).display !== 'none' && {}",
+            on_map("area_002")
+        ),
+    )
+    .await;
+    // At a readable scale the map scrolls, centred on the hero.
+    let phone = wait(&page, "phone", "the map's layout", MAP_LAYOUT).await;
+    screenshot(&page, "map-phone.png").await;
+    check_map(&phone, "phone", false, true);
+
+    // The whole map, fitted to the screen's width: everything named on it or
+    // in its key.
+    click(&page, "#map-fit").await;
+    let fitted = "(() => { const w = document.getElementById('map').parentNode; \
+         return w.scrollWidth <= w.clientWidth && w.scrollHeight <= w.clientHeight \
+         && document.getElementById('map-fit').disabled; })()";
+    wait(&page, "phone", "the whole map", fitted).await;
+    let whole = wait(&page, "phone", "the whole map's layout", MAP_LAYOUT).await;
+    screenshot(&page, "map-phone-whole.png").await;
+    let named_whole = check_map(&whole, "phone, whole map", true, false);
+
+    // Zoomed in, the map scrolls within its frame and names more places.
+    click(&page, "#map-zoom-in").await;
+    click(&page, "#map-zoom-in").await;
+    wait(
+        &page,
+        "phone",
+        "the zoomed map",
+        "(() => { const w = document.getElementById('map').parentNode; \
+         return w.scrollWidth > w.clientWidth * 1.5 && !document.getElementById('map-fit').disabled; })()",
+    )
+    .await;
+    let zoomed = wait(&page, "phone", "the zoomed layout", MAP_LAYOUT).await;
+    let named_zoomed = check_map(&zoomed, "phone, zoomed", false, true);
+    assert!(
+        named_zoomed > named_whole,
+        "zooming in names more places on the map: {named_zoomed} vs {named_whole}"
+    );
+    click(&page, "#map-fit").await;
+    wait(&page, "phone", "the whole map again", fitted).await;
+
+    page.close().await.unwrap();
+    app.stop().await;
 }
 
 #[test]
