@@ -84,7 +84,7 @@ const ENGLISH: Words = Words {
     alcove: "Lamplighter's Alcove",
     talk_maren: "talk to Old Maren",
     maren_says: "Have you brought oil, or only questions?",
-    take_lantern: "pick up the lantern",
+    take_lantern: "pick up the lamp",
     route: ["Hall of Wicks", "Tide Archive", "Drowned Market"],
     take_oil: "take the sealed lamp oil",
     oil: "Sealed Lamp Oil",
@@ -92,8 +92,8 @@ const ENGLISH: Words = Words {
     use_oil: "use the oil",
     barred: "bars your way",
     attack: "attack the warden",
-    take_potion: "grab the tide potion",
-    use_potions: ["use healing potion", "drink tide potion"],
+    take_potion: "grab the kelp potion",
+    use_potions: ["use healing potion", "drink kelp potion"],
     done: "Quest complete: \"Oil for the Last Lamp\"",
     unknown: ("go to the moon", "I know of no place called \"the moon\""),
 };
@@ -104,7 +104,7 @@ const CHINESE: Words = Words {
     alcove: "点灯人小室",
     talk_maren: "和老玛伦说话",
     maren_says: "你是带来了灯油，还是只带来了问题？",
-    take_lantern: "拿 绿玻璃灯笼",
+    take_lantern: "拿 绿玻璃灯",
     route: ["灯芯大厅", "潮汐档案馆", "溺水集市"],
     take_oil: "拿 密封灯油",
     oil: "密封灯油",
@@ -112,8 +112,8 @@ const CHINESE: Words = Words {
     use_oil: "使用 密封灯油",
     barred: "挡住了你的去路",
     attack: "攻击 守望者",
-    take_potion: "拿 潮汐药水",
-    use_potions: ["使用 治疗药水", "使用 潮汐药水"],
+    take_potion: "拿 海藻药水",
+    use_potions: ["使用 治疗药水", "使用 海藻药水"],
     done: "任务完成：“最后一盏灯的灯油”",
     unknown: ("去 月亮", "我不知道附近有叫“月亮”的地方"),
 };
@@ -141,9 +141,9 @@ async fn play_the_demo(w: &Words) {
     };
     assert!(t.reply.starts_with(gate), "{}", t.reply);
     let (lantern, alcove) = if w.look == "看看" {
-        ("绿玻璃灯笼", "点灯人小室")
+        ("绿玻璃灯", "点灯人小室")
     } else {
-        ("Green-Glass Lantern", "Lamplighter's Alcove")
+        ("Green-Glass Lamp", "Lamplighter's Alcove")
     };
     assert!(
         t.reply.contains(lantern) && t.reply.contains(alcove),
@@ -160,7 +160,7 @@ async fn play_the_demo(w: &Words) {
     let t = turn(&mut ws, w.take_lantern).await;
     let added = t.results("add_inventory");
     assert_eq!(added.len(), 1, "{:?}", t.tools);
-    assert_eq!(added[0]["added"][0]["slug"], "green_glass_lantern");
+    assert_eq!(added[0]["added"][0]["slug"], "green_glass_lamp");
     assert!(t.reply.contains(lantern), "{}", t.reply);
 
     // Old Maren speaks from her profile.
@@ -185,7 +185,7 @@ async fn play_the_demo(w: &Words) {
     let t = turn(&mut ws, w.take_potion).await;
     assert_eq!(
         t.results("add_inventory")[0]["added"][0]["slug"],
-        "tide_potion"
+        "kelp_potion"
     );
     let t = turn(&mut ws, &(w.go)(w.heart)).await;
     assert_eq!(t.results("move")[0]["area"]["area_id"], "area_009");
@@ -248,7 +248,7 @@ async fn play_the_demo(w: &Words) {
         .iter()
         .map(|i| i["slug"].as_str().unwrap())
         .collect();
-    assert!(slugs.contains(&"green_glass_lantern") && !slugs.contains(&"sealed_lamp_oil"));
+    assert!(slugs.contains(&"green_glass_lamp") && !slugs.contains(&"sealed_lamp_oil"));
     assert_eq!(character("npc_003")["hp"], 0);
 }
 

@@ -20,10 +20,11 @@
 //! - an item lying in an area is a published content entry of type `item`
 //!   with that `area_id`; its title is the item's name, its body the
 //!   description, and its `content_id` is `item_<slug>`;
-//! - a quest (type `quest`) with an `area_id` and an item's slug among its
-//!   tags is finished by using that item in that area while no one else
-//!   stands there;
-//! - a Chinese name is an entry of type `name_zh` whose `content_id` is
+//! - a quest (type `quest`) with an item's slug among its tags is finished
+//!   by using that item in the quest's place (its `area_id`, or an area id
+//!   among its tags) while no one else stands there;
+//! - a Chinese name is a draft entry of type `name_zh` (a draft, so that
+//!   players' searches do not return it) whose `content_id` is
 //!   `zh_<id>` (an area, character or `item_<slug>` id): its title is the
 //!   name, its body the description (for a person, what they say first).
 
@@ -67,10 +68,17 @@ pub(super) const HERO_DAMAGE_BASE: i64 = 4;
 pub(super) const POTION_HEALS: i64 = 6;
 
 /// The call that lists one type of content in full (at most 50 entries).
+/// Chinese names are drafts: the players' own searches, of published
+/// content, never return them.
 pub(super) fn listing(content_type: &str) -> (&'static str, Value) {
+    let status = if content_type == NAME_ZH_TYPE {
+        "draft"
+    } else {
+        "published"
+    };
     (
         "search_content",
-        json!({"query": "", "content_type": content_type, "limit": 50}),
+        json!({"query": "", "content_type": content_type, "status": status, "limit": 50}),
     )
 }
 
@@ -535,7 +543,7 @@ fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
             format!("You turn the {name} over in your hands; nothing here calls for it.")
         });
     };
-    let quest_area = str_of(&quest["area_id"]);
+    let quest_area = quest_place(quest, &f.here, context);
     let title = f.name(&str_of(&quest["id"]), &str_of(&quest["title"]));
     if quest_area != f.here {
         let english = context["areas"]
@@ -574,6 +582,30 @@ fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
              burns brighter. Quest complete: \"{title}\"."
         )
     })
+}
+
+/// Where a quest is finished: its `area_id`, else the area among its tags
+/// (this one, or one the context names); anywhere when it names none.
+fn quest_place(quest: &Value, here: &str, context: &Value) -> String {
+    if let Some(area) = quest["area_id"].as_str() {
+        return area.to_owned();
+    }
+    let tags: Vec<&str> = quest["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let known = |tag: &&&str| {
+        context["areas"]
+            .as_array()
+            .is_some_and(|areas| areas.iter().any(|a| a["area_id"] == ***tag))
+    };
+    tags.iter()
+        .find(|t| **t == here)
+        .or_else(|| tags.iter().find(known))
+        .map_or(here, |t| *t)
+        .to_owned()
 }
 
 fn attack(f: &Facts<'_>, whom: &str) -> Next {
@@ -730,6 +762,20 @@ impl Exchange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quests_place_is_its_area_or_an_area_among_its_tags() {
+        let context = json!({"areas": [{"area_id": "area_009"}]});
+        let quest = |q: Value| quest_place(&q, "area_001", &context);
+        assert_eq!(
+            quest(json!({"area_id": "area_005", "tags": ["area_009"]})),
+            "area_005"
+        );
+        assert_eq!(quest(json!({"tags": ["oil", "area_009"]})), "area_009");
+        assert_eq!(quest(json!({"tags": ["oil", "area_001"]})), "area_001");
+        // Naming no place, it is finished wherever the item is used.
+        assert_eq!(quest(json!({"tags": ["oil"]})), "area_001");
+    }
 
     #[test]
     fn an_exchange_follows_the_dice() {
