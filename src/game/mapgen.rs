@@ -158,7 +158,8 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
             format!("{mood} {theme} {place}")
         };
         let description = format!(
-            "A {} {} shaped by {}. {}",
+            "{} {} {} shaped by {}. {}",
+            crate::game::zones::article(mood),
             mood.to_lowercase(),
             place.to_lowercase(),
             if tag.is_empty() { "time" } else { tag.as_str() },
@@ -289,6 +290,18 @@ mod tests {
             seed,
         })
         .expect("room to generate")
+    }
+
+    #[test]
+    fn descriptions_take_a_or_an_by_the_first_sound() {
+        for seed in 0..40 {
+            for area in gen_with(seed, 6).areas {
+                let d = area.description.to_lowercase();
+                let vowel = |s: &str| s.starts_with(['a', 'e', 'i', 'o', 'u']);
+                let (article, rest) = d.split_once(' ').unwrap();
+                assert_eq!(article == "an", vowel(rest), "{}", area.description);
+            }
+        }
     }
 
     #[test]

@@ -266,8 +266,9 @@ fn pick_name_parts(
     parts
 }
 
-/// "An" before a vowel, else "A"; good enough for the fixed word lists.
-fn article(word: &str) -> &'static str {
+/// "An" before a vowel, else "A"; good enough for the fixed word lists
+/// (also used by the map's areas and the offline game master).
+pub(crate) fn article(word: &str) -> &'static str {
     match word.chars().next().map(|c| c.to_ascii_lowercase()) {
         Some('a' | 'e' | 'i' | 'o' | 'u') => "An",
         _ => "A",

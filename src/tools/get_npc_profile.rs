@@ -21,9 +21,17 @@ struct Args {
     version: Option<u32>,
 }
 
-/// Finds an NPC or reports which ones exist (also used by `get_prompt_active`).
+/// Finds an NPC by its id, or by the id of the character that plays it
+/// (what the map's points of interest name), or reports which ones exist
+/// (also used by `get_prompt_active`).
 pub(super) fn npc<'a>(state: &'a GameState, id: &str) -> Result<&'a NpcProfile, ToolError> {
-    state.npc(id).ok_or_else(|| {
+    let by_character = || {
+        state
+            .npcs
+            .iter()
+            .find(|n| n.character_id.as_deref() == Some(id))
+    };
+    state.npc(id).or_else(by_character).ok_or_else(|| {
         let known: Vec<&str> = state
             .npcs
             .iter()
@@ -66,7 +74,7 @@ impl Tool for GetNpcProfile {
             json!({
                 "type": "object",
                 "properties": {
-                    "npc_id": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "npc_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "the NPC's id, or the id of the character that plays it"},
                     "version": {"type": "integer", "minimum": 1, "maximum": MAX_VERSION}
                 },
                 "required": ["npc_id"],
@@ -303,8 +311,11 @@ mod tests {
             "{}",
             e.message
         );
-        // Character ids are not npc ids.
-        let e = ctx_run(&GetNpcProfile, &state, &json!({"npc_id": "npc_001"})).unwrap_err();
+        // A character's id finds the NPC it plays (what the map's points
+        // of interest name); a character that plays none is still unknown.
+        let found = ctx_run(&GetNpcProfile, &state, &json!({"npc_id": "npc_001"})).unwrap();
+        assert_eq!(found.result["npc_id"], "npc_maren");
+        let e = ctx_run(&GetNpcProfile, &state, &json!({"npc_id": "pc_001"})).unwrap_err();
         assert_eq!(e.reason, Reason::NotFound);
 
         let e = ctx_run(

@@ -425,7 +425,7 @@ mod tests {
                 &["poi_tide_clock", "poi_heart_lantern"],
             ),
             (
-                json!({"query": "", "status": "draft"}),
+                json!({"query": "", "status": "draft", "content_type": "note"}),
                 &["note_warden_key"],
             ),
         ];
@@ -435,7 +435,7 @@ mod tests {
         }
         // Every published entry by default, at most 10.
         let out = invoke(&state, json!({"query": ""})).unwrap();
-        assert_eq!(out.result["total"], 9);
+        assert_eq!(out.result["total"], 10);
         let out = invoke(&state, json!({"query": "", "limit": 50})).unwrap();
         assert!(ids(&out).iter().all(|id| *id != "note_warden_key"));
     }

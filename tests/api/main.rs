@@ -8,6 +8,7 @@ mod common;
 mod database;
 mod process;
 
+mod adventure;
 mod browser;
 mod cluster;
 mod connection;

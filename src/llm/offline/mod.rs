@@ -20,6 +20,10 @@
 //! inside the answer's stream, so it holds no thread and thousands of turns
 //! can wait at once, as they do on a real model.
 
+mod adventure;
+mod words;
+
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -32,6 +36,8 @@ use super::{
 };
 use crate::game::HistoryEntry;
 use crate::protocol::CallId;
+use adventure::{Act, Next};
+use words::cut_at_boundary;
 
 /// The built-in game master. `OfflineGameMaster::default()` answers at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,6 +57,9 @@ enum Intent {
     Scout(String),
     Search(String),
     SiteMap,
+    /// Looking, talking, taking, using, fighting: a turn of several rounds.
+    Adventure(Act),
+    Help,
     Talk,
 }
 
@@ -127,6 +136,12 @@ fn parse_intent(text: &str) -> Intent {
             Some(t.get(p.len()..).unwrap_or(rest).trim().to_string())
         })
     };
+    if let Some(act) = parse_act(t, &lower) {
+        return Intent::Adventure(act);
+    }
+    if ["help", "commands", "?", "帮助", "命令"].contains(&lower.as_str()) {
+        return Intent::Help;
+    }
     if lower.contains("where can i go")
         || lower == "exits"
         || t.contains("我能去哪")
@@ -165,35 +180,120 @@ fn parse_intent(text: &str) -> Intent {
     if let Some(rest) = after(&["scout ", "侦察"]) {
         return Intent::Scout(rest);
     }
-    if let Some(rest) = after(&["search ", "搜索"]) {
+    if let Some(rest) = after(&["search ", "搜索"]).filter(|r| !r.is_empty()) {
         return Intent::Search(rest);
     }
     Intent::Talk
+}
+
+/// Reads an adventure command (`t` trimmed, `lower` its lower case).
+fn parse_act(t: &str, lower: &str) -> Option<Act> {
+    const LOOK: [&str; 12] = [
+        "look",
+        "look around",
+        "l",
+        "look at the room",
+        "where am i",
+        "describe",
+        "看看",
+        "环顾四周",
+        "四处看看",
+        "看看四周",
+        "观察",
+        "这是哪里",
+    ];
+    if LOOK.contains(&lower) {
+        return Some(Act::Look);
+    }
+    let rest = |prefixes: &[&str]| -> Option<String> {
+        prefixes.iter().find_map(|p| {
+            lower.strip_prefix(p)?;
+            let rest = t.get(p.len()..)?.trim();
+            (!rest.is_empty()).then(|| rest.to_owned())
+        })
+    };
+    if let Some(who) = rest(&[
+        "talk to ",
+        "talk with ",
+        "speak to ",
+        "speak with ",
+        "greet ",
+    ]) {
+        return Some(Act::TalkTo(who));
+    }
+    // 和<NPC>说话 / 跟<NPC>交谈 / 与<NPC>聊天.
+    for p in ["和", "跟", "与", "同"] {
+        if let Some(middle) = t.strip_prefix(p) {
+            for s in ["说话", "交谈", "聊天", "谈谈", "说说话"] {
+                if let Some(who) = middle
+                    .strip_suffix(s)
+                    .map(str::trim)
+                    .filter(|w| !w.is_empty())
+                {
+                    return Some(Act::TalkTo(who.to_owned()));
+                }
+            }
+        }
+    }
+    if let Some(what) = rest(&[
+        "take ", "pick up ", "grab ", "get ", "拿起", "捡起", "拾起", "拿",
+    ]) {
+        return Some(Act::Take(what));
+    }
+    if let Some(what) = rest(&["use ", "drink ", "pour ", "使用", "用", "喝"]) {
+        return Some(Act::Use(what));
+    }
+    if let Some(whom) = rest(&["attack ", "fight ", "hit ", "strike ", "攻击"]) {
+        return Some(Act::Attack(whom));
+    }
+    None
 }
 
 fn is_chinese(text: &str) -> bool {
     text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
 }
 
-/// Finds an area in the context by id, then exact name, then part of a name.
-fn resolve_area(context: &Value, wanted: &str) -> Option<String> {
+/// Finds an area in the context by id, then exact name (English, or
+/// Chinese from `zh_names`), then part of a name.
+fn resolve_area(
+    context: &Value,
+    wanted: &str,
+    zh_names: &HashMap<String, (String, String)>,
+) -> Option<String> {
     let wanted = wanted.trim().trim_start_matches("the ").trim();
     let areas = context["areas"].as_array()?;
     let lower = wanted.to_lowercase();
     let field = |a: &Value, f: &str| a[f].as_str().unwrap_or_default().to_lowercase();
+    let zh = |a: &Value| {
+        zh_names
+            .get(a["area_id"].as_str().unwrap_or_default())
+            .map(|(name, _)| name.to_lowercase())
+            .unwrap_or_default()
+    };
     areas
         .iter()
         .find(|a| field(a, "area_id") == lower)
-        .or_else(|| areas.iter().find(|a| field(a, "name") == lower))
+        .or_else(|| {
+            areas
+                .iter()
+                .find(|a| field(a, "name") == lower || zh(a) == lower)
+        })
         .or_else(|| {
             // Prefer a neighbour when a partial name matches several areas.
             let reachable = context["current_area"]["reachable"].as_array();
-            let partial = |a: &&Value| !lower.is_empty() && field(a, "name").contains(&lower);
+            let partial = |a: &&Value| {
+                !lower.is_empty() && (field(a, "name").contains(&lower) || zh(a).contains(&lower))
+            };
             reachable
                 .and_then(|r| r.iter().find(partial))
                 .or_else(|| areas.iter().find(partial))
         })
         .and_then(|a| a["area_id"].as_str().map(str::to_owned))
+}
+
+/// Whether a tool result is an error.
+fn failed(result: &Value) -> bool {
+    result["status"].is_string() && result.get("reason").is_some()
 }
 
 impl OfflineGameMaster {
@@ -232,22 +332,24 @@ impl OfflineGameMaster {
                 _ => None,
             })
             .collect();
-        if !results.is_empty() {
-            return narrate_results(&results, zh);
-        }
-        if req.kind == RequestKind::WrapUp {
-            return talk(req, text, zh);
-        }
         let actor = req.context["active_actor"]["character_id"]
             .as_str()
             .unwrap_or_default();
-        let Some(intents) = parse_intents(text) else {
+        let intents = parse_intents(text);
+        if req.kind == RequestKind::WrapUp {
+            return if results.is_empty() {
+                talk(req, text, zh)
+            } else {
+                narrate_results(req, &results, &intents.unwrap_or_default(), zh)
+            };
+        }
+        let Some(intents) = intents else {
             return too_many_commands(zh);
         };
         if req.context.is_null()
             && !intents
                 .iter()
-                .all(|i| matches!(i, Intent::Roll(_) | Intent::Talk))
+                .all(|i| matches!(i, Intent::Roll(_) | Intent::Talk | Intent::Help))
         {
             // No session (the stateless chat API): no map to act on.
             return ModelReply::narrate(if zh {
@@ -257,29 +359,89 @@ impl OfflineGameMaster {
                  and explore. You can still try \"roll 2d6+1\"."
             });
         }
-        let mut calls = Vec::with_capacity(intents.len());
-        for intent in intents {
-            let Some((name, args)) = tool_for(req, actor, intent) else {
-                return talk(req, text, zh);
+        if let [Intent::Adventure(act)] = intents.as_slice() {
+            if results.iter().any(|(_, r)| failed(r)) {
+                return narrate_results(req, &results, &intents, zh);
+            }
+            return match adventure::next(act, &req.context, &results, actor, zh) {
+                Next::Calls(calls) => tool_calls(calls, results.len()),
+                Next::Say(text, dialog_type) => ModelReply {
+                    text,
+                    dialog_type: Some(dialog_type.into()),
+                    ..ModelReply::default()
+                },
             };
-            calls.push(ModelToolCall {
-                id: CallId::from(format!("call_{}", calls.len() + 1)),
-                name: name.into(),
-                arguments: args.to_string(),
+        }
+        if intents.len() > 1 && intents.iter().any(|i| matches!(i, Intent::Adventure(_))) {
+            return ModelReply::narrate(if zh {
+                "看、说话、拿、使用和攻击请一次只做一件，单独发送。"
+            } else {
+                "Look, talk, take, use and attack one at a time, each in its own message."
             });
         }
-        ModelReply {
-            tool_calls: calls,
-            ..ModelReply::default()
+        let zh_names = adventure::zh_names(&results);
+        let only_lookups = results.iter().all(|(t, r)| adventure::is_listing(t, r));
+        if !only_lookups {
+            let moved = results
+                .iter()
+                .any(|(t, _)| matches!(*t, "move" | "move_options"));
+            if zh && moved && !adventure::zh_listed(&results) {
+                // Name the places in Chinese when the campaign has the names.
+                return tool_calls(
+                    vec![adventure::listing(adventure::NAME_ZH_TYPE)],
+                    results.len(),
+                );
+            }
+            return narrate_results(req, &results, &intents, zh);
         }
+        if zh
+            && results.is_empty()
+            && intents.iter().any(|i| match i {
+                Intent::Go(target) => resolve_area(&req.context, target, &zh_names).is_none(),
+                _ => false,
+            })
+        {
+            // A place named in Chinese: read the campaign's Chinese names first.
+            return tool_calls(vec![adventure::listing(adventure::NAME_ZH_TYPE)], 0);
+        }
+        let mut calls = Vec::with_capacity(intents.len());
+        for intent in intents {
+            let Some(call) = tool_for(req, actor, intent, &zh_names) else {
+                return talk(req, text, zh);
+            };
+            calls.push(call);
+        }
+        tool_calls(calls, results.len())
+    }
+}
+
+/// A reply asking for `calls`, numbered on from the `before` results the
+/// turn already has.
+fn tool_calls(calls: Vec<(&'static str, Value)>, before: usize) -> ModelReply {
+    ModelReply {
+        tool_calls: calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, args))| ModelToolCall {
+                id: CallId::from(format!("call_{}", before + i + 1)),
+                name: name.into(),
+                arguments: args.to_string(),
+            })
+            .collect(),
+        ..ModelReply::default()
     }
 }
 
 /// The tool call that carries out a command (`None` for talk).
-fn tool_for(req: &ModelRequest, actor: &str, intent: Intent) -> Option<(&'static str, Value)> {
+fn tool_for(
+    req: &ModelRequest,
+    actor: &str,
+    intent: Intent,
+    zh_names: &HashMap<String, (String, String)>,
+) -> Option<(&'static str, Value)> {
     let call = |name, args| Some((name, args));
     match intent {
-        Intent::Go(target) => match resolve_area(&req.context, &target) {
+        Intent::Go(target) => match resolve_area(&req.context, &target, zh_names) {
             Some(area_id) => call("move", json!({"actor_id": actor, "to_area_id": area_id})),
             // An unclear target: show the ways out, move nowhere yet.
             None => call("move_options", json!({"actor_id": actor})),
@@ -314,7 +476,7 @@ fn tool_for(req: &ModelRequest, actor: &str, intent: Intent) -> Option<(&'static
         }
         Intent::Search(query) => call("search_content", json!({"query": query})),
         Intent::SiteMap => call("get_site_map", json!({})),
-        Intent::Talk => None,
+        Intent::Adventure(_) | Intent::Help | Intent::Talk => None,
     }
 }
 
@@ -338,34 +500,62 @@ fn too_many_commands(zh: bool) -> ModelReply {
     }
 }
 
-/// A narrative with no tool call, varied by the words but deterministic.
+/// The commands, for hints.
+const COMMANDS_EN: &str = "\"look\", \"talk to <someone>\", \"take <item>\", \"use <item>\", \
+    \"attack <foe>\", \"go to <place>\", \"where can I go\", \"roll 2d6+1\", \"search <words>\", \
+    \"explore <theme>\", \"scout <land>\", \"status\" or \"map\"";
+const COMMANDS_ZH: &str = "“看看”、“和<某人>说话”、“拿 <物品>”、“使用 <物品>”、“攻击 <敌人>”、\
+    “去 <地点>”、“我能去哪”、“掷 2d6+1”、“搜索 <词>”、“探索 <主题>”、“侦察 <地域>”、“状态”或“地图”";
+
+/// The answer to words outside the commands: something in the world that
+/// fits them, deterministic, and a hint of what to try.
 fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
-    let area = req.context["current_area"]["name"]
+    let here = &req.context["current_area"];
+    let area = here["name"]
         .as_str()
-        .unwrap_or("the dark");
-    let hash = text
-        .bytes()
-        .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
-    let reply = if zh {
-        const LINES: [&str; 3] = [
-            "灯影摇曳，四周一片寂静。",
-            "远处传来水滴声，仿佛有什么在等待。",
-            "你的话在石墙间回荡，无人应答。",
-        ];
-        format!(
-            "你在{area}。{}可以说“我能去哪”、“去 <地点>”、“掷 2d6+1”、“探索 <主题>”或“状态”。",
-            LINES[hash % LINES.len()]
-        )
+        .unwrap_or(if zh { "黑暗中" } else { "the dark" });
+    let lower = text.to_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+    let reply = if parse_intent(text) == Intent::Help {
+        if zh {
+            format!("你可以说：{COMMANDS_ZH}。")
+        } else {
+            format!("You can say: {COMMANDS_EN}.")
+        }
+    } else if zh {
+        let line = if has(&["你好", "喂", "有人"]) {
+            "你的声音在石墙间回荡。想和谁说话，就说“和<某人>说话”；先“看看”这里有谁。"
+        } else if has(&["任务", "帮忙", "做什么", "怎么办"]) {
+            "也许这里的人知道该做什么：先“看看”，再“和<某人>说话”，或“搜索 灯油”。"
+        } else if has(&["捡", "拿", "偷", "摸"]) {
+            "想拿东西，就说“拿 <物品>”；“看看”会告诉你这里有什么。"
+        } else {
+            const LINES: [&str; 3] = [
+                "灯影摇曳，四周一片寂静。",
+                "远处传来水滴声，仿佛有什么在等待。",
+                "你的话在石墙间回荡，无人应答。",
+            ];
+            LINES[word_hash(text) % LINES.len()]
+        };
+        format!("你在{area}。{line}可以说“帮助”看全部命令。")
     } else {
-        const LINES: [&str; 3] = [
-            "Lantern light flickers; the silence listens.",
-            "Somewhere water drips, patient as a held breath.",
-            "Your words echo off the old stone and fade.",
-        ];
-        format!(
-            "You are in {area}. {} Try \"where can I go\", \"go to <place>\", \"roll 2d6+1\", \"explore <theme>\" or \"status\".",
-            LINES[hash % LINES.len()]
-        )
+        let line = if has(&["hello", "hi ", "hey", "anyone", "greet"]) || lower == "hi" {
+            "Your voice carries over the water. To speak with someone, say \"talk to <name>\"; \"look\" shows who is here."
+        } else if has(&["quest", "what should", "what now", "help me", "what do i"]) {
+            "Someone here may know what needs doing: \"look\", then \"talk to <name>\", or \"search oil\"."
+        } else if has(&["pick", "steal", "grab", "loot"]) {
+            "To take something, say \"take <item>\"; \"look\" tells you what lies here."
+        } else if has(&["kill", "punch", "kick", "stab", "fight"]) {
+            "To fight, say \"attack <foe>\"; the dice decide every blow."
+        } else {
+            const LINES: [&str; 3] = [
+                "Lantern light flickers; the silence listens.",
+                "Somewhere water drips, patient as a held breath.",
+                "Your words echo off the old stone and fade.",
+            ];
+            LINES[word_hash(text) % LINES.len()]
+        };
+        format!("You are in {area}. {line} Say \"help\" for everything you can do.")
     };
     ModelReply {
         text: reply,
@@ -374,13 +564,36 @@ fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
     }
 }
 
-/// Narrates what this turn's tools did.
-fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
+fn word_hash(text: &str) -> usize {
+    text.bytes()
+        .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize))
+}
+
+/// Longest stretch of a record quoted in a search answer, in characters.
+const QUOTE_CHARS: usize = 160;
+
+/// Narrates what this turn's tools did (the campaign listings it read
+/// along the way are not told).
+fn narrate_results(
+    req: &ModelRequest,
+    results: &[(&str, Value)],
+    intents: &[Intent],
+    zh: bool,
+) -> ModelReply {
+    let names = adventure::zh_names(results);
+    let zh_name = |id: &Value, english: String| match names.get(id.as_str().unwrap_or_default()) {
+        Some((name, _)) if zh && !name.is_empty() => name.clone(),
+        _ => english,
+    };
+    let unknown: Option<&String> = intents.iter().find_map(|i| match i {
+        Intent::Go(target) if resolve_area(&req.context, target, &names).is_none() => Some(target),
+        _ => None,
+    });
     let mut parts = Vec::new();
     let mut dialog_type = "narration";
     for (tool, r) in results {
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        if r["status"].is_string() && r.get("reason").is_some() {
+        if failed(r) {
             parts.push(if zh {
                 format!("没能成功：{}。", s(&r["message"]))
             } else {
@@ -388,10 +601,17 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
             });
             continue;
         }
+        if adventure::is_listing(tool, r) {
+            continue;
+        }
         parts.push(match *tool {
             "move" => {
                 dialog_type = "scene_description";
-                let (name, desc) = (s(&r["area"]["name"]), s(&r["area"]["description"]));
+                let area = &r["area"];
+                let (name, desc) = match names.get(area["area_id"].as_str().unwrap_or_default()) {
+                    Some((name, desc)) if zh => (name.clone(), desc.clone()),
+                    _ => (s(&area["name"]), s(&area["description"])),
+                };
                 if zh {
                     format!("你来到了{name}。{desc}")
                 } else {
@@ -399,16 +619,27 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
                 }
             }
             "move_options" => {
-                let here = s(&r["area"]["name"]);
+                let here = zh_name(&r["area"]["area_id"], s(&r["area"]["name"]));
                 let opts: Vec<String> = r["options"]
                     .as_array()
                     .map(|o| {
                         o.iter()
-                            .map(|a| format!("{} ({})", s(&a["name"]), s(&a["area_id"])))
+                            .map(|a| {
+                                format!(
+                                    "{} ({})",
+                                    zh_name(&a["area_id"], s(&a["name"])),
+                                    s(&a["area_id"])
+                                )
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
-                if opts.is_empty() {
+                let mut text = match unknown {
+                    Some(place) if zh => format!("我不知道附近有叫“{place}”的地方。"),
+                    Some(place) => format!("I know of no place called \"{place}\" near here. "),
+                    None => String::new(),
+                };
+                text.push_str(&if opts.is_empty() {
                     if zh {
                         format!("从{here}无路可走。")
                     } else {
@@ -418,7 +649,8 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
                     format!("从{here}你可以前往：{}。", opts.join("、"))
                 } else {
                     format!("From {here} you can go to: {}.", opts.join(", "))
-                }
+                });
+                text
             }
             "roll_dice" => {
                 let rolls: Vec<String> = r["rolls"]
@@ -500,11 +732,24 @@ fn narrate_results(results: &[(&str, Value)], zh: bool) -> ModelReply {
                     .as_array()
                     .map(|a| a.iter().map(|x| s(&x["title"])).collect())
                     .unwrap_or_default();
+                // The best record is quoted, cut where a sentence or word ends.
+                let quote = cut_at_boundary(
+                    r["items"][0]["body"].as_str().unwrap_or_default(),
+                    QUOTE_CHARS,
+                );
                 match (titles.is_empty(), zh) {
                     (true, true) => "没有找到相关的记载。".to_owned(),
                     (true, false) => "The archives hold nothing on that.".to_owned(),
-                    (false, true) => format!("你找到了这些记载：{}。", titles.join("、")),
-                    (false, false) => format!("You find these records: {}.", titles.join(", ")),
+                    (false, true) => format!(
+                        "你找到了这些记载：{}。{}：“{quote}”",
+                        titles.join("、"),
+                        titles[0]
+                    ),
+                    (false, false) => format!(
+                        "You find these records: {}. {}: \"{quote}\"",
+                        titles.join(", "),
+                        titles[0]
+                    ),
                 }
             }
             "get_site_map" => {
@@ -714,12 +959,108 @@ mod tests {
             turn_id: "turn_1".into(),
             call_id: "call_1".into(),
             tool: "move".into(),
-            content: json!({"area": {"name": "侧室", "description": "满是灰尘。"}}).to_string(),
+            content: json!({"area": {"area_id": "area_009", "name": "Heart Lantern", "description": "A lantern."}}).to_string(),
+        }));
+        // First the campaign's Chinese names are read, then the move is told.
+        let reply = OfflineGameMaster::default().answer(&req);
+        assert_eq!(reply.tool_calls.len(), 1);
+        let args: Value = serde_json::from_str(&reply.tool_calls[0].arguments).unwrap();
+        assert_eq!(args["content_type"], "name_zh");
+        req.messages.push(Arc::new(HistoryEntry::ToolResult {
+            turn_id: "turn_1".into(),
+            call_id: "call_2".into(),
+            tool: "search_content".into(),
+            content: json!({"query": "", "items": [
+                {"id": "zh_area_009", "content_type": "name_zh", "title": "心灯", "body": "水下的灯。"}
+            ]})
+            .to_string(),
         }));
         let reply = OfflineGameMaster::default().answer(&req);
         assert!(reply.tool_calls.is_empty());
-        assert!(reply.text.contains("你来到了侧室"), "{}", reply.text);
+        assert!(
+            reply.text.contains("你来到了心灯。水下的灯。"),
+            "{}",
+            reply.text
+        );
         assert_eq!(reply.dialog_type.as_deref(), Some("scene_description"));
+    }
+
+    #[test]
+    fn adventure_commands_in_english_and_chinese() {
+        let act = |a: Act| Intent::Adventure(a);
+        let cases = [
+            ("look around", act(Act::Look)),
+            ("Look.", act(Act::Look)),
+            ("看看", act(Act::Look)),
+            ("环顾四周", act(Act::Look)),
+            ("talk to Old Maren", act(Act::TalkTo("Old Maren".into()))),
+            ("和老玛伦说话", act(Act::TalkTo("老玛伦".into()))),
+            ("pick up the lantern", act(Act::Take("the lantern".into()))),
+            ("拿 密封灯油", act(Act::Take("密封灯油".into()))),
+            ("use the oil", act(Act::Use("the oil".into()))),
+            ("使用 治疗药水", act(Act::Use("治疗药水".into()))),
+            ("attack the goblin", act(Act::Attack("the goblin".into()))),
+            ("攻击 守望者", act(Act::Attack("守望者".into()))),
+            ("help", Intent::Help),
+            ("take", Intent::Talk),
+            ("search", Intent::Talk),
+        ];
+        for (text, intent) in cases {
+            assert_eq!(parse_intent(text), intent, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_place_is_named_as_unknown() {
+        let mut req = request("go to the moon");
+        req.messages.push(Arc::new(HistoryEntry::ToolResult {
+            turn_id: "turn_1".into(),
+            call_id: "call_1".into(),
+            tool: "move_options".into(),
+            content: json!({"area": {"area_id": "area_001", "name": "Hall"},
+                "options": [{"area_id": "area_002", "name": "Side Room"}]})
+            .to_string(),
+        }));
+        let reply = OfflineGameMaster::default().answer(&req);
+        assert_eq!(
+            reply.text,
+            "I know of no place called \"the moon\" near here. From Hall you can go to: Side Room (area_002)."
+        );
+    }
+
+    #[test]
+    fn words_outside_the_commands_get_an_answer_and_a_hint() {
+        let gm = OfflineGameMaster::default();
+        let reply = gm.answer(&request("hello there"));
+        assert!(reply.text.contains("talk to <name>"), "{}", reply.text);
+        assert!(reply.text.contains("\"help\""), "{}", reply.text);
+        let help = gm.answer(&request("help"));
+        assert!(help.text.contains("attack <foe>"), "{}", help.text);
+        let zh = gm.answer(&request("帮助"));
+        assert!(zh.text.contains("攻击 <敌人>"), "{}", zh.text);
+    }
+
+    #[test]
+    fn search_answers_quote_the_record_cut_at_a_word() {
+        let body = format!(
+            "Divers who take a lantern from the ruin are said to hear bells {}",
+            "beneath the water ".repeat(10)
+        );
+        let mut req = request("search bells");
+        req.messages.push(Arc::new(HistoryEntry::ToolResult {
+            turn_id: "turn_1".into(),
+            call_id: "call_1".into(),
+            tool: "search_content".into(),
+            content: json!({"query": "bells", "results": [{"title": "Bells"}], "items": [{"body": body}]})
+            .to_string(),
+        }));
+        let reply = OfflineGameMaster::default().answer(&req);
+        let quoted = reply.text.split_once("Bells: \"").unwrap().1;
+        let kept = quoted.strip_suffix("…\"").unwrap();
+        assert!(
+            body.starts_with(kept) && body[kept.len()..].starts_with(' '),
+            "{quoted}"
+        );
     }
 
     #[test]

@@ -1,0 +1,801 @@
+//! The offline game master's small adventure: looking around, talking to
+//! the people here, taking and using things, and fighting.
+//!
+//! The game master keeps nothing between answers: each answer reads the
+//! player's message and the results of the tools it asked for earlier in
+//! the same turn, and either asks for the next tools or narrates. A turn
+//! goes in rounds:
+//!
+//! 1. the survey: the actor's sheet (`get_character_stats`), who stands
+//!    where (`get_site_map`), the campaign's items and quests
+//!    (`search_content` of type `item` and `quest`), their Chinese names
+//!    when the player writes Chinese (type `name_zh`), and for `look` the
+//!    ways on (`move_options`);
+//! 2. the sheets of the characters here (`get_character_stats`, at most
+//!    [`MAX_PEOPLE_LOOKED_AT`]), to know who is still standing;
+//! 3. the act itself (`get_npc_profile`, `add_inventory`,
+//!    `update_inventory`, `roll_dice` then `hp_delta`), then the narration.
+//!
+//! Campaign conventions it reads (docs/protocol.md §9.3):
+//! - an item lying in an area is a published content entry of type `item`
+//!   with that `area_id`; its title is the item's name, its body the
+//!   description, and its `content_id` is `item_<slug>`;
+//! - a quest (type `quest`) with an item's slug among its tags is finished
+//!   by using that item in the quest's place (its `area_id`, or an area id
+//!   among its tags) while no one else stands there;
+//! - a Chinese name is a draft entry of type `name_zh` (a draft, so that
+//!   players' searches do not return it) whose `content_id` is
+//!   `zh_<id>` (an area, character or `item_<slug>` id): its title is the
+//!   name, its body the description (for a person, what they say first).
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::words::{cut_at_boundary, first_sentence, names};
+
+/// What the player does in the adventure.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Act {
+    Look,
+    TalkTo(String),
+    Take(String),
+    Use(String),
+    Attack(String),
+}
+
+/// The next step of a turn: more tool calls, or the narration that ends it.
+#[derive(Debug, PartialEq)]
+pub(super) enum Next {
+    Calls(Vec<(&'static str, Value)>),
+    Say(String, &'static str),
+}
+
+/// Content type of items lying in areas.
+pub(super) const ITEM_TYPE: &str = "item";
+/// Content type of Chinese names.
+pub(super) const NAME_ZH_TYPE: &str = "name_zh";
+const QUEST_TYPE: &str = "quest";
+/// Most characters standing here whose sheets one turn reads.
+pub(super) const MAX_PEOPLE_LOOKED_AT: usize = 4;
+/// A d20 attack roll of at least this hits.
+pub(super) const HERO_HITS_ON: i64 = 6;
+/// A foe's d20 roll of at least this hits back.
+pub(super) const FOE_HITS_ON: i64 = 16;
+/// Damage of the hero's blow: this plus twice their level; doubled on a 20.
+pub(super) const HERO_DAMAGE_BASE: i64 = 4;
+/// HP a potion gives back.
+pub(super) const POTION_HEALS: i64 = 6;
+
+/// The call that lists one type of content in full (at most 50 entries).
+/// Chinese names are drafts: the players' own searches, of published
+/// content, never return them.
+pub(super) fn listing(content_type: &str) -> (&'static str, Value) {
+    let status = if content_type == NAME_ZH_TYPE {
+        "draft"
+    } else {
+        "published"
+    };
+    (
+        "search_content",
+        json!({"query": "", "content_type": content_type, "status": status, "limit": 50}),
+    )
+}
+
+/// Whether a `search_content` result answers one of [`listing`]'s calls
+/// (a player's own search always has words).
+pub(super) fn is_listing(tool: &str, result: &Value) -> bool {
+    tool == "search_content" && result["query"] == ""
+}
+
+/// Chinese names from the turn's `name_zh` listing: id → (name, description).
+pub(super) fn zh_names(results: &[(&str, Value)]) -> HashMap<String, (String, String)> {
+    listed(results, NAME_ZH_TYPE)
+        .filter_map(|e| {
+            let id = e["id"].as_str()?.strip_prefix("zh_")?;
+            Some((id.to_owned(), (str_of(&e["title"]), str_of(&e["body"]))))
+        })
+        .collect()
+}
+
+/// Whether this turn already listed the Chinese names (found or not).
+pub(super) fn zh_listed(results: &[(&str, Value)]) -> bool {
+    results.iter().any(|(t, r)| is_listing(t, r))
+}
+
+fn listed<'a>(
+    results: &'a [(&str, Value)],
+    content_type: &'a str,
+) -> impl Iterator<Item = &'a Value> + 'a {
+    results
+        .iter()
+        .filter(|(t, r)| is_listing(t, r))
+        .flat_map(|(_, r)| r["items"].as_array().into_iter().flatten())
+        .filter(move |e| e["content_type"] == content_type)
+}
+
+fn str_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// Everything the turn has learnt so far.
+struct Facts<'a> {
+    zh: bool,
+    actor_id: &'a str,
+    actor: Option<&'a Value>,
+    here: String,
+    /// (character id, name) of the others standing in this area.
+    people: Vec<(String, String)>,
+    /// Sheets of others read this turn, by id.
+    sheets: HashMap<String, &'a Value>,
+    items_here: Vec<&'a Value>,
+    quests: Vec<&'a Value>,
+    zh_names: HashMap<String, (String, String)>,
+    exits: Option<&'a Value>,
+    profile: Option<&'a Value>,
+    rolls: Vec<&'a Value>,
+    hp: Vec<&'a Value>,
+    inventory_change: Option<&'a Value>,
+    surveyed: bool,
+}
+
+impl<'a> Facts<'a> {
+    fn read(results: &'a [(&'a str, Value)], actor_id: &'a str, zh: bool) -> Self {
+        fn of<'r>(
+            results: &'r [(&'r str, Value)],
+            tool: &'r str,
+        ) -> impl Iterator<Item = &'r Value> {
+            results
+                .iter()
+                .filter(move |(t, _)| *t == tool)
+                .map(|(_, r)| r)
+        }
+        let actor = of(results, "get_character_stats").find(|r| r["character_id"] == actor_id);
+        let here = actor.map(|a| str_of(&a["area_id"])).unwrap_or_default();
+        let site = of(results, "get_site_map").next();
+        let people = site
+            .and_then(|s| s["pois"].as_array())
+            .into_iter()
+            .flatten()
+            .filter(|p| p["kind"] == "npc" && p["area_id"] == here.as_str() && p["id"] != actor_id)
+            .map(|p| (str_of(&p["id"]), str_of(&p["name"])))
+            .collect();
+        let sheets = of(results, "get_character_stats")
+            .filter(|r| r["character_id"] != actor_id)
+            .map(|r| (str_of(&r["character_id"]), r))
+            .collect();
+        Facts {
+            zh,
+            actor_id,
+            actor,
+            items_here: listed(results, ITEM_TYPE)
+                .filter(|e| e["area_id"] == here.as_str())
+                .collect(),
+            here,
+            people,
+            sheets,
+            quests: listed(results, QUEST_TYPE).collect(),
+            zh_names: zh_names(results),
+            exits: of(results, "move_options").next(),
+            profile: of(results, "get_npc_profile").next(),
+            rolls: of(results, "roll_dice").collect(),
+            hp: of(results, "hp_delta").collect(),
+            inventory_change: of(results, "add_inventory")
+                .chain(of(results, "update_inventory"))
+                .next(),
+            surveyed: site.is_some(),
+        }
+    }
+
+    /// A thing's name in the player's language.
+    fn name(&self, id: &str, english: &str) -> String {
+        match self.zh_names.get(id) {
+            Some((zh, _)) if self.zh && !zh.is_empty() => zh.clone(),
+            _ => english.to_owned(),
+        }
+    }
+
+    fn actor_name(&self) -> String {
+        let english = self.actor.map(|a| str_of(&a["name"])).unwrap_or_default();
+        self.name(self.actor_id, &english)
+    }
+
+    fn actor_downed(&self) -> bool {
+        self.actor
+            .is_some_and(|a| a["state"] == "downed" || a["hp"] == 0)
+    }
+
+    fn standing(&self, id: &str) -> bool {
+        self.sheets
+            .get(id)
+            .is_none_or(|s| s["state"] != "downed" && s["hp"] != 0)
+    }
+
+    /// The person here the player's words name.
+    fn person(&self, wanted: &str) -> Option<&(String, String)> {
+        self.people.iter().find(|(id, name)| {
+            names(wanted, name) || names(wanted, &self.name(id, name)) || names(wanted, id)
+        })
+    }
+
+    /// The item lying here the player's words name.
+    fn item_here(&self, wanted: &str) -> Option<&'a Value> {
+        self.items_here.iter().copied().find(|e| {
+            let id = str_of(&e["id"]);
+            names(wanted, &str_of(&e["title"])) || names(wanted, &self.name(&id, ""))
+        })
+    }
+
+    /// The item carried that the player's words name.
+    fn carried(&self, wanted: &str) -> Option<&'a Value> {
+        self.actor?["inventory"].as_array()?.iter().find(|i| {
+            let slug = str_of(&i["slug"]);
+            names(wanted, &str_of(&i["name"]))
+                || names(wanted, &self.name(&format!("item_{slug}"), ""))
+                || names(wanted, &slug)
+        })
+    }
+
+    fn carries(&self, slug: &str) -> bool {
+        self.actor
+            .and_then(|a| a["inventory"].as_array())
+            .is_some_and(|inv| inv.iter().any(|i| i["slug"] == slug))
+    }
+
+    fn item_name(&self, slug: &str, english: &str) -> String {
+        self.name(&format!("item_{slug}"), english)
+    }
+
+    /// What can be seen here: the people (and who is down) and the items.
+    fn who_and_what(&self) -> String {
+        let zh = self.zh;
+        let people: Vec<String> = self
+            .people
+            .iter()
+            .map(|(id, name)| {
+                let name = self.name(id, name);
+                match (self.standing(id), zh) {
+                    (true, _) => name,
+                    (false, true) => format!("{name}（倒地不起）"),
+                    (false, false) => format!("{name} (down)"),
+                }
+            })
+            .collect();
+        let items: Vec<String> = self
+            .items_here
+            .iter()
+            .filter(|e| !self.carries(&slug_of(e)))
+            .map(|e| self.item_name(&slug_of(e), &str_of(&e["title"])))
+            .collect();
+        let mut out = String::new();
+        match (people.is_empty(), zh) {
+            (true, true) => out.push_str("这里没有别人。"),
+            (true, false) => out.push_str("No one else is here."),
+            (false, true) => out.push_str(&format!("这里有：{}。", people.join("、"))),
+            (false, false) => out.push_str(&format!("Here: {}.", people.join(", "))),
+        }
+        if !items.is_empty() {
+            out.push_str(&if zh {
+                format!("你看见：{}。", items.join("、"))
+            } else {
+                format!(" You see: {}.", items.join(", "))
+            });
+        }
+        out
+    }
+}
+
+/// An item entry's slug: its content id without `item_`.
+fn slug_of(entry: &Value) -> String {
+    let id = str_of(&entry["id"]);
+    id.strip_prefix("item_").unwrap_or(&id).to_owned()
+}
+
+/// The next step of `act` for `actor_id`, from this turn's results.
+pub(super) fn next(
+    act: &Act,
+    context: &Value,
+    results: &[(&str, Value)],
+    actor_id: &str,
+    zh: bool,
+) -> Next {
+    let facts = Facts::read(results, actor_id, zh);
+    if !facts.surveyed {
+        let mut calls = vec![
+            ("get_character_stats", json!({"character_id": actor_id})),
+            ("get_site_map", json!({})),
+            listing(ITEM_TYPE),
+            listing(QUEST_TYPE),
+        ];
+        if zh {
+            calls.push(listing(NAME_ZH_TYPE));
+        }
+        if *act == Act::Look {
+            calls.push(("move_options", json!({"actor_id": actor_id})));
+        }
+        return Next::Calls(calls);
+    }
+    let unread: Vec<(&'static str, Value)> = facts
+        .people
+        .iter()
+        .take(MAX_PEOPLE_LOOKED_AT)
+        .filter(|(id, _)| !facts.sheets.contains_key(id))
+        .map(|(id, _)| ("get_character_stats", json!({"character_id": id})))
+        .collect();
+    // Sheets are read in one round: none read yet means this is that round.
+    if facts.sheets.is_empty() && !unread.is_empty() {
+        return Next::Calls(unread);
+    }
+    match act {
+        Act::Look => look(&facts, context),
+        Act::TalkTo(who) => talk_to(&facts, who),
+        Act::Take(what) => take(&facts, what),
+        Act::Use(what) => use_item(&facts, what, context),
+        Act::Attack(whom) => attack(&facts, whom),
+    }
+}
+
+fn say(text: String) -> Next {
+    Next::Say(text, "narration")
+}
+
+fn look(f: &Facts<'_>, context: &Value) -> Next {
+    let here = &context["current_area"];
+    let (name, description) = match f.zh_names.get(&f.here) {
+        Some((name, desc)) if f.zh => (name.clone(), desc.clone()),
+        _ => (str_of(&here["name"]), str_of(&here["description"])),
+    };
+    let exits: Vec<String> = f
+        .exits
+        .and_then(|e| e["options"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|o| f.name(&str_of(&o["area_id"]), &str_of(&o["name"])))
+        .collect();
+    let ways = match (exits.is_empty(), f.zh) {
+        (true, true) => "从这里无路可走。".to_owned(),
+        (true, false) => "There is no way on from here.".to_owned(),
+        (false, true) => format!("可以前往：{}。", exits.join("、")),
+        (false, false) => format!("Ways on: {}.", exits.join(", ")),
+    };
+    let text = if f.zh {
+        format!("{name}。{description}{}{ways}", f.who_and_what())
+    } else {
+        format!("{name}. {description} {} {ways}", f.who_and_what())
+    };
+    Next::Say(text, "scene_description")
+}
+
+/// "No X here", with what is here instead.
+fn not_here(f: &Facts<'_>, wanted: &str) -> Next {
+    say(if f.zh {
+        format!("这里没有“{wanted}”。{}", f.who_and_what())
+    } else {
+        format!("There is no \"{wanted}\" here. {}", f.who_and_what())
+    })
+}
+
+fn talk_to(f: &Facts<'_>, who: &str) -> Next {
+    let Some((id, english)) = f.person(who) else {
+        return not_here(f, who);
+    };
+    let name = f.name(id, english);
+    if !f.standing(id) {
+        return say(if f.zh {
+            format!("{name}倒在地上，一言不发。")
+        } else {
+            format!("{name} lies still and says nothing.")
+        });
+    }
+    let Some(profile) = f.profile else {
+        return Next::Calls(vec![("get_npc_profile", json!({"npc_id": id}))]);
+    };
+    // What they say first: the campaign's Chinese line, else a greeting
+    // template chosen by the turn's HP so that it varies but stays fixed.
+    let greetings: Vec<String> = profile["greeting_templates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(str_of)
+        .collect();
+    let persona = first_sentence(
+        profile["persona"]["description"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .to_owned();
+    let lore = first_sentence(
+        profile["persona"]["background"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .to_owned();
+    let quest = f.quests.iter().find(|q| {
+        let body = q["body"].as_str().unwrap_or_default();
+        !english.is_empty() && body.contains(english.as_str())
+    });
+    if f.zh {
+        let line = f
+            .zh_names
+            .get(id)
+            .map(|(_, body)| body.clone())
+            .filter(|b| !b.is_empty())
+            .or_else(|| greetings.first().cloned())
+            .unwrap_or_else(|| "……".to_owned());
+        let mut text = format!("{name}说：“{line}”");
+        if let Some(q) = quest {
+            let title = f.name(&str_of(&q["id"]), &str_of(&q["title"]));
+            text.push_str(&format!("（任务：{title}）"));
+        }
+        return say(text);
+    }
+    let greeting = greetings.first().cloned().unwrap_or_else(|| "…".to_owned());
+    let mut text = format!("{name} looks up. \"{greeting}\" {persona}");
+    if !lore.is_empty() {
+        text.push_str(&format!(" {name} tells you: \"{lore}\""));
+    }
+    if let Some(q) = quest {
+        text.push_str(&format!(
+            " Quest: {} — {}",
+            str_of(&q["title"]),
+            cut_at_boundary(q["body"].as_str().unwrap_or_default(), 200)
+        ));
+    }
+    say(text)
+}
+
+fn take(f: &Facts<'_>, what: &str) -> Next {
+    if f.actor_downed() {
+        return downed(f);
+    }
+    let Some(entry) = f.item_here(what) else {
+        return not_here(f, what);
+    };
+    let slug = slug_of(entry);
+    let name = f.item_name(&slug, &str_of(&entry["title"]));
+    if let Some(added) = f.inventory_change {
+        let carried: Vec<String> = added["inventory"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| f.item_name(&str_of(&i["slug"]), &str_of(&i["name"])))
+            .collect();
+        return say(if f.zh {
+            format!("你拿起了{name}。现在携带：{}。", carried.join("、"))
+        } else {
+            format!("You take the {name}. Now carrying: {}.", carried.join(", "))
+        });
+    }
+    if f.carries(&slug) {
+        return say(if f.zh {
+            format!("你已经带着{name}了。")
+        } else {
+            format!("You already carry the {name}.")
+        });
+    }
+    let description = cut_at_boundary(entry["body"].as_str().unwrap_or_default(), 300);
+    Next::Calls(vec![(
+        "add_inventory",
+        json!({
+            "character_id": f.actor_id,
+            "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
+        }),
+    )])
+}
+
+fn downed(f: &Facts<'_>) -> Next {
+    say(if f.zh {
+        format!(
+            "{}倒下了，无法行动。用一瓶治疗药水（“使用 治疗药水”）才能重新站起来。",
+            f.actor_name()
+        )
+    } else {
+        format!(
+            "{} is down and cannot act. Only a healing potion (\"use healing potion\") brings them back up.",
+            f.actor_name()
+        )
+    })
+}
+
+fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
+    let Some(item) = f.carried(what) else {
+        return say(if f.zh {
+            format!("你身上没有“{what}”。")
+        } else {
+            format!("You carry no \"{what}\".")
+        });
+    };
+    let slug = str_of(&item["slug"]);
+    let name = f.item_name(&slug, &str_of(&item["name"]));
+    let use_one = (
+        "update_inventory",
+        json!({"character_id": f.actor_id, "updates": [{"slug": slug, "quantity_change": -1}]}),
+    );
+    if slug.ends_with("_potion") {
+        if let Some(healed) = f.hp.first() {
+            let (before, hp, max) = (&healed["hp_before"], &healed["hp"], &healed["max_hp"]);
+            return say(if f.zh {
+                format!("你喝下{name}，生命值 {before} → {hp}/{max}。")
+            } else {
+                format!("You drink the {name}: HP {before} → {hp}/{max}.")
+            });
+        }
+        return Next::Calls(vec![
+            use_one,
+            (
+                "hp_delta",
+                json!({"target_character_id": f.actor_id, "delta": POTION_HEALS, "cause": name}),
+            ),
+        ]);
+    }
+    if f.actor_downed() {
+        return downed(f);
+    }
+    let quest = f.quests.iter().find(|q| {
+        q["tags"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| *t == *slug))
+    });
+    let Some(quest) = quest else {
+        return say(if f.zh {
+            format!("你拿出{name}摆弄了一会儿，这里没有什么用得上它。")
+        } else {
+            format!("You turn the {name} over in your hands; nothing here calls for it.")
+        });
+    };
+    let quest_area = quest_place(quest, &f.here, context);
+    let title = f.name(&str_of(&quest["id"]), &str_of(&quest["title"]));
+    if quest_area != f.here {
+        let english = context["areas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["area_id"] == quest_area.as_str())
+            .map(|a| str_of(&a["name"]))
+            .unwrap_or_else(|| quest_area.clone());
+        let place = f.name(&quest_area, &english);
+        return say(if f.zh {
+            format!("{name}不是在这里用的：任务“{title}”要你把它带到{place}。")
+        } else {
+            format!("This is not the place for the {name}: \"{title}\" wants it at {place}.")
+        });
+    }
+    if let Some((id, guard)) = f.people.iter().find(|(id, _)| f.standing(id)) {
+        let guard = f.name(id, guard);
+        return say(if f.zh {
+            format!("{guard}挡住了你的去路。只要它还站着，你就无法完成“{title}”。")
+        } else {
+            format!("{guard} bars your way. While they stand, \"{title}\" cannot be done.")
+        });
+    }
+    if f.inventory_change.is_none() {
+        return Next::Calls(vec![use_one]);
+    }
+    let place = f.name(&f.here, &str_of(&context["current_area"]["name"]));
+    say(if f.zh {
+        format!(
+            "你把{name}倒进{place}。火焰猛然明亮，整座废墟的灯笼一齐亮起。任务完成：“{title}”。"
+        )
+    } else {
+        format!(
+            "You pour the {name} into the {place}. The flame leaps up and every lantern in the ruin \
+             burns brighter. Quest complete: \"{title}\"."
+        )
+    })
+}
+
+/// Where a quest is finished: its `area_id`, else the area among its tags
+/// (this one, or one the context names); anywhere when it names none.
+fn quest_place(quest: &Value, here: &str, context: &Value) -> String {
+    if let Some(area) = quest["area_id"].as_str() {
+        return area.to_owned();
+    }
+    let tags: Vec<&str> = quest["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let known = |tag: &&&str| {
+        context["areas"]
+            .as_array()
+            .is_some_and(|areas| areas.iter().any(|a| a["area_id"] == ***tag))
+    };
+    tags.iter()
+        .find(|t| **t == here)
+        .or_else(|| tags.iter().find(known))
+        .map_or(here, |t| *t)
+        .to_owned()
+}
+
+fn attack(f: &Facts<'_>, whom: &str) -> Next {
+    if f.actor_downed() {
+        return downed(f);
+    }
+    let Some((id, english)) = f.person(whom) else {
+        return not_here(f, whom);
+    };
+    let foe = f.name(id, english);
+    let me = f.actor_name();
+    if !f.standing(id) && f.rolls.is_empty() {
+        return say(if f.zh {
+            format!("{foe}已经倒下了。")
+        } else {
+            format!("{foe} is already down.")
+        });
+    }
+    let [mine, theirs] = f.rolls.as_slice() else {
+        return Next::Calls(vec![
+            (
+                "roll_dice",
+                json!({"dice": "1d20", "reason": format!("{me} attacks {foe}")}),
+            ),
+            (
+                "roll_dice",
+                json!({"dice": "1d20", "reason": format!("{foe} strikes back")}),
+            ),
+        ]);
+    };
+    let level = |v: Option<&&Value>| v.and_then(|s| s["level"].as_i64()).unwrap_or(1);
+    let exchange = Exchange::of(
+        mine["total"].as_i64().unwrap_or(0),
+        theirs["total"].as_i64().unwrap_or(0),
+        level(f.actor.as_ref()),
+        level(f.sheets.get(id)),
+        f.sheets
+            .get(id)
+            .and_then(|s| s["hp"].as_i64())
+            .unwrap_or(i64::MAX),
+    );
+    if f.hp.is_empty() && (exchange.dealt > 0 || exchange.taken > 0) {
+        let mut calls = Vec::new();
+        if exchange.dealt > 0 {
+            calls.push((
+                "hp_delta",
+                json!({"target_character_id": id, "delta": -exchange.dealt, "cause": format!("{me}'s blow")}),
+            ));
+        }
+        if exchange.taken > 0 {
+            calls.push((
+                "hp_delta",
+                json!({"target_character_id": f.actor_id, "delta": -exchange.taken, "cause": format!("{foe}'s blow")}),
+            ));
+        }
+        return Next::Calls(calls);
+    }
+    let hp_of = |who: &str| f.hp.iter().find(|h| h["character_id"] == who);
+    let mut text = String::new();
+    let roll = |v: &Value| v["total"].clone();
+    match (hp_of(id), f.zh) {
+        (Some(h), true) => text.push_str(&format!(
+            "你掷出 {}，击中{foe}，造成 {} 点伤害（生命 {}/{}）。",
+            roll(mine),
+            exchange.dealt,
+            h["hp"],
+            h["max_hp"]
+        )),
+        (Some(h), false) => text.push_str(&format!(
+            "You roll {} and hit {foe} for {} (HP {}/{}).",
+            roll(mine),
+            exchange.dealt,
+            h["hp"],
+            h["max_hp"]
+        )),
+        (None, true) => text.push_str(&format!("你掷出 {}，没有击中{foe}。", roll(mine))),
+        (None, false) => text.push_str(&format!("You roll {} and miss {foe}.", roll(mine))),
+    }
+    if hp_of(id).is_some_and(|h| h["downed"] == true) {
+        text.push_str(&if f.zh {
+            format!("{foe}倒下了！")
+        } else {
+            format!(" {foe} falls!")
+        });
+    } else if let Some(h) = hp_of(f.actor_id) {
+        text.push_str(&if f.zh {
+            format!(
+                "{foe}还击，掷出 {}，你受到 {} 点伤害（生命 {}/{}）。",
+                roll(theirs),
+                exchange.taken,
+                h["hp"],
+                h["max_hp"]
+            )
+        } else {
+            format!(
+                " {foe} strikes back with {} and hurts you for {} (HP {}/{}).",
+                roll(theirs),
+                exchange.taken,
+                h["hp"],
+                h["max_hp"]
+            )
+        });
+        if h["downed"] == true {
+            text.push_str(&if f.zh {
+                format!("{me}倒下了！")
+            } else {
+                format!(" {me} is down!")
+            });
+        }
+    } else {
+        text.push_str(&if f.zh {
+            format!("{foe}还击，掷出 {}，没有击中你。", roll(theirs))
+        } else {
+            format!(" {foe} strikes back with {} and misses.", roll(theirs))
+        });
+    }
+    say(text)
+}
+
+/// One exchange of blows, from the two d20 rolls: the hero's blow lands
+/// on [`HERO_HITS_ON`] or more; a foe still standing after it strikes back
+/// on [`FOE_HITS_ON`] or more, for their level in damage.
+#[derive(Debug, PartialEq)]
+pub(super) struct Exchange {
+    pub dealt: i64,
+    pub taken: i64,
+}
+
+impl Exchange {
+    pub(super) fn of(
+        mine: i64,
+        theirs: i64,
+        my_level: i64,
+        their_level: i64,
+        their_hp: i64,
+    ) -> Self {
+        let mut dealt = 0;
+        if mine >= HERO_HITS_ON {
+            dealt = HERO_DAMAGE_BASE + 2 * my_level.clamp(1, 20);
+            if mine >= 20 {
+                dealt *= 2;
+            }
+        }
+        let still_up = their_hp > dealt;
+        let taken = if still_up && theirs >= FOE_HITS_ON {
+            their_level.clamp(1, 20)
+        } else {
+            0
+        };
+        Exchange { dealt, taken }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quests_place_is_its_area_or_an_area_among_its_tags() {
+        let context = json!({"areas": [{"area_id": "area_009"}]});
+        let quest = |q: Value| quest_place(&q, "area_001", &context);
+        assert_eq!(
+            quest(json!({"area_id": "area_005", "tags": ["area_009"]})),
+            "area_005"
+        );
+        assert_eq!(quest(json!({"tags": ["oil", "area_009"]})), "area_009");
+        assert_eq!(quest(json!({"tags": ["oil", "area_001"]})), "area_001");
+        // Naming no place, it is finished wherever the item is used.
+        assert_eq!(quest(json!({"tags": ["oil"]})), "area_001");
+    }
+
+    #[test]
+    fn an_exchange_follows_the_dice() {
+        // A miss on both sides.
+        assert_eq!(
+            Exchange::of(5, 15, 1, 3, 18),
+            Exchange { dealt: 0, taken: 0 }
+        );
+        // A hit, and the foe answers.
+        assert_eq!(
+            Exchange::of(6, 16, 1, 3, 18),
+            Exchange { dealt: 6, taken: 3 }
+        );
+        // A natural 20 doubles; a foe it downs does not strike back.
+        assert_eq!(
+            Exchange::of(20, 20, 1, 3, 12),
+            Exchange {
+                dealt: 12,
+                taken: 0
+            }
+        );
+    }
+}
