@@ -74,7 +74,7 @@ impl Browsers {
 }
 
 /// The program named by `env`, or the first of `names` found on PATH.
-fn find_program(env: &str, names: &[&str]) -> Result<PathBuf, String> {
+pub(crate) fn find_program(env: &str, names: &[&str]) -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os(env) {
         let path = PathBuf::from(path);
         return if path.is_file() {

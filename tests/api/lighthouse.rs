@@ -24,23 +24,19 @@ fn lighthouse() -> PathBuf {
     bin
 }
 
-/// The Chromium the browser test uses: `QUESTD_CHROMIUM`, or the first of
-/// the usual names on `PATH`.
+/// The Chromium the browser test uses (`QUESTD_CHROMIUM`, or the usual
+/// names on `PATH`).
 fn chromium() -> PathBuf {
-    if let Some(path) = std::env::var_os("QUESTD_CHROMIUM") {
-        return PathBuf::from(path);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "Chromium is missing: install it with `apt-get install -y chromium` \
+    crate::browser::find_program(
+        "QUESTD_CHROMIUM",
+        &["chromium", "chromium-browser", "google-chrome"],
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "Chromium is missing: {e}; install it with `apt-get install -y chromium` \
                  (or set QUESTD_CHROMIUM to its path)"
-            )
-        })
+        )
+    })
 }
 
 /// Audits `url` and answers Lighthouse's report (also kept as `name`).
