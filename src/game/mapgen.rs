@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use super::names::{self, Language, Phrase, TakenNames, article, pick_fresh};
 use super::rng::{SplitMix64, text_seed};
 use super::state::{Area, AreaId, MAX_LINKS_PER_AREA};
 
@@ -34,34 +35,64 @@ pub enum MapError {
     NoFreshIds,
 }
 
-const PLACES: &[&str] = &[
-    "Hall", "Passage", "Grotto", "Chamber", "Vault", "Stair", "Gallery", "Well", "Shrine",
-    "Cistern", "Bridge", "Crypt", "Garden", "Archive", "Landing",
-];
-const MOODS: &[&str] = &[
-    "Dripping",
-    "Silent",
-    "Moonlit",
-    "Broken",
-    "Whispering",
-    "Flooded",
-    "Gilded",
-    "Hollow",
-    "Overgrown",
-    "Ashen",
-    "Echoing",
-    "Forgotten",
-];
-const DETAILS: &[&str] = &[
-    "Water drips from the ceiling into shallow pools.",
-    "Old carvings cover the walls, worn smooth by time.",
-    "A cold draught carries the smell of wet stone.",
-    "Roots have split the flagstones apart.",
-    "Faint light glimmers somewhere ahead.",
-    "Rusted chains hang from iron rings.",
-    "Dust lies thick and undisturbed.",
-    "The air hums with a low, distant sound.",
-];
+/// The words of generated areas in one language.
+struct Words {
+    places: &'static [&'static str],
+    moods: &'static [&'static str],
+    details: &'static [&'static str],
+}
+
+const ENGLISH: Words = Words {
+    places: &[
+        "Hall", "Passage", "Grotto", "Chamber", "Vault", "Stair", "Gallery", "Well", "Shrine",
+        "Cistern", "Bridge", "Crypt", "Garden", "Archive", "Landing",
+    ],
+    moods: &[
+        "Dripping",
+        "Silent",
+        "Moonlit",
+        "Broken",
+        "Whispering",
+        "Flooded",
+        "Gilded",
+        "Hollow",
+        "Overgrown",
+        "Ashen",
+        "Echoing",
+        "Forgotten",
+    ],
+    details: &[
+        "Water drips from the ceiling into shallow pools.",
+        "Old carvings cover the walls, worn smooth by time.",
+        "A cold draught carries the smell of wet stone.",
+        "Roots have split the flagstones apart.",
+        "Faint light glimmers somewhere ahead.",
+        "Rusted chains hang from iron rings.",
+        "Dust lies thick and undisturbed.",
+        "The air hums with a low, distant sound.",
+    ],
+};
+
+const CHINESE: Words = Words {
+    places: &[
+        "大厅", "通道", "洞窟", "石室", "穹室", "阶梯", "回廊", "古井", "神龛", "水窖", "石桥",
+        "墓室", "花园", "书库", "平台",
+    ],
+    moods: &[
+        "幽暗", "寂静", "潮湿", "破败", "荒废", "阴冷", "古老", "空旷", "狭窄", "斑驳", "鎏金",
+        "幽深",
+    ],
+    details: &[
+        "水从顶上滴落，积成浅浅的水洼。",
+        "墙上满是古老的刻纹，已被岁月磨平。",
+        "一阵冷风吹过，带着湿石的气味。",
+        "树根撑裂了地上的石板。",
+        "前方某处闪着微光。",
+        "锈蚀的锁链挂在铁环上。",
+        "灰尘积得很厚，无人惊扰。",
+        "空气中回荡着低沉而遥远的嗡鸣。",
+    ],
+};
 
 /// What to generate and where to attach it.
 pub struct MapRequest<'a> {
@@ -71,6 +102,8 @@ pub struct MapRequest<'a> {
     /// Every area already on the map (for fresh ids and free positions).
     pub existing: &'a [Area],
     pub theme: &'a str,
+    /// The language of the names and descriptions.
+    pub language: Language,
     pub size: usize,
     pub seed: u64,
 }
@@ -109,8 +142,12 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
         .checked_add(size as u64)
         .ok_or(MapError::NoFreshIds)?;
     let mut taken: BTreeSet<(i64, i64)> = req.existing.iter().map(|a| (a.x, a.y)).collect();
-    let theme = title_case(req.theme.trim());
     let tag = req.theme.trim().to_lowercase();
+    let phrase = Phrase::of(req.theme);
+    let mut names = TakenNames::new(req.existing.iter().map(|a| a.name.as_str()));
+    // Words draw from a generator of their own, so the layout of a seed
+    // does not depend on how many tries a fresh name took.
+    let mut words = SplitMix64::new(req.seed ^ text_seed(req.theme) ^ NAMES_SALT);
 
     // A root layer starts below everything already drawn.
     let origin = match req.from {
@@ -150,21 +187,7 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
             free_spot(&mut rng, &mut taken, px, py).ok_or(MapError::NoRoom { x: px, y: py })?;
         // Below next_number + size, checked above.
         let id = AreaId(format!("area_{:03}", next_number + i as u64));
-        let place = rng.pick(PLACES);
-        let mood = rng.pick(MOODS);
-        let name = if theme.is_empty() {
-            format!("{mood} {place}")
-        } else {
-            format!("{mood} {theme} {place}")
-        };
-        let description = format!(
-            "{} {} {} shaped by {}. {}",
-            crate::game::zones::article(mood),
-            mood.to_lowercase(),
-            place.to_lowercase(),
-            if tag.is_empty() { "time" } else { tag.as_str() },
-            rng.pick(DETAILS)
-        );
+        let (name, description) = area_text(&mut words, phrase.as_ref(), req.language, &mut names);
         areas.push(Area {
             area_id: id,
             name,
@@ -249,17 +272,48 @@ fn free_spot(
     Some(spot)
 }
 
-fn title_case(s: &str) -> String {
-    s.split_whitespace()
-        .map(|w| {
-            let mut c = w.chars();
-            match c.next() {
-                Some(f) => f.to_uppercase().chain(c).collect(),
-                None => String::new(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+/// Mixed into the seed of the words' generator.
+const NAMES_SALT: u64 = 0x6e61_6d65_7321;
+
+/// The name and description of one new area: a mood and a kind of place
+/// that do not repeat the player's words, around those words, in the
+/// map's language; a name no area has yet.
+fn area_text(
+    rng: &mut SplitMix64,
+    phrase: Option<&Phrase>,
+    language: Language,
+    taken: &mut TakenNames,
+) -> (String, String) {
+    let words = match language {
+        Language::En => &ENGLISH,
+        Language::Zh => &CHINESE,
+    };
+    let (name, (mood, place)) = taken.claim(|| {
+        let mood = *pick_fresh(rng, words.moods, |w| names::repeats(phrase, w));
+        let place = *pick_fresh(rng, words.places, |w| names::repeats(phrase, w));
+        let name = match (language, phrase) {
+            (Language::En, None) => format!("{mood} {place}"),
+            // "Silent Ice Gallery", but "Silent Gallery of the Crystal Caves".
+            (Language::En, Some(p)) if p.is_modifier() => format!("{mood} {} {place}", p.title()),
+            (Language::En, Some(p)) => format!("{mood} {place} of the {}", p.title()),
+            (Language::Zh, None) => format!("{mood}{place}"),
+            (Language::Zh, Some(p)) if p.is_cjk() => format!("{mood}{}{place}", p.text()),
+            (Language::Zh, Some(p)) => format!("{}·{mood}{place}", p.text()),
+        };
+        (name, (mood, place))
+    });
+    let detail = rng.pick(words.details);
+    let (a, m, pl) = (article(mood), mood.to_lowercase(), place.to_lowercase());
+    let description = match (language, phrase) {
+        (Language::En, None) => format!("{a} {m} {pl} shaped by time. {detail}"),
+        (Language::En, Some(p)) if p.is_modifier() => {
+            format!("{a} {m} {} {pl}. {detail}", p.text())
+        }
+        (Language::En, Some(p)) => format!("{a} {m} {pl} deep in the {}. {detail}", p.text()),
+        (Language::Zh, None) => format!("这是一处{mood}的{place}，早已被岁月侵蚀。{detail}"),
+        (Language::Zh, Some(p)) => format!("这是{}中一处{mood}的{place}。{detail}", p.in_chinese()),
+    };
+    (name, description)
 }
 
 #[cfg(test)]
@@ -286,6 +340,7 @@ mod tests {
             from: Some(&from),
             existing: &existing,
             theme: "crystal caves",
+            language: Language::En,
             size,
             seed,
         })
@@ -329,6 +384,7 @@ mod tests {
             from: None,
             existing: &existing,
             theme: "sky",
+            language: Language::En,
             size: 4,
             seed: 3,
         })
@@ -370,6 +426,174 @@ mod tests {
         assert_eq!(seen.len(), map.areas.len());
     }
 
+    /// Maps of `size` areas grown one call after another from the start,
+    /// each call seeing every area before it.
+    fn grown(theme: &str, language: Language, calls: u64, size: usize) -> Vec<Area> {
+        let from = start();
+        let mut all = vec![from.clone()];
+        for seed in 0..calls {
+            let map = generate(&MapRequest {
+                from: Some(&from),
+                existing: &all,
+                theme,
+                language,
+                size,
+                seed,
+            })
+            .unwrap();
+            all.extend(map.areas);
+        }
+        all.remove(0);
+        all
+    }
+
+    #[test]
+    fn english_names_keep_the_theme_and_say_no_word_twice() {
+        let cases = [
+            (
+                "crystal caves",
+                " of the Crystal Caves",
+                "deep in the crystal caves.",
+            ),
+            (
+                "whispering reeds",
+                "of the Whispering Reeds",
+                "deep in the whispering reeds.",
+            ),
+            (
+                "a misty forest of lanterns",
+                "of the Misty Forest of Lanterns",
+                "deep in the misty forest of lanterns.",
+            ),
+            ("ice", "Ice", " ice "),
+            (
+                "Hollow hills",
+                "of the Hollow Hills",
+                "deep in the Hollow hills.",
+            ),
+            ("gallery", " Gallery ", " gallery "),
+        ];
+        for (theme, in_name, in_description) in cases {
+            for seed in 0..30 {
+                let map = generate(&MapRequest {
+                    from: Some(&start()),
+                    existing: &[start()],
+                    theme,
+                    language: Language::of_text(theme),
+                    size: 6,
+                    seed,
+                })
+                .unwrap();
+                for a in &map.areas {
+                    assert!(a.name.contains(in_name), "{theme}: {}", a.name);
+                    assert!(a.description.contains(in_description), "{}", a.description);
+                    assert_eq!(names::doubled_word(&a.name), None, "{}", a.name);
+                    let first = a.description.split('.').next().unwrap();
+                    assert_eq!(names::doubled_word(first), None, "{}", a.description);
+                    // At most a mood, a place and "of the" around the words.
+                    assert!(
+                        a.name.split(' ').count() <= 4 + names::MAX_PHRASE_WORDS,
+                        "{}",
+                        a.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_theme_gives_a_short_name() {
+        let theme = "the great misty forest of glowing lanterns where the old kings sleep";
+        for a in gen_themed(theme, Language::En).areas {
+            assert!(a.name.ends_with(" of the Great Misty Forest"), "{}", a.name);
+        }
+    }
+
+    fn gen_themed(theme: &str, language: Language) -> GeneratedMap {
+        generate(&MapRequest {
+            from: Some(&start()),
+            existing: &[start()],
+            theme,
+            language,
+            size: 6,
+            seed: 7,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn chinese_themes_give_chinese_areas() {
+        let ascii_letter = |s: &str| s.chars().any(|c| c.is_ascii_alphabetic());
+        for theme in ["洞穴", "迷雾沼泽", "幽暗古井", "", "  "] {
+            for seed in 0..30 {
+                let map = generate(&MapRequest {
+                    from: Some(&start()),
+                    existing: &[start()],
+                    theme,
+                    language: Language::Zh,
+                    size: 6,
+                    seed,
+                })
+                .unwrap();
+                for a in &map.areas {
+                    let (name, d) = (&a.name, &a.description);
+                    assert!(!ascii_letter(name) && !ascii_letter(d), "{name}: {d}");
+                    assert!(d.ends_with('。'), "{d}");
+                    if theme.trim().is_empty() {
+                        assert!(d.starts_with("这是一处"), "{d}");
+                    } else {
+                        assert!(names::adds_fresh_chinese(name, theme), "{name}");
+                        assert!(d.starts_with(&format!("这是{theme}中一处")), "{d}");
+                    }
+                }
+            }
+        }
+        // Told to write Chinese, an English theme is kept and quoted.
+        for a in gen_themed("crystal caves", Language::Zh).areas {
+            assert!(a.name.starts_with("crystal caves·"), "{}", a.name);
+            assert!(
+                a.description.starts_with("这是“crystal caves”中一处"),
+                "{}",
+                a.description
+            );
+        }
+    }
+
+    #[test]
+    fn no_two_areas_share_a_name() {
+        for (theme, language) in [
+            ("crystal caves", Language::En),
+            ("洞穴", Language::Zh),
+            ("", Language::En),
+        ] {
+            // 300 areas: more than moods and places can name.
+            let all = grown(theme, language, 10, MAX_SIZE);
+            let names: BTreeSet<String> = all.iter().map(|a| a.name.to_lowercase()).collect();
+            assert_eq!(names.len(), all.len(), "{theme:?}");
+            assert!(!names.contains("gate"));
+        }
+        assert_eq!(
+            grown("洞穴", Language::Zh, 3, 6),
+            grown("洞穴", Language::Zh, 3, 6)
+        );
+    }
+
+    #[test]
+    fn the_words_do_not_move_the_areas() {
+        // Names draw from their own generator: the same seed lays out the
+        // same map in either language.
+        let en = gen_themed("crystal caves", Language::En);
+        let zh = gen_themed("crystal caves", Language::Zh);
+        let spots = |m: &GeneratedMap| {
+            m.areas
+                .iter()
+                .map(|a| (a.x, a.y, a.reachable_area_ids.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(spots(&en), spots(&zh));
+        assert_ne!(en.areas[0].name, zh.areas[0].name);
+    }
+
     /// A one-area map at `(x, y)` with id `id`, and what grows from it.
     fn grow_at(id: &str, x: i64, y: i64, root: bool, seed: u64) -> Result<GeneratedMap, MapError> {
         let mut from = start();
@@ -381,6 +605,7 @@ mod tests {
             from: (!root).then_some(&from),
             existing: &existing,
             theme: "edge",
+            language: Language::En,
             size: MAX_SIZE,
             seed,
         })

@@ -9,6 +9,7 @@ pub mod content;
 pub mod dice;
 pub mod entities;
 pub mod mapgen;
+pub mod names;
 pub mod pieces;
 pub mod rng;
 pub mod state;

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::names::{self, Language, Phrase, TakenNames, article, pick_fresh};
 use super::rng::{SplitMix64, text_seed};
 
 /// Most zones generated in one call.
@@ -18,54 +19,121 @@ pub const MAX_ZONES_PER_CALL: usize = 3;
 pub const MOVEMENT_LOG_LIMIT: usize = 200;
 /// Walking pace, used when a save has no speed of its own.
 pub const DEFAULT_MOVE_SPEED_MPH: f64 = 3.0;
-/// Shortest word of the world prompt that may theme a zone; shorter ones are
-/// mostly articles and prepositions.
-const MIN_THEME_WORD_CHARS: usize = 3;
-/// Longest word of the world prompt that may theme a zone; longer runs are
-/// usually unbroken text (e.g. a whole sentence without spaces) and would make
-/// an unreadable name.
-const MAX_THEME_WORD_CHARS: usize = 16;
-/// Picks tried for a name no other zone has before a repeat is accepted.
-const NAME_ATTEMPTS: usize = 8;
 /// Travel times within this many minutes of a whole number are not rounded
 /// up, so floating-point noise never adds a minute.
 const MINUTES_EPSILON: f64 = 1e-9;
 
-const PLACES: &[&str] = &[
-    "Vale", "Ridge", "Marsh", "Hollow", "Steppe", "Fen", "Glade", "Moor", "Crossing", "Bluff",
-    "Basin", "Heath", "Thicket", "Ford", "Downs", "Reach",
-];
-const MOODS: &[&str] = &[
-    "Misty",
-    "Windswept",
-    "Sunken",
-    "Amber",
-    "Quiet",
-    "Thorned",
-    "Pale",
-    "Scorched",
-    "Frostbitten",
-    "Verdant",
-    "Lonely",
-    "Shattered",
-];
-const DETAILS: &[&str] = &[
-    "A worn track winds between standing stones.",
-    "Smoke rises from a camp that was abandoned in a hurry.",
-    "Birds fall silent whenever the wind turns.",
-    "Old boundary markers lean at odd angles.",
-    "A stream cuts the ground into narrow channels.",
-    "Ruined walls poke through the grass like broken teeth.",
-    "Tracks of something large circle a dry well.",
-    "The horizon shimmers as if the air itself were unsure.",
-];
-/// Prompt words too common to say anything about a world's theme.
-const STOP_WORDS: &[&str] = &[
-    "the", "and", "with", "for", "from", "into", "onto", "that", "this", "these", "those", "where",
-    "which", "who", "whom", "whose", "what", "when", "while", "world", "are", "was", "were", "has",
-    "have", "had", "its", "their", "there", "they", "them", "his", "her", "our", "your", "you",
-    "but", "not", "all", "any", "some", "set", "full", "very", "been", "being", "over", "under",
-    "about", "than", "then", "each", "every", "game", "setting",
+/// The words of generated zones in one language.
+struct Words {
+    /// Each kind of place as a name ends with it and as a sentence says it
+    /// (the same in English; "岭" and "山岭" in Chinese).
+    places: &'static [(&'static str, &'static str)],
+    moods: &'static [&'static str],
+    details: &'static [&'static str],
+    /// North, north-east, east, …, as `DIRECTIONS` orders them.
+    directions: [&'static str; 8],
+}
+
+const ENGLISH: Words = Words {
+    places: &[
+        ("Vale", "vale"),
+        ("Ridge", "ridge"),
+        ("Marsh", "marsh"),
+        ("Hollow", "hollow"),
+        ("Steppe", "steppe"),
+        ("Fen", "fen"),
+        ("Glade", "glade"),
+        ("Moor", "moor"),
+        ("Crossing", "crossing"),
+        ("Bluff", "bluff"),
+        ("Basin", "basin"),
+        ("Heath", "heath"),
+        ("Thicket", "thicket"),
+        ("Ford", "ford"),
+        ("Tor", "tor"),
+        ("Reach", "reach"),
+    ],
+    moods: &[
+        "Misty",
+        "Windswept",
+        "Sunken",
+        "Amber",
+        "Quiet",
+        "Thorned",
+        "Pale",
+        "Scorched",
+        "Frostbitten",
+        "Verdant",
+        "Lonely",
+        "Shattered",
+    ],
+    details: &[
+        "A worn track winds between standing stones.",
+        "Smoke rises from a camp that was abandoned in a hurry.",
+        "Birds fall silent whenever the wind turns.",
+        "Old boundary markers lean at odd angles.",
+        "A stream cuts the ground into narrow channels.",
+        "Ruined walls poke through the grass like broken teeth.",
+        "Tracks of something large circle a dry well.",
+        "The horizon shimmers as if the air itself were unsure.",
+    ],
+    directions: [
+        "Northern",
+        "Northeastern",
+        "Eastern",
+        "Southeastern",
+        "Southern",
+        "Southwestern",
+        "Western",
+        "Northwestern",
+    ],
+};
+
+const CHINESE: Words = Words {
+    places: &[
+        ("缘", "边地"),
+        ("岭", "山岭"),
+        ("谷", "山谷"),
+        ("坡", "山坡"),
+        ("原", "原野"),
+        ("野", "荒野"),
+        ("林", "树林"),
+        ("滩", "河滩"),
+        ("坳", "山坳"),
+        ("渡", "渡口"),
+        ("崖", "断崖"),
+        ("丘", "丘陵"),
+        ("麓", "山麓"),
+        ("泽", "湿地"),
+    ],
+    moods: &[
+        "迷蒙", "多风", "低洼", "金黄", "寂静", "荒芜", "苍白", "焦黑", "霜冻", "苍翠", "孤寂",
+        "破碎",
+    ],
+    details: &[
+        "一条踏出的小径在竖立的石块间蜿蜒。",
+        "一处营地还冒着烟，像是被匆忙遗弃。",
+        "每当风向一变，鸟儿便都噤了声。",
+        "古老的界碑东倒西歪。",
+        "一条溪流把地面切成道道窄渠。",
+        "断壁残垣从草丛中探出，像碎裂的牙齿。",
+        "某种巨物的足迹绕着一口干井打转。",
+        "地平线微微晃动，仿佛空气本身也拿不定主意。",
+    ],
+    directions: ["北", "东北", "东", "东南", "南", "西南", "西", "西北"],
+};
+
+/// The steps to each neighbour, in the order of `Words::directions`; the
+/// grid's y grows southward, as the world map draws it.
+const DIRECTIONS: [(i64, i64); 8] = [
+    (0, -1),
+    (1, -1),
+    (1, 0),
+    (1, 1),
+    (0, 1),
+    (-1, 1),
+    (-1, 0),
+    (-1, -1),
 ];
 
 /// A point of the zone grid.
@@ -122,8 +190,11 @@ pub fn zone_id(x: i64, y: i64, z: i64) -> String {
 
 /// What to generate and where.
 pub struct ZoneRequest<'a> {
-    /// Free text describing the world; its words theme names and descriptions.
+    /// Free text describing the world; names and descriptions keep its
+    /// noun phrase.
     pub world_prompt: &'a str,
+    /// The language of the names and descriptions.
+    pub language: Language,
     /// Zones wanted, clamped to `1..=MAX_ZONES_PER_CALL`.
     pub count: usize,
     /// The cell the new zones gather around, usually the player's.
@@ -144,49 +215,22 @@ pub fn generate_zones(req: &ZoneRequest<'_>) -> Vec<Zone> {
     let count = req.count.clamp(1, MAX_ZONES_PER_CALL);
     let cells = free_cells(&mut rng, req, count);
 
-    let themes = theme_words(req.world_prompt);
+    let phrase = Phrase::of(req.world_prompt);
     let world_prompt = req.world_prompt.trim();
-    let mut used_names: HashSet<String> =
-        req.existing.iter().map(|z| z.name.to_lowercase()).collect();
+    let mut names = TakenNames::new(req.existing.iter().map(|z| z.name.as_str()));
 
     let mut zones = Vec::with_capacity(cells.len());
     for (x, y, z) in cells {
-        let theme = if themes.is_empty() {
-            None
-        } else {
-            Some(rng.pick(&themes).as_str())
-        };
-        let (mood, place) = pick_name_parts(&mut rng, theme, &used_names);
-        let name = zone_name(mood, theme, place);
-        used_names.insert(name.to_lowercase());
-
-        let what = format!(
-            "{} {} {}",
-            article(mood),
-            mood.to_lowercase(),
-            place.to_lowercase()
-        );
-        // Prompt words may be nouns or adjectives; "this {t} land" reads well
-        // with either.
-        let mut description = match theme {
-            Some(t) => format!("{what} that bears the mark of this {t} land."),
-            None => format!("{what} far from any road."),
-        };
-        // One or two sentences, so descriptions do not all read alike.
-        if rng.below(2) == 0 {
-            let detail = rng.pick(DETAILS);
-            description.push(' ');
-            description.push_str(detail);
-        }
-
-        let mut tags = vec!["generated".to_owned(), place.to_lowercase()];
-        if let Some(t) = theme {
-            tags.push(t.to_owned());
+        let heading = heading(req.near, (x, y));
+        let text = zone_text(&mut rng, phrase.as_ref(), req.language, heading, &mut names);
+        let mut tags = vec!["generated".to_owned(), text.place.to_owned()];
+        if let Some(p) = &phrase {
+            tags.push(p.text().to_lowercase());
         }
         zones.push(Zone {
             zone_id: zone_id(x, y, z),
-            name,
-            description,
+            name: text.name,
+            description: text.description,
             x,
             y,
             z,
@@ -195,6 +239,90 @@ pub fn generate_zones(req: &ZoneRequest<'_>) -> Vec<Zone> {
         });
     }
     zones
+}
+
+/// Which of [`DIRECTIONS`] leads from `near` towards `cell` (a cell other
+/// than `near`'s own, on its level).
+fn heading(near: (i64, i64, i64), cell: (i64, i64)) -> Option<usize> {
+    // Compared, not subtracted: cells at the grid's edge cannot overflow.
+    let step = (cell.0.cmp(&near.0) as i64, cell.1.cmp(&near.1) as i64);
+    DIRECTIONS.iter().position(|d| *d == step)
+}
+
+/// A zone's name and description, and its kind of place as a tag.
+struct ZoneText {
+    name: String,
+    description: String,
+    place: &'static str,
+}
+
+/// Names a zone after the player's phrase and the side of it the zone lies
+/// on ("Misty Forest of Lanterns, Eastern Glade", "迷雾沼泽·东岭"); a mood
+/// stands in for the side when the phrase already says it. Without a
+/// phrase: a mood and a kind of place ("Quiet Glade"). The description
+/// says the same in a sentence, sometimes with a detail after it.
+fn zone_text(
+    rng: &mut SplitMix64,
+    phrase: Option<&Phrase>,
+    language: Language,
+    heading: Option<usize>,
+    taken: &mut TakenNames,
+) -> ZoneText {
+    let words = match language {
+        Language::En => &ENGLISH,
+        Language::Zh => &CHINESE,
+    };
+    let side = heading
+        .map(|h| words.directions[h])
+        .filter(|d| !names::repeats(phrase, d));
+    let (name, (mood, (_, long))) = taken.claim(|| {
+        let mood = *pick_fresh(rng, words.moods, |w| names::repeats(phrase, w));
+        let place = *pick_fresh(rng, words.places, |(short, long)| {
+            names::repeats(phrase, short) || names::repeats(phrase, long)
+        });
+        let name = match (language, phrase) {
+            (Language::En, None) => format!("{mood} {}", place.0),
+            (Language::En, Some(p)) => {
+                format!("{}, {} {}", p.title(), side.unwrap_or(mood), place.0)
+            }
+            (Language::Zh, None) => format!("{mood}{}", place.1),
+            (Language::Zh, Some(p)) => format!("{}·{}{}", p.text(), side.unwrap_or(mood), place.0),
+        };
+        (name, (mood, place))
+    });
+    let (a, m) = (article(mood), mood.to_lowercase());
+    let mut description = match (language, phrase, side) {
+        (Language::En, None, _) => format!("{a} {m} {long} far from any road."),
+        (Language::En, Some(p), Some(side)) => format!(
+            "On the {} side of the {} lies {} {m} {long}.",
+            side.to_lowercase(),
+            p.text(),
+            a.to_lowercase()
+        ),
+        (Language::En, Some(p), None) => format!(
+            "Deep in the {} lies {} {m} {long}.",
+            p.text(),
+            a.to_lowercase()
+        ),
+        (Language::Zh, None, _) => format!("一处{mood}的{long}，远离任何道路。"),
+        (Language::Zh, Some(p), Some(side)) => {
+            format!("{}的{side}边，是一处{mood}的{long}。", p.in_chinese())
+        }
+        (Language::Zh, Some(p), None) => format!("{}深处，是一处{mood}的{long}。", p.in_chinese()),
+    };
+    // One or two sentences, so descriptions do not all read alike.
+    if rng.below(2) == 0 {
+        if language == Language::En {
+            description.push(' ');
+        }
+        let detail: &&str = rng.pick(words.details);
+        description.push_str(detail);
+    }
+    ZoneText {
+        name,
+        description,
+        place: long,
+    }
 }
 
 /// Up to `count` free cells around `req.near`, ring by ring, each ring in an
@@ -247,63 +375,6 @@ fn shuffle<T>(rng: &mut SplitMix64, items: &mut [T]) {
     for i in (1..items.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;
         items.swap(i, j);
-    }
-}
-
-/// A mood and place whose name is not taken yet, if a few tries find one.
-fn pick_name_parts(
-    rng: &mut SplitMix64,
-    theme: Option<&str>,
-    used: &HashSet<String>,
-) -> (&'static str, &'static str) {
-    let mut parts = (*rng.pick(MOODS), *rng.pick(PLACES));
-    for _ in 1..NAME_ATTEMPTS {
-        if !used.contains(&zone_name(parts.0, theme, parts.1).to_lowercase()) {
-            break;
-        }
-        parts = (*rng.pick(MOODS), *rng.pick(PLACES));
-    }
-    parts
-}
-
-/// "An" before a vowel, else "A"; good enough for the fixed word lists
-/// (also used by the map's areas and the offline game master).
-pub(crate) fn article(word: &str) -> &'static str {
-    match word.chars().next().map(|c| c.to_ascii_lowercase()) {
-        Some('a' | 'e' | 'i' | 'o' | 'u') => "An",
-        _ => "A",
-    }
-}
-
-fn zone_name(mood: &str, theme: Option<&str>, place: &str) -> String {
-    match theme {
-        Some(t) => format!("{mood} {} {place}", title_case(t)),
-        None => format!("{mood} {place}"),
-    }
-}
-
-/// Distinct, lower-cased words of the prompt that can carry its theme, in
-/// order of first appearance so the result does not depend on hashing.
-fn theme_words(prompt: &str) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
-    for word in prompt.split(|c: char| !c.is_alphanumeric()) {
-        let word = word.to_lowercase();
-        let chars = word.chars().count();
-        let usable = (MIN_THEME_WORD_CHARS..=MAX_THEME_WORD_CHARS).contains(&chars)
-            && !word.chars().all(|c| c.is_numeric())
-            && !STOP_WORDS.contains(&word.as_str());
-        if usable && !words.contains(&word) {
-            words.push(word);
-        }
-    }
-    words
-}
-
-fn title_case(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
     }
 }
 
@@ -415,6 +486,7 @@ mod tests {
     ) -> Vec<Zone> {
         generate_zones(&ZoneRequest {
             world_prompt: prompt,
+            language: Language::of_text(prompt),
             count,
             near,
             existing,
@@ -550,44 +622,167 @@ mod tests {
         assert!(zones.iter().all(|z| z.x < i64::MAX || z.y > i64::MIN));
     }
 
+    /// Three zones around the origin, named in `language`.
+    fn gen_in(prompt: &str, language: Language, existing: &[Zone], seed: u64) -> Vec<Zone> {
+        generate_zones(&ZoneRequest {
+            world_prompt: prompt,
+            language,
+            count: 3,
+            near: (0, 0, 0),
+            existing,
+            seed,
+        })
+    }
+
+    /// Zones of `calls` calls around the origin, each seeing the ones before.
+    fn grown(prompt: &str, language: Language, calls: u64) -> Vec<Zone> {
+        let mut all: Vec<Zone> = Vec::new();
+        for seed in 0..calls {
+            let zones = gen_in(prompt, language, &all, seed);
+            all.extend(zones);
+        }
+        all
+    }
+
     #[test]
-    fn names_and_descriptions_follow_the_prompt() {
+    fn english_names_keep_the_players_words_and_say_the_side() {
         let cases = [
-            ("clockwork", Some("clockwork")),
-            ("The world", None),
-            ("", None),
-            ("蒸汽朋克", Some("蒸汽朋克")),
+            ("a misty forest of lanterns", "Misty Forest of Lanterns"),
+            ("haunted pine forest", "Haunted Pine Forest"),
+            ("misty marsh", "Misty Marsh"),
+            ("Eastern marsh", "Eastern Marsh"),
+            ("A haunted forest, full of wolves", "Haunted Forest"),
+            ("the wilds", "Wilds"),
         ];
-        for (prompt, theme) in cases {
-            for z in gen_with(prompt, 3, (0, 0, 0), &[], 11) {
-                assert!(z.tags.contains(&"generated".to_owned()));
-                assert_eq!(z.world_prompt, prompt.trim());
-                assert!(!z.name.is_empty());
-                let sentences = z.description.matches('.').count();
-                assert!((1..=2).contains(&sentences), "{:?}", z.description);
-                match theme {
-                    Some(t) => {
-                        assert!(z.tags.contains(&t.to_owned()), "{:?}", z.tags);
-                        assert!(z.name.to_lowercase().contains(t), "{}", z.name);
-                        assert!(z.description.contains(t), "{}", z.description);
+        for (prompt, title) in cases {
+            let phrase = Phrase::of(prompt).unwrap();
+            for seed in 0..40 {
+                for z in gen_with(prompt, 3, (0, 0, 0), &[], seed) {
+                    let (name, d) = (&z.name, &z.description);
+                    let side = name.strip_prefix(&format!("{title}, ")).expect(name);
+                    let (dir, place) = side.split_once(' ').expect(name);
+                    // The side the zone lies on, unless the prompt says it.
+                    let heading = heading((0, 0, 0), (z.x, z.y)).unwrap();
+                    let wanted = ENGLISH.directions[heading];
+                    if phrase.repeats(wanted) {
+                        assert!(ENGLISH.moods.contains(&dir), "{name}");
+                        assert!(d.starts_with("Deep in the "), "{d}");
+                    } else {
+                        assert_eq!(dir, wanted, "{name} at {},{}", z.x, z.y);
+                        let on = format!("On the {} side of the ", wanted.to_lowercase());
+                        assert!(d.starts_with(&on), "{d}");
                     }
-                    None => assert_eq!(z.name.split(' ').count(), 2, "{}", z.name),
+                    assert!(d.contains(phrase.text()), "{d}");
+                    assert_eq!(names::doubled_word(name), None, "{name}");
+                    assert_eq!(
+                        names::doubled_word(d.split('.').next().unwrap()),
+                        None,
+                        "{d}"
+                    );
+                    // "lies a quiet glade", "lies an amber ford".
+                    let (_, after) = d.split_once(" lies ").unwrap();
+                    let (article, rest) = after.split_once(' ').unwrap();
+                    let vowel = rest.starts_with(['a', 'e', 'i', 'o', 'u']);
+                    assert_eq!(article, if vowel { "an" } else { "a" }, "{d}");
+                    assert!(z.tags.contains(&place.to_lowercase()), "{:?}", z.tags);
+                    assert!(z.tags.contains(&phrase.text().to_lowercase()));
                 }
             }
         }
     }
 
     #[test]
-    fn theme_words_skip_noise() {
-        let cases: [(&str, &[&str]); 4] = [
-            ("A dark and stormy world", &["dark", "stormy"]),
-            ("Ice, ICE, ice!", &["ice"]),
-            ("1920 noir", &["noir"]),
-            ("of an", &[]),
-        ];
-        for (prompt, want) in cases {
-            assert_eq!(theme_words(prompt), want, "{prompt:?}");
+    fn a_prompt_that_names_nothing_gives_a_mood_and_a_place() {
+        for prompt in ["The world", "", "of an", "!!!"] {
+            for z in gen_with(prompt, 3, (0, 0, 0), &[], 11) {
+                assert_eq!(z.name.split(' ').count(), 2, "{}", z.name);
+                assert!(
+                    z.description.contains(" far from any road."),
+                    "{}",
+                    z.description
+                );
+                assert_eq!(z.tags.len(), 2, "{:?}", z.tags);
+                assert_eq!(z.world_prompt, prompt.trim());
+            }
         }
+    }
+
+    #[test]
+    fn chinese_prompts_give_chinese_names_and_descriptions() {
+        let cases = [
+            ("迷雾沼泽", "迷雾沼泽"),
+            ("一片迷雾沼泽，到处是灯笼", "迷雾沼泽"),
+            ("剑与魔法世界", "剑与魔法世界"),
+            ("东部荒原", "东部荒原"),
+            ("荒野", "荒野"),
+            ("the 山谷 of mist", "山谷"),
+        ];
+        let ascii_letter = |s: &str| s.chars().any(|c| c.is_ascii_alphabetic());
+        for (prompt, phrase) in cases {
+            for seed in 0..40 {
+                for z in gen_with(prompt, 3, (0, 0, 0), &[], seed) {
+                    let (name, d) = (&z.name, &z.description);
+                    assert!(!ascii_letter(name) && !ascii_letter(d), "{name}: {d}");
+                    assert!(name.starts_with(&format!("{phrase}·")), "{name}");
+                    assert!(names::adds_fresh_chinese(name, phrase), "{name}");
+                    assert!(d.starts_with(phrase) && d.ends_with('。'), "{d}");
+                    let heading = heading((0, 0, 0), (z.x, z.y)).unwrap();
+                    let side = CHINESE.directions[heading];
+                    if !phrase.contains(side.chars().next().unwrap()) {
+                        assert!(name.starts_with(&format!("{phrase}·{side}")), "{name}");
+                        assert!(d.starts_with(&format!("{phrase}的{side}边")), "{d}");
+                    }
+                }
+            }
+        }
+        // Without a prompt's phrase, still Chinese.
+        for z in gen_in("世界", Language::Zh, &[], 4) {
+            assert!(
+                !ascii_letter(&z.name) && z.description.contains("远离任何道路"),
+                "{z:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_two_zones_share_a_name() {
+        // More zones around one spot than sides and places can name.
+        for (prompt, language) in [
+            ("misty marsh", Language::En),
+            ("迷雾沼泽", Language::Zh),
+            ("", Language::En),
+        ] {
+            let all = grown(prompt, language, 80);
+            let names: HashSet<String> = all.iter().map(|z| z.name.to_lowercase()).collect();
+            assert_eq!(names.len(), all.len(), "{prompt:?}");
+            if language == Language::En && !prompt.is_empty() {
+                assert!(
+                    all.iter().any(|z| z.name.ends_with(" (2)")),
+                    "numbered when needed"
+                );
+            }
+        }
+        // The same calls give the same names.
+        assert_eq!(
+            grown("迷雾沼泽", Language::Zh, 5),
+            grown("迷雾沼泽", Language::Zh, 5)
+        );
+    }
+
+    #[test]
+    fn the_language_follows_the_request_not_only_the_prompt() {
+        let zones = gen_in("crystal caves", Language::Zh, &[], 1);
+        // The player's words as written, the rest in Chinese.
+        assert!(
+            zones[0].name.starts_with("crystal caves·"),
+            "{}",
+            zones[0].name
+        );
+        assert!(
+            zones[0].description.starts_with("“crystal caves”的"),
+            "{}",
+            zones[0].description
+        );
     }
 
     #[test]

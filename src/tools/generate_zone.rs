@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use crate::error::{ErrorCode, Reason};
 use crate::game::Effect;
+use crate::game::names::Language;
 use crate::game::zones::{self, MAX_ZONES_PER_CALL, ZoneRequest};
 
 /// Most zones one session's world may hold.
@@ -26,6 +27,8 @@ struct Args {
     count: usize,
     #[serde(default = "yes")]
     near_player: bool,
+    /// The language of the procedural names; absent: read from the prompt.
+    language: Option<Language>,
     #[serde(default)]
     zone_texts: Vec<ZoneText>,
 }
@@ -54,7 +57,12 @@ pub fn zone_text_request(args: &Value) -> Option<(String, String)> {
         "You write places for a role-playing game. Answer with JSON only, no prose: an array of \
          exactly {count} objects {{\"name\": string (at most {MAX_ZONE_NAME} characters), \
          \"description\": string (one or two sentences, at most {MAX_ZONE_DESCRIPTION} characters)}}. \
-         Write in the language of the world description."
+         {}",
+        match args.language {
+            Some(Language::En) => "Write in English.",
+            Some(Language::Zh) => "Write in Chinese.",
+            None => "Write in the language of the world description.",
+        }
     );
     let user = format!(
         "World: {}\nWrite {count} new zones of this world.",
@@ -110,8 +118,9 @@ impl Tool for GenerateZone {
             "zones",
             "Create 1..3 new open-world zones (count, default 1) on free grid cells next to the \
              player, or next to the origin when near_player is false. Names and descriptions are \
-             made procedurally from world_prompt, a short description of the world's theme; travel \
-             to a new zone with move_to_zone.",
+             made procedurally from world_prompt, a short description of the world's theme, and \
+             keep its words, in language (en or zh; default: zh when the prompt has Chinese \
+             characters, else en); travel to a new zone with move_to_zone.",
             json!({
                 "type": "object",
                 "properties": {
@@ -119,6 +128,10 @@ impl Tool for GenerateZone {
                     "world_prompt": {"type": "string", "minLength": 1, "maxLength": 500, "description": "the world's theme, e.g. \"haunted pine forest\""},
                     "count": {"type": "integer", "minimum": 1, "maximum": MAX_ZONES_PER_CALL, "default": 1},
                     "near_player": {"type": "boolean", "default": true},
+                    "language": {
+                        "enum": ["en", "zh"],
+                        "description": "the language of procedural names and descriptions; default: zh when world_prompt has Chinese characters, else en"
+                    },
                     "zone_texts": {
                         "type": "array",
                         "maxItems": MAX_ZONES_PER_CALL,
@@ -196,6 +209,9 @@ impl Tool for GenerateZone {
         let seed = ctx.rng.next_u64() >> 11;
         let mut zones = zones::generate_zones(&ZoneRequest {
             world_prompt: &args.world_prompt,
+            language: args
+                .language
+                .unwrap_or_else(|| Language::of_text(&args.world_prompt)),
             count,
             near,
             existing: &state.zones,
@@ -409,6 +425,8 @@ mod tests {
             json!({"session_id": SESSION, "world_prompt": "ice", "count": 1.5}),
             json!({"session_id": SESSION, "world_prompt": "ice", "near_player": "yes"}),
             json!({"session_id": SESSION, "world_prompt": "ice", "theme": "ice"}),
+            json!({"session_id": SESSION, "world_prompt": "ice", "language": "fr"}),
+            json!({"session_id": SESSION, "world_prompt": "ice", "language": null}),
         ];
         for args in cases {
             let e = invoke(args.clone(), Role::GameMaster, &state).unwrap_err();
@@ -424,6 +442,41 @@ mod tests {
         let e = invoke(ok.clone(), Role::Player, &state).unwrap_err();
         assert_eq!(e.reason, Reason::PermissionDenied);
         assert!(invoke(ok, Role::Service, &state).is_ok());
+    }
+
+    #[test]
+    fn names_keep_the_prompt_in_its_language_or_the_one_asked_for() {
+        let state = demo();
+        let zone = |args: Value| {
+            let out = invoke(args, Role::GameMaster, &state).unwrap();
+            let z = &out.result["zones"][0];
+            (
+                z["name"].as_str().unwrap().to_owned(),
+                z["description"].as_str().unwrap().to_owned(),
+            )
+        };
+        let (name, description) =
+            zone(json!({"session_id": SESSION, "world_prompt": "a misty forest of lanterns"}));
+        assert!(name.starts_with("Misty Forest of Lanterns, "), "{name}");
+        assert!(
+            description.contains("misty forest of lanterns"),
+            "{description}"
+        );
+        let ascii = |s: &str| s.chars().any(|c| c.is_ascii_alphabetic());
+        let (name, description) = zone(json!({"session_id": SESSION, "world_prompt": "迷雾沼泽"}));
+        assert!(name.starts_with("迷雾沼泽·") && !ascii(&name), "{name}");
+        assert!(!ascii(&description), "{description}");
+        let (name, _) =
+            zone(json!({"session_id": SESSION, "world_prompt": "the wilds", "language": "zh"}));
+        assert!(name.starts_with("wilds·"), "{name}");
+        // A model writing the text is told the language.
+        let asked = json!({"session_id": "s", "world_prompt": "ice", "language": "zh"});
+        assert!(
+            zone_text_request(&asked)
+                .unwrap()
+                .0
+                .contains("Write in Chinese.")
+        );
     }
 
     #[test]

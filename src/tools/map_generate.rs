@@ -8,6 +8,7 @@ use super::{GAME_ROLES, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use crate::error::{ErrorCode, Reason};
 use crate::game::Effect;
 use crate::game::mapgen::{self, DEFAULT_SIZE, MAX_SIZE, MapRequest};
+use crate::game::names::Language;
 use crate::game::rng::text_seed;
 use crate::game::state::{MAX_LINKS_PER_AREA, MAX_SESSION_AREAS};
 
@@ -27,6 +28,8 @@ struct Args {
     #[serde(default, deserialize_with = "explicit_null")]
     parent_area_id: Option<Option<String>>,
     theme: Option<String>,
+    /// The language of the names; absent: read from the theme.
+    language: Option<Language>,
     #[serde(default)]
     constraints: Constraints,
 }
@@ -75,12 +78,18 @@ impl Tool for MapGenerate {
             "map",
             "Create new areas on a theme. parent_area_id joins them to that area (default: where the \
              active character stands); null starts a new root layer joined to nothing. \
-             constraints.size is 1..30 (default 6); the same constraints.seed gives the same map.",
+             constraints.size is 1..30 (default 6); the same constraints.seed gives the same map. \
+             Names keep the theme's words, in language (en or zh; default: zh when the theme has \
+             Chinese characters, else en).",
             json!({
                 "type": "object",
                 "properties": {
                     "parent_area_id": {"type": ["string", "null"], "minLength": 1},
                     "theme": {"type": "string", "maxLength": 80},
+                    "language": {
+                        "enum": ["en", "zh"],
+                        "description": "the language of the new areas' names and descriptions; default: zh when the theme has Chinese characters, else en"
+                    },
                     "constraints": {
                         "type": "object",
                         "properties": {
@@ -183,6 +192,7 @@ impl Tool for MapGenerate {
             ));
         }
         let theme = args.theme.unwrap_or_default();
+        let language = args.language.unwrap_or_else(|| Language::of_text(&theme));
         if theme.trim().is_empty() {
             warnings.push("no theme given; generic names were used".to_owned());
         }
@@ -199,6 +209,7 @@ impl Tool for MapGenerate {
             from: parent,
             existing: &state.areas,
             theme: &theme,
+            language,
             size,
             seed,
         })
@@ -443,6 +454,51 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn names_are_in_the_language_asked_for_or_the_themes() {
+        use crate::tools::Role;
+        use crate::tools::test_support::pipeline;
+
+        let state = demo();
+        let names = |args: Value| -> Vec<String> {
+            let out = pipeline("map_generate", &state, args, Role::GameMaster).unwrap();
+            out.result["areas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let chinese = |n: &String| !n.chars().any(|c| c.is_ascii_alphabetic());
+        // Read from the theme when not given.
+        let caves = names(json!({"theme": "洞穴", "constraints": {"seed": 1}}));
+        assert!(
+            caves.iter().all(|n| chinese(n) && n.contains("洞穴")),
+            "{caves:?}"
+        );
+        let english = names(json!({"theme": "crystal caves", "constraints": {"seed": 1}}));
+        assert!(
+            english.iter().all(|n| n.contains("Crystal Caves")),
+            "{english:?}"
+        );
+        // Given: a bare call in a Chinese game names places in Chinese.
+        let bare = names(json!({"language": "zh", "constraints": {"seed": 1}}));
+        assert!(bare.iter().all(chinese), "{bare:?}");
+        assert_eq!(
+            names(json!({"theme": "ice", "language": "en", "constraints": {"seed": 1}})),
+            names(json!({"theme": "ice", "constraints": {"seed": 1}}))
+        );
+        for bad in [json!("fr"), json!("ZH"), json!(1)] {
+            let args = json!({"language": bad});
+            for e in [
+                pipeline("map_generate", &state, args.clone(), Role::GameMaster).unwrap_err(),
+                ctx_run(&MapGenerate, &state, &args).unwrap_err(),
+            ] {
+                assert_eq!(e.reason, Reason::InvalidArgs, "{bad}: {}", e.message);
+            }
+        }
     }
 
     #[test]

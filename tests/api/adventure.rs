@@ -2,60 +2,7 @@
 //! gate to the end of its quest, in English and in Chinese, over a
 //! WebSocket, as a player would.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use serde_json::Value;
-
-use crate::common::{Api, Ws, first, spawn_offline};
-
-/// One turn: the tools it called (in order), its reply, and its frames.
-struct Turn {
-    tools: Vec<String>,
-    reply: String,
-    frames: Vec<Value>,
-}
-
-impl Turn {
-    /// The results of `tool` this turn.
-    fn results(&self, tool: &str) -> Vec<&Value> {
-        self.frames
-            .iter()
-            .filter(|f| f["type"] == "tool_result" && f["tool"] == tool)
-            .map(|f| {
-                assert_eq!(f["status"], "ok", "{f}");
-                &f["result"]
-            })
-            .collect()
-    }
-
-    fn called(&self, tool: &str) -> bool {
-        self.tools.iter().any(|t| t == tool)
-    }
-}
-
-async fn turn(ws: &mut Ws, text: &str) -> Turn {
-    // Each chat its own request id: the same words again are a new turn.
-    static CHATS: AtomicUsize = AtomicUsize::new(0);
-    let request_id = format!("chat-{}", CHATS.fetch_add(1, Ordering::Relaxed));
-    let frames = ws.play(text, &request_id).await;
-    let done = first(&frames, "turn_completed");
-    assert!(done.get("error_code").is_none(), "{done}");
-    let tools = frames
-        .iter()
-        .filter(|f| f["type"] == "tool_result")
-        .map(|f| {
-            assert_eq!(f["status"], "ok", "{text}: {f}");
-            f["tool"].as_str().unwrap().to_owned()
-        })
-        .collect();
-    let reply = done["reply"].as_str().unwrap().to_owned();
-    assert!(!reply.is_empty(), "{text}");
-    Turn {
-        tools,
-        reply,
-        frames,
-    }
-}
+use crate::common::{Api, spawn_offline, turn};
 
 /// The words a player of each language uses.
 struct Words {

@@ -2,6 +2,7 @@
 //! real WebSocket/HTTP client.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
@@ -616,4 +617,56 @@ pub fn last_user_text(req: &questd::llm::ModelRequest) -> String {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// One whole turn played over a WebSocket: the tools it called (in order),
+/// its reply, and its frames.
+pub struct Turn {
+    pub tools: Vec<String>,
+    pub reply: String,
+    pub frames: Vec<Value>,
+}
+
+impl Turn {
+    /// The results of `tool` this turn.
+    pub fn results(&self, tool: &str) -> Vec<&Value> {
+        self.frames
+            .iter()
+            .filter(|f| f["type"] == "tool_result" && f["tool"] == tool)
+            .map(|f| {
+                assert_eq!(f["status"], "ok", "{f}");
+                &f["result"]
+            })
+            .collect()
+    }
+
+    pub fn called(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t == tool)
+    }
+}
+
+/// Plays `text` as one turn; the turn must complete and each of its tools
+/// succeed.
+pub async fn turn(ws: &mut Ws, text: &str) -> Turn {
+    // Each chat its own request id: the same words again are a new turn.
+    static CHATS: AtomicUsize = AtomicUsize::new(0);
+    let request_id = format!("chat-{}", CHATS.fetch_add(1, Ordering::Relaxed));
+    let frames = ws.play(text, &request_id).await;
+    let done = first(&frames, "turn_completed");
+    assert!(done.get("error_code").is_none(), "{done}");
+    let tools = frames
+        .iter()
+        .filter(|f| f["type"] == "tool_result")
+        .map(|f| {
+            assert_eq!(f["status"], "ok", "{text}: {f}");
+            f["tool"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let reply = done["reply"].as_str().unwrap().to_owned();
+    assert!(!reply.is_empty(), "{text}");
+    Turn {
+        tools,
+        reply,
+        frames,
+    }
 }

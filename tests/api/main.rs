@@ -15,6 +15,7 @@ mod connection;
 mod crosssite;
 mod durability;
 mod first_hour;
+mod generated_names;
 mod lighthouse;
 mod loadtest;
 mod mcp;

@@ -35,6 +35,7 @@ use super::{
     sentence_deltas,
 };
 use crate::game::HistoryEntry;
+use crate::game::names::has_cjk;
 use crate::protocol::CallId;
 use adventure::{Act, Next};
 use words::cut_at_boundary;
@@ -249,10 +250,6 @@ fn parse_act(t: &str, lower: &str) -> Option<Act> {
     None
 }
 
-fn is_chinese(text: &str) -> bool {
-    text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
-}
-
 /// Finds an area in the context by id, then exact name (English, or
 /// Chinese from `zh_names`), then part of a name.
 fn resolve_area(
@@ -320,7 +317,7 @@ impl OfflineGameMaster {
         let HistoryEntry::User { text, .. } = &*req.messages[start] else {
             return ModelReply::default();
         };
-        let zh = is_chinese(text);
+        let zh = has_cjk(text);
         let turn = &req.messages[start + 1..];
         let results: Vec<(&str, Value)> = turn
             .iter()
@@ -406,7 +403,7 @@ impl OfflineGameMaster {
         }
         let mut calls = Vec::with_capacity(intents.len());
         for intent in intents {
-            let Some(call) = tool_for(req, actor, intent, &zh_names) else {
+            let Some(call) = tool_for(req, actor, intent, &zh_names, zh) else {
                 return talk(req, text, zh);
             };
             calls.push(call);
@@ -438,8 +435,11 @@ fn tool_for(
     actor: &str,
     intent: Intent,
     zh_names: &HashMap<String, (String, String)>,
+    zh: bool,
 ) -> Option<(&'static str, Value)> {
     let call = |name, args| Some((name, args));
+    // New places are named in the player's language, even with no theme.
+    let language = if zh { "zh" } else { "en" };
     match intent {
         Intent::Go(target) => match resolve_area(&req.context, &target, zh_names) {
             Some(area_id) => call("move", json!({"actor_id": actor, "to_area_id": area_id})),
@@ -458,20 +458,20 @@ fn tool_for(
                 .unwrap_or_default();
             call(
                 "map_generate",
-                json!({"parent_area_id": from, "theme": theme}),
+                json!({"parent_area_id": from, "theme": theme, "language": language}),
             )
         }
         Intent::Status => call("get_character_stats", json!({"character_id": actor})),
         Intent::Scout(prompt) => {
             let session = req.context["session_id"].as_str().unwrap_or_default();
-            let prompt = if prompt.is_empty() {
-                "the wilds".to_owned()
-            } else {
-                prompt
+            let prompt = match (prompt.is_empty(), zh) {
+                (false, _) => prompt,
+                (true, false) => "the wilds".to_owned(),
+                (true, true) => "荒野".to_owned(),
             };
             call(
                 "generate_zone",
-                json!({"session_id": session, "world_prompt": prompt, "count": 1}),
+                json!({"session_id": session, "world_prompt": prompt, "count": 1, "language": language}),
             )
         }
         Intent::Search(query) => call("search_content", json!({"query": query})),
@@ -895,12 +895,28 @@ mod tests {
             (
                 "explore ice",
                 "map_generate",
-                json!({"parent_area_id": "area_001", "theme": "ice"}),
+                json!({"parent_area_id": "area_001", "theme": "ice", "language": "en"}),
             ),
             (
                 "状态",
                 "get_character_stats",
                 json!({"character_id": "pc_001"}),
+            ),
+            // The player's language names the new places, theme or not.
+            (
+                "探索",
+                "map_generate",
+                json!({"parent_area_id": "area_001", "theme": "", "language": "zh"}),
+            ),
+            (
+                "侦察 迷雾沼泽",
+                "generate_zone",
+                json!({"session_id": "", "world_prompt": "迷雾沼泽", "count": 1, "language": "zh"}),
+            ),
+            (
+                "侦察",
+                "generate_zone",
+                json!({"session_id": "", "world_prompt": "荒野", "count": 1, "language": "zh"}),
             ),
         ];
         for (text, tool, args) in cases {

@@ -1,0 +1,113 @@
+//! Places the offline game master makes keep the player's words and speak
+//! the player's language: `explore` and `scout` in English and in Chinese
+//! over a WebSocket, and a new Chinese place is walked to by its name.
+
+use serde_json::Value;
+
+use crate::common::{Api, Turn, Ws, spawn_offline, turn};
+
+/// The areas a turn's `map_generate` made.
+fn new_areas(t: &Turn) -> Vec<Value> {
+    let made = t.results("map_generate");
+    assert_eq!(made.len(), 1, "{:?}", t.tools);
+    made[0]["areas"].as_array().unwrap().clone()
+}
+
+/// The zone a turn's `generate_zone` made.
+fn new_zone(t: &Turn) -> Value {
+    let made = t.results("generate_zone");
+    assert_eq!(made.len(), 1, "{:?}", t.tools);
+    made[0]["zones"][0].clone()
+}
+
+fn text(v: &Value, field: &str) -> String {
+    v[field].as_str().unwrap().to_owned()
+}
+
+fn has_ascii_letter(s: &str) -> bool {
+    s.chars().any(|c| c.is_ascii_alphabetic())
+}
+
+/// A demo session and a player's connection to it.
+async fn playing() -> (crate::common::TestApp, Ws) {
+    let app = spawn_offline(|_| {}).await;
+    let s = app.demo().await;
+    let (ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    (app, ws)
+}
+
+#[actix_web::test]
+async fn english_places_keep_the_players_words() {
+    let (_app, mut ws) = playing().await;
+
+    let t = turn(&mut ws, "scout a misty forest of lanterns").await;
+    let zone = new_zone(&t);
+    let name = text(&zone, "name");
+    assert!(name.starts_with("Misty Forest of Lanterns, "), "{name}");
+    assert!(
+        text(&zone, "description").contains("misty forest of lanterns"),
+        "{zone}"
+    );
+    assert!(t.reply.contains(&name), "{}", t.reply);
+
+    let t = turn(&mut ws, "explore crystal caves").await;
+    let areas = new_areas(&t);
+    assert_eq!(areas.len(), 6);
+    let mut names: Vec<String> = areas.iter().map(|a| text(a, "name")).collect();
+    for (area, name) in areas.iter().zip(&names) {
+        assert!(name.contains("Crystal Caves"), "{name}");
+        let description = text(area, "description");
+        assert!(description.contains("crystal caves"), "{description}");
+        assert!(t.reply.contains(name.as_str()), "{}", t.reply);
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 6, "no two share a name: {names:?}");
+
+    // A new area is reached by its name.
+    let (id, name) = (text(&areas[0], "area_id"), text(&areas[0], "name"));
+    let t = turn(&mut ws, &format!("go to {name}")).await;
+    assert_eq!(t.results("move")[0]["area"]["area_id"], id.as_str());
+    assert!(t.reply.contains(&name), "{}", t.reply);
+}
+
+#[actix_web::test]
+async fn chinese_places_are_named_in_chinese_and_walked_to_by_name() {
+    let (_app, mut ws) = playing().await;
+
+    let t = turn(&mut ws, "侦察 迷雾沼泽").await;
+    let zone = new_zone(&t);
+    let (name, description) = (text(&zone, "name"), text(&zone, "description"));
+    assert!(
+        name.contains("迷雾沼泽") && !has_ascii_letter(&name),
+        "{name}"
+    );
+    assert!(
+        description.contains("迷雾沼泽") && !has_ascii_letter(&description),
+        "{description}"
+    );
+    assert!(t.reply.contains(&name), "{}", t.reply);
+
+    // No theme: still Chinese, because the player writes Chinese.
+    let t = turn(&mut ws, "探索").await;
+    let bare = new_areas(&t);
+    for area in &bare {
+        for field in ["name", "description"] {
+            let s = text(area, field);
+            assert!(!s.is_empty() && !has_ascii_letter(&s), "{field}: {s}");
+        }
+        assert!(t.reply.contains(&text(area, "name")), "{}", t.reply);
+    }
+
+    let t = turn(&mut ws, "探索 洞穴").await;
+    for area in new_areas(&t) {
+        let name = text(&area, "name");
+        assert!(name.contains("洞穴") && !has_ascii_letter(&name), "{name}");
+    }
+
+    // The first area of the bare call joins the one the player stands in.
+    let (id, name) = (text(&bare[0], "area_id"), text(&bare[0], "name"));
+    let t = turn(&mut ws, &format!("去 {name}")).await;
+    assert_eq!(t.results("move")[0]["area"]["area_id"], id.as_str());
+    assert!(t.reply.contains(&format!("你来到了{name}")), "{}", t.reply);
+}
