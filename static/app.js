@@ -613,16 +613,38 @@ function area(id) {
   return game.snapshot && game.snapshot.areas.find((a) => a.area_id === id);
 }
 
+// The campaign's Chinese name of an area or character (the snapshot's
+// `names_zh`), shown while the page is in Chinese; null otherwise.
+function chinese(id) {
+  const names = lang === 'zh' && game.snapshot && game.snapshot.names_zh;
+  const zh = names && Object.prototype.hasOwnProperty.call(names, id) ? names[id] : null;
+  return zh && zh.name ? zh : null;
+}
+
+// An area's or character's name in the page's language.
+function nameOf(thing) {
+  if (!thing) return '';
+  // A character has an area_id too: its own id goes first.
+  const zh = chinese(thing.character_id || thing.area_id);
+  return zh ? zh.name : thing.name;
+}
+
+// An area's description in the page's language.
+function descriptionOf(a) {
+  const zh = chinese(a.area_id);
+  return zh && zh.description ? zh.description : a.description || '';
+}
+
 function areaName(id) {
   const a = area(id);
-  return a ? a.name : id;
+  return a ? nameOf(a) : id;
 }
 
 function onTurnStarted(f, live) {
   const turn = turnBox(f.turn_id);
   const msg = el('div', 'msg player');
   const who = character(f.actor_id);
-  msg.append(el('span', 'who', who ? who.name : f.actor_id || ''), el('span', 'text', f.text));
+  msg.append(el('span', 'who', who ? nameOf(who) : f.actor_id || ''), el('span', 'text', f.text));
   if (f.request_id) msg.dataset.requestId = f.request_id;
   scrollStory(() => turn.box.prepend(msg));
   const entry = game.outbox.find((e) => e.request_id && e.request_id === f.request_id);
@@ -703,9 +725,8 @@ function renderOpening() {
     const here = pc && area(pc.area_id);
     game.opening = {
       title: s.title,
-      name: pc && pc.name,
-      place: here && s.turn === 0 ? here.name : null,
-      description: here && s.turn === 0 ? here.description : null,
+      hero: pc && { ...pc },
+      place: here && s.turn === 0 ? { ...here } : null,
     };
   }
   const o = game.opening;
@@ -713,8 +734,9 @@ function renderOpening() {
   card.append(el('div', 'turn-label', t('story.opening')));
   if (o.title) card.append(el('h3', null, o.title));
   if (o.place) {
-    card.append(el('p', null, t('story.you_are_in', { name: o.name, place: o.place })));
-    if (o.description) card.append(el('p', 'muted', o.description));
+    card.append(el('p', null, t('story.you_are_in', { name: nameOf(o.hero), place: nameOf(o.place) })));
+    const description = descriptionOf(o.place);
+    if (description) card.append(el('p', 'muted', description));
   }
   card.append(el('p', 'hint', game.role === 'spectator' ? t('story.watch_hint') : t('story.try')));
   box.appendChild(card);
@@ -742,7 +764,7 @@ function argChips(tool, args) {
     if (k === 'session_id' || k === 'actor_id') continue;
     const chip = el('span', 'chip');
     const isArea = typeof v === 'string' && /area_id$/.test(k) && area(v);
-    chip.append(el('span', 'k', k), el('span', 'v', isArea ? `${area(v).name} (${v})` : short(v, 48)));
+    chip.append(el('span', 'k', k), el('span', 'v', isArea ? `${areaName(v)} (${v})` : short(v, 48)));
     row.appendChild(chip);
   }
   return row;
@@ -808,7 +830,7 @@ function resultView(tool, args, r, live) {
     case 'hp_delta': return hpView(r, live);
     case 'move': {
       const v = el('div', 'tool-result move');
-      v.append(el('span', null, t('tool.move', { from: areaName(r.from_area_id), to: (r.area && r.area.name) || areaName(r.to_area_id) })));
+      v.append(el('span', null, t('tool.move', { from: areaName(r.from_area_id), to: r.area ? nameOf(r.area) : areaName(r.to_area_id) })));
       return v;
     }
     case 'move_options': {
@@ -816,7 +838,7 @@ function resultView(tool, args, r, live) {
       v.appendChild(el('span', 'muted', t('tool.options') + ' '));
       const options = r.options || [];
       if (!options.length) v.appendChild(el('span', null, t('tool.nowhere')));
-      for (const o of options) v.appendChild(placeChip(o.area_id, o.name));
+      for (const o of options) v.appendChild(placeChip(o.area_id, nameOf(o)));
       return v;
     }
     case 'map_generate': {
@@ -918,7 +940,7 @@ function hpView(r, live) {
   const delta = r.hp - r.hp_before;
   const label = el('div', 'hp-change-label');
   label.append(
-    el('span', null, who ? who.name : r.character_id),
+    el('span', null, who ? nameOf(who) : r.character_id),
     el('b', delta < 0 ? 'loss' : 'gain', (delta > 0 ? '+' : '') + delta),
     el('span', 'muted', `${r.hp_before} → ${r.hp} / ${max}`),
   );
@@ -1028,6 +1050,16 @@ function applyPatch(p) {
     const c = s.characters.find((x) => x.character_id === p.position.actor_id);
     if (c && p.position.area_id) c.area_id = p.position.area_id;
   }
+  if ((p.zones || []).length) {
+    s.zones = s.zones || [];
+    for (const z of p.zones) upsert(s.zones, z, 'zone_id');
+  }
+  if (p.zone_position) {
+    const { x, y, z, zone_id: zoneId } = p.zone_position;
+    s.player = s.player || {};
+    s.player.position = { x, y, z };
+    s.player.current_zone_id = zoneId ?? null;
+  }
   render();
 }
 
@@ -1058,6 +1090,7 @@ function render() {
   renderMap();
   renderWorld();
   renderSheet();
+  renderHints();
 }
 
 function renderSheet() {
@@ -1065,13 +1098,15 @@ function renderSheet() {
   const pc = activeCharacter();
   if (!pc) return;
   const here = area(pc.area_id);
-  $('char-name').textContent = pc.name;
-  $('portrait').textContent = Array.from(pc.name || '?')[0];
+  const name = nameOf(pc);
+  $('char-name').textContent = name;
+  $('portrait').textContent = Array.from(name || '?')[0];
   const meta = [t('sheet.level', { n: pc.level ?? 1 }), t(pc.state === 'downed' ? 'sheet.downed' : 'sheet.active')];
   if (typeof s.turn === 'number') meta.push(t('sheet.turn', { n: s.turn }));
   $('char-meta').textContent = meta.join(' · ');
-  $('char-area').textContent = here ? here.name : pc.area_id;
-  $('map-place').textContent = here ? here.name : '';
+  $('char-area').textContent = here ? nameOf(here) : pc.area_id;
+  $('char-area').title = here ? descriptionOf(here) : '';
+  $('map-place').textContent = here ? nameOf(here) : '';
 
   const max = pc.max_hp || 1;
   const hp = Math.max(0, pc.hp ?? 0);
@@ -1115,7 +1150,7 @@ function renderSheet() {
   for (const c of s.characters) {
     if (c.character_id === pc.character_id || c.area_id !== pc.area_id) continue;
     const li = el('li');
-    li.append(el('span', 'npc-dot'), el('span', null, c.name), el('span', 'muted', ` · HP ${c.hp}/${c.max_hp}`));
+    li.append(el('span', 'npc-dot'), el('span', null, nameOf(c)), el('span', 'muted', ` · HP ${c.hp}/${c.max_hp}`));
     company.appendChild(li);
   }
   if (!company.children.length) company.appendChild(el('li', 'muted', t('sheet.nobody')));
@@ -1256,7 +1291,8 @@ function renderMap() {
       g.style.animationDelay = `-${age}ms`;
       youngest = Math.min(youngest, age);
     }
-    g.appendChild(svg('title', {}, `${a.name} (${a.area_id})${a.description ? '\n' + a.description : ''}`));
+    const description = descriptionOf(a);
+    g.appendChild(svg('title', {}, `${nameOf(a)} (${a.area_id})${description ? '\n' + description : ''}`));
     if (cls === 'current') g.appendChild(svg('circle', { r: r * 1.9, class: 'halo' }));
     g.appendChild(svg('circle', { r, class: 'node', 'stroke-width': 2 * k }));
     if ((a.tags || []).includes('lit')) g.appendChild(svg('circle', { r: r * 0.3, class: 'lamp' }));
@@ -1264,13 +1300,13 @@ function renderMap() {
     npcs.forEach((c, i) => {
       const dot = svg('g', { class: 'npc', transform: `translate(${r + (6 + i * 11) * k} ${-r * 0.9})` });
       dot.appendChild(svg('circle', { r: 5 * k, 'stroke-width': 1.5 * k }));
-      dot.appendChild(svg('title', {}, c.name));
+      dot.appendChild(svg('title', {}, nameOf(c)));
       g.appendChild(dot);
     });
     if (cls === 'reachable' && game.role === 'player') {
       g.setAttribute('tabindex', '0');
       g.setAttribute('role', 'button');
-      g.setAttribute('aria-label', t('map.go', { name: a.name }));
+      g.setAttribute('aria-label', t('map.go', { name: nameOf(a) }));
       const go = () => { sendChat('go to ' + a.area_id); showTab('story'); };
       g.addEventListener('click', go);
       g.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); go(); } });
@@ -1416,9 +1452,10 @@ function placeLabels(group, areas, hereId, near, r, k, view, npcsByArea) {
     const x = a.x || 0;
     const y = a.y || 0;
     const cls = a.area_id === hereId ? ' current' : near.has(a.area_id) ? ' reachable' : '';
-    const w = labelWidth(a.name, LABEL_PX, cls === ' current' ? 'bold' : 'normal') * k;
+    const name = nameOf(a);
+    const w = labelWidth(name, LABEL_PX, cls === ' current' ? 'bold' : 'normal') * k;
     let spot = spotFor(a.area_id, x, y, w, h, cls ? NEAR_RINGS : 2);
-    let text = a.name;
+    let text = name;
     let kind = 'label';
     let size = h;
     if (!spot) {
@@ -1462,8 +1499,8 @@ function renderMapKey(numbered) {
   key.replaceChildren(...numbered.map(([n, a]) => {
     const li = el('li');
     li.dataset.for = a.area_id;
-    li.title = a.description || a.name;
-    li.append(el('b', '', n), ' ' + a.name);
+    li.title = descriptionOf(a) || nameOf(a);
+    li.append(el('b', '', n), ' ' + nameOf(a));
     return li;
   }));
 }
@@ -1668,18 +1705,42 @@ function onError(f) {
 
 // ---------------------------------------------------------------- composer
 
-const HINTS = ['where', 'explore', 'roll', 'status', 'scout', 'search'];
+// The quick commands under the story: the adventure here (look around, talk
+// to and attack the person here, take something), then the wider game.
+// `talk` and `attack` name the first person standing where the hero is, and
+// are left out when nobody is.
+const HINTS = ['look', 'talk', 'take', 'attack', 'where', 'explore', 'roll', 'status', 'scout', 'search'];
+// Commands put in the input for the player to finish or confirm, not sent:
+// those that need words (their text ends with a space) and attacks.
+const CONFIRMED_HINTS = new Set(['attack']);
+
+// Someone standing where the hero is, for the talk and attack commands.
+function personHere() {
+  const pc = activeCharacter();
+  if (!pc) return null;
+  return game.snapshot.characters.find((c) => c.kind === 'npc' && c.area_id === pc.area_id
+    && c.state !== 'downed' && c.hp > 0) || null;
+}
 
 function renderHints() {
   const box = $('hints');
+  const who = personHere();
+  const name = who ? nameOf(who) : '';
+  const hints = HINTS.filter((h) => name || (h !== 'talk' && h !== 'attack')).map((h) => ({
+    h, label: t('hint.' + h, { name }), cmd: t('hint.' + h + '.cmd', { name }),
+  }));
+  // Rebuilt only when they change, so a focused chip keeps its focus.
+  const shown = JSON.stringify(hints);
+  if (box.dataset.shown === shown) return;
+  box.dataset.shown = shown;
   box.replaceChildren();
-  for (const h of HINTS) {
-    const b = el('button', 'hint', t('hint.' + h));
+  for (const { h, label, cmd } of hints) {
+    const b = el('button', 'hint', label);
     b.type = 'button';
+    b.dataset.hint = h;
     b.addEventListener('click', () => {
-      const cmd = t('hint.' + h + '.cmd');
       const input = $('chat-input');
-      if (cmd.endsWith(' ')) { // needs words from the player
+      if (cmd.endsWith(' ') || CONFIRMED_HINTS.has(h)) {
         input.value = cmd;
         input.focus();
       } else {

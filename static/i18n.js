@@ -1,7 +1,9 @@
 // questd browser client: interface text in English and Chinese.
 // `{name}` in a string is replaced by app.js's t(key, {name: ...}).
-// Text from the game itself (narrative, area names) is shown as the server
-// sends it; the offline game master answers in the language the player wrote.
+// Text from the game itself (narrative) is shown as the server sends it; the
+// offline game master answers in the language the player wrote. In Chinese,
+// areas and characters go by the campaign's Chinese names where it has them
+// (the snapshot's `names_zh`), else by their own.
 'use strict';
 
 window.I18N = {
@@ -61,6 +63,14 @@ window.I18N = {
     'composer.placeholder': 'What do you do? (Enter to send)',
     'composer.send': 'Send',
     'composer.readonly': 'You are watching this story. Only players can act.',
+    'hint.look': 'Look around',
+    'hint.look.cmd': 'look around',
+    'hint.talk': 'Talk to {name}',
+    'hint.talk.cmd': 'talk to {name}',
+    'hint.take': 'Take…',
+    'hint.take.cmd': 'take ',
+    'hint.attack': 'Attack {name}…',
+    'hint.attack.cmd': 'attack {name}',
     'hint.where': 'Where can I go?',
     'hint.where.cmd': 'where can I go',
     'hint.explore': 'Explore…',
@@ -216,6 +226,14 @@ window.I18N = {
     'composer.placeholder': '你要做什么？（回车发送）',
     'composer.send': '发送',
     'composer.readonly': '你正在观战，只有玩家可以行动。',
+    'hint.look': '看看',
+    'hint.look.cmd': '看看',
+    'hint.talk': '和{name}说话',
+    'hint.talk.cmd': '和{name}说话',
+    'hint.take': '拿…',
+    'hint.take.cmd': '拿 ',
+    'hint.attack': '攻击{name}…',
+    'hint.attack.cmd': '攻击 {name}',
     'hint.where': '我能去哪？',
     'hint.where.cmd': '我能去哪',
     'hint.explore': '探索…',

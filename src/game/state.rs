@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::content::{ContentEntry, NpcProfile};
+use super::content::{ContentEntry, ContentStatus, NpcProfile};
 use super::zones::{GridPos, MovementLogEntry, PlayerRuntime, Zone};
 
 /// Declares a string identifier newtype that serializes as a plain string.
@@ -69,6 +69,11 @@ id_newtype!(
     /// A player character or NPC, e.g. `pc_001`.
     CharacterId,
 );
+
+/// Content type of a Chinese name (docs/protocol.md §7.1).
+pub const NAME_ZH_TYPE: &str = "name_zh";
+/// What a Chinese name's `content_id` starts with, before the id it names.
+const NAME_ZH_PREFIX: &str = "zh_";
 
 /// Entries of chat history kept for the model; older turns are dropped whole.
 pub const HISTORY_LIMIT: usize = 200;
@@ -458,6 +463,19 @@ impl GameState {
     /// The character the player controls now.
     pub fn active_actor(&self) -> Option<&Character> {
         self.character(self.active_actor_id.as_str())
+    }
+
+    /// The Chinese names of the map's areas and characters: the campaign's
+    /// draft entries of type `name_zh` whose `content_id` is `zh_<id>` of an
+    /// area or character here (docs/protocol.md §7.1), as (id, entry), in
+    /// the content's order. At most one per area or character.
+    pub fn names_zh(&self) -> impl Iterator<Item = (&str, &ContentEntry)> {
+        self.content.iter().filter_map(|e| {
+            let id = e.content_id.strip_prefix(NAME_ZH_PREFIX)?;
+            let named = self.area(id).is_some() || self.character(id).is_some();
+            (e.content_type == NAME_ZH_TYPE && e.status == ContentStatus::Draft && named)
+                .then_some((id, e))
+        })
     }
 
     /// Finds an area by id, or by name ignoring case.

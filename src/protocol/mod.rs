@@ -132,6 +132,10 @@ pub struct Snapshot<'a> {
     pub zones: &'a [Zone],
     /// Where the player is in the zone world and how they travel.
     pub player: &'a PlayerRuntime,
+    /// The Chinese names of areas and characters, by id: the campaign's
+    /// `name_zh` drafts. Only these drafts: names are no secret, other
+    /// drafts (a person's notes) stay unseen.
+    pub names_zh: NamesZh<'a>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
     /// PROTOCOL.md §7.3).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -159,8 +163,31 @@ impl<'a> Snapshot<'a> {
             allowlist: &state.allowlist,
             zones: &state.zones,
             player: &state.player,
+            names_zh: NamesZh(state),
             owner_node: None,
         }
+    }
+}
+
+/// [`GameState::names_zh`] on the wire: `{"area_001": {"name": "灯笼门",
+/// "description": "…"}}`, an empty object when the campaign has none.
+#[derive(Debug, Clone, Copy)]
+pub struct NamesZh<'a>(&'a GameState);
+
+impl Serialize for NamesZh<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Name<'a> {
+            name: &'a str,
+            description: &'a str,
+        }
+        serializer.collect_map(self.0.names_zh().map(|(id, e)| {
+            let name = Name {
+                name: &e.title,
+                description: &e.body,
+            };
+            (id, name)
+        }))
     }
 }
 
@@ -430,6 +457,24 @@ pub struct AssistantMessage {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_snapshot_names_areas_and_characters_in_chinese_and_shows_no_other_draft() {
+        let state = crate::tools::test_support::demo();
+        let id = SessionId::from("sess_1");
+        let snap = serde_json::to_value(Snapshot::of(&id, &state)).unwrap();
+        let names = snap["names_zh"].as_object().unwrap();
+        assert_eq!(
+            names["area_001"],
+            json!({"name": "灯笼门", "description": "一道半埋在淤泥里的破拱门，挂着仍在发光的绿玻璃灯笼。冰冷的水拍打着通往下方的旧台阶。"})
+        );
+        assert_eq!(names["npc_001"]["name"], "老玛伦");
+        // Every area and character of the demo, and nothing else: no item,
+        // no quest, no note.
+        assert_eq!(names.len(), state.areas.len() + state.characters.len());
+        assert!(!snap.to_string().contains("note_warden_key"));
+        assert!(!snap.to_string().contains("brass key"));
+    }
 
     #[test]
     fn client_frames_parse_or_say_why_not() {

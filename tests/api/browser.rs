@@ -275,6 +275,15 @@ fn query(css: &str) -> String {
     format!("document.querySelector({})", json!(css))
 }
 
+/// The strings of a JSON array read from the page.
+fn texts(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("an array: {v}"))
+        .iter()
+        .map(|t| t.as_str().unwrap_or_default())
+        .collect()
+}
+
 /// Waits until the newest areas have faded in and are drawn as usual.
 async fn wait_map_at_rest(c: &Client, page: &str) {
     let expr = format!("{} === 0", count("#map .area.new"));
@@ -407,6 +416,19 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     )
     .await;
 
+    // Nobody stands at the gate: the quick commands offer looking and
+    // taking, no one to talk to or attack.
+    let hints = "[...document.querySelectorAll('#hints button.hint')].map(b => b.innerText)";
+    let at_gate = wait(
+        &player,
+        "play",
+        "the quick commands at the gate",
+        &format!("{} === 1 && {hints}", count("#hints [data-hint='look']")),
+    )
+    .await;
+    assert_eq!(texts(&at_gate)[..2], ["Look around", "Take…"], "{at_gate}");
+    assert!(!at_gate.to_string().contains("Talk to"), "{at_gate}");
+
     // ---- go to a neighbour: tool card with its arguments, narrative, map
     say(&player, "go to area_002").await;
     let move_card = ".tool[data-tool='move'][data-status='ok']";
@@ -431,6 +453,46 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     .await;
     assert!(args.as_str().unwrap().contains("area_002"), "{args}");
 
+    // ---- the quick commands name Old Maren, who stands here, in the
+    // page's language; an attack waits in the input to be confirmed, and
+    // "take" for the player's words: neither is sent
+    let with_maren = |talk: &str| format!("{hints}.includes({}) && {hints}", json!(talk));
+    let languages = [
+        [
+            "Look around",
+            "Talk to Old Maren",
+            "Take…",
+            "Attack Old Maren…",
+        ],
+        ["看看", "和老玛伦说话", "拿…", "攻击老玛伦…"],
+    ];
+    for (i, want) in languages.iter().enumerate() {
+        if i > 0 {
+            click(&player, "#lang").await;
+        }
+        let what = format!("the quick commands beside Old Maren, {}", want[0]);
+        let shown = wait(&player, "play", &what, &with_maren(want[1])).await;
+        assert_eq!(texts(&shown)[..4], *want, "{shown}");
+    }
+    click(&player, "#lang").await;
+    let what = "the quick commands in English again";
+    wait(&player, "play", what, &with_maren(languages[0][1])).await;
+    let input = "document.getElementById('chat-input')";
+    for (hint, typed) in [("attack", "attack Old Maren"), ("take", "take ")] {
+        click(&player, &format!("#hints button[data-hint='{hint}']")).await;
+        wait(
+            &player,
+            "play",
+            "the command in the input",
+            &format!("{input}.value === {}", json!(typed)),
+        )
+        .await;
+        player
+            .execute(&format!("{input}.value = ''; return true;"), vec![])
+            .await
+            .unwrap();
+    }
+
     // ---- a second browser joins mid-game as a spectator: it sees the turn
     // already played and the map as it is now, read-only (and reads Chinese)
     let spectator = driver.browser("spectator", 1280, 860).await;
@@ -446,12 +508,36 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         ),
     )
     .await;
+    let label = |id: &str| {
+        format!(
+            "{q} && {q}.textContent",
+            q = query(&format!("#map .labels text[data-for='{id}']"))
+        )
+    };
+    // Both pages name the places in English, until the spectator reads Chinese.
+    for (page, c) in [("play", &player), ("spectator", &spectator)] {
+        let name = wait(c, page, "the map's labels", &label("area_002")).await;
+        assert_eq!(name, "Lamplighter's Alcove", "{page}");
+    }
     click(&spectator, "#lang").await;
     wait(
         &spectator,
         "spectator",
         "the Chinese interface",
         "document.documentElement.lang === 'zh-CN' && document.getElementById('badge').innerText.includes('观战')",
+    )
+    .await;
+    // The campaign's Chinese names, at once, on the map and beside it.
+    wait(
+        &spectator,
+        "spectator",
+        "the Chinese names of the places",
+        &format!(
+            "{} === '点灯人小室' && document.getElementById('map-place').textContent === '点灯人小室' \
+             && {}.textContent.startsWith('灯笼门 (area_001)')",
+            label("area_002"),
+            query("#map .area[data-area-id='area_001'] > title")
+        ),
     )
     .await;
     wait(
@@ -773,6 +859,25 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
             // The story from its start, so its opening scene too.
             query("#opening .opening")
         ),
+    )
+    .await;
+    // A turn's state_patch moves the world map by itself: the zone it
+    // brings is drawn, with the player in it.
+    late.execute(
+        "handleFrame({type: 'turn_completed', seq: Number(document.body.dataset.lastSeq) + 1, \
+         turn_id: 'turn_patched', reply: '', tool_events: [], state_patch: {areas: [], characters: [], \
+         position: null, zones: [{zone_id: 'zone_5_5_0', name: 'Patched Fen', description: '', \
+         x: 5, y: 5, z: 0, tags: [], world_prompt: 'fen'}], zone_position: {x: 5, y: 5, z: 0, \
+         zone_id: 'zone_5_5_0'}}}); return true;",
+        vec![],
+    )
+    .await
+    .unwrap();
+    wait(
+        &late,
+        "late",
+        "the zone the patch brought, where the player stands",
+        &query("#world .zone.current[data-zone-id='zone_5_5_0']"),
     )
     .await;
     // A link to no session says so instead of retrying forever.

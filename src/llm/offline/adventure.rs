@@ -9,12 +9,15 @@
 //! 1. the survey: the actor's sheet (`get_character_stats`), who stands
 //!    where (`get_site_map`), the campaign's items and quests
 //!    (`search_content` of type `item` and `quest`), their Chinese names
-//!    when the player writes Chinese (type `name_zh`), and for `look` the
-//!    ways on (`move_options`);
+//!    when the player writes Chinese (type `name_zh`), the other names
+//!    things go by when the player names one (type `alias`), the quests
+//!    already done for `look` and `use` (type `quest_done`), and for `look`
+//!    the ways on (`move_options`);
 //! 2. the sheets of the characters here (`get_character_stats`, at most
 //!    [`MAX_PEOPLE_LOOKED_AT`]), to know who is still standing;
 //! 3. the act itself (`get_npc_profile`, `add_inventory`,
-//!    `update_inventory`, `roll_dice` then `hp_delta`), then the narration.
+//!    `update_inventory` and, finishing a quest, `create_draft_content`,
+//!    `roll_dice` then `hp_delta`), then the narration.
 //!
 //! Campaign conventions it reads (docs/protocol.md §9.3):
 //! - an item lying in an area is a published content entry of type `item`
@@ -26,13 +29,21 @@
 //! - a Chinese name is a draft entry of type `name_zh` (a draft, so that
 //!   players' searches do not return it) whose `content_id` is
 //!   `zh_<id>` (an area, character or `item_<slug>` id): its title is the
-//!   name, its body the description (for a person, what they say first).
+//!   name, its body the description (for a person, what they say first);
+//! - the other names a thing goes by are its tags, when it is an item, and
+//!   the tags of a draft entry of type `alias` whose `content_id` is
+//!   `alias_<id>` (a draft, so that they change no player's search: the
+//!   demo's lamp is also called a "lantern" and "灯笼" this way);
+//! - a finished quest is a draft entry of type `quest_done` whose title is
+//!   the quest's `content_id`, written with `create_draft_content` when the
+//!   quest ends: it lasts with the session, and a quest that has one is not
+//!   finished again.
 
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::words::{cut_at_boundary, first_sentence, names};
+use super::words::{calls, cut_at_boundary, first_sentence, names};
 
 /// What the player does in the adventure.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +65,13 @@ pub(super) enum Next {
 /// Content type of items lying in areas.
 pub(super) const ITEM_TYPE: &str = "item";
 /// Content type of Chinese names.
-pub(super) const NAME_ZH_TYPE: &str = "name_zh";
+pub(super) use crate::game::state::NAME_ZH_TYPE;
+/// Content type of the other names things go by.
+const ALIAS_TYPE: &str = "alias";
+/// Content type of the record of a finished quest.
+const QUEST_DONE_TYPE: &str = "quest_done";
+/// Content types that are drafts, so that no player's search returns them.
+const DRAFT_TYPES: [&str; 3] = [NAME_ZH_TYPE, ALIAS_TYPE, QUEST_DONE_TYPE];
 const QUEST_TYPE: &str = "quest";
 /// Most characters standing here whose sheets one turn reads.
 pub(super) const MAX_PEOPLE_LOOKED_AT: usize = 4;
@@ -68,10 +85,10 @@ pub(super) const HERO_DAMAGE_BASE: i64 = 4;
 pub(super) const POTION_HEALS: i64 = 6;
 
 /// The call that lists one type of content in full (at most 50 entries).
-/// Chinese names are drafts: the players' own searches, of published
-/// content, never return them.
+/// Chinese names, aliases and finished quests are drafts: the players' own
+/// searches, of published content, never return them.
 pub(super) fn listing(content_type: &str) -> (&'static str, Value) {
-    let status = if content_type == NAME_ZH_TYPE {
+    let status = if DRAFT_TYPES.contains(&content_type) {
         "draft"
     } else {
         "published"
@@ -130,12 +147,18 @@ struct Facts<'a> {
     sheets: HashMap<String, &'a Value>,
     items_here: Vec<&'a Value>,
     quests: Vec<&'a Value>,
+    /// Ids of the quests already done.
+    done: Vec<String>,
     zh_names: HashMap<String, (String, String)>,
+    /// The other names of things, by id.
+    aliases: HashMap<String, Vec<String>>,
     exits: Option<&'a Value>,
     profile: Option<&'a Value>,
     rolls: Vec<&'a Value>,
     hp: Vec<&'a Value>,
     inventory_change: Option<&'a Value>,
+    /// The record of a quest finished this turn.
+    recorded: Option<&'a Value>,
     surveyed: bool,
 }
 
@@ -164,6 +187,23 @@ impl<'a> Facts<'a> {
             .filter(|r| r["character_id"] != actor_id)
             .map(|r| (str_of(&r["character_id"]), r))
             .collect();
+        let mut aliases: HashMap<String, Vec<String>> = HashMap::new();
+        let tags = |e: &Value| -> Vec<String> {
+            e["tags"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(str_of)
+                .collect()
+        };
+        for e in listed(results, ITEM_TYPE) {
+            aliases.entry(str_of(&e["id"])).or_default().extend(tags(e));
+        }
+        for e in listed(results, ALIAS_TYPE) {
+            if let Some(id) = e["id"].as_str().and_then(|id| id.strip_prefix("alias_")) {
+                aliases.entry(id.to_owned()).or_default().extend(tags(e));
+            }
+        }
         Facts {
             zh,
             actor_id,
@@ -175,7 +215,11 @@ impl<'a> Facts<'a> {
             people,
             sheets,
             quests: listed(results, QUEST_TYPE).collect(),
+            done: listed(results, QUEST_DONE_TYPE)
+                .map(|e| str_of(&e["title"]))
+                .collect(),
             zh_names: zh_names(results),
+            aliases,
             exits: of(results, "move_options").next(),
             profile: of(results, "get_npc_profile").next(),
             rolls: of(results, "roll_dice").collect(),
@@ -183,6 +227,7 @@ impl<'a> Facts<'a> {
             inventory_change: of(results, "add_inventory")
                 .chain(of(results, "update_inventory"))
                 .next(),
+            recorded: of(results, "create_draft_content").next(),
             surveyed: site.is_some(),
         }
     }
@@ -211,29 +256,58 @@ impl<'a> Facts<'a> {
             .is_none_or(|s| s["state"] != "downed" && s["hp"] != 0)
     }
 
+    /// Whether the player's words name the thing `id` called `english`: by
+    /// its name's words or its other names, its Chinese name (when the
+    /// player writes Chinese), or its id (an item's slug).
+    fn called(&self, wanted: &str, id: &str, english: &str) -> bool {
+        let aliases = self.aliases.get(id).map_or(&[][..], Vec::as_slice);
+        calls(wanted, english, aliases)
+            || names(wanted, &self.name(id, ""))
+            || names(wanted, id.strip_prefix("item_").unwrap_or(id))
+    }
+
     /// The person here the player's words name.
     fn person(&self, wanted: &str) -> Option<&(String, String)> {
-        self.people.iter().find(|(id, name)| {
-            names(wanted, name) || names(wanted, &self.name(id, name)) || names(wanted, id)
-        })
+        self.people
+            .iter()
+            .find(|(id, name)| self.called(wanted, id, name))
     }
 
     /// The item lying here the player's words name.
     fn item_here(&self, wanted: &str) -> Option<&'a Value> {
-        self.items_here.iter().copied().find(|e| {
-            let id = str_of(&e["id"]);
-            names(wanted, &str_of(&e["title"])) || names(wanted, &self.name(&id, ""))
-        })
+        self.items_here
+            .iter()
+            .copied()
+            .find(|e| self.called(wanted, &str_of(&e["id"]), &str_of(&e["title"])))
     }
 
     /// The item carried that the player's words name.
     fn carried(&self, wanted: &str) -> Option<&'a Value> {
         self.actor?["inventory"].as_array()?.iter().find(|i| {
-            let slug = str_of(&i["slug"]);
-            names(wanted, &str_of(&i["name"]))
-                || names(wanted, &self.name(&format!("item_{slug}"), ""))
-                || names(wanted, &slug)
+            let id = format!("item_{}", str_of(&i["slug"]));
+            self.called(wanted, &id, &str_of(&i["name"]))
         })
+    }
+
+    /// A quest's title in the player's language.
+    fn quest_title(&self, id: &str) -> String {
+        let english = self
+            .quests
+            .iter()
+            .find(|q| q["id"] == id)
+            .map_or_else(|| id.to_owned(), |q| str_of(&q["title"]));
+        self.name(id, &english)
+    }
+
+    /// The quests done, each once, in the player's language.
+    fn done_titles(&self) -> Vec<String> {
+        let mut ids: Vec<&String> = Vec::new();
+        for id in &self.done {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids.into_iter().map(|id| self.quest_title(id)).collect()
     }
 
     fn carries(&self, slug: &str) -> bool {
@@ -310,6 +384,12 @@ pub(super) fn next(
         if zh {
             calls.push(listing(NAME_ZH_TYPE));
         }
+        if *act != Act::Look {
+            calls.push(listing(ALIAS_TYPE));
+        }
+        if matches!(act, Act::Look | Act::Use(_)) {
+            calls.push(listing(QUEST_DONE_TYPE));
+        }
         if *act == Act::Look {
             calls.push(("move_options", json!({"actor_id": actor_id})));
         }
@@ -358,12 +438,34 @@ fn look(f: &Facts<'_>, context: &Value) -> Next {
         (false, true) => format!("可以前往：{}。", exits.join("、")),
         (false, false) => format!("Ways on: {}.", exits.join(", ")),
     };
-    let text = if f.zh {
+    let mut text = if f.zh {
         format!("{name}。{description}{}{ways}", f.who_and_what())
     } else {
         format!("{name}. {description} {} {ways}", f.who_and_what())
     };
+    let done = f.done_titles();
+    if !done.is_empty() {
+        text.push_str(&if f.zh {
+            format!("已完成的任务：{}。", quoted(&done, true).join("、"))
+        } else {
+            format!(" Quests done: {}.", quoted(&done, false).join(", "))
+        });
+    }
     Next::Say(text, "scene_description")
+}
+
+/// Titles in quotation marks of the language.
+fn quoted(titles: &[String], zh: bool) -> Vec<String> {
+    titles
+        .iter()
+        .map(|t| {
+            if zh {
+                format!("“{t}”")
+            } else {
+                format!("\"{t}\"")
+            }
+        })
+        .collect()
 }
 
 /// "No X here", with what is here instead.
@@ -543,8 +645,16 @@ fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
             format!("You turn the {name} over in your hands; nothing here calls for it.")
         });
     };
+    let quest_id = str_of(&quest["id"]);
+    let title = f.name(&quest_id, &str_of(&quest["title"]));
+    if f.done.contains(&quest_id) && f.recorded.is_none() {
+        return say(if f.zh {
+            format!("任务“{title}”已经完成了，不必再用{name}。")
+        } else {
+            format!("\"{title}\" is already done; the {name} is not needed for it any more.")
+        });
+    }
     let quest_area = quest_place(quest, &f.here, context);
-    let title = f.name(&str_of(&quest["id"]), &str_of(&quest["title"]));
     if quest_area != f.here {
         let english = context["areas"]
             .as_array()
@@ -568,10 +678,26 @@ fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
             format!("{guard} bars your way. While they stand, \"{title}\" cannot be done.")
         });
     }
+    let english_place = str_of(&context["current_area"]["name"]);
     if f.inventory_change.is_none() {
-        return Next::Calls(vec![use_one]);
+        // The oil is used up and the quest recorded as done, in one round.
+        let record = (
+            "create_draft_content",
+            json!({
+                "content_type": QUEST_DONE_TYPE,
+                "title": quest_id,
+                "body": format!(
+                    "{} used the {} at {english_place}: \"{}\" is done.",
+                    f.actor.map(|a| str_of(&a["name"])).unwrap_or_default(),
+                    str_of(&item["name"]),
+                    str_of(&quest["title"])
+                ),
+                "area_id": f.here,
+            }),
+        );
+        return Next::Calls(vec![use_one, record]);
     }
-    let place = f.name(&f.here, &str_of(&context["current_area"]["name"]));
+    let place = f.name(&f.here, &english_place);
     say(if f.zh {
         format!(
             "你把{name}倒进{place}。火焰猛然明亮，整座废墟的灯笼一齐亮起。任务完成：“{title}”。"
@@ -762,6 +888,183 @@ impl Exchange {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::game::GameState;
+    use crate::game::state::AreaId;
+    use crate::tools::Role;
+    use crate::tools::test_support::{demo, pipeline};
+
+    /// What the session tells the game master: who acts, where, and the map.
+    fn context(state: &GameState) -> Value {
+        let actor = state.active_actor().expect("an active character");
+        let here = state.area(actor.area_id.as_str()).expect("their area");
+        let areas: Vec<Value> = state
+            .areas
+            .iter()
+            .map(|a| json!({"area_id": a.area_id, "name": a.name}))
+            .collect();
+        json!({
+            "active_actor": {"character_id": actor.character_id},
+            "current_area": {"area_id": here.area_id, "name": here.name, "description": here.description},
+            "areas": areas,
+        })
+    }
+
+    /// One adventure turn on `state`, as a session plays it: every call the
+    /// game master asks for runs (its effect applied) until it narrates.
+    /// Answers the tools called, in order, and the narration.
+    fn play(state: &mut GameState, act: Act, zh: bool) -> (Vec<&'static str>, String) {
+        let actor = state.active_actor_id.as_str().to_owned();
+        let mut results: Vec<(&str, Value)> = Vec::new();
+        let mut tools = Vec::new();
+        for _ in 0..6 {
+            match next(&act, &context(state), &results, &actor, zh) {
+                Next::Say(text, _) => return (tools, text),
+                Next::Calls(calls) => {
+                    for (tool, args) in calls {
+                        let out = pipeline(tool, state, args, Role::GameMaster)
+                            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+                        if let Some(effect) = &out.effect {
+                            state.apply(effect);
+                        }
+                        tools.push(tool);
+                        results.push((tool, out.result));
+                    }
+                }
+            }
+        }
+        panic!("{act:?} never narrates: {tools:?}");
+    }
+
+    fn carries(state: &GameState, slug: &str) -> bool {
+        let hero = state.active_actor().expect("an active character");
+        hero.inventory.iter().any(|i| i.slug == slug)
+    }
+
+    #[test]
+    fn the_gates_lamp_is_taken_by_the_names_players_give_it() {
+        // The Lantern Gate is hung with lanterns; its item is a lamp.
+        let cases = [
+            ("the lantern", false),
+            ("lantern", false),
+            ("the green lamp", false),
+            ("glass lantern", false),
+            ("Green-Glass Lamp", false),
+            ("灯笼", true),
+            ("灯", true),
+            ("绿玻璃灯", true),
+        ];
+        for (words, zh) in cases {
+            let mut state = demo();
+            let (tools, text) = play(&mut state, Act::Take(words.into()), zh);
+            assert!(
+                tools.contains(&"add_inventory"),
+                "{words}: {tools:?} {text}"
+            );
+            assert!(carries(&state, "green_glass_lamp"), "{words}: {text}");
+        }
+        // What the gate does not hold is not found, and nothing is taken.
+        for (words, zh) in [
+            ("the lantern oil", false),
+            ("the wicks", false),
+            ("灯油", true),
+        ] {
+            let mut state = demo();
+            let (tools, text) = play(&mut state, Act::Take(words.into()), zh);
+            assert!(!tools.contains(&"add_inventory"), "{words}: {text}");
+            assert!(
+                text.contains("Green-Glass Lamp") || text.contains("绿玻璃灯"),
+                "{text}"
+            );
+        }
+    }
+
+    /// The demo at the Heart Lantern with the Warden down and the oil in hand.
+    fn at_the_heart_with_the_oil() -> GameState {
+        let mut state = demo();
+        let calls = [
+            (
+                "update_character",
+                json!({"character_id": "npc_003", "hp": 0}),
+            ),
+            (
+                "add_inventory",
+                json!({"items": [{"name": "Sealed Lamp Oil", "slug": "sealed_lamp_oil"}]}),
+            ),
+        ];
+        for (tool, args) in calls {
+            let out = pipeline(tool, &state, args, Role::GameMaster).unwrap();
+            state.apply(out.effect.as_ref().unwrap());
+        }
+        state.characters[0].area_id = AreaId("area_009".into());
+        state
+    }
+
+    #[test]
+    fn a_finished_quest_is_recorded_and_never_finished_twice() {
+        for zh in [false, true] {
+            let (oil, look, done, again, listed) = if zh {
+                (
+                    "密封灯油",
+                    Act::Look,
+                    "任务完成：“最后一盏灯的灯油”",
+                    "已经完成了",
+                    "已完成的任务：“最后一盏灯的灯油”。",
+                )
+            } else {
+                (
+                    "the oil",
+                    Act::Look,
+                    "Quest complete: \"Oil for the Last Lamp\"",
+                    "is already done",
+                    "Quests done: \"Oil for the Last Lamp\".",
+                )
+            };
+            let mut state = at_the_heart_with_the_oil();
+            let (_, before) = play(&mut state, look.clone(), zh);
+            assert!(!before.contains(listed), "{before}");
+            let (tools, text) = play(&mut state, Act::Use(oil.into()), zh);
+            assert!(text.contains(done), "{text}");
+            assert_eq!(
+                tools[tools.len() - 2..],
+                ["update_inventory", "create_draft_content"]
+            );
+            let record = state
+                .content
+                .iter()
+                .find(|e| e.content_type == QUEST_DONE_TYPE)
+                .expect("the quest's record");
+            assert_eq!(record.title, "quest_last_oil");
+            assert_eq!(record.area_id.as_deref(), Some("area_009"));
+            assert!(!carries(&state, "sealed_lamp_oil"));
+
+            // Looking around tells the quest is done.
+            let (_, seen) = play(&mut state, look, zh);
+            assert!(seen.contains(listed), "{seen}");
+
+            // More oil does not finish it again.
+            let out = pipeline(
+                "add_inventory",
+                &state,
+                json!({"items": [{"name": "Sealed Lamp Oil", "slug": "sealed_lamp_oil"}]}),
+                Role::GameMaster,
+            )
+            .unwrap();
+            state.apply(out.effect.as_ref().unwrap());
+            let (tools, text) = play(&mut state, Act::Use(oil.into()), zh);
+            assert!(text.contains(again) && !text.contains(done), "{text}");
+            assert!(
+                !tools.contains(&"update_inventory") && !tools.contains(&"create_draft_content"),
+                "{tools:?}"
+            );
+            assert!(carries(&state, "sealed_lamp_oil"));
+            let records = state
+                .content
+                .iter()
+                .filter(|e| e.content_type == QUEST_DONE_TYPE)
+                .count();
+            assert_eq!(records, 1);
+        }
+    }
 
     #[test]
     fn a_quests_place_is_its_area_or_an_area_among_its_tags() {

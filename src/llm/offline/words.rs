@@ -78,6 +78,38 @@ pub(super) fn names(wanted: &str, name: &str) -> bool {
     !wanted.is_empty() && !name.is_empty() && (name.contains(&wanted) || wanted.contains(&name))
 }
 
+/// The words of a name: lower-cased runs of letters and digits, so
+/// "Green-Glass Lamp" is `green`, `glass`, `lamp` (a Chinese name, written
+/// without spaces, is one word).
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// Whether the player's words name a thing called `name`, also known as
+/// `aliases`: as [`names`] says for the name; an alias that holds the
+/// player's words ("灯笼" in "绿灯笼"); or every one of the player's words a
+/// word of the name or of an alias, in any order ("green lamp", and with
+/// the alias "lantern", "green lantern", name the Green-Glass Lamp).
+pub(super) fn calls(wanted: &str, name: &str, aliases: &[String]) -> bool {
+    let wanted = normalize(wanted);
+    if wanted.is_empty() {
+        return false;
+    }
+    if names(&wanted, name)
+        || aliases
+            .iter()
+            .any(|a| !a.trim().is_empty() && normalize(a).contains(&wanted))
+    {
+        return true;
+    }
+    let known: Vec<String> = words(name)
+        .chain(aliases.iter().flat_map(|a| words(a)))
+        .collect();
+    words(&wanted).all(|w| known.contains(&w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +156,28 @@ mod tests {
         assert!(names("老玛伦", "老玛伦"));
         assert!(!names("the", "The Drowned Warden"));
         assert!(!names("goblin", "The Drowned Warden"));
+    }
+
+    #[test]
+    fn things_are_called_by_their_name_words_and_aliases() {
+        let lamp = "Green-Glass Lamp";
+        let aliases = ["lantern".to_owned(), "绿灯笼".to_owned()];
+        for wanted in [
+            "the lamp",
+            "green lamp",
+            "glass lamp",
+            "the lantern",
+            "green lantern",
+            "灯笼",
+            "绿灯笼",
+        ] {
+            assert!(calls(wanted, lamp, &aliases), "{wanted}");
+        }
+        // Every word must belong: the lantern's oil is not the lamp.
+        for wanted in ["lantern oil", "red lamp", "the", "", "灯油"] {
+            assert!(!calls(wanted, lamp, &aliases), "{wanted}");
+        }
+        // Without aliases, only the name's words.
+        assert!(!calls("the lantern", lamp, &[]));
     }
 }
