@@ -187,6 +187,19 @@ pub async fn post(url: &str, body: &Value) -> (u16, Value) {
     (a.status, a.body)
 }
 
+/// One whole turn through `POST /api/v1/chat` on the server at `base`,
+/// with a player's token as the bearer.
+pub async fn chat_over_http(base: &str, player_token: &str, body: &Value) -> Answer {
+    let auth = format!("Bearer {player_token}");
+    request(
+        "POST",
+        &format!("{base}/api/v1/chat"),
+        &[("Authorization", auth.as_str())],
+        Some(body),
+    )
+    .await
+}
+
 /// POST a JSON body with the test key (`X-Internal-API-Key`); returns
 /// status and JSON body.
 pub async fn post_keyed(url: &str, body: &Value) -> (u16, Value) {

@@ -92,19 +92,11 @@ async fn slips_are_answered_with_what_to_do() {
     assert!(!message.contains("deserialize"), "{body}");
 
     // The HTTP chat takes the WebSocket's `text` as well as `message`.
-    let chat = format!("{}/api/v1/chat", app.base);
-    let auth = format!("Bearer {}", s.player_token);
     for body in [
         json!({"session_id": s.session_id, "message": "status"}),
         json!({"session_id": s.session_id, "text": "status"}),
     ] {
-        let a = request(
-            "POST",
-            &chat,
-            &[("Authorization", auth.as_str())],
-            Some(&body),
-        )
-        .await;
+        let a = chat_over_http(&app.base, &s.player_token, &body).await;
         assert_eq!(a.status, 200, "{}", a.body);
         assert!(
             a.body["reply"].as_str().is_some_and(|r| !r.is_empty()),
@@ -112,11 +104,10 @@ async fn slips_are_answered_with_what_to_do() {
             a.body
         );
     }
-    let a = request(
-        "POST",
-        &chat,
-        &[("Authorization", auth.as_str())],
-        Some(&json!({"session_id": s.session_id})),
+    let a = chat_over_http(
+        &app.base,
+        &s.player_token,
+        &json!({"session_id": s.session_id}),
     )
     .await;
     assert_eq!(a.status, 400, "{}", a.body);

@@ -1,5 +1,6 @@
 //! The page as Lighthouse audits it, on both views (the lobby and a
-//! player's game, beside a person so that every quick command shows): full
+//! player's game a few turns in, beside a person so that every quick
+//! command shows): full
 //! marks for accessibility, best practices and SEO, no layout shift, every
 //! asset compressed. Lighthouse is the pinned copy in `tools/lighthouse`
 //! (`npm ci` there; `scripts/test` does it) driving the same headless
@@ -89,6 +90,19 @@ async fn both_views_have_full_marks_for_accessibility_and_best_practices() {
     let (status, created) = post(&url, &json!({"campaign": campaign})).await;
     assert_eq!(status, 201, "{created}");
     let player_url = created["player_url"].as_str().unwrap().to_owned();
+    // A story already under way, so the play view is audited with the
+    // cards turns leave in it (tool calls, results, dice, narration).
+    let token = created["player_token"].as_str().unwrap();
+    for text in [
+        "look around",
+        "talk to Old Maren",
+        "roll 1d20",
+        "where can I go",
+    ] {
+        let body = json!({"session_id": created["session_id"], "message": text});
+        let a = chat_over_http(&app.base, token, &body).await;
+        assert_eq!(a.status, 200, "{text}: {}", a.body);
+    }
     let views = [("lobby", format!("{}/", app.base)), ("play", player_url)];
     for (name, url) in views {
         // Lighthouse blocks for a while: off the test's runtime.

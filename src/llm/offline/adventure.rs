@@ -37,7 +37,11 @@
 //! - a finished quest is a draft entry of type `quest_done` whose title is
 //!   the quest's `content_id`, written with `create_draft_content` when the
 //!   quest ends: it lasts with the session, and a quest that has one is not
-//!   finished again.
+//!   finished again;
+//! - an item taken from its area is a draft entry of type `item_taken`
+//!   whose title is the item's `content_id`, written with the
+//!   `add_inventory` call that takes it: the item is no longer there (for
+//!   anyone), even after it is used up.
 
 use std::collections::HashMap;
 
@@ -70,8 +74,10 @@ pub(super) use crate::game::state::NAME_ZH_TYPE;
 const ALIAS_TYPE: &str = "alias";
 /// Content type of the record of a finished quest.
 const QUEST_DONE_TYPE: &str = "quest_done";
+/// Content type of the record of an item taken from its area.
+const ITEM_TAKEN_TYPE: &str = "item_taken";
 /// Content types that are drafts, so that no player's search returns them.
-const DRAFT_TYPES: [&str; 3] = [NAME_ZH_TYPE, ALIAS_TYPE, QUEST_DONE_TYPE];
+const DRAFT_TYPES: [&str; 4] = [NAME_ZH_TYPE, ALIAS_TYPE, QUEST_DONE_TYPE, ITEM_TAKEN_TYPE];
 const QUEST_TYPE: &str = "quest";
 /// Most characters standing here whose sheets one turn reads.
 pub(super) const MAX_PEOPLE_LOOKED_AT: usize = 4;
@@ -208,9 +214,14 @@ impl<'a> Facts<'a> {
             zh,
             actor_id,
             actor,
-            items_here: listed(results, ITEM_TYPE)
-                .filter(|e| e["area_id"] == here.as_str())
-                .collect(),
+            items_here: {
+                let taken: Vec<&Value> = listed(results, ITEM_TAKEN_TYPE)
+                    .map(|e| &e["title"])
+                    .collect();
+                listed(results, ITEM_TYPE)
+                    .filter(|e| e["area_id"] == here.as_str() && !taken.contains(&&e["id"]))
+                    .collect()
+            },
             here,
             people,
             sheets,
@@ -379,6 +390,7 @@ pub(super) fn next(
             ("get_character_stats", json!({"character_id": actor_id})),
             ("get_site_map", json!({})),
             listing(ITEM_TYPE),
+            listing(ITEM_TAKEN_TYPE),
             listing(QUEST_TYPE),
         ];
         if zh {
@@ -469,11 +481,26 @@ fn quoted(titles: &[String], zh: bool) -> Vec<String> {
 }
 
 /// "No X here", with what is here instead.
+/// The player's words without a leading article, to quote them back:
+/// "the oil" → "oil".
+fn bare(words: &str) -> &str {
+    let lower = words.to_ascii_lowercase();
+    ["the ", "a ", "an ", "some "]
+        .iter()
+        .find(|a| lower.starts_with(*a))
+        .and_then(|a| words.get(a.len()..))
+        .map_or(words, str::trim_start)
+}
+
 fn not_here(f: &Facts<'_>, wanted: &str) -> Next {
     say(if f.zh {
         format!("这里没有“{wanted}”。{}", f.who_and_what())
     } else {
-        format!("There is no \"{wanted}\" here. {}", f.who_and_what())
+        format!(
+            "There is no \"{}\" here. {}",
+            bare(wanted),
+            f.who_and_what()
+        )
     })
 }
 
@@ -551,6 +578,12 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
         return downed(f);
     }
     let Some(entry) = f.item_here(what) else {
+        if let Some(item) = f.carried(what) {
+            return already_carried(
+                f,
+                &f.item_name(&str_of(&item["slug"]), &str_of(&item["name"])),
+            );
+        }
         return not_here(f, what);
     };
     let slug = slug_of(entry);
@@ -569,20 +602,42 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
         });
     }
     if f.carries(&slug) {
-        return say(if f.zh {
-            format!("你已经带着{name}了。")
-        } else {
-            format!("You already carry the {name}.")
-        });
+        return already_carried(f, &name);
     }
     let description = cut_at_boundary(entry["body"].as_str().unwrap_or_default(), 300);
-    Next::Calls(vec![(
-        "add_inventory",
+    // Taken, the item leaves its area for good: recorded in the same round.
+    let record = (
+        "create_draft_content",
         json!({
-            "character_id": f.actor_id,
-            "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
+            "content_type": ITEM_TAKEN_TYPE,
+            "title": str_of(&entry["id"]),
+            "body": format!(
+                "{} took the {} from {}.",
+                f.actor.map(|a| str_of(&a["name"])).unwrap_or_default(),
+                str_of(&entry["title"]),
+                f.here
+            ),
+            "area_id": f.here,
         }),
-    )])
+    );
+    Next::Calls(vec![
+        (
+            "add_inventory",
+            json!({
+                "character_id": f.actor_id,
+                "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
+            }),
+        ),
+        record,
+    ])
+}
+
+fn already_carried(f: &Facts<'_>, name: &str) -> Next {
+    say(if f.zh {
+        format!("你已经带着{name}了。")
+    } else {
+        format!("You already carry the {name}.")
+    })
 }
 
 fn downed(f: &Facts<'_>) -> Next {
@@ -604,7 +659,7 @@ fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
         return say(if f.zh {
             format!("你身上没有“{what}”。")
         } else {
-            format!("You carry no \"{what}\".")
+            format!("You carry no \"{}\".", bare(what))
         });
     };
     let slug = str_of(&item["slug"]);
@@ -938,6 +993,49 @@ mod tests {
     fn carries(state: &GameState, slug: &str) -> bool {
         let hero = state.active_actor().expect("an active character");
         hero.inventory.iter().any(|i| i.slug == slug)
+    }
+
+    #[test]
+    fn quoted_words_lose_their_article_only() {
+        assert_eq!(bare("the oil"), "oil");
+        assert_eq!(bare("The Lamp"), "Lamp");
+        assert_eq!(bare("an  apple"), "apple");
+        assert_eq!(bare("theater"), "theater");
+        assert_eq!(bare("the"), "the");
+        assert_eq!(bare("灯油"), "灯油");
+    }
+
+    #[test]
+    fn a_taken_item_leaves_its_area_for_good() {
+        let mut state = demo();
+        let (tools, _) = play(&mut state, Act::Take("the lamp".into()), false);
+        assert!(tools.contains(&"create_draft_content"), "{tools:?}");
+        assert!(carries(&state, "green_glass_lamp"));
+        // Taken again: the hero already has it, and nothing more is added.
+        let (tools, text) = play(&mut state, Act::Take("the lamp".into()), false);
+        assert!(!tools.contains(&"add_inventory"), "{tools:?}");
+        assert!(text.contains("already carry"), "{text}");
+        let (_, text) = play(&mut state, Act::Look, false);
+        assert!(!text.contains("Green-Glass Lamp"), "{text}");
+        // Gone from the hero too (used up, dropped): still not at the gate.
+        let hero = state.active_actor_id.as_str().to_owned();
+        let out = pipeline(
+            "update_inventory",
+            &state,
+            json!({"character_id": hero, "updates": [{"slug": "green_glass_lamp", "quantity_change": -1}]}),
+            Role::GameMaster,
+        )
+        .expect("the lamp is used up");
+        state.apply(out.effect.as_ref().expect("an effect"));
+        assert!(!carries(&state, "green_glass_lamp"));
+        for (words, zh) in [("the lamp", false), ("灯笼", true)] {
+            let (tools, text) = play(&mut state, Act::Take(words.into()), zh);
+            assert!(
+                !tools.contains(&"add_inventory"),
+                "{words}: {tools:?} {text}"
+            );
+            assert!(!carries(&state, "green_glass_lamp"), "{words}: {text}");
+        }
     }
 
     #[test]
