@@ -38,7 +38,7 @@ use crate::game::HistoryEntry;
 use crate::game::names::has_cjk;
 use crate::protocol::CallId;
 use adventure::{Act, Next};
-use words::cut_at_boundary;
+use words::{cut_at_boundary, names};
 
 /// The built-in game master. `OfflineGameMaster::default()` answers at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -278,9 +278,7 @@ fn resolve_area(
         .or_else(|| {
             // Prefer a neighbour when a partial name matches several areas.
             let reachable = context["current_area"]["reachable"].as_array();
-            let partial = |a: &&Value| {
-                !lower.is_empty() && (field(a, "name").contains(&lower) || zh(a).contains(&lower))
-            };
+            let partial = |a: &&Value| names(&lower, &field(a, "name")) || names(&lower, &zh(a));
             reachable
                 .and_then(|r| r.iter().find(partial))
                 .or_else(|| areas.iter().find(partial))

@@ -71,11 +71,24 @@ pub(super) fn normalize(words: &str) -> String {
 }
 
 /// Whether the player's words name `name`: the same, or one inside the
-/// other (so "oil" names "Sealed Lamp Oil" and "Warden" names "The Drowned
-/// Warden").
+/// other, whole words at a time (so "oil" names "Sealed Lamp Oil" and
+/// "Warden" names "The Drowned Warden", but "a" or "war" name neither);
+/// Chinese, written without spaces, character by character ("灯" names
+/// "绿玻璃灯").
 pub(super) fn names(wanted: &str, name: &str) -> bool {
     let (wanted, name) = (normalize(wanted), normalize(name));
-    !wanted.is_empty() && !name.is_empty() && (name.contains(&wanted) || wanted.contains(&name))
+    !wanted.is_empty() && !name.is_empty() && (within(&name, &wanted) || within(&wanted, &name))
+}
+
+/// Whether `part` is in `whole`: as a run of whole words, or, when it is
+/// Chinese, as a substring.
+fn within(whole: &str, part: &str) -> bool {
+    if crate::game::names::has_cjk(part) {
+        return whole.contains(part);
+    }
+    let whole: Vec<String> = words(whole).collect();
+    let part: Vec<String> = words(part).collect();
+    !part.is_empty() && whole.windows(part.len()).any(|w| w == part.as_slice())
 }
 
 /// The words of a name: lower-cased runs of letters and digits, so
@@ -156,6 +169,22 @@ mod tests {
         assert!(names("老玛伦", "老玛伦"));
         assert!(!names("the", "The Drowned Warden"));
         assert!(!names("goblin", "The Drowned Warden"));
+    }
+
+    #[test]
+    fn names_match_whole_words_or_chinese_characters() {
+        assert!(names("oil", "Sealed Lamp Oil"));
+        assert!(names("the warden", "The Drowned Warden"));
+        assert!(names("lamp oil", "Sealed Lamp Oil"));
+        assert!(names("talk to old maren please", "Old Maren"));
+        assert!(names("灯", "绿玻璃灯"));
+        assert!(names("点灯人小室", "点灯人小室"));
+        // A letter, a piece of a word or words out of order name nothing.
+        assert!(!names("a", "Lantern Gate"));
+        assert!(!names("war", "The Drowned Warden"));
+        assert!(!names("oil lamp", "Sealed Lamp Oil"));
+        assert!(!names("", "Old Maren"));
+        assert!(!names("盐", "绿玻璃灯"));
     }
 
     #[test]
