@@ -502,7 +502,9 @@ export declare class Connection {
   /** Resolves with the chat's turn_completed; rejects with a QuestdError. */
   chat(text: string, options?: { requestId?: string }): Promise<TurnCompletedFrame>;
   ping(): Promise<PongFrame>;
-  /** Drops the socket and connects again now. */
+  /** When the next attempt to connect is due (epoch ms), while one waits; else null. */
+  readonly reconnectAt: number | null;
+  /** Tries now instead of at the end of the backoff; nothing while a socket is open or opening. */
   reconnect(): void;
   /** Closes for good; waiting chats are rejected with CLOSED. */
   close(): void;

@@ -38,8 +38,9 @@ export class Connection extends Emitter {
   #welcomeSeq = null; // welcome.seq of the current socket, null before its welcome
   #attempts = 0; // sockets lost since the last welcome
   #gapStreak = 0; // reconnects for a seq gap since an in-order frame
-  #timer = null;
-  #heartbeat = null;
+  #timer = null; // the next attempt; cleared by #open and #stop
+  #reconnectAt = null;
+  #heartbeat = null; // the liveness check while a socket is welcomed
   #lastFrameAt = 0;
   #pingSentAt = 0;
   #pings = new Map(); // nonce -> {resolve, reject}
@@ -88,6 +89,11 @@ export class Connection extends Emitter {
     return this.#state;
   }
 
+  /** When the next attempt to connect is due (epoch ms), while one waits; else null. */
+  get reconnectAt() {
+    return this.#reconnectAt;
+  }
+
   /** The chats not yet settled, oldest first: {requestId, text, state, turnId, queued, retryAt}. */
   get pending() {
     return this.#chats.views();
@@ -122,15 +128,15 @@ export class Connection extends Emitter {
     });
   }
 
-  /** Drops the socket, if any, and connects again now (e.g. when the browser comes back online). */
+  /**
+   * Tries now instead of at the end of the backoff (e.g. when a browser
+   * comes back online); nothing while a socket is open or opening, or after close().
+   */
   reconnect() {
-    if (this.#state === 'closed') return;
+    if (this.#state === 'closed' || this.#ws) return;
     this.#attempts = 0;
-    if (this.#ws) this.#lose(this.#ws, { immediate: true });
-    else {
-      clearTimeout(this.#timer);
-      this.#open();
-    }
+    clearTimeout(this.#timer);
+    this.#open();
   }
 
   /** Closes for good: no reconnect; waiting chats and pings are rejected with CLOSED. */
@@ -142,6 +148,7 @@ export class Connection extends Emitter {
 
   #open() {
     this.#timer = null;
+    this.#reconnectAt = null;
     if (this.#state === 'closed' || this.#ws) return;
     this.#setState(this.#welcomed ? 'reconnecting' : 'connecting');
     let ws;
@@ -209,6 +216,7 @@ export class Connection extends Emitter {
   #schedule(delay) {
     clearTimeout(this.#timer);
     if (this.#state === 'closed') return;
+    this.#reconnectAt = Date.now() + delay;
     this.#timer = setTimeout(() => this.#open(), delay);
   }
 
@@ -235,6 +243,7 @@ export class Connection extends Emitter {
     this.#setState('closed');
     clearTimeout(this.#timer);
     this.#timer = null;
+    this.#reconnectAt = null;
     const ws = this.#ws;
     if (ws) {
       this.#ws = null;

@@ -249,3 +249,20 @@ test('a duplicate ack for a turn that started before the connection did rejects 
   assert.equal((await queued).turn_id, 'turn_8');
   conn.close();
 });
+
+test('reconnect() tries at once instead of waiting out the backoff', async () => {
+  const { sockets, conn } = setup({ backoff: { initialMs: 60000, maxMs: 60000 } });
+  sockets[0].receive(welcome(0, false));
+  sockets[0].drop(1006);
+  assert.equal(conn.state, 'reconnecting');
+  assert.ok(conn.reconnectAt > Date.now(), 'the next attempt waits for the backoff');
+  conn.reconnect();
+  assert.equal(sockets.length, 2);
+  assert.equal(conn.reconnectAt, null);
+  conn.reconnect(); // a socket is opening: nothing more
+  assert.equal(sockets.length, 2);
+  sockets[1].receive(welcome(0, true));
+  conn.reconnect(); // open: nothing
+  assert.equal(sockets.length, 2);
+  conn.close();
+});
