@@ -1,0 +1,383 @@
+// Connection: one client's WebSocket link to one questd session, kept up
+// across drops. It reconnects with backoff and `last_seq`, hands on the
+// session's story frames once each and in seq order, and keeps the chats
+// (chats.js) until their turns end. PROTOCOL.md §2, docs/protocol.md §2–§3.
+
+import { Chats } from './chats.js';
+import { ClientCode, QuestdError } from './errors.js';
+import { backoffDelay, Emitter } from './util.js';
+
+export const DEFAULTS = Object.freeze({
+  backoff: Object.freeze({ initialMs: 500, maxMs: 8000 }),
+  /** A ping goes out after this long without a frame; no answer within as long again drops the socket. 0: never. */
+  heartbeatMs: 15000,
+  /** Chats that may wait at once. */
+  maxOutbox: 100,
+  /** Times one chat is sent again after RATE_LIMITED, OVERLOADED, QUEUE_FULL or INTERNAL_ERROR. */
+  maxRetries: 20,
+});
+
+/** Every so many failed attempts without a welcome, ask over HTTP whether the link can work at all. */
+const LINK_CHECK_EVERY = 4;
+/** Pings waiting for their pong at once. */
+const MAX_PENDING_PINGS = 16;
+/** HTTP statuses of a link check that mean "this will never work": stop. */
+const FATAL_STATUSES = new Set([400, 401, 403, 404]);
+/** Close code of a server that restarts or hands its sessions over (PROTOCOL.md §7.3). */
+const SERVICE_RESTART = 1012;
+/** Event names of the client's own; a server frame type never shadows them. */
+const OWN_EVENTS = new Set(['state', 'frame', 'reset', 'outbox']);
+
+export class Connection extends Emitter {
+  #link;
+  #options;
+  #chats;
+  #ws = null;
+  #state = 'connecting';
+  #welcomed = false; // some socket got a welcome
+  #welcomeSeq = null; // welcome.seq of the current socket, null before its welcome
+  #attempts = 0; // sockets lost since the last welcome
+  #gapStreak = 0; // reconnects for a seq gap since an in-order frame
+  #timer = null; // the next attempt; cleared by #open and #stop
+  #reconnectAt = null;
+  #heartbeat = null; // the liveness check while a socket is welcomed
+  #lastFrameAt = 0;
+  #pingSentAt = 0;
+  #pings = new Map(); // nonce -> {resolve, reject}
+  #nonce = 0;
+
+  /**
+   * Made by `Questd.connect`.
+   * @param {{url: (lastSeq: number|null) => string, WebSocket: any, checkLink: () => Promise<unknown>}} link
+   */
+  constructor(link, sessionId, options = {}) {
+    super();
+    this.#link = link;
+    this.sessionId = sessionId;
+    const backoff = { ...DEFAULTS.backoff, ...(options.backoff || {}) };
+    if (!(backoff.initialMs >= 0 && backoff.maxMs >= backoff.initialMs)) {
+      throw new RangeError('backoff needs 0 <= initialMs <= maxMs');
+    }
+    this.#options = {
+      backoff,
+      heartbeatMs: options.heartbeatMs ?? DEFAULTS.heartbeatMs,
+      maxOutbox: options.maxOutbox ?? DEFAULTS.maxOutbox,
+      maxRetries: options.maxRetries ?? DEFAULTS.maxRetries,
+    };
+    /** The role the last welcome gave (`player` or `spectator`); the `role` option until then. */
+    this.role = options.role ?? null;
+    /** The last welcome frame (its `state` is the snapshot as of its `seq`). */
+    this.welcome = null;
+    /**
+     * The seq of the last story frame handed on (or of the welcome that
+     * replaced them); null before the first welcome unless given.
+     */
+    this.lastSeq = options.lastSeq ?? null;
+    this.#chats = new Chats(
+      {
+        ready: () => this.#caughtUp(),
+        send: (frame) => this.#send(frame),
+        changed: () => this.emit('outbox', this.#chats.views()),
+      },
+      this.#options,
+    );
+    this.#open();
+  }
+
+  /** 'connecting' (no welcome yet), 'open', 'reconnecting' or 'closed' (for good). */
+  get state() {
+    return this.#state;
+  }
+
+  /** When the next attempt to connect is due (epoch ms), while one waits; else null. */
+  get reconnectAt() {
+    return this.#reconnectAt;
+  }
+
+  /** The chats not yet settled, oldest first: {requestId, text, state, turnId, queued, retryAt}. */
+  get pending() {
+    return this.#chats.views();
+  }
+
+  /**
+   * Sends a chat (a player's line) and resolves with its turn's
+   * `turn_completed`; rejects with a QuestdError on its `turn_failed`, on an
+   * `error` frame naming it (other than the ones retried), or on close().
+   * While the socket is down it waits in the outbox and goes out after the
+   * next welcome, with the same request_id, so it runs once.
+   * @param {string} text
+   * @param {{requestId?: string}} [options]
+   */
+  chat(text, options = {}) {
+    return this.#chats.add(text, options.requestId);
+  }
+
+  /** Sends a `ping`; resolves with the `pong`. */
+  ping() {
+    if (this.#state !== 'open' || !this.#ws) {
+      return Promise.reject(new QuestdError(ClientCode.NOT_CONNECTED, 'not connected'));
+    }
+    if (this.#pings.size >= MAX_PENDING_PINGS) {
+      return Promise.reject(new QuestdError(ClientCode.NOT_CONNECTED, `${MAX_PENDING_PINGS} pings already wait for an answer`));
+    }
+    this.#nonce += 1;
+    const nonce = this.#nonce;
+    return new Promise((resolve, reject) => {
+      this.#pings.set(nonce, { resolve, reject });
+      this.#send({ type: 'ping', nonce });
+    });
+  }
+
+  /**
+   * Tries now instead of at the end of the backoff (e.g. when a browser
+   * comes back online); nothing while a socket is open or opening, or after close().
+   */
+  reconnect() {
+    if (this.#state === 'closed' || this.#ws) return;
+    this.#attempts = 0;
+    clearTimeout(this.#timer);
+    this.#open();
+  }
+
+  /** Closes for good: no reconnect; waiting chats and pings are rejected with CLOSED. */
+  close() {
+    this.#stop(new QuestdError(ClientCode.CLOSED, 'the connection was closed'));
+  }
+
+  // ------------------------------------------------------------ socket
+
+  #open() {
+    this.#timer = null;
+    this.#reconnectAt = null;
+    if (this.#state === 'closed' || this.#ws) return;
+    this.#setState(this.#welcomed ? 'reconnecting' : 'connecting');
+    let ws;
+    try {
+      ws = new this.#link.WebSocket(this.#link.url(this.lastSeq));
+    } catch (e) {
+      // A URL the WebSocket refuses never gets better.
+      this.#stop(new QuestdError(ClientCode.NETWORK_ERROR, `cannot open the WebSocket: ${e && e.message}`, { cause: e, fatal: true }));
+      return;
+    }
+    this.#ws = ws;
+    this.#welcomeSeq = null;
+    this.#lastFrameAt = Date.now();
+    this.#pingSentAt = 0;
+    ws.onmessage = (ev) => {
+      if (this.#ws !== ws) return;
+      this.#lastFrameAt = Date.now();
+      if (typeof ev.data !== 'string') return; // the server sends text only
+      let f;
+      try {
+        f = JSON.parse(ev.data);
+      } catch {
+        return;
+      }
+      if (f && typeof f === 'object' && typeof f.type === 'string') this.#frame(ws, f);
+    };
+    ws.onclose = (ev) => {
+      // 1012: the server asks for a reconnect (restart, hand-over): the first try is at once.
+      if (this.#ws === ws) this.#lose(ws, { immediate: Boolean(ev) && ev.code === SERVICE_RESTART });
+    };
+    // Browsers follow an error with close, but some WebSockets (Node 20's)
+    // leave a refused handshake at CONNECTING with no close: the error alone ends it.
+    ws.onerror = () => {
+      if (this.#ws === ws) this.#lose(ws);
+    };
+  }
+
+  // `ws` is gone (closed by the server, failed, or dropped by us): reconnect,
+  // after a backoff unless `immediate` and this is the first try since a welcome.
+  #lose(ws, { immediate = false } = {}) {
+    this.#ws = null;
+    const gotWelcome = this.#welcomeSeq !== null;
+    this.#welcomeSeq = null;
+    ws.onmessage = ws.onclose = ws.onerror = null;
+    try {
+      ws.close();
+    } catch {
+      // already closed or closing
+    }
+    this.#stopHeartbeat();
+    this.#rejectPings(new QuestdError(ClientCode.DISCONNECTED, 'the socket dropped before the pong'));
+    this.#chats.disconnected();
+    if (this.#state === 'closed') return;
+    this.#setState(this.#welcomed ? 'reconnecting' : 'connecting');
+    const attempt = this.#attempts;
+    this.#attempts += 1;
+    const delay = immediate && attempt === 0 ? 0 : backoffDelay(attempt, this.#options.backoff);
+    if (!gotWelcome && (attempt === 0 || this.#attempts % LINK_CHECK_EVERY === 0)) {
+      this.#checkLinkThen(delay);
+    } else {
+      this.#schedule(delay);
+    }
+  }
+
+  #schedule(delay) {
+    clearTimeout(this.#timer);
+    if (this.#state === 'closed') return;
+    this.#reconnectAt = Date.now() + delay;
+    this.#timer = setTimeout(() => this.#open(), delay);
+  }
+
+  // A browser cannot see why an upgrade was refused: ask over HTTP whether
+  // the session and token work at all. A refusal stops for good; anything
+  // else (no answer, overloaded) retries.
+  #checkLinkThen(delay) {
+    this.#link.checkLink().then(
+      () => this.#schedule(delay),
+      (e) => {
+        if (this.#state === 'closed') return;
+        if (e instanceof QuestdError && FATAL_STATUSES.has(e.status)) {
+          e.fatal = true;
+          this.#stop(e);
+        } else {
+          this.#schedule(delay);
+        }
+      },
+    );
+  }
+
+  #stop(error) {
+    if (this.#state === 'closed') return;
+    this.#setState('closed');
+    clearTimeout(this.#timer);
+    this.#timer = null;
+    this.#reconnectAt = null;
+    const ws = this.#ws;
+    if (ws) {
+      this.#ws = null;
+      ws.onmessage = ws.onclose = ws.onerror = null;
+      try {
+        ws.close(1000);
+      } catch {
+        // already closed
+      }
+    }
+    this.#stopHeartbeat();
+    this.#rejectPings(error);
+    this.#chats.closeAll(error);
+    if (error.fatal) this.emit('error', error);
+  }
+
+  #send(frame) {
+    const ws = this.#ws;
+    if (ws) ws.send(JSON.stringify(frame));
+  }
+
+  #setState(state) {
+    if (this.#state === state) return;
+    const previous = this.#state;
+    this.#state = state;
+    this.emit('state', state, previous);
+  }
+
+  // Open, welcomed, and every backlog frame up to welcome.seq handed on.
+  #caughtUp() {
+    return this.#state === 'open' && this.#ws !== null && this.#welcomeSeq !== null && this.lastSeq >= this.#welcomeSeq;
+  }
+
+  // ------------------------------------------------------------ frames
+
+  #frame(ws, f) {
+    if (f.type === 'welcome') return this.#onWelcome(f);
+    if (this.#welcomeSeq === null) return; // nothing comes before welcome
+    if (typeof f.seq === 'number') return this.#onStory(ws, f);
+    switch (f.type) {
+      case 'ack':
+        this.#chats.onAck(f);
+        this.emit('ack', f);
+        return;
+      case 'error': {
+        const retrying = this.#chats.onError(f);
+        this.emit('error', QuestdError.fromErrorFrame(f, { retrying }));
+        return;
+      }
+      case 'pong': {
+        const waiter = this.#pings.get(f.nonce);
+        if (waiter) {
+          this.#pings.delete(f.nonce);
+          waiter.resolve(f);
+        }
+        this.#pingSentAt = 0;
+        this.emit('pong', f);
+        return;
+      }
+      default:
+        if (!OWN_EVENTS.has(f.type)) this.emit(f.type, f);
+    }
+  }
+
+  #onWelcome(f) {
+    const before = this.lastSeq;
+    // A reset: the client had a place in the story and the server cannot
+    // replay from it (too far back, or ahead of what it holds).
+    const reset = !f.resumed && before !== null;
+    if (!f.resumed || before === null) this.lastSeq = f.seq;
+    this.#welcomed = true;
+    this.#welcomeSeq = f.seq;
+    this.#attempts = 0;
+    this.role = f.role;
+    this.welcome = f;
+    this.#setState('open');
+    this.#startHeartbeat();
+    this.#chats.welcomed(f, reset);
+    this.emit('welcome', f, { reset });
+    if (reset) this.emit('reset', f, { lastSeq: before });
+    this.#chats.flush();
+  }
+
+  #onStory(ws, f) {
+    if (f.seq <= this.lastSeq) return; // a frame handed on already (a resume overlaps)
+    if (f.seq !== this.lastSeq + 1) {
+      // Frames were missed on this socket: ask again from the last one handed on.
+      this.#gapStreak += 1;
+      if (this.#gapStreak === 1) this.#attempts = 0;
+      this.#lose(ws, { immediate: this.#gapStreak === 1 });
+      return;
+    }
+    this.#gapStreak = 0;
+    this.lastSeq = f.seq;
+    const live = f.seq > this.#welcomeSeq;
+    this.#chats.onStory(f);
+    this.emit('frame', f, { live });
+    if (!OWN_EVENTS.has(f.type)) this.emit(f.type, f, { live });
+    if (f.seq === this.#welcomeSeq) this.#chats.flush(); // the backlog is in
+  }
+
+  // ------------------------------------------------------------ liveness
+
+  #startHeartbeat() {
+    this.#stopHeartbeat();
+    const every = this.#options.heartbeatMs;
+    if (!(every > 0)) return;
+    this.#heartbeat = setInterval(() => this.#beat(), Math.max(50, Math.floor(every / 3)));
+  }
+
+  #stopHeartbeat() {
+    clearInterval(this.#heartbeat);
+    this.#heartbeat = null;
+  }
+
+  // A socket that stays silent after a ping is half-open: drop it.
+  #beat() {
+    const ws = this.#ws;
+    if (!ws || this.#state !== 'open') return;
+    const now = Date.now();
+    const every = this.#options.heartbeatMs;
+    if (this.#pingSentAt && this.#lastFrameAt < this.#pingSentAt) {
+      if (now - this.#pingSentAt > every) this.#lose(ws);
+      return;
+    }
+    if (now - this.#lastFrameAt > every) {
+      this.#pingSentAt = now;
+      this.#send({ type: 'ping', nonce: null });
+    }
+  }
+
+  #rejectPings(error) {
+    const waiting = [...this.#pings.values()];
+    this.#pings.clear();
+    for (const w of waiting) w.reject(error);
+  }
+}
