@@ -1,5 +1,6 @@
-//! The page as Lighthouse audits it, on both views (the lobby and a
-//! player's game): full marks for accessibility, best practices and SEO,
+//! The page as Lighthouse audits it, on its views (the lobby, a player's
+//! game, and the operator console asking for its key): full marks for
+//! accessibility, best practices and SEO,
 //! no layout shift, every asset compressed. Lighthouse is the pinned copy
 //! in `tools/lighthouse` (`npm ci` there; `scripts/test` does it) driving
 //! the same headless Chromium as the browser test. Its performance score
@@ -77,13 +78,17 @@ fn failing(report: &Value, category: &str) -> Vec<String> {
 }
 
 #[actix_web::test]
-async fn both_views_have_full_marks_for_accessibility_and_best_practices() {
+async fn every_view_has_full_marks_for_accessibility_and_best_practices() {
     let app = spawn_app().await;
     let url = format!("{}/api/v1/sessions", app.base);
     let (status, created) = post(&url, &json!({"campaign_id": "demo"})).await;
     assert_eq!(status, 201, "{created}");
     let player_url = created["player_url"].as_str().unwrap().to_owned();
-    let views = [("lobby", format!("{}/", app.base)), ("play", player_url)];
+    let views = [
+        ("lobby", format!("{}/", app.base)),
+        ("play", player_url),
+        ("admin", format!("{}/admin", app.base)),
+    ];
     for (name, url) in views {
         // Lighthouse blocks for a while: off the test's runtime.
         let report = actix_web::rt::task::spawn_blocking(move || audit(&url, name))
