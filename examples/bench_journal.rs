@@ -76,6 +76,7 @@ fn main() {
                 spectator_token: "s".into(),
                 created_at: 0,
                 visibility: Visibility::Private,
+                closed_at: None,
             };
             store
                 .create_session(meta, "{}".into())

@@ -49,6 +49,9 @@ pub enum ErrorCode {
     /// The request conflicts with what is stored: an idempotency key used
     /// for another call or still running, a tenant's last site.
     Conflict,
+    /// An operator closed the session for good: it takes no more chats,
+    /// calls or connections (its story stays readable).
+    SessionClosed,
 }
 
 impl ErrorCode {
@@ -70,6 +73,7 @@ impl ErrorCode {
             UnsupportedMediaType => 415,
             Overloaded => 503,
             Conflict => 409,
+            SessionClosed => 410,
             // The model, not the caller, got it wrong.
             UpstreamError | InvalidAiJson => 502,
             MaxIterations | InternalError | ExecutionFailed => 500,
@@ -264,6 +268,7 @@ mod tests {
         ),
         (ErrorCode::Overloaded, "OVERLOADED", 503),
         (ErrorCode::Conflict, "CONFLICT", 409),
+        (ErrorCode::SessionClosed, "SESSION_CLOSED", 410),
     ];
 
     #[test]
@@ -312,9 +317,10 @@ mod tests {
                 UnsupportedMediaType => 26,
                 Overloaded => 27,
                 Conflict => 28,
+                SessionClosed => 29,
             }
         }
-        let mut seen = [false; 29];
+        let mut seen = [false; 30];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

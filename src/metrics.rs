@@ -91,6 +91,41 @@ impl Histogram {
         self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
     }
 
+    /// The count in each bucket (not cumulative), `+Inf`'s last.
+    fn buckets(&self) -> Vec<u64> {
+        self.counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The `q`-quantile (0 to 1) estimated from the buckets as Prometheus'
+    /// `histogram_quantile` does: linearly within the bucket it falls in,
+    /// from 0 for the first; one past the last bound answers that bound.
+    /// `None` before any observation.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let buckets = self.buckets();
+        let total: u64 = buckets.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let mut below = 0u64;
+        for (i, n) in buckets.iter().enumerate() {
+            let upto = below + n;
+            if *n > 0 && upto as f64 >= rank {
+                let Some(upper) = self.bounds.get(i) else {
+                    return self.bounds.last().copied();
+                };
+                let lower = if i == 0 { 0.0 } else { self.bounds[i - 1] };
+                let within = (rank - below as f64) / *n as f64;
+                return Some(lower + (upper - lower) * within);
+            }
+            below = upto;
+        }
+        self.bounds.last().copied()
+    }
+
     /// The sum of the values observed.
     pub fn sum(&self) -> f64 {
         self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
@@ -99,8 +134,8 @@ impl Histogram {
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         let mut cumulative = 0;
-        for (i, count) in self.counts.iter().enumerate() {
-            cumulative += count.load(Ordering::Relaxed);
+        for (i, count) in self.buckets().into_iter().enumerate() {
+            cumulative += count;
             let le = self
                 .bounds
                 .get(i)
@@ -115,6 +150,8 @@ impl Histogram {
 /// Everything `/metrics` shows.
 #[derive(Debug)]
 pub struct Metrics {
+    /// When these metrics began counting (the server's start).
+    pub started: std::time::Instant,
     pub sessions_live: Gauge,
     pub sessions_created: Counter,
     /// Sessions brought back from storage (after a restart or hibernation).
@@ -161,6 +198,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self {
+            started: std::time::Instant::now(),
             sessions_live: Gauge::default(),
             sessions_created: Counter::default(),
             sessions_loaded: Counter::default(),
@@ -203,6 +241,14 @@ impl Metrics {
         if let Ok(mut failed) = self.turns_failed.lock() {
             *failed.entry(code.to_owned()).or_default() += 1;
         }
+    }
+
+    /// Failed turns so far, by error code.
+    pub fn turns_failed(&self) -> BTreeMap<String, u64> {
+        self.turns_failed
+            .lock()
+            .map(|failed| failed.clone())
+            .unwrap_or_default()
     }
 
     /// The Prometheus text exposition (format 0.0.4).
@@ -322,10 +368,8 @@ impl Metrics {
             "# HELP questd_turns_failed_total Turns that ended with turn_failed, by error code.\n\
              # TYPE questd_turns_failed_total counter"
         );
-        if let Ok(failed) = self.turns_failed.lock() {
-            for (code, n) in failed.iter() {
-                let _ = writeln!(out, "questd_turns_failed_total{{code=\"{code}\"}} {n}");
-            }
+        for (code, n) in self.turns_failed() {
+            let _ = writeln!(out, "questd_turns_failed_total{{code=\"{code}\"}} {n}");
         }
         self.turn_seconds.render(
             &mut out,
@@ -393,10 +437,38 @@ mod tests {
         assert!(text.contains("questd_turn_overhead_seconds_bucket{le=\"0.005\"} 2\n"));
         assert!(text.contains("questd_turn_overhead_seconds_count 2\n"));
         assert!(text.contains("questd_connections{role=\"player\"} 1\n"));
+        assert_eq!(m.turns_failed().get("AI_TIMEOUT"), Some(&2));
         // Every sample line is `name{labels} value` with a number value.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let value = line.rsplit(' ').next().unwrap_or_default();
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }
+    }
+
+    #[test]
+    fn quantiles_are_estimated_within_their_bucket() {
+        let h = Histogram::new(SECONDS);
+        assert_eq!(h.quantile(0.5), None, "nothing observed yet");
+        // Four in (0.001, 0.0025], one in (0.05, 0.1].
+        for v in [0.002, 0.002, 0.002, 0.002, 0.07] {
+            h.observe(v);
+        }
+        let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        // Rank 2.5 of 5: five eighths into the bucket from 0.001 to 0.0025.
+        assert!(
+            near(h.quantile(0.5), 0.001 + 0.0015 * 2.5 / 4.0),
+            "{:?}",
+            h.quantile(0.5)
+        );
+        // Rank 4.95: most of the way through the bucket from 0.05 to 0.1.
+        assert!(
+            near(h.quantile(0.99), 0.05 + 0.05 * 0.95),
+            "{:?}",
+            h.quantile(0.99)
+        );
+        assert!(near(h.quantile(0.0), 0.001), "{:?}", h.quantile(0.0));
+        // Past the last bound the estimate is that bound.
+        h.observe(500.0);
+        assert!(near(h.quantile(1.0), 120.0), "{:?}", h.quantile(1.0));
     }
 }

@@ -29,6 +29,8 @@ const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 8000;
 // Every this many failed reconnects, ask over HTTP whether the link still works.
 const LINK_CHECK_EVERY = 4;
+// The close code of a session an operator closed for good (docs/protocol.md §2.8).
+const CLOSE_SESSION_CLOSED = 4000;
 // Client ping, and how long an answer may take before the socket counts as dead.
 const PING_EVERY_MS = 15000;
 const PING_DEADLINE_MS = 10000;
@@ -363,7 +365,7 @@ async function connect() {
       const snapshot = await fetchSnapshot();
       if (!game.welcomed) applySnapshot(snapshot);
     } catch (e) {
-      if (e.status === 400 || e.status === 401 || e.status === 403 || e.status === 404) {
+      if ([400, 401, 403, 404, 410].includes(e.status)) {
         game.connecting = false;
         fatal(e.code || e.status);
         return;
@@ -387,11 +389,16 @@ async function connect() {
     try { f = JSON.parse(ev.data); } catch { return; }
     handleFrame(f);
   };
-  ws.onclose = () => {
+  ws.onclose = (ev) => {
     if (game.ws !== ws) return;
     game.ws = null;
     game.catchUpTo = null;
     for (const entry of game.outbox) markUnsent(entry);
+    // An operator closed the session for good: reconnecting cannot help.
+    if (ev.code === CLOSE_SESSION_CLOSED) {
+      fatal('SESSION_CLOSED');
+      return;
+    }
     scheduleReconnect();
   };
 }
@@ -453,7 +460,7 @@ function refreshSnapshotSoon() {
 function fatal(code) {
   game.stopped = true;
   setConn('closed');
-  $('fatal-text').textContent = t('error.link', { code });
+  $('fatal-text').textContent = code === 'SESSION_CLOSED' ? t('error.closed') : t('error.link', { code });
   $('fatal').hidden = false;
 }
 

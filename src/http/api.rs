@@ -321,7 +321,7 @@ async fn get_session(
 }
 
 /// A session's stored meta, without loading the session; 404 if unknown.
-async fn stored_meta(state: &AppState, id: &SessionId) -> Result<SessionMeta, ApiError> {
+pub(super) async fn stored_meta(state: &AppState, id: &SessionId) -> Result<SessionMeta, ApiError> {
     state
         .store
         .session_meta(id.as_str())
@@ -332,26 +332,35 @@ async fn stored_meta(state: &AppState, id: &SessionId) -> Result<SessionMeta, Ap
 
 /// A page size from `?limit=`: the default when absent, within 1..=max.
 fn page_limit(asked: Option<u32>) -> u32 {
-    asked
-        .unwrap_or(DEFAULT_ACTIONS_PAGE)
-        .clamp(1, MAX_ACTIONS_PAGE)
+    super::page_size(asked, DEFAULT_ACTIONS_PAGE, MAX_ACTIONS_PAGE)
 }
 
+/// `?after_seq=N&limit=M`: a page of a session's actions, or of its story
+/// (the console's).
 #[derive(Deserialize)]
-struct ActionsQuery {
-    after_seq: Option<u64>,
-    limit: Option<u32>,
+pub(super) struct SeqPage {
+    pub(super) after_seq: Option<u64>,
+    pub(super) limit: Option<u32>,
+}
+
+impl SeqPage {
+    /// The query, or `400` saying what it takes.
+    pub(super) fn read(
+        query: Result<web::Query<SeqPage>, actix_web::Error>,
+    ) -> Result<Self, ApiError> {
+        query.map(web::Query::into_inner).map_err(super::bad_query(
+            "after_seq and limit are whole numbers (e.g. ?after_seq=10&limit=50)",
+        ))
+    }
 }
 
 async fn actions(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
-    query: Result<web::Query<ActionsQuery>, actix_web::Error>,
+    query: Result<web::Query<SeqPage>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(super::bad_query(
-        "after_seq and limit are whole numbers (e.g. ?after_seq=10&limit=50)",
-    ))?;
+    let query = SeqPage::read(query)?;
     let meta = stored_meta(&state, &path).await?;
     authorize(&req, &state, &meta)?;
     let limit = page_limit(query.limit);
@@ -363,10 +372,33 @@ async fn actions(
     Ok(HttpResponse::Ok().json(ActionsPage::from(&page)))
 }
 
+/// `?after_id=N&limit=M` of a session's audit ledger.
 #[derive(Deserialize)]
-struct AuditQuery {
+pub(super) struct AuditQuery {
     after_id: Option<i64>,
     limit: Option<u32>,
+}
+
+/// A page of the audit ledger of the session `path` names, for a caller
+/// `authorize` lets read it: the session's route and the console's.
+pub(super) async fn audit_ledger(
+    state: &AppState,
+    path: &SessionId,
+    query: Result<web::Query<AuditQuery>, actix_web::Error>,
+    authorize: impl FnOnce(&SessionMeta) -> Result<(), ApiError>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.map_err(super::bad_query(
+        "after_id and limit are whole numbers (e.g. ?after_id=10&limit=50)",
+    ))?;
+    let meta = stored_meta(state, path).await?;
+    authorize(&meta)?;
+    let limit = page_limit(query.limit);
+    let page = state
+        .store
+        .audit_page(&meta.session_id, query.after_id.unwrap_or(0), limit)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    Ok(HttpResponse::Ok().json(AuditLedgerPage::from(&page)))
 }
 
 /// The session's audit ledger, oldest first (player token only).
@@ -376,18 +408,10 @@ async fn audit(
     path: web::Path<SessionId>,
     query: Result<web::Query<AuditQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(super::bad_query(
-        "after_id and limit are whole numbers (e.g. ?after_id=10&limit=50)",
-    ))?;
-    let meta = stored_meta(&state, &path).await?;
-    authorize_player(&req, &state, &meta)?;
-    let limit = page_limit(query.limit);
-    let page = state
-        .store
-        .audit_page(&meta.session_id, query.after_id.unwrap_or(0), limit)
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
-    Ok(HttpResponse::Ok().json(AuditLedgerPage::from(&page)))
+    audit_ledger(&state, &path, query, |meta| {
+        authorize_player(&req, &state, meta)
+    })
+    .await
 }
 
 /// The trace id a caller sent in `X-Trace-ID`, or a fresh one.

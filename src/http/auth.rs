@@ -157,6 +157,30 @@ impl Keys {
             )
         })
     }
+
+    /// The internal key and nothing else (the operator console): `401`
+    /// without a key or with one this server does not know, `403` for a
+    /// tenant key, which sees one tenant only.
+    pub fn require_internal(&self, req: &HttpRequest, what: &str) -> Result<(), ApiError> {
+        match self.grant(req)? {
+            Some(KeyGrant { internal: true, .. }) => Ok(()),
+            Some(_) => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!("{what} needs the internal key; a tenant key sees only its own tenant"),
+            )),
+            None => {
+                let how = if self.internal.is_some() {
+                    format!("send the internal key in {KEY_HEADER}")
+                } else {
+                    "this server has no internal key yet: set QUESTD_INTERNAL_API_KEY".to_owned()
+                };
+                Err(ApiError::new(
+                    ErrorCode::Unauthorized,
+                    format!("{what} needs the internal key ({how})"),
+                ))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -236,6 +260,28 @@ mod tests {
             }))
         );
         assert_eq!(grant(&[(KEY_HEADER, "nope")]), Err(ErrorCode::Unauthorized));
+        let internal = |headers: &[(&str, &str)]| {
+            let mut req = TestRequest::default();
+            for h in headers {
+                req = req.insert_header(*h);
+            }
+            k.require_internal(&req.to_http_request(), "the console")
+                .map_err(|e| e.code)
+        };
+        assert_eq!(internal(&[(KEY_HEADER, "internal-k")]), Ok(()));
+        assert_eq!(
+            internal(&[(KEY_HEADER, "internal-k"), ("X-Tenant-ID", "acme")]),
+            Ok(())
+        );
+        assert_eq!(internal(&[]), Err(ErrorCode::Unauthorized));
+        assert_eq!(
+            internal(&[(KEY_HEADER, "nope")]),
+            Err(ErrorCode::Unauthorized)
+        );
+        assert_eq!(
+            internal(&[(KEY_HEADER, "acme-k")]),
+            Err(ErrorCode::Forbidden)
+        );
         let none = Keys::default();
         let err = none
             .require(&TestRequest::default().to_http_request(), "the tool API")

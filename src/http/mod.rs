@@ -1,6 +1,7 @@
 //! HTTP and WebSocket routes. Each area has a `configure` function; handlers
 //! only translate between the wire and the session hub.
 
+mod admin;
 pub mod admission;
 mod api;
 pub mod auth;
@@ -78,6 +79,7 @@ pub struct AppState {
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     api::configure(cfg);
+    admin::configure(cfg);
     cluster::configure(cfg);
     chat::configure(cfg);
     stateless::configure(cfg);
@@ -312,8 +314,14 @@ pub fn hub_failed(e: HubError) -> ApiError {
         HubError::Full(_) => overloaded(e.to_string()),
         HubError::Elsewhere => overloaded("the session runs on another node; try again shortly"),
         HubError::Draining => overloaded(e.to_string()),
+        HubError::Closed => ApiError::new(ErrorCode::SessionClosed, e.to_string()),
         HubError::Storage(e) => storage_failed(e),
     }
+}
+
+/// A page size from `?limit=`: `default` when absent, within 1..=`max`.
+pub fn page_size(asked: Option<u32>, default: u32, max: u32) -> u32 {
+    asked.unwrap_or(default).clamp(1, max)
 }
 
 /// A query string that did not read, as `400 BAD_REQUEST` saying what

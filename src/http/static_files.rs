@@ -1,6 +1,7 @@
 //! The browser client (`static/`), embedded in the binary so it works from
-//! any directory. Every file the page loads is listed here with its content
-//! type; a test checks that the page refers to no file missing from the list.
+//! any directory: the game's page (`/`) and the operator console
+//! (`/admin`). Every file a page loads is listed here with its content
+//! type; a test checks that no page refers to a file missing from the list.
 
 use std::sync::LazyLock;
 
@@ -23,6 +24,9 @@ const FILES: &[(&str, &str, &str)] = &[
         SVG,
         include_str!("../../static/favicon.svg"),
     ),
+    ("/admin", HTML, include_str!("../../static/admin.html")),
+    ("/admin.js", JS, include_str!("../../static/admin.js")),
+    ("/admin.css", CSS, include_str!("../../static/admin.css")),
 ];
 
 /// A file's bodies: as it is, and compressed once (the files are fixed).
@@ -160,17 +164,33 @@ mod tests {
     }
 
     #[test]
-    fn every_file_the_page_loads_is_served() {
-        let page = include_str!("../../static/index.html");
-        let refs = local_refs(page);
-        for wanted in ["/app.js", "/i18n.js", "/style.css", "/favicon.svg"] {
-            assert!(refs.iter().any(|r| r == wanted), "{wanted} in {refs:?}");
-        }
-        for r in refs {
-            assert!(
-                FILES.iter().any(|(path, _, _)| *path == r),
-                "{r} is referenced by index.html but not served"
-            );
+    fn every_file_the_pages_load_is_served() {
+        let pages = [
+            (
+                "index.html",
+                include_str!("../../static/index.html"),
+                &["/app.js", "/i18n.js", "/style.css", "/favicon.svg"][..],
+            ),
+            (
+                "admin.html",
+                include_str!("../../static/admin.html"),
+                &["/admin.js", "/admin.css", "/style.css", "/favicon.svg"][..],
+            ),
+        ];
+        for (name, page, wanted) in pages {
+            let refs = local_refs(page);
+            for wanted in wanted {
+                assert!(
+                    refs.iter().any(|r| r == wanted),
+                    "{wanted} in {name}'s {refs:?}"
+                );
+            }
+            for r in refs {
+                assert!(
+                    FILES.iter().any(|(path, _, _)| *path == r),
+                    "{r} is referenced by {name} but not served"
+                );
+            }
         }
     }
 

@@ -23,7 +23,9 @@ use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, SessionId, check_request_id};
 use crate::session::tail::{Tail, Watch};
-use crate::session::{Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe};
+use crate::session::{
+    CLOSE_SESSION_CLOSED, Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe,
+};
 use crate::storage::SessionMeta;
 
 /// Largest frame a client may send, in bytes.
@@ -316,6 +318,14 @@ impl Actor for WsConn {
                     for frame in joined.backlog {
                         ctx.text(frame);
                     }
+                }
+                // Closed by an operator while this connection opened.
+                Ok(Err(refused)) if refused.code == ErrorCode::SessionClosed => {
+                    ctx.close(Some(ws::CloseReason {
+                        code: ws::CloseCode::from(CLOSE_SESSION_CLOSED),
+                        description: Some(refused.message),
+                    }));
+                    ctx.stop();
                 }
                 _ => {
                     ctx.close(Some(ws::CloseReason {

@@ -169,6 +169,150 @@ pub struct LiveSession<'a> {
     pub watch_url: String,
 }
 
+// ----- the operator console (§1.17) ----------------------------------------
+
+/// `GET /api/v1/admin/sessions`: the live sessions of every tenant on this
+/// node, most recently active first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AdminSessions<'a> {
+    pub node_id: &'a str,
+    /// Live sessions on this node in all (the list holds at most `limit`).
+    pub total: usize,
+    pub limit: usize,
+    pub sessions: Vec<AdminSession<'a>>,
+}
+
+/// One live session in the operator's list. Built by the handler from the
+/// hub's `LiveInfo` (the hub imports this module).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AdminSession<'a> {
+    pub tenant_id: &'a str,
+    pub session_id: &'a SessionId,
+    pub title: &'a str,
+    pub campaign_id: &'a str,
+    pub visibility: Visibility,
+    /// Connected player WebSockets.
+    pub players: usize,
+    /// Connected spectator WebSockets (with other nodes' tails).
+    pub spectators: usize,
+    /// Turns started.
+    pub turns: u64,
+    /// Chats taken and waiting for their turn to start.
+    pub queued: usize,
+    /// The node running it: the one answering.
+    pub owner_node: &'a str,
+    /// When it last did something (RFC 3339, and ms since the epoch).
+    pub last_activity: String,
+    pub last_activity_ms: i64,
+    /// An operator closed it; it stops once its work taken is done.
+    pub closing: bool,
+}
+
+/// `GET /api/v1/admin/node`: this node's figures, read from the counters
+/// `/metrics` renders.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeFigures<'a> {
+    pub node_id: &'a str,
+    /// Seconds since the server started (ms precision): two reads of
+    /// `turns.started` over two of these give turns per second.
+    pub uptime_s: f64,
+    pub sessions_live: i64,
+    pub connections: Connections,
+    pub turns: TurnCounts,
+    pub frames_sent: u64,
+    pub outbound_drops: u64,
+    pub rate_limited: u64,
+    pub journal_commit: CommitLatency,
+}
+
+/// Open WebSocket connections by role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Connections {
+    pub player: i64,
+    pub spectator: i64,
+}
+
+/// Turns started, completed, and failed by error code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TurnCounts {
+    pub started: u64,
+    pub completed: u64,
+    pub failed: std::collections::BTreeMap<String, u64>,
+}
+
+/// Journal group commits: how many, their total time, and the median and
+/// 99th percentile estimated from the histogram's buckets (`null` before
+/// the first commit).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommitLatency {
+    pub count: u64,
+    pub sum_s: f64,
+    pub p50_s: Option<f64>,
+    pub p99_s: Option<f64>,
+}
+
+impl<'a> NodeFigures<'a> {
+    /// The figures of `metrics` on node `node_id`, up for `uptime`.
+    pub fn of(
+        node_id: &'a str,
+        metrics: &crate::metrics::Metrics,
+        uptime: std::time::Duration,
+    ) -> Self {
+        let commits = &metrics.commit_seconds;
+        Self {
+            node_id,
+            uptime_s: uptime.as_millis() as f64 / 1000.0,
+            sessions_live: metrics.sessions_live.get(),
+            connections: Connections {
+                player: metrics.player_connections.get(),
+                spectator: metrics.spectator_connections.get(),
+            },
+            turns: TurnCounts {
+                started: metrics.turns_started.get(),
+                completed: metrics.turns_completed.get(),
+                failed: metrics.turns_failed(),
+            },
+            frames_sent: metrics.frames_sent.get(),
+            outbound_drops: metrics.outbound_drops.get(),
+            rate_limited: metrics.rate_limited.get(),
+            journal_commit: CommitLatency {
+                count: commits.count(),
+                sum_s: commits.sum(),
+                p50_s: commits.quantile(0.5),
+                p99_s: commits.quantile(0.99),
+            },
+        }
+    }
+}
+
+/// `GET /api/v1/admin/sessions/{id}/story`: a page of a session's journal,
+/// each frame as it was sent, with what the operator's view shows of the
+/// session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoryPage<'a> {
+    pub session_id: &'a str,
+    pub tenant_id: &'a str,
+    pub title: &'a str,
+    pub campaign_id: &'a str,
+    /// The node running it now, `null` when none has it loaded.
+    pub owner_node: Option<&'a str>,
+    /// When an operator closed it (RFC 3339), `null` while it is open.
+    pub closed_at: Option<String>,
+    pub frames: Vec<Value>,
+    /// The `seq` to pass as `after_seq` when more follow; `null` otherwise.
+    pub next_after_seq: Option<u64>,
+}
+
+/// `POST /api/v1/admin/sessions/{id}/close`: the session is closed for
+/// good (the same answer every time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionClosed<'a> {
+    pub session_id: &'a str,
+    pub closed: bool,
+    /// When it was first closed (RFC 3339).
+    pub closed_at: String,
+}
+
 // ----- the actions log and the audit ledgers (§6, §1.8, §1.13) ----------
 
 /// `GET /api/v1/sessions/{id}/actions`: a page of the applied-actions log.
@@ -556,6 +700,7 @@ mod tests {
             spectator_token: "Zp8".into(),
             created_at: 0,
             visibility,
+            closed_at: None,
         }
     }
 
@@ -725,10 +870,99 @@ mod tests {
                                  "latency_ms": 0.3, "request_payload_hash": "5f1c",
                                  "error_type": "NOT_FOUND", "error_message": "no session sess_x"}}),
             ),
+            (
+                "admin sessions",
+                json!(AdminSessions {
+                    node_id: "node-a",
+                    total: 7,
+                    limit: 1,
+                    sessions: vec![AdminSession {
+                        tenant_id: "acme",
+                        session_id: &session,
+                        title: "The Drowned Lanterns",
+                        campaign_id: "demo",
+                        visibility: Visibility::Private,
+                        players: 1,
+                        spectators: 2,
+                        turns: 9,
+                        queued: 3,
+                        owner_node: "node-a",
+                        last_activity: "2026-11-25T23:56:40.000Z".into(),
+                        last_activity_ms: 1_795_651_000_000,
+                        closing: false,
+                    }],
+                }),
+                json!({"node_id": "node-a", "total": 7, "limit": 1, "sessions": [{
+                    "tenant_id": "acme", "session_id": "sess_Q2xk9fL0aB7cD3eF",
+                    "title": "The Drowned Lanterns", "campaign_id": "demo",
+                    "visibility": "private", "players": 1, "spectators": 2, "turns": 9,
+                    "queued": 3, "owner_node": "node-a",
+                    "last_activity": "2026-11-25T23:56:40.000Z",
+                    "last_activity_ms": 1_795_651_000_000_i64, "closing": false}]}),
+            ),
+            (
+                "story page",
+                json!(StoryPage {
+                    session_id: "sess_Q2xk9fL0aB7cD3eF",
+                    tenant_id: "acme",
+                    title: "The Drowned Lanterns",
+                    campaign_id: "demo",
+                    owner_node: None,
+                    closed_at: Some("2026-11-25T23:56:40.000Z".into()),
+                    frames: vec![json!({"type": "presence", "seq": 1})],
+                    next_after_seq: Some(1),
+                }),
+                json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "tenant_id": "acme",
+                       "title": "The Drowned Lanterns", "campaign_id": "demo",
+                       "owner_node": null, "closed_at": "2026-11-25T23:56:40.000Z",
+                       "frames": [{"type": "presence", "seq": 1}], "next_after_seq": 1}),
+            ),
+            (
+                "session closed",
+                json!(SessionClosed {
+                    session_id: "sess_Q2xk9fL0aB7cD3eF",
+                    closed: true,
+                    closed_at: "2026-11-25T23:56:40.000Z".into(),
+                }),
+                json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "closed": true,
+                       "closed_at": "2026-11-25T23:56:40.000Z"}),
+            ),
         ];
         for (name, got, want) in cases {
             assert_eq!(got, want, "{name}");
         }
+    }
+
+    #[test]
+    fn node_figures_read_the_metrics() {
+        let m = crate::metrics::Metrics::default();
+        m.turns_started.add(3);
+        m.turns_completed.add(2);
+        m.turn_failed("AI_TIMEOUT");
+        m.player_connections.inc();
+        m.sessions_live.inc();
+        m.frames_sent.add(40);
+        m.rate_limited.inc();
+        for s in [0.002, 0.002, 0.07] {
+            m.commit_seconds.observe(s);
+        }
+        let figures = json!(NodeFigures::of(
+            "node-a",
+            &m,
+            std::time::Duration::from_millis(12_345)
+        ));
+        let p50 = m.commit_seconds.quantile(0.5);
+        let p99 = m.commit_seconds.quantile(0.99);
+        assert_eq!(
+            figures,
+            json!({"node_id": "node-a", "uptime_s": 12.345, "sessions_live": 1,
+                   "connections": {"player": 1, "spectator": 0},
+                   "turns": {"started": 3, "completed": 2, "failed": {"AI_TIMEOUT": 1}},
+                   "frames_sent": 40, "outbound_drops": 0, "rate_limited": 1,
+                   "journal_commit": {"count": 3, "sum_s": 0.074, "p50_s": p50, "p99_s": p99}})
+        );
+        assert!(p50.is_some_and(|p| p > 0.001 && p <= 0.0025), "{p50:?}");
+        assert!(p99.is_some_and(|p| p > 0.05 && p <= 0.1), "{p99:?}");
     }
 
     /// The views of storage rows copy exactly what the rows used to send

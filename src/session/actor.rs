@@ -43,8 +43,8 @@ use super::calls::{self, Answer, Call};
 use super::fanout::{Fanout, Presence};
 use super::intake::{Intake, QueuedCall, QueuedTurn, Stored, Work};
 use super::messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, Drain, GetSnapshot, Joined,
-    LeaseLost, RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, DirectCallDone, Drain,
+    GetSnapshot, Joined, LeaseLost, RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
 };
 use super::prompt;
 use super::replay::{self, Restored};
@@ -72,6 +72,9 @@ pub const CLOSE_SESSION_FAILED: u16 = 1011;
 /// shutting down (service restart: reconnect, to any node, with
 /// `last_seq`).
 pub const CLOSE_SESSION_MOVED: u16 = 1012;
+/// Close code when an operator closed the session for good (a code for
+/// applications, RFC 6455 §7.4.2): do not reconnect.
+pub const CLOSE_SESSION_CLOSED: u16 = 4000;
 
 // ----- the actor's own messages ---------------------------------------------
 
@@ -125,6 +128,12 @@ pub struct SessionActor {
     /// The node is shutting down: no new work; unload once the work taken
     /// is done.
     draining: bool,
+    /// When an operator closed the session (ms since the epoch): no new
+    /// work or connections from then on.
+    closed_at: Option<i64>,
+    /// The close is durable: once the work taken is done, close every
+    /// connection with [`CLOSE_SESSION_CLOSED`] and unload.
+    closed: bool,
     /// Snapshot chunks sure to be stored: a snapshot writes the others only.
     stored_chunks: StoredChunks,
     /// The game master's tools in the model's shape, made on the first model
@@ -174,6 +183,8 @@ impl SessionActor {
             sink: None,
             stopping: false,
             draining: false,
+            closed_at: None,
+            closed: false,
             stored_chunks: StoredChunks::loaded(restored.stored_chunks),
             model_tools: None,
             context: prompt::ContextCache::default(),
@@ -287,7 +298,7 @@ impl SessionActor {
         let call = Call::direct(turn_id.clone(), call);
         let call_id = call.call_id.clone();
         let (seq, answer) = self.run_call(call);
-        self.last_activity = Instant::now();
+        self.touch();
         let done = DirectCallDone {
             turn_id,
             call_id,
@@ -346,6 +357,32 @@ impl SessionActor {
     fn send_presence(&mut self, presence: Presence) {
         if let Some(event) = presence.event() {
             self.emit(Entry::frame(event));
+        }
+    }
+
+    /// Notes that the session did something now (for the idle unload and
+    /// for the operator's list).
+    fn touch(&mut self) {
+        self.last_activity = Instant::now();
+        self.hub
+            .stats
+            .last_activity_ms
+            .store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Updates the number of chats waiting that the hub lists.
+    fn report_queue(&self) {
+        self.hub
+            .stats
+            .queued
+            .store(self.intake.waiting_chats(), Ordering::Relaxed);
+    }
+
+    /// The refusal of new work once an operator closed the session.
+    fn refuse_if_closed(&self) -> Result<(), ChatRefused> {
+        match self.closed_at {
+            Some(_) => Err(ChatRefused::closed()),
+            None => Ok(()),
         }
     }
 
@@ -485,6 +522,7 @@ impl SessionActor {
             turn_frames::started(&self.state, q.turn_no, &q.turn_id, q.request_id, q.text);
         let seq = self.emit(started);
         self.acks.started(q.turn_id.clone(), seq, q.acks);
+        self.report_queue();
         if q.stored == Stored::InInbox {
             // Its `turn_started` is queued first: the row is not needed.
             self.flush();
@@ -509,7 +547,7 @@ impl SessionActor {
         let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
         self.turn = Some(Running::new(turn, timer, Instant::now()));
         self.deps.metrics.turns_started.inc();
-        self.last_activity = Instant::now();
+        self.touch();
     }
 
     /// Records a model call's time and tokens.
@@ -726,7 +764,7 @@ impl SessionActor {
 
     /// A turn's last frame is journalled: the next work may start.
     fn turn_ended(&mut self, ctx: &mut Context<Self>) {
-        self.last_activity = Instant::now();
+        self.touch();
         self.report_stats();
         self.advance(ctx);
     }
@@ -741,17 +779,23 @@ impl SessionActor {
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
 
-    /// Once draining and all work taken is durable and told: closes every
-    /// connection for a reconnect elsewhere and unloads.
+    /// Once draining or closed, and all work taken is durable and told:
+    /// closes every connection (for a reconnect elsewhere, or for good)
+    /// and unloads.
     fn drain_if_done(&mut self, ctx: &mut Context<Self>) {
-        if self.draining
-            && !self.stopping
+        let why = if self.closed {
+            (CLOSE_SESSION_CLOSED, super::CLOSED_BY_OPERATOR)
+        } else if self.draining {
+            (CLOSE_SESSION_MOVED, "this node is restarting; reconnect")
+        } else {
+            return;
+        };
+        if !self.stopping
             && self.turn.is_none()
             && !self.intake.has_work()
             && !self.sequencer.has_pending()
         {
-            self.fanout
-                .close_all(CLOSE_SESSION_MOVED, "this node is restarting; reconnect");
+            self.fanout.close_all(why.0, why.1);
             self.unload(ctx);
         }
     }
@@ -812,6 +856,7 @@ impl Actor for SessionActor {
         self.sink = Some(DurableSink::new(self.epoch, move |r| {
             addr.do_send(Durable(r))
         }));
+        self.report_queue();
         if let Some(turn_id) = self.interrupted_turn.take() {
             let message = turn_frames::INTERRUPTED.to_owned();
             self.emit(turn_frames::failed(
@@ -915,6 +960,7 @@ impl Handler<SubmitChat> for SessionActor {
     /// is durable. Either way the ack is ahead of every frame of its turn on
     /// the connection (PROTOCOL.md §7.4).
     fn handle(&mut self, msg: SubmitChat, ctx: &mut Self::Context) -> Self::Result {
+        self.refuse_if_closed()?;
         let (busy, store) = (self.turn.is_some(), &self.deps.store);
         let request_id = msg.request_id.clone();
         let taken = self.intake.take_chat(
@@ -942,7 +988,8 @@ impl Handler<SubmitChat> for SessionActor {
             }
             return Ok(accepted);
         }
-        self.last_activity = Instant::now();
+        self.touch();
+        self.report_queue();
         if let Some(q) = self.intake.queued_turn(&turn_id) {
             q.acks.extend(ack);
             q.trace_id = msg.trace_id;
@@ -999,6 +1046,9 @@ impl Handler<CallTool> for SessionActor {
     type Result = ResponseFuture<Result<DirectCallDone, ChatRefused>>;
 
     fn handle(&mut self, msg: CallTool, ctx: &mut Self::Context) -> Self::Result {
+        if let Err(refused) = self.refuse_if_closed() {
+            return Box::pin(std::future::ready(Err(refused)));
+        }
         let (reply, answer) = oneshot::channel();
         let (busy, store) = (self.turn.is_some(), &self.deps.store);
         let call = QueuedCall { call: msg, reply };
@@ -1010,7 +1060,7 @@ impl Handler<CallTool> for SessionActor {
         if let Err(refused) = taken {
             return Box::pin(std::future::ready(Err(refused)));
         }
-        self.last_activity = Instant::now();
+        self.touch();
         self.advance(ctx);
         Box::pin(async move {
             answer.await.map_err(|_| {
@@ -1050,6 +1100,9 @@ impl Handler<Subscribe> for SessionActor {
         if self.stopping {
             return Box::pin(actix::fut::ready(Err(ChatRefused::reloading())));
         }
+        if let Err(refused) = self.refuse_if_closed() {
+            return Box::pin(actix::fut::ready(Err(refused)));
+        }
         let Some(range) = self.sequencer.stored_range(msg.last_seq) else {
             let joined = self.join(msg, None);
             self.presence_changed(ctx);
@@ -1074,7 +1127,7 @@ impl SessionActor {
     fn join(&mut self, msg: Subscribe, stored: Option<(u64, Vec<(u64, String)>)>) -> Joined {
         let backlog = self.sequencer.resume(msg.last_seq, stored);
         let role = self.fanout.add(msg);
-        self.last_activity = Instant::now();
+        self.touch();
         Joined::new(&self.session_id, role, &self.state, backlog)
     }
 }
@@ -1088,7 +1141,7 @@ impl Handler<RemoteAudience> for SessionActor {
             .fanout
             .remote_audience(msg.node_id, msg.spectators, until)
         {
-            self.last_activity = Instant::now();
+            self.touch();
             if !self.stopping {
                 self.presence_changed(ctx);
             }
@@ -1101,7 +1154,7 @@ impl Handler<Unsubscribe> for SessionActor {
 
     fn handle(&mut self, msg: Unsubscribe, ctx: &mut Self::Context) {
         if self.fanout.unsubscribe(msg.conn_id) {
-            self.last_activity = Instant::now();
+            self.touch();
             if !self.stopping {
                 self.presence_changed(ctx);
             }
@@ -1116,6 +1169,7 @@ impl Handler<GetSnapshot> for SessionActor {
         if self.stopping {
             return Err(ChatRefused::reloading());
         }
+        self.refuse_if_closed()?;
         let snapshot =
             Snapshot::of(&self.session_id, &self.state).owned_by(&self.deps.store.node().id);
         Ok(serde_json::to_string(&snapshot).unwrap_or_default())
@@ -1128,6 +1182,45 @@ impl Handler<Drain> for SessionActor {
     fn handle(&mut self, _: Drain, ctx: &mut Self::Context) {
         self.draining = true;
         self.drain_if_done(ctx);
+    }
+}
+
+impl Handler<CloseSession> for SessionActor {
+    type Result = ResponseActFuture<Self, Result<i64, ChatRefused>>;
+
+    /// Refuses new work at once, marks the session closed in storage, and
+    /// answers when that is durable; the work already taken (the running
+    /// turn, the chats acknowledged behind it) still runs, then every
+    /// connection is closed with [`CLOSE_SESSION_CLOSED`] and the session
+    /// unloads, never to load again. Closing again answers the same time.
+    fn handle(&mut self, _: CloseSession, _: &mut Self::Context) -> Self::Result {
+        if self.stopping {
+            return Box::pin(actix::fut::ready(Err(ChatRefused::reloading())));
+        }
+        let closed_at = *self.closed_at.get_or_insert_with(now_ms);
+        self.hub.stats.closing.store(true, Ordering::Relaxed);
+        let (store, id) = (self.deps.store.clone(), self.meta.session_id.clone());
+        let write = async move { store.close_session(&id, closed_at).await };
+        Box::pin(write.into_actor(self).map(move |res, act, ctx| match res {
+            Ok(_) => {
+                tracing::info!(session_id = %act.meta.session_id, "an operator closed the session");
+                act.closed = true;
+                act.drain_if_done(ctx);
+                Ok(closed_at)
+            }
+            Err(e) => {
+                tracing::warn!(session_id = %act.meta.session_id, error = %e, "storing a session's close failed");
+                if !act.closed {
+                    act.closed_at = None;
+                    act.hub.stats.closing.store(false, Ordering::Relaxed);
+                }
+                Err(ChatRefused::new(
+                    ErrorCode::Overloaded,
+                    "the close could not be stored; try again",
+                )
+                .with_retry_after(1000))
+            }
+        }))
     }
 }
 

@@ -41,6 +41,9 @@ pub enum HubError {
     /// This node is shutting down and takes no more sessions.
     #[error("this node is restarting; try again")]
     Draining,
+    /// An operator closed the session for good: it is never loaded again.
+    #[error("{}", super::CLOSED_BY_OPERATOR)]
+    Closed,
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -76,16 +79,41 @@ pub struct ListLive {
     pub tenant_id: String,
 }
 
+/// Lists the live sessions of every tenant (the operator's view), most
+/// recently active first, at most `limit` of them.
+#[derive(Message)]
+#[rtype(result = "AllLive")]
+pub struct ListAll {
+    pub limit: usize,
+}
+
+/// What [`ListAll`] answers: how many sessions are live, and the first
+/// `limit` of them.
+#[derive(Debug, Clone)]
+pub struct AllLive {
+    pub total: usize,
+    pub sessions: Vec<LiveInfo>,
+}
+
 /// One live session, as listed.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct LiveInfo {
     pub session_id: SessionId,
+    pub tenant_id: String,
+    pub campaign_id: String,
     pub title: String,
+    pub visibility: Visibility,
     pub players: usize,
     pub spectators: usize,
     pub turns: u64,
-    /// Lets anyone who sees the list watch (the lobby's "spectate" link);
-    /// only public sessions are listed.
+    /// Chats waiting for their turn to start.
+    pub queued: usize,
+    /// When the session last did something (ms since the epoch).
+    pub last_activity_ms: i64,
+    /// An operator closed it; it stops once its work taken is done.
+    pub closing: bool,
+    /// Lets anyone who sees the public list watch (the lobby's "spectate"
+    /// link); only public sessions are listed there.
     pub spectator_token: String,
 }
 
@@ -243,6 +271,7 @@ impl SessionHub {
         let deps = self.deps.clone();
         let stats = Arc::new(SessionStats::default());
         stats.turns.store(restored.state.turn, Ordering::Relaxed);
+        stats.last_activity_ms.store(now_ms(), Ordering::Relaxed);
         let actor_meta = meta.clone();
         let hub = HubLink {
             stats: stats.clone(),
@@ -295,6 +324,7 @@ impl Handler<CreateSession> for SessionHub {
             spectator_token: random_token(32),
             created_at: now_ms(),
             visibility: msg.visibility,
+            closed_at: None,
         };
         let state = msg.state;
         let store = self.deps.store.clone();
@@ -342,8 +372,10 @@ impl Handler<Lookup> for SessionHub {
         let id = msg.session_id;
         Box::pin(
             async move {
-                if store.session_meta(id.as_str()).await?.is_none() {
-                    return Ok(None);
+                match store.session_meta(id.as_str()).await? {
+                    None => return Ok(None),
+                    Some(meta) if meta.closed_at.is_some() => return Err(HubError::Closed),
+                    Some(_) => {}
                 }
                 // Claimed before it is read: whatever the last owner wrote
                 // before the claim is in what is read, and nothing it
@@ -356,6 +388,13 @@ impl Handler<Lookup> for SessionHub {
                 let Some(loaded) = store.load_session(id.as_str()).await? else {
                     return Ok(None);
                 };
+                if loaded.meta.closed_at.is_some() {
+                    // Closed between the first read and the claim.
+                    if let Err(e) = store.release(id.as_str(), epoch).await {
+                        tracing::warn!(session_id = %id, error = %e, "releasing a closed session's claim failed; it lapses with its lease");
+                    }
+                    return Err(HubError::Closed);
+                }
                 let requests = store
                     .recent_request_ids(id.as_str(), REMEMBERED_REQUESTS as i64)
                     .await?;
@@ -378,6 +417,27 @@ impl Handler<Lookup> for SessionHub {
     }
 }
 
+impl Live {
+    /// The session as listed, its counts read now.
+    fn info(&self, session_id: &SessionId) -> LiveInfo {
+        let (meta, stats) = (&self.handle.meta, &self.stats);
+        LiveInfo {
+            session_id: session_id.clone(),
+            tenant_id: meta.tenant_id.clone(),
+            campaign_id: meta.campaign_id.clone(),
+            title: meta.title.clone(),
+            visibility: meta.visibility,
+            players: stats.players.load(Ordering::Relaxed),
+            spectators: stats.spectators.load(Ordering::Relaxed),
+            turns: stats.turns.load(Ordering::Relaxed),
+            queued: stats.queued.load(Ordering::Relaxed),
+            last_activity_ms: stats.last_activity_ms.load(Ordering::Relaxed),
+            closing: stats.closing.load(Ordering::Relaxed),
+            spectator_token: meta.spectator_token.clone(),
+        }
+    }
+}
+
 impl Handler<ListLive> for SessionHub {
     type Result = Vec<LiveInfo>;
 
@@ -389,17 +449,39 @@ impl Handler<ListLive> for SessionHub {
                 l.handle.meta.tenant_id == msg.tenant_id
                     && l.handle.meta.visibility == Visibility::Public
             })
-            .map(|(session_id, l)| LiveInfo {
-                session_id: session_id.clone(),
-                title: l.handle.meta.title.clone(),
-                players: l.stats.players.load(Ordering::Relaxed),
-                spectators: l.stats.spectators.load(Ordering::Relaxed),
-                turns: l.stats.turns.load(Ordering::Relaxed),
-                spectator_token: l.handle.meta.spectator_token.clone(),
-            })
+            .map(|(session_id, l)| l.info(session_id))
             .collect();
         list.sort_by(|a, b| a.session_id.cmp(&b.session_id));
         list
+    }
+}
+
+impl Handler<ListAll> for SessionHub {
+    type Result = MessageResult<ListAll>;
+
+    fn handle(&mut self, msg: ListAll, _: &mut Self::Context) -> Self::Result {
+        let mut list: Vec<LiveInfo> = self
+            .live
+            .iter()
+            .map(|(session_id, l)| l.info(session_id))
+            .collect();
+        // Most recently active first; the id breaks ties, so the order is
+        // the same on every read.
+        let order = |a: &LiveInfo, b: &LiveInfo| {
+            b.last_activity_ms
+                .cmp(&a.last_activity_ms)
+                .then_with(|| a.session_id.cmp(&b.session_id))
+        };
+        let limit = msg.limit.min(list.len());
+        if limit < list.len() {
+            list.select_nth_unstable_by(limit, order);
+            list.truncate(limit);
+        }
+        list.sort_by(order);
+        MessageResult(AllLive {
+            total: self.live.len(),
+            sessions: list,
+        })
     }
 }
 

@@ -278,6 +278,15 @@ impl Intake {
         }
     }
 
+    /// Chats taken and waiting for their turn to start (direct calls not
+    /// counted).
+    pub(super) fn waiting_chats(&self) -> usize {
+        self.queue
+            .iter()
+            .filter(|w| matches!(w, Work::Turn(_)))
+            .count()
+    }
+
     /// Whether any work waits.
     pub(super) fn has_work(&self) -> bool {
         !self.queue.is_empty()
@@ -1007,6 +1016,7 @@ mod tests {
             .take_chat("b", None, false, false, || None)
             .expect("taken");
         assert!(intake.has_work());
+        assert_eq!(intake.waiting_chats(), 2, "the call is not a chat");
         let started = |w: Option<Work>| match w {
             Some(Work::Turn(q)) => q.turn_id.to_string(),
             Some(Work::Call(c)) => c.call.tool,
@@ -1014,6 +1024,7 @@ mod tests {
         };
         // A turn starts while effects are in flight; a call does not.
         assert_eq!(started(intake.next(true)), "turn_1");
+        assert_eq!(intake.waiting_chats(), 1);
         assert_eq!(started(intake.next(true)), "nothing");
         assert_eq!(
             queued(&intake),
@@ -1028,6 +1039,7 @@ mod tests {
         assert_eq!(started(intake.next(true)), "turn_2");
         assert_eq!(started(intake.next(false)), "nothing");
         assert!(!intake.has_work());
+        assert_eq!(intake.waiting_chats(), 0);
     }
 
     #[test]

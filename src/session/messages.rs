@@ -201,6 +201,11 @@ impl ChatRefused {
         }
     }
 
+    /// An operator closed the session: it takes nothing new.
+    pub fn closed() -> Self {
+        Self::new(ErrorCode::SessionClosed, super::CLOSED_BY_OPERATOR)
+    }
+
     /// A caller waited for a turn's end, and the session stopped before it
     /// could answer (or could not read it back).
     pub(super) fn turn_lost() -> Self {
@@ -221,6 +226,15 @@ impl ChatRefused {
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct LeaseLost;
+
+/// An operator closes the session for good: nothing new is taken from now
+/// on; the work taken (the running turn and the chats acknowledged behind
+/// it) finishes, then every connection is closed with 4000 and the session
+/// unloads and is never loaded again. Answers when the close is durable,
+/// with its time (ms since the epoch).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<i64, ChatRefused>")]
+pub struct CloseSession;
 
 /// The node is shutting down: finish the work taken (the running turn and
 /// the queue), then close every connection with 1012 and unload, so

@@ -36,7 +36,7 @@ mod turn;
 mod turn_frames;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use actix::{Addr, Message, Recipient};
@@ -52,17 +52,20 @@ use crate::protocol::SessionId;
 use crate::storage::Store;
 use crate::tools::{Caller, Registry, Role};
 
-pub use actor::SessionActor;
+pub use actor::{CLOSE_SESSION_CLOSED, SessionActor};
 pub use audit::CallOrigin;
 pub use hub::{
-    CreateSession, DrainNode, HubError, ListLive, LiveInfo, Lookup, Running, SessionHandle,
-    SessionHub, StopHub,
+    AllLive, CreateSession, DrainNode, HubError, ListAll, ListLive, LiveInfo, Lookup, Running,
+    SessionHandle, SessionHub, StopHub,
 };
 pub use messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, DirectCallDone, GetSnapshot, Joined,
-    RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, DirectCallDone, GetSnapshot,
+    Joined, RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
 };
 pub use placement::Placement;
+
+/// What a closed session's refusals and its connections' close say.
+pub const CLOSED_BY_OPERATOR: &str = "the session was closed by an operator";
 
 /// A random string of ASCII letters and digits.
 pub fn random_token(len: usize) -> String {
@@ -80,6 +83,12 @@ pub(super) struct SessionStats {
     pub players: AtomicUsize,
     pub spectators: AtomicUsize,
     pub turns: AtomicU64,
+    /// Chats taken and waiting for their turn to start.
+    pub queued: AtomicUsize,
+    /// When the session last did something (ms since the epoch).
+    pub last_activity_ms: AtomicI64,
+    /// An operator closed it; it stops once its work taken is done.
+    pub closing: AtomicBool,
 }
 
 /// A session actor is stopping; forget it if it is still the live one.

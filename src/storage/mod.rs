@@ -176,6 +176,10 @@ pub struct SessionMeta {
     pub created_at: i64,
     /// Whether the session is listed (with its spectator token) for anyone.
     pub visibility: Visibility,
+    /// When an operator closed it for good (ms since the epoch); `None`
+    /// while it is open. A closed session is never loaded again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_at: Option<i64>,
 }
 
 /// Who may find a session in the list of live sessions.

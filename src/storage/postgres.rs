@@ -377,6 +377,15 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             .execute(&mut *conn)
             .await?
             .rows_affected() as i64,
+        RecordWrite::CloseSession {
+            session_id,
+            closed_at,
+        } => sqlx::query(stmt::CLOSE_SESSION)
+            .bind(closed_at)
+            .bind(session_id)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected() as i64,
     };
     record.took(outcome);
     Ok(())

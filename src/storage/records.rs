@@ -1,5 +1,6 @@
 //! The service side's small keyed records: sites (PROTOCOL.md §7.2) and the
-//! idempotency keys of service tool calls.
+//! idempotency keys of service tool calls; and the mark an operator's
+//! close leaves on a session.
 //!
 //! Their writes go through the same writer as the journal, so they are
 //! durable when the call returns; each answers whether it took effect (a
@@ -71,6 +72,9 @@ pub(super) enum RecordWrite {
     },
     /// Gives a key back: its call did not run (refused before it started).
     DropKey { tenant_id: String, key: String },
+    /// Closes a session for good at `closed_at`, unless it is closed
+    /// already.
+    CloseSession { session_id: String, closed_at: i64 },
 }
 
 /// A record write queued for the writer, and where its outcome goes: the
@@ -205,6 +209,23 @@ impl Store {
         .map(drop)
     }
 
+    /// Marks a session closed for good at `closed_at` (ms), unless it is
+    /// closed already; answers whether this write closed it. Durable when
+    /// it returns.
+    pub async fn close_session(
+        &self,
+        session_id: &str,
+        closed_at: i64,
+    ) -> Result<bool, StorageError> {
+        let took = self
+            .write_record(RecordWrite::CloseSession {
+                session_id: session_id.to_owned(),
+                closed_at,
+            })
+            .await?;
+        Ok(took > 0)
+    }
+
     pub async fn load_key(
         &self,
         tenant_id: &str,
@@ -236,4 +257,7 @@ pub(super) mod stmt {
          SET http_status = $1, response = $2 WHERE tenant_id = $3 AND idem_key = $4";
     pub(in crate::storage) const DROP_KEY: &str =
         "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2";
+    /// The first close of a session is the one kept.
+    pub(in crate::storage) const CLOSE_SESSION: &str =
+        "UPDATE sessions SET closed_at = $1 WHERE session_id = $2 AND closed_at IS NULL";
 }

@@ -147,7 +147,7 @@ macro_rules! queries {
         ) -> Result<Option<SessionMeta>, StorageError> {
             let row = sqlx::query(
                 "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, \
-                 created_at, visibility FROM sessions WHERE session_id = $1",
+                 created_at, visibility, closed_at FROM sessions WHERE session_id = $1",
             )
             .bind(session_id)
             .fetch_optional(pool)
@@ -162,6 +162,7 @@ macro_rules! queries {
                     spectator_token: r.try_get(5)?,
                     created_at: r.try_get(6)?,
                     visibility: Visibility::from_stored(r.try_get(7)?),
+                    closed_at: r.try_get(8)?,
                 })
             })
             .transpose()

@@ -297,6 +297,12 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             conn.prepare_cached(stmt::DROP_KEY)?
                 .execute(params![tenant_id, key])? as i64
         }
+        RecordWrite::CloseSession {
+            session_id,
+            closed_at,
+        } => conn
+            .prepare_cached(stmt::CLOSE_SESSION)?
+            .execute(params![closed_at, session_id])? as i64,
     };
     record.took(outcome);
     Ok(())

@@ -43,13 +43,13 @@ const CHROMIUM_FLAGS: &[&str] = &[
 ];
 
 /// The Chromium and ChromeDriver binaries, or a message that says how to get them.
-struct Browsers {
+pub(crate) struct Browsers {
     chromium: PathBuf,
     chromedriver: PathBuf,
 }
 
 impl Browsers {
-    fn find() -> Result<Self, String> {
+    pub(crate) fn find() -> Result<Self, String> {
         let chromium = find_program(
             "QUESTD_CHROMIUM",
             &["chromium", "chromium-browser", "google-chrome"],
@@ -96,7 +96,7 @@ pub(crate) fn find_program(env: &str, names: &[&str]) -> Result<PathBuf, String>
 /// A chromedriver process on a free local port. It leads its own process
 /// group, which the browsers it starts join; dropping it kills the group, so
 /// no browser outlives the test, even a failed one.
-struct ChromeDriver {
+pub(crate) struct ChromeDriver {
     child: Child,
     url: String,
     chromium: PathBuf,
@@ -105,7 +105,7 @@ struct ChromeDriver {
 }
 
 impl ChromeDriver {
-    async fn start(browsers: &Browsers) -> Self {
+    pub(crate) async fn start(browsers: &Browsers) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -141,7 +141,7 @@ impl ChromeDriver {
     }
 
     /// A new browser with its own empty profile (a separate browser context).
-    async fn browser(&self, name: &str, width: u32, height: u32) -> Client {
+    pub(crate) async fn browser(&self, name: &str, width: u32, height: u32) -> Client {
         let profile = self.profiles.path().join(name);
         std::fs::create_dir_all(&profile).unwrap();
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| (*s).to_owned()).collect();
@@ -163,7 +163,7 @@ impl ChromeDriver {
 }
 
 /// Sizes the window so the page itself is `width` x `height` pixels.
-async fn set_viewport(c: &Client, width: u32, height: u32) {
+pub(crate) async fn set_viewport(c: &Client, width: u32, height: u32) {
     c.set_window_size(width, height).await.unwrap();
     let inner = c
         .execute("return [window.innerWidth, window.innerHeight];", vec![])
@@ -204,7 +204,7 @@ fn artifacts() -> PathBuf {
     dir
 }
 
-async fn screenshot(c: &Client, name: &str) -> PathBuf {
+pub(crate) async fn screenshot(c: &Client, name: &str) -> PathBuf {
     let png = c.screenshot().await.unwrap();
     let path = artifacts().join(name);
     std::fs::write(&path, png).unwrap();
@@ -220,7 +220,7 @@ async fn wait_both(player: &Client, spectator: &Client, what: &str, expr: &str) 
 
 /// Waits until the JavaScript expression is truthy and returns its value.
 /// On timeout saves `failed-<page>.png` and fails with what the page shows.
-async fn wait(c: &Client, page: &str, what: &str, expr: &str) -> Value {
+pub(crate) async fn wait(c: &Client, page: &str, what: &str, expr: &str) -> Value {
     let script = format!("return (function() {{ return {expr}; }})() || null;");
     let deadline = Instant::now() + PAGE_WAIT;
     loop {
@@ -256,7 +256,7 @@ async fn say(c: &Client, text: &str) {
     input.send_keys(&line).await.unwrap();
 }
 
-async fn click(c: &Client, css: &str) {
+pub(crate) async fn click(c: &Client, css: &str) {
     c.find(Locator::Css(css))
         .await
         .unwrap()
@@ -266,12 +266,12 @@ async fn click(c: &Client, css: &str) {
 }
 
 /// Count of elements matching a selector, as a JavaScript expression.
-fn count(css: &str) -> String {
+pub(crate) fn count(css: &str) -> String {
     format!("document.querySelectorAll({}).length", json!(css))
 }
 
 /// A JavaScript expression: the element matching the selector.
-fn query(css: &str) -> String {
+pub(crate) fn query(css: &str) -> String {
     format!("document.querySelector({})", json!(css))
 }
 
@@ -305,7 +305,12 @@ fn on_map(area_id: &str) -> String {
 
 /// Runs a tool in the session as another service would (a direct call, seen
 /// by every page of the session as a `tool_call` and a `tool_result`).
-async fn direct_call(app: &TestApp, session_id: &str, tool: &str, input: Value) -> Value {
+pub(crate) async fn direct_call(
+    app: &TestApp,
+    session_id: &str,
+    tool: &str,
+    input: Value,
+) -> Value {
     let mut resp = client()
         .post(format!("{}/api/v1/tools/call", app.base))
         .insert_header(("X-Internal-API-Key", TEST_KEY))

@@ -8,6 +8,7 @@ mod common;
 mod database;
 mod process;
 
+mod admin;
 mod adventure;
 mod browser;
 mod cluster;

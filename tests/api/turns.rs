@@ -443,8 +443,8 @@ async fn offline_game_master_plays_a_turn_in_english_and_chinese() {
 }
 
 /// A model that answers only when the test opens its gate, one answer per permit.
-struct GatedModel {
-    gate: Arc<tokio::sync::Semaphore>,
+pub(crate) struct GatedModel {
+    pub(crate) gate: Arc<tokio::sync::Semaphore>,
 }
 
 impl questd::llm::Provider for GatedModel {

@@ -1,0 +1,221 @@
+//! The operator console's data API (`/api/v1/admin/…`, docs/protocol.md
+//! §1.17): the live sessions of every tenant on this node, this node's
+//! figures (from the same [`crate::metrics::Metrics`] `/metrics` renders),
+//! a session's story and audit ledger, and closing a session for good.
+//!
+//! Only the internal key opens it: it shows every tenant and the whole
+//! node, which no tenant key may see. The page itself (`/admin`) is a
+//! static file (`static_files.rs`) that asks for the key.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+
+use super::api::{AuditQuery, SeqPage, audit_ledger, stored_meta};
+use super::{AppState, page_size, send_to_session};
+use crate::error::{ApiError, ErrorCode};
+use crate::protocol::SessionId;
+use crate::protocol::http::{AdminSession, AdminSessions, NodeFigures, SessionClosed, StoryPage};
+use crate::session::{CloseSession, ListAll, MAX_STORED_BACKLOG_CHARS, Running};
+use crate::storage::rfc3339;
+
+/// Sessions listed when `?limit=` is not given.
+pub const DEFAULT_SESSIONS: u32 = 100;
+/// Most sessions listed at once.
+pub const MAX_SESSIONS: u32 = 1000;
+/// Story frames in a page when `?limit=` is not given.
+pub const DEFAULT_STORY_PAGE: u32 = 100;
+/// Most story frames in a page.
+pub const MAX_STORY_PAGE: u32 = 500;
+/// And their size at most, in characters (as a resume's).
+pub const MAX_STORY_CHARS: u64 = MAX_STORED_BACKLOG_CHARS;
+
+/// What the refusals name.
+const CONSOLE: &str = "the operator console";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/api/v1/admin")
+            .wrap(actix_web::middleware::Compress::default())
+            .route("/sessions", web::get().to(sessions))
+            .route("/node", web::get().to(node))
+            .route("/sessions/{id}/story", web::get().to(story))
+            .route("/sessions/{id}/audit", web::get().to(audit))
+            .route("/sessions/{id}/close", web::post().to(close)),
+    );
+}
+
+/// Answers `401`/`403` unless the request carries the internal key.
+fn operator(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+    state.keys.require_internal(req, CONSOLE)
+}
+
+#[derive(Deserialize)]
+struct SessionsQuery {
+    limit: Option<u32>,
+}
+
+/// The live sessions of every tenant on this node, most recently active
+/// first, at most `?limit=` (default 100, 1 to 1000).
+async fn sessions(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: Result<web::Query<SessionsQuery>, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    operator(&req, &state)?;
+    let query = query.map_err(super::bad_query("limit is a whole number (e.g. ?limit=50)"))?;
+    let limit = page_size(query.limit, DEFAULT_SESSIONS, MAX_SESSIONS) as usize;
+    let all = state
+        .hub
+        .send(ListAll { limit })
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    let node_id = state.store.node().id.as_str();
+    // Built here, not by a `From` in `protocol`: the hub imports
+    // `protocol`, so `protocol` does not import the hub.
+    let sessions = all
+        .sessions
+        .iter()
+        .map(|l| AdminSession {
+            tenant_id: &l.tenant_id,
+            session_id: &l.session_id,
+            title: &l.title,
+            campaign_id: &l.campaign_id,
+            visibility: l.visibility,
+            players: l.players,
+            spectators: l.spectators,
+            turns: l.turns,
+            queued: l.queued,
+            owner_node: node_id,
+            last_activity: rfc3339(l.last_activity_ms),
+            last_activity_ms: l.last_activity_ms,
+            closing: l.closing,
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(AdminSessions {
+        node_id,
+        total: all.total,
+        limit,
+        sessions,
+    }))
+}
+
+/// This node's figures, from the counters `/metrics` renders.
+async fn node(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    operator(&req, &state)?;
+    let metrics = &state.metrics;
+    Ok(HttpResponse::Ok().json(NodeFigures::of(
+        &state.store.node().id,
+        metrics,
+        metrics.started.elapsed(),
+    )))
+}
+
+/// A page of a session's story as stored (the journal resumes read), any
+/// tenant's, live or not, closed or not.
+async fn story(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<SessionId>,
+    query: Result<web::Query<SeqPage>, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    operator(&req, &state)?;
+    let query = SeqPage::read(query)?;
+    let meta = stored_meta(&state, &path).await?;
+    let limit = page_size(query.limit, DEFAULT_STORY_PAGE, MAX_STORY_PAGE);
+    let after = query.after_seq.unwrap_or(0);
+    let store = &state.store;
+    let failed = |e: crate::storage::StorageError| ApiError::internal(&e);
+    // One more than the page, to know whether more follow.
+    let mut rows = store
+        .frames_after(&meta.session_id, after, limit + 1, MAX_STORY_CHARS)
+        .await
+        .map_err(failed)?;
+    let mut more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let last = rows.last().map(|(seq, _)| *seq);
+    if let (false, Some(last)) = (more, last) {
+        // Fewer than asked: the end, or the size bound cut the page.
+        more = !store
+            .frames_after(&meta.session_id, last, 1, u64::MAX)
+            .await
+            .map_err(failed)?
+            .is_empty();
+    }
+    let frames = rows
+        .iter()
+        .map(|(_, frame)| serde_json::from_str(frame))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ApiError::internal(&e))?;
+    let owner = owner_node(&state, &path).await?;
+    Ok(HttpResponse::Ok().json(StoryPage {
+        session_id: &meta.session_id,
+        tenant_id: &meta.tenant_id,
+        title: &meta.title,
+        campaign_id: &meta.campaign_id,
+        owner_node: owner.as_deref(),
+        closed_at: meta.closed_at.map(rfc3339),
+        frames,
+        next_after_seq: last.filter(|_| more),
+    }))
+}
+
+/// The node running the session now, if any (PROTOCOL.md §7.3): this one
+/// when it runs it, else whichever holds a live claim (PostgreSQL).
+async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, ApiError> {
+    let here = state
+        .hub
+        .send(Running {
+            session_id: id.clone(),
+        })
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    if here.is_some() {
+        return Ok(Some(state.store.node().id.clone()));
+    }
+    state
+        .store
+        .owner(id.as_str())
+        .await
+        .map_err(|e| ApiError::internal(&e))
+}
+
+/// A session's audit ledger, as its player reads it (§1.8), any tenant's.
+async fn audit(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<SessionId>,
+    query: Result<web::Query<AuditQuery>, actix_web::Error>,
+) -> Result<HttpResponse, ApiError> {
+    operator(&req, &state)?;
+    audit_ledger(&state, &path, query, |_| Ok(())).await
+}
+
+/// Closes a session for good. The session refuses new work at once; the
+/// answer comes once the close is stored; its running turn and the chats
+/// acknowledged behind it still run, then its connections are closed with
+/// 4000 and it unloads, never to load again. Closing a closed session
+/// answers the same.
+async fn close(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<SessionId>,
+) -> Result<HttpResponse, ApiError> {
+    operator(&req, &state)?;
+    let meta = stored_meta(&state, &path).await?;
+    let closed_at = match meta.closed_at {
+        Some(at) => at,
+        None => match send_to_session(&state, &path, |_| Ok(()), || CloseSession).await {
+            Ok((_, at)) => at,
+            // Closed meanwhile, by another request.
+            Err(e) if e.code == ErrorCode::SessionClosed => {
+                stored_meta(&state, &path).await?.closed_at.ok_or(e)?
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    Ok(HttpResponse::Ok().json(SessionClosed {
+        session_id: &meta.session_id,
+        closed: true,
+        closed_at: rfc3339(closed_at),
+    }))
+}
