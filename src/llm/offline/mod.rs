@@ -38,7 +38,7 @@ use crate::game::HistoryEntry;
 use crate::game::names::has_cjk;
 use crate::protocol::CallId;
 use adventure::{Act, Next};
-use words::{cut_at_boundary, names};
+use words::{cut_at_boundary, names, without_article};
 
 /// The built-in game master. `OfflineGameMaster::default()` answers at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -257,7 +257,7 @@ fn resolve_area(
     wanted: &str,
     zh_names: &HashMap<String, (String, String)>,
 ) -> Option<String> {
-    let wanted = wanted.trim().trim_start_matches("the ").trim();
+    let wanted = without_article(wanted);
     let areas = context["areas"].as_array()?;
     let lower = wanted.to_lowercase();
     let field = |a: &Value, f: &str| a[f].as_str().unwrap_or_default().to_lowercase();

@@ -55,19 +55,27 @@ pub(super) fn first_sentence(text: &str) -> &str {
     text
 }
 
+/// Words that open what a player names without naming anything.
+const ARTICLES: [&str; 5] = ["the ", "a ", "an ", "some ", "my "];
+
+/// The player's words without a leading article, case kept, to quote
+/// them back or look them up: "the oil" → "oil".
+pub(super) fn without_article(words: &str) -> &str {
+    let words = words.trim();
+    ARTICLES
+        .iter()
+        .find_map(|a| {
+            let head = words.get(..a.len())?;
+            head.eq_ignore_ascii_case(a)
+                .then(|| words[a.len()..].trim_start())
+        })
+        .unwrap_or(words)
+}
+
 /// What a player calls a thing, made comparable: lower case, without a
 /// leading article and surrounding spaces or quotes.
 pub(super) fn normalize(words: &str) -> String {
-    let mut s = words
-        .trim()
-        .trim_matches(['"', '\'', '“', '”', '「', '」'])
-        .to_lowercase();
-    for article in ["the ", "a ", "an ", "some ", "my "] {
-        if let Some(rest) = s.strip_prefix(article) {
-            s = rest.trim().to_owned();
-        }
-    }
-    s
+    without_article(words.trim().trim_matches(['"', '\'', '“', '”', '「', '」'])).to_lowercase()
 }
 
 /// Whether the player's words name `name`: the same, or one inside the
@@ -169,6 +177,16 @@ mod tests {
         assert!(names("老玛伦", "老玛伦"));
         assert!(!names("the", "The Drowned Warden"));
         assert!(!names("goblin", "The Drowned Warden"));
+    }
+
+    #[test]
+    fn quoted_words_lose_their_article_only() {
+        assert_eq!(without_article("the oil"), "oil");
+        assert_eq!(without_article("The Lamp"), "Lamp");
+        assert_eq!(without_article("an  apple"), "apple");
+        assert_eq!(without_article("theater"), "theater");
+        assert_eq!(without_article("the"), "the");
+        assert_eq!(without_article("灯油"), "灯油");
     }
 
     #[test]
