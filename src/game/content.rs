@@ -218,14 +218,11 @@ fn score(entry: &ContentEntry, query_tokens: &BTreeSet<String>, phrase: &str) ->
     score
 }
 
-/// Han ideographs (unified and extension A), Hiragana and Katakana: scripts
-/// written without spaces, so they are indexed by characters, not words.
+/// Han ideographs ([`crate::game::names::is_cjk`]), Hiragana and Katakana:
+/// scripts written without spaces, so they are indexed by characters, not
+/// words.
 fn is_cjk(c: char) -> bool {
-    matches!(c,
-        '\u{4E00}'..='\u{9FFF}'
-        | '\u{3400}'..='\u{4DBF}'
-        | '\u{3040}'..='\u{309F}'
-        | '\u{30A0}'..='\u{30FF}')
+    crate::game::names::is_cjk(c) || matches!(c, '\u{3040}'..='\u{309F}' | '\u{30A0}'..='\u{30FF}')
 }
 
 /// Lower-cased words for alphanumeric text; single characters plus
