@@ -140,6 +140,26 @@ impl ChromeDriver {
         }
     }
 
+    /// A new browser (named `name`, 1280×860) on the game page of a session,
+    /// once the page's connection is live.
+    pub(crate) async fn game(&self, name: &str, base: &str, session: &Session) -> Client {
+        let page = self.browser(name, 1280, 860).await;
+        page.goto(&format!(
+            "{base}/?session={}&token={}",
+            session.session_id, session.player_token
+        ))
+        .await
+        .unwrap();
+        wait(
+            &page,
+            name,
+            "the game page connected",
+            "document.body.dataset.conn === 'live'",
+        )
+        .await;
+        page
+    }
+
     /// A new browser with its own empty profile (a separate browser context).
     pub(crate) async fn browser(&self, name: &str, width: u32, height: u32) -> Client {
         let profile = self.profiles.path().join(name);
@@ -1044,23 +1064,8 @@ async fn the_map_stays_readable_after_many_explores() {
     let driver = ChromeDriver::start(&browsers).await;
     let app = spawn_offline(|s| s.chat_burst = 10).await;
     let session = app.demo().await;
-    let page = driver.browser("explorer", 1280, 860).await;
-    page.goto(&format!(
-        "{}/?session={}&token={}",
-        app.base, session.session_id, session.player_token
-    ))
-    .await
-    .unwrap();
-    wait(
-        &page,
-        "desktop",
-        "the live map",
-        &format!(
-            "document.body.dataset.conn === 'live' && {}",
-            on_map("area_001")
-        ),
-    )
-    .await;
+    let page = driver.game("explorer", &app.base, &session).await;
+    wait(&page, "desktop", "the live map", &on_map("area_001")).await;
 
     // Six explores from one place (six new areas each), then a step and one
     // more: the crowd of new places around the hero is the hard case.
