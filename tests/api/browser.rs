@@ -1178,3 +1178,71 @@ fn a_missing_program_is_named_in_the_failure() {
     .unwrap();
     assert!(err.contains("questd-no-such-browser"), "{err}");
 }
+
+#[actix_web::test]
+async fn a_message_still_waiting_at_a_reload_is_sent_again_and_runs_once() {
+    let browsers = Browsers::find().unwrap_or_else(|e| panic!("{e}"));
+    let driver = ChromeDriver::start(&browsers).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let model = crate::turns::GatedModel { gate: gate.clone() };
+    let app = spawn_with(|s| s.chat_burst = 10, Arc::new(model)).await;
+    let s = app.demo().await;
+    let page = driver.game("reload", &app.base, &s).await;
+    let lines =
+        "[...document.querySelectorAll('#live .msg.player .text')].map(m => m.innerText).join('|')";
+
+    // The first message's turn starts and waits for the model; the second
+    // is accepted behind it.
+    say(&page, "first").await;
+    wait(
+        &page,
+        "reload",
+        "the first turn started",
+        &format!("{lines} === 'first' && {} === 0", count("#outbox > *")),
+    )
+    .await;
+    say(&page, "second").await;
+    wait(
+        &page,
+        "reload",
+        "the second message accepted",
+        &query("#outbox .msg.pending[data-state='accepted']"),
+    )
+    .await;
+
+    // After a reload the page still owes it: shown waiting, sent again.
+    page.refresh().await.unwrap();
+    wait(
+        &page,
+        "reload",
+        "the message still owed after the reload",
+        &format!(
+            "document.body.dataset.conn === 'live' && {lines} === 'first' \
+             && {q} && {q}.querySelector('.text').innerText === 'second'",
+            q = query("#outbox .msg.pending")
+        ),
+    )
+    .await;
+
+    // Both turns end; the second ran once.
+    gate.add_permits(2);
+    wait(
+        &page,
+        "reload",
+        "both turns done",
+        &format!(
+            "{lines} === 'first|second' && {} === 0 && {} === 2",
+            count("#outbox > *"),
+            count("#live .turn.done")
+        ),
+    )
+    .await;
+    let snapshot = format!(
+        "{}/api/v1/sessions/{}?token={}",
+        app.base, s.session_id, s.player_token
+    );
+    let (status, state) = get(&snapshot, None).await;
+    assert_eq!((status, &state["turn"]), (200, &json!(2)), "{state}");
+    page.close().await.unwrap();
+    app.stop().await;
+}
