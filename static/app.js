@@ -5,17 +5,22 @@
 // Everything the server sends is inserted with textContent or SVG
 // attributes, never as HTML.
 //
-// How the view stays in step with the server (docs/protocol.md §2, §3):
-// - every story frame carries `seq`; the client keeps the last one it has
-//   shown and reconnects with `last_seq`, so the server replays what was
-//   missed, in order; frames at or below the last seq are dropped;
-// - the snapshot in `welcome` is the state as of `welcome.seq`; effects of
-//   later frames are applied from their tool results and from the
-//   `state_patch` of `turn_completed`;
-// - a typed message waits in an outbox (kept in sessionStorage) until its
-//   `turn_started` arrives, and is sent again with the same `request_id`
-//   after every reconnect; the server runs a request_id only once.
-'use strict';
+// The link to the server is @questd/client (clients/js, served under
+// /client/): its HTTP calls for the lobby, and its Connection for a session
+// (docs/protocol.md §2, §3), which
+// - reconnects with backoff and `last_seq`, and hands on every story frame
+//   once, in seq order; `live` is false for a frame of a resume backlog
+//   whose effect the welcome's snapshot (the state as of `welcome.seq`)
+//   already holds; effects of live frames are applied from their tool
+//   results and from the `state_patch` of `turn_completed`;
+// - keeps typed messages in its outbox until their turns start, sends each
+//   again with the same `request_id` after a reconnect (the server runs a
+//   request_id once) and after a rate limit; the page keeps the outbox in
+//   sessionStorage so a reload sends them again;
+// - stops for good on a link the server refuses or a session an operator
+//   closed.
+
+import { Questd } from '/client/index.js';
 
 const $ = (id) => document.getElementById(id);
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -24,20 +29,17 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 // connection): most of the 512 frames the server holds, with room for frames
 // that arrive in the meantime.
 const HISTORY_FRAMES = 480;
-// Reconnect backoff: 0.5 s doubling up to 8 s, with jitter.
-const BACKOFF_BASE_MS = 500;
-const BACKOFF_MAX_MS = 8000;
-// Every this many failed reconnects, ask over HTTP whether the link still works.
-const LINK_CHECK_EVERY = 4;
-// The close code of a session an operator closed for good (docs/protocol.md §2.8).
-const CLOSE_SESSION_CLOSED = 4000;
-// Client ping, and how long an answer may take before the socket counts as dead.
-const PING_EVERY_MS = 15000;
-const PING_DEADLINE_MS = 10000;
+// How long the recent story of a long session may take to load.
+const HISTORY_WAIT_MS = 5000;
 // How long a newly created area is marked as new on the map.
 const NEW_AREA_MS = 2500;
 // The server's longest chat text (QUESTD_MAX_TEXT_CHARS default).
 const MAX_TEXT_CHARS = 2000;
+// Refusals of a chat that put its text back into the input.
+const RETURNED_CODES = new Set(['TEXT_TOO_LONG', 'INVALID_FRAME', 'FORBIDDEN']);
+
+// This server (the page's origin).
+const questd = new Questd();
 
 // ---------------------------------------------------------------- helpers
 
@@ -63,19 +65,6 @@ function icon(name, cls) {
   return s;
 }
 
-// fetch + JSON; throws an Error carrying the HTTP status and error_code.
-async function api(path, opts = {}) {
-  const res = await fetch(path, opts);
-  const body = await res.json().catch(() => null);
-  if (!res.ok) {
-    const err = new Error((body && body.message) || res.statusText);
-    err.status = res.status;
-    err.code = body && body.error_code;
-    throw err;
-  }
-  return body;
-}
-
 function sessionLink(id, token) {
   return `${location.origin}/?session=${encodeURIComponent(id)}&token=${encodeURIComponent(token)}`;
 }
@@ -84,12 +73,6 @@ function short(value, max = 60) {
   let s = typeof value === 'string' ? value : JSON.stringify(value);
   if (s === undefined) s = String(value);
   return s.length > max ? s.slice(0, max - 1) + '…' : s;
-}
-
-function randomId(prefix) {
-  const bytes = new Uint8Array(8);
-  crypto.getRandomValues(bytes);
-  return prefix + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 function store(kind) {
@@ -140,9 +123,10 @@ function applyLanguage() {
   if (game.id) {
     renderHints();
     setConn(game.connState || 'connecting');
+    paintConnection();
     if (game.snapshot) render();
     renderOpening();
-    for (const entry of game.outbox) updateOutboxEntry(entry);
+    for (const entry of game.outbox.values()) updateOutboxEntry(entry);
   }
 }
 
@@ -165,7 +149,7 @@ function notice(text, kind = 'info', ms = 6000, code = '') {
 async function loadCampaigns() {
   const list = $('campaigns');
   try {
-    const campaigns = await api('/api/v1/campaigns');
+    const campaigns = await questd.campaigns();
     list.replaceChildren();
     for (const c of campaigns) {
       const card = el('article', 'campaign');
@@ -190,13 +174,9 @@ async function startSession(campaign, btn) {
   btn.disabled = true;
   btn.textContent = t('lobby.starting');
   try {
-    const s = await api('/api/v1/sessions', {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({
-        campaign_id: campaign.campaign_id,
-        visibility: $('public').checked ? 'public' : 'private',
-      }),
+    const s = await questd.createSession({
+      campaign_id: campaign.campaign_id,
+      visibility: $('public').checked ? 'public' : 'private',
     });
     const mine = readJson('local', 'questd.sessions', {});
     mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title: campaign.title };
@@ -221,7 +201,7 @@ async function startSession(campaign, btn) {
 async function loadSessions() {
   const list = $('sessions');
   try {
-    const sessions = await api('/api/v1/sessions');
+    const sessions = await questd.listSessions();
     const mine = readJson('local', 'questd.sessions', {});
     list.replaceChildren();
     for (const s of sessions) {
@@ -273,28 +253,20 @@ const game = {
   token: null,
   role: null,
   snapshot: null,
-  ws: null,
-  connecting: false,    // connect() is checking the link before opening a socket
-  connState: null,
+  conn: null,           // the Connection (@questd/client)
+  connState: null,      // what the page shows: connecting, live, reconnecting, closed
+  retrying: false,      // an attempt failed since the last welcome (or before the first)
   welcomed: false,      // a welcome arrived on some connection
   lastSeq: null,        // the last story frame shown
-  sentLastSeq: null,    // the last_seq the current connection asked for
   fullStory: false,     // the first connection replayed the story from its start
   opening: null,        // what the opening card shows, fixed when first known
-  catchUpTo: null,      // welcome.seq of the current connection until its backlog is in
-  attempts: 0,
-  reconnectAt: 0,
-  reconnectTimer: null,
-  bannerTimer: null,
-  stopped: false,
-  pingSentAt: 0,
-  lastFrameAt: 0,
   historyLoading: false,
   deferred: [],         // live frames held while the recent story loads
   container: null,      // where new turn boxes go (#live, or #history while loading it)
   turns: new Map(),     // turn_id -> { box, bubble, gotNarrative }
   calls: new Map(),     // turn_id/call_id -> { card, args, tool }
-  outbox: [],           // { request_id, text, state, queued, retryAt, timer, node }
+  pending: [],          // the connection's chats not yet settled, as its 'outbox' event lists them
+  outbox: new Map(),    // request_id -> { requestId, text, state, queued, retryAt, node }: the ones shown
   knownAreas: new Map(),  // area_id -> when it was first drawn (new ones fade in)
   mapView: 'areas',
   mapScale: null,       // the area map's chosen zoom: pixels per unit, 'fit', or null (readable)
@@ -313,18 +285,13 @@ function outboxKey() {
   return 'questd.outbox.' + game.id;
 }
 
+// The messages not yet running, kept for this tab: a reload sends them again.
 function saveOutbox() {
-  writeJson('session', outboxKey(), game.outbox.map((e) => ({ request_id: e.request_id, text: e.text })));
+  const waiting = game.pending.filter((c) => c.state !== 'started');
+  writeJson('session', outboxKey(), waiting.map((c) => ({ request_id: c.requestId, text: c.text })));
 }
 
 // ---------------------------------------------------------------- connection
-
-function wsUrl(lastSeq) {
-  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  let url = `${proto}//${location.host}/ws/sessions/${encodeURIComponent(game.id)}?token=${encodeURIComponent(game.token)}`;
-  if (lastSeq !== null && lastSeq !== undefined) url += '&last_seq=' + lastSeq;
-  return url;
-}
 
 function setConn(state) {
   game.connState = state;
@@ -333,167 +300,87 @@ function setConn(state) {
   c.dataset.state = state;
   $('conn-text').textContent = t('conn.' + state);
   document.body.dataset.conn = state;
-  updateBanner();
 }
 
-function updateBanner() {
+// The connection pill, the banner with its countdown, and the retry
+// countdowns of the outbox: on every change of the connection's state and
+// every half second. A connection that failed and waits to try again is
+// reconnecting, before its first welcome too.
+function paintConnection() {
+  const conn = game.conn;
+  if (!conn) return;
+  if (conn.state === 'open' || conn.state === 'closed') game.retrying = false;
+  else if (conn.state === 'reconnecting' || conn.reconnectAt !== null) game.retrying = true;
+  const state = conn.state === 'open' ? 'live'
+    : conn.state === 'closed' ? 'closed'
+      : game.retrying ? 'reconnecting' : 'connecting';
+  if (state !== game.connState) setConn(state);
   const banner = $('banner');
-  const down = game.connState === 'reconnecting' && !game.stopped;
-  banner.hidden = !down;
-  clearInterval(game.bannerTimer);
-  if (!down) return;
-  const paint = () => {
-    const left = Math.ceil((game.reconnectAt - Date.now()) / 1000);
+  banner.hidden = state !== 'reconnecting';
+  if (!banner.hidden) {
+    const left = conn.reconnectAt === null ? 0 : Math.ceil((conn.reconnectAt - Date.now()) / 1000);
     $('banner-text').textContent = left > 0 ? t('banner.lost', { s: left }) : t('banner.trying');
-    const waiting = game.outbox.length;
+    const waiting = game.outbox.size;
     $('banner-queue').textContent = waiting ? t('banner.queued', { n: waiting }) : '';
-  };
-  paint();
-  game.bannerTimer = setInterval(paint, 500);
-}
-
-async function connect() {
-  clearTimeout(game.reconnectTimer);
-  if (game.stopped || game.ws || game.connecting) return;
-  game.connecting = true;
-  setConn(game.welcomed ? 'reconnecting' : 'connecting');
-  // Check the link over HTTP before the first connection, and now and then
-  // while reconnecting fails: a link the server refuses (a refused upgrade
-  // looks like any other failure to the page) stops instead of retrying forever.
-  if ((!game.welcomed && !game.snapshot) || (game.attempts > 0 && game.attempts % LINK_CHECK_EVERY === 0)) {
-    try {
-      const snapshot = await fetchSnapshot();
-      if (!game.welcomed) applySnapshot(snapshot);
-    } catch (e) {
-      if ([400, 401, 403, 404, 410].includes(e.status)) {
-        game.connecting = false;
-        fatal(e.code || e.status);
-        return;
-      }
-      // Unreachable server: the socket fails too and the retry loop takes over.
-    }
   }
-  game.connecting = false;
-  if (game.stopped || game.ws) return;
-  // First connection: ask for the story from the start (last_seq=0); the
-  // server replays it when it still holds it (docs/protocol.md §3).
-  game.sentLastSeq = game.lastSeq === null ? 0 : game.lastSeq;
-  const ws = new WebSocket(wsUrl(game.sentLastSeq));
-  game.ws = ws;
-  game.lastFrameAt = Date.now();
-  game.pingSentAt = 0;
-  ws.onmessage = (ev) => {
-    if (game.ws !== ws) return;
-    game.lastFrameAt = Date.now();
-    let f;
-    try { f = JSON.parse(ev.data); } catch { return; }
-    handleFrame(f);
-  };
-  ws.onclose = (ev) => {
-    if (game.ws !== ws) return;
-    game.ws = null;
-    game.catchUpTo = null;
-    for (const entry of game.outbox) markUnsent(entry);
-    // An operator closed the session for good: reconnecting cannot help.
-    if (ev.code === CLOSE_SESSION_CLOSED) {
-      fatal('SESSION_CLOSED');
-      return;
-    }
-    scheduleReconnect();
-  };
+  for (const entry of game.outbox.values()) {
+    if (entry.state === 'retry') updateOutboxEntry(entry);
+  }
 }
 
-function scheduleReconnect() {
-  if (game.stopped) return;
-  const base = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** game.attempts);
-  const delay = Math.round(base * (0.75 + Math.random() * 0.5));
-  game.attempts++;
-  game.reconnectAt = Date.now() + delay;
-  clearTimeout(game.reconnectTimer);
-  game.reconnectTimer = setTimeout(connect, delay);
-  setConn('reconnecting');
+// The first connection asks for the story from the start (last_seq=0): the
+// server replays it when it still holds it (docs/protocol.md §3).
+function connect() {
+  const conn = questd.connect(game.id, game.token, { lastSeq: 0 });
+  game.conn = conn;
+  conn.on('state', paintConnection);
+  conn.on('welcome', onWelcome);
+  conn.on('frame', handleFrame);
+  conn.on('error', onError);
+  conn.on('outbox', onOutbox);
 }
 
+// "Retry now", the browser back online, the tab shown again: try at once
+// (nothing while a socket is open or opening).
 function reconnectNow() {
-  if (game.ws || game.stopped) return;
-  game.attempts = 0;
-  connect();
-}
-
-// Drops the socket (the close handler reconnects with last_seq).
-function dropSocket() {
-  const ws = game.ws;
-  if (!ws) return;
-  game.ws = null;
-  game.catchUpTo = null;
-  try { ws.close(); } catch { /* already closing */ }
-  for (const entry of game.outbox) markUnsent(entry);
-  scheduleReconnect();
-}
-
-function heartbeat() {
-  const ws = game.ws;
-  if (!ws || ws.readyState !== WebSocket.OPEN) return;
-  const now = Date.now();
-  if (game.pingSentAt && game.lastFrameAt < game.pingSentAt && now - game.pingSentAt > PING_DEADLINE_MS) {
-    dropSocket(); // half-open connection: no answer to our ping
-    return;
-  }
-  if (now - game.lastFrameAt > PING_EVERY_MS) {
-    game.pingSentAt = now;
-    ws.send(JSON.stringify({ type: 'ping', nonce: now }));
-  }
-}
-
-function fetchSnapshot() {
-  return api('/api/v1/sessions/' + encodeURIComponent(game.id), {
-    headers: { Authorization: 'Bearer ' + game.token },
-  });
+  if (!game.conn) return;
+  game.conn.reconnect();
+  paintConnection();
 }
 
 // Re-reads the snapshot soon (several requests close together become one).
 function refreshSnapshotSoon() {
   clearTimeout(game.refreshTimer);
-  game.refreshTimer = setTimeout(() => fetchSnapshot().then(applySnapshot).catch(() => {}), 250);
+  game.refreshTimer = setTimeout(() => questd.getSession(game.id, game.token).then(applySnapshot).catch(() => {}), 250);
 }
 
 function fatal(code) {
-  game.stopped = true;
   setConn('closed');
+  $('banner').hidden = true;
   $('fatal-text').textContent = code === 'SESSION_CLOSED' ? t('error.closed') : t('error.link', { code });
   $('fatal').hidden = false;
 }
 
 // ---------------------------------------------------------------- frames
 
-function handleFrame(f) {
-  if (f.type === 'welcome') return onWelcome(f);
-  if (typeof f.seq === 'number') {
-    if (game.lastSeq !== null && f.seq <= game.lastSeq) return; // seen already
-    if (game.lastSeq !== null && f.seq !== game.lastSeq + 1) {
-      // A gap: reconnect from what we have and let the server replay the rest.
-      dropSocket();
-      return;
-    }
-    game.lastSeq = f.seq;
-    document.body.dataset.lastSeq = String(f.seq);
-    const live = game.catchUpTo === null || f.seq > game.catchUpTo;
-    if (game.historyLoading) game.deferred.push([f, live]);
-    else storyFrame(f, live);
-    if (game.catchUpTo !== null && f.seq >= game.catchUpTo) caughtUp();
-    return;
-  }
-  switch (f.type) {
-    case 'ack': return onAck(f);
-    case 'error': return onError(f);
-    default: return; // pong: liveness is tracked by lastFrameAt
-  }
+// A story frame the connection hands on: each once, in seq order. `live` is
+// false for a frame whose effect the welcome's snapshot already holds (a
+// resume backlog); a frame given without it (from the console, or the
+// browser test, which reaches it as a global) is live.
+function handleFrame(f, { live } = { live: true }) {
+  game.lastSeq = f.seq;
+  document.body.dataset.lastSeq = String(f.seq);
+  if (game.historyLoading) game.deferred.push([f, live]);
+  else storyFrame(f, live);
 }
+globalThis.handleFrame = handleFrame;
 
-function onWelcome(f) {
+// Every welcome, on the first connection and each reconnect. `reset`: the
+// server could not replay from where the page was (resumed:false), and its
+// snapshot is the truth.
+function onWelcome(f, { reset }) {
   const first = !game.welcomed;
   game.welcomed = true;
-  game.attempts = 0;
   game.role = f.role;
   document.body.dataset.role = f.role;
   const spectator = f.role === 'spectator';
@@ -501,30 +388,19 @@ function onWelcome(f) {
   $('composer').hidden = spectator;
   $('readonly').hidden = !spectator;
   $('share').hidden = false;
-  if (f.resumed) {
-    if (first && game.sentLastSeq === 0) game.fullStory = true;
-    if (game.lastSeq === null) game.lastSeq = game.sentLastSeq;
+  if (!reset) {
+    if (first) game.fullStory = true;
   } else {
     if (!first && game.lastSeq !== null && game.lastSeq < f.seq) {
       storyNote(t('story.missed'));
     }
     if (first && f.seq > 0) loadHistory(f.seq);
-    game.lastSeq = f.seq;
   }
+  game.lastSeq = game.conn.lastSeq;
   document.body.dataset.lastSeq = String(game.lastSeq);
-  // The welcome state already includes every frame up to f.seq: frames of the
-  // backlog are shown but their effects are not applied again.
-  game.catchUpTo = f.seq;
   if (f.state) applySnapshot(f.state);
-  setConn('live');
-  if (game.lastSeq !== null && game.lastSeq >= f.seq) caughtUp();
+  paintConnection();
   renderOpening();
-}
-
-// The backlog of this connection is in: send what waits in the outbox.
-function caughtUp() {
-  game.catchUpTo = null;
-  flushOutbox();
 }
 
 // A long session: read the recent story on a second, short connection
@@ -532,10 +408,16 @@ function caughtUp() {
 function loadHistory(uptoSeq) {
   game.historyLoading = true;
   const frames = [];
+  const reader = questd.connect(game.id, game.token, {
+    lastSeq: Math.max(0, uptoSeq - HISTORY_FRAMES),
+    heartbeatMs: 0,
+  });
+  let timer = null;
   const done = () => {
     if (!game.historyLoading) return;
     game.historyLoading = false;
-    try { ws.close(); } catch { /* closed */ }
+    clearTimeout(timer);
+    reader.close();
     const box = $('history');
     if (frames.length) box.appendChild(el('div', 'divider', t('story.earlier')));
     game.container = box;
@@ -545,20 +427,14 @@ function loadHistory(uptoSeq) {
     game.deferred = [];
     for (const [f, live] of deferred) storyFrame(f, live);
   };
-  const ws = new WebSocket(wsUrl(Math.max(0, uptoSeq - HISTORY_FRAMES)));
-  const timer = setTimeout(done, 5000);
-  ws.onmessage = (ev) => {
-    let f;
-    try { f = JSON.parse(ev.data); } catch { return; }
-    if (f.type === 'welcome') {
-      if (!f.resumed) { clearTimeout(timer); done(); }
-      return;
-    }
-    if (typeof f.seq !== 'number') return;
+  timer = setTimeout(done, HISTORY_WAIT_MS);
+  // Refused a backlog that old too: nothing earlier to show.
+  reader.on('welcome', (f, { reset }) => { if (reset) done(); });
+  reader.on('frame', (f) => {
     if (f.seq <= uptoSeq) frames.push(f);
-    if (f.seq >= uptoSeq) { clearTimeout(timer); done(); }
-  };
-  ws.onclose = () => { clearTimeout(timer); done(); };
+    if (f.seq >= uptoSeq) done();
+  });
+  reader.on('state', (state) => { if (state === 'reconnecting' || state === 'closed') done(); });
 }
 
 // One story frame; `live` = its effects are not in the snapshot yet.
@@ -654,8 +530,6 @@ function onTurnStarted(f, live) {
   msg.append(el('span', 'who', who ? nameOf(who) : f.actor_id || ''), el('span', 'text', f.text));
   if (f.request_id) msg.dataset.requestId = f.request_id;
   scrollStory(() => turn.box.prepend(msg));
-  const entry = game.outbox.find((e) => e.request_id && e.request_id === f.request_id);
-  if (entry) delivered(entry);
   if (live && game.snapshot && typeof game.snapshot.turn === 'number') {
     game.snapshot.turn += 1;
     renderSheet();
@@ -686,8 +560,6 @@ function onTurnCompleted(f, live) {
   endBubble(turn);
   turn.box.classList.remove('pending');
   turn.box.classList.add('done');
-  const entry = game.outbox.find((e) => e.turn_id === f.turn_id);
-  if (entry) delivered(entry);
   if (live) {
     applyPatch(f.state_patch);
     const unknown = (f.tool_events || []).some((ev) => ev.status === 'ok' && !APPLIED_TOOLS.has(ev.tool));
@@ -705,8 +577,6 @@ function onTurnFailed(f, live) {
   line.append(icon('alert'), el('span', null, t('story.failed', { message: why })));
   line.title = `${f.error_code}: ${f.message || ''}`;
   scrollStory(() => turn.box.appendChild(line));
-  const entry = game.outbox.find((e) => e.turn_id === f.turn_id);
-  if (entry) delivered(entry);
   if (live) refreshSnapshotSoon();
 }
 
@@ -1580,9 +1450,36 @@ function setMapView(view) {
 
 // ---------------------------------------------------------------- outbox
 
+// The connection's chats not yet settled changed: each is shown in the
+// timeline while it waits, and leaves it when its turn starts (the turn
+// shows it from then on).
+function onOutbox(chats) {
+  game.pending = chats;
+  saveOutbox();
+  const waiting = new Set();
+  for (const chat of chats) {
+    if (chat.state === 'started') continue;
+    waiting.add(chat.requestId);
+    let entry = game.outbox.get(chat.requestId);
+    if (!entry) {
+      entry = { requestId: chat.requestId, text: chat.text, node: null };
+      game.outbox.set(chat.requestId, entry);
+    }
+    Object.assign(entry, { state: chat.state, queued: chat.queued, retryAt: chat.retryAt });
+    if (entry.node) updateOutboxEntry(entry);
+    else renderOutboxEntry(entry);
+  }
+  for (const [id, entry] of game.outbox) {
+    if (waiting.has(id)) continue;
+    game.outbox.delete(id);
+    if (entry.node) entry.node.remove();
+  }
+  paintConnection();
+}
+
 function renderOutboxEntry(entry) {
   const node = el('div', 'msg player pending');
-  node.dataset.requestId = entry.request_id;
+  node.dataset.requestId = entry.requestId;
   node.append(el('span', 'text', entry.text), el('span', 'state'));
   entry.node = node;
   scrollStory(() => $('outbox').appendChild(node));
@@ -1593,14 +1490,10 @@ function updateOutboxEntry(entry) {
   if (!entry.node) return;
   entry.node.dataset.state = entry.state;
   let text = t('outbox.' + entry.state);
-  if (entry.state === 'waiting' && connected()) text = t('outbox.held');
+  if (entry.state === 'waiting' && game.conn.state === 'open') text = t('outbox.held');
   if (entry.state === 'accepted' && entry.queued > 0) text = t('outbox.queued', { n: entry.queued });
   if (entry.state === 'retry') text = t('outbox.retry', { s: Math.max(1, Math.ceil((entry.retryAt - Date.now()) / 1000)) });
   entry.node.querySelector('.state').textContent = text;
-}
-
-function connected() {
-  return game.ws && game.ws.readyState === WebSocket.OPEN && game.catchUpTo === null && game.welcomed;
 }
 
 function sendChat(text) {
@@ -1610,103 +1503,46 @@ function sendChat(text) {
     notice(t('notice.too_long', { n: MAX_TEXT_CHARS }), 'error');
     return false;
   }
-  const entry = { request_id: randomId('r-'), text, state: 'waiting', queued: 0 };
-  game.outbox.push(entry);
-  saveOutbox();
-  renderOutboxEntry(entry);
-  flushOutbox();
-  if (!connected()) updateBanner();
+  chat(text);
   return true;
 }
 
-// Sends the first message the server does not have yet. One is in flight at
-// a time, so messages run in the order they were typed even when one of them
-// has to wait for the rate limit.
-function flushOutbox() {
-  if (!connected()) return;
-  for (const entry of game.outbox) {
-    if (entry.state === 'accepted') continue; // the server queued it; its turn will come
-    if (entry.state === 'sent' || entry.timer) break; // in flight or waiting to retry
-    game.ws.send(JSON.stringify({ type: 'chat', text: entry.text, request_id: entry.request_id }));
-    entry.state = 'sent';
-    updateOutboxEntry(entry);
-    break;
-  }
-  for (const entry of game.outbox) updateOutboxEntry(entry);
-}
-
-// The connection dropped: whatever was not yet seen starting is sent again
-// (same request_id) after the reconnect; an ack alone is not enough because a
-// chat still queued when the server stops is forgotten (docs/protocol.md §4).
-function markUnsent(entry) {
-  if (entry.timer) return;
-  entry.state = 'waiting';
-  updateOutboxEntry(entry);
-}
-
-function delivered(entry) {
-  clearTimeout(entry.timer);
-  game.outbox = game.outbox.filter((e) => e !== entry);
-  saveOutbox();
-  if (entry.node) entry.node.remove();
-  updateBanner();
-  flushOutbox();
-}
-
-function retryLater(entry, ms) {
-  clearTimeout(entry.timer);
-  entry.state = 'retry';
-  entry.retryAt = Date.now() + ms;
-  updateOutboxEntry(entry);
-  const tick = setInterval(() => updateOutboxEntry(entry), 500);
-  entry.timer = setTimeout(() => {
-    clearInterval(tick);
-    entry.timer = null;
-    entry.state = 'waiting';
-    flushOutbox();
-  }, ms);
-}
-
-function onAck(f) {
-  const entry = game.outbox.find((e) => e.request_id === f.request_id);
-  if (!entry) return;
-  if (f.duplicate) {
-    // Already run (or still queued) from an earlier send: nothing more to do.
-    if (game.turns.has(f.turn_id)) { delivered(entry); return; }
-  }
-  entry.state = 'accepted';
-  entry.turn_id = f.turn_id;
-  entry.queued = f.queued || 0;
-  updateOutboxEntry(entry);
-  flushOutbox();
-}
-
-function onError(f) {
-  const entry = f.request_id && game.outbox.find((e) => e.request_id === f.request_id);
-  switch (f.error_code) {
-    case 'RATE_LIMITED': {
-      const ms = Math.max(500, f.retry_after_ms || 1000);
-      notice(t('error.RATE_LIMITED', { s: Math.ceil(ms / 1000) }), 'info', Math.min(ms + 1000, 8000), f.error_code);
-      if (entry) retryLater(entry, ms + Math.round(Math.random() * 200));
+// Hands a message to the connection, which sends it (again, with the same
+// request_id, until its turn starts) and settles it with its turn's end. A
+// failed turn shows in the story, a refusal as a notice (onError), and the
+// session's end in the fatal panel; a message refused for what it says goes
+// back into the input.
+function chat(text, requestId) {
+  game.conn.chat(text, { requestId }).catch((e) => {
+    const code = e && e.error_code;
+    if (e.frame && e.frame.type === 'error') {
+      const input = $('chat-input');
+      if (RETURNED_CODES.has(code) && !input.value) input.value = text;
       return;
     }
-    case 'QUEUE_FULL':
-    case 'INTERNAL_ERROR':
-      notice(t('error.' + f.error_code), 'info', 6000, f.error_code);
-      if (entry) retryLater(entry, 1500 + Math.round(Math.random() * 1000));
-      return;
-    case 'TEXT_TOO_LONG':
-    case 'INVALID_FRAME':
-    case 'FORBIDDEN':
-      notice(t('error.' + f.error_code, { message: f.message || '' }), 'error', 6000, f.error_code);
-      if (entry) {
-        delivered(entry);
-        const input = $('chat-input');
-        if (!input.value) input.value = entry.text;
-      }
-      return;
-    default:
-      notice(t('error.other', { code: f.error_code, message: f.message || '' }), 'error', 6000, f.error_code);
+    if (e.frame || e.fatal || code === 'CLOSED' || code === 'OUTCOME_UNKNOWN') return;
+    notice(t('error.other', { code, message: e.message || '' }), 'error', 6000, code);
+  });
+}
+
+// Every `error` frame (a refusal the connection waits out and sends again
+// says so with `retrying`), and the error that stopped the connection for good.
+function onError(e) {
+  if (e.fatal) {
+    fatal(e.error_code || e.status);
+    return;
+  }
+  const code = e.error_code;
+  const message = (e.frame && e.frame.message) || '';
+  if (e.retrying && code === 'RATE_LIMITED') {
+    const ms = Math.max(500, e.retryAfterMs || 1000);
+    notice(t('error.RATE_LIMITED', { s: Math.ceil(ms / 1000) }), 'info', Math.min(ms + 1000, 8000), code);
+  } else if (e.retrying && hasText('error.' + code)) {
+    notice(t('error.' + code), 'info', 6000, code);
+  } else if (RETURNED_CODES.has(code)) {
+    notice(t('error.' + code, { message }), 'error', 6000, code);
+  } else {
+    notice(t('error.other', { code, message }), 'error', 6000, code);
   }
 }
 
@@ -1779,7 +1615,7 @@ async function openShare() {
   }
   if (!token) {
     try {
-      const list = await api('/api/v1/sessions');
+      const list = await questd.listSessions();
       const s = list.find((x) => x.session_id === game.id);
       token = s && s.spectator_token;
     } catch { /* shown as unknown below */ }
@@ -1827,7 +1663,7 @@ function startGame(id, token) {
       scrollStory(() => {}); // a narrower story is taller: stay at its end
     }, 150);
   });
-  setInterval(heartbeat, 2000);
+  setInterval(paintConnection, 500);
   const timeline = $('timeline');
   timeline.addEventListener('scroll', () => {
     // Scroll events come a frame late: by then more story may have been
@@ -1836,14 +1672,13 @@ function startGame(id, token) {
     game.follow = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 120;
   }, { passive: true });
 
-  // Messages typed before a reload are still owed to the server.
+  connect();
+  // Messages typed before a reload are still owed to the server; one that
+  // ran already is not run again (its request_id is known).
   for (const saved of readJson('session', outboxKey(), [])) {
     if (!saved || !saved.request_id || !saved.text) continue;
-    const entry = { request_id: saved.request_id, text: saved.text, state: 'waiting', queued: 0 };
-    game.outbox.push(entry);
-    renderOutboxEntry(entry);
+    chat(saved.text, saved.request_id);
   }
-  connect();
 }
 
 // ---------------------------------------------------------------- start

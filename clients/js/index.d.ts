@@ -34,7 +34,8 @@ export type ErrorCode =
   | 'PAYLOAD_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'OVERLOADED'
-  | 'CONFLICT';
+  | 'CONFLICT'
+  | 'SESSION_CLOSED';
 
 /** Codes the client gives its own failures. */
 export type ClientErrorCode =

@@ -1,7 +1,9 @@
 //! The browser client (`static/`), embedded in the binary so it works from
 //! any directory: the game's page (`/`) and the operator console
-//! (`/admin`). Every file a page loads is listed here with its content
-//! type; a test checks that no page refers to a file missing from the list.
+//! (`/admin`), and the JavaScript client the game's page imports
+//! (`clients/js/src`, at `/client/`). Every file a page loads is listed here
+//! with its content type; a test checks that no page, and no script it
+//! imports, refers to a file missing from the list.
 
 use std::sync::LazyLock;
 
@@ -17,6 +19,37 @@ const FILES: &[(&str, &str, &str)] = &[
     ("/", HTML, include_str!("../../static/index.html")),
     ("/index.html", HTML, include_str!("../../static/index.html")),
     ("/app.js", JS, include_str!("../../static/app.js")),
+    // @questd/client, the page's link to the server (app.js imports it).
+    (
+        "/client/index.js",
+        JS,
+        include_str!("../../clients/js/src/index.js"),
+    ),
+    (
+        "/client/client.js",
+        JS,
+        include_str!("../../clients/js/src/client.js"),
+    ),
+    (
+        "/client/connection.js",
+        JS,
+        include_str!("../../clients/js/src/connection.js"),
+    ),
+    (
+        "/client/chats.js",
+        JS,
+        include_str!("../../clients/js/src/chats.js"),
+    ),
+    (
+        "/client/errors.js",
+        JS,
+        include_str!("../../clients/js/src/errors.js"),
+    ),
+    (
+        "/client/util.js",
+        JS,
+        include_str!("../../clients/js/src/util.js"),
+    ),
     ("/i18n.js", JS, include_str!("../../static/i18n.js")),
     ("/style.css", CSS, include_str!("../../static/style.css")),
     (
@@ -192,6 +225,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Paths a served module imports (`from '…'`), resolved against its own path.
+    fn imports(path: &str, js: &str) -> Vec<String> {
+        let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+        let mut found = Vec::new();
+        for quote in ["'", "\""] {
+            let pattern = format!("from {quote}");
+            for (i, _) in js.match_indices(&pattern) {
+                let rest = &js[i + pattern.len()..];
+                let Some(end) = rest.find(quote) else {
+                    continue;
+                };
+                let target = &rest[..end];
+                if let Some(relative) = target.strip_prefix("./") {
+                    found.push(format!("{dir}{relative}"));
+                } else {
+                    found.push(target.to_owned());
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_module_a_script_imports_is_served() {
+        let app = imports("/app.js", include_str!("../../static/app.js"));
+        assert!(app.iter().any(|p| p == "/client/index.js"), "{app:?}");
+        let mut checked = 0;
+        for (path, _, body) in FILES.iter().filter(|(p, _, _)| p.ends_with(".js")) {
+            for target in imports(path, body) {
+                checked += 1;
+                assert!(
+                    FILES.iter().any(|(p, _, _)| *p == target),
+                    "{target} is imported by {path} but not served"
+                );
+            }
+        }
+        assert!(checked >= 6, "the client's modules import each other");
     }
 
     #[test]

@@ -727,6 +727,9 @@ async fn the_console_in_a_real_browser_shows_a_session_and_closes_it() {
     screenshot(&page, "admin-phone.png").await;
     set_viewport(&page, 1280, 900).await;
 
+    // The game's page of the session is open as the player too.
+    let game = driver.game("closed-game", &app.base, &s).await;
+
     // Closed after a confirmation.
     click(&page, "#close-session").await;
     wait(
@@ -759,6 +762,17 @@ async fn the_console_in_a_real_browser_shows_a_session_and_closes_it() {
     let ws_url = app.ws_url(&s.session_id, &s.player_token, None);
     assert_eq!(Ws::refused_status(&ws_url).await, 410);
     screenshot(&page, "admin.png").await;
+    // The game page (closed with 4000) says so and stops instead of reconnecting.
+    wait(
+        &game,
+        "closed-game",
+        "the closed-session panel",
+        "!document.getElementById('fatal').hidden && document.body.dataset.conn === 'closed' \
+         && document.getElementById('fatal-text').innerText.includes('closed by an operator') \
+         && document.getElementById('banner').hidden",
+    )
+    .await;
+    game.close().await.unwrap();
 
     // A reload keeps the key for this tab; forgetting it asks again.
     page.refresh().await.unwrap();

@@ -140,6 +140,26 @@ impl ChromeDriver {
         }
     }
 
+    /// A new browser (named `name`, 1280×860) on the game page of a session,
+    /// once the page's connection is live.
+    pub(crate) async fn game(&self, name: &str, base: &str, session: &Session) -> Client {
+        let page = self.browser(name, 1280, 860).await;
+        page.goto(&format!(
+            "{base}/?session={}&token={}",
+            session.session_id, session.player_token
+        ))
+        .await
+        .unwrap();
+        wait(
+            &page,
+            name,
+            "the game page connected",
+            "document.body.dataset.conn === 'live'",
+        )
+        .await;
+        page
+    }
+
     /// A new browser with its own empty profile (a separate browser context).
     pub(crate) async fn browser(&self, name: &str, width: u32, height: u32) -> Client {
         let profile = self.profiles.path().join(name);
@@ -1044,23 +1064,8 @@ async fn the_map_stays_readable_after_many_explores() {
     let driver = ChromeDriver::start(&browsers).await;
     let app = spawn_offline(|s| s.chat_burst = 10).await;
     let session = app.demo().await;
-    let page = driver.browser("explorer", 1280, 860).await;
-    page.goto(&format!(
-        "{}/?session={}&token={}",
-        app.base, session.session_id, session.player_token
-    ))
-    .await
-    .unwrap();
-    wait(
-        &page,
-        "desktop",
-        "the live map",
-        &format!(
-            "document.body.dataset.conn === 'live' && {}",
-            on_map("area_001")
-        ),
-    )
-    .await;
+    let page = driver.game("explorer", &app.base, &session).await;
+    wait(&page, "desktop", "the live map", &on_map("area_001")).await;
 
     // Six explores from one place (six new areas each), then a step and one
     // more: the crowd of new places around the hero is the hard case.
@@ -1172,4 +1177,72 @@ fn a_missing_program_is_named_in_the_failure() {
     .err()
     .unwrap();
     assert!(err.contains("questd-no-such-browser"), "{err}");
+}
+
+#[actix_web::test]
+async fn a_message_still_waiting_at_a_reload_is_sent_again_and_runs_once() {
+    let browsers = Browsers::find().unwrap_or_else(|e| panic!("{e}"));
+    let driver = ChromeDriver::start(&browsers).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let model = crate::turns::GatedModel { gate: gate.clone() };
+    let app = spawn_with(|s| s.chat_burst = 10, Arc::new(model)).await;
+    let s = app.demo().await;
+    let page = driver.game("reload", &app.base, &s).await;
+    let lines =
+        "[...document.querySelectorAll('#live .msg.player .text')].map(m => m.innerText).join('|')";
+
+    // The first message's turn starts and waits for the model; the second
+    // is accepted behind it.
+    say(&page, "first").await;
+    wait(
+        &page,
+        "reload",
+        "the first turn started",
+        &format!("{lines} === 'first' && {} === 0", count("#outbox > *")),
+    )
+    .await;
+    say(&page, "second").await;
+    wait(
+        &page,
+        "reload",
+        "the second message accepted",
+        &query("#outbox .msg.pending[data-state='accepted']"),
+    )
+    .await;
+
+    // After a reload the page still owes it: shown waiting, sent again.
+    page.refresh().await.unwrap();
+    wait(
+        &page,
+        "reload",
+        "the message still owed after the reload",
+        &format!(
+            "document.body.dataset.conn === 'live' && {lines} === 'first' \
+             && {q} && {q}.querySelector('.text').innerText === 'second'",
+            q = query("#outbox .msg.pending")
+        ),
+    )
+    .await;
+
+    // Both turns end; the second ran once.
+    gate.add_permits(2);
+    wait(
+        &page,
+        "reload",
+        "both turns done",
+        &format!(
+            "{lines} === 'first|second' && {} === 0 && {} === 2",
+            count("#outbox > *"),
+            count("#live .turn.done")
+        ),
+    )
+    .await;
+    let snapshot = format!(
+        "{}/api/v1/sessions/{}?token={}",
+        app.base, s.session_id, s.player_token
+    );
+    let (status, state) = get(&snapshot, None).await;
+    assert_eq!((status, &state["turn"]), (200, &json!(2)), "{state}");
+    page.close().await.unwrap();
+    app.stop().await;
 }

@@ -21,10 +21,12 @@ export const DEFAULTS = Object.freeze({
 const LINK_CHECK_EVERY = 4;
 /** Pings waiting for their pong at once. */
 const MAX_PENDING_PINGS = 16;
-/** HTTP statuses of a link check that mean "this will never work": stop. */
-const FATAL_STATUSES = new Set([400, 401, 403, 404]);
+/** HTTP statuses of a link check that mean "this will never work": stop. 410: a session an operator closed. */
+const FATAL_STATUSES = new Set([400, 401, 403, 404, 410]);
 /** Close code of a server that restarts or hands its sessions over (PROTOCOL.md §7.3). */
 const SERVICE_RESTART = 1012;
+/** Close code of a session an operator closed for good (docs/protocol.md §2.8): never reconnect. */
+const SESSION_CLOSED = 4000;
 /** Event names of the client's own; a server frame type never shadows them. */
 const OWN_EVENTS = new Set(['state', 'frame', 'reset', 'outbox']);
 
@@ -176,8 +178,14 @@ export class Connection extends Emitter {
       if (f && typeof f === 'object' && typeof f.type === 'string') this.#frame(ws, f);
     };
     ws.onclose = (ev) => {
+      if (this.#ws !== ws) return;
+      if (ev && ev.code === SESSION_CLOSED) {
+        // The session answers 410 SESSION_CLOSED from now on: reconnecting cannot help.
+        this.#stop(new QuestdError('SESSION_CLOSED', ev.reason || 'the session was closed by an operator', { fatal: true }));
+        return;
+      }
       // 1012: the server asks for a reconnect (restart, hand-over): the first try is at once.
-      if (this.#ws === ws) this.#lose(ws, { immediate: Boolean(ev) && ev.code === SERVICE_RESTART });
+      this.#lose(ws, { immediate: Boolean(ev) && ev.code === SERVICE_RESTART });
     };
     // Browsers follow an error with close, but some WebSockets (Node 20's)
     // leave a refused handshake at CONNECTING with no close: the error alone ends it.

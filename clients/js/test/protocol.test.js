@@ -191,6 +191,43 @@ test('close code 1012 reconnects at once, even with a long backoff', async () =>
   conn.close();
 });
 
+test('close code 4000 (a session an operator closed) stops for good with SESSION_CLOSED', async () => {
+  const { sockets, conn } = setup();
+  const errors = [];
+  conn.on('error', (e) => errors.push(e));
+  sockets[0].receive(welcome(0, false));
+  const waiting = conn.chat('x', { requestId: 'x' });
+  sockets[0].drop(4000);
+  assert.equal(conn.state, 'closed');
+  assert.deepEqual(
+    errors.map((e) => [e.error_code, e.fatal]),
+    [['SESSION_CLOSED', true]],
+  );
+  await assert.rejects(waiting, (e) => e.error_code === 'SESSION_CLOSED');
+  await new Promise((ok) => setTimeout(ok, 20));
+  assert.equal(sockets.length, 1, 'no reconnect');
+  await assert.rejects(conn.chat('y'), (e) => e.error_code === 'SESSION_CLOSED');
+});
+
+test('a link check answering 410 (a closed session) stops for good', async () => {
+  const { sockets, WebSocket } = scriptedWebSocket();
+  const gone = async () =>
+    new Response(JSON.stringify({ error_code: 'SESSION_CLOSED', message: 'the session was closed by an operator' }), {
+      status: 410,
+      headers: { 'Content-Type': 'application/json' },
+    });
+  const q = new Questd('http://questd.test', { WebSocket, fetch: gone });
+  const conn = q.connect('sess_test', 'tok', { backoff: { initialMs: 1, maxMs: 2 }, heartbeatMs: 0 });
+  const fatal = new Promise((ok) => conn.on('error', (e) => e.fatal && ok(e)));
+  sockets[0].drop(1006); // the upgrade refused, as a browser sees it
+  const e = await fatal;
+  assert.equal(e.error_code, 'SESSION_CLOSED');
+  assert.equal(e.status, 410);
+  assert.equal(conn.state, 'closed');
+  await new Promise((ok) => setTimeout(ok, 20));
+  assert.equal(sockets.length, 1, 'no reconnect');
+});
+
 test('a reset (resumed:false) jumps to the welcome, says so, and rejects chats whose end is lost', async () => {
   const { sockets, conn, frames } = setup();
   const resets = [];
