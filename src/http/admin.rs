@@ -33,14 +33,26 @@ pub const MAX_STORY_CHARS: u64 = MAX_STORED_BACKLOG_CHARS;
 const CONSOLE: &str = "the operator console";
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    use actix_web::http::Method;
+    const SCOPE: &str = "/api/v1/admin";
+    let on = |method, path: &str| super::on(method, &format!("{SCOPE}{path}"));
     cfg.service(
-        web::scope("/api/v1/admin")
+        web::scope(SCOPE)
             .wrap(actix_web::middleware::Compress::default())
-            .route("/sessions", web::get().to(sessions))
-            .route("/node", web::get().to(node))
-            .route("/sessions/{id}/story", web::get().to(story))
-            .route("/sessions/{id}/audit", web::get().to(audit))
-            .route("/sessions/{id}/close", web::post().to(close)),
+            .route("/sessions", on(Method::GET, "/sessions").to(sessions))
+            .route("/node", on(Method::GET, "/node").to(node))
+            .route(
+                "/sessions/{id}/story",
+                on(Method::GET, "/sessions/{id}/story").to(story),
+            )
+            .route(
+                "/sessions/{id}/audit",
+                on(Method::GET, "/sessions/{id}/audit").to(audit),
+            )
+            .route(
+                "/sessions/{id}/close",
+                on(Method::POST, "/sessions/{id}/close").to(close),
+            ),
     );
 }
 
@@ -49,13 +61,17 @@ fn operator(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
     state.keys.require_internal(req, CONSOLE)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct SessionsQuery {
     limit: Option<u32>,
 }
 
 /// The live sessions of every tenant on this node, most recently active
 /// first, at most `?limit=` (default 100, 1 to 1000).
+#[utoipa::path(get, path = "/api/v1/admin/sessions", tag = "admin", security(("internal_key" = [])),
+    params(SessionsQuery),
+    responses((status = 200, description = "Live sessions of every tenant on this node", body = AdminSessions<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody)))]
 async fn sessions(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -100,6 +116,8 @@ async fn sessions(
 }
 
 /// This node's figures, from the counters `/metrics` renders.
+#[utoipa::path(get, path = "/api/v1/admin/node", tag = "admin", security(("internal_key" = [])),
+    responses((status = 200, description = "This node's figures", body = NodeFigures<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody)))]
 async fn node(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     operator(&req, &state)?;
     let metrics = &state.metrics;
@@ -112,6 +130,9 @@ async fn node(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRespon
 
 /// A page of a session's story as stored (the journal resumes read), any
 /// tenant's, live or not, closed or not.
+#[utoipa::path(get, path = "/api/v1/admin/sessions/{id}/story", tag = "admin", security(("internal_key" = [])),
+    params(("id" = String, Path, description = "The session id"), super::api::SeqPage),
+    responses((status = 200, description = "A page of the session's stored story", body = StoryPage<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn story(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -180,6 +201,9 @@ async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, 
 }
 
 /// A session's audit ledger, as its player reads it (§1.8), any tenant's.
+#[utoipa::path(get, path = "/api/v1/admin/sessions/{id}/audit", tag = "admin", security(("internal_key" = [])),
+    params(("id" = String, Path, description = "The session id"), super::api::AuditQuery),
+    responses((status = 200, description = "A page of the session's audit ledger", body = crate::protocol::http::AuditLedgerPage<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn audit(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -195,6 +219,9 @@ async fn audit(
 /// acknowledged behind it still run, then its connections are closed with
 /// 4000 and it unloads, never to load again. Closing a closed session
 /// answers the same.
+#[utoipa::path(post, path = "/api/v1/admin/sessions/{id}/close", tag = "admin", security(("internal_key" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session is closed for good", body = SessionClosed<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn close(
     req: HttpRequest,
     state: web::Data<AppState>,

@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    AppState, DEFAULT_TENANT, TokenRole, check_tenant, json_body, json_body_or_empty, no_session,
-    same_secret, send_to_session, tenant_header, token_role,
+    AppState, DEFAULT_TENANT, TokenRole, add, check_tenant, json_body, json_body_or_empty,
+    no_session, on, same_secret, send_to_session, tenant_header, token_role,
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign, GameState};
@@ -24,32 +24,55 @@ pub const MAX_ACTIONS_PAGE: u32 = 1000;
 const DEFAULT_ACTIONS_PAGE: u32 = 100;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    // What the page reads (and a snapshot can be large) goes out
-    // compressed when the client asks for it.
-    let compressed =
-        |path: &str| web::resource(path).wrap(actix_web::middleware::Compress::default());
-    cfg.route("/healthz", web::get().to(healthz))
-        .route("/metrics", web::get().to(metrics))
-        .service(compressed("/api/v1/campaigns").route(web::get().to(campaigns)))
-        .service(
-            compressed("/api/v1/sessions")
-                .route(web::post().to(create_session))
-                .route(web::get().to(list_sessions)),
-        )
-        .service(compressed("/api/v1/sessions/{id}").route(web::get().to(get_session)))
-        .service(compressed("/api/v1/sessions/{id}/actions").route(web::get().to(actions)))
-        .service(compressed("/api/v1/sessions/{id}/audit").route(web::get().to(audit)))
-        .route(
-            "/api/v1/sessions/{id}/npcs/{npc_id}/activate",
-            web::post().to(activate_npc),
-        );
+    use actix_web::http::Method;
+    add(cfg, Method::GET, "/healthz", healthz);
+    add(cfg, Method::GET, "/metrics", metrics);
+    read(cfg, "/api/v1/campaigns", campaigns);
+    let sessions = "/api/v1/sessions";
+    cfg.service(
+        web::resource(sessions)
+            .wrap(actix_web::middleware::Compress::default())
+            .route(on(Method::POST, sessions).to(create_session))
+            .route(on(Method::GET, sessions).to(list_sessions)),
+    );
+    read(cfg, "/api/v1/sessions/{id}", get_session);
+    read(cfg, "/api/v1/sessions/{id}/actions", actions);
+    read(cfg, "/api/v1/sessions/{id}/audit", audit);
+    add(
+        cfg,
+        Method::POST,
+        "/api/v1/sessions/{id}/npcs/{npc_id}/activate",
+        activate_npc,
+    );
 }
 
+/// A `GET` route whose answer goes out compressed when the client asks for
+/// it: what the page reads (and a snapshot can be large).
+pub(super) fn read<F, Args>(cfg: &mut web::ServiceConfig, path: &str, handler: F)
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    cfg.service(
+        web::resource(path)
+            .wrap(actix_web::middleware::Compress::default())
+            .route(on(actix_web::http::Method::GET, path).to(handler)),
+    );
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The node is up", body = Health<'static>)))]
 async fn healthz(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(Health::ok(&state.store.node().id))
 }
 
 /// Prometheus text format; behind `QUESTD_METRICS_KEY` when it is set.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    security((), ("metrics_key" = [])),
+    responses(
+        (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
+        (status = 401, description = "`QUESTD_METRICS_KEY` is set and the request does not carry it", body = crate::http::openapi::ErrorBody)))]
 async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     if let Some(key) = &state.metrics_key {
         let given = bearer(&req).unwrap_or_default();
@@ -64,6 +87,8 @@ async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRes
         .body(state.metrics.render()))
 }
 
+#[utoipa::path(get, path = "/api/v1/campaigns", tag = "sessions",
+    responses((status = 200, description = "The built-in campaigns", body = Vec<CampaignSummary<'static>>)))]
 async fn campaigns() -> HttpResponse {
     // Every built-in parses: the server checked them all at start.
     let campaigns: Vec<Campaign> = BUILTIN_CAMPAIGNS
@@ -78,6 +103,12 @@ async fn campaigns() -> HttpResponse {
 /// rate limited; without one it belongs to `default`, naming another tenant
 /// is refused (`X-Tenant-ID` alone grants nothing), and each client address
 /// may create `QUESTD_CREATE_PER_MINUTE` (bursts of `QUESTD_CREATE_BURST`).
+#[utoipa::path(post, path = "/api/v1/sessions", tag = "sessions",
+    security((), ("internal_key" = [])),
+    request_body(content = NewSession, description = "A built-in campaign or an inline one"),
+    responses(
+        (status = 201, description = "The new session", body = SessionCreated<'static>),
+        (status = 400, description = "Bad body, unknown built-in campaign", body = crate::http::openapi::ErrorBody), (status = 401, description = "A tenant named without its key", body = crate::http::openapi::ErrorBody), (status = 422, description = "The inline campaign is invalid (`problems` lists why)", body = crate::http::openapi::ErrorBody), (status = 429, description = "Too many sessions created from this address", body = crate::http::openapi::ErrorBody)))]
 async fn create_session(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -98,8 +129,8 @@ async fn create_session(
     if let Some(reason) = state.store.refusing() {
         return Err(super::overloaded(reason));
     }
-    let body = json_body(body).await?;
-    let visibility = match body.get("visibility") {
+    let body = NewSession::from(json_body(body).await?);
+    let visibility = match &body.visibility {
         None | Some(Value::Null) => Visibility::Private,
         Some(Value::String(v)) if v == "private" => Visibility::Private,
         Some(Value::String(v)) if v == "public" => Visibility::Public,
@@ -109,7 +140,7 @@ async fn create_session(
             ));
         }
     };
-    let start = campaign_start(&state, &body).await?;
+    let start = campaign_start(&state, body).await?;
     let handle = state
         .hub
         .send(CreateSession {
@@ -130,21 +161,53 @@ async fn create_session(
     Ok(HttpResponse::Created().json(SessionCreated::new(meta, links)))
 }
 
+/// The body of `POST /api/v1/sessions` and `PUT /api/v1/sites/{site_id}`:
+/// its fields as sent (any JSON), each checked by the handler so that a
+/// wrong one is answered with what it should be.
+#[derive(Debug, Default, utoipa::ToSchema)]
+pub struct NewSession {
+    /// A built-in campaign (`GET /api/v1/campaigns`).
+    #[schema(value_type = Option<String>)]
+    pub campaign_id: Option<Value>,
+    /// A whole inline campaign (schema `Campaign`); wins over `campaign_id`.
+    #[schema(value_type = Option<Object>)]
+    pub campaign: Option<Value>,
+    /// `"private"` (the default) or `"public"` (listed, watchable).
+    #[schema(value_type = Option<String>)]
+    pub visibility: Option<Value>,
+}
+
+impl From<Value> for NewSession {
+    /// The fields of a body (a body that is not an object has none).
+    fn from(body: Value) -> Self {
+        let Value::Object(mut fields) = body else {
+            return Self::default();
+        };
+        Self {
+            campaign_id: fields.remove("campaign_id"),
+            campaign: fields.remove("campaign"),
+            visibility: fields.remove("visibility"),
+        }
+    }
+}
+
 /// The start state a body names: `{"campaign_id": "<built-in>"}` or
 /// `{"campaign": {...inline campaign...}}` (which wins when both are
 /// given). Sessions and sites start the same way.
-pub(super) async fn campaign_start(state: &AppState, body: &Value) -> Result<GameState, ApiError> {
-    if let (None, Some(Value::String(name))) = (body.get("campaign_id"), body.get("campaign")) {
+pub(super) async fn campaign_start(
+    state: &AppState,
+    body: NewSession,
+) -> Result<GameState, ApiError> {
+    if let (None, Some(Value::String(name))) = (&body.campaign_id, &body.campaign) {
         let shown: String = name.chars().take(64).collect();
         return Err(ApiError::bad_request(format!(
             "\"campaign\" is a whole inline campaign (an object); to start the built-in \
              campaign {shown:?}, send {{\"campaign_id\": {shown:?}}}"
         )));
     }
-    let start = match (body.get("campaign_id"), body.get("campaign")) {
+    let start = match (body.campaign_id, body.campaign) {
         (_, Some(inline)) => {
             let tools = state.registry.names().to_vec();
-            let inline = inline.clone();
             // Validation is linear in the campaign's size, but a large one
             // still takes a moment: off the HTTP worker.
             web::block(move || Campaign::from_value(&inline, &tools).map(Campaign::into_state))
@@ -155,7 +218,7 @@ pub(super) async fn campaign_start(state: &AppState, body: &Value) -> Result<Gam
                         .with("problems", json!(e.problems))
                 })?
         }
-        (Some(Value::String(id)), None) => match state.builtin_starts.start(id) {
+        (Some(Value::String(id)), None) => match state.builtin_starts.start(&id) {
             Some(start) => start,
             None => {
                 let known: Vec<&str> = BUILTIN_CAMPAIGNS.iter().map(|(id, _)| *id).collect();
@@ -206,6 +269,9 @@ impl Links {
 /// The live public sessions of a tenant (`X-Tenant-ID`, else `default`),
 /// each with a watch link; private sessions and player tokens are never
 /// listed.
+#[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions",
+    params(("X-Tenant-ID" = Option<String>, Header, description = "The tenant (default `default`)")),
+    responses((status = 200, description = "The tenant's live public sessions", body = Vec<LiveSession<'static>>)))]
 async fn list_sessions(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -308,6 +374,12 @@ pub(super) fn authorize_player(
     }
 }
 
+#[utoipa::path(get, path = "/api/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    security(("player_token" = []), ("internal_key" = [])),
+    responses(
+        (status = 200, description = "The session's snapshot (its game state)", body = Object),
+        (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn get_session(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -337,7 +409,8 @@ fn page_limit(asked: Option<u32>) -> u32 {
 
 /// `?after_seq=N&limit=M`: a page of a session's actions, or of its story
 /// (the console's).
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct SeqPage {
     pub(super) after_seq: Option<u64>,
     pub(super) limit: Option<u32>,
@@ -354,6 +427,12 @@ impl SeqPage {
     }
 }
 
+#[utoipa::path(get, path = "/api/v1/sessions/{id}/actions", tag = "sessions",
+    params(("id" = String, Path, description = "The session id"), SeqPage),
+    security(("player_token" = []), ("internal_key" = [])),
+    responses(
+        (status = 200, description = "A page of the actions log", body = ActionsPage<'static>),
+        (status = 400, description = "Bad query", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn actions(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -373,7 +452,8 @@ async fn actions(
 }
 
 /// `?after_id=N&limit=M` of a session's audit ledger.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct AuditQuery {
     after_id: Option<i64>,
     limit: Option<u32>,
@@ -402,6 +482,12 @@ pub(super) async fn audit_ledger(
 }
 
 /// The session's audit ledger, oldest first (player token only).
+#[utoipa::path(get, path = "/api/v1/sessions/{id}/audit", tag = "sessions",
+    params(("id" = String, Path, description = "The session id"), AuditQuery),
+    security(("player_token" = []), ("internal_key" = [])),
+    responses(
+        (status = 200, description = "A page of the session's audit ledger", body = AuditLedgerPage<'static>),
+        (status = 400, description = "Bad query", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 403, description = "A spectator token", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn audit(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -427,6 +513,13 @@ pub fn trace_id(req: &HttpRequest) -> TraceId {
 /// A person activates (or, with `{"active": false}`, deactivates) an NPC.
 /// Runs as the `activate_npc` tool inside the session, so it is journalled,
 /// audited and seen live by every connection.
+#[utoipa::path(post, path = "/api/v1/sessions/{id}/npcs/{npc_id}/activate", tag = "sessions",
+    params(("id" = String, Path, description = "The session id"), ("npc_id" = String, Path, description = "The NPC")),
+    security(("player_token" = []), ("internal_key" = [])),
+    request_body(content = Object, description = "`{\"active\": bool}`, or empty to activate"),
+    responses(
+        (status = 200, description = "The NPC's new state and the turn that recorded it", body = NpcActivated),
+        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 403, description = "A spectator token", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::http::openapi::ErrorBody)))]
 async fn activate_npc(
     req: HttpRequest,
     state: web::Data<AppState>,

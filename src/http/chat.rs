@@ -17,7 +17,7 @@ use crate::protocol::{SessionId, TraceId, check_request_id};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/chat", web::post().to(chat));
+    super::add(cfg, actix_web::http::Method::POST, "/api/v1/chat", chat);
 }
 
 #[derive(Debug, Deserialize)]
@@ -31,6 +31,12 @@ struct ChatRequest {
     request_id: Option<String>,
 }
 
+#[utoipa::path(post, path = "/api/v1/chat", tag = "chat",
+    security(("player_token" = []), ("internal_key" = [])),
+    request_body(content = Object, description = "`{\"session_id\", \"message\", \"request_id\"?}`: a player's message, answered when its turn ends"),
+    responses(
+        (status = 200, description = "The finished turn and its `trace_id`", body = Object),
+        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn chat(
     req: HttpRequest,
     state: web::Data<AppState>,

@@ -241,12 +241,18 @@ async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes
 /// How long a report of a tail's spectators to the owner may take.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The path of the route only peers reach: not in the public OpenAPI
+/// document (to anyone else it does not exist).
+pub const AUDIENCE_ROUTE: &str = "/api/v1/sessions/{id}/audience";
+
 /// The route only peers reach (anyone else gets the answer for a route
 /// that does not exist).
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route(
-        "/api/v1/sessions/{id}/audience",
-        web::put().to(audience_reported),
+    super::add(
+        cfg,
+        actix_web::http::Method::PUT,
+        AUDIENCE_ROUTE,
+        audience_reported,
     );
 }
 

@@ -141,8 +141,8 @@ const ALLOW: &str = "POST, DELETE";
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/mcp")
-            .route(web::post().to(post))
-            .route(web::delete().to(delete))
+            .route(super::on(actix_web::http::Method::POST, "/mcp").to(post))
+            .route(super::on(actix_web::http::Method::DELETE, "/mcp").to(delete))
             .default_service(web::to(not_allowed)),
     );
 }
@@ -151,6 +151,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// One JSON-RPC message: Origin, body, envelope, service context, era,
 /// then the method.
+#[utoipa::path(post, path = "/mcp", tag = "mcp",
+    security(("internal_key" = [])),
+    request_body(content = Object, description = "A JSON-RPC message of the Model Context Protocol"),
+    responses((status = 200, description = "The JSON-RPC answer", body = Object), (status = 202, description = "A notification, accepted")))]
 async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
     let body = match read_body(payload).await {
         Ok(body) => body,
@@ -242,6 +246,10 @@ async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payloa
 }
 
 /// Ends the 2025-era session named in `Mcp-Session-Id` (`204`), or `404`.
+#[utoipa::path(delete, path = "/mcp", tag = "mcp",
+    security(("internal_key" = [])),
+    params(("Mcp-Session-Id" = String, Header, description = "The MCP session to end")),
+    responses((status = 204, description = "The MCP session is ended"), (status = 404, description = "No such MCP session")))]
 async fn delete(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let ctx = match ServiceContext::from_request(&req, &state, HeaderRules::Lenient) {
         Ok(ctx) => ctx,

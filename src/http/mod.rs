@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod guard;
 mod idempotency;
 pub mod mcp;
+pub mod openapi;
 mod relay;
 pub mod service;
 pub mod sites;
@@ -87,7 +88,45 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     sites::configure(cfg);
     ws::configure(cfg);
     mcp::configure(cfg);
+    openapi::configure(cfg);
     static_files::configure(cfg);
+}
+
+/// Every route a `configure` registered, as (method, path pattern): what
+/// the OpenAPI document's tests compare it with (actix-web lists none).
+static REGISTERED: std::sync::Mutex<std::collections::BTreeSet<(String, String)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A route for `method` on `path` (the whole path, scope included),
+/// recorded in [`registered`]. Every `configure` builds its routes here.
+pub(crate) fn on(method: actix_web::http::Method, path: &str) -> actix_web::Route {
+    let mut seen = REGISTERED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    seen.insert((method.to_string(), path.to_owned()));
+    web::method(method)
+}
+
+/// Registers `handler` for `method` on `path` through [`on`].
+pub(crate) fn add<F, Args>(
+    cfg: &mut web::ServiceConfig,
+    method: actix_web::http::Method,
+    path: &str,
+    handler: F,
+) where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    cfg.route(path, on(method, path).to(handler));
+}
+
+/// The routes registered so far (by every `configure` run in this process).
+pub fn registered() -> std::collections::BTreeSet<(String, String)> {
+    REGISTERED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
 }
 
 /// The role a token gives in a session.
@@ -212,7 +251,11 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut body = serde_json::json!({"error_code": self.code, "message": self.message});
+        let mut body = serde_json::to_value(openapi::ErrorBody {
+            error_code: self.code,
+            message: &self.message,
+        })
+        .unwrap_or_default();
         if let (Some(extra), Some(obj)) = (&self.extra, body.as_object_mut()) {
             obj.extend(extra.clone());
         }

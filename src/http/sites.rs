@@ -11,8 +11,9 @@ use crate::protocol::http::SiteSummary;
 use crate::sites::{MAX_SITE_ID_CHARS, MAX_SITES_PER_TENANT, SiteError, valid_site_id};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/sites/{site_id}", web::put().to(put))
-        .route("/api/v1/sites/{site_id}", web::get().to(get));
+    use actix_web::http::Method;
+    super::add(cfg, Method::PUT, "/api/v1/sites/{site_id}", put);
+    super::add(cfg, Method::GET, "/api/v1/sites/{site_id}", get);
 }
 
 /// The site id of the path, checked.
@@ -44,6 +45,14 @@ pub fn site_failed(e: SiteError, site_id: &str) -> ApiError {
 
 /// Gives the site (of the key's tenant) the campaign the body names:
 /// `201` for a new site, `200` when it replaced one.
+#[utoipa::path(put, path = "/api/v1/sites/{site_id}", tag = "sites",
+    security(("internal_key" = [])),
+    params(("site_id" = String, Path, description = "The site")),
+    request_body(content = super::api::NewSession, description = "The campaign the site gets (`visibility` is not read)"),
+    responses(
+        (status = 200, description = "The site was replaced", body = crate::protocol::http::SiteSummary<'static>),
+        (status = 201, description = "A new site", body = crate::protocol::http::SiteSummary<'static>),
+        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody), (status = 422, description = "The campaign is invalid", body = crate::http::openapi::ErrorBody)))]
 async fn put(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -56,8 +65,8 @@ async fn put(
     if let Some(reason) = state.store.refusing() {
         return Err(super::overloaded(reason));
     }
-    let body = json_body(body).await?;
-    let start = campaign_start(&state, &body).await?;
+    let body = super::api::NewSession::from(json_body(body).await?);
+    let start = campaign_start(&state, body).await?;
     let put = state
         .sites
         .put(&grant.tenant_id, &site_id, start)
@@ -77,6 +86,12 @@ async fn put(
 }
 
 /// The site of the key's tenant, as stored now.
+#[utoipa::path(get, path = "/api/v1/sites/{site_id}", tag = "sites",
+    security(("internal_key" = [])),
+    params(("site_id" = String, Path, description = "The site")),
+    responses(
+        (status = 200, description = "The site as stored", body = crate::protocol::http::SiteSummary<'static>),
+        (status = 401, description = "No key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such site", body = crate::http::openapi::ErrorBody)))]
 async fn get(
     req: HttpRequest,
     state: web::Data<AppState>,

@@ -44,13 +44,19 @@ use crate::tools::{Caller, RawArgs, Registry, Role};
 pub const MAX_MESSAGES: usize = 500;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/chat", web::post().to(chat));
+    super::add(cfg, actix_web::http::Method::POST, "/api/chat", chat);
 }
 
 /// With a real model configured this needs a key (it spends the
 /// operator's model budget); the offline game master answers anyone, at
 /// most [`super::admission::ANON_MODEL_PER_MINUTE`] calls a minute per
 /// address. Key holders are limited like other service calls.
+#[utoipa::path(post, path = "/api/chat", tag = "chat",
+    security((), ("internal_key" = [])),
+    request_body(content = Object, description = "OpenAI-style `messages` and `tools`; no session"),
+    responses(
+        (status = 200, description = "The model's next message", body = Object),
+        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "A real model needs a key", body = crate::http::openapi::ErrorBody), (status = 429, description = "Rate limited", body = crate::http::openapi::ErrorBody)))]
 async fn chat(
     req: HttpRequest,
     state: web::Data<AppState>,

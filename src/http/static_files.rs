@@ -14,6 +14,11 @@ const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const SVG: &str = "image/svg+xml";
 
+/// Whether `path` is one of the page's files (not in the API document).
+pub(super) fn is_page(path: &str) -> bool {
+    FILES.iter().any(|(p, _, _)| *p == path)
+}
+
 /// (path, content type, body) of every file served.
 const FILES: &[(&str, &str, &str)] = &[
     ("/", HTML, include_str!("../../static/index.html")),
@@ -118,7 +123,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     for (i, (path, content_type, _)) in FILES.iter().enumerate() {
         cfg.route(
             path,
-            web::get().to(move |req: HttpRequest| async move {
+            super::on(actix_web::http::Method::GET, path).to(move |req: HttpRequest| async move {
                 let bodies = &BODIES[i];
                 let mut resp = HttpResponse::Ok();
                 resp.content_type(*content_type)

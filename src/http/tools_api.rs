@@ -24,11 +24,12 @@ pub const MAX_TRACE_ROWS: u32 = 1000;
 pub const TOOL_API_PREFIXES: [&str; 3] = ["/api/v1", "/api", ""];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    use actix_web::http::Method;
     for prefix in TOOL_API_PREFIXES {
-        cfg.route(&format!("{prefix}/tools/list"), web::post().to(list))
-            .route(&format!("{prefix}/tools/call"), web::post().to(call));
+        super::add(cfg, Method::POST, &format!("{prefix}/tools/list"), list);
+        super::add(cfg, Method::POST, &format!("{prefix}/tools/call"), call);
     }
-    cfg.route("/api/v1/audit", web::get().to(trace));
+    super::add(cfg, Method::GET, "/api/v1/audit", trace);
 }
 
 /// The context, checked, and the caller within its rate limits.
@@ -46,6 +47,12 @@ struct ListRequest {
     ai_callable_only: Option<bool>,
 }
 
+#[utoipa::path(post, path = "/api/v1/tools/list", tag = "tools",
+    security(("internal_key" = [])),
+    request_body(content = Object, description = "Optional filters `category`, `ai_callable_only`"),
+    responses(
+        (status = 200, description = "The tools, each with its input schema", body = crate::protocol::http::ToolCatalogue<'static>),
+        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody)))]
 async fn list(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -88,6 +95,12 @@ struct BodyContext {
     site_id: Option<String>,
 }
 
+#[utoipa::path(post, path = "/api/v1/tools/call", tag = "tools",
+    security(("internal_key" = [])),
+    request_body(content = Object, description = "`{\"name\", \"arguments\", \"session_id\"?, \"tenant_id\"?, \"site_id\"?}`; each tool's `arguments` follow its schema in `components.schemas` (`tool.<name>`)"),
+    responses(
+        (status = 200, description = "The tool's result", body = Object),
+        (status = 400, description = "Bad body or arguments", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such tool or session", body = crate::http::openapi::ErrorBody)))]
 async fn call(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -150,13 +163,22 @@ fn audit_view(audit: &CallAudit) -> ToolCallAudit<'_> {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct TraceQuery {
+    /// The trace (else `X-Trace-ID`).
+    #[param(value_type = Option<String>)]
     trace_id: Option<TraceId>,
 }
 
 /// Every audit row of a trace of the caller's tenant (the trace in the
 /// query, or `X-Trace-ID`).
+#[utoipa::path(get, path = "/api/v1/audit", tag = "tools",
+    security(("internal_key" = [])),
+    params(TraceQuery),
+    responses(
+        (status = 200, description = "Every audit row of the trace", body = crate::protocol::http::TraceLedger<'static>),
+        (status = 400, description = "No or bad trace id", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody)))]
 async fn trace(
     req: HttpRequest,
     state: web::Data<AppState>,

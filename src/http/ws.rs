@@ -38,7 +38,12 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/ws/sessions/{id}", web::get().to(connect));
+    super::add(
+        cfg,
+        actix_web::http::Method::GET,
+        "/ws/sessions/{id}",
+        connect,
+    );
 }
 
 #[derive(Deserialize)]
@@ -48,6 +53,12 @@ struct ConnectQuery {
 }
 
 /// Checks session and token before the upgrade: 404 unknown, 401 bad token.
+#[utoipa::path(get, path = "/ws/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "The session id"), ("token" = Option<String>, Query, description = "A player or spectator token")),
+    security(("player_token" = [])),
+    responses(
+        (status = 101, description = "The WebSocket (PROTOCOL.md §2)"),
+        (status = 400, description = "Not a WebSocket upgrade", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn connect(
     req: HttpRequest,
     stream: web::Payload,

@@ -27,7 +27,7 @@ use crate::tools::{ToolError, ToolSpec};
 // ----- health, campaigns, sessions (§1.2 to §1.5) --------------------------
 
 /// `GET /healthz`: the process is up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Health<'a> {
     status: &'static str,
     /// Which node answered (PROTOCOL.md §7.3).
@@ -45,7 +45,7 @@ impl<'a> Health<'a> {
 }
 
 /// One built-in campaign in `GET /api/v1/campaigns`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CampaignSummary<'a> {
     pub campaign_id: &'a str,
     pub title: &'a str,
@@ -63,7 +63,7 @@ impl<'a> From<&'a Campaign> for CampaignSummary<'a> {
 }
 
 /// `POST /api/v1/sessions` (`201`): the new session's tokens and links.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SessionCreated<'a> {
     pub session_id: &'a str,
     pub player_token: &'a str,
@@ -75,7 +75,7 @@ pub struct SessionCreated<'a> {
 }
 
 /// `PUT` and `GET /api/v1/sites/{site_id}`: a site and what it holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SiteSummary<'a> {
     pub site_id: &'a str,
     pub tenant_id: &'a str,
@@ -122,15 +122,70 @@ pub struct SessionLinks {
 impl Serialize for SessionLinks {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut links = serializer.serialize_struct("SessionLinks", 5)?;
-        links.serialize_field("ws_url", &self.ws_url)?;
-        links.serialize_field("player_url", &self.play_url)?;
-        links.serialize_field("spectator_url", &self.watch_url)?;
-        links.serialize_field("play_url", &self.play_url)?;
-        links.serialize_field("watch_url", &self.watch_url)?;
+        let mut links = serializer.serialize_struct("SessionLinks", LINK_FIELDS.len())?;
+        for (name, link) in LINK_FIELDS {
+            links.serialize_field(name, link.of(self))?;
+        }
         links.end()
     }
 }
+
+/// Which of [`SessionLinks`] a wire field carries.
+#[derive(Clone, Copy)]
+enum Link {
+    Ws,
+    Play,
+    Watch,
+}
+
+impl Link {
+    fn of(self, links: &SessionLinks) -> &String {
+        match self {
+            Link::Ws => &links.ws_url,
+            Link::Play => &links.play_url,
+            Link::Watch => &links.watch_url,
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            Link::Ws => "The WebSocket, with the player token.",
+            Link::Play => "The browser page, as the player.",
+            Link::Watch => "The browser page, as a spectator.",
+        }
+    }
+}
+
+/// The wire fields of [`SessionLinks`]: the one list its serialization and
+/// its schema both read.
+const LINK_FIELDS: [(&str, Link); 5] = [
+    ("ws_url", Link::Ws),
+    ("player_url", Link::Play),
+    ("spectator_url", Link::Watch),
+    ("play_url", Link::Play),
+    ("watch_url", Link::Watch),
+];
+
+impl utoipa::PartialSchema for SessionLinks {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        LINK_FIELDS
+            .iter()
+            .fold(ObjectBuilder::new(), |object, (name, link)| {
+                object
+                    .property(
+                        *name,
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .description(Some(link.about())),
+                    )
+                    .required(*name)
+            })
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for SessionLinks {}
 
 impl<'a> SessionCreated<'a> {
     pub fn new(meta: &'a SessionMeta, links: SessionLinks) -> Self {
@@ -155,8 +210,9 @@ fn visibility(v: Visibility) -> &'static str {
 
 /// One live public session in `GET /api/v1/sessions`. Built by the handler
 /// from the hub's `LiveInfo` (the hub imports this module).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LiveSession<'a> {
+    #[schema(value_type = String)]
     pub session_id: &'a SessionId,
     pub title: &'a str,
     /// Connected player WebSockets.
@@ -173,7 +229,7 @@ pub struct LiveSession<'a> {
 
 /// `GET /api/v1/admin/sessions`: the live sessions of every tenant on this
 /// node, most recently active first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AdminSessions<'a> {
     pub node_id: &'a str,
     /// Live sessions on this node in all (the list holds at most `limit`).
@@ -184,12 +240,14 @@ pub struct AdminSessions<'a> {
 
 /// One live session in the operator's list. Built by the handler from the
 /// hub's `LiveInfo` (the hub imports this module).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AdminSession<'a> {
     pub tenant_id: &'a str,
+    #[schema(value_type = String)]
     pub session_id: &'a SessionId,
     pub title: &'a str,
     pub campaign_id: &'a str,
+    #[schema(value_type = String)]
     pub visibility: Visibility,
     /// Connected player WebSockets.
     pub players: usize,
@@ -210,7 +268,7 @@ pub struct AdminSession<'a> {
 
 /// `GET /api/v1/admin/node`: this node's figures, read from the counters
 /// `/metrics` renders.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct NodeFigures<'a> {
     pub node_id: &'a str,
     /// Seconds since the server started (ms precision): two reads of
@@ -226,14 +284,14 @@ pub struct NodeFigures<'a> {
 }
 
 /// Open WebSocket connections by role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Connections {
     pub player: i64,
     pub spectator: i64,
 }
 
 /// Turns started, completed, and failed by error code.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TurnCounts {
     pub started: u64,
     pub completed: u64,
@@ -243,7 +301,7 @@ pub struct TurnCounts {
 /// Journal group commits: how many, their total time, and the median and
 /// 99th percentile estimated from the histogram's buckets (`null` before
 /// the first commit).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct CommitLatency {
     pub count: u64,
     pub sum_s: f64,
@@ -288,7 +346,7 @@ impl<'a> NodeFigures<'a> {
 /// `GET /api/v1/admin/sessions/{id}/story`: a page of a session's journal,
 /// each frame as it was sent, with what the operator's view shows of the
 /// session.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct StoryPage<'a> {
     pub session_id: &'a str,
     pub tenant_id: &'a str,
@@ -305,7 +363,7 @@ pub struct StoryPage<'a> {
 
 /// `POST /api/v1/admin/sessions/{id}/close`: the session is closed for
 /// good (the same answer every time).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SessionClosed<'a> {
     pub session_id: &'a str,
     pub closed: bool,
@@ -316,9 +374,10 @@ pub struct SessionClosed<'a> {
 // ----- the actions log and the audit ledgers (§6, §1.8, §1.13) ----------
 
 /// `GET /api/v1/sessions/{id}/actions`: a page of the applied-actions log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ActionsPage<'a> {
     /// Each action as it was journalled (seq, ids, args, result, timestamp).
+    #[schema(value_type = Vec<Object>)]
     pub actions: &'a [Value],
     /// The `seq` to pass as `after_seq` when more follow; `null` otherwise.
     pub next_after_seq: Option<u64>,
@@ -335,7 +394,7 @@ impl<'a> From<&'a ActionPage> for ActionsPage<'a> {
 
 /// One row of an audit ledger, in `GET /api/v1/sessions/{id}/audit` and
 /// `GET /api/v1/audit`. Every field is always present (`null` when empty).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AuditEntry<'a> {
     pub audit_id: i64,
     pub session_id: Option<&'a str>,
@@ -392,7 +451,7 @@ fn entries(rows: &[AuditRow]) -> Vec<AuditEntry<'_>> {
 }
 
 /// `GET /api/v1/sessions/{id}/audit`: a page of a session's audit ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AuditLedgerPage<'a> {
     pub entries: Vec<AuditEntry<'a>>,
     /// The `audit_id` to pass as `after_id` when more follow; `null`
@@ -410,8 +469,9 @@ impl<'a> From<&'a AuditPage> for AuditLedgerPage<'a> {
 }
 
 /// `GET /api/v1/audit`: every audit row of one trace of the caller's tenant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TraceLedger<'a> {
+    #[schema(value_type = String)]
     pub trace_id: &'a TraceId,
     pub entries: Vec<AuditEntry<'a>>,
 }
@@ -428,7 +488,7 @@ impl<'a> TraceLedger<'a> {
 // ----- direct calls and whole turns (§1.9, §1.11) -------------------------
 
 /// What the `activate_npc` tool's result says, as read back for its route.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NpcActivation {
     pub npc_id: String,
     pub active: bool,
@@ -438,11 +498,13 @@ pub struct NpcActivation {
 
 /// `POST /api/v1/sessions/{id}/npcs/{npc_id}/activate`: the tool's result
 /// and where its call sits in the story.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct NpcActivated {
     #[serde(flatten)]
     pub npc: NpcActivation,
+    #[schema(value_type = String)]
     pub turn_id: TurnId,
+    #[schema(value_type = String)]
     pub call_id: CallId,
     /// The seq of the call's `tool_result` frame.
     pub seq: u64,
@@ -521,7 +583,7 @@ impl<'a> ChatAnswer<'a> {
 // ----- the HTTP tool server (§1.12) ---------------------------------------
 
 /// `POST /api/v1/tools/list`: the tools the caller may call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ToolCatalogue<'a> {
     /// How many tools are listed.
     pub total: usize,
@@ -539,13 +601,15 @@ impl<'a> FromIterator<&'a ToolSpec> for ToolCatalogue<'a> {
 }
 
 /// One tool in `POST /api/v1/tools/list`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ToolListing<'a> {
     pub name: &'a str,
     pub version: &'a str,
     pub description: &'a str,
     pub category: &'a str,
+    #[schema(value_type = Object)]
     pub input_schema: &'a Value,
+    #[schema(value_type = Object)]
     pub output_schema: &'a Value,
     pub requires_auth: bool,
     pub ai_callable: bool,

@@ -22,6 +22,7 @@ mod loadtest;
 mod mcp;
 mod metrics;
 mod openai;
+mod openapi;
 mod security;
 mod seeds;
 mod service;
