@@ -20,8 +20,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     super::add(cfg, actix_web::http::Method::POST, "/api/v1/chat", chat);
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct ChatRequest {
+    #[schema(value_type = String)]
     session_id: SessionId,
     /// The player's words; `text`, as the WebSocket's `chat` frame names
     /// them, is taken too.
@@ -33,7 +34,7 @@ struct ChatRequest {
 
 #[utoipa::path(post, path = "/api/v1/chat", tag = "chat",
     security(("player_token" = []), ("internal_key" = [])),
-    request_body(content = Object, description = "`{\"session_id\", \"message\", \"request_id\"?}`: a player's message, answered when its turn ends"),
+    request_body(content = ChatRequest, description = "A player's message, answered when its turn ends"),
     responses(
         (status = 200, description = "The finished turn and its `trace_id`", body = Object),
         (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]

@@ -39,7 +39,7 @@ fn context(req: &HttpRequest, state: &AppState) -> Result<ServiceContext, ApiErr
     Ok(ctx)
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 struct ListRequest {
     #[serde(default)]
     category: Option<String>,
@@ -49,7 +49,7 @@ struct ListRequest {
 
 #[utoipa::path(post, path = "/api/v1/tools/list", tag = "tools",
     security(("internal_key" = [])),
-    request_body(content = Object, description = "Optional filters `category`, `ai_callable_only`"),
+    request_body(content = ListRequest, description = "Optional filters"),
     responses(
         (status = 200, description = "The tools, each with its input schema", body = crate::protocol::http::ToolCatalogue<'static>),
         (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody)))]
@@ -73,10 +73,13 @@ async fn list(
     Ok(HttpResponse::Ok().json(catalogue))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct CallRequest {
     tool_name: String,
+    /// The tool's input: its schema is `tool.<tool_name>` in
+    /// `components.schemas`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     input: Option<Value>,
     /// The call's idempotency key (or the `Idempotency-Key` header).
     #[serde(default)]
@@ -87,7 +90,7 @@ struct CallRequest {
 
 /// The context a body may repeat: its tenant and site must agree with the
 /// headers; its `trace_id` is not read (the header's is the call's).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct BodyContext {
     #[serde(default)]
     tenant_id: Option<String>,
@@ -97,10 +100,12 @@ struct BodyContext {
 
 #[utoipa::path(post, path = "/api/v1/tools/call", tag = "tools",
     security(("internal_key" = [])),
-    request_body(content = Object, description = "`{\"name\", \"arguments\", \"session_id\"?, \"tenant_id\"?, \"site_id\"?}`; each tool's `arguments` follow its schema in `components.schemas` (`tool.<name>`)"),
+    request_body(content = CallRequest, description = "One call of one tool"),
     responses(
-        (status = 200, description = "The tool's result", body = Object),
-        (status = 400, description = "Bad body or arguments", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such tool or session", body = crate::http::openapi::ErrorBody)))]
+        (status = 200, description = "The tool ran", body = ToolCallSucceeded<'static>),
+        (status = "4XX", description = "The tool refused the call (the status of its error code)", body = ToolCallFailed<'static>),
+        (status = "5XX", description = "The tool failed", body = ToolCallFailed<'static>),
+        (status = 401, description = "No key (the request itself is refused: `ErrorBody`, as for a bad body)", body = crate::http::openapi::ErrorBody)))]
 async fn call(
     req: HttpRequest,
     state: web::Data<AppState>,

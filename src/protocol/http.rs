@@ -634,7 +634,7 @@ impl<'a> From<&'a ToolSpec> for ToolListing<'a> {
 /// `audit.status`: `success` where the tool status (and the audit ledger)
 /// says `ok`, as content services expect; refusals and failures keep their
 /// names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CallStatus {
     Success,
@@ -654,8 +654,9 @@ impl From<ToolStatus> for CallStatus {
 
 /// The audit summary in every `POST /api/v1/tools/call` answer. Built by
 /// the handler from the service's `CallAudit` (`http` imports this module).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ToolCallAudit<'a> {
+    #[schema(value_type = String)]
     pub trace_id: &'a TraceId,
     pub tool_name: &'a str,
     pub status: CallStatus,
@@ -670,7 +671,7 @@ pub struct ToolCallAudit<'a> {
 }
 
 /// `POST /api/v1/tools/call` (`200`): `"success": true`, the tool's output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ToolCallSucceeded<'a> {
     success: bool,
     pub output: Value,
@@ -689,12 +690,14 @@ impl<'a> ToolCallSucceeded<'a> {
 
 /// `POST /api/v1/tools/call` when the call failed (the status of
 /// `error_type`): `"success": false` and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ToolCallFailed<'a> {
     success: bool,
     /// The tool's message.
     pub error: &'a str,
     pub error_type: ErrorCode,
+    /// Why the call failed, in the audit ledger's words.
+    #[schema(value_type = String)]
     pub reason: Reason,
     pub audit: ToolCallAudit<'a>,
 }

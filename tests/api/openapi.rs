@@ -110,6 +110,12 @@ async fn the_document_is_openapi_3_1_and_matches_the_routes_that_exist() {
         fields.contains("campaign_id") && fields.contains("campaign"),
         "{fields:?}"
     );
+    let call = &doc["paths"]["/tools/call"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+    let fields = properties(&doc, call);
+    assert!(
+        fields.contains("tool_name") && fields.contains("input"),
+        "{fields:?}"
+    );
     let campaign = &doc["components"]["schemas"]["Campaign"];
     assert!(
         campaign["required"]
