@@ -244,6 +244,7 @@ impl Application {
             admission,
             metrics_key: settings.metrics_key.clone(),
             ws_queue: settings.ws_queue.max(1),
+            openapi: std::sync::OnceLock::new(),
         });
         let server = HttpServer::new(move || {
             if on_workers {

@@ -75,6 +75,9 @@ pub struct AppState {
     /// Frames that may wait for one WebSocket connection before it is
     /// dropped as too slow.
     pub ws_queue: usize,
+    /// The OpenAPI document, built at its first request: it depends only on
+    /// the tools, fixed when the server starts.
+    pub openapi: std::sync::OnceLock<bytes::Bytes>,
 }
 
 /// Registers every route.

@@ -163,7 +163,12 @@ pub fn document(registry: &Registry) -> Value {
 #[utoipa::path(get, path = "/api/v1/openapi.json", tag = "health",
     responses((status = 200, description = "This document", body = Object)))]
 async fn openapi_json(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(document(&state.registry))
+    let body = state
+        .openapi
+        .get_or_init(|| document(&state.registry).to_string().into());
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(body.clone())
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
