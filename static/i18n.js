@@ -130,6 +130,7 @@ window.I18N = {
 
     'error.RATE_LIMITED': 'Easy there: the game master is catching up. Sending again in {s} s.',
     'error.QUEUE_FULL': 'Many actions are already waiting. Sending again shortly.',
+    'error.OVERLOADED': 'The server is busy or restarting. Sending again shortly.',
     'error.TEXT_TOO_LONG': 'That message is too long. Try saying it in fewer words.',
     'error.INVALID_FRAME': 'That message could not be sent: {message}',
     'error.FORBIDDEN': 'Spectators cannot act in the story.',
@@ -294,6 +295,7 @@ window.I18N = {
 
     'error.RATE_LIMITED': '慢一点，主持人正在跟上。{s} 秒后重新发送。',
     'error.QUEUE_FULL': '已有很多行动在等待，稍后重新发送。',
+    'error.OVERLOADED': '服务器正忙或正在重启，稍后重新发送。',
     'error.TEXT_TOO_LONG': '消息太长了，请说得简短一些。',
     'error.INVALID_FRAME': '消息无法发送：{message}',
     'error.FORBIDDEN': '观战者不能在故事中行动。',
