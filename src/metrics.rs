@@ -156,7 +156,7 @@ pub struct Metrics {
     pub sessions_created: Counter,
     /// Sessions brought back from storage (after a restart or hibernation).
     pub sessions_loaded: Counter,
-    /// Sessions that left memory after being idle.
+    /// Sessions that left memory: idle, handed over by a drain, or closed.
     pub sessions_hibernated: Counter,
     pub player_connections: Gauge,
     pub spectator_connections: Gauge,
@@ -281,7 +281,7 @@ impl Metrics {
         scalar(
             "questd_sessions_hibernated_total",
             "counter",
-            "Idle sessions that left memory (they reload on use).",
+            "Sessions that left memory: idle ones (they reload on use), and those a drain handed over or an operator closed.",
             self.sessions_hibernated.get().to_string(),
         );
         scalar(
