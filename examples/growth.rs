@@ -92,7 +92,7 @@ fn written_bytes(pid: &str) -> u64 {
 }
 
 /// The session's stored state: its snapshot and chunks, in bytes, and the
-/// journal rows after the snapshot.
+/// journal frames after the snapshot.
 fn stored_state(db: &Path, session_id: &str) -> (u64, u64) {
     let conn = rusqlite::Connection::open(db).expect("the database opens");
     // (0 where a table is missing: a server from before snapshots in pieces.)
@@ -102,9 +102,11 @@ fn stored_state(db: &Path, session_id: &str) -> (u64, u64) {
     };
     let bytes = query("SELECT length(state) FROM snapshots WHERE session_id = ?1")
         + query("SELECT COALESCE(SUM(length(body)), 0) FROM snapshot_chunks WHERE session_id = ?1");
+    // The journal stores steps of frames (first and last seq each).
     let rows = query(
-        "SELECT COUNT(*) FROM journal WHERE session_id = ?1 \
-         AND seq > (SELECT seq FROM snapshots WHERE session_id = ?1)",
+        "SELECT COALESCE(SUM(j.last_seq - MAX(j.seq - 1, s.seq)), 0) FROM journal j, \
+         (SELECT seq FROM snapshots WHERE session_id = ?1) s \
+         WHERE j.session_id = ?1 AND j.last_seq > s.seq",
     );
     (bytes, rows)
 }

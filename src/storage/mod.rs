@@ -10,6 +10,7 @@
 mod postgres;
 mod sql;
 mod sqlite;
+mod steps;
 mod writer;
 
 use std::collections::HashMap;

@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::records::QueuedRecord;
 use super::sql::queries;
+use super::steps;
 use super::writer::Committer;
 use super::{Epoch, JournalNotice, JournalRow, Node};
 
@@ -424,11 +425,11 @@ pub(super) async fn finish(
     done
 }
 
-/// Inserts and clears `rows`: the whole batch in one statement of one
-/// array per column. A multi-row `VALUES` list with a parameter per value
-/// costs PostgreSQL a fresh plan for every batch size (tens of ms for a
-/// few hundred rows); this statement's text never changes, so it is
-/// prepared once.
+/// Inserts `rows` as journal steps (`steps.rs`) and clears them: the
+/// whole batch in one statement of one array per column. A multi-row
+/// `VALUES` list with a parameter per value costs PostgreSQL a fresh plan
+/// for every batch size (tens of ms for a few hundred rows); this
+/// statement's text never changes, so it is prepared once.
 async fn insert_rows(
     conn: &mut PgConnection,
     rows: &mut Vec<&JournalRow>,
@@ -436,26 +437,27 @@ async fn insert_rows(
     if rows.is_empty() {
         return Ok(());
     }
-    let column = |f: fn(&JournalRow) -> Option<&str>| -> Vec<Option<&str>> {
-        rows.iter().map(|r| f(r)).collect()
+    let steps = steps::group(rows);
+    let text = |f: for<'s> fn(&'s steps::Step<'s>) -> Option<&'s str>| -> Vec<Option<&str>> {
+        steps.iter().map(|s| f(s)).collect()
     };
-    let seqs: Vec<i64> = rows.iter().map(|r| r.seq as i64).collect();
-    let created: Vec<i64> = rows.iter().map(|r| r.created_at).collect();
+    let number = |f: fn(&steps::Step<'_>) -> i64| -> Vec<i64> { steps.iter().map(f).collect() };
     sqlx::query(
-        "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, effect, history, \
-         action, created_at) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], \
-         $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])",
+        "INSERT INTO journal (session_id, seq, last_seq, turn_id, started, request_id, ended, \
+         actions, body, created_at) SELECT * FROM unnest($1::text[], $2::bigint[], \
+         $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::bigint[], \
+         $9::text[], $10::bigint[])",
     )
-    .bind(column(|r| Some(r.session_id.as_str())))
-    .bind(&seqs)
-    .bind(column(|r| r.turn_id.as_deref()))
-    .bind(column(|r| Some(r.kind)))
-    .bind(column(|r| r.request_id.as_deref()))
-    .bind(column(|r| Some(&*r.frame)))
-    .bind(column(|r| r.effect.as_deref()))
-    .bind(column(|r| r.history.as_deref()))
-    .bind(column(|r| r.action.as_deref()))
-    .bind(&created)
+    .bind(text(|s| Some(s.session_id)))
+    .bind(number(|s| s.seq))
+    .bind(number(|s| s.last_seq))
+    .bind(text(|s| s.turn_id))
+    .bind(number(|s| s.started))
+    .bind(text(|s| s.request_id))
+    .bind(text(|s| s.ended))
+    .bind(number(|s| s.actions))
+    .bind(text(|s| Some(s.body.as_str())))
+    .bind(number(|s| s.created_at))
     .execute(&mut *conn)
     .await?;
     rows.clear();

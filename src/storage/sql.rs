@@ -30,12 +30,13 @@ pub(super) const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, tenan
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 pub(super) const INSERT_FIRST_SNAPSHOT: &str =
     "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ($1, 0, $2, $3)";
-/// One journal row (SQLite's writer runs it once per row, prepared once;
-/// PostgreSQL's takes a whole batch as arrays).
-pub(super) const INSERT_JOURNAL_ROW: &str = "INSERT INTO journal (session_id, seq, turn_id, kind, \
-     request_id, frame, effect, history, action, created_at) \
+/// One stored step of the journal (`steps.rs`; SQLite's writer runs it
+/// once per step, prepared once; PostgreSQL's takes a whole batch as
+/// arrays).
+pub(super) const INSERT_JOURNAL_STEP: &str = "INSERT INTO journal (session_id, seq, last_seq, \
+     turn_id, started, request_id, ended, actions, body, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
-/// One audit row (as [`INSERT_JOURNAL_ROW`]).
+/// One audit row (as [`INSERT_JOURNAL_STEP`]).
 pub(super) const INSERT_AUDIT_ROW: &str = "INSERT INTO audit (session_id, tenant_id, trace_id, \
      turn_id, call_id, tool, role, args_hash, status, reason, error_code, error_message, \
      duration_us, prompt_tokens, completion_tokens, created_at, site_id, span_id, user_id) \
@@ -65,13 +66,27 @@ pub(super) fn action_entry(
     Ok(action)
 }
 
+/// The condition that selects a session's journal steps holding any frame
+/// after seq `$2` (session `$1`): the step that holds `$2 + 1` may start
+/// at or before `$2`, so the range starts at the last step that starts at
+/// or before it. Both use the key `(session_id, seq)`.
+macro_rules! steps_after {
+    () => {
+        "session_id = $1 AND last_seq > $2 AND seq >= COALESCE((SELECT j0.seq FROM journal j0 \
+         WHERE j0.session_id = $1 AND j0.seq <= $2 ORDER BY j0.seq DESC LIMIT 1), 0)"
+    };
+}
+
+pub(super) use steps_after;
+
 /// Stamps out the shared reads and batch writes for one sqlx database.
 macro_rules! queries {
     ($db:ty) => {
         use serde_json::Value as _QueriesValue;
         use sqlx::Row as _;
 
-        use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry};
+        use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry, steps_after};
+        use $crate::storage::steps::{self as _steps, Entry};
         use $crate::storage::writer::WriteOp;
         use $crate::storage::{
             ActionPage, AuditPage, AuditRow, KeyRow, LoadedSession, QueuedChat, SessionMeta,
@@ -202,46 +217,61 @@ macro_rules! queries {
             let (snapshot_seq, snapshot) = snap.ok_or_else(|| {
                 StorageError::Corrupt(format!("session {session_id} has no snapshot"))
             })?;
-            let rows = sqlx::query(
-                "SELECT seq, turn_id, request_id, effect, history FROM journal \
-                 WHERE session_id = $1 AND seq > $2 ORDER BY seq",
-            )
+            let snapshot_seq_u = snapshot_seq as u64;
+            let mut rows = Vec::new();
+            for r in sqlx::query(concat!(
+                "SELECT body FROM journal WHERE ",
+                steps_after!(),
+                " ORDER BY seq"
+            ))
             .bind(session_id)
             .bind(snapshot_seq)
             .fetch_all(pool)
             .await?
-            .into_iter()
-            .map(|r| {
-                Ok(StoredRow {
-                    seq: r.try_get::<i64, _>(0)? as u64,
-                    turn_id: r.try_get(1)?,
-                    request_id: r.try_get(2)?,
-                    effect: r.try_get(3)?,
-                    history: r.try_get(4)?,
-                })
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
-            let mut recent_frames = sqlx::query(
-                "SELECT seq, frame FROM journal WHERE session_id = $1 ORDER BY seq DESC LIMIT $2",
+            {
+                for e in entries(&r)? {
+                    if e.seq > snapshot_seq_u {
+                        rows.push(StoredRow {
+                            seq: e.seq,
+                            turn_id: e.turn_id,
+                            request_id: e.request_id,
+                            effect: e.effect,
+                            history: e.history,
+                        });
+                    }
+                }
+            }
+            // The last RECENT_FRAMES frames: at most that many steps,
+            // newest first, read until there are enough.
+            let mut recent_frames = Vec::new();
+            for r in sqlx::query(
+                "SELECT body FROM journal WHERE session_id = $1 ORDER BY seq DESC LIMIT $2",
             )
             .bind(session_id)
             .bind(RECENT_FRAMES)
             .fetch_all(pool)
             .await?
-            .into_iter()
-            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get(1)?)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+            {
+                for e in entries(&r)?.into_iter().rev() {
+                    recent_frames.push((e.seq, e.frame));
+                }
+                if recent_frames.len() >= RECENT_FRAMES as usize {
+                    break;
+                }
+            }
+            recent_frames.truncate(RECENT_FRAMES as usize);
             recent_frames.reverse();
+            // The newest step that started or ended a turn: the turn is
+            // open if it started there and did not end.
             let last_turn_event = sqlx::query(
-                "SELECT kind, turn_id FROM journal WHERE session_id = $1 \
-                 AND kind IN ('turn_started', 'turn_completed', 'turn_failed') \
-                 ORDER BY seq DESC LIMIT 1",
+                "SELECT turn_id, ended FROM journal WHERE session_id = $1 \
+                 AND (started = 1 OR ended IS NOT NULL) ORDER BY seq DESC LIMIT 1",
             )
             .bind(session_id)
             .fetch_optional(pool)
             .await?;
             let open_turn = match last_turn_event {
-                Some(r) if r.try_get::<String, _>(0)? == "turn_started" => r.try_get(1)?,
+                Some(r) if r.try_get::<Option<String>, _>(1)?.is_none() => r.try_get(0)?,
                 _ => None,
             };
             // Stored chats whose turn has not started; `after_seq` keeps
@@ -249,8 +279,8 @@ macro_rules! queries {
             let queued = sqlx::query(
                 "SELECT turn_id, turn_no, request_id, text, after_seq, created_at FROM inbox i \
                  WHERE session_id = $1 AND NOT EXISTS (SELECT 1 FROM journal j \
-                 WHERE j.session_id = i.session_id AND j.seq > i.after_seq \
-                 AND j.kind = 'turn_started' AND j.turn_id = i.turn_id) ORDER BY turn_no",
+                 WHERE j.session_id = i.session_id AND j.last_seq > i.after_seq \
+                 AND j.started = 1 AND j.turn_id = i.turn_id) ORDER BY turn_no",
             )
             .bind(session_id)
             .fetch_all(pool)
@@ -292,30 +322,41 @@ macro_rules! queries {
             limit: u32,
             max_chars: u64,
         ) -> Result<Vec<TailRow>, StorageError> {
-            sqlx::query(
-                "SELECT seq, frame, effect, history, created_at FROM (SELECT seq, frame, effect, \
-                 history, created_at, SUM(length(frame)) OVER (ORDER BY seq) AS so_far \
-                 FROM journal WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) w \
-                 WHERE so_far <= $4 ORDER BY seq",
-            )
+            // Steps are cut in the database by their whole size (a step
+            // starting within the budget is read), frames here by theirs.
+            let steps = sqlx::query(concat!(
+                "SELECT body FROM (SELECT seq, body, SUM(length(body)) OVER (ORDER BY seq) \
+                 AS so_far FROM journal WHERE ",
+                steps_after!(),
+                " ORDER BY seq LIMIT $3) w WHERE so_far - length(body) < $4 ORDER BY seq"
+            ))
             .bind(session_id)
             .bind(i64::try_from(after_seq).unwrap_or(i64::MAX))
             .bind(i64::from(limit))
             .bind(i64::try_from(max_chars).unwrap_or(i64::MAX))
             .fetch_all(pool)
-            .await?
-            .into_iter()
-            .map(|r| {
-                Ok(TailRow {
-                    seq: r.try_get::<i64, _>(0)? as u64,
-                    frame: r.try_get(1)?,
-                    effect: r.try_get(2)?,
-                    history: r.try_get(3)?,
-                    created_at: r.try_get(4)?,
-                })
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(Into::into)
+            .await?;
+            let mut rows = Vec::new();
+            let mut chars = 0u64;
+            'steps: for r in steps {
+                for e in entries(&r)? {
+                    if e.seq <= after_seq {
+                        continue;
+                    }
+                    chars += e.frame.chars().count() as u64;
+                    if rows.len() >= limit as usize || chars > max_chars {
+                        break 'steps;
+                    }
+                    rows.push(TailRow {
+                        seq: e.seq,
+                        frame: e.frame,
+                        effect: e.effect,
+                        history: e.history,
+                        created_at: e.created_at,
+                    });
+                }
+            }
+            Ok(rows)
         }
 
         /// Request ids of the most recent turns that started, newest first.
@@ -326,7 +367,7 @@ macro_rules! queries {
         ) -> Result<Vec<(String, String)>, StorageError> {
             let rows = sqlx::query(
                 "SELECT request_id, turn_id FROM journal WHERE session_id = $1 \
-                 AND kind = 'turn_started' AND request_id IS NOT NULL ORDER BY seq DESC LIMIT $2",
+                 AND started = 1 AND request_id IS NOT NULL ORDER BY seq DESC LIMIT $2",
             )
             .bind(session_id)
             .bind(limit)
@@ -345,15 +386,20 @@ macro_rules! queries {
             session_id: &str,
             turn_id: &str,
         ) -> Result<Option<String>, StorageError> {
-            let row: Option<(String,)> = sqlx::query_as(
-                "SELECT frame FROM journal WHERE session_id = $1 AND turn_id = $2 \
-                 AND kind IN ('turn_completed', 'turn_failed') ORDER BY seq DESC LIMIT 1",
+            let row = sqlx::query(
+                "SELECT body FROM journal WHERE session_id = $1 AND turn_id = $2 \
+                 AND ended IS NOT NULL ORDER BY seq DESC LIMIT 1",
             )
             .bind(session_id)
             .bind(turn_id)
             .fetch_optional(pool)
             .await?;
-            Ok(row.map(|(frame,)| frame))
+            let Some(row) = row else { return Ok(None) };
+            Ok(entries(&row)?
+                .into_iter()
+                .rev()
+                .find(|e| matches!(e.kind.as_str(), "turn_completed" | "turn_failed"))
+                .map(|e| e.frame))
         }
 
         /// A page of the applied-actions log, oldest first.
@@ -363,29 +409,44 @@ macro_rules! queries {
             after_seq: u64,
             limit: u32,
         ) -> Result<ActionPage, StorageError> {
-            let rows = sqlx::query(
-                "SELECT seq, action, created_at FROM journal \
-                 WHERE session_id = $1 AND seq > $2 AND action IS NOT NULL ORDER BY seq LIMIT $3",
-            )
+            // Every step read has an action; the first may have only
+            // actions at or before `after_seq`. So `limit + 2` steps
+            // hold `limit + 1` actions after it if there are that many.
+            let steps = sqlx::query(concat!(
+                "SELECT body FROM journal WHERE ",
+                steps_after!(),
+                " AND actions > 0 ORDER BY seq LIMIT $3"
+            ))
             .bind(session_id)
             .bind(after_seq as i64)
-            .bind(i64::from(limit) + 1)
+            .bind(i64::from(limit) + 2)
             .fetch_all(pool)
             .await?;
-            let more = rows.len() > limit as usize;
-            let mut actions: Vec<_QueriesValue> =
-                Vec::with_capacity(rows.len().min(limit as usize));
+            let mut actions: Vec<_QueriesValue> = Vec::new();
             let mut last = None;
-            for r in rows.into_iter().take(limit as usize) {
-                let seq: i64 = r.try_get(0)?;
-                let text: String = r.try_get(1)?;
-                actions.push(action_entry(seq, &text, r.try_get(2)?)?);
-                last = Some(seq as u64);
+            let mut more = false;
+            'steps: for r in steps {
+                for e in entries(&r)? {
+                    let Some(action) = e.action.as_deref().filter(|_| e.seq > after_seq) else {
+                        continue;
+                    };
+                    if actions.len() == limit as usize {
+                        more = true;
+                        break 'steps;
+                    }
+                    actions.push(action_entry(e.seq as i64, action, e.created_at)?);
+                    last = Some(e.seq);
+                }
             }
             Ok(ActionPage {
                 actions,
                 next_after_seq: if more { last } else { None },
             })
+        }
+
+        /// The entries of a journal step read as its first column.
+        fn entries(r: &DbRow) -> Result<Vec<Entry>, StorageError> {
+            _steps::decode(r.try_get::<&str, _>(0)?)
         }
 
         pub(super) async fn load_site(

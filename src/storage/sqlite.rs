@@ -7,8 +7,10 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use super::JournalRow;
 use super::records::{QueuedRecord, RecordWrite, stmt};
 use super::sql::{self, queries};
+use super::steps;
 use super::writer::Committer;
 
 queries!(sqlx::Sqlite);
@@ -129,23 +131,21 @@ impl Committer for SqliteCommitter {
 /// keeps prepared.
 fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), StorageError> {
     use rusqlite::params;
+    // Journal rows collect into steps until a write other than an audit
+    // row comes (audit rows touch nothing else, so they do not split a
+    // step); the order of everything else is kept.
+    let mut rows: Vec<&JournalRow> = Vec::new();
     for op in batch {
         match op {
             WriteOp::Row(r, _) => {
-                conn.prepare_cached(sql::INSERT_JOURNAL_ROW)?
-                    .execute(params![
-                        r.session_id,
-                        r.seq as i64,
-                        r.turn_id,
-                        r.kind,
-                        r.request_id,
-                        &*r.frame,
-                        r.effect,
-                        r.history,
-                        r.action,
-                        r.created_at
-                    ])?;
+                rows.push(r);
+                continue;
             }
+            WriteOp::Audit(_) => {}
+            _ => insert_steps(conn, &mut rows)?,
+        }
+        match op {
+            WriteOp::Row(..) => {}
             WriteOp::Audit(a) => {
                 conn.prepare_cached(sql::INSERT_AUDIT_ROW)?
                     .execute(params![
@@ -231,6 +231,33 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
             }
         }
     }
+    insert_steps(conn, &mut rows)
+}
+
+/// Inserts `rows` as journal steps and clears them.
+fn insert_steps(
+    conn: &rusqlite::Connection,
+    rows: &mut Vec<&JournalRow>,
+) -> Result<(), StorageError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut insert = conn.prepare_cached(sql::INSERT_JOURNAL_STEP)?;
+    for s in steps::group(rows) {
+        insert.execute(rusqlite::params![
+            s.session_id,
+            s.seq,
+            s.last_seq,
+            s.turn_id,
+            s.started,
+            s.request_id,
+            s.ended,
+            s.actions,
+            s.body,
+            s.created_at
+        ])?;
+    }
+    rows.clear();
     Ok(())
 }
 
@@ -381,11 +408,17 @@ mod tests {
     /// only what is committed.
     async fn committed(url: &str, session_id: &str) -> Vec<i64> {
         let mut c = SqliteConnection::connect(url).await.expect("connects");
-        sqlx::query_scalar("SELECT seq FROM journal WHERE session_id = ? ORDER BY seq")
-            .bind(session_id)
-            .fetch_all(&mut c)
-            .await
-            .expect("reads")
+        let bodies: Vec<String> =
+            sqlx::query_scalar("SELECT body FROM journal WHERE session_id = ? ORDER BY seq")
+                .bind(session_id)
+                .fetch_all(&mut c)
+                .await
+                .expect("reads");
+        bodies
+            .iter()
+            .flat_map(|b| steps::decode(b).expect("decodes"))
+            .map(|e| e.seq as i64)
+            .collect()
     }
 
     /// Makes the inserts of `session_id` fail the way a full disk does:
@@ -483,6 +516,182 @@ mod tests {
             "by size"
         );
         assert!(read(10, each - 1).await.unwrap().is_empty());
+    }
+
+    /// Two turns of session "s": `t1` (seqs 1–5, one applied action at 3,
+    /// ended at 5) and `t2` (seqs 6–7, an action at 7, still open).
+    fn two_turns() -> Vec<JournalRow> {
+        let kinds: [(&str, &'static str, bool); 7] = [
+            ("t1", "turn_started", false),
+            ("t1", "tool_call", false),
+            ("t1", "tool_result", true),
+            ("t1", "narrative", false),
+            ("t1", "turn_completed", false),
+            ("t2", "turn_started", false),
+            ("t2", "tool_result", true),
+        ];
+        kinds
+            .into_iter()
+            .zip(1u64..)
+            .map(|((turn, kind, action), seq)| JournalRow {
+                turn_id: Some(turn.to_owned()),
+                kind,
+                request_id: (kind == "turn_started").then(|| format!("r-{turn}")),
+                frame: format!("{{\"type\":\"{kind}\",\"seq\":{seq},\"turn_id\":\"{turn}\"}}")
+                    .into(),
+                effect: action.then(|| format!("{{\"roll\":{seq}}}")),
+                history: (kind == "narrative").then(|| "{\"text\":\"on\"}".to_owned()),
+                action: action.then(|| format!("{{\"tool\":\"roll_dice\",\"n\":{seq}}}")),
+                created_at: 1_000 + seq as i64,
+                ..row("s", seq)
+            })
+            .collect()
+    }
+
+    fn meta(session_id: &str) -> crate::storage::SessionMeta {
+        crate::storage::SessionMeta {
+            session_id: session_id.to_owned(),
+            tenant_id: "default".into(),
+            campaign_id: "demo".into(),
+            title: "t".into(),
+            player_token: "p".into(),
+            spectator_token: "w".into(),
+            created_at: 0,
+            visibility: Default::default(),
+            closed_at: None,
+        }
+    }
+
+    /// What every reader of the journal answers about [`two_turns`].
+    async fn reads_two_turns(store: &Store) {
+        let rows = two_turns();
+        let seqs = |frames: Vec<(u64, String)>| frames.into_iter().map(|f| f.0).collect::<Vec<_>>();
+        let after_2 = store.frames_after("s", 2, 100, u64::MAX).await.unwrap();
+        assert_eq!(seqs(after_2.clone()), [3, 4, 5, 6, 7]);
+        assert_eq!(after_2[0].1, &*rows[2].frame, "frames read back as written");
+        let tail = store.journal_after("s", 6, 100, u64::MAX).await.unwrap();
+        assert_eq!(tail.len(), 1);
+        assert_eq!((tail[0].seq, tail[0].created_at), (7, 1_007));
+        assert_eq!(tail[0].effect.as_deref(), Some("{\"roll\":7}"));
+        let page = store.actions("s", 0, 1).await.unwrap();
+        assert_eq!(page.actions.len(), 1);
+        assert_eq!(
+            (
+                page.actions[0]["n"].as_i64(),
+                page.actions[0]["seq"].as_i64()
+            ),
+            (Some(3), Some(3))
+        );
+        assert_eq!(page.next_after_seq, Some(3));
+        let page = store.actions("s", 3, 1).await.unwrap();
+        assert_eq!(page.actions[0]["seq"].as_i64(), Some(7));
+        assert_eq!(page.next_after_seq, None);
+        assert_eq!(store.actions("s", 0, 10).await.unwrap().actions.len(), 2);
+        assert_eq!(
+            store.recent_request_ids("s", 10).await.unwrap(),
+            [
+                ("r-t2".to_owned(), "t2".to_owned()),
+                ("r-t1".to_owned(), "t1".to_owned())
+            ]
+        );
+        assert_eq!(
+            store.turn_end_frame("s", "t1").await.unwrap().as_deref(),
+            Some(&*rows[4].frame)
+        );
+        assert_eq!(store.turn_end_frame("s", "t2").await.unwrap(), None);
+        let loaded = store
+            .load_session("s")
+            .await
+            .unwrap()
+            .expect("the session loads");
+        assert_eq!(
+            loaded.rows.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 6, 7]
+        );
+        assert_eq!(loaded.rows[2].effect.as_deref(), Some("{\"roll\":3}"));
+        assert_eq!(loaded.rows[0].request_id.as_deref(), Some("r-t1"));
+        assert_eq!(seqs(loaded.recent_frames), [1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(
+            loaded.open_turn.as_deref(),
+            Some("t2"),
+            "t2 started and never ended"
+        );
+    }
+
+    #[actix_web::test]
+    async fn a_turns_frames_are_one_stored_row_and_every_reader_finds_each_frame() {
+        let (store, _dir, url) = store().await;
+        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        let (a, mut notices) = sink();
+        let rows = two_turns();
+        store.write_all(
+            rows[..5].iter().cloned().map(SessionWrite::Row).collect(),
+            &a,
+        );
+        store.write_all(
+            rows[5..].iter().cloned().map(SessionWrite::Row).collect(),
+            &a,
+        );
+        assert_eq!(until(&mut notices, 7).await.ok(), Some(7));
+        let mut c = SqliteConnection::connect(&url).await.unwrap();
+        let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM journal")
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(stored, 2, "one row per turn");
+        reads_two_turns(&store).await;
+    }
+
+    #[actix_web::test]
+    async fn a_journal_of_a_row_per_frame_is_carried_over_and_reads_the_same() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        {
+            let options = SqliteConnectOptions::from_str(&url)
+                .unwrap()
+                .create_if_missing(true);
+            let pool = SqlitePool::connect_with(options).await.unwrap();
+            // The schema as it was before steps (migrations up to 8).
+            sqlx::migrate!("migrations/sqlite")
+                .run_to(8, &pool)
+                .await
+                .unwrap();
+            sqlx::query(
+                "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
+                 spectator_token, created_at) VALUES ('s', 'default', 'demo', 't', 'p', 'w', 0)",
+            )
+            .execute(&pool)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ('s', 0, '{}', 0)")
+                .execute(&pool)
+                .await
+                .unwrap();
+            for r in two_turns() {
+                sqlx::query(
+                    "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, \
+                     effect, history, action, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&r.session_id)
+                .bind(r.seq as i64)
+                .bind(&r.turn_id)
+                .bind(r.kind)
+                .bind(&r.request_id)
+                .bind(&*r.frame)
+                .bind(&r.effect)
+                .bind(&r.history)
+                .bind(&r.action)
+                .bind(r.created_at)
+                .execute(&pool)
+                .await
+                .unwrap();
+            }
+            pool.close().await;
+        }
+        let store = Store::open(&url)
+            .await
+            .expect("the store opens and migrates");
+        reads_two_turns(&store).await;
     }
 
     #[actix_web::test]
