@@ -1,8 +1,9 @@
 //! The journal writer alone, in process: `SESSIONS` writers, each like a
 //! session running turns, append `ROWS` journal rows in groups of five (a
 //! one-tool turn's frames, each with a typical frame, effect and history),
-//! waiting for each group to be durable before the next, as a session waits
-//! for its frames before it sends them. Prints rows and groups per second,
+//! each group queued together as a session queues a step's rows, waiting
+//! for each group to be durable before the next, as a session waits for its
+//! frames before it sends them. Prints rows and groups per second,
 //! the group commits the writer made, and the process's CPU time per row.
 //!
 //! ```text
@@ -16,7 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use questd::metrics::Metrics;
-use questd::storage::{DurableSink, Epoch, JournalRow, Node, SessionMeta, Store, Visibility};
+use questd::storage::{
+    DurableSink, Epoch, JournalRow, Node, SessionMeta, SessionWrite, Store, Visibility,
+};
 
 #[path = "support/cpu.rs"]
 mod cpu;
@@ -28,12 +31,12 @@ fn row(session_id: &str, seq: u64) -> JournalRow {
     JournalRow {
         session_id: session_id.to_owned(),
         seq,
-        turn_id: Some(format!("turn_{}", seq / GROUP)),
+        turn_id: Some(format!("turn_{}", (seq - 1) / GROUP)),
         kind: "tool_result",
         request_id: None,
         frame: format!(
             r#"{{"type":"tool_result","seq":{seq},"turn_id":"turn_{}","call_id":"call_1","tool":"roll_dice","status":"ok","result":{{"rolls":[4],"total":4,"expression":"1d6"}},"duration_ms":0.02}}"#,
-            seq / GROUP
+            (seq - 1) / GROUP
         )
         .into(),
         effect: Some(r#"{"kind":"roll","total":4}"#.into()),
@@ -128,9 +131,10 @@ async fn write_session(store: &Store, id: &str, epoch: Epoch, rows: u64) {
     let mut seq = 0;
     while seq < rows {
         let last = (seq + GROUP).min(rows);
-        for s in seq + 1..=last {
-            store.append(row(id, s), sink.clone());
-        }
+        let group = (seq + 1..=last)
+            .map(|s| SessionWrite::Row(row(id, s)))
+            .collect();
+        store.write_all(group, &sink);
         loop {
             match rx.recv().await.expect("the writer answers") {
                 Ok(durable) if durable >= last => break,
