@@ -95,7 +95,7 @@ pub fn wire_name<T: Serialize + std::fmt::Debug>(value: &T) -> String {
 }
 
 /// The outcome class of a tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Ok,
@@ -106,7 +106,7 @@ pub enum ToolStatus {
 }
 
 /// Why a tool call did not succeed (snake_case on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     ToolNotAllowed,

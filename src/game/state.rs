@@ -19,7 +19,7 @@ use super::zones::{GridPos, MovementLogEntry, PlayerRuntime, Zone};
 macro_rules! id_newtype {
     ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
         #[serde(transparent)]
         pub struct $name(pub String);
 
@@ -103,7 +103,7 @@ pub const MAX_STATS_PER_CHARACTER: usize = 64;
 pub const MAX_COORD: i64 = 1_000_000_000;
 
 /// One place on the map.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Area {
     pub area_id: AreaId,
     pub name: String,
@@ -122,7 +122,7 @@ pub struct Area {
 }
 
 /// Whether a character may act.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CharacterState {
     #[default]
@@ -133,7 +133,7 @@ pub enum CharacterState {
 }
 
 /// An item in an inventory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Item {
     pub slug: String,
     pub name: String,
@@ -152,7 +152,7 @@ fn default_level() -> u32 {
 }
 
 /// A player character (`kind: "pc"`) or NPC (`kind: "npc"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Character {
     pub character_id: CharacterId,
     pub name: String,

@@ -137,7 +137,9 @@ const DIRECTIONS: [(i64, i64); 8] = [
 ];
 
 /// A point of the zone grid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema,
+)]
 pub struct GridPos {
     pub x: i64,
     pub y: i64,
@@ -162,7 +164,7 @@ impl From<(i64, i64, i64)> for GridPos {
 }
 
 /// A zone of the open world, on an integer grid (one grid step is one mile).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Zone {
     pub zone_id: String,
     pub name: String,
@@ -406,7 +408,7 @@ pub fn travel_minutes(miles: f64, speed_mph: f64) -> u32 {
 }
 
 /// One move between zones, kept in the player's movement log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MovementLogEntry {
     pub movement_log_id: String,
     /// `None` for the first placement, which has no origin zone.
@@ -423,7 +425,7 @@ fn default_speed() -> f64 {
 }
 
 /// Where the player is in the zone world and how fast they travel.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PlayerRuntime {
     #[serde(default)]
     pub current_zone_id: Option<String>,

@@ -201,7 +201,7 @@ async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, 
 }
 
 /// A session's audit ledger, as its player reads it (§1.8), any tenant's.
-#[utoipa::path(get, path = "/api/v1/admin/sessions/{id}/audit", tag = "admin", security(("internal_key" = [])),
+#[utoipa::path(get, path = "/api/v1/admin/sessions/{id}/audit", tag = "admin", operation_id = "admin_audit", security(("internal_key" = [])),
     params(("id" = String, Path, description = "The session id"), super::api::AuditQuery),
     responses((status = 200, description = "A page of the session's audit ledger", body = crate::protocol::http::AuditLedgerPage<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn audit(

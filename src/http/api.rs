@@ -378,7 +378,7 @@ pub(super) fn authorize_player(
     params(("id" = String, Path, description = "The session id")),
     security(("player_token" = []), ("internal_key" = [])),
     responses(
-        (status = 200, description = "The session's snapshot (its game state)", body = Object),
+        (status = 200, description = "The session's snapshot (its game state)", body = crate::protocol::Snapshot),
         (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn get_session(
     req: HttpRequest,

@@ -12,7 +12,7 @@ use super::api::authorize_player;
 use super::{AppState, json_body, send_to_session};
 use crate::error::{ApiError, ErrorCode};
 use crate::protocol::TurnEnd;
-use crate::protocol::http::ChatAnswer;
+use crate::protocol::http::{ChatAnswer, ChatTurn, ChatTurnFailed};
 use crate::protocol::{SessionId, TraceId, check_request_id};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
@@ -36,7 +36,8 @@ struct ChatRequest {
     security(("player_token" = []), ("internal_key" = [])),
     request_body(content = ChatRequest, description = "A player's message, answered when its turn ends"),
     responses(
-        (status = 200, description = "The finished turn and its `trace_id`", body = Object),
+        (status = 200, description = "The finished turn and its `trace_id`", body = Traced<ChatTurn>),
+        (status = 502, description = "The turn failed, with its `turn_failed` fields: `UPSTREAM_ERROR` and `INVALID_AI_JSON` are 502, `AI_TIMEOUT` 408, `MAX_ITERATIONS` 500", body = Traced<ChatTurnFailed>),
         (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
 async fn chat(
     req: HttpRequest,
@@ -75,7 +76,7 @@ async fn chat(
 }
 
 /// An answer with the request's trace id beside its fields.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Traced<'a, T> {
     #[serde(flatten)]
     answer: T,

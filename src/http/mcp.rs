@@ -75,6 +75,7 @@ use actix_web::http::header::{self, HeaderMap};
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::idempotency;
@@ -153,8 +154,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// then the method.
 #[utoipa::path(post, path = "/mcp", tag = "mcp",
     security(("internal_key" = [])),
-    request_body(content = Object, description = "A JSON-RPC message of the Model Context Protocol"),
-    responses((status = 200, description = "The JSON-RPC answer", body = Object), (status = 202, description = "A notification, accepted")))]
+    request_body(content = Envelope, description = "A JSON-RPC message of the Model Context Protocol"),
+    responses(
+        (status = 200, description = "The JSON-RPC answer (one `message` event of `text/event-stream` when the client asked for progress)", body = RpcAnswer),
+        (status = 202, description = "A notification or a client's response, accepted"),
+        (status = 400, description = "A bad envelope, version or header: a JSON-RPC error", body = RpcAnswer),
+        (status = 404, description = "An unknown or ended MCP session, or (2026-07-28) an unknown method: a JSON-RPC error", body = RpcAnswer)))]
 async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
     let body = match read_body(payload).await {
         Ok(body) => body,
@@ -598,7 +603,7 @@ async fn tools_call(
     match progress {
         Some(token) if accepts.sse => {
             let queued = json!({
-                "jsonrpc": "2.0",
+                "jsonrpc": JSONRPC,
                 "method": "notifications/progress",
                 "params": {"progressToken": token, "progress": 0, "total": 1, "message": "queued"},
             });
@@ -674,6 +679,45 @@ fn unknown_tool(name: &str) -> RpcError {
 
 // ----- the JSON-RPC envelope -------------------------------------------------
 
+/// One JSON-RPC message as a client sends it (MCP carries one per
+/// request). Read as it comes, then checked field by field into an
+/// [`Incoming`], so each problem gets its own error.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+struct Envelope {
+    /// Must be `"2.0"`.
+    #[serde(default)]
+    #[schema(value_type = String)]
+    jsonrpc: Option<Value>,
+    /// A string or a number; absent from a notification.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Value>)]
+    id: Option<Value>,
+    /// The method (`initialize`, `ping`, `server/discover`, `tools/list`,
+    /// `tools/call`, notifications); absent from a client's response.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    method: Option<Value>,
+    /// The method's arguments, as the method defines them (a tool call's
+    /// `name` and `arguments`, `_meta`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    params: Option<Value>,
+    /// A client's response to a server request (the server sends none).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    result: Option<Value>,
+    /// A client's error response to a server request.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    error: Option<Value>,
+}
+
+/// A field that is present, `null` included (serde reads a `null` into
+/// an `Option` as absent; JSON-RPC tells them apart).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 /// One JSON-RPC message from a client, checked for shape.
 #[derive(Debug)]
 struct Incoming {
@@ -696,8 +740,11 @@ impl Incoming {
         let invalid = |id: &Value, message: &str| {
             Err((id.clone(), RpcError::bad_request(INVALID_REQUEST, message)))
         };
-        let mut obj = match value {
-            Value::Object(obj) => obj,
+        let envelope = match value {
+            Value::Object(_) => match Envelope::deserialize(value) {
+                Ok(envelope) => envelope,
+                Err(_) => return invalid(&Value::Null, "the body is not a JSON-RPC message"),
+            },
             Value::Array(_) => {
                 return invalid(
                     &Value::Null,
@@ -711,24 +758,22 @@ impl Incoming {
                 );
             }
         };
-        let id = match obj.remove("id") {
+        let id = match envelope.id {
             None => None,
             Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
             Some(_) => return invalid(&Value::Null, "id must be a string or a number"),
         };
         let shown = id.clone().unwrap_or(Value::Null);
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some(JSONRPC) {
             return invalid(&shown, "jsonrpc must be \"2.0\"");
         }
-        let method = match obj.remove("method") {
+        let method = match envelope.method {
             Some(Value::String(m)) => Some(m),
             Some(_) => return invalid(&shown, "method must be a string"),
-            None if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) => {
-                None
-            }
+            None if id.is_some() && (envelope.result.is_some() || envelope.error.is_some()) => None,
             None => return invalid(&shown, "method is missing"),
         };
-        let params = match obj.remove("params") {
+        let params = match envelope.params {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(p)) => p,
             Some(_) => return invalid(&shown, "params must be an object"),
@@ -771,13 +816,18 @@ impl RpcError {
         self
     }
 
-    /// The JSON-RPC error object answering `id` (`null` when unknown).
-    fn body(&self, id: &Value) -> Value {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(data) = &self.data {
-            error["data"] = data.clone();
+    /// The JSON-RPC error answering `id` (`null` when unknown).
+    fn body(&self, id: &Value) -> RpcAnswer {
+        RpcAnswer {
+            jsonrpc: JSONRPC,
+            id: id.clone(),
+            result: None,
+            error: Some(RpcErrorObject {
+                code: self.code,
+                message: self.message.clone(),
+                data: self.data.clone(),
+            }),
         }
-        json!({"jsonrpc": "2.0", "id": id, "error": error})
     }
 
     fn response(&self, id: &Value) -> HttpResponse {
@@ -817,7 +867,7 @@ fn api_error(e: ApiError, id: &Value) -> HttpResponse {
 }
 
 /// [`api_error`] as the body of an answer already under way (a call's).
-fn api_error_body(e: ApiError, id: &Value) -> Value {
+fn api_error_body(e: ApiError, id: &Value) -> RpcAnswer {
     rpc_error_of(e).body(id)
 }
 
@@ -840,17 +890,56 @@ fn rpc_error_of(e: ApiError) -> RpcError {
     RpcError::new(status, code, e.message).with_data(Value::Object(data))
 }
 
-fn rpc_result(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+/// The JSON-RPC version every message names.
+const JSONRPC: &str = "2.0";
+
+/// The server's answer to one request: its `result`, or its `error`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct RpcAnswer {
+    /// Always `"2.0"`.
+    jsonrpc: &'static str,
+    /// The request's id (a string or a number); `null` when the request
+    /// could not be read far enough to find it.
+    #[schema(value_type = Value)]
+    id: Value,
+    /// The method's result, as the method defines it (`tools/list`'s
+    /// `tools`, `tools/call`'s `content` and `isError`, …); absent from an
+    /// error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<RpcErrorObject>,
 }
 
-fn json_response(status: StatusCode, body: &Value) -> HttpResponse {
+/// A JSON-RPC error: its code, its message and, for a questd error, its
+/// `error_code` and extra fields in `data`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct RpcErrorObject {
+    code: i64,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    data: Option<Value>,
+}
+
+fn rpc_result(id: &Value, result: Value) -> RpcAnswer {
+    RpcAnswer {
+        jsonrpc: JSONRPC,
+        id: id.clone(),
+        result: Some(result),
+        error: None,
+    }
+}
+
+fn json_response(status: StatusCode, body: &impl Serialize) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("application/json")
-        .body(body.to_string())
+        .body(serde_json::to_string(body).unwrap_or_default())
 }
 
-fn sse_event(message: &Value) -> Bytes {
+fn sse_event(message: &impl Serialize) -> Bytes {
+    let message = serde_json::to_string(message).unwrap_or_default();
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
 
@@ -911,7 +1000,7 @@ impl Accepts {
     }
 
     /// One whole JSON-RPC message: JSON when allowed, else one SSE event.
-    fn send(&self, message: Value) -> HttpResponse {
+    fn send(&self, message: RpcAnswer) -> HttpResponse {
         if self.json {
             json_response(StatusCode::OK, &message)
         } else {

@@ -118,16 +118,28 @@ pub fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 }
 
 /// The tool API's other prefixes (PROTOCOL.md §7.2): the same endpoints as
-/// under `/api/v1`, documented under each path they are served at.
+/// under `/api/v1`, documented under each path they are served at, each
+/// with an operation id of its own (`call_api` for `/api/tools/call`,
+/// `call_root` for `/tools/call`).
 fn tool_aliases(paths: &mut serde_json::Map<String, Value>) {
     for name in ["list", "call"] {
         let Some(item) = paths.get(&format!("/api/v1/tools/{name}")).cloned() else {
             continue;
         };
         for prefix in super::tools_api::TOOL_API_PREFIXES {
-            paths
-                .entry(format!("{prefix}/tools/{name}"))
-                .or_insert_with(|| item.clone());
+            let path = format!("{prefix}/tools/{name}");
+            if paths.contains_key(&path) {
+                continue;
+            }
+            let mut alias = item.clone();
+            let at = match prefix.trim_start_matches('/') {
+                "" => "root".to_owned(),
+                p => p.replace('/', "_"),
+            };
+            if let Some(op) = alias.get_mut("post").and_then(Value::as_object_mut) {
+                op.insert("operationId".into(), json!(format!("{name}_{at}")));
+            }
+            paths.insert(path, alias);
         }
     }
 }

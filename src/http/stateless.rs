@@ -51,11 +51,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// operator's model budget); the offline game master answers anyone, at
 /// most [`super::admission::ANON_MODEL_PER_MINUTE`] calls a minute per
 /// address. Key holders are limited like other service calls.
-#[utoipa::path(post, path = "/api/chat", tag = "chat",
+#[utoipa::path(post, path = "/api/chat", tag = "chat", operation_id = "stateless_chat",
     security((), ("internal_key" = [])),
-    request_body(content = Object, description = "OpenAI-style `messages` and `tools`; no session"),
+    request_body(content = StatelessChatRequest, description = "OpenAI-style `messages` and `tools`; no session"),
     responses(
-        (status = 200, description = "The model's next message", body = Object),
+        (status = 200, description = "The model's next message", body = StatelessChatReply),
         (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "A real model needs a key", body = crate::http::openapi::ErrorBody), (status = 429, description = "Rate limited", body = crate::http::openapi::ErrorBody)))]
 async fn chat(
     req: HttpRequest,

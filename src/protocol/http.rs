@@ -512,7 +512,7 @@ pub struct NpcActivated {
 
 /// `POST /api/v1/chat` (`200`): the turn's `turn_completed` frame, without
 /// its `type`, plus `duplicate`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ChatTurn<'a> {
     pub turn_id: &'a TurnId,
     pub seq: u64,
@@ -532,7 +532,7 @@ pub struct ChatTurn<'a> {
 /// `POST /api/v1/chat` when the turn failed (the status of `error_code`):
 /// the `turn_failed` frame's fields in the answer's order, plus
 /// `duplicate`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ChatTurnFailed<'a> {
     pub error_code: ErrorCode,
     pub message: &'a str,

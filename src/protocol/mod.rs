@@ -118,7 +118,7 @@ impl ControlFrame<'_> {
 }
 
 /// The session snapshot (PROTOCOL.md §3).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Snapshot<'a> {
     pub session_id: &'a SessionId,
     pub campaign_id: &'a str,
@@ -135,6 +135,7 @@ pub struct Snapshot<'a> {
     /// The Chinese names of areas and characters, by id: the campaign's
     /// `name_zh` drafts. Only these drafts: names are no secret, other
     /// drafts (a person's notes) stay unseen.
+    #[schema(value_type = std::collections::BTreeMap<String, NameZh>)]
     pub names_zh: NamesZh<'a>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
     /// PROTOCOL.md §7.3).
@@ -174,15 +175,17 @@ impl<'a> Snapshot<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct NamesZh<'a>(&'a GameState);
 
+/// One Chinese name of [`NamesZh`].
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+pub struct NameZh<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+}
+
 impl Serialize for NamesZh<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Name<'a> {
-            name: &'a str,
-            description: &'a str,
-        }
         serializer.collect_map(self.0.names_zh().map(|(id, e)| {
-            let name = Name {
+            let name = NameZh {
                 name: &e.title,
                 description: &e.body,
             };
@@ -192,7 +195,7 @@ impl Serialize for NamesZh<'_> {
 }
 
 /// One tool call's outcome, as listed in `turn_completed.tool_events`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolEvent {
     pub call_id: CallId,
     pub tool: String,
@@ -206,7 +209,7 @@ pub struct ToolEvent {
 
 /// What a turn changed, so a client can refresh without re-reading everything.
 /// Read back, with its game types, from a stored `turn_completed` frame.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StatePatch {
     /// Areas created or whose links changed, whole.
     pub areas: Vec<Area>,
@@ -227,7 +230,7 @@ pub struct StatePatch {
 
 /// Where the player stands in the zone world: a grid cell and the zone
 /// there, if the player has travelled to one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ZonePosition {
     pub x: i64,
     pub y: i64,
@@ -235,14 +238,14 @@ pub struct ZonePosition {
     pub zone_id: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Position {
     pub actor_id: String,
     pub area_id: String,
 }
 
 /// Which limit stopped a turn, as its last frame says ([`TurnEnd`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnLimit {
     MaxIterations,
@@ -397,8 +400,9 @@ pub struct StoryFrame<'a> {
 /// The body of `POST /api/chat`: a whole conversation, in provider-agnostic
 /// camelCase messages. Messages stay raw here so each one's problem can be
 /// reported with its index.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct StatelessChatRequest {
+    #[schema(value_type = Vec<ChatMessage>)]
     pub messages: Vec<Value>,
     /// Tool names the model may call; every model-callable tool if absent.
     #[serde(default)]
@@ -406,7 +410,7 @@ pub struct StatelessChatRequest {
 }
 
 /// One message of a stateless conversation.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatMessage {
     pub role: String,
@@ -421,27 +425,27 @@ pub struct ChatMessage {
 }
 
 /// A tool call in a stateless conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChatToolCall {
     pub id: CallId,
     pub tool: ChatTool,
 }
 
 /// Which tool, with which arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChatTool {
     pub name: String,
     pub args: Value,
 }
 
 /// The answer of `POST /api/chat`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct StatelessChatReply {
     pub message: AssistantMessage,
 }
 
 /// The model's next message; the client runs its tool calls.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
     /// Always `"assistant"`.

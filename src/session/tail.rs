@@ -23,9 +23,19 @@
 //! [`AUDIENCE_REFRESH`]; the owner forgets a report not refreshed within
 //! three of those (a node that died).
 //!
+//! An operator's close (`sessions.closed_at`) reaches a tail's spectators
+//! too: every [`TAIL_POLL`] a tail also reads whether the session was
+//! closed. Once it is, and no node holds a claim on it any more (the owner
+//! finished the work it had taken and unloaded, or died), the journal
+//! grows no more: the tail reads it to its end, closes its connections
+//! with `4000` as the owner closes its own, and stops. The owner does
+//! nothing more for it.
+//!
 //! Invariants:
 //! - a tail sends only frames committed to the journal, each once, in seq
 //!   order, and its welcome's state is the state after its welcome seq;
+//! - a tail closes its connections with `4000` only after it sent every
+//!   frame of a closed session;
 //! - a tail with no connections for [`TAIL_LINGER`] stops and leaves the
 //!   map; one whose load fails stops at once (its callers reconnect).
 
@@ -209,6 +219,7 @@ impl Handler<Watch> for Tails {
             read_again: false,
             idle_since: Some(Instant::now()),
             reported: None,
+            closing: Closing::Open,
         };
         let addr = self.placement.start(|_| tail);
         let handle = TailHandle { addr, connections };
@@ -328,6 +339,20 @@ pub struct Tail {
     idle_since: Option<Instant>,
     /// The spectators last reported to the owner, and when.
     reported: Option<(usize, Instant)>,
+    /// Whether an operator's close was seen.
+    closing: Closing,
+}
+
+/// What a tail knows of an operator's close of its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// Not closed, or still run by a node, when it last looked.
+    Open,
+    /// A look at `closed_at` and the claims is on its way.
+    Checking,
+    /// Closed, and no node runs it: the journal is complete. The next read
+    /// that reaches its end closes every connection with `4000`.
+    Ended,
 }
 
 impl Actor for Tail {
@@ -352,7 +377,10 @@ impl Actor for Tail {
                     }
                 }),
         );
-        ctx.run_interval(TAIL_POLL, |act, ctx| act.read(ctx));
+        ctx.run_interval(TAIL_POLL, |act, ctx| {
+            act.read(ctx);
+            act.check_closed(ctx);
+        });
         ctx.run_interval(TICK, |act, ctx| act.tick(ctx));
     }
 
@@ -413,18 +441,58 @@ impl Tail {
         };
         ctx.spawn(read.into_actor(self).map(|rows, act, ctx| {
             act.reading = false;
-            let full = match rows {
+            // `caught_up`: the read brought nothing new (`None`: it failed).
+            let (full, caught_up) = match rows {
                 Ok(rows) => {
                     let full = rows.len() == TAIL_BATCH as usize;
+                    let cursor = act.sequencer.released();
                     act.follow(rows);
-                    full
+                    (full, Some(act.sequencer.released() == cursor))
                 }
                 Err(e) => {
                     tracing::warn!(session_id = %act.session_id, error = %e, "reading the journal to tail failed");
-                    false
+                    (false, None)
                 }
             };
-            if full || std::mem::take(&mut act.read_again) {
+            let ended = act.closing == Closing::Ended;
+            if full || std::mem::take(&mut act.read_again) || (ended && caught_up == Some(false)) {
+                act.read(ctx);
+            } else if ended && caught_up == Some(true) {
+                act.fanout
+                    .close_all(super::actor::CLOSE_SESSION_CLOSED, super::CLOSED_BY_OPERATOR);
+                ctx.stop();
+            }
+        }));
+    }
+
+    /// Looks whether an operator closed the session and, if so, whether a
+    /// node still runs it (finishing the work it took before the close).
+    /// Closed and run nowhere: the journal is complete, so one more read
+    /// takes what is left and then closes every connection.
+    fn check_closed(&mut self, ctx: &mut Context<Self>) {
+        if self.state.is_none() || self.closing != Closing::Open {
+            return;
+        }
+        self.closing = Closing::Checking;
+        let (store, id) = (self.store.clone(), self.session_id.clone());
+        let check = async move {
+            let closed = store
+                .session_meta(id.as_str())
+                .await?
+                .is_some_and(|meta| meta.closed_at.is_some());
+            Ok::<_, StorageError>(closed && store.owner(id.as_str()).await?.is_none())
+        };
+        ctx.spawn(check.into_actor(self).map(|ended, act, ctx| {
+            act.closing = match ended {
+                Ok(true) => Closing::Ended,
+                Ok(false) => Closing::Open,
+                Err(e) => {
+                    tracing::warn!(session_id = %act.session_id, error = %e, "reading whether a tailed session was closed failed");
+                    Closing::Open
+                }
+            };
+            if act.closing == Closing::Ended {
+                tracing::debug!(session_id = %act.session_id, "a tailed session was closed; closing its spectators");
                 act.read(ctx);
             }
         }));

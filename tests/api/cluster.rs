@@ -23,6 +23,10 @@ fn node(db: &str, name: &str) -> Server {
     )
 }
 
+/// How long a closed session's connections may stay open on any node:
+/// far past a tail's polling (`TAIL_POLL`) and the owner's last turn.
+const CLOSED_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Nodes A, B and C on the database `db`.
 fn three_nodes(db: &str) -> (Server, Server, Server) {
     (node(db, "node-a"), node(db, "node-b"), node(db, "node-c"))
@@ -374,4 +378,79 @@ async fn a_rolling_restart_of_every_node_loses_nothing() {
     );
     let all = whole_story(&b, &s).await;
     assert_eq!(all, (1..=*all.last().unwrap()).collect::<Vec<_>>());
+}
+
+#[actix_web::test]
+async fn an_operators_close_reaches_the_spectators_another_node_serves() {
+    let (_dir, db) = database();
+    let (a, b) = (node(&db, "node-a"), node(&db, "node-b"));
+    let s = a.demo().await;
+    let (mut player, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    let (mut spectator, _) = b.connect(&s.session_id, &s.spectator_token, None).await;
+    move_once(&mut player, &a, &s, "one").await;
+
+    // A chat acknowledged before the close still runs; the operator closes
+    // the session through B, which hands the close to A, the owner.
+    player.chat("roll 1d6", "two").await;
+    let ack = player.until(|f| f["type"] == "ack").await.pop().unwrap();
+    let key = [("X-Internal-API-Key", TEST_KEY)];
+    let close = format!("{}/api/v1/admin/sessions/{}/close", b.base(), s.session_id);
+    let closed = request("POST", &close, &key, None).await;
+    assert_eq!(closed.status, 200, "{}", closed.body);
+
+    // Both connections see that turn end and are then closed with 4000:
+    // the player's by A, the spectator's by B's tail of the journal.
+    // (The server's pings keep an open connection busy: a spectator left
+    // open is caught by a deadline far past B's polling, not by a wait
+    // for a frame.)
+    let mut seen = Vec::new();
+    for (name, ws) in [("player", &mut player), ("spectator", &mut spectator)] {
+        let mut frames = Vec::new();
+        let until_closed = async {
+            loop {
+                match ws.next_or_close().await {
+                    Ok(f) => frames.push(f),
+                    Err(code) => return code,
+                }
+            }
+        };
+        let code = tokio::time::timeout(CLOSED_WITHIN, until_closed).await;
+        let kinds: Vec<&Value> = frames.iter().map(|f| &f["type"]).collect();
+        assert_eq!(code, Ok(Some(4000)), "{name} was closed after {kinds:?}");
+        assert!(
+            frames
+                .iter()
+                .any(|f| f["type"] == "turn_completed" && f["turn_id"] == ack["turn_id"]),
+            "{name} saw the acknowledged turn end: {frames:?}"
+        );
+        seen = frames;
+    }
+
+    // The spectator had the story to its last frame before its close.
+    let story = request(
+        "GET",
+        &format!("{}/api/v1/admin/sessions/{}/story", b.base(), s.session_id),
+        &key,
+        None,
+    )
+    .await;
+    assert_eq!(story.status, 200, "{}", story.body);
+    assert_eq!(story.body["closed_at"], closed.body["closed_at"]);
+    let last = story.body["frames"].as_array().unwrap().last().unwrap()["seq"].as_u64();
+    assert_eq!(seqs(&seen).last().copied(), last);
+
+    // Reconnecting, to either node, is refused for good.
+    for node in [&b, &a] {
+        let url = node.ws_url(&s.session_id, &s.spectator_token, Some(0));
+        assert_eq!(Ws::refused_status(&url).await, 410);
+    }
+    let (status, body) = get(
+        &format!("{}/api/v1/sessions/{}", b.base(), s.session_id),
+        Some(&s.spectator_token),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error_code"]),
+        (410, &serde_json::json!("SESSION_CLOSED"))
+    );
 }

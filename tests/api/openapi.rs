@@ -1,11 +1,11 @@
 //! `GET /api/v1/openapi.json`: an OpenAPI 3.1 document of every route the
 //! server has, and only of those.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::common::{TEST_KEY, client, get, request, spawn_app};
+use crate::common::{Api, TEST_KEY, client, get, neighbour, request, spawn_app};
 
 /// The path with each `{param}` filled in with a made-up value.
 fn concrete(path: &str) -> String {
@@ -135,6 +135,207 @@ async fn the_document_is_openapi_3_1_and_matches_the_routes_that_exist() {
     assert_eq!(schemes["internal_key"]["name"], "X-Internal-API-Key");
     assert_eq!(schemes["player_token"]["scheme"], "bearer");
     assert_eq!(schemes["metrics_key"]["scheme"], "bearer");
+    app.stop().await;
+}
+
+/// `schemas` and every schema they stand for: through `$ref`s, and every
+/// part of an `allOf`, `oneOf` or `anyOf` (a union documents what any of
+/// its parts does).
+fn parts<'a>(doc: &'a Value, schemas: &[&'a Value]) -> Vec<&'a Value> {
+    let mut out = Vec::new();
+    let mut todo: Vec<&Value> = schemas.to_vec();
+    while let Some(schema) = todo.pop() {
+        if let Some(r) = schema["$ref"].as_str() {
+            let name = r.trim_start_matches("#/components/schemas/");
+            let target = &doc["components"]["schemas"][name];
+            assert!(!target.is_null(), "{r} names no schema");
+            todo.push(target);
+        }
+        for union in ["allOf", "oneOf", "anyOf"] {
+            todo.extend(schema[union].as_array().into_iter().flatten());
+        }
+        out.push(schema);
+    }
+    out
+}
+
+/// Where a real answer has a key its documented schema does not name:
+/// walks `value`'s objects and arrays along `schemas`. An object whose
+/// schema names no property and is no map (`additionalProperties`) is
+/// undocumented at the first `strict` levels; deeper it is free-form JSON
+/// (a character's `stats`, a tool's output).
+fn undocumented(
+    doc: &Value,
+    schemas: &[&Value],
+    value: &Value,
+    at: &str,
+    strict: usize,
+    out: &mut Vec<String>,
+) {
+    let parts = parts(doc, schemas);
+    match value {
+        Value::Object(fields) => {
+            let mut props: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+            let mut maps = Vec::new();
+            for part in &parts {
+                for (name, schema) in part["properties"].as_object().into_iter().flatten() {
+                    props.entry(name).or_default().push(schema);
+                }
+                if part["additionalProperties"].is_object() {
+                    maps.push(&part["additionalProperties"]);
+                }
+            }
+            if props.is_empty() && maps.is_empty() {
+                if strict > 0 {
+                    out.push(format!("{at}: an object with no documented fields"));
+                }
+                return;
+            }
+            for (key, field) in fields {
+                let inner = format!("{at}.{key}");
+                let next = strict.saturating_sub(1);
+                match props.get(key.as_str()) {
+                    Some(schemas) => undocumented(doc, schemas, field, &inner, next, out),
+                    None if !maps.is_empty() => undocumented(doc, &maps, field, &inner, next, out),
+                    None => out.push(inner),
+                }
+            }
+        }
+        Value::Array(items) => {
+            let documented: Vec<&Value> = parts
+                .iter()
+                .map(|p| &p["items"])
+                .filter(|i| i.is_object())
+                .collect();
+            if documented.is_empty() {
+                if strict > 0 && !items.is_empty() {
+                    out.push(format!("{at}: an array with no documented items"));
+                }
+                return;
+            }
+            for (i, item) in items.iter().enumerate() {
+                undocumented(doc, &documented, item, &format!("{at}[{i}]"), strict, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Asserts that every key of `value` (an answer of `method path` with
+/// `status`) is a property of the schema the document gives that answer.
+fn assert_documented(
+    doc: &Value,
+    method: &str,
+    path: &str,
+    status: u16,
+    value: &Value,
+    strict: usize,
+) {
+    let schema = &doc["paths"][path][method]["responses"][status.to_string()]["content"]["application/json"]
+        ["schema"];
+    assert!(
+        schema.is_object(),
+        "{method} {path} documents no {status} body"
+    );
+    let mut missing = Vec::new();
+    undocumented(doc, &[schema], value, "$", strict, &mut missing);
+    assert!(
+        missing.is_empty(),
+        "{} {path} ({status}) answers keys its schema lacks: {missing:?}\nin {value}",
+        method.to_uppercase()
+    );
+}
+
+/// Asserts that every key of `value`, a request body of `method path`, is
+/// a property of the schema the document gives that body.
+fn assert_request_documented(doc: &Value, method: &str, path: &str, value: &Value, strict: usize) {
+    let schema =
+        &doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"];
+    let mut missing = Vec::new();
+    undocumented(doc, &[schema], value, "$", strict, &mut missing);
+    assert!(
+        missing.is_empty(),
+        "{method} {path} takes keys its schema lacks: {missing:?}"
+    );
+}
+
+#[actix_web::test]
+async fn real_answers_have_only_the_fields_their_documented_schemas_name() {
+    let app = spawn_app().await;
+    let (_, doc) = get(&format!("{}/api/v1/openapi.json", app.base), None).await;
+
+    // Every operation has an id of its own.
+    let mut ids = BTreeSet::new();
+    for (method, path) in questd::http::openapi::operations(&doc) {
+        let id = &doc["paths"][&path][method.to_lowercase()]["operationId"];
+        assert!(
+            ids.insert(id.to_string()),
+            "{method} {path}: operationId {id} is used twice"
+        );
+    }
+
+    // The snapshot: its game state, down to each area, character, zone,
+    // the player and the Chinese names.
+    let s = app.demo().await;
+    let snapshot = app.snapshot(&s).await;
+    for key in ["areas", "characters", "player", "names_zh", "owner_node"] {
+        assert!(
+            !snapshot[key].is_null(),
+            "the snapshot has {key}: {snapshot}"
+        );
+    }
+    assert_documented(&doc, "get", "/api/v1/sessions/{id}", 200, &snapshot, 2);
+
+    // A whole turn over HTTP: a move, so its state patch holds areas and
+    // characters.
+    let target = neighbour(&snapshot);
+    let ask = json!({"session_id": s.session_id, "message": format!("go to {target}"), "request_id": "r-1"});
+    assert_request_documented(&doc, "post", "/api/v1/chat", &ask, 2);
+    let turn = request(
+        "POST",
+        &format!("{}/api/v1/chat", app.base),
+        &[("Authorization", &format!("Bearer {}", s.player_token))],
+        Some(&ask),
+    )
+    .await;
+    assert_eq!(turn.status, 200, "{}", turn.body);
+    assert!(
+        turn.body["state_patch"]["characters"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{}",
+        turn.body
+    );
+    assert_documented(&doc, "post", "/api/v1/chat", 200, &turn.body, 2);
+
+    // The stateless chat: a conversation in, the model's next message out.
+    let conversation = json!({"messages": [{"role": "user", "content": "roll 1d20"}]});
+    assert_request_documented(&doc, "post", "/api/chat", &conversation, 2);
+    let step = request(
+        "POST",
+        &format!("{}/api/chat", app.base),
+        &[],
+        Some(&conversation),
+    )
+    .await;
+    assert_eq!(step.status, 200, "{}", step.body);
+    assert_documented(&doc, "post", "/api/chat", 200, &step.body, 2);
+
+    // MCP: the JSON-RPC envelopes, a result and an error (a method's
+    // `result` is its own, free-form).
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    assert_request_documented(&doc, "post", "/mcp", &hello, 1);
+    let key = [("X-Internal-API-Key", TEST_KEY)];
+    let answer = request("POST", &format!("{}/mcp", app.base), &key, Some(&hello)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body["result"].is_object(), "{}", answer.body);
+    assert_documented(&doc, "post", "/mcp", 200, &answer.body, 1);
+    let stray = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let refused = request("POST", &format!("{}/mcp", app.base), &key, Some(&stray)).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body["error"]["code"].is_i64(), "{}", refused.body);
+    assert_documented(&doc, "post", "/mcp", 400, &refused.body, 2);
     app.stop().await;
 }
 
