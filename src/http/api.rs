@@ -510,13 +510,21 @@ pub fn trace_id(req: &HttpRequest) -> TraceId {
         .map_or_else(TraceId::fresh, TraceId::from)
 }
 
+/// The body of an NPC's activation; an empty body activates.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+struct Activation {
+    /// `false` deactivates the NPC; absent or `null` activates it.
+    #[serde(default)]
+    active: Option<bool>,
+}
+
 /// A person activates (or, with `{"active": false}`, deactivates) an NPC.
 /// Runs as the `activate_npc` tool inside the session, so it is journalled,
 /// audited and seen live by every connection.
 #[utoipa::path(post, path = "/api/v1/sessions/{id}/npcs/{npc_id}/activate", tag = "sessions",
     params(("id" = String, Path, description = "The session id"), ("npc_id" = String, Path, description = "The NPC")),
     security(("player_token" = []), ("internal_key" = [])),
-    request_body(content = Object, description = "`{\"active\": bool}`, or empty to activate"),
+    request_body(content = Activation, description = "`{\"active\": bool}`, or empty to activate"),
     responses(
         (status = 200, description = "The NPC's new state and the turn that recorded it", body = NpcActivated),
         (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 403, description = "A spectator token", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::http::openapi::ErrorBody)))]
@@ -530,11 +538,13 @@ async fn activate_npc(
     // No body means "activate"; a body must be a JSON object whose optional
     // `active` is a boolean.
     let body = json_body_or_empty(body).await?;
-    let active = match body.get("active") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(ApiError::bad_request("\"active\" must be true or false")),
-    };
+    if !body.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    let active = serde_json::from_value::<Activation>(body)
+        .map_err(|_| ApiError::bad_request("\"active\" must be true or false"))?
+        .active
+        .unwrap_or(true);
     let trace_id = trace_id(&req);
     let (_, done) = send_to_session(
         &state,

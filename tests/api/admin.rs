@@ -64,13 +64,8 @@ fn seqs(page: &Value) -> Vec<u64> {
 /// Reads a connection until the server closes it; answers the frames read
 /// and the close code.
 async fn until_closed(ws: &mut Ws) -> (Vec<Value>, Option<u16>) {
-    let mut frames = Vec::new();
-    loop {
-        match ws.next_or_close().await {
-            Ok(f) => frames.push(f),
-            Err(code) => return (frames, code),
-        }
-    }
+    let (frames, code) = ws.frames_until_closed().await;
+    (frames, code.expect("the connection is closed"))
 }
 
 #[actix_web::test]

@@ -23,10 +23,6 @@ fn node(db: &str, name: &str) -> Server {
     )
 }
 
-/// How long a closed session's connections may stay open on any node:
-/// far past a tail's polling (`TAIL_POLL`) and the owner's last turn.
-const CLOSED_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// Nodes A, B and C on the database `db`.
 fn three_nodes(db: &str) -> (Server, Server, Server) {
     (node(db, "node-a"), node(db, "node-b"), node(db, "node-c"))
@@ -400,21 +396,11 @@ async fn an_operators_close_reaches_the_spectators_another_node_serves() {
 
     // Both connections see that turn end and are then closed with 4000:
     // the player's by A, the spectator's by B's tail of the journal.
-    // (The server's pings keep an open connection busy: a spectator left
-    // open is caught by a deadline far past B's polling, not by a wait
-    // for a frame.)
+    // (A spectator left open is caught by `CLOSE_WAIT`, far past B's
+    // polling.)
     let mut seen = Vec::new();
     for (name, ws) in [("player", &mut player), ("spectator", &mut spectator)] {
-        let mut frames = Vec::new();
-        let until_closed = async {
-            loop {
-                match ws.next_or_close().await {
-                    Ok(f) => frames.push(f),
-                    Err(code) => return code,
-                }
-            }
-        };
-        let code = tokio::time::timeout(CLOSED_WITHIN, until_closed).await;
+        let (frames, code) = ws.frames_until_closed().await;
         let kinds: Vec<&Value> = frames.iter().map(|f| &f["type"]).collect();
         assert_eq!(code, Ok(Some(4000)), "{name} was closed after {kinds:?}");
         assert!(

@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 
 /// How long a test waits for any one frame before failing.
 pub const FRAME_WAIT: Duration = Duration::from_secs(20);
+/// How long a wait for a connection's close may take in all (pings and
+/// frames keep coming meanwhile): a close that never comes fails the test.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(60);
 
 /// How long a test server may take to start or to stop (its shutdown grace
 /// is 3 s): past it the test fails and names the step, where it would
@@ -579,6 +582,25 @@ impl Ws {
         }
     }
 
+    /// Every frame until the server closes, and its close code; `Err` if
+    /// it did not close within [`CLOSE_WAIT`] (pings restart each frame's
+    /// wait, so the close as a whole has the bound).
+    pub async fn frames_until_closed(&mut self) -> (Vec<Value>, Result<Option<u16>, &'static str>) {
+        let mut frames = Vec::new();
+        let read = async {
+            loop {
+                match self.next_or_close().await {
+                    Ok(f) => frames.push(f),
+                    Err(code) => return code,
+                }
+            }
+        };
+        let code = tokio::time::timeout(CLOSE_WAIT, read)
+            .await
+            .map_err(|_| "the connection was never closed");
+        (frames, code)
+    }
+
     /// Reads until the turn started by `request_id` ends, an `error` frame
     /// answers it, or the server closes; returns the JSON frames and the
     /// close code, if it closed.
@@ -608,8 +630,11 @@ impl Ws {
 
     /// Reads until the server closes; returns the close code.
     pub async fn close_code(&mut self) -> Option<u16> {
+        // The server's pings come sooner than FRAME_WAIT: a close that never
+        // comes fails the wait as a whole instead of each frame's.
+        let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
         loop {
-            let frame = tokio::time::timeout(FRAME_WAIT, self.framed.next())
+            let frame = tokio::time::timeout_at(deadline, self.framed.next())
                 .await
                 .ok()??;
             match frame.ok()? {

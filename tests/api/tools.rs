@@ -429,6 +429,12 @@ async fn a_person_activates_an_npc_over_http_and_everyone_sees_it() {
         (status, body["error_code"].as_str()),
         (400, Some("BAD_REQUEST"))
     );
+    let (status, body) = call(url("npc_silt"), s.player_token.clone(), json!([false])).await;
+    assert_eq!(
+        (status, body["error_code"].as_str()),
+        (400, Some("BAD_REQUEST")),
+        "a body that is not an object"
+    );
     let (status, body) = call(url("npc_nobody"), s.player_token.clone(), json!({})).await;
     assert_eq!(
         (status, body["error_code"].as_str()),
