@@ -287,6 +287,24 @@ mod tests {
     }
 
     #[test]
+    fn null_fields_read_as_absent() {
+        // As the migrations carry a row per frame over (`json_object` and
+        // `json_build_object` write every key, null or not).
+        let body = r#"[{"seq" : 2, "kind" : "tool_result", "turn_id" : null, "request_id" : null, "created_at" : 6, "frame" : {"type":"tool_result","seq":2,"x":null}, "effect" : null, "history" : null, "action" : {"tool":"move"}}]"#;
+        let entry = &decode(body).unwrap()[0];
+        assert_eq!(
+            (entry.turn_id.as_deref(), entry.request_id.as_deref()),
+            (None, None)
+        );
+        assert_eq!(
+            (entry.effect.as_deref(), entry.history.as_deref()),
+            (None, None)
+        );
+        assert_eq!(entry.action.as_deref(), Some(r#"{"tool":"move"}"#));
+        assert_eq!(entry.frame, r#"{"type":"tool_result","seq":2,"x":null}"#);
+    }
+
+    #[test]
     fn a_broken_body_is_corrupt_not_a_panic() {
         for body in [
             "",
