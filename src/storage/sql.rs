@@ -241,26 +241,23 @@ macro_rules! queries {
                     }
                 }
             }
-            // The last RECENT_FRAMES frames: at most that many steps,
-            // newest first, read until there are enough.
+            // The last RECENT_FRAMES frames: only the steps that hold
+            // them (the newest step's last seq says where they start).
             let mut recent_frames = Vec::new();
             for r in sqlx::query(
-                "SELECT body FROM journal WHERE session_id = $1 ORDER BY seq DESC LIMIT $2",
+                "SELECT body FROM journal WHERE session_id = $1 AND last_seq > COALESCE((SELECT \
+                 j0.last_seq FROM journal j0 WHERE j0.session_id = $1 ORDER BY j0.seq DESC \
+                 LIMIT 1), 0) - $2 ORDER BY seq",
             )
             .bind(session_id)
             .bind(RECENT_FRAMES)
             .fetch_all(pool)
             .await?
             {
-                for e in entries(&r)?.into_iter().rev() {
-                    recent_frames.push((e.seq, e.frame));
-                }
-                if recent_frames.len() >= RECENT_FRAMES as usize {
-                    break;
-                }
+                recent_frames.extend(entries(&r)?.into_iter().map(|e| (e.seq, e.frame)));
             }
-            recent_frames.truncate(RECENT_FRAMES as usize);
-            recent_frames.reverse();
+            let extra = recent_frames.len().saturating_sub(RECENT_FRAMES as usize);
+            recent_frames.drain(..extra);
             // The newest step that started or ended a turn: the turn is
             // open if it started there and did not end.
             let last_turn_event = sqlx::query(

@@ -643,6 +643,31 @@ mod tests {
     }
 
     #[actix_web::test]
+    async fn a_load_hands_back_exactly_the_last_frames_kept_for_resume() {
+        let (store, _dir, _url) = store().await;
+        store.create_session(meta("r"), "{}".into()).await.unwrap();
+        let (a, mut notices) = sink();
+        // 600 frames in steps of 7 (one turn each), so the last 512 start
+        // inside a step.
+        for first in (1..=600u64).step_by(7) {
+            let rows = (first..=(first + 6).min(600))
+                .map(|seq| {
+                    SessionWrite::Row(JournalRow {
+                        turn_id: Some(format!("t{first}")),
+                        ..row("r", seq)
+                    })
+                })
+                .collect();
+            store.write_all(rows, &a);
+        }
+        assert_eq!(until(&mut notices, 600).await.ok(), Some(600));
+        let loaded = store.load_session("r").await.unwrap().expect("loads");
+        let seqs: Vec<u64> = loaded.recent_frames.iter().map(|f| f.0).collect();
+        assert_eq!(seqs, (89..=600).collect::<Vec<_>>());
+        assert_eq!(loaded.recent_frames[0].1, &*row("r", 89).frame);
+    }
+
+    #[actix_web::test]
     async fn a_journal_of_a_row_per_frame_is_carried_over_and_reads_the_same() {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("t.db").display());
