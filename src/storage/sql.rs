@@ -217,20 +217,32 @@ macro_rules! queries {
             let (snapshot_seq, snapshot) = snap.ok_or_else(|| {
                 StorageError::Corrupt(format!("session {session_id} has no snapshot"))
             })?;
-            let snapshot_seq_u = snapshot_seq as u64;
+            // One read for both: the frames after the snapshot (replayed)
+            // and the last RECENT_FRAMES (kept for resume), from the older
+            // of the two starts; the newest step's last seq says where the
+            // recent frames begin.
+            let last_seq: Option<i64> = sqlx::query_scalar(
+                "SELECT last_seq FROM journal WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+            )
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await?;
+            let recent_from = last_seq.unwrap_or(0).saturating_sub(RECENT_FRAMES).max(0);
             let mut rows = Vec::new();
+            let mut recent_frames = Vec::new();
             for r in sqlx::query(concat!(
                 "SELECT body FROM journal WHERE ",
                 steps_after!(),
                 " ORDER BY seq"
             ))
             .bind(session_id)
-            .bind(snapshot_seq)
+            .bind(snapshot_seq.min(recent_from))
             .fetch_all(pool)
             .await?
             {
                 for e in entries(&r)? {
-                    if e.seq > snapshot_seq_u {
+                    let seq = e.seq as i64;
+                    if seq > snapshot_seq {
                         rows.push(StoredRow {
                             seq: e.seq,
                             turn_id: e.turn_id,
@@ -239,25 +251,11 @@ macro_rules! queries {
                             history: e.history,
                         });
                     }
+                    if seq > recent_from {
+                        recent_frames.push((e.seq, e.frame));
+                    }
                 }
             }
-            // The last RECENT_FRAMES frames: only the steps that hold
-            // them (the newest step's last seq says where they start).
-            let mut recent_frames = Vec::new();
-            for r in sqlx::query(
-                "SELECT body FROM journal WHERE session_id = $1 AND last_seq > COALESCE((SELECT \
-                 j0.last_seq FROM journal j0 WHERE j0.session_id = $1 ORDER BY j0.seq DESC \
-                 LIMIT 1), 0) - $2 ORDER BY seq",
-            )
-            .bind(session_id)
-            .bind(RECENT_FRAMES)
-            .fetch_all(pool)
-            .await?
-            {
-                recent_frames.extend(entries(&r)?.into_iter().map(|e| (e.seq, e.frame)));
-            }
-            let extra = recent_frames.len().saturating_sub(RECENT_FRAMES as usize);
-            recent_frames.drain(..extra);
             // The newest step that started or ended a turn: the turn is
             // open if it started there and did not end.
             let last_turn_event = sqlx::query(
