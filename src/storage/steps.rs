@@ -140,11 +140,17 @@ fn encode(rows: &[&JournalRow]) -> String {
     out
 }
 
-/// Appends `s` as a JSON string.
+/// Appends `s` as a JSON string. Ids, the common case, need no escaping
+/// and are copied as they are.
 fn string(out: &mut String, s: &str) {
-    // Writing JSON into a String cannot fail.
-    let text = serde_json::to_string(s).unwrap_or_default();
-    out.push_str(&text);
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        // Writing JSON into a String cannot fail.
+        out.push_str(&serde_json::to_string(s).unwrap_or_default());
+    }
 }
 
 /// One frame of the journal, as read back from a step.
@@ -284,6 +290,23 @@ mod tests {
         assert_eq!((steps[2].started, steps[3].started), (0, 1));
         assert_eq!(steps[4].ended, Some("turn_failed"));
         assert_eq!((steps[5].turn_id, steps[5].ended), (None, None));
+    }
+
+    #[test]
+    fn strings_are_escaped_only_where_json_needs_it() {
+        for s in [
+            "turn_7",
+            "r-1",
+            "é 世界",
+            "a\"b",
+            "back\\slash",
+            "tab\there",
+            "\u{1}",
+        ] {
+            let mut out = String::new();
+            string(&mut out, s);
+            assert_eq!(serde_json::from_str::<String>(&out).unwrap(), s, "{out}");
+        }
     }
 
     #[test]
