@@ -28,6 +28,7 @@ pub mod config;
 pub mod error;
 pub mod game;
 pub mod http;
+pub mod json;
 pub mod llm;
 pub mod loadtest;
 pub mod logs;

@@ -41,7 +41,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     fn flush(&self) -> io::Result<()> {
         let mut out = lock(&self.out);
-        let chunk = std::mem::take(&mut *lock(&self.pending));
+        let chunk = {
+            let mut pending = lock(&self.pending);
+            if pending.is_empty() {
+                Vec::new()
+            } else {
+                // The buffer left in its place is already its usual size,
+                // so lines logged meanwhile do not grow it step by step.
+                std::mem::replace(&mut *pending, Vec::with_capacity(FLUSH_AT))
+            }
+        };
         if !chunk.is_empty() {
             out.write_all(&chunk)?;
         }

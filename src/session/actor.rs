@@ -231,7 +231,9 @@ impl SessionActor {
     /// session, which must not overtake them.
     fn flush(&mut self) {
         if let Some(sink) = &self.sink {
-            let writes = std::mem::take(&mut self.unsent);
+            // The next step's writes are about as many as this one's.
+            let size = self.unsent.len();
+            let writes = std::mem::replace(&mut self.unsent, Vec::with_capacity(size));
             self.deps.store.write_all(writes, sink);
         }
     }
@@ -241,10 +243,11 @@ impl SessionActor {
     /// connection as one message (one write for all of them), a chat's ack
     /// in it just ahead of its turn's first frame.
     fn release(&mut self, up_to: u64, ctx: &mut Context<Self>) {
-        let mut frames = Vec::new();
+        let released = self.sequencer.durable(up_to);
+        let mut frames = Vec::with_capacity(released.len());
         let mut acks: Vec<(u64, ByteString)> = Vec::new();
         let mut waiters = Vec::new();
-        for p in self.sequencer.durable(up_to) {
+        for p in released {
             // A chat that started at once is acknowledged with its durable
             // `turn_started`, just ahead of it.
             let due = self.acks.before(p.seq);

@@ -16,7 +16,7 @@
 //! checks would pass, and [`with_content`] puts the model's text into the
 //! call's arguments.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::SessionView;
 use super::audit::{self, AuditedCall, CallOrigin};
@@ -96,6 +96,19 @@ impl Call {
     }
 }
 
+/// The applied-action entry of a call that succeeded, written straight
+/// from the call's values. Its fields are in the order of their names, the
+/// order the entry has always been stored in.
+#[derive(serde::Serialize)]
+struct Applied<'a> {
+    args: &'a Value,
+    call_id: &'a CallId,
+    result: &'a Value,
+    status: ToolStatus,
+    tool: &'a str,
+    turn_id: &'a TurnId,
+}
+
 /// What a call gave. The actor journals [`Ran::call`], writes
 /// [`Ran::audit`], then journals [`Ran::result`], in that order.
 pub(super) struct Ran {
@@ -133,7 +146,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     let raw_text = match &c.raw {
         _ if !within => "{}".to_owned(),
         RawArgs::Text(text) => text.clone(),
-        RawArgs::Value(v) => v.to_string(),
+        RawArgs::Value(v) => crate::json::value_text(v),
     };
     let call = Entry {
         event: StoryEvent::ToolCall {
@@ -203,23 +216,28 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     };
     let (result, message, effect, content, action) = match &inv.outcome {
         Ok(out) => {
-            let action = json!({
-                "turn_id": c.turn_id, "call_id": c.call_id, "tool": c.tool,
-                "args": inv.args, "status": ToolStatus::Ok, "result": out.result,
-            });
+            let action = crate::json::to_string(&Applied {
+                args: &inv.args,
+                call_id: &c.call_id,
+                result: &out.result,
+                status: ToolStatus::Ok,
+                tool: &c.tool,
+                turn_id: &c.turn_id,
+            })
+            .ok();
             (
                 Some(out.result.clone()),
                 None,
                 out.effect.clone(),
-                out.result.to_string(),
-                Some(action),
+                crate::json::value_text(&out.result),
+                action,
             )
         }
         Err(e) => (
             None,
             Some(e.message.clone()),
             None,
-            e.to_model_json().to_string(),
+            crate::json::value_text(&e.to_model_json()),
             None,
         ),
     };
@@ -312,6 +330,8 @@ pub(super) fn with_content(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::game::GameState;
     use crate::protocol::SessionId;
@@ -417,11 +437,22 @@ mod tests {
             }
         ));
         assert_eq!(history_content(&ran.result), result.to_string());
-        let action = ran.result.action.as_ref().expect("a success is an action");
+        let action: Value = serde_json::from_str(
+            ran.result
+                .action
+                .as_deref()
+                .expect("a success is an action"),
+        )
+        .expect("the action is JSON");
         assert_eq!(action["tool"], "move");
         assert_eq!(action["status"], "ok");
         assert_eq!(action["args"]["to_area_id"], "area_002");
         assert_eq!(&action["result"], result);
+        // Stored as it always was: keys in order, no spaces.
+        assert_eq!(
+            ran.result.action.as_deref(),
+            Some(action.to_string().as_str())
+        );
         assert_eq!(
             (ran.audit.status.as_str(), ran.audit.error_code),
             ("ok", None)

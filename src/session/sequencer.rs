@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytestring::ByteString;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
@@ -43,8 +43,9 @@ pub(super) struct Entry {
     pub(super) effect: Option<Effect>,
     /// Recorded in the model's history once the frame is durable.
     pub(super) history: Option<HistoryEntry>,
-    /// The applied-action entry of a tool call that succeeded.
-    pub(super) action: Option<Value>,
+    /// The applied-action entry of a tool call that succeeded, as JSON
+    /// text.
+    pub(super) action: Option<String>,
 }
 
 impl Entry {
@@ -149,12 +150,12 @@ impl Sequencer {
             effect: staged
                 .effect
                 .as_ref()
-                .and_then(|e| serde_json::to_string(e).ok()),
+                .and_then(|e| crate::json::to_string(e).ok()),
             history: staged
                 .history
                 .as_ref()
-                .and_then(|h| serde_json::to_string(h).ok()),
-            action: action.map(|a| a.to_string()),
+                .and_then(|h| crate::json::to_string(h).ok()),
+            action,
             created_at: now_ms(),
         }
     }
@@ -169,10 +170,11 @@ impl Sequencer {
     ) -> &Pending {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let frame = serde_json::to_string(&StoryFrame { seq, event: &event }).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "story frame did not serialize");
-            json!({"type": event.kind(), "seq": seq}).to_string()
-        });
+        let frame =
+            crate::json::to_string(&StoryFrame { seq, event: &event }).unwrap_or_else(|e| {
+                tracing::error!(error = %e, "story frame did not serialize");
+                json!({"type": event.kind(), "seq": seq}).to_string()
+            });
         self.pending.push_back(Pending {
             seq,
             bytes: ByteString::from(frame),
@@ -190,7 +192,8 @@ impl Sequencer {
     /// were released already), each with its waiters. They join the ring as
     /// they go.
     pub(super) fn durable(&mut self, up_to: u64) -> Vec<Pending> {
-        let mut out = Vec::new();
+        let due = self.pending.iter().take_while(|p| p.seq <= up_to).count();
+        let mut out = Vec::with_capacity(due);
         while self.pending.front().is_some_and(|p| p.seq <= up_to) {
             let Some(mut p) = self.pending.pop_front() else {
                 break;
@@ -529,7 +532,7 @@ mod tests {
                 },
                 effect: Some(effect.clone()),
                 history: Some(history.clone()),
-                action: Some(json!({"tool": "roll"})),
+                action: Some(r#"{"tool":"roll"}"#.to_owned()),
             },
         );
         let ids = (row.turn_id.as_deref(), row.request_id.as_deref());

@@ -339,7 +339,7 @@ impl Turn {
         let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
         let signature = (
             call.name.clone(),
-            parsed.map_or_else(|| call.arguments.clone(), |v| v.to_string()),
+            parsed.map_or_else(|| call.arguments.clone(), |v| crate::json::value_text(&v)),
         );
         if self.last_call.as_ref() == Some(&signature) {
             self.repeats += 1;

@@ -857,47 +857,36 @@ fn schema_problems(validator: &jsonschema::Validator, instance: &Value) -> Strin
 }
 
 /// JSON with object keys sorted at every depth and no spaces, so equal
-/// values always give equal text.
+/// values always give equal text. serde_json's objects are sorted maps in
+/// this build (its `preserve_order` feature is off), so its compact text
+/// is this; `args_hash_ignores_key_order_and_spacing` fails if that
+/// feature is ever turned on.
 pub fn canonical_json(v: &Value) -> String {
-    fn write(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(k.clone()).to_string());
-                    out.push(':');
-                    write(&map[k.as_str()], out);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(v, &mut out);
-    out
+    crate::json::value_text(v)
 }
 
 /// SHA-256 of the canonical JSON of `v`, in hex: the same arguments always
-/// hash the same, whatever their key order.
+/// hash the same, whatever their key order. The text is written straight
+/// into the hash, never held.
 pub fn args_hash(v: &Value) -> String {
     use sha2::{Digest, Sha256};
-    crate::game::pieces::hex(&Sha256::digest(canonical_json(v).as_bytes()))
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(Sha256::new());
+    if serde_json::to_writer(&mut hashing, v).is_err() {
+        // No `Value` fails to write; hash its text form all the same.
+        hashing = Hashing(Sha256::new());
+        hashing.0.update(canonical_json(v).as_bytes());
+    }
+    crate::game::pieces::hex(&hashing.0.finalize())
 }
 
 /// Reads validated arguments into a tool's typed struct.
@@ -1244,6 +1233,7 @@ mod tests {
 
     #[test]
     fn args_hash_ignores_key_order_and_spacing() {
+        use sha2::Digest;
         let a = json!({"b": 1, "a": {"y": [1, {"d": 2, "c": 3}], "x": "é"}});
         let b: Value =
             serde_json::from_str(r#"{ "a": {"x": "é", "y": [1, {"c": 3, "d": 2}]}, "b": 1 }"#)
@@ -1253,6 +1243,10 @@ mod tests {
             r#"{"a":{"x":"é","y":[1,{"c":3,"d":2}]},"b":1}"#
         );
         assert_eq!(args_hash(&a), args_hash(&b));
+        assert_eq!(
+            args_hash(&a),
+            crate::game::pieces::hex(&sha2::Sha256::digest(canonical_json(&a).as_bytes()))
+        );
         assert_eq!(args_hash(&a).len(), 64);
         assert_ne!(args_hash(&a), args_hash(&json!({"b": 2})));
     }
