@@ -136,17 +136,26 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     // history: oversized arguments are shown as a note (the pipeline
     // refuses them).
     let within = args_within_bound(&c.raw);
-    let shown_args = match &c.raw {
-        _ if !within => Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
-        RawArgs::Text(text) => {
-            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
+    // Text that is JSON is read once, here, and handed on as the value it
+    // is; the pipeline reads text that is not (and refuses it).
+    let (shown_args, raw_text, raw) = match c.raw {
+        raw if !within => (
+            Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
+            "{}".to_owned(),
+            raw,
+        ),
+        RawArgs::Text(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(v) => (v.clone(), text, RawArgs::Value(v)),
+            Err(_) => (
+                Value::String(text.clone()),
+                text.clone(),
+                RawArgs::Text(text),
+            ),
+        },
+        RawArgs::Value(v) => {
+            let text = crate::json::value_text(&v);
+            (v.clone(), text, RawArgs::Value(v))
         }
-        RawArgs::Value(v) => v.clone(),
-    };
-    let raw_text = match &c.raw {
-        _ if !within => "{}".to_owned(),
-        RawArgs::Text(text) => text.clone(),
-        RawArgs::Value(v) => crate::json::value_text(v),
     };
     let call = Entry {
         event: StoryEvent::ToolCall {
@@ -175,16 +184,14 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     };
     let inv = match c.refused {
         Some(e) => Invocation {
-            args: match c.raw {
+            args: match raw {
                 RawArgs::Value(v) => v,
                 RawArgs::Text(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
             },
             outcome: Err(e),
             duration_ms: 0.0,
         },
-        None => view
-            .registry
-            .invoke(&c.tool, c.raw, &caller, view.state, rng),
+        None => view.registry.invoke(&c.tool, raw, &caller, view.state, rng),
     };
     let audit = audit::row(AuditedCall {
         session_id: Some(view.session_id),

@@ -154,7 +154,7 @@ pub(super) struct Turn {
     streamed: String,
     pending_calls: VecDeque<ModelToolCall>,
     call_ids: BTreeSet<CallId>,
-    last_call: Option<(String, String)>,
+    last_call: Option<(String, Result<Value, String>)>,
     repeats: u32,
     tool_events: Vec<ToolEvent>,
     touched_areas: BTreeSet<String>,
@@ -336,10 +336,12 @@ impl Turn {
             call_id = CallId::from(format!("{}_call_{n}", self.turn_id));
         }
         self.call_ids.insert(call_id.clone());
-        let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
+        // The same arguments in another key order or spacing are the same
+        // call: parsed values compare as values.
+        let parsed = serde_json::from_str::<Value>(&call.arguments);
         let signature = (
             call.name.clone(),
-            parsed.map_or_else(|| call.arguments.clone(), |v| crate::json::value_text(&v)),
+            parsed.map_err(|_| call.arguments.clone()),
         );
         if self.last_call.as_ref() == Some(&signature) {
             self.repeats += 1;
