@@ -240,24 +240,29 @@ impl Fanout {
         if first.is_empty() {
             return self.broadcast_all(frames);
         }
-        let mut own: HashMap<u64, Vec<ByteString>> = HashMap::new();
+        // Acks go to one connection or a few: a list, in the order they
+        // came, not a map built per release.
+        let mut own: Vec<(u64, Vec<ByteString>)> = Vec::new();
         for (conn_id, bytes) in first {
-            own.entry(conn_id).or_default().push(bytes);
+            match own.iter_mut().find(|(id, _)| *id == conn_id) {
+                Some((_, out)) => out.push(bytes),
+                None => own.push((conn_id, vec![bytes])),
+            }
         }
-        let own: HashMap<u64, Outbound> = own
+        let own: Vec<(u64, Arc<[ByteString]>)> = own
             .into_iter()
             .map(|(conn_id, mut out)| {
                 out.extend(frames.iter().cloned());
-                (conn_id, Outbound::Frames(out.into()))
+                (conn_id, out.into())
             })
             .collect();
         let shared: Arc<[ByteString]> = frames.into();
         let n = shared.len() as u64;
         self.send_each(
-            |id| match own.get(&id) {
-                Some(Outbound::Frames(out)) => Some(Outbound::Frames(out.clone())),
-                _ if shared.is_empty() => None,
-                _ => Some(Outbound::Frames(shared.clone())),
+            |id| match own.iter().find(|(conn_id, _)| *conn_id == id) {
+                Some((_, out)) => Some(Outbound::Frames(out.clone())),
+                None if shared.is_empty() => None,
+                None => Some(Outbound::Frames(shared.clone())),
             },
             n,
         )
