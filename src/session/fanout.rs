@@ -647,6 +647,31 @@ mod tests {
     }
 
     #[actix::test]
+    async fn acks_go_ahead_of_the_frames_only_to_their_connections() {
+        let mut fanout = Fanout::default();
+        let a = connect(&mut fanout, 1, ConnRole::Player, 16);
+        let b = connect(&mut fanout, 2, ConnRole::Player, 16);
+        let c = connect(&mut fanout, 3, ConnRole::Spectator, 16);
+        let s = ByteString::from_static;
+        // Two acks for one connection, one for another, in the order given.
+        let delivery = fanout.broadcast_after(
+            vec![(1, s("ack1")), (2, s("ack2")), (1, s("dup1"))],
+            vec![s("f1"), s("f2")],
+        );
+        assert_eq!(
+            (delivery.sent, delivery.dropped),
+            (6, 0),
+            "story frames counted"
+        );
+        // Acks with no frames reach only their own connections.
+        fanout.broadcast_after(vec![(2, s("ack3"))], Vec::new());
+        settle().await;
+        assert_eq!(a.got(), ["ack1+dup1+f1+f2"]);
+        assert_eq!(b.got(), ["ack2+f1+f2", "ack3"]);
+        assert_eq!(c.got(), ["f1+f2"]);
+    }
+
+    #[actix::test]
     async fn other_nodes_spectators_count_until_their_reports_run_out() {
         let mut fanout = Fanout::default();
         let now = Instant::now();
