@@ -193,11 +193,8 @@ impl Sequencer {
     /// they go.
     pub(super) fn durable(&mut self, up_to: u64) -> Vec<Pending> {
         let due = self.pending.iter().take_while(|p| p.seq <= up_to).count();
-        let mut out = Vec::with_capacity(due);
-        while self.pending.front().is_some_and(|p| p.seq <= up_to) {
-            let Some(mut p) = self.pending.pop_front() else {
-                break;
-            };
+        let mut out: Vec<Pending> = self.pending.drain(..due).collect();
+        for p in &mut out {
             if let Some(end) = &p.ends_turn {
                 for tx in self.turn_waiters.remove(end.turn_id()).unwrap_or_default() {
                     let end = end.clone();
@@ -207,7 +204,6 @@ impl Sequencer {
                 }
             }
             self.keep(p.seq, p.bytes.clone());
-            out.push(p);
         }
         out
     }
