@@ -42,9 +42,10 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String>
     })
 }
 
-/// `value` as JSON text; a value that cannot be written (a map with keys
-/// that are not strings, which no `Value` has) gives `null`.
-pub fn value_text(value: &serde_json::Value) -> String {
+/// `value` as JSON text, for types that always serialize (strings, JSON
+/// values, plain structs of them); one that cannot be written (a map with
+/// keys that are not strings) gives `null`.
+pub fn text<T: Serialize + ?Sized>(value: &T) -> String {
     to_string(value).unwrap_or_else(|_| "null".to_owned())
 }
 
@@ -67,7 +68,7 @@ mod tests {
         ];
         for v in &values {
             assert_eq!(to_string(v).unwrap(), serde_json::to_string(v).unwrap());
-            assert_eq!(value_text(v), v.to_string());
+            assert_eq!(text(v), v.to_string());
         }
     }
 

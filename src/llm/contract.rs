@@ -747,12 +747,6 @@ struct ContractResult<'a> {
     result: Value,
 }
 
-/// Compact JSON text; the types serialized here (strings and JSON values)
-/// cannot fail to serialize.
-fn to_json<T: Serialize>(value: &T) -> String {
-    serde_json::to_string(value).unwrap_or_default()
-}
-
 /// Raw JSON text parsed, or kept as a string when it is not JSON.
 fn json_or_string(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
@@ -775,7 +769,7 @@ pub fn history_messages<E: AsRef<HistoryEntry>>(history: &[E]) -> Vec<Value> {
             dialog_type: DEFAULT_DIALOG_TYPE,
             tool_calls,
         };
-        serde_json::json!({"role": "assistant", "content": to_json(&answer)})
+        serde_json::json!({"role": "assistant", "content": crate::json::text(&answer)})
     };
     let mut out = Vec::new();
     for step in steps(history) {
@@ -802,7 +796,7 @@ pub fn history_messages<E: AsRef<HistoryEntry>>(history: &[E]) -> Vec<Value> {
                     .collect();
                 out.push(serde_json::json!({
                     "role": "user",
-                    "content": format!("Tool results:\n{}", to_json(&results)),
+                    "content": format!("Tool results:\n{}", crate::json::text(&results)),
                 }));
             }
         }

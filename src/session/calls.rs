@@ -153,7 +153,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
             ),
         },
         RawArgs::Value(v) => {
-            let text = crate::json::value_text(&v);
+            let text = crate::json::text(&v);
             (v.clone(), text, RawArgs::Value(v))
         }
     };
@@ -236,7 +236,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
                 Some(out.result.clone()),
                 None,
                 out.effect.clone(),
-                crate::json::value_text(&out.result),
+                crate::json::text(&out.result),
                 action,
             )
         }
@@ -244,7 +244,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
             None,
             Some(e.message.clone()),
             None,
-            crate::json::value_text(&e.to_model_json()),
+            crate::json::text(&e.to_model_json()),
             None,
         ),
     };

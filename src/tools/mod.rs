@@ -862,7 +862,7 @@ fn schema_problems(validator: &jsonschema::Validator, instance: &Value) -> Strin
 /// is this; `args_hash_ignores_key_order_and_spacing` fails if that
 /// feature is ever turned on.
 pub fn canonical_json(v: &Value) -> String {
-    crate::json::value_text(v)
+    crate::json::text(v)
 }
 
 /// SHA-256 of the canonical JSON of `v`, in hex: the same arguments always
@@ -881,11 +881,9 @@ pub fn args_hash(v: &Value) -> String {
         }
     }
     let mut hashing = Hashing(Sha256::new());
-    if serde_json::to_writer(&mut hashing, v).is_err() {
-        // No `Value` fails to write; hash its text form all the same.
-        hashing = Hashing(Sha256::new());
-        hashing.0.update(canonical_json(v).as_bytes());
-    }
+    // A `Value` always writes (its keys are strings), and hashing cannot
+    // fail: there is no error to handle.
+    let _ = serde_json::to_writer(&mut hashing, v);
     crate::game::pieces::hex(&hashing.0.finalize())
 }
 

@@ -420,7 +420,7 @@ fn tool_calls(calls: Vec<(&'static str, Value)>, before: usize) -> ModelReply {
             .map(|(i, (name, args))| ModelToolCall {
                 id: CallId::from(format!("call_{}", before + i + 1)),
                 name: name.into(),
-                arguments: crate::json::value_text(&args),
+                arguments: crate::json::text(&args),
             })
             .collect(),
         ..ModelReply::default()
