@@ -34,6 +34,9 @@
 //! them.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -639,18 +642,39 @@ fn parse_calls(calls: &[Value]) -> Result<Vec<ModelToolCall>, ContractError> {
 }
 
 /// The first phrase of [`MOVE_CLAIM_PHRASES`] found in `text`, if any.
+///
+/// Every final answer is checked, so the phrases are searched for in one
+/// pass over the text (an Aho-Corasick automaton built once) instead of
+/// one search per phrase.
 fn claimed_move(text: &str) -> Option<&'static str> {
+    static PHRASES: LazyLock<Option<AhoCorasick>> =
+        LazyLock::new(|| AhoCorasick::new(MOVE_CLAIM_PHRASES).ok());
     let lower = text.to_lowercase();
-    MOVE_CLAIM_PHRASES.iter().copied().find(|phrase| {
-        lower.match_indices(phrase).any(|(at, _)| {
-            // "you" must start a word, so "bayou entered" is no claim.
-            !phrase.starts_with(|c: char| c.is_ascii_alphabetic())
-                || !lower[..at]
-                    .chars()
-                    .next_back()
-                    .is_some_and(char::is_alphanumeric)
-        })
-    })
+    let starts_a_word = |phrase: &str, at: usize| {
+        // "you" must start a word, so "bayou entered" is no claim.
+        !phrase.starts_with(|c: char| c.is_ascii_alphabetic())
+            || !lower[..at]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric)
+    };
+    let Some(phrases) = PHRASES.as_ref() else {
+        // The automaton is built from constant phrases and cannot fail;
+        // were it to, the search is the same one phrase at a time.
+        return MOVE_CLAIM_PHRASES.iter().copied().find(|phrase| {
+            lower
+                .match_indices(phrase)
+                .any(|(at, _)| starts_a_word(phrase, at))
+        });
+    };
+    // The phrase listed first wins, wherever in the text it is.
+    phrases
+        .find_overlapping_iter(&lower)
+        .map(|m| (m.pattern().as_usize(), m.start()))
+        .filter(|&(i, at)| starts_a_word(MOVE_CLAIM_PHRASES[i], at))
+        .map(|(i, _)| i)
+        .min()
+        .map(|i| MOVE_CLAIM_PHRASES[i])
 }
 
 /// A JSON value's kind for error messages, with a short excerpt of strings.
@@ -1208,6 +1232,24 @@ mod tests {
             err(r#"{"assistant_text": ""}"#, MOVED),
             ContractError::EmptyNarration
         );
+    }
+
+    /// The phrase named is the one listed first, wherever the text has
+    /// it; an occurrence inside a word is passed over for a later one that
+    /// starts a word.
+    #[test]
+    fn a_claim_names_the_first_listed_phrase_found() {
+        assert_eq!(
+            claimed_move("You enter the hall, then you move to the door."),
+            Some("you move to")
+        );
+        assert_eq!(
+            claimed_move("The bayou entered legend; later you enter."),
+            Some("you enter")
+        );
+        assert_eq!(claimed_move("天黑了，你进入洞穴。"), Some("你进入"));
+        assert_eq!(claimed_move("The bayou entered legend."), None);
+        assert_eq!(claimed_move(""), None);
     }
 
     #[test]
