@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use questd::config::{Cli, Command, LogFormat, Settings};
-use questd::logs::BulkWriter;
+use questd::logs::{BulkWriter, PlainFields};
 use questd::startup::Application;
 use tracing_subscriber::EnvFilter;
 
@@ -67,6 +67,8 @@ fn init_logs(settings: &Settings, to_stderr: bool) -> BulkWriter {
         .with_writer(writer.clone());
     match settings.log_format {
         LogFormat::Json => logs.json().init(),
+        // The same text as the default's, written for less (logs.rs).
+        LogFormat::Pretty if !ansi => logs.fmt_fields(PlainFields).init(),
         LogFormat::Pretty => logs.init(),
     }
     writer
