@@ -279,7 +279,10 @@ pub struct AreaMap {
     areas: Arc<Vec<Area>>,
     /// Position in `areas` of each id; for an id listed twice (only an old or
     /// hand-made snapshot can hold one) the first, as a scan would find.
-    index: Arc<HashMap<AreaId, usize>>,
+    /// Hashed with foldhash, seeded per process: a model's context walks
+    /// the map near the player, a few hundred lookups, which SipHash made
+    /// a large part of building it.
+    index: Arc<HashMap<AreaId, usize, foldhash::fast::RandomState>>,
 }
 
 impl AreaMap {
@@ -344,7 +347,7 @@ impl AreaMap {
 
 impl From<Vec<Area>> for AreaMap {
     fn from(areas: Vec<Area>) -> Self {
-        let mut index = HashMap::with_capacity(areas.len());
+        let mut index = HashMap::with_capacity_and_hasher(areas.len(), Default::default());
         for (i, a) in areas.iter().enumerate() {
             index.entry(a.area_id.clone()).or_insert(i);
         }

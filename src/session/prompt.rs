@@ -184,7 +184,8 @@ fn nearby(state: &GameState, here: Option<&Area>) -> Vec<Value> {
     let Some(here) = here else {
         return state.areas.iter().take(NEARBY_AREAS).map(brief).collect();
     };
-    let mut seen: HashSet<&str> = HashSet::from([here.area_id.as_str()]);
+    let mut seen: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
+    seen.insert(here.area_id.as_str());
     let mut ring = vec![here];
     let mut named = vec![brief(here)];
     for _ in 0..NEARBY_STEPS {
