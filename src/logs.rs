@@ -224,23 +224,26 @@ impl Visit for PlainVisitor<'_> {
 /// escaped (when `.1`), as `tracing-subscriber` writes messages.
 struct Escaped<T>(T, bool);
 
+impl<T> Escaped<T> {
+    /// Writes `text` (this value, formatted) escaped or as it is.
+    fn write(&self, f: &mut fmt::Formatter<'_>, text: fmt::Arguments<'_>) -> fmt::Result {
+        if self.1 {
+            Escaping(f).write_fmt(text)
+        } else {
+            f.write_fmt(text)
+        }
+    }
+}
+
 impl<T: fmt::Debug> fmt::Debug for Escaped<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.1 {
-            write!(Escaping(f), "{:?}", self.0)
-        } else {
-            write!(f, "{:?}", self.0)
-        }
+        self.write(f, format_args!("{:?}", self.0))
     }
 }
 
 impl<T: fmt::Display> fmt::Display for Escaped<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.1 {
-            write!(Escaping(f), "{}", self.0)
-        } else {
-            write!(f, "{}", self.0)
-        }
+        self.write(f, format_args!("{}", self.0))
     }
 }
 
