@@ -18,6 +18,15 @@ queries!(sqlx::Sqlite);
 /// How long a connection waits for another's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The page size of a database this creates. Each turn writes a few pages
+/// of its own (its session's leaf of each per-session index) and its share
+/// of the tables' last pages, and the WAL takes two `pwrite`s per page:
+/// 8 KiB pages hold what 4 KiB pages held in about half as many, so a
+/// turn costs half the writes for the same bytes (BENCHMARKS.md, "Page
+/// size"). A database made before keeps its own page size: SQLite fixes it
+/// when the file is made, and this setting does not change it.
+const PAGE_SIZE: u32 = 8192;
+
 /// Read connections of the pool, all opened at start.
 const READ_CONNECTIONS: u32 = 4;
 
@@ -39,6 +48,7 @@ pub(super) async fn open(
     }
     let options = SqliteConnectOptions::from_str(url)?
         .create_if_missing(true)
+        .page_size(PAGE_SIZE)
         .journal_mode(SqliteJournalMode::Wal)
         // FULL: a commit is on disk when it returns. Group commit keeps
         // that to one fsync per batch.
@@ -665,6 +675,47 @@ mod tests {
         let seqs: Vec<u64> = loaded.recent_frames.iter().map(|f| f.0).collect();
         assert_eq!(seqs, (89..=600).collect::<Vec<_>>());
         assert_eq!(loaded.recent_frames[0].1, &*row("r", 89).frame);
+    }
+
+    async fn page_size(url: &str) -> i64 {
+        let mut c = SqliteConnection::connect(url).await.unwrap();
+        sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    }
+
+    #[actix_web::test]
+    async fn a_new_database_has_8_kib_pages_and_an_older_one_keeps_its_own() {
+        let (store, _dir, url) = store().await;
+        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        drop(store);
+        assert_eq!(page_size(&url).await, i64::from(PAGE_SIZE));
+
+        // A database made with SQLite's default pages, in WAL mode, with
+        // the whole schema: it opens, keeps its pages, and takes turns.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("old.db").display());
+        {
+            let options = SqliteConnectOptions::from_str(&url)
+                .unwrap()
+                .create_if_missing(true)
+                .page_size(4096)
+                .journal_mode(SqliteJournalMode::Wal);
+            let pool = SqlitePool::connect_with(options).await.unwrap();
+            sqlx::migrate!("migrations/sqlite")
+                .run(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        }
+        let store = Store::open(&url).await.expect("the older database opens");
+        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        let (a, mut notices) = sink();
+        store.write_all(two_turns().into_iter().map(SessionWrite::Row).collect(), &a);
+        assert_eq!(until(&mut notices, 7).await.ok(), Some(7));
+        reads_two_turns(&store).await;
+        assert_eq!(page_size(&url).await, 4096);
     }
 
     #[actix_web::test]
