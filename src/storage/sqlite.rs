@@ -114,8 +114,11 @@ impl SqliteCommitter {
     /// batch.
     fn write(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
         let conn = &self.0;
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let done = write_ops(conn, batch).and_then(|()| Ok(conn.execute_batch("COMMIT")?));
+        // Prepared once and kept, like every statement of a batch, instead
+        // of parsed again for every commit.
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let done = write_ops(conn, batch)
+            .and_then(|()| Ok(conn.prepare_cached("COMMIT")?.execute([]).map(drop)?));
         if done.is_err()
             && let Err(e) = conn.execute_batch("ROLLBACK")
         {
@@ -716,6 +719,99 @@ mod tests {
         assert_eq!(until(&mut notices, 7).await.ok(), Some(7));
         reads_two_turns(&store).await;
         assert_eq!(page_size(&url).await, 4096);
+    }
+
+    fn audit_row(session_id: &str) -> crate::storage::AuditRow {
+        crate::storage::AuditRow {
+            audit_id: 0,
+            session_id: Some(session_id.into()),
+            tenant_id: "default".into(),
+            trace_id: "tr_1".into(),
+            turn_id: Some("turn_1".into()),
+            call_id: Some("call_1".into()),
+            tool: "roll_dice".into(),
+            role: "game_master".into(),
+            args_hash: "00".into(),
+            status: "ok".into(),
+            reason: None,
+            error_code: None,
+            error_message: None,
+            duration_us: 5,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            created_at: 0,
+            site_id: Some("site".into()),
+            span_id: None,
+            user_id: None,
+        }
+    }
+
+    #[actix_web::test]
+    async fn an_audit_ledger_from_before_keeps_its_ids_and_new_rows_follow_the_largest() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        {
+            let options = SqliteConnectOptions::from_str(&url)
+                .unwrap()
+                .create_if_missing(true);
+            let pool = SqlitePool::connect_with(options).await.unwrap();
+            // The schema with AUTOINCREMENT ids (migrations up to 9).
+            sqlx::migrate!("migrations/sqlite")
+                .run_to(9, &pool)
+                .await
+                .unwrap();
+            for id in [1, 2, 7] {
+                sqlx::query(
+                    "INSERT INTO audit (audit_id, session_id, tenant_id, trace_id, tool, role, \
+                     args_hash, status, duration_us, prompt_tokens, completion_tokens, \
+                     created_at, site_id) VALUES (?, 's', 'default', 'tr_1', 'roll_dice', \
+                     'game_master', 'aa', 'ok', 1, 0, 0, 0, 'old')",
+                )
+                .bind(id)
+                .execute(&pool)
+                .await
+                .unwrap();
+            }
+            pool.close().await;
+        }
+        let store = Store::open(&url)
+            .await
+            .expect("the store opens and migrates");
+        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        store.audit(audit_row("s"));
+        store.audit(audit_row("s"));
+        // Audit rows have no waiter: a journal row queued after them is
+        // durable only once they are.
+        let (a, mut notices) = sink();
+        store.append(row("s", 1), a);
+        assert_eq!(until(&mut notices, 1).await.ok(), Some(1));
+        let page = store.audit_page("s", 0, 10).await.unwrap();
+        let ids: Vec<i64> = page.entries.iter().map(|r| r.audit_id).collect();
+        assert_eq!(ids, [1, 2, 7, 8, 9]);
+        assert_eq!(page.entries[0].site_id.as_deref(), Some("old"));
+        assert_eq!(
+            page.entries[4],
+            crate::storage::AuditRow {
+                audit_id: 9,
+                ..audit_row("s")
+            }
+        );
+        let by_trace = store.audit_by_trace("default", "tr_1", 10).await.unwrap();
+        assert_eq!(by_trace.len(), 5);
+        // No insert keeps a sequence row up to date any more.
+        let mut c = SqliteConnection::connect(&url).await.unwrap();
+        let schema: String =
+            sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE name = 'audit'")
+                .fetch_one(&mut c)
+                .await
+                .unwrap();
+        assert!(!schema.contains("AUTOINCREMENT"), "{schema}");
+        let sequences: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'audit'")
+                .fetch_one(&mut c)
+                .await
+                .unwrap();
+        assert_eq!(sequences, 0);
     }
 
     #[actix_web::test]
