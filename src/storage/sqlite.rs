@@ -746,20 +746,27 @@ mod tests {
         }
     }
 
-    #[actix_web::test]
-    async fn an_audit_ledger_from_before_keeps_its_ids_and_new_rows_follow_the_largest() {
+    /// A fresh database file with the migrations up to `version` only, as
+    /// an older questd left it.
+    async fn database_as_of(version: i64) -> (tempfile::TempDir, String, SqlitePool) {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let options = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .create_if_missing(true);
+        let pool = SqlitePool::connect_with(options).await.unwrap();
+        sqlx::migrate!("migrations/sqlite")
+            .run_to(version, &pool)
+            .await
+            .unwrap();
+        (dir, url, pool)
+    }
+
+    #[actix_web::test]
+    async fn an_audit_ledger_from_before_keeps_its_ids_and_new_rows_follow_the_largest() {
+        // The schema with AUTOINCREMENT ids (migrations up to 9).
+        let (_dir, url, pool) = database_as_of(9).await;
         {
-            let options = SqliteConnectOptions::from_str(&url)
-                .unwrap()
-                .create_if_missing(true);
-            let pool = SqlitePool::connect_with(options).await.unwrap();
-            // The schema with AUTOINCREMENT ids (migrations up to 9).
-            sqlx::migrate!("migrations/sqlite")
-                .run_to(9, &pool)
-                .await
-                .unwrap();
             for id in [1, 2, 7] {
                 sqlx::query(
                     "INSERT INTO audit (audit_id, session_id, tenant_id, trace_id, tool, role, \
@@ -816,18 +823,9 @@ mod tests {
 
     #[actix_web::test]
     async fn a_journal_of_a_row_per_frame_is_carried_over_and_reads_the_same() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        // The schema as it was before steps (migrations up to 8).
+        let (_dir, url, pool) = database_as_of(8).await;
         {
-            let options = SqliteConnectOptions::from_str(&url)
-                .unwrap()
-                .create_if_missing(true);
-            let pool = SqlitePool::connect_with(options).await.unwrap();
-            // The schema as it was before steps (migrations up to 8).
-            sqlx::migrate!("migrations/sqlite")
-                .run_to(8, &pool)
-                .await
-                .unwrap();
             sqlx::query(
                 "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
                  spectator_token, created_at) VALUES ('s', 'default', 'demo', 't', 'p', 'w', 0)",
