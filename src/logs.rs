@@ -170,13 +170,60 @@ struct PlainVisitor<'w> {
     result: fmt::Result,
 }
 
+impl PlainVisitor<'_> {
+    /// Writes `name=` and then the value with `value` (a space before it
+    /// unless it is the first field); fields of records from the `log`
+    /// crate, which the line's header already shows, are left out.
+    fn named(&mut self, field: &Field, value: impl FnOnce(&mut Writer<'_>) -> fmt::Result) {
+        let name = field.name();
+        if self.result.is_err() || name.starts_with("log.") {
+            return;
+        }
+        let name = name.strip_prefix("r#").unwrap_or(name);
+        let w = &mut self.writer;
+        let space = if std::mem::take(&mut self.empty) {
+            ""
+        } else {
+            " "
+        };
+        self.result = w
+            .write_str(space)
+            .and_then(|()| w.write_str(name))
+            .and_then(|()| w.write_char('='))
+            .and_then(|()| value(w));
+    }
+}
+
 impl Visit for PlainVisitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
             self.record_debug(field, &format_args!("{value}"));
+        } else if value
+            .bytes()
+            .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+        {
+            // What `{:?}` writes for a text with nothing to escape, without
+            // looking at each character again through the formatter.
+            self.named(field, |w| {
+                w.write_char('"')?;
+                w.write_str(value)?;
+                w.write_char('"')
+            });
         } else {
             self.record_debug(field, &value);
         }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.named(field, |w| w.write_str(itoa::Buffer::new().format(value)));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.named(field, |w| w.write_str(itoa::Buffer::new().format(value)));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.named(field, |w| w.write_str(if value { "true" } else { "false" }));
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
@@ -196,27 +243,20 @@ impl Visit for PlainVisitor<'_> {
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if self.result.is_err() {
+        if field.name() != "message" {
+            self.named(field, |w| write!(w, "{value:?}"));
             return;
         }
-        let name = field.name();
-        // Fields of records from the `log` crate, which the line's
-        // header already shows.
-        if name.starts_with("log.") {
+        if self.result.is_err() {
             return;
         }
         if !std::mem::take(&mut self.empty) {
             self.result = self.writer.write_char(' ');
         }
-        let w = &mut self.writer;
-        self.result = if name == "message" {
-            write!(w, "{:?}", Escaped(value, self.sanitize))
-        } else {
-            let name = name.strip_prefix("r#").unwrap_or(name);
-            w.write_str(name)
-                .and_then(|()| w.write_char('='))
-                .and_then(|()| write!(w, "{value:?}"))
-        };
+        let sanitize = self.sanitize;
+        self.result = self
+            .result
+            .and_then(|()| write!(self.writer, "{:?}", Escaped(value, sanitize)));
     }
 }
 
@@ -342,6 +382,22 @@ mod tests {
                 "a \u{1b}[31mred\u{7} message\u{85}"
             );
             tracing::error!(r#type = "raw name", list = ?vec![1, 2], "done");
+            tracing::info!(
+                plain = " a~b ",
+                empty = "",
+                neg = -42i64,
+                big = u64::MAX,
+                yes = true,
+                quote = "\"",
+                backslash = "a\\b",
+                combining = "e\u{301}",
+                del = "x\u{7f}",
+                cjk = "掷骰子",
+                tab = "\t",
+                ratio = 1.0f64,
+                "{}",
+                "fields"
+            );
             let cause = std::io::Error::other("disk \u{1b} full");
             let outer = Outer(std::io::Error::other("disk \u{1b} full"));
             tracing::error!(
@@ -374,7 +430,7 @@ mod tests {
             "{want}"
         );
         assert!(want.contains("\\x1b"), "escaped: {want}");
-        assert_eq!(want.lines().count(), 7, "{want}");
+        assert_eq!(want.lines().count(), 8, "{want}");
         assert_eq!(lines(true), want);
     }
 
