@@ -22,9 +22,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// of its own (its session's leaf of each per-session index) and its share
 /// of the tables' last pages, and the WAL takes two `pwrite`s per page:
 /// 8 KiB pages hold what 4 KiB pages held in about half as many, so a
-/// turn costs half the writes for the same bytes (BENCHMARKS.md, "Page
-/// size"). A database made before keeps its own page size: SQLite fixes it
-/// when the file is made, and this setting does not change it.
+/// turn costs half the writes for the same bytes (BENCHMARKS.md, "Fewer
+/// WAL writes per turn"). A database made before keeps its own page size:
+/// SQLite fixes it when the file is made, and this setting does not change
+/// it.
 const PAGE_SIZE: u32 = 8192;
 
 /// Read connections of the pool, all opened at start.
@@ -766,21 +767,19 @@ mod tests {
     async fn an_audit_ledger_from_before_keeps_its_ids_and_new_rows_follow_the_largest() {
         // The schema with AUTOINCREMENT ids (migrations up to 9).
         let (_dir, url, pool) = database_as_of(9).await;
-        {
-            for id in [1, 2, 7] {
-                sqlx::query(
-                    "INSERT INTO audit (audit_id, session_id, tenant_id, trace_id, tool, role, \
-                     args_hash, status, duration_us, prompt_tokens, completion_tokens, \
-                     created_at, site_id) VALUES (?, 's', 'default', 'tr_1', 'roll_dice', \
-                     'game_master', 'aa', 'ok', 1, 0, 0, 0, 'old')",
-                )
-                .bind(id)
-                .execute(&pool)
-                .await
-                .unwrap();
-            }
-            pool.close().await;
+        for id in [1, 2, 7] {
+            sqlx::query(
+                "INSERT INTO audit (audit_id, session_id, tenant_id, trace_id, tool, role, \
+                 args_hash, status, duration_us, prompt_tokens, completion_tokens, \
+                 created_at, site_id) VALUES (?, 's', 'default', 'tr_1', 'roll_dice', \
+                 'game_master', 'aa', 'ok', 1, 0, 0, 0, 'old')",
+            )
+            .bind(id)
+            .execute(&pool)
+            .await
+            .unwrap();
         }
+        pool.close().await;
         let store = Store::open(&url)
             .await
             .expect("the store opens and migrates");
