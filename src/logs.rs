@@ -171,24 +171,27 @@ struct PlainVisitor<'w> {
 }
 
 impl PlainVisitor<'_> {
-    /// Writes `name=` and then the value with `value` (a space before it
-    /// unless it is the first field); fields of records from the `log`
-    /// crate, which the line's header already shows, are left out.
+    /// Starts a field: a space before every field but the first. False
+    /// when an earlier write failed (nothing more is written).
+    fn next_field(&mut self) -> bool {
+        if self.result.is_ok() && !std::mem::take(&mut self.empty) {
+            self.result = self.writer.write_char(' ');
+        }
+        self.result.is_ok()
+    }
+
+    /// Writes `name=` and then the value with `value`; fields of records
+    /// from the `log` crate, which the line's header already shows, are
+    /// left out.
     fn named(&mut self, field: &Field, value: impl FnOnce(&mut Writer<'_>) -> fmt::Result) {
         let name = field.name();
-        if self.result.is_err() || name.starts_with("log.") {
+        if name.starts_with("log.") || !self.next_field() {
             return;
         }
         let name = name.strip_prefix("r#").unwrap_or(name);
         let w = &mut self.writer;
-        let space = if std::mem::take(&mut self.empty) {
-            ""
-        } else {
-            " "
-        };
         self.result = w
-            .write_str(space)
-            .and_then(|()| w.write_str(name))
+            .write_str(name)
             .and_then(|()| w.write_char('='))
             .and_then(|()| value(w));
     }
@@ -245,18 +248,11 @@ impl Visit for PlainVisitor<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() != "message" {
             self.named(field, |w| write!(w, "{value:?}"));
-            return;
+        } else if self.next_field() {
+            // The message bare, its control characters escaped.
+            let sanitize = self.sanitize;
+            self.result = write!(self.writer, "{:?}", Escaped(value, sanitize));
         }
-        if self.result.is_err() {
-            return;
-        }
-        if !std::mem::take(&mut self.empty) {
-            self.result = self.writer.write_char(' ');
-        }
-        let sanitize = self.sanitize;
-        self.result = self
-            .result
-            .and_then(|()| write!(self.writer, "{:?}", Escaped(value, sanitize)));
     }
 }
 
