@@ -64,6 +64,7 @@ pub struct Application {
     server: Server,
     hub: Addr<SessionHub>,
     tails: Addr<Tails>,
+    store: Store,
     /// The task listening for journal commits; its database connection
     /// must close inside the runtime, so it is stopped before it ends.
     listener_task: actix_web::rt::task::JoinHandle<()>,
@@ -230,7 +231,7 @@ impl Application {
             hub: hub.clone(),
             tails: tails.clone(),
             sites: Arc::new(crate::sites::Sites::new(store.clone())),
-            store,
+            store: store.clone(),
             cluster,
             registry,
             builtin_starts,
@@ -281,6 +282,7 @@ impl Application {
             server,
             hub,
             tails,
+            store,
             listener_task,
             arbiters,
         })
@@ -327,20 +329,26 @@ impl Application {
         self.run_until_stopped().await
     }
 
-    /// Serves until the server is stopped (the handle).
+    /// Serves until the server is stopped (the handle), then waits for its
+    /// sessions to stop and for every write they queued to be committed:
+    /// once this returns, the database holds all this server will write.
     ///
     /// The session arbiters stop with it, also when this future is dropped
     /// unfinished (its runtime shutting down), so no session outlives its
     /// server holding database connections.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        let _arbiters = StopOnDrop(self.arbiters);
+        let arbiters = StopOnDrop(self.arbiters);
         let served = self.server.await;
         self.listener_task.abort();
         let _ = self.listener_task.await;
+        // Sessions on the HTTP workers' threads stopped with them; those on
+        // threads of their own stop now.
+        arbiters.stop();
         let _ = self.hub.send(StopHub).await;
         while self.hub.connected() {
             actix_web::rt::time::sleep(Duration::from_millis(5)).await;
         }
+        self.store.settled().await;
         served
     }
 }
@@ -348,11 +356,17 @@ impl Application {
 /// Stops its arbiters when dropped.
 struct StopOnDrop(Vec<ArbiterHandle>);
 
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
+impl StopOnDrop {
+    fn stop(&self) {
         for a in &self.0 {
             a.stop();
         }
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -514,18 +514,26 @@ impl Handler<Unregister> for SessionHub {
     }
 }
 
-/// Stops the hub once the server has stopped, dropping its work in flight
-/// (a renewal) while the runtime still runs: a database call dropped when
-/// the runtime itself goes down cannot hand its connection back.
+/// Stops the hub once the server has stopped and its sessions with it
+/// (their threads stopping), or after [`STOP_WAIT`]: after that no session
+/// queues another write. Work still in flight then (a renewal) is dropped
+/// while the runtime still runs: a database call dropped when the runtime
+/// itself goes down cannot hand its connection back.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopHub;
 
-impl Handler<StopHub> for SessionHub {
-    type Result = ();
+/// The longest a stopping hub waits for its sessions' actors to stop.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
-    fn handle(&mut self, _: StopHub, ctx: &mut Self::Context) {
-        ctx.stop();
+impl Handler<StopHub> for SessionHub {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: StopHub, _: &mut Self::Context) -> Self::Result {
+        Box::pin(
+            self.drained(Instant::now() + STOP_WAIT)
+                .map(|(), _, ctx| ctx.stop()),
+        )
     }
 }
 

@@ -579,6 +579,13 @@ impl Store {
         self.writes.audit(row)
     }
 
+    /// Returns once every write queued before the call has been committed
+    /// or has failed: a server that stops waits for this, so nothing it
+    /// queued is still on its way when it says it has stopped.
+    pub async fn settled(&self) {
+        self.writes.settled().await
+    }
+
     /// Stores a new session and its opening snapshot; returns once durable.
     pub async fn create_session(
         &self,

@@ -62,6 +62,9 @@ pub(super) enum WriteOp {
 pub(super) enum Queued {
     One(WriteOp),
     Many(Vec<WriteOp>),
+    /// Hears once every write queued before it has been committed (or has
+    /// failed): nothing queued before it is still on its way.
+    Settled(oneshot::Sender<()>),
 }
 
 /// Commits a batch of writes in one transaction, or nothing of it.
@@ -125,6 +128,7 @@ impl Writes {
             let op = match e.into_inner() {
                 Queued::One(op) => Some(op),
                 Queued::Many(ops) => ops.into_iter().next(),
+                Queued::Settled(_) => None,
             };
             (error, op.map(Box::new))
         })
@@ -245,6 +249,15 @@ impl Writes {
         self.send(WriteOp::Record(record)).map_err(|e| e.0)
     }
 
+    /// Returns once every write queued before the call has been committed
+    /// or has failed (at once if the writer is gone).
+    pub(super) async fn settled(&self) {
+        let (done, rx) = oneshot::channel();
+        if self.tx.send(Queued::Settled(done)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
     /// Stores a new session and its opening snapshot; returns once durable.
     pub(super) async fn create_session(
         &self,
@@ -284,108 +297,171 @@ async fn writer(
     // refused, so a session's journal never has a gap in its seqs. Ids are
     // never reused, so a reload of the session (a new sink) writes again.
     let mut poisoned: HashSet<u64> = HashSet::new();
-    let refused = || StorageError::Database("an earlier write of this session failed".into());
     let mut queued = Vec::with_capacity(MAX_BATCH);
+    let mut settled = Vec::new();
     while rx.recv_many(&mut queued, MAX_BATCH).await > 0 {
         for q in queued.drain(..) {
             match q {
                 Queued::One(op) => batch.push(op),
                 Queued::Many(ops) => batch.extend(ops),
+                Queued::Settled(done) => settled.push(done),
             }
         }
-        let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink.id()));
-        let writable: Vec<&WriteOp> = batch
+        if !batch.is_empty() {
+            commit_batch(
+                &mut committer,
+                &mut batch,
+                &mut poisoned,
+                &metrics,
+                &failing_until,
+            )
+            .await;
+        }
+        for done in settled.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// Commits `batch` (retrying its writes one by one if it fails as a
+/// whole), then tells each waiter and empties it.
+async fn commit_batch(
+    committer: &mut impl Committer,
+    batch: &mut Vec<WriteOp>,
+    poisoned: &mut HashSet<u64>,
+    metrics: &Metrics,
+    failing_until: &AtomicI64,
+) {
+    let refused = || StorageError::Database("an earlier write of this session failed".into());
+    let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink.id()));
+    let writable: Vec<&WriteOp> = batch
+        .iter()
+        .filter(|op| !is_refused(op, poisoned))
+        .collect();
+    let started = std::time::Instant::now();
+    let results: Vec<Result<(), StorageError>> = match committer.commit(&writable).await {
+        Ok(()) => batch
             .iter()
-            .filter(|op| !is_refused(op, &poisoned))
-            .collect();
-        let started = std::time::Instant::now();
-        let results: Vec<Result<(), StorageError>> = match committer.commit(&writable).await {
-            Ok(()) => batch
-                .iter()
-                .map(|op| {
-                    if is_refused(op, &poisoned) {
-                        Err(refused())
-                    } else {
-                        Ok(())
-                    }
-                })
-                .collect(),
-            Err(e) => {
-                // Isolate the failing write so one bad row does not fail
-                // every session that shared the batch.
-                tracing::warn!(error = %e, ops = batch.len(), "batch commit failed; retrying writes one by one");
-                // A store that fails every write (disk full, gone) must not
-                // cost one busy timeout per row: after a few failures in a
-                // row the rest of the batch fails without another try.
-                let mut results = Vec::with_capacity(batch.len());
-                let mut failures_in_a_row = 0;
-                for op in &batch {
-                    if is_refused(op, &poisoned) {
-                        results.push(Err(refused()));
-                        continue;
-                    }
-                    let r = if failures_in_a_row >= RETRY_GIVE_UP {
-                        Err(e.clone())
-                    } else {
-                        committer.commit(&[op]).await
-                    };
-                    match &r {
-                        Ok(()) => failures_in_a_row = 0,
-                        Err(e) => {
-                            failures_in_a_row += 1;
-                            tracing::error!(error = %e, "journal write failed");
-                            if let WriteOp::Row(_, sink) = op {
-                                poisoned.insert(sink.id());
-                            }
+            .map(|op| {
+                if is_refused(op, poisoned) {
+                    Err(refused())
+                } else {
+                    Ok(())
+                }
+            })
+            .collect(),
+        Err(e) => {
+            // Isolate the failing write so one bad row does not fail
+            // every session that shared the batch.
+            tracing::warn!(error = %e, ops = batch.len(), "batch commit failed; retrying writes one by one");
+            // A store that fails every write (disk full, gone) must not
+            // cost one busy timeout per row: after a few failures in a
+            // row the rest of the batch fails without another try.
+            let mut results = Vec::with_capacity(batch.len());
+            let mut failures_in_a_row = 0;
+            for op in batch.iter() {
+                if is_refused(op, poisoned) {
+                    results.push(Err(refused()));
+                    continue;
+                }
+                let r = if failures_in_a_row >= RETRY_GIVE_UP {
+                    Err(e.clone())
+                } else {
+                    committer.commit(&[op]).await
+                };
+                match &r {
+                    Ok(()) => failures_in_a_row = 0,
+                    Err(e) => {
+                        failures_in_a_row += 1;
+                        tracing::error!(error = %e, "journal write failed");
+                        if let WriteOp::Row(_, sink) = op {
+                            poisoned.insert(sink.id());
                         }
                     }
-                    results.push(r);
                 }
-                results
+                results.push(r);
             }
-        };
-        // Storage as a whole is failing when nothing of the batch went in
-        // (a full disk, a lock held too long); one bad row among good ones
-        // fails only its own session.
-        if results.iter().all(Result::is_err) {
-            failing_until.store(now_ms() + FAILURE_HOLD_MS, Ordering::Release);
+            results
         }
-        metrics.commit_seconds.observe_duration(started.elapsed());
-        metrics.commit_rows.observe(writable.len() as f64);
-        tracing::debug!(
-            ops = batch.len(),
-            ms = started.elapsed().as_secs_f64() * 1000.0,
-            "group commit"
+    };
+    // Storage as a whole is failing when nothing of the batch went in
+    // (a full disk, a lock held too long); one bad row among good ones
+    // fails only its own session.
+    if results.iter().all(Result::is_err) {
+        failing_until.store(now_ms() + FAILURE_HOLD_MS, Ordering::Release);
+    }
+    metrics.commit_seconds.observe_duration(started.elapsed());
+    metrics.commit_rows.observe(writable.len() as f64);
+    tracing::debug!(
+        ops = batch.len(),
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        "group commit"
+    );
+    // One notice per session per batch: the highest seq now durable, or
+    // the first failure.
+    let mut sessions: HashMap<&str, (&DurableSink, Result<u64, StorageError>)> = HashMap::new();
+    for (op, result) in batch.iter().zip(&results) {
+        if let WriteOp::Row(row, sink) = op {
+            let entry = sessions
+                .entry(row.session_id.as_str())
+                .or_insert((sink, Ok(row.seq)));
+            entry.1 = match (&entry.1, result) {
+                (Err(e), _) | (Ok(_), Err(e)) => Err(e.clone()),
+                (Ok(seq), Ok(())) => Ok((*seq).max(row.seq)),
+            };
+        }
+    }
+    for (sink, result) in sessions.into_values() {
+        sink.notify(result);
+    }
+    for (op, result) in batch.drain(..).zip(results) {
+        match op {
+            WriteOp::Snapshot {
+                done: Some(done), ..
+            }
+            | WriteOp::CreateSession { done, .. }
+            | WriteOp::Enqueue { done, .. }
+            | WriteOp::Record(QueuedRecord { done, .. }) => {
+                let _ = done.send(result);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Commits nothing, slowly: yields to every other task many times
+    /// before it counts the writes of a batch as committed.
+    struct SlowCommitter(Arc<AtomicUsize>);
+
+    impl Committer for SlowCommitter {
+        async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            self.0.fetch_add(batch.len(), Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[actix::test]
+    async fn settled_answers_after_the_writes_queued_before_it_are_committed() {
+        let committed = Arc::new(AtomicUsize::new(0));
+        let writes = Writes::start(
+            SlowCommitter(committed.clone()),
+            Arc::new(Metrics::default()),
         );
-        // One notice per session per batch: the highest seq now durable, or
-        // the first failure.
-        let mut sessions: HashMap<&str, (&DurableSink, Result<u64, StorageError>)> = HashMap::new();
-        for (op, result) in batch.iter().zip(&results) {
-            if let WriteOp::Row(row, sink) = op {
-                let entry = sessions
-                    .entry(row.session_id.as_str())
-                    .or_insert((sink, Ok(row.seq)));
-                entry.1 = match (&entry.1, result) {
-                    (Err(e), _) | (Ok(_), Err(e)) => Err(e.clone()),
-                    (Ok(seq), Ok(())) => Ok((*seq).max(row.seq)),
-                };
-            }
+        for turn in ["turn_1", "turn_2", "turn_3"] {
+            writes.dequeue("s", turn, Epoch::Sole);
         }
-        for (sink, result) in sessions.into_values() {
-            sink.notify(result);
-        }
-        for (op, result) in batch.drain(..).zip(results) {
-            match op {
-                WriteOp::Snapshot {
-                    done: Some(done), ..
-                }
-                | WriteOp::CreateSession { done, .. }
-                | WriteOp::Enqueue { done, .. }
-                | WriteOp::Record(QueuedRecord { done, .. }) => {
-                    let _ = done.send(result);
-                }
-                _ => {}
-            }
-        }
+        writes.settled().await;
+        assert_eq!(committed.load(Ordering::SeqCst), 3);
+        // With nothing queued it answers too.
+        writes.settled().await;
+        assert_eq!(committed.load(Ordering::SeqCst), 3);
     }
 }

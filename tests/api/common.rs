@@ -28,6 +28,9 @@ pub struct TestApp {
     pub base: String,
     pub db_url: String,
     pub handle: ServerHandle,
+    /// Hears when the server has wholly stopped: its sessions gone and
+    /// every write it queued committed (`Application::run_until_stopped`).
+    finished: std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
     /// Held, never read: the database directory lives as long as the app.
     pub _dir: Arc<tempfile::TempDir>,
 }
@@ -82,6 +85,7 @@ pub async fn spawn_in(
     adjust(&mut settings);
     let db_url = settings.database_url.clone();
     let (started, ready) = tokio::sync::oneshot::channel();
+    let (stopped, finished) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
             let app = Application::build_with(settings, provider)
@@ -91,6 +95,7 @@ pub async fn spawn_in(
                 Ok(app) => {
                     let _ = started.send(Ok((app.port(), app.handle())));
                     let _ = app.run_until_stopped().await;
+                    let _ = stopped.send(());
                 }
                 Err(e) => {
                     let _ = started.send(Err(e));
@@ -108,6 +113,7 @@ pub async fn spawn_in(
         base: format!("http://127.0.0.1:{port}"),
         db_url,
         handle,
+        finished: std::sync::Mutex::new(Some(finished)),
         _dir: dir,
     }
 }
@@ -343,8 +349,22 @@ impl Api for TestApp {
 }
 
 impl TestApp {
+    /// Stops the server gracefully and waits until it has wholly stopped,
+    /// so that another server may open its database.
     pub async fn stop(&self) {
-        tokio::time::timeout(SERVER_WAIT, self.handle.stop(true))
+        let finished = self
+            .finished
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let stopped = async {
+            self.handle.stop(true).await;
+            if let Some(finished) = finished {
+                // An error: the server's thread ended without a word.
+                let _ = finished.await;
+            }
+        };
+        tokio::time::timeout(SERVER_WAIT, stopped)
             .await
             .expect("the server stops within SERVER_WAIT");
     }
