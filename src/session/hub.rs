@@ -385,6 +385,10 @@ impl Handler<Lookup> for SessionHub {
                 if taken_over {
                     metrics.sessions_taken_over.inc();
                 }
+                // Writes an earlier actor of the session queued here (one
+                // that died, a panic inside it) are committed before the
+                // journal is read, so the new actor goes on after them.
+                store.settled().await;
                 let Some(loaded) = store.load_session(id.as_str()).await? else {
                     return Ok(None);
                 };
