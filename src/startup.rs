@@ -344,11 +344,18 @@ impl Application {
         // Sessions on the HTTP workers' threads stopped with them; those on
         // threads of their own stop now.
         arbiters.stop();
+        let began = std::time::Instant::now();
         let _ = self.hub.send(StopHub).await;
         while self.hub.connected() {
             actix_web::rt::time::sleep(Duration::from_millis(5)).await;
         }
+        let sessions_ms = began.elapsed().as_millis();
         self.store.settled().await;
+        tracing::info!(
+            sessions_ms,
+            writes_ms = began.elapsed().as_millis() - sessions_ms,
+            "stopped: the sessions are gone and what they queued is committed"
+        );
         served
     }
 }
