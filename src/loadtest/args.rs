@@ -26,7 +26,8 @@ pub struct LoadtestArgs {
     #[arg(long, default_value_t = 5)]
     pub turns: usize,
     /// How long a player waits between the end of one turn and its next
-    /// chat: `500ms`, `1.5s`, `2m`, or a bare number of milliseconds.
+    /// chat, reading what arrives meanwhile: `500ms`, `1.5s`, `2m`, or a
+    /// bare number of milliseconds.
     #[arg(long, default_value_t = 0, value_parser = parse_millis)]
     pub think_time: u64,
     /// Seconds over which session starts are spread evenly (0: all at

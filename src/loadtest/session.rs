@@ -81,8 +81,10 @@ pub struct Run {
     pub played: watch::Sender<usize>,
 }
 
-/// Counts a session as done playing exactly once, also when it gives up
-/// early, so `--hold` never waits for a session that will not come.
+/// Counts one arrival exactly once (a session done playing, a spectator
+/// done reading), also when it gives up early, so nothing waits for one
+/// that will not come (`--hold` for the sessions, a session's spectators
+/// for each other before they close).
 struct Arrival<'a> {
     played: &'a watch::Sender<usize>,
     done: bool,
@@ -257,15 +259,19 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
     };
 
     let (stop, stop_rx) = watch::channel(None::<u64>);
+    let done = Arc::new(watch::channel(0).0);
     let mut spectators = Vec::with_capacity(plan.spectators);
     let mut readies = Vec::with_capacity(plan.spectators);
     for nth in 0..plan.spectators {
         let (ready, ready_rx) = oneshot::channel();
-        let stop = stop_rx.clone();
+        let end = End {
+            stop: stop_rx.clone(),
+            done: done.clone(),
+        };
         let task = if plan.is_slow(index, nth) {
-            tokio::spawn(stall(run.clone(), created.clone(), ready, stop))
+            tokio::spawn(stall(run.clone(), created.clone(), ready, end))
         } else {
-            tokio::spawn(spectate(run.clone(), created.clone(), ready, stop))
+            tokio::spawn(spectate(run.clone(), created.clone(), ready, end))
         };
         spectators.push(task);
         readies.push(ready_rx);
@@ -281,8 +287,12 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
         if plan.past_deadline() {
             break;
         }
-        if turn > 0 && !plan.think.is_zero() {
-            tokio::time::sleep(plan.think).await;
+        if turn > 0
+            && !plan.think.is_zero()
+            && !read_until(&run, &mut player, tokio::time::sleep(plan.think)).await
+        {
+            broken = true;
+            break;
         }
         let template = &plan.messages[(index + turn) % plan.messages.len()];
         let counter = match play_turn(&run, &mut player, &mut map, template, index, turn).await {
@@ -563,10 +573,18 @@ async fn hold(run: &Run, player: &mut Connected) {
         let _ = played.wait_for(|n| *n >= total).await;
         tokio::time::sleep(run.plan.hold).await;
     };
+    read_until(run, player, until).await;
+}
+
+/// Reads and checks the player's frames until `until` is over, as a client
+/// that pauses still does: what arrives meanwhile (a `presence` frame) is
+/// timed when it arrives, not when the player next reads. `false` if the
+/// connection was lost.
+async fn read_until(run: &Run, player: &mut Connected, until: impl Future<Output = ()>) -> bool {
     tokio::pin!(until);
     loop {
         tokio::select! {
-            () = &mut until => return,
+            () = &mut until => return true,
             incoming = player.conn.next(run.plan.frame_timeout) => match incoming {
                 Incoming::Text(frame) => {
                     Stats::bump(&run.stats.frames);
@@ -576,10 +594,29 @@ async fn hold(run: &Run, player: &mut Connected) {
                 Incoming::Idle => {}
                 other => {
                     lost(&run.stats, &other, run.plan.frame_timeout);
-                    return;
+                    return false;
                 }
             },
         }
+    }
+}
+
+/// How a spectator of a session learns when to stop reading, and when to
+/// close.
+struct End {
+    /// The last seq to read, once the player is done.
+    stop: watch::Receiver<Option<u64>>,
+    /// How many of the session's spectators are done reading (or gave up).
+    done: Arc<watch::Sender<usize>>,
+}
+
+impl End {
+    /// Waits until every spectator of the session is done reading. Closing
+    /// earlier would make the server's work for those leaving compete with
+    /// its sends to those still reading, and the fan-out would count it.
+    async fn all_done(&self, spectators: usize) {
+        let mut done = self.done.subscribe();
+        let _ = done.wait_for(|n| *n >= spectators).await;
     }
 }
 
@@ -589,8 +626,10 @@ async fn spectate(
     run: Arc<Run>,
     created: Created,
     ready: oneshot::Sender<()>,
-    mut stop: watch::Receiver<Option<u64>>,
+    mut end: End,
 ) -> Option<StreamChecker> {
+    let done = end.done.clone();
+    let mut arrival = Arrival::new(&done);
     let connected = connect(&run, &created, Role::Spectator).await;
     let _ = ready.send(());
     let Connected {
@@ -603,12 +642,12 @@ async fn spectate(
     let stats = &run.stats;
     let mut usable = true;
     loop {
-        let upto = *stop.borrow_and_update();
+        let upto = *end.stop.borrow_and_update();
         if upto.is_some_and(|upto| checker.last_seq().is_some_and(|last| last >= upto)) {
             break;
         }
         tokio::select! {
-            changed = stop.changed() => if changed.is_err() {
+            changed = end.stop.changed() => if changed.is_err() {
                 break;
             },
             incoming = conn.next(wait) => match incoming {
@@ -627,7 +666,9 @@ async fn spectate(
             },
         }
     }
+    arrival.arrive();
     if usable {
+        end.all_done(run.plan.spectators).await;
         conn.close().await;
     }
     Some(checker)
@@ -641,13 +682,17 @@ async fn stall(
     run: Arc<Run>,
     created: Created,
     ready: oneshot::Sender<()>,
-    mut stop: watch::Receiver<Option<u64>>,
+    mut end: End,
 ) -> Option<StreamChecker> {
+    let done = end.done.clone();
+    let mut arrival = Arrival::new(&done);
     let connected = connect(&run, &created, Role::SlowSpectator).await;
     let _ = ready.send(());
     let connected = connected?;
     Stats::bump(&run.stats.slow_spectators);
-    let _ = stop.wait_for(Option::is_some).await;
+    let _ = end.stop.wait_for(Option::is_some).await;
+    arrival.arrive();
+    end.all_done(run.plan.spectators).await;
     drop(connected);
     None
 }

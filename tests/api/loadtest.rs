@@ -229,3 +229,40 @@ async fn hold_keeps_every_connection_open_at_once_and_duration_caps_the_run() {
     assert_eq!((report.sessions, report.turns_completed), (0, 0));
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn players_that_pause_between_turns_keep_reading_and_spectators_close_together() {
+    let app = spawn_app().await;
+    let report = run(
+        &app,
+        &[
+            "--sessions",
+            "2",
+            "--spectators-per-session",
+            "3",
+            "--turns",
+            "3",
+            "--think-time",
+            "200ms",
+        ],
+    )
+    .await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!((report.errors, report.disconnects), (0, 0));
+    assert_eq!(
+        (
+            report.turns_completed,
+            report.turns_failed,
+            report.turns_refused
+        ),
+        (6, 0, 0)
+    );
+    // Every spectator read its player's whole story before any of them
+    // closed, and each frame was timed at all four connections.
+    let check = report.spectator_check;
+    assert_eq!(check.spectator_frames, check.player_frames);
+    assert!(check.player_frames >= 6 * 3 * 4, "{check:?}");
+    assert!(report.fan_out_ms.count >= 2 * 3 * 4, "{report:?}");
+    assert_eq!(report.connections_reached, 8);
+    app.stop().await;
+}
