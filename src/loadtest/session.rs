@@ -267,6 +267,7 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
         let end = End {
             stop: stop_rx.clone(),
             done: done.clone(),
+            spectators: plan.spectators,
         };
         let task = if plan.is_slow(index, nth) {
             tokio::spawn(stall(run.clone(), created.clone(), ready, end))
@@ -608,15 +609,17 @@ struct End {
     stop: watch::Receiver<Option<u64>>,
     /// How many of the session's spectators are done reading (or gave up).
     done: Arc<watch::Sender<usize>>,
+    /// How many spectators the session has.
+    spectators: usize,
 }
 
 impl End {
     /// Waits until every spectator of the session is done reading. Closing
     /// earlier would make the server's work for those leaving compete with
     /// its sends to those still reading, and the fan-out would count it.
-    async fn all_done(&self, spectators: usize) {
+    async fn all_done(&self) {
         let mut done = self.done.subscribe();
-        let _ = done.wait_for(|n| *n >= spectators).await;
+        let _ = done.wait_for(|n| *n >= self.spectators).await;
     }
 }
 
@@ -668,7 +671,7 @@ async fn spectate(
     }
     arrival.arrive();
     if usable {
-        end.all_done(run.plan.spectators).await;
+        end.all_done().await;
         conn.close().await;
     }
     Some(checker)
@@ -692,7 +695,7 @@ async fn stall(
     Stats::bump(&run.stats.slow_spectators);
     let _ = end.stop.wait_for(Option::is_some).await;
     arrival.arrive();
-    end.all_done(run.plan.spectators).await;
+    end.all_done().await;
     drop(connected);
     None
 }
@@ -713,6 +716,31 @@ mod tests {
                 {"area_id": "area_002", "reachable_area_ids": ["area_001"]}
             ]
         })
+    }
+
+    #[tokio::test]
+    async fn spectators_close_together_once_each_has_read_or_given_up() {
+        let (_stop, stop) = watch::channel(None);
+        let done = Arc::new(watch::channel(0).0);
+        let end = End {
+            stop,
+            done: done.clone(),
+            spectators: 3,
+        };
+        let all_done = end.all_done();
+        tokio::pin!(all_done);
+        Arrival::new(&done).arrive();
+        assert!(futures_util::poll!(&mut all_done).is_pending());
+        // One that gives up without reading counts when it is dropped.
+        drop(Arrival::new(&done));
+        assert!(futures_util::poll!(&mut all_done).is_pending());
+        // Arriving again, or dropping after arriving, counts once.
+        let mut last = Arrival::new(&done);
+        last.arrive();
+        last.arrive();
+        drop(last);
+        all_done.await;
+        assert_eq!(*done.borrow(), 3);
     }
 
     #[test]
