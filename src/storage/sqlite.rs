@@ -350,7 +350,7 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::storage::{
         BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, STORAGE_BEHIND, SessionWrite, Store,
@@ -376,7 +376,7 @@ mod tests {
         (store, dir, url)
     }
 
-    fn row(session_id: &str, seq: u64) -> JournalRow {
+    pub(in crate::storage) fn row(session_id: &str, seq: u64) -> JournalRow {
         JournalRow {
             session_id: session_id.to_owned(),
             seq,
@@ -392,7 +392,7 @@ mod tests {
     }
 
     /// A sink whose notices arrive on a channel.
-    fn sink() -> (
+    pub(in crate::storage) fn sink() -> (
         DurableSink,
         mpsc::UnboundedReceiver<Result<u64, StorageError>>,
     ) {
@@ -406,7 +406,7 @@ mod tests {
     }
 
     /// Notices until one covers `seq` or reports a failure.
-    async fn until(
+    pub(in crate::storage) async fn until(
         rx: &mut mpsc::UnboundedReceiver<Result<u64, StorageError>>,
         seq: u64,
     ) -> Result<u64, StorageError> {

@@ -2,6 +2,14 @@
 //! whatever writes have queued up, from all sessions, and commits them in one
 //! transaction through a [`Committer`] (the dialect's SQL), then tells each
 //! waiter. Durability costs one commit per batch, not one per action.
+//!
+//! While more than one session is writing, the writer waits [`GATHER`]
+//! before each commit for more writes to join the batch (PostgreSQL's
+//! `commit_delay` with `commit_siblings`, MySQL's
+//! `binlog_group_commit_sync_delay`): the commit's fixed costs (the
+//! `fsync`, the transaction, a session index's page that several turns
+//! share) are then paid by more turns. A session writing alone never
+//! waits.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,6 +25,13 @@ use super::{
     QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SessionWrite, SnapshotWrite,
     StorageError, now_ms,
 };
+
+/// How long the writer waits for more writes to join a batch while more
+/// than one session is writing (see the module's documentation). A step's
+/// frames reach their clients up to this much later under that load; in
+/// exchange the writer commits several times fewer batches (the peer
+/// benchmark's 1,000 sessions: BENCHMARKS.md).
+pub(super) const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
 /// after it, the next write tries the store again.
@@ -95,6 +110,16 @@ impl Writes {
     /// Starts the writer: a task on the current arbiter, or a thread of
     /// its own for a committer that blocks ([`Committer::own_thread`]).
     pub(super) fn start<C: Committer>(committer: C, metrics: Arc<Metrics>) -> Self {
+        let gather = if C::own_thread() {
+            Gather::Block(GATHER)
+        } else {
+            Gather::Sleep(GATHER)
+        };
+        Self::start_with(committer, metrics, gather)
+    }
+
+    /// [`Writes::start`], gathering writes as `gather` says.
+    fn start_with<C: Committer>(committer: C, metrics: Arc<Metrics>, gather: Gather) -> Self {
         let (tx, rx) = mpsc::channel(MAX_QUEUED_WRITES);
         let failing_until = Arc::new(AtomicI64::new(0));
         let failing = failing_until.clone();
@@ -106,7 +131,9 @@ impl Writes {
                         .enable_all()
                         .build()
                     {
-                        Ok(runtime) => runtime.block_on(writer(committer, rx, metrics, failing)),
+                        Ok(runtime) => {
+                            runtime.block_on(writer(committer, rx, metrics, failing, gather))
+                        }
                         Err(e) => tracing::error!(error = %e, "the writer's runtime did not start"),
                     }
                 });
@@ -116,7 +143,7 @@ impl Writes {
                 tracing::error!(error = %e, "the writer's thread did not start");
             }
         } else {
-            actix::spawn(writer(committer, rx, metrics, failing));
+            actix::spawn(writer(committer, rx, metrics, failing, gather));
         }
         Self { tx, failing_until }
     }
@@ -283,14 +310,56 @@ fn refused<T>(e: &mpsc::error::TrySendError<T>) -> StorageError {
     }
 }
 
+/// How the writer waits for more writes to join a batch.
+enum Gather {
+    /// Blocks its thread (a writer on a thread of its own): exact to a few
+    /// microseconds, where a runtime's timer rounds up to the millisecond.
+    Block(std::time::Duration),
+    /// Sleeps as a task (a writer on an arbiter, which it must not block).
+    Sleep(std::time::Duration),
+    /// Runs a test's hook instead of waiting.
+    #[cfg(test)]
+    Hook(Box<dyn FnMut() + Send>),
+}
+
+impl Gather {
+    async fn wait(&mut self) {
+        match self {
+            Self::Block(d) => std::thread::sleep(*d),
+            Self::Sleep(d) => tokio::time::sleep(*d).await,
+            #[cfg(test)]
+            Self::Hook(hook) => hook(),
+        }
+    }
+}
+
+/// Whether the journal rows of `batch` come from more than one session
+/// (more than one stream of rows: a reloaded session is a new one).
+fn several_sessions(batch: &[WriteOp]) -> bool {
+    let mut first = None;
+    for op in batch {
+        if let WriteOp::Row(_, sink) = op {
+            match first {
+                None => first = Some(sink.id()),
+                Some(id) if id != sink.id() => return true,
+                Some(_) => {}
+            }
+        }
+    }
+    false
+}
+
 /// The writer task: waits for one write, takes everything else already
 /// queued (up to [`MAX_BATCH`]), commits it all at once, then tells each
-/// waiter. Runs until every sender is gone.
+/// waiter. While more than one session is writing (this batch or the last
+/// one held several sessions' rows), it first waits as `gather` says and
+/// takes what queued meanwhile. Runs until every sender is gone.
 async fn writer(
     mut committer: impl Committer,
     mut rx: mpsc::Receiver<Queued>,
     metrics: Arc<Metrics>,
     failing_until: Arc<AtomicI64>,
+    mut gather: Gather,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // Ids of sinks whose session had a write fail: their later rows are
@@ -299,14 +368,21 @@ async fn writer(
     let mut poisoned: HashSet<u64> = HashSet::new();
     let mut queued = Vec::with_capacity(MAX_BATCH);
     let mut settled = Vec::new();
+    let mut busy = false;
     while rx.recv_many(&mut queued, MAX_BATCH).await > 0 {
-        for q in queued.drain(..) {
-            match q {
-                Queued::One(op) => batch.push(op),
-                Queued::Many(ops) => batch.extend(ops),
-                Queued::Settled(done) => settled.push(done),
+        let mut taken = queued.len();
+        take(&mut queued, &mut batch, &mut settled);
+        if (busy || several_sessions(&batch)) && taken < MAX_BATCH {
+            gather.wait().await;
+            while taken < MAX_BATCH
+                && let Ok(q) = rx.try_recv()
+            {
+                queued.push(q);
+                taken += 1;
             }
+            take(&mut queued, &mut batch, &mut settled);
         }
+        busy = several_sessions(&batch);
         if !batch.is_empty() {
             commit_batch(
                 &mut committer,
@@ -319,6 +395,21 @@ async fn writer(
         }
         for done in settled.drain(..) {
             let _ = done.send(());
+        }
+    }
+}
+
+/// Moves what was queued into the batch, and the `settled` markers aside.
+fn take(
+    queued: &mut Vec<Queued>,
+    batch: &mut Vec<WriteOp>,
+    settled: &mut Vec<oneshot::Sender<()>>,
+) {
+    for q in queued.drain(..) {
+        match q {
+            Queued::One(op) => batch.push(op),
+            Queued::Many(ops) => batch.extend(ops),
+            Queued::Settled(done) => settled.push(done),
         }
     }
 }
@@ -446,6 +537,79 @@ mod tests {
             self.0.fetch_add(batch.len(), Ordering::SeqCst);
             Ok(())
         }
+    }
+
+    /// Records the size of every batch it commits.
+    struct Batches(Arc<std::sync::Mutex<Vec<usize>>>);
+
+    impl Committer for Batches {
+        async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+            self.0.lock().expect("not poisoned").push(batch.len());
+            Ok(())
+        }
+    }
+
+    #[actix::test]
+    async fn while_several_sessions_write_a_batch_waits_for_more_and_a_session_alone_does_not() {
+        use crate::storage::sqlite::tests::{row, sink, until};
+        let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let waits = Arc::new(AtomicUsize::new(0));
+        // What the test queues while the writer waits, one per wait.
+        type Arrival = Box<dyn FnOnce() + Send>;
+        let arrivals: Arc<std::sync::Mutex<Vec<Arrival>>> = Arc::default();
+        let hook = {
+            let (waits, arrivals) = (waits.clone(), arrivals.clone());
+            move || {
+                waits.fetch_add(1, Ordering::SeqCst);
+                if let Some(arrive) = arrivals.lock().expect("not poisoned").pop() {
+                    arrive();
+                }
+            }
+        };
+        let writes = Writes::start_with(
+            Batches(batches.clone()),
+            Arc::new(Metrics::default()),
+            Gather::Hook(Box::new(hook)),
+        );
+        let committed = || batches.lock().expect("not poisoned").clone();
+
+        // One session alone commits at once.
+        let (a, mut a_rx) = sink();
+        writes.append(row("a", 1), a.clone());
+        writes.append(row("a", 2), a);
+        assert_eq!(until(&mut a_rx, 2).await.ok(), Some(2));
+        assert_eq!(waits.load(Ordering::SeqCst), 0);
+        assert_eq!(committed(), [2]);
+
+        // Two sessions: the writer waits, and what came meanwhile joins
+        // the batch.
+        let (b, mut b_rx) = sink();
+        let (c, mut c_rx) = sink();
+        let (d, mut d_rx) = sink();
+        let late = writes.clone();
+        arrivals
+            .lock()
+            .expect("not poisoned")
+            .push(Box::new(move || late.append(row("d", 1), d)));
+        writes.append(row("b", 1), b);
+        writes.append(row("c", 1), c);
+        assert_eq!(until(&mut b_rx, 1).await.ok(), Some(1));
+        assert_eq!(until(&mut c_rx, 1).await.ok(), Some(1));
+        assert_eq!(until(&mut d_rx, 1).await.ok(), Some(1));
+        assert_eq!(waits.load(Ordering::SeqCst), 1);
+        assert_eq!(committed(), [2, 3]);
+
+        // Right after a batch of several sessions a lone write waits too;
+        // once a batch was one session's, the next does not.
+        let (e, mut e_rx) = sink();
+        writes.append(row("e", 1), e);
+        assert_eq!(until(&mut e_rx, 1).await.ok(), Some(1));
+        assert_eq!(waits.load(Ordering::SeqCst), 2);
+        let (f, mut f_rx) = sink();
+        writes.append(row("f", 1), f);
+        assert_eq!(until(&mut f_rx, 1).await.ok(), Some(1));
+        assert_eq!(waits.load(Ordering::SeqCst), 2);
+        assert_eq!(committed(), [2, 3, 1, 1]);
     }
 
     #[actix::test]
