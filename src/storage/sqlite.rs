@@ -139,6 +139,10 @@ impl Committer for SqliteCommitter {
     fn own_thread() -> bool {
         true
     }
+
+    fn gather() -> Option<std::time::Duration> {
+        Some(super::writer::GATHER)
+    }
 }
 
 /// Every write of `batch`, in order, with the statements the connection

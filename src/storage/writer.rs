@@ -3,13 +3,14 @@
 //! transaction through a [`Committer`] (the dialect's SQL), then tells each
 //! waiter. Durability costs one commit per batch, not one per action.
 //!
-//! While more than one session is writing, the writer waits [`GATHER`]
-//! before each commit for more writes to join the batch (PostgreSQL's
-//! `commit_delay` with `commit_siblings`, MySQL's
+//! On SQLite, while more than one session is writing, the writer waits
+//! [`GATHER`] before each commit for more writes to join the batch
+//! (PostgreSQL's `commit_delay` with `commit_siblings`, MySQL's
 //! `binlog_group_commit_sync_delay`): the commit's fixed costs (the
 //! `fsync`, the transaction, a session index's page that several turns
 //! share) are then paid by more turns. A session writing alone never
-//! waits.
+//! waits. A PostgreSQL writer does not wait: its commits' costs are
+//! mostly the server's, which groups commits itself (`commit_delay`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -92,6 +93,13 @@ pub(super) trait Committer: Send + 'static {
     fn own_thread() -> bool {
         false
     }
+
+    /// How long the writer waits for more writes to join a batch while
+    /// more than one session is writing; `None` (and for a writer without
+    /// a thread of its own, which must not block) commits at once.
+    fn gather() -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// The queue into the writer task, and what it says about storage's health.
@@ -110,10 +118,9 @@ impl Writes {
     /// Starts the writer: a task on the current arbiter, or a thread of
     /// its own for a committer that blocks ([`Committer::own_thread`]).
     pub(super) fn start<C: Committer>(committer: C, metrics: Arc<Metrics>) -> Self {
-        let gather = if C::own_thread() {
-            Gather::Block(GATHER)
-        } else {
-            Gather::Sleep(GATHER)
+        let gather = match C::gather() {
+            Some(d) if C::own_thread() => Gather::Block(d),
+            _ => Gather::Never,
         };
         Self::start_with(committer, metrics, gather)
     }
@@ -310,26 +317,29 @@ fn refused<T>(e: &mpsc::error::TrySendError<T>) -> StorageError {
     }
 }
 
-/// How the writer waits for more writes to join a batch.
+/// Whether and how the writer waits for more writes to join a batch.
 enum Gather {
-    /// Blocks its thread (a writer on a thread of its own): exact to a few
-    /// microseconds, where a runtime's timer rounds up to the millisecond.
+    /// It commits what it has at once.
+    Never,
+    /// It blocks its thread (a writer on a thread of its own, which
+    /// nothing else runs on): exact to a few microseconds, where a
+    /// runtime's timer rounds up to the millisecond.
     Block(std::time::Duration),
-    /// Sleeps as a task (a writer on an arbiter, which it must not block).
-    Sleep(std::time::Duration),
-    /// Runs a test's hook instead of waiting.
+    /// It runs a test's hook instead of waiting.
     #[cfg(test)]
     Hook(Box<dyn FnMut() + Send>),
 }
 
 impl Gather {
-    async fn wait(&mut self) {
+    /// Waits; `false` (at once) if this writer never does.
+    fn wait(&mut self) -> bool {
         match self {
+            Self::Never => return false,
             Self::Block(d) => std::thread::sleep(*d),
-            Self::Sleep(d) => tokio::time::sleep(*d).await,
             #[cfg(test)]
             Self::Hook(hook) => hook(),
         }
+        true
     }
 }
 
@@ -372,8 +382,7 @@ async fn writer(
     while rx.recv_many(&mut queued, MAX_BATCH).await > 0 {
         let mut taken = queued.len();
         take(&mut queued, &mut batch, &mut settled);
-        if (busy || several_sessions(&batch)) && taken < MAX_BATCH {
-            gather.wait().await;
+        if (busy || several_sessions(&batch)) && taken < MAX_BATCH && gather.wait() {
             while taken < MAX_BATCH
                 && let Ok(q) = rx.try_recv()
             {
