@@ -30,8 +30,8 @@ use super::{
 /// How long the writer waits for more writes to join a batch while more
 /// than one session is writing (see the module's documentation). A step's
 /// frames reach their clients up to this much later under that load; in
-/// exchange the writer commits several times fewer batches (the peer
-/// benchmark's 1,000 sessions: BENCHMARKS.md).
+/// exchange the writer commits fewer, larger batches (about 1.7 times
+/// fewer with the peer benchmark's 1,000 sessions: BENCHMARKS.md).
 pub(super) const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
