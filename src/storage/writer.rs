@@ -30,7 +30,7 @@ use super::{
 /// How long the writer waits for more writes to join a batch while more
 /// than one session is writing (see the module's documentation). A step's
 /// frames reach their clients up to this much later under that load; in
-/// exchange the writer commits fewer, larger batches (about 1.7 times
+/// exchange the writer commits fewer, larger batches (two to three times
 /// fewer with the peer benchmark's 1,000 sessions: BENCHMARKS.md).
 pub(super) const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
