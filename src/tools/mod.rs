@@ -842,8 +842,8 @@ pub fn json_kind(v: &Value) -> &'static str {
 
 /// Every schema problem, each with its JSON Pointer path, joined; empty
 /// when there is none. A valid instance (nearly every call) is told by
-/// `is_valid`, which stops at nothing and allocates nothing; the errors
-/// are gathered only for an invalid one.
+/// `is_valid`, which builds no error values; the errors are gathered only
+/// for an invalid one.
 fn schema_problems(validator: &jsonschema::Validator, instance: &Value) -> String {
     if validator.is_valid(instance) {
         return String::new();
