@@ -24,8 +24,10 @@ mod adventure;
 mod words;
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::time::Duration;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 use serde_json::{Value, json};
@@ -88,12 +90,7 @@ fn parse_intents(text: &str) -> Option<Vec<Intent>> {
         .chars()
         .all(|c| c.to_lowercase().map(char::len_utf8).sum::<usize>() == c.len_utf8());
     let mut too_many = false;
-    while same_lengths
-        && let Some((at, sep)) = THEN
-            .iter()
-            .filter_map(|sep| rest_lower.find(sep).map(|at| (at, sep.len())))
-            .min_by_key(|&(at, len)| (at, usize::MAX - len))
-    {
+    while same_lengths && let Some((at, sep)) = first_separator(rest_lower) {
         if pieces.len() + 1 == MAX_COMMANDS_PER_MESSAGE {
             // One more separator: at least one command past the cap.
             too_many = true;
@@ -120,6 +117,29 @@ fn parse_intents(text: &str) -> Option<Vec<Intent>> {
         return Some(vec![Intent::Talk]);
     }
     (!too_many).then_some(intents)
+}
+
+/// Where the first of [`THEN`] in `text` starts and its length in bytes;
+/// of two starting at the same place, the longer. Every model call of a
+/// turn splits the player's message again, so the words are searched for
+/// in one pass (an Aho-Corasick automaton built once) instead of one
+/// search per word.
+fn first_separator(text: &str) -> Option<(usize, usize)> {
+    static SEPARATORS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(THEN)
+            .ok()
+    });
+    match SEPARATORS.as_ref() {
+        Some(separators) => separators.find(text).map(|m| (m.start(), m.len())),
+        // Built from constant words, the automaton cannot fail; were it
+        // to, the search is the same one word at a time.
+        None => THEN
+            .iter()
+            .filter_map(|sep| text.find(sep).map(|at| (at, sep.len())))
+            .min_by_key(|&(at, len)| (at, usize::MAX - len)),
+    }
 }
 
 /// Reads a player's message. Matching ignores case and surrounding spaces.
@@ -1126,6 +1146,36 @@ mod tests {
             parse_intents("roll 1d6 then roll 1d8").map(|i| i.len()),
             Some(2)
         );
+    }
+
+    #[test]
+    fn the_first_joining_word_splits_and_the_longer_of_two_at_one_place() {
+        // ", then " and " then ", "，然后" and "然后": the one that starts
+        // first, so no piece keeps a trailing comma.
+        let cases = [
+            (
+                "go to Side Room, then roll 1d6 then status",
+                vec![
+                    Intent::Go("Side Room".into()),
+                    Intent::Roll("1d6".into()),
+                    Intent::Status,
+                ],
+            ),
+            (
+                "去 侧室，然后掷 1d6然后状态",
+                vec![
+                    Intent::Go("侧室".into()),
+                    Intent::Roll("1d6".into()),
+                    Intent::Status,
+                ],
+            ),
+        ];
+        for (text, intents) in cases {
+            assert_eq!(parse_intents(text), Some(intents), "{text}");
+        }
+        assert_eq!(first_separator("a then b, then c"), Some((1, 6)));
+        assert_eq!(first_separator("a, then b"), Some((1, 7)));
+        assert_eq!(first_separator("no joining word"), None);
     }
 
     mod properties {
