@@ -11,6 +11,7 @@ pub use ids::{CallId, SessionId, TraceId, TurnId};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::zones::{PlayerRuntime, Zone};
@@ -288,8 +289,11 @@ pub enum StoryEvent {
         call_id: CallId,
         tool: String,
         status: ToolStatus,
+        /// The tool's result as JSON text, written once for this frame,
+        /// the applied action and the model's history
+        /// (`session::calls::run`).
         #[serde(skip_serializing_if = "Option::is_none")]
-        result: Option<Value>,
+        result: Option<Box<RawValue>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<Reason>,
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -17,6 +17,7 @@
 //! call's arguments.
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::SessionView;
 use super::audit::{self, AuditedCall, CallOrigin};
@@ -103,7 +104,7 @@ impl Call {
 struct Applied<'a> {
     args: &'a Value,
     call_id: &'a CallId,
-    result: &'a Value,
+    result: &'a RawValue,
     status: ToolStatus,
     tool: &'a str,
     turn_id: &'a TurnId,
@@ -223,22 +224,22 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     };
     let (result, message, effect, content, action) = match &inv.outcome {
         Ok(out) => {
+            // The result's text, written once: the frame, the action and
+            // the model's history carry the same bytes. A JSON value
+            // always serializes; `null` stands in were it not to.
+            let text = serde_json::value::to_raw_value(&out.result)
+                .unwrap_or_else(|_| RawValue::NULL.to_owned());
             let action = crate::json::to_string(&Applied {
                 args: &inv.args,
                 call_id: &c.call_id,
-                result: &out.result,
+                result: &text,
                 status: ToolStatus::Ok,
                 tool: &c.tool,
                 turn_id: &c.turn_id,
             })
             .ok();
-            (
-                Some(out.result.clone()),
-                None,
-                out.effect.clone(),
-                crate::json::text(&out.result),
-                action,
-            )
+            let content = text.get().to_owned();
+            (Some(text), None, out.effect.clone(), content, action)
         }
         Err(e) => (
             None,
@@ -438,10 +439,10 @@ mod tests {
             &ran.result.event,
             StoryEvent::ToolResult {
                 status: ToolStatus::Ok,
-                result: Some(_),
+                result: Some(shown),
                 message: None,
                 ..
-            }
+            } if shown.get() == result.to_string()
         ));
         assert_eq!(history_content(&ran.result), result.to_string());
         let action: Value = serde_json::from_str(
