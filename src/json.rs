@@ -10,6 +10,7 @@
 use std::cell::RefCell;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 /// Scratch buffers bigger than this are not kept between calls, so one
 /// large text does not hold its memory for the thread's life.
@@ -52,6 +53,13 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String>
 /// keys that are not strings) gives `null`.
 pub fn text<T: Serialize + ?Sized>(value: &T) -> String {
     to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// `value` as JSON text kept as such ([`RawValue`]): serializing it again
+/// copies the text instead of writing the value anew. A JSON value always
+/// serializes; `null` stands in were it not to.
+pub fn raw(value: &serde_json::Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 #[cfg(test)]

@@ -190,6 +190,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
                 RawArgs::Text(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
             },
             outcome: Err(e),
+            result_text: None,
             duration_ms: 0.0,
         },
         None => view.registry.invoke(&c.tool, raw, &caller, view.state, rng),
@@ -222,13 +223,12 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
         error_code,
         duration_ms,
     };
-    let (result, message, effect, content, action) = match &inv.outcome {
-        Ok(out) => {
-            // The result's text, written once: the frame, the action and
-            // the model's history carry the same bytes. A JSON value
-            // always serializes; `null` stands in were it not to.
-            let text = serde_json::value::to_raw_value(&out.result)
-                .unwrap_or_else(|_| RawValue::NULL.to_owned());
+    let (result, message, effect, content, action) = match (&inv.outcome, inv.result_text) {
+        (Ok(out), text) => {
+            // The result's text, written once (as the registry checked its
+            // size): the frame, the action and the model's history carry
+            // the same bytes.
+            let text = text.unwrap_or_else(|| crate::json::raw(&out.result));
             let action = crate::json::to_string(&Applied {
                 args: &inv.args,
                 call_id: &c.call_id,
@@ -241,7 +241,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
             let content = text.get().to_owned();
             (Some(text), None, out.effect.clone(), content, action)
         }
-        Err(e) => (
+        (Err(e), _) => (
             None,
             Some(e.message.clone()),
             None,

@@ -34,6 +34,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
@@ -399,6 +400,9 @@ pub struct Invocation {
     /// The parsed arguments (`null` when they could not be parsed).
     pub args: Value,
     pub outcome: Result<ToolOutput, ToolError>,
+    /// A result's JSON text, as its size was checked: `Some` exactly when
+    /// `outcome` is `Ok`.
+    pub result_text: Option<Box<RawValue>>,
     pub duration_ms: f64,
 }
 
@@ -655,8 +659,8 @@ impl Registry {
         rng: &mut SplitMix64,
     ) -> Invocation {
         let started = Instant::now();
-        let (args, outcome) = match self.check(name, raw, caller) {
-            Err((args, e)) => (args, Err(e)),
+        let (args, outcome, result_text) = match self.check(name, raw, caller) {
+            Err((args, e)) => (args, Err(e), None),
             Ok((entry, args)) => {
                 let mut ctx = ToolContext {
                     state,
@@ -694,7 +698,10 @@ impl Registry {
                             format!("{name} took longer than {} ms", entry.spec.timeout.as_millis()),
                         ));
                     }
-                    if json_size_within(&out.result, MAX_RESULT_BYTES).is_none() {
+                    // The text is written here once; the caller's frame,
+                    // action and history carry it.
+                    let text = crate::json::raw(&out.result);
+                    if text.get().len() > MAX_RESULT_BYTES {
                         return Err(ToolError::new(
                             Reason::ExecutionFailed,
                             ErrorCode::ExecutionFailed,
@@ -706,7 +713,7 @@ impl Registry {
                     }
                     let problems = schema_problems(&entry.output, &out.result);
                     if problems.is_empty() {
-                        Ok(out)
+                        Ok((out, text))
                     } else {
                         tracing::error!(tool = name, problems = %problems, "tool broke its output schema");
                         Err(ToolError::new(
@@ -716,12 +723,16 @@ impl Registry {
                         ))
                     }
                 });
-                (args, outcome)
+                match outcome {
+                    Ok((out, text)) => (args, Ok(out), Some(text)),
+                    Err(e) => (args, Err(e), None),
+                }
             }
         };
         Invocation {
             args,
             outcome,
+            result_text,
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         }
     }
@@ -1167,6 +1178,62 @@ mod tests {
             json!({"user_id": "user-7", "role": "service"})
         );
         assert_eq!(run(&service()), json!({"user_id": null, "role": "service"}));
+    }
+
+    /// A tool whose result is a text of the length it is asked for.
+    struct Echo;
+
+    impl Tool for Echo {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new(
+                "echo",
+                "Echo",
+                "test",
+                "Answers a text of `bytes` bytes.",
+                json!({"type": "object", "properties": {"bytes": {"type": "integer"}}}),
+                json!({"type": "object"}),
+            )
+        }
+
+        fn run(&self, args: &Value, _ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+            let bytes = args["bytes"].as_u64().unwrap_or(0) as usize;
+            Ok(ToolOutput {
+                result: json!({"text": "é\"".repeat(bytes / 4)}),
+                effect: None,
+            })
+        }
+    }
+
+    #[test]
+    fn a_result_is_answered_with_its_text_and_refused_over_the_bound() {
+        let mut registry = Registry::builtin().unwrap();
+        registry.register(Box::new(Echo)).unwrap();
+        let allowlist = vec!["echo".to_owned()];
+        let caller = Caller::sessionless(Role::Service, &allowlist);
+        let run = |bytes: usize| {
+            registry.invoke(
+                "echo",
+                RawArgs::Value(json!({ "bytes": bytes })),
+                &caller,
+                &demo(),
+                &mut SplitMix64::new(1),
+            )
+        };
+        // "é\"" is 3 bytes and written as 4: the text's size is what counts.
+        let within = run(MAX_RESULT_BYTES - 16);
+        let result = &within.outcome.as_ref().expect("within the bound").result;
+        assert_eq!(
+            within.result_text.as_ref().map(|t| t.get().to_owned()),
+            Some(result.to_string())
+        );
+        let over = run(MAX_RESULT_BYTES + 4);
+        let e = over.outcome.expect_err("over the bound");
+        assert_eq!(
+            (e.reason, e.code),
+            (Reason::ExecutionFailed, ErrorCode::ExecutionFailed)
+        );
+        assert!(e.message.contains("larger than"), "{}", e.message);
+        assert!(over.result_text.is_none());
     }
 
     #[test]
