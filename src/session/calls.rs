@@ -442,7 +442,7 @@ mod tests {
                 result: Some(shown),
                 message: None,
                 ..
-            } if shown.get() == result.to_string()
+            } if serde_json::from_str::<Value>(shown.get()).ok().as_ref() == Some(result)
         ));
         assert_eq!(history_content(&ran.result), result.to_string());
         let action: Value = serde_json::from_str(
