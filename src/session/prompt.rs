@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::SessionView;
 use crate::game::{Area, GameState, HistoryEntry};
@@ -161,9 +161,16 @@ pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
     ])
 }
 
-/// A JSON object of these fields.
+/// A JSON object of these fields (distinct names). Inserted one by one:
+/// collecting them would sort a copy and build the map from it, which for
+/// a handful of fields costs twice as much, and a session's first context
+/// builds one for each of up to [`NEARBY_AREAS`] areas.
 fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    let mut map = Map::new();
+    for (name, value) in fields {
+        map.insert(name.to_owned(), value);
+    }
+    Value::Object(map)
 }
 
 fn text(s: &str) -> Value {
