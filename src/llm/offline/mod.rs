@@ -1149,9 +1149,9 @@ mod tests {
     }
 
     #[test]
-    fn the_first_joining_word_splits_and_the_longer_of_two_at_one_place() {
-        // ", then " and " then ", "，然后" and "然后": the one that starts
-        // first, so no piece keeps a trailing comma.
+    fn the_joining_word_that_starts_first_splits_the_message() {
+        // ", then " holds " then " and "，然后" holds "然后": the one that
+        // starts first is cut out, so no piece keeps a trailing comma.
         let cases = [
             (
                 "go to Side Room, then roll 1d6 then status",
