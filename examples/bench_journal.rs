@@ -1,6 +1,6 @@
 //! The journal writer alone, in process: `SESSIONS` writers, each like a
 //! session running turns, append `ROWS` journal rows in groups of five (a
-//! one-tool turn's frames, each with a typical frame, effect and history),
+//! one-tool turn's frames, each with a typical frame and effect),
 //! each group queued together as a session queues a step's rows, waiting
 //! for each group to be durable before the next, as a session waits for its
 //! frames before it sends them. Prints rows and groups per second,
@@ -18,7 +18,8 @@ use std::time::Instant;
 
 use questd::metrics::Metrics;
 use questd::storage::{
-    DurableSink, Epoch, JournalRow, Node, SessionMeta, SessionWrite, Store, Visibility,
+    DurableSink, Epoch, JournalRow, Node, SessionMeta, SessionWrite, Store, StoredAction,
+    StoredHistory, Visibility,
 };
 
 #[path = "support/cpu.rs"]
@@ -40,11 +41,12 @@ fn row(session_id: &str, seq: u64) -> JournalRow {
         )
         .into(),
         effect: Some(r#"{"kind":"roll","total":4}"#.into()),
-        history: Some(
-            r#"{"role":"tool","turn_id":"turn_1","call_id":"call_1","tool":"roll_dice","content":"{\"rolls\":[4],\"total\":4}"}"#
-                .into(),
-        ),
-        action: None,
+        // As a session journals a call that succeeded: the frame says its
+        // history entry and its action.
+        history: Some(StoredHistory::FromFrame { arguments: None }),
+        action: Some(StoredAction::FromFrame {
+            args: r#"{"dice":"1d6"}"#.into(),
+        }),
         created_at: 0,
     }
 }

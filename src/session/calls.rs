@@ -17,7 +17,6 @@
 //! call's arguments.
 
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::SessionView;
 use super::audit::{self, AuditedCall, CallOrigin};
@@ -29,7 +28,7 @@ use crate::game::HistoryEntry;
 use crate::game::rng::SplitMix64;
 use crate::llm::Usage;
 use crate::protocol::{CallId, StoryEvent, ToolEvent, TraceId, TurnId};
-use crate::storage::AuditRow;
+use crate::storage::{AuditRow, StoredAction};
 use crate::tools::{
     Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
 };
@@ -97,19 +96,6 @@ impl Call {
     }
 }
 
-/// The applied-action entry of a call that succeeded, written straight
-/// from the call's values. Its fields are in the order of their names, the
-/// order the entry has always been stored in.
-#[derive(serde::Serialize)]
-struct Applied<'a> {
-    args: &'a Value,
-    call_id: &'a CallId,
-    result: &'a RawValue,
-    status: ToolStatus,
-    tool: &'a str,
-    turn_id: &'a TurnId,
-}
-
 /// What a call gave. The actor journals [`Ran::call`], writes
 /// [`Ran::audit`], then journals [`Ran::result`], in that order.
 pub(super) struct Ran {
@@ -139,25 +125,32 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     let within = args_within_bound(&c.raw);
     // Text that is JSON is read once, here, and handed on as the value it
     // is; the pipeline reads text that is not (and refuses it).
-    let (shown_args, raw_text, raw) = match c.raw {
+    // `json`: `raw_text` is JSON, the text of `shown_args`.
+    let (shown_args, raw_text, raw, json) = match c.raw {
         raw if !within => (
             Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
             "{}".to_owned(),
             raw,
+            false,
         ),
         RawArgs::Text(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(v) => (v.clone(), text, RawArgs::Value(v)),
+            Ok(v) => (v.clone(), text, RawArgs::Value(v), true),
             Err(_) => (
                 Value::String(text.clone()),
                 text.clone(),
                 RawArgs::Text(text),
+                false,
             ),
         },
         RawArgs::Value(v) => {
             let text = crate::json::text(&v);
-            (v.clone(), text, RawArgs::Value(v))
+            (v.clone(), text, RawArgs::Value(v), true)
         }
     };
+    // The journal keeps the model's text and reads the rest of the entry
+    // from the frame when that text is JSON with nothing around it (which
+    // reads back as the same text).
+    let history_from_frame = json && raw_text.trim().len() == raw_text.len();
     let call = Entry {
         event: StoryEvent::ToolCall {
             turn_id: c.turn_id.clone(),
@@ -171,8 +164,9 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
             turn_id: c.turn_id.to_string(),
             call_id: c.call_id.to_string(),
             tool: c.tool.to_owned(),
-            arguments: raw_text,
+            arguments: raw_text.clone(),
         }),
+        history_from_frame,
         action: None,
     };
 
@@ -229,15 +223,18 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
             // size): the frame, the action and the model's history carry
             // the same bytes.
             let text = text.unwrap_or_else(|| crate::json::raw(&out.result));
-            let action = crate::json::to_string(&Applied {
-                args: &inv.args,
-                call_id: &c.call_id,
-                result: &text,
-                status: ToolStatus::Ok,
-                tool: &c.tool,
-                turn_id: &c.turn_id,
-            })
-            .ok();
+            // The action is the frame's call with the arguments it ran
+            // with: most often those the model wrote, whose text is at hand.
+            let shown = match &call.event {
+                StoryEvent::ToolCall { args, .. } => Some(args),
+                _ => None,
+            };
+            let args = if json && shown == Some(&inv.args) {
+                raw_text
+            } else {
+                crate::json::text(&inv.args)
+            };
+            let action = Some(StoredAction::FromFrame { args });
             let content = text.get().to_owned();
             (Some(text), None, out.effect.clone(), content, action)
         }
@@ -268,6 +265,8 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
             tool: c.tool.to_owned(),
             content,
         }),
+        // A call that succeeded: its frame holds the result.
+        history_from_frame: status == ToolStatus::Ok,
         action,
     };
     Ran {
@@ -445,21 +444,12 @@ mod tests {
             } if serde_json::from_str::<Value>(shown.get()).ok().as_ref() == Some(result)
         ));
         assert_eq!(history_content(&ran.result), result.to_string());
-        let action: Value = serde_json::from_str(
-            ran.result
-                .action
-                .as_deref()
-                .expect("a success is an action"),
-        )
-        .expect("the action is JSON");
-        assert_eq!(action["tool"], "move");
-        assert_eq!(action["status"], "ok");
-        assert_eq!(action["args"]["to_area_id"], "area_002");
-        assert_eq!(&action["result"], result);
-        // Stored as it always was: keys in order, no spaces.
+        // The journal reads the history entries and the action from the
+        // frames, with the model's text of the arguments.
+        assert!(ran.call.history_from_frame && ran.result.history_from_frame);
         assert_eq!(
-            ran.result.action.as_deref(),
-            Some(action.to_string().as_str())
+            ran.result.action,
+            Some(StoredAction::FromFrame { args: MOVE.into() })
         );
         assert_eq!(
             (ran.audit.status.as_str(), ran.audit.error_code),
@@ -508,8 +498,10 @@ mod tests {
                 &ran.result.event,
                 StoryEvent::ToolResult { result: None, message: Some(m), .. } if *m == e.message
             ));
-            // The model reads why, in the shape it always gets.
+            // The model reads why, in the shape it always gets, and the
+            // journal writes it out (the frame does not say it).
             assert_eq!(history_content(&ran.result), e.to_model_json().to_string());
+            assert!(!ran.result.history_from_frame, "{tool} {args}");
             assert_eq!(ran.audit.error_code, Some(code.as_str()), "{tool} {args}");
         }
     }
@@ -556,6 +548,38 @@ mod tests {
             &ran.call.history,
             Some(HistoryEntry::ToolCall { arguments, .. }) if arguments == "{}"
         ));
+        assert!(!ran.call.history_from_frame, "the frame shows a note");
+    }
+
+    #[test]
+    fn the_journal_writes_out_argument_text_the_frame_cannot_say() {
+        let f = Fixture::demo();
+        // The frame shows the arguments parsed; the model's history keeps
+        // its text, spaces and all.
+        for (args, from_frame) in [
+            (MOVE, true),
+            (
+                r#"{ "to_area_id": "area_002",  "actor_id": "pc_001" }"#,
+                true,
+            ),
+            (
+                " {\"actor_id\":\"pc_001\",\"to_area_id\":\"area_002\"}\n",
+                false,
+            ),
+            ("{not json", false),
+        ] {
+            let ran = f.run("move", args, Role::GameMaster, true);
+            assert!(
+                matches!(&ran.call.history, Some(HistoryEntry::ToolCall { arguments, .. }) if arguments == args)
+            );
+            assert_eq!(ran.call.history_from_frame, from_frame, "{args:?}");
+            // An action keeps the text its arguments came in, whatever it
+            // looks like: it is read as the value it is.
+            if let Some(StoredAction::FromFrame { args: stored }) = &ran.result.action {
+                assert_eq!(stored, args);
+            }
+            assert_eq!(ran.result.action.is_some(), args != "{not json");
+        }
     }
 
     #[test]

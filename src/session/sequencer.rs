@@ -33,7 +33,7 @@ use tokio::sync::oneshot;
 use super::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
 use crate::protocol::{StoryEvent, StoryFrame, TurnEnd, TurnId};
-use crate::storage::{JournalRow, now_ms};
+use crate::storage::{JournalRow, StoredAction, StoredHistory, now_ms};
 
 /// A story frame to journal, with what it does once durable.
 #[derive(Debug)]
@@ -43,9 +43,11 @@ pub(super) struct Entry {
     pub(super) effect: Option<Effect>,
     /// Recorded in the model's history once the frame is durable.
     pub(super) history: Option<HistoryEntry>,
-    /// The applied-action entry of a tool call that succeeded, as JSON
-    /// text.
-    pub(super) action: Option<String>,
+    /// The frame says `history` (see [`StoredHistory::FromFrame`]), so the
+    /// journal need not write it out.
+    pub(super) history_from_frame: bool,
+    /// The applied-action entry of a tool call that succeeded.
+    pub(super) action: Option<StoredAction>,
 }
 
 impl Entry {
@@ -55,6 +57,7 @@ impl Entry {
             event,
             effect: None,
             history: None,
+            history_from_frame: false,
             action: None,
         }
     }
@@ -132,6 +135,7 @@ impl Sequencer {
             event,
             effect,
             history,
+            history_from_frame,
             action,
         } = entry;
         let (turn_id, kind) = (event.turn_id().map(TurnId::to_string), event.kind());
@@ -151,10 +155,13 @@ impl Sequencer {
                 .effect
                 .as_ref()
                 .and_then(|e| crate::json::to_string(e).ok()),
-            history: staged
-                .history
-                .as_ref()
-                .and_then(|h| crate::json::to_string(h).ok()),
+            history: staged.history.as_deref().and_then(|h| match h {
+                _ if !history_from_frame => crate::json::to_string(h).ok().map(StoredHistory::Json),
+                HistoryEntry::ToolCall { arguments, .. } => Some(StoredHistory::FromFrame {
+                    arguments: Some(arguments.clone()),
+                }),
+                _ => Some(StoredHistory::FromFrame { arguments: None }),
+            }),
             action,
             created_at: now_ms(),
         }
@@ -528,7 +535,8 @@ mod tests {
                 },
                 effect: Some(effect.clone()),
                 history: Some(history.clone()),
-                action: Some(r#"{"tool":"roll"}"#.to_owned()),
+                history_from_frame: false,
+                action: Some(StoredAction::Json(r#"{"tool":"roll"}"#.to_owned())),
             },
         );
         let ids = (row.turn_id.as_deref(), row.request_id.as_deref());
@@ -544,10 +552,15 @@ mod tests {
             serde_json::from_str::<Effect>(effect_json).ok(),
             Some(effect)
         );
-        let history_json = row.history.as_deref().expect("the history is journalled");
+        let Some(StoredHistory::Json(history_json)) = &row.history else {
+            panic!("the history is journalled: {:?}", row.history);
+        };
         let read_back = serde_json::from_str::<HistoryEntry>(history_json).ok();
         assert_eq!(read_back, Some(history));
-        assert_eq!(row.action.as_deref(), Some(r#"{"tool":"roll"}"#));
+        assert_eq!(
+            row.action,
+            Some(StoredAction::Json(r#"{"tool":"roll"}"#.to_owned()))
+        );
 
         let row = sq.journal("sess_1", Entry::frame(presence(1)));
         assert_eq!(row.seq, 6);

@@ -45,6 +45,7 @@ pub(super) fn started(
             turn_id: turn_id.to_string(),
             text,
         }),
+        history_from_frame: true,
         action: None,
     }
 }
@@ -78,6 +79,7 @@ pub(super) fn completed(
             turn_id: turn_id.to_string(),
             text: reply,
         }),
+        history_from_frame: true,
         action: None,
     }
 }

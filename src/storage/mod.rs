@@ -224,11 +224,36 @@ pub struct JournalRow {
     pub frame: bytestring::ByteString,
     /// JSON of the [`crate::game::Effect`] to apply, if any.
     pub effect: Option<String>,
-    /// JSON of the [`crate::game::HistoryEntry`] to record, if any.
-    pub history: Option<String>,
-    /// JSON of the applied-action entry, for tool calls that succeeded.
-    pub action: Option<String>,
+    /// The [`crate::game::HistoryEntry`] to record, if any.
+    pub history: Option<StoredHistory>,
+    /// The applied-action entry, for tool calls that succeeded.
+    pub action: Option<StoredAction>,
     pub created_at: i64,
+}
+
+/// How a journal row keeps its history entry: written out, or read back
+/// from the row's frame, which already says it (`steps.rs` derives it
+/// when the row is read, as the same JSON).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredHistory {
+    /// The entry's JSON text.
+    Json(String),
+    /// The entry the frame says: a `turn_started` frame's `text` (the
+    /// player's), a `tool_result` frame's `result` (a call that succeeded),
+    /// a `turn_completed` frame's `reply` (the game master's); for a
+    /// `tool_call` frame, the model's argument text `arguments`, which is
+    /// JSON with nothing around it (the frame shows it parsed).
+    FromFrame { arguments: Option<String> },
+}
+
+/// How a journal row keeps its applied action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredAction {
+    /// The action's JSON text.
+    Json(String),
+    /// The call its `tool_result` frame names (`call_id`, `tool`,
+    /// `status`, `result`, `turn_id`) with these arguments (JSON text).
+    FromFrame { args: String },
 }
 
 /// A journal row as read back for replay.

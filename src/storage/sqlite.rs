@@ -357,7 +357,8 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
 pub(super) mod tests {
     use super::*;
     use crate::storage::{
-        BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, STORAGE_BEHIND, SessionWrite, Store,
+        BUSY_QUEUED_WRITES, DurableSink, JournalRow, MAX_BATCH, STORAGE_BEHIND, SessionWrite,
+        Store, StoredAction, StoredHistory,
     };
     use sqlx::{Connection, SqliteConnection};
     use tokio::sync::mpsc;
@@ -558,8 +559,10 @@ pub(super) mod tests {
                 frame: format!("{{\"type\":\"{kind}\",\"seq\":{seq},\"turn_id\":\"{turn}\"}}")
                     .into(),
                 effect: action.then(|| format!("{{\"roll\":{seq}}}")),
-                history: (kind == "narrative").then(|| "{\"text\":\"on\"}".to_owned()),
-                action: action.then(|| format!("{{\"tool\":\"roll_dice\",\"n\":{seq}}}")),
+                history: (kind == "narrative")
+                    .then(|| StoredHistory::Json("{\"text\":\"on\"}".to_owned())),
+                action: action
+                    .then(|| StoredAction::Json(format!("{{\"tool\":\"roll_dice\",\"n\":{seq}}}"))),
                 created_at: 1_000 + seq as i64,
                 ..row("s", seq)
             })
@@ -852,8 +855,14 @@ pub(super) mod tests {
                 .bind(&r.request_id)
                 .bind(&*r.frame)
                 .bind(&r.effect)
-                .bind(&r.history)
-                .bind(&r.action)
+                .bind(r.history.as_ref().map(|h| match h {
+                    StoredHistory::Json(text) => text.as_str(),
+                    StoredHistory::FromFrame { .. } => unreachable!("rows of JSON"),
+                }))
+                .bind(r.action.as_ref().map(|a| match a {
+                    StoredAction::Json(text) => text.as_str(),
+                    StoredAction::FromFrame { .. } => unreachable!("rows of JSON"),
+                }))
                 .bind(r.created_at)
                 .execute(&pool)
                 .await

@@ -7,6 +7,7 @@ use crate::common::*;
 use crate::process::Server;
 use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
+use serde_json::{Value, json};
 
 #[actix_web::test]
 async fn restarting_on_the_same_database_brings_back_state_and_history() {
@@ -16,7 +17,7 @@ async fn restarting_on_the_same_database_brings_back_state_and_history() {
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     let target = neighbour(&welcome["state"]);
     let first_turn = ws.play(&format!("go to {target}"), "r-1").await;
-    ws.play("explore ice caves", "r-2").await;
+    let second_turn = ws.play("explore ice caves", "r-2").await;
     let before = app.snapshot(&s).await;
     let actions_before = app.actions(&s).await;
     let last_seq = story(&first_turn).last().unwrap()["seq"].as_u64().unwrap();
@@ -65,6 +66,48 @@ async fn restarting_on_the_same_database_brings_back_state_and_history() {
             "what happened?".into()
         ]
     );
+    // The model reads the turns played before as they were played: each
+    // call with its arguments, each result, each reply.
+    let said = |frames: &[Value]| -> Vec<Value> {
+        story(frames)
+            .into_iter()
+            .filter_map(|f| match f["type"].as_str()? {
+                "turn_started" => Some(json!({"role": "user", "text": f["text"]})),
+                "tool_call" => Some(
+                    json!({"role": "tool_call", "call_id": f["call_id"], "tool": f["tool"], "arguments": f["args"]}),
+                ),
+                "tool_result" => Some(
+                    json!({"role": "tool_result", "call_id": f["call_id"], "tool": f["tool"], "content": f["result"]}),
+                ),
+                "turn_completed" => Some(json!({"role": "assistant", "text": f["reply"]})),
+                _ => None,
+            })
+            .collect()
+    };
+    let parsed = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+    let read: Vec<Value> = history
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|m| match m {
+            HistoryEntry::User { turn_id, text } => {
+                (turn_id != "turn_3").then(|| json!({"role": "user", "text": text}))
+            }
+            HistoryEntry::ToolCall { call_id, tool, arguments, .. } => Some(
+                json!({"role": "tool_call", "call_id": call_id, "tool": tool, "arguments": parsed(arguments)}),
+            ),
+            HistoryEntry::ToolResult { call_id, tool, content, .. } => Some(
+                json!({"role": "tool_result", "call_id": call_id, "tool": tool, "content": parsed(content)}),
+            ),
+            HistoryEntry::Assistant { text, .. } => Some(json!({"role": "assistant", "text": text})),
+        })
+        .collect();
+    let played = [said(&first_turn), said(&second_turn)].concat();
+    assert!(
+        played.iter().any(|e| e["role"] == "tool_result"),
+        "{played:?}"
+    );
+    assert_eq!(read, played);
 
     // The request ids of earlier turns are still remembered.
     ws.chat("go somewhere", "r-1").await;
@@ -252,7 +295,7 @@ async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
 /// A session's stored snapshot: its seq, its manifest and its chunks' sizes.
 struct StoredSnapshot {
     seq: u64,
-    manifest: serde_json::Value,
+    manifest: Value,
     chunks: std::collections::HashMap<String, usize>,
 }
 
