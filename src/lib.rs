@@ -24,6 +24,7 @@
 //! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
 //!   real WebSockets and checks the wire contract on every connection.
 
+pub mod civil;
 pub mod config;
 pub mod error;
 pub mod game;

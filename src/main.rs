@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use questd::config::{Cli, Command, LogFormat, Settings};
-use questd::logs::{BulkWriter, PlainFields};
+use questd::logs::{BulkWriter, LineTime, PlainFields};
 use questd::startup::Application;
 use tracing_subscriber::EnvFilter;
 
@@ -64,6 +64,7 @@ fn init_logs(settings: &Settings, to_stderr: bool) -> BulkWriter {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
+        .with_timer(LineTime)
         .with_writer(writer.clone());
     match settings.log_format {
         LogFormat::Json => logs.json().init(),
