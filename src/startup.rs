@@ -401,6 +401,7 @@ mod tests {
             tools: Default::default(),
             context: Arc::default(),
             kind: crate::llm::RequestKind::Step,
+            results: Vec::new(),
         };
         // On a paused clock the answer waited exactly the setting.
         let began = tokio::time::Instant::now();

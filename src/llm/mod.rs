@@ -42,6 +42,12 @@ pub struct ModelRequest {
     pub context: Arc<Value>,
     /// What the answer is for.
     pub kind: RequestKind,
+    /// The current turn's tool results as values, one per `ToolResult`
+    /// entry after the turn's player message and in their order, when the
+    /// caller has them (a session's turn does: its calls ran here). Empty
+    /// otherwise; a model reads the entries' text either way, and one that
+    /// runs in this process may read these instead of parsing it again.
+    pub results: Vec<Arc<Value>>,
 }
 
 impl ModelRequest {
@@ -73,6 +79,7 @@ impl ModelRequest {
             tools,
             context,
             kind,
+            results: Vec::new(),
         }
     }
 }

@@ -1117,6 +1117,7 @@ mod tests {
                 tools: Default::default(),
                 context: Arc::new(json!({"area": "大厅"})),
                 kind: RequestKind::Step,
+                results: Vec::new(),
             };
             assert_eq!(shape(&request), want, "{name}");
         }
@@ -1132,6 +1133,7 @@ mod tests {
             tools: Default::default(),
             context: Arc::new(json!({"area": "大厅"})),
             kind: RequestKind::Step,
+            results: Vec::new(),
         };
         let body = p.body(&request);
         assert!(

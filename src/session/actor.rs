@@ -652,8 +652,12 @@ impl SessionActor {
         let mut cache = std::mem::take(&mut self.context);
         let context = cache.get(&self.view(), turn_no);
         self.context = cache;
-        let request =
+        let results = t.turn.results();
+        let mut request =
             prompt::model_request(&self.view(), tools, in_flight, budget, context, kind, whole);
+        // The turn's calls' results as the values they are, beside the
+        // history's text of them.
+        request.results = results;
         self.stream_model(request, ctx);
     }
 
@@ -719,7 +723,7 @@ impl SessionActor {
             session_id: &self.session_id,
             tenant_id: &self.meta.tenant_id,
         };
-        let ran = calls::run(&view, &mut self.rng, call);
+        let mut ran = calls::run(&view, &mut self.rng, call);
         self.deps
             .metrics
             .tool_seconds
@@ -730,6 +734,14 @@ impl SessionActor {
         if in_turn && let Some(t) = self.turn.as_mut() {
             t.turn
                 .call_ran(ran.answer.event.clone(), ran.result.effect.as_ref());
+            // The turn's model hears what the call gave (a model in this
+            // process reads the value instead of its text again); nobody
+            // else waits for a turn's call (`run_turn_call`), so the
+            // answer's value is handed over, not copied.
+            t.turn.keep_result(match &mut ran.answer.outcome {
+                Ok(result) => std::mem::take(result),
+                Err(e) => e.to_model_json(),
+            });
         }
         let seq = self.emit(ran.result);
         (seq, ran.answer)

@@ -65,6 +65,7 @@ pub(super) fn model_request(
             tools,
             context,
             kind,
+            results: Vec::new(),
         };
     }
     let history: Vec<Arc<HistoryEntry>> = view
@@ -228,6 +229,7 @@ pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) ->
         tools: Arc::default(),
         context: Arc::default(),
         kind: RequestKind::Content,
+        results: Vec::new(),
     }
 }
 

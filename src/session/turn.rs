@@ -42,6 +42,7 @@
 //!   for the step whose call it is.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -157,6 +158,9 @@ pub(super) struct Turn {
     last_call: Option<(String, Result<Value, String>)>,
     repeats: u32,
     tool_events: Vec<ToolEvent>,
+    /// What the turn's calls gave, as values, in the order they ran (see
+    /// [`crate::llm::ModelRequest::results`]).
+    results: Vec<Arc<Value>>,
     touched_areas: BTreeSet<String>,
     touched_characters: BTreeSet<String>,
     touched_zones: BTreeSet<String>,
@@ -196,6 +200,7 @@ impl Turn {
             last_call: None,
             repeats: 0,
             tool_events: Vec::new(),
+            results: Vec::new(),
             touched_areas: BTreeSet::new(),
             touched_characters: BTreeSet::new(),
             touched_zones: BTreeSet::new(),
@@ -272,6 +277,17 @@ impl Turn {
         self.phase = Phase::Waiting {
             next: Next::NextCall,
         };
+    }
+
+    /// What a call of the turn gave the model, as the value whose text its
+    /// history entry holds: its result, or the error it was refused with.
+    pub(super) fn keep_result(&mut self, value: Value) {
+        self.results.push(Arc::new(value));
+    }
+
+    /// What the turn's calls gave, in the order they ran.
+    pub(super) fn results(&self) -> Vec<Arc<Value>> {
+        self.results.clone()
     }
 
     /// The call [`Step::RunCall`] asked for waits for a model to write its

@@ -112,7 +112,7 @@ pub(super) fn is_listing(tool: &str, result: &Value) -> bool {
 }
 
 /// Chinese names from the turn's `name_zh` listing: id → (name, description).
-pub(super) fn zh_names(results: &[(&str, Value)]) -> HashMap<String, (String, String)> {
+pub(super) fn zh_names(results: &[(&str, &Value)]) -> HashMap<String, (String, String)> {
     listed(results, NAME_ZH_TYPE)
         .filter_map(|e| {
             let id = e["id"].as_str()?.strip_prefix("zh_")?;
@@ -122,12 +122,12 @@ pub(super) fn zh_names(results: &[(&str, Value)]) -> HashMap<String, (String, St
 }
 
 /// Whether this turn already listed the Chinese names (found or not).
-pub(super) fn zh_listed(results: &[(&str, Value)]) -> bool {
+pub(super) fn zh_listed(results: &[(&str, &Value)]) -> bool {
     results.iter().any(|(t, r)| is_listing(t, r))
 }
 
 fn listed<'a>(
-    results: &'a [(&str, Value)],
+    results: &'a [(&str, &'a Value)],
     content_type: &'a str,
 ) -> impl Iterator<Item = &'a Value> + 'a {
     results
@@ -169,15 +169,15 @@ struct Facts<'a> {
 }
 
 impl<'a> Facts<'a> {
-    fn read(results: &'a [(&'a str, Value)], actor_id: &'a str, zh: bool) -> Self {
+    fn read(results: &'a [(&'a str, &'a Value)], actor_id: &'a str, zh: bool) -> Self {
         fn of<'r>(
-            results: &'r [(&'r str, Value)],
+            results: &'r [(&'r str, &'r Value)],
             tool: &'r str,
         ) -> impl Iterator<Item = &'r Value> {
             results
                 .iter()
                 .filter(move |(t, _)| *t == tool)
-                .map(|(_, r)| r)
+                .map(|(_, r)| *r)
         }
         let actor = of(results, "get_character_stats").find(|r| r["character_id"] == actor_id);
         let here = actor.map(|a| str_of(&a["area_id"])).unwrap_or_default();
@@ -380,7 +380,7 @@ fn slug_of(entry: &Value) -> String {
 pub(super) fn next(
     act: &Act,
     context: &Value,
-    results: &[(&str, Value)],
+    results: &[(&str, &Value)],
     actor_id: &str,
     zh: bool,
 ) -> Next {
@@ -961,7 +961,8 @@ mod tests {
         let mut results: Vec<(&str, Value)> = Vec::new();
         let mut tools = Vec::new();
         for _ in 0..6 {
-            match next(&act, &context(state), &results, &actor, zh) {
+            let seen: Vec<(&str, &Value)> = results.iter().map(|(t, r)| (*t, r)).collect();
+            match next(&act, &context(state), &seen, &actor, zh) {
                 Next::Say(text, _) => return (tools, text),
                 Next::Calls(calls) => {
                     for (tool, args) in calls {

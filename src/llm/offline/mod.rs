@@ -337,16 +337,29 @@ impl OfflineGameMaster {
         };
         let zh = has_cjk(text);
         let turn = &req.messages[start + 1..];
-        let results: Vec<(&str, Value)> = turn
+        let entries: Vec<(&str, &str)> = turn
             .iter()
             .filter_map(|m| match &**m {
-                HistoryEntry::ToolResult { tool, content, .. } => Some((
-                    tool.as_str(),
-                    serde_json::from_str(content).unwrap_or(Value::Null),
-                )),
+                HistoryEntry::ToolResult { tool, content, .. } => {
+                    Some((tool.as_str(), content.as_str()))
+                }
                 _ => None,
             })
             .collect();
+        // A session hands over its calls' results as the values they are
+        // (one per entry); other callers' entries are read.
+        let read: Vec<Value>;
+        let values: Vec<&Value> = if req.results.len() == entries.len() {
+            req.results.iter().map(|v| &**v).collect()
+        } else {
+            read = entries
+                .iter()
+                .map(|(_, content)| serde_json::from_str(content).unwrap_or(Value::Null))
+                .collect();
+            read.iter().collect()
+        };
+        let results: Vec<(&str, &Value)> =
+            entries.iter().map(|(tool, _)| *tool).zip(values).collect();
         let actor = req.context["active_actor"]["character_id"]
             .as_str()
             .unwrap_or_default();
@@ -594,7 +607,7 @@ const QUOTE_CHARS: usize = 160;
 /// along the way are not told).
 fn narrate_results(
     req: &ModelRequest,
-    results: &[(&str, Value)],
+    results: &[(&str, &Value)],
     intents: &[Intent],
     zh: bool,
 ) -> ModelReply {
@@ -883,6 +896,7 @@ mod tests {
                 "areas": [{"area_id": "area_001", "name": "Hall"}, {"area_id": "area_002", "name": "Side Room"}]
             })),
             kind: RequestKind::Step,
+            results: Vec::new(),
         }
     }
 
@@ -1017,6 +1031,31 @@ mod tests {
             reply.text
         );
         assert_eq!(reply.dialog_type.as_deref(), Some("scene_description"));
+    }
+
+    #[test]
+    fn results_handed_over_as_values_are_read_as_they_are() {
+        let mut req = request("roll 1d6");
+        let rolled = |total: u64| {
+            json!({"description": format!("1d6 for the player's roll: [{total}] = {total}"),
+                   "dice": "1d6", "modifier": 0, "rolls": [total], "total": total})
+        };
+        req.messages.push(Arc::new(HistoryEntry::ToolResult {
+            turn_id: "turn_1".into(),
+            call_id: "call_1".into(),
+            tool: "roll_dice".into(),
+            content: rolled(3).to_string(),
+        }));
+        let gm = OfflineGameMaster::default();
+        // The text, when nobody hands over values.
+        assert!(gm.answer(&req).text.contains("total 3"));
+        // A session hands over the same result as a value, one per entry
+        // (different here, to show which is read).
+        req.results = vec![Arc::new(rolled(5))];
+        assert!(gm.answer(&req).text.contains("total 5"));
+        // Not one per entry: the entries are read.
+        req.results.push(Arc::new(rolled(6)));
+        assert!(gm.answer(&req).text.contains("total 3"));
     }
 
     #[test]
