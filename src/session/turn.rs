@@ -155,7 +155,9 @@ pub(super) struct Turn {
     streamed: String,
     pending_calls: VecDeque<ModelToolCall>,
     call_ids: BTreeSet<CallId>,
-    last_call: Option<(String, Result<Value, String>)>,
+    /// The last call run: its tool, and its arguments as sent and, once a
+    /// call of the same tool needed them, as read.
+    last_call: Option<LastCall>,
     repeats: u32,
     tool_events: Vec<ToolEvent>,
     /// What the turn's calls gave, as values, in the order they ran (see
@@ -173,6 +175,34 @@ pub(super) struct Turn {
     /// Set while the model call in flight is the corrective retry of an
     /// answer that broke the reply contract.
     correcting: bool,
+}
+
+/// A turn's last call, for telling when the model asks for it again.
+#[derive(Debug)]
+struct LastCall {
+    tool: String,
+    arguments: String,
+    /// `arguments` read as JSON (the text when it is not), once needed.
+    read: Option<Result<Value, String>>,
+}
+
+impl LastCall {
+    /// Whether a call of `tool` with `arguments` is this call again. The
+    /// same arguments in another key order or spacing are the same call,
+    /// so they are read as JSON and compared as values; only a call of
+    /// the same tool needs that, so most calls are never read here (the
+    /// pipeline reads them as it runs them).
+    fn is_repeated_by(&mut self, tool: &str, arguments: &str) -> bool {
+        if self.tool != tool {
+            return false;
+        }
+        if self.arguments == arguments {
+            return true;
+        }
+        let read = |text: &str| serde_json::from_str::<Value>(text).map_err(|_| text.to_owned());
+        let last = self.read.get_or_insert_with(|| read(&self.arguments));
+        *last == read(arguments)
+    }
 }
 
 impl Turn {
@@ -352,17 +382,18 @@ impl Turn {
             call_id = CallId::from(format!("{}_call_{n}", self.turn_id));
         }
         self.call_ids.insert(call_id.clone());
-        // The same arguments in another key order or spacing are the same
-        // call: parsed values compare as values.
-        let parsed = serde_json::from_str::<Value>(&call.arguments);
-        let signature = (
-            call.name.clone(),
-            parsed.map_err(|_| call.arguments.clone()),
-        );
-        if self.last_call.as_ref() == Some(&signature) {
+        let repeated = self
+            .last_call
+            .as_mut()
+            .is_some_and(|last| last.is_repeated_by(&call.name, &call.arguments));
+        if repeated {
             self.repeats += 1;
         } else {
-            self.last_call = Some(signature);
+            self.last_call = Some(LastCall {
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                read: None,
+            });
             self.repeats = 1;
         }
         if self.repeats >= REPEAT_LIMIT {
@@ -904,14 +935,22 @@ mod tests {
     fn the_same_call_repeat_limit_times_in_a_row_wraps_up() {
         let same = |args: &str| call("", "roll", args);
         // (one answer's calls, how many run before the wrap-up, if one)
-        let cases: [(Vec<ModelToolCall>, Option<usize>); 5] = [
+        let cases: [(Vec<ModelToolCall>, Option<usize>); 6] = [
             (vec![same("{}"), same("{}"), same("{}")], Some(2)),
-            // The same JSON, however spaced, is the same call.
+            // The same JSON, however spaced or ordered, is the same call.
             (
                 vec![
                     same(r#"{"n":1}"#),
                     same(r#"{ "n": 1 }"#),
                     same(r#"{"n":1}"#),
+                ],
+                Some(2),
+            ),
+            (
+                vec![
+                    same(r#"{"n":1,"d":"1d6"}"#),
+                    same(r#"{"d":"1d6","n":1}"#),
+                    same(r#"{"n":1,"d":"1d6"}"#),
                 ],
                 Some(2),
             ),
