@@ -29,7 +29,7 @@ mod update_character;
 mod update_inventory;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -431,7 +431,12 @@ type CachedList = (Role, Vec<String>, Arc<[Value]>);
 /// whole, so a lookup allocates nothing.
 #[derive(Debug, Default)]
 struct OpenAiCache {
-    hasher: RandomState,
+    /// foldhash's, seeded per process: a session's first model request
+    /// hashes its campaign's allowlist (a score of tool names), about
+    /// 4,000 instructions with the standard SipHash. A caller-chosen list
+    /// colliding on purpose only lengthens one bucket of at most
+    /// [`MAX_CACHED_TOOL_LISTS`].
+    hasher: foldhash::quality::RandomState,
     lists: HashMap<u64, Vec<CachedList>>,
     /// Lists held, at most [`MAX_CACHED_TOOL_LISTS`].
     len: usize,
