@@ -24,10 +24,11 @@
 //!
 //! [`decode`] reads both back as the JSON texts they stand for. Writing
 //! them out was a quarter of a roll turn's body (2,383 bytes, now 1,772)
-//! and 7 % of its instructions (BENCHMARKS.md). Bodies written before this format are a
-//! bare JSON array of entries with `history` and `action` written out;
-//! they read as before. Readers of that format refuse this one as corrupt
-//! (it is not an array) rather than read it without history.
+//! and 7 % of its instructions (BENCHMARKS.md). Bodies written before
+//! this format are a bare JSON array of entries with `history` and
+//! `action` written out; they read as before. Readers of that format
+//! refuse this one as corrupt (it is not an array) rather than read it
+//! without history.
 //!
 //! The row's other columns say what readers select on: its first and last
 //! `seq`, the `turn_id`, whether the turn started in it (`started`, with
@@ -266,8 +267,8 @@ struct Said<'a> {
 }
 
 /// The action an applied call's `tool_result` frame says, with its
-/// arguments: the fields in the order of their names, as the session
-/// writes an action out (`crate::session`'s `Applied`).
+/// arguments: the fields in the order of their names, as actions written
+/// out have always been stored.
 #[derive(serde::Serialize)]
 struct Applied<'a> {
     args: &'a RawValue,
