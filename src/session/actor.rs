@@ -708,7 +708,15 @@ impl SessionActor {
     ) {
         if let Some(t) = self.turn.as_ref() {
             let call = Call::of_turn(&t.turn, call_id, tool, raw, refused);
-            self.run_call(call);
+            let (_, answer) = self.run_call(call);
+            // The turn's model hears what the call gave: a model in this
+            // process reads the value instead of parsing its text again.
+            if let Some(t) = self.turn.as_mut() {
+                t.turn.keep_result(match answer.outcome {
+                    Ok(result) => result,
+                    Err(e) => e.to_model_json(),
+                });
+            }
         }
     }
 
@@ -723,7 +731,7 @@ impl SessionActor {
             session_id: &self.session_id,
             tenant_id: &self.meta.tenant_id,
         };
-        let mut ran = calls::run(&view, &mut self.rng, call);
+        let ran = calls::run(&view, &mut self.rng, call);
         self.deps
             .metrics
             .tool_seconds
@@ -734,14 +742,6 @@ impl SessionActor {
         if in_turn && let Some(t) = self.turn.as_mut() {
             t.turn
                 .call_ran(ran.answer.event.clone(), ran.result.effect.as_ref());
-            // The turn's model hears what the call gave (a model in this
-            // process reads the value instead of its text again); nobody
-            // else waits for a turn's call (`run_turn_call`), so the
-            // answer's value is handed over, not copied.
-            t.turn.keep_result(match &mut ran.answer.outcome {
-                Ok(result) => std::mem::take(result),
-                Err(e) => e.to_model_json(),
-            });
         }
         let seq = self.emit(ran.result);
         (seq, ran.answer)
