@@ -38,7 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let on = |method, path: &str| super::on(method, &format!("{SCOPE}{path}"));
     cfg.service(
         web::scope(SCOPE)
-            .wrap(actix_web::middleware::Compress::default())
+            .wrap(actix_web::middleware::from_fn(super::compress::compress))
             .route("/sessions", on(Method::GET, "/sessions").to(sessions))
             .route("/node", on(Method::GET, "/node").to(node))
             .route(

@@ -31,7 +31,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let sessions = "/api/v1/sessions";
     cfg.service(
         web::resource(sessions)
-            .wrap(actix_web::middleware::Compress::default())
+            .wrap(actix_web::middleware::from_fn(super::compress::compress))
             .route(on(Method::POST, sessions).to(create_session))
             .route(on(Method::GET, sessions).to(list_sessions)),
     );
@@ -47,7 +47,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// A `GET` route whose answer goes out compressed when the client asks for
-/// it: what the page reads (and a snapshot can be large).
+/// it and it is large enough (`compress`): what the page reads (and a
+/// snapshot can be large).
 pub(super) fn read<F, Args>(cfg: &mut web::ServiceConfig, path: &str, handler: F)
 where
     F: actix_web::Handler<Args>,
@@ -56,7 +57,7 @@ where
 {
     cfg.service(
         web::resource(path)
-            .wrap(actix_web::middleware::Compress::default())
+            .wrap(actix_web::middleware::from_fn(super::compress::compress))
             .route(on(actix_web::http::Method::GET, path).to(handler)),
     );
 }

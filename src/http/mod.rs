@@ -7,6 +7,7 @@ mod api;
 pub mod auth;
 mod chat;
 pub mod cluster;
+mod compress;
 pub mod guard;
 mod idempotency;
 pub mod mcp;

@@ -356,3 +356,46 @@ async fn the_document_goes_out_compressed_when_asked() {
     assert_eq!(coding, Some("gzip"));
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn a_small_answer_goes_out_as_it_is_and_a_large_one_compressed() {
+    let app = spawn_app().await;
+    let coding = |resp: &awc::ClientResponse<_>| {
+        (
+            resp.headers()
+                .get("content-encoding")
+                .map(|v| v.to_str().unwrap_or_default().to_owned()),
+            resp.headers()
+                .get("vary")
+                .map(|v| v.to_str().unwrap_or_default().to_ascii_lowercase()),
+        )
+    };
+    // A session's creation answers a few hundred bytes: not compressed,
+    // though the client would take it.
+    let mut created = client()
+        .post(format!("{}/api/v1/sessions", app.base))
+        .insert_header(("Accept-Encoding", "br, gzip"))
+        .insert_header(("X-Internal-API-Key", TEST_KEY))
+        .send_json(&json!({"campaign_id": "demo"}))
+        .await
+        .expect("POST sends");
+    assert_eq!(created.status().as_u16(), 201);
+    assert_eq!(coding(&created), (None, Some("accept-encoding".to_owned())));
+    let body: Value = created.json().await.expect("a JSON body");
+    let id = body["session_id"].as_str().expect("an id").to_owned();
+    let token = body["player_token"].as_str().expect("a token").to_owned();
+    // Its snapshot, tens of kilobytes, is.
+    let snapshot = client()
+        .get(format!("{}/api/v1/sessions/{id}", app.base))
+        .insert_header(("Accept-Encoding", "gzip"))
+        .insert_header(("Authorization", format!("Bearer {token}")))
+        .send()
+        .await
+        .expect("GET sends");
+    assert_eq!(snapshot.status().as_u16(), 200);
+    assert_eq!(
+        coding(&snapshot),
+        (Some("gzip".to_owned()), Some("accept-encoding".to_owned()))
+    );
+    app.stop().await;
+}
