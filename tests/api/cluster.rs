@@ -316,6 +316,8 @@ async fn sigterm_drains_the_node_and_the_session_goes_on_elsewhere() {
     let (mut watching, _) = a
         .connect(&on_b.session_id, &on_b.spectator_token, None)
         .await;
+    // And a session made on A that nothing has used yet.
+    let unused = a.demo().await;
 
     // A stops taking work, closes its connections for a reconnect
     // elsewhere, hands its sessions over and exits cleanly.
@@ -338,6 +340,15 @@ async fn sigterm_drains_the_node_and_the_session_goes_on_elsewhere() {
     let second_move = move_once(&mut ws, &b, &s, "after").await;
     assert_eq!(moves_in_log(&b, &s).await, [first_move, second_move]);
     assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+
+    // The unused one starts on B from its start.
+    let (mut ws, welcome) = b
+        .connect(&unused.session_id, &unused.player_token, None)
+        .await;
+    assert_eq!(welcome["seq"], 0, "{welcome}");
+    let frames = ws.play("roll 1d6", "r-1").await;
+    assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_1");
+    assert_eq!(b.snapshot(&unused).await["owner_node"], "node-b");
 }
 
 #[actix_web::test]

@@ -151,6 +151,43 @@ async fn an_idle_session_unloads_and_reloads_on_demand() {
 }
 
 #[actix_web::test]
+async fn a_session_nobody_uses_is_listed_at_once_and_unloads_like_an_idle_one() {
+    // A new session's actor starts only when something needs it; until
+    // then it is live all the same, and unloads after the idle time.
+    let app = spawn_with(|s| s.idle_secs = 1, Arc::new(OfflineGameMaster::default())).await;
+    let s = app.public_demo().await;
+    let listed = || async {
+        let (_, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["session_id"] == s.session_id.as_str())
+            .cloned()
+    };
+    let entry = listed().await.expect("a new public session is listed");
+    assert_eq!(
+        (&entry["players"], &entry["spectators"], &entry["turns"]),
+        (&json!(0), &json!(0), &json!(0)),
+        "{entry}"
+    );
+    let mut unloaded = false;
+    for _ in 0..100 {
+        if listed().await.is_none() {
+            unloaded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(unloaded, "the unused session left memory");
+    // Its first use loads it from storage, at its start.
+    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    assert_eq!(welcome["seq"], 0, "{welcome}");
+    let frames = ws.play("roll 1d6", "r-1").await;
+    assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_1");
+    assert!(listed().await.is_some());
+}
+
+#[actix_web::test]
 async fn sigkill_right_after_tool_result_ok_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = crate::database::database_url_in(dir.path());
