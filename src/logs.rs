@@ -287,6 +287,14 @@ struct Escaping<'a, 'b>(&'a mut fmt::Formatter<'b>);
 
 impl fmt::Write for Escaping<'_, '_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        // A text with none of the characters below (C1 controls all start
+        // with the byte 0xC2) goes out whole, not a character at a time.
+        if !s
+            .bytes()
+            .any(|b| matches!(b, 0x1b | 0x07 | 0x08 | 0x0c | 0x7f | 0xc2))
+        {
+            return self.0.write_str(s);
+        }
         for c in s.chars() {
             match c {
                 '\x1b' => self.0.write_str("\\x1b")?,
