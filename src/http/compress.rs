@@ -38,8 +38,11 @@ pub async fn compress(
     let res = next.call(req).await?;
     Ok(res.map_body(move |head, body| {
         let coding = coding_for(accepted.as_ref(), body.size());
-        head.headers_mut()
-            .insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+        // The encoder says it when it compresses.
+        if coding == ContentEncoding::Identity {
+            head.headers_mut()
+                .append(header::VARY, HeaderValue::from_static("accept-encoding"));
+        }
         Encoder::response(coding, head, body)
     }))
 }
