@@ -1149,8 +1149,11 @@ function renderMap() {
     if (!npcsByArea.has(c.area_id)) npcsByArea.set(c.area_id, []);
     npcsByArea.get(c.area_id).push(c);
   }
-  // Circles shrink on a crowded fitted map so no two of them touch.
-  const r = Math.max(Math.min(13 * k, closestPair(areas) * 0.4), 4 * k);
+  // Circles shrink on a crowded fitted map so no two of them touch (the
+  // closest two are left a fifth of their distance apart; a number drawn
+  // inside its circle then covers no other place). Only places at the very
+  // same spot share a circle's size.
+  const r = Math.min(13 * k, closestPair(areas) * 0.4) || 4 * k;
   let youngest = Infinity;
   const rank = (a) => (a.area_id === hereId ? 2 : near.has(a.area_id) ? 1 : 0);
   // Far places first, the hero's place last: nearer labels are drawn on top.
@@ -1171,7 +1174,7 @@ function renderMap() {
     const description = descriptionOf(a);
     g.appendChild(svg('title', {}, `${nameOf(a)} (${a.area_id})${description ? '\n' + description : ''}`));
     if (cls === 'current') g.appendChild(svg('circle', { r: r * 1.9, class: 'halo' }));
-    g.appendChild(svg('circle', { r, class: 'node', 'stroke-width': 2 * k }));
+    g.appendChild(svg('circle', { r, class: 'node', 'stroke-width': Math.min(2 * k, r * 0.25) }));
     if ((a.tags || []).includes('lit')) g.appendChild(svg('circle', { r: r * 0.3, class: 'lamp' }));
     const npcs = npcsByArea.get(a.area_id) || [];
     npcs.forEach((c, i) => {

@@ -944,7 +944,7 @@ const MAP_LAYOUT: &str = "(() => {
         box: box(g.querySelector('.node')),
       })),
       texts: [...map.querySelectorAll('.labels text')].map((t) => ({
-        id: t.dataset.for, num: t.classList.contains('num'), text: t.textContent, box: box(t),
+        id: t.dataset.for, num: t.classList.contains('num'), kind: t.getAttribute('class'), text: t.textContent, box: box(t),
       })),
       key: [...document.querySelectorAll('#map-key li')].map((li) => ({
         id: li.dataset.for,
