@@ -152,8 +152,8 @@ async fn an_idle_session_unloads_and_reloads_on_demand() {
 
 #[actix_web::test]
 async fn a_session_nobody_uses_is_listed_at_once_and_unloads_like_an_idle_one() {
-    // A new session's actor starts only when something needs it; until
-    // then it is live all the same, and unloads after the idle time.
+    // A new session nobody connects to is live (listed) at once, and
+    // unloads after the idle time like any idle session.
     let app = spawn_with(|s| s.idle_secs = 1, Arc::new(OfflineGameMaster::default())).await;
     let s = app.public_demo().await;
     let listed = || async {
