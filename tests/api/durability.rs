@@ -126,25 +126,10 @@ async fn an_idle_session_unloads_and_reloads_on_demand() {
     let target = neighbour(&welcome["state"]);
     ws.play(&format!("go to {target}"), "r-1").await;
     ws.close().await;
-    let live = || async {
-        let (_, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
-        list.as_array()
-            .unwrap()
-            .iter()
-            .any(|l| l["session_id"] == s.session_id.as_str())
-    };
-    let mut unloaded = false;
-    for _ in 0..100 {
-        if !live().await {
-            unloaded = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(unloaded, "the idle session left memory");
+    assert!(unloads(&app, &s).await, "the idle session left memory");
     // Used again: loaded from storage with its state.
     assert_eq!(position(&app.snapshot(&s).await), target);
-    assert!(live().await);
+    assert!(listed(&app, &s).await.is_some());
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     let frames = ws.play("roll 1d6", "r-2").await;
     assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_2");
@@ -156,35 +141,42 @@ async fn a_session_nobody_uses_is_listed_at_once_and_unloads_like_an_idle_one() 
     // unloads after the idle time like any idle session.
     let app = spawn_with(|s| s.idle_secs = 1, Arc::new(OfflineGameMaster::default())).await;
     let s = app.public_demo().await;
-    let listed = || async {
-        let (_, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
-        list.as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["session_id"] == s.session_id.as_str())
-            .cloned()
-    };
-    let entry = listed().await.expect("a new public session is listed");
+    let entry = listed(&app, &s)
+        .await
+        .expect("a new public session is listed");
     assert_eq!(
         (&entry["players"], &entry["spectators"], &entry["turns"]),
         (&json!(0), &json!(0), &json!(0)),
         "{entry}"
     );
-    let mut unloaded = false;
-    for _ in 0..100 {
-        if listed().await.is_none() {
-            unloaded = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(unloaded, "the unused session left memory");
+    assert!(unloads(&app, &s).await, "the unused session left memory");
     // Its first use loads it from storage, at its start.
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     assert_eq!(welcome["seq"], 0, "{welcome}");
     let frames = ws.play("roll 1d6", "r-1").await;
     assert_eq!(first(&frames, "turn_started")["turn_id"], "turn_1");
-    assert!(listed().await.is_some());
+    assert!(listed(&app, &s).await.is_some());
+}
+
+/// The public session `s` as the live list shows it, if it is live.
+async fn listed(app: &TestApp, s: &Session) -> Option<Value> {
+    let (_, list) = get(&format!("{}/api/v1/sessions", app.base), None).await;
+    list.as_array()
+        .unwrap_or_else(|| panic!("the live list: {list}"))
+        .iter()
+        .find(|l| l["session_id"] == s.session_id.as_str())
+        .cloned()
+}
+
+/// Whether `s` leaves the live list within ten seconds.
+async fn unloads(app: &TestApp, s: &Session) -> bool {
+    for _ in 0..100 {
+        if listed(app, s).await.is_none() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
 }
 
 #[actix_web::test]
