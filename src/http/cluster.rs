@@ -302,18 +302,21 @@ async fn audience_reported(
 
 /// How this node's tails tell a session's owner of their spectators: the
 /// owner's address is read from the database and the report sent to it as
-/// a peer. A report that fails is dropped; the tail sends another within
-/// [`crate::session::tail::AUDIENCE_REFRESH`] while it has spectators.
+/// a peer. Answers whether the owner took it; the tail sends a report that
+/// was not taken again soon (`session::tail`), and another within
+/// [`crate::session::tail::AUDIENCE_REFRESH`] anyway while it has
+/// spectators. No live owner (none, or its lease looked lapsed) counts as
+/// not taken.
 pub fn audience_report(store: Store, cluster: Cluster, node_id: String) -> AudienceReport {
     Arc::new(move |session_id: SessionId, spectators: usize| {
         let (store, cluster, node_id) = (store.clone(), cluster.clone(), node_id.clone());
         Box::pin(async move {
             let owner = match store.owner_address(session_id.as_str()).await {
                 Ok(Some((_, url))) => url,
-                Ok(None) => return,
+                Ok(None) => return false,
                 Err(e) => {
                     tracing::debug!(error = %e, "finding a session's owner to report spectators failed");
-                    return;
+                    return false;
                 }
             };
             let mut request = cluster
@@ -327,8 +330,12 @@ pub fn audience_report(store: Store, cluster: Cluster, node_id: String) -> Audie
             for (name, value) in cluster.peer_headers(None) {
                 request = request.header(name.as_str(), value.as_bytes());
             }
-            if let Err(e) = request.send().await.and_then(|r| r.error_for_status()) {
-                tracing::debug!(error = %e, %session_id, "reporting spectators to the owner failed");
+            match request.send().await.and_then(|r| r.error_for_status()) {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::debug!(error = %e, %session_id, "reporting spectators to the owner failed");
+                    false
+                }
             }
         })
     })

@@ -21,7 +21,10 @@
 //! The owner counts a tail's spectators in its `presence` frames: the tail
 //! reports them through `report` when they change and every
 //! [`AUDIENCE_REFRESH`]; the owner forgets a report not refreshed within
-//! three of those (a node that died).
+//! three of those (a node that died). A report that was not delivered (the
+//! owner's lease looked lapsed, its node did not answer) is sent again
+//! after 1, 2, 4 and then every 8 seconds ([`report_due`]), not only at
+//! the next refresh.
 //!
 //! An operator's close (`sessions.closed_at`) reaches a tail's spectators
 //! too: every [`TAIL_POLL`] a tail also reads whether the session was
@@ -41,7 +44,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -71,8 +74,9 @@ const TAIL_BATCH: u32 = RING_FRAMES as u32;
 const TICK: Duration = Duration::from_secs(1);
 
 /// Tells the owner of a session how many spectators this node's tail of it
-/// has (the HTTP layer knows how to reach the owner).
-pub type AudienceReport = Arc<dyn Fn(SessionId, usize) -> BoxFuture<'static, ()> + Send + Sync>;
+/// has (the HTTP layer knows how to reach the owner); answers whether the
+/// owner was told.
+pub type AudienceReport = Arc<dyn Fn(SessionId, usize) -> BoxFuture<'static, bool> + Send + Sync>;
 
 /// A tail and the count of its connections (before the upgrade, as for a
 /// live session, so a crowd cannot pass the per-session cap at once).
@@ -219,6 +223,7 @@ impl Handler<Watch> for Tails {
             read_again: false,
             idle_since: Some(Instant::now()),
             reported: None,
+            undelivered: Arc::new(AtomicU32::new(0)),
             closing: Closing::Open,
         };
         let addr = self.placement.start(|_| tail);
@@ -320,6 +325,26 @@ pub async fn listen(store: Store, tails: Addr<Tails>) {
     }
 }
 
+/// Whether a tail reports `spectators` to the owner at `now`, its last
+/// report being `reported` (the count and when; `None` before the first)
+/// and `undelivered` reports in a row not delivered: when the count
+/// changed, every [`AUDIENCE_REFRESH`] while it has spectators, and after a
+/// report that was not delivered, [`TICK`] later, then twice as long each
+/// time up to 8 ticks.
+fn report_due(
+    reported: Option<(usize, Instant)>,
+    undelivered: u32,
+    spectators: usize,
+    now: Instant,
+) -> bool {
+    let Some((n, at)) = reported else {
+        return spectators > 0;
+    };
+    let since = now.saturating_duration_since(at);
+    let retry = undelivered > 0 && since >= TICK * (1 << (undelivered - 1).min(3));
+    n != spectators || (n > 0 && since >= AUDIENCE_REFRESH) || retry
+}
+
 /// One session followed from the journal.
 pub struct Tail {
     session_id: SessionId,
@@ -339,6 +364,8 @@ pub struct Tail {
     idle_since: Option<Instant>,
     /// The spectators last reported to the owner, and when.
     reported: Option<(usize, Instant)>,
+    /// Reports in a row that were not delivered, counted by their tasks.
+    undelivered: Arc<AtomicU32>,
     /// Whether an operator's close was seen.
     closing: Closing,
 }
@@ -549,7 +576,15 @@ impl Tail {
 
     fn report(&mut self, spectators: usize) {
         self.reported = Some((spectators, Instant::now()));
-        actix::spawn((self.report)(self.session_id.clone(), spectators));
+        let sent = (self.report)(self.session_id.clone(), spectators);
+        let undelivered = self.undelivered.clone();
+        actix::spawn(async move {
+            if sent.await {
+                undelivered.store(0, Ordering::Relaxed);
+            } else {
+                undelivered.fetch_add(1, Ordering::Relaxed);
+            }
+        });
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
@@ -560,13 +595,11 @@ impl Tail {
             ctx.stop();
             return;
         }
-        // A change held back by the throttle, or a refresh that is due.
+        // A change held back by the throttle, a refresh, or a report that
+        // was not delivered.
         let spectators = self.fanout.connection_counts().1;
-        let due = match self.reported {
-            None => spectators > 0,
-            Some((n, at)) => n != spectators || (n > 0 && at.elapsed() >= AUDIENCE_REFRESH),
-        };
-        if due {
+        let undelivered = self.undelivered.load(Ordering::Relaxed);
+        if report_due(self.reported, undelivered, spectators, Instant::now()) {
             self.report(spectators);
         }
     }
@@ -631,6 +664,32 @@ impl Handler<Unsubscribe> for Tail {
     fn handle(&mut self, msg: Unsubscribe, _: &mut Self::Context) {
         if self.fanout.unsubscribe(msg.conn_id) {
             self.audience_changed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_goes_out_on_a_change_a_refresh_or_after_one_that_failed() {
+        let at = Instant::now();
+        let after = |secs: u64| at + Duration::from_secs(secs);
+        // The first spectator is reported at once; no one, never.
+        assert!(report_due(None, 0, 1, at));
+        assert!(!report_due(None, 0, 0, at));
+        // Delivered: again when the count changes, or at the refresh.
+        assert!(!report_due(Some((1, at)), 0, 1, after(9)));
+        assert!(report_due(Some((1, at)), 0, 2, after(0)));
+        assert!(report_due(Some((1, at)), 0, 1, after(10)));
+        assert!(!report_due(Some((0, at)), 0, 0, after(60)));
+        // Not delivered: again after 1, 2, 4, then every 8 seconds, a
+        // count of 0 too (the owner would count spectators gone).
+        for (failed, wait) in [(1, 1), (2, 2), (3, 4), (4, 8), (9, 8)] {
+            assert!(!report_due(Some((1, at)), failed, 1, after(wait - 1)));
+            assert!(report_due(Some((1, at)), failed, 1, after(wait)));
+            assert!(report_due(Some((0, at)), failed, 0, after(wait)));
         }
     }
 }
