@@ -114,6 +114,12 @@ impl Admission {
         Some(forwarded.and_then(|s| s.parse().ok()).unwrap_or(peer))
     }
 
+    /// The key the per-address limits count `req`'s client under: its
+    /// address ([`Self::client_ip`]) through [`address_key`].
+    pub fn client_key(&self, req: &HttpRequest) -> Option<IpAddr> {
+        self.client_ip(req).map(address_key)
+    }
+
     /// Trusts the client named by requests the nodes of `cluster` hand
     /// over (they carry the nodes' secret).
     pub fn with_cluster(mut self, cluster: super::cluster::Cluster) -> Self {
@@ -126,7 +132,7 @@ impl Admission {
     pub fn check_create(&self, req: &HttpRequest) -> Result<(), ApiError> {
         check_keyed(
             &self.create,
-            self.client_ip(req),
+            self.client_key(req),
             "too many sessions created from this address",
         )
     }
@@ -135,7 +141,7 @@ impl Admission {
     pub fn check_anonymous_model(&self, req: &HttpRequest) -> Result<(), ApiError> {
         check_keyed(
             &self.anon_model,
-            self.client_ip(req),
+            self.client_key(req),
             "too many model calls from this address",
         )
     }
@@ -149,7 +155,7 @@ impl Admission {
         req: &HttpRequest,
         session: &Arc<AtomicUsize>,
     ) -> Result<ConnSlot, ApiError> {
-        let ip = self.client_ip(req);
+        let ip = self.client_key(req);
         let mut slot = ConnSlot {
             node: self.websockets.clone(),
             session: session.clone(),
@@ -197,6 +203,23 @@ impl Admission {
     /// WebSockets open on this node now.
     pub fn websockets(&self) -> usize {
         self.websockets.load(Ordering::Acquire)
+    }
+}
+
+/// What the per-address limits count a client address as: an IPv4
+/// address (an IPv4-mapped IPv6 one included) alone, an IPv6 address by
+/// its /64 prefix, the block one subscriber is usually given, so the
+/// 2^64 addresses of one network are one client, not 2^64.
+pub fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(std::net::Ipv6Addr::from(bits))
+            }
+        },
     }
 }
 
@@ -345,6 +368,16 @@ mod tests {
         let code = a.admit_websocket(&req, &session).err().map(|e| e.code);
         assert_eq!(code, Some(ErrorCode::Overloaded));
         assert_eq!(a.websockets(), 1);
+    }
+
+    #[test]
+    fn ipv6_addresses_count_by_their_64_prefix() {
+        let key = |s: &str| address_key(s.parse().unwrap()).to_string();
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::");
+        assert_eq!(key("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::");
+        assert_ne!(key("2001:db8:1:3::1"), key("2001:db8:1:2::1"));
+        assert_eq!(key("203.0.113.9"), "203.0.113.9");
+        assert_eq!(key("::ffff:203.0.113.9"), "203.0.113.9");
     }
 
     #[test]
