@@ -82,6 +82,7 @@ fn main() {
                 created_at: 0,
                 visibility: Visibility::Private,
                 closed_at: None,
+                anonymous: false,
             };
             store
                 .create_session(meta, "{}".into())

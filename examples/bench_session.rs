@@ -30,8 +30,8 @@ use questd::llm::OfflineGameMaster;
 use questd::metrics::Metrics;
 use questd::protocol::ConnRole;
 use questd::session::{
-    AwaitTurnEnd, CreateSession, Limits, Outbound, Placement, SessionDeps, SessionHub, SubmitChat,
-    Subscribe,
+    AwaitTurnEnd, CreateSession, Limits, Outbound, Placement, Quotas, SessionDeps, SessionHub,
+    SubmitChat, Subscribe,
 };
 use questd::storage::{Node, Store, Visibility};
 use questd::tools::Registry;
@@ -106,7 +106,13 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     // No HTTP workers here: the sessions get threads of their own.
     let (placement, _arbiters) = Placement::own_threads(threads);
-    let hub = SessionHub::new(deps, placement, sessions + 1).start();
+    // Room for every session, whatever its tenant or size; nothing swept.
+    let quotas = Quotas {
+        max_sessions: sessions + 1,
+        per_tenant: sessions + 1,
+        max_state_bytes: u64::MAX,
+    };
+    let hub = SessionHub::new(deps, placement, quotas, None).start();
 
     let frames = Arc::new(AtomicU64::new(0));
     let next_conn = AtomicUsize::new(1);
@@ -117,6 +123,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                 tenant_id: "default".into(),
                 visibility: Visibility::Private,
                 state: start.clone(),
+                anonymous: false,
             })
             .await
             .expect("the hub answers")

@@ -86,6 +86,14 @@ pub enum LogFormat {
     Pretty,
 }
 
+/// Parses a number of hours: finite, not negative, at most ten years.
+fn parse_hours(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(h) if h.is_finite() && (0.0..=87_600.0).contains(&h) => Ok(h),
+        _ => Err(format!("{text:?} is not a number of hours from 0 to 87600")),
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address to listen on.
@@ -264,6 +272,74 @@ pub struct Settings {
         global = true
     )]
     pub max_sessions: usize,
+    /// Live sessions one tenant may hold on this node (default: a quarter
+    /// of `QUESTD_MAX_SESSIONS`, at least 1); creating or loading more is
+    /// `429 RATE_LIMITED` until some unload, so one key cannot take every
+    /// slot. The internal key's tenant `default` counts like any tenant.
+    #[arg(long, env = "QUESTD_MAX_SESSIONS_PER_TENANT", global = true)]
+    pub max_sessions_per_tenant: Option<usize>,
+    /// Sessions one tenant may create per minute with a key (with bursts of
+    /// `QUESTD_KEY_CREATE_BURST`); past it `429 RATE_LIMITED`.
+    #[arg(
+        long,
+        env = "QUESTD_KEY_CREATE_PER_MINUTE",
+        default_value_t = 6000,
+        global = true
+    )]
+    pub key_create_per_minute: u32,
+    /// Sessions one tenant may create at once with a key before the rate
+    /// applies (generous: a load test creates hundreds at once).
+    #[arg(
+        long,
+        env = "QUESTD_KEY_CREATE_BURST",
+        default_value_t = 500,
+        global = true
+    )]
+    pub key_create_burst: u32,
+    /// KiB of request body (the inline campaign) one client address may
+    /// send per minute to create sessions without a key (a built-in
+    /// campaign costs 1); past it `429 RATE_LIMITED`.
+    #[arg(
+        long,
+        env = "QUESTD_CREATE_KIB_PER_MINUTE",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub create_kib_per_minute: u32,
+    /// KiB one client address may send at once that way before the rate
+    /// applies; a campaign larger than this is `413` (the default takes two
+    /// campaigns of the largest body).
+    #[arg(
+        long,
+        env = "QUESTD_CREATE_KIB_BURST",
+        default_value_t = 2048,
+        global = true
+    )]
+    pub create_kib_burst: u32,
+    /// MiB of save state this node's live sessions may hold in all (each
+    /// counted at its stored size when created or loaded); creating or
+    /// loading past it is `503 OVERLOADED`, and idle sessions are unloaded
+    /// to make room.
+    #[arg(
+        long,
+        env = "QUESTD_MAX_LIVE_STATE_MB",
+        default_value_t = 1024,
+        global = true
+    )]
+    pub max_live_state_mb: u64,
+    /// Hours a session created without a key (tenant `default`) is kept
+    /// after it was last played (or created); then a sweep deletes it with
+    /// its journal, snapshots, audit rows and queued chats. Fractions are
+    /// allowed; 0 keeps them for good. Sessions created with a key are
+    /// never deleted by it, nor a session some node has loaded.
+    #[arg(
+        long,
+        env = "QUESTD_ANONYMOUS_RETENTION_HOURS",
+        default_value_t = 72.0,
+        value_parser = parse_hours,
+        global = true
+    )]
+    pub anonymous_retention_hours: f64,
     /// Open connections (HTTP and WebSocket) this node holds at most
     /// (default: the open-file limit less a reserve for the database and
     /// model calls);
@@ -344,6 +420,18 @@ pub struct Settings {
     /// Chat messages a session may send at once before the rate applies.
     #[arg(long, env = "QUESTD_CHAT_BURST", default_value_t = 5, global = true)]
     pub chat_burst: u32,
+    /// Direct calls into one session per minute: NPC activations, tool API
+    /// and MCP calls that name the session; past it `429 RATE_LIMITED`.
+    #[arg(
+        long,
+        env = "QUESTD_CALLS_PER_MINUTE",
+        default_value_t = 120,
+        global = true
+    )]
+    pub calls_per_minute: u32,
+    /// Direct calls into one session at once before the rate applies.
+    #[arg(long, env = "QUESTD_CALLS_BURST", default_value_t = 20, global = true)]
+    pub calls_burst: u32,
     /// Turns that may wait behind the running one; more get `QUEUE_FULL`.
     #[arg(
         long,
@@ -420,6 +508,22 @@ impl Settings {
     /// How long one model call may take (`QUESTD_LLM_TIMEOUT_MS`).
     pub fn llm_timeout(&self) -> Duration {
         Duration::from_millis(self.llm_timeout_ms)
+    }
+
+    /// Live sessions one tenant may hold on this node
+    /// (`QUESTD_MAX_SESSIONS_PER_TENANT`, else a quarter of
+    /// `QUESTD_MAX_SESSIONS`), at least 1.
+    pub fn tenant_session_quota(&self) -> usize {
+        self.max_sessions_per_tenant
+            .unwrap_or(self.max_sessions / 4)
+            .max(1)
+    }
+
+    /// How long an anonymous session is kept unplayed
+    /// (`QUESTD_ANONYMOUS_RETENTION_HOURS`); `None` keeps them for good.
+    pub fn anonymous_retention(&self) -> Option<Duration> {
+        (self.anonymous_retention_hours > 0.0)
+            .then(|| Duration::from_secs_f64(self.anonymous_retention_hours * 3600.0))
     }
 
     /// The tool names in `QUESTD_DISABLED_TOOLS`, trimmed, empty entries
@@ -600,6 +704,33 @@ mod tests {
             cli.settings.internal_api_key.as_ref().map(Secret::expose),
             Some("internal-secret")
         );
+    }
+
+    #[test]
+    fn quotas_default_from_the_session_cap_and_retention_takes_fractions() {
+        let s = Cli::parse_from(["questd", "--max-sessions", "300"]).settings;
+        assert_eq!(s.tenant_session_quota(), 75);
+        assert_eq!(
+            s.anonymous_retention(),
+            Some(Duration::from_secs(72 * 3600))
+        );
+        assert_eq!((s.calls_per_minute, s.calls_burst), (120, 20));
+        let s = Cli::parse_from([
+            "questd",
+            "--max-sessions",
+            "2",
+            "--anonymous-retention-hours",
+            "0.5",
+        ])
+        .settings;
+        assert_eq!(s.tenant_session_quota(), 1);
+        assert_eq!(s.anonymous_retention(), Some(Duration::from_secs(1800)));
+        let s = Cli::parse_from(["questd", "--anonymous-retention-hours", "0"]).settings;
+        assert_eq!(s.anonymous_retention(), None);
+        for bad in ["-1", "inf", "NaN", "soon"] {
+            let args = ["questd", "--anonymous-retention-hours", bad];
+            assert!(Cli::try_parse_from(args).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::http::{self, AppState};
 use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
 use crate::metrics::Metrics;
 use crate::session::tail::{self, DrainTails, Tails};
-use crate::session::{DrainNode, Limits, Placement, SessionDeps, SessionHub, StopHub};
+use crate::session::{DrainNode, Limits, Placement, Quotas, SessionDeps, SessionHub, StopHub};
 use crate::storage::{Node, Store};
 use crate::tools::Registry;
 
@@ -172,7 +172,13 @@ impl Application {
             }
             None => (Placement::default(), Vec::new(), true),
         };
-        let hub = SessionHub::new(deps, placement.clone(), settings.max_sessions).start();
+        let quotas = Quotas {
+            max_sessions: settings.max_sessions,
+            per_tenant: settings.tenant_session_quota(),
+            max_state_bytes: settings.max_live_state_mb.saturating_mul(1024 * 1024),
+        };
+        let retention = settings.anonymous_retention();
+        let hub = SessionHub::new(deps, placement.clone(), quotas, retention).start();
         let keys = Keys::parse(
             settings.internal_api_key.as_ref(),
             settings.tenant_keys.as_ref(),

@@ -1,13 +1,15 @@
 //! Admission: who the client is (its address, through trusted proxies) and
 //! whether the node takes one more of what it asks for: a session created
-//! without a key (per-address rate), a WebSocket (per node, per session,
-//! per address), an anonymous model call (per-address rate).
+//! without a key (per-address rates of sessions and of campaign bytes), a
+//! session created with a key (per-tenant rate), a WebSocket (per node, per
+//! session, per address), an anonymous model call (per-address rate).
 //!
 //! Every map here is bounded: the per-address connection counts hold only
 //! addresses with an open connection, and the rate limiters forget idle
 //! addresses and refuse new ones when full.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,6 +45,10 @@ type AddressCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
 pub struct Admission {
     trusted_proxies: Vec<IpAddr>,
     create: DefaultKeyedRateLimiter<IpAddr>,
+    /// KiB of request body per address for sessions created without a key.
+    create_bytes: DefaultKeyedRateLimiter<IpAddr>,
+    /// Sessions created with a key, per tenant.
+    key_create: DefaultKeyedRateLimiter<String>,
     anon_model: DefaultKeyedRateLimiter<IpAddr>,
     /// WebSockets open on this node, and the most it takes.
     websockets: Arc<AtomicUsize>,
@@ -82,6 +88,14 @@ impl Admission {
         Ok(Self {
             trusted_proxies: parse_proxies(settings.trusted_proxies.as_deref())?,
             create: RateLimiter::keyed(quota(settings.create_per_minute, settings.create_burst)),
+            create_bytes: RateLimiter::keyed(quota(
+                settings.create_kib_per_minute,
+                settings.create_kib_burst,
+            )),
+            key_create: RateLimiter::keyed(quota(
+                settings.key_create_per_minute,
+                settings.key_create_burst,
+            )),
             anon_model: RateLimiter::keyed(quota(ANON_MODEL_PER_MINUTE, ANON_MODEL_BURST)),
             websockets: Arc::default(),
             max_websockets: max_connections.saturating_sub(HTTP_HEADROOM).max(1),
@@ -132,8 +146,33 @@ impl Admission {
     pub fn check_create(&self, req: &HttpRequest) -> Result<(), ApiError> {
         check_keyed(
             &self.create,
-            self.client_key(req),
+            &or_unknown(self.client_key(req)),
+            1,
             "too many sessions created from this address",
+        )
+    }
+
+    /// A body of `bytes` (its inline campaign) to create a session without
+    /// a key from this address: `429` with `Retry-After` past
+    /// `QUESTD_CREATE_KIB_PER_MINUTE`/`_BURST`, `413` for a body larger
+    /// than the whole burst.
+    pub fn check_create_bytes(&self, req: &HttpRequest, bytes: usize) -> Result<(), ApiError> {
+        check_keyed(
+            &self.create_bytes,
+            &or_unknown(self.client_key(req)),
+            kib(bytes),
+            "too many campaign bytes sent from this address",
+        )
+    }
+
+    /// One more session created with a key of `tenant`: `429` with
+    /// `Retry-After` past `QUESTD_KEY_CREATE_PER_MINUTE`/`_BURST`.
+    pub fn check_key_create(&self, tenant: &str) -> Result<(), ApiError> {
+        check_keyed(
+            &self.key_create,
+            &tenant.to_owned(),
+            1,
+            "too many sessions created for this tenant",
         )
     }
 
@@ -141,7 +180,8 @@ impl Admission {
     pub fn check_anonymous_model(&self, req: &HttpRequest) -> Result<(), ApiError> {
         check_keyed(
             &self.anon_model,
-            self.client_key(req),
+            &or_unknown(self.client_key(req)),
+            1,
             "too many model calls from this address",
         )
     }
@@ -230,20 +270,42 @@ fn full(code: ErrorCode, message: impl Into<String>) -> ApiError {
     e
 }
 
-/// One check of a per-address limiter, keeping its map bounded.
-fn check_keyed(
-    limiter: &DefaultKeyedRateLimiter<IpAddr>,
-    ip: Option<IpAddr>,
+/// The key a request without a peer address (not over TCP) shares.
+fn or_unknown(ip: Option<IpAddr>) -> IpAddr {
+    ip.unwrap_or(IpAddr::from([0, 0, 0, 0]))
+}
+
+/// `bytes` in whole KiB, rounded up, at least 1 (a built-in campaign's
+/// small body costs one).
+fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024))
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+/// One check of `cells` from a keyed limiter (per address or per tenant),
+/// keeping its map bounded.
+fn check_keyed<K: Clone + Hash + Eq>(
+    limiter: &DefaultKeyedRateLimiter<K>,
+    key: &K,
+    cells: u32,
     what: &str,
 ) -> Result<(), ApiError> {
-    // A request without a peer address (not over TCP) shares one key.
-    let ip = ip.unwrap_or(IpAddr::from([0, 0, 0, 0]));
     if limiter.len() >= MAX_LIMITER_ADDRESSES {
         limiter.retain_recent();
         limiter.shrink_to_fit();
     }
     let known = limiter.len() < MAX_LIMITER_ADDRESSES;
-    match limiter.check_key(&ip) {
+    let cells = NonZeroU32::new(cells).unwrap_or(NonZeroU32::MIN);
+    let Ok(checked) = limiter.check_key_n(key, cells) else {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            // Only a check of more than one cell (campaign bytes) can ask
+            // more than a whole burst.
+            format!("a body of {cells} KiB is more than one address may send at once"),
+        ));
+    };
+    match checked {
         Ok(()) if known => Ok(()),
         Ok(()) => Err(full(
             ErrorCode::RateLimited,
@@ -393,6 +455,48 @@ mod tests {
         assert_eq!(via("127.0.0.1:1").as_deref(), Some("203.0.113.9"));
         assert_eq!(via("10.0.0.1:1").as_deref(), Some("10.0.0.1"));
         assert!(parse_proxies(Some("127.0.0.1, nope")).is_err());
+    }
+
+    #[test]
+    fn campaign_bytes_are_limited_per_address_and_keyed_creation_per_tenant() {
+        let a = admission(|s| {
+            s.create_kib_per_minute = 1;
+            s.create_kib_burst = 100;
+            s.key_create_per_minute = 1;
+            s.key_create_burst = 2;
+        });
+        let from = |peer: &str| {
+            TestRequest::default()
+                .peer_addr(peer.parse().expect("addr"))
+                .to_http_request()
+        };
+        let code = |r: Result<(), ApiError>| r.err().map(|e| e.code);
+        assert_eq!(
+            code(a.check_create_bytes(&from("10.0.0.1:1"), 60 * 1024)),
+            None
+        );
+        let e = a.check_create_bytes(&from("10.0.0.1:2"), 60 * 1024).err();
+        assert_eq!(e.as_ref().map(|e| e.code), Some(ErrorCode::RateLimited));
+        assert!(e.and_then(|e| e.retry_after_s).is_some_and(|s| s >= 1));
+        // A built-in campaign's small body costs one KiB: it still fits.
+        assert_eq!(code(a.check_create_bytes(&from("10.0.0.1:3"), 40)), None);
+        assert_eq!(
+            code(a.check_create_bytes(&from("10.0.0.2:1"), 60 * 1024)),
+            None
+        );
+        assert_eq!(
+            code(a.check_create_bytes(&from("10.0.0.3:1"), 101 * 1024)),
+            Some(ErrorCode::PayloadTooLarge),
+            "more than the whole burst"
+        );
+        assert_eq!(code(a.check_key_create("acme")), None);
+        assert_eq!(code(a.check_key_create("acme")), None);
+        assert_eq!(
+            code(a.check_key_create("acme")),
+            Some(ErrorCode::RateLimited)
+        );
+        assert_eq!(code(a.check_key_create("zeta")), None, "another tenant");
+        assert_eq!((kib(0), kib(1), kib(1024), kib(1025)), (1, 1, 1, 2));
     }
 
     #[test]

@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    AppState, DEFAULT_TENANT, TokenRole, add, check_tenant, json_body, json_body_or_empty,
-    no_session, on, same_secret, send_to_session, tenant_header, token_role,
+    AppState, DEFAULT_TENANT, TokenRole, add, body_bytes, check_tenant, json_body_or_empty,
+    no_session, on, parse_json, same_secret, send_to_session, tenant_header, token_role,
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign, GameState};
@@ -100,23 +100,32 @@ async fn campaigns() -> HttpResponse {
     HttpResponse::Ok().json(list)
 }
 
-/// Creates a session. With a key it belongs to the key's tenant and is not
-/// rate limited; without one it belongs to `default`, naming another tenant
-/// is refused (`X-Tenant-ID` alone grants nothing), and each client address
-/// may create `QUESTD_CREATE_PER_MINUTE` (bursts of `QUESTD_CREATE_BURST`).
+/// Creates a session. With a key it belongs to the key's tenant, which may
+/// create `QUESTD_KEY_CREATE_PER_MINUTE` (bursts of
+/// `QUESTD_KEY_CREATE_BURST`); without one it belongs to `default`, naming
+/// another tenant is refused (`X-Tenant-ID` alone grants nothing), each
+/// client address may create `QUESTD_CREATE_PER_MINUTE` (bursts of
+/// `QUESTD_CREATE_BURST`) and send `QUESTD_CREATE_KIB_PER_MINUTE` KiB of
+/// campaigns (bursts of `QUESTD_CREATE_KIB_BURST`), and the session is
+/// deleted once unplayed for `QUESTD_ANONYMOUS_RETENTION_HOURS`. Either
+/// way a tenant holds at most `QUESTD_MAX_SESSIONS_PER_TENANT` live
+/// sessions on the node.
 #[utoipa::path(post, path = "/api/v1/sessions", tag = "sessions",
     security((), ("internal_key" = [])),
     request_body(content = NewSession, description = "A built-in campaign or an inline one"),
     responses(
         (status = 201, description = "The new session", body = SessionCreated<'static>),
-        (status = 400, description = "Bad body, unknown built-in campaign", body = crate::http::openapi::ErrorBody), (status = 401, description = "A tenant named without its key", body = crate::http::openapi::ErrorBody), (status = 422, description = "The inline campaign is invalid (`problems` lists why)", body = crate::http::openapi::ErrorBody), (status = 429, description = "Too many sessions created from this address", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "Bad body, unknown built-in campaign", body = crate::http::openapi::ErrorBody), (status = 401, description = "A tenant named without its key", body = crate::http::openapi::ErrorBody), (status = 422, description = "The inline campaign is invalid (`problems` lists why)", body = crate::http::openapi::ErrorBody), (status = 413, description = "Without a key: a body larger than an address may send at once (`QUESTD_CREATE_KIB_BURST`)", body = crate::http::openapi::ErrorBody), (status = 429, description = "Too many sessions or campaign bytes from this address, too many sessions created for this tenant, or the tenant holds its most live sessions", body = crate::http::openapi::ErrorBody), (status = 503, description = "The node holds its most sessions or session state", body = crate::http::openapi::ErrorBody)))]
 async fn create_session(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant_id = match state.keys.grant(&req)? {
-        Some(grant) => grant.tenant_id,
+    let (tenant_id, anonymous) = match state.keys.grant(&req)? {
+        Some(grant) => {
+            state.admission.check_key_create(&grant.tenant_id)?;
+            (grant.tenant_id, false)
+        }
         None => {
             if tenant_header(&req).is_some_and(|t| t != DEFAULT_TENANT) {
                 return Err(ApiError::unauthorized(
@@ -124,13 +133,19 @@ async fn create_session(
                 ));
             }
             state.admission.check_create(&req)?;
-            DEFAULT_TENANT.to_owned()
+            (DEFAULT_TENANT.to_owned(), true)
         }
     };
     if let Some(reason) = state.store.refusing() {
         return Err(super::overloaded(reason));
     }
-    let body = NewSession::from(json_body(body).await?);
+    let body = body_bytes(body).await?;
+    // Charged before the campaign is parsed or checked: an address past its
+    // bytes costs no work.
+    if anonymous {
+        state.admission.check_create_bytes(&req, body.len())?;
+    }
+    let body = NewSession::from(parse_json(&body)?);
     let visibility = match &body.visibility {
         None | Some(Value::Null) => Visibility::Private,
         Some(Value::String(v)) if v == "private" => Visibility::Private,
@@ -148,6 +163,7 @@ async fn create_session(
             tenant_id,
             visibility,
             state: start,
+            anonymous,
         })
         .await
         .map_err(|e| ApiError::internal(&e))?

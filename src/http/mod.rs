@@ -217,8 +217,12 @@ pub async fn json_body_or_empty(payload: web::Payload) -> Result<serde_json::Val
 
 /// Reads a JSON body of at most [`MAX_BODY_BYTES`].
 pub async fn json_body(payload: web::Payload) -> Result<serde_json::Value, ApiError> {
-    let body = body_bytes(payload).await?;
-    serde_json::from_slice(&body)
+    parse_json(&body_bytes(payload).await?)
+}
+
+/// A body read whole, as JSON (`400` saying where it is not).
+pub(crate) fn parse_json(body: &[u8]) -> Result<serde_json::Value, ApiError> {
+    serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
 }
 
@@ -353,12 +357,22 @@ where
     Err(session_refused(ChatRefused::reloading()))
 }
 
+/// The wait a tenant at its share of the node is told to take: its
+/// sessions leave only as they unload (after `QUESTD_IDLE_SECS` unused).
+pub const TENANT_FULL_RETRY_S: u64 = 10;
+
 /// A session the hub could not give, as HTTP: `503` when the node is full
-/// or its storage is behind, a generic `500` otherwise (the cause is
-/// logged, never sent).
+/// (sessions, or their state) or its storage is behind, `429` when the
+/// tenant holds its share of the node, a generic `500` otherwise (the
+/// cause is logged, never sent).
 pub fn hub_failed(e: HubError) -> ApiError {
     match e {
-        HubError::Full(_) => overloaded(e.to_string()),
+        HubError::Full(_) | HubError::StateFull => overloaded(e.to_string()),
+        HubError::TenantFull(_) => {
+            let mut refused = ApiError::new(ErrorCode::RateLimited, e.to_string());
+            refused.retry_after_s = Some(TENANT_FULL_RETRY_S);
+            refused
+        }
         HubError::Elsewhere => overloaded("the session runs on another node; try again shortly"),
         HubError::Draining => overloaded(e.to_string()),
         HubError::Closed => ApiError::new(ErrorCode::SessionClosed, e.to_string()),

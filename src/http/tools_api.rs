@@ -142,7 +142,15 @@ async fn call(
         Ok(_) => (HttpResponse::Ok(), None),
         Err(e) => (HttpResponse::build(super::status_of(e.code)), Some(e)),
     };
-    if failed.is_some_and(|e| matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded)) {
+    // A session's call rate refills a call at least every second at its
+    // default (`QUESTD_CALLS_PER_MINUTE`); the message says the exact wait.
+    let waiting_helps = |e: &crate::tools::ToolError| {
+        matches!(
+            e.code,
+            ErrorCode::QueueFull | ErrorCode::Overloaded | ErrorCode::RateLimited
+        )
+    };
+    if failed.is_some_and(waiting_helps) {
         response.insert_header(("Retry-After", "1"));
     }
     if replayed {

@@ -768,6 +768,7 @@ mod tests {
             created_at: 0,
             visibility,
             closed_at: None,
+            anonymous: false,
         }
     }
 

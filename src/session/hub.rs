@@ -1,7 +1,9 @@
-//! The session hub: maps session ids to live actors, creates sessions, and
-//! loads a session from storage on its first use after a restart or unload.
+//! The session hub: maps session ids to live actors, creates sessions,
+//! loads a session from storage on its first use after a restart or unload,
+//! holds the node's live sessions to their quotas (`quota`), and deletes
+//! abandoned anonymous sessions (the retention sweep).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -10,6 +12,7 @@ use actix::prelude::*;
 
 use super::actor::SessionActor;
 use super::messages::{Drain, LeaseLost};
+use super::quota::{LiveTally, Quotas, Refusal};
 use super::replay::Restored;
 use super::{
     HubLink, Placement, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
@@ -34,6 +37,16 @@ pub struct SessionHandle {
 pub enum HubError {
     #[error("this node already runs {0} sessions, the most it may")]
     Full(usize),
+    /// The tenant holds its share of the node (`QUESTD_MAX_SESSIONS_PER_TENANT`).
+    #[error(
+        "this tenant already runs {0} sessions on this node, the most one tenant may \
+         (QUESTD_MAX_SESSIONS_PER_TENANT); try again once some unload"
+    )]
+    TenantFull(usize),
+    /// The live sessions' state fills the node's budget
+    /// (`QUESTD_MAX_LIVE_STATE_MB`); idle sessions are being unloaded.
+    #[error("this node holds all the session state it may; try again soon")]
+    StateFull,
     /// Another node's claim on the session is alive (several nodes on one
     /// PostgreSQL database).
     #[error("the session runs on another node")]
@@ -56,6 +69,9 @@ pub struct CreateSession {
     pub tenant_id: String,
     pub visibility: Visibility,
     pub state: GameState,
+    /// Created without a key: deleted once unplayed for the retention
+    /// time.
+    pub anonymous: bool,
 }
 
 /// Finds a session, loading it from storage if it is not live.
@@ -123,7 +139,17 @@ struct Live {
     epoch: Epoch,
     /// Its counts, kept up to date by the actor.
     stats: Arc<SessionStats>,
+    /// The bytes of state it was counted for in the hub's tally.
+    bytes: u64,
 }
+
+/// Anonymous sessions one sweep deletes at most; the next sweep goes on.
+const SWEEP_BATCH: u32 = 256;
+
+/// How often the retention sweep runs: a quarter of the retention time,
+/// within these bounds.
+const SWEEP_EVERY_MIN: Duration = Duration::from_millis(250);
+const SWEEP_EVERY_MAX: Duration = Duration::from_secs(15 * 60);
 
 /// Owns the id -> actor map. Runs on the system arbiter; session actors run
 /// where `placement` puts them (the HTTP workers' threads by default).
@@ -131,8 +157,18 @@ pub struct SessionHub {
     deps: Arc<SessionDeps>,
     placement: Placement,
     live: HashMap<SessionId, Live>,
-    /// Live sessions this node holds at most (`QUESTD_MAX_SESSIONS`).
-    max_sessions: usize,
+    /// What the live sessions (and creations on their way) hold, against
+    /// the node's quotas.
+    tally: LiveTally,
+    /// Sessions being loaded now, and how many lookups load each: the
+    /// sweep leaves them alone.
+    loading: HashMap<SessionId, usize>,
+    /// Sessions the sweep is deleting: a lookup finds none of them.
+    sweeping: HashSet<SessionId>,
+    /// How long an anonymous session is kept unplayed; `None` keeps them.
+    retention: Option<Duration>,
+    /// A sweep is on its way: the next tick waits for it.
+    sweep_running: bool,
     /// When this node's claims were last renewed (or first made).
     renewed: Instant,
     /// A renewal is on its way: the next tick waits for it.
@@ -144,12 +180,23 @@ pub struct SessionHub {
 }
 
 impl SessionHub {
-    pub fn new(deps: Arc<SessionDeps>, placement: Placement, max_sessions: usize) -> Self {
+    /// A hub holding its live sessions to `quotas`, deleting anonymous
+    /// sessions unplayed for `retention` (`None` keeps them).
+    pub fn new(
+        deps: Arc<SessionDeps>,
+        placement: Placement,
+        quotas: Quotas,
+        retention: Option<Duration>,
+    ) -> Self {
         Self {
             deps,
             placement,
             live: HashMap::new(),
-            max_sessions: max_sessions.max(1),
+            tally: LiveTally::new(quotas),
+            loading: HashMap::new(),
+            sweeping: HashSet::new(),
+            retention,
+            sweep_running: false,
             renewed: Instant::now(),
             renewing: false,
             draining: false,
@@ -208,10 +255,17 @@ impl SessionHub {
 
     /// Stops a session whose claim this node lost.
     fn lose(&mut self, session_id: &str) {
-        if let Some(live) = self.live.remove(session_id) {
-            self.deps.metrics.sessions_live.dec();
+        if let Some(live) = self.forget(session_id) {
             live.handle.addr.do_send(LeaseLost);
         }
+    }
+
+    /// Takes a session out of the live map and its counts out of the tally.
+    fn forget(&mut self, session_id: &str) -> Option<Live> {
+        let live = self.live.remove(session_id)?;
+        self.deps.metrics.sessions_live.dec();
+        self.tally.release(&live.handle.meta.tenant_id, live.bytes);
+        Some(live)
     }
 
     fn lose_all(&mut self) {
@@ -232,14 +286,53 @@ impl SessionHub {
         }
     }
 
-    /// Refuses one more live session when the node has its most.
-    fn has_room(&self) -> Result<(), HubError> {
+    /// Counts one more live session of `tenant` holding `bytes` of state,
+    /// or refuses it: the node draining, or a quota (`quota::LiveTally`).
+    /// When state bytes are what is short, idle sessions are unloaded so
+    /// that a retry finds room.
+    fn admit(&mut self, tenant: &str, bytes: u64) -> Result<(), HubError> {
         if self.draining {
-            Err(HubError::Draining)
-        } else if self.live.len() >= self.max_sessions {
-            Err(HubError::Full(self.max_sessions))
-        } else {
-            Ok(())
+            return Err(HubError::Draining);
+        }
+        self.tally.admit(tenant, bytes).map_err(|r| match r {
+            Refusal::Node(n) => HubError::Full(n),
+            Refusal::Tenant(n) => HubError::TenantFull(n),
+            Refusal::State { over } => {
+                self.unload_idle(over);
+                HubError::StateFull
+            }
+        })
+    }
+
+    /// Asks the least recently active sessions that nobody is connected
+    /// to and nothing waits in to unload, until they hold `bytes` at
+    /// least. They finish any work taken first (`Drain`); the tally
+    /// forgets them once they have stopped.
+    fn unload_idle(&self, bytes: u64) {
+        let mut idle: Vec<&Live> = self
+            .live
+            .values()
+            .filter(|l| {
+                let s = &l.stats;
+                s.players.load(Ordering::Relaxed) == 0
+                    && s.spectators.load(Ordering::Relaxed) == 0
+                    && s.queued.load(Ordering::Relaxed) == 0
+            })
+            .collect();
+        idle.sort_by_key(|l| l.stats.last_activity_ms.load(Ordering::Relaxed));
+        let mut freed = 0;
+        for live in idle {
+            if freed >= bytes {
+                break;
+            }
+            freed += live.bytes;
+            live.handle.addr.do_send(Drain);
+        }
+        if freed > 0 {
+            tracing::info!(
+                freed_bytes = freed,
+                "the node's session state is at its budget: unloading idle sessions"
+            );
         }
     }
 
@@ -255,17 +348,18 @@ impl SessionHub {
             session_id,
             "a session actor died; it is reloaded from its journal"
         );
-        self.live.remove(session_id);
-        self.deps.metrics.sessions_live.dec();
+        self.forget(session_id);
         None
     }
 
-    /// Starts an actor where the placement says, and records it.
+    /// Starts an actor where the placement says, and records it; the
+    /// tally counted it already, for `bytes`.
     fn start(
         &mut self,
         meta: Arc<SessionMeta>,
         restored: Restored,
         hub: Addr<Self>,
+        bytes: u64,
     ) -> SessionHandle {
         let epoch = restored.epoch;
         let deps = self.deps.clone();
@@ -292,6 +386,7 @@ impl SessionHub {
                 handle: handle.clone(),
                 epoch,
                 stats,
+                bytes,
             },
         );
         handle
@@ -305,6 +400,10 @@ impl Actor for SessionHub {
         if self.deps.store.is_shared() {
             ctx.run_interval(self.deps.store.node().lease / 3, Self::renew_leases);
         }
+        if let Some(retention) = self.retention {
+            let every = (retention / 4).clamp(SWEEP_EVERY_MIN, SWEEP_EVERY_MAX);
+            ctx.run_interval(every, Self::sweep);
+        }
     }
 }
 
@@ -312,7 +411,17 @@ impl Handler<CreateSession> for SessionHub {
     type Result = ResponseActFuture<Self, Result<SessionHandle, HubError>>;
 
     fn handle(&mut self, msg: CreateSession, _: &mut Self::Context) -> Self::Result {
-        if let Err(e) = self.has_room() {
+        let snapshot = match serde_json::to_string(&msg.state) {
+            Ok(s) => s,
+            Err(e) => {
+                let e = HubError::Storage(StorageError::Corrupt(e.to_string()));
+                return Box::pin(actix::fut::ready(Err(e)));
+            }
+        };
+        // Counted from now, so creations still being written count
+        // against the caps too; given back if the write fails.
+        let bytes = snapshot.len() as u64;
+        if let Err(e) = self.admit(&msg.tenant_id, bytes) {
             return Box::pin(actix::fut::ready(Err(e)));
         }
         let meta = SessionMeta {
@@ -325,14 +434,13 @@ impl Handler<CreateSession> for SessionHub {
             created_at: now_ms(),
             visibility: msg.visibility,
             closed_at: None,
+            anonymous: msg.anonymous,
         };
         let state = msg.state;
         let store = self.deps.store.clone();
-        let snapshot = serde_json::to_string(&state);
         let meta_for_store = meta.clone();
         Box::pin(
             async move {
-                let snapshot = snapshot.map_err(|e| StorageError::Corrupt(e.to_string()))?;
                 let id = meta_for_store.session_id.clone();
                 store.create_session(meta_for_store, snapshot).await?;
                 // Nobody else knows the new id yet: the claim is this node's.
@@ -341,9 +449,16 @@ impl Handler<CreateSession> for SessionHub {
             }
             .into_actor(self)
             .map(move |res: Result<Epoch, HubError>, act, ctx| {
-                let epoch = res?;
+                let epoch = match res {
+                    Ok(epoch) => epoch,
+                    Err(e) => {
+                        act.tally.release(&meta.tenant_id, bytes);
+                        return Err(e);
+                    }
+                };
                 act.deps.metrics.sessions_created.inc();
-                Ok(act.start(Arc::new(meta), replay::fresh(state, epoch), ctx.address()))
+                let fresh = replay::fresh(state, epoch);
+                Ok(act.start(Arc::new(meta), fresh, ctx.address(), bytes))
             }),
         )
     }
@@ -367,9 +482,15 @@ impl Handler<Lookup> for SessionHub {
         if self.draining {
             return Box::pin(actix::fut::ready(Err(HubError::Draining)));
         }
+        // Being deleted as abandoned: gone already, as far as callers go.
+        if self.sweeping.contains(&msg.session_id) {
+            return Box::pin(actix::fut::ready(Ok(None)));
+        }
+        *self.loading.entry(msg.session_id.clone()).or_insert(0) += 1;
         let store = self.deps.store.clone();
         let metrics = self.deps.metrics.clone();
         let id = msg.session_id;
+        let loading = id.clone();
         Box::pin(
             async move {
                 match store.session_meta(id.as_str()).await? {
@@ -403,19 +524,26 @@ impl Handler<Lookup> for SessionHub {
                     .recent_request_ids(id.as_str(), REMEMBERED_REQUESTS as i64)
                     .await?;
                 let meta = loaded.meta.clone();
-                Ok(Some((meta, replay::restore(loaded, requests, epoch)?)))
+                let bytes = loaded.state_bytes();
+                Ok(Some((meta, replay::restore(loaded, requests, epoch)?, bytes)))
             }
             .into_actor(self)
             .map(move |res: Result<_, HubError>, act, ctx| {
-                let Some((meta, restored)) = res? else { return Ok(None) };
+                if let Some(n) = act.loading.get_mut(&loading) {
+                    *n -= 1;
+                    if *n == 0 {
+                        act.loading.remove(&loading);
+                    }
+                }
+                let Some((meta, restored, bytes)) = res? else { return Ok(None) };
                 // Another lookup may have loaded it meanwhile: keep that one.
                 if let Some(handle) = act.running(&meta.session_id) {
                     return Ok(Some(handle));
                 }
-                act.has_room()?;
+                act.admit(&meta.tenant_id, bytes)?;
                 tracing::info!(session_id = %meta.session_id, seq = restored.last_seq, "session loaded from storage");
                 act.deps.metrics.sessions_loaded.inc();
-                Ok(Some(act.start(Arc::new(meta), restored, ctx.address())))
+                Ok(Some(act.start(Arc::new(meta), restored, ctx.address(), bytes)))
             }),
         )
     }
@@ -497,9 +625,8 @@ impl Handler<Unregister> for SessionHub {
             .live
             .get(&msg.session_id)
             .is_some_and(|l| l.handle.addr == msg.addr)
-            && let Some(live) = self.live.remove(&msg.session_id)
+            && let Some(live) = self.forget(msg.session_id.as_str())
         {
-            self.deps.metrics.sessions_live.dec();
             // The session stopped here (idle, or its storage failed): let
             // another node take it at once instead of after the lease.
             let store = self.deps.store.clone();
@@ -581,7 +708,15 @@ impl SessionHub {
     /// `until`.
     fn drained(&mut self, until: Instant) -> actix::fut::LocalBoxActorFuture<Self, ()> {
         // Sessions whose actor died are gone too.
-        self.live.retain(|_, l| l.handle.addr.connected());
+        let dead: Vec<SessionId> = self
+            .live
+            .iter()
+            .filter(|(_, l)| !l.handle.addr.connected())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in dead {
+            self.forget(id.as_str());
+        }
         if (self.live.is_empty() && self.releasing == 0) || Instant::now() >= until {
             if !self.live.is_empty() {
                 tracing::warn!(
@@ -597,4 +732,79 @@ impl SessionHub {
                 .then(move |(), act, _| act.drained(until)),
         )
     }
+}
+
+impl SessionHub {
+    /// The retention sweep: finds anonymous sessions unplayed for the
+    /// retention time, leaves out those this node runs or is loading,
+    /// claims each (so no other node loads it meanwhile; one another node
+    /// holds is skipped) and deletes it with everything stored of it.
+    /// Lookups of a session being deleted find nothing.
+    fn sweep(&mut self, ctx: &mut Context<Self>) {
+        let Some(retention) = self.retention else {
+            return;
+        };
+        if self.sweep_running || self.draining {
+            return;
+        }
+        self.sweep_running = true;
+        let before = now_ms() - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let store = self.deps.store.clone();
+        ctx.spawn(
+            async move { store.abandoned_sessions(before, SWEEP_BATCH).await }
+                .into_actor(self)
+                .then(|found, act, _| {
+                    let found = found.unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "finding abandoned sessions failed");
+                        Vec::new()
+                    });
+                    let ids: Vec<SessionId> = found
+                        .into_iter()
+                        .map(SessionId::from)
+                        .filter(|id| {
+                            !act.live.contains_key(id)
+                                && !act.loading.contains_key(id)
+                                && !act.sweeping.contains(id)
+                        })
+                        .collect();
+                    act.sweeping.extend(ids.iter().cloned());
+                    let store = act.deps.store.clone();
+                    async move {
+                        let mut deleted = Vec::new();
+                        for id in &ids {
+                            match delete_abandoned(&store, id.as_str()).await {
+                                Ok(true) => deleted.push(id.clone()),
+                                Ok(false) => {}
+                                Err(e) => {
+                                    tracing::warn!(session_id = %id, error = %e, "deleting an abandoned session failed");
+                                }
+                            }
+                        }
+                        (ids, deleted)
+                    }
+                    .into_actor(act)
+                })
+                .map(|(ids, deleted), act, _| {
+                    for id in &ids {
+                        act.sweeping.remove(id);
+                    }
+                    act.sweep_running = false;
+                    if !deleted.is_empty() {
+                        tracing::info!(
+                            sessions = deleted.len(),
+                            "deleted anonymous sessions past their retention"
+                        );
+                    }
+                }),
+        );
+    }
+}
+
+/// Claims an abandoned session and deletes it; `false` when another node
+/// holds it, or it is gone already.
+async fn delete_abandoned(store: &crate::storage::Store, id: &str) -> Result<bool, StorageError> {
+    let Some((epoch, _)) = store.claim(id).await? else {
+        return Ok(false);
+    };
+    store.delete_session(id, epoch).await
 }

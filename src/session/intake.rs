@@ -17,6 +17,9 @@
 //!   queue is full, storage refuses or the rate is spent), storage refusing,
 //!   the queue, and last the rate limit;
 //! - only a chat that passes every other check spends from the rate limit;
+//!   a direct call spends from a rate of its own (`calls_per_minute`), also
+//!   last, so one caller's flood of NPC activations or tool calls cannot
+//!   fill the journal, while the player's chat still gets through;
 //! - at most [`REMEMBERED_REQUESTS`] request ids are remembered, the oldest
 //!   forgotten first;
 //! - a new turn is numbered one past the last, from the restored state's;
@@ -128,6 +131,8 @@ pub(super) enum Work {
 pub(super) struct Intake {
     /// `chat_per_minute`, in bursts of up to `chat_burst`.
     limiter: DefaultDirectRateLimiter,
+    /// `calls_per_minute`, in bursts of up to `calls_burst`: direct calls.
+    calls: DefaultDirectRateLimiter,
     requests: RecentRequests,
     max_text_chars: usize,
     max_queued_turns: usize,
@@ -140,10 +145,9 @@ impl Intake {
     /// An intake under `limits` that knows the request ids in `requests` and
     /// numbers the next new turn `next_turn_no`.
     pub(super) fn new(limits: &Limits, requests: RecentRequests, next_turn_no: u64) -> Self {
-        let per_minute = NonZeroU32::new(limits.chat_per_minute).unwrap_or(NonZeroU32::MIN);
-        let burst = NonZeroU32::new(limits.chat_burst).unwrap_or(NonZeroU32::MIN);
         Self {
-            limiter: RateLimiter::direct(Quota::per_minute(per_minute).allow_burst(burst)),
+            limiter: rate(limits.chat_per_minute, limits.chat_burst),
+            calls: rate(limits.calls_per_minute, limits.calls_burst),
             requests,
             max_text_chars: limits.max_text_chars,
             max_queued_turns: limits.max_queued_turns,
@@ -210,8 +214,8 @@ impl Intake {
 
     /// Takes a direct call into the queue, or says why not: the session
     /// stopping, the queue full behind a running turn (`busy`), storage
-    /// refusing, asked in that order. Calls spend nothing from the chat
-    /// rate limit.
+    /// refusing, the call rate spent, asked in that order. Calls spend
+    /// nothing from the chat rate limit.
     pub(super) fn take_call(
         &mut self,
         call: QueuedCall,
@@ -232,6 +236,7 @@ impl Intake {
         if let Some(reason) = storage_refusing() {
             return Err(ChatRefused::new(ErrorCode::Overloaded, reason));
         }
+        spend(&self.calls, "too many calls into this session")?;
         self.queue.push_back(Work::Call(call));
         Ok(())
     }
@@ -347,14 +352,7 @@ impl Intake {
                 format!("{max_queue} turns are already waiting"),
             );
         }
-        if let Err(not_until) = self.limiter.check() {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            return Err(ChatRefused::new(
-                ErrorCode::RateLimited,
-                format!("too many messages; try again in {} ms", wait.as_millis()),
-            )
-            .with_retry_after(wait.as_millis() as u64 + 1));
-        }
+        spend(&self.limiter, "too many messages")?;
         Ok(Admission::New { text })
     }
 
@@ -363,6 +361,27 @@ impl Intake {
     fn remember(&mut self, request_id: String, turn_id: TurnId) {
         self.requests.insert(request_id, turn_id);
     }
+}
+
+/// A session's rate: `per_minute`, in bursts of up to `burst` (0 counts
+/// as 1).
+fn rate(per_minute: u32, burst: u32) -> DefaultDirectRateLimiter {
+    let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
+    RateLimiter::direct(Quota::per_minute(per_minute).allow_burst(burst))
+}
+
+/// Spends one from `limiter`, or refuses with `RATE_LIMITED`, saying
+/// `what` and how long to wait.
+fn spend(limiter: &DefaultDirectRateLimiter, what: &str) -> Result<(), ChatRefused> {
+    limiter.check().map_err(|not_until| {
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        ChatRefused::new(
+            ErrorCode::RateLimited,
+            format!("{what}; try again in {} ms", wait.as_millis()),
+        )
+        .with_retry_after(wait.as_millis() as u64 + 1)
+    })
 }
 
 #[cfg(test)]
@@ -375,6 +394,7 @@ mod tests {
     const MAX_TEXT: usize = 10;
     const MAX_QUEUE: usize = 2;
     const BURST: u32 = 2;
+    const CALLS_BURST: u32 = 6;
 
     fn limits(per_minute: u32, burst: u32) -> Limits {
         Limits {
@@ -382,6 +402,8 @@ mod tests {
             history_tokens: 0,
             chat_per_minute: per_minute,
             chat_burst: burst,
+            calls_per_minute: 1,
+            calls_burst: CALLS_BURST,
             max_queued_turns: MAX_QUEUE,
             max_text_chars: MAX_TEXT,
             turn_deadline: Duration::from_secs(60),
@@ -990,14 +1012,20 @@ mod tests {
                 }
             }
         }
-        // Calls leave the chat burst whole.
+        // Calls leave the chat burst whole, and spend their own: past it a
+        // call is refused with a wait, and a chat still goes through.
         let mut intake = intake();
-        for _ in 0..5 {
+        for _ in 0..CALLS_BURST {
             assert_eq!(
                 intake.take_call(direct("roll_dice").0, false, false, || None),
                 Ok(())
             );
         }
+        let spent = intake.take_call(direct("roll_dice").0, false, false, || None);
+        let r = spent.expect_err("the call rate is spent");
+        assert_eq!(r.code, ErrorCode::RateLimited);
+        assert!(r.retry_after_ms.is_some_and(|ms| ms > 0), "{r:?}");
+        assert_eq!(intake.queue.len(), CALLS_BURST as usize, "nothing taken");
         for _ in 0..BURST {
             assert!(intake.take_chat("hi", None, false, false, || None).is_ok());
         }

@@ -28,6 +28,7 @@ mod intake;
 mod messages;
 mod placement;
 mod prompt;
+mod quota;
 mod replay;
 mod running;
 mod sequencer;
@@ -63,6 +64,7 @@ pub use messages::{
     Joined, RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
 };
 pub use placement::Placement;
+pub use quota::Quotas;
 
 /// What a closed session's refusals and its connections' close say.
 pub const CLOSED_BY_OPERATOR: &str = "the session was closed by an operator";
@@ -133,6 +135,10 @@ pub struct Limits {
     pub history_tokens: usize,
     pub chat_per_minute: u32,
     pub chat_burst: u32,
+    /// Direct calls (NPC activations, tool API and MCP calls) per minute
+    /// into one session, and their burst.
+    pub calls_per_minute: u32,
+    pub calls_burst: u32,
     pub max_queued_turns: usize,
     pub max_text_chars: usize,
     pub turn_deadline: Duration,
@@ -146,6 +152,8 @@ impl Limits {
             history_tokens: s.history_tokens,
             chat_per_minute: s.chat_per_minute.max(1),
             chat_burst: s.chat_burst.max(1),
+            calls_per_minute: s.calls_per_minute.max(1),
+            calls_burst: s.calls_burst.max(1),
             max_queued_turns: s.max_queued_turns,
             max_text_chars: s.max_text_chars,
             turn_deadline: s.turn_deadline(),

@@ -181,6 +181,10 @@ pub struct SessionMeta {
     /// while it is open. A closed session is never loaded again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed_at: Option<i64>,
+    /// Created without a key: deleted once unplayed for the retention
+    /// time (`QUESTD_ANONYMOUS_RETENTION_HOURS`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anonymous: bool,
 }
 
 /// Who may find a session in the list of live sessions.
@@ -325,6 +329,23 @@ pub struct LoadedSession {
     /// Chats acknowledged while a turn ran whose turns have not started,
     /// oldest first.
     pub queued: Vec<QueuedChat>,
+}
+
+impl LoadedSession {
+    /// The bytes of save state this read holds: the snapshot, its chunks
+    /// and what the later rows apply; what the session counts for against
+    /// `QUESTD_MAX_LIVE_STATE_MB`.
+    pub fn state_bytes(&self) -> u64 {
+        let chunks: usize = self.snapshot_chunks.values().map(String::len).sum();
+        let rows: usize = self
+            .rows
+            .iter()
+            .map(|r| {
+                r.effect.as_ref().map_or(0, String::len) + r.history.as_ref().map_or(0, String::len)
+            })
+            .sum();
+        (self.snapshot.len() + chunks + rows) as u64
+    }
 }
 
 /// A chat taken while a turn ran, stored before it is acknowledged.
@@ -711,6 +732,20 @@ impl Store {
         turn_id: &str,
     ) -> Result<Option<String>, StorageError> {
         read!(self, turn_end_frame(session_id, turn_id))
+    }
+
+    /// Anonymous sessions ([`SessionMeta::anonymous`]) neither created
+    /// nor played since `before_ms`, and (several nodes) not held by a
+    /// live claim: oldest first, at most `limit`.
+    pub async fn abandoned_sessions(
+        &self,
+        before_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<String>, StorageError> {
+        match &self.reads {
+            Reads::Sqlite(pool) => sqlite::abandoned_sessions(pool, before_ms, limit).await,
+            Reads::Postgres(pool) => postgres::abandoned_sessions(pool, before_ms, limit).await,
+        }
     }
 
     /// A page of the applied-actions log, oldest first.

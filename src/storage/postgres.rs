@@ -291,6 +291,7 @@ pub(super) async fn write_batch(
                     .bind(&meta.spectator_token)
                     .bind(meta.created_at)
                     .bind(meta.visibility.as_str())
+                    .bind(meta.anonymous)
                     .execute(&mut *conn)
                     .await?;
                 sqlx::query(super::sql::INSERT_FIRST_SNAPSHOT)
@@ -387,9 +388,68 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             .execute(&mut *conn)
             .await?
             .rows_affected() as i64,
+        RecordWrite::DeleteSession { session_id, claim } => {
+            delete_session(conn, session_id, claim.as_ref()).await?
+        }
     };
     record.took(outcome);
     Ok(())
+}
+
+/// Deletes a session and what is stored of it while `claim` (node, epoch)
+/// is still its owner's claim; answers the sessions deleted (0 or 1).
+async fn delete_session(
+    conn: &mut PgConnection,
+    session_id: &str,
+    claim: Option<&(String, i64)>,
+) -> Result<i64, StorageError> {
+    let Some((node, epoch)) = claim else {
+        // Every node claims before it deletes.
+        return Ok(0);
+    };
+    let held: Option<i64> = sqlx::query_scalar(
+        "SELECT epoch FROM session_owners WHERE session_id = $1 AND node_id = $2 AND epoch = $3",
+    )
+    .bind(session_id)
+    .bind(node)
+    .bind(epoch)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if held.is_none() {
+        return Ok(0);
+    }
+    let mut deleted = 0;
+    for statement in super::sql::DELETE_SESSION {
+        deleted = sqlx::query(statement)
+            .bind(session_id)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected() as i64;
+    }
+    sqlx::query("DELETE FROM session_owners WHERE session_id = $1")
+        .bind(session_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(deleted)
+}
+
+/// See [`super::Store::abandoned_sessions`].
+pub(super) async fn abandoned_sessions(
+    pool: &PgPool,
+    before_ms: i64,
+    limit: u32,
+) -> Result<Vec<String>, StorageError> {
+    let query = super::sql::abandoned_sessions(
+        "s.anonymous",
+        "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = s.session_id \
+         AND o.lease_until > clock_timestamp())",
+    );
+    // Built only from constants.
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+        .bind(before_ms)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?)
 }
 
 /// Ends the transaction a batch ran in: `COMMIT` if `done` is

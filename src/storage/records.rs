@@ -75,6 +75,13 @@ pub(super) enum RecordWrite {
     /// Closes a session for good at `closed_at`, unless it is closed
     /// already.
     CloseSession { session_id: String, closed_at: i64 },
+    /// Deletes an anonymous session with everything stored of it; on
+    /// PostgreSQL only while `claim` (node, epoch) is still its owner's
+    /// claim, so a session another node has since taken is left alone.
+    DeleteSession {
+        session_id: String,
+        claim: Option<(String, i64)>,
+    },
 }
 
 /// A record write queued for the writer, and where its outcome goes: the
@@ -221,6 +228,28 @@ impl Store {
             .write_record(RecordWrite::CloseSession {
                 session_id: session_id.to_owned(),
                 closed_at,
+            })
+            .await?;
+        Ok(took > 0)
+    }
+
+    /// Deletes an anonymous session (the retention sweep's), its journal,
+    /// snapshots, queued chats and audit rows, claimed by this node under
+    /// `epoch` (see [`Store::claim`]); answers whether it was deleted.
+    /// Durable when it returns.
+    pub async fn delete_session(
+        &self,
+        session_id: &str,
+        epoch: super::Epoch,
+    ) -> Result<bool, StorageError> {
+        let claim = match epoch {
+            super::Epoch::Sole => None,
+            super::Epoch::Claimed(n) => Some((self.node.id.clone(), n)),
+        };
+        let took = self
+            .write_record(RecordWrite::DeleteSession {
+                session_id: session_id.to_owned(),
+                claim,
             })
             .await?;
         Ok(took > 0)

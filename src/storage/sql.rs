@@ -26,8 +26,29 @@ pub(super) const UPSERT_SNAPSHOT: &str = "INSERT INTO snapshots (session_id, seq
 pub(super) const INSERT_CHUNK: &str = "INSERT INTO snapshot_chunks (session_id, chunk_id, body) \
      VALUES ($1, $2, $3) ON CONFLICT (session_id, chunk_id) DO NOTHING";
 pub(super) const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, tenant_id, campaign_id, \
-     title, player_token, spectator_token, created_at, visibility) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+     title, player_token, spectator_token, created_at, visibility, anonymous) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+/// The anonymous sessions created before `$1` whose last journal step is
+/// before it too (none: never played), oldest first, at most `$2`; each
+/// dialect adds how it spells "anonymous" (so its partial index applies)
+/// and, on PostgreSQL, that no node's claim on it is alive.
+pub(super) fn abandoned_sessions(anonymous: &str, unclaimed: &str) -> String {
+    format!(
+        "SELECT s.session_id FROM sessions s WHERE {anonymous} AND s.created_at < $1 \
+         AND COALESCE((SELECT j.created_at FROM journal j WHERE j.session_id = s.session_id \
+         ORDER BY j.seq DESC LIMIT 1), 0) < $1 {unclaimed} ORDER BY s.created_at LIMIT $2"
+    )
+}
+/// What deleting a session deletes, the session's row last; each runs
+/// with the session's id as `$1`.
+pub(super) const DELETE_SESSION: [&str; 6] = [
+    "DELETE FROM journal WHERE session_id = $1",
+    "DELETE FROM snapshot_chunks WHERE session_id = $1",
+    "DELETE FROM snapshots WHERE session_id = $1",
+    "DELETE FROM inbox WHERE session_id = $1",
+    "DELETE FROM audit WHERE session_id = $1",
+    "DELETE FROM sessions WHERE session_id = $1",
+];
 pub(super) const INSERT_FIRST_SNAPSHOT: &str =
     "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ($1, 0, $2, $3)";
 /// One stored step of the journal (`steps.rs`; SQLite's writer runs it
@@ -162,7 +183,7 @@ macro_rules! queries {
         ) -> Result<Option<SessionMeta>, StorageError> {
             let row = sqlx::query(
                 "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, \
-                 created_at, visibility, closed_at FROM sessions WHERE session_id = $1",
+                 created_at, visibility, closed_at, anonymous FROM sessions WHERE session_id = $1",
             )
             .bind(session_id)
             .fetch_optional(pool)
@@ -178,6 +199,7 @@ macro_rules! queries {
                     created_at: r.try_get(6)?,
                     visibility: Visibility::from_stored(r.try_get(7)?),
                     closed_at: r.try_get(8)?,
+                    anonymous: r.try_get(9)?,
                 })
             })
             .transpose()

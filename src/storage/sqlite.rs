@@ -242,7 +242,8 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
                     meta.player_token,
                     meta.spectator_token,
                     meta.created_at,
-                    meta.visibility.as_str()
+                    meta.visibility.as_str(),
+                    meta.anonymous
                 ])?;
                 conn.prepare_cached(sql::INSERT_FIRST_SNAPSHOT)?
                     .execute(params![meta.session_id, snapshot, now_ms()])?;
@@ -250,6 +251,21 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
         }
     }
     insert_steps(conn, &mut rows)
+}
+
+/// See [`super::Store::abandoned_sessions`].
+pub(super) async fn abandoned_sessions(
+    pool: &SqlitePool,
+    before_ms: i64,
+    limit: u32,
+) -> Result<Vec<String>, StorageError> {
+    let query = sql::abandoned_sessions("s.anonymous = 1", "");
+    // Built only from constants.
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+        .bind(before_ms)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?)
 }
 
 /// Inserts `rows` as journal steps and clears them.
@@ -348,6 +364,16 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
         } => conn
             .prepare_cached(stmt::CLOSE_SESSION)?
             .execute(params![closed_at, session_id])? as i64,
+        // One node: nobody else can have claimed it.
+        RecordWrite::DeleteSession { session_id, .. } => {
+            let mut deleted = 0;
+            for statement in sql::DELETE_SESSION {
+                deleted = conn
+                    .prepare_cached(statement)?
+                    .execute(params![session_id])? as i64;
+            }
+            deleted
+        }
     };
     record.took(outcome);
     Ok(())
@@ -580,6 +606,7 @@ pub(super) mod tests {
             created_at: 0,
             visibility: Default::default(),
             closed_at: None,
+            anonymous: false,
         }
     }
 
