@@ -480,8 +480,13 @@ async fn a_sessions_story_and_audit_trail_read_without_its_token() {
 
 #[actix_web::test]
 async fn a_story_page_holds_at_most_500_frames() {
-    // Past the tool API's default burst without waiting on its rate.
-    let app = spawn_offline(|s| s.service_burst = 1000).await;
+    // Past the tool API's and the session's default bursts without
+    // waiting on their rates.
+    let app = spawn_offline(|s| {
+        s.service_burst = 1000;
+        s.calls_burst = 1000;
+    })
+    .await;
     let s = app.demo().await;
     // Two frames per direct call: 502 frames.
     for i in 0..251 {

@@ -158,3 +158,19 @@ pub async fn text_rows(url: &str, sql: &str, param: &str) -> Vec<Vec<String>> {
         rows.expect("query runs").iter().map(texts).collect()
     }
 }
+
+/// Runs the statement `sql` on the database `url` names (SQLite or
+/// PostgreSQL), with `$1` bound to `param`; answers the rows it changed.
+pub async fn execute(url: &str, sql: &str, param: &str) -> u64 {
+    use sqlx::SqliteConnection;
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    if url.starts_with("postgres") {
+        let mut c = PgConnection::connect(url).await.expect("connects");
+        let done = sqlx::query(sql).bind(param).execute(&mut c).await;
+        done.expect("statement runs").rows_affected()
+    } else {
+        let mut c = SqliteConnection::connect(url).await.expect("connects");
+        let done = sqlx::query(sql).bind(param).execute(&mut c).await;
+        done.expect("statement runs").rows_affected()
+    }
+}

@@ -23,6 +23,7 @@ mod mcp;
 mod metrics;
 mod openai;
 mod openapi;
+mod quotas;
 mod security;
 mod seeds;
 mod service;

@@ -376,6 +376,8 @@ async fn session_creation_is_limited_per_address_and_per_node() {
         s.create_burst = 3;
         s.create_per_minute = 1;
         s.max_sessions = 6;
+        // The node's cap, not one tenant's share of it, is what this tries.
+        s.max_sessions_per_tenant = Some(6);
     })
     .await;
     let url = format!("{}/api/v1/sessions", app.base);
