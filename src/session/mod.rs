@@ -16,7 +16,9 @@
 //!   whoever waits for a frame; `acks`: acks held until what they
 //!   acknowledge is durable;
 //! - `fanout`: the connections, and when presence goes out;
-//! - `placement`: which thread a session runs on.
+//! - `placement`: which thread a session runs on;
+//! - `quota`: what the node's live sessions hold, per tenant and in bytes,
+//!   against the node's caps (the hub's tally).
 
 mod acks;
 mod actor;

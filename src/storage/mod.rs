@@ -791,6 +791,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_loaded_session_counts_its_snapshot_chunks_and_later_rows() {
+        let row = |effect: Option<&str>, history: Option<&str>| StoredRow {
+            seq: 1,
+            turn_id: None,
+            request_id: None,
+            effect: effect.map(str::to_owned),
+            history: history.map(str::to_owned),
+        };
+        let loaded = LoadedSession {
+            meta: SessionMeta {
+                session_id: "s".into(),
+                tenant_id: "default".into(),
+                campaign_id: "demo".into(),
+                title: "T".into(),
+                player_token: "p".into(),
+                spectator_token: "w".into(),
+                created_at: 0,
+                visibility: Visibility::Private,
+                closed_at: None,
+                anonymous: true,
+            },
+            snapshot_seq: 0,
+            snapshot: "0123456789".into(),
+            snapshot_chunks: HashMap::from([("a".to_owned(), "abcd".to_owned())]),
+            rows: vec![row(Some("ef"), None), row(None, Some("hist"))],
+            recent_frames: vec![(1, "not state".into())],
+            open_turn: None,
+            queued: Vec::new(),
+        };
+        assert_eq!(loaded.state_bytes(), 10 + 4 + 2 + 4);
+    }
+
+    #[test]
     fn rfc3339_formats_known_instants() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
