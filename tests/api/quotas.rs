@@ -200,8 +200,9 @@ async fn an_npc_activation_flood_is_refused_while_the_chat_still_works() {
     assert_eq!(frames.last().unwrap()["type"], "turn_completed");
 }
 
-/// Rows of `session_id` in each table a session has rows in.
-async fn rows_of(app: &TestApp, session_id: &str) -> Vec<(&'static str, u64)> {
+/// Rows of `session_id` in each table a session has rows in, on the
+/// database `db`.
+async fn rows_of(db: &str, session_id: &str) -> Vec<(&'static str, u64)> {
     let mut counts = Vec::new();
     for table in [
         "sessions",
@@ -212,24 +213,24 @@ async fn rows_of(app: &TestApp, session_id: &str) -> Vec<(&'static str, u64)> {
         "inbox",
     ] {
         let sql = format!("SELECT CAST(COUNT(*) AS TEXT) FROM {table} WHERE session_id = $1");
-        let rows = text_rows(&app.db_url, &sql, session_id).await;
+        let rows = text_rows(db, &sql, session_id).await;
         counts.push((table, rows[0][0].parse().unwrap()));
     }
     counts
 }
 
 /// Makes a session look created and played two hours ago.
-async fn age(app: &TestApp, session_id: &str) {
+async fn age(db: &str, session_id: &str) {
     for table in ["sessions", "journal"] {
         let sql =
             format!("UPDATE {table} SET created_at = created_at - 7200000 WHERE session_id = $1");
-        execute(&app.db_url, &sql, session_id).await;
+        execute(db, &sql, session_id).await;
     }
 }
 
 /// Waits until none of `sessions` is live on the node (the console's list).
-async fn until_unloaded(app: &TestApp, sessions: &[&Session]) {
-    let url = format!("{}/api/v1/admin/sessions?limit=1000", app.base);
+async fn until_unloaded(app: &impl Api, sessions: &[&Session]) {
+    let url = format!("{}/api/v1/admin/sessions?limit=1000", app.base());
     let deadline = Instant::now() + SERVER_WAIT;
     loop {
         let a = request("GET", &url, &[("X-Internal-API-Key", TEST_KEY)], None).await;
@@ -248,9 +249,9 @@ async fn until_unloaded(app: &TestApp, sessions: &[&Session]) {
 }
 
 /// A session created without a key, with one turn played.
-async fn played_anonymous(app: &TestApp) -> Session {
+async fn played_anonymous(app: &impl Api) -> Session {
     let (status, body) = post(
-        &format!("{}/api/v1/sessions", app.base),
+        &format!("{}/api/v1/sessions", app.base()),
         &json!({"campaign_id": "demo"}),
     )
     .await;
@@ -260,7 +261,7 @@ async fn played_anonymous(app: &TestApp) -> Session {
     s
 }
 
-async fn play_once(app: &TestApp, s: &Session) {
+async fn play_once(app: &impl Api, s: &Session) {
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     ws.play("roll 1d20", "r-1").await;
     ws.close().await;
@@ -286,9 +287,9 @@ async fn abandoned_anonymous_sessions_are_deleted_with_their_rows_and_no_other()
     // Aged once unloaded: what a session writes as it leaves is old too.
     until_unloaded(&app, &[&abandoned, &keyed]).await;
     for s in [&abandoned, &live, &keyed] {
-        age(&app, &s.session_id).await;
+        age(&app.db_url, &s.session_id).await;
     }
-    let before = rows_of(&app, &abandoned.session_id).await;
+    let before = rows_of(&app.db_url, &abandoned.session_id).await;
     for table in ["sessions", "journal", "snapshots", "audit"] {
         assert!(
             before.iter().any(|(t, n)| *t == table && *n > 0),
@@ -297,11 +298,11 @@ async fn abandoned_anonymous_sessions_are_deleted_with_their_rows_and_no_other()
     }
 
     let deadline = Instant::now() + SERVER_WAIT * 2;
-    while rows_of(&app, &abandoned.session_id).await[0].1 > 0 {
+    while rows_of(&app.db_url, &abandoned.session_id).await[0].1 > 0 {
         assert!(Instant::now() < deadline, "the abandoned session stays");
         actix_web::rt::time::sleep(Duration::from_millis(200)).await;
     }
-    let after = rows_of(&app, &abandoned.session_id).await;
+    let after = rows_of(&app.db_url, &abandoned.session_id).await;
     assert!(after.iter().all(|(_, n)| *n == 0), "{after:?}");
     let (status, _) = get(
         &format!("{}/api/v1/sessions/{}", app.base, abandoned.session_id),
@@ -310,7 +311,7 @@ async fn abandoned_anonymous_sessions_are_deleted_with_their_rows_and_no_other()
     .await;
     assert_eq!(status, 404);
     for (name, s) in [("live", &live), ("recent", &recent), ("keyed", &keyed)] {
-        let rows = rows_of(&app, &s.session_id).await;
+        let rows = rows_of(&app.db_url, &s.session_id).await;
         assert!(rows[0].1 == 1 && rows[1].1 > 0, "{name}: {rows:?}");
         let (status, _) = get(
             &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
@@ -319,4 +320,51 @@ async fn abandoned_anonymous_sessions_are_deleted_with_their_rows_and_no_other()
         .await;
         assert_eq!(status, 200, "{name} still opens");
     }
+}
+
+#[actix_web::test]
+async fn a_sweeping_node_leaves_alone_an_abandoned_session_another_node_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::postgres_url_in(dir.path());
+    let node = |name: &str, retention: &str| {
+        crate::process::Server::start_with(
+            &db,
+            &[
+                ("QUESTD_NODE_ID", name),
+                ("QUESTD_LEASE_MS", "1500"),
+                ("QUESTD_IDLE_SECS", "1"),
+                ("QUESTD_ANONYMOUS_RETENTION_HOURS", retention),
+            ],
+        )
+    };
+    // A keeps every session; B sweeps every 2.7 s: whatever is deleted,
+    // B deleted.
+    let a = node("node-a", "0");
+    let b = node("node-b", "0.003");
+    let running = played_anonymous(&a).await;
+    let (mut player, _) = a
+        .connect(&running.session_id, &running.player_token, None)
+        .await;
+    let abandoned = played_anonymous(&a).await;
+    until_unloaded(&a, &[&abandoned]).await;
+    // Both look two hours unplayed; `running` first, so the sweep that
+    // deletes `abandoned` saw `running` too.
+    age(&db, &running.session_id).await;
+    age(&db, &abandoned.session_id).await;
+    let deadline = Instant::now() + SERVER_WAIT * 2;
+    while rows_of(&db, &abandoned.session_id).await[0].1 > 0 {
+        assert!(Instant::now() < deadline, "node B never swept");
+        actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rows = rows_of(&db, &running.session_id).await;
+    assert!(rows[0].1 == 1 && rows[1].1 > 0, "{rows:?}");
+    // It plays on, on A, through B too.
+    let frames = player.play("roll 1d20", "r-2").await;
+    assert_eq!(frames.last().unwrap()["type"], "turn_completed");
+    let (status, _) = get(
+        &format!("{}/api/v1/sessions/{}", b.base(), running.session_id),
+        Some(&running.player_token),
+    )
+    .await;
+    assert_eq!(status, 200);
 }
