@@ -59,6 +59,7 @@ use actix_web::{Error, HttpMessage, HttpRequest};
 
 use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
+use crate::tools::cut_name;
 
 /// The page loads only its own scripts, styles and sockets; nothing may
 /// frame it or change where its forms and relative links go.
@@ -242,7 +243,10 @@ impl GuardRules {
         {
             return Some(ApiError::new(
                 ErrorCode::Forbidden,
-                format!("host {named:?} is not served here; see QUESTD_ALLOWED_HOSTS"),
+                format!(
+                    "host {:?} is not served here; see QUESTD_ALLOWED_HOSTS",
+                    cut_name(named)
+                ),
             ));
         }
         let unnamed = host_header.is_none() && authority.is_none();
@@ -269,8 +273,9 @@ impl GuardRules {
         Some(ApiError::new(
             ErrorCode::Forbidden,
             format!(
-                "origin {origin:?} may not open a WebSocket or change anything here; \
-                 see QUESTD_ALLOWED_ORIGINS"
+                "origin {:?} may not open a WebSocket or change anything here; \
+                 see QUESTD_ALLOWED_ORIGINS",
+                cut_name(&origin)
             ),
         ))
     }
@@ -316,7 +321,7 @@ fn encoding_refusal(headers: &HeaderMap) -> Option<ApiError> {
         .get(header::CONTENT_ENCODING)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_default();
-    let got = crate::tools::cut_name(&got);
+    let got = cut_name(&got);
     Some(ApiError::new(
         ErrorCode::UnsupportedMediaType,
         format!(
@@ -333,7 +338,7 @@ fn body_refusal(req: &HttpRequest) -> Option<ApiError> {
     if !carries_body(req.method(), headers) || is_json(content_type) {
         return None;
     }
-    let got = content_type.map_or_else(|| "none".to_owned(), |t| format!("{t:?}"));
+    let got = content_type.map_or_else(|| "none".to_owned(), |t| format!("{:?}", cut_name(t)));
     Some(ApiError::new(
         ErrorCode::UnsupportedMediaType,
         format!("request bodies must be application/json (Content-Type: {got})"),
@@ -1183,6 +1188,13 @@ mod tests {
             err,
             "host \"evil.example\" is not served here; see QUESTD_ALLOWED_HOSTS"
         );
+        // What a refusal repeats of the request is cut like any name.
+        let long = "h".repeat(5000);
+        let req = TestRequest::default()
+            .insert_header(("host", long.as_str()))
+            .to_http_request();
+        let err = r.refusal(&req).map(|e| e.message).unwrap_or_default();
+        assert!(err.contains(&format!("\"{}\" is not", cut_name(&long))) && err.len() < 200);
         let req = TestRequest::default()
             .insert_header(("host", "127.0.0.1:8080"))
             .insert_header(("upgrade", "websocket"))
