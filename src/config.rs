@@ -236,6 +236,15 @@ pub struct Settings {
     /// address it names instead of the proxy's.
     #[arg(long, env = "QUESTD_TRUSTED_PROXIES", global = true)]
     pub trusted_proxies: Option<String>,
+    /// The address players reach this server at, `scheme://host[:port]`
+    /// (e.g. `https://game.example`): the links that carry tokens
+    /// (`ws_url`, `play_url`, `watch_url`) are built on it. Unset, they are
+    /// built on the request's `Host` (one `QUESTD_ALLOWED_HOSTS` allows)
+    /// with `http`/`ws`, or on what a proxy of `QUESTD_TRUSTED_PROXIES`
+    /// forwards; a client's own `X-Forwarded-*` or `Forwarded` never
+    /// counts. A value that is not such an address stops startup.
+    #[arg(long, env = "QUESTD_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
     /// Tools no caller may use, comma-separated (e.g. `generate_zone,hp_delta`):
     /// a call answers `TOOL_DISABLED` (HTTP 403 on the tool API), and no
     /// tool listing shows them. A name that is no tool refuses to start.

@@ -6,16 +6,25 @@
 //! and when the process ends normally ([`BulkWriter::flush`]). A line waits
 //! at most [`FLUSH_EVERY`]; the durable record of every call is the audit
 //! ledger in the database, not the log.
+//!
+//! Errors a client causes inside actix's HTTP dispatchers (a malformed
+//! request, a connection cut mid-body) are logged there at `ERROR`, one
+//! line each, so anyone could fill the log. [`ClientErrors`] takes them out
+//! and writes one `WARN` line per [`CLIENT_ERRORS_EVERY`] with their count
+//! and the first of them.
 
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::{FormatFields, Writer};
+use tracing_subscriber::layer::{Context, Layer};
 
 /// Longest a line waits in the buffer.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
@@ -103,6 +112,123 @@ fn flush_until_gone(shared: Weak<Shared>) {
         };
         // A log that cannot be written has nowhere to report it.
         let _ = shared.flush();
+    }
+}
+
+/// How often the errors [`ClientErrors`] took out are summed up in one
+/// `WARN` line (when there were any).
+pub const CLIENT_ERRORS_EVERY: Duration = Duration::from_secs(10);
+/// Where actix's HTTP/1 and HTTP/2 dispatchers log, per connection, what a
+/// client did wrong: their `ERROR` and `WARN` events are a client's doing.
+const CLIENT_ERROR_TARGETS: [&str; 2] = ["actix_http::h1", "actix_http::h2"];
+/// The first error of an interval is quoted in its summary up to this many
+/// characters.
+const QUOTED_ERROR_CHARS: usize = 200;
+
+/// A layer that keeps actix's per-request errors out of the log and counts
+/// them instead; [`ClientErrors::new`] starts the thread that writes their
+/// summary. Put it outermost, so no other layer sees those events.
+#[derive(Clone)]
+pub struct ClientErrors {
+    shared: Arc<ErrorTally>,
+}
+
+#[derive(Default)]
+struct ErrorTally {
+    /// Events taken out since the last summary.
+    count: AtomicU64,
+    /// The message of the first of them.
+    first: Mutex<Option<String>>,
+}
+
+impl ClientErrors {
+    /// The layer, with a thread of its own that writes a summary every
+    /// [`CLIENT_ERRORS_EVERY`]; the thread ends with the last clone.
+    pub fn new() -> Self {
+        let errors = Self::unsummarized();
+        let shared = Arc::downgrade(&errors.shared);
+        let started = std::thread::Builder::new()
+            .name("questd-client-errors".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(CLIENT_ERRORS_EVERY);
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
+                    summarize(&shared);
+                }
+            });
+        if let Err(e) = started {
+            eprintln!("the thread that sums up client errors did not start ({e})");
+        }
+        errors
+    }
+
+    /// A layer no thread summarizes ([`ClientErrors::summarize`] does).
+    fn unsummarized() -> Self {
+        Self {
+            shared: Arc::default(),
+        }
+    }
+
+    /// Writes the summary of the errors taken out since the last one.
+    pub fn summarize(&self) {
+        summarize(&self.shared);
+    }
+}
+
+impl Default for ClientErrors {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One `WARN` line for the errors counted since the last, if any.
+fn summarize(tally: &ErrorTally) {
+    let count = tally.count.swap(0, Ordering::AcqRel);
+    let first = lock(&tally.first).take().unwrap_or_default();
+    if count > 0 {
+        tracing::warn!(
+            count,
+            first = %first,
+            every_s = CLIENT_ERRORS_EVERY.as_secs(),
+            "malformed or cut-off HTTP requests refused"
+        );
+    }
+}
+
+/// Whether an event is a client's error logged by actix's dispatchers.
+fn is_client_error(event: &Event<'_>) -> bool {
+    let meta = event.metadata();
+    *meta.level() <= Level::WARN
+        && CLIENT_ERROR_TARGETS
+            .iter()
+            .any(|t| meta.target().starts_with(t))
+}
+
+impl<S: Subscriber> Layer<S> for ClientErrors {
+    fn event_enabled(&self, event: &Event<'_>, _: Context<'_, S>) -> bool {
+        if !is_client_error(event) {
+            return true;
+        }
+        if self.shared.count.fetch_add(1, Ordering::AcqRel) == 0 {
+            let mut message = MessageText(String::new());
+            event.record(&mut message);
+            let quoted: String = message.0.chars().take(QUOTED_ERROR_CHARS).collect();
+            *lock(&self.shared.first) = Some(quoted);
+        }
+        false
+    }
+}
+
+/// An event's `message` field as text.
+struct MessageText(String);
+
+impl Visit for MessageText {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.0, "{value:?}");
+        }
     }
 }
 
@@ -401,6 +527,57 @@ fn micros(stamp: &mut Stamp, mut us: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_errors_become_one_warning_per_interval() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let sink = Sink::default();
+        let logs = BulkWriter::unflushed(sink.clone());
+        let errors = ClientErrors::unsummarized();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .without_time()
+            .with_writer(logs.clone())
+            .finish()
+            .with(errors.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            for i in 0..1000 {
+                tracing::error!(
+                    target: "actix_http::h1::dispatcher",
+                    "stream error: Request parse error: Invalid Header provided {i}"
+                );
+            }
+            tracing::warn!(target: "actix_http::h2::dispatcher", "Send data error");
+            // Everything else is left alone, actix's own less severe lines
+            // and other errors included.
+            tracing::debug!(target: "actix_http::h1::dispatcher", "kept at debug");
+            tracing::error!(target: "questd::storage", "a real error");
+            errors.summarize();
+            // Nothing since the last summary: no line.
+            errors.summarize();
+            tracing::error!(target: "actix_http::h1::decoder", "MAX_BUFFER_SIZE reached");
+            errors.summarize();
+        });
+        logs.flush().unwrap();
+        let text = sink.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            !text.contains("ERROR actix_http") && !text.contains("Invalid Header provided 1"),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].contains("ERROR") && lines[0].contains("a real error"));
+        assert!(
+            lines[1].starts_with(" WARN")
+                && lines[1].contains("count=1001")
+                && lines[1].contains("Invalid Header provided 0"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("count=1") && lines[2].contains("MAX_BUFFER_SIZE"),
+            "{text}"
+        );
+    }
 
     /// A sink the test can read back.
     #[derive(Clone, Default)]

@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use questd::config::{Cli, Command, LogFormat, Settings};
-use questd::logs::{BulkWriter, LineTime, PlainFields};
+use questd::logs::{BulkWriter, ClientErrors, LineTime, PlainFields};
 use questd::startup::Application;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// mimalloc instead of the system allocator: a turn allocates and frees
 /// many small buffers (frames, JSON values, messages), which glibc's
@@ -66,11 +68,17 @@ fn init_logs(settings: &Settings, to_stderr: bool) -> BulkWriter {
         .with_ansi(ansi)
         .with_timer(LineTime)
         .with_writer(writer.clone());
+    // Outermost, so actix's per-request errors reach no other layer.
+    let client_errors = ClientErrors::new();
     match settings.log_format {
-        LogFormat::Json => logs.json().init(),
+        LogFormat::Json => logs.json().finish().with(client_errors).init(),
         // The same text as the default's, written for less (logs.rs).
-        LogFormat::Pretty if !ansi => logs.fmt_fields(PlainFields).init(),
-        LogFormat::Pretty => logs.init(),
+        LogFormat::Pretty if !ansi => logs
+            .fmt_fields(PlainFields)
+            .finish()
+            .with(client_errors)
+            .init(),
+        LogFormat::Pretty => logs.finish().with(client_errors).init(),
     }
     writer
 }

@@ -128,6 +128,13 @@ impl Admission {
         Some(forwarded.and_then(|s| s.parse().ok()).unwrap_or(peer))
     }
 
+    /// Whether `req` comes straight from a proxy of
+    /// `QUESTD_TRUSTED_PROXIES`, whose forwarding headers may be believed.
+    pub fn from_trusted_proxy(&self, req: &HttpRequest) -> bool {
+        req.peer_addr()
+            .is_some_and(|peer| self.trusted_proxies.contains(&peer.ip()))
+    }
+
     /// The key the per-address limits count `req`'s client under: its
     /// address ([`Self::client_ip`]) through [`address_key`].
     pub fn client_key(&self, req: &HttpRequest) -> Option<IpAddr> {

@@ -1,4 +1,12 @@
 //! The REST API: health, campaigns, sessions, snapshots, the actions log.
+//!
+//! Every route judges what it can of the caller before it reads a body:
+//! a route that needs a credential refuses a request without one (a key
+//! this server knows, or a bearer token) before a byte of the body is read,
+//! and anonymous creation is counted against its address first. Answers
+//! that carry tokens (a new session, the public list) say
+//! `Cache-Control: no-store`, and their links are built by
+//! [`super::guard::link_base`], never from what an untrusted client forwards.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -10,14 +18,15 @@ use super::{
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign, GameState};
+use crate::protocol::SessionId;
 use crate::protocol::http::{
     ActionsPage, AuditLedgerPage, CampaignSummary, Health, LiveSession, NpcActivated,
     NpcActivation, SessionCreated, SessionLinks,
 };
-use crate::protocol::{SessionId, TraceId};
 use crate::session::{CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive};
 use crate::storage::{SessionMeta, Visibility};
 use crate::tools::Role;
+use actix_web::http::header::{CACHE_CONTROL, CacheDirective};
 
 /// Most actions returned in one page.
 pub const MAX_ACTIONS_PAGE: u32 = 1000;
@@ -121,21 +130,17 @@ async fn create_session(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant_id, anonymous) = match state.keys.grant(&req)? {
-        Some(grant) => {
-            state.admission.check_key_create(&grant.tenant_id)?;
-            (grant.tenant_id, false)
-        }
-        None => {
-            if tenant_header(&req).is_some_and(|t| t != DEFAULT_TENANT) {
-                return Err(ApiError::unauthorized(
-                    "creating a session for a tenant needs that tenant's key in X-Internal-API-Key",
-                ));
+    let (tenant_id, anonymous) =
+        match keyed_tenant(&req, &state, "creating a session for a tenant")? {
+            Some(tenant_id) => {
+                state.admission.check_key_create(&tenant_id)?;
+                (tenant_id, false)
             }
-            state.admission.check_create(&req)?;
-            (DEFAULT_TENANT.to_owned(), true)
-        }
-    };
+            None => {
+                state.admission.check_create(&req)?;
+                (DEFAULT_TENANT.to_owned(), true)
+            }
+        };
     if let Some(reason) = state.store.refusing() {
         return Err(super::overloaded(reason));
     }
@@ -169,13 +174,35 @@ async fn create_session(
         .map_err(|e| ApiError::internal(&e))?
         .map_err(super::hub_failed)?;
     let meta = &handle.meta;
-    let links = Links::of(&req);
+    let links = Links::of(&req, &state);
     let links = SessionLinks {
         ws_url: links.ws(&meta.session_id, &meta.player_token),
         play_url: links.page(&meta.session_id, &meta.player_token),
         watch_url: links.page(&meta.session_id, &meta.spectator_token),
     };
-    Ok(HttpResponse::Created().json(SessionCreated::new(meta, links)))
+    Ok(HttpResponse::Created()
+        .insert_header(no_store())
+        .json(SessionCreated::new(meta, links)))
+}
+
+/// The tenant of the request's key, or `None` for a request without a key,
+/// which acts for `default`: naming another tenant without its key is
+/// `401` (`X-Tenant-ID` alone grants nothing), saying that `doing` needs
+/// the key.
+fn keyed_tenant(
+    req: &HttpRequest,
+    state: &AppState,
+    doing: &str,
+) -> Result<Option<String>, ApiError> {
+    if let Some(grant) = state.keys.grant(req)? {
+        return Ok(Some(grant.tenant_id));
+    }
+    if tenant_header(req).is_some_and(|t| t != DEFAULT_TENANT) {
+        return Err(ApiError::unauthorized(format!(
+            "{doing} needs that tenant's key in X-Internal-API-Key"
+        )));
+    }
+    Ok(None)
 }
 
 /// The body of `POST /api/v1/sessions` and `PUT /api/v1/sites/{site_id}`:
@@ -216,7 +243,7 @@ pub(super) async fn campaign_start(
     body: NewSession,
 ) -> Result<GameState, ApiError> {
     if let (None, Some(Value::String(name))) = (&body.campaign_id, &body.campaign) {
-        let shown: String = name.chars().take(64).collect();
+        let shown = crate::tools::cut_name(name);
         return Err(ApiError::bad_request(format!(
             "\"campaign\" is a whole inline campaign (an object); to start the built-in \
              campaign {shown:?}, send {{\"campaign_id\": {shown:?}}}"
@@ -239,7 +266,7 @@ pub(super) async fn campaign_start(
             Some(start) => start,
             None => {
                 let known: Vec<&str> = BUILTIN_CAMPAIGNS.iter().map(|(id, _)| *id).collect();
-                let shown: String = id.chars().take(64).collect();
+                let shown = crate::tools::cut_name(&id);
                 return Err(ApiError::bad_request(format!(
                     "no built-in campaign {shown:?}; built-in: {}",
                     known.join(", ")
@@ -255,20 +282,25 @@ pub(super) async fn campaign_start(
     Ok(start)
 }
 
-/// Absolute links to this server as the client reached it.
+/// `Cache-Control: no-store`, for answers that carry tokens: no shared
+/// cache may keep one (and serve it, or links in it, to someone else).
+fn no_store() -> (actix_web::http::header::HeaderName, String) {
+    (CACHE_CONTROL, CacheDirective::NoStore.to_string())
+}
+
+/// Absolute links to this server: on `QUESTD_PUBLIC_URL`, else as the
+/// client reached it (forwarding headers only from a trusted proxy).
 struct Links {
     http: String,
     ws: String,
 }
 
 impl Links {
-    fn of(req: &HttpRequest) -> Self {
-        let info = req.connection_info();
-        let secure = info.scheme() == "https";
-        let host = info.host().to_owned();
+    fn of(req: &HttpRequest, state: &AppState) -> Self {
+        let base = super::guard::link_base(req, state.admission.from_trusted_proxy(req));
         Self {
-            http: format!("{}://{host}", if secure { "https" } else { "http" }),
-            ws: format!("{}://{host}", if secure { "wss" } else { "ws" }),
+            http: base.http,
+            ws: base.ws,
         }
     }
 
@@ -283,23 +315,29 @@ impl Links {
     }
 }
 
-/// The live public sessions of a tenant (`X-Tenant-ID`, else `default`),
-/// each with a watch link; private sessions and player tokens are never
-/// listed.
+/// The live public sessions of a tenant, each with its spectator token and
+/// a watch link; private sessions and player tokens are never listed.
+/// Without a key the tenant is `default` (naming another is `401`: the
+/// header alone grants nothing); with a key, the key's tenant.
 #[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions",
-    params(("X-Tenant-ID" = Option<String>, Header, description = "The tenant (default `default`)")),
-    responses((status = 200, description = "The tenant's live public sessions", body = Vec<LiveSession<'static>>)))]
+    security((), ("internal_key" = [])),
+    params(("X-Tenant-ID" = Option<String>, Header, description = "The tenant: without a key only `default`; with the internal key any (default `default`); a tenant key's own")),
+    responses(
+        (status = 200, description = "The tenant's live public sessions", body = Vec<LiveSession<'static>>),
+        (status = 401, description = "Another tenant than `default` named without its key, or an unknown key", body = crate::http::openapi::ErrorBody),
+        (status = 403, description = "A tenant key and another tenant's `X-Tenant-ID`", body = crate::http::openapi::ErrorBody)))]
 async fn list_sessions(
     req: HttpRequest,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let tenant_id = tenant_header(&req).unwrap_or_else(|| DEFAULT_TENANT.into());
+    let tenant_id = keyed_tenant(&req, &state, "listing a tenant's sessions")?
+        .unwrap_or_else(|| DEFAULT_TENANT.to_owned());
     let list = state
         .hub
         .send(ListLive { tenant_id })
         .await
         .map_err(|e| ApiError::internal(&e))?;
-    let links = Links::of(&req);
+    let links = Links::of(&req, &state);
     // Built here, not by a `From` in `protocol`: the hub imports
     // `protocol`, so `protocol` does not import the hub.
     let list: Vec<LiveSession<'_>> = list
@@ -314,7 +352,7 @@ async fn list_sessions(
             watch_url: links.page(l.session_id.as_str(), &l.spectator_token),
         })
         .collect();
-    Ok(HttpResponse::Ok().json(list))
+    Ok(HttpResponse::Ok().insert_header(no_store()).json(list))
 }
 
 /// The token in `Authorization: Bearer <token>`, if any.
@@ -374,6 +412,16 @@ fn authorize(
     }
     token_role(meta, &session_token(req)?)
         .ok_or_else(|| ApiError::unauthorized("the token does not open this session"))
+}
+
+/// What can be judged of a caller before its body is read: a key this
+/// server knows, or else a session token at all (`401` without either).
+/// The session itself judges the credential once it is found.
+pub(super) fn credential_first(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+    if state.keys.grant(req)?.is_some() {
+        return Ok(());
+    }
+    session_token(req).map(drop)
 }
 
 /// Like [`authorize`], for routes only the player token (or a key) may use.
@@ -517,16 +565,6 @@ async fn audit(
     .await
 }
 
-/// The trace id a caller sent in `X-Trace-ID`, or a fresh one.
-pub fn trace_id(req: &HttpRequest) -> TraceId {
-    req.headers()
-        .get("X-Trace-ID")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && t.len() <= 128)
-        .map_or_else(TraceId::fresh, TraceId::from)
-}
-
 /// The body of an NPC's activation; an empty body activates.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct Activation {
@@ -544,7 +582,7 @@ struct Activation {
     request_body(content = Activation, description = "`{\"active\": bool}`, or empty to activate"),
     responses(
         (status = 200, description = "The NPC's new state and the turn that recorded it", body = NpcActivated),
-        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 403, description = "A spectator token", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "Bad body, or an `X-Trace-ID` that is not 1 to 128 printable ASCII characters (`CONTEXT_INVALID`)", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 403, description = "A spectator token", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::http::openapi::ErrorBody)))]
 async fn activate_npc(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -552,6 +590,8 @@ async fn activate_npc(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (session_id, npc_id) = path.into_inner();
+    credential_first(&req, &state)?;
+    let trace_id = super::service::trace_id(&req)?;
     // No body means "activate"; a body must be a JSON object whose optional
     // `active` is a boolean.
     let body = json_body_or_empty(body).await?;
@@ -562,7 +602,6 @@ async fn activate_npc(
         .map_err(|_| ApiError::bad_request("\"active\" must be true or false"))?
         .active
         .unwrap_or(true);
-    let trace_id = trace_id(&req);
     let (_, done) = send_to_session(
         &state,
         &session_id,

@@ -8,9 +8,9 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
-use super::api::authorize_player;
+use super::api::{authorize_player, credential_first};
 use super::{AppState, json_body, send_to_session};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::ApiError;
 use crate::protocol::TurnEnd;
 use crate::protocol::http::{ChatAnswer, ChatTurn, ChatTurnFailed};
 use crate::protocol::{SessionId, TraceId, check_request_id};
@@ -44,14 +44,14 @@ async fn chat(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    // The body is read only for a caller with a credential to judge.
+    credential_first(&req, &state)?;
+    let trace_id = super::service::trace_id(&req)?;
     let body: ChatRequest = serde_json::from_value(json_body(body).await?)
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
     if let Some(id) = &body.request_id {
         check_request_id(id).map_err(ApiError::bad_request)?;
     }
-    let trace_id = super::service::context_header(&req, "X-Trace-ID")
-        .map_err(|problem| ApiError::new(ErrorCode::ContextInvalid, problem))?
-        .map_or_else(TraceId::fresh, TraceId::from);
     let (handle, accepted) = send_to_session(
         &state,
         &body.session_id,

@@ -15,11 +15,16 @@
 //! handed on again: if ownership moved meanwhile, the client is told to
 //! try again.
 
+use std::cell::RefCell;
 use std::net::IpAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::PayloadError;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::web::Bytes;
@@ -27,9 +32,9 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse, ResponseError, web};
 
 use std::sync::Arc;
 
-use super::{AppState, body_bytes, overloaded, same_secret};
+use super::{AppState, MAX_BODY_BYTES, body_bytes, overloaded, same_secret};
 use crate::config::Secret;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::protocol::SessionId;
 use crate::session::tail::AudienceReport;
 use crate::session::{RemoteAudience, Running};
@@ -144,7 +149,11 @@ pub struct Owner {
 
 /// Middleware: a request answered with "the session runs on another node"
 /// is sent to that node as it came, and the client gets that node's answer.
-/// Bodies are kept (up to the largest any route takes) to be sent on.
+///
+/// The body is not read here: the handler reads it (only once it has
+/// judged the caller, like every route), and what it reads is kept, up to
+/// the largest body any route takes, to be sent on with whatever it left
+/// unread.
 pub async fn hand_over(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -158,11 +167,14 @@ pub async fn hand_over(
         return Ok(next.call(req).await?.map_into_boxed_body());
     }
     let from_peer = cluster.from_peer(req.request());
-    let body = match body_bytes(req.take_payload()).await {
-        Ok(body) => body.freeze(),
-        Err(e) => return Ok(req.error_response(e).map_into_boxed_body()),
-    };
-    req.set_payload(Payload::from(body.clone()));
+    let kept = Rc::new(RefCell::new(KeptBody {
+        payload: Some(req.take_payload()),
+        read: web::BytesMut::new(),
+        over: false,
+    }));
+    req.set_payload(Payload::Stream {
+        payload: Box::pin(Recording(Rc::clone(&kept))),
+    });
     let res = next.call(req).await?;
     let Some(owner) = res.response().extensions().get::<Owner>().cloned() else {
         return Ok(res.map_into_boxed_body());
@@ -173,8 +185,69 @@ pub async fn hand_over(
         let e = overloaded("the session is moving between nodes; try again shortly");
         return Ok(ServiceResponse::new(http_req, e.error_response()));
     }
+    let body = match KeptBody::whole(&kept).await {
+        Ok(body) => body,
+        Err(e) => return Ok(ServiceResponse::new(http_req, e.error_response())),
+    };
     let answer = forward(&state, &http_req, &owner, body).await;
     Ok(ServiceResponse::new(http_req, answer))
+}
+
+/// A request's body as [`hand_over`] keeps it: what the handler read so
+/// far, and the payload the rest is still in.
+struct KeptBody {
+    payload: Option<Payload>,
+    read: web::BytesMut,
+    /// The handler read past [`MAX_BODY_BYTES`] (and was refused for it).
+    over: bool,
+}
+
+impl KeptBody {
+    /// The whole body: what was read and what was not, within
+    /// [`MAX_BODY_BYTES`] (`413` past it).
+    async fn whole(kept: &Rc<RefCell<KeptBody>>) -> Result<Bytes, ApiError> {
+        let (mut body, rest, over) = {
+            let mut kept = kept.borrow_mut();
+            (
+                std::mem::take(&mut kept.read),
+                kept.payload.take(),
+                kept.over,
+            )
+        };
+        if let Some(rest) = rest {
+            body.extend_from_slice(&body_bytes(rest).await?);
+        }
+        if over || body.len() > MAX_BODY_BYTES {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("body is larger than {MAX_BODY_BYTES} bytes"),
+            ));
+        }
+        Ok(body.freeze())
+    }
+}
+
+/// The payload a handler reads, recording each chunk into a [`KeptBody`].
+struct Recording(Rc<RefCell<KeptBody>>);
+
+impl futures_util::Stream for Recording {
+    type Item = Result<Bytes, PayloadError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let kept = &mut *self.0.borrow_mut();
+        let Some(payload) = kept.payload.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(payload).poll_next(cx);
+        if let Poll::Ready(Some(Ok(chunk))) = &polled {
+            if kept.read.len() + chunk.len() <= MAX_BODY_BYTES {
+                kept.read.extend_from_slice(chunk);
+            } else {
+                kept.over = true;
+            }
+        }
+        polled
+    }
 }
 
 /// Headers not sent on: they describe this hop, not the request.
@@ -256,6 +329,27 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
+/// Largest audience report read: `{"node_id": <64 characters>,
+/// "spectators": <a number>}` is about a hundred bytes.
+pub const MAX_AUDIENCE_BYTES: usize = 1024;
+
+/// Reads a body of at most `limit` bytes, stopping as soon as it is past.
+async fn read_bounded(mut payload: web::Payload, limit: usize) -> Result<Bytes, ApiError> {
+    use futures_util::StreamExt;
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|_| ApiError::bad_request("the body could not be read"))?;
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("body is larger than {limit} bytes"),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
 /// A tail's report, sent by [`audience_report`].
 #[derive(serde::Serialize, serde::Deserialize)]
 struct AudienceBody {
@@ -267,25 +361,30 @@ struct AudienceBody {
 /// session counts them in its `presence` frames. A session not running
 /// here is not loaded for it (the report is dropped; the next one finds
 /// the owner).
+///
+/// To anyone but a peer the route does not exist: the caller is judged
+/// from the head alone, before the path is read or a byte of the body, and
+/// gets exactly [`super::no_route`]'s answer. The body is read raw (never
+/// decompressed: actix decompresses only for the `Bytes`/`Json`
+/// extractors) and bounded by [`MAX_AUDIENCE_BYTES`].
 async fn audience_reported(
     req: HttpRequest,
     state: web::Data<AppState>,
-    path: web::Path<SessionId>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     if !state.cluster.from_peer(&req) {
         return super::no_route(req).await;
     }
+    let session_id = SessionId::from(req.match_info().get("id").unwrap_or_default());
+    let body = read_bounded(payload, MAX_AUDIENCE_BYTES).await?;
     let report: AudienceBody = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("bad audience report: {e}")))?;
+        .map_err(|_| ApiError::bad_request("the audience report is not {node_id, spectators}"))?;
     if report.node_id.is_empty() || report.node_id.len() > 64 {
         return Err(ApiError::bad_request("node_id must be 1 to 64 characters"));
     }
     let running = state
         .hub
-        .send(Running {
-            session_id: path.into_inner(),
-        })
+        .send(Running { session_id })
         .await
         .map_err(|e| ApiError::internal(&e))?;
     match running {

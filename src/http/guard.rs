@@ -23,9 +23,25 @@
 //!    `Host`, default ports 80/443 filled in by scheme) or from one listed
 //!    in `QUESTD_ALLOWED_ORIGINS`, else `403 FORBIDDEN`; `Origin: null` is
 //!    refused. Requests without `Origin` (non-browser clients) pass.
-//! 3. **Content type.** A `POST`, `PUT` or `PATCH` with a body must say
+//! 3. **Content encoding.** No route takes a compressed body: a request
+//!    whose `Content-Encoding` is anything but `identity` is refused with
+//!    `415 UNSUPPORTED_MEDIA_TYPE` before any handler, so nothing is ever
+//!    decompressed (a few KB of brotli can stand for gigabytes).
+//! 4. **Content type.** A `POST`, `PUT` or `PATCH` with a body must say
 //!    `Content-Type: application/json` (or `application/*+json`, parameters
 //!    allowed), else `415 UNSUPPORTED_MEDIA_TYPE`. Without a body it passes.
+//!
+//! What a WebSocket upgrade is has one definition here
+//! ([`is_websocket_upgrade`]), at least as wide as the handshake's (any
+//! `Upgrade` value containing `websocket`, in any case), so no spelling the
+//! handshake takes slips past the Origin rule.
+//!
+//! The guard also says where links that carry tokens point ([`LinkBase`]):
+//! `QUESTD_PUBLIC_URL` when set, else the request's `Host` (which rule 1
+//! allowed) over plain `http`/`ws`. `X-Forwarded-Proto`, `X-Forwarded-Host`
+//! and `Forwarded` are believed only from a peer listed in
+//! `QUESTD_TRUSTED_PROXIES`: from anyone else they would let a client (or a
+//! shared cache in between) put another host in front of a token.
 //!
 //! The rules hold for every route, `/mcp` included: a local MCP tool in a
 //! browser (an inspector on another port) is another origin like any other
@@ -39,10 +55,11 @@ use actix_web::dev::{ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::Method;
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::middleware::{Next, from_fn};
-use actix_web::{Error, HttpRequest};
+use actix_web::{Error, HttpMessage, HttpRequest};
 
 use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
+use crate::tools::cut_name;
 
 /// The page loads only its own scripts, styles and sockets; nothing may
 /// frame it or change where its forms and relative links go.
@@ -74,6 +91,31 @@ pub struct GuardRules {
     hosts: Hosts,
     /// `QUESTD_ALLOWED_ORIGINS`, normalized.
     origins: Vec<Origin>,
+    /// `QUESTD_PUBLIC_URL`, when set: put on every request for
+    /// [`link_base`].
+    public: Option<Arc<LinkBase>>,
+}
+
+/// The start of absolute links to this server: the page's
+/// `http(s)://host[:port]` and the WebSocket's `ws(s)://host[:port]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkBase {
+    pub http: String,
+    pub ws: String,
+}
+
+impl LinkBase {
+    fn new(secure: bool, authority: &str) -> Self {
+        let (http, ws) = if secure {
+            ("https", "wss")
+        } else {
+            ("http", "ws")
+        };
+        Self {
+            http: format!("{http}://{authority}"),
+            ws: format!("{ws}://{authority}"),
+        }
+    }
 }
 
 /// Which `Host` values are served.
@@ -125,7 +167,15 @@ impl GuardRules {
             Some(list) => parse_origins(list)?,
             None => Vec::new(),
         };
-        Ok(Self { hosts, origins })
+        let public = match settings.public_url.as_deref().map(str::trim) {
+            Some(url) if !url.is_empty() => Some(Arc::new(parse_public_url(url)?)),
+            _ => None,
+        };
+        Ok(Self {
+            hosts,
+            origins,
+            public,
+        })
     }
 
     /// The middleware that applies these rules and adds
@@ -156,6 +206,9 @@ impl GuardRules {
             } else {
                 self.refusal(req.request())
             };
+            if let Some(public) = &self.public {
+                req.extensions_mut().insert(Arc::clone(public));
+            }
             async move {
                 let mut res = match refusal {
                     Some(err) => req.error_response(err).map_into_right_body(),
@@ -176,6 +229,7 @@ impl GuardRules {
             return Some(refused);
         }
         self.origin_refusal(req, host_header.or(authority))
+            .or_else(|| encoding_refusal(req.headers()))
             .or_else(|| body_refusal(req))
     }
 
@@ -189,7 +243,10 @@ impl GuardRules {
         {
             return Some(ApiError::new(
                 ErrorCode::Forbidden,
-                format!("host {named:?} is not served here; see QUESTD_ALLOWED_HOSTS"),
+                format!(
+                    "host {:?} is not served here; see QUESTD_ALLOWED_HOSTS",
+                    cut_name(named)
+                ),
             ));
         }
         let unnamed = host_header.is_none() && authority.is_none();
@@ -216,8 +273,9 @@ impl GuardRules {
         Some(ApiError::new(
             ErrorCode::Forbidden,
             format!(
-                "origin {origin:?} may not open a WebSocket or change anything here; \
-                 see QUESTD_ALLOWED_ORIGINS"
+                "origin {:?} may not open a WebSocket or change anything here; \
+                 see QUESTD_ALLOWED_ORIGINS",
+                cut_name(&origin)
             ),
         ))
     }
@@ -244,14 +302,43 @@ impl GuardRules {
     }
 }
 
-/// Rule 3: a `POST`, `PUT` or `PATCH` with a body that is not JSON.
+/// Rule 3: a `Content-Encoding` other than `identity` (every value of
+/// every such header, compared without case; empty entries are nothing).
+fn encoding_refusal(headers: &HeaderMap) -> Option<ApiError> {
+    let mut named = headers.get_all(header::CONTENT_ENCODING).peekable();
+    named.peek()?;
+    let identity = named.all(|value| {
+        value.to_str().is_ok_and(|v| {
+            v.split(',')
+                .map(str::trim)
+                .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case("identity"))
+        })
+    });
+    if identity {
+        return None;
+    }
+    let got = headers
+        .get(header::CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let got = cut_name(&got);
+    Some(ApiError::new(
+        ErrorCode::UnsupportedMediaType,
+        format!(
+            "request bodies are never compressed here; send them without Content-Encoding \
+             (Content-Encoding: {got:?})"
+        ),
+    ))
+}
+
+/// Rule 4: a `POST`, `PUT` or `PATCH` with a body that is not JSON.
 fn body_refusal(req: &HttpRequest) -> Option<ApiError> {
     let headers = req.headers();
     let content_type = header_text(headers, &header::CONTENT_TYPE);
     if !carries_body(req.method(), headers) || is_json(content_type) {
         return None;
     }
-    let got = content_type.map_or_else(|| "none".to_owned(), |t| format!("{t:?}"));
+    let got = content_type.map_or_else(|| "none".to_owned(), |t| format!("{:?}", cut_name(t)));
     Some(ApiError::new(
         ErrorCode::UnsupportedMediaType,
         format!("request bodies must be application/json (Content-Type: {got})"),
@@ -273,14 +360,17 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str>
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Whether the request asks to become a WebSocket (`Upgrade: websocket`,
-/// perhaps among other protocols).
-fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+/// Whether the request asks to become a WebSocket: any `Upgrade` value
+/// that contains `websocket` in any case (`websocket`, `WebSocket`,
+/// `foo, websocket`, `websocket/13`). The handshake (actix-web-actors)
+/// takes the first `Upgrade` value when its lower case contains
+/// `websocket`; this takes every value, bytes that are not text included,
+/// so whatever the handshake would upgrade, the Origin rule judges.
+pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
     headers.get_all(header::UPGRADE).any(|v| {
-        v.to_str().is_ok_and(|v| {
-            v.split(',')
-                .any(|p| p.trim().eq_ignore_ascii_case("websocket"))
-        })
+        v.as_bytes()
+            .windows(b"websocket".len())
+            .any(|w| w.eq_ignore_ascii_case(b"websocket"))
     })
 }
 
@@ -400,6 +490,48 @@ fn parse_origin(text: &str) -> Option<Origin> {
         authority.port = None;
     }
     Some(Origin { scheme, authority })
+}
+
+/// Parses `QUESTD_PUBLIC_URL`: an `http` or `https` origin (no path).
+fn parse_public_url(url: &str) -> Result<LinkBase, InvalidRule> {
+    match parse_origin(url) {
+        Some(origin) if matches!(origin.scheme.as_str(), "http" | "https") => {
+            let Authority { host, port } = &origin.authority;
+            let authority = port.map_or_else(|| host.clone(), |port| format!("{host}:{port}"));
+            Ok(LinkBase::new(origin.scheme == "https", &authority))
+        }
+        _ => Err(InvalidRule {
+            setting: "QUESTD_PUBLIC_URL",
+            problem: format!(
+                "{url:?} is not an address players reach this server at (write \
+                 http(s)://host[:port] without a path, like https://game.example)"
+            ),
+        }),
+    }
+}
+
+/// Where links that carry tokens point for `req` (see the module doc):
+/// `QUESTD_PUBLIC_URL` when set; else, when the peer is a trusted proxy
+/// (`trusted_proxy`), what it forwards (`Forwarded`, `X-Forwarded-Proto`,
+/// `X-Forwarded-Host`), else the request's own `Host` over `http`/`ws`.
+pub fn link_base(req: &HttpRequest, trusted_proxy: bool) -> LinkBase {
+    if let Some(public) = req.extensions().get::<Arc<LinkBase>>() {
+        return LinkBase::clone(public);
+    }
+    if trusted_proxy {
+        let info = req.connection_info();
+        if parse_authority(info.host()).is_some() {
+            let secure = matches!(info.scheme(), "https" | "wss");
+            return LinkBase::new(secure, info.host());
+        }
+    }
+    let named = header_text(req.headers(), &header::HOST)
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .filter(|host| parse_authority(host).is_some());
+    match named {
+        Some(host) => LinkBase::new(false, host.trim()),
+        None => LinkBase::new(false, req.app_config().host()),
+    }
 }
 
 /// Parses `QUESTD_ALLOWED_HOSTS`: names with optional ports, or `*`.
@@ -743,6 +875,22 @@ mod tests {
             parse(&["--allowed-hosts", "a.example, ,b.example:1,"]),
             None
         );
+        for bad in [
+            "game.example",
+            "ftp://game.example",
+            "https://game.example/play",
+            "wss://game.example",
+            "null",
+        ] {
+            let err = parse(&["--public-url", bad]);
+            assert!(
+                err.as_deref()
+                    .is_some_and(|e| e.starts_with("QUESTD_PUBLIC_URL: ") && e.contains(bad)),
+                "{bad}: {err:?}"
+            );
+        }
+        assert_eq!(parse(&["--public-url", "https://game.example:8443/"]), None);
+        assert_eq!(parse(&["--public-url", " "]), None);
     }
 
     /// The code a request gets from the rules, or `None` when it passes.
@@ -877,6 +1025,159 @@ mod tests {
     }
 
     #[test]
+    fn only_identity_bodies_pass() {
+        let r = rules(&["--bind", "127.0.0.1:8080"]);
+        let unsupported = Some(ErrorCode::UnsupportedMediaType);
+        // (Content-Encoding values, method, what the request gets)
+        let cases: &[(&[&str], Method, Option<ErrorCode>)] = &[
+            (&[], Method::POST, None),
+            (&["identity"], Method::POST, None),
+            (&["Identity, identity"], Method::POST, None),
+            (&[""], Method::POST, None),
+            (&["gzip"], Method::POST, unsupported),
+            (&["br"], Method::PUT, unsupported),
+            (&["zstd"], Method::POST, unsupported),
+            (&["deflate"], Method::PATCH, unsupported),
+            (&["identity, gzip"], Method::POST, unsupported),
+            (&["identity", "br"], Method::POST, unsupported),
+            (&["x-unknown"], Method::POST, unsupported),
+            // Whatever the method: no route takes a compressed body.
+            (&["gzip"], Method::GET, unsupported),
+            (&["br"], Method::DELETE, unsupported),
+        ];
+        for (codings, method, want) in cases {
+            let mut req = TestRequest::default()
+                .method(method.clone())
+                .uri("/api/v1/sessions/x/audience")
+                .insert_header(("host", "127.0.0.1:8080"))
+                .insert_header(("content-type", "application/json"))
+                .insert_header(("content-length", "9"));
+            for coding in *codings {
+                req = req.append_header(("content-encoding", *coding));
+            }
+            assert_eq!(judge(&r, req), *want, "{method} {codings:?}");
+        }
+        let req = TestRequest::post()
+            .insert_header(("host", "127.0.0.1:8080"))
+            .insert_header(("content-encoding", "br"))
+            .to_http_request();
+        let message = r.refusal(&req).map(|e| e.message).unwrap_or_default();
+        assert_eq!(
+            message,
+            "request bodies are never compressed here; send them without Content-Encoding \
+             (Content-Encoding: \"br\")"
+        );
+    }
+
+    #[test]
+    fn every_upgrade_the_handshake_takes_is_judged_by_origin() {
+        let r = rules(&["--bind", "127.0.0.1:8080"]);
+        // (Upgrade values, an upgrade)
+        let cases: &[(&[&str], bool)] = &[
+            (&["websocket"], true),
+            (&["WebSocket"], true),
+            (&["WEBSOCKET"], true),
+            (&["foo, websocket"], true),
+            (&["foo websocket"], true),
+            (&["websocket/13"], true),
+            (&["x-websocket-y"], true),
+            (&["h2c", "websocket"], true),
+            (&["h2c"], false),
+            (&["web socket"], false),
+            (&[], false),
+        ];
+        for (values, upgrade) in cases {
+            let mut req = TestRequest::get()
+                .uri("/ws/sessions/x")
+                .insert_header(("host", "127.0.0.1:8080"))
+                .insert_header(("origin", "http://evil.example"));
+            for value in *values {
+                req = req.append_header(("upgrade", *value));
+            }
+            let req = req.to_http_request();
+            assert_eq!(is_websocket_upgrade(req.headers()), *upgrade, "{values:?}");
+            let refused = r.refusal(&req).map(|e| e.code);
+            let want = upgrade.then_some(ErrorCode::Forbidden);
+            assert_eq!(refused, want, "from another origin: {values:?}");
+        }
+    }
+
+    #[test]
+    fn links_follow_the_public_url_then_a_trusted_proxy_then_host() {
+        let forged = |req: TestRequest| {
+            req.insert_header(("x-forwarded-host", "evil.example"))
+                .insert_header(("x-forwarded-proto", "https"))
+                .insert_header(("forwarded", "host=evil.example;proto=https"))
+        };
+        let base = |http: &str, ws: &str| LinkBase {
+            http: http.to_owned(),
+            ws: ws.to_owned(),
+        };
+        // (settings, request, from a trusted proxy, links)
+        let cases: Vec<(&[&str], TestRequest, bool, LinkBase)> = vec![
+            (
+                &[],
+                TestRequest::get().insert_header(("host", "127.0.0.1:8080")),
+                false,
+                base("http://127.0.0.1:8080", "ws://127.0.0.1:8080"),
+            ),
+            (
+                &[],
+                forged(TestRequest::get().insert_header(("host", "127.0.0.1:8080"))),
+                false,
+                base("http://127.0.0.1:8080", "ws://127.0.0.1:8080"),
+            ),
+            (
+                &[],
+                forged(TestRequest::get().insert_header(("host", "127.0.0.1:8080"))),
+                true,
+                base("https://evil.example", "wss://evil.example"),
+            ),
+            (
+                &[],
+                TestRequest::get()
+                    .insert_header(("host", "127.0.0.1:8080"))
+                    .insert_header(("x-forwarded-host", "game.example"))
+                    .insert_header(("x-forwarded-proto", "https")),
+                true,
+                base("https://game.example", "wss://game.example"),
+            ),
+            (
+                &[],
+                TestRequest::get()
+                    .insert_header(("host", "127.0.0.1:8080"))
+                    .insert_header(("x-forwarded-host", "a b/c")),
+                true,
+                base("http://127.0.0.1:8080", "ws://127.0.0.1:8080"),
+            ),
+            (
+                &["--public-url", "https://Game.Example/"],
+                forged(TestRequest::get().insert_header(("host", "127.0.0.1:8080"))),
+                true,
+                base("https://game.example", "wss://game.example"),
+            ),
+            (
+                &["--public-url", "http://game.example:8080"],
+                TestRequest::get().insert_header(("host", "127.0.0.1:8080")),
+                false,
+                base("http://game.example:8080", "ws://game.example:8080"),
+            ),
+        ];
+        for (args, req, trusted, want) in cases {
+            let r = rules(args);
+            let req = req.to_http_request();
+            if let Some(public) = &r.public {
+                req.extensions_mut().insert(Arc::clone(public));
+            }
+            assert_eq!(
+                link_base(&req, trusted),
+                want,
+                "{args:?}, trusted {trusted}"
+            );
+        }
+    }
+
+    #[test]
     fn refusals_say_what_to_set() {
         let r = rules(&["--bind", "127.0.0.1:8080"]);
         let req = TestRequest::default()
@@ -887,6 +1188,13 @@ mod tests {
             err,
             "host \"evil.example\" is not served here; see QUESTD_ALLOWED_HOSTS"
         );
+        // What a refusal repeats of the request is cut like any name.
+        let long = "h".repeat(5000);
+        let req = TestRequest::default()
+            .insert_header(("host", long.as_str()))
+            .to_http_request();
+        let err = r.refusal(&req).map(|e| e.message).unwrap_or_default();
+        assert!(err.contains(&format!("\"{}\" is not", cut_name(&long))) && err.len() < 200);
         let req = TestRequest::default()
             .insert_header(("host", "127.0.0.1:8080"))
             .insert_header(("upgrade", "websocket"))

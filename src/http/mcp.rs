@@ -82,7 +82,7 @@ use super::idempotency;
 use super::service::{self, CallReport, HeaderRules, ServiceContext};
 use super::{AppState, MAX_BODY_BYTES};
 use crate::error::{ApiError, ErrorCode};
-use crate::tools::json_kind;
+use crate::tools::{cut_name, json_kind};
 
 /// The stateless revision(s), newest first.
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
@@ -161,6 +161,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         (status = 400, description = "A bad envelope, version or header: a JSON-RPC error", body = RpcAnswer),
         (status = 404, description = "An unknown or ended MCP session, or (2026-07-28) an unknown method: a JSON-RPC error", body = RpcAnswer)))]
 async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    // The key (and the context headers) are judged before the body is
+    // read, so a refusal cannot know the message's id: it is `null`, as
+    // JSON-RPC answers a request whose id could not be read.
+    let ctx = match ServiceContext::from_request(&req, &state, HeaderRules::Lenient) {
+        Ok(ctx) => ctx,
+        Err(e) => return api_error(e, &Value::Null),
+    };
     let body = match read_body(payload).await {
         Ok(body) => body,
         Err(e) => return e.response(&Value::Null),
@@ -170,10 +177,6 @@ async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payloa
         Err((id, e)) => return e.response(&id),
     };
     let id = msg.id.clone().unwrap_or(Value::Null);
-    let ctx = match ServiceContext::from_request(&req, &state, HeaderRules::Lenient) {
-        Ok(ctx) => ctx,
-        Err(e) => return api_error(e, &id),
-    };
     let sessions = &state.mcp_sessions;
     let route = match route(req.headers(), &msg, sessions, &ctx.tenant_id) {
         Ok(route) => route,
@@ -233,14 +236,16 @@ async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payloa
             StatusCode::OK,
             METHOD_NOT_FOUND,
             format!(
-                "no method {method:?}; this server has initialize, ping, tools/list and tools/call"
+                "no method {:?}; this server has initialize, ping, tools/list and tools/call",
+                cut_name(method)
             ),
         )),
         (Era::Modern, _) => Err(RpcError::new(
             StatusCode::NOT_FOUND,
             METHOD_NOT_FOUND,
             format!(
-                "no method {method:?}; this server has server/discover, tools/list and tools/call"
+                "no method {:?}; this server has server/discover, tools/list and tools/call",
+                cut_name(method)
             ),
         )),
     };
@@ -423,7 +428,10 @@ fn check_modern(
     {
         return Err(RpcError::bad_request(
             HEADER_MISMATCH,
-            format!("{METHOD_HEADER} {named:?} does not match the body's method"),
+            format!(
+                "{METHOD_HEADER} {:?} does not match the body's method",
+                cut_name(named)
+            ),
         ));
     }
     // A Base64-wrapped name (`=?base64?...?=`) is for names that are not
@@ -435,7 +443,10 @@ fn check_modern(
     {
         return Err(RpcError::bad_request(
             HEADER_MISMATCH,
-            format!("{NAME_HEADER} {named:?} does not match the body's params.name"),
+            format!(
+                "{NAME_HEADER} {:?} does not match the body's params.name",
+                cut_name(named)
+            ),
         ));
     }
     if is_request
@@ -556,7 +567,7 @@ async fn tools_call(
     accepts: Accepts,
     key: Option<String>,
 ) -> HttpResponse {
-    let Some(name) = params.get("name").and_then(Value::as_str) else {
+    let Some(name) = params.get("name").and_then(Value::as_str).map(cut_name) else {
         return RpcError::new(
             StatusCode::OK,
             INVALID_PARAMS,
@@ -669,11 +680,13 @@ fn error_content(e: &crate::tools::ToolError) -> Value {
 }
 
 fn unknown_tool(name: &str) -> RpcError {
-    let shown: String = name.chars().take(64).collect();
     RpcError::new(
         StatusCode::OK,
         INVALID_PARAMS,
-        format!("unknown tool {shown:?}; tools/list names the tools"),
+        format!(
+            "unknown tool {:?}; tools/list names the tools",
+            cut_name(name)
+        ),
     )
 }
 
@@ -836,7 +849,7 @@ impl RpcError {
 }
 
 fn unsupported_version(requested: &str) -> RpcError {
-    let shown: String = requested.chars().take(64).collect();
+    let shown = cut_name(requested);
     RpcError::bad_request(
         UNSUPPORTED_VERSION,
         format!("unsupported protocol version {shown:?}"),
@@ -845,7 +858,7 @@ fn unsupported_version(requested: &str) -> RpcError {
 }
 
 fn unknown_session(session_id: &str) -> RpcError {
-    let shown: String = session_id.chars().take(64).collect();
+    let shown = cut_name(session_id);
     RpcError::new(
         StatusCode::NOT_FOUND,
         INVALID_REQUEST,

@@ -194,6 +194,16 @@ pub fn context_header(req: &HttpRequest, name: &str) -> Result<Option<String>, S
     Ok(Some(text.to_owned()))
 }
 
+/// The trace a request names in `X-Trace-ID` (checked by
+/// [`context_header`], `400 CONTEXT_INVALID` otherwise), or a fresh one:
+/// every route that takes a trace id takes it by this one rule, so none
+/// lets spaces or control characters into log lines.
+pub fn trace_id(req: &HttpRequest) -> Result<TraceId, ApiError> {
+    context_header(req, "X-Trace-ID")
+        .map_err(|problem| ApiError::new(ErrorCode::ContextInvalid, problem))
+        .map(|named| named.map_or_else(TraceId::fresh, TraceId::from))
+}
+
 fn parse_role(name: &str) -> Option<Role> {
     serde_json::from_value(Value::String(name.to_ascii_lowercase())).ok()
 }
@@ -296,7 +306,7 @@ pub async fn call_tool(
         report(ctx, tool, &args_hash(input), started, Err(e))
     };
     let Some(spec) = state.registry.spec(tool) else {
-        let shown: String = tool.chars().take(64).collect();
+        let shown = crate::tools::cut_name(tool);
         return refuse(
             None,
             &input,

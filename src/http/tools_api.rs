@@ -14,7 +14,7 @@ use crate::protocol::TraceId;
 use crate::protocol::http::{
     ToolCallAudit, ToolCallFailed, ToolCallSucceeded, ToolCatalogue, TraceLedger,
 };
-use crate::tools::Role;
+use crate::tools::{Role, cut_name};
 
 /// Most audit rows one trace lookup returns.
 pub const MAX_TRACE_ROWS: u32 = 1000;
@@ -135,8 +135,11 @@ async fn call(
     }
     let key = idempotency::call_key(&req, body.request_id.as_deref())?;
     let input = body.input.unwrap_or_else(|| json!({}));
+    // A name past the longest any tool has is cut before it is echoed,
+    // audited, logged or kept with an idempotency key: it is unknown anyway.
+    let tool = cut_name(&body.tool_name);
     let (report, replayed) =
-        idempotency::call_once(&state, &ctx, &body.tool_name, input, key.as_deref()).await?;
+        idempotency::call_once(&state, &ctx, tool, input, key.as_deref()).await?;
     let audit = audit_view(&report.audit);
     let (mut response, failed) = match &report.outcome {
         Ok(_) => (HttpResponse::Ok(), None),

@@ -42,6 +42,21 @@ use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState};
 use crate::protocol::SessionId;
 
+/// Longest name a caller gives that is repeated anywhere (a tool name, an
+/// MCP method, an id in an error message): answers, the audit ledger and
+/// log lines carry at most this many characters of it.
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// `name` cut to its first [`MAX_NAME_CHARS`] characters (at a character
+/// boundary). Every tool name is shorter, so a cut name is still an unknown
+/// tool; what is cut off is never echoed, stored or logged.
+pub fn cut_name(name: &str) -> &str {
+    match name.char_indices().nth(MAX_NAME_CHARS) {
+        Some((end, _)) => &name[..end],
+        None => name,
+    }
+}
+
 /// Longest error message sent back to a model or client.
 pub const MAX_ERROR_MESSAGE: usize = 600;
 /// Largest arguments of one tool call, as JSON bytes: they are repeated in
@@ -521,7 +536,7 @@ impl Registry {
                 "QUESTD_DISABLED_TOOLS names no tool {}; tools: {}",
                 unknown
                     .iter()
-                    .map(|n| format!("{:?}", n.chars().take(64).collect::<String>()))
+                    .map(|n| format!("{:?}", cut_name(n)))
                     .collect::<Vec<_>>()
                     .join(", "),
                 r.order.join(", ")
@@ -766,7 +781,7 @@ impl Registry {
             names.join(", ")
         };
         let Some(entry) = self.entries.get(name) else {
-            let shown: String = name.chars().take(64).collect();
+            let shown = cut_name(name);
             return Err((
                 Value::Null,
                 ToolError::new(
@@ -1062,6 +1077,35 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::demo;
     use super::*;
+
+    #[test]
+    fn names_are_cut_at_a_character_boundary() {
+        let at_most = "a".repeat(MAX_NAME_CHARS);
+        // (name, what is kept)
+        let cases: Vec<(String, String)> = vec![
+            (String::new(), String::new()),
+            ("move_to".into(), "move_to".into()),
+            (at_most.clone(), at_most.clone()),
+            (format!("{at_most}b"), at_most.clone()),
+            ("x".repeat(900_000), "x".repeat(MAX_NAME_CHARS)),
+            ("é".repeat(MAX_NAME_CHARS + 3), "é".repeat(MAX_NAME_CHARS)),
+            (
+                format!("{}🎲🎲", "a".repeat(63)),
+                format!("{}🎲", "a".repeat(63)),
+            ),
+        ];
+        for (name, kept) in cases {
+            assert_eq!(cut_name(&name), kept, "{:.20?}", name);
+        }
+        // Every tool's name is within the bound, so a cut name is unknown.
+        let registry = Registry::builtin().unwrap();
+        assert!(
+            registry
+                .names()
+                .iter()
+                .all(|n| n.chars().count() <= MAX_NAME_CHARS)
+        );
+    }
 
     fn run(name: &str, raw: RawArgs, allow: &[&str]) -> Invocation {
         let registry = Registry::builtin().unwrap();

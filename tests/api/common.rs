@@ -11,6 +11,8 @@ use futures_util::{SinkExt, StreamExt};
 use questd::llm::{OfflineGameMaster, Provider};
 use questd::{Application, Settings};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// How long a test waits for any one frame before failing.
 pub const FRAME_WAIT: Duration = Duration::from_secs(20);
@@ -729,4 +731,100 @@ pub async fn turn(ws: &mut Ws, text: &str) -> Turn {
         reply,
         frames,
     }
+}
+
+/// An answer read off a raw socket.
+#[derive(Debug)]
+pub struct Raw {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Raw {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+
+    pub fn code(&self) -> String {
+        self.json()["error_code"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+/// Sends `head` (request line and headers, without the blank line) and then
+/// `body` exactly as written, so `Host` and every other header are the
+/// test's own; reads one answer (its head, then `Content-Length` bytes).
+pub async fn raw(app: &TestApp, head: &str, body: &str) -> Raw {
+    raw_bytes(app.port, head, body.as_bytes()).await
+}
+
+/// [`raw`] to the server on `port`, with a body of any bytes.
+pub async fn raw_bytes(port: u16, head: &str, body: &[u8]) -> Raw {
+    let mut request = format!("{}\r\n\r\n", head.trim_end().replace('\n', "\r\n")).into_bytes();
+    request.extend_from_slice(body);
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    // Written while the answer is read: a server may answer before it has
+    // read the whole body (and then never read the rest).
+    let write = async {
+        let _ = writer.write_all(&request).await;
+        std::future::pending::<()>().await
+    };
+    let read = async {
+        loop {
+            if let Some(end) = find(&bytes, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        let (n, v) = l.split_once(':')?;
+                        n.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                if bytes.len() >= end + 4 + length {
+                    return (head, bytes[end + 4..end + 4 + length].to_vec());
+                }
+            }
+            let n = reader.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the server closed before a whole answer");
+            bytes.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let answer = async {
+        tokio::select! {
+            answer = read => answer,
+            () = write => unreachable!("the write never ends"),
+        }
+    };
+    let (head, body) = tokio::time::timeout(FRAME_WAIT, answer).await.unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Raw {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }

@@ -10,8 +10,6 @@ use awc::ws;
 use futures_util::{SinkExt, StreamExt};
 use questd::llm::OfflineGameMaster;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const EVIL: &str = "http://evil.example";
 
@@ -24,84 +22,6 @@ const SECURITY_HEADERS: [(&str, &str); 4] = [
     ("referrer-policy", "no-referrer"),
     ("x-frame-options", "DENY"),
 ];
-
-/// An answer read off a raw socket.
-#[derive(Debug)]
-struct Raw {
-    status: u16,
-    /// Header names in lower case.
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Raw {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-
-    fn code(&self) -> String {
-        self.json()["error_code"].as_str().unwrap_or("").to_owned()
-    }
-}
-
-/// Sends `head` (request line and headers, without the blank line) and then
-/// `body` exactly as written, so `Host` and every other header are the
-/// test's own; reads one answer (its head, then `Content-Length` bytes).
-async fn raw(app: &TestApp, head: &str, body: &str) -> Raw {
-    let request = format!("{}\r\n\r\n{body}", head.trim_end().replace('\n', "\r\n"));
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let read = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", app.port)).await.unwrap();
-        stream.write_all(request.as_bytes()).await.unwrap();
-        loop {
-            if let Some(end) = find(&bytes, b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
-                let length = head
-                    .lines()
-                    .find_map(|l| {
-                        let (n, v) = l.split_once(':')?;
-                        n.eq_ignore_ascii_case("content-length")
-                            .then(|| v.trim().parse::<usize>().ok())?
-                    })
-                    .unwrap_or(0);
-                if bytes.len() >= end + 4 + length {
-                    return (head, bytes[end + 4..end + 4 + length].to_vec());
-                }
-            }
-            let n = stream.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "the server closed before a whole answer");
-            bytes.extend_from_slice(&chunk[..n]);
-        }
-    };
-    let (head, body) = tokio::time::timeout(FRAME_WAIT, read).await.unwrap();
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    Raw {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
 
 /// A WebSocket upgrade of `session` with `token`, with these extra headers.
 async fn raw_upgrade(app: &TestApp, s: &Session, token: &str, extra: &str) -> Raw {

@@ -25,6 +25,7 @@ mod openai;
 mod openapi;
 mod quotas;
 mod security;
+mod security_edge;
 mod seeds;
 mod service;
 mod sites;

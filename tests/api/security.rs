@@ -33,7 +33,8 @@ async fn only_public_sessions_are_listed_and_never_with_a_player_token() {
     let rows = list.body.as_array().unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["spectator_token"], public.spectator_token.as_str());
-    // Naming a tenant lists that tenant's public sessions: none here.
+    // Naming another tenant without its key lists nothing: the header
+    // alone grants nothing (security_edge.rs has the whole rule).
     let other = request(
         "GET",
         &format!("{}/api/v1/sessions", app.base),
@@ -41,7 +42,7 @@ async fn only_public_sessions_are_listed_and_never_with_a_player_token() {
         None,
     )
     .await;
-    assert_eq!(other.body, json!([]));
+    assert_eq!(other.status, 401, "{}", other.body);
 }
 
 #[actix_web::test]

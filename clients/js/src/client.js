@@ -49,9 +49,12 @@ export class Questd {
     return this.#request('GET', '/api/v1/campaigns');
   }
 
-  /** `GET /api/v1/sessions`: the live public sessions of the tenant. */
+  /**
+   * `GET /api/v1/sessions`: the live public sessions of the tenant. Without
+   * `apiKey` only tenant `default`'s are listed (another `tenantId` is 401).
+   */
   listSessions() {
-    return this.#request('GET', '/api/v1/sessions', { tenant: true });
+    return this.#request('GET', '/api/v1/sessions', { key: true, tenant: true });
   }
 
   /**
