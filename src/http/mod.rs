@@ -211,15 +211,58 @@ pub async fn json_body_or_empty(payload: web::Payload) -> Result<serde_json::Val
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::json!({}));
     }
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+    parse_json(&body)
 }
 
 /// Reads a JSON body of at most [`MAX_BODY_BYTES`].
 pub async fn json_body(payload: web::Payload) -> Result<serde_json::Value, ApiError> {
-    let body = body_bytes(payload).await?;
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+    parse_json(&body_bytes(payload).await?)
+}
+
+/// A body as JSON, refused (`400 BAD_REQUEST`) when it is not JSON or
+/// when any string or key in it holds U+0000 ([`nul_refused`]).
+fn parse_json(body: &[u8]) -> Result<serde_json::Value, ApiError> {
+    let value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))?;
+    match crate::json::find_nul(&value) {
+        Some(at) => Err(nul_refused(&at)),
+        None => Ok(value),
+    }
+}
+
+/// The refusal of a body that holds U+0000, naming where (never what):
+/// PostgreSQL's `TEXT` cannot store it, so nothing a caller sends may
+/// carry it to a write that other sessions share.
+pub fn nul_refused(at: &crate::json::NulAt) -> ApiError {
+    ApiError::bad_request(format!("the body is refused: {at}"))
+}
+
+/// Where a request's URL holds an encoded U+0000 (`%00`): `"path"` or
+/// `"query string"`. A literal NUL never gets this far (the HTTP parser
+/// refuses it); the encoded one would be decoded into a session id, a
+/// token or a site id that reaches SQL.
+pub fn nul_in_url(uri: &actix_web::http::Uri) -> Option<&'static str> {
+    let holds = |text: &str| text.contains("%00");
+    if holds(uri.path()) {
+        Some("path")
+    } else if uri.query().is_some_and(holds) {
+        Some("query string")
+    } else {
+        None
+    }
+}
+
+/// Middleware: a request whose URL holds an encoded U+0000 is refused with
+/// `400 BAD_REQUEST` before any route sees it ([`nul_in_url`]).
+pub async fn refuse_nul_in_url(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    if let Some(part) = nul_in_url(req.uri()) {
+        let e = ApiError::bad_request(format!("the {part} holds an encoded U+0000 (%00)"));
+        return Ok(req.error_response(e).map_into_boxed_body());
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 /// Reads a body of at most [`MAX_BODY_BYTES`] (413 past that).
@@ -406,5 +449,22 @@ mod tests {
         assert!(!same_secret("abc", "abd"));
         assert!(!same_secret("abc", "abcd"));
         assert!(!same_secret("", "a"));
+    }
+
+    #[test]
+    fn an_encoded_nul_anywhere_in_the_url_is_found() {
+        let table = [
+            ("/api/v1/sessions/sess_1", None),
+            ("/api/v1/sessions/sess_1/journal?after_seq=3", None),
+            ("/api/v1/sessions/sess_%00", Some("path")),
+            ("/api/v1/sites/a%00b", Some("path")),
+            ("/ws/sessions/s?token=t%00", Some("query string")),
+            ("/ws/sessions/s?token=%2500", None),
+            ("/x%00?y=%00", Some("path")),
+        ];
+        for (uri, expected) in table {
+            let uri: actix_web::http::Uri = uri.parse().unwrap();
+            assert_eq!(nul_in_url(&uri), expected, "{uri}");
+        }
     }
 }
