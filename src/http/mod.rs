@@ -421,14 +421,23 @@ pub fn bad_query(rule: &'static str) -> impl FnOnce(actix_web::Error) -> ApiErro
 }
 
 /// A storage failure as an HTTP error: `503` with `Retry-After` when
-/// waiting helps, else `500` (the cause goes to the log only).
+/// waiting helps, `400` when the database refused the request's own data
+/// (the store is fine; the same request would fail again), else `500`
+/// (the cause goes to the log only).
 pub fn storage_failed(e: StorageError) -> ApiError {
     match e {
         StorageError::Overloaded => overloaded(STORAGE_BEHIND),
         StorageError::Full => overloaded(STORAGE_FULL),
+        StorageError::Unstorable(cause) => {
+            tracing::warn!(%cause, "a request's data could not be stored");
+            ApiError::bad_request(UNSTORABLE)
+        }
         e => ApiError::internal(&e),
     }
 }
+
+/// What a caller is told when the database refused its data.
+pub const UNSTORABLE: &str = "a value in the request cannot be stored";
 
 /// Any path no route matches: a JSON 404 like every other error.
 pub async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
