@@ -497,52 +497,55 @@ fn story_of(all: &[Value], wanted: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// Makes the database refuse, as data it cannot hold, every journal row of
-/// `session_id`: SQLite through a `CHECK` that fails, PostgreSQL with the
-/// error a string holding U+0000 gets (SQLSTATE 22021).
-async fn refuse_data_of(db_url: &str, session_id: &str) {
-    if db_url.starts_with("postgres") {
-        let mut c = PgConnection::connect(db_url).await.unwrap();
-        for sql in [
+/// Makes the database refuse, as data it cannot hold, every row of `table`
+/// whose `column` is `value`: SQLite through a `CHECK` that fails,
+/// PostgreSQL with the error a string holding U+0000 gets (SQLSTATE 22021).
+async fn refuse_data(db_url: &str, table: &str, column: &str, value: &str) {
+    let sqls = if db_url.starts_with("postgres") {
+        vec![
             "CREATE OR REPLACE FUNCTION injected_data_fault() RETURNS trigger LANGUAGE plpgsql \
              AS $$ BEGIN RAISE EXCEPTION 'invalid byte sequence for encoding \"UTF8\": 0x00' \
              USING ERRCODE = '22021'; END $$"
                 .to_owned(),
             format!(
-                "CREATE TRIGGER injected_data_fault AFTER INSERT ON journal FOR EACH ROW \
-                 WHEN (NEW.session_id = '{session_id}') EXECUTE FUNCTION injected_data_fault()"
+                "CREATE TRIGGER injected_{table} AFTER INSERT ON {table} FOR EACH ROW \
+                 WHEN (NEW.{column} = '{value}') EXECUTE FUNCTION injected_data_fault()"
             ),
-        ] {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&mut c)
-                .await
-                .unwrap();
-        }
+        ]
     } else {
-        let mut c = SqliteConnection::connect(db_url).await.unwrap();
-        for sql in [
-            "CREATE TABLE injected_check (v INTEGER CHECK (v > 0))".to_owned(),
+        vec![
+            "CREATE TABLE IF NOT EXISTS injected_check (v INTEGER CHECK (v > 0))".to_owned(),
             format!(
-                "CREATE TRIGGER injected_data_fault AFTER INSERT ON journal \
-                 WHEN NEW.session_id = '{session_id}' \
+                "CREATE TRIGGER injected_{table} AFTER INSERT ON {table} \
+                 WHEN NEW.{column} = '{value}' \
                  BEGIN INSERT INTO injected_check VALUES (0); END"
             ),
-        ] {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&mut c)
-                .await
-                .unwrap();
+        ]
+    };
+    for sql in sqls {
+        let sql = sqlx::AssertSqlSafe(sql);
+        if db_url.starts_with("postgres") {
+            let mut c = PgConnection::connect(db_url).await.unwrap();
+            sqlx::query(sql).execute(&mut c).await.unwrap();
+        } else {
+            let mut c = SqliteConnection::connect(db_url).await.unwrap();
+            sqlx::query(sql).execute(&mut c).await.unwrap();
         }
     }
 }
 
 #[actix_web::test]
-async fn a_row_the_database_refuses_fails_its_own_session_and_no_one_elses() {
+async fn a_write_the_database_refuses_as_data_fails_alone_and_no_one_else_is_refused() {
     let app = server(0).await;
     let mut other = Bystander::new(&app).await;
+
+    // Every row a turn of one session writes (its journal and its audit
+    // rows) is refused: that session stops, no one else notices.
     let s = app.demo().await;
     let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
-    refuse_data_of(&app.db_url, &s.session_id).await;
+    for table in ["journal", "audit"] {
+        refuse_data(&app.db_url, table, "session_id", &s.session_id).await;
+    }
     ws.chat(&format!("go to {}", neighbour(&welcome["state"])), "doomed")
         .await;
     let (frames, code) = ws.frames_until_turn_end_or_close("doomed").await;
@@ -553,7 +556,34 @@ async fn a_row_the_database_refuses_fails_its_own_session_and_no_one_elses() {
         "nothing is told that is not durable: {frames:?}"
     );
     assert_eq!(code, Some(1011), "{frames:?}");
-    // At once, the node serves everyone else as before.
+    other.plays_on(&app).await;
+
+    // A session whose row is refused: its creation alone is refused, as
+    // the caller's data.
+    refuse_data(&app.db_url, "sessions", "title", "Refused title").await;
+    let mut refused = campaign();
+    refused["title"] = json!("Refused title");
+    let a = request(
+        "POST",
+        &format!("{}/api/v1/sessions", app.base),
+        &[("X-Internal-API-Key", TEST_KEY)],
+        Some(&json!({ "campaign": refused })),
+    )
+    .await;
+    assert_eq!(
+        (
+            a.status,
+            a.body["error_code"].as_str(),
+            a.body["message"].as_str()
+        ),
+        (
+            400,
+            Some("BAD_REQUEST"),
+            Some("a value in the request cannot be stored")
+        ),
+        "{}",
+        a.body
+    );
     other.plays_on(&app).await;
     other.plays_on(&app).await;
 }
