@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use crate::common::*;
+use crate::storage_faults::{Db, fails_to_play};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
 use questd::protocol::CallId;
 use serde_json::{Value, json};
-use sqlx::{Connection, PgConnection, SqliteConnection};
 
 const YANTIAN: &str = include_str!("fixtures/yantian_campaign.json");
 
@@ -501,8 +501,9 @@ fn story_of(all: &[Value], wanted: &[Value]) -> Vec<Value> {
 /// whose `column` is `value`: SQLite through a `CHECK` that fails,
 /// PostgreSQL with the error a string holding U+0000 gets (SQLSTATE 22021).
 async fn refuse_data(db_url: &str, table: &str, column: &str, value: &str) {
-    let sqls = if db_url.starts_with("postgres") {
-        vec![
+    let mut c = Db::connect(db_url).await;
+    let sqls = match c {
+        Db::Postgres(_) => [
             "CREATE OR REPLACE FUNCTION injected_data_fault() RETURNS trigger LANGUAGE plpgsql \
              AS $$ BEGIN RAISE EXCEPTION 'invalid byte sequence for encoding \"UTF8\": 0x00' \
              USING ERRCODE = '22021'; END $$"
@@ -511,26 +512,18 @@ async fn refuse_data(db_url: &str, table: &str, column: &str, value: &str) {
                 "CREATE TRIGGER injected_{table} AFTER INSERT ON {table} FOR EACH ROW \
                  WHEN (NEW.{column} = '{value}') EXECUTE FUNCTION injected_data_fault()"
             ),
-        ]
-    } else {
-        vec![
+        ],
+        Db::Sqlite(_) => [
             "CREATE TABLE IF NOT EXISTS injected_check (v INTEGER CHECK (v > 0))".to_owned(),
             format!(
                 "CREATE TRIGGER injected_{table} AFTER INSERT ON {table} \
                  WHEN NEW.{column} = '{value}' \
                  BEGIN INSERT INTO injected_check VALUES (0); END"
             ),
-        ]
+        ],
     };
     for sql in sqls {
-        let sql = sqlx::AssertSqlSafe(sql);
-        if db_url.starts_with("postgres") {
-            let mut c = PgConnection::connect(db_url).await.unwrap();
-            sqlx::query(sql).execute(&mut c).await.unwrap();
-        } else {
-            let mut c = SqliteConnection::connect(db_url).await.unwrap();
-            sqlx::query(sql).execute(&mut c).await.unwrap();
-        }
+        c.run(sql).await;
     }
 }
 
@@ -542,20 +535,10 @@ async fn a_write_the_database_refuses_as_data_fails_alone_and_no_one_else_is_ref
     // Every row a turn of one session writes (its journal and its audit
     // rows) is refused: that session stops, no one else notices.
     let s = app.demo().await;
-    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
     for table in ["journal", "audit"] {
         refuse_data(&app.db_url, table, "session_id", &s.session_id).await;
     }
-    ws.chat(&format!("go to {}", neighbour(&welcome["state"])), "doomed")
-        .await;
-    let (frames, code) = ws.frames_until_turn_end_or_close("doomed").await;
-    assert!(
-        !frames
-            .iter()
-            .any(|f| f["type"] == "tool_result" || f["type"] == "turn_completed"),
-        "nothing is told that is not durable: {frames:?}"
-    );
-    assert_eq!(code, Some(1011), "{frames:?}");
+    fails_to_play(&app, &s, 0).await;
     other.plays_on(&app).await;
 
     // A session whose row is refused: its creation alone is refused, as
