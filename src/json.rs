@@ -1,4 +1,5 @@
-//! JSON text in one allocation of its final size.
+//! JSON text in one allocation of its final size, and the one check of
+//! JSON a caller sends for U+0000, which PostgreSQL's `TEXT` cannot hold.
 //!
 //! `serde_json::to_string` starts from a small buffer and doubles it as it
 //! writes: a tool result of a few hundred bytes costs three or four
@@ -10,6 +11,7 @@
 use std::cell::RefCell;
 
 use serde::Serialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// Scratch buffers bigger than this are not kept between calls, so one
@@ -62,6 +64,148 @@ pub fn raw(value: &serde_json::Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
+/// The escape JSON text writes U+0000 with: a raw NUL byte is not valid
+/// JSON, so text without this holds no NUL in any string or key.
+const NUL_ESCAPE: &[u8] = b"\\u0000";
+
+/// Longest JSON pointer a refusal names, in characters (keys are the
+/// caller's and may be long); a longer one is cut and ends with `…`.
+const MAX_POINTER_CHARS: usize = 200;
+
+/// Where a JSON value holds U+0000: a string, or a key of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NulAt {
+    /// The JSON pointer (RFC 6901) of the string, or of the object whose
+    /// key holds it; cut at [`MAX_POINTER_CHARS`]. Never holds the NUL.
+    pub pointer: String,
+    /// Whether an object key holds it (rather than a string value).
+    pub in_key: bool,
+}
+
+impl std::fmt::Display for NulAt {
+    /// Names the place, never the value: `"/campaign/title" holds U+0000`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = if self.pointer.is_empty() {
+            "the top level"
+        } else {
+            &self.pointer
+        };
+        if self.in_key {
+            write!(f, "a key of the object at {at:?} holds U+0000 (NUL)")
+        } else {
+            write!(f, "the string at {at:?} holds U+0000 (NUL)")
+        }
+    }
+}
+
+/// The first string or object key of `value` holding U+0000, depth first
+/// in document order (an object's keys before what they hold), or `None`.
+/// Every edge that takes JSON from a caller refuses such a value: the
+/// databases store text, and PostgreSQL's `TEXT` refuses U+0000.
+pub fn find_nul(value: &Value) -> Option<NulAt> {
+    // Recursion is bounded: serde_json parses at most 128 levels deep.
+    fn walk(value: &Value, path: &mut Vec<String>) -> Option<bool> {
+        match value {
+            Value::String(s) => s.contains('\0').then_some(false),
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                path.push(i.to_string());
+                let found = walk(item, path);
+                if found.is_none() {
+                    path.pop();
+                }
+                found
+            }),
+            Value::Object(fields) => {
+                if fields.keys().any(|k| k.contains('\0')) {
+                    return Some(true);
+                }
+                fields.iter().find_map(|(key, item)| {
+                    path.push(key.replace('~', "~0").replace('/', "~1"));
+                    let found = walk(item, path);
+                    if found.is_none() {
+                        path.pop();
+                    }
+                    found
+                })
+            }
+            _ => None,
+        }
+    }
+    let mut path = Vec::new();
+    let in_key = walk(value, &mut path)?;
+    let mut pointer = String::new();
+    for segment in &path {
+        pointer.push('/');
+        pointer.push_str(segment);
+    }
+    if pointer.chars().count() > MAX_POINTER_CHARS {
+        pointer = pointer.chars().take(MAX_POINTER_CHARS).collect();
+        pointer.push('…');
+    }
+    Some(NulAt { pointer, in_key })
+}
+
+/// [`find_nul`] of the JSON `text`, which is read only when it holds the
+/// escape of U+0000 (a NUL can be nowhere else in valid JSON): text that
+/// is not JSON, or holds no NUL, is `None`.
+pub fn find_nul_in_text(text: &[u8]) -> Option<NulAt> {
+    if !holds_nul_escape(text) {
+        return None;
+    }
+    find_nul(&serde_json::from_slice(text).ok()?)
+}
+
+/// Whether JSON text holds the escape of U+0000 (perhaps not as one: an
+/// escaped backslash before `u0000` matches too).
+fn holds_nul_escape(text: &[u8]) -> bool {
+    text.windows(NUL_ESCAPE.len()).any(|w| w == NUL_ESCAPE)
+}
+
+/// Replaces U+0000 with U+FFFD in `text`, where text from outside (a
+/// model's answer) is made storable rather than refused.
+pub fn replace_nul(text: &mut String) {
+    if text.contains('\0') {
+        *text = text.replace('\0', "\u{FFFD}");
+    }
+}
+
+/// [`replace_nul`] in every string and key of `value`.
+pub fn replace_nul_in(value: &mut Value) {
+    match value {
+        Value::String(s) => replace_nul(s),
+        Value::Array(items) => items.iter_mut().for_each(replace_nul_in),
+        Value::Object(fields) => {
+            if fields.keys().any(|k| k.contains('\0')) {
+                *fields = std::mem::take(fields)
+                    .into_iter()
+                    .map(|(mut k, v)| {
+                        replace_nul(&mut k);
+                        (k, v)
+                    })
+                    .collect();
+            }
+            fields.values_mut().for_each(replace_nul_in);
+        }
+        _ => {}
+    }
+}
+
+/// [`replace_nul`] in the JSON `text` (a model's tool arguments): where it
+/// reads as JSON holding U+0000, it is written again with U+FFFD in its
+/// place; other text is left as it is.
+pub fn replace_nul_in_text(text: &mut String) {
+    replace_nul(text);
+    if !holds_nul_escape(text.as_bytes()) {
+        return;
+    }
+    if let Ok(mut value) = serde_json::from_str::<Value>(text)
+        && find_nul(&value).is_some()
+    {
+        replace_nul_in(&mut value);
+        *text = self::text(&value);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -82,6 +226,85 @@ mod tests {
         for v in &values {
             assert_eq!(to_string(v).unwrap(), serde_json::to_string(v).unwrap());
             assert_eq!(text(v), v.to_string());
+        }
+    }
+
+    /// Where U+0000 is found: the pointer of the string, or of the object
+    /// whose key holds it; the first in document order; `None` without.
+    #[test]
+    fn find_nul_names_the_first_place_never_the_value() {
+        let at = |pointer: &str, in_key| {
+            Some(NulAt {
+                pointer: pointer.into(),
+                in_key,
+            })
+        };
+        let table = [
+            (
+                json!({"title": "ok", "n": 1, "list": [null, true, 2.5]}),
+                None,
+            ),
+            (json!("T\u{0}"), at("", false)),
+            (
+                json!({"campaign": {"title": "T\u{0}"}}),
+                at("/campaign/title", false),
+            ),
+            (json!({"a": ["x", {"b": "\u{0}"}]}), at("/a/1/b", false)),
+            (json!({"a/b": {"c~d": "\u{0}"}}), at("/a~1b/c~0d", false)),
+            (json!({"o": {"k\u{0}": 1}}), at("/o", true)),
+            (json!({"k\u{0}": "v\u{0}"}), at("", true)),
+            (
+                json!({"first": "\u{0}", "second": "\u{0}"}),
+                at("/first", false),
+            ),
+            (json!(["a", "b\u{0}", "\u{0}"]), at("/1", false)),
+        ];
+        for (value, expected) in table {
+            assert_eq!(find_nul(&value), expected, "{value}");
+            assert_eq!(
+                find_nul_in_text(value.to_string().as_bytes()),
+                expected,
+                "{value}"
+            );
+        }
+        // Text that only looks like the escape, or is not JSON at all.
+        assert_eq!(find_nul_in_text(br#"{"a":"\\u0000"}"#), None);
+        assert_eq!(find_nul_in_text(br#"{"a":"\u0000"#), None);
+        assert_eq!(find_nul_in_text(br#"{"a":"\u0000"}"#), at("/a", false));
+    }
+
+    #[test]
+    fn a_long_pointer_is_cut_and_the_message_holds_no_nul() {
+        let key = "k".repeat(1000);
+        let found = find_nul(&json!({ key: "\u{0}" })).unwrap();
+        assert_eq!(found.pointer.chars().count(), MAX_POINTER_CHARS + 1);
+        assert!(found.pointer.ends_with('…'));
+        let message = find_nul(&json!({"o": {"k\u{0}": 1}})).unwrap().to_string();
+        assert_eq!(message, "a key of the object at \"/o\" holds U+0000 (NUL)");
+        assert!(!message.contains('\0'));
+        let message = find_nul(&json!({"t": "\u{0}"})).unwrap().to_string();
+        assert_eq!(message, "the string at \"/t\" holds U+0000 (NUL)");
+    }
+
+    #[test]
+    fn replacing_nul_leaves_no_nul_and_other_text_alone() {
+        let mut text = "look \u{0} around".to_owned();
+        replace_nul(&mut text);
+        assert_eq!(text, "look \u{FFFD} around");
+        let mut value = json!({"k\u{0}": ["\u{0}", {"x": "a\u{0}b"}], "n": 1});
+        replace_nul_in(&mut value);
+        assert_eq!(find_nul(&value), None);
+        assert_eq!(value["k\u{FFFD}"][1]["x"], "a\u{FFFD}b");
+        for (given, expected) in [
+            (r#"{"name":"Bob\u0000"}"#, "{\"name\":\"Bob\u{FFFD}\"}"),
+            (r#"{"name":"\\u0000"}"#, r#"{"name":"\\u0000"}"#),
+            ("not json \\u0000", "not json \\u0000"),
+            ("raw \u{0} nul", "raw \u{FFFD} nul"),
+            (r#"{"plain":1}"#, r#"{"plain":1}"#),
+        ] {
+            let mut text = given.to_owned();
+            replace_nul_in_text(&mut text);
+            assert_eq!(text, expected, "{given}");
         }
     }
 

@@ -260,6 +260,7 @@ impl Application {
             App::new()
                 .app_data(data.clone())
                 .wrap(actix_web::middleware::from_fn(http::cluster::hand_over))
+                .wrap(actix_web::middleware::from_fn(http::refuse_nul_in_url))
                 .wrap(Arc::clone(&guard).middleware())
                 .configure(http::configure)
                 .default_service(web::to(http::no_route))

@@ -753,6 +753,16 @@ impl Incoming {
         let invalid = |id: &Value, message: &str| {
             Err((id.clone(), RpcError::bad_request(INVALID_REQUEST, message)))
         };
+        if let Some(at) = crate::json::find_nul(&value) {
+            // Answered under the message's id when that id is usable
+            // (a number, or a string without the NUL).
+            let id = match value.get("id") {
+                Some(id @ Value::Number(_)) => id.clone(),
+                Some(id @ Value::String(s)) if !s.contains('\0') => id.clone(),
+                _ => Value::Null,
+            };
+            return invalid(&id, &format!("the body is refused: {at}"));
+        }
         let envelope = match value {
             Value::Object(_) => match Envelope::deserialize(value) {
                 Ok(envelope) => envelope,

@@ -216,8 +216,7 @@ pub async fn json_body_or_empty(payload: web::Payload) -> Result<serde_json::Val
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::json!({}));
     }
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+    parse_json(&body)
 }
 
 /// Reads a JSON body of at most [`MAX_BODY_BYTES`].
@@ -225,10 +224,50 @@ pub async fn json_body(payload: web::Payload) -> Result<serde_json::Value, ApiEr
     parse_json(&body_bytes(payload).await?)
 }
 
-/// A body read whole, as JSON (`400` saying where it is not).
+/// A body as JSON, refused (`400 BAD_REQUEST`) when it is not JSON or
+/// when any string or key in it holds U+0000 ([`nul_refused`]).
 pub(crate) fn parse_json(body: &[u8]) -> Result<serde_json::Value, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))
+    let value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("body is not valid JSON: {e}")))?;
+    match crate::json::find_nul(&value) {
+        Some(at) => Err(nul_refused(&at)),
+        None => Ok(value),
+    }
+}
+
+/// The refusal of a body that holds U+0000, naming where (never what):
+/// PostgreSQL's `TEXT` cannot store it, so nothing a caller sends may
+/// carry it to a write that other sessions share.
+pub fn nul_refused(at: &crate::json::NulAt) -> ApiError {
+    ApiError::bad_request(format!("the body is refused: {at}"))
+}
+
+/// Where a request's URL holds an encoded U+0000 (`%00`): `"path"` or
+/// `"query string"`. A literal NUL never gets this far (the HTTP parser
+/// refuses it); the encoded one would be decoded into a session id, a
+/// token or a site id that reaches SQL.
+pub fn nul_in_url(uri: &actix_web::http::Uri) -> Option<&'static str> {
+    let holds = |text: &str| text.contains("%00");
+    if holds(uri.path()) {
+        Some("path")
+    } else if uri.query().is_some_and(holds) {
+        Some("query string")
+    } else {
+        None
+    }
+}
+
+/// Middleware: a request whose URL holds an encoded U+0000 is refused with
+/// `400 BAD_REQUEST` before any route sees it ([`nul_in_url`]).
+pub async fn refuse_nul_in_url(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    if let Some(part) = nul_in_url(req.uri()) {
+        let e = ApiError::bad_request(format!("the {part} holds an encoded U+0000 (%00)"));
+        return Ok(req.error_response(e).map_into_boxed_body());
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 /// Reads a body of at most [`MAX_BODY_BYTES`] (413 past that).
@@ -397,14 +436,23 @@ pub fn bad_query(rule: &'static str) -> impl FnOnce(actix_web::Error) -> ApiErro
 }
 
 /// A storage failure as an HTTP error: `503` with `Retry-After` when
-/// waiting helps, else `500` (the cause goes to the log only).
+/// waiting helps, `400` when the database refused the request's own data
+/// (the store is fine; the same request would fail again), else `500`
+/// (the cause goes to the log only).
 pub fn storage_failed(e: StorageError) -> ApiError {
     match e {
         StorageError::Overloaded => overloaded(STORAGE_BEHIND),
         StorageError::Full => overloaded(STORAGE_FULL),
+        StorageError::Unstorable(cause) => {
+            tracing::warn!(%cause, "a request's data could not be stored");
+            ApiError::bad_request(UNSTORABLE)
+        }
         e => ApiError::internal(&e),
     }
 }
+
+/// What a caller is told when the database refused its data.
+pub const UNSTORABLE: &str = "a value in the request cannot be stored";
 
 /// Any path no route matches: a JSON 404 like every other error.
 pub async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
@@ -438,6 +486,23 @@ mod tests {
         ];
         for (a, b, equal) in cases {
             assert_eq!(same_secret(a, b), *equal, "{a:.12?} vs {b:.12?}");
+        }
+    }
+
+    #[test]
+    fn an_encoded_nul_anywhere_in_the_url_is_found() {
+        let table = [
+            ("/api/v1/sessions/sess_1", None),
+            ("/api/v1/sessions/sess_1/journal?after_seq=3", None),
+            ("/api/v1/sessions/sess_%00", Some("path")),
+            ("/api/v1/sites/a%00b", Some("path")),
+            ("/ws/sessions/s?token=t%00", Some("query string")),
+            ("/ws/sessions/s?token=%2500", None),
+            ("/x%00?y=%00", Some("path")),
+        ];
+        for (uri, expected) in table {
+            let uri: actix_web::http::Uri = uri.parse().unwrap();
+            assert_eq!(nul_in_url(&uri), expected, "{uri}");
         }
     }
 }

@@ -103,7 +103,7 @@ async fn chat(
             Arc::default(),
             kind,
         );
-        let reply = collect_reply(state.provider.complete(model_request))
+        let reply = collect_reply(crate::llm::ask(&*state.provider, model_request))
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "stateless model call failed");

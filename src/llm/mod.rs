@@ -161,6 +161,31 @@ impl ModelReply {
     }
 }
 
+impl ModelReply {
+    /// The reply with U+0000 replaced by U+FFFD in everything a turn
+    /// stores or sends (its text, each call's id, name and arguments, the
+    /// dialog type): a model's answer is text from outside, and
+    /// PostgreSQL's `TEXT` refuses U+0000. Arguments that are JSON are
+    /// mended inside their strings too (`"\\u0000"` reads as U+0000).
+    pub fn storable(mut self) -> Self {
+        use crate::json::{replace_nul, replace_nul_in_text};
+        replace_nul(&mut self.text);
+        if let Some(d) = self.dialog_type.as_mut() {
+            replace_nul(d);
+        }
+        for call in &mut self.tool_calls {
+            if call.id.as_str().contains('\0') {
+                let mut id = call.id.as_str().to_owned();
+                replace_nul(&mut id);
+                call.id = CallId::from(id);
+            }
+            replace_nul(&mut call.name);
+            replace_nul_in_text(&mut call.arguments);
+        }
+        self
+    }
+}
+
 /// One step of a model's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
@@ -168,6 +193,35 @@ pub enum ModelEvent {
     Delta(String),
     /// The whole reply; the stream ends after it.
     Done(ModelReply),
+}
+
+impl ModelEvent {
+    /// The event as it may be stored ([`ModelReply::storable`]).
+    pub fn storable(self) -> Self {
+        match self {
+            Self::Delta(mut text) => {
+                crate::json::replace_nul(&mut text);
+                Self::Delta(text)
+            }
+            Self::Done(reply) => Self::Done(reply.storable()),
+        }
+    }
+}
+
+/// Asks `provider` for `request`: the one way a model's answer comes in,
+/// for sessions and the stateless API alike. Whatever the provider (a
+/// remote endpoint, a script, the offline game master), what it says
+/// comes out storable ([`ModelEvent::storable`]), so no turn writes a
+/// string the database refuses.
+pub fn ask(
+    provider: &dyn Provider,
+    request: ModelRequest,
+) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
+    use futures_util::StreamExt;
+    provider
+        .complete(request)
+        .map(|event| event.map(ModelEvent::storable))
+        .boxed()
 }
 
 /// Why a model call failed.
@@ -342,6 +396,40 @@ mod tests {
         // A closing call says to call no tools, after everything else.
         let closing = build(0, RequestKind::WrapUp);
         assert!(closing.system.ends_with(WRAP_UP_NOTE));
+    }
+
+    #[test]
+    fn a_reply_is_made_storable() {
+        let reply = ModelReply {
+            text: "The door\u{0} opens.".into(),
+            tool_calls: vec![ModelToolCall {
+                id: CallId::from("call\u{0}1"),
+                name: "mo\u{0}ve".into(),
+                arguments: r#"{"to":"hall\u0000","k\u0000":1}"#.into(),
+            }],
+            dialog_type: Some("narration\u{0}".into()),
+            usage: Usage::default(),
+        };
+        let ModelEvent::Done(done) = ModelEvent::Done(reply).storable() else {
+            panic!("a reply stays a reply");
+        };
+        assert_eq!(done.text, "The door\u{FFFD} opens.");
+        assert_eq!(done.dialog_type.as_deref(), Some("narration\u{FFFD}"));
+        let call = &done.tool_calls[0];
+        assert_eq!(call.id.as_str(), "call\u{FFFD}1");
+        assert_eq!(call.name, "mo\u{FFFD}ve");
+        let args: Value = serde_json::from_str(&call.arguments).unwrap();
+        assert_eq!(
+            args,
+            serde_json::json!({"to": "hall\u{FFFD}", "k\u{FFFD}": 1})
+        );
+        assert_eq!(
+            ModelEvent::Delta("a\u{0}".into()).storable(),
+            ModelEvent::Delta("a\u{FFFD}".into())
+        );
+        // A reply without U+0000 is left exactly as it was.
+        let plain = ModelReply::tools([("move", r#"{"to":"hall"}"#)]);
+        assert_eq!(plain.clone().storable(), plain);
     }
 
     #[test]

@@ -53,6 +53,11 @@ pub fn check_request_id(id: &str) -> Result<(), String> {
 impl ClientFrame {
     /// Parses one text frame; the error is a message for `INVALID_FRAME`.
     pub fn parse(text: &str) -> Result<Self, String> {
+        // No string of a frame may hold U+0000: a chat's text and request
+        // id are stored, and PostgreSQL's `TEXT` refuses it.
+        if let Some(at) = crate::json::find_nul_in_text(text.as_bytes()) {
+            return Err(format!("frame refused: {at}"));
+        }
         // A well-formed frame is read straight into its type. Anything else
         // goes through a value, which says why it is refused, and accepts
         // what the direct read does not: a key given twice (the last one
@@ -525,6 +530,27 @@ mod tests {
         ] {
             assert!(ClientFrame::parse(bad).is_err(), "{bad} should be refused");
         }
+        // U+0000 anywhere, in a field that is stored or not, is refused
+        // with where it is, never what.
+        for (frame, at) in [
+            (
+                r#"{"type":"chat","text":"look \u0000 around"}"#,
+                "\"/text\"",
+            ),
+            (
+                r#"{"type":"chat","text":"x","request_id":"r\u0000"}"#,
+                "\"/request_id\"",
+            ),
+            (
+                r#"{"type":"ping","nonce":{"a":["\u0000"]}}"#,
+                "\"/nonce/a/0\"",
+            ),
+            (r#"{"type":"chat","text":"x","e\u0000":1}"#, "top level"),
+        ] {
+            let err = ClientFrame::parse(frame).err().unwrap_or_default();
+            assert!(err.contains(at) && err.contains("U+0000"), "{frame}: {err}");
+            assert!(!err.contains('\0'), "{err:?}");
+        }
     }
 
     #[test]
@@ -615,6 +641,16 @@ mod tests {
             if let Ok(direct) = serde_json::from_str::<ClientFrame>(&text) {
                 proptest::prop_assert_eq!(Ok(direct), ClientFrame::read_via_value(&text), "{}", text);
             }
+        }
+
+        /// A chat whose text holds U+0000 anywhere is refused.
+        #[test]
+        fn a_chat_holding_nul_anywhere_is_refused(text in "\\PC{0,50}", at in 0usize..=50) {
+            let mut text = text;
+            let at = text.char_indices().map(|(i, _)| i).nth(at).unwrap_or(text.len());
+            text.insert(at, '\0');
+            let frame = json!({"type": "chat", "text": text}).to_string();
+            proptest::prop_assert!(ClientFrame::parse(&frame).is_err(), "{}", frame);
         }
 
         /// A chat frame with any text and request id parses exactly when

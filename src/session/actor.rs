@@ -576,7 +576,7 @@ impl SessionActor {
     fn stream_model(&mut self, request: ModelRequest, ctx: &mut Context<Self>) {
         self.model_calls += 1;
         let tag = self.model_calls;
-        let mut events = self.deps.provider.complete(request);
+        let mut events = crate::llm::ask(&*self.deps.provider, request);
         if self.deps.provider.answers_at_once() {
             if let Some(t) = self.turn.as_mut() {
                 t.model_called(tag, None, Instant::now());

@@ -45,37 +45,94 @@ pub enum StorageError {
     /// refused at the database and it must stop running it.
     #[error("another node runs this session now")]
     Fenced,
+    /// The database refused this write's own data (a string PostgreSQL's
+    /// `TEXT` cannot hold, a value too big or of the wrong type): the
+    /// write fails, the store is fine. The text is the database's and
+    /// goes to the log only.
+    #[error("a value of this write cannot be stored: {0}")]
+    Unstorable(String),
+    /// Not tried: an earlier write of the same session failed, and its
+    /// journal must have no gap.
+    #[error("an earlier write of this session failed")]
+    AfterFailure,
+}
+
+impl StorageError {
+    /// Whether this failure says the store itself is failing (and so
+    /// counts toward the writer's hold and its giving up), rather than one
+    /// write's own data or a write not tried.
+    pub fn is_the_stores(&self) -> bool {
+        !matches!(self, Self::Unstorable(_) | Self::AfterFailure)
+    }
+}
+
+/// What a database error says failed: the store, or one row's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// The disk, or the database's size cap, is full.
+    Full,
+    /// The row's own data: the same write fails again, others go in.
+    Row,
+    /// Anything else: the store (or we do not know).
+    Store,
+}
+
+/// A PostgreSQL error by its SQLSTATE: class `22` is a data exception
+/// (`22021` a string holding U+0000 or bytes that are not UTF-8, `22P05`
+/// an escape the database cannot hold, `22001` a string too long), and
+/// `23514` a value a `CHECK` refuses; `53100` is a full disk.
+fn postgres_failed(sqlstate: &str) -> Failed {
+    if sqlstate == "53100" {
+        Failed::Full
+    } else if sqlstate.starts_with("22") || sqlstate == "23514" {
+        Failed::Row
+    } else {
+        Failed::Store
+    }
+}
+
+/// A SQLite error by its extended result code: `SQLITE_FULL` (13) is a
+/// full disk or size cap; `SQLITE_TOOBIG` (18) a value past the length
+/// limit, `SQLITE_MISMATCH` (20) a value of the wrong type, and the
+/// `CHECK` (275) and `DATATYPE` (3091) kinds of `SQLITE_CONSTRAINT` a
+/// value the schema refuses. Other constraints (a trigger's `RAISE`, a
+/// foreign key at commit) stay the store's: they may fail whole batches.
+fn sqlite_failed(extended: i32) -> Failed {
+    match (extended & 0xff, extended) {
+        (13, _) => Failed::Full,
+        (18 | 20, _) | (_, 275 | 3091) => Failed::Row,
+        _ => Failed::Store,
+    }
 }
 
 impl From<sqlx::Error> for StorageError {
     fn from(e: sqlx::Error) -> Self {
-        // SQLite's primary result code 13 is SQLITE_FULL: the disk, or the
-        // database's size cap, is full. PostgreSQL says so with SQLSTATE
-        // 53100 (disk_full).
-        let full = e.as_database_error().is_some_and(|d| {
+        let failed = e.as_database_error().map(|d| {
+            let code = d.code().unwrap_or_default();
             if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-                d.code()
-                    .and_then(|c| c.parse::<i32>().ok())
-                    .is_some_and(|c| c & 0xff == 13)
+                code.parse::<i32>().map_or(Failed::Store, sqlite_failed)
             } else {
-                d.code().as_deref() == Some("53100")
+                postgres_failed(&code)
             }
         });
-        if full {
-            Self::Full
-        } else {
-            Self::Database(e.to_string())
+        match failed {
+            Some(Failed::Full) => Self::Full,
+            Some(Failed::Row) => Self::Unstorable(e.to_string()),
+            Some(Failed::Store) | None => Self::Database(e.to_string()),
         }
     }
 }
 
 impl From<rusqlite::Error> for StorageError {
     fn from(e: rusqlite::Error) -> Self {
-        // SQLITE_FULL: the disk, or the database's size cap, is full.
-        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
-            Self::Full
-        } else {
-            Self::Database(e.to_string())
+        let failed = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => sqlite_failed(f.extended_code),
+            _ => Failed::Store,
+        };
+        match failed {
+            Failed::Full => Self::Full,
+            Failed::Row => Self::Unstorable(e.to_string()),
+            Failed::Store => Self::Database(e.to_string()),
         }
     }
 }
@@ -789,6 +846,72 @@ pub fn rfc3339(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which database errors are one row's and which the store's.
+    #[test]
+    fn database_errors_are_classified_by_code() {
+        for (sqlstate, failed) in [
+            ("22021", Failed::Row),
+            ("22P05", Failed::Row),
+            ("22001", Failed::Row),
+            ("23514", Failed::Row),
+            ("53100", Failed::Full),
+            ("23505", Failed::Store),
+            ("P0001", Failed::Store),
+            ("40001", Failed::Store),
+            ("57P01", Failed::Store),
+            ("", Failed::Store),
+        ] {
+            assert_eq!(postgres_failed(sqlstate), failed, "{sqlstate}");
+        }
+        for (code, failed) in [
+            (13, Failed::Full),
+            (18, Failed::Row),
+            (20, Failed::Row),
+            (275, Failed::Row),
+            (3091, Failed::Row),
+            (19, Failed::Store),
+            (787, Failed::Store),
+            (1811, Failed::Store),
+            (2067, Failed::Store),
+            (5, Failed::Store),
+            (10, Failed::Store),
+        ] {
+            assert_eq!(sqlite_failed(code), failed, "{code}");
+        }
+    }
+
+    /// Real SQLite errors: a value its schema refuses is the row's, a
+    /// trigger's `RAISE` the store's; U+0000 itself is stored.
+    #[test]
+    fn sqlite_says_which_writes_fail_for_their_own_data() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE checked (v INTEGER CHECK (v > 0));
+             CREATE TABLE keyed (id INTEGER PRIMARY KEY);
+             CREATE TABLE strict (v INTEGER) STRICT;
+             CREATE TABLE raised (v INTEGER);
+             CREATE TABLE texts (t TEXT NOT NULL);
+             CREATE TRIGGER raise AFTER INSERT ON raised BEGIN SELECT RAISE(ABORT, 'no'); END;",
+        )
+        .unwrap();
+        let error = |sql: &str| StorageError::from(conn.execute(sql, []).unwrap_err());
+        for sql in [
+            "INSERT INTO checked VALUES (0)",
+            "INSERT INTO keyed VALUES ('x')",
+            "INSERT INTO strict VALUES ('x')",
+        ] {
+            let e = error(sql);
+            assert!(matches!(e, StorageError::Unstorable(_)), "{sql}: {e:?}");
+            assert!(!e.is_the_stores());
+        }
+        let e = error("INSERT INTO raised VALUES (1)");
+        assert!(matches!(e, StorageError::Database(_)), "{e:?}");
+        assert!(e.is_the_stores());
+        conn.execute("INSERT INTO texts VALUES (?1)", ["T\u{0}"])
+            .unwrap();
+        assert!(!StorageError::AfterFailure.is_the_stores());
+    }
 
     #[test]
     fn a_loaded_session_counts_its_snapshot_chunks_and_later_rows() {

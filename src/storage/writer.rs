@@ -35,11 +35,14 @@ use super::{
 pub(super) const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
-/// after it, the next write tries the store again.
+/// after it, the next write tries the store again. Only the store's own
+/// failures start it ([`store_failing`]): a write refused for its data
+/// fails alone.
 const FAILURE_HOLD_MS: i64 = 2_000;
 
 /// Writes of a failed batch that may fail one after another, when retried
-/// one by one, before the rest of the batch is failed without a try.
+/// one by one, before the rest of the batch is failed without a try. A
+/// write refused for its own data does not count: the store answered.
 const RETRY_GIVE_UP: usize = 3;
 
 /// One write queued for the writer task.
@@ -408,6 +411,19 @@ async fn writer(
     }
 }
 
+/// Whether a batch's results say storage as a whole is failing (a full
+/// disk, a lock held too long): nothing of the batch went in, and some
+/// write failed for the store's sake. One bad row among good ones fails
+/// only its own session; a batch whose writes failed only for their own
+/// data (a string the database cannot hold) or were not tried says
+/// nothing about the store, so nobody else is refused for it.
+fn store_failing(results: &[Result<(), StorageError>]) -> bool {
+    !results.iter().any(Result::is_ok)
+        && results
+            .iter()
+            .any(|r| r.as_ref().is_err_and(StorageError::is_the_stores))
+}
+
 /// Moves what was queued into the batch, and the `settled` markers aside.
 fn take(
     queued: &mut Vec<Queued>,
@@ -432,7 +448,7 @@ async fn commit_batch(
     metrics: &Metrics,
     failing_until: &AtomicI64,
 ) {
-    let refused = || StorageError::Database("an earlier write of this session failed".into());
+    let refused = || StorageError::AfterFailure;
     let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink.id()));
     let writable: Vec<&WriteOp> = batch
         .iter()
@@ -459,35 +475,43 @@ async fn commit_batch(
             // row the rest of the batch fails without another try.
             let mut results = Vec::with_capacity(batch.len());
             let mut failures_in_a_row = 0;
+            // What the writes not tried are failed with: the store's last
+            // failure, never another write's data error.
+            let mut store_error = e;
             for op in batch.iter() {
                 if is_refused(op, poisoned) {
                     results.push(Err(refused()));
                     continue;
                 }
                 let r = if failures_in_a_row >= RETRY_GIVE_UP {
-                    Err(e.clone())
+                    Err(store_error.clone())
                 } else {
                     committer.commit(&[op]).await
                 };
                 match &r {
                     Ok(()) => failures_in_a_row = 0,
+                    // The store answered; only this write's data failed.
+                    Err(e) if !e.is_the_stores() => {
+                        failures_in_a_row = 0;
+                        tracing::warn!(error = %e, "a write's data cannot be stored; it alone fails");
+                    }
                     Err(e) => {
                         failures_in_a_row += 1;
+                        store_error = e.clone();
                         tracing::error!(error = %e, "journal write failed");
-                        if let WriteOp::Row(_, sink) = op {
-                            poisoned.insert(sink.id());
-                        }
                     }
+                }
+                if r.is_err()
+                    && let WriteOp::Row(_, sink) = op
+                {
+                    poisoned.insert(sink.id());
                 }
                 results.push(r);
             }
             results
         }
     };
-    // Storage as a whole is failing when nothing of the batch went in
-    // (a full disk, a lock held too long); one bad row among good ones
-    // fails only its own session.
-    if results.iter().all(Result::is_err) {
+    if store_failing(&results) {
         failing_until.store(now_ms() + FAILURE_HOLD_MS, Ordering::Release);
     }
     metrics.commit_seconds.observe_duration(started.elapsed());
@@ -619,6 +643,129 @@ mod tests {
         assert_eq!(until(&mut f_rx, 1).await.ok(), Some(1));
         assert_eq!(waits.load(Ordering::SeqCst), 2);
         assert_eq!(committed(), [2, 3, 1, 1]);
+    }
+
+    /// Records each batch's size; refuses the data of any batch holding a
+    /// row of a session named `bad…` (as PostgreSQL refuses a string
+    /// holding U+0000), or, when `broken`, fails every batch as a store
+    /// that cannot write does.
+    struct Picky {
+        batches: Arc<std::sync::Mutex<Vec<usize>>>,
+        broken: bool,
+    }
+
+    impl Committer for Picky {
+        async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+            self.batches.lock().expect("not poisoned").push(batch.len());
+            if self.broken {
+                return Err(StorageError::Database("disk I/O error".into()));
+            }
+            let bad =
+                |op: &&WriteOp| matches!(op, WriteOp::Row(r, _) if r.session_id.starts_with("bad"));
+            if batch.iter().any(bad) {
+                return Err(StorageError::Unstorable(
+                    "invalid byte sequence for encoding \"UTF8\": 0x00".into(),
+                ));
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn only_the_stores_own_failures_say_it_is_failing() {
+        let ok = || Ok(());
+        let data = || Err(StorageError::Unstorable("0x00".into()));
+        let store = || Err(StorageError::Database("disk I/O error".into()));
+        let skipped = || Err(StorageError::AfterFailure);
+        let table: [(Vec<Result<(), StorageError>>, bool); 7] = [
+            (vec![store()], true),
+            (vec![store(), data(), skipped()], true),
+            (vec![data()], false),
+            (vec![data(), data(), data(), data()], false),
+            (vec![skipped(), data()], false),
+            (vec![store(), ok()], false),
+            (vec![], false),
+        ];
+        for (results, failing) in table {
+            assert_eq!(store_failing(&results), failing, "{results:?}");
+        }
+    }
+
+    #[actix::test]
+    async fn a_write_refused_for_its_data_fails_alone_and_holds_nothing() {
+        use crate::storage::sqlite::tests::{row, sink, until};
+        let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writes = Writes::start(
+            Picky {
+                batches: batches.clone(),
+                broken: false,
+            },
+            Arc::new(Metrics::default()),
+        );
+        // More bad rows than RETRY_GIVE_UP, then a good one, in one batch:
+        // every write is tried on its own, and the good one goes in.
+        let mut bad = Vec::new();
+        for n in 1..=5 {
+            let (s, rx) = sink();
+            writes.append(row(&format!("bad{n}"), 1), s.clone());
+            bad.push((s, rx));
+        }
+        let (good, mut good_rx) = sink();
+        writes.append(row("good", 1), good.clone());
+        for (_, rx) in &mut bad {
+            assert!(matches!(
+                until(rx, 1).await,
+                Err(StorageError::Unstorable(_))
+            ));
+        }
+        assert_eq!(until(&mut good_rx, 1).await.ok(), Some(1));
+        assert_eq!(
+            *batches.lock().expect("not poisoned"),
+            [6, 1, 1, 1, 1, 1, 1]
+        );
+        assert_eq!(writes.refusing(), None);
+
+        // A bad row alone, then a later row of a session that failed: each
+        // fails, the store is not held, and other sessions write on.
+        let (lone, mut lone_rx) = sink();
+        writes.append(row("bad_lone", 1), lone);
+        assert!(matches!(
+            until(&mut lone_rx, 1).await,
+            Err(StorageError::Unstorable(_))
+        ));
+        let (failed, mut failed_rx) = bad.remove(0);
+        writes.append(row("bad1", 2), failed);
+        assert!(matches!(
+            until(&mut failed_rx, 2).await,
+            Err(StorageError::AfterFailure)
+        ));
+        assert_eq!(writes.refusing(), None);
+        writes.append(row("good", 2), good);
+        assert_eq!(until(&mut good_rx, 2).await.ok(), Some(2));
+    }
+
+    #[actix::test]
+    async fn a_store_that_fails_every_write_is_held_and_given_up_on() {
+        use crate::storage::sqlite::tests::{row, sink, until};
+        let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writes = Writes::start(
+            Picky {
+                batches: batches.clone(),
+                broken: true,
+            },
+            Arc::new(Metrics::default()),
+        );
+        let mut rxs = Vec::new();
+        for n in 1..=5 {
+            let (s, rx) = sink();
+            writes.append(row(&format!("s{n}"), 1), s);
+            rxs.push(rx);
+        }
+        for rx in &mut rxs {
+            assert!(matches!(until(rx, 1).await, Err(StorageError::Database(_))));
+        }
+        assert_eq!(*batches.lock().expect("not poisoned"), [5, 1, 1, 1]);
+        assert_eq!(writes.refusing(), Some(STORAGE_FAILING));
     }
 
     #[actix::test]

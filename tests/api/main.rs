@@ -21,6 +21,7 @@ mod lighthouse;
 mod loadtest;
 mod mcp;
 mod metrics;
+mod nul;
 mod openai;
 mod openapi;
 mod quotas;

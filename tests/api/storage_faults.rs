@@ -29,13 +29,13 @@ enum Fault {
 
 /// A connection of the test's own to the server's database, whichever it
 /// is: faults are injected through it.
-enum Db {
+pub(crate) enum Db {
     Sqlite(SqliteConnection),
     Postgres(PgConnection),
 }
 
 impl Db {
-    async fn connect(db_url: &str) -> Self {
+    pub(crate) async fn connect(db_url: &str) -> Self {
         if db_url.starts_with("postgres") {
             Self::Postgres(PgConnection::connect(db_url).await.unwrap())
         } else {
@@ -43,7 +43,7 @@ impl Db {
         }
     }
 
-    async fn run(&mut self, sql: String) {
+    pub(crate) async fn run(&mut self, sql: String) {
         let sql = sqlx::AssertSqlSafe(sql);
         match self {
             Self::Sqlite(c) => sqlx::query(sql).execute(c).await.map(drop),
@@ -129,7 +129,7 @@ async fn heal(db_url: &str) {
 /// refused with `OVERLOADED` (storage failed moments ago), or the turn
 /// starts, its writes fail and the connection is closed with 1011. Either
 /// way nothing of the turn is told. Answers the seqs that were sent.
-async fn fails_to_play(app: &TestApp, s: &Session, last_seq: u64) -> Vec<u64> {
+pub(crate) async fn fails_to_play(app: &TestApp, s: &Session, last_seq: u64) -> Vec<u64> {
     // The session may still be stopping after the last failure.
     let (mut ws, welcome) = app
         .connect_once_ready(&s.session_id, &s.player_token, Some(last_seq))
