@@ -24,6 +24,7 @@ mod metrics;
 mod openai;
 mod openapi;
 mod security;
+mod security_conn;
 mod seeds;
 mod service;
 mod sites;
