@@ -301,4 +301,112 @@ mod tests {
                 .unwrap_or(false)
         );
     }
+
+    /// An accept rule set for loopback tests: nothing uncapped.
+    fn rules(max_per_address: usize, pressure_at: usize) -> Accept {
+        Accept {
+            write_stall: Some(Duration::from_secs(7)),
+            uncapped: Vec::new(),
+            max_per_address,
+            pressure_at,
+            counts: Arc::default(),
+        }
+    }
+
+    /// A connected pair: the client's end, and the server's end as actix
+    /// hands it to `on_connect`.
+    async fn pair(listener: &std::net::TcpListener) -> (TcpStream, TcpStream) {
+        let addr = listener.local_addr().expect("addr");
+        let client = TcpStream::connect(addr).await.expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        server.set_nonblocking(true).expect("nonblocking");
+        (client, TcpStream::from_std(server).expect("tokio stream"))
+    }
+
+    /// Whether the server shut the client's connection: it reads the end
+    /// of the stream (or a reset) within a generous wait.
+    async fn shut(client: &mut TcpStream) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(20), client.read(&mut buf)).await;
+        matches!(read, Ok(Ok(0)) | Ok(Err(_)))
+    }
+
+    /// Whether the client's connection is still open: nothing (no end of
+    /// the stream) to read. Asked after whatever might have shut it is
+    /// done, so an end would already be there.
+    async fn still_open(client: &mut TcpStream) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 16];
+        tokio::time::timeout(Duration::from_millis(200), client.read(&mut buf))
+            .await
+            .is_err()
+    }
+
+    /// Waits for every head watch to end.
+    async fn watches_done(accept: &Accept) {
+        for _ in 0..400 {
+            if accept.counts.watches.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the head watches never ended");
+    }
+
+    #[actix_web::test]
+    async fn an_accepted_socket_gets_its_timeout_and_its_address_cap() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let accept = rules(1, usize::MAX);
+        let (mut first_client, first) = pair(&listener).await;
+        let mut first_data = Extensions::new();
+        accept.on_connect(&first, &mut first_data);
+        let stall = SockRef::from(&first).tcp_user_timeout().expect("read");
+        assert_eq!(stall, Some(Duration::from_secs(7)));
+        assert_eq!(accept.counts.open.load(Ordering::Acquire), 1);
+
+        // The second from the address is shut at once, but counted open
+        // until actix drops it.
+        let (mut second_client, second) = pair(&listener).await;
+        let mut second_data = Extensions::new();
+        accept.on_connect(&second, &mut second_data);
+        assert!(shut(&mut second_client).await);
+        assert_eq!(accept.counts.open.load(Ordering::Acquire), 2);
+        drop(second_data);
+        assert_eq!(accept.counts.open.load(Ordering::Acquire), 1);
+
+        // Once the first upgrades, the address has room again.
+        let conn = first_data.get::<Arc<HttpConn>>().expect("counted");
+        conn.upgraded();
+        let (mut third_client, third) = pair(&listener).await;
+        let mut third_data = Extensions::new();
+        accept.on_connect(&third, &mut third_data);
+        drop((third_data, first_data));
+        assert_eq!(accept.counts.open.load(Ordering::Acquire), 0);
+        // Neither of those was shut.
+        assert!(still_open(&mut first_client).await);
+        assert!(still_open(&mut third_client).await);
+        drop((first, third));
+    }
+
+    #[actix_web::test]
+    async fn under_pressure_a_socket_without_a_request_head_is_shut() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        // Under pressure from the first connection on.
+        let accept = rules(usize::MAX, 0);
+        let (mut idle_client, idle) = pair(&listener).await;
+        let mut idle_data = Extensions::new();
+        accept.on_connect(&idle, &mut idle_data);
+        let (mut busy_client, busy) = pair(&listener).await;
+        let mut busy_data = Extensions::new();
+        accept.on_connect(&busy, &mut busy_data);
+        // A head came on the busy one (what `head_seen` marks).
+        let conn = busy_data.get::<Arc<HttpConn>>().expect("counted");
+        conn.head.store(true, Ordering::Release);
+
+        assert!(shut(&mut idle_client).await, "the idle one is shut");
+        watches_done(&accept).await;
+        assert!(still_open(&mut busy_client).await, "the busy one is open");
+        drop((idle, busy, idle_data, busy_data));
+    }
 }
