@@ -9,12 +9,19 @@
 //! past the rate for [`MAX_REFUSED_FRAMES`] frames with no quiet
 //! [`QUIET`] between them is closed with 1008 (policy violation). The
 //! rule is pure (it is told whether the bucket had room), so it is
-//! tested from tables; the connection actor owns one per connection.
+//! tested from tables; each connection actor owns one, and so does each
+//! relay of a player's connection to another node (it answers pings
+//! itself and queues the rest for the owner).
 
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
+use actix::{Actor, ActorContext};
+use actix_web_actors::ws;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use crate::error::ErrorCode;
+use crate::protocol::ControlFrame;
 
 /// Frames refused in a row (no [`QUIET`] between them) before the
 /// connection is closed.
@@ -92,6 +99,47 @@ impl FrameRate {
     pub fn frame(&mut self) -> Verdict {
         let allowed = self.bucket.check().is_ok();
         self.refusals.judge(allowed, Instant::now())
+    }
+
+    /// Judges `msg`, which arrived on the connection of `ctx`, and carries
+    /// out the verdict there: answers whether to handle it. A close is not
+    /// judged (it ends the connection), nor an error (it closes it).
+    pub fn admit<A>(
+        &mut self,
+        msg: &Result<ws::Message, ws::ProtocolError>,
+        ctx: &mut ws::WebsocketContext<A>,
+    ) -> bool
+    where
+        A: Actor<Context = ws::WebsocketContext<A>>,
+    {
+        if matches!(
+            msg,
+            Ok(ws::Message::Close(_)) | Ok(ws::Message::Nop) | Err(_)
+        ) {
+            return true;
+        }
+        match self.frame() {
+            Verdict::Handle => true,
+            Verdict::Drop => false,
+            Verdict::Tell => {
+                let error = ControlFrame::Error {
+                    request_id: None,
+                    error_code: ErrorCode::RateLimited,
+                    message: "too many frames on this connection; slow down".into(),
+                    retry_after_ms: Some(TELL_EVERY.as_millis() as u64),
+                };
+                ctx.text(error.to_json());
+                false
+            }
+            Verdict::Close => {
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::from(CLOSE_POLICY),
+                    description: Some("too many frames; slow down and reconnect".into()),
+                }));
+                ctx.stop();
+                false
+            }
+        }
     }
 }
 

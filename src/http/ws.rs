@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::admission::ConnSlot;
 use super::find_session;
-use super::frame_rate::{CLOSE_POLICY, FrameRate, Verdict};
+use super::frame_rate::FrameRate;
 use super::{AppState, TokenRole, check_tenant, token_role};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};
@@ -426,32 +426,8 @@ impl Handler<Outbound> for WsConn {
 impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsConn {
     fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
         self.last_heard = Instant::now();
-        if matches!(
-            msg,
-            Ok(ws::Message::Close(_)) | Ok(ws::Message::Nop) | Err(_)
-        ) {
-            // Not judged: a close ends the connection, and errors close it.
-        } else {
-            match self.rate.frame() {
-                Verdict::Handle => {}
-                Verdict::Drop => return,
-                Verdict::Tell => {
-                    return Self::send_error(
-                        ctx,
-                        None,
-                        ErrorCode::RateLimited,
-                        "too many frames on this connection; slow down".into(),
-                        Some(1000),
-                    );
-                }
-                Verdict::Close => {
-                    ctx.close(Some(ws::CloseReason {
-                        code: ws::CloseCode::from(CLOSE_POLICY),
-                        description: Some("too many frames; slow down and reconnect".into()),
-                    }));
-                    return ctx.stop();
-                }
-            }
+        if !self.rate.admit(&msg, ctx) {
+            return;
         }
         match msg {
             Ok(ws::Message::Text(text)) => self.on_text(&text, ctx),

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use questd::llm::{ModelReply, ScriptedProvider};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -340,6 +340,58 @@ async fn a_frame_flood_is_rate_limited_then_closed() {
     let pong = calm.until(|f| f["type"] == "pong").await;
     assert_eq!(pong.last().map(|f| f["nonce"].clone()), Some(json!("calm")));
     let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = player.play("look", "after-flood").await;
+    assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
+}
+
+#[actix_web::test]
+async fn a_frame_flood_through_another_node_is_limited_there_too() {
+    // Two nodes of one PostgreSQL database: a player connecting to the node
+    // that does not run the session is relayed to the owner, and the relay
+    // answers WebSocket pings itself.
+    let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+    let db = crate::database::postgres_url_in(dir.path());
+    let node = |name: &'static str| {
+        let db = db.clone();
+        move |s: &mut questd::Settings| {
+            s.database_url = db;
+            s.node_id = Some(name.into());
+            s.ws_frames_per_second = 5;
+            s.ws_frame_burst = 10;
+        }
+    };
+    let offline = || Arc::new(questd::llm::OfflineGameMaster::default());
+    let owner = spawn_in(dir.clone(), node("node-a"), offline()).await;
+    let other = spawn_in(dir.clone(), node("node-b"), offline()).await;
+    let s = owner.demo().await;
+
+    let path = ws_path(&s, &s.player_token, None);
+    let mut ws = raw_ws(other.port, Ipv4Addr::LOCALHOST, &path)
+        .await
+        .expect("upgrade");
+    for n in 0..400u32 {
+        let ping = Message::Ping(n.to_be_bytes().to_vec().into());
+        if ws.send(ping).await.is_err() {
+            break;
+        }
+    }
+    let mut limited = 0;
+    let mut close = None;
+    let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+    while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
+        match msg {
+            Message::Text(t) if t.contains("RATE_LIMITED") => limited += 1,
+            Message::Close(frame) => {
+                close = frame.map(|f| u16::from(f.code));
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(limited >= 1, "the flood is told to slow down");
+    assert_eq!(close, Some(1008), "then closed for policy");
+    // The session plays on, through either node.
+    let (mut player, _) = other.connect(&s.session_id, &s.player_token, None).await;
     let frames = player.play("look", "after-flood").await;
     assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
 }
