@@ -119,7 +119,8 @@ impl Accept {
             address: Mutex::new(None),
             head: head.clone(),
         };
-        let peer = stream.peer_addr().ok().map(|a| a.ip());
+        // A listener on `[::]` sees IPv4 clients as IPv4-mapped addresses.
+        let peer = stream.peer_addr().ok().map(|a| a.ip().to_canonical());
         if let Some(peer) = peer.filter(|p| !self.uncapped.contains(p)) {
             let key = address_key(peer);
             let admitted = admit(&self.counts.per_address, key, self.max_per_address);
