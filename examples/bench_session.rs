@@ -30,8 +30,8 @@ use questd::llm::OfflineGameMaster;
 use questd::metrics::Metrics;
 use questd::protocol::ConnRole;
 use questd::session::{
-    AwaitTurnEnd, CreateSession, Limits, Outbound, Placement, Quotas, SessionDeps, SessionHub,
-    SubmitChat, Subscribe,
+    AwaitTurnEnd, CreateSession, Limits, Outbound, Outbox, Placement, Quotas, SessionDeps,
+    SessionHub, SubmitChat, Subscribe,
 };
 use questd::storage::{Node, Store, Visibility};
 use questd::tools::Registry;
@@ -137,7 +137,8 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                     role: ConnRole::Spectator,
                     last_seq: None,
                     recipient: spectator.recipient(),
-                    overflow: Default::default(),
+                    // It never takes its bytes back: no byte bound.
+                    outbox: Arc::new(Outbox::new(usize::MAX)),
                 })
                 .await
                 .expect("the session answers")

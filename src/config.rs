@@ -474,6 +474,59 @@ pub struct Settings {
     /// closed (1013) and should resume with `last_seq`.
     #[arg(long, env = "QUESTD_WS_QUEUE", default_value_t = 1024, global = true)]
     pub ws_queue: usize,
+    /// Bytes of frames that may wait for one WebSocket connection (default
+    /// 1 MiB); a connection further behind is closed (1013) and should
+    /// resume with `last_seq`.
+    #[arg(
+        long,
+        env = "QUESTD_WS_QUEUE_BYTES",
+        default_value_t = 1024 * 1024,
+        global = true
+    )]
+    pub ws_queue_bytes: usize,
+    /// Frames one WebSocket connection may send a second (default 20),
+    /// with bursts of `QUESTD_WS_FRAME_BURST`; past it frames are dropped
+    /// with a `RATE_LIMITED` error, and a client that goes on is closed
+    /// with 1008.
+    #[arg(
+        long,
+        env = "QUESTD_WS_FRAMES_PER_SECOND",
+        default_value_t = 20,
+        global = true
+    )]
+    pub ws_frames_per_second: u32,
+    /// Frames one WebSocket connection may send at once before
+    /// `QUESTD_WS_FRAMES_PER_SECOND` applies (default 40).
+    #[arg(
+        long,
+        env = "QUESTD_WS_FRAME_BURST",
+        default_value_t = 40,
+        global = true
+    )]
+    pub ws_frame_burst: u32,
+    /// Seconds a connection's sent bytes may stay unacknowledged (a client
+    /// that stopped reading, or vanished) before the kernel aborts it
+    /// (`TCP_USER_TIMEOUT`; default 20; 0 leaves the kernel's default of
+    /// about 15 minutes). Bounds how long a socket that never reads holds
+    /// what was queued for it.
+    #[arg(
+        long,
+        env = "QUESTD_WRITE_STALL_SECS",
+        default_value_t = 20,
+        global = true
+    )]
+    pub write_stall_secs: u64,
+    /// Plain HTTP connections (not WebSockets) one client address may have
+    /// open at once (default 64); past it a new connection is closed at
+    /// once. The trusted proxies (`QUESTD_TRUSTED_PROXIES`) and the host's
+    /// own `127.0.0.1` and `::1` are not capped.
+    #[arg(
+        long,
+        env = "QUESTD_MAX_ADDRESS_HTTP_CONNECTIONS",
+        default_value_t = 64,
+        global = true
+    )]
+    pub max_address_http_connections: usize,
     /// Threads of their own for session actors (default: none; sessions
     /// run on the HTTP workers' threads, see `session::placement`).
     #[arg(long, env = "QUESTD_SESSION_THREADS", global = true)]

@@ -12,6 +12,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{LlmProvider, Settings, ToolMode};
 use crate::game::Campaign;
+use crate::http::accept::Accept;
 use crate::http::admission::{Admission, connection_budget};
 use crate::http::auth::Keys;
 use crate::http::cluster::Cluster;
@@ -192,6 +193,7 @@ impl Application {
         }
         let max_connections = connection_budget(settings.max_connections);
         let admission = Admission::new(&settings, max_connections).map_err(anyhow::Error::msg)?;
+        let accept = Arc::new(Accept::new(&settings, max_connections).map_err(anyhow::Error::msg)?);
         let http_workers = settings.http_workers.unwrap_or(cores).max(1);
         let guard = Arc::new(GuardRules::from_settings(&settings)?);
 
@@ -250,7 +252,7 @@ impl Application {
             keys,
             admission,
             metrics_key: settings.metrics_key.clone(),
-            ws_queue: settings.ws_queue.max(1),
+            ws: http::ws::WsLimits::from_settings(&settings),
             openapi: std::sync::OnceLock::new(),
         });
         let server = HttpServer::new(move || {
@@ -262,9 +264,13 @@ impl Application {
                 .wrap(actix_web::middleware::from_fn(http::cluster::hand_over))
                 .wrap(actix_web::middleware::from_fn(http::refuse_nul_in_url))
                 .wrap(Arc::clone(&guard).middleware())
+                .wrap(actix_web::middleware::from_fn(http::accept::head_seen))
                 .configure(http::configure)
                 .default_service(web::to(http::no_route))
         })
+        // Every socket gets its write-stall timeout and its address's count
+        // before a byte of it is read.
+        .on_connect(move |io, data| accept.on_connect(io, data))
         .workers(http_workers)
         // Each worker stops accepting past its share of the budget, so the
         // process keeps files for its database whatever arrives.

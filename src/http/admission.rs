@@ -69,7 +69,7 @@ fn quota(per_minute: u32, burst: u32) -> Quota {
 }
 
 /// Parses `QUESTD_TRUSTED_PROXIES`.
-fn parse_proxies(list: Option<&str>) -> Result<Vec<IpAddr>, String> {
+pub(super) fn parse_proxies(list: Option<&str>) -> Result<Vec<IpAddr>, String> {
     list.unwrap_or_default()
         .split(',')
         .map(str::trim)
@@ -342,26 +342,36 @@ impl Drop for ConnSlot {
         self.node.fetch_sub(1, Ordering::AcqRel);
         self.session.fetch_sub(1, Ordering::AcqRel);
         if let Some((map, ip)) = &self.address {
-            let mut map = map
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(count) = map.get_mut(ip) {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    map.remove(ip);
-                }
-            }
+            release_address(map, *ip);
+        }
+    }
+}
+
+/// Gives back one connection of `ip` in a per-address count; the address
+/// leaves the map with its last connection, so the map holds only
+/// addresses with connections open.
+pub(super) fn release_address(map: &Mutex<HashMap<IpAddr, usize>>, ip: IpAddr) {
+    let mut map = map
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(count) = map.get_mut(&ip) {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            map.remove(&ip);
         }
     }
 }
 
 /// The node's connection budget: `QUESTD_MAX_CONNECTIONS`, or the open-file
-/// limit (raised to its hard limit first) less a reserve for the store, so
-/// a flood of connections never leaves the journal without a file.
+/// limit (raised to its hard limit first) less reserves for the store,
+/// model calls and head watches, so a flood of connections never leaves
+/// the journal without a file.
 pub fn connection_budget(configured: Option<usize>) -> usize {
     let open_files = raise_open_file_limit();
+    // Model calls each hold a connection, and head watches under pressure
+    // each a duplicate descriptor.
     let from_files = open_files
-        .saturating_sub(STORE_FD_RESERVE)
+        .saturating_sub(STORE_FD_RESERVE + MODEL_FD_RESERVE + super::accept::MAX_HEAD_WATCHES)
         .max(HTTP_HEADROOM + 1);
     match configured {
         Some(n) => n.clamp(1, from_files),

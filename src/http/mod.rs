@@ -1,6 +1,7 @@
 //! HTTP and WebSocket routes. Each area has a `configure` function; handlers
 //! only translate between the wire and the session hub.
 
+pub mod accept;
 mod admin;
 pub mod admission;
 mod api;
@@ -8,6 +9,7 @@ pub mod auth;
 mod chat;
 pub mod cluster;
 mod compress;
+mod frame_rate;
 pub mod guard;
 mod idempotency;
 pub mod mcp;
@@ -18,7 +20,7 @@ pub mod sites;
 mod stateless;
 mod static_files;
 mod tools_api;
-mod ws;
+pub mod ws;
 
 use std::sync::Arc;
 
@@ -73,9 +75,9 @@ pub struct AppState {
     /// Tool rounds a stateless `/api/chat` exchange may take
     /// (`QUESTD_MAX_ITERATIONS`, as a session's turn).
     pub max_iterations: u32,
-    /// Frames that may wait for one WebSocket connection before it is
-    /// dropped as too slow.
-    pub ws_queue: usize,
+    /// What bounds one WebSocket connection: what may wait for it, and
+    /// how fast it may send.
+    pub ws: ws::WsLimits,
     /// The OpenAPI document, built at its first request: it depends only on
     /// the tools, fixed when the server starts.
     pub openapi: std::sync::OnceLock<bytes::Bytes>,

@@ -19,6 +19,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::admission::ConnSlot;
+use super::frame_rate::FrameRate;
 use super::ws::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::{AppState, overloaded};
 use crate::error::ApiError;
@@ -97,6 +98,7 @@ pub async fn relay(
         to_owner,
         from_owner: Some(from_owner),
         last_heard: Instant::now(),
+        rate: FrameRate::new(state.ws.frames_per_second, state.ws.frame_burst),
     };
     ws::WsResponseBuilder::new(relay, req, stream)
         .frame_size(MAX_FRAME_BYTES)
@@ -116,6 +118,9 @@ struct Relay {
     /// Taken when the actor starts.
     from_owner: Option<FromOwner>,
     last_heard: Instant,
+    /// How many frames the client may send: held here too, since pings
+    /// are answered here and whatever passes is queued for the owner.
+    rate: FrameRate,
 }
 
 impl Actor for Relay {
@@ -158,6 +163,9 @@ impl Relay {
 impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for Relay {
     fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
         self.last_heard = Instant::now();
+        if !self.rate.admit(&msg, ctx) {
+            return;
+        }
         let forward = match msg {
             Ok(ws::Message::Text(text)) => Message::Text(text.to_string().into()),
             Ok(ws::Message::Binary(bytes)) => Message::Binary(bytes),

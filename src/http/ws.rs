@@ -3,11 +3,17 @@
 //! The connection actor only translates: client frames become messages to the
 //! session actor; story frames from the session (already serialized, the same
 //! bytes for every connection) are written as they are. Its mailbox is the
-//! bounded outbound queue: when it is full the session drops this connection
-//! and asks it to close with 1013, and the client resumes with `last_seq`.
+//! bounded outbound queue, in messages (`QUESTD_WS_QUEUE`) and in bytes
+//! (`QUESTD_WS_QUEUE_BYTES`, counted in the connection's [`Outbox`]): past
+//! either the session drops this connection and asks it to close with 1013,
+//! and the client resumes with `last_seq`. A client that never reads is
+//! not reached by that request (the actor runs only when its socket takes
+//! bytes): the kernel aborts its socket instead (`QUESTD_WRITE_STALL_SECS`,
+//! see `accept`). What the client sends is held to a frame rate
+//! (`frame_rate`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -18,13 +24,14 @@ use serde_json::Value;
 
 use super::admission::ConnSlot;
 use super::find_session;
+use super::frame_rate::FrameRate;
 use super::{AppState, TokenRole, check_tenant, token_role};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, SessionId, check_request_id};
 use crate::session::tail::{Tail, Watch};
 use crate::session::{
-    CLOSE_SESSION_CLOSED, Outbound, SessionActor, SubmitChat, Subscribe, Unsubscribe,
+    CLOSE_SESSION_CLOSED, Outbound, Outbox, SessionActor, SubmitChat, Subscribe, Unsubscribe,
 };
 use crate::storage::SessionMeta;
 
@@ -36,6 +43,30 @@ pub const HEARTBEAT: Duration = Duration::from_secs(10);
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// What bounds one WebSocket connection, from the settings.
+#[derive(Debug, Clone, Copy)]
+pub struct WsLimits {
+    /// Messages that may wait for it (`QUESTD_WS_QUEUE`).
+    pub queue: usize,
+    /// Bytes that may wait for it (`QUESTD_WS_QUEUE_BYTES`).
+    pub queue_bytes: usize,
+    /// Frames it may send a second (`QUESTD_WS_FRAMES_PER_SECOND`) ...
+    pub frames_per_second: u32,
+    /// ... with bursts of this many (`QUESTD_WS_FRAME_BURST`).
+    pub frame_burst: u32,
+}
+
+impl WsLimits {
+    pub fn from_settings(s: &crate::config::Settings) -> Self {
+        Self {
+            queue: s.ws_queue.max(1),
+            queue_bytes: s.ws_queue_bytes.max(1),
+            frames_per_second: s.ws_frames_per_second.max(1),
+            frame_burst: s.ws_frame_burst.max(1),
+        }
+    }
+}
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     super::add(
@@ -89,6 +120,7 @@ async fn connect(
                 .ok_or_else(|| ApiError::not_found(super::no_session(path.as_str())))?;
             if connection_role(&req, &meta, token)? == ConnRole::Player {
                 let slot = state.admission.admit_websocket(&req, &Arc::default())?;
+                super::accept::upgraded(&req);
                 return super::relay::relay(&req, stream, &state, &owner, slot).await;
             }
             let tail = state
@@ -111,6 +143,10 @@ async fn connect(
     // refusal it can read, and the node never opens more sockets than it
     // has files for.
     let slot = state.admission.admit_websocket(&req, &connections)?;
+    // From here the WebSocket caps count this connection, not the cap on
+    // plain HTTP connections.
+    super::accept::upgraded(&req);
+    let limits = state.ws;
     let conn = WsConn {
         _slot: slot,
         conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
@@ -118,8 +154,9 @@ async fn connect(
         role,
         last_seq: query.last_seq,
         last_heard: Instant::now(),
-        queue: state.ws_queue,
-        overflow: Arc::new(AtomicBool::new(false)),
+        queue: limits.queue,
+        outbox: Arc::new(Outbox::new(limits.queue_bytes)),
+        rate: FrameRate::new(limits.frames_per_second, limits.frame_burst),
         metrics: state.metrics.clone(),
     };
     ws::WsResponseBuilder::new(conn, &req, stream)
@@ -187,8 +224,11 @@ struct WsConn {
     last_heard: Instant,
     /// Capacity of the outbound queue (this actor's mailbox).
     queue: usize,
-    /// Set by the session when this connection fell too far behind.
-    overflow: Arc<AtomicBool>,
+    /// The bytes queued for this connection and not taken, shared with
+    /// the session, which marks it overflowed when it falls too far behind.
+    outbox: Arc<Outbox>,
+    /// How many frames the client may send.
+    rate: FrameRate,
     metrics: Arc<Metrics>,
 }
 
@@ -318,7 +358,7 @@ impl Actor for WsConn {
             role: self.role,
             last_seq: self.last_seq,
             recipient: ctx.address().recipient(),
-            overflow: self.overflow.clone(),
+            outbox: self.outbox.clone(),
         };
         // Nothing else is handled until the welcome and backlog are written,
         // so live frames queued meanwhile come after them.
@@ -361,10 +401,11 @@ impl Handler<Outbound> for WsConn {
     type Result = ();
 
     fn handle(&mut self, msg: Outbound, ctx: &mut Self::Context) {
+        self.outbox.taken(msg.bytes());
         match msg {
             // Once overflowed, the rest of the queue is dropped: the client
             // resumes from its last seq instead.
-            Outbound::Frame(_) | Outbound::Frames(_) if self.overflow.load(Ordering::Acquire) => {}
+            Outbound::Frame(_) | Outbound::Frames(_) if self.outbox.overflowed() => {}
             Outbound::Frame(bytes) => ctx.text(bytes),
             Outbound::Frames(frames) => {
                 for bytes in frames.iter() {
@@ -385,6 +426,9 @@ impl Handler<Outbound> for WsConn {
 impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsConn {
     fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
         self.last_heard = Instant::now();
+        if !self.rate.admit(&msg, ctx) {
+            return;
+        }
         match msg {
             Ok(ws::Message::Text(text)) => self.on_text(&text, ctx),
             Ok(ws::Message::Ping(payload)) => ctx.pong(&payload),

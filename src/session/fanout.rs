@@ -13,9 +13,12 @@
 //!
 //! Invariants:
 //! - every connection gets the same bytes, in the order they are broadcast;
-//! - a connection whose mailbox is full is marked overflowed, sent one
-//!   close ([`CLOSE_OVERFLOW`]) past its capacity and forgotten; one whose
+//! - a connection whose mailbox is full, or whose [`Outbox`] holds its
+//!   bound in bytes, is marked overflowed, sent one close
+//!   ([`CLOSE_OVERFLOW`]) past its capacity and forgotten; one whose
 //!   mailbox is closed is forgotten; neither ever slows the others;
+//! - every byte queued for a connection is counted in its [`Outbox`]
+//!   until the connection takes it;
 //! - a `presence` frame goes out only with counts other than the last sent,
 //!   and at most once per [`PRESENCE_EVERY`]: a change after a quiet spell
 //!   goes out at once, changes within the window go out together, as one
@@ -23,15 +26,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::Recipient;
 use actix::prelude::SendError;
 use bytestring::ByteString;
 
-use super::Outbound;
 use super::messages::Subscribe;
+use super::{Outbound, Outbox};
 use crate::protocol::{ConnRole, StoryEvent};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
@@ -48,9 +50,10 @@ pub(super) struct Subscriber {
     /// The connection's mailbox, which is its bounded outbound queue; the
     /// connection owns it and it closes when the connection stops.
     pub(super) recipient: Recipient<Outbound>,
-    /// Shared with the connection: set here when its queue overflows, so it
-    /// drops the frames still queued and closes.
-    pub(super) overflow: Arc<AtomicBool>,
+    /// Shared with the connection: the bytes queued for it and not taken,
+    /// marked overflowed here when it falls too far behind, so it drops the
+    /// frames still queued and closes.
+    pub(super) outbox: Arc<Outbox>,
 }
 
 /// What one broadcast did.
@@ -146,7 +149,7 @@ impl Fanout {
             Subscriber {
                 role,
                 recipient: msg.recipient,
-                overflow: msg.overflow,
+                outbox: msg.outbox,
             },
         );
         role
@@ -162,6 +165,7 @@ impl Fanout {
     pub(super) fn send_to(&self, conn_id: u64, msg: Outbound) -> bool {
         match self.subscribers.get(&conn_id) {
             Some(sub) => {
+                sub.outbox.force(msg.bytes());
                 sub.recipient.do_send(msg);
                 true
             }
@@ -283,11 +287,19 @@ impl Fanout {
             let Some(message) = message(*id) else {
                 continue;
             };
-            match sub.recipient.try_send(message) {
+            let bytes = message.bytes();
+            let sent = if sub.outbox.offer(bytes) {
+                sub.recipient
+                    .try_send(message)
+                    .inspect_err(|_| sub.outbox.taken(bytes))
+            } else {
+                Err(SendError::Full(message))
+            };
+            match sent {
                 Ok(()) => delivery.sent += frames,
                 Err(SendError::Full(_)) => {
                     delivery.overflowed += 1;
-                    sub.overflow.store(true, Ordering::Release);
+                    sub.outbox.overflow();
                     // Past the capacity on purpose: one close request.
                     sub.recipient.do_send(Outbound::Close {
                         code: CLOSE_OVERFLOW,
@@ -514,8 +526,9 @@ mod tests {
         }
     }
 
-    /// A connection's mailbox: keeps what it is sent.
-    struct Sink(Arc<Mutex<Vec<String>>>);
+    /// A connection's mailbox: keeps what it is sent, and takes its bytes
+    /// from the outbox as a connection does.
+    struct Sink(Arc<Mutex<Vec<String>>>, Arc<Outbox>);
 
     impl Actor for Sink {
         type Context = Context<Self>;
@@ -525,6 +538,7 @@ mod tests {
         type Result = ();
 
         fn handle(&mut self, msg: Outbound, _: &mut Self::Context) {
+            self.1.taken(msg.bytes());
             let got = match msg {
                 Outbound::Frame(bytes) => bytes.to_string(),
                 Outbound::Frames(frames) => frames.join("+"),
@@ -535,10 +549,10 @@ mod tests {
     }
 
     /// A running connection with room for `capacity` queued messages, with
-    /// what it received and its overflow flag.
+    /// what it received and its outbox.
     struct Conn {
         got: Arc<Mutex<Vec<String>>>,
-        overflow: Arc<AtomicBool>,
+        outbox: Arc<Outbox>,
     }
 
     impl Conn {
@@ -547,27 +561,38 @@ mod tests {
         }
 
         fn overflowed(&self) -> bool {
-            self.overflow.load(Ordering::Acquire)
+            self.outbox.overflowed()
         }
     }
 
     fn connect(fanout: &mut Fanout, conn_id: u64, role: ConnRole, capacity: usize) -> Conn {
+        connect_bounded(fanout, conn_id, role, capacity, usize::MAX)
+    }
+
+    /// [`connect`] with an outbox of `bytes`.
+    fn connect_bounded(
+        fanout: &mut Fanout,
+        conn_id: u64,
+        role: ConnRole,
+        capacity: usize,
+        bytes: usize,
+    ) -> Conn {
         let got = Arc::new(Mutex::new(Vec::new()));
-        let overflow = Arc::new(AtomicBool::new(false));
-        let sink = Arc::clone(&got);
+        let outbox = Arc::new(Outbox::new(bytes));
+        let (sink, taker) = (Arc::clone(&got), Arc::clone(&outbox));
         let addr = Sink::create(move |ctx| {
             ctx.set_mailbox_capacity(capacity);
-            Sink(sink)
+            Sink(sink, taker)
         });
         fanout.subscribe(
             conn_id,
             Subscriber {
                 role,
                 recipient: addr.recipient(),
-                overflow: Arc::clone(&overflow),
+                outbox: Arc::clone(&outbox),
             },
         );
-        Conn { got, overflow }
+        Conn { got, outbox }
     }
 
     /// A connection that has stopped: its mailbox is closed.
@@ -580,7 +605,7 @@ mod tests {
             Subscriber {
                 role: ConnRole::Player,
                 recipient,
-                overflow: Arc::new(AtomicBool::new(false)),
+                outbox: Arc::new(Outbox::new(usize::MAX)),
             },
         );
     }
@@ -789,6 +814,69 @@ mod tests {
             "the slow one gets what fit, then one close past its capacity"
         );
         assert!(slow.overflowed(), "the slow one is told it overflowed");
+    }
+
+    #[actix::test]
+    async fn a_connection_whose_queued_bytes_pass_its_bound_is_dropped() {
+        let mut fanout = Fanout::default();
+        // Room for many messages but 10 bytes: the bound is the bytes.
+        let slow = connect_bounded(&mut fanout, 1, ConnRole::Spectator, 64, 10);
+        let fast = connect(&mut fanout, 2, ConnRole::Player, 64);
+        let frame = |s: &str| ByteString::from(s.to_owned());
+        // Nothing runs between these: the bytes only add up.
+        let first = fanout.broadcast(&frame("aaaa"));
+        assert_eq!(slow.outbox.queued(), 4);
+        let second = fanout.broadcast(&frame("bbbbbb"));
+        assert_eq!(slow.outbox.queued(), 10, "exactly the bound still fits");
+        let third = fanout.broadcast(&frame("c"));
+        assert_eq!((first.overflowed, second.overflowed), (0, 0));
+        assert_eq!((third.overflowed, third.dropped), (1, 1), "one byte over");
+        assert!(slow.overflowed());
+        assert_eq!(fanout.connection_counts(), (1, 0));
+        settle().await;
+        let close = format!("close {CLOSE_OVERFLOW}");
+        assert_eq!(slow.got(), ["aaaa", "bbbbbb", close.as_str()]);
+        assert_eq!(slow.outbox.queued(), 0, "all it was sent was taken");
+        assert_eq!(fast.got(), ["aaaa", "bbbbbb", "c"]);
+        assert_eq!(fast.outbox.queued(), 0);
+
+        // A message larger than the bound reaches a connection that has
+        // taken everything before it, and then nothing more fits.
+        let mut fanout = Fanout::default();
+        let big = connect_bounded(&mut fanout, 1, ConnRole::Player, 64, 4);
+        assert_eq!(fanout.broadcast(&frame("0123456789")).overflowed, 0);
+        assert_eq!(fanout.broadcast(&frame("x")).overflowed, 1);
+        settle().await;
+        let close = format!("close {CLOSE_OVERFLOW}");
+        assert_eq!(big.got(), ["0123456789", close.as_str()]);
+
+        // Frames sent together count together; acks count past the bound.
+        let mut fanout = Fanout::default();
+        let c = connect_bounded(&mut fanout, 1, ConnRole::Player, 64, 100);
+        fanout.broadcast_all(vec![frame("ab"), frame("cde")]);
+        assert!(fanout.send_to(1, Outbound::Frame(frame("ack"))));
+        assert_eq!(c.outbox.queued(), 8);
+        settle().await;
+        assert_eq!(c.outbox.queued(), 0);
+    }
+
+    #[test]
+    fn an_outbox_counts_what_is_offered_and_taken() {
+        let outbox = Outbox::new(10);
+        assert!(outbox.offer(6));
+        assert!(!outbox.offer(5), "past the bound");
+        assert_eq!(outbox.queued(), 6, "a refused offer adds nothing");
+        assert!(outbox.offer(4));
+        outbox.taken(7);
+        assert_eq!(outbox.queued(), 3);
+        outbox.force(20);
+        assert_eq!(outbox.queued(), 23, "forced past the bound");
+        outbox.taken(100);
+        assert_eq!(outbox.queued(), 0, "never below nothing");
+        assert!(outbox.offer(1000), "alone, anything fits");
+        assert!(!outbox.overflowed());
+        outbox.overflow();
+        assert!(outbox.overflowed());
     }
 
     #[actix::test]

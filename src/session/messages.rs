@@ -8,15 +8,14 @@
 //! the actor.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use actix::prelude::*;
 use bytestring::ByteString;
 use serde_json::Value;
 
-use super::Outbound;
 use super::audit::CallOrigin;
 use super::sequencer::Backlog;
+use super::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::protocol::{
@@ -103,8 +102,9 @@ pub struct Subscribe {
     pub role: ConnRole,
     pub last_seq: Option<u64>,
     pub recipient: Recipient<Outbound>,
-    /// Set by the session when this connection's queue overflows.
-    pub overflow: Arc<AtomicBool>,
+    /// What the connection has queued and not taken; the session marks it
+    /// overflowed when it falls too far behind.
+    pub outbox: Arc<Outbox>,
 }
 
 /// The frames a new connection sends first.
@@ -122,16 +122,27 @@ impl Joined {
         state: &GameState,
         backlog: Backlog,
     ) -> Self {
-        let welcome = ControlFrame::Welcome {
-            session_id,
-            role,
-            seq: backlog.welcome_seq,
-            resumed: backlog.resumed,
-            state: Snapshot::of(session_id, state),
+        let welcome = |backlog: &Backlog| {
+            ControlFrame::Welcome {
+                session_id,
+                role,
+                seq: backlog.welcome_seq,
+                resumed: backlog.resumed,
+                state: Snapshot::of(session_id, state),
+            }
+            .to_json()
+        };
+        let mut first = welcome(&backlog);
+        // The welcome counts toward what one join may hold: past the bound
+        // the connection starts afresh from the snapshot, as a resume past
+        // the journal's bound does.
+        let resumed = backlog.resumed;
+        let backlog = backlog.within(first.len(), MAX_RESUME_BYTES);
+        if resumed && !backlog.resumed {
+            first = welcome(&backlog);
         }
-        .to_json();
         Self {
-            welcome: welcome.into(),
+            welcome: first.into(),
             backlog: backlog.frames,
         }
     }

@@ -39,7 +39,7 @@ mod turn;
 mod turn_frames;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix::{Addr, Message, Recipient};
@@ -122,6 +122,11 @@ pub const MAX_STORED_BACKLOG: u64 = 10_000;
 /// And their size at most, in characters: what one resume may hold in
 /// memory, whoever asks (a public session's spectators are anyone).
 pub const MAX_STORED_BACKLOG_CHARS: u64 = 4 * 1024 * 1024;
+/// What a joining connection is handed at once, in bytes: its `welcome`
+/// (the snapshot) and the backlog it resumes with, from the ring or the
+/// journal alike. A resume past it starts afresh (`"resumed": false`, the
+/// snapshot is the truth), as one past the journal's bound does.
+pub const MAX_RESUME_BYTES: usize = MAX_STORED_BACKLOG_CHARS as usize;
 /// Story frames between two snapshots of a session.
 pub const SNAPSHOT_EVERY: u64 = 256;
 /// The same tool with the same arguments this many times in a row ends a turn.
@@ -207,4 +212,83 @@ pub enum Outbound {
     Frames(Arc<[ByteString]>),
     /// Close with this WebSocket close code and reason.
     Close { code: u16, reason: &'static str },
+}
+
+impl Outbound {
+    /// The bytes of text this message queues for its connection.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Self::Frame(bytes) => bytes.len(),
+            Self::Frames(frames) => frames.iter().map(|f| f.len()).sum(),
+            Self::Close { .. } => 0,
+        }
+    }
+}
+
+/// What one connection was sent and has not taken yet, shared by the
+/// session (or tail) that queues for it and the connection that takes.
+/// The connection takes its messages only when its socket has room, so
+/// these are the bytes a slow or silent reader holds on the node.
+#[derive(Debug)]
+pub struct Outbox {
+    /// Bytes queued and not yet taken.
+    bytes: AtomicUsize,
+    /// The most that may wait (`QUESTD_WS_QUEUE_BYTES`).
+    bound: usize,
+    /// Set by the session when the connection fell too far behind: the
+    /// connection drops what is still queued and closes.
+    overflow: AtomicBool,
+}
+
+impl Outbox {
+    pub fn new(bound: usize) -> Self {
+        Self {
+            bytes: AtomicUsize::new(0),
+            bound: bound.max(1),
+            overflow: AtomicBool::new(false),
+        }
+    }
+
+    /// Queues `n` more bytes if they fit: answers false past the bound.
+    /// A message alone always fits, so a frame larger than the bound still
+    /// reaches a connection that has taken everything before it.
+    pub(crate) fn offer(&self, n: usize) -> bool {
+        let queued = self.bytes.load(Ordering::Acquire);
+        if queued > 0 && queued.saturating_add(n) > self.bound {
+            return false;
+        }
+        self.bytes.fetch_add(n, Ordering::AcqRel);
+        true
+    }
+
+    /// Queues `n` bytes whatever the bound (an ack, which its connection
+    /// must get in order).
+    pub(crate) fn force(&self, n: usize) {
+        self.bytes.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// The connection took `n` bytes (or a message queued with
+    /// [`Outbox::offer`] was not queued after all).
+    pub fn taken(&self, n: usize) {
+        let _ = self
+            .bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                Some(b.saturating_sub(n))
+            });
+    }
+
+    /// Bytes queued and not yet taken.
+    pub fn queued(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// Marks the connection as too far behind.
+    pub(crate) fn overflow(&self) {
+        self.overflow.store(true, Ordering::Release);
+    }
+
+    /// Whether the session gave up on the connection.
+    pub fn overflowed(&self) -> bool {
+        self.overflow.load(Ordering::Acquire)
+    }
 }

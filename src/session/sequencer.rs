@@ -91,6 +91,23 @@ pub(super) struct Backlog {
     pub(super) welcome_seq: u64,
 }
 
+impl Backlog {
+    /// This backlog if it fits in `bound` bytes beside a welcome of
+    /// `welcome_bytes`, else a fresh start (not resumed, no frames): the
+    /// welcome's snapshot is then the truth. A welcome alone is never cut.
+    pub(super) fn within(self, welcome_bytes: usize, bound: usize) -> Self {
+        let frames: usize = self.frames.iter().map(|f| f.len()).sum();
+        if self.frames.is_empty() || welcome_bytes.saturating_add(frames) <= bound {
+            return self;
+        }
+        Self {
+            resumed: false,
+            frames: Vec::new(),
+            welcome_seq: self.welcome_seq,
+        }
+    }
+}
+
 /// Seq assignment, the frames not yet durable, and the resume ring.
 pub(super) struct Sequencer {
     /// The seq the next staged frame gets.
@@ -839,6 +856,40 @@ mod tests {
         let before = sq.backlog(Some(oldest - 2));
         assert!(!before.resumed);
         assert!(before.frames.is_empty());
+    }
+
+    #[test]
+    fn a_backlog_and_its_welcome_fit_the_resume_bound_or_start_afresh() {
+        let frame = |n: usize| ByteString::from("x".repeat(n));
+        // (name, welcome bytes, frame sizes, bound, resumed after)
+        let cases: &[(&str, usize, &[usize], usize, bool)] = &[
+            ("well within", 10, &[10, 10], 100, true),
+            ("exactly the bound", 40, &[30, 30], 100, true),
+            ("one byte over", 41, &[30, 30], 100, false),
+            ("the frames alone are over", 0, &[60, 60], 100, false),
+            ("the welcome alone is over, no frames", 500, &[], 100, true),
+            ("the welcome is over, with frames", 500, &[1], 100, false),
+            ("nothing at all", 0, &[], 0, true),
+        ];
+        for (name, welcome, sizes, bound, resumed) in cases {
+            let backlog = Backlog {
+                resumed: true,
+                frames: sizes.iter().map(|n| frame(*n)).collect(),
+                welcome_seq: 7,
+            };
+            let got = backlog.within(*welcome, *bound);
+            assert_eq!(got.resumed, *resumed, "{name}");
+            assert_eq!(got.welcome_seq, 7, "{name}: the welcome seq stays");
+            let want = if *resumed { sizes.len() } else { 0 };
+            assert_eq!(got.frames.len(), want, "{name}");
+        }
+        // A fresh start stays one.
+        let fresh = Backlog {
+            resumed: false,
+            frames: Vec::new(),
+            welcome_seq: 3,
+        };
+        assert!(!fresh.within(usize::MAX, 1).resumed);
     }
 
     #[test]

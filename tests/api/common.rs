@@ -51,6 +51,10 @@ pub fn settings_in(dir: &tempfile::TempDir) -> Settings {
     s.internal_api_key = Some(TEST_KEY.into());
     s.node_id = Some(TEST_NODE.into());
     s.http_workers = Some(1);
+    // Tests play turns back to back, far faster than a person types; the
+    // frame rate is tested at its own setting (security_conn.rs).
+    s.ws_frames_per_second = 100_000;
+    s.ws_frame_burst = 100_000;
     s
 }
 

@@ -26,6 +26,7 @@ mod openai;
 mod openapi;
 mod quotas;
 mod security;
+mod security_conn;
 mod security_edge;
 mod seeds;
 mod service;

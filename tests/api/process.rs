@@ -107,6 +107,9 @@ impl Server {
         // of waiting out its old lease (PostgreSQL).
         let mut child = command
             .env("QUESTD_NODE_ID", TEST_NODE)
+            // As `common::settings_in`: tests play faster than a person.
+            .env("QUESTD_WS_FRAMES_PER_SECOND", "100000")
+            .env("QUESTD_WS_FRAME_BURST", "100000")
             .envs(env.iter().copied())
             .env("QUESTD_INTERNAL_API_KEY", TEST_KEY)
             .env("QUESTD_LOG", "info")
