@@ -516,6 +516,27 @@ pub struct Settings {
         global = true
     )]
     pub write_stall_secs: u64,
+    /// MiB of joins (a WebSocket's `welcome` and the backlog it resumes
+    /// with, the most a connection is handed at once) one client address
+    /// may be handed per 20 s (`JOIN_WINDOW`, the default write stall);
+    /// past it a joining connection is closed with `1013` and reconnects
+    /// later. With the write stall, bounds what sockets of one address
+    /// that never read can pin.
+    #[arg(
+        long,
+        env = "QUESTD_JOIN_MB_PER_ADDRESS",
+        default_value_t = 32,
+        global = true
+    )]
+    pub join_mb_per_address: u32,
+    /// The same for the whole node (default 256 MiB per 20 s).
+    #[arg(
+        long,
+        env = "QUESTD_JOIN_MB_PER_NODE",
+        default_value_t = 256,
+        global = true
+    )]
+    pub join_mb_per_node: u32,
     /// Plain HTTP connections (not WebSockets) one client address may have
     /// open at once (default 64); past it a new connection is closed at
     /// once. The trusted proxies (`QUESTD_TRUSTED_PROXIES`) and the host's

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use actix_web::HttpRequest;
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
@@ -61,6 +61,8 @@ pub struct Admission {
     /// The other nodes of the database, whose handed-over requests name
     /// their client.
     cluster: Option<super::cluster::Cluster>,
+    /// What joining WebSockets are handed, per address and per node.
+    joins: Arc<JoinBudget>,
 }
 
 fn quota(per_minute: u32, burst: u32) -> Quota {
@@ -103,6 +105,10 @@ impl Admission {
             max_per_address: settings.max_address_connections.max(1),
             max_per_session: settings.max_session_connections.max(1),
             cluster: None,
+            joins: Arc::new(JoinBudget::new(
+                settings.join_mb_per_address,
+                settings.join_mb_per_node,
+            )),
         })
     }
 
@@ -181,6 +187,12 @@ impl Admission {
             1,
             "too many sessions created for this tenant",
         )
+    }
+
+    /// The budget of what joining WebSockets are handed, shared with each
+    /// connection (which learns what it is handed after the upgrade).
+    pub fn joins(&self) -> Arc<JoinBudget> {
+        self.joins.clone()
     }
 
     /// One more anonymous model call from this address.
@@ -330,6 +342,57 @@ fn check_keyed<K: Clone + Hash + Eq>(
     }
 }
 
+/// The window over which the join budgets refill: the default write stall
+/// (`QUESTD_WRITE_STALL_SECS`), the longest a socket that never reads
+/// holds what it was handed.
+pub const JOIN_WINDOW: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// What joining WebSockets are handed at once (`welcome` and backlog, at
+/// most 4 MiB each), counted in KiB per client address and per node, each
+/// refilling over [`JOIN_WINDOW`]. A socket that never reads pins what it
+/// was handed until the kernel aborts it (the write stall), so sockets
+/// that resume large stories and never read hold at most about two
+/// budgets' worth (what a window hands out plus what it refills during the
+/// stall), not 4 MiB times the connection cap.
+pub struct JoinBudget {
+    per_address: DefaultKeyedRateLimiter<IpAddr>,
+    node: DefaultDirectRateLimiter,
+}
+
+impl JoinBudget {
+    /// Budgets of `per_address` and `per_node` MiB per [`JOIN_WINDOW`].
+    pub fn new(per_address_mb: u32, per_node_mb: u32) -> Self {
+        let quota = |mb: u32| {
+            let kib = NonZeroU32::new(mb.saturating_mul(1024)).unwrap_or(NonZeroU32::MIN);
+            Quota::with_period(JOIN_WINDOW / kib.get())
+                .unwrap_or_else(|| Quota::per_second(kib))
+                .allow_burst(kib)
+        };
+        Self {
+            per_address: RateLimiter::keyed(quota(per_address_mb)),
+            node: RateLimiter::direct(quota(per_node_mb)),
+        }
+    }
+
+    /// Takes `bytes` handed to a connection of `client` from both budgets;
+    /// `Err` says which is spent. A join larger than a whole budget passes
+    /// (it could never fit; a session's own snapshot is bounded elsewhere).
+    pub fn take(&self, client: Option<IpAddr>, bytes: usize) -> Result<(), &'static str> {
+        let cells = NonZeroU32::new(kib(bytes)).unwrap_or(NonZeroU32::MIN);
+        if self.per_address.len() >= MAX_LIMITER_ADDRESSES {
+            self.per_address.retain_recent();
+            self.per_address.shrink_to_fit();
+        }
+        if let Ok(Err(_)) = self.per_address.check_key_n(&or_unknown(client), cells) {
+            return Err("this address is being sent too much at once");
+        }
+        if let Ok(Err(_)) = self.node.check_n(cells) {
+            return Err("the server is sending too much at once");
+        }
+        Ok(())
+    }
+}
+
 /// A WebSocket's place on the node; dropping it frees the place.
 pub struct ConnSlot {
     node: Arc<AtomicUsize>,
@@ -447,6 +510,25 @@ mod tests {
         let code = a.admit_websocket(&req, &session).err().map(|e| e.code);
         assert_eq!(code, Some(ErrorCode::Overloaded));
         assert_eq!(a.websockets(), 1);
+    }
+
+    #[test]
+    fn joins_are_budgeted_per_address_and_per_node() {
+        let budget = JoinBudget::new(1, 2);
+        let (a, b, c) = (
+            Some(IpAddr::from([10, 0, 0, 1])),
+            Some(IpAddr::from([10, 0, 0, 2])),
+            Some(IpAddr::from([10, 0, 0, 3])),
+        );
+        // One address: 1 MiB at once, then it must wait.
+        assert!(budget.take(a, 600 * 1024).is_ok());
+        assert!(budget.take(a, 400 * 1024).is_ok());
+        assert!(budget.take(a, 100 * 1024).unwrap_err().contains("address"));
+        // Another address has its own, until the node's 2 MiB are spent.
+        assert!(budget.take(b, 1000 * 1024).is_ok());
+        assert!(budget.take(c, 100 * 1024).unwrap_err().contains("server"));
+        // A join larger than any budget could never fit: it passes.
+        assert!(budget.take(c, 8 * 1024 * 1024).is_ok());
     }
 
     #[test]

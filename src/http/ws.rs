@@ -22,7 +22,7 @@ use actix_web_actors::ws;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::admission::ConnSlot;
+use super::admission::{ConnSlot, JoinBudget};
 use super::find_session;
 use super::frame_rate::FrameRate;
 use super::{AppState, TokenRole, check_tenant, token_role};
@@ -158,6 +158,8 @@ async fn connect(
         outbox: Arc::new(Outbox::new(limits.queue_bytes)),
         rate: FrameRate::new(limits.frames_per_second, limits.frame_burst),
         metrics: state.metrics.clone(),
+        joins: state.admission.joins(),
+        client: state.admission.client_key(&req),
     };
     ws::WsResponseBuilder::new(conn, &req, stream)
         .frame_size(MAX_FRAME_BYTES)
@@ -229,6 +231,10 @@ struct WsConn {
     outbox: Arc<Outbox>,
     /// How many frames the client may send.
     rate: FrameRate,
+    /// What joining connections are handed, per address and per node.
+    joins: Arc<JoinBudget>,
+    /// The client's address as the per-address limits count it.
+    client: Option<std::net::IpAddr>,
     metrics: Arc<Metrics>,
 }
 
@@ -362,31 +368,46 @@ impl Actor for WsConn {
         };
         // Nothing else is handled until the welcome and backlog are written,
         // so live frames queued meanwhile come after them.
-        ctx.wait(self.session.subscribe.send(subscribe).into_actor(self).map(
-            |res, _, ctx| match res {
-                Ok(Ok(joined)) => {
-                    ctx.text(joined.welcome);
-                    for frame in joined.backlog {
-                        ctx.text(frame);
+        ctx.wait(
+            self.session.subscribe.send(subscribe).into_actor(self).map(
+                |res, act, ctx| match res {
+                    Ok(Ok(joined)) => {
+                        let bytes = joined.welcome.len()
+                            + joined.backlog.iter().map(|f| f.len()).sum::<usize>();
+                        if let Err(reason) = act.joins.take(act.client, bytes) {
+                            // Handed nothing: what it would pin is the budget's
+                            // to bound. The client reconnects (1013: try again
+                            // later) with its last_seq.
+                            ctx.close(Some(ws::CloseReason {
+                                code: ws::CloseCode::Again,
+                                description: Some(format!("{reason}; reconnect shortly")),
+                            }));
+                            ctx.stop();
+                            return;
+                        }
+                        ctx.text(joined.welcome);
+                        for frame in joined.backlog {
+                            ctx.text(frame);
+                        }
                     }
-                }
-                // Closed by an operator while this connection opened.
-                Ok(Err(refused)) if refused.code == ErrorCode::SessionClosed => {
-                    ctx.close(Some(ws::CloseReason {
-                        code: ws::CloseCode::from(CLOSE_SESSION_CLOSED),
-                        description: Some(refused.message),
-                    }));
-                    ctx.stop();
-                }
-                _ => {
-                    ctx.close(Some(ws::CloseReason {
-                        code: ws::CloseCode::Restart,
-                        description: Some("the session is reloading; reconnect".into()),
-                    }));
-                    ctx.stop();
-                }
-            },
-        ));
+                    // Closed by an operator while this connection opened.
+                    Ok(Err(refused)) if refused.code == ErrorCode::SessionClosed => {
+                        ctx.close(Some(ws::CloseReason {
+                            code: ws::CloseCode::from(CLOSE_SESSION_CLOSED),
+                            description: Some(refused.message),
+                        }));
+                        ctx.stop();
+                    }
+                    _ => {
+                        ctx.close(Some(ws::CloseReason {
+                            code: ws::CloseCode::Restart,
+                            description: Some("the session is reloading; reconnect".into()),
+                        }));
+                        ctx.stop();
+                    }
+                },
+            ),
+        );
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {

@@ -53,7 +53,7 @@ use crate::game::Effect;
 use crate::llm::contract::{self, TurnFacts};
 use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
 use crate::protocol::{CallId, ToolEvent, TraceId, TurnId, TurnLimit};
-use crate::tools::ToolError;
+use crate::tools::{ToolError, cut_name};
 
 /// Tool calls of one model answer that are run; the model is asked again
 /// after them, and calls past this many in one answer are not run.
@@ -62,8 +62,9 @@ pub const MAX_CALLS_PER_ANSWER: usize = 16;
 /// it is cut (it would be repeated in `turn_completed`, the journal and
 /// history). A turn makes at most `QUESTD_MAX_ITERATIONS` answers.
 pub const MAX_NARRATIVE_BYTES: usize = 32 * 1024;
-/// Longest tool name or call id from a model that is repeated in frames.
-pub const MAX_TOOL_NAME_CHARS: usize = 64;
+/// Longest tool name or call id from a model that is repeated in frames:
+/// the one bound of names a caller or model sends ([`cut_name`]).
+pub const MAX_TOOL_NAME_CHARS: usize = crate::tools::MAX_NAME_CHARS;
 
 /// What the turn does once the state has caught up.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -374,9 +375,8 @@ impl Turn {
         if call_id.as_str().chars().count() > MAX_TOOL_NAME_CHARS {
             call_id = CallId::from("");
         }
-        if call.name.chars().count() > MAX_TOOL_NAME_CHARS {
-            call.name = call.name.chars().take(MAX_TOOL_NAME_CHARS).collect();
-        }
+        let cut = cut_name(&call.name).len();
+        call.name.truncate(cut);
         while call_id.as_str().is_empty() || self.call_ids.contains(&call_id) {
             n += 1;
             call_id = CallId::from(format!("{}_call_{n}", self.turn_id));

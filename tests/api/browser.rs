@@ -731,6 +731,10 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
             s.chat_burst = 1;
             s.service_burst = 1000;
             s.service_per_minute = 60_000;
+            // The long session below is made of direct calls, as fast as
+            // a service may send them.
+            s.calls_burst = 1000;
+            s.calls_per_minute = 60_000;
         },
         Arc::new(OfflineGameMaster::default()),
     )

@@ -395,3 +395,60 @@ async fn a_frame_flood_through_another_node_is_limited_there_too() {
     let frames = player.play("look", "after-flood").await;
     assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
 }
+
+/// The close code a raw connection ends with, and the text frames it got
+/// before (`None` when it ended without a close frame).
+async fn closed_with(ws: &mut RawWs) -> (Option<u16>, usize) {
+    let mut frames = 0;
+    let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+    while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
+        match msg {
+            Message::Text(_) => frames += 1,
+            Message::Close(frame) => return (frame.map(|f| u16::from(f.code)), frames),
+            _ => {}
+        }
+    }
+    (None, frames)
+}
+
+#[actix_web::test]
+async fn joins_past_an_addresss_budget_are_closed_to_reconnect_later_while_others_join() {
+    let app = spawn_with(
+        |s| {
+            no_chat_limit(s);
+            s.join_mb_per_address = 1;
+        },
+        talkative(),
+    )
+    .await;
+    let s = app.public_demo().await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (story, _) = grow_story(&mut player, 700 * 1024, 0).await;
+    let path = ws_path(&s, &s.spectator_token, Some(0));
+
+    // One address resumes the whole story once; the next resume from it
+    // within the window would hand it another 700 KB: it is closed with
+    // 1013 (try again later) before a frame.
+    let busy = Ipv4Addr::new(127, 0, 0, 5);
+    let mut first = raw_ws(app.port, busy, &path).await.expect("upgrade");
+    let frames = text_frames(&mut first, Duration::from_secs(2)).await;
+    let got: usize = frames.iter().map(String::len).sum();
+    assert!(
+        got > story,
+        "the first resume got the story: {got} of {story}"
+    );
+    let mut second = raw_ws(app.port, busy, &path).await.expect("upgrade");
+    let (code, frames) = closed_with(&mut second).await;
+    assert_eq!(code, Some(1013), "the second join from the address");
+    assert_eq!(frames, 0, "it was handed nothing");
+
+    // Another address joins meanwhile, and the player plays on.
+    let mut other = raw_ws(app.port, Ipv4Addr::new(127, 0, 0, 6), &path)
+        .await
+        .expect("upgrade");
+    let frames = text_frames(&mut other, Duration::from_secs(2)).await;
+    let welcome: Value = serde_json::from_str(&frames[0]).expect("JSON");
+    assert_eq!(welcome["resumed"].as_bool(), Some(true));
+    let played = player.play("and then?", "after-joins").await;
+    assert!(played.iter().any(|f| f["type"] == "turn_completed"));
+}
