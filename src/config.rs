@@ -307,11 +307,13 @@ pub struct Settings {
     pub key_create_burst: u32,
     /// KiB of request body (the inline campaign) one client address may
     /// send per minute to create sessions without a key (a built-in
-    /// campaign costs 1); past it `429 RATE_LIMITED`.
+    /// campaign costs 1); past it `429 RATE_LIMITED`. With the retention
+    /// of unplayed sessions it bounds the campaigns one address keeps in
+    /// the database.
     #[arg(
         long,
         env = "QUESTD_CREATE_KIB_PER_MINUTE",
-        default_value_t = 1024,
+        default_value_t = 256,
         global = true
     )]
     pub create_kib_per_minute: u32,
