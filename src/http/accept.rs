@@ -39,7 +39,7 @@ use actix_web::middleware::Next;
 use actix_web::rt::net::TcpStream;
 use socket2::SockRef;
 
-use super::admission::{address_key, parse_proxies, release_address};
+use super::admission::{MAX_HEAD_WATCHES, address_key, parse_proxies, release_address};
 use crate::config::Settings;
 
 /// Share of the node's connection budget, in percent, past which a new
@@ -48,10 +48,6 @@ pub const PRESSURE_PERCENT: usize = 50;
 /// How long a connection accepted under pressure may take to send its
 /// first request head before it is shut.
 pub const HEAD_WAIT_UNDER_PRESSURE: Duration = Duration::from_secs(1);
-/// Sockets watched for their first head at once: each holds a duplicate
-/// descriptor for [`HEAD_WAIT_UNDER_PRESSURE`], kept out of the node's
-/// connection budget (`admission::connection_budget`).
-pub const MAX_HEAD_WATCHES: usize = 256;
 
 /// Open plain HTTP connections per client address.
 type AddressCounts = Mutex<HashMap<IpAddr, usize>>;

@@ -33,6 +33,10 @@ pub const HTTP_HEADROOM: usize = 64;
 pub const STORE_FD_RESERVE: usize = 256;
 /// Open files kept for model calls (each holds a connection while it runs).
 pub const MODEL_FD_RESERVE: usize = crate::llm::openai::MAX_CONCURRENT_CALLS;
+/// Sockets `accept` watches for their first request head at once under
+/// pressure: each holds a duplicate descriptor for a second, so they are
+/// kept out of the connection budget ([`connection_budget`]).
+pub const MAX_HEAD_WATCHES: usize = 256;
 /// Anonymous `/api/chat` calls per minute from one address (with bursts of
 /// [`ANON_MODEL_BURST`]), when the model is the offline game master.
 pub const ANON_MODEL_PER_MINUTE: u32 = 60;
@@ -434,7 +438,7 @@ pub fn connection_budget(configured: Option<usize>) -> usize {
     // Model calls each hold a connection, and head watches under pressure
     // each a duplicate descriptor.
     let from_files = open_files
-        .saturating_sub(STORE_FD_RESERVE + MODEL_FD_RESERVE + super::accept::MAX_HEAD_WATCHES)
+        .saturating_sub(STORE_FD_RESERVE + MODEL_FD_RESERVE + MAX_HEAD_WATCHES)
         .max(HTTP_HEADROOM + 1);
     match configured {
         Some(n) => n.clamp(1, from_files),

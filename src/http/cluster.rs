@@ -333,23 +333,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// "spectators": <a number>}` is about a hundred bytes.
 pub const MAX_AUDIENCE_BYTES: usize = 1024;
 
-/// Reads a body of at most `limit` bytes, stopping as soon as it is past.
-async fn read_bounded(mut payload: web::Payload, limit: usize) -> Result<Bytes, ApiError> {
-    use futures_util::StreamExt;
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|_| ApiError::bad_request("the body could not be read"))?;
-        if body.len() + chunk.len() > limit {
-            return Err(ApiError::new(
-                ErrorCode::PayloadTooLarge,
-                format!("body is larger than {limit} bytes"),
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
-
 /// A tail's report, sent by [`audience_report`].
 #[derive(serde::Serialize, serde::Deserialize)]
 struct AudienceBody {
@@ -376,7 +359,7 @@ async fn audience_reported(
         return super::no_route(req).await;
     }
     let session_id = SessionId::from(req.match_info().get("id").unwrap_or_default());
-    let body = read_bounded(payload, MAX_AUDIENCE_BYTES).await?;
+    let body = super::body_within(payload, MAX_AUDIENCE_BYTES).await?;
     let report: AudienceBody = serde_json::from_slice(&body)
         .map_err(|_| ApiError::bad_request("the audience report is not {node_id, spectators}"))?;
     if report.node_id.is_empty() || report.node_id.len() > 64 {

@@ -78,9 +78,9 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::AppState;
 use super::idempotency;
 use super::service::{self, CallReport, HeaderRules, ServiceContext};
-use super::{AppState, MAX_BODY_BYTES};
 use crate::error::{ApiError, ErrorCode};
 use crate::tools::{cut_name, json_kind};
 
@@ -1035,23 +1035,12 @@ impl Accepts {
     }
 }
 
-/// Reads a body of at most [`MAX_BODY_BYTES`] (413 past that).
-async fn read_body(mut payload: web::Payload) -> Result<web::BytesMut, RpcError> {
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| {
-            RpcError::bad_request(INVALID_REQUEST, format!("could not read the body: {e}"))
-        })?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(RpcError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                INVALID_REQUEST,
-                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+/// Reads a body as every route does ([`super::body_bytes`]: at most
+/// [`super::MAX_BODY_BYTES`], 413 past that), its refusal as a JSON-RPC error.
+async fn read_body(payload: web::Payload) -> Result<web::BytesMut, RpcError> {
+    super::body_bytes(payload)
+        .await
+        .map_err(|e| RpcError::new(super::status_of(e.code), INVALID_REQUEST, e.message))
 }
 
 /// A header's value as text; a value that is not text reads as empty, which

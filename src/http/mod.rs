@@ -274,17 +274,30 @@ pub async fn refuse_nul_in_url(
 
 /// Reads a body of at most [`MAX_BODY_BYTES`] (413 past that).
 pub(crate) async fn body_bytes(
+    payload: impl futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
+    + Unpin,
+) -> Result<web::BytesMut, ApiError> {
+    body_within(payload, MAX_BODY_BYTES).await
+}
+
+/// Reads a body of at most `limit` bytes, stopping as soon as it is past
+/// (413). A body that breaks off is a `400` that names no cause: actix's
+/// words for it are a Rust `Debug` string, which goes to the log only.
+pub(crate) async fn body_within(
     mut payload: impl futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
     + Unpin,
+    limit: usize,
 ) -> Result<web::BytesMut, ApiError> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::bad_request(format!("could not read the body: {e}")))?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
+        let chunk = chunk.map_err(|e| {
+            tracing::debug!(error = %e, "a request body could not be read");
+            ApiError::bad_request("the body could not be read whole")
+        })?;
+        if body.len() + chunk.len() > limit {
             return Err(ApiError::new(
                 ErrorCode::PayloadTooLarge,
-                format!("body is larger than {MAX_BODY_BYTES} bytes"),
+                format!("body is larger than {limit} bytes"),
             ));
         }
         body.extend_from_slice(&chunk);
