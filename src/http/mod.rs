@@ -14,6 +14,7 @@ pub mod guard;
 mod idempotency;
 pub mod mcp;
 pub mod openapi;
+mod owner_watch;
 mod relay;
 pub mod service;
 pub mod sites;

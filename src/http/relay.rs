@@ -3,7 +3,10 @@
 //! client) and relays text frames both ways, unchanged. The client sees the
 //! owner's welcome, acks, story frames, errors and close codes, so it
 //! cannot tell which node it reached. When the owner goes away the client
-//! is closed with 1012 and reconnects, to any node, with `last_seq`.
+//! is closed with 1012 and reconnects, to any node, with `last_seq`; so is
+//! it when the owner stops answering and its claim lapses (a paused or
+//! cut-off node, `owner_watch.rs`), rather than left waiting on a socket
+//! that never errs.
 
 use std::time::Instant;
 
@@ -20,9 +23,11 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::admission::ConnSlot;
 use super::frame_rate::FrameRate;
+use super::owner_watch::{self, Claim};
 use super::ws::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::{AppState, overloaded};
 use crate::error::ApiError;
+use crate::storage::Store;
 
 /// Close code when the owner node went away: service restart, reconnect.
 const CLOSE_OWNER_GONE: u16 = 1012;
@@ -99,6 +104,13 @@ pub async fn relay(
         from_owner: Some(from_owner),
         last_heard: Instant::now(),
         rate: FrameRate::new(state.ws.frames_per_second, state.ws.frame_burst),
+        owner: Owner {
+            store: state.store.clone(),
+            session_id: req.match_info().get("id").unwrap_or_default().to_owned(),
+            url: owner_url.to_owned(),
+            heard: Instant::now(),
+            looking: false,
+        },
     };
     ws::WsResponseBuilder::new(relay, req, stream)
         .frame_size(MAX_FRAME_BYTES)
@@ -121,6 +133,19 @@ struct Relay {
     /// How many frames the client may send: held here too, since pings
     /// are answered here and whatever passes is queued for the owner.
     rate: FrameRate,
+    owner: Owner,
+}
+
+/// The owner this relay waits on, and when it was last heard from.
+struct Owner {
+    store: Store,
+    session_id: String,
+    /// The owner's node, as the claim names it.
+    url: String,
+    /// The last frame (a pong included) from the owner.
+    heard: Instant,
+    /// A look at the owner's claim is on its way.
+    looking: bool,
 }
 
 impl Actor for Relay {
@@ -138,6 +163,7 @@ impl Actor for Relay {
                 ctx.ping(b"");
             }
         });
+        ctx.run_interval(owner_watch::PING_EVERY, Self::watch_owner);
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
@@ -148,6 +174,38 @@ impl Actor for Relay {
 impl Relay {
     fn close_owner(&self) {
         let _ = self.to_owner.send(Message::Close(None));
+    }
+
+    /// Pings an owner that has been silent a while; once it has said
+    /// nothing for [`owner_watch::QUIET`], reads its claim, and closes the
+    /// client for a reconnect when the owner lost it.
+    fn watch_owner(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        let quiet = self.owner.heard.elapsed();
+        if quiet >= owner_watch::PING_EVERY {
+            let _ = self.to_owner.send(Message::Ping(Default::default()));
+        }
+        if quiet < owner_watch::QUIET || self.owner.looking {
+            return;
+        }
+        self.owner.looking = true;
+        let (store, id, url) = (
+            self.owner.store.clone(),
+            self.owner.session_id.clone(),
+            self.owner.url.clone(),
+        );
+        let look = async move { owner_watch::look(&store, &id, &url).await };
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Self>(look).map(|claim: Claim, act, ctx| {
+                act.owner.looking = false;
+                let quiet = act.owner.heard.elapsed();
+                let lease = act.owner.store.node().lease;
+                if quiet >= owner_watch::QUIET && owner_watch::gone(claim, quiet, lease) {
+                    tracing::warn!(session_id = %act.owner.session_id, "the session's node stopped answering and lost its claim; closing its relayed connection for a reconnect");
+                    act.close_owner();
+                    Self::owner_gone(ctx);
+                }
+            }),
+        );
     }
 
     fn owner_gone(ctx: &mut ws::WebsocketContext<Self>) {
@@ -198,6 +256,7 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for Relay {
 /// The owner's frames, sent on to the client as they are.
 impl StreamHandler<Result<Message, tungstenite::Error>> for Relay {
     fn handle(&mut self, msg: Result<Message, tungstenite::Error>, ctx: &mut Self::Context) {
+        self.owner.heard = Instant::now();
         match msg {
             Ok(Message::Text(text)) => ctx.text(text.as_str()),
             Ok(Message::Binary(bytes)) => ctx.binary(bytes),
@@ -208,7 +267,8 @@ impl StreamHandler<Result<Message, tungstenite::Error>> for Relay {
                 }));
                 ctx.stop();
             }
-            // tungstenite answers the owner's pings itself.
+            // tungstenite answers the owner's pings itself; its pongs
+            // only say it is there.
             Ok(_) => {}
             Err(_) => Self::owner_gone(ctx),
         }

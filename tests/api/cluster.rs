@@ -451,3 +451,115 @@ async fn an_operators_close_reaches_the_spectators_another_node_serves() {
         (410, &serde_json::json!("SESSION_CLOSED"))
     );
 }
+
+#[actix_web::test]
+async fn a_paused_owner_does_not_hang_a_player_another_node_relays() {
+    let (_dir, db) = database();
+    let a = node(&db, "node-a");
+    let b = node(&db, "node-b");
+    let s = a.demo().await;
+    // The player plays through B while A runs the session.
+    let (mut ws, _) = b.connect(&s.session_id, &s.player_token, None).await;
+    let (first_move, last) = played_move(&mut ws, &b, &s, "before").await;
+    let target = neighbour(&b.snapshot(&s).await);
+
+    // A stops answering (a long pause, a frozen VM): its socket stays
+    // open and B's pings to the client go on. A chat sent now is not
+    // left without an answer: B closes the connection for a reconnect
+    // once A's claim has lapsed, the chat unacknowledged.
+    a.signal("STOP");
+    ws.chat(&format!("go to {target}"), "during").await;
+    let (frames, code) = ws.frames_until_closed().await;
+    assert_eq!(
+        code,
+        Ok(Some(1012)),
+        "the relayed connection was closed for a reconnect: {frames:?}"
+    );
+    assert!(
+        !frames.iter().any(|f| f["type"] == "ack"),
+        "nothing acknowledged the chat a paused node holds: {frames:?}"
+    );
+
+    // The client reconnects to B, which takes the session over, and sends
+    // the chat again under its request_id: it runs once, there.
+    let (mut ws, welcome) = b.connect(&s.session_id, &s.player_token, Some(last)).await;
+    assert_eq!(welcome["resumed"], true, "{welcome}");
+    let played = ws.play(&format!("go to {target}"), "during").await;
+    let moved = played
+        .iter()
+        .find(|f| f["type"] == "tool_result" && f["status"] == "ok")
+        .and_then(|f| f["seq"].as_u64())
+        .unwrap_or_else(|| panic!("the move ran on B: {played:?}"));
+    assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+
+    // A wakes up holding the chat it was sent while paused: it writes
+    // nothing of it (its claim is gone), and the move is in the story once.
+    a.signal("CONT");
+    let (status, health) = get(&format!("{}/healthz", a.base()), None).await;
+    assert_eq!((status, health["node_id"].as_str()), (200, Some("node-a")));
+    let second = move_once(&mut ws, &b, &s, "after").await;
+    assert_eq!(moves_in_log(&b, &s).await, [first_move, moved, second]);
+    let all = whole_story(&b, &s).await;
+    assert_eq!(
+        all,
+        (1..=*all.last().unwrap()).collect::<Vec<_>>(),
+        "no seq twice or missing"
+    );
+}
+
+#[actix_web::test]
+async fn a_stale_owner_has_every_write_refused_by_its_epoch() {
+    let (_dir, db) = database();
+    // A lease this long keeps node A from renewing (and so from learning
+    // that it lost the session) for the whole test: only the writer's
+    // epoch check stands between A and the journal.
+    let a = Server::start_with(
+        &db,
+        &[("QUESTD_NODE_ID", "node-a"), ("QUESTD_LEASE_MS", "600000")],
+    );
+    let s = a.demo().await;
+    let (mut ws, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    move_once(&mut ws, &a, &s, "before").await;
+    let written = last_written(&db, &s).await;
+
+    // A stops; meanwhile another node claims the session (the claim a
+    // node makes once A's lease has run out, epoch bumped), and A resumes
+    // believing it still owns it, with a chat to run.
+    a.signal("STOP");
+    let claimed = crate::database::execute(
+        &db,
+        "UPDATE session_owners SET node_id = 'node-b', epoch = epoch + 1, \
+         lease_until = clock_timestamp() + interval '10 minutes' WHERE session_id = $1",
+        &s.session_id,
+    )
+    .await;
+    assert_eq!(claimed, 1, "the claim moved");
+    a.signal("CONT");
+    ws.chat("roll 1d6", "stale").await;
+
+    // The turn's first write is refused: nothing of it is acknowledged or
+    // shown, and the connection is closed for a reconnect.
+    let (frames, code) = ws.frames_until_closed().await;
+    assert_eq!(code, Ok(Some(1012)), "closed for a reconnect: {frames:?}");
+    assert!(
+        !frames
+            .iter()
+            .any(|f| f["type"] == "ack" || f["turn_id"] == "turn_2"),
+        "nothing of the stale turn was told: {frames:?}"
+    );
+    // Nothing reached the journal after the claim moved.
+    assert_eq!(last_written(&db, &s).await, written, "A wrote nothing more");
+}
+
+/// The last seq stored in `s`'s journal, and how many snapshots it has,
+/// read straight from the database.
+async fn last_written(db: &str, s: &Session) -> Vec<Vec<String>> {
+    crate::database::text_rows(
+        db,
+        "SELECT CAST(MAX(last_seq) AS TEXT), \
+         CAST((SELECT COUNT(*) FROM snapshots WHERE session_id = $1) AS TEXT) \
+         FROM journal WHERE session_id = $1",
+        &s.session_id,
+    )
+    .await
+}

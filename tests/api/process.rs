@@ -34,7 +34,15 @@ pub struct Server {
     pid: u32,
     base: String,
     port: u16,
+    /// The last lines questd logged, shown when a test fails.
+    log: Log,
 }
+
+/// The last [`LOG_LINES`] lines a questd process logged.
+type Log = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+
+/// How many of a process's last log lines a failed test shows.
+const LOG_LINES: usize = 300;
 
 impl Api for Server {
     fn base(&self) -> &str {
@@ -140,13 +148,25 @@ impl Server {
                 port = Some(p as u16);
             }
         };
-        // Keep draining logs so the process never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        // Keep draining logs so the process never blocks on a full pipe;
+        // the last ones are kept for a failed test to show.
+        let log = Log::default();
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() == LOG_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+        });
         Self {
             child,
             pid,
             base: format!("http://127.0.0.1:{port}"),
             port,
+            log,
         }
     }
 
@@ -185,6 +205,17 @@ fn sigkill(pid: u32) -> bool {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            eprintln!(
+                "--- the last {} lines questd on port {} logged:",
+                log.len(),
+                self.port
+            );
+            for line in log.iter() {
+                eprintln!("{line}");
+            }
+        }
         // questd outlives the shell around it: end it first.
         if let Ok(None) = self.child.try_wait() {
             sigkill(self.pid);

@@ -1,0 +1,77 @@
+//! Waiting on a session's owner without hanging on it (PROTOCOL.md §11):
+//! a node that relays a player's WebSocket to the owner, or hands it an
+//! HTTP request, watches the owner's claim while the owner is quiet. A
+//! paused, frozen or cut-off owner answers nothing, yet its socket stays
+//! open and nothing errs; its claim, though, stops being renewed. Once
+//! the claim has lapsed (or moved to another node), the waiting side gives
+//! up at once: the client is closed with `1012`, or told to try again, and
+//! its next attempt claims the session on a node that answers.
+//!
+//! The claim is read only while the owner is quiet, so a busy relay costs
+//! the database nothing. When the database cannot be read either, the
+//! owner counts as gone once it has been quiet for a lease and
+//! [`GRACE`]: by then its claim has lapsed unless it renewed it, which a
+//! node that answers no one seldom does.
+
+use std::time::Duration;
+
+use crate::storage::Store;
+
+/// How long an owner may say nothing before its claim is looked at. A
+/// relay pings the owner every [`PING_EVERY`], so an owner that answers
+/// is never quiet this long.
+pub const QUIET: Duration = Duration::from_secs(3);
+/// How often a relay pings a silent owner, and a quiet owner's claim is
+/// read again.
+pub const PING_EVERY: Duration = Duration::from_secs(1);
+/// Past a lease of quiet, how much longer an owner whose claim cannot be
+/// read (the database unreachable from here) is waited for.
+pub const GRACE: Duration = Duration::from_secs(4);
+
+/// What the database says of the owner's claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The node waited on still holds a live claim: it may be slow, not gone.
+    Held,
+    /// No live claim, or another node's: the node waited on lost the session.
+    Lost,
+    /// The claim could not be read.
+    Unreadable,
+}
+
+/// Reads whether the node at `owner_url` still holds `session_id`.
+pub async fn look(store: &Store, session_id: &str, owner_url: &str) -> Claim {
+    match store.owner_address(session_id).await {
+        Ok(Some((_, url))) if url == owner_url => Claim::Held,
+        Ok(_) => Claim::Lost,
+        Err(_) => Claim::Unreadable,
+    }
+}
+
+/// Whether an owner quiet for `quiet`, whose claim reads `claim`, is to be
+/// given up on.
+pub fn gone(claim: Claim, quiet: Duration, lease: Duration) -> bool {
+    match claim {
+        Claim::Held => false,
+        Claim::Lost => true,
+        Claim::Unreadable => quiet >= lease + GRACE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_is_given_up_on_when_its_claim_lapsed_or_moved_or_after_a_lease_unread() {
+        let lease = Duration::from_secs(3);
+        let s = Duration::from_secs;
+        // A held claim: a slow owner, waited for however long.
+        assert!(!gone(Claim::Held, s(600), lease));
+        // Lapsed or taken: at once.
+        assert!(gone(Claim::Lost, QUIET, lease));
+        // Unreadable: only past the lease and the grace.
+        assert!(!gone(Claim::Unreadable, s(6), lease));
+        assert!(gone(Claim::Unreadable, s(7), lease));
+    }
+}
