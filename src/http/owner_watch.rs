@@ -8,10 +8,10 @@
 //! its next attempt claims the session on a node that answers.
 //!
 //! The claim is read only while the owner is quiet, so a busy relay costs
-//! the database nothing. When the database cannot be read either, the
-//! owner counts as gone once it has been quiet for a lease and
-//! [`GRACE`]: by then its claim has lapsed unless it renewed it, which a
-//! node that answers no one seldom does.
+//! the database nothing. An owner that has been quiet for a lease and
+//! [`GRACE`] is given up on whatever its claim says when it was pinged all
+//! along (it is cut off from this node, or overloaded), or when the claim
+//! cannot be read (the database unreachable from here too).
 
 use std::time::Duration;
 
@@ -49,12 +49,18 @@ pub async fn look(store: &Store, session_id: &str, owner_url: &str) -> Claim {
 }
 
 /// Whether an owner quiet for `quiet`, whose claim reads `claim`, is to be
-/// given up on.
-pub fn gone(claim: Claim, quiet: Duration, lease: Duration) -> bool {
+/// given up on. `pinged` says the quiet is the owner's own: it was pinged
+/// all along (a relay), so an owner that holds its claim yet answers no
+/// ping for a lease and [`GRACE`] is unreachable from here (a partition
+/// between the nodes) or overloaded, and is given up on too. Without pings
+/// (an HTTP request handed over, which may run a long turn) a held claim
+/// is waited on.
+pub fn gone(claim: Claim, quiet: Duration, lease: Duration, pinged: bool) -> bool {
+    let long = quiet >= lease + GRACE;
     match claim {
-        Claim::Held => false,
         Claim::Lost => true,
-        Claim::Unreadable => quiet >= lease + GRACE,
+        Claim::Held => pinged && long,
+        Claim::Unreadable => long,
     }
 }
 
@@ -66,12 +72,18 @@ mod tests {
     fn an_owner_is_given_up_on_when_its_claim_lapsed_or_moved_or_after_a_lease_unread() {
         let lease = Duration::from_secs(3);
         let s = Duration::from_secs;
-        // A held claim: a slow owner, waited for however long.
-        assert!(!gone(Claim::Held, s(600), lease));
-        // Lapsed or taken: at once.
-        assert!(gone(Claim::Lost, QUIET, lease));
-        // Unreadable: only past the lease and the grace.
-        assert!(!gone(Claim::Unreadable, s(6), lease));
-        assert!(gone(Claim::Unreadable, s(7), lease));
+        for pinged in [true, false] {
+            // Lapsed or taken: at once.
+            assert!(gone(Claim::Lost, QUIET, lease, pinged));
+            // Unreadable: only past the lease and the grace.
+            assert!(!gone(Claim::Unreadable, s(6), lease, pinged));
+            assert!(gone(Claim::Unreadable, s(7), lease, pinged));
+        }
+        // A held claim: an owner that answers no ping is unreachable from
+        // here past the lease and the grace; one never pinged may be
+        // running a long turn, and is waited for.
+        assert!(!gone(Claim::Held, s(6), lease, true));
+        assert!(gone(Claim::Held, s(7), lease, true));
+        assert!(!gone(Claim::Held, s(600), lease, false));
     }
 }

@@ -32,6 +32,9 @@ use crate::storage::Store;
 /// Close code when the owner node went away: service restart, reconnect.
 const CLOSE_OWNER_GONE: u16 = 1012;
 
+/// How long opening the WebSocket on the owner may take.
+const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Frames from the owner larger than this end the relay (the owner's own
 /// frames are far smaller; this only bounds memory).
 const MAX_UPSTREAM_FRAME: usize = 64 * 1024 * 1024;
@@ -67,26 +70,30 @@ pub async fn relay(
             request.headers_mut().insert(name, value);
         }
     }
-    let tcp = tokio::net::TcpStream::connect(authority)
-        .await
-        .map_err(|_| gone())?;
-    let _ = tcp.set_nodelay(true);
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_UPSTREAM_FRAME))
         .max_frame_size(Some(MAX_UPSTREAM_FRAME));
-    let upstream =
-        match tokio_tungstenite::client_async_with_config(request, tcp, Some(config)).await {
-            Ok((upstream, _)) => upstream,
-            Err(tungstenite::Error::Http(refused)) => {
-                let status = actix_web::http::StatusCode::from_u16(refused.status().as_u16())
-                    .unwrap_or(actix_web::http::StatusCode::SERVICE_UNAVAILABLE);
-                let body = refused.body().clone().unwrap_or_default();
-                return Ok(HttpResponse::build(status)
-                    .content_type("application/json")
-                    .body(body));
-            }
-            Err(_) => return Err(gone()),
-        };
+    // A node cut off from this one may accept the connection and answer
+    // nothing: the handshake is bounded, as every wait on the owner is.
+    let opened = tokio::time::timeout(OPEN_TIMEOUT, async {
+        let tcp = tokio::net::TcpStream::connect(authority).await?;
+        let _ = tcp.set_nodelay(true);
+        tokio_tungstenite::client_async_with_config(request, tcp, Some(config)).await
+    })
+    .await
+    .map_err(|_| gone())?;
+    let upstream = match opened {
+        Ok((upstream, _)) => upstream,
+        Err(tungstenite::Error::Http(refused)) => {
+            let status = actix_web::http::StatusCode::from_u16(refused.status().as_u16())
+                .unwrap_or(actix_web::http::StatusCode::SERVICE_UNAVAILABLE);
+            let body = refused.body().clone().unwrap_or_default();
+            return Ok(HttpResponse::build(status)
+                .content_type("application/json")
+                .body(body));
+        }
+        Err(_) => return Err(gone()),
+    };
     let (mut sink, from_owner) = upstream.split();
     let (to_owner, mut outbox) = mpsc::unbounded_channel::<Message>();
     actix::spawn(async move {
@@ -199,8 +206,8 @@ impl Relay {
                 act.owner.looking = false;
                 let quiet = act.owner.heard.elapsed();
                 let lease = act.owner.store.node().lease;
-                if quiet >= owner_watch::QUIET && owner_watch::gone(claim, quiet, lease) {
-                    tracing::warn!(session_id = %act.owner.session_id, "the session's node stopped answering and lost its claim; closing its relayed connection for a reconnect");
+                if quiet >= owner_watch::QUIET && owner_watch::gone(claim, quiet, lease, true) {
+                    tracing::warn!(session_id = %act.owner.session_id, "the session's node stopped answering; closing its relayed connection for a reconnect");
                     act.close_owner();
                     Self::owner_gone(ctx);
                 }

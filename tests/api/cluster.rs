@@ -5,6 +5,7 @@
 
 use crate::common::*;
 use crate::process::Server;
+use crate::proxy::{FaultProxy, Mode};
 use serde_json::Value;
 
 /// A lease short enough that failover tests do not wait long.
@@ -562,4 +563,69 @@ async fn last_written(db: &str, s: &Session) -> Vec<Vec<String>> {
         &s.session_id,
     )
     .await
+}
+
+#[actix_web::test]
+async fn a_node_cut_off_from_the_owner_closes_its_relayed_player_for_a_reconnect() {
+    let (_dir, db) = database();
+    // A is reached by the other nodes through a proxy that can cut it off
+    // from them; clients and the database still reach it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let to_a = FaultProxy::start(([127, 0, 0, 1], port).into()).unwrap();
+    let a = Server::start_on(
+        &db,
+        &format!("127.0.0.1:{port}"),
+        &[
+            ("QUESTD_NODE_ID", "node-a"),
+            ("QUESTD_LEASE_MS", LEASE_MS),
+            (
+                "QUESTD_NODE_URL",
+                &format!("http://127.0.0.1:{}", to_a.port()),
+            ),
+        ],
+    );
+    let b = node(&db, "node-b");
+    let s = a.demo().await;
+    let (mut ws, _) = b.connect(&s.session_id, &s.player_token, None).await;
+    let (first_move, last) = played_move(&mut ws, &b, &s, "before").await;
+
+    // The nodes lose each other; A goes on renewing its claim. A chat on
+    // B's relay is not left hanging: the connection is closed for a
+    // reconnect, the chat unacknowledged.
+    to_a.set(Mode::Hold);
+    let target = neighbour(&a.snapshot(&s).await);
+    ws.chat(&format!("go to {target}"), "cut-off").await;
+    let (frames, code) = ws.frames_until_closed().await;
+    assert_eq!(code, Ok(Some(1012)), "closed for a reconnect: {frames:?}");
+    assert!(
+        !frames.iter().any(|f| f["type"] == "ack"),
+        "nothing acknowledged through a node that cannot reach the owner: {frames:?}"
+    );
+
+    // B cannot serve the session while A holds it out of its reach: a new
+    // connection is refused with a retry, not left waiting.
+    let url = b.ws_url(&s.session_id, &s.player_token, Some(last));
+    assert_eq!(Ws::refused_status(&url).await, 503);
+
+    // Through A (where a load balancer also sends clients) the chat runs,
+    // once; healed, B relays again.
+    let (mut on_a, _) = a.connect(&s.session_id, &s.player_token, Some(last)).await;
+    let played = on_a.play(&format!("go to {target}"), "cut-off").await;
+    assert!(
+        played
+            .iter()
+            .any(|f| f["type"] == "tool_result" && f["status"] == "ok"),
+        "the move ran on A: {played:?}"
+    );
+    to_a.set(Mode::Pass);
+    let (mut ws, _) = b.connect(&s.session_id, &s.player_token, None).await;
+    let third = move_once(&mut ws, &b, &s, "healed").await;
+    let moves = moves_in_log(&a, &s).await;
+    assert_eq!(moves.len(), 3, "each move once: {moves:?}");
+    assert_eq!((moves[0], moves[2]), (first_move, third));
+    assert_eq!(a.snapshot(&s).await["owner_node"], "node-a");
 }

@@ -3,14 +3,11 @@
 //! Nothing acknowledged is lost, no seq is written twice, every client is
 //! answered or closed with a reconnect hint, and play resumes by itself.
 
-#[path = "../../examples/support/proxy.rs"]
-mod proxy;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use proxy::{FaultProxy, Mode};
+use crate::proxy::{FaultProxy, Mode};
 
 /// An echo server on a thread of its own: answers its address.
 fn echo_server() -> SocketAddr {

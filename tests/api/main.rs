@@ -7,6 +7,8 @@
 mod common;
 mod database;
 mod process;
+#[path = "../../examples/support/proxy.rs"]
+mod proxy;
 
 mod admin;
 mod adventure;

@@ -54,14 +54,15 @@ impl Api for Server {
     }
 }
 
-/// `questd serve` on `db`, on a free port, logging JSON (which the port is
-/// read from): the program, then its arguments.
-fn serve(db: &str) -> [&str; 8] {
+/// `questd serve` on `db`, bound to `bind` (`127.0.0.1:0`: a free port),
+/// logging JSON (which the port is read from): the program, then its
+/// arguments.
+fn serve<'a>(db: &'a str, bind: &'a str) -> [&'a str; 8] {
     [
         env!("CARGO_BIN_EXE_questd"),
         "serve",
         "--bind",
-        "127.0.0.1:0",
+        bind,
         "--log-format",
         "json",
         "--database-url",
@@ -76,7 +77,13 @@ impl Server {
 
     /// Starts with these extra environment variables.
     pub fn start_with(db: &str, env: &[(&str, &str)]) -> Self {
-        let [program, args @ ..] = serve(db);
+        Self::start_on(db, "127.0.0.1:0", env)
+    }
+
+    /// Starts bound to `bind` (e.g. a port chosen before, that a proxy in
+    /// front of this node forwards to).
+    pub fn start_on(db: &str, bind: &str, env: &[(&str, &str)]) -> Self {
+        let [program, args @ ..] = serve(db, bind);
         let mut command = Command::new(program);
         command.args(args).stderr(Stdio::null());
         Self::spawn(command, env, None)
@@ -97,7 +104,7 @@ impl Server {
             .args(["--user", "--map-root-user", "--mount", "sh", "-c", SMALL_FS])
             .args(["sh", &dir.display().to_string(), &mib.to_string()])
             .arg(copy_to)
-            .args(serve(&db))
+            .args(serve(&db, "127.0.0.1:0"))
             .stderr(Stdio::piped());
         Self::spawn(
             command,
@@ -128,6 +135,7 @@ impl Server {
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let mut port = None;
+        let mut said = Vec::new();
         let (pid, port) = loop {
             if let (Some(pid), Some(port)) = (pid, port) {
                 break (pid, port);
@@ -138,9 +146,12 @@ impl Server {
                     let _ = e.read_to_string(&mut stderr);
                 }
                 let status = child.wait().expect("reaped");
-                panic!("{what} ended ({status}) before questd logged its port: {stderr}");
+                let said = said.join("\n");
+                panic!("{what} ended ({status}) before questd logged its port: {stderr}{said}");
             };
-            let v: Value = serde_json::from_str(&line.expect("log line")).unwrap_or(Value::Null);
+            let line = line.expect("log line");
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            said.push(line);
             if let Some(p) = v["questd_pid"].as_u64() {
                 pid = Some(p as u32);
             }
