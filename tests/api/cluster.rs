@@ -629,3 +629,56 @@ async fn a_node_cut_off_from_the_owner_closes_its_relayed_player_for_a_reconnect
     assert_eq!((moves[0], moves[2]), (first_move, third));
     assert_eq!(a.snapshot(&s).await["owner_node"], "node-a");
 }
+
+#[actix_web::test]
+async fn a_chat_acknowledged_on_a_killed_owner_runs_once_on_the_next_one() {
+    let (_dir, db) = database();
+    // A slow game master on A keeps the first turn running while the
+    // second chat is taken, stored and acknowledged (relayed through B).
+    let a = Server::start_with(
+        &db,
+        &[
+            ("QUESTD_NODE_ID", "node-a"),
+            ("QUESTD_LEASE_MS", LEASE_MS),
+            ("QUESTD_OFFLINE_LATENCY_MS", "3000"),
+        ],
+    );
+    let b = node(&db, "node-b");
+    let s = a.demo().await;
+    let (mut ws, welcome) = b.connect(&s.session_id, &s.player_token, None).await;
+    let target = neighbour(&welcome["state"]);
+    ws.chat("roll 1d6", "r-1").await;
+    let started = ws.until(|f| f["type"] == "turn_started").await;
+    let last = seqs(&started).into_iter().max().unwrap_or(0);
+    ws.chat(&format!("go to {target}"), "r-2").await;
+    let ack = ws
+        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(ack["queued"], 1, "{ack}");
+    let queued_turn = ack["turn_id"].as_str().unwrap().to_owned();
+    assert!(a.kill9().code().is_none(), "killed by a signal");
+
+    // The client reconnects to B, which takes the session over and runs
+    // the acknowledged chat, once, as the turn its ack named.
+    let (mut ws, _) = b.connect(&s.session_id, &s.player_token, Some(last)).await;
+    let frames = ws.until_turn_end(&queued_turn).await;
+    let turn_started = frames
+        .iter()
+        .find(|f| f["type"] == "turn_started" && f["turn_id"] == queued_turn.as_str())
+        .unwrap_or_else(|| panic!("the stored chat ran on B: {frames:?}"));
+    assert_eq!(turn_started["request_id"], "r-2");
+    assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+    assert_eq!(position(&b.snapshot(&s).await), target);
+    ws.chat(&format!("go to {target}"), "r-2").await;
+    let again = ws
+        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(moves_in_log(&b, &s).await.len(), 1, "the move ran once");
+    let all = whole_story(&b, &s).await;
+    assert_eq!(all, (1..=*all.last().unwrap()).collect::<Vec<_>>());
+}
