@@ -24,8 +24,13 @@ impl Drop for Node {
 /// A questd node named `name` on the database `db`; answers the process
 /// and its port once it listens.
 pub fn start(binary: &str, db: &str, name: &str) -> (Node, u16) {
+    start_on(binary, db, name, "127.0.0.1:0")
+}
+
+/// [`start`], bound to `bind` (a node started again on its old port).
+pub fn start_on(binary: &str, db: &str, name: &str, bind: &str) -> (Node, u16) {
     let mut child = Command::new(binary)
-        .args(["serve", "--bind", "127.0.0.1:0", "--log-format", "json"])
+        .args(["serve", "--bind", bind, "--log-format", "json"])
         .env("QUESTD_DATABASE_URL", db)
         .env("QUESTD_NODE_ID", name)
         .env("QUESTD_INTERNAL_API_KEY", KEY)
