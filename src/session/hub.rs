@@ -205,15 +205,20 @@ impl SessionHub {
     }
 
     /// Renews every claim this node holds, in one statement. Sessions whose
-    /// claim another node took stop at once; if no renewal has gone through
-    /// for a whole lease, every session stops, since another node may
-    /// have claimed them meanwhile (their writes would be fenced anyway).
+    /// claim another node took stop at once; if a renewal fails and none
+    /// has gone through for a whole lease, every session stops, since
+    /// another node may have claimed them meanwhile (their writes would be
+    /// fenced anyway).
+    ///
+    /// A renewal still on its way is waited for, even past the lease: a
+    /// slow database (a checkpoint, a busy disk) is not a lost claim, and
+    /// the answer says which claims are still this node's. The wait is
+    /// bounded: a renewal gives up within a lease (`Store::renew`), and
+    /// its failure then stops everything. Meanwhile the sessions' writes
+    /// stay fenced by their epochs, so a session another node took writes
+    /// nothing here.
     fn renew_leases(&mut self, ctx: &mut Context<Self>) {
-        let lease = self.deps.store.node().lease;
         if self.renewing {
-            if self.renewed.elapsed() >= lease {
-                self.lose_all();
-            }
             return;
         }
         let claims: Vec<(String, Epoch)> = self
@@ -227,6 +232,7 @@ impl SessionHub {
             return;
         }
         self.renewing = true;
+        let lease = self.deps.store.node().lease;
         let store = self.deps.store.clone();
         let started = Instant::now();
         ctx.spawn(
