@@ -11,6 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
 use super::api::{AuditQuery, SeqPage, audit_ledger, stored_meta};
+use super::cluster::Routing;
 use super::{AppState, page_size, send_to_session};
 use crate::error::{ApiError, ErrorCode};
 use crate::protocol::SessionId;
@@ -231,7 +232,15 @@ async fn close(
     let meta = stored_meta(&state, &path).await?;
     let closed_at = match meta.closed_at {
         Some(at) => at,
-        None => match send_to_session(&state, &path, |_| Ok(()), || CloseSession).await {
+        None => match send_to_session(
+            &state,
+            &Routing::of(&req),
+            &path,
+            |_| Ok(()),
+            || CloseSession,
+        )
+        .await
+        {
             Ok((_, at)) => at,
             // Closed meanwhile, by another request.
             Err(e) if e.code == ErrorCode::SessionClosed => {

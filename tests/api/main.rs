@@ -12,6 +12,7 @@ mod admin;
 mod adventure;
 mod browser;
 mod cluster;
+mod cluster_routes;
 mod connection;
 mod crosssite;
 mod durability;
