@@ -146,7 +146,7 @@ async fn story(
     let limit = page_size(query.limit, DEFAULT_STORY_PAGE, MAX_STORY_PAGE);
     let after = query.after_seq.unwrap_or(0);
     let store = &state.store;
-    let failed = |e: crate::storage::StorageError| ApiError::internal(&e);
+    let failed = super::storage_failed;
     // One more than the page, to know whether more follow.
     let mut rows = store
         .frames_after(&meta.session_id, after, limit + 1, MAX_STORY_CHARS)

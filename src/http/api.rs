@@ -514,7 +514,7 @@ async fn actions(
         .store
         .actions(&meta.session_id, query.after_seq.unwrap_or(0), limit)
         .await
-        .map_err(|e| ApiError::internal(&e))?;
+        .map_err(super::storage_failed)?;
     Ok(HttpResponse::Ok().json(ActionsPage::from(&page)))
 }
 

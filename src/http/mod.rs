@@ -476,6 +476,11 @@ pub fn storage_failed(e: StorageError) -> ApiError {
     match e {
         StorageError::Overloaded => overloaded(STORAGE_BEHIND),
         StorageError::Full => overloaded(STORAGE_FULL),
+        // Another node (one of the newer version) reads it: a load
+        // balancer that retries elsewhere gets the session served.
+        e @ StorageError::NewerFormat { .. } => {
+            overloaded(format!("{e}; another node of a newer version serves it"))
+        }
         StorageError::Unstorable(cause) => {
             tracing::warn!(%cause, "a request's data could not be stored");
             ApiError::bad_request(UNSTORABLE)

@@ -17,6 +17,7 @@ mod connection;
 mod crosssite;
 mod durability;
 mod first_hour;
+mod formats;
 mod generated_names;
 mod lighthouse;
 mod loadtest;
