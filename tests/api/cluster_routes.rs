@@ -392,3 +392,89 @@ async fn an_idle_session_released_by_its_owner_is_taken_at_once_by_another_node(
     assert_eq!(snapshot["owner_node"], "node-b");
     assert_eq!(owner_of(&a, &s).await, Some("node-b".to_owned()));
 }
+
+/// How a close is met, for [`an_operators_close_reaches_every_nodes_connections`].
+struct CloseCase {
+    name: &'static str,
+    /// A turn played before the close.
+    played: bool,
+    /// A chat sent just before the close, its turn still running.
+    mid_turn: bool,
+    /// Where the player connects (A owns the session; others relay).
+    player: usize,
+    /// Where the close is sent.
+    close: usize,
+}
+
+#[actix_web::test]
+async fn an_operators_close_reaches_every_nodes_connections() {
+    let (_dir, db) = database();
+    let plain = |name| Server::start_with(&db, &[("QUESTD_NODE_ID", name)]);
+    let nodes = [plain("node-a"), plain("node-b"), plain("node-c")];
+    let a = &nodes[0];
+    let case = |name, played, mid_turn, player, close| CloseCase {
+        name,
+        played,
+        mid_turn,
+        player,
+        close,
+    };
+    let cases = [
+        case("idle, to A", false, false, 0, 0),
+        case("idle, to B", false, false, 0, 1),
+        case("idle, relayed by B, to A", false, false, 1, 0),
+        case("idle, relayed by C, to C", false, false, 2, 2),
+        case("played, relayed by B, to A", true, false, 1, 0),
+        case("played, relayed by B, to B", true, false, 1, 1),
+        case("played, relayed by C, to B", true, false, 2, 1),
+        case("mid-turn, on A, to B", false, true, 0, 1),
+        case("mid-turn, relayed by C, to C", true, true, 2, 2),
+    ];
+    let key = [("X-Internal-API-Key", TEST_KEY)];
+    let mut waits = Vec::new();
+    for case in &cases {
+        let s = a.demo().await;
+        // Spectators join B and C before any turn, one more on C resuming
+        // from the start: B and C tail the session.
+        let (on_b, _) = nodes[1]
+            .connect(&s.session_id, &s.spectator_token, None)
+            .await;
+        let (on_c, _) = nodes[2]
+            .connect(&s.session_id, &s.spectator_token, None)
+            .await;
+        let (player, _) = nodes[case.player]
+            .connect(&s.session_id, &s.player_token, None)
+            .await;
+        let mut player = player;
+        if case.played {
+            crate::cluster::move_once(&mut player, a, &s, "r-1").await;
+        }
+        let (resumed, _) = nodes[2]
+            .connect(&s.session_id, &s.spectator_token, Some(0))
+            .await;
+        if case.mid_turn {
+            player.chat("roll 1d6", "r-2").await;
+        }
+        let to = &nodes[case.close];
+        let url = format!("{}/api/v1/admin/sessions/{}/close", to.base(), s.session_id);
+        let closed = request("POST", &url, &key, None).await;
+        assert_eq!(closed.status, 200, "{}: {}", case.name, closed.body);
+        waits.push((
+            case.name,
+            [
+                ("player", player),
+                ("spectator on B", on_b),
+                ("spectator on C", on_c),
+                ("resumed on C", resumed),
+            ],
+        ));
+    }
+    let mut codes = Vec::new();
+    for (name, conns) in waits {
+        for (who, mut ws) in conns {
+            codes.push((name, who, ws.close_code().await));
+        }
+    }
+    let want: Vec<_> = codes.iter().map(|(n, w, _)| (*n, *w, Some(4000))).collect();
+    assert_eq!(codes, want);
+}
