@@ -478,3 +478,24 @@ async fn an_operators_close_reaches_every_nodes_connections() {
     let want: Vec<_> = codes.iter().map(|(n, w, _)| (*n, *w, Some(4000))).collect();
     assert_eq!(codes, want);
 }
+
+/// The owner dies with a spectator tailing on B and the player relayed by
+/// B; the operator closes the session through B, which takes it over once
+/// the lease runs out and closes it.
+#[actix_web::test]
+async fn an_operators_close_after_the_owner_died_reaches_the_spectators() {
+    let (_dir, db) = database();
+    let (a, b) = (node(&db, "node-a"), node(&db, "node-b"));
+    let s = a.demo().await;
+    let (mut spectator, _) = b.connect(&s.session_id, &s.spectator_token, None).await;
+    let (mut player, _) = b.connect(&s.session_id, &s.player_token, None).await;
+    crate::cluster::move_once(&mut player, &a, &s, "r-1").await;
+    a.kill9();
+    assert_eq!(player.close_code().await, Some(1012), "the relay lost A");
+    let key = [("X-Internal-API-Key", TEST_KEY)];
+    let url = format!("{}/api/v1/admin/sessions/{}/close", b.base(), s.session_id);
+    let closed = request("POST", &url, &key, None).await;
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    let (frames, code) = spectator.frames_until_closed().await;
+    assert_eq!(code, Ok(Some(4000)), "after {frames:?}");
+}
