@@ -19,6 +19,26 @@ async fn claims(db: &str, s: &Session) -> Vec<Vec<String>> {
     .await
 }
 
+/// Writes the session's next journal step as a version that writes
+/// journal format 3 would.
+async fn write_newer_step(db: &str, s: &Session) {
+    let last: u64 = text_rows(
+        db,
+        "SELECT CAST(MAX(last_seq) AS TEXT) FROM journal WHERE session_id = $1",
+        s.session_id.as_str(),
+    )
+    .await[0][0]
+        .parse()
+        .unwrap();
+    let next = last + 1;
+    let sql = format!(
+        "INSERT INTO journal (session_id, seq, last_seq, turn_id, started, request_id, \
+         ended, actions, body, created_at) VALUES ($1, {next}, {next}, NULL, 0, NULL, \
+         NULL, 0, '{{\"format\":3,\"entries\":[]}}', 0)"
+    );
+    assert_eq!(execute(db, &sql, s.session_id.as_str()).await, 1);
+}
+
 #[actix_web::test]
 async fn a_session_of_a_newer_format_is_refused_and_left_to_a_node_that_reads_it() {
     let (_dir, db) = database();
@@ -32,26 +52,7 @@ async fn a_session_of_a_newer_format_is_refused_and_left_to_a_node_that_reads_it
     // writes: a step after the last one of one session, a snapshot of
     // another.
     a.kill9();
-    let last: u64 = text_rows(
-        &db,
-        "SELECT CAST(MAX(last_seq) AS TEXT) FROM journal WHERE session_id = $1",
-        journal.session_id.as_str(),
-    )
-    .await[0][0]
-        .parse()
-        .unwrap();
-    let next = last + 1;
-    let written = execute(
-        &db,
-        &format!(
-            "INSERT INTO journal (session_id, seq, last_seq, turn_id, started, request_id, \
-             ended, actions, body, created_at) VALUES ($1, {next}, {next}, NULL, 0, NULL, \
-             NULL, 0, '{{\"format\":3,\"entries\":[]}}', 0)"
-        ),
-        journal.session_id.as_str(),
-    )
-    .await;
-    assert_eq!(written, 1);
+    write_newer_step(&db, &journal).await;
     let written = execute(
         &db,
         "UPDATE snapshots SET state = '{\"format\":2,\"campaign_id\":\"demo\"}' \
@@ -101,4 +102,19 @@ async fn a_session_of_a_newer_format_is_refused_and_left_to_a_node_that_reads_it
         .await;
     crate::cluster::move_once(&mut player, &a, &plain, "r-1").await;
     assert_eq!(moves_in_log(&a, &plain).await.len(), 1);
+}
+
+#[actix_web::test]
+async fn a_spectator_tailing_a_session_a_newer_node_writes_is_sent_on() {
+    let (_dir, db) = database();
+    let (a, b) = (node(&db, "node-a"), node(&db, "node-b"));
+    let s = a.demo().await;
+    let (mut player, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    crate::cluster::move_once(&mut player, &a, &s, "r-1").await;
+    let (mut spectator, _) = b.connect(&s.session_id, &s.spectator_token, None).await;
+    // The owner's next step, as a newer version would write it.
+    write_newer_step(&db, &s).await;
+    // B's tail cannot read on: the spectator is told to reconnect (through
+    // a load balancer, to a node that reads it).
+    assert_eq!(spectator.close_code().await, Some(1012));
 }
