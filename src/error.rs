@@ -145,9 +145,6 @@ pub struct ApiError {
     pub extra: Option<serde_json::Map<String, Value>>,
     /// Seconds for `Retry-After`, for 429.
     pub retry_after_s: Option<u64>,
-    /// The node that runs the session, when another does: the request is
-    /// handed to it instead of answered with this error.
-    pub owner_url: Option<String>,
 }
 
 impl ApiError {
@@ -157,7 +154,6 @@ impl ApiError {
             message: message.into(),
             extra: None,
             retry_after_s: None,
-            owner_url: None,
         }
     }
 

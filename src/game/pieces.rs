@@ -26,6 +26,10 @@ use sha2::{Digest, Sha256};
 
 use super::state::GameState;
 
+/// The format of the snapshots this build writes, in their `"format"`
+/// key (the storage layer refuses newer ones). Snapshots without the key
+/// (whole states, and manifests written before it) are format 1.
+pub const SNAPSHOT_FORMAT: u32 = 1;
 /// The manifest's key for the lists' chunk ids; its presence marks a
 /// snapshot stored in pieces.
 pub const CHUNKED: &str = "chunked";
@@ -55,6 +59,7 @@ pub struct Pieces {
 /// The fields stored in the manifest itself, as the state names them.
 #[derive(Serialize)]
 struct Manifest<'a> {
+    format: u32,
     campaign_id: &'a str,
     title: &'a str,
     turn: u64,
@@ -95,6 +100,7 @@ impl GameState {
         cutter.list("events", events.iter())?;
         cutter.list("history", history.iter())?;
         let manifest = serde_json::to_string(&Manifest {
+            format: SNAPSHOT_FORMAT,
             campaign_id,
             title,
             turn: *turn,

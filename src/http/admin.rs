@@ -11,6 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
 use super::api::{AuditQuery, SeqPage, audit_ledger, stored_meta};
+use super::cluster::Routing;
 use super::{AppState, page_size, send_to_session};
 use crate::error::{ApiError, ErrorCode};
 use crate::protocol::SessionId;
@@ -145,7 +146,7 @@ async fn story(
     let limit = page_size(query.limit, DEFAULT_STORY_PAGE, MAX_STORY_PAGE);
     let after = query.after_seq.unwrap_or(0);
     let store = &state.store;
-    let failed = |e: crate::storage::StorageError| ApiError::internal(&e);
+    let failed = super::storage_failed;
     // One more than the page, to know whether more follow.
     let mut rows = store
         .frames_after(&meta.session_id, after, limit + 1, MAX_STORY_CHARS)
@@ -231,7 +232,15 @@ async fn close(
     let meta = stored_meta(&state, &path).await?;
     let closed_at = match meta.closed_at {
         Some(at) => at,
-        None => match send_to_session(&state, &path, |_| Ok(()), || CloseSession).await {
+        None => match send_to_session(
+            &state,
+            &Routing::of(&req),
+            &path,
+            |_| Ok(()),
+            || CloseSession,
+        )
+        .await
+        {
             Ok((_, at)) => at,
             // Closed meanwhile, by another request.
             Err(e) if e.code == ErrorCode::SessionClosed => {

@@ -12,6 +12,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::cluster::Routing;
 use super::{
     AppState, DEFAULT_TENANT, TokenRole, add, body_bytes, check_tenant, json_body_or_empty,
     no_session, on, parse_json, same_secret, send_to_session, tenant_header, token_role,
@@ -451,7 +452,8 @@ async fn get_session(
     path: web::Path<SessionId>,
 ) -> Result<HttpResponse, ApiError> {
     let authorize = |meta: &SessionMeta| authorize(&req, &state, meta).map(drop);
-    let (_, snapshot) = send_to_session(&state, &path, authorize, || GetSnapshot).await?;
+    let (_, snapshot) =
+        send_to_session(&state, &Routing::of(&req), &path, authorize, || GetSnapshot).await?;
     Ok(HttpResponse::Ok()
         .content_type("application/json")
         .body(snapshot))
@@ -512,7 +514,7 @@ async fn actions(
         .store
         .actions(&meta.session_id, query.after_seq.unwrap_or(0), limit)
         .await
-        .map_err(|e| ApiError::internal(&e))?;
+        .map_err(super::storage_failed)?;
     Ok(HttpResponse::Ok().json(ActionsPage::from(&page)))
 }
 
@@ -604,6 +606,7 @@ async fn activate_npc(
         .unwrap_or(true);
     let (_, done) = send_to_session(
         &state,
+        &Routing::of(&req),
         &session_id,
         |meta| authorize_player(&req, &state, meta),
         || CallTool {

@@ -9,6 +9,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
 use super::api::{authorize_player, credential_first};
+use super::cluster::Routing;
 use super::{AppState, json_body, send_to_session};
 use crate::error::ApiError;
 use crate::protocol::TurnEnd;
@@ -54,6 +55,7 @@ async fn chat(
     }
     let (handle, accepted) = send_to_session(
         &state,
+        &Routing::of(&req),
         &body.session_id,
         |meta| authorize_player(&req, &state, meta),
         || SubmitChat {

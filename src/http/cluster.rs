@@ -30,7 +30,7 @@ use actix_web::middleware::Next;
 use actix_web::web::Bytes;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, ResponseError, web};
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::{AppState, MAX_BODY_BYTES, body_bytes, overloaded, same_secret};
 use crate::config::Secret;
@@ -140,15 +140,42 @@ impl Cluster {
     }
 }
 
-/// The node to hand a request over to: put on an error answer by the
-/// code that found the session runs elsewhere, read by [`hand_over`].
+/// The node to hand a request over to.
 #[derive(Debug, Clone)]
 pub struct Owner {
     pub url: String,
 }
 
-/// Middleware: a request answered with "the session runs on another node"
-/// is sent to that node as it came, and the client gets that node's answer.
+/// Where a request's session runs, when another node runs it: recorded by
+/// the code that found it there ([`super::find_session`]) and read by
+/// [`hand_over`] after the handler, whatever answer the handler built (a
+/// tool call's report, a JSON-RPC error, an error of any shape). One per
+/// request, in its extensions; a request outside [`hand_over`] gets a
+/// detached one that nothing reads (one node: no other node runs anything).
+#[derive(Clone, Default)]
+pub struct Routing(Arc<OnceLock<Owner>>);
+
+impl Routing {
+    /// The request's routing.
+    pub fn of(req: &HttpRequest) -> Self {
+        req.extensions().get::<Self>().cloned().unwrap_or_default()
+    }
+
+    /// The session runs on the node at `url`: the request goes there.
+    pub fn hand_to(&self, url: String) {
+        // The first node found wins: the request is handed over once.
+        let _ = self.0.set(Owner { url });
+    }
+
+    /// The node the request goes to, once one was found.
+    pub fn owner(&self) -> Option<&Owner> {
+        self.0.get()
+    }
+}
+
+/// Middleware: a request whose session runs on another node ([`Routing`])
+/// is sent to that node as it came, and the client gets that node's
+/// answer; what the handler answered here is dropped.
 ///
 /// The body is not read here: the handler reads it (only once it has
 /// judged the caller, like every route), and what it reads is kept, up to
@@ -167,6 +194,8 @@ pub async fn hand_over(
         return Ok(next.call(req).await?.map_into_boxed_body());
     }
     let from_peer = cluster.from_peer(req.request());
+    let routing = Routing::default();
+    req.extensions_mut().insert(routing.clone());
     let kept = Rc::new(RefCell::new(KeptBody {
         payload: Some(req.take_payload()),
         read: web::BytesMut::new(),
@@ -176,7 +205,7 @@ pub async fn hand_over(
         payload: Box::pin(Recording(Rc::clone(&kept))),
     });
     let res = next.call(req).await?;
-    let Some(owner) = res.response().extensions().get::<Owner>().cloned() else {
+    let Some(owner) = routing.owner().cloned() else {
         return Ok(res.map_into_boxed_body());
     };
     let (http_req, _) = res.into_parts();

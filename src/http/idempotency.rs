@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::AppState;
+use super::cluster::Routing;
 use super::service::{CallAudit, CallReport, ServiceContext, call_tool};
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::storage::now_ms;
@@ -128,12 +129,13 @@ fn bad_key(name: &str) -> ApiError {
 pub async fn call_once(
     state: &AppState,
     ctx: &ServiceContext,
+    routing: &Routing,
     tool: &str,
     input: Value,
     key: Option<&str>,
 ) -> Result<(CallReport, bool), ApiError> {
     let Some(key) = key else {
-        return Ok((call_tool(state, ctx, tool, input).await, false));
+        return Ok((call_tool(state, ctx, routing, tool, input).await, false));
     };
     let tenant = ctx.tenant_id.as_str();
     let hash = args_hash(&input);
@@ -148,7 +150,7 @@ pub async fn call_once(
             .await
             .map(|r| (r, true));
     }
-    let report = call_tool(state, ctx, tool, input).await;
+    let report = call_tool(state, ctx, routing, tool, input).await;
     let not_run = matches!(
         &report.outcome,
         Err(e) if matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded)

@@ -79,6 +79,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
+use super::cluster::Routing;
 use super::idempotency;
 use super::service::{self, CallReport, HeaderRules, ServiceContext};
 use crate::error::{ApiError, ErrorCode};
@@ -178,7 +179,15 @@ async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payloa
     };
     let id = msg.id.clone().unwrap_or(Value::Null);
     let sessions = &state.mcp_sessions;
-    let route = match route(req.headers(), &msg, sessions, &ctx.tenant_id) {
+    // A peer hands a call over with the client's `Mcp-Session-Id`, which
+    // lives in the memory of the node the client opened it on: that node
+    // checked it, so the session is not looked for here.
+    let opened_by = if state.cluster.from_peer(&req) {
+        Opened::ByPeer
+    } else {
+        Opened::Here(sessions)
+    };
+    let route = match route(req.headers(), &msg, opened_by, &ctx.tenant_id) {
         Ok(route) => route,
         Err(e) => return e.response(&id),
     };
@@ -230,7 +239,8 @@ async fn post(req: HttpRequest, state: web::Data<AppState>, payload: web::Payloa
                 Ok(key) => key,
                 Err(e) => return api_error(e, &id),
             };
-            return tools_call(state, ctx, id, msg.params, era, accepts, key).await;
+            let routing = Routing::of(&req);
+            return tools_call(state, ctx, routing, id, msg.params, era, accepts, key).await;
         }
         (Era::Legacy, _) => Err(RpcError::new(
             StatusCode::OK,
@@ -316,11 +326,21 @@ enum Route {
     Sessionless,
 }
 
+/// Where a 2025-era session named in `Mcp-Session-Id` was opened.
+#[derive(Clone, Copy)]
+enum Opened<'a> {
+    /// By a client of this node: it is among these.
+    Here(&'a McpSessions),
+    /// On the peer that handed the request over, which checked it and
+    /// its version header.
+    ByPeer,
+}
+
 /// Decides a message's era and checks its version, headers and session.
 fn route(
     headers: &HeaderMap,
     msg: &Incoming,
-    sessions: &McpSessions,
+    opened: Opened<'_>,
     tenant_id: &str,
 ) -> Result<Route, RpcError> {
     let header_version = header_text(headers, VERSION_HEADER);
@@ -332,6 +352,9 @@ fn route(
                 "initialize opens a new session; send it without Mcp-Session-Id",
             ));
         }
+        let Opened::Here(sessions) = opened else {
+            return Ok(Route::Legacy);
+        };
         let version = sessions
             .touch(session_id, tenant_id)
             .ok_or_else(|| unknown_session(session_id))?;
@@ -558,9 +581,11 @@ fn negotiate(asked: &str) -> &'static str {
 /// `tools/call`: runs the tool through the service core and answers its
 /// result, as JSON or (with a progress token and SSE allowed) as a stream
 /// with a "queued" progress event first.
+#[allow(clippy::too_many_arguments)]
 async fn tools_call(
     state: web::Data<AppState>,
     ctx: ServiceContext,
+    routing: Routing,
     id: Value,
     params: Map<String, Value>,
     era: Era,
@@ -594,9 +619,29 @@ async fn tools_call(
         .and_then(|m| m.get("progressToken"))
         .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
         .cloned();
+    // A stream's first event goes out before the call ends, so where its
+    // session runs is found first: a call for another node's session is
+    // handed there whole, stream and all.
+    if progress.is_some()
+        && accepts.sse
+        && let Some(session_id) = service::named_session(&ctx, &arguments)
+        && super::find_session(&state, &routing, &session_id)
+            .await
+            .is_err()
+        && routing.owner().is_some()
+    {
+        return HttpResponse::ServiceUnavailable().finish();
+    }
     // The call runs in its own task so that a client that goes away does not
     // cut it off between the session's answer and its audit record.
-    let call = actix_web::rt::spawn(run_call(state, ctx, name.to_owned(), arguments, key));
+    let call = actix_web::rt::spawn(run_call(
+        state,
+        ctx,
+        routing,
+        name.to_owned(),
+        arguments,
+        key,
+    ));
     let finish =
         move |joined: Result<Result<CallReport, ApiError>, tokio::task::JoinError>| match joined {
             Ok(Ok(report)) => match call_result(report) {
@@ -634,11 +679,12 @@ async fn tools_call(
 async fn run_call(
     state: web::Data<AppState>,
     ctx: ServiceContext,
+    routing: Routing,
     name: String,
     arguments: Value,
     key: Option<String>,
 ) -> Result<CallReport, ApiError> {
-    idempotency::call_once(&state, &ctx, &name, arguments, key.as_deref())
+    idempotency::call_once(&state, &ctx, &routing, &name, arguments, key.as_deref())
         .await
         .map(|(report, _)| report)
 }
@@ -1393,7 +1439,11 @@ mod tests {
             ),
         ];
         for (i, (headers, msg, want)) in cases.into_iter().enumerate() {
-            assert_eq!(code(route(&headers, &msg, &store, "t")), want, "case {i}");
+            assert_eq!(
+                code(route(&headers, &msg, Opened::Here(&store), "t")),
+                want,
+                "case {i}"
+            );
         }
     }
 
@@ -1411,26 +1461,41 @@ mod tests {
             headers(&pairs)
         };
         assert_eq!(
-            code(route(&with(None), &msg, &store, "acme")),
+            code(route(&with(None), &msg, Opened::Here(&store), "acme")),
             Ok(Route::Legacy)
         );
         assert_eq!(
-            code(route(&with(Some("2025-06-18")), &msg, &store, "acme")),
+            code(route(
+                &with(Some("2025-06-18")),
+                &msg,
+                Opened::Here(&store),
+                "acme"
+            )),
             Ok(Route::Legacy)
         );
         assert_eq!(
-            code(route(&with(Some("2025-11-25")), &msg, &store, "acme")),
+            code(route(
+                &with(Some("2025-11-25")),
+                &msg,
+                Opened::Here(&store),
+                "acme"
+            )),
             Err(HEADER_MISMATCH)
         );
         assert_eq!(
-            code(route(&with(Some("1999-01-01")), &msg, &store, "acme")),
+            code(route(
+                &with(Some("1999-01-01")),
+                &msg,
+                Opened::Here(&store),
+                "acme"
+            )),
             Err(UNSUPPORTED_VERSION)
         );
-        let other = route(&with(None), &msg, &store, "default").unwrap_err();
+        let other = route(&with(None), &msg, Opened::Here(&store), "default").unwrap_err();
         assert_eq!(other.status, StatusCode::NOT_FOUND);
         let init = modern("initialize", json!({}));
         assert_eq!(
-            code(route(&with(None), &init, &store, "acme")),
+            code(route(&with(None), &init, Opened::Here(&store), "acme")),
             Err(INVALID_REQUEST)
         );
     }

@@ -331,10 +331,6 @@ impl ResponseError for ApiError {
         if let Some(s) = self.retry_after_s {
             resp.insert_header(("Retry-After", s.to_string()));
         }
-        if let Some(url) = &self.owner_url {
-            resp.extensions_mut()
-                .insert(cluster::Owner { url: url.clone() });
-        }
         resp.json(body)
     }
 }
@@ -342,13 +338,18 @@ impl ResponseError for ApiError {
 /// Lookups of a session tried when it stops between a lookup and its use.
 const SESSION_LOOKUPS: usize = 3;
 
-/// The live session, loaded from storage if needed; 404 if unknown.
-///
-/// When another node runs it (several nodes on PostgreSQL), the error says
-/// which ([`ApiError::owner_url`]): the request is handed there. If that
-/// node does not answer (dead, or paused), this waits for its lease to run
+/// Where a session runs: here (loaded from storage if needed), or on the
+/// node at this URL.
+pub enum Located {
+    Here(SessionHandle),
+    Owner(String),
+}
+
+/// The live session, loaded from storage if needed, or the node that runs
+/// it (several nodes on PostgreSQL); 404 if unknown. If the node that runs
+/// it does not answer (dead, or paused), this waits for its lease to run
 /// out and runs the session here instead.
-pub async fn find_session(state: &AppState, id: &SessionId) -> Result<SessionHandle, ApiError> {
+pub async fn locate(state: &AppState, id: &SessionId) -> Result<Located, ApiError> {
     let lease = state.store.node().lease;
     let deadline = std::time::Instant::now() + lease * 2 + std::time::Duration::from_secs(1);
     loop {
@@ -360,7 +361,7 @@ pub async fn find_session(state: &AppState, id: &SessionId) -> Result<SessionHan
             .await
             .map_err(|e| ApiError::internal(&e))?;
         match found {
-            Ok(Some(handle)) => return Ok(handle),
+            Ok(Some(handle)) => return Ok(Located::Here(handle)),
             Ok(None) => return Err(ApiError::not_found(no_session(id.as_str()))),
             Err(HubError::Elsewhere) => {}
             Err(e) => return Err(hub_failed(e)),
@@ -373,9 +374,7 @@ pub async fn find_session(state: &AppState, id: &SessionId) -> Result<SessionHan
         if let Some((node, url)) = owner
             && state.cluster.answers(&url, &node).await
         {
-            let mut e = overloaded("the session runs on another node");
-            e.owner_url = Some(url);
-            return Err(e);
+            return Ok(Located::Owner(url));
         }
         if std::time::Instant::now() >= deadline {
             return Err(overloaded(
@@ -388,6 +387,24 @@ pub async fn find_session(state: &AppState, id: &SessionId) -> Result<SessionHan
     }
 }
 
+/// The live session ([`locate`]). When another node runs it, `routing`
+/// records that node, which is what hands the request over
+/// ([`cluster::hand_over`]), whatever the handler answers from the error
+/// this returns then.
+pub async fn find_session(
+    state: &AppState,
+    routing: &cluster::Routing,
+    id: &SessionId,
+) -> Result<SessionHandle, ApiError> {
+    match locate(state, id).await? {
+        Located::Here(handle) => Ok(handle),
+        Located::Owner(url) => {
+            routing.hand_to(url);
+            Err(overloaded("the session runs on another node"))
+        }
+    }
+}
+
 /// The one way from HTTP into a session: finds it (loading it if needed),
 /// lets `authorize` judge the caller by its meta, and sends what `make`
 /// builds. A session that stops between the lookup and the send (unloading,
@@ -395,6 +412,7 @@ pub async fn find_session(state: &AppState, id: &SessionId) -> Result<SessionHan
 /// [`SESSION_LOOKUPS`] times. A refusal is the session's answer as HTTP.
 pub async fn send_to_session<M, T>(
     state: &AppState,
+    routing: &cluster::Routing,
     session_id: &SessionId,
     authorize: impl Fn(&SessionMeta) -> Result<(), ApiError>,
     make: impl Fn() -> M,
@@ -405,7 +423,7 @@ where
     SessionActor: actix::Handler<M>,
 {
     for _ in 0..SESSION_LOOKUPS {
-        let handle = find_session(state, session_id).await?;
+        let handle = find_session(state, routing, session_id).await?;
         authorize(&handle.meta)?;
         match handle.addr.send(make()).await {
             Ok(Ok(answer)) => return Ok((handle, answer)),
@@ -459,6 +477,11 @@ pub fn storage_failed(e: StorageError) -> ApiError {
     match e {
         StorageError::Overloaded => overloaded(STORAGE_BEHIND),
         StorageError::Full => overloaded(STORAGE_FULL),
+        // Another node (one of the newer version) reads it: a load
+        // balancer that retries elsewhere gets the session served.
+        e @ StorageError::NewerFormat { .. } => {
+            overloaded(format!("{e}; another node of a newer version serves it"))
+        }
         StorageError::Unstorable(cause) => {
             tracing::warn!(%cause, "a request's data could not be stored");
             ApiError::bad_request(UNSTORABLE)

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::AppState;
 use super::auth::KeyGrant;
+use super::cluster::Routing;
 use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
@@ -290,10 +291,12 @@ pub struct CallReport {
 /// has no `session_id` gets the input without it, and the hash in the
 /// answer is of the input the tool got (the same as its audit row's). Never
 /// fails outright: every refusal is in `outcome`, and every call is audited
-/// once.
+/// once, on the node that runs it: a call whose session runs on another
+/// node is not audited here but handed there (`routing`).
 pub async fn call_tool(
     state: &AppState,
     ctx: &ServiceContext,
+    routing: &Routing,
     tool: &str,
     mut input: Value,
 ) -> CallReport {
@@ -319,8 +322,7 @@ pub async fn call_tool(
     };
     // Every service call carries a valid key (see `ServiceContext`), which
     // is what tools marked `requires_auth` ask for.
-    let named = input.get("session_id").and_then(Value::as_str);
-    let session = match (named, ctx.session_id.as_ref().map(SessionId::as_str)) {
+    let session = match named_sessions(ctx, &input) {
         (Some(a), Some(b)) if a != b => {
             return refuse(
                 None,
@@ -358,9 +360,41 @@ pub async fn call_tool(
         }
         return run_sessionless(state, ctx, tool, input, started);
     };
-    match run_in_session(state, ctx, &session_id, tool, input.clone()).await {
+    match run_in_session(state, ctx, routing, &session_id, tool, input.clone()).await {
         Ok(outcome) => report(ctx, tool, &args_hash(&input), started, outcome),
+        // The owner runs and audits the call; this answer is dropped.
+        Err(_) if routing.owner().is_some() => report(
+            ctx,
+            tool,
+            &args_hash(&input),
+            started,
+            Err(ToolError::new(
+                Reason::ExecutionFailed,
+                ErrorCode::Overloaded,
+                "the session runs on another node",
+            )),
+        ),
         Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
+    }
+}
+
+/// The session a call names: in its input's `session_id` and in
+/// `X-Session-ID` (a call naming two is refused).
+fn named_sessions<'a>(
+    ctx: &'a ServiceContext,
+    input: &'a Value,
+) -> (Option<&'a str>, Option<&'a str>) {
+    (
+        input.get("session_id").and_then(Value::as_str),
+        ctx.session_id.as_ref().map(SessionId::as_str),
+    )
+}
+
+/// The session a call runs in, if it names one (and only one).
+pub fn named_session(ctx: &ServiceContext, input: &Value) -> Option<SessionId> {
+    match named_sessions(ctx, input) {
+        (Some(a), Some(b)) if a != b => None,
+        (a, b) => a.or(b).map(SessionId::from),
     }
 }
 
@@ -453,6 +487,7 @@ async fn run_on_site(
 async fn run_in_session(
     state: &AppState,
     ctx: &ServiceContext,
+    routing: &Routing,
     session_id: &SessionId,
     tool: &str,
     input: Value,
@@ -472,7 +507,7 @@ async fn run_in_session(
         trace_id: ctx.trace_id.clone(),
         origin: ctx.origin(),
     };
-    let call = super::send_to_session(state, session_id, same_tenant, make);
+    let call = super::send_to_session(state, routing, session_id, same_tenant, make);
     match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
         Ok(Ok((_, done))) => Ok(done.outcome),
         Ok(Err(e)) => {

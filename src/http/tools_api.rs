@@ -6,6 +6,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::cluster::Routing;
 use super::idempotency;
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
 use super::{AppState, json_body_or_empty};
@@ -138,8 +139,15 @@ async fn call(
     // A name past the longest any tool has is cut before it is echoed,
     // audited, logged or kept with an idempotency key: it is unknown anyway.
     let tool = cut_name(&body.tool_name);
-    let (report, replayed) =
-        idempotency::call_once(&state, &ctx, tool, input, key.as_deref()).await?;
+    let (report, replayed) = idempotency::call_once(
+        &state,
+        &ctx,
+        &Routing::of(&req),
+        tool,
+        input,
+        key.as_deref(),
+    )
+    .await?;
     let audit = audit_view(&report.audit);
     let (mut response, failed) = match &report.outcome {
         Ok(_) => (HttpResponse::Ok(), None),

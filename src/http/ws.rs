@@ -23,9 +23,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::admission::{ConnSlot, JoinBudget};
-use super::find_session;
 use super::frame_rate::FrameRate;
 use super::{AppState, TokenRole, check_tenant, token_role};
+use super::{Located, locate};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, SessionId, check_request_id};
@@ -101,17 +101,14 @@ async fn connect(
         "token is the player or spectator token, last_seq a whole number (e.g. ?token=T&last_seq=12)",
     ))?;
     let token = query.token.as_deref().unwrap_or_default();
-    let (watched, role, connections) = match find_session(&state, &path).await {
-        Ok(handle) => {
+    let (watched, role, connections) = match locate(&state, &path).await? {
+        Located::Here(handle) => {
             let role = connection_role(&req, &handle.meta, token)?;
             (Watched::session(&handle.addr), role, handle.connections)
         }
         // Another node runs the session: a spectator is served here from
         // the journal, a player's connection is relayed to the owner.
-        Err(ApiError {
-            owner_url: Some(owner),
-            ..
-        }) if !state.cluster.from_peer(&req) => {
+        Located::Owner(owner) if !state.cluster.from_peer(&req) => {
             let meta = state
                 .store
                 .session_meta(path.as_str())
@@ -137,7 +134,13 @@ async fn connect(
                 tail.connections,
             )
         }
-        Err(e) => return Err(e),
+        // A peer relays only to the node it found running the session:
+        // ownership moved while it connected, and the client retries.
+        Located::Owner(_) => {
+            return Err(super::overloaded(
+                "the session is moving between nodes; try again shortly",
+            ));
+        }
     };
     // Counted before the upgrade: past a cap the client gets a plain HTTP
     // refusal it can read, and the node never opens more sockets than it

@@ -516,7 +516,8 @@ impl Handler<Lookup> for SessionHub {
                 // that died, a panic inside it) are committed before the
                 // journal is read, so the new actor goes on after them.
                 store.settled().await;
-                let Some(loaded) = store.load_session(id.as_str()).await? else {
+                let loaded = store.load_session(id.as_str()).await;
+                let Some(loaded) = release_if_unreadable(&store, &id, epoch, loaded).await? else {
                     return Ok(None);
                 };
                 if loaded.meta.closed_at.is_some() {
@@ -553,6 +554,24 @@ impl Handler<Lookup> for SessionHub {
             }),
         )
     }
+}
+
+/// A session whose stored format this node does not read (a newer
+/// version wrote it) is left at once to a node that reads it: the claim
+/// just made is released, and the session is not replayed at all.
+async fn release_if_unreadable<T>(
+    store: &crate::storage::Store,
+    id: &SessionId,
+    epoch: Epoch,
+    read: Result<T, StorageError>,
+) -> Result<T, StorageError> {
+    if let Err(e @ StorageError::NewerFormat { .. }) = &read {
+        tracing::warn!(session_id = %id, error = %e, "a session of a newer format is left to a node that reads it");
+        if let Err(e) = store.release(id.as_str(), epoch).await {
+            tracing::warn!(session_id = %id, error = %e, "releasing the claim of a session of a newer format failed; it lapses with its lease");
+        }
+    }
+    read
 }
 
 impl Live {

@@ -40,7 +40,9 @@
 //! - a tail closes its connections with `4000` only after it sent every
 //!   frame of a closed session;
 //! - a tail with no connections for [`TAIL_LINGER`] stops and leaves the
-//!   map; one whose load fails stops at once (its callers reconnect).
+//!   map; one whose load fails stops at once (its callers reconnect), and
+//!   so does one that meets a journal format newer than it reads (close
+//!   `1012`: they reconnect, to a node that reads it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -475,6 +477,19 @@ impl Tail {
                     let cursor = act.sequencer.released();
                     act.follow(rows);
                     (full, Some(act.sequencer.released() == cursor))
+                }
+                // A newer version owns the session and writes a format
+                // this node does not read: its spectators go on on a node
+                // that reads it, rather than on a story that no longer
+                // grows here.
+                Err(e @ StorageError::NewerFormat { .. }) => {
+                    tracing::warn!(session_id = %act.session_id, error = %e, "a tailed session's journal is of a newer format; closing its spectators");
+                    act.fanout.close_all(
+                        super::actor::CLOSE_SESSION_MOVED,
+                        "the session is served by a newer version; reconnect",
+                    );
+                    ctx.stop();
+                    return;
                 }
                 Err(e) => {
                     tracing::warn!(session_id = %act.session_id, error = %e, "reading the journal to tail failed");

@@ -7,6 +7,7 @@
 //! the default) or PostgreSQL, chosen by the URL's scheme; both speak the
 //! SQL in `sql.rs` and share the writer in `writer.rs`.
 
+pub mod formats;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -55,6 +56,16 @@ pub enum StorageError {
     /// journal must have no gap.
     #[error("an earlier write of this session failed")]
     AfterFailure,
+    /// The session holds a format a newer version wrote
+    /// ([`formats`]): this node leaves it to one that reads it.
+    #[error(
+        "the session's {what} is format {found}; this node reads {what} formats up to {newest}"
+    )]
+    NewerFormat {
+        what: formats::Stored,
+        found: u64,
+        newest: u32,
+    },
 }
 
 impl StorageError {
@@ -62,7 +73,10 @@ impl StorageError {
     /// counts toward the writer's hold and its giving up), rather than one
     /// write's own data or a write not tried.
     pub fn is_the_stores(&self) -> bool {
-        !matches!(self, Self::Unstorable(_) | Self::AfterFailure)
+        !matches!(
+            self,
+            Self::Unstorable(_) | Self::AfterFailure | Self::NewerFormat { .. }
+        )
     }
 }
 

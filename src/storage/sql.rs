@@ -239,6 +239,7 @@ macro_rules! queries {
             let (snapshot_seq, snapshot) = snap.ok_or_else(|| {
                 StorageError::Corrupt(format!("session {session_id} has no snapshot"))
             })?;
+            $crate::storage::formats::check_snapshot(&snapshot)?;
             // One read for both: the frames after the snapshot (replayed)
             // and the last RECENT_FRAMES (kept for resume), from the older
             // of the two starts; the newest step's last seq says where the

@@ -28,7 +28,9 @@
 //! this format are a bare JSON array of entries with `history` and
 //! `action` written out; they read as before. Readers of that format
 //! refuse this one as corrupt (it is not an array) rather than read it
-//! without history.
+//! without history. A body of a format newer than this build reads
+//! ([`super::formats::JOURNAL_FORMAT`]) is refused by name
+//! ([`StorageError::NewerFormat`]), not as corrupt.
 //!
 //! The row's other columns say what readers select on: its first and last
 //! `seq`, the `turn_id`, whether the turn started in it (`started`, with
@@ -242,7 +244,7 @@ struct Stored<'a> {
 
 #[derive(Deserialize)]
 struct Body<'a> {
-    format: u32,
+    format: u64,
     #[serde(borrow)]
     entries: Vec<Stored<'a>>,
 }
@@ -285,9 +287,10 @@ pub(super) fn decode(body: &str) -> Result<Vec<Entry>, StorageError> {
     let corrupt = |e: serde_json::Error| StorageError::Corrupt(e.to_string());
     let stored: Vec<Stored<'_>> = if body.trim_start().starts_with('{') {
         let body: Body<'_> = serde_json::from_str(body).map_err(corrupt)?;
-        if body.format != 2 {
+        super::formats::check(super::formats::Stored::Journal, body.format)?;
+        if body.format != u64::from(super::formats::JOURNAL_FORMAT) {
             return Err(StorageError::Corrupt(format!(
-                "a journal step of format {}, which this version does not know",
+                "a journal step object of format {}, which no version wrote",
                 body.format
             )));
         }
@@ -543,9 +546,22 @@ mod tests {
         let body = &group(&refs)[0].body;
         // What readers before this format parse a body as.
         assert!(serde_json::from_str::<Vec<serde_json::Value>>(body).is_err());
+        assert!(body.starts_with(&format!(
+            "{{\"format\":{},",
+            super::super::formats::JOURNAL_FORMAT
+        )));
+        // A newer format is refused by name, not read as corrupt.
         assert!(matches!(
             decode(&body.replacen("\"format\":2", "\"format\":3", 1)),
-            Err(StorageError::Corrupt(m)) if m.contains("format 3")
+            Err(StorageError::NewerFormat {
+                found: 3,
+                newest: 2,
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode(&body.replacen("\"format\":2", "\"format\":1", 1)),
+            Err(StorageError::Corrupt(m)) if m.contains("format 1")
         ));
     }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 const LEASE_MS: &str = "1500";
 
 /// A node named `name` on the database `db`.
-fn node(db: &str, name: &str) -> Server {
+pub fn node(db: &str, name: &str) -> Server {
     Server::start_with(
         db,
         &[
@@ -30,7 +30,7 @@ fn three_nodes(db: &str) -> (Server, Server, Server) {
 }
 
 /// A fresh PostgreSQL database for one test's nodes.
-fn database() -> (tempfile::TempDir, String) {
+pub fn database() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let db = crate::database::postgres_url_in(dir.path());
     (dir, db)
@@ -45,13 +45,13 @@ fn seqs(frames: &[Value]) -> Vec<u64> {
 }
 
 /// Plays `go to <neighbour>` and answers the seq of its `tool_result` ok.
-async fn move_once(ws: &mut Ws, api: &impl Api, s: &Session, rid: &str) -> u64 {
+pub async fn move_once(ws: &mut Ws, api: &impl Api, s: &Session, rid: &str) -> u64 {
     played_move(ws, api, s, rid).await.0
 }
 
 /// Plays `go to <neighbour>`; answers the seq of its `tool_result` ok and
 /// the last seq the turn was seen up to.
-async fn played_move(ws: &mut Ws, api: &impl Api, s: &Session, rid: &str) -> (u64, u64) {
+pub async fn played_move(ws: &mut Ws, api: &impl Api, s: &Session, rid: &str) -> (u64, u64) {
     let target = neighbour(&api.snapshot(s).await);
     let frames = ws.play(&format!("go to {target}"), rid).await;
     let ok = frames
