@@ -140,10 +140,11 @@ impl Cluster {
     }
 }
 
-/// The node to hand a request over to.
+/// The node to hand a request over to, and the session it runs there.
 #[derive(Debug, Clone)]
 pub struct Owner {
     pub url: String,
+    pub session_id: String,
 }
 
 /// Where a request's session runs, when another node runs it: recorded by
@@ -161,10 +162,14 @@ impl Routing {
         req.extensions().get::<Self>().cloned().unwrap_or_default()
     }
 
-    /// The session runs on the node at `url`: the request goes there.
-    pub fn hand_to(&self, url: String) {
+    /// The session `session_id` runs on the node at `url`: the request
+    /// goes there.
+    pub fn hand_to(&self, session_id: &str, url: String) {
         // The first node found wins: the request is handed over once.
-        let _ = self.0.set(Owner { url });
+        let _ = self.0.set(Owner {
+            url,
+            session_id: session_id.to_owned(),
+        });
     }
 
     /// The node the request goes to, once one was found.
@@ -316,14 +321,26 @@ async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes
     for (name, value) in cluster.peer_headers(state.admission.client_ip(req)) {
         out = out.header(name.as_str(), value.as_bytes());
     }
-    let resp = match out.send().await {
-        Ok(resp) => resp,
-        Err(e) => {
+    // The owner is waited on while its claim holds (a handed-over chat
+    // may run a long turn); once it lapses or moves, the node stopped
+    // answering (paused, cut off) and the client is told to try again.
+    let since = std::time::Instant::now();
+    let watch = super::owner_watch::until_gone(&state.store, &owner.session_id, &owner.url, since);
+    tokio::select! {
+        answer = exchange(out) => answer.unwrap_or_else(|e| {
             tracing::warn!(owner = %owner.url, error = %e, "handing a request to the session's node failed");
-            return overloaded("the session's node does not answer; try again shortly")
-                .error_response();
+            overloaded("the session's node does not answer; try again shortly").error_response()
+        }),
+        () = watch => {
+            tracing::warn!(owner = %owner.url, session_id = %owner.session_id, "the session's node stopped answering a request handed to it");
+            overloaded("the session's node stopped answering; try again shortly").error_response()
         }
-    };
+    }
+}
+
+/// Sends a handed-over request and reads the owner's whole answer.
+async fn exchange(out: reqwest::RequestBuilder) -> Result<HttpResponse, reqwest::Error> {
+    let resp = out.send().await?;
     let status = actix_web::http::StatusCode::from_u16(resp.status().as_u16())
         .unwrap_or(actix_web::http::StatusCode::BAD_GATEWAY);
     let mut answer = HttpResponse::build(status);
@@ -332,12 +349,7 @@ async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes
             answer.insert_header((name.as_str(), value.as_bytes()));
         }
     }
-    match resp.bytes().await {
-        Ok(bytes) => answer.body(bytes),
-        Err(_) => {
-            overloaded("the session's node stopped answering; try again shortly").error_response()
-        }
-    }
+    Ok(answer.body(resp.bytes().await?))
 }
 
 /// How long a report of a tail's spectators to the owner may take.

@@ -399,7 +399,7 @@ pub async fn find_session(
     match locate(state, id).await? {
         Located::Here(handle) => Ok(handle),
         Located::Owner(url) => {
-            routing.hand_to(url);
+            routing.hand_to(id.as_str(), url);
             Err(overloaded("the session runs on another node"))
         }
     }

@@ -13,7 +13,7 @@
 //! along (it is cut off from this node, or overloaded), or when the claim
 //! cannot be read (the database unreachable from here too).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::storage::Store;
 
@@ -61,6 +61,21 @@ pub fn gone(claim: Claim, quiet: Duration, lease: Duration, pinged: bool) -> boo
         Claim::Lost => true,
         Claim::Held => pinged && long,
         Claim::Unreadable => long,
+    }
+}
+
+/// Resolves once the owner at `owner_url`, waited on since `since`, is to
+/// be given up on; never while its claim is held (a long turn is waited
+/// for whole).
+pub async fn until_gone(store: &Store, session_id: &str, owner_url: &str, since: Instant) {
+    let lease = store.node().lease;
+    actix_web::rt::time::sleep(QUIET).await;
+    loop {
+        let claim = look(store, session_id, owner_url).await;
+        if gone(claim, since.elapsed(), lease, false) {
+            return;
+        }
+        actix_web::rt::time::sleep(PING_EVERY).await;
     }
 }
 

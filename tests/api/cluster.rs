@@ -682,3 +682,71 @@ async fn a_chat_acknowledged_on_a_killed_owner_runs_once_on_the_next_one() {
     let all = whole_story(&b, &s).await;
     assert_eq!(all, (1..=*all.last().unwrap()).collect::<Vec<_>>());
 }
+
+#[actix_web::test]
+async fn a_request_handed_to_an_owner_that_stops_answering_is_told_to_retry_and_runs_once() {
+    let (_dir, db) = database();
+    // A slow game master on A: a turn handed to it is under way long
+    // enough for A to stop in the middle of it.
+    let a = Server::start_with(
+        &db,
+        &[
+            ("QUESTD_NODE_ID", "node-a"),
+            ("QUESTD_LEASE_MS", LEASE_MS),
+            ("QUESTD_OFFLINE_LATENCY_MS", "3000"),
+        ],
+    );
+    let b = node(&db, "node-b");
+    let s = a.demo().await;
+    let (mut watching, _) = a.connect(&s.session_id, &s.spectator_token, None).await;
+    let body =
+        serde_json::json!({"session_id": s.session_id, "message": "roll 1d6", "request_id": "r-1"});
+    let handed = chat_over_http(b.base(), &s.player_token, &body);
+    let pause = async {
+        // The turn runs on A: A stops before it ends.
+        watching.until(|f| f["type"] == "turn_started").await;
+        a.signal("STOP");
+    };
+    let (answer, ()) = futures_util::join!(handed, pause);
+
+    // B does not wait on A for good: once A's claim lapses, the client is
+    // told to try again.
+    assert_eq!(
+        (answer.status, answer.body["error_code"].as_str()),
+        (503, Some("OVERLOADED")),
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stopped answering")),
+        "{}",
+        answer.body
+    );
+
+    // The same request again, through B: B takes the session over, and
+    // the answer is the turn A started (cut short by the stop), not a
+    // second run of it.
+    let again = chat_over_http(b.base(), &s.player_token, &body).await;
+    assert_eq!(
+        (
+            again.body["duplicate"].as_bool(),
+            again.body["turn_id"].as_str()
+        ),
+        (Some(true), Some("turn_1")),
+        "{}",
+        again.body
+    );
+    assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+    a.signal("CONT");
+    let all = whole_story(&b, &s).await;
+    assert_eq!(all, (1..=*all.last().unwrap()).collect::<Vec<_>>());
+    let stored = crate::database::text_rows(
+        &db,
+        "SELECT request_id FROM journal WHERE session_id = $1 AND started = 1",
+        &s.session_id,
+    )
+    .await;
+    assert_eq!(stored, [["r-1".to_owned()]], "one turn for the request");
+}
