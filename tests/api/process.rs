@@ -44,6 +44,21 @@ type Log = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
 /// How many of a process's last log lines a failed test shows.
 const LOG_LINES: usize = 300;
 
+/// Reads `lines` to their end on a thread of its own, keeping the last
+/// [`LOG_LINES`] in `log`.
+fn keep(lines: impl Iterator<Item = std::io::Result<String>> + Send + 'static, log: &Log) {
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+            if kept.len() == LOG_LINES {
+                kept.pop_front();
+            }
+            kept.push_back(line);
+        }
+    });
+}
+
 impl Api for Server {
     fn base(&self) -> &str {
         &self.base
@@ -85,7 +100,7 @@ impl Server {
     pub fn start_on(db: &str, bind: &str, env: &[(&str, &str)]) -> Self {
         let [program, args @ ..] = serve(db, bind);
         let mut command = Command::new(program);
-        command.args(args).stderr(Stdio::null());
+        command.args(args).stderr(Stdio::piped());
         Self::spawn(command, env, None)
     }
 
@@ -162,16 +177,10 @@ impl Server {
         // Keep draining logs so the process never blocks on a full pipe;
         // the last ones are kept for a failed test to show.
         let log = Log::default();
-        let kept = log.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
-                if kept.len() == LOG_LINES {
-                    kept.pop_front();
-                }
-                kept.push_back(line);
-            }
-        });
+        keep(lines, &log);
+        if let Some(stderr) = child.stderr.take() {
+            keep(BufReader::new(stderr).lines(), &log);
+        }
         Self {
             child,
             pid,
