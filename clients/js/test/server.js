@@ -296,8 +296,29 @@ function postgresAdminUrl() {
   return url;
 }
 
+/** How many times dropping a test database is tried before its failure is the test's. */
+const DROP_ATTEMPTS = 10;
+
+/**
+ * Drops a test database once its nodes have ended. FORCE ends the sessions
+ * of nodes that PostgreSQL has not yet seen go, but this role may not end
+ * an autovacuum worker that a fresh database attracts; a plain DROP stops
+ * that worker itself. So each attempt tries both.
+ */
 async function dropDatabase({ admin, name }) {
-  await psql(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  let last;
+  for (let attempt = 1; attempt <= DROP_ATTEMPTS; attempt += 1) {
+    for (const sql of [`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`, `DROP DATABASE IF EXISTS ${name}`]) {
+      try {
+        await psql(admin, sql);
+        return;
+      } catch (e) {
+        last = e;
+      }
+    }
+    await sleep(200);
+  }
+  throw last;
 }
 
 /** Runs one SQL statement with `psql` (it comes with PostgreSQL) on the server `url` names. */
