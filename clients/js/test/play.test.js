@@ -15,7 +15,8 @@ before(async () => {
 });
 
 after(async () => {
-  await server.cleanup();
+  // Unset when it could not start; that failure is the one to see.
+  if (server) await server.cleanup();
 });
 
 test('a player creates a session, connects and plays a turn', async () => {
