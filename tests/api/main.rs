@@ -14,6 +14,7 @@ mod browser;
 mod cluster;
 mod connection;
 mod crosssite;
+mod db_away;
 mod durability;
 mod first_hour;
 mod generated_names;
