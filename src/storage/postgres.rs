@@ -27,6 +27,17 @@ const READ_CONNECTIONS: u32 = 8;
 /// ([`durable_commits`]).
 pub(super) async fn open(url: &str, node: Node) -> Result<(PgPool, PgCommitter), StorageError> {
     let options = PgConnectOptions::from_str(url)?;
+    // Migrations run on a connection of their own, without the timeouts
+    // below: a migration of a big database may rightly take long.
+    let mut migrating = super::bounded(node.db_timeout, "connecting", async {
+        Ok(PgConnection::connect_with(&options).await?)
+    })
+    .await?;
+    sqlx::migrate!("migrations/postgres")
+        .run(&mut migrating)
+        .await?;
+    drop(migrating);
+    let options = bounded_on_the_server(options, node.db_timeout);
     // Every read connection is opened at once: opening one (TLS, SCRAM)
     // takes tens of ms, which a tail's or a resume's read would wait for.
     // Waiting for one is bounded like any wait on the database; the reads
@@ -37,7 +48,6 @@ pub(super) async fn open(url: &str, node: Node) -> Result<(PgPool, PgCommitter),
         .acquire_timeout(node.db_timeout)
         .connect_with(options.clone())
         .await?;
-    sqlx::migrate!("migrations/postgres").run(&pool).await?;
     let mut committer = PgCommitter {
         options,
         conn: None,
@@ -49,6 +59,22 @@ pub(super) async fn open(url: &str, node: Node) -> Result<(PgPool, PgCommitter),
         "the journal writer's commits are durable"
     );
     Ok((pool, committer))
+}
+
+/// `options` with the server, too, ending what waits longer than `limit`:
+/// a statement (`statement_timeout`), and a transaction left open between
+/// statements (`idle_in_transaction_session_timeout`). The second matters
+/// when a node is cut off mid-transaction: the server would otherwise hold
+/// the transaction, and the locks of its rows, until the connection's TCP
+/// keepalive ends it (hours by default), and a commit held in the network
+/// could still land once the cut heals. With it the server rolls it back
+/// and closes the connection once `limit` has passed.
+fn bounded_on_the_server(options: PgConnectOptions, limit: Duration) -> PgConnectOptions {
+    let ms = limit.as_millis().to_string();
+    options.options([
+        ("statement_timeout", ms.as_str()),
+        ("idle_in_transaction_session_timeout", ms.as_str()),
+    ])
 }
 
 /// Whether PostgreSQL's `synchronous_commit`, as a connection sees it,

@@ -507,11 +507,31 @@ fn a_database_whose_commits_are_not_durable_is_refused_at_start() {
             })
     });
     changed.join().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_questd"))
+    let mut questd = std::process::Command::new(env!("CARGO_BIN_EXE_questd"))
         .args(["serve", "--bind", "127.0.0.1:0", "--database-url", &db])
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("questd runs");
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "questd started: {said}");
+    let until = std::time::Instant::now() + SERVER_WAIT;
+    let status = loop {
+        if let Some(status) = questd.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > until {
+            let _ = questd.kill();
+            let _ = questd.wait();
+            panic!("questd started on a database whose commits are not durable");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut said = String::new();
+    questd
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut said)
+        .unwrap();
+    assert!(!status.success(), "questd ended well: {said}");
     assert!(said.contains("synchronous_commit is off"), "{said}");
 }
