@@ -79,6 +79,9 @@ enum Failed {
     Full,
     /// The row's own data: the same write fails again, others go in.
     Row,
+    /// The connection: the server shut it down, cancelled the statement
+    /// (a timeout) or cannot take it now.
+    Connection,
     /// Anything else: the store (or we do not know).
     Store,
 }
@@ -86,10 +89,16 @@ enum Failed {
 /// A PostgreSQL error by its SQLSTATE: class `22` is a data exception
 /// (`22021` a string holding U+0000 or bytes that are not UTF-8, `22P05`
 /// an escape the database cannot hold, `22001` a string too long), and
-/// `23514` a value a `CHECK` refuses; `53100` is a full disk.
+/// `23514` a value a `CHECK` refuses; `53100` is a full disk. Class `08`
+/// (connection exceptions), class `57` (the server shutting down or
+/// restarting, `57P01`–`57P03`, or a statement cancelled by its timeout,
+/// `57014`) and `25P03` (a transaction left open past its timeout) say
+/// the connection is lost or the database unavailable.
 fn postgres_failed(sqlstate: &str) -> Failed {
     if sqlstate == "53100" {
         Failed::Full
+    } else if sqlstate.starts_with("08") || sqlstate.starts_with("57") || sqlstate == "25P03" {
+        Failed::Connection
     } else if sqlstate.starts_with("22") || sqlstate == "23514" {
         Failed::Row
     } else {
@@ -126,6 +135,7 @@ impl From<sqlx::Error> for StorageError {
         });
         match failed {
             Some(Failed::Full) => Self::Full,
+            Some(Failed::Connection) => Self::Unavailable(e.to_string()),
             Some(Failed::Row) => Self::Unstorable(e.to_string()),
             Some(Failed::Store) | None => Self::Database(e.to_string()),
         }
@@ -172,7 +182,7 @@ impl From<rusqlite::Error> for StorageError {
         match failed {
             Failed::Full => Self::Full,
             Failed::Row => Self::Unstorable(e.to_string()),
-            Failed::Store => Self::Database(e.to_string()),
+            Failed::Store | Failed::Connection => Self::Database(e.to_string()),
         }
     }
 }
@@ -956,7 +966,11 @@ mod tests {
             ("23505", Failed::Store),
             ("P0001", Failed::Store),
             ("40001", Failed::Store),
-            ("57P01", Failed::Store),
+            ("57P01", Failed::Connection),
+            ("57014", Failed::Connection),
+            ("08006", Failed::Connection),
+            ("25P03", Failed::Connection),
+            ("25P02", Failed::Store),
             ("", Failed::Store),
         ] {
             assert_eq!(postgres_failed(sqlstate), failed, "{sqlstate}");

@@ -130,11 +130,31 @@ impl PgCommitter {
         Ok((self.conn.insert(conn), setting))
     }
 
+    /// Opens a transaction on the writer's connection. A connection kept
+    /// from an earlier batch may have broken since (a restart, a cut):
+    /// nothing of this batch has been sent on it, so it is replaced and
+    /// the transaction opened on a new one.
+    async fn begin(&mut self) -> Result<(), StorageError> {
+        let fresh = self.conn.is_none();
+        let conn = self.connection().await?.0;
+        let began = sqlx::query("BEGIN").execute(&mut *conn).await;
+        match began.map_err(StorageError::from) {
+            Err(StorageError::Unavailable(e)) if !fresh => {
+                tracing::warn!(error = %e, "the database connection broke since the last batch; reconnecting");
+                self.conn = None;
+                let conn = self.connection().await?.0;
+                sqlx::query("BEGIN").execute(&mut *conn).await?;
+                Ok(())
+            }
+            began => began.map(drop),
+        }
+    }
+
     /// One batch in one transaction on the writer's connection.
     async fn write(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
         let node = self.node.id.clone();
+        self.begin().await?;
         let conn = self.connection().await?.0;
-        sqlx::query("BEGIN").execute(&mut *conn).await?;
         let done = match check_fences(conn, batch, &node).await {
             Ok(()) => write_batch(conn, batch).await,
             Err(e) => Err(e),

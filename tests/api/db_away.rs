@@ -174,6 +174,13 @@ fn node(db: &str, name: &str) -> Server {
     )
 }
 
+/// One node, `node-a`, reaching a fresh database through the proxy.
+fn one_node() -> (tempfile::TempDir, FaultProxy, Server) {
+    let (dir, db, proxy) = database();
+    let a = node(&through(&db, &proxy), "node-a");
+    (dir, proxy, a)
+}
+
 /// How one chat ended for its client.
 #[derive(Debug, PartialEq)]
 enum Outcome {
@@ -406,8 +413,7 @@ impl<'a> Player<'a> {
 
 #[actix_web::test]
 async fn a_database_restarted_or_cut_mid_commit_under_play_loses_nothing_and_play_resumes() {
-    let (_dir, db, proxy) = database();
-    let a = node(&through(&db, &proxy), "node-a");
+    let (_dir, proxy, a) = one_node();
     let s = a.demo().await;
     let mut player = Player::new(&s);
     player.resumes(&a, 2, "before the restart").await;
@@ -437,8 +443,7 @@ async fn a_database_restarted_or_cut_mid_commit_under_play_loses_nothing_and_pla
 
 #[actix_web::test]
 async fn a_database_blackholed_for_20_s_under_play_loses_nothing_and_play_resumes() {
-    let (_dir, db, proxy) = database();
-    let a = node(&through(&db, &proxy), "node-a");
+    let (_dir, proxy, a) = one_node();
     let s = a.demo().await;
     let mut player = Player::new(&s);
     player.resumes(&a, 2, "before the blackhole").await;
@@ -481,6 +486,41 @@ async fn a_node_cut_off_from_the_database_loses_its_sessions_to_a_node_that_is_n
     proxy.set(Mode::Pass);
     player.resumes(&b, 2, "on node B after A is back").await;
     player.nothing_lost(&b, "after the move").await;
+}
+
+#[actix_web::test]
+async fn a_node_that_loses_the_database_for_less_than_a_lease_keeps_its_sessions() {
+    let (_dir, proxy, a) = one_node();
+    let s = a.demo().await;
+    let mut player = Player::new(&s);
+    player.resumes(&a, 2, "before the outage").await;
+    let before = crate::metrics::scrape(&a).await;
+
+    // The database goes away until a renewal of the node's claims has
+    // failed, then comes back within the lease.
+    proxy.set(Mode::Refuse);
+    let failed = async {
+        while crate::metrics::scrape(&a).await["questd_lease_renewals_failed_total"]
+            <= before["questd_lease_renewals_failed_total"]
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(ANSWER_WAIT, failed)
+        .await
+        .expect("a renewal fails while the database is away");
+    proxy.set(Mode::Pass);
+
+    // Past the lease: the session was neither stopped nor loaded again,
+    // and its player, still connected, plays on.
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS)).await;
+    let after = crate::metrics::scrape(&a).await;
+    for kept in ["questd_leases_lost_total", "questd_sessions_loaded_total"] {
+        assert_eq!(after[kept], before[kept], "{kept}");
+    }
+    assert!(player.ws.is_some(), "the player is still connected");
+    assert_eq!(player.chat(&a, "after the outage").await, Outcome::Played);
+    player.nothing_lost(&a, "after the outage").await;
 }
 
 #[test]
