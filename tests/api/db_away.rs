@@ -162,11 +162,16 @@ fn through(url: &str, proxy: &FaultProxy) -> String {
 
 /// A node named `name` on the database `db`.
 fn node(db: &str, name: &str) -> Server {
+    node_with_lease(db, name, LEASE_MS)
+}
+
+/// A node named `name` on the database `db` whose claims last `lease_ms`.
+fn node_with_lease(db: &str, name: &str, lease_ms: u64) -> Server {
     Server::start_with(
         db,
         &[
             ("QUESTD_NODE_ID", name),
-            ("QUESTD_LEASE_MS", &LEASE_MS.to_string()),
+            ("QUESTD_LEASE_MS", &lease_ms.to_string()),
             ("QUESTD_DATABASE_TIMEOUT_MS", DB_TIMEOUT_MS),
             ("QUESTD_CHAT_BURST", "1000"),
             ("QUESTD_CHAT_PER_MINUTE", "1000000"),
@@ -490,7 +495,11 @@ async fn a_node_cut_off_from_the_database_loses_its_sessions_to_a_node_that_is_n
 
 #[actix_web::test]
 async fn a_node_that_loses_the_database_for_less_than_a_lease_keeps_its_sessions() {
-    let (_dir, proxy, a) = one_node();
+    // Renewed every second: the renewal after the outage comes well
+    // within the lease.
+    let lease_ms = 3000;
+    let (_dir, db, proxy) = database();
+    let a = node_with_lease(&through(&db, &proxy), "node-a", lease_ms);
     let s = a.demo().await;
     let mut player = Player::new(&s);
     player.resumes(&a, 2, "before the outage").await;
@@ -513,7 +522,7 @@ async fn a_node_that_loses_the_database_for_less_than_a_lease_keeps_its_sessions
 
     // Past the lease: the session was neither stopped nor loaded again,
     // and its player, still connected, plays on.
-    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS)).await;
+    tokio::time::sleep(Duration::from_millis(2 * lease_ms)).await;
     let after = crate::metrics::scrape(&a).await;
     for kept in ["questd_leases_lost_total", "questd_sessions_loaded_total"] {
         assert_eq!(after[kept], before[kept], "{kept}");
