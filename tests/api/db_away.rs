@@ -491,6 +491,12 @@ async fn a_node_cut_off_from_the_database_loses_its_sessions_to_a_node_that_is_n
     proxy.set(Mode::Pass);
     player.resumes(&b, 2, "on node B after A is back").await;
     player.nothing_lost(&b, "after the move").await;
+
+    // And A serves again by itself, with no restart.
+    let again = a.demo().await;
+    let mut newcomer = Player::new(&again);
+    newcomer.resumes(&a, 2, "a new session on node A").await;
+    assert_eq!(a.snapshot(&again).await["owner_node"], "node-a");
 }
 
 #[actix_web::test]
