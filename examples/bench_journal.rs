@@ -61,10 +61,7 @@ fn main() {
     let rows: u64 = rows.parse().expect("rows");
     actix_web::rt::System::new().block_on(async move {
         let metrics = Arc::new(Metrics::default());
-        let node = Node {
-            id: "bench".into(),
-            lease: std::time::Duration::from_secs(60),
-        };
+        let node = Node::new("bench", std::time::Duration::from_secs(60));
         let store = Store::open_with(url, metrics.clone(), None, node)
             .await
             .expect("the database opens");

@@ -81,10 +81,7 @@ fn main() {
 async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
     let settings = questd::Settings::for_tests(&url);
     let metrics = Arc::new(Metrics::default());
-    let node = Node {
-        id: "bench".into(),
-        lease: std::time::Duration::from_secs(3),
-    };
+    let node = Node::new("bench", std::time::Duration::from_secs(3));
     let store = Store::open_with(&url, metrics.clone(), None, node)
         .await
         .expect("the store opens");

@@ -139,6 +139,19 @@ pub struct Settings {
         global = true
     )]
     pub lease_ms: u64,
+    /// How long, in milliseconds, any one wait on the database may take
+    /// (a read, a commit, a claim, connecting) before it fails and its
+    /// connection is thrown away (default 5000): a database behind a
+    /// partition or a blackhole never answers, and sessions must not wait
+    /// on it forever.
+    #[arg(
+        long,
+        env = "QUESTD_DATABASE_TIMEOUT_MS",
+        default_value_t = 5000,
+        value_parser = clap::value_parser!(u64).range(100..=600_000),
+        global = true
+    )]
+    pub database_timeout_ms: u64,
     /// Which model runs the game.
     #[arg(
         long,

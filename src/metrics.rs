@@ -179,6 +179,9 @@ pub struct Metrics {
     pub rate_limited: Counter,
     /// Renewals of this node's session claims (one per batch).
     pub lease_renewals: Counter,
+    /// Renewals that failed or got no answer (the database unavailable):
+    /// the claims hold for a lease from the last renewal that went through.
+    pub lease_renewals_failed: Counter,
     /// Sessions this node stopped because another node claimed them or
     /// its claims could not be renewed in time.
     pub leases_lost: Counter,
@@ -220,6 +223,7 @@ impl Default for Metrics {
             outbound_drops: Counter::default(),
             rate_limited: Counter::default(),
             lease_renewals: Counter::default(),
+            lease_renewals_failed: Counter::default(),
             leases_lost: Counter::default(),
             sessions_taken_over: Counter::default(),
             sessions_tailed: Gauge::default(),
@@ -331,6 +335,12 @@ impl Metrics {
             "counter",
             "Batches renewing this node's session claims (PostgreSQL).",
             self.lease_renewals.get().to_string(),
+        );
+        scalar(
+            "questd_lease_renewals_failed_total",
+            "counter",
+            "Batches renewing this node's session claims that failed (PostgreSQL).",
+            self.lease_renewals_failed.get().to_string(),
         );
         scalar(
             "questd_leases_lost_total",

@@ -137,6 +137,7 @@ impl Application {
                 .clone()
                 .unwrap_or_else(|| format!("node-{}", crate::session::random_token(8))),
             lease: Duration::from_millis(settings.lease_ms),
+            db_timeout: Duration::from_millis(settings.database_timeout_ms),
         };
         if node.id.is_empty() || node.id.len() > 64 || node.id.chars().any(char::is_control) {
             bail!("QUESTD_NODE_ID must be 1 to 64 printable characters");

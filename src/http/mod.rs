@@ -37,7 +37,9 @@ use crate::metrics::Metrics;
 use crate::protocol::SessionId;
 use crate::session::tail::Tails;
 use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle, SessionHub};
-use crate::storage::{STORAGE_BEHIND, STORAGE_FULL, SessionMeta, StorageError, Store};
+use crate::storage::{
+    STORAGE_BEHIND, STORAGE_FULL, STORAGE_UNAVAILABLE, SessionMeta, StorageError, Store,
+};
 use crate::tools::Registry;
 
 /// Largest HTTP request body accepted.
@@ -481,6 +483,10 @@ pub fn storage_failed(e: StorageError) -> ApiError {
         // balancer that retries elsewhere gets the session served.
         e @ StorageError::NewerFormat { .. } => {
             overloaded(format!("{e}; another node of a newer version serves it"))
+        }
+        StorageError::Unavailable(cause) => {
+            tracing::warn!(%cause, "the database is unavailable");
+            overloaded(STORAGE_UNAVAILABLE)
         }
         StorageError::Unstorable(cause) => {
             tracing::warn!(%cause, "a request's data could not be stored");

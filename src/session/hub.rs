@@ -250,6 +250,7 @@ impl SessionHub {
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "renewing session claims failed");
+                            act.deps.metrics.lease_renewals_failed.inc();
                             if act.renewed.elapsed() >= lease {
                                 act.lose_all();
                             }

@@ -66,6 +66,12 @@ pub enum StorageError {
         found: u64,
         newest: u32,
     },
+    /// The database did not answer: refused or cut the connection, or
+    /// gave no answer within [`Node::db_timeout`] (a blackhole, a
+    /// partition). Nothing says whether a write in flight went in; the
+    /// connection is thrown away, and waiting helps.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl StorageError {
@@ -87,6 +93,9 @@ enum Failed {
     Full,
     /// The row's own data: the same write fails again, others go in.
     Row,
+    /// The connection: the server shut it down, cancelled the statement
+    /// (a timeout) or cannot take it now.
+    Connection,
     /// Anything else: the store (or we do not know).
     Store,
 }
@@ -94,10 +103,16 @@ enum Failed {
 /// A PostgreSQL error by its SQLSTATE: class `22` is a data exception
 /// (`22021` a string holding U+0000 or bytes that are not UTF-8, `22P05`
 /// an escape the database cannot hold, `22001` a string too long), and
-/// `23514` a value a `CHECK` refuses; `53100` is a full disk.
+/// `23514` a value a `CHECK` refuses; `53100` is a full disk. Class `08`
+/// (connection exceptions), class `57` (the server shutting down or
+/// restarting, `57P01`–`57P03`, or a statement cancelled by its timeout,
+/// `57014`) and `25P03` (a transaction left open past its timeout) say
+/// the connection is lost or the database unavailable.
 fn postgres_failed(sqlstate: &str) -> Failed {
     if sqlstate == "53100" {
         Failed::Full
+    } else if sqlstate.starts_with("08") || sqlstate.starts_with("57") || sqlstate == "25P03" {
+        Failed::Connection
     } else if sqlstate.starts_with("22") || sqlstate == "23514" {
         Failed::Row
     } else {
@@ -121,6 +136,9 @@ fn sqlite_failed(extended: i32) -> Failed {
 
 impl From<sqlx::Error> for StorageError {
     fn from(e: sqlx::Error) -> Self {
+        if unreachable(&e) {
+            return Self::Unavailable(e.to_string());
+        }
         let failed = e.as_database_error().map(|d| {
             let code = d.code().unwrap_or_default();
             if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
@@ -131,10 +149,42 @@ impl From<sqlx::Error> for StorageError {
         });
         match failed {
             Some(Failed::Full) => Self::Full,
+            Some(Failed::Connection) => Self::Unavailable(e.to_string()),
             Some(Failed::Row) => Self::Unstorable(e.to_string()),
             Some(Failed::Store) | None => Self::Database(e.to_string()),
         }
     }
+}
+
+/// Whether `e` says the database could not be reached or its connection
+/// broke (rather than that it answered with an error).
+fn unreachable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+    )
+}
+
+/// Runs `f`, or fails with [`StorageError::Unavailable`] naming `what`
+/// once `limit` has passed without an answer: a database behind a
+/// blackhole never answers, and a server-side statement timeout cannot
+/// end a wait for packets that never come.
+pub(crate) async fn bounded<T>(
+    limit: std::time::Duration,
+    what: &str,
+    f: impl Future<Output = Result<T, StorageError>>,
+) -> Result<T, StorageError> {
+    tokio::time::timeout(limit, f).await.unwrap_or_else(|_| {
+        Err(StorageError::Unavailable(format!(
+            "{what} got no answer within {} ms",
+            limit.as_millis()
+        )))
+    })
 }
 
 impl From<rusqlite::Error> for StorageError {
@@ -146,7 +196,7 @@ impl From<rusqlite::Error> for StorageError {
         match failed {
             Failed::Full => Self::Full,
             Failed::Row => Self::Unstorable(e.to_string()),
-            Failed::Store => Self::Database(e.to_string()),
+            Failed::Store | Failed::Connection => Self::Database(e.to_string()),
         }
     }
 }
@@ -171,6 +221,8 @@ pub const STORAGE_BEHIND: &str = "storage is behind; try again soon";
 pub const STORAGE_FULL: &str = "storage is full; try again later";
 /// The reason given just after a write failed ([`Store::refusing`]).
 pub const STORAGE_FAILING: &str = "storage is failing to write; try again soon";
+/// The reason given while the database cannot be reached.
+pub const STORAGE_UNAVAILABLE: &str = "the database is unavailable; try again soon";
 
 /// Told, after each commit, the highest seq of a session now durable.
 ///
@@ -234,7 +286,26 @@ pub struct Node {
     /// How long a claim holds without renewal: a node that dies keeps its
     /// sessions at most this long.
     pub lease: std::time::Duration,
+    /// How long any one wait on the database may take (a read, a commit,
+    /// a connect) before it fails as [`StorageError::Unavailable`] and its
+    /// connection is thrown away.
+    pub db_timeout: std::time::Duration,
 }
+
+impl Node {
+    /// A node named `id` with claims of `lease` and the default
+    /// [`DEFAULT_DB_TIMEOUT`].
+    pub fn new(id: impl Into<String>, lease: std::time::Duration) -> Self {
+        Self {
+            id: id.into(),
+            lease,
+            db_timeout: DEFAULT_DB_TIMEOUT,
+        }
+    }
+}
+
+/// The default of [`Node::db_timeout`] (`QUESTD_DATABASE_TIMEOUT_MS`).
+pub const DEFAULT_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What is stored about a session besides its story.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -500,12 +571,15 @@ enum Reads {
 }
 
 /// Runs the dialect's copy of a shared query (see `sql.rs`).
+/// Bounded by [`Node::db_timeout`].
 macro_rules! read {
     ($self:ident, $query:ident($($arg:expr),*)) => {
-        match &$self.reads {
-            Reads::Sqlite(pool) => sqlite::$query(pool, $($arg),*).await,
-            Reads::Postgres(pool) => postgres::$query(pool, $($arg),*).await,
-        }
+        $self.bounded(stringify!($query), async {
+            match &$self.reads {
+                Reads::Sqlite(pool) => sqlite::$query(pool, $($arg),*).await,
+                Reads::Postgres(pool) => postgres::$query(pool, $($arg),*).await,
+            }
+        }).await
     };
 }
 
@@ -518,10 +592,7 @@ impl Store {
     /// `postgres://user:pass@host:port/db`) as a node named `local`, runs
     /// migrations and starts the writer on the current arbiter.
     pub async fn open(url: &str) -> Result<Self, StorageError> {
-        let node = Node {
-            id: "local".into(),
-            lease: std::time::Duration::from_secs(3),
-        };
+        let node = Node::new("local", std::time::Duration::from_secs(3));
         Self::open_with(url, Arc::default(), None, node).await
     }
 
@@ -563,6 +634,15 @@ impl Store {
         &self.node
     }
 
+    /// Runs `f` within [`Node::db_timeout`] (see [`bounded`]).
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<T, StorageError>>,
+    ) -> Result<T, StorageError> {
+        bounded(self.node.db_timeout, what, f).await
+    }
+
     /// Whether several nodes may share this database (PostgreSQL): sessions
     /// are then claimed before they run.
     pub fn is_shared(&self) -> bool {
@@ -575,7 +655,8 @@ impl Store {
     pub async fn claim(&self, session_id: &str) -> Result<Option<(Epoch, bool)>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(Some((Epoch::Sole, false))),
-            Reads::Postgres(pool) => Ok(postgres::claim(pool, session_id, &self.node)
+            Reads::Postgres(pool) => Ok(self
+                .bounded("a claim", postgres::claim(pool, session_id, &self.node))
                 .await?
                 .map(|(epoch, taken)| (Epoch::Claimed(epoch), taken))),
         }
@@ -583,10 +664,20 @@ impl Store {
 
     /// Renews this node's claims on `sessions` at once; answers the ones it
     /// no longer holds (another node claimed them): they must stop now.
+    /// A renewal that takes a lease is of no use: it gives up then at the
+    /// latest, so the next one can try.
     pub async fn renew(&self, sessions: &[(String, Epoch)]) -> Result<Vec<String>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(Vec::new()),
-            Reads::Postgres(pool) => postgres::renew(pool, sessions, &self.node).await,
+            Reads::Postgres(pool) => {
+                let limit = self.node.db_timeout.min(self.node.lease);
+                bounded(
+                    limit,
+                    "a lease renewal",
+                    postgres::renew(pool, sessions, &self.node),
+                )
+                .await
+            }
         }
     }
 
@@ -595,7 +686,8 @@ impl Store {
     pub async fn release(&self, session_id: &str, epoch: Epoch) -> Result<(), StorageError> {
         match (&self.reads, epoch) {
             (Reads::Postgres(pool), Epoch::Claimed(n)) => {
-                postgres::release(pool, session_id, n, &self.node).await
+                let release = postgres::release(pool, session_id, n, &self.node);
+                self.bounded("a release", release).await
             }
             _ => Ok(()),
         }
@@ -605,7 +697,10 @@ impl Store {
     pub async fn announce(&self, url: &str) -> Result<(), StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(()),
-            Reads::Postgres(pool) => postgres::announce(pool, &self.node, url).await,
+            Reads::Postgres(pool) => {
+                let announce = postgres::announce(pool, &self.node, url);
+                self.bounded("announcing the node", announce).await
+            }
         }
     }
 
@@ -617,7 +712,10 @@ impl Store {
     ) -> Result<Option<(String, String)>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(None),
-            Reads::Postgres(pool) => postgres::owner_address(pool, session_id).await,
+            Reads::Postgres(pool) => {
+                let owner = postgres::owner_address(pool, session_id);
+                self.bounded("reading an owner", owner).await
+            }
         }
     }
 
@@ -626,7 +724,10 @@ impl Store {
     pub async fn cluster_secret(&self, fresh: &str) -> Result<String, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(fresh.to_owned()),
-            Reads::Postgres(pool) => postgres::cluster_secret(pool, fresh).await,
+            Reads::Postgres(pool) => {
+                let secret = postgres::cluster_secret(pool, fresh);
+                self.bounded("reading the cluster secret", secret).await
+            }
         }
     }
 
@@ -635,7 +736,10 @@ impl Store {
     pub async fn owner(&self, session_id: &str) -> Result<Option<String>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(None),
-            Reads::Postgres(pool) => postgres::owner(pool, session_id).await,
+            Reads::Postgres(pool) => {
+                let owner = postgres::owner(pool, session_id);
+                self.bounded("reading an owner", owner).await
+            }
         }
     }
 
@@ -782,7 +886,7 @@ impl Store {
     pub async fn journal_notices(&self) -> Option<Result<JournalNotices, StorageError>> {
         match &self.reads {
             Reads::Sqlite(_) => None,
-            Reads::Postgres(pool) => Some(postgres::JournalNotices::listen(pool).await),
+            Reads::Postgres(pool) => Some(postgres::JournalNotices::listen(pool, &self.node).await),
         }
     }
 
@@ -813,10 +917,13 @@ impl Store {
         before_ms: i64,
         limit: u32,
     ) -> Result<Vec<String>, StorageError> {
-        match &self.reads {
-            Reads::Sqlite(pool) => sqlite::abandoned_sessions(pool, before_ms, limit).await,
-            Reads::Postgres(pool) => postgres::abandoned_sessions(pool, before_ms, limit).await,
-        }
+        self.bounded("reading abandoned sessions", async {
+            match &self.reads {
+                Reads::Sqlite(pool) => sqlite::abandoned_sessions(pool, before_ms, limit).await,
+                Reads::Postgres(pool) => postgres::abandoned_sessions(pool, before_ms, limit).await,
+            }
+        })
+        .await
     }
 
     /// A page of the applied-actions log, oldest first.
@@ -873,7 +980,11 @@ mod tests {
             ("23505", Failed::Store),
             ("P0001", Failed::Store),
             ("40001", Failed::Store),
-            ("57P01", Failed::Store),
+            ("57P01", Failed::Connection),
+            ("57014", Failed::Connection),
+            ("08006", Failed::Connection),
+            ("25P03", Failed::Connection),
+            ("25P02", Failed::Store),
             ("", Failed::Store),
         ] {
             assert_eq!(postgres_failed(sqlstate), failed, "{sqlstate}");

@@ -22,30 +22,76 @@ queries!(sqlx::Postgres);
 /// Read connections of the pool at most.
 const READ_CONNECTIONS: u32 = 8;
 
-/// How long connecting may take before it counts as a failure.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Connects to the database at `url` and runs its migrations: the read pool
-/// and the writer.
+/// and the writer. Refuses a database that does not make commits durable
+/// ([`durable_commits`]).
 pub(super) async fn open(url: &str, node: Node) -> Result<(PgPool, PgCommitter), StorageError> {
     let options = PgConnectOptions::from_str(url)?;
+    // Migrations run on a connection of their own, without the timeouts
+    // below: a migration of a big database may rightly take long.
+    let mut migrating = super::bounded(node.db_timeout, "connecting", async {
+        Ok(PgConnection::connect_with(&options).await?)
+    })
+    .await?;
+    sqlx::migrate!("migrations/postgres")
+        .run(&mut migrating)
+        .await?;
+    drop(migrating);
+    let options = bounded_on_the_server(options, node.db_timeout);
     // Every read connection is opened at once: opening one (TLS, SCRAM)
     // takes tens of ms, which a tail's or a resume's read would wait for.
+    // Waiting for one is bounded like any wait on the database; the reads
+    // themselves are bounded by the store (`Store::bounded`).
     let pool = PgPoolOptions::new()
         .max_connections(READ_CONNECTIONS)
         .min_connections(READ_CONNECTIONS)
-        .acquire_timeout(CONNECT_TIMEOUT)
+        .acquire_timeout(node.db_timeout)
         .connect_with(options.clone())
         .await?;
-    sqlx::migrate!("migrations/postgres").run(&pool).await?;
-    let conn = PgConnection::connect_with(&options).await?;
-    Ok((
-        pool,
-        PgCommitter {
-            options,
-            conn: Some(conn),
-            node,
-        },
+    let mut committer = PgCommitter {
+        options,
+        conn: None,
+        node,
+    };
+    let setting = committer.connection().await?.1;
+    tracing::info!(
+        synchronous_commit = %setting,
+        "the journal writer's commits are durable"
+    );
+    Ok((pool, committer))
+}
+
+/// `options` with the server, too, ending what waits longer than `limit`:
+/// a statement (`statement_timeout`), and a transaction left open between
+/// statements (`idle_in_transaction_session_timeout`). The second matters
+/// when a node is cut off mid-transaction: the server would otherwise hold
+/// the transaction, and the locks of its rows, until the connection's TCP
+/// keepalive ends it (hours by default), and a commit held in the network
+/// could still land once the cut heals. With it the server rolls it back
+/// and closes the connection once `limit` has passed.
+fn bounded_on_the_server(options: PgConnectOptions, limit: Duration) -> PgConnectOptions {
+    let ms = limit.as_millis().to_string();
+    options.options([
+        ("statement_timeout", ms.as_str()),
+        ("idle_in_transaction_session_timeout", ms.as_str()),
+    ])
+}
+
+/// Whether PostgreSQL's `synchronous_commit`, as a connection sees it,
+/// makes a commit durable before it is acknowledged: anything but `off`
+/// (`on`, `local`, `remote_write`, `remote_apply` all flush the commit to
+/// the primary's disk first). With `off`, a crash of the database loses
+/// commits questd has already acknowledged to players.
+fn durable_commits(setting: &str) -> bool {
+    !setting.eq_ignore_ascii_case("off")
+}
+
+/// What [`PgCommitter`] answers when the database does not make its
+/// commits durable.
+fn not_durable(setting: &str) -> StorageError {
+    StorageError::Database(format!(
+        "PostgreSQL's synchronous_commit is {setting} for questd's connection: a commit \
+         would be acknowledged before it is durable. Set it to on (the default)"
     ))
 }
 
@@ -59,24 +105,56 @@ pub(super) struct PgCommitter {
 }
 
 impl PgCommitter {
-    async fn connection(&mut self) -> Result<&mut PgConnection, StorageError> {
-        let conn = match self.conn.take() {
-            Some(conn) => conn,
+    /// The writer's connection, connecting if there is none; a new one is
+    /// checked to make commits durable. Answers the connection and its
+    /// `synchronous_commit` when it is new.
+    async fn connection(&mut self) -> Result<(&mut PgConnection, String), StorageError> {
+        let (conn, setting) = match self.conn.take() {
+            Some(conn) => (conn, String::new()),
             None => {
-                tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&self.options))
-                    .await
-                    .map_err(|_| StorageError::Database("connecting timed out".into()))??
+                let connect = async {
+                    let mut conn = PgConnection::connect_with(&self.options).await?;
+                    let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+                        .fetch_one(&mut conn)
+                        .await?;
+                    Ok::<_, StorageError>((conn, setting))
+                };
+                let (conn, setting) =
+                    super::bounded(self.node.db_timeout, "connecting", connect).await?;
+                if !durable_commits(&setting) {
+                    return Err(not_durable(&setting));
+                }
+                (conn, setting)
             }
         };
-        Ok(self.conn.insert(conn))
+        Ok((self.conn.insert(conn), setting))
     }
-}
 
-impl Committer for PgCommitter {
-    async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+    /// Opens a transaction on the writer's connection. A connection kept
+    /// from an earlier batch may have broken since (a restart, a cut):
+    /// nothing of this batch has been sent on it, so it is replaced and
+    /// the transaction opened on a new one.
+    async fn begin(&mut self) -> Result<(), StorageError> {
+        let fresh = self.conn.is_none();
+        let conn = self.connection().await?.0;
+        let began = sqlx::query("BEGIN").execute(&mut *conn).await;
+        match began.map_err(StorageError::from) {
+            Err(StorageError::Unavailable(e)) if !fresh => {
+                tracing::warn!(error = %e, "the database connection broke since the last batch; reconnecting");
+                self.conn = None;
+                let conn = self.connection().await?.0;
+                sqlx::query("BEGIN").execute(&mut *conn).await?;
+                Ok(())
+            }
+            began => began.map(drop),
+        }
+    }
+
+    /// One batch in one transaction on the writer's connection.
+    async fn write(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
         let node = self.node.id.clone();
-        let conn = self.connection().await?;
-        sqlx::query("BEGIN").execute(&mut *conn).await?;
+        self.begin().await?;
+        let conn = self.connection().await?.0;
         let done = match check_fences(conn, batch, &node).await {
             Ok(()) => write_batch(conn, batch).await,
             Err(e) => Err(e),
@@ -85,16 +163,38 @@ impl Committer for PgCommitter {
             (Ok(()), Some(payload)) => notify(conn, &payload).await,
             (done, _) => done,
         };
-        let done = finish(conn, done).await;
-        // A failed batch may have been the connection's fault: if it no
-        // longer answers, the next batch connects again.
-        if done.is_err()
+        finish(conn, done).await
+    }
+}
+
+impl Committer for PgCommitter {
+    /// A batch that fails for anything but its own data may have failed
+    /// for the connection's sake (a restart, a cut, a blackhole): unless
+    /// the connection still answers at once, it is thrown away, and the
+    /// next batch connects again. A batch with no answer in time is
+    /// abandoned with its connection; whether it went in is unknown, so
+    /// none of its writes is acknowledged (a session reloads what is
+    /// durable).
+    async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+        let limit = self.node.db_timeout;
+        let done = super::bounded(limit, "a commit", self.write(batch)).await;
+        let Err(e) = &done else { return done };
+        if let StorageError::Unavailable(_) = e {
+            // Cut off, or no answer: the connection is of no more use
+            // (mid-statement, its state is unknown).
+            if self.conn.take().is_some() {
+                tracing::warn!(error = %e, "the database connection failed; reconnecting");
+            }
+        } else if e.is_the_stores()
             && let Some(mut conn) = self.conn.take()
         {
-            if conn.ping().await.is_ok() {
-                self.conn = Some(conn);
-            } else {
-                tracing::warn!("the database connection broke; reconnecting");
+            let answers = super::bounded(limit, "a ping", async {
+                conn.ping().await.map_err(StorageError::from)
+            })
+            .await;
+            match answers {
+                Ok(()) => self.conn = Some(conn),
+                Err(e) => tracing::warn!(error = %e, "the database connection broke; reconnecting"),
             }
         }
         done
@@ -163,29 +263,57 @@ async fn notify(conn: &mut PgConnection, payload: &str) -> Result<(), StorageErr
 /// it says so ([`JournalNotice::Any`]) once it is back.
 pub struct JournalNotices {
     listener: sqlx::postgres::PgListener,
+    pool: PgPool,
+    limit: Duration,
 }
 
+/// How long the listener hears nothing before it listens again on a new
+/// connection: a connection behind a blackhole hears nothing either, and
+/// nothing else would tell (tails read every `TAIL_POLL` meanwhile).
+const QUIET_LISTEN: Duration = Duration::from_secs(30);
+
 impl JournalNotices {
-    pub(super) async fn listen(pool: &PgPool) -> Result<Self, StorageError> {
+    pub(super) async fn listen(pool: &PgPool, node: &Node) -> Result<Self, StorageError> {
+        let limit = node.db_timeout;
+        let listener = super::bounded(limit, "listening", Self::connect(pool, limit)).await?;
+        Ok(Self {
+            listener,
+            pool: pool.clone(),
+            limit,
+        })
+    }
+
+    async fn connect(
+        pool: &PgPool,
+        limit: Duration,
+    ) -> Result<sqlx::postgres::PgListener, StorageError> {
         // Its own pool of one, so the read pool keeps all its connections.
         let own = PgPoolOptions::new()
             .max_connections(1)
-            .acquire_timeout(CONNECT_TIMEOUT)
+            .acquire_timeout(limit)
             .connect_lazy_with((*pool.connect_options()).clone());
         let mut listener = sqlx::postgres::PgListener::connect_with(&own).await?;
+        // Reconnecting is this type's to do, bounded, not the listener's
+        // own (unbounded) on its next receive.
+        listener.eager_reconnect(false);
         listener.listen(JOURNAL_CHANNEL).await?;
-        Ok(Self { listener })
+        Ok(listener)
     }
 
-    /// The next notice. A connection that broke and was opened again
-    /// answers [`JournalNotice::Any`] (what was committed meanwhile was not
-    /// announced here). An error means the database cannot be reached:
-    /// listen again later, with a new [`JournalNotices`].
+    /// The next notice. A connection that broke, or heard nothing for
+    /// [`QUIET_LISTEN`], is replaced and answers [`JournalNotice::Any`]
+    /// (what was committed meanwhile was not announced here). An error
+    /// means the database cannot be reached: listen again later, with a
+    /// new [`JournalNotices`].
     pub async fn next(&mut self) -> Result<JournalNotice, StorageError> {
-        match self.listener.try_recv().await? {
-            Some(notice) => Ok(read_notice(notice.payload())),
-            None => Ok(JournalNotice::Any),
+        if let Ok(heard) = tokio::time::timeout(QUIET_LISTEN, self.listener.try_recv()).await
+            && let Some(notice) = heard?
+        {
+            return Ok(read_notice(notice.payload()));
         }
+        let fresh = Self::connect(&self.pool, self.limit);
+        self.listener = super::bounded(self.limit, "listening again", fresh).await?;
+        Ok(JournalNotice::Any)
     }
 }
 
@@ -795,6 +923,20 @@ mod tests {
             },
             DurableSink::new(Epoch::Claimed(1), |_| {}),
         )
+    }
+
+    #[test]
+    fn only_synchronous_commit_off_is_refused() {
+        for (setting, durable) in [
+            ("on", true),
+            ("local", true),
+            ("remote_write", true),
+            ("remote_apply", true),
+            ("off", false),
+            ("OFF", false),
+        ] {
+            assert_eq!(durable_commits(setting), durable, "{setting}");
+        }
     }
 
     #[test]

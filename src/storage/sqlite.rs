@@ -78,6 +78,13 @@ pub(super) async fn open(
     Ok((pool, committer))
 }
 
+/// Whether SQLite's `synchronous` level makes a commit in WAL mode
+/// durable when it returns: FULL (2) or EXTRA (3); NORMAL (1) may lose
+/// the last commits on a power cut, OFF (0) more.
+fn durable_commits(synchronous: i64) -> bool {
+    synchronous >= 2
+}
+
 /// The writer's connection: rusqlite on the writer's own thread, with its
 /// statements prepared once and kept. A group commit is a few hundred
 /// small inserts; through sqlx each was a round trip to its worker thread
@@ -95,6 +102,19 @@ impl SqliteCommitter {
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA cache_size = -16384;",
         )?;
+        // Read back rather than trusted: a commit acknowledged before it
+        // is on disk could be lost with the machine, after a player saw it.
+        let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+        if !durable_commits(synchronous) {
+            return Err(StorageError::Database(format!(
+                "SQLite's synchronous is {synchronous} on the writer's connection, not FULL (2): \
+                 a commit would be acknowledged before it is on disk"
+            )));
+        }
+        tracing::info!(
+            synchronous = "FULL",
+            "the journal writer's commits are durable"
+        );
         if let Some(mb) = max_mb {
             // Only the writer writes, so its connection's cap is the file's.
             let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
@@ -397,6 +417,21 @@ pub(super) mod tests {
             };
             assert!(e.to_string().contains("name a file"), "{url}: {e}");
         }
+    }
+
+    #[test]
+    fn the_writer_commits_only_at_full_synchronous() {
+        for (level, durable) in [(0, false), (1, false), (2, true), (3, true)] {
+            assert_eq!(durable_commits(level), durable, "{level}");
+        }
+        // The writer's own connection reads FULL back.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let committer = SqliteCommitter::open(&dir.path().join("t.db"), None).expect("opens");
+        let level: i64 = committer
+            .0
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("reads");
+        assert_eq!(level, 2);
     }
 
     /// A store on a fresh file, with its URL (for a second connection).

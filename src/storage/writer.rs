@@ -40,6 +40,13 @@ pub(super) const GATHER: std::time::Duration = std::time::Duration::from_millis(
 /// fails alone.
 const FAILURE_HOLD_MS: i64 = 2_000;
 
+/// A batch that took this long to fail with the database unavailable
+/// (no answer in time: a blackhole, a partition) says the next would wait
+/// as long: until the hold ends, batches fail at once instead, so a
+/// session waits for one such failure, not for one per batch queued
+/// behind it.
+const SLOW_FAILURE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Writes of a failed batch that may fail one after another, when retried
 /// one by one, before the rest of the batch is failed without a try. A
 /// write refused for its own data does not count: the store answered.
@@ -382,6 +389,9 @@ async fn writer(
     let mut queued = Vec::with_capacity(MAX_BATCH);
     let mut settled = Vec::new();
     let mut busy = false;
+    // The database gave no answer in time: until the hold ends, batches
+    // fail with this at once.
+    let mut unanswered: Option<StorageError> = None;
     while rx.recv_many(&mut queued, MAX_BATCH).await > 0 {
         let mut taken = queued.len();
         take(&mut queued, &mut batch, &mut settled);
@@ -396,12 +406,16 @@ async fn writer(
         }
         busy = several_sessions(&batch);
         if !batch.is_empty() {
-            commit_batch(
+            if now_ms() >= failing_until.load(Ordering::Acquire) {
+                unanswered = None;
+            }
+            unanswered = commit_batch(
                 &mut committer,
                 &mut batch,
                 &mut poisoned,
                 &metrics,
                 &failing_until,
+                unanswered,
             )
             .await;
         }
@@ -440,14 +454,19 @@ fn take(
 }
 
 /// Commits `batch` (retrying its writes one by one if it fails as a
-/// whole), then tells each waiter and empties it.
+/// whole for what may be one write's data), then tells each waiter and
+/// empties it. With `unanswered` (the database gave no answer in time
+/// moments ago) it fails at once with that error. Answers the error a
+/// batch now fails with at once, if this one found the database not
+/// answering.
 async fn commit_batch(
     committer: &mut impl Committer,
     batch: &mut Vec<WriteOp>,
     poisoned: &mut HashSet<u64>,
     metrics: &Metrics,
     failing_until: &AtomicI64,
-) {
+    unanswered: Option<StorageError>,
+) -> Option<StorageError> {
     let refused = || StorageError::AfterFailure;
     let is_refused = |op: &WriteOp, poisoned: &HashSet<u64>| matches!(op, WriteOp::Row(_, sink) if poisoned.contains(&sink.id()));
     let writable: Vec<&WriteOp> = batch
@@ -455,7 +474,13 @@ async fn commit_batch(
         .filter(|op| !is_refused(op, poisoned))
         .collect();
     let started = std::time::Instant::now();
-    let results: Vec<Result<(), StorageError>> = match committer.commit(&writable).await {
+    let failed_fast = unanswered.is_some();
+    let outcome = match unanswered {
+        Some(e) => Err(e),
+        None => committer.commit(&writable).await,
+    };
+    let mut slow_failure = None;
+    let results: Vec<Result<(), StorageError>> = match outcome {
         Ok(()) => batch
             .iter()
             .map(|op| {
@@ -466,6 +491,28 @@ async fn commit_batch(
                 }
             })
             .collect(),
+        // The database did not answer or the connection broke: no write's
+        // data is to blame, and whether the batch went in is unknown.
+        // Every write fails (its session reloads what is durable); none
+        // is tried again here, which could write it twice or wait again.
+        Err(e @ StorageError::Unavailable(_)) => {
+            tracing::error!(error = %e, ops = batch.len(), "batch commit failed; the database is unavailable");
+            if failed_fast || started.elapsed() >= SLOW_FAILURE {
+                slow_failure = Some(e.clone());
+            }
+            batch
+                .iter()
+                .map(|op| {
+                    if is_refused(op, poisoned) {
+                        return Err(refused());
+                    }
+                    if let WriteOp::Row(_, sink) = op {
+                        poisoned.insert(sink.id());
+                    }
+                    Err(e.clone())
+                })
+                .collect()
+        }
         Err(e) => {
             // Isolate the failing write so one bad row does not fail
             // every session that shared the batch.
@@ -511,7 +558,9 @@ async fn commit_batch(
             results
         }
     };
-    if store_failing(&results) {
+    // Failing at once does not lengthen the hold: when it ends, the next
+    // batch tries the database again.
+    if store_failing(&results) && !failed_fast {
         failing_until.store(now_ms() + FAILURE_HOLD_MS, Ordering::Release);
     }
     metrics.commit_seconds.observe_duration(started.elapsed());
@@ -551,6 +600,7 @@ async fn commit_batch(
             _ => {}
         }
     }
+    slow_failure
 }
 
 #[cfg(test)]
@@ -766,6 +816,70 @@ mod tests {
         }
         assert_eq!(*batches.lock().expect("not poisoned"), [5, 1, 1, 1]);
         assert_eq!(writes.refusing(), Some(STORAGE_FAILING));
+    }
+
+    /// A database that cannot be reached: each commit fails as
+    /// unavailable, after `wait` (no answer) or at once (refused).
+    struct Gone {
+        batches: Arc<std::sync::Mutex<Vec<usize>>>,
+        wait: std::time::Duration,
+    }
+
+    impl Committer for Gone {
+        async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
+            self.batches.lock().expect("not poisoned").push(batch.len());
+            tokio::time::sleep(self.wait).await;
+            Err(StorageError::Unavailable("no answer".into()))
+        }
+    }
+
+    #[actix::test]
+    async fn an_unavailable_database_fails_the_batch_once_and_a_silent_one_fails_at_once_after() {
+        use crate::storage::sqlite::tests::{row, sink, until};
+        for (wait, batches_tried) in [
+            // Refused at once: every batch tries again (a cut connection
+            // is replaced by the next).
+            (std::time::Duration::ZERO, vec![3, 1]),
+            // No answer for a while: until the hold ends, the next batch
+            // fails without waiting again.
+            (SLOW_FAILURE, vec![3]),
+        ] {
+            let batches = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let writes = Writes::start(
+                Gone {
+                    batches: batches.clone(),
+                    wait,
+                },
+                Arc::new(Metrics::default()),
+            );
+            let mut rxs = Vec::new();
+            for n in 1..=3 {
+                let (s, rx) = sink();
+                writes.append(row(&format!("s{n}"), 1), s);
+                rxs.push(rx);
+            }
+            // Not retried one by one: no write's data is to blame.
+            for rx in &mut rxs {
+                let failed = until(rx, 1).await;
+                assert!(
+                    matches!(failed, Err(StorageError::Unavailable(_))),
+                    "{failed:?}"
+                );
+            }
+            assert_eq!(writes.refusing(), Some(STORAGE_FAILING));
+            let (late, mut late_rx) = sink();
+            writes.append(row("late", 1), late);
+            let failed = until(&mut late_rx, 1).await;
+            assert!(
+                matches!(failed, Err(StorageError::Unavailable(_))),
+                "{failed:?}"
+            );
+            assert_eq!(
+                *batches.lock().expect("not poisoned"),
+                batches_tried,
+                "{wait:?}"
+            );
+        }
     }
 
     #[actix::test]

@@ -193,6 +193,7 @@ pub async fn connect_tcp<Ws: WithSocket>(
         // 0.9.0): without TCP_NODELAY, a large message whose last segment
         // is small waits for the server's delayed ACK, about 40 ms.
         stream.set_nodelay(true)?;
+        dead_peer_timeouts(&stream)?;
         return Ok(with_socket.with_socket(stream).await);
     }
 
@@ -203,6 +204,33 @@ pub async fn connect_tcp<Ws: WithSocket>(
             crate::rt::missing_rt((host, port, with_socket))
         }
     }
+}
+
+/// questd's patch: a database host that vanished (a partition, a failover
+/// to another address, a machine gone without a reset) is noticed by the
+/// kernel in about a minute instead of a quarter of an hour: keepalive
+/// probes on an idle connection (after 30 s, every 10 s, 3 of them), and
+/// `TCP_USER_TIMEOUT` for data sent and never acknowledged (60 s). A pool
+/// connection whose query was abandoned is pinged on its way back to the
+/// pool; without this the ping, and the pool's slot, could hang that long.
+#[cfg(feature = "_rt-tokio")]
+fn dead_peer_timeouts(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
+    use std::time::Duration;
+    let socket = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(30))
+        .with_interval(Duration::from_secs(10));
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "freebsd"
+    ))]
+    let keepalive = keepalive.with_retries(3);
+    socket.set_tcp_keepalive(&keepalive)?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    socket.set_tcp_user_timeout(Some(Duration::from_secs(60)))?;
+    Ok(())
 }
 
 /// Open a TCP socket to `host` and `port`.
