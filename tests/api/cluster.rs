@@ -13,16 +13,24 @@ const LEASE_MS: &str = "1500";
 
 /// A node named `name` on the database `db`.
 pub fn node(db: &str, name: &str) -> Server {
-    Server::start_with(
-        db,
-        &[
-            ("QUESTD_NODE_ID", name),
-            ("QUESTD_LEASE_MS", LEASE_MS),
-            ("QUESTD_CHAT_BURST", "1000"),
-            ("QUESTD_CHAT_PER_MINUTE", "1000000"),
-        ],
-    )
+    node_with(db, name, &[])
 }
+
+/// [`node`], with these settings on top (a later one wins).
+pub fn node_with(db: &str, name: &str, settings: &[(&str, &str)]) -> Server {
+    let mut env = vec![
+        ("QUESTD_NODE_ID", name),
+        ("QUESTD_LEASE_MS", LEASE_MS),
+        ("QUESTD_CHAT_BURST", "1000"),
+        ("QUESTD_CHAT_PER_MINUTE", "1000000"),
+    ];
+    env.extend_from_slice(settings);
+    Server::start_with(db, &env)
+}
+
+/// A game master slow enough for a turn to be under way while a test
+/// acts (another chat, a pause of the node).
+const SLOW_GAME_MASTER: &[(&str, &str)] = &[("QUESTD_OFFLINE_LATENCY_MS", "3000")];
 
 /// Nodes A, B and C on the database `db`.
 fn three_nodes(db: &str) -> (Server, Server, Server) {
@@ -197,14 +205,7 @@ async fn a_spectator_on_another_node_watches_from_the_journal_through_a_failover
 async fn a_node_follows_no_more_sessions_than_it_may_run() {
     let (_dir, db) = database();
     let a = node(&db, "node-a");
-    let b = Server::start_with(
-        &db,
-        &[
-            ("QUESTD_NODE_ID", "node-b"),
-            ("QUESTD_LEASE_MS", LEASE_MS),
-            ("QUESTD_MAX_SESSIONS", "1"),
-        ],
-    );
+    let b = node_with(&db, "node-b", &[("QUESTD_MAX_SESSIONS", "1")]);
     let (s1, s2) = (a.demo().await, a.demo().await);
     let (_watching, welcome) = b.connect(&s1.session_id, &s1.spectator_token, None).await;
     assert_eq!(welcome["type"], "welcome");
@@ -514,10 +515,7 @@ async fn a_stale_owner_has_every_write_refused_by_its_epoch() {
     // A lease this long keeps node A from renewing (and so from learning
     // that it lost the session) for the whole test: only the writer's
     // epoch check stands between A and the journal.
-    let a = Server::start_with(
-        &db,
-        &[("QUESTD_NODE_ID", "node-a"), ("QUESTD_LEASE_MS", "600000")],
-    );
+    let a = node_with(&db, "node-a", &[("QUESTD_LEASE_MS", "600000")]);
     let s = a.demo().await;
     let (mut ws, _) = a.connect(&s.session_id, &s.player_token, None).await;
     move_once(&mut ws, &a, &s, "before").await;
@@ -635,14 +633,7 @@ async fn a_chat_acknowledged_on_a_killed_owner_runs_once_on_the_next_one() {
     let (_dir, db) = database();
     // A slow game master on A keeps the first turn running while the
     // second chat is taken, stored and acknowledged (relayed through B).
-    let a = Server::start_with(
-        &db,
-        &[
-            ("QUESTD_NODE_ID", "node-a"),
-            ("QUESTD_LEASE_MS", LEASE_MS),
-            ("QUESTD_OFFLINE_LATENCY_MS", "3000"),
-        ],
-    );
+    let a = node_with(&db, "node-a", SLOW_GAME_MASTER);
     let b = node(&db, "node-b");
     let s = a.demo().await;
     let (mut ws, welcome) = b.connect(&s.session_id, &s.player_token, None).await;
@@ -651,11 +642,7 @@ async fn a_chat_acknowledged_on_a_killed_owner_runs_once_on_the_next_one() {
     let started = ws.until(|f| f["type"] == "turn_started").await;
     let last = seqs(&started).into_iter().max().unwrap_or(0);
     ws.chat(&format!("go to {target}"), "r-2").await;
-    let ack = ws
-        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
-        .await
-        .pop()
-        .unwrap();
+    let ack = ws.ack_for("r-2").await;
     assert_eq!(ack["queued"], 1, "{ack}");
     let queued_turn = ack["turn_id"].as_str().unwrap().to_owned();
     assert!(a.kill9().code().is_none(), "killed by a signal");
@@ -672,11 +659,7 @@ async fn a_chat_acknowledged_on_a_killed_owner_runs_once_on_the_next_one() {
     assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
     assert_eq!(position(&b.snapshot(&s).await), target);
     ws.chat(&format!("go to {target}"), "r-2").await;
-    let again = ws
-        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
-        .await
-        .pop()
-        .unwrap();
+    let again = ws.ack_for("r-2").await;
     assert_eq!(again["duplicate"], true, "{again}");
     assert_eq!(moves_in_log(&b, &s).await.len(), 1, "the move ran once");
     let all = whole_story(&b, &s).await;
@@ -688,14 +671,7 @@ async fn a_request_handed_to_an_owner_that_stops_answering_is_told_to_retry_and_
     let (_dir, db) = database();
     // A slow game master on A: a turn handed to it is under way long
     // enough for A to stop in the middle of it.
-    let a = Server::start_with(
-        &db,
-        &[
-            ("QUESTD_NODE_ID", "node-a"),
-            ("QUESTD_LEASE_MS", LEASE_MS),
-            ("QUESTD_OFFLINE_LATENCY_MS", "3000"),
-        ],
-    );
+    let a = node_with(&db, "node-a", SLOW_GAME_MASTER);
     let b = node(&db, "node-b");
     let s = a.demo().await;
     let (mut watching, _) = a.connect(&s.session_id, &s.spectator_token, None).await;

@@ -3,7 +3,7 @@
 //! session owned by node A, the call sent to node B. B hands it to A, the
 //! client gets A's answer as A made it, and the call's effect happens once.
 
-use crate::cluster::{database, node};
+use crate::cluster::{database, node, node_with};
 use crate::common::*;
 use crate::process::Server;
 use serde_json::{Value, json};
@@ -363,13 +363,10 @@ async fn an_idle_session_released_by_its_owner_is_taken_at_once_by_another_node(
     // A lease far longer than the test: the session changes hands only if
     // its owner releases it.
     let env = |name| {
-        Server::start_with(
+        node_with(
             &db,
-            &[
-                ("QUESTD_NODE_ID", name),
-                ("QUESTD_LEASE_MS", "600000"),
-                ("QUESTD_IDLE_SECS", "1"),
-            ],
+            name,
+            &[("QUESTD_LEASE_MS", "600000"), ("QUESTD_IDLE_SECS", "1")],
         )
     };
     let (a, b) = (env("node-a"), env("node-b"));

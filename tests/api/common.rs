@@ -482,6 +482,14 @@ impl Ws {
         .await
     }
 
+    /// Reads until the ack of `request_id`; answers it.
+    pub async fn ack_for(&mut self, request_id: &str) -> Value {
+        let mut frames = self
+            .until(|f| f["type"] == "ack" && f["request_id"] == request_id)
+            .await;
+        frames.pop().expect("the ack")
+    }
+
     /// Reads until the next ack or error frame (story frames before it are returned too).
     pub async fn until_reply(&mut self) -> Vec<Value> {
         self.until(|f| f["type"] == "ack" || f["type"] == "error")

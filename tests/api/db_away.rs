@@ -164,14 +164,13 @@ fn node(db: &str, name: &str) -> Server {
 
 /// A node named `name` on the database `db` whose claims last `lease_ms`.
 fn node_with_lease(db: &str, name: &str, lease_ms: u64) -> Server {
-    Server::start_with(
+    let lease = lease_ms.to_string();
+    crate::cluster::node_with(
         db,
+        name,
         &[
-            ("QUESTD_NODE_ID", name),
-            ("QUESTD_LEASE_MS", &lease_ms.to_string()),
+            ("QUESTD_LEASE_MS", &lease),
             ("QUESTD_DATABASE_TIMEOUT_MS", DB_TIMEOUT_MS),
-            ("QUESTD_CHAT_BURST", "1000"),
-            ("QUESTD_CHAT_PER_MINUTE", "1000000"),
         ],
     )
 }

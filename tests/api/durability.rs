@@ -287,11 +287,7 @@ async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
     ws.chat("roll 1d6", "r-1").await;
     ws.until(|f| f["type"] == "turn_started").await;
     ws.chat(&format!("go to {target}"), "r-2").await;
-    let ack = ws
-        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
-        .await
-        .pop()
-        .unwrap();
+    let ack = ws.ack_for("r-2").await;
     assert_eq!(ack["queued"], 1, "{ack}");
     let queued_turn = ack["turn_id"].as_str().unwrap().to_owned();
     server.kill9();
@@ -308,11 +304,7 @@ async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
     assert_eq!(started["request_id"], "r-2");
     assert_eq!(position(&server.snapshot(&s).await), target);
     ws.chat(&format!("go to {target}"), "r-2").await;
-    let again = ws
-        .until(|f| f["type"] == "ack" && f["request_id"] == "r-2")
-        .await
-        .pop()
-        .unwrap();
+    let again = ws.ack_for("r-2").await;
     assert_eq!(
         (again["duplicate"].as_bool(), again["turn_id"].as_str()),
         (Some(true), Some(queued_turn.as_str()))
