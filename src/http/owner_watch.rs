@@ -18,11 +18,14 @@ use std::time::{Duration, Instant};
 use crate::storage::Store;
 
 /// How long an owner may say nothing before its claim is looked at. A
-/// relay pings the owner every [`PING_EVERY`], so an owner that answers
-/// is never quiet this long.
+/// relay pings an owner silent for [`PING_AFTER`], so an owner that
+/// answers is never quiet this long.
 pub const QUIET: Duration = Duration::from_secs(3);
-/// How often a relay pings a silent owner, and a quiet owner's claim is
-/// read again.
+/// How long an owner may be silent before a relay pings it: an idle
+/// relayed connection costs the owner a ping about every two seconds.
+pub const PING_AFTER: Duration = Duration::from_millis(1500);
+/// How often a relay looks at its owner's silence, and a quiet owner's
+/// claim is read again.
 pub const PING_EVERY: Duration = Duration::from_secs(1);
 /// Past a lease of quiet, how much longer an owner whose claim cannot be
 /// read (the database unreachable from here) is waited for.

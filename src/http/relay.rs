@@ -188,7 +188,7 @@ impl Relay {
     /// client for a reconnect when the owner lost it.
     fn watch_owner(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
         let quiet = self.owner.heard.elapsed();
-        if quiet >= owner_watch::PING_EVERY {
+        if quiet >= owner_watch::PING_AFTER {
             let _ = self.to_owner.send(Message::Ping(Default::default()));
         }
         if quiet < owner_watch::QUIET || self.owner.looking {
