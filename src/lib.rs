@@ -29,6 +29,7 @@ pub mod config;
 pub mod error;
 pub mod game;
 pub mod http;
+pub mod ids;
 pub mod json;
 pub mod llm;
 pub mod loadtest;

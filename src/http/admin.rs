@@ -14,7 +14,7 @@ use super::api::{AuditQuery, SeqPage, audit_ledger, stored_meta};
 use super::cluster::Routing;
 use super::{AppState, page_size, send_to_session};
 use crate::error::{ApiError, ErrorCode};
-use crate::protocol::SessionId;
+use crate::ids::SessionId;
 use crate::protocol::http::{AdminSession, AdminSessions, NodeFigures, SessionClosed, StoryPage};
 use crate::session::{CloseSession, ListAll, MAX_STORED_BACKLOG_CHARS, Running};
 use crate::storage::rfc3339;

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign, GameState};
-use crate::protocol::SessionId;
+use crate::ids::SessionId;
 use crate::protocol::http::{
     ActionsPage, AuditLedgerPage, CampaignSummary, Health, LiveSession, NpcActivated,
     NpcActivation, SessionCreated, SessionLinks,

@@ -12,9 +12,10 @@ use super::api::{authorize_player, credential_first};
 use super::cluster::Routing;
 use super::{AppState, json_body, send_to_session};
 use crate::error::ApiError;
+use crate::ids::{SessionId, TraceId};
 use crate::protocol::TurnEnd;
+use crate::protocol::check_request_id;
 use crate::protocol::http::{ChatAnswer, ChatTurn, ChatTurnFailed};
-use crate::protocol::{SessionId, TraceId, check_request_id};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

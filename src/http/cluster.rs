@@ -35,7 +35,7 @@ use std::sync::{Arc, OnceLock};
 use super::{AppState, MAX_BODY_BYTES, body_bytes, overloaded, same_secret};
 use crate::config::Secret;
 use crate::error::{ApiError, ErrorCode};
-use crate::protocol::SessionId;
+use crate::ids::SessionId;
 use crate::session::tail::AudienceReport;
 use crate::session::{RemoteAudience, Running};
 use crate::storage::Store;

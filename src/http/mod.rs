@@ -32,9 +32,9 @@ use futures_util::StreamExt;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::game::BuiltinStarts;
+use crate::ids::SessionId;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
-use crate::protocol::SessionId;
 use crate::session::tail::Tails;
 use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle, SessionHub};
 use crate::storage::{

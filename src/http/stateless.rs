@@ -32,11 +32,11 @@ use serde_json::Value;
 use super::{AppState, json_body};
 use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
+use crate::ids::CallId;
 use crate::llm::contract::{self, TurnFacts};
 use crate::llm::{ModelReply, ModelRequest, RequestKind, collect_reply, stateless_system_prompt};
 use crate::protocol::{
-    AssistantMessage, CallId, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply,
-    StatelessChatRequest,
+    AssistantMessage, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply, StatelessChatRequest,
 };
 use crate::tools::{Caller, RawArgs, Registry, Role};
 

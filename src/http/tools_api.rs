@@ -11,7 +11,7 @@ use super::idempotency;
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
 use super::{AppState, json_body_or_empty};
 use crate::error::{ApiError, ErrorCode};
-use crate::protocol::TraceId;
+use crate::ids::TraceId;
 use crate::protocol::http::{
     ToolCallAudit, ToolCallFailed, ToolCallSucceeded, ToolCatalogue, TraceLedger,
 };

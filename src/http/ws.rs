@@ -27,8 +27,9 @@ use super::frame_rate::FrameRate;
 use super::{AppState, TokenRole, check_tenant, token_role};
 use super::{Located, locate};
 use crate::error::{ApiError, ErrorCode};
+use crate::ids::SessionId;
 use crate::metrics::{Gauge, Metrics};
-use crate::protocol::{ClientFrame, ConnRole, ControlFrame, SessionId, check_request_id};
+use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
 use crate::session::tail::{Tail, Watch};
 use crate::session::{
     CLOSE_SESSION_CLOSED, Outbound, Outbox, SessionActor, SubmitChat, Subscribe, Unsubscribe,

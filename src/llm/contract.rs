@@ -44,7 +44,7 @@ use serde_json::{Map, Value};
 use super::history::{Step, steps};
 use super::{ModelReply, ModelToolCall};
 use crate::game::HistoryEntry;
-use crate::protocol::CallId;
+use crate::ids::CallId;
 
 /// The allowed values of `dialog_type`; the first one is the default.
 pub const DIALOG_TYPES: &[&str] = &["narration", "scene_description", "dialogue", "system_note"];

@@ -20,7 +20,8 @@ use serde_json::Value;
 
 use crate::error::ErrorCode;
 use crate::game::HistoryEntry;
-use crate::protocol::CallId;
+use crate::ids::CallId;
+pub use crate::ids::Usage;
 
 pub use offline::OfflineGameMaster;
 pub use openai::OpenAiProvider;
@@ -107,20 +108,6 @@ pub struct ModelToolCall {
     pub id: CallId,
     pub name: String,
     pub arguments: String,
-}
-
-/// Tokens spent on one or more model calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, rhs: Self) {
-        self.prompt_tokens += rhs.prompt_tokens;
-        self.completion_tokens += rhs.completion_tokens;
-    }
 }
 
 /// A model's whole answer to one request.

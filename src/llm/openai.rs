@@ -27,7 +27,7 @@ use super::{
     LlmError, ModelEvent, ModelReply, ModelRequest, ModelToolCall, Provider, RequestKind, Usage,
     collect_reply, sentence_deltas,
 };
-use crate::protocol::CallId;
+use crate::ids::CallId;
 
 /// How long one model call may take, connection and whole answer included.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);

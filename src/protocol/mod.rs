@@ -5,9 +5,7 @@
 //! are mapped into these.
 
 pub mod http;
-mod ids;
-
-pub use ids::{CallId, SessionId, TraceId, TurnId};
+pub use crate::ids::{CallId, SessionId, TraceId, TurnId};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -16,7 +14,7 @@ use serde_json::value::RawValue;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
-use crate::llm::Usage;
+use crate::ids::Usage;
 
 /// A frame a client sends.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

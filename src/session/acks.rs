@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use bytestring::ByteString;
 
-use crate::protocol::TurnId;
+use crate::ids::TurnId;
 
 /// One held ack: sent right before the frame `seq` goes out.
 struct Held {

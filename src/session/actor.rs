@@ -57,10 +57,9 @@ use crate::error::ErrorCode;
 use crate::game::pieces::{ChunkTicket, StoredChunks};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState, HistoryEntry};
+use crate::ids::{CallId, SessionId, TraceId, TurnId};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
-use crate::protocol::{
-    CallId, SessionId, Snapshot, StoryEvent, TraceId, TurnEnd, TurnId, TurnLimit,
-};
+use crate::protocol::{Snapshot, StoryEvent, TurnEnd, TurnLimit};
 use crate::storage::{
     DurableSink, Epoch, QueuedChat, SessionMeta, SessionWrite, SnapshotWrite, StorageError, now_ms,
 };

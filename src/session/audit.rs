@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolStatus, wire_name};
+use crate::ids::{CallId, SessionId, TraceId, TurnId};
 use crate::llm::Usage;
-use crate::protocol::{CallId, SessionId, TraceId, TurnId};
 use crate::storage::{AuditRow, Store, now_ms};
 use crate::tools::{Role, ToolError, args_hash};
 

@@ -26,8 +26,9 @@ use super::turn::Turn;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::HistoryEntry;
 use crate::game::rng::SplitMix64;
+use crate::ids::{CallId, TraceId, TurnId};
 use crate::llm::Usage;
-use crate::protocol::{CallId, StoryEvent, ToolEvent, TraceId, TurnId};
+use crate::protocol::{StoryEvent, ToolEvent};
 use crate::storage::{AuditRow, StoredAction};
 use crate::tools::{
     Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
@@ -341,7 +342,7 @@ mod tests {
 
     use super::*;
     use crate::game::GameState;
-    use crate::protocol::SessionId;
+    use crate::ids::SessionId;
     use crate::tools::Registry;
     use crate::tools::test_support::{SESSION, demo, session};
 

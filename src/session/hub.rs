@@ -19,7 +19,7 @@ use super::{
     replay,
 };
 use crate::game::GameState;
-use crate::protocol::SessionId;
+use crate::ids::SessionId;
 use crate::storage::{Epoch, SessionMeta, StorageError, Visibility, now_ms};
 
 /// A live session: its actor and what is needed to authorize callers.

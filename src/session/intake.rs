@@ -37,7 +37,8 @@ use tokio::sync::oneshot;
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
 use super::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
-use crate::protocol::{TraceId, TurnId, check_request_id};
+use crate::ids::{TraceId, TurnId};
+use crate::protocol::check_request_id;
 use crate::storage::QueuedChat;
 
 /// Request ids already taken, oldest forgotten first.

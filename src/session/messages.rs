@@ -18,9 +18,8 @@ use super::sequencer::Backlog;
 use super::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
-use crate::protocol::{
-    CallId, ConnRole, ControlFrame, SessionId, Snapshot, ToolEvent, TraceId, TurnEnd, TurnId,
-};
+use crate::ids::{CallId, SessionId, TraceId, TurnId};
+use crate::protocol::{ConnRole, ControlFrame, Snapshot, ToolEvent, TurnEnd};
 use crate::tools::{Role, ToolError};
 
 /// Asks to start a turn with a player's message; answers the ack or why not.

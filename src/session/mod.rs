@@ -49,9 +49,9 @@ use rand::distr::Alphanumeric;
 
 use crate::config::Settings;
 use crate::game::GameState;
+use crate::ids::SessionId;
 use crate::llm::Provider;
 use crate::metrics::Metrics;
-use crate::protocol::SessionId;
 use crate::storage::Store;
 use crate::tools::{Caller, Registry, Role};
 

@@ -19,8 +19,8 @@ use serde_json::{Map, Value, json};
 
 use super::SessionView;
 use crate::game::{Area, GameState, HistoryEntry};
+use crate::ids::TurnId;
 use crate::llm::{ModelRequest, RequestKind, system_prompt};
-use crate::protocol::TurnId;
 
 /// The request for a turn's next model call, with the session's `context`
 /// for that turn ([`ContextCache`]). The model sees the
@@ -238,7 +238,7 @@ mod tests {
     use super::*;
     use crate::game::GameState;
     use crate::game::state::AreaId;
-    use crate::protocol::SessionId;
+    use crate::ids::SessionId;
     use crate::tools::Registry;
     use crate::tools::test_support::{SESSION, demo, session};
 

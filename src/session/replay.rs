@@ -12,7 +12,8 @@ use super::intake::RecentRequests;
 use super::messages::ChatRefused;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry, pieces};
-use crate::protocol::{SessionId, TurnEnd, TurnId};
+use crate::ids::{SessionId, TurnId};
+use crate::protocol::TurnEnd;
 use crate::storage::{Epoch, LoadedSession, QueuedChat, StorageError, Store};
 
 /// Where a restored or new session starts.

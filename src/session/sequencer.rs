@@ -32,7 +32,8 @@ use tokio::sync::oneshot;
 
 use super::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
-use crate::protocol::{StoryEvent, StoryFrame, TurnEnd, TurnId};
+use crate::ids::TurnId;
+use crate::protocol::{StoryEvent, StoryFrame, TurnEnd};
 use crate::storage::{JournalRow, StoredAction, StoredHistory, now_ms};
 
 /// A story frame to journal, with what it does once durable.

@@ -60,8 +60,9 @@ use super::sequencer::Sequencer;
 use super::{MAX_STORED_BACKLOG_CHARS, Placement, RING_FRAMES};
 use crate::error::ErrorCode;
 use crate::game::GameState;
+use crate::ids::SessionId;
 use crate::metrics::Metrics;
-use crate::protocol::{ConnRole, SessionId};
+use crate::protocol::ConnRole;
 use crate::storage::{Epoch, JournalNotice, StorageError, Store, TailRow, now_ms};
 
 /// How often a tail reads the journal without being told of a commit.

@@ -50,9 +50,10 @@ use serde_json::Value;
 use super::REPEAT_LIMIT;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Effect;
+use crate::ids::{CallId, TraceId, TurnId};
 use crate::llm::contract::{self, TurnFacts};
 use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
-use crate::protocol::{CallId, ToolEvent, TraceId, TurnId, TurnLimit};
+use crate::protocol::{ToolEvent, TurnLimit};
 use crate::tools::{ToolError, cut_name};
 
 /// Tool calls of one model answer that are run; the model is asked again

@@ -14,8 +14,9 @@ use super::sequencer::Entry;
 use super::turn::Turn;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry};
+use crate::ids::TurnId;
 use crate::protocol::{
-    Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnId, TurnLimit, ZonePosition,
+    Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnLimit, ZonePosition,
 };
 
 /// What a restarted session says of a turn the journal shows started but

@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
 use crate::game::{Effect, GameState};
-use crate::protocol::SessionId;
+use crate::ids::SessionId;
 
 /// Longest name a caller gives that is repeated anywhere (a tool name, an
 /// MCP method, an id in an error message): answers, the audit ledger and
@@ -967,7 +967,7 @@ pub(crate) mod test_support {
     use super::{Role, Tool, ToolContext, ToolError, ToolOutput};
     use crate::game::rng::SplitMix64;
     use crate::game::{Campaign, GameState};
-    use crate::protocol::SessionId;
+    use crate::ids::SessionId;
 
     /// The session id tools see in unit tests.
     pub const SESSION: &str = "sess_test";

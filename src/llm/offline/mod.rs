@@ -38,7 +38,7 @@ use super::{
 };
 use crate::game::HistoryEntry;
 use crate::game::names::has_cjk;
-use crate::protocol::CallId;
+use crate::ids::CallId;
 use adventure::{Act, Next};
 use words::{cut_at_boundary, names, without_article};
 

@@ -1,5 +1,8 @@
-//! The ids that travel together through sessions, frames and HTTP bodies:
-//! a session, a turn, a tool call and a trace. Each is its own type, so a
+//! The ground floor: the ids that travel together through sessions, frames,
+//! storage rows and HTTP bodies (a session, a turn, a tool call, a trace, a
+//! request, a tenant, a site, a character, an area, a node, a seat), and the
+//! token [`Usage`] beside them. This module imports nothing of the crate, so
+//! every other module can use them without importing upward. Each is its own type, so a
 //! function that takes a turn id and a call id cannot be handed them the
 //! other way round, while on the wire each is the plain string it always
 //! was (`#[serde(transparent)]`).
@@ -98,6 +101,58 @@ id_type! {
     /// Ties a turn's or a service call's audit rows and log events
     /// together (`tr_…`, or the caller's `X-Trace-ID`).
     TraceId
+}
+
+id_type! {
+    /// A client's `request_id` of a chat or a call: the key by which a
+    /// retry is recognised and its ack repeated.
+    RequestId
+}
+
+id_type! {
+    /// A tenant (`default`, or one an operator made) that owns sessions,
+    /// keys and sites.
+    TenantId
+}
+
+id_type! {
+    /// A site of a tenant: a published map and its content.
+    SiteId
+}
+
+id_type! {
+    /// A character of a session's game state (`char_…`, or a campaign's own
+    /// id for it).
+    CharacterId
+}
+
+id_type! {
+    /// An area of a session's map (`area_…`).
+    AreaId
+}
+
+id_type! {
+    /// A questd node of a cluster, as its claims and logs name it.
+    NodeId
+}
+
+id_type! {
+    /// A seat at a session's table: the host's or one joined by invite.
+    SeatId
+}
+
+/// Tokens spent on one or more model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.prompt_tokens += rhs.prompt_tokens;
+        self.completion_tokens += rhs.completion_tokens;
+    }
 }
 
 /// Base 62 with its digits in ASCII order, so that equal-length strings of
