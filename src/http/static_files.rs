@@ -315,6 +315,44 @@ mod tests {
         assert!(checked >= 6, "the client's modules import each other");
     }
 
+    /// The modules `/app.js` imports, directly or through others.
+    fn page_modules() -> Vec<String> {
+        let mut todo = vec!["/app.js".to_owned()];
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(path) = todo.pop() {
+            let Some((_, _, body)) = FILES.iter().find(|(p, _, _)| *p == path) else {
+                continue; // every_module_a_script_imports_is_served says so
+            };
+            for target in imports(&path, body) {
+                if !seen.contains(&target) {
+                    seen.push(target.clone());
+                    todo.push(target);
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn the_page_preloads_exactly_the_modules_it_imports() {
+        let page = include_str!("../../static/index.html");
+        let tag = "<link rel=\"modulepreload\" href=\"";
+        let mut preloaded: Vec<&str> = page
+            .match_indices(tag)
+            .filter_map(|(i, _)| {
+                let rest = &page[i + tag.len()..];
+                rest.find('"').map(|end| &rest[..end])
+            })
+            .collect();
+        let mut imported = page_modules();
+        assert!(imported.len() >= 10, "{imported:?}");
+        preloaded.sort_unstable();
+        imported.sort_unstable();
+        // Without a preload, a module is only asked for once the one that
+        // imports it has arrived: one round trip per level of imports.
+        assert_eq!(preloaded, imported);
+    }
+
     #[test]
     fn content_types_follow_the_extension() {
         for (path, content_type, body) in FILES {
