@@ -1,5 +1,5 @@
 // questd browser client: interface text in English and Chinese.
-// `{name}` in a string is replaced by app.js's t(key, {name: ...}).
+// `{name}` in a string is replaced by t(key, {name: ...}) of app/language.js.
 // Text from the game itself (narrative) is shown as the server sends it; the
 // offline game master answers in the language the player wrote. In Chinese,
 // areas and characters go by the campaign's Chinese names where it has them

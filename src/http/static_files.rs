@@ -1,5 +1,6 @@
 //! The browser client (`static/`), embedded in the binary so it works from
-//! any directory: the game's page (`/`) and the operator console
+//! any directory: the game's page (`/`, its script `/app.js` and the
+//! view modules that imports, under `/app/`) and the operator console
 //! (`/admin`), and the JavaScript client the game's page imports
 //! (`clients/js/src`, at `/client/`). Every file a page loads is listed here
 //! with its content type; a test checks that no page, and no script it
@@ -24,7 +25,46 @@ const FILES: &[(&str, &str, &str)] = &[
     ("/", HTML, include_str!("../../static/index.html")),
     ("/index.html", HTML, include_str!("../../static/index.html")),
     ("/app.js", JS, include_str!("../../static/app.js")),
-    // @questd/client, the page's link to the server (app.js imports it).
+    // The page's views, the modules app.js imports.
+    ("/app/dom.js", JS, include_str!("../../static/app/dom.js")),
+    (
+        "/app/language.js",
+        JS,
+        include_str!("../../static/app/language.js"),
+    ),
+    (
+        "/app/state.js",
+        JS,
+        include_str!("../../static/app/state.js"),
+    ),
+    (
+        "/app/lobby.js",
+        JS,
+        include_str!("../../static/app/lobby.js"),
+    ),
+    (
+        "/app/story.js",
+        JS,
+        include_str!("../../static/app/story.js"),
+    ),
+    (
+        "/app/cards.js",
+        JS,
+        include_str!("../../static/app/cards.js"),
+    ),
+    (
+        "/app/composer.js",
+        JS,
+        include_str!("../../static/app/composer.js"),
+    ),
+    ("/app/hero.js", JS, include_str!("../../static/app/hero.js")),
+    ("/app/map.js", JS, include_str!("../../static/app/map.js")),
+    (
+        "/app/connection.js",
+        JS,
+        include_str!("../../static/app/connection.js"),
+    ),
+    // @questd/client, the page's link to the server (app/state.js imports it).
     (
         "/client/index.js",
         JS,
@@ -256,7 +296,11 @@ mod tests {
 
     #[test]
     fn every_module_a_script_imports_is_served() {
-        let app = imports("/app.js", include_str!("../../static/app.js"));
+        let app: Vec<String> = FILES
+            .iter()
+            .filter(|(p, _, _)| *p == "/app.js" || p.starts_with("/app/"))
+            .flat_map(|(path, _, body)| imports(path, body))
+            .collect();
         assert!(app.iter().any(|p| p == "/client/index.js"), "{app:?}");
         let mut checked = 0;
         for (path, _, body) in FILES.iter().filter(|(p, _, _)| p.ends_with(".js")) {
@@ -269,6 +313,44 @@ mod tests {
             }
         }
         assert!(checked >= 6, "the client's modules import each other");
+    }
+
+    /// The modules `/app.js` imports, directly or through others.
+    fn page_modules() -> Vec<String> {
+        let mut todo = vec!["/app.js".to_owned()];
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(path) = todo.pop() {
+            let Some((_, _, body)) = FILES.iter().find(|(p, _, _)| *p == path) else {
+                continue; // every_module_a_script_imports_is_served says so
+            };
+            for target in imports(&path, body) {
+                if !seen.contains(&target) {
+                    seen.push(target.clone());
+                    todo.push(target);
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn the_page_preloads_exactly_the_modules_it_imports() {
+        let page = include_str!("../../static/index.html");
+        let tag = "<link rel=\"modulepreload\" href=\"";
+        let mut preloaded: Vec<&str> = page
+            .match_indices(tag)
+            .filter_map(|(i, _)| {
+                let rest = &page[i + tag.len()..];
+                rest.find('"').map(|end| &rest[..end])
+            })
+            .collect();
+        let mut imported = page_modules();
+        assert!(imported.len() >= 10, "{imported:?}");
+        preloaded.sort_unstable();
+        imported.sort_unstable();
+        // Without a preload, a module is only asked for once the one that
+        // imports it has arrived: one round trip per level of imports.
+        assert_eq!(preloaded, imported);
     }
 
     #[test]

@@ -1,0 +1,107 @@
+// The lobby: the campaigns to start a session of, the links of a session
+// just made (kept in localStorage, so the lobby offers to resume it), and
+// the live sessions anyone may watch.
+
+import { $, el, icon, notice, readJson, sessionLink, writeJson } from './dom.js';
+import { t } from './language.js';
+import { questd } from './state.js';
+
+export async function loadCampaigns() {
+  const list = $('campaigns');
+  try {
+    const campaigns = await questd.campaigns();
+    list.replaceChildren();
+    for (const c of campaigns) {
+      const card = el('article', 'campaign');
+      card.dataset.campaignId = c.campaign_id;
+      const art = el('div', 'campaign-art');
+      art.appendChild(icon('lantern'));
+      const info = el('div', 'grow');
+      info.append(el('h3', null, c.title || c.campaign_id), el('p', 'muted', c.description || ''));
+      const btn = el('button', 'primary start', t('lobby.start'));
+      btn.type = 'button';
+      btn.addEventListener('click', () => startSession(c, btn));
+      card.append(art, info, btn);
+      list.appendChild(card);
+    }
+    if (!campaigns.length) list.appendChild(el('p', 'muted', t('lobby.no_campaigns')));
+  } catch (e) {
+    list.replaceChildren(el('p', 'error', t('lobby.campaigns_failed', { message: e.message })));
+  }
+}
+
+async function startSession(campaign, btn) {
+  btn.disabled = true;
+  btn.textContent = t('lobby.starting');
+  try {
+    const s = await questd.createSession({
+      campaign_id: campaign.campaign_id,
+      visibility: $('public').checked ? 'public' : 'private',
+    });
+    const mine = readJson('local', 'questd.sessions', {});
+    mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title: campaign.title };
+    writeJson('local', 'questd.sessions', mine);
+    const player = sessionLink(s.session_id, s.player_token);
+    const spectator = sessionLink(s.session_id, s.spectator_token);
+    $('player-link-text').value = player;
+    $('spectator-link-text').value = spectator;
+    $('player-link').href = player;
+    $('spectator-link').href = spectator;
+    $('created').hidden = false;
+    $('created').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+    loadSessions();
+  } catch (e) {
+    notice(t('lobby.start_failed', { message: e.message }), 'error');
+  } finally {
+    btn.disabled = false;
+    btn.textContent = t('lobby.start');
+  }
+}
+
+export async function loadSessions() {
+  const list = $('sessions');
+  try {
+    const sessions = await questd.listSessions();
+    const mine = readJson('local', 'questd.sessions', {});
+    list.replaceChildren();
+    for (const s of sessions) {
+      const li = el('li', 'session-row');
+      li.dataset.sessionId = s.session_id;
+      const info = el('div', 'grow');
+      info.append(el('strong', null, s.title || s.session_id), el('div', 'muted mono', s.session_id));
+      const counts = el('div', 'counts');
+      const players = el('span', 'count');
+      players.append(icon('user'), el('b', 'players', s.players), el('span', 'sr', t('lobby.players', { n: s.players })));
+      const watchers = el('span', 'count');
+      watchers.append(icon('eye'), el('b', 'spectators', s.spectators), el('span', 'sr', t('lobby.spectators', { n: s.spectators })));
+      counts.append(players, watchers, el('span', 'muted', t('lobby.turns', { n: s.turns })));
+      li.append(info, counts);
+      if (mine[s.session_id] && mine[s.session_id].player) {
+        const play = el('a', 'button primary small', t('lobby.resume'));
+        play.href = sessionLink(s.session_id, mine[s.session_id].player);
+        li.append(play);
+      }
+      if (s.spectator_token) {
+        const watch = el('a', 'button ghost small watch', t('lobby.watch'));
+        watch.href = sessionLink(s.session_id, s.spectator_token);
+        li.append(watch);
+      }
+      list.appendChild(li);
+    }
+    if (!sessions.length) list.appendChild(el('li', 'muted empty', t('lobby.no_sessions')));
+  } catch (e) {
+    list.replaceChildren(el('li', 'error', t('lobby.sessions_failed', { message: e.message })));
+  }
+}
+
+export async function startLobby() {
+  document.body.dataset.view = 'lobby';
+  $('refresh').addEventListener('click', loadSessions);
+  // The lobby shows once its campaigns are in, so nothing on it moves
+  // down when they arrive (no layout shift); the live sessions come last
+  // and only grow the page's end.
+  await loadCampaigns();
+  $('lobby').hidden = false;
+  loadSessions();
+  setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
+}

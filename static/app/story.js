@@ -1,0 +1,157 @@
+// The story timeline: one box per turn (the player's words, the game
+// master's narration as it streams, how the turn ended), the opening card,
+// notes between turns, and the player's messages that wait to run (the
+// outbox). It stays scrolled to its end while the reader follows it.
+
+import { $, el, icon } from './dom.js';
+import { hasText, t } from './language.js';
+import {
+  APPLIED_TOOLS, activeCharacter, applyPatch, area, character, descriptionOf, game, nameOf,
+  refreshSnapshotSoon,
+} from './state.js';
+import { renderSheet } from './hero.js';
+
+// Adds to the story and keeps it scrolled to the end, unless the reader
+// has scrolled up (game.follow is updated by the timeline's scroll events).
+// The scroll waits for the next frame, so a burst of frames (a resume
+// backlog, the recent story) costs one layout, not one per frame.
+export function scrollStory(fn) {
+  fn();
+  if (!game.follow || game.scrollPending) return;
+  game.scrollPending = true;
+  requestAnimationFrame(() => {
+    game.scrollPending = false;
+    if (!game.follow) return;
+    const tl = $('timeline');
+    tl.scrollTop = tl.scrollHeight;
+    game.autoScrollTop = tl.scrollTop;
+  });
+}
+
+// The box of one turn, made on first use (also for a turn joined midway).
+export function turnBox(turnId) {
+  let turn = game.turns.get(turnId);
+  if (!turn) {
+    const box = el('div', 'turn pending');
+    box.dataset.turnId = turnId;
+    if (String(turnId).startsWith('direct_')) {
+      box.classList.add('direct');
+      box.appendChild(el('div', 'turn-label', t('story.direct')));
+    }
+    turn = { box, bubble: null, gotNarrative: false };
+    game.turns.set(turnId, turn);
+    const parent = game.container || $('live');
+    scrollStory(() => parent.appendChild(box));
+  }
+  return turn;
+}
+
+export function onTurnStarted(f, live) {
+  const turn = turnBox(f.turn_id);
+  const msg = el('div', 'msg player');
+  const who = character(f.actor_id);
+  msg.append(el('span', 'who', who ? nameOf(who) : f.actor_id || ''), el('span', 'text', f.text));
+  if (f.request_id) msg.dataset.requestId = f.request_id;
+  scrollStory(() => turn.box.prepend(msg));
+  if (live && game.snapshot && typeof game.snapshot.turn === 'number') {
+    game.snapshot.turn += 1;
+    renderSheet();
+  }
+}
+
+export function onDelta(f) {
+  const turn = turnBox(f.turn_id);
+  if (!turn.bubble) {
+    turn.bubble = el('div', 'msg gm streaming');
+    turn.box.appendChild(turn.bubble);
+  }
+  turn.gotNarrative = true;
+  scrollStory(() => turn.bubble.appendChild(document.createTextNode(f.text || '')));
+}
+
+export function endBubble(turn) {
+  if (turn.bubble) turn.bubble.classList.remove('streaming');
+  turn.bubble = null;
+}
+
+export function onTurnCompleted(f, live) {
+  const turn = turnBox(f.turn_id);
+  if (!turn.gotNarrative && f.reply) {
+    scrollStory(() => turn.box.appendChild(el('div', 'msg gm', f.reply)));
+  }
+  if (turn.bubble && f.dialog_type) turn.bubble.dataset.dialog = f.dialog_type;
+  endBubble(turn);
+  turn.box.classList.remove('pending');
+  turn.box.classList.add('done');
+  if (live) {
+    applyPatch(f.state_patch);
+    const unknown = (f.tool_events || []).some((ev) => ev.status === 'ok' && !APPLIED_TOOLS.has(ev.tool));
+    if (unknown) refreshSnapshotSoon();
+  }
+}
+
+export function onTurnFailed(f, live) {
+  const turn = turnBox(f.turn_id);
+  endBubble(turn);
+  turn.box.classList.remove('pending');
+  turn.box.classList.add('failed');
+  const why = hasText('turn.' + f.error_code) ? t('turn.' + f.error_code) : f.message || f.error_code;
+  const line = el('div', 'turn-failed');
+  line.append(icon('alert'), el('span', null, t('story.failed', { message: why })));
+  line.title = `${f.error_code}: ${f.message || ''}`;
+  scrollStory(() => turn.box.appendChild(line));
+  if (live) refreshSnapshotSoon();
+}
+
+// A line in the story that is not part of a turn.
+export function storyNote(text) {
+  scrollStory(() => $('live').appendChild(el('div', 'divider', text)));
+}
+
+// The opening scene at the top of a story shown from its start: the
+// campaign's title and, for a session with no turns yet, where the hero stands.
+export function renderOpening() {
+  const box = $('opening');
+  box.replaceChildren();
+  const s = game.snapshot;
+  if (!game.fullStory || !s) return;
+  if (!game.opening) {
+    const pc = activeCharacter();
+    const here = pc && area(pc.area_id);
+    game.opening = {
+      title: s.title,
+      hero: pc && { ...pc },
+      place: here && s.turn === 0 ? { ...here } : null,
+    };
+  }
+  const o = game.opening;
+  const card = el('div', 'opening');
+  card.append(el('div', 'turn-label', t('story.opening')));
+  if (o.title) card.append(el('h3', null, o.title));
+  if (o.place) {
+    card.append(el('p', null, t('story.you_are_in', { name: nameOf(o.hero), place: nameOf(o.place) })));
+    const description = descriptionOf(o.place);
+    if (description) card.append(el('p', 'muted', description));
+  }
+  card.append(el('p', 'hint', game.role === 'spectator' ? t('story.watch_hint') : t('story.try')));
+  box.appendChild(card);
+}
+
+export function renderOutboxEntry(entry) {
+  const node = el('div', 'msg player pending');
+  node.dataset.requestId = entry.requestId;
+  node.append(el('span', 'text', entry.text), el('span', 'state'));
+  entry.node = node;
+  scrollStory(() => $('outbox').appendChild(node));
+  updateOutboxEntry(entry);
+}
+
+export function updateOutboxEntry(entry) {
+  if (!entry.node) return;
+  entry.node.dataset.state = entry.state;
+  let text = t('outbox.' + entry.state);
+  if (entry.state === 'waiting' && game.conn.state === 'open') text = t('outbox.held');
+  if (entry.state === 'accepted' && entry.queued > 0) text = t('outbox.queued', { n: entry.queued });
+  if (entry.state === 'retry') text = t('outbox.retry', { s: Math.max(1, Math.ceil((entry.retryAt - Date.now()) / 1000)) });
+  entry.node.querySelector('.state').textContent = text;
+}
