@@ -34,6 +34,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
 use crate::ids::CallId;
 use crate::llm::contract::{self, TurnFacts};
+use crate::llm::guard::{self, Narration};
 use crate::llm::{ModelReply, ModelRequest, RequestKind, collect_reply, stateless_system_prompt};
 use crate::protocol::{
     AssistantMessage, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply, StatelessChatRequest,
@@ -189,7 +190,14 @@ fn judge(
         reply.tool_calls.clear();
     }
     if reply.tool_calls.is_empty() {
-        contract::check_narration(&reply.text, conversation.facts()).map_err(Problem::Contract)?;
+        // Whether to send it back is the caller's (every problem gets the
+        // one retry here): only the contract's verdict is read.
+        match guard::narration(&reply.text, conversation.facts(), false) {
+            Narration::Accept => {}
+            Narration::SendBack(problem) | Narration::GiveUp(problem) => {
+                return Err(Problem::Contract(problem));
+            }
+        }
     }
     let message =
         assistant_message(registry, caller, reply).map_err(|e| Problem::Unusable(e.message))?;
@@ -386,14 +394,12 @@ impl Conversation {
     /// as a session's turn) or asked for the same call twice: the model
     /// then gets no more tools.
     fn spent(&self, max_iterations: u32) -> bool {
-        let seen: HashSet<&(String, String)> = self.calls.iter().collect();
-        self.rounds >= max_iterations as usize || seen.len() < self.calls.len()
+        guard::rounds_spent(self.rounds, max_iterations) || guard::asked_twice(&self.calls)
     }
 
     /// Whether the exchange already answered this call.
     fn answered(&self, tool: &str, args: &Value) -> bool {
-        let args = args.to_string();
-        self.calls.iter().any(|(t, a)| t == tool && *a == args)
+        guard::answered(&self.calls, tool, &args.to_string())
     }
 
     /// What the reply contract's check must know: whether a `move` or
