@@ -9,8 +9,9 @@
 //! conversations are cut to the history budget like a session's, the
 //! oldest turns summarized in the system prompt.
 //!
-//! A session's guards hold here too, read from the history the client
-//! sends (the exchange: the messages after the last `user` one):
+//! A session's guards hold here too ([`crate::llm::guard`]), read from the
+//! history the client sends (the exchange: the messages after the last
+//! `user` one):
 //! - once the exchange holds `QUESTD_MAX_ITERATIONS` assistant messages
 //!   with tool calls, or the same call (name and arguments) twice, the
 //!   model is asked for a closing answer with no tools
@@ -190,8 +191,8 @@ fn judge(
         reply.tool_calls.clear();
     }
     if reply.tool_calls.is_empty() {
-        // Whether to send it back is the caller's (every problem gets the
-        // one retry here): only the contract's verdict is read.
+        // The one retry is the caller's, for every kind of problem alike:
+        // only the contract's verdict is read here.
         match guard::narration(&reply.text, conversation.facts(), false) {
             Narration::Accept => {}
             Narration::SendBack(problem) | Narration::GiveUp(problem) => {

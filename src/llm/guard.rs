@@ -9,11 +9,13 @@
 //! once one trips (a closing model call, a corrective retry, a failed turn)
 //! is theirs. Pure: no IO, tested from tables.
 //!
-//! The two read a repeat differently, as PROTOCOL.md §13 and the `/api/chat`
-//! section say: a turn runs calls one at a time and stops at the same call
-//! [`REPEAT_LIMIT`] times in a row ([`CallRun`]); a stateless exchange has no
-//! run to watch, only the history, and stops at a call it already answered
-//! ([`answered`], [`asked_twice`]).
+//! The two read a repeat differently, as docs/protocol.md documents each
+//! (§2.6 `turn_failed`, §1.10): a turn runs calls one at a time and stops
+//! at the same call [`REPEAT_LIMIT`] times in a row ([`CallRun`]); a
+//! stateless exchange has no run to watch, only the history, and stops at a
+//! call it already answered ([`answered`], [`asked_twice`]). A turn's
+//! closing answer need only have text (else the turn fails); a stateless
+//! one keeps the whole contract, with the same one retry as any answer.
 
 use serde_json::Value;
 

@@ -1,7 +1,8 @@
 //! The tool registry and the one validation pipeline every caller goes through.
 //!
-//! A tool is one file: a [`ToolSpec`] (name, schemas, roles, hints) and a
-//! `run` that reads the save state and returns a result plus an optional
+//! A tool is one file: an argument struct, whose derive gives the input
+//! schema (`input_schema`), a [`ToolSpec`] (name, schemas, roles, hints)
+//! and a `run` that reads the save state and returns a result plus an optional
 //! [`Effect`]. Tools never change state themselves; the session actor applies
 //! the effect after it is journalled. Adding a tool is one new file plus one
 //! line in [`Registry::builtin`].
