@@ -9,7 +9,8 @@
 //! through the pipeline). The turn does no IO and knows nothing of actix,
 //! timers or the journal, so its rules are tested here from tables.
 //!
-//! Invariants:
+//! Invariants (the guard rules among them, shared with `POST /api/chat`,
+//! are [`crate::llm::guard`]'s):
 //! - at most `max_iterations` model calls ask for the next step; the one
 //!   after them, or the answer that repeats a call [`REPEAT_LIMIT`] times in
 //!   a row, starts the wrap-up instead: no more tools run, and one last
