@@ -32,6 +32,22 @@ macro_rules! id_type {
             }
         }
 
+        /// A plain string in a tool's input schema, as the id reads on
+        /// the wire.
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({"type": "string"})
+            }
+        }
+
         impl From<String> for $name {
             fn from(id: String) -> Self {
                 Self(Arc::from(id))

@@ -112,7 +112,9 @@ impl ContentEntry {
 }
 
 /// Whether content is live, still being written, or retired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ContentStatus {
     #[default]

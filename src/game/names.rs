@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use super::rng::SplitMix64;
 
 /// The language names and descriptions are written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     #[default]

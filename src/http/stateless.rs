@@ -9,8 +9,9 @@
 //! conversations are cut to the history budget like a session's, the
 //! oldest turns summarized in the system prompt.
 //!
-//! A session's guards hold here too, read from the history the client
-//! sends (the exchange: the messages after the last `user` one):
+//! A session's guards hold here too ([`crate::llm::guard`]), read from the
+//! history the client sends (the exchange: the messages after the last
+//! `user` one):
 //! - once the exchange holds `QUESTD_MAX_ITERATIONS` assistant messages
 //!   with tool calls, or the same call (name and arguments) twice, the
 //!   model is asked for a closing answer with no tools
@@ -34,6 +35,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
 use crate::ids::CallId;
 use crate::llm::contract::{self, TurnFacts};
+use crate::llm::guard::{self, Narration};
 use crate::llm::{ModelReply, ModelRequest, RequestKind, collect_reply, stateless_system_prompt};
 use crate::protocol::{
     AssistantMessage, ChatMessage, ChatTool, ChatToolCall, StatelessChatReply, StatelessChatRequest,
@@ -189,7 +191,14 @@ fn judge(
         reply.tool_calls.clear();
     }
     if reply.tool_calls.is_empty() {
-        contract::check_narration(&reply.text, conversation.facts()).map_err(Problem::Contract)?;
+        // The one retry is the caller's, for every kind of problem alike:
+        // only the contract's verdict is read here.
+        match guard::narration(&reply.text, conversation.facts(), false) {
+            Narration::Accept => {}
+            Narration::SendBack(problem) | Narration::GiveUp(problem) => {
+                return Err(Problem::Contract(problem));
+            }
+        }
     }
     let message =
         assistant_message(registry, caller, reply).map_err(|e| Problem::Unusable(e.message))?;
@@ -386,14 +395,12 @@ impl Conversation {
     /// as a session's turn) or asked for the same call twice: the model
     /// then gets no more tools.
     fn spent(&self, max_iterations: u32) -> bool {
-        let seen: HashSet<&(String, String)> = self.calls.iter().collect();
-        self.rounds >= max_iterations as usize || seen.len() < self.calls.len()
+        guard::rounds_spent(self.rounds, max_iterations) || guard::asked_twice(&self.calls)
     }
 
     /// Whether the exchange already answered this call.
     fn answered(&self, tool: &str, args: &Value) -> bool {
-        let args = args.to_string();
-        self.calls.iter().any(|(t, a)| t == tool && *a == args)
+        guard::answered(&self.calls, tool, &args.to_string())
     }
 
     /// What the reply contract's check must know: whether a `move` or

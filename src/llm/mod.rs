@@ -6,6 +6,7 @@
 //! session actor treats all providers the same way.
 
 pub mod contract;
+pub mod guard;
 pub mod history;
 pub mod offline;
 pub mod openai;

@@ -129,8 +129,7 @@ pub const MAX_STORED_BACKLOG_CHARS: u64 = 4 * 1024 * 1024;
 pub const MAX_RESUME_BYTES: usize = MAX_STORED_BACKLOG_CHARS as usize;
 /// Story frames between two snapshots of a session.
 pub const SNAPSHOT_EVERY: u64 = 256;
-/// The same tool with the same arguments this many times in a row ends a turn.
-pub const REPEAT_LIMIT: u32 = 3;
+pub use crate::llm::guard::REPEAT_LIMIT;
 /// Request ids remembered per session for de-duplication.
 pub const REMEMBERED_REQUESTS: usize = 1024;
 

@@ -9,7 +9,8 @@
 //! through the pipeline). The turn does no IO and knows nothing of actix,
 //! timers or the journal, so its rules are tested here from tables.
 //!
-//! Invariants:
+//! Invariants (the guard rules among them, shared with `POST /api/chat`,
+//! are [`crate::llm::guard`]'s):
 //! - at most `max_iterations` model calls ask for the next step; the one
 //!   after them, or the answer that repeats a call [`REPEAT_LIMIT`] times in
 //!   a row, starts the wrap-up instead: no more tools run, and one last
@@ -47,11 +48,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::REPEAT_LIMIT;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Effect;
 use crate::ids::{CallId, TraceId, TurnId};
 use crate::llm::contract::{self, TurnFacts};
+use crate::llm::guard::{self, CallRun, Narration, REPEAT_LIMIT};
 use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
 use crate::protocol::{ToolEvent, TurnLimit};
 use crate::tools::{ToolError, cut_name};
@@ -157,10 +158,8 @@ pub(super) struct Turn {
     streamed: String,
     pending_calls: VecDeque<ModelToolCall>,
     call_ids: BTreeSet<CallId>,
-    /// The last call run: its tool, and its arguments as sent and, once a
-    /// call of the same tool needed them, as read.
-    last_call: Option<LastCall>,
-    repeats: u32,
+    /// The run of the same call the turn is in.
+    repeats: CallRun,
     tool_events: Vec<ToolEvent>,
     /// What the turn's calls gave, as values, in the order they ran (see
     /// [`crate::llm::ModelRequest::results`]).
@@ -177,34 +176,6 @@ pub(super) struct Turn {
     /// Set while the model call in flight is the corrective retry of an
     /// answer that broke the reply contract.
     correcting: bool,
-}
-
-/// A turn's last call, for telling when the model asks for it again.
-#[derive(Debug)]
-struct LastCall {
-    tool: String,
-    arguments: String,
-    /// `arguments` read as JSON (the text when it is not), once needed.
-    read: Option<Result<Value, String>>,
-}
-
-impl LastCall {
-    /// Whether a call of `tool` with `arguments` is this call again. The
-    /// same arguments in another key order or spacing are the same call,
-    /// so they are read as JSON and compared as values; only a call of
-    /// the same tool needs that, so most calls are never read here (the
-    /// pipeline reads them as it runs them).
-    fn is_repeated_by(&mut self, tool: &str, arguments: &str) -> bool {
-        if self.tool != tool {
-            return false;
-        }
-        if self.arguments == arguments {
-            return true;
-        }
-        let read = |text: &str| serde_json::from_str::<Value>(text).map_err(|_| text.to_owned());
-        let last = self.read.get_or_insert_with(|| read(&self.arguments));
-        *last == read(arguments)
-    }
 }
 
 impl Turn {
@@ -229,8 +200,7 @@ impl Turn {
             streamed: String::new(),
             pending_calls: VecDeque::new(),
             call_ids: BTreeSet::new(),
-            last_call: None,
-            repeats: 0,
+            repeats: CallRun::default(),
             tool_events: Vec::new(),
             results: Vec::new(),
             touched_areas: BTreeSet::new(),
@@ -346,12 +316,13 @@ impl Turn {
     /// The next model call, or the wrap-up once the iterations are spent.
     fn call_model(&mut self) -> Step {
         let max = self.max_iterations;
-        let iteration = self.iteration + 1;
-        if iteration > max {
+        // Every model call of the turn so far asked for tools: one that did
+        // not ended it.
+        if guard::rounds_spent(self.iteration as usize, max) {
             let msg = format!("the model asked for tools {max} times without finishing the turn");
             return self.wrap_up(TurnLimit::MaxIterations, msg);
         }
-        self.iteration = iteration;
+        self.iteration += 1;
         Step::CallModel(RequestKind::Step)
     }
 
@@ -383,21 +354,7 @@ impl Turn {
             call_id = CallId::from(format!("{}_call_{n}", self.turn_id));
         }
         self.call_ids.insert(call_id.clone());
-        let repeated = self
-            .last_call
-            .as_mut()
-            .is_some_and(|last| last.is_repeated_by(&call.name, &call.arguments));
-        if repeated {
-            self.repeats += 1;
-        } else {
-            self.last_call = Some(LastCall {
-                tool: call.name.clone(),
-                arguments: call.arguments.clone(),
-                read: None,
-            });
-            self.repeats = 1;
-        }
-        if self.repeats >= REPEAT_LIMIT {
+        if self.repeats.repeats(&call.name, &call.arguments) {
             let msg = format!(
                 "the model asked for {} with the same arguments {REPEAT_LIMIT} times in a row",
                 call.name
@@ -462,21 +419,24 @@ impl Turn {
             } else {
                 reply.text
             };
-            if self.wrap_up.is_none()
-                && let Err(problem) = contract::check_narration(&text, self.facts())
-            {
-                if correcting {
-                    return Step::Fail {
-                        code: ErrorCode::InvalidAiJson,
-                        message: format!("the model broke the reply contract twice: {problem}"),
-                        limit: None,
-                    };
+            if self.wrap_up.is_none() {
+                match guard::narration(&text, self.facts(), correcting) {
+                    Narration::Accept => {}
+                    Narration::GiveUp(problem) => {
+                        return Step::Fail {
+                            code: ErrorCode::InvalidAiJson,
+                            message: format!("the model broke the reply contract twice: {problem}"),
+                            limit: None,
+                        };
+                    }
+                    Narration::SendBack(problem) => {
+                        self.correcting = true;
+                        return Step::Correct {
+                            answer: text,
+                            message: contract::native_corrective_message(&problem),
+                        };
+                    }
                 }
-                self.correcting = true;
-                return Step::Correct {
-                    answer: text,
-                    message: contract::native_corrective_message(&problem),
-                };
             }
             let streamed = std::mem::take(&mut self.streamed);
             return Step::Complete {

@@ -1,6 +1,7 @@
 //! `activate_npc`: a person switches on an NPC (for example one that
 //! `create_npc` made inactive). Never offered to the model.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -10,8 +11,10 @@ use crate::game::Effect;
 
 pub struct ActivateNpc;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(min = 1, max = 64))]
     npc_id: String,
     #[serde(default = "yes")]
     active: bool,
@@ -28,15 +31,7 @@ impl Tool for ActivateNpc {
             "Activate NPC",
             "admin",
             "Activate (or, with active false, deactivate) an NPC so the game may use it.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "npc_id": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "active": {"type": "boolean"}
-                },
-                "required": ["npc_id"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["npc_id", "active", "changed"],

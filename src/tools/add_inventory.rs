@@ -1,5 +1,6 @@
 //! `add_inventory`: give items to a character, stacking by slug.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -19,18 +20,28 @@ pub const MAX_SLUG_CHARS: usize = 64;
 
 pub struct AddInventory;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// who receives the items; default the active character
+    #[schemars(length(min = 1, max = 64))]
     character_id: Option<String>,
+    #[schemars(length(min = 1, max = MAX_ITEMS))]
     items: Vec<NewItem>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct NewItem {
+    #[schemars(length(min = 1, max = 80))]
     name: String,
+    #[schemars(length(max = 300))]
     description: Option<String>,
     #[serde(default = "one")]
+    #[schemars(range(min = 1, max = MAX_ADD))]
     quantity: u32,
+    /// stack to add to; default made from the name
+    #[schemars(pattern("^[a-z0-9_]{1,64}$"))]
     slug: Option<String>,
 }
 
@@ -99,30 +110,7 @@ impl Tool for AddInventory {
             "Give items to a character (default: the active character). An item whose slug (default: \
              its name in lower case with underscores, e.g. healing_potion) is already held adds to \
              that stack; other items are added as new stacks.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "who receives the items; default the active character"},
-                    "items": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_ITEMS,
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "name": {"type": "string", "minLength": 1, "maxLength": 80},
-                                "description": {"type": "string", "maxLength": 300},
-                                "quantity": {"type": "integer", "minimum": 1, "maximum": MAX_ADD, "default": 1},
-                                "slug": {"type": "string", "pattern": "^[a-z0-9_]{1,64}$", "description": "stack to add to; default made from the name"}
-                            },
-                            "required": ["name"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["items"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["success", "message", "character_id", "added", "inventory"],

@@ -1,5 +1,6 @@
 //! `create_draft_content`: write a new content entry as a draft for a person to review.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -27,17 +28,26 @@ const ID_ATTEMPTS: usize = 8;
 
 pub struct CreateDraftContent;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(max = 32), pattern("^[a-z_]{1,32}$"))]
     content_type: String,
+    #[schemars(length(min = 1, max = MAX_TITLE_CHARS))]
     title: String,
+    #[schemars(length(min = 1, max = MAX_BODY_CHARS))]
     body: String,
     #[serde(default)]
+    #[schemars(length(max = MAX_TAGS), inner(length(max = MAX_TAG_CHARS)))]
     tags: Vec<String>,
+    #[schemars(length(min = 1, max = 64))]
     area_id: Option<String>,
+    #[schemars(length(max = MAX_SUMMARY_CHARS))]
     summary: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_TAGS), inner(length(max = MAX_TAG_CHARS)))]
     domains: Vec<String>,
+    #[schemars(length(max = MAX_SOURCE_CHARS))]
     source: Option<String>,
 }
 
@@ -50,29 +60,7 @@ impl Tool for CreateDraftContent {
             "Save a new lore entry, quest hook, point of interest (poi) or note, optionally placed in \
              an area, with an optional summary, knowledge domains and source. It is always saved as a draft that a person must review and publish; this tool \
              can never publish content.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "content_type": {"type": "string", "pattern": "^[a-z_]{1,32}$", "maxLength": 32},
-                    "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE_CHARS},
-                    "body": {"type": "string", "minLength": 1, "maxLength": MAX_BODY_CHARS},
-                    "tags": {
-                        "type": "array",
-                        "items": {"type": "string", "maxLength": MAX_TAG_CHARS},
-                        "maxItems": MAX_TAGS
-                    },
-                    "area_id": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "summary": {"type": "string", "maxLength": MAX_SUMMARY_CHARS},
-                    "domains": {
-                        "type": "array",
-                        "items": {"type": "string", "maxLength": MAX_TAG_CHARS},
-                        "maxItems": MAX_TAGS
-                    },
-                    "source": {"type": "string", "maxLength": MAX_SOURCE_CHARS}
-                },
-                "required": ["content_type", "title", "body"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["content_id", "status", "created_at", "entry"],

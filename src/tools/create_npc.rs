@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -23,27 +24,41 @@ pub const MAX_SESSION_NPCS: usize = 1000;
 
 pub struct CreateNpc;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(pattern("^[a-z0-9_]{1,48}$"))]
     npc_id: Option<String>,
+    #[schemars(length(min = 1, max = 80))]
     name: String,
+    /// who the npc is, in a few sentences
+    #[schemars(length(min = 1, max = 2000))]
     persona: String,
+    #[schemars(length(max = 4000))]
     background: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_LIST), inner(length(min = 1, max = 80)))]
     traits: Vec<String>,
+    #[schemars(length(max = 200))]
     speech_style: Option<String>,
     #[serde(default)]
     prompts: Prompts,
+    /// the character on the map this npc speaks for
+    #[schemars(length(min = 1, max = 64))]
     character_id: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_LIST), inner(length(min = 1, max = 40)))]
     tags: Vec<String>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Prompts {
+    #[schemars(length(max = 4000))]
     system: Option<String>,
+    #[schemars(length(max = 4000))]
     greeting: Option<String>,
+    #[schemars(length(max = 4000))]
     fallback: Option<String>,
 }
 
@@ -79,14 +94,6 @@ fn trimmed(text: Option<String>) -> String {
 
 impl Tool for CreateNpc {
     fn spec(&self) -> ToolSpec {
-        let short = |max: usize| json!({"type": "string", "maxLength": max});
-        let list = |max_len: usize| {
-            json!({
-                "type": "array",
-                "maxItems": MAX_LIST,
-                "items": {"type": "string", "minLength": 1, "maxLength": max_len}
-            })
-        };
         let mut spec = ToolSpec::new(
             "create_npc",
             "Create NPC",
@@ -94,30 +101,7 @@ impl Tool for CreateNpc {
             "Create a new NPC profile (persona, background, traits, speech style, prompts), \
              optionally tied to a character on the map. The NPC starts inactive until a person \
              activates it. npc_id defaults to npc_ plus the name in lower case with underscores.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "npc_id": {"type": "string", "pattern": "^[a-z0-9_]{1,48}$"},
-                    "name": {"type": "string", "minLength": 1, "maxLength": 80},
-                    "persona": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "who the npc is, in a few sentences"},
-                    "background": short(4000),
-                    "traits": list(80),
-                    "speech_style": short(200),
-                    "prompts": {
-                        "type": "object",
-                        "properties": {
-                            "system": short(4000),
-                            "greeting": short(4000),
-                            "fallback": short(4000)
-                        },
-                        "additionalProperties": false
-                    },
-                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "the character on the map this npc speaks for"},
-                    "tags": list(40)
-                },
-                "required": ["name", "persona"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["npc_id", "active", "note", "npc"],

@@ -1,5 +1,6 @@
 //! `describe_entity`: the JSON Schema of a game entity, with each field explained.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -9,8 +10,11 @@ use crate::game::entities::{self, ENTITY_NAMES};
 
 pub struct DescribeEntity;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// entity name, e.g. Character
+    #[schemars(length(min = 1, max = 40))]
     name: String,
 }
 
@@ -22,14 +26,7 @@ impl Tool for DescribeEntity {
             "schema",
             "Read what a Character, Area, Item, Npc or Zone looks like: its JSON Schema with every \
              field described (Chinese names such as 角色 work too). Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "minLength": 1, "maxLength": 40, "description": "entity name, e.g. Character"}
-                },
-                "required": ["name"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["entity", "names", "description", "schema"],

@@ -5,6 +5,7 @@
 //! real model the session asks the model for them before the tool runs (see
 //! [`zone_text_request`]), and an unusable answer is `INVALID_AI_JSON`.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -19,30 +20,44 @@ pub const MAX_ZONES: usize = 5000;
 
 pub struct GenerateZone;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// this session's id
+    #[schemars(length(min = 1, max = 128))]
     session_id: String,
+    /// the world's theme, e.g. "haunted pine forest"
+    #[schemars(length(min = 1, max = 500))]
     world_prompt: String,
     #[serde(default = "one")]
+    #[schemars(range(min = 1, max = MAX_ZONES_PER_CALL))]
     count: usize,
     #[serde(default = "yes")]
     near_player: bool,
-    /// The language of the procedural names; absent: read from the prompt.
+    // Absent: read from the prompt.
+    /// the language of procedural names and descriptions; default: zh when world_prompt has Chinese characters, else en
     language: Option<Language>,
+    /// optional name and description for each zone; procedural when left out
     #[serde(default)]
+    #[schemars(length(max = MAX_ZONES_PER_CALL))]
     zone_texts: Vec<ZoneText>,
 }
 
 /// A name and description for one zone, written by a model.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+// Extra keys are refused in a call's `zone_texts` but not in the model's
+// answer (`parse_zone_texts`), so only the schema denies them.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields, description = "")]
 pub struct ZoneText {
+    #[schemars(length(min = 1, max = MAX_ZONE_NAME))]
     pub name: String,
+    #[schemars(length(min = 1, max = MAX_ZONE_DESCRIPTION))]
     pub description: String,
 }
 
 /// Longest model-written zone name and description.
-const MAX_ZONE_NAME: usize = 80;
-const MAX_ZONE_DESCRIPTION: usize = 400;
+pub(crate) const MAX_ZONE_NAME: usize = 80;
+pub(crate) const MAX_ZONE_DESCRIPTION: usize = 400;
 
 /// The instructions and request a model answers to write zone text for a
 /// `generate_zone` call, or `None` when the call already carries its text
@@ -121,35 +136,7 @@ impl Tool for GenerateZone {
              made procedurally from world_prompt, a short description of the world's theme, and \
              keep its words, in language (en or zh; default: zh when the prompt has Chinese \
              characters, else en); travel to a new zone with move_to_zone.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "session_id": {"type": "string", "minLength": 1, "maxLength": 128, "description": "this session's id"},
-                    "world_prompt": {"type": "string", "minLength": 1, "maxLength": 500, "description": "the world's theme, e.g. \"haunted pine forest\""},
-                    "count": {"type": "integer", "minimum": 1, "maximum": MAX_ZONES_PER_CALL, "default": 1},
-                    "near_player": {"type": "boolean", "default": true},
-                    "language": {
-                        "enum": ["en", "zh"],
-                        "description": "the language of procedural names and descriptions; default: zh when world_prompt has Chinese characters, else en"
-                    },
-                    "zone_texts": {
-                        "type": "array",
-                        "maxItems": MAX_ZONES_PER_CALL,
-                        "description": "optional name and description for each zone; procedural when left out",
-                        "items": {
-                            "type": "object",
-                            "required": ["name", "description"],
-                            "properties": {
-                                "name": {"type": "string", "minLength": 1, "maxLength": MAX_ZONE_NAME},
-                                "description": {"type": "string", "minLength": 1, "maxLength": MAX_ZONE_DESCRIPTION}
-                            },
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["session_id", "world_prompt"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["ok", "generated", "zones", "created_zone_ids", "seed"],

@@ -1,5 +1,6 @@
 //! `get_character_stats`: a character's sheet (read-only).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -7,8 +8,10 @@ use super::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec, character};
 
 pub struct GetCharacterStats;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(min = 1))]
     character_id: Option<String>,
 }
 
@@ -20,11 +23,7 @@ impl Tool for GetCharacterStats {
             "character",
             "Read a character's sheet: HP, level, stats, inventory and where they are \
                 (defaults to the active character). Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {"character_id": {"type": "string", "minLength": 1}},
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["character_id", "name", "hp", "max_hp", "level", "area_id", "stats", "inventory", "state"]

@@ -1,5 +1,6 @@
 //! `get_npc_profile`: an NPC's persona at its active or a given version (read-only).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -15,9 +16,13 @@ const LISTED_IDS: usize = 20;
 
 pub struct GetNpcProfile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// the NPC's id, or the id of the character that plays it
+    #[schemars(length(min = 1, max = 64))]
     npc_id: String,
+    #[schemars(range(min = 1, max = MAX_VERSION))]
     version: Option<u32>,
 }
 
@@ -71,15 +76,7 @@ impl Tool for GetNpcProfile {
              what it knows (knowledge_domains), how it greets (greeting_templates), its longest \
              answer (max_response_length) and whether it must cite sources. Use it before voicing \
              an NPC. Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "npc_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "the NPC's id, or the id of the character that plays it"},
-                    "version": {"type": "integer", "minimum": 1, "maximum": MAX_VERSION}
-                },
-                "required": ["npc_id"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": [

@@ -1,5 +1,6 @@
 //! `get_player_state`: the active character's sheet, zone position and recent trips (read-only).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -11,8 +12,11 @@ pub const RECENT_MOVEMENTS: usize = 5;
 
 pub struct GetPlayerState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// this session's id (optional)
+    #[schemars(length(min = 1, max = 128))]
     session_id: Option<String>,
 }
 
@@ -25,13 +29,7 @@ impl Tool for GetPlayerState {
             "Read the player's active character: static data (name, level, max HP, stats, travel \
              speed) and runtime data (zone and grid position, area, HP, state, inventory and the \
              last 5 zone trips, newest last). Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "session_id": {"type": "string", "minLength": 1, "maxLength": 128, "description": "this session's id (optional)"}
-                },
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["ok", "player_static_data", "player_runtime_data"],

@@ -1,5 +1,6 @@
 //! `get_prompt_active`: the prompt text an active NPC is voiced with (read-only).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -13,10 +14,13 @@ pub struct GetPromptActive;
 /// The prompt read when the caller names no type.
 pub const DEFAULT_PROMPT_TYPE: &str = "system";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(min = 1, max = 64))]
     npc_id: String,
     #[serde(default = "default_prompt_type")]
+    #[schemars(extend("enum" = PROMPT_TYPES))]
     prompt_type: String,
 }
 
@@ -33,15 +37,7 @@ impl Tool for GetPromptActive {
             "Read the system (default), greeting or fallback prompt of an active NPC, with the \
              persona version in use and the NPC's name and knowledge domains. Inactive NPCs have \
              none until a person activates them. Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "npc_id": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "prompt_type": {"enum": PROMPT_TYPES, "default": DEFAULT_PROMPT_TYPE}
-                },
-                "required": ["npc_id"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["npc_id", "prompt_type", "prompt", "prompt_text", "version", "metadata"],

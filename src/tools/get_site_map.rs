@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -11,7 +12,8 @@ use crate::game::{Area, GameState};
 
 pub struct GetSiteMap;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
     #[serde(default = "yes")]
     include_pois: bool,
@@ -100,14 +102,7 @@ impl Tool for GetSiteMap {
             "Read the whole map at once: the site's id and name, areas with their x/y/z positions, \
              points of interest (NPCs and poi content by area), open-world zones and, with \
              include_routes, routes between areas with distances. Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "include_pois": {"type": "boolean", "default": true},
-                    "include_routes": {"type": "boolean", "default": false}
-                },
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["site_id", "site_name", "areas", "routes", "pois", "zones"],

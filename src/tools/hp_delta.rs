@@ -1,5 +1,6 @@
 //! `hp_delta`: damage or heal a character, clamped to 0..=max_hp.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -11,10 +12,14 @@ pub const MAX_DELTA: i64 = 10_000;
 
 pub struct HpDelta;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(min = 1))]
     target_character_id: String,
+    #[schemars(range(min = -MAX_DELTA, max = MAX_DELTA))]
     delta: i64,
+    #[schemars(length(max = 200))]
     cause: Option<String>,
 }
 
@@ -26,16 +31,7 @@ impl Tool for HpDelta {
             "character",
             "Damage (negative delta) or heal (positive delta) a character, with the cause. HP stays \
              within 0..max_hp; a character at 0 HP is downed and cannot act until healed.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "target_character_id": {"type": "string", "minLength": 1},
-                    "delta": {"type": "integer", "minimum": -MAX_DELTA, "maximum": MAX_DELTA},
-                    "cause": {"type": "string", "maxLength": 200}
-                },
-                "required": ["target_character_id", "delta"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["character_id", "hp_before", "hp", "max_hp", "state", "downed"],

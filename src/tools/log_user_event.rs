@@ -1,5 +1,6 @@
 //! `log_user_event`: record something a user did, for analytics.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -14,12 +15,15 @@ pub const MAX_USER_ID_CHARS: usize = 128;
 
 pub struct LogUserEvent;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(max = 64), pattern("^[a-z0-9_.]{1,64}$"))]
     event_type: String,
+    #[schemars(length(min = 1, max = MAX_USER_ID_CHARS))]
     user_id: Option<String>,
     payload: Option<Map<String, Value>>,
-    /// The name content services give `payload`; one or the other.
+    // The name content services give `payload`; one or the other.
     event_data: Option<Map<String, Value>>,
 }
 
@@ -32,17 +36,7 @@ impl Tool for LogUserEvent {
             "Record an analytics event about what a user did, such as ui.open_map or quest.accepted, \
              with an optional user_id and a small JSON object payload or event_data (the same \
              thing; at most 4096 bytes). Does not change the game.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "event_type": {"type": "string", "pattern": "^[a-z0-9_.]{1,64}$", "maxLength": 64},
-                    "user_id": {"type": "string", "minLength": 1, "maxLength": MAX_USER_ID_CHARS},
-                    "payload": {"type": "object"},
-                    "event_data": {"type": "object"}
-                },
-                "required": ["event_type"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["event_id", "logged", "logged_at"],

@@ -1,6 +1,7 @@
 //! `map_generate`: grow the map with new areas, joined to an existing area
 //! or as a new root layer.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -21,23 +22,38 @@ pub const MAX_SEED_TEXT: usize = 128;
 
 pub struct MapGenerate;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
-    /// `Some(null)` (explicit null) asks for a root layer; absent means
-    /// "where the active character stands".
+    // `Some(null)` (explicit null) asks for a root layer; absent means
+    // "where the active character stands".
     #[serde(default, deserialize_with = "explicit_null")]
+    #[schemars(with = "Option<String>", length(min = 1), extend("nullable" = true))]
     parent_area_id: Option<Option<String>>,
+    #[schemars(length(max = 80))]
     theme: Option<String>,
-    /// The language of the names; absent: read from the theme.
+    // Absent: read from the theme.
+    /// the language of the new areas' names and descriptions; default: zh when the theme has Chinese characters, else en
     language: Option<Language>,
     #[serde(default)]
     constraints: Constraints,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Constraints {
+    #[schemars(range(min = 1, max = MAX_SIZE))]
     size: Option<usize>,
-    /// An integer, or text hashed to one ([`seed_of`]).
+    // An integer, or text hashed to one ([`seed_of`]).
+    /// the same seed gives the same map: an integer, or any text such as "alpha"
+    #[schemars(extend(
+        "type" = ["integer", "string"],
+        "minimum" = 0,
+        "maximum" = MAX_SEED,
+        "minLength" = 1,
+        "maxLength" = MAX_SEED_TEXT,
+        "pattern" = "\\S",
+    ))]
     seed: Option<Value>,
 }
 
@@ -81,34 +97,7 @@ impl Tool for MapGenerate {
              constraints.size is 1..30 (default 6); the same constraints.seed gives the same map. \
              Names keep the theme's words, in language (en or zh; default: zh when the theme has \
              Chinese characters, else en).",
-            json!({
-                "type": "object",
-                "properties": {
-                    "parent_area_id": {"type": ["string", "null"], "minLength": 1},
-                    "theme": {"type": "string", "maxLength": 80},
-                    "language": {
-                        "enum": ["en", "zh"],
-                        "description": "the language of the new areas' names and descriptions; default: zh when the theme has Chinese characters, else en"
-                    },
-                    "constraints": {
-                        "type": "object",
-                        "properties": {
-                            "size": {"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
-                            "seed": {
-                                "type": ["integer", "string"],
-                                "minimum": 0,
-                                "maximum": MAX_SEED,
-                                "minLength": 1,
-                                "maxLength": MAX_SEED_TEXT,
-                                "pattern": "\\S",
-                                "description": "the same seed gives the same map: an integer, or any text such as \"alpha\""
-                            }
-                        },
-                        "additionalProperties": false
-                    }
-                },
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["seed", "root_parent_area_id", "created_area_ids", "created_connections", "connections", "areas", "warnings"],

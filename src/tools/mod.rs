@@ -1,7 +1,8 @@
 //! The tool registry and the one validation pipeline every caller goes through.
 //!
-//! A tool is one file: a [`ToolSpec`] (name, schemas, roles, hints) and a
-//! `run` that reads the save state and returns a result plus an optional
+//! A tool is one file: an argument struct, whose derive gives the input
+//! schema (`input_schema`), a [`ToolSpec`] (name, schemas, roles, hints)
+//! and a `run` that reads the save state and returns a result plus an optional
 //! [`Effect`]. Tools never change state themselves; the session actor applies
 //! the effect after it is journalled. Adding a tool is one new file plus one
 //! line in [`Registry::builtin`].
@@ -24,6 +25,8 @@ mod move_options;
 mod move_to;
 mod move_to_zone;
 mod roll_dice;
+#[cfg(test)]
+mod schema_parity;
 mod search_content;
 mod update_character;
 mod update_inventory;
@@ -922,6 +925,98 @@ pub fn args_hash(v: &Value) -> String {
     // fail: there is no error to handle.
     let _ = serde_json::to_writer(&mut hashing, v);
     crate::game::pieces::hex(&hashing.0.finalize())
+}
+
+/// A tool's input schema, derived from its argument struct `T`: what
+/// `tools/list`, the model's `tools` and the pipeline's check all use, so the
+/// struct is the one declaration of a tool's input. Bounds are written on the
+/// fields (`#[schemars(length(..), range(..), pattern(..))]`, `extend(..)` for
+/// the rest) and a field's doc comment is the description the model reads.
+///
+/// The derive describes what serde would read; what it makes is tidied here,
+/// in one place, to the schema every client has always been shown:
+/// - subschemas are inlined and the top carries no `$schema`, `title` or
+///   `description` (the spec has the tool's), so each schema is one
+///   self-contained object;
+/// - an `Option` field may be left out but not sent as `null`: serde would
+///   read `null` as absent, the tools have always refused it. A field where
+///   `null` means something says `extend("nullable" = true)`;
+/// - integer `format`s (`int64`, `uint32`) are dropped: they name Rust's
+///   widths, and each bound a tool keeps is a `minimum`/`maximum`;
+/// - a `default` of `null` or `[]`, and `additionalProperties: true`, are
+///   dropped: they say nothing that leaving the field out does not.
+pub(crate) fn input_schema<T: schemars::JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(top) = &mut schema {
+        top.remove("title");
+        top.remove("description");
+    }
+    tidy_schema(&mut schema);
+    schema
+}
+
+/// The rules of [`input_schema`], applied to `schema` and every subschema.
+fn tidy_schema(schema: &mut Value) {
+    let Value::Object(obj) = schema else {
+        return;
+    };
+    let nullable = obj.remove("nullable") == Some(Value::Bool(true));
+    if !nullable {
+        if let Some(Value::Array(types)) = obj.get_mut("type") {
+            types.retain(|t| t != "null");
+            if types.len() == 1 {
+                let only = types.remove(0);
+                obj.insert("type".into(), only);
+            }
+        }
+        if let Some(Value::Array(values)) = obj.get_mut("enum") {
+            values.retain(|v| !v.is_null());
+        }
+    }
+    if matches!(
+        obj.get("type").and_then(Value::as_str),
+        Some("integer" | "number")
+    ) {
+        obj.remove("format");
+    }
+    if matches!(obj.get("default"), Some(Value::Null))
+        || obj
+            .get("default")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty)
+    {
+        obj.remove("default");
+    }
+    if obj.get("additionalProperties") == Some(&Value::Bool(true)) {
+        obj.remove("additionalProperties");
+    }
+    if let Some(Value::Object(properties)) = obj.get_mut("properties") {
+        properties.values_mut().for_each(tidy_schema);
+    }
+    for key in [
+        "items",
+        "additionalProperties",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+    ] {
+        if let Some(sub) = obj.get_mut(key) {
+            tidy_schema(sub);
+        }
+    }
+    for key in ["anyOf", "allOf", "oneOf"] {
+        if let Some(Value::Array(subs)) = obj.get_mut(key) {
+            subs.iter_mut().for_each(tidy_schema);
+        }
+    }
 }
 
 /// Reads validated arguments into a tool's typed struct.

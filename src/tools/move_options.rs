@@ -1,5 +1,6 @@
 //! `move_options`: where a character can go in one step (read-only).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -9,8 +10,10 @@ use super::{
 
 pub struct MoveOptions;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(min = 1))]
     actor_id: Option<String>,
 }
 
@@ -22,11 +25,7 @@ impl Tool for MoveOptions {
             "exploration",
             "List the areas a character can reach in one step from where they stand \
                 (defaults to the active character). Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {"actor_id": {"type": "string", "minLength": 1}},
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["actor_id", "area", "options"],

@@ -1,5 +1,6 @@
 //! `move`: the active actor walks to a neighbouring area.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -11,9 +12,14 @@ use crate::game::{CharacterState, Effect};
 
 pub struct Move;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// the active character's id
+    #[schemars(length(min = 1))]
     actor_id: String,
+    /// id of a reachable area
+    #[schemars(length(min = 1))]
     to_area_id: String,
 }
 
@@ -26,15 +32,7 @@ impl Tool for Move {
             "Move the active character to an area directly reachable from where they stand \
                 (one step). Use move_options first when unsure which areas are reachable. The starting \
                 area is taken from the game state; never send from_area_id.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "actor_id": {"type": "string", "minLength": 1, "description": "the active character's id"},
-                    "to_area_id": {"type": "string", "minLength": 1, "description": "id of a reachable area"}
-                },
-                "required": ["actor_id", "to_area_id"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["actor_id", "from_area_id", "to_area_id", "area", "reachable_area_ids"],

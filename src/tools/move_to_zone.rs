@@ -1,5 +1,6 @@
 //! `move_to_zone`: the player travels to a zone; the trip's time follows distance and speed.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -13,9 +14,14 @@ const ZONES_LISTED: usize = 5;
 
 pub struct MoveToZone;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// this session's id
+    #[schemars(length(min = 1, max = 128))]
     session_id: String,
+    /// id of the zone to travel to, e.g. zone_1_0_0
+    #[schemars(length(min = 1, max = 100))]
     to_zone_id: String,
 }
 
@@ -28,15 +34,7 @@ impl Tool for MoveToZone {
             "Move the player to any existing zone of the open world (see generate_zone); the \
              result gives the distance in miles and the travel time in minutes at the player's \
              speed, and the trip is added to the player's movement log.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "session_id": {"type": "string", "minLength": 1, "maxLength": 128, "description": "this session's id"},
-                    "to_zone_id": {"type": "string", "minLength": 1, "maxLength": 100, "description": "id of the zone to travel to, e.g. zone_1_0_0"}
-                },
-                "required": ["session_id", "to_zone_id"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["ok", "new_position", "from_zone_id", "to_zone_id", "distance_miles", "duration_min", "movement_log_id", "position"],

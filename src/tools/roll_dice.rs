@@ -1,6 +1,7 @@
 //! `roll_dice`: roll an `NdS+M` expression. The rolls are journalled, so
 //! replay shows the same numbers.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -12,10 +13,15 @@ pub struct RollDice;
 /// Longest reason for a roll, in characters.
 pub const MAX_REASON: usize = 200;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// dice notation, e.g. 1d20+5
+    #[schemars(length(min = 2, max = 32))]
     dice: String,
-    /// Required, as seed 001's definition has it (`required: ['dice', 'reason']`).
+    // Required, as seed 001's definition has it (`required: ['dice', 'reason']`).
+    /// what the roll is for, e.g. Perception check
+    #[schemars(length(min = 1, max = MAX_REASON), pattern(r"\S"))]
     reason: String,
 }
 
@@ -27,15 +33,7 @@ impl Tool for RollDice {
             "dice",
             "Roll dice written as NdS+M, for example 1d20+5 or 2d6 (at most 100 dice of at most 1000 \
              sides), with the reason for the roll. Use it whenever chance decides an outcome.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "dice": {"type": "string", "minLength": 2, "maxLength": 32, "description": "dice notation, e.g. 1d20+5"},
-                    "reason": {"type": "string", "minLength": 1, "maxLength": MAX_REASON, "pattern": "\\S", "description": "what the roll is for, e.g. Perception check"}
-                },
-                "required": ["dice", "reason"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["dice", "rolls", "modifier", "total", "description"],

@@ -1,5 +1,6 @@
 //! `search_content`: find lore, quests, points of interest and notes by relevance (read-only).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -21,14 +22,19 @@ pub const ITEM_BODIES_BYTES: usize = 128 * 1024;
 
 pub struct SearchContent;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    #[schemars(length(max = MAX_QUERY_CHARS))]
     query: String,
+    #[schemars(length(min = 1, max = 32))]
     content_type: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_TAGS), inner(length(max = 40)))]
     tags: Vec<String>,
     #[serde(default)]
     status: ContentStatus,
+    #[schemars(range(min = 1, max = MAX_SEARCH_LIMIT), extend("default" = DEFAULT_SEARCH_LIMIT))]
     limit: Option<usize>,
 }
 
@@ -81,22 +87,7 @@ impl Tool for SearchContent {
              (English or Chinese), best match first; narrow by content_type, tags (all must match) \
              and status (default published). Each item carries the whole body (long ones cut), \
              credibility_score (0..1) and verified. Changes nothing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
-                    "content_type": {"type": "string", "minLength": 1, "maxLength": 32},
-                    "tags": {
-                        "type": "array",
-                        "items": {"type": "string", "maxLength": 40},
-                        "maxItems": MAX_TAGS
-                    },
-                    "status": {"enum": ["published", "draft", "archived"], "default": "published"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": DEFAULT_SEARCH_LIMIT}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["results", "items", "total", "query"],

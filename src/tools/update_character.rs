@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -21,16 +22,39 @@ pub const MAX_STATS: usize = 32;
 
 pub struct UpdateCharacter;
 
-#[derive(Deserialize)]
+// Something to change; max_hp and maxHp both given are refused by run().
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [
+    {"required": ["hp"]},
+    {"required": ["max_hp"]},
+    {"required": ["maxHp"]},
+    {"required": ["level"]},
+    {"required": ["stats"]}
+]))]
 struct Args {
-    /// Default: the active character.
+    /// whose sheet; default the active character
+    #[schemars(length(min = 1, max = 64))]
     character_id: Option<String>,
+    /// new hp; clamped to max_hp
+    #[schemars(range(min = 0, max = MAX_HP))]
     hp: Option<i64>,
+    #[schemars(range(min = 1, max = MAX_HP))]
     max_hp: Option<i64>,
-    /// Seed 001's spelling of `max_hp`; at most one of the two is given.
+    // Seed 001's spelling of `max_hp`; at most one of the two is given.
+    /// the same as max_hp (give one of the two)
     #[serde(rename = "maxHp")]
+    #[schemars(range(min = 1, max = MAX_HP))]
     max_hp_camel: Option<i64>,
+    #[schemars(range(min = 1, max = MAX_LEVEL))]
     level: Option<u32>,
+    /// stats to set, e.g. {"str": 14}; stats not named keep their values
+    #[schemars(extend(
+        "minProperties" = 1,
+        "maxProperties" = MAX_STATS,
+        "propertyNames" = {"pattern": "^[a-z_]{1,32}$"},
+        "additionalProperties" = {"type": "integer", "minimum": STAT_MIN, "maximum": STAT_MAX},
+    ))]
     stats: Option<BTreeMap<String, i64>>,
 }
 
@@ -48,34 +72,7 @@ impl Tool for UpdateCharacter {
             "Set a character's hp, max_hp, level or stats (default: the active character; stats \
              are merged into the existing ones). max_hp applies first and hp is kept within 0..max_hp; 0 hp downs the character. Use \
              hp_delta for ordinary damage and healing.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "whose sheet; default the active character"},
-                    "hp": {"type": "integer", "minimum": 0, "maximum": MAX_HP, "description": "new hp; clamped to max_hp"},
-                    "max_hp": {"type": "integer", "minimum": 1, "maximum": MAX_HP},
-                    "maxHp": {"type": "integer", "minimum": 1, "maximum": MAX_HP, "description": "the same as max_hp (give one of the two)"},
-                    "level": {"type": "integer", "minimum": 1, "maximum": MAX_LEVEL},
-                    "stats": {
-                        "type": "object",
-                        "minProperties": 1,
-                        "maxProperties": MAX_STATS,
-                        "propertyNames": {"pattern": "^[a-z_]{1,32}$"},
-                        "additionalProperties": {"type": "integer", "minimum": STAT_MIN, "maximum": STAT_MAX},
-                        "description": "stats to set, e.g. {\"str\": 14}; stats not named keep their values"
-                    }
-                },
-                // Something to change; max_hp and maxHp both given are
-                // refused by run().
-                "anyOf": [
-                    {"required": ["hp"]},
-                    {"required": ["max_hp"]},
-                    {"required": ["maxHp"]},
-                    {"required": ["level"]},
-                    {"required": ["stats"]}
-                ],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["success", "message", "character", "changed"],

@@ -1,5 +1,6 @@
 //! `update_inventory`: change the quantities of items a character holds.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -15,18 +16,35 @@ pub const MAX_CHANGE: i64 = 10_000;
 
 pub struct UpdateInventory;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// whose inventory; default the active character
+    #[schemars(length(min = 1, max = 64))]
     character_id: Option<String>,
+    #[schemars(length(min = 1, max = MAX_UPDATES))]
     updates: Vec<Update>,
 }
 
-#[derive(Deserialize)]
+// quantity_change is required unless its alias is given; both at once are
+// refused by run().
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["quantityChange"]},
+    "else" = {"required": ["quantity_change"]},
+))]
 struct Update {
+    /// slug of an item held
+    #[schemars(length(min = 1, max = 128))]
     slug: String,
+    /// negative uses up or loses items, positive gains more
+    #[schemars(range(min = -MAX_CHANGE, max = MAX_CHANGE), extend("not" = {"const": 0}))]
     quantity_change: Option<i64>,
-    /// Seed 001's spelling of `quantity_change`; exactly one is given.
+    // Seed 001's spelling of `quantity_change`; exactly one is given.
+    /// the same as quantity_change (give one of the two)
     #[serde(rename = "quantityChange")]
+    #[schemars(range(min = -MAX_CHANGE, max = MAX_CHANGE), extend("not" = {"const": 0}))]
     quantity_change_camel: Option<i64>,
 }
 
@@ -47,17 +65,6 @@ pub(super) fn aliased<T>(
     }
 }
 
-/// The JSON Schema of one quantity change.
-fn change_schema(description: &str) -> Value {
-    json!({
-        "type": "integer",
-        "minimum": -MAX_CHANGE,
-        "maximum": MAX_CHANGE,
-        "not": {"const": 0},
-        "description": description
-    })
-}
-
 impl Tool for UpdateInventory {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
@@ -67,33 +74,7 @@ impl Tool for UpdateInventory {
             "Use up, lose or gain more of items a character already holds (default: the active \
              character), by slug and a signed quantity_change; an item reaching 0 is removed. All \
              updates apply or none do; use add_inventory for new items.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "character_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "whose inventory; default the active character"},
-                    "updates": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_UPDATES,
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "slug": {"type": "string", "minLength": 1, "maxLength": 128, "description": "slug of an item held"},
-                                "quantity_change": change_schema("negative uses up or loses items, positive gains more"),
-                                "quantityChange": change_schema("the same as quantity_change (give one of the two)")
-                            },
-                            "required": ["slug"],
-                            // quantity_change is required unless its alias
-                            // is given; both at once are refused by run().
-                            "if": {"required": ["quantityChange"]},
-                            "else": {"required": ["quantity_change"]},
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["updates"],
-                "additionalProperties": false
-            }),
+            super::input_schema::<Args>(),
             json!({
                 "type": "object",
                 "required": ["success", "message", "character_id", "changes", "inventory"],
