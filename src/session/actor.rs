@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use actix::Recipient;
 use actix::prelude::*;
 use bytestring::ByteString;
 use futures_util::stream;
@@ -52,7 +53,10 @@ use super::running::Running;
 use super::sequencer::{Entry, Sequencer};
 use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
 use super::turn_frames;
-use super::{HubLink, Outbound, SessionDeps, SessionView, Unregister, random_token};
+use super::types::{
+    AUDIENCE_REFRESH, CLOSE_SESSION_CLOSED, CLOSE_SESSION_FAILED, CLOSE_SESSION_MOVED,
+    CLOSED_BY_OPERATOR, Outbound, SessionDeps, SessionStats, SessionView, random_token,
+};
 use crate::error::ErrorCode;
 use crate::game::pieces::{ChunkTicket, StoredChunks};
 use crate::game::rng::SplitMix64;
@@ -65,15 +69,23 @@ use crate::storage::{
 };
 use crate::tools::{RawArgs, ToolError};
 
-/// WebSocket close code when the session had to stop (storage failure).
-pub const CLOSE_SESSION_FAILED: u16 = 1011;
-/// Close code when another node took the session over, or this node is
-/// shutting down (service restart: reconnect, to any node, with
-/// `last_seq`).
-pub const CLOSE_SESSION_MOVED: u16 = 1012;
-/// Close code when an operator closed the session for good (a code for
-/// applications, RFC 6455 §7.4.2): do not reconnect.
-pub const CLOSE_SESSION_CLOSED: u16 = 4000;
+/// A session actor is stopping; forget it if it is still the live one.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Unregister {
+    pub session_id: SessionId,
+    pub addr: Addr<SessionActor>,
+}
+
+/// The hub that started a session actor, as the actor reaches it (never
+/// by its type): the counts the hub lists it with, and the message that it
+/// stopped.
+pub(super) struct HubLink {
+    /// The session's counts, as the hub reads them.
+    pub stats: Arc<SessionStats>,
+    /// Told when the actor stops, so the hub forgets it.
+    pub unregister: Recipient<Unregister>,
+}
 
 // ----- the actor's own messages ---------------------------------------------
 
@@ -798,7 +810,7 @@ impl SessionActor {
     /// and unloads.
     fn drain_if_done(&mut self, ctx: &mut Context<Self>) {
         let why = if self.closed {
-            (CLOSE_SESSION_CLOSED, super::CLOSED_BY_OPERATOR)
+            (CLOSE_SESSION_CLOSED, CLOSED_BY_OPERATOR)
         } else if self.draining {
             (CLOSE_SESSION_MOVED, "this node is restarting; reconnect")
         } else {
@@ -1150,7 +1162,7 @@ impl Handler<RemoteAudience> for SessionActor {
     type Result = ();
 
     fn handle(&mut self, msg: RemoteAudience, ctx: &mut Self::Context) {
-        let until = Instant::now() + super::tail::AUDIENCE_REFRESH * 3;
+        let until = Instant::now() + AUDIENCE_REFRESH * 3;
         if self
             .fanout
             .remote_audience(msg.node_id, msg.spectators, until)

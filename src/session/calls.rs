@@ -18,11 +18,11 @@
 
 use serde_json::Value;
 
-use super::SessionView;
 use super::audit::{self, AuditedCall, CallOrigin};
 use super::messages::CallTool;
 use super::sequencer::Entry;
 use super::turn::Turn;
+use super::types::SessionView;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::HistoryEntry;
 use crate::game::rng::SplitMix64;

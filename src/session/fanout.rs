@@ -33,7 +33,7 @@ use actix::prelude::SendError;
 use bytestring::ByteString;
 
 use super::messages::Subscribe;
-use super::{Outbound, Outbox};
+use super::types::{Outbound, Outbox};
 use crate::protocol::{ConnRole, StoryEvent};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".

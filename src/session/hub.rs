@@ -10,14 +10,13 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::actor::SessionActor;
+use super::actor::{HubLink, SessionActor, Unregister};
 use super::messages::{Drain, LeaseLost};
+use super::placement::Placement;
 use super::quota::{LiveTally, Quotas, Refusal};
+use super::replay;
 use super::replay::Restored;
-use super::{
-    HubLink, Placement, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
-    replay,
-};
+use super::types::{REMEMBERED_REQUESTS, SessionDeps, SessionStats, random_token};
 use crate::game::GameState;
 use crate::ids::SessionId;
 use crate::storage::{Epoch, SessionMeta, StorageError, Visibility, now_ms};
@@ -55,7 +54,7 @@ pub enum HubError {
     #[error("this node is restarting; try again")]
     Draining,
     /// An operator closed the session for good: it is never loaded again.
-    #[error("{}", super::CLOSED_BY_OPERATOR)]
+    #[error("{}", super::types::CLOSED_BY_OPERATOR)]
     Closed,
     #[error(transparent)]
     Storage(#[from] StorageError),

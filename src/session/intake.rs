@@ -35,7 +35,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::oneshot;
 
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
-use super::{Limits, REMEMBERED_REQUESTS};
+use super::types::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
 use crate::ids::{TraceId, TurnId};
 use crate::protocol::check_request_id;

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::SessionView;
+use super::types::SessionView;
 use crate::game::{Area, GameState, HistoryEntry};
 use crate::ids::TurnId;
 use crate::llm::{ModelRequest, RequestKind, system_prompt};

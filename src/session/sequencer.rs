@@ -30,7 +30,7 @@ use bytestring::ByteString;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
+use super::types::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
 use crate::ids::TurnId;
 use crate::protocol::{StoryEvent, StoryFrame, TurnEnd};

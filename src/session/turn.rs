@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::REPEAT_LIMIT;
+use super::types::REPEAT_LIMIT;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Effect;
 use crate::ids::{CallId, TraceId, TurnId};
