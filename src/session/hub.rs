@@ -10,13 +10,15 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::actor::{HubLink, SessionActor, Unregister};
+use super::actor::SessionActor;
 use super::messages::{Drain, LeaseLost};
 use super::placement::Placement;
 use super::quota::{LiveTally, Quotas, Refusal};
 use super::replay;
 use super::replay::Restored;
-use super::types::{REMEMBERED_REQUESTS, SessionDeps, SessionStats, random_token};
+use super::types::{
+    HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
+};
 use crate::game::GameState;
 use crate::ids::SessionId;
 use crate::storage::{Epoch, SessionMeta, StorageError, Visibility, now_ms};
@@ -642,10 +644,10 @@ impl Handler<ListAll> for SessionHub {
     }
 }
 
-impl Handler<Unregister> for SessionHub {
+impl Handler<Unregister<SessionActor>> for SessionHub {
     type Result = ();
 
-    fn handle(&mut self, msg: Unregister, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Unregister<SessionActor>, ctx: &mut Self::Context) {
         if self
             .live
             .get(&msg.session_id)

@@ -225,6 +225,15 @@ impl ChatRefused {
         )
     }
 
+    /// A direct call was taken, and the session stopped before its result
+    /// was durable.
+    pub(super) fn call_lost() -> Self {
+        Self::new(
+            ErrorCode::InternalError,
+            "the session stopped before the call was durable; retry",
+        )
+    }
+
     /// Whether looking the session up again may succeed.
     pub fn is_reloading(&self) -> bool {
         self.reloading

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use actix::Message;
+use actix::{Actor, Addr, Message, Recipient};
 use bytestring::ByteString;
 use rand::Rng;
 use rand::distr::Alphanumeric;
@@ -60,6 +60,27 @@ pub(super) struct SessionStats {
     pub last_activity_ms: AtomicI64,
     /// An operator closed it; it stops once its work taken is done.
     pub closing: AtomicBool,
+}
+
+/// A session actor (`A`) is stopping; its hub forgets it if it is still
+/// the live one.
+pub(super) struct Unregister<A: Actor> {
+    pub session_id: SessionId,
+    pub addr: Addr<A>,
+}
+
+impl<A: Actor> Message for Unregister<A> {
+    type Result = ();
+}
+
+/// The hub that started a session actor `A`, as the actor reaches it (never
+/// by its type): the counts the hub lists it with, and the message that it
+/// stopped.
+pub(super) struct HubLink<A: Actor> {
+    /// The session's counts, as the hub reads them.
+    pub stats: Arc<SessionStats>,
+    /// Told when the actor stops, so the hub forgets it.
+    pub unregister: Recipient<Unregister<A>>,
 }
 
 /// Frames of recent story kept in memory per session for resume.

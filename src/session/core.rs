@@ -1,0 +1,1203 @@
+//! The session's core: one game's state and the session's parts, fed what
+//! happens (a chat, a call, a durability notice, a model event, a timer)
+//! and answering with [`Command`]s, the IO the actor carries out in order.
+//! It knows actix only by the handles of what it asked the actor to start,
+//! so a session's message handling is tested here from tables, without
+//! sockets, storage or a running actor.
+//!
+//! Every story frame gets the next seq, goes to the journal, and waits in
+//! the [`Sequencer`] until the writer says it is durable; only then is its
+//! effect applied to the state and the frame sent ([`release`]). So the
+//! state in memory is always the fold of the durable journal, and no client
+//! ever sees a frame that a crash could take back.
+//!
+//! The turn loop moves on three things: durability notices, model events,
+//! and the deadline timer.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use actix::SpawnHandle;
+use bytestring::ByteString;
+use tokio::sync::oneshot;
+
+use super::acks::Acks;
+use super::audit;
+use super::calls::{self, Answer, Call};
+use super::fanout::Presence;
+use super::intake::{Intake, QueuedCall, QueuedTurn, Stored, Work};
+use super::lifecycle::{Event, Lifecycle};
+use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone, Joined, SubmitChat};
+use super::model::{self, Events};
+use super::prompt::{self, Prompter};
+use super::release::{Batch, Writes, release};
+use super::replay::Restored;
+use super::running::Running;
+use super::sequencer::{Entry, Sequencer, Waiter};
+use super::snapshot::{self, Snapshots};
+use super::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn};
+use super::turn_frames;
+use super::types::{
+    CLOSE_SESSION_FAILED, CLOSE_SESSION_MOVED, Limits, SessionDeps, SessionStats, SessionView,
+    random_token,
+};
+use crate::error::ErrorCode;
+use crate::game::GameState;
+use crate::game::pieces::ChunkTicket;
+use crate::game::rng::SplitMix64;
+use crate::ids::{CallId, SessionId, TraceId, TurnId};
+use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
+use crate::metrics::Metrics;
+use crate::protocol::{StoryEvent, TurnEnd, TurnLimit};
+use crate::storage::{QueuedChat, SessionMeta, SessionWrite, SnapshotWrite, StorageError, now_ms};
+use crate::tools::{RawArgs, Registry, ToolError};
+
+/// IO the core asks for; the actor carries them out in the order given.
+pub(super) enum Command {
+    /// A step's first row is held: hand the rows over once it is over.
+    FlushLater,
+    /// Hand these rows to the writer now, ahead of the write that follows.
+    Write(Vec<SessionWrite>),
+    /// Send these frames to every connection, acks first to theirs.
+    Send(Batch),
+    /// Tell whoever waited for the frames just sent.
+    Tell(Vec<Waiter>),
+    /// Send an ack to one connection now.
+    SendTo(u64, ByteString),
+    /// Store a chat taken behind other work in the inbox; tell
+    /// [`Core::chat_stored`] once durable.
+    Enqueue(QueuedChat),
+    /// The chat started: its inbox row is no longer needed.
+    Dequeue(TurnId),
+    /// Store this snapshot (or fail as it did, if it did not serialize),
+    /// then tell [`Core::snapshot_stored`] whether it is durable.
+    Snapshot(Result<SnapshotWrite, StorageError>, AfterSnapshot),
+    /// Call [`Core::deadline`] for this turn after this long; hand the
+    /// timer to [`Core::deadline_set`].
+    Deadline(TurnId, Duration),
+    /// Ask the model; its events go to [`Core::model_event`] with this tag.
+    AskModel(u64, ModelRequest),
+    /// Stop these timers and streams.
+    Cancel(Vec<SpawnHandle>),
+    /// Call [`Core::presence`] with the fan-out's due presence after this
+    /// long.
+    PresenceAt(Duration),
+    /// Close every connection with this code and reason.
+    CloseAll(u16, &'static str),
+    /// Leave the hub and stop now (storage failed).
+    Leave,
+}
+
+/// What follows a snapshot's write.
+pub(super) enum AfterSnapshot {
+    /// Once durable, its chunks are sure to be stored.
+    Keep(ChunkTicket),
+    /// The session's last: leave the hub and stop, durable or not; nothing
+    /// else is handled meanwhile.
+    Leave,
+}
+
+/// What a session reads of its model beyond its answers.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ModelTraits {
+    /// [`crate::llm::Provider::reads_conversation`].
+    pub(super) reads_conversation: bool,
+    /// [`crate::llm::Provider::writes_content`].
+    pub(super) writes_content: bool,
+}
+
+/// What a session's core is built from besides its restored state.
+pub(super) struct CoreDeps {
+    pub(super) registry: Arc<Registry>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) limits: Limits,
+    pub(super) model: ModelTraits,
+    /// The session's counts, as the hub reads them.
+    pub(super) stats: Arc<SessionStats>,
+}
+
+impl CoreDeps {
+    /// What a session's core takes of `deps`, with the counts `stats`.
+    pub(super) fn of(deps: &SessionDeps, stats: Arc<SessionStats>) -> Self {
+        Self {
+            registry: deps.registry.clone(),
+            metrics: deps.metrics.clone(),
+            limits: deps.limits.clone(),
+            model: ModelTraits {
+                reads_conversation: deps.provider.reads_conversation(),
+                writes_content: deps.provider.writes_content(),
+            },
+            stats,
+        }
+    }
+}
+
+/// One session's state and parts.
+pub(super) struct Core {
+    meta: Arc<SessionMeta>,
+    session_id: SessionId,
+    deps: CoreDeps,
+    state: GameState,
+    sequencer: Sequencer,
+    intake: Intake,
+    acks: Acks,
+    turn: Option<Running>,
+    rng: SplitMix64,
+    /// Model calls made, to tag the next one.
+    model_calls: u64,
+    lifecycle: Lifecycle,
+    snapshots: Snapshots,
+    prompter: Prompter,
+    writes: Writes,
+    last_activity: Instant,
+    /// Closed with `turn_failed` once started, so no client waits forever.
+    interrupted_turn: Option<TurnId>,
+    out: VecDeque<Command>,
+}
+
+impl Core {
+    pub(super) fn new(meta: Arc<SessionMeta>, deps: CoreDeps, restored: Restored) -> Self {
+        let mut intake = Intake::new(&deps.limits, restored.requests, restored.state.turn + 1);
+        intake.restore_stored(restored.stored_chats);
+        Self {
+            session_id: SessionId::from(meta.session_id.as_str()),
+            meta,
+            deps,
+            intake,
+            acks: Acks::default(),
+            state: restored.state,
+            sequencer: Sequencer::new(restored.last_seq, restored.ring),
+            turn: None,
+            rng: SplitMix64::from_entropy(),
+            model_calls: 0,
+            lifecycle: Lifecycle::default(),
+            snapshots: Snapshots::loaded(restored.stored_chunks),
+            prompter: Prompter::default(),
+            writes: Writes::default(),
+            last_activity: Instant::now(),
+            interrupted_turn: restored.interrupted_turn,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The next command to carry out.
+    pub(super) fn next_command(&mut self) -> Option<Command> {
+        self.out.pop_front()
+    }
+
+    pub(super) fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    pub(super) fn lifecycle(&self) -> Lifecycle {
+        self.lifecycle
+    }
+
+    pub(super) fn released(&self) -> u64 {
+        self.sequencer.released()
+    }
+
+    fn view(&self) -> SessionView<'_> {
+        SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
+            session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
+        }
+    }
+
+    /// The session started: a turn a crash interrupted is closed.
+    pub(super) fn start(&mut self) {
+        self.report_queue();
+        if let Some(turn_id) = self.interrupted_turn.take() {
+            let message = turn_frames::INTERRUPTED.to_owned();
+            self.emit(turn_frames::failed(
+                &turn_id,
+                ErrorCode::InternalError,
+                message,
+                None,
+            ));
+        }
+    }
+
+    // ----- frames and writes -------------------------------------------------
+
+    /// Journals a story frame; it is applied and sent once durable.
+    pub(super) fn emit(&mut self, entry: Entry) -> u64 {
+        let row = self.sequencer.journal(&self.meta.session_id, entry);
+        let seq = row.seq;
+        self.hold(SessionWrite::Row(row));
+        seq
+    }
+
+    fn hold(&mut self, write: SessionWrite) {
+        if self.writes.hold(write) {
+            self.out.push_back(Command::FlushLater);
+        }
+    }
+
+    /// The rows held in the step just over, for the writer.
+    pub(super) fn take_writes(&mut self) -> Vec<SessionWrite> {
+        self.writes.take()
+    }
+
+    fn flush_now(&mut self) {
+        let writes = self.writes.take();
+        self.out.push_back(Command::Write(writes));
+    }
+
+    /// The writer made everything up to `up_to` durable: applies and sends
+    /// it ([`release`]), and writes a snapshot when one is due.
+    pub(super) fn durable(&mut self, up_to: u64) {
+        let released = release(up_to, &mut self.sequencer, &mut self.acks, &mut self.state);
+        if released.state_changed {
+            self.prompter.state_changed();
+        }
+        // A turn counts once its start is durable, before anyone hears of it.
+        let stats = &self.deps.stats;
+        stats.turns.store(self.state.turn, Ordering::Relaxed);
+        self.out
+            .extend(released.batches.into_iter().map(Command::Send));
+        self.out.push_back(Command::Tell(released.waiters));
+        if released.snapshot_due
+            && let Ok((write, ticket)) = self.snapshot()
+        {
+            let then = AfterSnapshot::Keep(ticket);
+            self.out.push_back(Command::Snapshot(Ok(write), then));
+        }
+    }
+
+    /// The released state as a snapshot to write, after the rows held
+    /// (which must not be overtaken).
+    fn snapshot(&mut self) -> Result<(SnapshotWrite, ChunkTicket), StorageError> {
+        self.sequencer.snapshot_taken();
+        let snapshot = self.snapshots.write(&self.state, self.sequencer.released());
+        if let Err(e) = &snapshot {
+            tracing::error!(error = %e, "state did not serialize");
+        }
+        self.flush_now();
+        snapshot
+    }
+
+    /// A snapshot's write answered (`durable` or not).
+    pub(super) fn snapshot_stored(&mut self, then: AfterSnapshot, durable: bool) {
+        match then {
+            AfterSnapshot::Keep(ticket) if durable => self.snapshots.durable(ticket),
+            AfterSnapshot::Keep(_) => {}
+            AfterSnapshot::Leave => {
+                if !durable {
+                    tracing::warn!(session_id = %self.session_id, "final snapshot failed; the journal still holds everything");
+                }
+                self.out.push_back(Command::Leave);
+            }
+        }
+    }
+
+    /// Writes a last snapshot, then leaves the hub and stops. The session
+    /// is loaded again from storage on its next use.
+    pub(super) fn unload(&mut self) {
+        self.stop();
+        self.deps.metrics.sessions_hibernated.inc();
+        let write = self.snapshot().map(|(write, _)| write);
+        let then = AfterSnapshot::Leave;
+        self.out.push_back(Command::Snapshot(write, then));
+    }
+
+    // ----- what callers ask ---------------------------------------------------
+
+    /// Takes a chat, or says why not. An `ack` means the chat is durable: a
+    /// chat that starts at once is acknowledged just ahead of its durable
+    /// `turn_started`; one taken while other work waits is stored first
+    /// and acknowledged once that is durable. Either way the ack is ahead
+    /// of every frame of its turn on the connection (PROTOCOL.md §7.4).
+    pub(super) fn submit_chat(
+        &mut self,
+        msg: SubmitChat,
+        storage_refusing: Option<&'static str>,
+    ) -> Result<ChatAccepted, ChatRefused> {
+        self.lifecycle.refuse_if_closed()?;
+        let request_id = msg.request_id.clone();
+        let taken = self.intake.take_chat(
+            &msg.text,
+            msg.request_id,
+            self.lifecycle.refuses_work(),
+            self.turn.is_some(),
+            || storage_refusing,
+        );
+        let mut accepted = taken.inspect_err(|refused| {
+            if refused.code == ErrorCode::RateLimited {
+                self.deps.metrics.rate_limited.inc();
+            }
+        })?;
+        let ack = msg
+            .conn_id
+            .map(|conn_id| (conn_id, ByteString::from(accepted.ack(request_id.clone()))));
+        accepted.acked = ack.is_some();
+        let turn_id = accepted.turn_id.clone();
+        if accepted.duplicate {
+            // After the first chat's own ack, never before: it too says the
+            // chat is durable.
+            if let Some((conn_id, ack)) = ack
+                && let Some((conn_id, ack)) = self.acks.duplicate(&turn_id, conn_id, ack)
+            {
+                self.out.push_back(Command::SendTo(conn_id, ack));
+            }
+            return Ok(accepted);
+        }
+        self.touch();
+        self.report_queue();
+        self.intake.trace(&turn_id, msg.trace_id);
+        self.acks.taken(turn_id.clone(), ack);
+        if accepted.queued > 0 {
+            let chat = QueuedChat {
+                session_id: self.meta.session_id.clone(),
+                turn_no: self.intake.turn_no(&turn_id),
+                turn_id: turn_id.as_str().to_owned(),
+                request_id,
+                text: msg.text,
+                after_seq: self.sequencer.last_staged(),
+                created_at: now_ms(),
+            };
+            self.flush_now();
+            self.out.push_back(Command::Enqueue(chat));
+        }
+        self.advance();
+        Ok(accepted)
+    }
+
+    /// The inbox row of the chat `turn_id` is durable: its acks go out and
+    /// it may start.
+    pub(super) fn chat_stored(&mut self, turn_id: &TurnId) {
+        self.intake.stored(turn_id);
+        for (conn_id, ack) in self.acks.stored(turn_id) {
+            self.out.push_back(Command::SendTo(conn_id, ack));
+        }
+        self.advance();
+    }
+
+    /// Takes a direct call, or says why not; its caller hears on the
+    /// receiver once its result is durable.
+    pub(super) fn call_tool(
+        &mut self,
+        call: CallTool,
+        storage_refusing: Option<&'static str>,
+    ) -> Result<oneshot::Receiver<DirectCallDone>, ChatRefused> {
+        self.lifecycle.refuse_if_closed()?;
+        let (reply, answer) = oneshot::channel();
+        let call = QueuedCall { call, reply };
+        let (going, busy) = (self.lifecycle.refuses_work(), self.turn.is_some());
+        self.intake
+            .take_call(call, going, busy, || storage_refusing)?;
+        self.touch();
+        self.advance();
+        Ok(answer)
+    }
+
+    /// A waiter for the end of `turn_id` if it is still to come here; `None`
+    /// if it ended (storage has its last frame) or never was.
+    pub(super) fn await_turn_end(&mut self, id: TurnId) -> Option<oneshot::Receiver<TurnEnd>> {
+        let open = self.turn.as_ref().is_some_and(|t| *t.turn.turn_id() == id)
+            || self.intake.holds_turn(&id)
+            || self.sequencer.ends_pending(&id);
+        open.then(|| self.sequencer.await_turn_end(id))
+    }
+
+    /// The frames a connection resuming from `last_seq` must be read from
+    /// the journal first, if the resume ring no longer holds them.
+    pub(super) fn stored_range(&self, last_seq: Option<u64>) -> Option<(u64, u64)> {
+        self.sequencer.stored_range(last_seq)
+    }
+
+    /// A connection joined as `role`, resuming from `last_seq` (`stored`:
+    /// frames read from the journal): its welcome and the frames it missed.
+    pub(super) fn joined(
+        &mut self,
+        last_seq: Option<u64>,
+        role: crate::protocol::ConnRole,
+        stored: Option<(u64, Vec<(u64, String)>)>,
+    ) -> Joined {
+        let backlog = self.sequencer.resume(last_seq, stored);
+        self.touch();
+        Joined::new(&self.session_id, role, &self.state, backlog)
+    }
+
+    /// Whether a connection may join: not while the session stops or once
+    /// it is closed.
+    pub(super) fn may_join(&self) -> Result<(), ChatRefused> {
+        if self.lifecycle.stopping() {
+            return Err(ChatRefused::reloading());
+        }
+        self.lifecycle.refuse_if_closed()
+    }
+
+    /// Connections came or went, or the presence window passed: journals
+    /// the `presence` frame the fan-out asked for now, or asks to be told
+    /// again when it is due. A stopping session sends no more frames.
+    pub(super) fn presence(&mut self, presence: Presence, now: Instant) {
+        if self.lifecycle.stopping() {
+            return;
+        }
+        match presence {
+            Presence::At(at) => {
+                let after = at.saturating_duration_since(now);
+                self.out.push_back(Command::PresenceAt(after));
+            }
+            presence => {
+                if let Some(event) = presence.event() {
+                    self.emit(Entry::frame(event));
+                }
+            }
+        }
+    }
+
+    /// The snapshot the HTTP API answers with.
+    pub(super) fn snapshot_body(&self, node_id: &str) -> Result<String, ChatRefused> {
+        self.may_join()?;
+        Ok(snapshot::body(&self.session_id, &self.state, node_id))
+    }
+
+    // ----- lifecycle ------------------------------------------------------------
+
+    fn to(&mut self, event: Event) {
+        self.lifecycle = self.lifecycle.next(event);
+        let closing = self.lifecycle.closed_at().is_some();
+        self.deps.stats.closing.store(closing, Ordering::Relaxed);
+    }
+
+    /// The node drains: no new work; unload once the work taken is done.
+    pub(super) fn drain(&mut self) {
+        self.to(Event::Drain);
+        self.drain_if_done();
+    }
+
+    /// An operator closes the session: answers when (the first close's
+    /// time, if closed already); the close is then stored.
+    pub(super) fn close(&mut self) -> Result<i64, ChatRefused> {
+        if self.lifecycle.stopping() {
+            return Err(ChatRefused::reloading());
+        }
+        self.to(Event::Close { now: now_ms() });
+        self.lifecycle
+            .closed_at()
+            .ok_or_else(ChatRefused::reloading)
+    }
+
+    /// Storing the close at `at` answered: answers the operator.
+    pub(super) fn close_stored<T>(
+        &mut self,
+        at: i64,
+        stored: Result<T, StorageError>,
+    ) -> Result<i64, ChatRefused> {
+        match stored {
+            Ok(_) => {
+                tracing::info!(session_id = %self.session_id, "an operator closed the session");
+                self.to(Event::CloseStored { at });
+                self.drain_if_done();
+                Ok(at)
+            }
+            Err(e) => {
+                tracing::warn!(session_id = %self.session_id, error = %e, "storing a session's close failed");
+                self.to(Event::CloseFailed);
+                let refused = ChatRefused::new(
+                    ErrorCode::Overloaded,
+                    "the close could not be stored; try again",
+                );
+                Err(refused.with_retry_after(1000))
+            }
+        }
+    }
+
+    /// The session stops (it unloads): no more frames, nothing new.
+    pub(super) fn stop(&mut self) {
+        self.to(Event::Stop);
+    }
+
+    /// Whether the session has done nothing for its idle timeout and holds
+    /// no work.
+    pub(super) fn idle(&self) -> bool {
+        self.turn.is_none()
+            && !self.intake.has_work()
+            && !self.sequencer.has_pending()
+            && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
+    }
+
+    /// Once draining or closed, and all work taken is durable and told:
+    /// closes every connection (for a reconnect elsewhere, or for good)
+    /// and unloads.
+    fn drain_if_done(&mut self) {
+        if let Some((code, reason)) = self.lifecycle.close_when_done()
+            && self.turn.is_none()
+            && !self.intake.has_work()
+            && !self.sequencer.has_pending()
+        {
+            self.out.push_back(Command::CloseAll(code, reason));
+            self.unload();
+        }
+    }
+
+    /// Storage failed: nothing more can be made durable, so stop rather than
+    /// tell anyone something that could be lost. Clients may reconnect; the
+    /// session reloads from what is durable.
+    pub(super) fn storage_failed(&mut self, error: StorageError) {
+        self.stop();
+        let close = if matches!(error, StorageError::Fenced) {
+            // Another node runs the session now: clients go on there.
+            tracing::warn!(session_id = %self.session_id, "another node claimed this session; stopping it here");
+            self.deps.metrics.leases_lost.inc();
+            (
+                CLOSE_SESSION_MOVED,
+                "the session moved to another node; reconnect",
+            )
+        } else {
+            tracing::error!(session_id = %self.session_id, error = %error, "storage failed; stopping session");
+            (
+                CLOSE_SESSION_FAILED,
+                "session storage failed; reconnect to reload",
+            )
+        };
+        self.out.push_back(Command::CloseAll(close.0, close.1));
+        self.out.push_back(Command::Leave);
+    }
+
+    /// Notes that the session did something now (for the idle unload and
+    /// for the operator's list).
+    pub(super) fn touch(&mut self) {
+        self.last_activity = Instant::now();
+        let stats = &self.deps.stats;
+        stats.last_activity_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn report_queue(&self) {
+        let waiting = self.intake.waiting_chats();
+        self.deps.stats.queued.store(waiting, Ordering::Relaxed);
+    }
+
+    // ----- the turn loop --------------------------------------------------------
+
+    /// Moves the turn loop as far as the durable state allows.
+    pub(super) fn advance(&mut self) {
+        loop {
+            match self.turn.as_ref().map(|t| t.turn.phase()) {
+                None => match self.intake.next(self.sequencer.effects_in_flight()) {
+                    Some(Work::Turn(q)) => self.start_turn(q),
+                    Some(Work::Call(c)) => self.run_direct(c),
+                    None => return self.drain_if_done(),
+                },
+                Some(Phase::Waiting { .. }) if !self.sequencer.effects_in_flight() => {
+                    match self.turn.as_mut().and_then(|t| t.turn.resume()) {
+                        Some(step) => self.execute(step),
+                        None => return,
+                    }
+                }
+                Some(_) => return,
+            }
+        }
+    }
+
+    fn start_turn(&mut self, q: QueuedTurn) {
+        let started =
+            turn_frames::started(&self.state, q.turn_no, &q.turn_id, q.request_id, q.text);
+        let seq = self.emit(started);
+        self.acks.started(q.turn_id.clone(), seq);
+        self.report_queue();
+        if q.stored == Stored::InInbox {
+            // Its `turn_started` is queued first: the row is not needed.
+            self.flush_now();
+            self.out.push_back(Command::Dequeue(q.turn_id.clone()));
+        }
+        let deadline = self.deps.limits.turn_deadline;
+        self.out
+            .push_back(Command::Deadline(q.turn_id.clone(), deadline));
+        let trace_id = q.trace_id.unwrap_or_else(TraceId::fresh);
+        let max_iterations = self.deps.limits.max_iterations;
+        let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
+        self.turn = Some(Running::new(turn, Instant::now()));
+        self.deps.metrics.turns_started.inc();
+        self.touch();
+    }
+
+    /// The deadline timer of `turn_id` is set; stopped at once if that turn
+    /// is over.
+    pub(super) fn deadline_set(&mut self, turn_id: &TurnId, timer: SpawnHandle) {
+        match self.running(turn_id) {
+            Some(t) => t.deadline_set(timer),
+            None => self.out.push_back(Command::Cancel(vec![timer])),
+        }
+    }
+
+    /// The deadline of `turn_id` passed.
+    pub(super) fn deadline(&mut self, turn_id: &TurnId) {
+        let deadline = self.deps.limits.turn_deadline;
+        if let Some(step) = self.running(turn_id).map(|t| t.turn.on_deadline(deadline)) {
+            self.execute(step);
+        }
+    }
+
+    fn running(&mut self, turn_id: &TurnId) -> Option<&mut Running> {
+        self.turn.as_mut().filter(|t| t.turn.turn_id() == turn_id)
+    }
+
+    /// Runs a queued direct call; its caller hears once the result is durable.
+    fn run_direct(&mut self, QueuedCall { call, reply }: QueuedCall) {
+        let turn_id = TurnId::from(format!("direct_{}", random_token(12)));
+        let call = Call::direct(turn_id.clone(), call);
+        let call_id = call.call_id.clone();
+        let (seq, answer) = self.run_call(call);
+        self.touch();
+        let done = DirectCallDone {
+            turn_id,
+            call_id,
+            seq,
+            event: answer.event,
+            outcome: answer.outcome,
+        };
+        let answer = Box::new(move || {
+            let _ = reply.send(done);
+        });
+        self.sequencer.when_durable(seq, answer);
+    }
+
+    /// Carries out what the running turn decided.
+    fn execute(&mut self, step: Step) {
+        match step {
+            Step::CallModel(kind) => self.call_model(kind, None),
+            Step::Correct { answer, message } => {
+                tracing::info!(session_id = %self.session_id, %message, "model broke the reply contract; asking again");
+                self.call_model(RequestKind::Step, Some((answer, message)));
+            }
+            Step::WrapUp { limit, message } => {
+                // No more tools run this turn. One last model call with
+                // tools switched off lets the game master narrate what
+                // happened; the turn fails only if that call fails too.
+                tracing::info!(session_id = %self.session_id, limit = ?limit, %message, "turn limit reached");
+                self.call_model(RequestKind::WrapUp, None);
+            }
+            Step::RunCall {
+                call_id,
+                tool,
+                arguments,
+            } => self.run_model_call(call_id, tool, arguments),
+            Step::RunWithContent { call, text } => {
+                let (args, refused) =
+                    calls::with_content(&self.view(), &call.tool, call.args, text);
+                self.run_turn_call(call.call_id, call.tool, RawArgs::Value(args), refused);
+                self.advance();
+            }
+            Step::RunCalls { asked } => {
+                if asked > MAX_CALLS_PER_ANSWER {
+                    tracing::warn!(
+                        session_id = %self.session_id,
+                        asked,
+                        "the model asked for too many tool calls in one answer; the rest are not run"
+                    );
+                }
+                self.advance();
+            }
+            Step::Complete {
+                reply,
+                dialog_type,
+                emit_narrative,
+                limit,
+            } => {
+                if let Some(text) = emit_narrative
+                    && let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone())
+                {
+                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
+                }
+                if let Some(turn) = self.end_turn() {
+                    self.deps.metrics.turns_completed.inc();
+                    let state = &self.state;
+                    let done = turn_frames::completed(turn, state, reply, dialog_type, limit);
+                    self.emit(done);
+                    self.turn_ended();
+                }
+            }
+            Step::Fail {
+                code,
+                message,
+                limit,
+            } => self.fail_turn(code, message, limit),
+        }
+    }
+
+    /// Asks the model for the running turn's next step, with `correction`
+    /// after the history ([`Prompter::turn_request`]).
+    fn call_model(&mut self, kind: RequestKind, correction: Option<(String, String)>) {
+        let Some(t) = self.turn.as_ref() else { return };
+        let in_flight = self.sequencer.pending().filter_map(|p| p.history.clone());
+        let view = SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
+            session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
+        };
+        let budget = self.deps.limits.history_tokens;
+        let whole = self.deps.model.reads_conversation;
+        let request = self
+            .prompter
+            .turn_request(&view, &t.turn, in_flight, correction, budget, kind, whole);
+        self.ask_model(request);
+    }
+
+    /// Starts a model call for the running turn.
+    fn ask_model(&mut self, request: ModelRequest) {
+        self.model_calls += 1;
+        let tag = self.model_calls;
+        if let Some(t) = self.turn.as_mut() {
+            t.model_called(tag, Instant::now());
+        }
+        self.out.push_back(Command::AskModel(tag, request));
+    }
+
+    /// Feeds the events of the model call `tag` that are there already (a
+    /// model that answers at once is read to its end in this same step, so
+    /// a whole turn's frames reach the journal together); answers whether
+    /// the call is still awaited, its rest to stream.
+    pub(super) fn read_ready(&mut self, tag: u64, events: &mut Events) -> bool {
+        while self.awaits(tag) {
+            match model::ready(events) {
+                Some(event) => self.model_event(tag, event),
+                // Not ready after all: the rest streams as usual.
+                None => break,
+            }
+        }
+        self.awaits(tag)
+    }
+
+    /// Whether the model call tagged `tag` is still awaited.
+    pub(super) fn awaits(&self, tag: u64) -> bool {
+        self.turn.as_ref().is_some_and(|t| t.awaits(tag))
+    }
+
+    /// The model call tagged `tag` streams through `stream`.
+    pub(super) fn model_streaming(&mut self, tag: u64, stream: SpawnHandle) {
+        if let Some(t) = self.turn.as_mut() {
+            t.streaming(tag, stream);
+        }
+    }
+
+    /// One event of the model call tagged `tag` (`None` when its stream
+    /// ended); one no longer awaited is dropped.
+    pub(super) fn model_event(&mut self, tag: u64, event: Option<Result<ModelEvent, LlmError>>) {
+        if !self.awaits(tag) {
+            return;
+        }
+        if let Some(event @ (Ok(ModelEvent::Done(_)) | Err(_))) = &event {
+            self.model_call_ended(event);
+        }
+        let Some(t) = self.turn.as_mut() else { return };
+        let step = match event {
+            Some(Ok(ModelEvent::Delta(text))) => {
+                if let Some(text) = t.turn.on_delta(text) {
+                    let turn_id = t.turn.turn_id().clone();
+                    self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
+                }
+                return;
+            }
+            Some(Ok(ModelEvent::Done(reply))) => t.turn.on_model_done(reply),
+            Some(Err(e)) => {
+                // Logged whole under the turn's trace id: clients get only
+                // its public message.
+                let (turn_id, trace_id) = (t.turn.turn_id(), t.turn.trace_id());
+                tracing::warn!(session_id = %self.session_id, %turn_id, %trace_id, error = %e, "model call failed");
+                t.turn.on_model_error(&e)
+            }
+            None => t.turn.on_stream_end(),
+        };
+        self.execute(step);
+    }
+
+    /// Records a model call's time and tokens.
+    fn model_call_ended(&mut self, event: &Result<ModelEvent, LlmError>) {
+        let metrics = &self.deps.metrics;
+        let answered = self.turn.as_mut().map(|t| t.model_answered(Instant::now()));
+        if let Some(waited) = answered.flatten() {
+            metrics.model_call_seconds.observe_duration(waited);
+        }
+        if let Ok(ModelEvent::Done(reply)) = event {
+            metrics.model_prompt_tokens.add(reply.usage.prompt_tokens);
+            let completion = reply.usage.completion_tokens;
+            metrics.model_completion_tokens.add(completion);
+        }
+    }
+
+    /// Runs a tool call the model asked for, unless a real model writes
+    /// its text first: the content some tools ask for (`generate_zone`'s
+    /// names and descriptions, [`calls::content_request`]) is asked for
+    /// here, and the call runs when the turn has the answer
+    /// ([`Step::RunWithContent`]).
+    fn run_model_call(&mut self, call_id: CallId, tool: String, arguments: String) {
+        let Some(turn_id) = self.turn.as_ref().map(|t| t.turn.turn_id().clone()) else {
+            return;
+        };
+        let ask = self
+            .deps
+            .model
+            .writes_content
+            .then(|| calls::content_request(&self.view(), &tool, &arguments));
+        if let Some(ask) = ask.flatten() {
+            if let Some(t) = self.turn.as_mut() {
+                let args = ask.args;
+                t.turn.await_content(ContentCall {
+                    call_id,
+                    tool,
+                    args,
+                });
+            }
+            self.ask_model(prompt::content_request(&turn_id, ask.system, ask.user));
+            return;
+        }
+        self.run_turn_call(call_id, tool, RawArgs::Text(arguments), None);
+    }
+
+    /// Runs a call of the running turn as the game master; `refused` fails
+    /// it without running the tool.
+    fn run_turn_call(
+        &mut self,
+        call_id: CallId,
+        tool: String,
+        raw: RawArgs,
+        refused: Option<ToolError>,
+    ) {
+        if let Some(t) = self.turn.as_ref() {
+            let call = Call::of_turn(&t.turn, call_id, tool, raw, refused);
+            let (_, answer) = self.run_call(call);
+            // The turn's model hears what the call gave: a model in this
+            // process reads the value instead of parsing its text again.
+            if let Some(t) = self.turn.as_mut() {
+                t.turn.keep_result(match answer.outcome {
+                    Ok(result) => result,
+                    Err(e) => e.to_model_json(),
+                });
+            }
+        }
+    }
+
+    /// Runs one tool call ([`calls::run`]) and journals what it gave; a
+    /// model turn's call also goes into the turn's events. Answers the seq
+    /// of its `tool_result` frame and what its caller hears.
+    fn run_call(&mut self, call: Call) -> (u64, Answer) {
+        let in_turn = call.in_turn;
+        let view = SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
+            session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
+        };
+        let ran = calls::run(&view, &mut self.rng, call);
+        let seconds = ran.duration_ms / 1000.0;
+        self.deps.metrics.tool_seconds.observe(seconds);
+        self.emit(ran.call);
+        audit::log(&ran.audit);
+        self.hold(SessionWrite::Audit(ran.audit));
+        if in_turn && let Some(t) = self.turn.as_mut() {
+            t.turn
+                .call_ran(ran.answer.event.clone(), ran.result.effect.as_ref());
+        }
+        let seq = self.emit(ran.result);
+        (seq, ran.answer)
+    }
+
+    /// Ends the running turn: its timer and model stream stop and its time
+    /// is counted; answers its bookkeeping for its last frame.
+    fn end_turn(&mut self) -> Option<Turn> {
+        let ended = self.turn.take()?.end(Instant::now());
+        self.out.push_back(Command::Cancel(ended.to_cancel));
+        let metrics = &self.deps.metrics;
+        metrics.turn_ended(ended.elapsed, ended.model_time);
+        Some(ended.turn)
+    }
+
+    /// Ends the running turn with `turn_failed`; the session stays usable.
+    fn fail_turn(&mut self, code: ErrorCode, message: String, limit: Option<TurnLimit>) {
+        let Some(turn) = self.end_turn() else {
+            return;
+        };
+        self.deps.metrics.turn_failed(&code.as_str());
+        let turn_id = turn.turn_id();
+        tracing::info!(session_id = %self.session_id, %turn_id, code = ?code, %message, "turn failed");
+        self.emit(turn_frames::failed(turn_id, code, message, limit));
+        self.turn_ended();
+    }
+
+    /// A turn's last frame is journalled: the next work may start.
+    fn turn_ended(&mut self) {
+        self.touch();
+        let stats = &self.deps.stats;
+        stats.turns.store(self.state.turn, Ordering::Relaxed);
+        self.advance();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The session fed from tables of messages, as the actor feeds it, with
+    //! the commands it answers written down as a log: what a player would
+    //! see (acks and frames, in order) and what the session asks storage
+    //! and the model for.
+
+    use super::*;
+    use crate::game::rng::SplitMix64;
+    use crate::llm::ModelReply;
+    use crate::storage::{Epoch, Visibility};
+    use crate::tools::test_support::{SESSION, demo};
+
+    /// What happens to the session.
+    enum Msg {
+        /// A chat from connection `conn` with request id `rid`.
+        Chat(u64, &'static str),
+        /// The writer made everything journalled so far durable.
+        Durable,
+        /// The inbox row of the chat `turn_id` is durable.
+        Stored(&'static str),
+        /// The model answers the call in flight by narrating.
+        Answer(&'static str),
+        /// The writer failed.
+        StorageFails,
+        /// The node drains.
+        Drain,
+    }
+    use Msg::*;
+
+    /// A message and the log it makes.
+    type Step = (Msg, Vec<String>);
+
+    fn limits() -> Limits {
+        Limits {
+            max_iterations: 4,
+            history_tokens: 0,
+            chat_per_minute: 1000,
+            chat_burst: 1000,
+            calls_per_minute: 1000,
+            calls_burst: 1000,
+            max_queued_turns: 4,
+            max_text_chars: 1000,
+            turn_deadline: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn core() -> Core {
+        let meta = SessionMeta {
+            session_id: SESSION.into(),
+            tenant_id: "tenant_1".into(),
+            campaign_id: "demo".into(),
+            title: "Demo".into(),
+            player_token: "p".into(),
+            spectator_token: "s".into(),
+            created_at: 0,
+            visibility: Visibility::default(),
+            closed_at: None,
+            anonymous: false,
+        };
+        let deps = CoreDeps {
+            registry: Arc::new(Registry::builtin().expect("tools")),
+            metrics: Arc::default(),
+            limits: limits(),
+            model: ModelTraits::default(),
+            stats: Arc::default(),
+        };
+        let restored = Restored {
+            state: demo(),
+            last_seq: 0,
+            ring: VecDeque::new(),
+            requests: Default::default(),
+            interrupted_turn: None,
+            epoch: Epoch::Sole,
+            stored_chats: Vec::new(),
+            stored_chunks: Vec::new(),
+        };
+        let mut core = Core::new(Arc::new(meta), deps, restored);
+        core.rng = SplitMix64::new(1);
+        core
+    }
+
+    /// The `type` of a frame, and for an ack its turn and whether it is a
+    /// duplicate's.
+    fn frame(bytes: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(bytes).expect("JSON");
+        let kind = v["type"].as_str().unwrap_or_default();
+        match kind {
+            "ack" if v["duplicate"] == true => {
+                format!("ack {} dup", v["turn_id"].as_str().unwrap_or_default())
+            }
+            "ack" => format!("ack {}", v["turn_id"].as_str().unwrap_or_default()),
+            _ => kind.to_owned(),
+        }
+    }
+
+    /// Feeds `msg` as the actor would and carries out the commands as a
+    /// log; `tag` is the model call in flight.
+    fn feed(core: &mut Core, tag: &mut u64, msg: Msg) -> Vec<String> {
+        let mut log = Vec::new();
+        match msg {
+            Chat(conn, rid) => {
+                let chat = SubmitChat {
+                    text: format!("chat {rid}"),
+                    request_id: Some(rid.into()),
+                    conn_id: Some(conn),
+                    trace_id: None,
+                };
+                log.push(match core.submit_chat(chat, None) {
+                    Ok(a) if a.duplicate => format!("duplicate of {}", a.turn_id),
+                    Ok(a) => format!("taken as {}, {} ahead", a.turn_id, a.queued),
+                    Err(r) => format!(
+                        "refused: {}",
+                        if r.is_reloading() {
+                            "reloading".into()
+                        } else {
+                            r.code.as_str()
+                        }
+                    ),
+                });
+            }
+            Durable => {
+                let up_to = core.sequencer.last_staged();
+                core.durable(up_to);
+                run(core, tag, &mut log);
+                core.advance();
+            }
+            Stored(turn_id) => core.chat_stored(&TurnId::from(turn_id)),
+            Answer(text) => {
+                let reply = ModelReply::narrate(text);
+                core.model_event(*tag, Some(Ok(ModelEvent::Done(reply))));
+            }
+            StorageFails => core.storage_failed(StorageError::Database("disk full".into())),
+            Drain => core.drain(),
+        }
+        run(core, tag, &mut log);
+        log
+    }
+
+    fn run(core: &mut Core, tag: &mut u64, log: &mut Vec<String>) {
+        while let Some(command) = core.next_command() {
+            match command {
+                Command::FlushLater | Command::Cancel(_) => {}
+                Command::Snapshot(_, AfterSnapshot::Keep(_)) => log.push("snapshot".into()),
+                Command::Snapshot(_, AfterSnapshot::Leave) => log.push("last snapshot".into()),
+                Command::Write(_) => log.push("write".into()),
+                Command::Send(batch) => {
+                    let mut said: Vec<String> = batch
+                        .acks
+                        .iter()
+                        .map(|(conn, ack)| format!("{} to {conn}", frame(ack)))
+                        .collect();
+                    said.extend(batch.frames.iter().map(|f| frame(f)));
+                    log.push(format!("send: {}", said.join(", ")));
+                }
+                Command::Tell(waiters) => waiters.into_iter().for_each(|w| w()),
+                Command::SendTo(conn, ack) => log.push(format!("send: {} to {conn}", frame(&ack))),
+                Command::Enqueue(chat) => log.push(format!("store {} in the inbox", chat.turn_id)),
+                Command::Dequeue(turn_id) => log.push(format!("drop {turn_id} from the inbox")),
+                Command::Deadline(turn_id, _) => {
+                    log.push(format!("start {turn_id}"));
+                    core.deadline_set(&turn_id, SpawnHandle::default());
+                }
+                Command::AskModel(t, _) => {
+                    *tag = t;
+                    log.push("ask the model".into());
+                }
+                Command::PresenceAt(_) => log.push("presence later".into()),
+                Command::CloseAll(code, _) => log.push(format!("close all: {code}")),
+                Command::Leave => log.push("leave".into()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_session_answers_each_message_as_the_table_says() {
+        let started = |turn: &str| vec![format!("start {turn}"), "ask the model".to_owned()];
+        let taken = |turn: &str, ahead: usize| {
+            let mut log = vec![format!("taken as {turn}, {ahead} ahead")];
+            if ahead == 0 {
+                log.extend(started(turn));
+            }
+            log
+        };
+        let cases: Vec<(&str, Vec<Step>)> = vec![
+            (
+                "a chat while idle starts at once, acknowledged just ahead of its turn",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    // Nothing is sent before it is durable.
+                    (Answer("You look."), vec![]),
+                    (
+                        Durable,
+                        vec!["send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into()],
+                    ),
+                ],
+            ),
+            (
+                "a chat while a turn runs is stored, acknowledged, then started",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (
+                        Chat(2, "r2"),
+                        vec!["taken as turn_2, 1 ahead".into(), "write".into(), "store turn_2 in the inbox".into()],
+                    ),
+                    // Its ack goes once its row is durable, not before.
+                    (Stored("turn_2"), vec!["send: ack turn_2 to 2".into()]),
+                    (
+                        Answer("You look."),
+                        [vec!["write".to_owned(), "drop turn_2 from the inbox".into()], started("turn_2")].concat(),
+                    ),
+                    (
+                        Durable,
+                        vec!["send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed, turn_started".into()],
+                    ),
+                ],
+            ),
+            (
+                "a duplicate is acknowledged after the chat it repeats, and starts nothing",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (Chat(2, "r1"), vec!["duplicate of turn_1".into()]),
+                    (
+                        Durable,
+                        vec!["send: ack turn_1 to 1, ack turn_1 dup to 2, turn_started".into()],
+                    ),
+                    (Chat(3, "r1"), vec!["duplicate of turn_1".into(), "send: ack turn_1 dup to 3".into()]),
+                ],
+            ),
+            (
+                "storage failing mid-turn stops the session and tells nobody more",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (StorageFails, vec!["close all: 1011".into(), "leave".into()]),
+                    (Chat(2, "r2"), vec!["refused: reloading".into()]),
+                ],
+            ),
+            (
+                "a drain refuses new work, finishes the turn taken, then closes and unloads",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (Drain, vec![]),
+                    (Chat(2, "r2"), vec!["refused: reloading".into()]),
+                    (Answer("You look."), vec![]),
+                    (
+                        Durable,
+                        vec![
+                            "send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into(),
+                            "close all: 1012".into(),
+                            "write".into(),
+                            "last snapshot".into(),
+                        ],
+                    ),
+                ],
+            ),
+            ("a drain while idle unloads at once", vec![(
+                    Drain,
+                    vec!["close all: 1012".into(), "write".into(), "last snapshot".into()],
+                )]),
+        ];
+        for (name, steps) in cases {
+            let (mut core, mut tag) = (core(), 0);
+            core.start();
+            for (i, (msg, want)) in steps.into_iter().enumerate() {
+                assert_eq!(feed(&mut core, &mut tag, msg), want, "{name}: step {i}");
+            }
+        }
+    }
+}
