@@ -4,7 +4,7 @@
 //!
 //! It sits inside [`super::SessionActor`], which owns it: the actor adds and
 //! removes connections, hands every durable frame to [`Fanout::broadcast`],
-//! and journals the `presence` frames this module asks for. The deferred
+//! and has the core journal the `presence` frames this module asks for. The deferred
 //! presence check needs a timer on the actor's context, so the actor keeps
 //! the timer; *when* to send (now, at an instant, or not at all) is decided
 //! here from the time of the last frame and the counts, with no actix, and

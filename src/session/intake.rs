@@ -2,7 +2,7 @@
 //! turn, recognised as one already taken, or refused, and why; whether a
 //! direct tool call is taken; and the queue the work taken waits in.
 //!
-//! It sits inside [`super::SessionActor`], which owns it: the actor tells
+//! It sits inside the session's core (`core.rs`), which owns it and tells
 //! [`Intake::take_chat`] and [`Intake::take_call`] what the session is
 //! doing, and asks [`Intake::next`] for the work to start once nothing runs.
 //! Intake holds the session's chat rate limit, the request ids it has taken

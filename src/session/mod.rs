@@ -1,20 +1,25 @@
-//! Sessions: one [`SessionActor`] per game owns its state and carries out
-//! what the session's parts decide; the [`SessionHub`] maps ids to live
-//! actors, claims sessions (several nodes on PostgreSQL), loads them from
-//! storage (`replay`) and drains the node; the messages a session answers
-//! are in `messages`.
+//! Sessions: one [`SessionActor`] per game carries out what the session's
+//! core decides; the [`SessionHub`] maps ids to live actors, claims
+//! sessions (several nodes on PostgreSQL), loads them from storage
+//! (`replay`) and drains the node; the messages a session answers are in
+//! `messages`.
 //!
 //! The parts, each in its own file, tested alone, and none of them
 //! importing the actor (they reach it through what they return):
+//! - `core`: one session's state and parts, fed messages and answering
+//!   with the commands the actor carries out; `lifecycle`: open, draining,
+//!   closing, closed, stopping, and the moves between them;
 //! - `intake`: whether a chat or a direct call is taken, and the queue;
 //! - `turn`: the turn state machine, from model answers to steps;
 //!   `running`: a running turn's timer, model stream and times;
+//!   `model`: a model call's events, at once or streamed;
 //! - `calls`: one tool call through the pipeline, as frames and an audit
 //!   row (`audit` writes the ledger); `prompt`: what the model is asked;
 //!   `turn_frames`: the frames that open and close a turn;
 //! - `sequencer`: seqs, frames held until durable, the resume ring, and
-//!   whoever waits for a frame; `acks`: acks held until what they
-//!   acknowledge is durable;
+//!   whoever waits for a frame; `release`: what goes out once durable, in
+//!   what order, and the rows a step holds; `acks`: every ack owed, held
+//!   until what it acknowledges is durable; `snapshot`: snapshots;
 //! - `fanout`: the connections, and when presence goes out;
 //! - `placement`: which thread a session runs on;
 //! - `quota`: what the node's live sessions hold, per tenant and in bytes,

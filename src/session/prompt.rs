@@ -1,9 +1,9 @@
 //! What a session asks its model: the request for a turn's next step (or
 //! its wrap-up), and the request for the text a tool needs written.
 //!
-//! It is apart from [`super::SessionActor`] because a request is a pure
+//! It is apart from the session's core (`core.rs`) because a request is a pure
 //! function of what the session lends ([`SessionView`]) and of the history
-//! journalled but not yet durable: the actor decides *when* to ask and
+//! journalled but not yet durable: the core decides *when* to ask and
 //! streams the answer, this module says *what* is asked, tested here
 //! without actix. The history's cut to its token budget, the summary of what
 //! was cut and the wrap-up's closing note are [`ModelRequest::build`]'s, the

@@ -1,8 +1,8 @@
-//! The running turn as the actor holds it: its [`Turn`], its deadline timer,
-//! the model call in flight (tagged, so events of a stream no longer awaited
+//! The running turn as the session's core holds it: its [`Turn`], its
+//! deadline timer, the model call in flight (tagged, so events of a stream no longer awaited
 //! are dropped), and the time the turn and its model calls took.
 //!
-//! It is apart from [`super::SessionActor`] so that the actor only starts
+//! It is apart from the core (`core.rs`) so that the core only starts
 //! and stops things: which model call is awaited, what must be cancelled
 //! when the turn ends, and the times it reports are kept, and tested, here.
 //! It holds actix's handles but never a context, and is told the time, so
