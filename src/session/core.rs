@@ -598,6 +598,10 @@ mod tests {
         StorageFails,
         /// The node drains.
         Drain,
+        /// An operator closes the session.
+        Close,
+        /// Storing the close succeeded, or failed.
+        CloseStored(bool),
     }
     use Msg::*;
 
@@ -706,6 +710,21 @@ mod tests {
             }
             StorageFails => core.storage_failed(StorageError::Database("disk full".into())),
             Drain => core.drain(),
+            Close => log.push(match core.close() {
+                Ok(_) => "closing".into(),
+                Err(r) => format!("close refused: {}", r.code.as_str()),
+            }),
+            CloseStored(stored) => {
+                let at = core.lifecycle().closed_at().unwrap_or_default();
+                let stored = if stored {
+                    Ok(())
+                } else {
+                    Err(StorageError::Database("disk full".into()))
+                };
+                if let Err(r) = core.close_stored(at, stored) {
+                    log.push(format!("close refused: {}", r.code.as_str()));
+                }
+            }
         }
         run(core, tag, &mut log);
         log
@@ -825,6 +844,33 @@ mod tests {
                             "last snapshot".into(),
                         ],
                     ),
+                ],
+            ),
+            (
+                "a close refuses new work, lets the work taken finish, then closes for good",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (Close, vec!["closing".into()]),
+                    (Chat(2, "r2"), vec!["refused: SESSION_CLOSED".into()]),
+                    (CloseStored(true), vec![]),
+                    (Answer("You look."), vec![]),
+                    (
+                        Durable,
+                        vec![
+                            "send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into(),
+                            "close all: 4000".into(),
+                            "write".into(),
+                            "last snapshot".into(),
+                        ],
+                    ),
+                ],
+            ),
+            (
+                "a close that could not be stored is taken back",
+                vec![
+                    (Close, vec!["closing".into()]),
+                    (CloseStored(false), vec!["close refused: OVERLOADED".into()]),
+                    (Chat(1, "r1"), taken("turn_1", 0)),
                 ],
             ),
             ("a drain while idle unloads at once", vec![(
