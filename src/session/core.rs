@@ -133,27 +133,41 @@ impl CoreDeps {
 /// One session's state and parts.
 pub(super) struct Core {
     meta: Arc<SessionMeta>,
+    /// The meta's session id, typed once for the frames, messages and
+    /// calls that name it.
     session_id: SessionId,
     deps: CoreDeps,
+    /// The fold of the durable journal.
     state: GameState,
+    /// Seqs, the frames not yet durable, and the resume ring.
     sequencer: Sequencer,
+    /// Whether work is taken (checks, rate limit, request ids), and the
+    /// queue it waits in.
     intake: Intake,
+    /// Every ack owed, until what it acknowledges is durable.
     acks: Acks,
+    /// The turn running, if one is.
     turn: Option<Running>,
     rng: SplitMix64,
     /// Model calls made, to tag the next one.
     model_calls: u64,
     lifecycle: Lifecycle,
+    /// Which snapshot chunks are sure to be stored.
     snapshots: Snapshots,
+    /// The game master's tools and the context, kept between requests.
     prompter: Prompter,
+    /// The rows of the step under way, not yet handed to the writer.
     writes: Writes,
+    /// When the session last did something (for the idle unload).
     last_activity: Instant,
     /// Closed with `turn_failed` once started, so no client waits forever.
     interrupted_turn: Option<TurnId>,
+    /// Commands not yet taken by the actor, in order.
     out: VecDeque<Command>,
 }
 
 impl Core {
+    /// A session restored from storage (`restored`).
     pub(super) fn new(meta: Arc<SessionMeta>, deps: CoreDeps, restored: Restored) -> Self {
         let mut intake = Intake::new(&deps.limits, restored.requests, restored.state.turn + 1);
         intake.restore_stored(restored.stored_chats);
@@ -183,14 +197,17 @@ impl Core {
         self.out.pop_front()
     }
 
+    /// The session's id.
     pub(super) fn session_id(&self) -> &SessionId {
         &self.session_id
     }
 
+    /// Where the session stands in its life.
     pub(super) fn lifecycle(&self) -> Lifecycle {
         self.lifecycle
     }
 
+    /// The last seq released (durable, applied and sent).
     pub(super) fn released(&self) -> u64 {
         self.sequencer.released()
     }
