@@ -3,10 +3,10 @@
 //! effect, the model's history entries and the applied action), its audit
 //! row, and the result its caller gets.
 //!
-//! It is apart from [`super::SessionActor`] because what a call does is
-//! decided by the registry's pipeline and the state alone: the actor lends
-//! the state ([`SessionView`]) and the dice, [`run`] answers everything to
-//! journal as a [`Ran`], and the actor journals it, writes the audit row and
+//! It is apart from the session's core (`core.rs`) because what a call
+//! does is decided by the registry's pipeline and the state alone: the core
+//! lends the state ([`SessionView`]) and the dice, [`run`] answers everything to
+//! journal as a [`Ran`], and the core journals it, writes the audit row and
 //! tells the turn. Nothing here does IO or knows actix, so the pipeline as a
 //! session runs it (validation, refusals, what the model and the journal
 //! are shown) is tested here with a plain [`crate::game::GameState`].
@@ -18,11 +18,11 @@
 
 use serde_json::Value;
 
-use super::SessionView;
 use super::audit::{self, AuditedCall, CallOrigin};
 use super::messages::CallTool;
 use super::sequencer::Entry;
 use super::turn::Turn;
+use super::types::SessionView;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::HistoryEntry;
 use crate::game::rng::SplitMix64;

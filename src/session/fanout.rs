@@ -4,7 +4,7 @@
 //!
 //! It sits inside [`super::SessionActor`], which owns it: the actor adds and
 //! removes connections, hands every durable frame to [`Fanout::broadcast`],
-//! and journals the `presence` frames this module asks for. The deferred
+//! and has the core journal the `presence` frames this module asks for. The deferred
 //! presence check needs a timer on the actor's context, so the actor keeps
 //! the timer; *when* to send (now, at an instant, or not at all) is decided
 //! here from the time of the last frame and the counts, with no actix, and
@@ -33,7 +33,9 @@ use actix::prelude::SendError;
 use bytestring::ByteString;
 
 use super::messages::Subscribe;
-use super::{Outbound, Outbox};
+use super::release::Batch;
+use super::types::{Outbound, Outbox};
+use crate::metrics::Metrics;
 use crate::protocol::{ConnRole, StoryEvent};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
@@ -231,6 +233,16 @@ impl Fanout {
                 self.send_all(|| Outbound::Frames(frames.clone()), n as u64)
             }
         }
+    }
+
+    /// Sends `batch` ([`Fanout::broadcast_after`]) and counts it in
+    /// `metrics`; answers whether a connection that could not keep up was
+    /// dropped (presence changed).
+    pub(super) fn deliver(&mut self, batch: Batch, metrics: &Metrics) -> bool {
+        let delivery = self.broadcast_after(batch.acks, batch.frames);
+        metrics.outbound_drops.add(delivery.overflowed);
+        metrics.frames_sent.add(delivery.sent);
+        delivery.dropped > 0
     }
 
     /// [`Fanout::broadcast_all`], with `first` ahead of the frames for the

@@ -12,11 +12,12 @@ use actix::prelude::*;
 
 use super::actor::SessionActor;
 use super::messages::{Drain, LeaseLost};
+use super::placement::Placement;
 use super::quota::{LiveTally, Quotas, Refusal};
+use super::replay;
 use super::replay::Restored;
-use super::{
-    HubLink, Placement, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
-    replay,
+use super::types::{
+    HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
 };
 use crate::game::GameState;
 use crate::ids::SessionId;
@@ -55,7 +56,7 @@ pub enum HubError {
     #[error("this node is restarting; try again")]
     Draining,
     /// An operator closed the session for good: it is never loaded again.
-    #[error("{}", super::CLOSED_BY_OPERATOR)]
+    #[error("{}", super::types::CLOSED_BY_OPERATOR)]
     Closed,
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -643,10 +644,10 @@ impl Handler<ListAll> for SessionHub {
     }
 }
 
-impl Handler<Unregister> for SessionHub {
+impl Handler<Unregister<SessionActor>> for SessionHub {
     type Result = ();
 
-    fn handle(&mut self, msg: Unregister, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: Unregister<SessionActor>, ctx: &mut Self::Context) {
         if self
             .live
             .get(&msg.session_id)

@@ -2,7 +2,7 @@
 //! turn, recognised as one already taken, or refused, and why; whether a
 //! direct tool call is taken; and the queue the work taken waits in.
 //!
-//! It sits inside [`super::SessionActor`], which owns it: the actor tells
+//! It sits inside the session's core (`core.rs`), which owns it and tells
 //! [`Intake::take_chat`] and [`Intake::take_call`] what the session is
 //! doing, and asks [`Intake::next`] for the work to start once nothing runs.
 //! Intake holds the session's chat rate limit, the request ids it has taken
@@ -29,13 +29,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 
-use bytestring::ByteString;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use tokio::sync::oneshot;
 
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
-use super::{Limits, REMEMBERED_REQUESTS};
+use super::types::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
 use crate::ids::{TraceId, TurnId};
 use crate::protocol::check_request_id;
@@ -96,9 +95,6 @@ pub(super) struct QueuedTurn {
     /// goes once it starts. A chat that starts at once needs no row: its
     /// `turn_started` is what makes it durable.
     pub(super) stored: Stored,
-    /// Acks not yet sent (connection, frame): the chat's own and those of
-    /// duplicates of it, sent once the chat is durable, in this order.
-    pub(super) acks: Vec<(u64, ByteString)>,
     /// The trace its caller named, if any (see `SubmitChat::trace_id`);
     /// not stored, so a chat restored from the inbox gets a fresh one.
     pub(super) trace_id: Option<TraceId>,
@@ -202,7 +198,6 @@ impl Intake {
             } else {
                 Stored::Writing
             },
-            acks: Vec::new(),
             trace_id: None,
         }));
         Ok(ChatAccepted {
@@ -255,12 +250,31 @@ impl Intake {
         self.queue.pop_front()
     }
 
-    /// The queued chat `turn_id`, to attach its ack or mark it stored.
-    pub(super) fn queued_turn(&mut self, turn_id: &TurnId) -> Option<&mut QueuedTurn> {
+    /// The queued chat `turn_id`.
+    fn queued_turn(&mut self, turn_id: &TurnId) -> Option<&mut QueuedTurn> {
         self.queue.iter_mut().find_map(|w| match w {
             Work::Turn(q) if q.turn_id == *turn_id => Some(q),
             _ => None,
         })
+    }
+
+    /// The turn number of the queued chat `turn_id` (0 if none waits).
+    pub(super) fn turn_no(&mut self, turn_id: &TurnId) -> u64 {
+        self.queued_turn(turn_id).map_or(0, |q| q.turn_no)
+    }
+
+    /// The queued chat `turn_id` runs under `trace_id` (its caller's).
+    pub(super) fn trace(&mut self, turn_id: &TurnId, trace_id: Option<TraceId>) {
+        if let Some(q) = self.queued_turn(turn_id) {
+            q.trace_id = trace_id;
+        }
+    }
+
+    /// The inbox row of the queued chat `turn_id` is durable: it may start.
+    pub(super) fn stored(&mut self, turn_id: &TurnId) {
+        if let Some(q) = self.queued_turn(turn_id) {
+            q.stored = Stored::InInbox;
+        }
     }
 
     /// Queues the chats a previous run stored and acknowledged but never
@@ -278,7 +292,6 @@ impl Intake {
                 request_id: chat.request_id,
                 text: chat.text,
                 stored: Stored::InInbox,
-                acks: Vec::new(),
                 trace_id: None,
             }));
         }
@@ -1064,7 +1077,7 @@ mod tests {
         // turn_2 was taken behind other work: stored before it may start.
         assert_eq!(started(intake.next(false)), "nothing");
         let turn_2 = TurnId::from("turn_2");
-        intake.queued_turn(&turn_2).expect("queued").stored = Stored::InInbox;
+        intake.stored(&turn_2);
         assert_eq!(started(intake.next(true)), "turn_2");
         assert_eq!(started(intake.next(false)), "nothing");
         assert!(!intake.has_work());

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::audit::CallOrigin;
 use super::sequencer::Backlog;
-use super::{MAX_RESUME_BYTES, Outbound, Outbox};
+use super::types::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::ids::{CallId, SessionId, TraceId, TurnId};
@@ -213,7 +213,7 @@ impl ChatRefused {
 
     /// An operator closed the session: it takes nothing new.
     pub fn closed() -> Self {
-        Self::new(ErrorCode::SessionClosed, super::CLOSED_BY_OPERATOR)
+        Self::new(ErrorCode::SessionClosed, super::types::CLOSED_BY_OPERATOR)
     }
 
     /// A caller waited for a turn's end, and the session stopped before it
@@ -222,6 +222,15 @@ impl ChatRefused {
         Self::new(
             ErrorCode::InternalError,
             "the session stopped before the turn ended; its progress is kept",
+        )
+    }
+
+    /// A direct call was taken, and the session stopped before its result
+    /// was durable.
+    pub(super) fn call_lost() -> Self {
+        Self::new(
+            ErrorCode::InternalError,
+            "the session stopped before the call was durable; retry",
         )
     }
 

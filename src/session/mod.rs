@@ -1,61 +1,58 @@
-//! Sessions: one [`SessionActor`] per game owns its state and carries out
-//! what the session's parts decide; the [`SessionHub`] maps ids to live
-//! actors, claims sessions (several nodes on PostgreSQL), loads them from
-//! storage (`replay`) and drains the node; the messages a session answers
-//! are in `messages`.
+//! Sessions: one [`SessionActor`] per game carries out what the session's
+//! core decides; the [`SessionHub`] maps ids to live actors, claims
+//! sessions (several nodes on PostgreSQL), loads them from storage
+//! (`replay`) and drains the node; the messages a session answers are in
+//! `messages`.
 //!
 //! The parts, each in its own file, tested alone, and none of them
 //! importing the actor (they reach it through what they return):
+//! - `core`: one session's state and parts, fed messages and answering
+//!   with the commands the actor carries out; `lifecycle`: open, draining,
+//!   closing, closed, stopping, and the moves between them;
 //! - `intake`: whether a chat or a direct call is taken, and the queue;
 //! - `turn`: the turn state machine, from model answers to steps;
 //!   `running`: a running turn's timer, model stream and times;
+//!   `model`: a model call's events, at once or streamed;
 //! - `calls`: one tool call through the pipeline, as frames and an audit
 //!   row (`audit` writes the ledger); `prompt`: what the model is asked;
 //!   `turn_frames`: the frames that open and close a turn;
 //! - `sequencer`: seqs, frames held until durable, the resume ring, and
-//!   whoever waits for a frame; `acks`: acks held until what they
-//!   acknowledge is durable;
+//!   whoever waits for a frame; `release`: what goes out once durable, in
+//!   what order, and the rows a step holds; `acks`: every ack owed, held
+//!   until what it acknowledges is durable; `snapshot`: snapshots;
 //! - `fanout`: the connections, and when presence goes out;
 //! - `placement`: which thread a session runs on;
 //! - `quota`: what the node's live sessions hold, per tenant and in bytes,
 //!   against the node's caps (the hub's tally).
+//!
+//! This file is the façade only: the `mod` lines and what the rest of
+//! questd may use; what the parts share is in `types`.
 
 mod acks;
 mod actor;
 pub mod audit;
 mod calls;
+mod core;
 mod fanout;
 mod hub;
 mod intake;
+mod lifecycle;
 mod messages;
+mod model;
 mod placement;
 mod prompt;
 mod quota;
+mod release;
 mod replay;
 mod running;
 mod sequencer;
+mod snapshot;
 pub mod tail;
 mod turn;
 mod turn_frames;
+mod types;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
-
-use actix::{Addr, Message, Recipient};
-use bytestring::ByteString;
-use rand::Rng;
-use rand::distr::Alphanumeric;
-
-use crate::config::Settings;
-use crate::game::GameState;
-use crate::ids::SessionId;
-use crate::llm::Provider;
-use crate::metrics::Metrics;
-use crate::storage::Store;
-use crate::tools::{Caller, Registry, Role};
-
-pub use actor::{CLOSE_SESSION_CLOSED, SessionActor};
+pub use actor::SessionActor;
 pub use audit::CallOrigin;
 pub use hub::{
     AllLive, CreateSession, DrainNode, HubError, ListAll, ListLive, LiveInfo, Lookup, Running,
@@ -67,227 +64,8 @@ pub use messages::{
 };
 pub use placement::Placement;
 pub use quota::Quotas;
-
-/// What a closed session's refusals and its connections' close say.
-pub const CLOSED_BY_OPERATOR: &str = "the session was closed by an operator";
-
-/// A random string of ASCII letters and digits.
-pub fn random_token(len: usize) -> String {
-    rand::rng()
-        .sample_iter(&Alphanumeric)
-        .take(len)
-        .map(char::from)
-        .collect()
-}
-
-/// A session's counts, written by its actor and read by the hub when it
-/// lists live sessions: shared, so that a turn sends the hub no message.
-#[derive(Debug, Default)]
-pub(super) struct SessionStats {
-    pub players: AtomicUsize,
-    pub spectators: AtomicUsize,
-    pub turns: AtomicU64,
-    /// Chats taken and waiting for their turn to start.
-    pub queued: AtomicUsize,
-    /// When the session last did something (ms since the epoch).
-    pub last_activity_ms: AtomicI64,
-    /// An operator closed it; it stops once its work taken is done.
-    pub closing: AtomicBool,
-}
-
-/// A session actor is stopping; forget it if it is still the live one.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct Unregister {
-    pub session_id: SessionId,
-    pub addr: Addr<SessionActor>,
-}
-
-/// The hub that started a session actor, as the actor reaches it (never
-/// by its type): the counts the hub lists it with, and the message that it
-/// stopped.
-pub(crate) struct HubLink {
-    /// The session's counts, as the hub reads them.
-    pub stats: Arc<SessionStats>,
-    /// Told when the actor stops, so the hub forgets it.
-    pub unregister: Recipient<Unregister>,
-}
-
-/// Frames of recent story kept in memory per session for resume.
-pub const RING_FRAMES: usize = 512;
-/// Frames a resuming connection may be served from the journal, beyond the
-/// resume ring; one that missed more starts afresh from the snapshot
-/// (`"resumed": false`).
-pub const MAX_STORED_BACKLOG: u64 = 10_000;
-/// And their size at most, in characters: what one resume may hold in
-/// memory, whoever asks (a public session's spectators are anyone).
-pub const MAX_STORED_BACKLOG_CHARS: u64 = 4 * 1024 * 1024;
-/// What a joining connection is handed at once, in bytes: its `welcome`
-/// (the snapshot) and the backlog it resumes with, from the ring or the
-/// journal alike. A resume past it starts afresh (`"resumed": false`, the
-/// snapshot is the truth), as one past the journal's bound does.
-pub const MAX_RESUME_BYTES: usize = MAX_STORED_BACKLOG_CHARS as usize;
-/// Story frames between two snapshots of a session.
-pub const SNAPSHOT_EVERY: u64 = 256;
-pub use crate::llm::guard::REPEAT_LIMIT;
-/// Request ids remembered per session for de-duplication.
-pub const REMEMBERED_REQUESTS: usize = 1024;
-
-/// Limits every session runs under, taken from the settings.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub max_iterations: u32,
-    /// Estimated history tokens per model call; 0 for no limit.
-    pub history_tokens: usize,
-    pub chat_per_minute: u32,
-    pub chat_burst: u32,
-    /// Direct calls (NPC activations, tool API and MCP calls) per minute
-    /// into one session, and their burst.
-    pub calls_per_minute: u32,
-    pub calls_burst: u32,
-    pub max_queued_turns: usize,
-    pub max_text_chars: usize,
-    pub turn_deadline: Duration,
-    pub idle_timeout: Duration,
-}
-
-impl Limits {
-    pub fn from_settings(s: &Settings) -> Self {
-        Self {
-            max_iterations: s.max_iterations.max(1),
-            history_tokens: s.history_tokens,
-            chat_per_minute: s.chat_per_minute.max(1),
-            chat_burst: s.chat_burst.max(1),
-            calls_per_minute: s.calls_per_minute.max(1),
-            calls_burst: s.calls_burst.max(1),
-            max_queued_turns: s.max_queued_turns,
-            max_text_chars: s.max_text_chars,
-            turn_deadline: s.turn_deadline(),
-            idle_timeout: s.idle_timeout(),
-        }
-    }
-}
-
-/// What every session shares: storage, tools, the model, the limits.
-pub struct SessionDeps {
-    pub store: Store,
-    pub registry: Arc<Registry>,
-    pub provider: Arc<dyn Provider>,
-    pub limits: Limits,
-    pub metrics: Arc<Metrics>,
-}
-
-/// What a session lends the parts that read it without owning it (the call
-/// pipeline, the prompt): its state and ids, read-only, and the tools.
-pub(super) struct SessionView<'a> {
-    pub registry: &'a Registry,
-    pub state: &'a GameState,
-    pub session_id: &'a SessionId,
-    pub tenant_id: &'a str,
-}
-
-impl SessionView<'_> {
-    /// The model as a caller: the game master, under the campaign's
-    /// allowlist.
-    pub(super) fn game_master(&self) -> Caller<'_> {
-        Caller {
-            role: Role::GameMaster,
-            allowlist: &self.state.allowlist,
-            session_id: self.session_id,
-            user_id: None,
-            site_id: None,
-        }
-    }
-}
-
-/// Sent to a connection: a story or control frame, or a request to close.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
-pub enum Outbound {
-    /// Serialized once per frame; every connection gets the same bytes.
-    Frame(ByteString),
-    /// Frames released together, in order: written to the socket at once
-    /// (one message and, most often, one write for all of them).
-    Frames(Arc<[ByteString]>),
-    /// Close with this WebSocket close code and reason.
-    Close { code: u16, reason: &'static str },
-}
-
-impl Outbound {
-    /// The bytes of text this message queues for its connection.
-    pub fn bytes(&self) -> usize {
-        match self {
-            Self::Frame(bytes) => bytes.len(),
-            Self::Frames(frames) => frames.iter().map(|f| f.len()).sum(),
-            Self::Close { .. } => 0,
-        }
-    }
-}
-
-/// What one connection was sent and has not taken yet, shared by the
-/// session (or tail) that queues for it and the connection that takes.
-/// The connection takes its messages only when its socket has room, so
-/// these are the bytes a slow or silent reader holds on the node.
-#[derive(Debug)]
-pub struct Outbox {
-    /// Bytes queued and not yet taken.
-    bytes: AtomicUsize,
-    /// The most that may wait (`QUESTD_WS_QUEUE_BYTES`).
-    bound: usize,
-    /// Set by the session when the connection fell too far behind: the
-    /// connection drops what is still queued and closes.
-    overflow: AtomicBool,
-}
-
-impl Outbox {
-    pub fn new(bound: usize) -> Self {
-        Self {
-            bytes: AtomicUsize::new(0),
-            bound: bound.max(1),
-            overflow: AtomicBool::new(false),
-        }
-    }
-
-    /// Queues `n` more bytes if they fit: answers false past the bound.
-    /// A message alone always fits, so a frame larger than the bound still
-    /// reaches a connection that has taken everything before it.
-    pub(crate) fn offer(&self, n: usize) -> bool {
-        let queued = self.bytes.load(Ordering::Acquire);
-        if queued > 0 && queued.saturating_add(n) > self.bound {
-            return false;
-        }
-        self.bytes.fetch_add(n, Ordering::AcqRel);
-        true
-    }
-
-    /// Queues `n` bytes whatever the bound (an ack, which its connection
-    /// must get in order).
-    pub(crate) fn force(&self, n: usize) {
-        self.bytes.fetch_add(n, Ordering::AcqRel);
-    }
-
-    /// The connection took `n` bytes (or a message queued with
-    /// [`Outbox::offer`] was not queued after all).
-    pub fn taken(&self, n: usize) {
-        let _ = self
-            .bytes
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-                Some(b.saturating_sub(n))
-            });
-    }
-
-    /// Bytes queued and not yet taken.
-    pub fn queued(&self) -> usize {
-        self.bytes.load(Ordering::Acquire)
-    }
-
-    /// Marks the connection as too far behind.
-    pub(crate) fn overflow(&self) {
-        self.overflow.store(true, Ordering::Release);
-    }
-
-    /// Whether the session gave up on the connection.
-    pub fn overflowed(&self) -> bool {
-        self.overflow.load(Ordering::Acquire)
-    }
-}
+pub use types::{
+    CLOSE_SESSION_CLOSED, CLOSE_SESSION_FAILED, CLOSE_SESSION_MOVED, CLOSED_BY_OPERATOR, Limits,
+    MAX_RESUME_BYTES, MAX_STORED_BACKLOG, MAX_STORED_BACKLOG_CHARS, Outbound, Outbox,
+    REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps, random_token,
+};

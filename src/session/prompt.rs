@@ -1,15 +1,17 @@
 //! What a session asks its model: the request for a turn's next step (or
 //! its wrap-up), and the request for the text a tool needs written.
 //!
-//! It is apart from [`super::SessionActor`] because a request is a pure
+//! It is apart from the session's core (`core.rs`) because a request is a pure
 //! function of what the session lends ([`SessionView`]) and of the history
-//! journalled but not yet durable: the actor decides *when* to ask and
+//! journalled but not yet durable: the core decides *when* to ask and
 //! streams the answer, this module says *what* is asked, tested here
 //! without actix. The history's cut to its token budget, the summary of what
 //! was cut and the wrap-up's closing note are [`ModelRequest::build`]'s, the
 //! one way the stateless `/api/chat` builds its requests too; this adds what
 //! only a session has: the campaign's system prompt, its tools for the game
-//! master, and the context of where the game stands.
+//! master, and the context of where the game stands. [`Prompter`] keeps
+//! what a session's requests share from one to the next (its tools, its
+//! context) and builds a running turn's request.
 
 use std::sync::Arc;
 
@@ -17,7 +19,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::SessionView;
+use super::turn::Turn;
+use super::types::SessionView;
 use crate::game::{Area, GameState, HistoryEntry};
 use crate::ids::TurnId;
 use crate::llm::{ModelRequest, RequestKind, system_prompt};
@@ -83,6 +86,71 @@ pub(super) fn model_request(
         context,
         kind,
     )
+}
+
+/// What a session's model requests share from one to the next: the game
+/// master's tools in the model's shape, made on the first request (the
+/// campaign's allowlist never changes during a session), and the context
+/// while the state is unchanged.
+#[derive(Default)]
+pub(super) struct Prompter {
+    tools: Option<Arc<[Value]>>,
+    context: ContextCache,
+}
+
+impl Prompter {
+    /// The state changed beyond the turn number: the next request reads
+    /// the context again.
+    pub(super) fn state_changed(&mut self) {
+        self.context.state_changed();
+    }
+
+    /// The request for `turn`'s next model call ([`model_request`]), with
+    /// `correction` (a rejected answer and the message correcting it) after
+    /// the history, not kept in it, and the turn's calls' results as the
+    /// values they are, beside the history's text of them.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn turn_request(
+        &mut self,
+        view: &SessionView<'_>,
+        turn: &Turn,
+        in_flight: impl IntoIterator<Item = Arc<HistoryEntry>>,
+        correction: Option<(String, String)>,
+        history_tokens: usize,
+        kind: RequestKind,
+        whole_conversation: bool,
+    ) -> ModelRequest {
+        let turn_id = turn.turn_id().to_string();
+        let correction = correction.into_iter().flat_map(|(answer, message)| {
+            [
+                Arc::new(HistoryEntry::Assistant {
+                    turn_id: turn_id.clone(),
+                    text: answer,
+                }),
+                Arc::new(HistoryEntry::User {
+                    turn_id: turn_id.clone(),
+                    text: message,
+                }),
+            ]
+        });
+        let tools = self
+            .tools
+            .get_or_insert_with(|| view.registry.openai_tools(&view.game_master()))
+            .clone();
+        let context = self.context.get(view, turn.turn_no());
+        let in_flight = in_flight.into_iter().chain(correction);
+        let mut request = model_request(
+            view,
+            tools,
+            in_flight,
+            history_tokens,
+            context,
+            kind,
+            whole_conversation,
+        );
+        request.results = turn.results();
+        request
+    }
 }
 
 /// A session's context ([`context_json`]) kept between model requests
@@ -520,5 +588,38 @@ mod tests {
             HistoryEntry::User { turn_id, text } if turn_id == "turn_3" && text == "salt"
         ));
         assert_eq!(request.messages.len(), 1);
+    }
+
+    #[test]
+    fn a_turns_request_puts_a_correction_after_the_history_without_keeping_it() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        state.record(said("turn_1", "look around"));
+        let mut turn = Turn::new("turn_2".into(), 2, "tr_1".into(), 4);
+        turn.keep_result(serde_json::json!({"rolled": 4}));
+        let mut prompter = Prompter::default();
+        // (correction, the players' messages the model reads)
+        let cases = [
+            (
+                Some(("{broken".to_owned(), "answer as JSON".to_owned())),
+                vec!["look around", "go north", "", "answer as JSON"],
+            ),
+            (None, vec!["look around", "go north"]),
+        ];
+        for (correction, want) in cases {
+            let request = prompter.turn_request(
+                &view(&registry, &state, &id),
+                &turn,
+                [said("turn_2", "go north")],
+                correction,
+                0,
+                RequestKind::Step,
+                true,
+            );
+            assert_eq!(user_texts(&request), want);
+            assert_eq!(request.context["turn"], 2, "the turn's number");
+            assert_eq!(request.tools, gm_tools(&registry, &state, &id));
+            assert_eq!(*request.results[0], serde_json::json!({"rolled": 4}));
+        }
     }
 }

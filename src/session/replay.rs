@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use bytestring::ByteString;
 
-use super::MAX_STORED_BACKLOG_CHARS;
 use super::intake::RecentRequests;
 use super::messages::ChatRefused;
+use super::types::MAX_STORED_BACKLOG_CHARS;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry, pieces};
 use crate::ids::{SessionId, TurnId};

@@ -1,8 +1,8 @@
-//! The running turn as the actor holds it: its [`Turn`], its deadline timer,
-//! the model call in flight (tagged, so events of a stream no longer awaited
+//! The running turn as the session's core holds it: its [`Turn`], its
+//! deadline timer, the model call in flight (tagged, so events of a stream no longer awaited
 //! are dropped), and the time the turn and its model calls took.
 //!
-//! It is apart from [`super::SessionActor`] so that the actor only starts
+//! It is apart from the core (`core.rs`) so that the core only starts
 //! and stops things: which model call is awaited, what must be cancelled
 //! when the turn ends, and the times it reports are kept, and tested, here.
 //! It holds actix's handles but never a context, and is told the time, so
@@ -19,7 +19,8 @@ use super::turn::{Phase, Turn};
 pub(super) struct Running {
     /// What the turn decides: iterations, calls, limits, its events.
     pub(super) turn: Turn,
-    deadline: SpawnHandle,
+    /// Its deadline timer, once the actor set it.
+    deadline: Option<SpawnHandle>,
     model: Option<ModelCall>,
     /// When the turn left the queue.
     started: Instant,
@@ -49,27 +50,40 @@ pub(super) struct Ended {
 }
 
 impl Running {
-    /// `turn` started at `now`, with its deadline timer.
-    pub(super) fn new(turn: Turn, deadline: SpawnHandle, now: Instant) -> Self {
+    /// `turn` started at `now`; its deadline timer comes with
+    /// [`Running::deadline_set`].
+    pub(super) fn new(turn: Turn, now: Instant) -> Self {
         Self {
             turn,
-            deadline,
+            deadline: None,
             model: None,
             started: now,
             model_time: Duration::ZERO,
         }
     }
 
-    /// The model call tagged `tag` streams through `stream` (none when its
-    /// answer is taken at once) from `now`; its events are the ones
-    /// awaited.
-    pub(super) fn model_called(&mut self, tag: u64, stream: Option<SpawnHandle>, now: Instant) {
+    /// The turn's deadline timer, to cancel when it ends.
+    pub(super) fn deadline_set(&mut self, timer: SpawnHandle) {
+        self.deadline = Some(timer);
+    }
+
+    /// The model call tagged `tag` was asked at `now`; its events are the
+    /// ones awaited.
+    pub(super) fn model_called(&mut self, tag: u64, now: Instant) {
         self.model = Some(ModelCall {
             tag,
-            stream,
+            stream: None,
             started: now,
         });
         self.turn.model_called();
+    }
+
+    /// The model call tagged `tag` streams through `stream` (its answer was
+    /// not there at once); ignored if that call is no longer in flight.
+    pub(super) fn streaming(&mut self, tag: u64, stream: SpawnHandle) {
+        if let Some(call) = self.model.as_mut().filter(|m| m.tag == tag) {
+            call.stream = Some(stream);
+        }
     }
 
     /// Whether an event of the model call tagged `tag` is awaited: it is
@@ -90,7 +104,7 @@ impl Running {
 
     /// The turn ends at `now`.
     pub(super) fn end(self, now: Instant) -> Ended {
-        let mut to_cancel = vec![self.deadline];
+        let mut to_cancel: Vec<SpawnHandle> = self.deadline.into_iter().collect();
         to_cancel.extend(self.model.and_then(|m| m.stream));
         Ended {
             turn: self.turn,
@@ -110,7 +124,9 @@ mod tests {
     /// A turn started at `t0`.
     fn running(t0: Instant) -> Running {
         let turn = Turn::new("turn_1".into(), 1, "tr_1".into(), 4);
-        Running::new(turn, SpawnHandle::default().next(), t0)
+        let mut r = Running::new(turn, t0);
+        r.deadline_set(SpawnHandle::default().next());
+        r
     }
 
     #[test]
@@ -119,10 +135,11 @@ mod tests {
         let mut r = running(t0);
         assert!(!r.awaits(0), "no call yet");
         r.turn.resume();
-        r.model_called(1, Some(SpawnHandle::default()), t0);
+        r.model_called(1, t0);
+        r.streaming(1, SpawnHandle::default());
         assert!(r.awaits(1));
         // The next call, after the first ended without an answer.
-        r.model_called(2, Some(SpawnHandle::default()), t0 + SECOND);
+        r.model_called(2, t0 + SECOND);
         assert!(!r.awaits(1), "an earlier call's stream");
         assert!(r.awaits(2));
         assert_eq!(r.model_answered(t0 + 3 * SECOND), Some(2 * SECOND));
@@ -135,9 +152,9 @@ mod tests {
         let t0 = Instant::now();
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, None, t0 + SECOND);
+        r.model_called(1, t0 + SECOND);
         r.model_answered(t0 + 3 * SECOND);
-        r.model_called(2, None, t0 + 5 * SECOND);
+        r.model_called(2, t0 + 5 * SECOND);
         r.model_answered(t0 + 6 * SECOND);
         let ended = r.end(t0 + 10 * SECOND);
         assert_eq!(ended.elapsed, 10 * SECOND);
@@ -152,7 +169,8 @@ mod tests {
         let stream = deadline.next();
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, Some(stream), t0);
+        r.model_called(1, t0);
+        r.streaming(1, stream);
         // The deadline came while the model was still writing.
         let ended = r.end(t0 + SECOND);
         assert_eq!(ended.to_cancel, [deadline, stream]);
@@ -160,14 +178,15 @@ mod tests {
 
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, Some(stream), t0);
+        r.model_called(1, t0);
+        r.streaming(1, stream);
         r.model_answered(t0 + SECOND);
         assert_eq!(r.end(t0 + SECOND).to_cancel, [deadline]);
 
         // An answer taken at once has no stream to stop.
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, None, t0);
+        r.model_called(1, t0);
         assert_eq!(r.end(t0 + SECOND).to_cancel, [deadline]);
     }
 }

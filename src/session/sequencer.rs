@@ -3,11 +3,11 @@
 //! for connections that resume, and holds whoever waits for a frame to be
 //! durable (a direct call's caller, a caller waiting for a turn's end).
 //!
-//! It sits inside [`super::SessionActor`], which owns everything around it:
-//! the actor sends the journal row [`Sequencer::journal`] makes of each
-//! frame to the store, and when a durability notice comes back it applies
-//! the frames [`Sequencer::durable`] hands it, broadcasts them and calls
-//! their waiters. The sequencer itself does no IO and knows nothing of
+//! It sits inside the session's core (`core.rs`), which owns everything
+//! around it: the journal row [`Sequencer::journal`] makes of each frame
+//! goes to the store, and when a durability notice comes back the frames
+//! [`Sequencer::durable`] hands over are applied, sent and their waiters
+//! called (`release.rs`). The sequencer itself does no IO and knows nothing of
 //! actix or the store, so its rules are tested here from tables.
 //!
 //! Invariants:
@@ -30,7 +30,7 @@ use bytestring::ByteString;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
+use super::types::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
 use crate::ids::TurnId;
 use crate::protocol::{StoryEvent, StoryFrame, TurnEnd};

@@ -55,9 +55,14 @@ use futures_util::future::BoxFuture;
 
 use super::fanout::Fanout;
 use super::messages::{ChatRefused, Joined, Subscribe, Unsubscribe};
+use super::placement::Placement;
 use super::replay;
 use super::sequencer::Sequencer;
-use super::{MAX_STORED_BACKLOG_CHARS, Placement, RING_FRAMES};
+pub use super::types::AUDIENCE_REFRESH;
+use super::types::{
+    CLOSE_SESSION_CLOSED, CLOSE_SESSION_MOVED, CLOSED_BY_OPERATOR, MAX_STORED_BACKLOG_CHARS,
+    RING_FRAMES,
+};
 use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::ids::SessionId;
@@ -69,8 +74,6 @@ use crate::storage::{Epoch, JournalNotice, StorageError, Store, TailRow, now_ms}
 pub const TAIL_POLL: Duration = Duration::from_secs(5);
 /// How long a tail with no connections waits before it stops.
 pub const TAIL_LINGER: Duration = Duration::from_secs(10);
-/// How often a tail with spectators reports them to the owner again.
-pub const AUDIENCE_REFRESH: Duration = Duration::from_secs(10);
 /// Journal rows one read takes at most (more are read at once after).
 const TAIL_BATCH: u32 = RING_FRAMES as u32;
 /// How often a tail checks whether it is idle or due to report.
@@ -273,7 +276,7 @@ impl Handler<DrainTails> for Tails {
         self.draining = true;
         for tail in self.tails.values() {
             tail.addr.do_send(CloseTail {
-                code: super::actor::CLOSE_SESSION_MOVED,
+                code: CLOSE_SESSION_MOVED,
                 reason: "this node is restarting; reconnect",
             });
         }
@@ -415,10 +418,8 @@ impl Actor for Tail {
     }
 
     fn stopped(&mut self, ctx: &mut Self::Context) {
-        self.fanout.close_all(
-            super::actor::CLOSE_SESSION_MOVED,
-            "the session is reloading; reconnect",
-        );
+        self.fanout
+            .close_all(CLOSE_SESSION_MOVED, "the session is reloading; reconnect");
         self.tails.do_send(TailGone {
             session_id: self.session_id.clone(),
             addr: ctx.address(),
@@ -486,7 +487,7 @@ impl Tail {
                 Err(e @ StorageError::NewerFormat { .. }) => {
                     tracing::warn!(session_id = %act.session_id, error = %e, "a tailed session's journal is of a newer format; closing its spectators");
                     act.fanout.close_all(
-                        super::actor::CLOSE_SESSION_MOVED,
+                        CLOSE_SESSION_MOVED,
                         "the session is served by a newer version; reconnect",
                     );
                     ctx.stop();
@@ -502,7 +503,7 @@ impl Tail {
                 act.read(ctx);
             } else if ended && caught_up == Some(true) {
                 act.fanout
-                    .close_all(super::actor::CLOSE_SESSION_CLOSED, super::CLOSED_BY_OPERATOR);
+                    .close_all(CLOSE_SESSION_CLOSED, CLOSED_BY_OPERATOR);
                 ctx.stop();
             }
         }));

@@ -1,11 +1,11 @@
 //! The turn state machine: what a running turn does next, decided from what
 //! the model said and which limits tripped.
 //!
-//! It sits inside [`super::SessionActor`], which holds one [`Turn`] per
-//! running turn (in `running.rs`): the actor feeds it the model's deltas, answers and errors,
+//! It sits inside the session's core (`core.rs`), which holds one [`Turn`]
+//! per running turn (in `running.rs`): the core feeds it the model's deltas, answers and errors,
 //! the deadline, and asks it to [`Turn::resume`] once the state has caught
 //! up with the effects in flight; each input answers a [`Step`] that the
-//! actor carries out (journal frames, start a model stream, run a tool
+//! core carries out (journal frames, start a model stream, run a tool
 //! through the pipeline). The turn does no IO and knows nothing of actix,
 //! timers or the journal, so its rules are tested here from tables.
 //!

@@ -3,9 +3,9 @@
 //! changed (its state patch) or `turn_failed` with why, each with the line
 //! the model's history keeps of it.
 //!
-//! They are apart from [`super::SessionActor`] because what they say is a
-//! pure function of the turn's bookkeeping ([`Turn`]) and of the state after
-//! its effects: the actor decides when a turn starts and ends, cancels its
+//! They are apart from the session's core (`core.rs`) because what they
+//! say is a pure function of the turn's bookkeeping ([`Turn`]) and of the state after
+//! its effects: the core decides when a turn starts and ends, cancels its
 //! timers and counts it, and journals the [`Entry`] answered here. That
 //! keeps the wire shape of a turn's ends, which clients and the one-turn
 //! HTTP answer read, tested here without actix.

@@ -1,0 +1,906 @@
+//! The session's core: one game's state and the session's parts, fed what
+//! happens (a chat, a call, a durability notice, a model event, a timer)
+//! and answering with [`Command`]s, the IO the actor carries out in order.
+//! It knows actix only by the handles of what it asked the actor to start,
+//! so a session's message handling is tested here from tables, without
+//! sockets, storage or a running actor.
+//!
+//! Every story frame gets the next seq, goes to the journal, and waits in
+//! the [`Sequencer`] until the writer says it is durable; only then is its
+//! effect applied to the state and the frame sent ([`release`]). So the
+//! state in memory is always the fold of the durable journal, and no client
+//! ever sees a frame that a crash could take back.
+//!
+//! How a running turn moves is in `core/turn_loop.rs`.
+
+mod turn_loop;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use actix::SpawnHandle;
+use bytestring::ByteString;
+use tokio::sync::oneshot;
+
+use super::acks::Acks;
+use super::fanout::Presence;
+use super::intake::{Intake, QueuedCall};
+use super::lifecycle::{Event, Lifecycle};
+use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone, Joined, SubmitChat};
+use super::prompt::Prompter;
+use super::release::{Batch, Writes, release};
+use super::replay::Restored;
+use super::running::Running;
+use super::sequencer::{Entry, Sequencer, Waiter};
+use super::snapshot::{self, Snapshots};
+use super::turn_frames;
+use super::types::{
+    CLOSE_SESSION_FAILED, CLOSE_SESSION_MOVED, Limits, SessionDeps, SessionStats, SessionView,
+};
+use crate::error::ErrorCode;
+use crate::game::GameState;
+use crate::game::pieces::ChunkTicket;
+use crate::game::rng::SplitMix64;
+use crate::ids::{SessionId, TurnId};
+use crate::llm::ModelRequest;
+use crate::metrics::Metrics;
+use crate::protocol::TurnEnd;
+use crate::storage::{QueuedChat, SessionMeta, SessionWrite, SnapshotWrite, StorageError, now_ms};
+use crate::tools::Registry;
+
+/// IO the core asks for; the actor carries them out in the order given.
+pub(super) enum Command {
+    /// A step's first row is held: hand the rows over once it is over.
+    FlushLater,
+    /// Hand these rows to the writer now, ahead of the write that follows.
+    Write(Vec<SessionWrite>),
+    /// Send these frames to every connection, acks first to theirs.
+    Send(Batch),
+    /// Tell whoever waited for the frames just sent.
+    Tell(Vec<Waiter>),
+    /// Send an ack to one connection now.
+    SendTo(u64, ByteString),
+    /// Store a chat taken behind other work in the inbox; tell
+    /// [`Core::chat_stored`] once durable.
+    Enqueue(QueuedChat),
+    /// The chat started: its inbox row is no longer needed.
+    Dequeue(TurnId),
+    /// Store this snapshot (or fail as it did, if it did not serialize),
+    /// then tell [`Core::snapshot_stored`] whether it is durable.
+    Snapshot(Result<SnapshotWrite, StorageError>, AfterSnapshot),
+    /// Call [`Core::deadline`] for this turn after this long; hand the
+    /// timer to [`Core::deadline_set`].
+    Deadline(TurnId, Duration),
+    /// Ask the model; its events go to [`Core::model_event`] with this tag.
+    AskModel(u64, ModelRequest),
+    /// Stop these timers and streams.
+    Cancel(Vec<SpawnHandle>),
+    /// Call [`Core::presence`] with the fan-out's due presence after this
+    /// long.
+    PresenceAt(Duration),
+    /// Close every connection with this code and reason.
+    CloseAll(u16, &'static str),
+    /// Leave the hub and stop now (storage failed).
+    Leave,
+}
+
+/// What follows a snapshot's write.
+pub(super) enum AfterSnapshot {
+    /// Once durable, its chunks are sure to be stored.
+    Keep(ChunkTicket),
+    /// The session's last: leave the hub and stop, durable or not; nothing
+    /// else is handled meanwhile.
+    Leave,
+}
+
+/// What a session reads of its model beyond its answers.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ModelTraits {
+    /// [`crate::llm::Provider::reads_conversation`].
+    pub(super) reads_conversation: bool,
+    /// [`crate::llm::Provider::writes_content`].
+    pub(super) writes_content: bool,
+}
+
+/// What a session's core is built from besides its restored state.
+pub(super) struct CoreDeps {
+    pub(super) registry: Arc<Registry>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) limits: Limits,
+    pub(super) model: ModelTraits,
+    /// The session's counts, as the hub reads them.
+    pub(super) stats: Arc<SessionStats>,
+}
+
+impl CoreDeps {
+    /// What a session's core takes of `deps`, with the counts `stats`.
+    pub(super) fn of(deps: &SessionDeps, stats: Arc<SessionStats>) -> Self {
+        Self {
+            registry: deps.registry.clone(),
+            metrics: deps.metrics.clone(),
+            limits: deps.limits.clone(),
+            model: ModelTraits {
+                reads_conversation: deps.provider.reads_conversation(),
+                writes_content: deps.provider.writes_content(),
+            },
+            stats,
+        }
+    }
+}
+
+/// One session's state and parts.
+pub(super) struct Core {
+    meta: Arc<SessionMeta>,
+    /// The meta's session id, typed once for the frames, messages and
+    /// calls that name it.
+    session_id: SessionId,
+    deps: CoreDeps,
+    /// The fold of the durable journal.
+    state: GameState,
+    /// Seqs, the frames not yet durable, and the resume ring.
+    sequencer: Sequencer,
+    /// Whether work is taken (checks, rate limit, request ids), and the
+    /// queue it waits in.
+    intake: Intake,
+    /// Every ack owed, until what it acknowledges is durable.
+    acks: Acks,
+    /// The turn running, if one is.
+    turn: Option<Running>,
+    rng: SplitMix64,
+    /// Model calls made, to tag the next one.
+    model_calls: u64,
+    lifecycle: Lifecycle,
+    /// Which snapshot chunks are sure to be stored.
+    snapshots: Snapshots,
+    /// The game master's tools and the context, kept between requests.
+    prompter: Prompter,
+    /// The rows of the step under way, not yet handed to the writer.
+    writes: Writes,
+    /// When the session last did something (for the idle unload).
+    last_activity: Instant,
+    /// Closed with `turn_failed` once started, so no client waits forever.
+    interrupted_turn: Option<TurnId>,
+    /// Commands not yet taken by the actor, in order.
+    out: VecDeque<Command>,
+}
+
+impl Core {
+    /// A session restored from storage (`restored`).
+    pub(super) fn new(meta: Arc<SessionMeta>, deps: CoreDeps, restored: Restored) -> Self {
+        let mut intake = Intake::new(&deps.limits, restored.requests, restored.state.turn + 1);
+        intake.restore_stored(restored.stored_chats);
+        Self {
+            session_id: SessionId::from(meta.session_id.as_str()),
+            meta,
+            deps,
+            intake,
+            acks: Acks::default(),
+            state: restored.state,
+            sequencer: Sequencer::new(restored.last_seq, restored.ring),
+            turn: None,
+            rng: SplitMix64::from_entropy(),
+            model_calls: 0,
+            lifecycle: Lifecycle::default(),
+            snapshots: Snapshots::loaded(restored.stored_chunks),
+            prompter: Prompter::default(),
+            writes: Writes::default(),
+            last_activity: Instant::now(),
+            interrupted_turn: restored.interrupted_turn,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The next command to carry out.
+    pub(super) fn next_command(&mut self) -> Option<Command> {
+        self.out.pop_front()
+    }
+
+    /// The session's id.
+    pub(super) fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    /// Where the session stands in its life.
+    pub(super) fn lifecycle(&self) -> Lifecycle {
+        self.lifecycle
+    }
+
+    /// The last seq released (durable, applied and sent).
+    pub(super) fn released(&self) -> u64 {
+        self.sequencer.released()
+    }
+
+    fn view(&self) -> SessionView<'_> {
+        SessionView {
+            registry: &self.deps.registry,
+            state: &self.state,
+            session_id: &self.session_id,
+            tenant_id: &self.meta.tenant_id,
+        }
+    }
+
+    /// The session started: a turn a crash interrupted is closed.
+    pub(super) fn start(&mut self) {
+        self.report_queue();
+        if let Some(turn_id) = self.interrupted_turn.take() {
+            let message = turn_frames::INTERRUPTED.to_owned();
+            self.emit(turn_frames::failed(
+                &turn_id,
+                ErrorCode::InternalError,
+                message,
+                None,
+            ));
+        }
+    }
+
+    // ----- frames and writes -------------------------------------------------
+
+    /// Journals a story frame; it is applied and sent once durable.
+    pub(super) fn emit(&mut self, entry: Entry) -> u64 {
+        let row = self.sequencer.journal(&self.meta.session_id, entry);
+        let seq = row.seq;
+        self.hold(SessionWrite::Row(row));
+        seq
+    }
+
+    fn hold(&mut self, write: SessionWrite) {
+        if self.writes.hold(write) {
+            self.out.push_back(Command::FlushLater);
+        }
+    }
+
+    /// The rows held in the step just over, for the writer.
+    pub(super) fn take_writes(&mut self) -> Vec<SessionWrite> {
+        self.writes.take()
+    }
+
+    fn flush_now(&mut self) {
+        let writes = self.writes.take();
+        self.out.push_back(Command::Write(writes));
+    }
+
+    /// The writer made everything up to `up_to` durable: applies and sends
+    /// it ([`release`]), and writes a snapshot when one is due.
+    pub(super) fn durable(&mut self, up_to: u64) {
+        let released = release(up_to, &mut self.sequencer, &mut self.acks, &mut self.state);
+        if released.state_changed {
+            self.prompter.state_changed();
+        }
+        // A turn counts once its start is durable, before anyone hears of it.
+        let stats = &self.deps.stats;
+        stats.turns.store(self.state.turn, Ordering::Relaxed);
+        self.out
+            .extend(released.batches.into_iter().map(Command::Send));
+        self.out.push_back(Command::Tell(released.waiters));
+        if released.snapshot_due
+            && let Ok((write, ticket)) = self.snapshot()
+        {
+            let then = AfterSnapshot::Keep(ticket);
+            self.out.push_back(Command::Snapshot(Ok(write), then));
+        }
+    }
+
+    /// The released state as a snapshot to write, after the rows held
+    /// (which must not be overtaken).
+    fn snapshot(&mut self) -> Result<(SnapshotWrite, ChunkTicket), StorageError> {
+        self.sequencer.snapshot_taken();
+        let snapshot = self.snapshots.write(&self.state, self.sequencer.released());
+        if let Err(e) = &snapshot {
+            tracing::error!(error = %e, "state did not serialize");
+        }
+        self.flush_now();
+        snapshot
+    }
+
+    /// A snapshot's write answered (`durable` or not).
+    pub(super) fn snapshot_stored(&mut self, then: AfterSnapshot, durable: bool) {
+        match then {
+            AfterSnapshot::Keep(ticket) if durable => self.snapshots.durable(ticket),
+            AfterSnapshot::Keep(_) => {}
+            AfterSnapshot::Leave => {
+                if !durable {
+                    tracing::warn!(session_id = %self.session_id, "final snapshot failed; the journal still holds everything");
+                }
+                self.out.push_back(Command::Leave);
+            }
+        }
+    }
+
+    /// Writes a last snapshot, then leaves the hub and stops. The session
+    /// is loaded again from storage on its next use.
+    pub(super) fn unload(&mut self) {
+        self.stop();
+        self.deps.metrics.sessions_hibernated.inc();
+        let write = self.snapshot().map(|(write, _)| write);
+        let then = AfterSnapshot::Leave;
+        self.out.push_back(Command::Snapshot(write, then));
+    }
+
+    // ----- what callers ask ---------------------------------------------------
+
+    /// Takes a chat, or says why not. An `ack` means the chat is durable: a
+    /// chat that starts at once is acknowledged just ahead of its durable
+    /// `turn_started`; one taken while other work waits is stored first
+    /// and acknowledged once that is durable. Either way the ack is ahead
+    /// of every frame of its turn on the connection (PROTOCOL.md §7.4).
+    pub(super) fn submit_chat(
+        &mut self,
+        msg: SubmitChat,
+        storage_refusing: Option<&'static str>,
+    ) -> Result<ChatAccepted, ChatRefused> {
+        self.lifecycle.refuse_if_closed()?;
+        let request_id = msg.request_id.clone();
+        let taken = self.intake.take_chat(
+            &msg.text,
+            msg.request_id,
+            self.lifecycle.refuses_work(),
+            self.turn.is_some(),
+            || storage_refusing,
+        );
+        let mut accepted = taken.inspect_err(|refused| {
+            if refused.code == ErrorCode::RateLimited {
+                self.deps.metrics.rate_limited.inc();
+            }
+        })?;
+        let ack = msg
+            .conn_id
+            .map(|conn_id| (conn_id, ByteString::from(accepted.ack(request_id.clone()))));
+        accepted.acked = ack.is_some();
+        let turn_id = accepted.turn_id.clone();
+        if accepted.duplicate {
+            // After the first chat's own ack, never before: it too says the
+            // chat is durable.
+            if let Some((conn_id, ack)) = ack
+                && let Some((conn_id, ack)) = self.acks.duplicate(&turn_id, conn_id, ack)
+            {
+                self.out.push_back(Command::SendTo(conn_id, ack));
+            }
+            return Ok(accepted);
+        }
+        self.touch();
+        self.report_queue();
+        self.intake.trace(&turn_id, msg.trace_id);
+        self.acks.taken(turn_id.clone(), ack);
+        if accepted.queued > 0 {
+            let chat = QueuedChat {
+                session_id: self.meta.session_id.clone(),
+                turn_no: self.intake.turn_no(&turn_id),
+                turn_id: turn_id.as_str().to_owned(),
+                request_id,
+                text: msg.text,
+                after_seq: self.sequencer.last_staged(),
+                created_at: now_ms(),
+            };
+            self.flush_now();
+            self.out.push_back(Command::Enqueue(chat));
+        }
+        self.advance();
+        Ok(accepted)
+    }
+
+    /// The inbox row of the chat `turn_id` is durable: its acks go out and
+    /// it may start.
+    pub(super) fn chat_stored(&mut self, turn_id: &TurnId) {
+        self.intake.stored(turn_id);
+        for (conn_id, ack) in self.acks.stored(turn_id) {
+            self.out.push_back(Command::SendTo(conn_id, ack));
+        }
+        self.advance();
+    }
+
+    /// Takes a direct call, or says why not; its caller hears on the
+    /// receiver once its result is durable.
+    pub(super) fn call_tool(
+        &mut self,
+        call: CallTool,
+        storage_refusing: Option<&'static str>,
+    ) -> Result<oneshot::Receiver<DirectCallDone>, ChatRefused> {
+        self.lifecycle.refuse_if_closed()?;
+        let (reply, answer) = oneshot::channel();
+        let call = QueuedCall { call, reply };
+        let (going, busy) = (self.lifecycle.refuses_work(), self.turn.is_some());
+        self.intake
+            .take_call(call, going, busy, || storage_refusing)?;
+        self.touch();
+        self.advance();
+        Ok(answer)
+    }
+
+    /// A waiter for the end of `turn_id` if it is still to come here; `None`
+    /// if it ended (storage has its last frame) or never was.
+    pub(super) fn await_turn_end(&mut self, id: TurnId) -> Option<oneshot::Receiver<TurnEnd>> {
+        let open = self.turn.as_ref().is_some_and(|t| *t.turn.turn_id() == id)
+            || self.intake.holds_turn(&id)
+            || self.sequencer.ends_pending(&id);
+        open.then(|| self.sequencer.await_turn_end(id))
+    }
+
+    /// The frames a connection resuming from `last_seq` must be read from
+    /// the journal first, if the resume ring no longer holds them.
+    pub(super) fn stored_range(&self, last_seq: Option<u64>) -> Option<(u64, u64)> {
+        self.sequencer.stored_range(last_seq)
+    }
+
+    /// A connection joined as `role`, resuming from `last_seq` (`stored`:
+    /// frames read from the journal): its welcome and the frames it missed.
+    pub(super) fn joined(
+        &mut self,
+        last_seq: Option<u64>,
+        role: crate::protocol::ConnRole,
+        stored: Option<(u64, Vec<(u64, String)>)>,
+    ) -> Joined {
+        let backlog = self.sequencer.resume(last_seq, stored);
+        self.touch();
+        Joined::new(&self.session_id, role, &self.state, backlog)
+    }
+
+    /// Whether a connection may join: not while the session stops or once
+    /// it is closed.
+    pub(super) fn may_join(&self) -> Result<(), ChatRefused> {
+        if self.lifecycle.stopping() {
+            return Err(ChatRefused::reloading());
+        }
+        self.lifecycle.refuse_if_closed()
+    }
+
+    /// Connections came or went, or the presence window passed: journals
+    /// the `presence` frame the fan-out asked for now, or asks to be told
+    /// again when it is due. A stopping session sends no more frames.
+    pub(super) fn presence(&mut self, presence: Presence, now: Instant) {
+        if self.lifecycle.stopping() {
+            return;
+        }
+        match presence {
+            Presence::At(at) => {
+                let after = at.saturating_duration_since(now);
+                self.out.push_back(Command::PresenceAt(after));
+            }
+            presence => {
+                if let Some(event) = presence.event() {
+                    self.emit(Entry::frame(event));
+                }
+            }
+        }
+    }
+
+    /// The snapshot the HTTP API answers with.
+    pub(super) fn snapshot_body(&self, node_id: &str) -> Result<String, ChatRefused> {
+        self.may_join()?;
+        Ok(snapshot::body(&self.session_id, &self.state, node_id))
+    }
+
+    // ----- lifecycle ------------------------------------------------------------
+
+    fn to(&mut self, event: Event) {
+        self.lifecycle = self.lifecycle.next(event);
+        let closing = self.lifecycle.closed_at().is_some();
+        self.deps.stats.closing.store(closing, Ordering::Relaxed);
+    }
+
+    /// The node drains: no new work; unload once the work taken is done.
+    pub(super) fn drain(&mut self) {
+        self.to(Event::Drain);
+        self.drain_if_done();
+    }
+
+    /// An operator closes the session: answers when (the first close's
+    /// time, if closed already); the close is then stored.
+    pub(super) fn close(&mut self) -> Result<i64, ChatRefused> {
+        if self.lifecycle.stopping() {
+            return Err(ChatRefused::reloading());
+        }
+        self.to(Event::Close { now: now_ms() });
+        self.lifecycle
+            .closed_at()
+            .ok_or_else(ChatRefused::reloading)
+    }
+
+    /// Storing the close at `at` answered: answers the operator.
+    pub(super) fn close_stored<T>(
+        &mut self,
+        at: i64,
+        stored: Result<T, StorageError>,
+    ) -> Result<i64, ChatRefused> {
+        match stored {
+            Ok(_) => {
+                tracing::info!(session_id = %self.session_id, "an operator closed the session");
+                self.to(Event::CloseStored { at });
+                self.drain_if_done();
+                Ok(at)
+            }
+            Err(e) => {
+                tracing::warn!(session_id = %self.session_id, error = %e, "storing a session's close failed");
+                self.to(Event::CloseFailed);
+                let refused = ChatRefused::new(
+                    ErrorCode::Overloaded,
+                    "the close could not be stored; try again",
+                );
+                Err(refused.with_retry_after(1000))
+            }
+        }
+    }
+
+    /// The session stops (it unloads): no more frames, nothing new.
+    pub(super) fn stop(&mut self) {
+        self.to(Event::Stop);
+    }
+
+    /// Whether the session has done nothing for its idle timeout and holds
+    /// no work.
+    pub(super) fn idle(&self) -> bool {
+        self.turn.is_none()
+            && !self.intake.has_work()
+            && !self.sequencer.has_pending()
+            && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
+    }
+
+    /// Once draining or closed, and all work taken is durable and told:
+    /// closes every connection (for a reconnect elsewhere, or for good)
+    /// and unloads.
+    fn drain_if_done(&mut self) {
+        if let Some((code, reason)) = self.lifecycle.close_when_done()
+            && self.turn.is_none()
+            && !self.intake.has_work()
+            && !self.sequencer.has_pending()
+        {
+            self.out.push_back(Command::CloseAll(code, reason));
+            self.unload();
+        }
+    }
+
+    /// Storage failed: nothing more can be made durable, so stop rather than
+    /// tell anyone something that could be lost. Clients may reconnect; the
+    /// session reloads from what is durable.
+    pub(super) fn storage_failed(&mut self, error: StorageError) {
+        self.stop();
+        let close = if matches!(error, StorageError::Fenced) {
+            // Another node runs the session now: clients go on there.
+            tracing::warn!(session_id = %self.session_id, "another node claimed this session; stopping it here");
+            self.deps.metrics.leases_lost.inc();
+            (
+                CLOSE_SESSION_MOVED,
+                "the session moved to another node; reconnect",
+            )
+        } else {
+            tracing::error!(session_id = %self.session_id, error = %error, "storage failed; stopping session");
+            (
+                CLOSE_SESSION_FAILED,
+                "session storage failed; reconnect to reload",
+            )
+        };
+        self.out.push_back(Command::CloseAll(close.0, close.1));
+        self.out.push_back(Command::Leave);
+    }
+
+    /// Notes that the session did something now (for the idle unload and
+    /// for the operator's list).
+    pub(super) fn touch(&mut self) {
+        self.last_activity = Instant::now();
+        let stats = &self.deps.stats;
+        stats.last_activity_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn report_queue(&self) {
+        let waiting = self.intake.waiting_chats();
+        self.deps.stats.queued.store(waiting, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The session fed from tables of messages, as the actor feeds it, with
+    //! the commands it answers written down as a log: what a player would
+    //! see (acks and frames, in order) and what the session asks storage
+    //! and the model for.
+
+    use super::*;
+    use crate::game::rng::SplitMix64;
+    use crate::llm::{ModelEvent, ModelReply};
+    use crate::storage::{Epoch, Visibility};
+    use crate::tools::test_support::{SESSION, demo};
+
+    /// What happens to the session.
+    enum Msg {
+        /// A chat from connection `conn` with request id `rid`.
+        Chat(u64, &'static str),
+        /// The writer made everything journalled so far durable.
+        Durable,
+        /// The inbox row of the chat `turn_id` is durable.
+        Stored(&'static str),
+        /// The model answers the call in flight by narrating.
+        Answer(&'static str),
+        /// The writer failed.
+        StorageFails,
+        /// The node drains.
+        Drain,
+        /// An operator closes the session.
+        Close,
+        /// Storing the close succeeded, or failed.
+        CloseStored(bool),
+    }
+    use Msg::*;
+
+    /// A message and the log it makes.
+    type Step = (Msg, Vec<String>);
+
+    fn limits() -> Limits {
+        Limits {
+            max_iterations: 4,
+            history_tokens: 0,
+            chat_per_minute: 1000,
+            chat_burst: 1000,
+            calls_per_minute: 1000,
+            calls_burst: 1000,
+            max_queued_turns: 4,
+            max_text_chars: 1000,
+            turn_deadline: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn core() -> Core {
+        let meta = SessionMeta {
+            session_id: SESSION.into(),
+            tenant_id: "tenant_1".into(),
+            campaign_id: "demo".into(),
+            title: "Demo".into(),
+            player_token: "p".into(),
+            spectator_token: "s".into(),
+            created_at: 0,
+            visibility: Visibility::default(),
+            closed_at: None,
+            anonymous: false,
+        };
+        let deps = CoreDeps {
+            registry: Arc::new(Registry::builtin().expect("tools")),
+            metrics: Arc::default(),
+            limits: limits(),
+            model: ModelTraits::default(),
+            stats: Arc::default(),
+        };
+        let restored = Restored {
+            state: demo(),
+            last_seq: 0,
+            ring: VecDeque::new(),
+            requests: Default::default(),
+            interrupted_turn: None,
+            epoch: Epoch::Sole,
+            stored_chats: Vec::new(),
+            stored_chunks: Vec::new(),
+        };
+        let mut core = Core::new(Arc::new(meta), deps, restored);
+        core.rng = SplitMix64::new(1);
+        core
+    }
+
+    /// The `type` of a frame, and for an ack its turn and whether it is a
+    /// duplicate's.
+    fn frame(bytes: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(bytes).expect("JSON");
+        let kind = v["type"].as_str().unwrap_or_default();
+        match kind {
+            "ack" if v["duplicate"] == true => {
+                format!("ack {} dup", v["turn_id"].as_str().unwrap_or_default())
+            }
+            "ack" => format!("ack {}", v["turn_id"].as_str().unwrap_or_default()),
+            _ => kind.to_owned(),
+        }
+    }
+
+    /// Feeds `msg` as the actor would and carries out the commands as a
+    /// log; `tag` is the model call in flight.
+    fn feed(core: &mut Core, tag: &mut u64, msg: Msg) -> Vec<String> {
+        let mut log = Vec::new();
+        match msg {
+            Chat(conn, rid) => {
+                let chat = SubmitChat {
+                    text: format!("chat {rid}"),
+                    request_id: Some(rid.into()),
+                    conn_id: Some(conn),
+                    trace_id: None,
+                };
+                log.push(match core.submit_chat(chat, None) {
+                    Ok(a) if a.duplicate => format!("duplicate of {}", a.turn_id),
+                    Ok(a) => format!("taken as {}, {} ahead", a.turn_id, a.queued),
+                    Err(r) => format!(
+                        "refused: {}",
+                        if r.is_reloading() {
+                            "reloading".into()
+                        } else {
+                            r.code.as_str()
+                        }
+                    ),
+                });
+            }
+            Durable => {
+                let up_to = core.sequencer.last_staged();
+                core.durable(up_to);
+                run(core, tag, &mut log);
+                core.advance();
+            }
+            Stored(turn_id) => core.chat_stored(&TurnId::from(turn_id)),
+            Answer(text) => {
+                let reply = ModelReply::narrate(text);
+                core.model_event(*tag, Some(Ok(ModelEvent::Done(reply))));
+            }
+            StorageFails => core.storage_failed(StorageError::Database("disk full".into())),
+            Drain => core.drain(),
+            Close => log.push(match core.close() {
+                Ok(_) => "closing".into(),
+                Err(r) => format!("close refused: {}", r.code.as_str()),
+            }),
+            CloseStored(stored) => {
+                let at = core.lifecycle().closed_at().unwrap_or_default();
+                let stored = if stored {
+                    Ok(())
+                } else {
+                    Err(StorageError::Database("disk full".into()))
+                };
+                if let Err(r) = core.close_stored(at, stored) {
+                    log.push(format!("close refused: {}", r.code.as_str()));
+                }
+            }
+        }
+        run(core, tag, &mut log);
+        log
+    }
+
+    fn run(core: &mut Core, tag: &mut u64, log: &mut Vec<String>) {
+        while let Some(command) = core.next_command() {
+            match command {
+                Command::FlushLater | Command::Cancel(_) => {}
+                Command::Snapshot(_, AfterSnapshot::Keep(_)) => log.push("snapshot".into()),
+                Command::Snapshot(_, AfterSnapshot::Leave) => log.push("last snapshot".into()),
+                Command::Write(_) => log.push("write".into()),
+                Command::Send(batch) => {
+                    let mut said: Vec<String> = batch
+                        .acks
+                        .iter()
+                        .map(|(conn, ack)| format!("{} to {conn}", frame(ack)))
+                        .collect();
+                    said.extend(batch.frames.iter().map(|f| frame(f)));
+                    log.push(format!("send: {}", said.join(", ")));
+                }
+                Command::Tell(waiters) => waiters.into_iter().for_each(|w| w()),
+                Command::SendTo(conn, ack) => log.push(format!("send: {} to {conn}", frame(&ack))),
+                Command::Enqueue(chat) => log.push(format!("store {} in the inbox", chat.turn_id)),
+                Command::Dequeue(turn_id) => log.push(format!("drop {turn_id} from the inbox")),
+                Command::Deadline(turn_id, _) => {
+                    log.push(format!("start {turn_id}"));
+                    core.deadline_set(&turn_id, SpawnHandle::default());
+                }
+                Command::AskModel(t, _) => {
+                    *tag = t;
+                    log.push("ask the model".into());
+                }
+                Command::PresenceAt(_) => log.push("presence later".into()),
+                Command::CloseAll(code, _) => log.push(format!("close all: {code}")),
+                Command::Leave => log.push("leave".into()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_session_answers_each_message_as_the_table_says() {
+        let started = |turn: &str| vec![format!("start {turn}"), "ask the model".to_owned()];
+        let taken = |turn: &str, ahead: usize| {
+            let mut log = vec![format!("taken as {turn}, {ahead} ahead")];
+            if ahead == 0 {
+                log.extend(started(turn));
+            }
+            log
+        };
+        let cases: Vec<(&str, Vec<Step>)> = vec![
+            (
+                "a chat while idle starts at once, acknowledged just ahead of its turn",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    // Nothing is sent before it is durable.
+                    (Answer("You look."), vec![]),
+                    (
+                        Durable,
+                        vec!["send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into()],
+                    ),
+                ],
+            ),
+            (
+                "a chat while a turn runs is stored, acknowledged, then started",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (
+                        Chat(2, "r2"),
+                        vec!["taken as turn_2, 1 ahead".into(), "write".into(), "store turn_2 in the inbox".into()],
+                    ),
+                    // Its ack goes once its row is durable, not before.
+                    (Stored("turn_2"), vec!["send: ack turn_2 to 2".into()]),
+                    (
+                        Answer("You look."),
+                        [vec!["write".to_owned(), "drop turn_2 from the inbox".into()], started("turn_2")].concat(),
+                    ),
+                    (
+                        Durable,
+                        vec!["send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed, turn_started".into()],
+                    ),
+                ],
+            ),
+            (
+                "a duplicate is acknowledged after the chat it repeats, and starts nothing",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (Chat(2, "r1"), vec!["duplicate of turn_1".into()]),
+                    (
+                        Durable,
+                        vec!["send: ack turn_1 to 1, ack turn_1 dup to 2, turn_started".into()],
+                    ),
+                    (Chat(3, "r1"), vec!["duplicate of turn_1".into(), "send: ack turn_1 dup to 3".into()]),
+                ],
+            ),
+            (
+                "storage failing mid-turn stops the session and tells nobody more",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (StorageFails, vec!["close all: 1011".into(), "leave".into()]),
+                    (Chat(2, "r2"), vec!["refused: reloading".into()]),
+                ],
+            ),
+            (
+                "a drain refuses new work, finishes the turn taken, then closes and unloads",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (Drain, vec![]),
+                    (Chat(2, "r2"), vec!["refused: reloading".into()]),
+                    (Answer("You look."), vec![]),
+                    (
+                        Durable,
+                        vec![
+                            "send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into(),
+                            "close all: 1012".into(),
+                            "write".into(),
+                            "last snapshot".into(),
+                        ],
+                    ),
+                ],
+            ),
+            (
+                "a close refuses new work, lets the work taken finish, then closes for good",
+                vec![
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                    (Close, vec!["closing".into()]),
+                    (Chat(2, "r2"), vec!["refused: SESSION_CLOSED".into()]),
+                    (CloseStored(true), vec![]),
+                    (Answer("You look."), vec![]),
+                    (
+                        Durable,
+                        vec![
+                            "send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into(),
+                            "close all: 4000".into(),
+                            "write".into(),
+                            "last snapshot".into(),
+                        ],
+                    ),
+                ],
+            ),
+            (
+                "a close that could not be stored is taken back",
+                vec![
+                    (Close, vec!["closing".into()]),
+                    (CloseStored(false), vec!["close refused: OVERLOADED".into()]),
+                    (Chat(1, "r1"), taken("turn_1", 0)),
+                ],
+            ),
+            ("a drain while idle unloads at once", vec![(
+                    Drain,
+                    vec!["close all: 1012".into(), "write".into(), "last snapshot".into()],
+                )]),
+        ];
+        for (name, steps) in cases {
+            let (mut core, mut tag) = (core(), 0);
+            core.start();
+            for (i, (msg, want)) in steps.into_iter().enumerate() {
+                assert_eq!(feed(&mut core, &mut tag, msg), want, "{name}: step {i}");
+            }
+        }
+    }
+}
