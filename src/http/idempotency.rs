@@ -16,9 +16,9 @@ use actix_web::HttpRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::AppState;
-use super::cluster::Routing;
+use super::peers::Routed;
 use super::service::{CallAudit, CallReport, ServiceContext, call_tool};
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::storage::now_ms;
 use crate::tools::{ToolError, args_hash};
@@ -125,17 +125,17 @@ fn bad_key(name: &str) -> ApiError {
 
 /// Runs the call once for its key: the first call with `key` runs it and
 /// stores its answer; a retry answers the stored one (`replayed` true).
-/// Without a key this is [`call_tool`].
+/// Without a key this is [`call_tool`]. A call whose session runs on
+/// another node gives its key back: that node claims it.
 pub async fn call_once(
     state: &AppState,
     ctx: &ServiceContext,
-    routing: &Routing,
     tool: &str,
     input: Value,
     key: Option<&str>,
-) -> Result<(CallReport, bool), ApiError> {
+) -> Result<(Routed<CallReport>, bool), ApiError> {
     let Some(key) = key else {
-        return Ok((call_tool(state, ctx, routing, tool, input).await, false));
+        return Ok((call_tool(state, ctx, tool, input).await, false));
     };
     let tenant = ctx.tenant_id.as_str();
     let hash = args_hash(&input);
@@ -143,14 +143,21 @@ pub async fn call_once(
     let store = &state.store;
     let claimed = store
         .claim_key(tenant, key, tool, &hash, forget_before)
-        .await
-        .map_err(super::storage_failed)?;
+        .await?;
     if !claimed {
         return replay(state, tenant, key, tool, &hash)
             .await
-            .map(|r| (r, true));
+            .map(|r| (Routed::Here(r), true));
     }
-    let report = call_tool(state, ctx, routing, tool, input).await;
+    let report = match call_tool(state, ctx, tool, input).await {
+        Routed::Here(report) => report,
+        Routed::Owner(owner) => {
+            if let Err(e) = store.drop_key(tenant, key).await {
+                tracing::error!(error = %e, "an idempotency key was not given back");
+            }
+            return Ok((Routed::Owner(owner), false));
+        }
+    };
     let not_run = matches!(
         &report.outcome,
         Err(e) if matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded)
@@ -174,7 +181,7 @@ pub async fn call_once(
         // (it will be told the first call is still running).
         tracing::error!(error = %e, "an idempotency key's answer was not stored");
     }
-    Ok((report, false))
+    Ok((Routed::Here(report), false))
 }
 
 /// The stored answer of `key`, if it was for this call and is ready.
@@ -185,11 +192,7 @@ async fn replay(
     tool: &str,
     hash: &str,
 ) -> Result<CallReport, ApiError> {
-    let row = state
-        .store
-        .load_key(tenant, key)
-        .await
-        .map_err(super::storage_failed)?;
+    let row = state.store.load_key(tenant, key).await?;
     let Some(row) = row else {
         // Forgotten between the claim and now: it is over a day old.
         return Err(conflict(

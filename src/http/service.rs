@@ -8,18 +8,15 @@
 //! tool that needs no session runs here, on an empty state. Every call,
 //! refused or not, writes one audit row.
 
-use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use actix_web::HttpRequest;
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::AppState;
-use super::auth::KeyGrant;
-use super::cluster::Routing;
+use super::limits;
+use super::peers::Routed;
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
@@ -28,38 +25,13 @@ use crate::llm::Usage;
 use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
 use crate::storage::SessionMeta;
-use crate::tools::{Caller, RawArgs, Registry, Role, ToolError, args_hash};
+use crate::tools::{Caller, RawArgs, Role, ToolError, args_hash};
 
 /// Longest a service waits for its call to get through a busy session's
 /// queue; the call still runs after that, and its audit row tells.
 pub const SESSION_WAIT: Duration = Duration::from_secs(30);
 /// Longest id accepted in a context header.
 const MAX_ID_CHARS: usize = 128;
-/// Keys a rate limiter remembers before it forgets idle ones.
-const LIMITER_KEYS: usize = 10_000;
-
-/// The service side's shared state.
-pub struct ServiceState {
-    per_tenant: DefaultKeyedRateLimiter<String>,
-    per_key: DefaultKeyedRateLimiter<String>,
-    /// Every tool name: a service is not bound by a campaign's allowlist
-    /// unless its call runs in a session. Made once, read by every call.
-    all_tools: Vec<String>,
-}
-
-impl ServiceState {
-    /// `registry` gives the tool names.
-    pub fn new(per_minute: u32, burst: u32, registry: &Registry) -> Self {
-        let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
-            .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
-        Self {
-            per_tenant: RateLimiter::keyed(quota),
-            per_key: RateLimiter::keyed(quota),
-            all_tools: registry.names().iter().map(|n| (*n).to_owned()).collect(),
-        }
-    }
-}
-
 /// Which context headers a route requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderRules {
@@ -142,7 +114,7 @@ impl ServiceContext {
         // internal key without one for `default` (MCP clients rarely send
         // it). With one, the grant already agrees with it or was refused.
         let tenant_id = grant.tenant_id.clone();
-        let key_id = key_id(&grant);
+        let key_id = limits::key_id(&grant);
         let role = match role {
             None => Role::Service,
             Some(name) => parse_role(&name).ok_or_else(|| {
@@ -209,52 +181,12 @@ fn parse_role(name: &str) -> Option<Role> {
     serde_json::from_value(Value::String(name.to_ascii_lowercase())).ok()
 }
 
-/// Which key a grant came from: `internal`, or `tenant:<id>`.
-pub fn key_id(grant: &KeyGrant) -> String {
-    if grant.internal {
-        "internal".to_owned()
-    } else {
-        format!("tenant:{}", grant.tenant_id)
-    }
-}
-
 /// Per-tenant and per-key rate limits: `429 RATE_LIMITED` with
 /// `Retry-After` past them.
 pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError> {
-    check_rate_of(state, &ctx.tenant_id, &ctx.key_id)
-}
-
-/// [`check_rate`] for a request that holds a key (calls outside the tool
-/// API: sites, the stateless chat).
-pub fn check_grant_rate(state: &AppState, grant: &KeyGrant) -> Result<(), ApiError> {
-    check_rate_of(state, &grant.tenant_id, &key_id(grant))
-}
-
-/// [`check_rate`] for a tenant and a key id.
-pub fn check_rate_of(state: &AppState, tenant_id: &str, key_id: &str) -> Result<(), ApiError> {
-    let service = &state.service;
-    // Tenants come only from keys, so both maps hold at most one entry per
-    // configured key or tenant an internal service names.
-    let checks = [(&service.per_tenant, tenant_id), (&service.per_key, key_id)];
-    for (limiter, id) in checks {
-        if limiter.len() > LIMITER_KEYS {
-            limiter.retain_recent();
-        }
-        if let Err(not_until) = limiter.check_key(&id.to_owned()) {
-            state.metrics.rate_limited.inc();
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            let mut e = ApiError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "too many tool calls; try again in {} ms",
-                    wait.as_millis().max(1)
-                ),
-            );
-            e.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
-            return Err(e);
-        }
-    }
-    Ok(())
+    state
+        .service
+        .check(&state.metrics, &ctx.tenant_id, &ctx.key_id)
 }
 
 /// The tools this caller's role may call, in the MCP listing format.
@@ -292,21 +224,21 @@ pub struct CallReport {
 /// answer is of the input the tool got (the same as its audit row's). Never
 /// fails outright: every refusal is in `outcome`, and every call is audited
 /// once, on the node that runs it: a call whose session runs on another
-/// node is not audited here but handed there (`routing`).
+/// node is not audited here but answered as that node ([`Routed::Owner`]),
+/// for the caller to hand the request to.
 pub async fn call_tool(
     state: &AppState,
     ctx: &ServiceContext,
-    routing: &Routing,
     tool: &str,
     mut input: Value,
-) -> CallReport {
+) -> Routed<CallReport> {
     let started = Instant::now();
     npc_from_header(ctx, tool, &mut input);
     // Refusals before the tool pipeline, audited here.
     let refuse = |session: Option<&SessionId>, input: &Value, e: ToolError| {
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         record(state, ctx, session, tool, input, Some(&e), duration_ms);
-        report(ctx, tool, &args_hash(input), started, Err(e))
+        Routed::Here(report(ctx, tool, &args_hash(input), started, Err(e)))
     };
     let Some(spec) = state.registry.spec(tool) else {
         let shown = crate::tools::cut_name(tool);
@@ -343,7 +275,7 @@ pub async fn call_tool(
     let Some(session_id) = session else {
         if spec.on_sites {
             return match run_on_site(state, ctx, tool, input.clone(), started).await {
-                Ok(report) => report,
+                Ok(report) => Routed::Here(report),
                 Err(e) => refuse(None, &input, e),
             };
         }
@@ -358,22 +290,10 @@ pub async fn call_tool(
                 ),
             );
         }
-        return run_sessionless(state, ctx, tool, input, started);
+        return Routed::Here(run_sessionless(state, ctx, tool, input, started));
     };
-    match run_in_session(state, ctx, routing, &session_id, tool, input.clone()).await {
-        Ok(outcome) => report(ctx, tool, &args_hash(&input), started, outcome),
-        // The owner runs and audits the call; this answer is dropped.
-        Err(_) if routing.owner().is_some() => report(
-            ctx,
-            tool,
-            &args_hash(&input),
-            started,
-            Err(ToolError::new(
-                Reason::ExecutionFailed,
-                ErrorCode::Overloaded,
-                "the session runs on another node",
-            )),
-        ),
+    match run_in_session(state, ctx, &session_id, tool, input.clone()).await {
+        Ok(routed) => routed.map(|outcome| report(ctx, tool, &args_hash(&input), started, outcome)),
         Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
     }
 }
@@ -487,17 +407,18 @@ async fn run_on_site(
 async fn run_in_session(
     state: &AppState,
     ctx: &ServiceContext,
-    routing: &Routing,
     session_id: &SessionId,
     tool: &str,
     input: Value,
-) -> Result<Result<Value, ToolError>, (bool, ToolError)> {
+) -> Result<Routed<Result<Value, ToolError>>, (bool, ToolError)> {
     // Another tenant's session is answered exactly like an unknown one.
     let same_tenant = |meta: &SessionMeta| {
         if meta.tenant_id == ctx.tenant_id {
             Ok(())
         } else {
-            Err(ApiError::not_found(super::no_session(session_id.as_str())))
+            Err(ApiError::not_found(super::errors::no_session(
+                session_id.as_str(),
+            )))
         }
     };
     let make = || CallTool {
@@ -507,9 +428,9 @@ async fn run_in_session(
         trace_id: ctx.trace_id.clone(),
         origin: ctx.origin(),
     };
-    let call = super::send_to_session(state, routing, session_id, same_tenant, make);
+    let call = super::locate::send_to_session(state, session_id, same_tenant, make);
     match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
-        Ok(Ok((_, done))) => Ok(done.outcome),
+        Ok(Ok(routed)) => Ok(routed.map(|(_, done)| done.outcome)),
         Ok(Err(e)) => {
             let known = e.code != ErrorCode::NotFound;
             let reason = if known {

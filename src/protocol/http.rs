@@ -24,6 +24,16 @@ use crate::sites::SiteView;
 use crate::storage::{ActionPage, AuditPage, AuditRow, SessionMeta, Visibility};
 use crate::tools::{ToolError, ToolSpec};
 
+// ----- errors --------------------------------------------------------------
+
+/// Every error's body: `{"error_code","message"}` (some codes add fields,
+/// e.g. `problems` of `INVALID_CAMPAIGN`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody<'a> {
+    pub error_code: ErrorCode,
+    pub message: &'a str,
+}
+
 // ----- health, campaigns, sessions (§1.2 to §1.5) --------------------------
 
 /// `GET /healthz`: the process is up.
