@@ -86,11 +86,7 @@ async fn sessions(
         "limit is a whole number (e.g. ?limit=50)",
     ))?;
     let limit = page_size(query.limit, DEFAULT_SESSIONS, MAX_SESSIONS) as usize;
-    let all = state
-        .hub
-        .send(ListAll { limit })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+    let all = state.hub.send(ListAll { limit }).await?;
     let node_id = state.store.node().id.as_str();
     // Built here, not by a `From` in `protocol`: the hub imports
     // `protocol`, so `protocol` does not import the hub.
@@ -151,12 +147,10 @@ async fn story(
     let limit = page_size(query.limit, DEFAULT_STORY_PAGE, MAX_STORY_PAGE);
     let after = query.after_seq.unwrap_or(0);
     let store = &state.store;
-    let failed = super::errors::storage_failed;
     // One more than the page, to know whether more follow.
     let mut rows = store
         .frames_after(&meta.session_id, after, limit + 1, MAX_STORY_CHARS)
-        .await
-        .map_err(failed)?;
+        .await?;
     let mut more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
     let last = rows.last().map(|(seq, _)| *seq);
@@ -164,8 +158,7 @@ async fn story(
         // Fewer than asked: the end, or the size bound cut the page.
         more = !store
             .frames_after(&meta.session_id, last, 1, u64::MAX)
-            .await
-            .map_err(failed)?
+            .await?
             .is_empty();
     }
     let frames = rows
@@ -194,8 +187,7 @@ async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, 
         .send(Running {
             session_id: id.clone(),
         })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+        .await?;
     if here.is_some() {
         return Ok(Some(state.store.node().id.clone()));
     }

@@ -156,9 +156,7 @@ async fn create_session(
             state: start,
             anonymous,
         })
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(super::errors::hub_failed)?;
+        .await??;
     let meta = &handle.meta;
     let links = Links::of(&req, &state);
     let links = SessionLinks {
@@ -241,11 +239,7 @@ async fn list_sessions(
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = keyed_tenant(&req, &state, "listing a tenant's sessions")?
         .unwrap_or_else(|| DEFAULT_TENANT.to_owned());
-    let list = state
-        .hub
-        .send(ListLive { tenant_id })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+    let list = state.hub.send(ListLive { tenant_id }).await?;
     let links = Links::of(&req, &state);
     // Built here, not by a `From` in `protocol`: the hub imports
     // `protocol`, so `protocol` does not import the hub.
@@ -302,8 +296,7 @@ async fn actions(
     let page = state
         .store
         .actions(&meta.session_id, query.after_seq.unwrap_or(0), limit)
-        .await
-        .map_err(super::errors::storage_failed)?;
+        .await?;
     Ok(HttpResponse::Ok().json(ActionsPage::from(&page)))
 }
 

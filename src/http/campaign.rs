@@ -26,8 +26,7 @@ pub async fn campaign_start(state: &AppState, body: NewSession) -> Result<GameSt
             // Validation is linear in the campaign's size, but a large one
             // still takes a moment: off the HTTP worker.
             web::block(move || Campaign::from_value(&inline, &tools).map(Campaign::into_state))
-                .await
-                .map_err(|e| ApiError::internal(&e))?
+                .await?
                 .map_err(|e| {
                     ApiError::new(ErrorCode::InvalidCampaign, "the campaign is invalid")
                         .with("problems", json!(e.problems))

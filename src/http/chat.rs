@@ -9,7 +9,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
 use super::access::{authorize_player, credential_first};
-use super::body::json_body;
+use super::body::decode;
 use super::cluster::Routing;
 use super::locate::send_to_session;
 use super::state::AppState;
@@ -51,8 +51,7 @@ async fn chat(
     // The body is read only for a caller with a credential to judge.
     credential_first(&req, &state)?;
     let trace_id = super::service::trace_id(&req)?;
-    let body: ChatRequest = serde_json::from_value(json_body(body).await?)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: ChatRequest = decode(body, false).await?;
     if let Some(id) = &body.request_id {
         check_request_id(id).map_err(ApiError::bad_request)?;
     }

@@ -270,11 +270,7 @@ async fn audience_reported(
     if report.node_id.is_empty() || report.node_id.len() > 64 {
         return Err(ApiError::bad_request("node_id must be 1 to 64 characters"));
     }
-    let running = state
-        .hub
-        .send(Running { session_id })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+    let running = state.hub.send(Running { session_id }).await?;
     match running {
         Some(handle) => {
             handle.addr.do_send(RemoteAudience {

@@ -155,3 +155,56 @@ impl From<actix::MailboxError> for ApiError {
         ApiError::internal(&e)
     }
 }
+
+/// Work sent off the HTTP worker that did not come back: a `500` whose
+/// cause is logged.
+impl From<actix_web::error::BlockingError> for ApiError {
+    fn from(e: actix_web::error::BlockingError) -> Self {
+        ApiError::internal(&e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a layer below refused, through `?`, is answered exactly as
+    /// the conversion function words it.
+    #[test]
+    fn conversions_answer_as_their_functions() {
+        let answer = |e: ApiError| (e.code, e.message, e.retry_after_s);
+        let refusals = [
+            ChatRefused::new(ErrorCode::QueueFull, "the queue is full"),
+            ChatRefused::new(ErrorCode::Forbidden, "no"),
+            ChatRefused::reloading(),
+        ];
+        for r in refusals {
+            assert_eq!(
+                answer(ApiError::from(r.clone())),
+                answer(session_refused(r))
+            );
+        }
+        for (e, again) in [
+            (HubError::Draining, HubError::Draining),
+            (HubError::Closed, HubError::Closed),
+            (HubError::StateFull, HubError::StateFull),
+        ] {
+            assert_eq!(answer(ApiError::from(e)), answer(hub_failed(again)));
+        }
+        for (e, again) in [
+            (StorageError::Overloaded, StorageError::Overloaded),
+            (StorageError::Full, StorageError::Full),
+        ] {
+            assert_eq!(answer(ApiError::from(e)), answer(storage_failed(again)));
+        }
+        let closed = answer(ApiError::from(HubError::Closed));
+        assert_eq!((closed.0, closed.2), (ErrorCode::SessionClosed, None));
+        let full = answer(ApiError::from(StorageError::Full));
+        assert_eq!((full.0, full.2), (ErrorCode::Overloaded, Some(1)));
+        let mailbox = answer(ApiError::from(actix::MailboxError::Closed));
+        assert_eq!(
+            (mailbox.0, mailbox.1.as_str()),
+            (ErrorCode::InternalError, "internal error")
+        );
+    }
+}

@@ -191,3 +191,41 @@ impl Routing {
         self.0.get()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(url: &str) -> Owner {
+        Owner {
+            url: url.into(),
+            session_id: SessionId::from("s1"),
+        }
+    }
+
+    #[test]
+    fn an_owner_is_handed_over_once_and_answered_meanwhile() {
+        let routing = Routing::default();
+        assert_eq!(routing.here(Routed::Here(7)).ok(), Some(7));
+        assert!(routing.owner().is_none(), "a session here hands nothing");
+        let e = routing
+            .here(Routed::<u8>::Owner(owner("http://b:1")))
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                crate::error::ErrorCode::Overloaded,
+                "the session runs on another node"
+            )
+        );
+        // The first node found wins.
+        let _ = routing.here(Routed::<u8>::Owner(owner("http://c:1")));
+        assert_eq!(routing.owner(), Some(&owner("http://b:1")));
+        // An owner stays the owner through `map`.
+        assert!(matches!(
+            Routed::<u8>::Owner(owner("http://b:1")).map(|n| n + 1),
+            Routed::Owner(o) if o == owner("http://b:1")
+        ));
+        assert!(matches!(Routed::Here(1).map(|n| n + 1), Routed::Here(2)));
+    }
+}

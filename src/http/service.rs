@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use actix_web::HttpRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::limits;
 use super::peers::Routed;
@@ -214,87 +215,168 @@ pub struct CallAudit {
 /// What a service call gave.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallReport {
-    pub outcome: Result<Value, ToolError>,
+    pub outcome: Result<Output, ToolError>,
     pub audit: CallAudit,
 }
 
-/// Runs one tool for a service caller. The session comes from the input's
-/// `session_id` or `X-Session-ID` (they must agree); a tool whose schema
-/// has no `session_id` gets the input without it, and the hash in the
-/// answer is of the input the tool got (the same as its audit row's). Never
-/// fails outright: every refusal is in `outcome`, and every call is audited
-/// once, on the node that runs it: a call whose session runs on another
-/// node is not audited here but answered as that node ([`Routed::Owner`]),
-/// for the caller to hand the request to.
+/// A tool's output and its JSON text, written once: the HTTP answer, the
+/// idempotency record and an MCP result's text all copy this text rather
+/// than serialize the value again.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub value: Value,
+    pub json: Box<RawValue>,
+}
+
+impl Output {
+    pub fn new(value: Value) -> Self {
+        let json = crate::json::raw(&value);
+        Self { value, json }
+    }
+
+    /// An output whose text was kept (an idempotency record's).
+    pub fn from_json(json: Box<RawValue>) -> Self {
+        let value = serde_json::from_str(json.get()).unwrap_or(Value::Null);
+        Self { value, json }
+    }
+}
+
+impl PartialEq for Output {
+    /// The text is written from the value, so the values decide.
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+/// A service's call, read once: the tool, its input as the tool gets it,
+/// where it runs, and the hash of that input, taken once for the
+/// idempotency key, the answer and the audit (PROTOCOL.md §7.2).
+#[derive(Debug)]
+pub struct ServiceCall<'a> {
+    pub tool: &'a str,
+    pub input: Value,
+    /// SHA-256 of `input` as canonical JSON, hex ([`args_hash`]).
+    pub hash: String,
+    /// Where the call runs, or why it is refused before the tool pipeline.
+    place: Result<Place, ToolError>,
+}
+
+/// Where a call runs.
+#[derive(Debug)]
+enum Place {
+    Session(SessionId),
+    Site,
+    Sessionless,
+}
+
+impl<'a> ServiceCall<'a> {
+    /// Reads a call. The session comes from the input's `session_id` or
+    /// `X-Session-ID` (they must agree); a tool whose schema has no
+    /// `session_id` gets the input without it, and `X-NPC-ID` fills in the
+    /// NPC of the tools that read one ([`NPC_READERS`]).
+    pub fn read(state: &AppState, ctx: &ServiceContext, tool: &'a str, mut input: Value) -> Self {
+        npc_from_header(ctx, tool, &mut input);
+        let refused = |input: Value, e: ToolError| Self {
+            tool,
+            hash: args_hash(&input),
+            input,
+            place: Err(e),
+        };
+        let Some(spec) = state.registry.spec(tool) else {
+            let shown = crate::tools::cut_name(tool);
+            let e = ToolError::new(
+                Reason::NotFound,
+                ErrorCode::ToolNotFound,
+                format!("unknown tool {shown:?}"),
+            );
+            return refused(input, e);
+        };
+        // Every service call carries a valid key (see `ServiceContext`),
+        // which is what tools marked `requires_auth` ask for.
+        let session = match named_sessions(ctx, &input) {
+            (Some(a), Some(b)) if a != b => {
+                let e = ToolError::new(
+                    Reason::SessionMismatch,
+                    ErrorCode::SessionMismatch,
+                    format!("session_id {a:?} disagrees with X-Session-ID {b:?}"),
+                );
+                return refused(input, e);
+            }
+            (a, b) => a.or(b).map(SessionId::from),
+        };
+        let takes_session = spec.input_schema["properties"].get("session_id").is_some();
+        if let (false, Some(args)) = (takes_session, input.as_object_mut()) {
+            args.remove("session_id");
+        }
+        let place = match session {
+            Some(session_id) => Ok(Place::Session(session_id)),
+            None if spec.on_sites => Ok(Place::Site),
+            None if spec.needs_session => Err(ToolError::new(
+                Reason::InvalidArgs,
+                ErrorCode::ContextInvalid,
+                format!("{tool} runs in a session: send X-Session-ID or a session_id argument"),
+            )),
+            None => Ok(Place::Sessionless),
+        };
+        Self {
+            tool,
+            hash: args_hash(&input),
+            input,
+            place,
+        }
+    }
+}
+
+/// Runs one tool for a service caller ([`ServiceCall::read`], then
+/// [`run_call`]).
 pub async fn call_tool(
     state: &AppState,
     ctx: &ServiceContext,
     tool: &str,
-    mut input: Value,
+    input: Value,
+) -> Routed<CallReport> {
+    run_call(state, ctx, ServiceCall::read(state, ctx, tool, input)).await
+}
+
+/// Runs a call that was read. The hash in the answer is of the input the
+/// tool got (the same as its audit row's). Never fails outright: every
+/// refusal is in `outcome`, and every call is audited once, on the node
+/// that runs it: a call whose session runs on another node is not audited
+/// here but answered as that node ([`Routed::Owner`]), for the caller to
+/// hand the request to.
+pub async fn run_call(
+    state: &AppState,
+    ctx: &ServiceContext,
+    call: ServiceCall<'_>,
 ) -> Routed<CallReport> {
     let started = Instant::now();
-    npc_from_header(ctx, tool, &mut input);
+    let ServiceCall {
+        tool,
+        input,
+        hash,
+        place,
+    } = call;
     // Refusals before the tool pipeline, audited here.
     let refuse = |session: Option<&SessionId>, input: &Value, e: ToolError| {
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         record(state, ctx, session, tool, input, Some(&e), duration_ms);
-        Routed::Here(report(ctx, tool, &args_hash(input), started, Err(e)))
+        Routed::Here(report(ctx, tool, &hash, started, Err(e)))
     };
-    let Some(spec) = state.registry.spec(tool) else {
-        let shown = crate::tools::cut_name(tool);
-        return refuse(
-            None,
-            &input,
-            ToolError::new(
-                Reason::NotFound,
-                ErrorCode::ToolNotFound,
-                format!("unknown tool {shown:?}"),
-            ),
-        );
-    };
-    // Every service call carries a valid key (see `ServiceContext`), which
-    // is what tools marked `requires_auth` ask for.
-    let session = match named_sessions(ctx, &input) {
-        (Some(a), Some(b)) if a != b => {
-            return refuse(
-                None,
-                &input,
-                ToolError::new(
-                    Reason::SessionMismatch,
-                    ErrorCode::SessionMismatch,
-                    format!("session_id {a:?} disagrees with X-Session-ID {b:?}"),
-                ),
-            );
+    match place {
+        Err(e) => refuse(None, &input, e),
+        Ok(Place::Site) => match run_on_site(state, ctx, tool, &input, &hash, started).await {
+            Ok(report) => Routed::Here(report),
+            Err(e) => refuse(None, &input, e),
+        },
+        Ok(Place::Sessionless) => {
+            Routed::Here(run_sessionless(state, ctx, tool, input, &hash, started))
         }
-        (a, b) => a.or(b).map(SessionId::from),
-    };
-    let takes_session = spec.input_schema["properties"].get("session_id").is_some();
-    if let (false, Some(args)) = (takes_session, input.as_object_mut()) {
-        args.remove("session_id");
-    }
-    let Some(session_id) = session else {
-        if spec.on_sites {
-            return match run_on_site(state, ctx, tool, input.clone(), started).await {
-                Ok(report) => Routed::Here(report),
-                Err(e) => refuse(None, &input, e),
-            };
+        Ok(Place::Session(session_id)) => {
+            match run_in_session(state, ctx, &session_id, tool, &input).await {
+                Ok(routed) => routed.map(|outcome| report(ctx, tool, &hash, started, outcome)),
+                Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
+            }
         }
-        if spec.needs_session {
-            return refuse(
-                None,
-                &input,
-                ToolError::new(
-                    Reason::InvalidArgs,
-                    ErrorCode::ContextInvalid,
-                    format!("{tool} runs in a session: send X-Session-ID or a session_id argument"),
-                ),
-            );
-        }
-        return Routed::Here(run_sessionless(state, ctx, tool, input, started));
-    };
-    match run_in_session(state, ctx, &session_id, tool, input.clone()).await {
-        Ok(routed) => routed.map(|outcome| report(ctx, tool, &args_hash(&input), started, outcome)),
-        Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
     }
 }
 
@@ -339,9 +421,9 @@ fn run_sessionless(
     ctx: &ServiceContext,
     tool: &str,
     input: Value,
+    hash: &str,
     started: Instant,
 ) -> CallReport {
-    let hash = args_hash(&input);
     let caller =
         Caller::sessionless(ctx.role, &state.service.all_tools).for_user(ctx.user_id.as_deref());
     let mut rng = SplitMix64::new(rand::random());
@@ -354,7 +436,7 @@ fn run_sessionless(
     );
     let failure = inv.outcome.as_ref().err();
     record(state, ctx, None, tool, &inv.args, failure, inv.duration_ms);
-    report(ctx, tool, &hash, started, inv.outcome.map(|o| o.result))
+    report(ctx, tool, hash, started, inv.outcome.map(|o| o.result))
 }
 
 /// A tool that runs on the content of the caller's site (`X-Site-ID`):
@@ -364,10 +446,10 @@ async fn run_on_site(
     state: &AppState,
     ctx: &ServiceContext,
     tool: &str,
-    input: Value,
+    input: &Value,
+    hash: &str,
     started: Instant,
 ) -> Result<CallReport, ToolError> {
-    let hash = args_hash(&input);
     let caller = Caller::sessionless(ctx.role, &state.service.all_tools)
         .for_user(ctx.user_id.as_deref())
         .at_site(&ctx.site_id);
@@ -396,7 +478,7 @@ async fn run_on_site(
     Ok(report(
         ctx,
         tool,
-        &hash,
+        hash,
         started,
         inv.outcome.map(|o| o.result),
     ))
@@ -409,7 +491,7 @@ async fn run_in_session(
     ctx: &ServiceContext,
     session_id: &SessionId,
     tool: &str,
-    input: Value,
+    input: &Value,
 ) -> Result<Routed<Result<Value, ToolError>>, (bool, ToolError)> {
     // Another tenant's session is answered exactly like an unknown one.
     let same_tenant = |meta: &SessionMeta| {
@@ -498,6 +580,7 @@ fn report(
         Err(e) => (e.status(), Some(e.code), Some(e.message.clone())),
     };
     CallReport {
+        outcome: outcome.map(Output::new),
         audit: CallAudit {
             trace_id: ctx.trace_id.clone(),
             tool_name: tool.to_owned(),
@@ -507,7 +590,6 @@ fn report(
             error_type,
             error_message,
         },
-        outcome,
     }
 }
 
@@ -515,6 +597,21 @@ fn report(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_output_is_written_once_as_serde_writes_it() {
+        let values = [
+            json!({"b": 1, "a": [1, 2.5, "x"], "c": {"z": null}}),
+            json!(null),
+            json!("say \"hi\"\n"),
+            json!([]),
+        ];
+        for value in values {
+            let output = Output::new(value.clone());
+            assert_eq!(output.json.get(), value.to_string());
+            assert_eq!(Output::from_json(output.json.clone()), output);
+        }
+    }
 
     fn context(npc_id: Option<&str>) -> ServiceContext {
         ServiceContext {

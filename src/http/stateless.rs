@@ -29,7 +29,7 @@ use std::sync::Arc;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
-use super::body::json_body;
+use super::body::decode;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
@@ -74,9 +74,7 @@ async fn chat(
                 .require(&req, "/api/chat with a configured model")?;
         }
     }
-    let body = json_body(body).await?;
-    let request: StatelessChatRequest = serde_json::from_value(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let request: StatelessChatRequest = decode(body, false).await?;
     let allowlist = allowlist(&state.registry, request.tools)?;
     let conversation = Conversation::parse(&request.messages)?;
     let caller = Caller::sessionless(Role::GameMaster, &allowlist);

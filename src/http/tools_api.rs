@@ -6,7 +6,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::body::json_body_or_empty;
+use super::body::decode;
 use super::cluster::Routing;
 use super::idempotency;
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
@@ -61,8 +61,7 @@ async fn list(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let ctx = context(&req, &state)?;
-    let body: ListRequest = serde_json::from_value(json_body_or_empty(body).await?)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: ListRequest = decode(body, true).await?;
     let catalogue: ToolCatalogue<'_> = state
         .registry
         .names()
@@ -114,8 +113,7 @@ async fn call(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let ctx = context(&req, &state)?;
-    let body: CallRequest = serde_json::from_value(json_body_or_empty(body).await?)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: CallRequest = decode(body, true).await?;
     // The tenant and site say whose data the call touches, so a body that
     // names others is refused. The trace only labels the call: the header's
     // is the call's (seed 003's own example sends `trace-$(date +%s)` in
@@ -166,7 +164,7 @@ async fn call(
         response.insert_header((idempotency::REPLAYED_HEADER, "true"));
     }
     Ok(match report.outcome {
-        Ok(output) => response.json(ToolCallSucceeded::new(output, audit)),
+        Ok(ref output) => response.json(ToolCallSucceeded::new(&output.json, audit)),
         Err(ref e) => response.json(ToolCallFailed::new(e, audit)),
     })
 }

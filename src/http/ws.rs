@@ -99,9 +99,7 @@ async fn connect(
                 .send(Watch {
                     session_id: path.into_inner(),
                 })
-                .await
-                .map_err(|e| ApiError::internal(&e))?
-                .map_err(super::errors::session_refused)?;
+                .await??;
             (
                 Watched::tail(&tail.addr),
                 ConnRole::Spectator,

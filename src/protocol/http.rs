@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{
     CallId, SessionId, StatePatch, ToolEvent, TraceId, TurnEnd, TurnId, TurnLimit, TurnOutcome,
@@ -681,15 +682,17 @@ pub struct ToolCallAudit<'a> {
 }
 
 /// `POST /api/v1/tools/call` (`200`): `"success": true`, the tool's output.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ToolCallSucceeded<'a> {
     success: bool,
-    pub output: Value,
+    /// The tool's output, as the text written once for every copy of it.
+    #[schema(value_type = serde_json::Value)]
+    pub output: &'a RawValue,
     pub audit: ToolCallAudit<'a>,
 }
 
 impl<'a> ToolCallSucceeded<'a> {
-    pub fn new(output: Value, audit: ToolCallAudit<'a>) -> Self {
+    pub fn new(output: &'a RawValue, audit: ToolCallAudit<'a>) -> Self {
         Self {
             success: true,
             output,
@@ -931,7 +934,9 @@ mod tests {
             (
                 "tool call succeeded",
                 json!(ToolCallSucceeded::new(
-                    json!({"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8}),
+                    &crate::json::raw(
+                        &json!({"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8})
+                    ),
                     audit(&trace, false),
                 )),
                 json!({"success": true,

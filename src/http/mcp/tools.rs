@@ -138,13 +138,13 @@ pub(super) fn call_result(report: CallReport) -> Result<Value, RpcError> {
     let mut result = match report.outcome {
         Ok(output) => {
             let mut result = json!({
-                "content": [{"type": "text", "text": output.to_string()}],
+                "content": [{"type": "text", "text": output.json.get()}],
                 "isError": false,
             });
             // structuredContent is an object by the MCP schema; every tool's
             // output schema is one.
-            if output.is_object() {
-                result["structuredContent"] = output;
+            if output.value.is_object() {
+                result["structuredContent"] = output.value;
             }
             result
         }
