@@ -11,8 +11,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
 use super::body::page_size;
-use super::cluster::Routing;
 use super::locate::send_to_session;
+use super::peers::Routing;
 use super::state::AppState;
 use super::stored::{audit_ledger, seq_page, stored_meta};
 use crate::error::{ApiError, ErrorCode};

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::access::{authorize_player, credential_first};
 use super::body::decode;
-use super::cluster::Routing;
 use super::locate::send_to_session;
+use super::peers::Routing;
 use super::state::AppState;
 use crate::error::ApiError;
 use crate::ids::{SessionId, TraceId};

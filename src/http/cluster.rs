@@ -32,7 +32,8 @@ use std::sync::Arc;
 
 use super::body::{MAX_BODY_BYTES, body_bytes, body_within};
 use super::errors::{no_route, overloaded};
-pub use super::peers::{CLIENT_HEADER, Cluster, KEY_HEADER, Owner, Routed, Routing};
+pub use super::peers::Cluster;
+use super::peers::{CLIENT_HEADER, KEY_HEADER, Owner, Routing};
 use super::routes::add;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};

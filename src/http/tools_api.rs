@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::body::decode;
-use super::cluster::Routing;
 use super::idempotency;
+use super::peers::Routing;
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
