@@ -685,7 +685,8 @@ pub struct ToolCallAudit<'a> {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ToolCallSucceeded<'a> {
     success: bool,
-    /// The tool's output, as the text written once for every copy of it.
+    // The tool's output as the text written once for every copy of it
+    // (a plain comment: the OpenAPI document describes it as before).
     #[schema(value_type = serde_json::Value)]
     pub output: &'a RawValue,
     pub audit: ToolCallAudit<'a>,
