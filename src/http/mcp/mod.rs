@@ -80,9 +80,17 @@ use super::peers::Routing;
 use super::service::{self, HeaderRules, ServiceContext};
 use super::state::AppState;
 use crate::tools::cut_name;
-use eras::*;
+use eras::{
+    DISCOVER_CACHE, Era, Opened, Route, SESSION_HEADER, TOOLS_LIST_CACHE, discover, initialize,
+    route,
+};
+use rpc::{
+    Accepts, Envelope, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, RpcAnswer, RpcError, api_error,
+    header_text, read_body, unknown_session,
+};
+
 pub use eras::{LATEST_LEGACY, LEGACY_VERSIONS, MODERN_VERSIONS, SUPPORTED_VERSIONS};
-use rpc::*;
+
 pub use sessions::{
     MAX_MCP_SESSIONS, MCP_SESSION_IDLE, MCP_TENANT_FLOOR, MCP_TENANT_SHARE, McpSessions,
 };

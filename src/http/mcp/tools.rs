@@ -10,7 +10,11 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::eras::Era;
-use super::rpc::*;
+use super::rpc::{
+    Accepts, INTERNAL_ERROR, INVALID_PARAMS, JSONRPC, RpcError, api_error_body, rpc_result,
+    sse_event, sse_response,
+};
+
 use crate::error::{ApiError, ErrorCode};
 use crate::http::idempotency;
 use crate::http::locate::locate;
