@@ -5,7 +5,8 @@
 //! - [`startup`]: wires storage, tools, model, session hub and HTTP server.
 //! - [`error`]: the wire vocabulary of error codes and their HTTP statuses.
 //! - [`protocol`]: the only wire types (client frames, story frames, the
-//!   snapshot; HTTP answer bodies in `protocol::http`).
+//!   snapshot; HTTP answer bodies in `protocol::http`, the request bodies
+//!   several routes read in `protocol::requests`).
 //! - [`game`]: pure rules and save state; no IO.
 //! - [`tools`]: the tool registry and its validation pipeline; one file per tool.
 //! - [`session`]: one actor per session, a shell over the parts that decide

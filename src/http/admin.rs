@@ -10,12 +10,15 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
-use super::api::{AuditQuery, SeqPage, audit_ledger, stored_meta};
-use super::cluster::Routing;
-use super::{AppState, page_size, send_to_session};
+use super::body::page_size;
+use super::locate::send_to_session;
+use super::peers::Routing;
+use super::state::AppState;
+use super::stored::{audit_ledger, seq_page, stored_meta};
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::SessionId;
 use crate::protocol::http::{AdminSession, AdminSessions, NodeFigures, SessionClosed, StoryPage};
+use crate::protocol::requests::{AuditQuery, SeqPage};
 use crate::session::{CloseSession, ListAll, MAX_STORED_BACKLOG_CHARS, Running};
 use crate::storage::rfc3339;
 
@@ -36,7 +39,7 @@ const CONSOLE: &str = "the operator console";
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use actix_web::http::Method;
     const SCOPE: &str = "/api/v1/admin";
-    let on = |method, path: &str| super::on(method, &format!("{SCOPE}{path}"));
+    let on = |method, path: &str| super::routes::on(method, &format!("{SCOPE}{path}"));
     cfg.service(
         web::scope(SCOPE)
             .wrap(actix_web::middleware::from_fn(super::compress::compress))
@@ -72,20 +75,18 @@ struct SessionsQuery {
 /// first, at most `?limit=` (default 100, 1 to 1000).
 #[utoipa::path(get, path = "/api/v1/admin/sessions", tag = "admin", security(("internal_key" = [])),
     params(SessionsQuery),
-    responses((status = 200, description = "Live sessions of every tenant on this node", body = AdminSessions<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody)))]
+    responses((status = 200, description = "Live sessions of every tenant on this node", body = AdminSessions<'static>), (status = 401, description = "No operator key", body = crate::protocol::http::ErrorBody)))]
 async fn sessions(
     req: HttpRequest,
     state: web::Data<AppState>,
     query: Result<web::Query<SessionsQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     operator(&req, &state)?;
-    let query = query.map_err(super::bad_query("limit is a whole number (e.g. ?limit=50)"))?;
+    let query = query.map_err(super::body::bad_query(
+        "limit is a whole number (e.g. ?limit=50)",
+    ))?;
     let limit = page_size(query.limit, DEFAULT_SESSIONS, MAX_SESSIONS) as usize;
-    let all = state
-        .hub
-        .send(ListAll { limit })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+    let all = state.hub.send(ListAll { limit }).await?;
     let node_id = state.store.node().id.as_str();
     // Built here, not by a `From` in `protocol`: the hub imports
     // `protocol`, so `protocol` does not import the hub.
@@ -118,7 +119,7 @@ async fn sessions(
 
 /// This node's figures, from the counters `/metrics` renders.
 #[utoipa::path(get, path = "/api/v1/admin/node", tag = "admin", security(("internal_key" = [])),
-    responses((status = 200, description = "This node's figures", body = NodeFigures<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody)))]
+    responses((status = 200, description = "This node's figures", body = NodeFigures<'static>), (status = 401, description = "No operator key", body = crate::protocol::http::ErrorBody)))]
 async fn node(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     operator(&req, &state)?;
     let metrics = &state.metrics;
@@ -132,8 +133,8 @@ async fn node(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpRespon
 /// A page of a session's story as stored (the journal resumes read), any
 /// tenant's, live or not, closed or not.
 #[utoipa::path(get, path = "/api/v1/admin/sessions/{id}/story", tag = "admin", security(("internal_key" = [])),
-    params(("id" = String, Path, description = "The session id"), super::api::SeqPage),
-    responses((status = 200, description = "A page of the session's stored story", body = StoryPage<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
+    params(("id" = String, Path, description = "The session id"), SeqPage),
+    responses((status = 200, description = "A page of the session's stored story", body = StoryPage<'static>), (status = 401, description = "No operator key", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn story(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -141,17 +142,15 @@ async fn story(
     query: Result<web::Query<SeqPage>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
     operator(&req, &state)?;
-    let query = SeqPage::read(query)?;
+    let query = seq_page(query)?;
     let meta = stored_meta(&state, &path).await?;
     let limit = page_size(query.limit, DEFAULT_STORY_PAGE, MAX_STORY_PAGE);
     let after = query.after_seq.unwrap_or(0);
     let store = &state.store;
-    let failed = super::storage_failed;
     // One more than the page, to know whether more follow.
     let mut rows = store
         .frames_after(&meta.session_id, after, limit + 1, MAX_STORY_CHARS)
-        .await
-        .map_err(failed)?;
+        .await?;
     let mut more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
     let last = rows.last().map(|(seq, _)| *seq);
@@ -159,8 +158,7 @@ async fn story(
         // Fewer than asked: the end, or the size bound cut the page.
         more = !store
             .frames_after(&meta.session_id, last, 1, u64::MAX)
-            .await
-            .map_err(failed)?
+            .await?
             .is_empty();
     }
     let frames = rows
@@ -189,8 +187,7 @@ async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, 
         .send(Running {
             session_id: id.clone(),
         })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+        .await?;
     if here.is_some() {
         return Ok(Some(state.store.node().id.clone()));
     }
@@ -203,8 +200,8 @@ async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, 
 
 /// A session's audit ledger, as its player reads it (§1.8), any tenant's.
 #[utoipa::path(get, path = "/api/v1/admin/sessions/{id}/audit", tag = "admin", operation_id = "admin_audit", security(("internal_key" = [])),
-    params(("id" = String, Path, description = "The session id"), super::api::AuditQuery),
-    responses((status = 200, description = "A page of the session's audit ledger", body = crate::protocol::http::AuditLedgerPage<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
+    params(("id" = String, Path, description = "The session id"), AuditQuery),
+    responses((status = 200, description = "A page of the session's audit ledger", body = crate::protocol::http::AuditLedgerPage<'static>), (status = 401, description = "No operator key", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn audit(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -222,7 +219,7 @@ async fn audit(
 /// answers the same.
 #[utoipa::path(post, path = "/api/v1/admin/sessions/{id}/close", tag = "admin", security(("internal_key" = [])),
     params(("id" = String, Path, description = "The session id")),
-    responses((status = 200, description = "The session is closed for good", body = SessionClosed<'static>), (status = 401, description = "No operator key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
+    responses((status = 200, description = "The session is closed for good", body = SessionClosed<'static>), (status = 401, description = "No operator key", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn close(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -232,14 +229,9 @@ async fn close(
     let meta = stored_meta(&state, &path).await?;
     let closed_at = match meta.closed_at {
         Some(at) => at,
-        None => match send_to_session(
-            &state,
-            &Routing::of(&req),
-            &path,
-            |_| Ok(()),
-            || CloseSession,
-        )
-        .await
+        None => match send_to_session(&state, &path, |_| Ok(()), || CloseSession)
+            .await
+            .and_then(|routed| Routing::of(&req).here(routed))
         {
             Ok((_, at)) => at,
             // Closed meanwhile, by another request.

@@ -64,7 +64,7 @@ pub struct Admission {
     max_per_session: usize,
     /// The other nodes of the database, whose handed-over requests name
     /// their client.
-    cluster: Option<super::cluster::Cluster>,
+    cluster: Option<super::peers::Cluster>,
     /// What joining WebSockets are handed, per address and per node.
     joins: Arc<JoinBudget>,
 }
@@ -153,7 +153,7 @@ impl Admission {
 
     /// Trusts the client named by requests the nodes of `cluster` hand
     /// over (they carry the nodes' secret).
-    pub fn with_cluster(mut self, cluster: super::cluster::Cluster) -> Self {
+    pub fn with_cluster(mut self, cluster: super::peers::Cluster) -> Self {
         self.cluster = Some(cluster);
         self
     }

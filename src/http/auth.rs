@@ -4,15 +4,41 @@
 //! A key is the only credential that names a tenant: `X-Tenant-ID` alone
 //! grants nothing. The internal key acts for any tenant (the one named by
 //! `X-Tenant-ID`, else `default`); a tenant key acts for its own tenant only.
-//! Session tokens are checked where the session is known ([`super::api`]).
+//! Session tokens are checked where the session is known (`access`).
 
 use std::collections::HashMap;
 
 use actix_web::HttpRequest;
 
-use super::{DEFAULT_TENANT, same_secret, tenant_header};
 use crate::config::Secret;
 use crate::error::{ApiError, ErrorCode};
+
+/// The tenant used when a request names none.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Compares secrets (keys, tokens, the nodes' secret) in time that depends
+/// neither on where they differ nor on whether their lengths do: both are
+/// hashed to SHA-256 digests of the same 32 bytes, which are folded byte by
+/// byte without stopping early. Comparing the texts themselves would answer
+/// at once on a length mismatch and tell a caller the secret's length.
+pub(crate) fn same_secret(a: &str, b: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let (x, y) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
+    let diff = x
+        .iter()
+        .zip(y.iter())
+        .fold(0u8, |acc, (x, y)| std::hint::black_box(acc | (x ^ y)));
+    diff == 0
+}
+
+/// The tenant named by `X-Tenant-ID`, if the request names one.
+pub fn tenant_header(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get("X-Tenant-ID")
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
 
 /// The header every key travels in.
 pub const KEY_HEADER: &str = "X-Internal-API-Key";
@@ -186,6 +212,28 @@ impl Keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_compare_exactly_whatever_their_lengths() {
+        let long = "k".repeat(10_000);
+        // (a, b, equal)
+        let cases: &[(&str, &str, bool)] = &[
+            ("abc", "abc", true),
+            ("", "", true),
+            (&long, &long, true),
+            ("abc", "abd", false),
+            ("abc", "abcd", false),
+            ("abcd", "abc", false),
+            ("", "a", false),
+            ("a", "", false),
+            ("abc", &long, false),
+            ("é", "e", false),
+            ("abc ", "abc", false),
+        ];
+        for (a, b, equal) in cases {
+            assert_eq!(same_secret(a, b), *equal, "{a:.12?} vs {b:.12?}");
+        }
+    }
     use actix_web::test::TestRequest;
 
     fn keys() -> Keys {

@@ -8,9 +8,11 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
-use super::api::{authorize_player, credential_first};
-use super::cluster::Routing;
-use super::{AppState, json_body, send_to_session};
+use super::access::{authorize_player, credential_first};
+use super::body::decode;
+use super::locate::send_to_session;
+use super::peers::Routing;
+use super::state::AppState;
 use crate::error::ApiError;
 use crate::ids::{SessionId, TraceId};
 use crate::protocol::TurnEnd;
@@ -19,7 +21,7 @@ use crate::protocol::http::{ChatAnswer, ChatTurn, ChatTurnFailed};
 use crate::session::{AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    super::add(cfg, actix_web::http::Method::POST, "/api/v1/chat", chat);
+    super::routes::add(cfg, actix_web::http::Method::POST, "/api/v1/chat", chat);
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -40,7 +42,7 @@ struct ChatRequest {
     responses(
         (status = 200, description = "The finished turn and its `trace_id`", body = Traced<ChatTurn>),
         (status = 502, description = "The turn failed, with its `turn_failed` fields: `UPSTREAM_ERROR` and `INVALID_AI_JSON` are 502, `AI_TIMEOUT` 408, `MAX_ITERATIONS` 500", body = Traced<ChatTurnFailed>),
-        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "Bad body", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn chat(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -49,14 +51,12 @@ async fn chat(
     // The body is read only for a caller with a credential to judge.
     credential_first(&req, &state)?;
     let trace_id = super::service::trace_id(&req)?;
-    let body: ChatRequest = serde_json::from_value(json_body(body).await?)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: ChatRequest = decode(body, false).await?;
     if let Some(id) = &body.request_id {
         check_request_id(id).map_err(ApiError::bad_request)?;
     }
-    let (handle, accepted) = send_to_session(
+    let routed = send_to_session(
         &state,
-        &Routing::of(&req),
         &body.session_id,
         |meta| authorize_player(&req, &state, meta),
         || SubmitChat {
@@ -67,14 +67,13 @@ async fn chat(
         },
     )
     .await?;
+    let (handle, accepted) = Routing::of(&req).here(routed)?;
     let end = handle
         .addr
         .send(AwaitTurnEnd {
             turn_id: accepted.turn_id.clone(),
         })
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(super::session_refused)?;
+        .await??;
     Ok(answer(&end, accepted.duplicate, &trace_id))
 }
 
@@ -93,7 +92,9 @@ struct Traced<'a, T> {
 fn answer(end: &TurnEnd, duplicate: bool, trace_id: &TraceId) -> HttpResponse {
     match ChatAnswer::new(end, duplicate) {
         ChatAnswer::Completed(answer) => HttpResponse::Ok().json(Traced { answer, trace_id }),
-        ChatAnswer::Failed(answer) => HttpResponse::build(super::status_of(answer.error_code))
-            .json(Traced { answer, trace_id }),
+        ChatAnswer::Failed(answer) => {
+            HttpResponse::build(super::errors::status_of(answer.error_code))
+                .json(Traced { answer, trace_id })
+        }
     }
 }

@@ -16,7 +16,6 @@
 //! try again.
 
 use std::cell::RefCell;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context as TaskContext, Poll};
@@ -25,158 +24,23 @@ use std::time::Duration;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::PayloadError;
-use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::web::Bytes;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, ResponseError, web};
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use super::{AppState, MAX_BODY_BYTES, body_bytes, overloaded, same_secret};
-use crate::config::Secret;
+use super::body::{MAX_BODY_BYTES, body_bytes, body_within};
+use super::errors::{no_route, overloaded};
+pub use super::peers::Cluster;
+use super::peers::{CLIENT_HEADER, KEY_HEADER, Owner, Routing};
+use super::routes::add;
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::SessionId;
 use crate::session::tail::AudienceReport;
 use crate::session::{RemoteAudience, Running};
 use crate::storage::Store;
-
-/// The header with the nodes' shared secret.
-pub const KEY_HEADER: &str = "x-questd-cluster-key";
-/// The header in which a peer names the client it acts for.
-pub const CLIENT_HEADER: &str = "x-questd-client";
-
-/// How long a peer may take to answer a handed-over request. Past it the
-/// peer counts as gone (a paused or cut-off node), and the request is
-/// refused with a retry; the session moves once its lease runs out.
-const PEER_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a liveness check of a peer may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// This node's place among the nodes of its database.
-#[derive(Clone)]
-pub struct Cluster {
-    /// Several nodes may share the database (PostgreSQL).
-    shared: bool,
-    secret: Secret,
-    http: reqwest::Client,
-}
-
-impl Cluster {
-    /// Joins the nodes of `store`'s database, reachable at `url`: records
-    /// where this node is and reads the secret they share.
-    pub async fn join(store: &Store, url: &str) -> anyhow::Result<Self> {
-        let fresh = crate::session::random_token(32);
-        let secret = store.cluster_secret(&fresh).await?;
-        if store.is_shared() {
-            store.announce(url).await?;
-        }
-        let http = reqwest::Client::builder()
-            .timeout(PEER_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
-        Ok(Self {
-            shared: store.is_shared(),
-            secret: Secret::from(secret),
-            http,
-        })
-    }
-
-    /// Whether several nodes may share the database.
-    pub fn is_shared(&self) -> bool {
-        self.shared
-    }
-
-    /// Whether `req` was handed over by a peer node.
-    pub fn from_peer(&self, req: &HttpRequest) -> bool {
-        self.shared
-            && req
-                .headers()
-                .get(KEY_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|given| same_secret(self.secret.expose(), given))
-    }
-
-    /// The client a peer handed this request over for, if a peer did.
-    pub fn peer_client(&self, req: &HttpRequest) -> Option<IpAddr> {
-        if !self.from_peer(req) {
-            return None;
-        }
-        req.headers()
-            .get(CLIENT_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-    }
-
-    /// The headers that mark a request as handed over by this node for
-    /// `client`.
-    pub fn peer_headers(&self, client: Option<IpAddr>) -> Vec<(HeaderName, HeaderValue)> {
-        let mut headers = Vec::with_capacity(2);
-        if let Ok(key) = HeaderValue::from_str(self.secret.expose()) {
-            headers.push((HeaderName::from_static(KEY_HEADER), key));
-        }
-        if let Some(ip) = client
-            && let Ok(v) = HeaderValue::from_str(&ip.to_string())
-        {
-            headers.push((HeaderName::from_static(CLIENT_HEADER), v));
-        }
-        headers
-    }
-
-    /// Whether the node `node_id` answers at `url` now.
-    pub async fn answers(&self, url: &str, node_id: &str) -> bool {
-        let probe = self
-            .http
-            .get(format!("{url}/healthz"))
-            .timeout(PROBE_TIMEOUT)
-            .send()
-            .await;
-        match probe {
-            Ok(resp) if resp.status().is_success() => resp
-                .json::<serde_json::Value>()
-                .await
-                .is_ok_and(|v| v["node_id"] == node_id),
-            _ => false,
-        }
-    }
-}
-
-/// The node to hand a request over to, and the session it runs there.
-#[derive(Debug, Clone)]
-pub struct Owner {
-    pub url: String,
-    pub session_id: String,
-}
-
-/// Where a request's session runs, when another node runs it: recorded by
-/// the code that found it there ([`super::find_session`]) and read by
-/// [`hand_over`] after the handler, whatever answer the handler built (a
-/// tool call's report, a JSON-RPC error, an error of any shape). One per
-/// request, in its extensions; a request outside [`hand_over`] gets a
-/// detached one that nothing reads (one node: no other node runs anything).
-#[derive(Clone, Default)]
-pub struct Routing(Arc<OnceLock<Owner>>);
-
-impl Routing {
-    /// The request's routing.
-    pub fn of(req: &HttpRequest) -> Self {
-        req.extensions().get::<Self>().cloned().unwrap_or_default()
-    }
-
-    /// The session `session_id` runs on the node at `url`: the request
-    /// goes there.
-    pub fn hand_to(&self, session_id: &str, url: String) {
-        // The first node found wins: the request is handed over once.
-        let _ = self.0.set(Owner {
-            url,
-            session_id: session_id.to_owned(),
-        });
-    }
-
-    /// The node the request goes to, once one was found.
-    pub fn owner(&self) -> Option<&Owner> {
-        self.0.get()
-    }
-}
 
 /// Middleware: a request whose session runs on another node ([`Routing`])
 /// is sent to that node as it came, and the client gets that node's
@@ -325,7 +189,8 @@ async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes
     // may run a long turn); once it lapses or moves, the node stopped
     // answering (paused, cut off) and the client is told to try again.
     let since = std::time::Instant::now();
-    let watch = super::owner_watch::until_gone(&state.store, &owner.session_id, &owner.url, since);
+    let watch =
+        super::owner_watch::until_gone(&state.store, owner.session_id.as_str(), &owner.url, since);
     tokio::select! {
         answer = exchange(out) => answer.unwrap_or_else(|e| {
             tracing::warn!(owner = %owner.url, error = %e, "handing a request to the session's node failed");
@@ -362,7 +227,7 @@ pub const AUDIENCE_ROUTE: &str = "/api/v1/sessions/{id}/audience";
 /// The route only peers reach (anyone else gets the answer for a route
 /// that does not exist).
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    super::add(
+    add(
         cfg,
         actix_web::http::Method::PUT,
         AUDIENCE_ROUTE,
@@ -388,7 +253,7 @@ struct AudienceBody {
 ///
 /// To anyone but a peer the route does not exist: the caller is judged
 /// from the head alone, before the path is read or a byte of the body, and
-/// gets exactly [`super::no_route`]'s answer. The body is read raw (never
+/// gets exactly [`super::errors::no_route`]'s answer. The body is read raw (never
 /// decompressed: actix decompresses only for the `Bytes`/`Json`
 /// extractors) and bounded by [`MAX_AUDIENCE_BYTES`].
 async fn audience_reported(
@@ -397,20 +262,16 @@ async fn audience_reported(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     if !state.cluster.from_peer(&req) {
-        return super::no_route(req).await;
+        return no_route(req).await;
     }
     let session_id = SessionId::from(req.match_info().get("id").unwrap_or_default());
-    let body = super::body_within(payload, MAX_AUDIENCE_BYTES).await?;
+    let body = body_within(payload, MAX_AUDIENCE_BYTES).await?;
     let report: AudienceBody = serde_json::from_slice(&body)
         .map_err(|_| ApiError::bad_request("the audience report is not {node_id, spectators}"))?;
     if report.node_id.is_empty() || report.node_id.len() > 64 {
         return Err(ApiError::bad_request("node_id must be 1 to 64 characters"));
     }
-    let running = state
-        .hub
-        .send(Running { session_id })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+    let running = state.hub.send(Running { session_id }).await?;
     match running {
         Some(handle) => {
             handle.addr.do_send(RemoteAudience {

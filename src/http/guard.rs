@@ -199,7 +199,7 @@ impl GuardRules {
             // request another node of the database hands over was judged
             // there, against the client's own Host and Origin.
             let from_peer = req
-                .app_data::<actix_web::web::Data<super::AppState>>()
+                .app_data::<actix_web::web::Data<super::state::AppState>>()
                 .is_some_and(|state| state.cluster.from_peer(req.request()));
             let refusal = if from_peer {
                 None
@@ -1207,7 +1207,7 @@ mod tests {
             "{err}"
         );
         assert_eq!(
-            crate::http::status_of(ErrorCode::UnsupportedMediaType),
+            crate::http::errors::status_of(ErrorCode::UnsupportedMediaType),
             StatusCode::UNSUPPORTED_MEDIA_TYPE
         );
     }

@@ -15,13 +15,14 @@ use std::time::Duration;
 use actix_web::HttpRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::AppState;
-use super::cluster::Routing;
-use super::service::{CallAudit, CallReport, ServiceContext, call_tool};
+use super::peers::Routed;
+use super::service::{CallAudit, CallReport, Output, ServiceCall, ServiceContext, run_call};
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::storage::now_ms;
-use crate::tools::{ToolError, args_hash};
+use crate::tools::ToolError;
 
 /// The header that names a call's key.
 pub const KEY_HEADER: &str = "Idempotency-Key";
@@ -36,7 +37,7 @@ pub const KEEP_KEYS: Duration = Duration::from_secs(24 * 60 * 60);
 #[derive(Debug, Serialize, Deserialize)]
 struct Stored {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    output: Option<Value>,
+    output: Option<Box<RawValue>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<StoredError>,
     audit: CallAudit,
@@ -52,7 +53,7 @@ struct StoredError {
 impl Stored {
     fn of(report: &CallReport) -> Self {
         let (output, error) = match &report.outcome {
-            Ok(output) => (Some(output.clone()), None),
+            Ok(output) => (Some(output.json.clone()), None),
             Err(e) => (
                 None,
                 Some(StoredError {
@@ -72,7 +73,8 @@ impl Stored {
     fn report(self) -> CallReport {
         let outcome = match (self.output, self.error) {
             (_, Some(e)) => Err(ToolError::new(e.reason, e.code, e.message)),
-            (output, None) => Ok(output.unwrap_or(Value::Null)),
+            (Some(json), None) => Ok(Output::from_json(json)),
+            (None, None) => Ok(Output::new(Value::Null)),
         };
         CallReport {
             outcome,
@@ -125,32 +127,42 @@ fn bad_key(name: &str) -> ApiError {
 
 /// Runs the call once for its key: the first call with `key` runs it and
 /// stores its answer; a retry answers the stored one (`replayed` true).
-/// Without a key this is [`call_tool`].
+/// Without a key this is [`super::service::call_tool`]. The key is claimed
+/// with the hash of the input the tool gets, the one its answer and audit
+/// row carry. A call whose session runs on
+/// another node gives its key back: that node claims it.
 pub async fn call_once(
     state: &AppState,
     ctx: &ServiceContext,
-    routing: &Routing,
     tool: &str,
     input: Value,
     key: Option<&str>,
-) -> Result<(CallReport, bool), ApiError> {
+) -> Result<(Routed<CallReport>, bool), ApiError> {
+    let call = ServiceCall::read(state, ctx, tool, input);
     let Some(key) = key else {
-        return Ok((call_tool(state, ctx, routing, tool, input).await, false));
+        return Ok((run_call(state, ctx, call).await, false));
     };
     let tenant = ctx.tenant_id.as_str();
-    let hash = args_hash(&input);
+    let hash = call.hash.clone();
     let forget_before = now_ms() - KEEP_KEYS.as_millis() as i64;
     let store = &state.store;
     let claimed = store
         .claim_key(tenant, key, tool, &hash, forget_before)
-        .await
-        .map_err(super::storage_failed)?;
+        .await?;
     if !claimed {
         return replay(state, tenant, key, tool, &hash)
             .await
-            .map(|r| (r, true));
+            .map(|r| (Routed::Here(r), true));
     }
-    let report = call_tool(state, ctx, routing, tool, input).await;
+    let report = match run_call(state, ctx, call).await {
+        Routed::Here(report) => report,
+        Routed::Owner(owner) => {
+            if let Err(e) = store.drop_key(tenant, key).await {
+                tracing::error!(error = %e, "an idempotency key was not given back");
+            }
+            return Ok((Routed::Owner(owner), false));
+        }
+    };
     let not_run = matches!(
         &report.outcome,
         Err(e) if matches!(e.code, ErrorCode::QueueFull | ErrorCode::Overloaded)
@@ -174,7 +186,7 @@ pub async fn call_once(
         // (it will be told the first call is still running).
         tracing::error!(error = %e, "an idempotency key's answer was not stored");
     }
-    Ok((report, false))
+    Ok((Routed::Here(report), false))
 }
 
 /// The stored answer of `key`, if it was for this call and is ready.
@@ -185,11 +197,7 @@ async fn replay(
     tool: &str,
     hash: &str,
 ) -> Result<CallReport, ApiError> {
-    let row = state
-        .store
-        .load_key(tenant, key)
-        .await
-        .map_err(super::storage_failed)?;
+    let row = state.store.load_key(tenant, key).await?;
     let Some(row) = row else {
         // Forgotten between the claim and now: it is over a day old.
         return Err(conflict(
@@ -265,7 +273,7 @@ mod tests {
             error_message: None,
         };
         for outcome in [
-            Ok(serde_json::json!({"event_id": "ev_1"})),
+            Ok(Output::new(serde_json::json!({"event_id": "ev_1"}))),
             Err(ToolError::invalid_args("no event_type")),
         ] {
             let report = CallReport {

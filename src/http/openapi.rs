@@ -6,26 +6,18 @@
 use std::collections::BTreeSet;
 
 use actix_web::{HttpResponse, web};
-use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use super::AppState;
+use super::state::AppState;
 use crate::error::ErrorCode;
 use crate::game::Campaign;
+use crate::protocol::http::ErrorBody;
 use crate::tools::Registry;
 
 /// Where the document is served.
 pub const PATH: &str = "/api/v1/openapi.json";
-
-/// Every error's body: `{"error_code","message"}` (some codes add fields,
-/// e.g. `problems` of `INVALID_CAMPAIGN`).
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody<'a> {
-    pub error_code: ErrorCode,
-    pub message: &'a str,
-}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -184,7 +176,7 @@ async fn openapi_json(state: web::Data<AppState>) -> HttpResponse {
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    super::api::read(cfg, PATH, openapi_json);
+    super::routes::read(cfg, PATH, openapi_json);
 }
 
 #[cfg(test)]

@@ -22,10 +22,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::admission::ConnSlot;
+use super::errors::overloaded;
 use super::frame_rate::FrameRate;
 use super::owner_watch::{self, Claim};
-use super::ws::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
-use super::{AppState, overloaded};
+use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
+use super::state::AppState;
 use crate::error::ApiError;
 use crate::storage::Store;
 

@@ -8,18 +8,16 @@
 //! tool that needs no session runs here, on an empty state. Every call,
 //! refused or not, writes one audit row.
 
-use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use actix_web::HttpRequest;
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::AppState;
-use super::auth::KeyGrant;
-use super::cluster::Routing;
+use super::limits;
+use super::peers::Routed;
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
@@ -28,38 +26,13 @@ use crate::llm::Usage;
 use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
 use crate::storage::SessionMeta;
-use crate::tools::{Caller, RawArgs, Registry, Role, ToolError, args_hash};
+use crate::tools::{Caller, RawArgs, Role, ToolError, args_hash};
 
 /// Longest a service waits for its call to get through a busy session's
 /// queue; the call still runs after that, and its audit row tells.
 pub const SESSION_WAIT: Duration = Duration::from_secs(30);
 /// Longest id accepted in a context header.
 const MAX_ID_CHARS: usize = 128;
-/// Keys a rate limiter remembers before it forgets idle ones.
-const LIMITER_KEYS: usize = 10_000;
-
-/// The service side's shared state.
-pub struct ServiceState {
-    per_tenant: DefaultKeyedRateLimiter<String>,
-    per_key: DefaultKeyedRateLimiter<String>,
-    /// Every tool name: a service is not bound by a campaign's allowlist
-    /// unless its call runs in a session. Made once, read by every call.
-    all_tools: Vec<String>,
-}
-
-impl ServiceState {
-    /// `registry` gives the tool names.
-    pub fn new(per_minute: u32, burst: u32, registry: &Registry) -> Self {
-        let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
-            .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
-        Self {
-            per_tenant: RateLimiter::keyed(quota),
-            per_key: RateLimiter::keyed(quota),
-            all_tools: registry.names().iter().map(|n| (*n).to_owned()).collect(),
-        }
-    }
-}
-
 /// Which context headers a route requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderRules {
@@ -142,7 +115,7 @@ impl ServiceContext {
         // internal key without one for `default` (MCP clients rarely send
         // it). With one, the grant already agrees with it or was refused.
         let tenant_id = grant.tenant_id.clone();
-        let key_id = key_id(&grant);
+        let key_id = limits::key_id(&grant);
         let role = match role {
             None => Role::Service,
             Some(name) => parse_role(&name).ok_or_else(|| {
@@ -209,52 +182,12 @@ fn parse_role(name: &str) -> Option<Role> {
     serde_json::from_value(Value::String(name.to_ascii_lowercase())).ok()
 }
 
-/// Which key a grant came from: `internal`, or `tenant:<id>`.
-pub fn key_id(grant: &KeyGrant) -> String {
-    if grant.internal {
-        "internal".to_owned()
-    } else {
-        format!("tenant:{}", grant.tenant_id)
-    }
-}
-
 /// Per-tenant and per-key rate limits: `429 RATE_LIMITED` with
 /// `Retry-After` past them.
 pub fn check_rate(state: &AppState, ctx: &ServiceContext) -> Result<(), ApiError> {
-    check_rate_of(state, &ctx.tenant_id, &ctx.key_id)
-}
-
-/// [`check_rate`] for a request that holds a key (calls outside the tool
-/// API: sites, the stateless chat).
-pub fn check_grant_rate(state: &AppState, grant: &KeyGrant) -> Result<(), ApiError> {
-    check_rate_of(state, &grant.tenant_id, &key_id(grant))
-}
-
-/// [`check_rate`] for a tenant and a key id.
-pub fn check_rate_of(state: &AppState, tenant_id: &str, key_id: &str) -> Result<(), ApiError> {
-    let service = &state.service;
-    // Tenants come only from keys, so both maps hold at most one entry per
-    // configured key or tenant an internal service names.
-    let checks = [(&service.per_tenant, tenant_id), (&service.per_key, key_id)];
-    for (limiter, id) in checks {
-        if limiter.len() > LIMITER_KEYS {
-            limiter.retain_recent();
-        }
-        if let Err(not_until) = limiter.check_key(&id.to_owned()) {
-            state.metrics.rate_limited.inc();
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            let mut e = ApiError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "too many tool calls; try again in {} ms",
-                    wait.as_millis().max(1)
-                ),
-            );
-            e.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
-            return Err(e);
-        }
-    }
-    Ok(())
+    state
+        .service
+        .check(&state.metrics, &ctx.tenant_id, &ctx.key_id)
 }
 
 /// The tools this caller's role may call, in the MCP listing format.
@@ -282,99 +215,168 @@ pub struct CallAudit {
 /// What a service call gave.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallReport {
-    pub outcome: Result<Value, ToolError>,
+    pub outcome: Result<Output, ToolError>,
     pub audit: CallAudit,
 }
 
-/// Runs one tool for a service caller. The session comes from the input's
-/// `session_id` or `X-Session-ID` (they must agree); a tool whose schema
-/// has no `session_id` gets the input without it, and the hash in the
-/// answer is of the input the tool got (the same as its audit row's). Never
-/// fails outright: every refusal is in `outcome`, and every call is audited
-/// once, on the node that runs it: a call whose session runs on another
-/// node is not audited here but handed there (`routing`).
+/// A tool's output and its JSON text, written once: the HTTP answer, the
+/// idempotency record and an MCP result's text all copy this text rather
+/// than serialize the value again.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub value: Value,
+    pub json: Box<RawValue>,
+}
+
+impl Output {
+    pub fn new(value: Value) -> Self {
+        let json = crate::json::raw(&value);
+        Self { value, json }
+    }
+
+    /// An output whose text was kept (an idempotency record's).
+    pub fn from_json(json: Box<RawValue>) -> Self {
+        let value = serde_json::from_str(json.get()).unwrap_or(Value::Null);
+        Self { value, json }
+    }
+}
+
+impl PartialEq for Output {
+    /// The text is written from the value, so the values decide.
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+/// A service's call, read once: the tool, its input as the tool gets it,
+/// where it runs, and the hash of that input, taken once for the
+/// idempotency key, the answer and the audit (PROTOCOL.md §7.2).
+#[derive(Debug)]
+pub struct ServiceCall<'a> {
+    pub tool: &'a str,
+    pub input: Value,
+    /// SHA-256 of `input` as canonical JSON, hex ([`args_hash`]).
+    pub hash: String,
+    /// Where the call runs, or why it is refused before the tool pipeline.
+    place: Result<Place, ToolError>,
+}
+
+/// Where a call runs.
+#[derive(Debug)]
+enum Place {
+    Session(SessionId),
+    Site,
+    Sessionless,
+}
+
+impl<'a> ServiceCall<'a> {
+    /// Reads a call. The session comes from the input's `session_id` or
+    /// `X-Session-ID` (they must agree); a tool whose schema has no
+    /// `session_id` gets the input without it, and `X-NPC-ID` fills in the
+    /// NPC of the tools that read one ([`NPC_READERS`]).
+    pub fn read(state: &AppState, ctx: &ServiceContext, tool: &'a str, mut input: Value) -> Self {
+        npc_from_header(ctx, tool, &mut input);
+        let refused = |input: Value, e: ToolError| Self {
+            tool,
+            hash: args_hash(&input),
+            input,
+            place: Err(e),
+        };
+        let Some(spec) = state.registry.spec(tool) else {
+            let shown = crate::tools::cut_name(tool);
+            let e = ToolError::new(
+                Reason::NotFound,
+                ErrorCode::ToolNotFound,
+                format!("unknown tool {shown:?}"),
+            );
+            return refused(input, e);
+        };
+        // Every service call carries a valid key (see `ServiceContext`),
+        // which is what tools marked `requires_auth` ask for.
+        let session = match named_sessions(ctx, &input) {
+            (Some(a), Some(b)) if a != b => {
+                let e = ToolError::new(
+                    Reason::SessionMismatch,
+                    ErrorCode::SessionMismatch,
+                    format!("session_id {a:?} disagrees with X-Session-ID {b:?}"),
+                );
+                return refused(input, e);
+            }
+            (a, b) => a.or(b).map(SessionId::from),
+        };
+        let takes_session = spec.input_schema["properties"].get("session_id").is_some();
+        if let (false, Some(args)) = (takes_session, input.as_object_mut()) {
+            args.remove("session_id");
+        }
+        let place = match session {
+            Some(session_id) => Ok(Place::Session(session_id)),
+            None if spec.on_sites => Ok(Place::Site),
+            None if spec.needs_session => Err(ToolError::new(
+                Reason::InvalidArgs,
+                ErrorCode::ContextInvalid,
+                format!("{tool} runs in a session: send X-Session-ID or a session_id argument"),
+            )),
+            None => Ok(Place::Sessionless),
+        };
+        Self {
+            tool,
+            hash: args_hash(&input),
+            input,
+            place,
+        }
+    }
+}
+
+/// Runs one tool for a service caller ([`ServiceCall::read`], then
+/// [`run_call`]).
 pub async fn call_tool(
     state: &AppState,
     ctx: &ServiceContext,
-    routing: &Routing,
     tool: &str,
-    mut input: Value,
-) -> CallReport {
+    input: Value,
+) -> Routed<CallReport> {
+    run_call(state, ctx, ServiceCall::read(state, ctx, tool, input)).await
+}
+
+/// Runs a call that was read. The hash in the answer is of the input the
+/// tool got (the same as its audit row's). Never fails outright: every
+/// refusal is in `outcome`, and every call is audited once, on the node
+/// that runs it: a call whose session runs on another node is not audited
+/// here but answered as that node ([`Routed::Owner`]), for the caller to
+/// hand the request to.
+pub async fn run_call(
+    state: &AppState,
+    ctx: &ServiceContext,
+    call: ServiceCall<'_>,
+) -> Routed<CallReport> {
     let started = Instant::now();
-    npc_from_header(ctx, tool, &mut input);
+    let ServiceCall {
+        tool,
+        input,
+        hash,
+        place,
+    } = call;
     // Refusals before the tool pipeline, audited here.
     let refuse = |session: Option<&SessionId>, input: &Value, e: ToolError| {
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         record(state, ctx, session, tool, input, Some(&e), duration_ms);
-        report(ctx, tool, &args_hash(input), started, Err(e))
+        Routed::Here(report(ctx, tool, &hash, started, Err(e)))
     };
-    let Some(spec) = state.registry.spec(tool) else {
-        let shown = crate::tools::cut_name(tool);
-        return refuse(
-            None,
-            &input,
-            ToolError::new(
-                Reason::NotFound,
-                ErrorCode::ToolNotFound,
-                format!("unknown tool {shown:?}"),
-            ),
-        );
-    };
-    // Every service call carries a valid key (see `ServiceContext`), which
-    // is what tools marked `requires_auth` ask for.
-    let session = match named_sessions(ctx, &input) {
-        (Some(a), Some(b)) if a != b => {
-            return refuse(
-                None,
-                &input,
-                ToolError::new(
-                    Reason::SessionMismatch,
-                    ErrorCode::SessionMismatch,
-                    format!("session_id {a:?} disagrees with X-Session-ID {b:?}"),
-                ),
-            );
+    match place {
+        Err(e) => refuse(None, &input, e),
+        Ok(Place::Site) => match run_on_site(state, ctx, tool, &input, &hash, started).await {
+            Ok(report) => Routed::Here(report),
+            Err(e) => refuse(None, &input, e),
+        },
+        Ok(Place::Sessionless) => {
+            Routed::Here(run_sessionless(state, ctx, tool, input, &hash, started))
         }
-        (a, b) => a.or(b).map(SessionId::from),
-    };
-    let takes_session = spec.input_schema["properties"].get("session_id").is_some();
-    if let (false, Some(args)) = (takes_session, input.as_object_mut()) {
-        args.remove("session_id");
-    }
-    let Some(session_id) = session else {
-        if spec.on_sites {
-            return match run_on_site(state, ctx, tool, input.clone(), started).await {
-                Ok(report) => report,
-                Err(e) => refuse(None, &input, e),
-            };
+        Ok(Place::Session(session_id)) => {
+            match run_in_session(state, ctx, &session_id, tool, &input).await {
+                Ok(routed) => routed.map(|outcome| report(ctx, tool, &hash, started, outcome)),
+                Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
+            }
         }
-        if spec.needs_session {
-            return refuse(
-                None,
-                &input,
-                ToolError::new(
-                    Reason::InvalidArgs,
-                    ErrorCode::ContextInvalid,
-                    format!("{tool} runs in a session: send X-Session-ID or a session_id argument"),
-                ),
-            );
-        }
-        return run_sessionless(state, ctx, tool, input, started);
-    };
-    match run_in_session(state, ctx, routing, &session_id, tool, input.clone()).await {
-        Ok(outcome) => report(ctx, tool, &args_hash(&input), started, outcome),
-        // The owner runs and audits the call; this answer is dropped.
-        Err(_) if routing.owner().is_some() => report(
-            ctx,
-            tool,
-            &args_hash(&input),
-            started,
-            Err(ToolError::new(
-                Reason::ExecutionFailed,
-                ErrorCode::Overloaded,
-                "the session runs on another node",
-            )),
-        ),
-        Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
     }
 }
 
@@ -419,9 +421,9 @@ fn run_sessionless(
     ctx: &ServiceContext,
     tool: &str,
     input: Value,
+    hash: &str,
     started: Instant,
 ) -> CallReport {
-    let hash = args_hash(&input);
     let caller =
         Caller::sessionless(ctx.role, &state.service.all_tools).for_user(ctx.user_id.as_deref());
     let mut rng = SplitMix64::new(rand::random());
@@ -434,7 +436,7 @@ fn run_sessionless(
     );
     let failure = inv.outcome.as_ref().err();
     record(state, ctx, None, tool, &inv.args, failure, inv.duration_ms);
-    report(ctx, tool, &hash, started, inv.outcome.map(|o| o.result))
+    report(ctx, tool, hash, started, inv.outcome.map(|o| o.result))
 }
 
 /// A tool that runs on the content of the caller's site (`X-Site-ID`):
@@ -444,10 +446,10 @@ async fn run_on_site(
     state: &AppState,
     ctx: &ServiceContext,
     tool: &str,
-    input: Value,
+    input: &Value,
+    hash: &str,
     started: Instant,
 ) -> Result<CallReport, ToolError> {
-    let hash = args_hash(&input);
     let caller = Caller::sessionless(ctx.role, &state.service.all_tools)
         .for_user(ctx.user_id.as_deref())
         .at_site(&ctx.site_id);
@@ -476,7 +478,7 @@ async fn run_on_site(
     Ok(report(
         ctx,
         tool,
-        &hash,
+        hash,
         started,
         inv.outcome.map(|o| o.result),
     ))
@@ -487,17 +489,18 @@ async fn run_on_site(
 async fn run_in_session(
     state: &AppState,
     ctx: &ServiceContext,
-    routing: &Routing,
     session_id: &SessionId,
     tool: &str,
-    input: Value,
-) -> Result<Result<Value, ToolError>, (bool, ToolError)> {
+    input: &Value,
+) -> Result<Routed<Result<Value, ToolError>>, (bool, ToolError)> {
     // Another tenant's session is answered exactly like an unknown one.
     let same_tenant = |meta: &SessionMeta| {
         if meta.tenant_id == ctx.tenant_id {
             Ok(())
         } else {
-            Err(ApiError::not_found(super::no_session(session_id.as_str())))
+            Err(ApiError::not_found(super::errors::no_session(
+                session_id.as_str(),
+            )))
         }
     };
     let make = || CallTool {
@@ -507,9 +510,9 @@ async fn run_in_session(
         trace_id: ctx.trace_id.clone(),
         origin: ctx.origin(),
     };
-    let call = super::send_to_session(state, routing, session_id, same_tenant, make);
+    let call = super::locate::send_to_session(state, session_id, same_tenant, make);
     match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
-        Ok(Ok((_, done))) => Ok(done.outcome),
+        Ok(Ok(routed)) => Ok(routed.map(|(_, done)| done.outcome)),
         Ok(Err(e)) => {
             let known = e.code != ErrorCode::NotFound;
             let reason = if known {
@@ -577,6 +580,7 @@ fn report(
         Err(e) => (e.status(), Some(e.code), Some(e.message.clone())),
     };
     CallReport {
+        outcome: outcome.map(Output::new),
         audit: CallAudit {
             trace_id: ctx.trace_id.clone(),
             tool_name: tool.to_owned(),
@@ -586,7 +590,6 @@ fn report(
             error_type,
             error_message,
         },
-        outcome,
     }
 }
 
@@ -594,6 +597,21 @@ fn report(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_output_is_written_once_as_serde_writes_it() {
+        let values = [
+            json!({"b": 1, "a": [1, 2.5, "x"], "c": {"z": null}}),
+            json!(null),
+            json!("say \"hi\"\n"),
+            json!([]),
+        ];
+        for value in values {
+            let output = Output::new(value.clone());
+            assert_eq!(output.json.get(), value.to_string());
+            assert_eq!(Output::from_json(output.json.clone()), output);
+        }
+    }
 
     fn context(npc_id: Option<&str>) -> ServiceContext {
         ServiceContext {

@@ -4,16 +4,17 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 
-use super::api::campaign_start;
-use super::{AppState, json_body};
+use super::body::json_body;
+use super::campaign::campaign_start;
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::protocol::http::SiteSummary;
 use crate::sites::{MAX_SITE_ID_CHARS, MAX_SITES_PER_TENANT, SiteError, valid_site_id};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use actix_web::http::Method;
-    super::add(cfg, Method::PUT, "/api/v1/sites/{site_id}", put);
-    super::add(cfg, Method::GET, "/api/v1/sites/{site_id}", get);
+    super::routes::add(cfg, Method::PUT, "/api/v1/sites/{site_id}", put);
+    super::routes::add(cfg, Method::GET, "/api/v1/sites/{site_id}", get);
 }
 
 /// The site id of the path, checked.
@@ -38,8 +39,10 @@ pub fn site_failed(e: SiteError, site_id: &str) -> ApiError {
             ErrorCode::Conflict,
             format!("this tenant has {MAX_SITES_PER_TENANT} sites, the most it may have"),
         ),
-        SiteError::Contended => super::overloaded("other writes to this site kept coming first"),
-        SiteError::Storage(e) => super::storage_failed(e),
+        SiteError::Contended => {
+            super::errors::overloaded("other writes to this site kept coming first")
+        }
+        SiteError::Storage(e) => super::errors::storage_failed(e),
     }
 }
 
@@ -48,11 +51,11 @@ pub fn site_failed(e: SiteError, site_id: &str) -> ApiError {
 #[utoipa::path(put, path = "/api/v1/sites/{site_id}", tag = "sites",
     security(("internal_key" = [])),
     params(("site_id" = String, Path, description = "The site")),
-    request_body(content = super::api::NewSession, description = "The campaign the site gets (`visibility` is not read)"),
+    request_body(content = crate::protocol::requests::NewSession, description = "The campaign the site gets (`visibility` is not read)"),
     responses(
         (status = 200, description = "The site was replaced", body = crate::protocol::http::SiteSummary<'static>),
         (status = 201, description = "A new site", body = crate::protocol::http::SiteSummary<'static>),
-        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody), (status = 422, description = "The campaign is invalid", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "Bad body", body = crate::protocol::http::ErrorBody), (status = 401, description = "No key", body = crate::protocol::http::ErrorBody), (status = 422, description = "The campaign is invalid", body = crate::protocol::http::ErrorBody)))]
 async fn put(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -61,11 +64,11 @@ async fn put(
 ) -> Result<HttpResponse, ApiError> {
     let grant = state.keys.require(&req, "giving a site its content")?;
     let site_id = site_id(path)?;
-    super::service::check_grant_rate(&state, &grant)?;
+    state.service.check_grant(&state.metrics, &grant)?;
     if let Some(reason) = state.store.refusing() {
-        return Err(super::overloaded(reason));
+        return Err(super::errors::overloaded(reason));
     }
-    let body = super::api::NewSession::from(json_body(body).await?);
+    let body = crate::protocol::requests::NewSession::from(json_body(body).await?);
     let start = campaign_start(&state, body).await?;
     let put = state
         .sites
@@ -91,7 +94,7 @@ async fn put(
     params(("site_id" = String, Path, description = "The site")),
     responses(
         (status = 200, description = "The site as stored", body = crate::protocol::http::SiteSummary<'static>),
-        (status = 401, description = "No key", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such site", body = crate::http::openapi::ErrorBody)))]
+        (status = 401, description = "No key", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such site", body = crate::protocol::http::ErrorBody)))]
 async fn get(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -99,7 +102,7 @@ async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let grant = state.keys.require(&req, "reading a site")?;
     let site_id = site_id(path)?;
-    super::service::check_grant_rate(&state, &grant)?;
+    state.service.check_grant(&state.metrics, &grant)?;
     let site = state
         .sites
         .get(&grant.tenant_id, &site_id)

@@ -30,7 +30,8 @@ use std::sync::Arc;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
-use super::{AppState, json_body};
+use super::body::decode;
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
 use crate::ids::CallId;
@@ -46,7 +47,7 @@ use crate::tools::{Caller, RawArgs, Registry, Role};
 pub const MAX_MESSAGES: usize = 500;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    super::add(cfg, actix_web::http::Method::POST, "/api/chat", chat);
+    super::routes::add(cfg, actix_web::http::Method::POST, "/api/chat", chat);
 }
 
 /// With a real model configured this needs a key (it spends the
@@ -58,14 +59,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     request_body(content = StatelessChatRequest, description = "OpenAI-style `messages` and `tools`; no session"),
     responses(
         (status = 200, description = "The model's next message", body = StatelessChatReply),
-        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "A real model needs a key", body = crate::http::openapi::ErrorBody), (status = 429, description = "Rate limited", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "Bad body", body = crate::protocol::http::ErrorBody), (status = 401, description = "A real model needs a key", body = crate::protocol::http::ErrorBody), (status = 429, description = "Rate limited", body = crate::protocol::http::ErrorBody)))]
 async fn chat(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     match state.keys.grant(&req)? {
-        Some(grant) => super::service::check_grant_rate(&state, &grant)?,
+        Some(grant) => state.service.check_grant(&state.metrics, &grant)?,
         None if state.provider.name() == "offline" => {
             state.admission.check_anonymous_model(&req)?
         }
@@ -75,9 +76,7 @@ async fn chat(
                 .require(&req, "/api/chat with a configured model")?;
         }
     }
-    let body = json_body(body).await?;
-    let request: StatelessChatRequest = serde_json::from_value(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let request: StatelessChatRequest = decode(body, false).await?;
     let allowlist = allowlist(&state.registry, request.tools)?;
     let conversation = Conversation::parse(&request.messages)?;
     let caller = Caller::sessionless(Role::GameMaster, &allowlist);

@@ -6,10 +6,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::cluster::Routing;
+use super::body::decode;
 use super::idempotency;
+use super::peers::Routing;
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
-use super::{AppState, json_body_or_empty};
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::TraceId;
 use crate::protocol::http::{
@@ -27,10 +28,10 @@ pub const TOOL_API_PREFIXES: [&str; 3] = ["/api/v1", "/api", ""];
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use actix_web::http::Method;
     for prefix in TOOL_API_PREFIXES {
-        super::add(cfg, Method::POST, &format!("{prefix}/tools/list"), list);
-        super::add(cfg, Method::POST, &format!("{prefix}/tools/call"), call);
+        super::routes::add(cfg, Method::POST, &format!("{prefix}/tools/list"), list);
+        super::routes::add(cfg, Method::POST, &format!("{prefix}/tools/call"), call);
     }
-    super::add(cfg, Method::GET, "/api/v1/audit", trace);
+    super::routes::add(cfg, Method::GET, "/api/v1/audit", trace);
 }
 
 /// The context, checked, and the caller within its rate limits.
@@ -53,15 +54,14 @@ struct ListRequest {
     request_body(content = ListRequest, description = "Optional filters"),
     responses(
         (status = 200, description = "The tools, each with its input schema", body = crate::protocol::http::ToolCatalogue<'static>),
-        (status = 400, description = "Bad body", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "Bad body", body = crate::protocol::http::ErrorBody), (status = 401, description = "No key", body = crate::protocol::http::ErrorBody)))]
 async fn list(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let ctx = context(&req, &state)?;
-    let body: ListRequest = serde_json::from_value(json_body_or_empty(body).await?)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: ListRequest = decode(body, true).await?;
     let catalogue: ToolCatalogue<'_> = state
         .registry
         .names()
@@ -106,15 +106,14 @@ struct BodyContext {
         (status = 200, description = "The tool ran", body = ToolCallSucceeded<'static>),
         (status = "4XX", description = "The tool refused the call (the status of its error code)", body = ToolCallFailed<'static>),
         (status = "5XX", description = "The tool failed", body = ToolCallFailed<'static>),
-        (status = 401, description = "No key (the request itself is refused: `ErrorBody`, as for a bad body)", body = crate::http::openapi::ErrorBody)))]
+        (status = 401, description = "No key (the request itself is refused: `ErrorBody`, as for a bad body)", body = crate::protocol::http::ErrorBody)))]
 async fn call(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let ctx = context(&req, &state)?;
-    let body: CallRequest = serde_json::from_value(json_body_or_empty(body).await?)
-        .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
+    let body: CallRequest = decode(body, true).await?;
     // The tenant and site say whose data the call touches, so a body that
     // names others is refused. The trace only labels the call: the header's
     // is the call's (seed 003's own example sends `trace-$(date +%s)` in
@@ -139,19 +138,16 @@ async fn call(
     // A name past the longest any tool has is cut before it is echoed,
     // audited, logged or kept with an idempotency key: it is unknown anyway.
     let tool = cut_name(&body.tool_name);
-    let (report, replayed) = idempotency::call_once(
-        &state,
-        &ctx,
-        &Routing::of(&req),
-        tool,
-        input,
-        key.as_deref(),
-    )
-    .await?;
+    let (routed, replayed) =
+        idempotency::call_once(&state, &ctx, tool, input, key.as_deref()).await?;
+    let report = Routing::of(&req).here(routed)?;
     let audit = audit_view(&report.audit);
     let (mut response, failed) = match &report.outcome {
         Ok(_) => (HttpResponse::Ok(), None),
-        Err(e) => (HttpResponse::build(super::status_of(e.code)), Some(e)),
+        Err(e) => (
+            HttpResponse::build(super::errors::status_of(e.code)),
+            Some(e),
+        ),
     };
     // A session's call rate refills a call at least every second at its
     // default (`QUESTD_CALLS_PER_MINUTE`); the message says the exact wait.
@@ -168,7 +164,7 @@ async fn call(
         response.insert_header((idempotency::REPLAYED_HEADER, "true"));
     }
     Ok(match report.outcome {
-        Ok(output) => response.json(ToolCallSucceeded::new(output, audit)),
+        Ok(ref output) => response.json(ToolCallSucceeded::new(&output.json, audit)),
         Err(ref e) => response.json(ToolCallFailed::new(e, audit)),
     })
 }
@@ -202,13 +198,13 @@ struct TraceQuery {
     params(TraceQuery),
     responses(
         (status = 200, description = "Every audit row of the trace", body = crate::protocol::http::TraceLedger<'static>),
-        (status = 400, description = "No or bad trace id", body = crate::http::openapi::ErrorBody), (status = 401, description = "No key", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "No or bad trace id", body = crate::protocol::http::ErrorBody), (status = 401, description = "No key", body = crate::protocol::http::ErrorBody)))]
 async fn trace(
     req: HttpRequest,
     state: web::Data<AppState>,
     query: Result<web::Query<TraceQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(super::bad_query(
+    let query = query.map_err(super::body::bad_query(
         "trace_id is 1 to 128 printable characters (e.g. ?trace_id=trace-1)",
     ))?;
     let ctx = context(&req, &state)?;

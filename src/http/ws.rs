@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix::prelude::*;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -22,10 +22,14 @@ use actix_web_actors::ws;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::{TokenRole, check_tenant, token_role};
 use super::admission::{ConnSlot, JoinBudget};
 use super::frame_rate::FrameRate;
-use super::{AppState, TokenRole, check_tenant, token_role};
-use super::{Located, locate};
+use super::locate::locate;
+use super::peers::Routed;
+pub use super::socket::WsLimits;
+use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
+use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::SessionId;
 use crate::metrics::{Gauge, Metrics};
@@ -36,41 +40,10 @@ use crate::session::{
 };
 use crate::storage::SessionMeta;
 
-/// Largest frame a client may send, in bytes.
-pub const MAX_FRAME_BYTES: usize = 64 * 1024;
-/// How often the server pings.
-pub const HEARTBEAT: Duration = Duration::from_secs(10);
-/// A client silent this long is disconnected.
-pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
-
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
-/// What bounds one WebSocket connection, from the settings.
-#[derive(Debug, Clone, Copy)]
-pub struct WsLimits {
-    /// Messages that may wait for it (`QUESTD_WS_QUEUE`).
-    pub queue: usize,
-    /// Bytes that may wait for it (`QUESTD_WS_QUEUE_BYTES`).
-    pub queue_bytes: usize,
-    /// Frames it may send a second (`QUESTD_WS_FRAMES_PER_SECOND`) ...
-    pub frames_per_second: u32,
-    /// ... with bursts of this many (`QUESTD_WS_FRAME_BURST`).
-    pub frame_burst: u32,
-}
-
-impl WsLimits {
-    pub fn from_settings(s: &crate::config::Settings) -> Self {
-        Self {
-            queue: s.ws_queue.max(1),
-            queue_bytes: s.ws_queue_bytes.max(1),
-            frames_per_second: s.ws_frames_per_second.max(1),
-            frame_burst: s.ws_frame_burst.max(1),
-        }
-    }
-}
-
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    super::add(
+    super::routes::add(
         cfg,
         actix_web::http::Method::GET,
         "/ws/sessions/{id}",
@@ -90,7 +63,7 @@ struct ConnectQuery {
     security(("player_token" = [])),
     responses(
         (status = 101, description = "The WebSocket (PROTOCOL.md §2)"),
-        (status = 400, description = "Not a WebSocket upgrade", body = crate::http::openapi::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::http::openapi::ErrorBody), (status = 404, description = "No such session", body = crate::http::openapi::ErrorBody)))]
+        (status = 400, description = "Not a WebSocket upgrade", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn connect(
     req: HttpRequest,
     stream: web::Payload,
@@ -98,37 +71,35 @@ async fn connect(
     path: web::Path<SessionId>,
     query: Result<web::Query<ConnectQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    let query = query.map_err(super::bad_query(
+    let query = query.map_err(super::body::bad_query(
         "token is the player or spectator token, last_seq a whole number (e.g. ?token=T&last_seq=12)",
     ))?;
     let token = query.token.as_deref().unwrap_or_default();
     let (watched, role, connections) = match locate(&state, &path).await? {
-        Located::Here(handle) => {
+        Routed::Here(handle) => {
             let role = connection_role(&req, &handle.meta, token)?;
             (Watched::session(&handle.addr), role, handle.connections)
         }
         // Another node runs the session: a spectator is served here from
         // the journal, a player's connection is relayed to the owner.
-        Located::Owner(owner) if !state.cluster.from_peer(&req) => {
+        Routed::Owner(owner) if !state.cluster.from_peer(&req) => {
             let meta = state
                 .store
                 .session_meta(path.as_str())
                 .await
                 .map_err(|e| ApiError::internal(&e))?
-                .ok_or_else(|| ApiError::not_found(super::no_session(path.as_str())))?;
+                .ok_or_else(|| ApiError::not_found(super::errors::no_session(path.as_str())))?;
             if connection_role(&req, &meta, token)? == ConnRole::Player {
                 let slot = state.admission.admit_websocket(&req, &Arc::default())?;
                 super::accept::upgraded(&req);
-                return super::relay::relay(&req, stream, &state, &owner, slot).await;
+                return super::relay::relay(&req, stream, &state, &owner.url, slot).await;
             }
             let tail = state
                 .tails
                 .send(Watch {
                     session_id: path.into_inner(),
                 })
-                .await
-                .map_err(|e| ApiError::internal(&e))?
-                .map_err(super::session_refused)?;
+                .await??;
             (
                 Watched::tail(&tail.addr),
                 ConnRole::Spectator,
@@ -137,8 +108,8 @@ async fn connect(
         }
         // A peer relays only to the node it found running the session:
         // ownership moved while it connected, and the client retries.
-        Located::Owner(_) => {
-            return Err(super::overloaded(
+        Routed::Owner(_) => {
+            return Err(super::errors::overloaded(
                 "the session is moving between nodes; try again shortly",
             ));
         }

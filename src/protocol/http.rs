@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{
     CallId, SessionId, StatePatch, ToolEvent, TraceId, TurnEnd, TurnId, TurnLimit, TurnOutcome,
@@ -23,6 +24,16 @@ use crate::llm::Usage;
 use crate::sites::SiteView;
 use crate::storage::{ActionPage, AuditPage, AuditRow, SessionMeta, Visibility};
 use crate::tools::{ToolError, ToolSpec};
+
+// ----- errors --------------------------------------------------------------
+
+/// Every error's body: `{"error_code","message"}` (some codes add fields,
+/// e.g. `problems` of `INVALID_CAMPAIGN`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody<'a> {
+    pub error_code: ErrorCode,
+    pub message: &'a str,
+}
 
 // ----- health, campaigns, sessions (§1.2 to §1.5) --------------------------
 
@@ -671,15 +682,18 @@ pub struct ToolCallAudit<'a> {
 }
 
 /// `POST /api/v1/tools/call` (`200`): `"success": true`, the tool's output.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ToolCallSucceeded<'a> {
     success: bool,
-    pub output: Value,
+    // The tool's output as the text written once for every copy of it
+    // (a plain comment: the OpenAPI document describes it as before).
+    #[schema(value_type = serde_json::Value)]
+    pub output: &'a RawValue,
     pub audit: ToolCallAudit<'a>,
 }
 
 impl<'a> ToolCallSucceeded<'a> {
-    pub fn new(output: Value, audit: ToolCallAudit<'a>) -> Self {
+    pub fn new(output: &'a RawValue, audit: ToolCallAudit<'a>) -> Self {
         Self {
             success: true,
             output,
@@ -921,7 +935,9 @@ mod tests {
             (
                 "tool call succeeded",
                 json!(ToolCallSucceeded::new(
-                    json!({"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8}),
+                    &crate::json::raw(
+                        &json!({"dice": "2d6", "rolls": [3, 5], "modifier": 0, "total": 8})
+                    ),
                     audit(&trace, false),
                 )),
                 json!({"success": true,

@@ -1,0 +1,92 @@
+//! Finding a session from HTTP: here (loaded from storage if needed) or on
+//! the node that runs it ([`Routed`]), and the one way a handler sends it a
+//! message ([`send_to_session`]).
+
+use super::errors::{hub_failed, no_session, overloaded, session_refused};
+use super::peers::{Owner, Routed};
+use super::state::AppState;
+use crate::error::ApiError;
+use crate::ids::SessionId;
+use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle};
+use crate::storage::SessionMeta;
+
+/// Lookups of a session tried when it stops between a lookup and its use.
+const SESSION_LOOKUPS: usize = 3;
+
+/// The live session, loaded from storage if needed, or the node that runs
+/// it (several nodes on PostgreSQL); 404 if unknown. If the node that runs
+/// it does not answer (dead, or paused), this waits for its lease to run
+/// out and runs the session here instead.
+pub async fn locate(state: &AppState, id: &SessionId) -> Result<Routed<SessionHandle>, ApiError> {
+    let lease = state.store.node().lease;
+    let deadline = std::time::Instant::now() + lease * 2 + std::time::Duration::from_secs(1);
+    loop {
+        let found = state
+            .hub
+            .send(Lookup {
+                session_id: id.clone(),
+            })
+            .await?;
+        match found {
+            Ok(Some(handle)) => return Ok(Routed::Here(handle)),
+            Ok(None) => return Err(ApiError::not_found(no_session(id.as_str()))),
+            Err(HubError::Elsewhere) => {}
+            Err(e) => return Err(hub_failed(e)),
+        }
+        let owner = state
+            .store
+            .owner_address(id.as_str())
+            .await
+            .map_err(|e| ApiError::internal(&e))?;
+        if let Some((node, url)) = owner
+            && state.cluster.answers(&url, &node).await
+        {
+            return Ok(Routed::Owner(Owner {
+                url,
+                session_id: id.clone(),
+            }));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(overloaded(
+                "the session's node does not answer; try again shortly",
+            ));
+        }
+        // Its node is gone or paused: once its lease runs out, the next
+        // lookup claims the session here.
+        actix_web::rt::time::sleep(lease / 6).await;
+    }
+}
+
+/// The one way from HTTP into a session: finds it (loading it if needed),
+/// lets `authorize` judge the caller by its meta, and sends what `make`
+/// builds. A session that stops between the lookup and the send (unloading,
+/// reloading after a failure) is looked up again, up to
+/// [`SESSION_LOOKUPS`] times. A refusal is the session's answer as HTTP; a
+/// session another node runs is that node ([`Routed::Owner`]), for the
+/// caller to hand the request to.
+pub async fn send_to_session<M, T>(
+    state: &AppState,
+    session_id: &SessionId,
+    authorize: impl Fn(&SessionMeta) -> Result<(), ApiError>,
+    make: impl Fn() -> M,
+) -> Result<Routed<(SessionHandle, T)>, ApiError>
+where
+    M: actix::Message<Result = Result<T, ChatRefused>> + Send + 'static,
+    T: Send + 'static,
+    SessionActor: actix::Handler<M>,
+{
+    for _ in 0..SESSION_LOOKUPS {
+        let handle = match locate(state, session_id).await? {
+            Routed::Here(handle) => handle,
+            Routed::Owner(owner) => return Ok(Routed::Owner(owner)),
+        };
+        authorize(&handle.meta)?;
+        match handle.addr.send(make()).await {
+            Ok(Ok(answer)) => return Ok(Routed::Here((handle, answer))),
+            Ok(Err(refused)) if !refused.is_reloading() => return Err(session_refused(refused)),
+            // Reloading, or gone between the lookup and the send.
+            Ok(Err(_)) | Err(_) => continue,
+        }
+    }
+    Err(session_refused(ChatRefused::reloading()))
+}

@@ -1,0 +1,60 @@
+//! [`AppState`]: what every handler shares. Its parts are owned by the
+//! modules below the handlers (keys, admission, rate limits, peers, MCP
+//! sessions, WebSocket limits), so no handler's module is imported here.
+
+use std::sync::Arc;
+
+use actix::Addr;
+
+use super::admission::Admission;
+use super::auth::Keys;
+use super::limits::ServiceState;
+use super::mcp::sessions::McpSessions;
+use super::peers::Cluster;
+use super::socket::WsLimits;
+use crate::game::BuiltinStarts;
+use crate::llm::Provider;
+use crate::metrics::Metrics;
+use crate::session::SessionHub;
+use crate::session::tail::Tails;
+use crate::storage::Store;
+use crate::tools::Registry;
+
+/// Shared by every handler.
+pub struct AppState {
+    pub hub: Addr<SessionHub>,
+    /// This node's tails of sessions other nodes run, for its spectators.
+    pub tails: Addr<Tails>,
+    pub store: Store,
+    /// This node among the nodes of its database.
+    pub cluster: Cluster,
+    pub registry: Arc<Registry>,
+    /// The sites of every tenant this node served (PROTOCOL.md §7.2).
+    pub sites: Arc<crate::sites::Sites>,
+    /// The built-in campaigns' start states, shared by their sessions.
+    pub builtin_starts: BuiltinStarts,
+    /// The model, for the stateless chat API (sessions hold their own).
+    pub provider: Arc<dyn Provider>,
+    /// Rate limits of calls from other services.
+    pub service: ServiceState,
+    /// The internal key and the tenant keys.
+    pub keys: Keys,
+    /// Client addresses, connection caps and per-address rates.
+    pub admission: Admission,
+    /// When set, `/metrics` needs it as a bearer token.
+    pub metrics_key: Option<crate::config::Secret>,
+    pub metrics: Arc<Metrics>,
+    /// The MCP sessions of the 2025 protocol era, shared by every worker.
+    pub mcp_sessions: McpSessions,
+    /// History budget of one model call, in estimated tokens (0: no limit).
+    pub history_tokens: usize,
+    /// Tool rounds a stateless `/api/chat` exchange may take
+    /// (`QUESTD_MAX_ITERATIONS`, as a session's turn).
+    pub max_iterations: u32,
+    /// What bounds one WebSocket connection: what may wait for it, and
+    /// how fast it may send.
+    pub ws: WsLimits,
+    /// The OpenAPI document, built at its first request: it depends only on
+    /// the tools, fixed when the server starts.
+    pub openapi: std::sync::OnceLock<bytes::Bytes>,
+}
