@@ -5,9 +5,11 @@
 //! all sessions, in one transaction (group commit): durability costs one
 //! fsync per batch, not one per action. The database is SQLite (embedded,
 //! the default) or PostgreSQL, chosen by the URL's scheme; both speak the
-//! SQL in `sql.rs` and share the writer in `writer.rs`.
+//! SQL in `sql.rs` and share the writer in `writer.rs`; the writes they
+//! all take are in `ops.rs`, below every other part.
 
 pub mod formats;
+mod ops;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -541,6 +543,33 @@ pub struct AuditRow {
     pub user_id: Option<String>,
 }
 
+/// A site as stored: its campaign's content plus what its tools wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteRow {
+    pub tenant_id: String,
+    pub site_id: String,
+    pub campaign_id: String,
+    /// The campaign's title: the site's name (`get_site_map`'s `site_name`).
+    pub title: String,
+    /// The site's save state as JSON ([`crate::game::GameState`]).
+    pub state: String,
+    /// Grows by one with every write.
+    pub version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A stored idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRow {
+    pub tool: String,
+    /// SHA-256 of the call's input, as its audit row has it.
+    pub request_hash: String,
+    /// The first call's answer, once it has one: HTTP status and body.
+    pub answer: Option<(u16, String)>,
+    pub created_at: i64,
+}
+
 /// A page of the audit ledger.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditPage {
@@ -570,8 +599,9 @@ enum Reads {
     Postgres(sqlx::PgPool),
 }
 
-/// Runs the dialect's copy of a shared query (see `sql.rs`).
-/// Bounded by [`Node::db_timeout`].
+/// Runs the dialect's copy of a shared query (see `sql.rs`): a function
+/// of the dialect's module, or (`.query(…)`) a method of a trait in scope
+/// that both read pools implement. Bounded by [`Node::db_timeout`].
 macro_rules! read {
     ($self:ident, $query:ident($($arg:expr),*)) => {
         $self.bounded(stringify!($query), async {
@@ -581,11 +611,18 @@ macro_rules! read {
             }
         }).await
     };
+    ($self:ident, .$query:ident($($arg:expr),*)) => {
+        $self.bounded(stringify!($query), async {
+            match &$self.reads {
+                Reads::Sqlite(pool) => pool.$query($($arg),*).await,
+                Reads::Postgres(pool) => pool.$query($($arg),*).await,
+            }
+        }).await
+    };
 }
 
 // After `read!`, which it uses.
 mod records;
-pub use records::{KeyRow, SiteRow};
 
 impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, or

@@ -11,10 +11,9 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 use std::collections::{HashMap, HashSet};
 
-use super::records::QueuedRecord;
-use super::sql::queries;
+use super::ops::{Committer, QueuedRecord, RecordWrite};
+use super::sql::{self, queries};
 use super::steps;
-use super::writer::Committer;
 use super::{Epoch, JournalNotice, JournalRow, Node};
 
 queries!(sqlx::Postgres);
@@ -345,7 +344,7 @@ pub(super) async fn write_batch(
         match op {
             WriteOp::Row(..) | WriteOp::Audit(_) => {}
             WriteOp::Enqueue { chat, .. } => {
-                sqlx::query(super::sql::INSERT_INBOX)
+                sqlx::query(sql::INSERT_INBOX)
                     .bind(&chat.session_id)
                     .bind(&chat.turn_id)
                     .bind(chat.turn_no as i64)
@@ -361,7 +360,7 @@ pub(super) async fn write_batch(
                 turn_id,
                 ..
             } => {
-                sqlx::query(super::sql::DELETE_INBOX)
+                sqlx::query(sql::DELETE_INBOX)
                     .bind(session_id)
                     .bind(turn_id)
                     .execute(&mut *conn)
@@ -389,7 +388,7 @@ pub(super) async fn write_batch(
                     .execute(&mut *conn)
                     .await?;
                 }
-                let replaced = sqlx::query(super::sql::UPSERT_SNAPSHOT)
+                let replaced = sqlx::query(sql::UPSERT_SNAPSHOT)
                     .bind(session_id)
                     .bind(snapshot.seq as i64)
                     .bind(&snapshot.state)
@@ -410,7 +409,7 @@ pub(super) async fn write_batch(
             }
             WriteOp::Record(record) => write_record(conn, record).await?,
             WriteOp::CreateSession { meta, snapshot, .. } => {
-                sqlx::query(super::sql::INSERT_SESSION)
+                sqlx::query(sql::INSERT_SESSION)
                     .bind(&meta.session_id)
                     .bind(&meta.tenant_id)
                     .bind(&meta.campaign_id)
@@ -422,7 +421,7 @@ pub(super) async fn write_batch(
                     .bind(meta.anonymous)
                     .execute(&mut *conn)
                     .await?;
-                sqlx::query(super::sql::INSERT_FIRST_SNAPSHOT)
+                sqlx::query(sql::INSERT_FIRST_SNAPSHOT)
                     .bind(&meta.session_id)
                     .bind(snapshot)
                     .bind(now_ms())
@@ -438,9 +437,8 @@ pub(super) async fn write_batch(
 
 /// One site or idempotency-key write; sets its outcome.
 async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<(), StorageError> {
-    use super::records::{RecordWrite, stmt};
     let outcome: i64 = match &record.write {
-        RecordWrite::PutSite(site) => sqlx::query_scalar(stmt::PUT_SITE)
+        RecordWrite::PutSite(site) => sqlx::query_scalar(sql::PUT_SITE)
             .bind(&site.tenant_id)
             .bind(&site.site_id)
             .bind(&site.campaign_id)
@@ -457,7 +455,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             state,
             expected,
             updated_at,
-        } => sqlx::query_scalar(stmt::UPDATE_SITE)
+        } => sqlx::query_scalar(sql::UPDATE_SITE)
             .bind(state)
             .bind(updated_at)
             .bind(tenant_id)
@@ -474,11 +472,11 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             created_at,
             forget_before,
         } => {
-            sqlx::query(stmt::FORGET_KEYS)
+            sqlx::query(sql::FORGET_KEYS)
                 .bind(forget_before)
                 .execute(&mut *conn)
                 .await?;
-            sqlx::query(stmt::CLAIM_KEY)
+            sqlx::query(sql::CLAIM_KEY)
                 .bind(tenant_id)
                 .bind(key)
                 .bind(tool)
@@ -493,7 +491,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             key,
             status,
             response,
-        } => sqlx::query(stmt::FINISH_KEY)
+        } => sqlx::query(sql::FINISH_KEY)
             .bind(i64::from(*status))
             .bind(response)
             .bind(tenant_id)
@@ -501,7 +499,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             .execute(&mut *conn)
             .await?
             .rows_affected() as i64,
-        RecordWrite::DropKey { tenant_id, key } => sqlx::query(stmt::DROP_KEY)
+        RecordWrite::DropKey { tenant_id, key } => sqlx::query(sql::DROP_KEY)
             .bind(tenant_id)
             .bind(key)
             .execute(&mut *conn)
@@ -510,7 +508,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
         RecordWrite::CloseSession {
             session_id,
             closed_at,
-        } => sqlx::query(stmt::CLOSE_SESSION)
+        } => sqlx::query(sql::CLOSE_SESSION)
             .bind(closed_at)
             .bind(session_id)
             .execute(&mut *conn)
@@ -547,7 +545,7 @@ async fn delete_session(
         return Ok(0);
     }
     let mut deleted = 0;
-    for statement in super::sql::DELETE_SESSION {
+    for statement in sql::DELETE_SESSION {
         deleted = sqlx::query(statement)
             .bind(session_id)
             .execute(&mut *conn)
@@ -567,7 +565,7 @@ pub(super) async fn abandoned_sessions(
     before_ms: i64,
     limit: u32,
 ) -> Result<Vec<String>, StorageError> {
-    let query = super::sql::abandoned_sessions(
+    let query = sql::abandoned_sessions(
         "s.anonymous",
         "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = s.session_id \
          AND o.lease_until > clock_timestamp())",

@@ -8,10 +8,9 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use super::JournalRow;
-use super::records::{QueuedRecord, RecordWrite, stmt};
+use super::ops::{Committer, GATHER, QueuedRecord, RecordWrite};
 use super::sql::{self, queries};
 use super::steps;
-use super::writer::Committer;
 
 queries!(sqlx::Sqlite);
 
@@ -161,7 +160,7 @@ impl Committer for SqliteCommitter {
     }
 
     fn gather() -> Option<std::time::Duration> {
-        Some(super::writer::GATHER)
+        Some(GATHER)
     }
 }
 
@@ -327,7 +326,7 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
     };
     let outcome = match &record.write {
         RecordWrite::PutSite(site) => returned(
-            stmt::PUT_SITE,
+            sql::PUT_SITE,
             params![
                 site.tenant_id,
                 site.site_id,
@@ -345,7 +344,7 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             expected,
             updated_at,
         } => returned(
-            stmt::UPDATE_SITE,
+            sql::UPDATE_SITE,
             params![state, updated_at, tenant_id, site_id, expected],
         )?,
         RecordWrite::ClaimKey {
@@ -356,9 +355,9 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             created_at,
             forget_before,
         } => {
-            conn.prepare_cached(stmt::FORGET_KEYS)?
+            conn.prepare_cached(sql::FORGET_KEYS)?
                 .execute(params![forget_before])?;
-            conn.prepare_cached(stmt::CLAIM_KEY)?.execute(params![
+            conn.prepare_cached(sql::CLAIM_KEY)?.execute(params![
                 tenant_id,
                 key,
                 tool,
@@ -372,17 +371,17 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             status,
             response,
         } => conn
-            .prepare_cached(stmt::FINISH_KEY)?
+            .prepare_cached(sql::FINISH_KEY)?
             .execute(params![status, response, tenant_id, key])? as i64,
         RecordWrite::DropKey { tenant_id, key } => {
-            conn.prepare_cached(stmt::DROP_KEY)?
+            conn.prepare_cached(sql::DROP_KEY)?
                 .execute(params![tenant_id, key])? as i64
         }
         RecordWrite::CloseSession {
             session_id,
             closed_at,
         } => conn
-            .prepare_cached(stmt::CLOSE_SESSION)?
+            .prepare_cached(sql::CLOSE_SESSION)?
             .execute(params![closed_at, session_id])? as i64,
         // One node: nobody else can have claimed it.
         RecordWrite::DeleteSession { session_id, .. } => {
