@@ -20,6 +20,7 @@ use super::AppState;
 use super::cluster::Routing;
 use super::service::{CallAudit, CallReport, ServiceContext, call_tool};
 use crate::error::{ApiError, ErrorCode, Reason};
+use crate::ids::TenantId;
 use crate::storage::now_ms;
 use crate::tools::{ToolError, args_hash};
 
@@ -137,7 +138,7 @@ pub async fn call_once(
     let Some(key) = key else {
         return Ok((call_tool(state, ctx, routing, tool, input).await, false));
     };
-    let tenant = ctx.tenant_id.as_str();
+    let tenant = &ctx.tenant_id;
     let hash = args_hash(&input);
     let forget_before = now_ms() - KEEP_KEYS.as_millis() as i64;
     let store = &state.store;
@@ -180,7 +181,7 @@ pub async fn call_once(
 /// The stored answer of `key`, if it was for this call and is ready.
 async fn replay(
     state: &AppState,
-    tenant: &str,
+    tenant: &TenantId,
     key: &str,
     tool: &str,
     hash: &str,

@@ -530,7 +530,7 @@ impl SessionActor {
             self.flush();
             self.deps
                 .store
-                .dequeue(&self.meta.session_id, q.turn_id.as_str(), self.epoch);
+                .dequeue(&self.meta.session_id, &q.turn_id, self.epoch);
         }
         let turn_id = q.turn_id.clone();
         let deadline = self.deps.limits.turn_deadline;
@@ -1011,7 +1011,7 @@ impl Handler<SubmitChat> for SessionActor {
         if accepted.queued > 0 {
             let chat = QueuedChat {
                 session_id: self.meta.session_id.clone(),
-                turn_id: turn_id.as_str().to_owned(),
+                turn_id: turn_id.clone(),
                 turn_no: self.intake.queued_turn(&turn_id).map_or(0, |q| q.turn_no),
                 request_id,
                 text: msg.text,

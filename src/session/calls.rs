@@ -366,7 +366,11 @@ mod tests {
                 registry: &self.registry,
                 state: &self.state,
                 session_id: &self.session_id,
-                tenant_id: "tenant_1",
+                tenant_id: {
+                    static TENANT: std::sync::LazyLock<crate::ids::TenantId> =
+                        std::sync::LazyLock::new(|| "tenant_1".into());
+                    &TENANT
+                },
             }
         }
 

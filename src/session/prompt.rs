@@ -293,7 +293,11 @@ mod tests {
             registry,
             state,
             session_id: id,
-            tenant_id: "tenant_1",
+            tenant_id: {
+                static TENANT: std::sync::LazyLock<crate::ids::TenantId> =
+                    std::sync::LazyLock::new(|| "tenant_1".into());
+                &TENANT
+            },
         }
     }
 

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use tokio::sync::oneshot;
 
+use crate::ids::{NodeId, SessionId, SiteId, TenantId, TurnId};
+
 use super::{
     AuditRow, DurableSink, Epoch, JournalRow, QueuedChat, SessionMeta, SiteRow, SnapshotWrite,
     StorageError,
@@ -17,7 +19,7 @@ use super::{
 pub(super) enum WriteOp {
     Row(JournalRow, DurableSink),
     Snapshot {
-        session_id: String,
+        session_id: SessionId,
         epoch: Epoch,
         snapshot: SnapshotWrite,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
@@ -29,8 +31,8 @@ pub(super) enum WriteOp {
         done: oneshot::Sender<Result<(), StorageError>>,
     },
     Dequeue {
-        session_id: String,
-        turn_id: String,
+        session_id: SessionId,
+        turn_id: TurnId,
         epoch: Epoch,
     },
     CreateSession {
@@ -49,8 +51,8 @@ pub(super) enum RecordWrite {
     PutSite(SiteRow),
     /// Replaces a site's state if its version is still `expected`.
     UpdateSite {
-        tenant_id: String,
-        site_id: String,
+        tenant_id: TenantId,
+        site_id: SiteId,
         state: String,
         expected: i64,
         updated_at: i64,
@@ -58,7 +60,7 @@ pub(super) enum RecordWrite {
     /// Claims a key unless it is taken, forgetting keys older than
     /// `forget_before` first.
     ClaimKey {
-        tenant_id: String,
+        tenant_id: TenantId,
         key: String,
         tool: String,
         request_hash: String,
@@ -67,22 +69,25 @@ pub(super) enum RecordWrite {
     },
     /// Stores the answer of the call that claimed the key.
     FinishKey {
-        tenant_id: String,
+        tenant_id: TenantId,
         key: String,
         status: u16,
         response: String,
     },
     /// Gives a key back: its call did not run (refused before it started).
-    DropKey { tenant_id: String, key: String },
+    DropKey { tenant_id: TenantId, key: String },
     /// Closes a session for good at `closed_at`, unless it is closed
     /// already.
-    CloseSession { session_id: String, closed_at: i64 },
+    CloseSession {
+        session_id: SessionId,
+        closed_at: i64,
+    },
     /// Deletes an anonymous session with everything stored of it; on
     /// PostgreSQL only while `claim` (node, epoch) is still its owner's
     /// claim, so a session another node has since taken is left alone.
     DeleteSession {
-        session_id: String,
-        claim: Option<(String, i64)>,
+        session_id: SessionId,
+        claim: Option<(NodeId, i64)>,
     },
 }
 

@@ -15,6 +15,7 @@ use super::ops::{Committer, QueuedRecord, RecordWrite};
 use super::sql::{self, queries};
 use super::steps;
 use super::{Epoch, JournalNotice, JournalRow, Node};
+use crate::ids::NodeId;
 
 queries!(sqlx::Postgres);
 
@@ -242,7 +243,7 @@ fn read_notice(payload: &str) -> JournalNotice {
         payload
             .split(NOTICE_SEPARATOR)
             .filter(|id| !id.is_empty())
-            .map(str::to_owned)
+            .map(SessionId::from)
             .collect(),
     )
 }
@@ -526,8 +527,8 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
 /// is still its owner's claim; answers the sessions deleted (0 or 1).
 async fn delete_session(
     conn: &mut PgConnection,
-    session_id: &str,
-    claim: Option<&(String, i64)>,
+    session_id: &SessionId,
+    claim: Option<&(NodeId, i64)>,
 ) -> Result<i64, StorageError> {
     let Some((node, epoch)) = claim else {
         // Every node claims before it deletes.
@@ -564,7 +565,7 @@ pub(super) async fn abandoned_sessions(
     pool: &PgPool,
     before_ms: i64,
     limit: u32,
-) -> Result<Vec<String>, StorageError> {
+) -> Result<Vec<SessionId>, StorageError> {
     let query = sql::abandoned_sessions(
         "s.anonymous",
         "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = s.session_id \
@@ -765,7 +766,7 @@ async fn check_fences(
 /// node's live claim answers `None`.
 pub(super) async fn claim(
     pool: &PgPool,
-    session_id: &str,
+    session_id: &SessionId,
     node: &Node,
 ) -> Result<Option<(i64, bool)>, StorageError> {
     // `prev` reads the claim as it was before this statement: whether this
@@ -790,20 +791,21 @@ pub(super) async fn claim(
 /// See [`super::Store::renew`]: one statement for all of a node's claims.
 pub(super) async fn renew(
     pool: &PgPool,
-    sessions: &[(String, Epoch)],
+    sessions: &[(SessionId, Epoch)],
     node: &Node,
-) -> Result<Vec<String>, StorageError> {
-    let claimed: Vec<(&str, i64)> = sessions
+) -> Result<Vec<SessionId>, StorageError> {
+    let claimed: Vec<(&SessionId, i64)> = sessions
         .iter()
         .filter_map(|(id, epoch)| match epoch {
-            Epoch::Claimed(n) => Some((id.as_str(), *n)),
+            Epoch::Claimed(n) => Some((id, *n)),
             Epoch::Sole => None,
         })
         .collect();
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
-    let (ids, epochs): (Vec<&str>, Vec<i64>) = claimed.iter().copied().unzip();
+    let (ids, epochs): (Vec<&str>, Vec<i64>) =
+        claimed.iter().map(|(id, n)| (id.as_str(), *n)).unzip();
     let kept: Vec<(String,)> = sqlx::query_as(
         "UPDATE session_owners o SET lease_until = clock_timestamp() + $4 * interval '1 millisecond' \
          FROM unnest($1::text[], $2::bigint[]) AS w (session_id, epoch) \
@@ -817,17 +819,17 @@ pub(super) async fn renew(
     .fetch_all(pool)
     .await?;
     let kept: HashSet<String> = kept.into_iter().map(|(id,)| id).collect();
-    Ok(ids
+    Ok(claimed
         .into_iter()
-        .filter(|id| !kept.contains(*id))
-        .map(str::to_owned)
+        .filter(|(id, _)| !kept.contains(id.as_str()))
+        .map(|(id, _)| id.clone())
         .collect())
 }
 
 /// See [`super::Store::release`].
 pub(super) async fn release(
     pool: &PgPool,
-    session_id: &str,
+    session_id: &SessionId,
     epoch: i64,
     node: &Node,
 ) -> Result<(), StorageError> {
@@ -844,7 +846,10 @@ pub(super) async fn release(
 }
 
 /// See [`super::Store::owner`].
-pub(super) async fn owner(pool: &PgPool, session_id: &str) -> Result<Option<String>, StorageError> {
+pub(super) async fn owner(
+    pool: &PgPool,
+    session_id: &SessionId,
+) -> Result<Option<NodeId>, StorageError> {
     Ok(sqlx::query_scalar(
         "SELECT node_id FROM session_owners WHERE session_id = $1 \
          AND lease_until > clock_timestamp()",
@@ -870,8 +875,8 @@ pub(super) async fn announce(pool: &PgPool, node: &Node, url: &str) -> Result<()
 /// See [`super::Store::owner_address`].
 pub(super) async fn owner_address(
     pool: &PgPool,
-    session_id: &str,
-) -> Result<Option<(String, String)>, StorageError> {
+    session_id: &SessionId,
+) -> Result<Option<(NodeId, String)>, StorageError> {
     Ok(sqlx::query_as(
         "SELECT o.node_id, n.url FROM session_owners o JOIN nodes n ON n.node_id = o.node_id \
          WHERE o.session_id = $1 AND o.lease_until > clock_timestamp()",

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use tokio::sync::oneshot;
 
+use crate::ids::{SessionId, SiteId, TenantId};
+
 use super::ops::{QueuedRecord, RecordWrite};
 use super::{KeyRow, Reads, SiteRow, StorageError, Store};
 
@@ -20,21 +22,25 @@ use super::{KeyRow, Reads, SiteRow, StorageError, Store};
 pub(super) trait RecordReads {
     async fn load_site(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
     ) -> Result<Option<SiteRow>, StorageError>;
 
     /// A site's version, without its state.
     async fn site_version(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
     ) -> Result<Option<i64>, StorageError>;
 
     /// How many sites a tenant has.
-    async fn count_sites(&self, tenant_id: &str) -> Result<i64, StorageError>;
+    async fn count_sites(&self, tenant_id: &TenantId) -> Result<i64, StorageError>;
 
-    async fn load_key(&self, tenant_id: &str, key: &str) -> Result<Option<KeyRow>, StorageError>;
+    async fn load_key(
+        &self,
+        tenant_id: &TenantId,
+        key: &str,
+    ) -> Result<Option<KeyRow>, StorageError>;
 }
 
 impl Store {
@@ -61,8 +67,8 @@ impl Store {
     /// `expected`; answers the new version, or `None` if somebody did.
     pub async fn update_site(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
         state: String,
         expected: i64,
     ) -> Result<Option<i64>, StorageError> {
@@ -80,8 +86,8 @@ impl Store {
 
     pub async fn load_site(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
     ) -> Result<Option<SiteRow>, StorageError> {
         read!(self, .load_site(tenant_id, site_id))
     }
@@ -89,14 +95,14 @@ impl Store {
     /// A site's version, without its state.
     pub async fn site_version(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
     ) -> Result<Option<i64>, StorageError> {
         read!(self, .site_version(tenant_id, site_id))
     }
 
     /// How many sites a tenant has.
-    pub async fn count_sites(&self, tenant_id: &str) -> Result<i64, StorageError> {
+    pub async fn count_sites(&self, tenant_id: &TenantId) -> Result<i64, StorageError> {
         read!(self, .count_sites(tenant_id))
     }
 
@@ -105,7 +111,7 @@ impl Store {
     /// before `forget_before` (ms) are forgotten first.
     pub async fn claim_key(
         &self,
-        tenant_id: &str,
+        tenant_id: &TenantId,
         key: &str,
         tool: &str,
         request_hash: &str,
@@ -127,7 +133,7 @@ impl Store {
     /// Stores the answer of the call that claimed `key`.
     pub async fn finish_key(
         &self,
-        tenant_id: &str,
+        tenant_id: &TenantId,
         key: &str,
         status: u16,
         response: String,
@@ -143,7 +149,7 @@ impl Store {
     }
 
     /// Gives back a key whose call never started.
-    pub async fn drop_key(&self, tenant_id: &str, key: &str) -> Result<(), StorageError> {
+    pub async fn drop_key(&self, tenant_id: &TenantId, key: &str) -> Result<(), StorageError> {
         self.write_record(RecordWrite::DropKey {
             tenant_id: tenant_id.to_owned(),
             key: key.to_owned(),
@@ -157,7 +163,7 @@ impl Store {
     /// it returns.
     pub async fn close_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         closed_at: i64,
     ) -> Result<bool, StorageError> {
         let took = self
@@ -175,7 +181,7 @@ impl Store {
     /// Durable when it returns.
     pub async fn delete_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         epoch: super::Epoch,
     ) -> Result<bool, StorageError> {
         let claim = match epoch {
@@ -193,7 +199,7 @@ impl Store {
 
     pub async fn load_key(
         &self,
-        tenant_id: &str,
+        tenant_id: &TenantId,
         key: &str,
     ) -> Result<Option<KeyRow>, StorageError> {
         read!(self, .load_key(tenant_id, key))

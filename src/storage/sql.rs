@@ -133,6 +133,7 @@ macro_rules! queries {
 
         use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry, steps_after};
         use $crate::storage::steps::{self as _steps, Entry};
+        use $crate::ids::{SessionId, SiteId, TenantId, TraceId, TurnId};
         use $crate::storage::ops::WriteOp;
         use $crate::storage::records::RecordReads;
         use $crate::storage::{
@@ -147,8 +148,8 @@ macro_rules! queries {
         /// `limit`).
         pub(super) async fn audit_by_trace(
             pool: &Pool,
-            tenant_id: &str,
-            trace_id: &str,
+            tenant_id: &TenantId,
+            trace_id: &TraceId,
             limit: u32,
         ) -> Result<Vec<AuditRow>, StorageError> {
             let sql = format!(
@@ -171,7 +172,7 @@ macro_rules! queries {
         /// A page of a session's audit ledger, oldest first.
         pub(super) async fn audit_page(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             after_id: i64,
             limit: u32,
         ) -> Result<AuditPage, StorageError> {
@@ -205,7 +206,7 @@ macro_rules! queries {
 
         pub(super) async fn session_meta(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
         ) -> Result<Option<SessionMeta>, StorageError> {
             let row = sqlx::query(
                 "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, \
@@ -235,7 +236,7 @@ macro_rules! queries {
         /// recent frames.
         pub(super) async fn load_session(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
         ) -> Result<Option<LoadedSession>, StorageError> {
             let Some(meta) = session_meta(pool, session_id).await? else {
                 return Ok(None);
@@ -294,7 +295,7 @@ macro_rules! queries {
                     if seq > snapshot_seq {
                         rows.push(StoredRow {
                             seq: e.seq,
-                            turn_id: e.turn_id,
+                            turn_id: e.turn_id.map(TurnId::from),
                             request_id: e.request_id,
                             effect: e.effect,
                             history: e.history,
@@ -361,7 +362,7 @@ macro_rules! queries {
         /// database, so a long story is never read whole to be cut here.
         pub(super) async fn journal_after(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             after_seq: u64,
             limit: u32,
             max_chars: u64,
@@ -406,9 +407,9 @@ macro_rules! queries {
         /// Request ids of the most recent turns that started, newest first.
         pub(super) async fn recent_request_ids(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             limit: i64,
-        ) -> Result<Vec<(String, String)>, StorageError> {
+        ) -> Result<Vec<(String, TurnId)>, StorageError> {
             let rows = sqlx::query(
                 "SELECT request_id, turn_id FROM journal WHERE session_id = $1 \
                  AND started = 1 AND request_id IS NOT NULL ORDER BY seq DESC LIMIT $2",
@@ -427,8 +428,8 @@ macro_rules! queries {
         /// if the turn has ended.
         pub(super) async fn turn_end_frame(
             pool: &Pool,
-            session_id: &str,
-            turn_id: &str,
+            session_id: &SessionId,
+            turn_id: &TurnId,
         ) -> Result<Option<String>, StorageError> {
             let row = sqlx::query(
                 "SELECT body FROM journal WHERE session_id = $1 AND turn_id = $2 \
@@ -449,7 +450,7 @@ macro_rules! queries {
         /// A page of the applied-actions log, oldest first.
         pub(super) async fn actions(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             after_seq: u64,
             limit: u32,
         ) -> Result<ActionPage, StorageError> {
@@ -521,8 +522,8 @@ macro_rules! queries {
         impl RecordReads for Pool {
             async fn load_site(
                 &self,
-                tenant_id: &str,
-                site_id: &str,
+                tenant_id: &TenantId,
+                site_id: &SiteId,
             ) -> Result<Option<SiteRow>, StorageError> {
                 let row = sqlx::query(
                     "SELECT campaign_id, title, state, version, created_at, updated_at FROM sites \
@@ -549,8 +550,8 @@ macro_rules! queries {
 
             async fn site_version(
                 &self,
-                tenant_id: &str,
-                site_id: &str,
+                tenant_id: &TenantId,
+                site_id: &SiteId,
             ) -> Result<Option<i64>, StorageError> {
                 Ok(sqlx::query_scalar(
                     "SELECT version FROM sites WHERE tenant_id = $1 AND site_id = $2",
@@ -563,7 +564,7 @@ macro_rules! queries {
 
             async fn count_sites(
                 &self,
-                tenant_id: &str,
+                tenant_id: &TenantId,
             ) -> Result<i64, StorageError> {
                 Ok(
                     sqlx::query_scalar("SELECT COUNT(*) FROM sites WHERE tenant_id = $1")
@@ -575,7 +576,7 @@ macro_rules! queries {
 
             async fn load_key(
                 &self,
-                tenant_id: &str,
+                tenant_id: &TenantId,
                 key: &str,
             ) -> Result<Option<KeyRow>, StorageError> {
                 let row = sqlx::query(

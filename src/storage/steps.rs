@@ -138,7 +138,10 @@ fn encode(rows: &[&JournalRow]) -> String {
         out.push_str(itoa::Buffer::new().format(r.seq));
         out.push_str(",\"kind\":");
         string(&mut out, r.kind);
-        for (name, value) in [("turn_id", &r.turn_id), ("request_id", &r.request_id)] {
+        for (name, value) in [
+            ("turn_id", r.turn_id.as_deref()),
+            ("request_id", r.request_id.as_deref()),
+        ] {
             if let Some(value) = value {
                 out.push_str(",\"");
                 out.push_str(name);
@@ -386,9 +389,9 @@ mod tests {
 
     fn row(session: &str, seq: u64, turn: Option<&str>, kind: &'static str) -> JournalRow {
         JournalRow {
-            session_id: session.to_owned(),
+            session_id: session.into(),
             seq,
-            turn_id: turn.map(str::to_owned),
+            turn_id: turn.map(crate::ids::TurnId::from),
             kind,
             request_id: (kind == "turn_started").then(|| "r\"1\u{e9}".to_owned()),
             frame: format!("{{\"type\":\"{kind}\",\"seq\":{seq},\"text\":\"a \\\"b\\\" \u{e9}\"}}")
@@ -422,7 +425,7 @@ mod tests {
         for (entry, row) in back.iter().zip(&rows) {
             assert_eq!(entry.seq, row.seq);
             assert_eq!(entry.kind, row.kind);
-            assert_eq!(entry.turn_id, row.turn_id);
+            assert_eq!(entry.turn_id.as_deref(), row.turn_id.as_deref());
             assert_eq!(entry.request_id, row.request_id);
             assert_eq!(entry.created_at, row.created_at);
             assert_eq!(entry.frame, &*row.frame);

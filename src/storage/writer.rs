@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::ids::{SessionId, TurnId};
 use crate::metrics::Metrics;
 
 use super::ops::{Committer, QueuedRecord, WriteOp};
@@ -174,13 +175,13 @@ impl Writes {
     /// Queues a snapshot; if `done` is given it hears when it is durable.
     pub(super) fn snapshot(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         epoch: Epoch,
         snapshot: SnapshotWrite,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     ) {
         let op = WriteOp::Snapshot {
-            session_id: session_id.to_owned(),
+            session_id: session_id.clone(),
             epoch,
             snapshot,
             done,
@@ -212,10 +213,10 @@ impl Writes {
     }
 
     /// See [`super::Store::dequeue`].
-    pub(super) fn dequeue(&self, session_id: &str, turn_id: &str, epoch: Epoch) {
+    pub(super) fn dequeue(&self, session_id: &SessionId, turn_id: &TurnId, epoch: Epoch) {
         let op = WriteOp::Dequeue {
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
+            session_id: session_id.clone(),
+            turn_id: turn_id.clone(),
             epoch,
         };
         if let Err(e) = self.send(op) {
@@ -835,7 +836,7 @@ mod tests {
             Arc::new(Metrics::default()),
         );
         for turn in ["turn_1", "turn_2", "turn_3"] {
-            writes.dequeue("s", turn, Epoch::Sole);
+            writes.dequeue(&"s".into(), &turn.into(), Epoch::Sole);
         }
         writes.settled().await;
         assert_eq!(committed.load(Ordering::SeqCst), 3);
