@@ -618,7 +618,7 @@ impl SessionActor {
         ctx: &mut Context<Self>,
     ) {
         let Some(t) = self.turn.as_ref() else { return };
-        let turn_id = t.turn.turn_id().to_string();
+        let turn_id = t.turn.turn_id().clone();
         let correction = correction.into_iter().flat_map(|(answer, message)| {
             [
                 Arc::new(HistoryEntry::Assistant {

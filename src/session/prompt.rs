@@ -223,7 +223,7 @@ pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) ->
     ModelRequest {
         system,
         messages: vec![Arc::new(HistoryEntry::User {
-            turn_id: turn_id.to_string(),
+            turn_id: turn_id.clone(),
             text: user,
         })],
         tools: Arc::default(),

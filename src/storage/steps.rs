@@ -42,6 +42,7 @@ use serde_json::value::RawValue;
 
 use super::{JournalRow, StorageError, StoredAction, StoredHistory};
 use crate::game::HistoryEntry;
+use crate::ids::{CallId, TurnId};
 
 /// One stored row of the journal, as the writers insert it.
 #[derive(Debug, Clone, PartialEq)]
@@ -252,13 +253,19 @@ struct Body<'a> {
     entries: Vec<Stored<'a>>,
 }
 
+/// An id a frame does not say (the empty string, as a missing `String`
+/// field read before).
+fn no_id<T: From<&'static str>>() -> T {
+    T::from("")
+}
+
 /// What a frame says that a history entry or an action is read from.
 #[derive(Deserialize)]
 struct Said<'a> {
-    #[serde(default)]
-    turn_id: String,
-    #[serde(default)]
-    call_id: String,
+    #[serde(default = "no_id")]
+    turn_id: TurnId,
+    #[serde(default = "no_id")]
+    call_id: CallId,
     #[serde(default)]
     tool: String,
     #[serde(default)]
@@ -498,7 +505,7 @@ mod tests {
             .iter()
             .map(|e| serde_json::from_str(e.history.as_deref().unwrap()).unwrap())
             .collect();
-        let turn_id = || "turn_1".to_owned();
+        let turn_id = || TurnId::from("turn_1");
         assert_eq!(
             history,
             [
