@@ -30,9 +30,9 @@ const GROUP: u64 = 5;
 
 fn row(session_id: &str, seq: u64) -> JournalRow {
     JournalRow {
-        session_id: session_id.to_owned(),
+        session_id: session_id.into(),
         seq,
-        turn_id: Some(format!("turn_{}", (seq - 1) / GROUP)),
+        turn_id: Some(format!("turn_{}", (seq - 1) / GROUP).into()),
         kind: "tool_result",
         request_id: None,
         frame: format!(
@@ -68,7 +68,7 @@ fn main() {
         let run = questd::session::random_token(6);
         let mut ids = Vec::new();
         for n in 0..sessions {
-            let id = format!("bench_{run}_{n}");
+            let id = questd::ids::SessionId::from(format!("bench_{run}_{n}"));
             let meta = SessionMeta {
                 session_id: id.clone(),
                 tenant_id: "bench".into(),

@@ -82,6 +82,105 @@ macro_rules! id_type {
             }
         }
 
+        /// Reads as its string wherever a `&str` is taken (`&*id`), so a
+        /// caller still holding strings needs no conversion to read one.
+        impl std::ops::Deref for $name {
+            type Target = str;
+
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                *self == *other.0
+            }
+        }
+
+        impl PartialEq<$name> for &str {
+            fn eq(&self, other: &$name) -> bool {
+                **self == *other.0
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                **self == *other.0
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> Self {
+                String::from(&*id.0)
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                *self.0 == **other
+            }
+        }
+
+        /// Stored as the text column it always was, in both dialects: the
+        /// `Arc<str>` is bound as it is (no copy on SQLite) and a read makes
+        /// one allocation.
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
+        where
+            Arc<str>: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <Arc<str> as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <Arc<str> as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
+        where
+            Arc<str>: sqlx::Encode<'q, DB>,
+        {
+            fn encode(
+                self,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                self.0.encode(buf)
+            }
+
+            fn encode_by_ref(
+                &self,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                Arc::clone(&self.0).encode(buf)
+            }
+        }
+
+        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
+        where
+            Arc<str>: sqlx::Decode<'r, DB>,
+        {
+            fn decode(
+                value: <DB as sqlx::Database>::ValueRef<'r>,
+            ) -> Result<Self, sqlx::error::BoxDynError> {
+                Ok(Self(<Arc<str> as sqlx::Decode<'r, DB>>::decode(value)?))
+            }
+        }
+
+        /// The SQLite writer binds it as the borrowed text.
+        impl rusqlite::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(rusqlite::types::ToSqlOutput::from(&*self.0))
+            }
+        }
+
         impl PartialEq<str> for $name {
             fn eq(&self, other: &str) -> bool {
                 &*self.0 == other
@@ -254,6 +353,27 @@ mod tests {
         let mut ids = [TraceId::from("tr_b"), TraceId::from("tr_a")];
         ids.sort();
         assert_eq!(ids.map(|t| t.to_string()), ["tr_a", "tr_b"]);
+    }
+
+    /// A stored id is its text, through either SQLite driver, and reads
+    /// back as the same id.
+    #[actix_web::test]
+    async fn ids_are_stored_as_their_text() {
+        let id = SessionId::from("sess_\u{e9}\"1");
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:")
+            .await
+            .expect("an in-memory database");
+        let (text, back): (String, SessionId) = sqlx::query_as("SELECT $1, $1")
+            .bind(&id)
+            .fetch_one(&pool)
+            .await
+            .expect("a read");
+        assert_eq!((text.as_str(), &back), ("sess_\u{e9}\"1", &id));
+        let conn = rusqlite::Connection::open_in_memory().expect("a connection");
+        let text: String = conn
+            .query_row("SELECT ?1", [&id], |r| r.get(0))
+            .expect("a read");
+        assert_eq!(text, "sess_\u{e9}\"1");
     }
 
     /// `tr_` and 24 letters or digits, in the order they were made (by the

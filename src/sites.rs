@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::game::{Effect, GameState};
+use crate::ids::{SiteId, TenantId};
 use crate::storage::{SiteRow, StorageError, Store, now_ms};
 
 /// Sites one tenant may have.
@@ -61,7 +62,7 @@ type Slot = Arc<tokio::sync::Mutex<Option<SiteView>>>;
 /// The sites of every tenant that this node served.
 pub struct Sites {
     store: Store,
-    slots: Mutex<HashMap<(String, String), Slot>>,
+    slots: Mutex<HashMap<(TenantId, SiteId), Slot>>,
 }
 
 /// What `PUT` did.
@@ -91,9 +92,9 @@ impl Sites {
     }
 
     /// The slot of one site, made on first use.
-    fn slot(&self, tenant_id: &str, site_id: &str) -> Slot {
+    fn slot(&self, tenant_id: &TenantId, site_id: &SiteId) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (tenant_id.to_owned(), site_id.to_owned());
+        let key = (tenant_id.clone(), site_id.clone());
         if let Some(slot) = slots.get(&key) {
             return slot.clone();
         }
@@ -108,8 +109,8 @@ impl Sites {
     /// start), creating it or replacing it whole.
     pub async fn put(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
         state: GameState,
     ) -> Result<Put, SiteError> {
         let slot = self.slot(tenant_id, site_id);
@@ -124,8 +125,8 @@ impl Sites {
         let version = self
             .store
             .put_site(SiteRow {
-                tenant_id: tenant_id.to_owned(),
-                site_id: site_id.to_owned(),
+                tenant_id: tenant_id.clone(),
+                site_id: site_id.clone(),
                 campaign_id: state.campaign_id.clone(),
                 title: state.title.clone(),
                 state: text,
@@ -147,7 +148,7 @@ impl Sites {
     }
 
     /// The site as stored now.
-    pub async fn get(&self, tenant_id: &str, site_id: &str) -> Result<SiteView, SiteError> {
+    pub async fn get(&self, tenant_id: &TenantId, site_id: &SiteId) -> Result<SiteView, SiteError> {
         let slot = self.slot(tenant_id, site_id);
         let mut held = slot.lock().await;
         self.fresh(tenant_id, site_id, &mut held).await
@@ -159,8 +160,8 @@ impl Sites {
     /// the new state (at most [`WRITE_TRIES`] times).
     pub async fn run<T>(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
         mut step: impl FnMut(&GameState) -> (T, Option<Effect>),
     ) -> Result<T, SiteError> {
         let slot = self.slot(tenant_id, site_id);
@@ -200,8 +201,8 @@ impl Sites {
     /// stored one (kept in `held`).
     async fn fresh(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
         held: &mut Option<SiteView>,
     ) -> Result<SiteView, SiteError> {
         let Some(version) = self.store.site_version(tenant_id, site_id).await? else {
@@ -249,10 +250,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_site_is_put_read_and_written_under_its_version() {
+        let (t1, t2, main) = (
+            TenantId::from("t1"),
+            TenantId::from("t2"),
+            SiteId::from("main"),
+        );
         let (store, _dir) = store().await;
         let sites = Sites::new(store.clone());
         let put = sites
-            .put("t1", "main", campaign("Old Village"))
+            .put(&t1, &main, campaign("Old Village"))
             .await
             .unwrap();
         assert_eq!(
@@ -262,7 +268,7 @@ mod tests {
                 created: true
             }
         );
-        let put = sites.put("t1", "main", campaign("Yantian")).await.unwrap();
+        let put = sites.put(&t1, &main, campaign("Yantian")).await.unwrap();
         assert_eq!(
             put,
             Put {
@@ -273,7 +279,7 @@ mod tests {
         );
 
         let seen = sites
-            .run("t1", "main", |state| {
+            .run(&t1, &main, |state| {
                 (state.title.clone(), Some(Effect::BeginTurn { turn: 7 }))
             })
             .await
@@ -281,94 +287,93 @@ mod tests {
         assert_eq!(seen, "Yantian");
         // Another node on the same database sees the write.
         let other = Sites::new(store.clone());
-        let site = other.get("t1", "main").await.unwrap();
+        let site = other.get(&t1, &main).await.unwrap();
         assert_eq!((site.version, site.state.turn), (3, 7));
         assert_eq!(site.title, "Yantian");
         // A read-only call writes nothing.
-        other.run("t1", "main", |_| ((), None)).await.unwrap();
-        assert_eq!(store.site_version("t1", "main").await.unwrap(), Some(3));
+        other.run(&t1, &main, |_| ((), None)).await.unwrap();
+        assert_eq!(store.site_version(&t1, &main).await.unwrap(), Some(3));
 
         // Tenants and ids are separate; an unknown site is not found.
         assert!(matches!(
-            sites.get("t2", "main").await,
+            sites.get(&t2, &main).await,
             Err(SiteError::NotFound)
         ));
         assert!(matches!(
-            sites.run("t1", "other", |_| ((), None)).await,
+            sites.run(&t1, &SiteId::from("other"), |_| ((), None)).await,
             Err(SiteError::NotFound)
         ));
     }
 
     #[tokio::test]
     async fn a_write_never_replaces_a_version_it_did_not_read() {
+        let (t1, main) = (TenantId::from("t1"), SiteId::from("main"));
         let (store, _dir) = store().await;
         let sites = Sites::new(store.clone());
-        sites.put("t1", "main", campaign("V")).await.unwrap();
-        let stale = store
-            .update_site("t1", "main", "{}".into(), 0)
-            .await
-            .unwrap();
+        sites.put(&t1, &main, campaign("V")).await.unwrap();
+        let stale = store.update_site(&t1, &main, "{}".into(), 0).await.unwrap();
         assert_eq!(stale, None, "version 0 was never there");
         let text = serde_json::to_string(&campaign("W")).unwrap();
         assert_eq!(
-            store.update_site("t1", "main", text, 1).await.unwrap(),
+            store.update_site(&t1, &main, text, 1).await.unwrap(),
             Some(2)
         );
         // This node held version 1: it reads the new one before running.
         let title = sites
-            .run("t1", "main", |s| {
+            .run(&t1, &main, |s| {
                 (s.title.clone(), Some(Effect::BeginTurn { turn: 1 }))
             })
             .await
             .unwrap();
         assert_eq!(title, "W");
-        assert_eq!(store.site_version("t1", "main").await.unwrap(), Some(3));
+        assert_eq!(store.site_version(&t1, &main).await.unwrap(), Some(3));
     }
 
     #[tokio::test]
     async fn an_idempotency_key_is_taken_once_until_it_is_given_back_or_forgotten() {
+        let (t1, t2) = (TenantId::from("t1"), TenantId::from("t2"));
         let (store, _dir) = store().await;
         assert!(
             store
-                .claim_key("t1", "k1", "log_user_event", "h", 0)
+                .claim_key(&t1, "k1", "log_user_event", "h", 0)
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .claim_key("t1", "k1", "log_user_event", "h", 0)
+                .claim_key(&t1, "k1", "log_user_event", "h", 0)
                 .await
                 .unwrap()
         );
         assert!(
             store
-                .claim_key("t2", "k1", "log_user_event", "h", 0)
+                .claim_key(&t2, "k1", "log_user_event", "h", 0)
                 .await
                 .unwrap(),
             "per tenant"
         );
-        let row = store.load_key("t1", "k1").await.unwrap().unwrap();
+        let row = store.load_key(&t1, "k1").await.unwrap().unwrap();
         assert_eq!(
             (row.tool.as_str(), row.answer),
             ("log_user_event", None),
             "still running"
         );
         store
-            .finish_key("t1", "k1", 200, "{\"ok\":1}".into())
+            .finish_key(&t1, "k1", 200, "{\"ok\":1}".into())
             .await
             .unwrap();
-        let row = store.load_key("t1", "k1").await.unwrap().unwrap();
+        let row = store.load_key(&t1, "k1").await.unwrap().unwrap();
         assert_eq!(row.answer, Some((200, "{\"ok\":1}".to_owned())));
-        store.drop_key("t2", "k1").await.unwrap();
-        assert!(store.load_key("t2", "k1").await.unwrap().is_none());
+        store.drop_key(&t2, "k1").await.unwrap();
+        assert!(store.load_key(&t2, "k1").await.unwrap().is_none());
         // Keys made before `forget_before` are forgotten by the next claim.
         assert!(
             store
-                .claim_key("t1", "k2", "x", "h", now_ms() + 1)
+                .claim_key(&t1, "k2", "x", "h", now_ms() + 1)
                 .await
                 .unwrap()
         );
-        assert!(store.load_key("t1", "k1").await.unwrap().is_none());
+        assert!(store.load_key(&t1, "k1").await.unwrap().is_none());
     }
 
     #[test]

@@ -135,7 +135,8 @@ impl Application {
             id: settings
                 .node_id
                 .clone()
-                .unwrap_or_else(|| format!("node-{}", crate::session::random_token(8))),
+                .unwrap_or_else(|| format!("node-{}", crate::session::random_token(8)))
+                .into(),
             lease: Duration::from_millis(settings.lease_ms),
             db_timeout: Duration::from_millis(settings.database_timeout_ms),
         };
@@ -220,8 +221,11 @@ impl Application {
             .await
             .context("joining the nodes of the database")?;
         let admission = admission.with_cluster(cluster.clone());
-        let report =
-            http::cluster::audience_report(store.clone(), cluster.clone(), store.node().id.clone());
+        let report = http::cluster::audience_report(
+            store.clone(),
+            cluster.clone(),
+            store.node().id.to_string(),
+        );
         let tails = Tails::new(
             store.clone(),
             metrics.clone(),

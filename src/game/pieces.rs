@@ -389,7 +389,7 @@ mod tests {
         });
         for t in 0..300 {
             state.record(Arc::new(HistoryEntry::User {
-                turn_id: format!("turn_{t}"),
+                turn_id: format!("turn_{t}").into(),
                 text: format!("go north, step {t}"),
             }));
         }
@@ -450,7 +450,7 @@ mod tests {
         });
         for (i, text) in ["explore", "you find a bridge"].iter().enumerate() {
             state.record(Arc::new(HistoryEntry::User {
-                turn_id: format!("turn_x{i}"),
+                turn_id: format!("turn_x{i}").into(),
                 text: (*text).into(),
             }));
         }

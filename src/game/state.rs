@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::content::{ContentEntry, ContentStatus, NpcProfile};
 use super::zones::{GridPos, MovementLogEntry, PlayerRuntime, Zone};
+use crate::ids::{CallId, TurnId};
 
 /// Declares a string identifier newtype that serializes as a plain string.
 macro_rules! id_newtype {
@@ -191,23 +192,23 @@ pub struct UserEvent {
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum HistoryEntry {
     /// What the player wrote.
-    User { turn_id: String, text: String },
+    User { turn_id: TurnId, text: String },
     /// The model asked for a tool; `arguments` is the raw JSON text it sent.
     ToolCall {
-        turn_id: String,
-        call_id: String,
+        turn_id: TurnId,
+        call_id: CallId,
         tool: String,
         arguments: String,
     },
     /// What a tool call gave back, as the model will read it.
     ToolResult {
-        turn_id: String,
-        call_id: String,
+        turn_id: TurnId,
+        call_id: CallId,
         tool: String,
         content: String,
     },
     /// The game master's narrative that closed a turn.
-    Assistant { turn_id: String, text: String },
+    Assistant { turn_id: TurnId, text: String },
 }
 
 /// A change to the save state, as journalled. Values are absolute, so applying
@@ -767,7 +768,7 @@ mod tests {
     fn history_drops_whole_turns() {
         let mut s = state();
         for t in 0..HISTORY_LIMIT {
-            let turn_id = format!("turn_{t}");
+            let turn_id = TurnId::from(format!("turn_{t}"));
             s.record(Arc::new(HistoryEntry::User {
                 turn_id: turn_id.clone(),
                 text: "hi".into(),

@@ -189,12 +189,13 @@ async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, 
         })
         .await?;
     if here.is_some() {
-        return Ok(Some(state.store.node().id.clone()));
+        return Ok(Some(state.store.node().id.to_string()));
     }
     state
         .store
-        .owner(id.as_str())
+        .owner(id)
         .await
+        .map(|node| node.map(String::from))
         .map_err(|e| ApiError::internal(&e))
 }
 

@@ -295,7 +295,7 @@ pub fn audience_report(store: Store, cluster: Cluster, node_id: String) -> Audie
     Arc::new(move |session_id: SessionId, spectators: usize| {
         let (store, cluster, node_id) = (store.clone(), cluster.clone(), node_id.clone());
         Box::pin(async move {
-            let owner = match store.owner_address(session_id.as_str()).await {
+            let owner = match store.owner_address(&session_id).await {
                 Ok(Some((_, url))) => url,
                 Ok(None) => return false,
                 Err(e) => {

@@ -21,6 +21,7 @@ use super::peers::Routed;
 use super::service::{CallAudit, CallReport, Output, ServiceCall, ServiceContext, run_call};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason};
+use crate::ids::TenantId;
 use crate::storage::now_ms;
 use crate::tools::ToolError;
 
@@ -142,7 +143,7 @@ pub async fn call_once(
     let Some(key) = key else {
         return Ok((run_call(state, ctx, call).await, false));
     };
-    let tenant = ctx.tenant_id.as_str();
+    let tenant = &ctx.tenant_id;
     let hash = call.hash.clone();
     let forget_before = now_ms() - KEEP_KEYS.as_millis() as i64;
     let store = &state.store;
@@ -192,7 +193,7 @@ pub async fn call_once(
 /// The stored answer of `key`, if it was for this call and is ready.
 async fn replay(
     state: &AppState,
-    tenant: &str,
+    tenant: &TenantId,
     key: &str,
     tool: &str,
     hash: &str,

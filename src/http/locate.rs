@@ -35,7 +35,7 @@ pub async fn locate(state: &AppState, id: &SessionId) -> Result<Routed<SessionHa
         }
         let owner = state
             .store
-            .owner_address(id.as_str())
+            .owner_address(id)
             .await
             .map_err(|e| ApiError::internal(&e))?;
         if let Some((node, url)) = owner

@@ -13,6 +13,7 @@
 //! along (it is cut off from this node, or overloaded), or when the claim
 //! cannot be read (the database unreachable from here too).
 
+use crate::ids::SessionId;
 use std::time::{Duration, Instant};
 
 use crate::storage::Store;
@@ -44,7 +45,7 @@ pub enum Claim {
 
 /// Reads whether the node at `owner_url` still holds `session_id`.
 pub async fn look(store: &Store, session_id: &str, owner_url: &str) -> Claim {
-    match store.owner_address(session_id).await {
+    match store.owner_address(&SessionId::from(session_id)).await {
         Ok(Some((_, url))) if url == owner_url => Claim::Held,
         Ok(_) => Claim::Lost,
         Err(_) => Claim::Unreadable,

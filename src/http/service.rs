@@ -21,7 +21,7 @@ use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
-use crate::ids::{SessionId, TraceId};
+use crate::ids::{SessionId, SiteId, TenantId, TraceId};
 use crate::llm::Usage;
 use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
@@ -46,8 +46,8 @@ pub enum HeaderRules {
 /// Who calls, for whom, under which trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceContext {
-    pub tenant_id: String,
-    pub site_id: String,
+    pub tenant_id: TenantId,
+    pub site_id: SiteId,
     pub trace_id: TraceId,
     pub span_id: Option<String>,
     pub user_id: Option<String>,
@@ -114,7 +114,7 @@ impl ServiceContext {
         // A tenant key without `X-Tenant-ID` acts for its own tenant; the
         // internal key without one for `default` (MCP clients rarely send
         // it). With one, the grant already agrees with it or was refused.
-        let tenant_id = grant.tenant_id.clone();
+        let tenant_id = TenantId::from(grant.tenant_id.as_str());
         let key_id = limits::key_id(&grant);
         let role = match role {
             None => Role::Service,
@@ -130,7 +130,7 @@ impl ServiceContext {
         };
         Ok(Self {
             tenant_id,
-            site_id,
+            site_id: SiteId::from(site_id),
             trace_id: TraceId::from(trace_id),
             span_id,
             user_id,

@@ -8,6 +8,7 @@ use super::body::json_body;
 use super::campaign::campaign_start;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
+use crate::ids::{SiteId, TenantId};
 use crate::protocol::http::SiteSummary;
 use crate::sites::{MAX_SITE_ID_CHARS, MAX_SITES_PER_TENANT, SiteError, valid_site_id};
 
@@ -18,10 +19,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The site id of the path, checked.
-fn site_id(path: web::Path<String>) -> Result<String, ApiError> {
+fn site_id(path: web::Path<String>) -> Result<SiteId, ApiError> {
     let id = path.into_inner();
     if valid_site_id(&id) {
-        Ok(id)
+        Ok(SiteId::from(id))
     } else {
         Err(ApiError::bad_request(format!(
             "a site id is 1 to {MAX_SITE_ID_CHARS} letters, digits, '_', '.', ':' or '-'"
@@ -64,6 +65,7 @@ async fn put(
 ) -> Result<HttpResponse, ApiError> {
     let grant = state.keys.require(&req, "giving a site its content")?;
     let site_id = site_id(path)?;
+    let tenant_id = TenantId::from(grant.tenant_id.as_str());
     state.service.check_grant(&state.metrics, &grant)?;
     if let Some(reason) = state.store.refusing() {
         return Err(super::errors::overloaded(reason));
@@ -72,12 +74,12 @@ async fn put(
     let start = campaign_start(&state, body).await?;
     let put = state
         .sites
-        .put(&grant.tenant_id, &site_id, start)
+        .put(&tenant_id, &site_id, start)
         .await
         .map_err(|e| site_failed(e, &site_id))?;
     let site = state
         .sites
-        .get(&grant.tenant_id, &site_id)
+        .get(&tenant_id, &site_id)
         .await
         .map_err(|e| site_failed(e, &site_id))?;
     let summary = SiteSummary::new(&grant.tenant_id, &site_id, &site);
@@ -102,10 +104,11 @@ async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let grant = state.keys.require(&req, "reading a site")?;
     let site_id = site_id(path)?;
+    let tenant_id = TenantId::from(grant.tenant_id.as_str());
     state.service.check_grant(&state.metrics, &grant)?;
     let site = state
         .sites
-        .get(&grant.tenant_id, &site_id)
+        .get(&tenant_id, &site_id)
         .await
         .map_err(|e| site_failed(e, &site_id))?;
     Ok(HttpResponse::Ok().json(SiteSummary::new(&grant.tenant_id, &site_id, &site)))

@@ -34,7 +34,7 @@ use super::body::decode;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::game::HistoryEntry;
-use crate::ids::CallId;
+use crate::ids::{CallId, TurnId};
 use crate::llm::contract::{self, TurnFacts};
 use crate::llm::guard::{self, Narration};
 use crate::llm::{ModelReply, ModelRequest, RequestKind, collect_reply, stateless_system_prompt};
@@ -122,7 +122,7 @@ async fn chat(
         if problem == Problem::Loop {
             kind = RequestKind::WrapUp;
         } else {
-            let turn_id = || "chat_retry".to_owned();
+            let turn_id = || TurnId::from("chat_retry");
             if !answer.trim().is_empty() {
                 correction.push(Arc::new(HistoryEntry::Assistant {
                     turn_id: turn_id(),
@@ -265,7 +265,7 @@ impl Conversation {
         }
         let mut system: Vec<String> = Vec::new();
         let mut history = Vec::new();
-        let mut turn = String::from("chat_0");
+        let mut turn = TurnId::from("chat_0");
         let mut turns = 0;
         let mut rounds = 0;
         let mut calls: Vec<(String, String)> = Vec::new();
@@ -293,7 +293,7 @@ impl Conversation {
                     turns += 1;
                     rounds = 0;
                     calls.clear();
-                    turn = format!("chat_{turns}");
+                    turn = TurnId::from(format!("chat_{turns}"));
                     history.push(HistoryEntry::User {
                         turn_id: turn.clone(),
                         text: text(&m.content).map_err(bad)?,
@@ -329,7 +329,7 @@ impl Conversation {
                         calls.push((call.tool.name.clone(), call.tool.args.to_string()));
                         history.push(HistoryEntry::ToolCall {
                             turn_id: turn.clone(),
-                            call_id: call.id.to_string(),
+                            call_id: CallId::from(call.id.as_str()),
                             tool: call.tool.name,
                             arguments: call.tool.args.to_string(),
                         });
@@ -364,7 +364,7 @@ impl Conversation {
                     };
                     history.push(HistoryEntry::ToolResult {
                         turn_id: turn.clone(),
-                        call_id: id.to_string(),
+                        call_id: CallId::from(id.as_str()),
                         tool,
                         content,
                     });

@@ -20,7 +20,7 @@ const DEFAULT_ACTIONS_PAGE: u32 = 100;
 pub async fn stored_meta(state: &AppState, id: &SessionId) -> Result<SessionMeta, ApiError> {
     state
         .store
-        .session_meta(id.as_str())
+        .session_meta(id)
         .await
         .map_err(|e| ApiError::internal(&e))?
         .ok_or_else(|| ApiError::not_found(no_session(id.as_str())))

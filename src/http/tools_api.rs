@@ -217,7 +217,7 @@ async fn trace(
     let trace_id = query.into_inner().trace_id.unwrap_or(ctx.trace_id);
     let entries = state
         .store
-        .audit_by_trace(&ctx.tenant_id, trace_id.as_str(), MAX_TRACE_ROWS)
+        .audit_by_trace(&ctx.tenant_id, &trace_id, MAX_TRACE_ROWS)
         .await
         .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok().json(TraceLedger::new(&trace_id, &entries)))

@@ -85,7 +85,7 @@ async fn connect(
         Routed::Owner(owner) if !state.cluster.from_peer(&req) => {
             let meta = state
                 .store
-                .session_meta(path.as_str())
+                .session_meta(&path)
                 .await
                 .map_err(|e| ApiError::internal(&e))?
                 .ok_or_else(|| ApiError::not_found(super::errors::no_session(path.as_str())))?;

@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn requests_are_built_one_way_for_sessions_and_the_stateless_api() {
         let turn = |n: usize| {
-            let id = format!("turn_{n}");
+            let id = crate::ids::TurnId::from(format!("turn_{n}"));
             vec![
                 Arc::new(HistoryEntry::User {
                     turn_id: id.clone(),

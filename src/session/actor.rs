@@ -76,11 +76,7 @@ impl SessionActor {
     }
 
     fn carry_out(&mut self, command: Command, ctx: &mut Context<Self>) {
-        let (store, id, epoch) = (
-            &self.deps.store,
-            self.core.session_id().as_str(),
-            self.epoch,
-        );
+        let (store, id, epoch) = (&self.deps.store, self.core.session_id(), self.epoch);
         match command {
             Command::FlushLater => ctx.address().do_send(Flush),
             Command::Write(writes) => self.write(writes),
@@ -106,7 +102,7 @@ impl SessionActor {
                     act.run(ctx);
                 }));
             }
-            Command::Dequeue(turn_id) => store.dequeue(id, turn_id.as_str(), epoch),
+            Command::Dequeue(turn_id) => store.dequeue(id, &turn_id, epoch),
             Command::Snapshot(write, then) => {
                 let (done, rx) = oneshot::channel();
                 match write {
@@ -278,7 +274,7 @@ impl Handler<AwaitTurnEnd> for SessionActor {
 
     fn handle(&mut self, msg: AwaitTurnEnd, _: &mut Self::Context) -> Self::Result {
         let Some(rx) = self.core.await_turn_end(msg.turn_id.clone()) else {
-            let (store, session_id) = (self.deps.store.clone(), self.core.session_id().to_string());
+            let (store, session_id) = (self.deps.store.clone(), self.core.session_id().clone());
             return Box::pin(replay::turn_end(store, session_id, msg.turn_id));
         };
         Box::pin(async move { rx.await.map_err(|_| ChatRefused::turn_lost()) })
@@ -379,7 +375,7 @@ impl Handler<CloseSession> for SessionActor {
             Ok(at) => at,
             Err(refused) => return Box::pin(actix::fut::ready(Err(refused))),
         };
-        let (store, id) = (self.deps.store.clone(), self.core.session_id().to_string());
+        let (store, id) = (self.deps.store.clone(), self.core.session_id().clone());
         let write = async move { store.close_session(&id, closed_at).await };
         Box::pin(write.into_actor(self).map(move |stored, act, ctx| {
             let answer = act.core.close_stored(closed_at, stored);

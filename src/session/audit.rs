@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolStatus, wire_name};
-use crate::ids::{CallId, SessionId, TraceId, TurnId};
+use crate::ids::{CallId, SessionId, SiteId, TenantId, TraceId, TurnId};
 use crate::llm::Usage;
 use crate::storage::{AuditRow, Store, now_ms};
 use crate::tools::{Role, ToolError, args_hash};
@@ -14,7 +14,7 @@ use crate::tools::{Role, ToolError, args_hash};
 /// the game loop and players.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallOrigin {
-    pub site_id: Option<String>,
+    pub site_id: Option<SiteId>,
     pub span_id: Option<String>,
     pub user_id: Option<String>,
 }
@@ -22,7 +22,7 @@ pub struct CallOrigin {
 /// One tool call to record.
 pub struct AuditedCall<'a> {
     pub session_id: Option<&'a SessionId>,
-    pub tenant_id: &'a str,
+    pub tenant_id: &'a TenantId,
     pub trace_id: &'a TraceId,
     pub turn_id: Option<&'a TurnId>,
     pub call_id: Option<&'a CallId>,
@@ -57,11 +57,11 @@ pub fn row(c: AuditedCall<'_>) -> AuditRow {
     };
     AuditRow {
         audit_id: 0,
-        session_id: c.session_id.map(SessionId::to_string),
-        tenant_id: c.tenant_id.to_owned(),
-        trace_id: c.trace_id.to_string(),
-        turn_id: c.turn_id.map(TurnId::to_string),
-        call_id: c.call_id.map(CallId::to_string),
+        session_id: c.session_id.cloned(),
+        tenant_id: c.tenant_id.clone(),
+        trace_id: c.trace_id.clone(),
+        turn_id: c.turn_id.cloned(),
+        call_id: c.call_id.cloned(),
         tool: c.tool.to_owned(),
         role: wire_name(&c.role),
         args_hash: args_hash(c.args),

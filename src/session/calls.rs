@@ -162,8 +162,8 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
         },
         effect: None,
         history: c.in_turn.then(|| HistoryEntry::ToolCall {
-            turn_id: c.turn_id.to_string(),
-            call_id: c.call_id.to_string(),
+            turn_id: c.turn_id.clone(),
+            call_id: c.call_id.clone(),
             tool: c.tool.to_owned(),
             arguments: raw_text.clone(),
         }),
@@ -261,8 +261,8 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
         },
         effect,
         history: c.in_turn.then(|| HistoryEntry::ToolResult {
-            turn_id: c.turn_id.to_string(),
-            call_id: c.call_id.to_string(),
+            turn_id: c.turn_id.clone(),
+            call_id: c.call_id.clone(),
             tool: c.tool.to_owned(),
             content,
         }),
@@ -366,7 +366,11 @@ mod tests {
                 registry: &self.registry,
                 state: &self.state,
                 session_id: &self.session_id,
-                tenant_id: "tenant_1",
+                tenant_id: {
+                    static TENANT: std::sync::LazyLock<crate::ids::TenantId> =
+                        std::sync::LazyLock::new(|| "tenant_1".into());
+                    &TENANT
+                },
             }
         }
 

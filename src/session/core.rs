@@ -367,7 +367,7 @@ impl Core {
             let chat = QueuedChat {
                 session_id: self.meta.session_id.clone(),
                 turn_no: self.intake.turn_no(&turn_id),
-                turn_id: turn_id.as_str().to_owned(),
+                turn_id: turn_id.clone(),
                 request_id,
                 text: msg.text,
                 after_seq: self.sequencer.last_staged(),

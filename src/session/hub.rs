@@ -222,11 +222,11 @@ impl SessionHub {
         if self.renewing {
             return;
         }
-        let claims: Vec<(String, Epoch)> = self
+        let claims: Vec<(SessionId, Epoch)> = self
             .live
             .iter()
             .filter(|(_, l)| matches!(l.epoch, Epoch::Claimed(_)))
-            .map(|(id, l)| (id.as_str().to_owned(), l.epoch))
+            .map(|(id, l)| (id.clone(), l.epoch))
             .collect();
         if claims.is_empty() {
             self.renewed = Instant::now();
@@ -433,8 +433,8 @@ impl Handler<CreateSession> for SessionHub {
             return Box::pin(actix::fut::ready(Err(e)));
         }
         let meta = SessionMeta {
-            session_id: format!("sess_{}", random_token(16)),
-            tenant_id: msg.tenant_id,
+            session_id: format!("sess_{}", random_token(16)).into(),
+            tenant_id: msg.tenant_id.into(),
             campaign_id: msg.state.campaign_id.clone(),
             title: msg.state.title.clone(),
             player_token: random_token(32),
@@ -501,7 +501,7 @@ impl Handler<Lookup> for SessionHub {
         let loading = id.clone();
         Box::pin(
             async move {
-                match store.session_meta(id.as_str()).await? {
+                match store.session_meta(&id).await? {
                     None => return Ok(None),
                     Some(meta) if meta.closed_at.is_some() => return Err(HubError::Closed),
                     Some(_) => {}
@@ -510,7 +510,7 @@ impl Handler<Lookup> for SessionHub {
                 // before the claim is in what is read, and nothing it
                 // writes after.
                 let (epoch, taken_over) =
-                    store.claim(id.as_str()).await?.ok_or(HubError::Elsewhere)?;
+                    store.claim(&id).await?.ok_or(HubError::Elsewhere)?;
                 if taken_over {
                     metrics.sessions_taken_over.inc();
                 }
@@ -518,19 +518,19 @@ impl Handler<Lookup> for SessionHub {
                 // that died, a panic inside it) are committed before the
                 // journal is read, so the new actor goes on after them.
                 store.settled().await;
-                let loaded = store.load_session(id.as_str()).await;
+                let loaded = store.load_session(&id).await;
                 let Some(loaded) = release_if_unreadable(&store, &id, epoch, loaded).await? else {
                     return Ok(None);
                 };
                 if loaded.meta.closed_at.is_some() {
                     // Closed between the first read and the claim.
-                    if let Err(e) = store.release(id.as_str(), epoch).await {
+                    if let Err(e) = store.release(&id, epoch).await {
                         tracing::warn!(session_id = %id, error = %e, "releasing a closed session's claim failed; it lapses with its lease");
                     }
                     return Err(HubError::Closed);
                 }
                 let requests = store
-                    .recent_request_ids(id.as_str(), REMEMBERED_REQUESTS as i64)
+                    .recent_request_ids(&id, REMEMBERED_REQUESTS as i64)
                     .await?;
                 let meta = loaded.meta.clone();
                 let bytes = loaded.state_bytes();
@@ -569,7 +569,7 @@ async fn release_if_unreadable<T>(
 ) -> Result<T, StorageError> {
     if let Err(e @ StorageError::NewerFormat { .. }) = &read {
         tracing::warn!(session_id = %id, error = %e, "a session of a newer format is left to a node that reads it");
-        if let Err(e) = store.release(id.as_str(), epoch).await {
+        if let Err(e) = store.release(id, epoch).await {
             tracing::warn!(session_id = %id, error = %e, "releasing the claim of a session of a newer format failed; it lapses with its lease");
         }
     }
@@ -582,7 +582,7 @@ impl Live {
         let (meta, stats) = (&self.handle.meta, &self.stats);
         LiveInfo {
             session_id: session_id.clone(),
-            tenant_id: meta.tenant_id.clone(),
+            tenant_id: meta.tenant_id.to_string(),
             campaign_id: meta.campaign_id.clone(),
             title: meta.title.clone(),
             visibility: meta.visibility,
@@ -661,7 +661,7 @@ impl Handler<Unregister<SessionActor>> for SessionHub {
             self.releasing += 1;
             ctx.spawn(
                 async move {
-                    if let Err(e) = store.release(id.as_str(), live.epoch).await {
+                    if let Err(e) = store.release(&id, live.epoch).await {
                         tracing::warn!(session_id = %id, error = %e, "releasing a session claim failed; it lapses with its lease");
                     }
                 }
@@ -787,7 +787,6 @@ impl SessionHub {
                     });
                     let ids: Vec<SessionId> = found
                         .into_iter()
-                        .map(SessionId::from)
                         .filter(|id| {
                             !act.live.contains_key(id)
                                 && !act.loading.contains_key(id)
@@ -799,7 +798,7 @@ impl SessionHub {
                     async move {
                         let mut deleted = Vec::new();
                         for id in &ids {
-                            match delete_abandoned(&store, id.as_str()).await {
+                            match delete_abandoned(&store, id).await {
                                 Ok(true) => deleted.push(id.clone()),
                                 Ok(false) => {}
                                 Err(e) => {
@@ -829,7 +828,10 @@ impl SessionHub {
 
 /// Claims an abandoned session and deletes it; `false` when another node
 /// holds it, or it is gone already.
-async fn delete_abandoned(store: &crate::storage::Store, id: &str) -> Result<bool, StorageError> {
+async fn delete_abandoned(
+    store: &crate::storage::Store,
+    id: &SessionId,
+) -> Result<bool, StorageError> {
     let Some((epoch, _)) = store.claim(id).await? else {
         return Ok(false);
     };

@@ -281,7 +281,7 @@ impl Intake {
     /// started, in order, ahead of anything new.
     pub(super) fn restore_stored(&mut self, chats: Vec<QueuedChat>) {
         for chat in chats {
-            let turn_id = TurnId::from(chat.turn_id);
+            let turn_id = chat.turn_id;
             if let Some(r) = &chat.request_id {
                 self.remember(r.clone(), turn_id.clone());
             }
@@ -1089,7 +1089,7 @@ mod tests {
         let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 5);
         let stored = |turn_no: u64, rid: &str| QueuedChat {
             session_id: "s".into(),
-            turn_id: format!("turn_{turn_no}"),
+            turn_id: format!("turn_{turn_no}").into(),
             turn_no,
             request_id: Some(rid.into()),
             text: rid.into(),

@@ -120,7 +120,7 @@ impl Prompter {
         kind: RequestKind,
         whole_conversation: bool,
     ) -> ModelRequest {
-        let turn_id = turn.turn_id().to_string();
+        let turn_id = turn.turn_id().clone();
         let correction = correction.into_iter().flat_map(|(answer, message)| {
             [
                 Arc::new(HistoryEntry::Assistant {
@@ -291,7 +291,7 @@ pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) ->
     ModelRequest {
         system,
         messages: vec![Arc::new(HistoryEntry::User {
-            turn_id: turn_id.to_string(),
+            turn_id: turn_id.clone(),
             text: user,
         })],
         tools: Arc::default(),
@@ -361,7 +361,11 @@ mod tests {
             registry,
             state,
             session_id: id,
-            tenant_id: "tenant_1",
+            tenant_id: {
+                static TENANT: std::sync::LazyLock<crate::ids::TenantId> =
+                    std::sync::LazyLock::new(|| "tenant_1".into());
+                &TENANT
+            },
         }
     }
 

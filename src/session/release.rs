@@ -178,7 +178,7 @@ mod tests {
             let mut sequencer = Sequencer::new(0, VecDeque::new());
             let mut acks = Acks::default();
             let turn_id = TurnId::from(format!("turn_{turn_no}"));
-            let mut journal = |e| sequencer.journal("s", e).seq;
+            let mut journal = |e| sequencer.journal(&"s".into(), e).seq;
             journal(presence(1));
             journal(presence(2));
             let started = turn_frames::started(&state, turn_no, &turn_id, None, "go".into());
@@ -220,7 +220,7 @@ mod tests {
         let mut writes = Writes::default();
         let row = |seq: u64| {
             let mut sequencer = Sequencer::new(seq - 1, VecDeque::new());
-            SessionWrite::Row(sequencer.journal("s", presence(1)))
+            SessionWrite::Row(sequencer.journal(&"s".into(), presence(1)))
         };
         assert!(writes.hold(row(1)), "the step's first row asks for a flush");
         assert!(!writes.hold(row(2)), "the flush is asked for already");

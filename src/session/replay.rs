@@ -38,7 +38,7 @@ pub(super) struct Restored {
 /// (request_id, turn_id) pairs, newest first.
 pub(super) fn restore(
     loaded: LoadedSession,
-    requests: Vec<(String, String)>,
+    requests: Vec<(String, TurnId)>,
     epoch: Epoch,
 ) -> Result<Restored, StorageError> {
     let corrupt = |what: &str, seq: u64, e: serde_json::Error| {
@@ -62,11 +62,11 @@ pub(super) fn restore(
         .into_iter()
         .map(|(seq, frame)| (seq, ByteString::from(frame)))
         .collect();
-    let interrupted_turn = loaded.open_turn.map(TurnId::from);
+    let interrupted_turn = loaded.open_turn;
     let queued = loaded.queued;
     let mut recent = RecentRequests::default();
     for (request_id, turn_id) in requests.into_iter().rev() {
-        recent.insert(request_id, TurnId::from(turn_id));
+        recent.insert(request_id, turn_id);
     }
     Ok(Restored {
         state,
@@ -121,7 +121,7 @@ pub(super) async fn stored_frames(
 ) -> Option<(u64, Vec<(u64, String)>)> {
     let read = store
         .frames_after(
-            session_id.as_str(),
+            &session_id,
             after,
             u32::try_from(up_to - after).unwrap_or(u32::MAX),
             MAX_STORED_BACKLOG_CHARS,
@@ -139,10 +139,10 @@ pub(super) async fn stored_frames(
 /// answered as an internal error.
 pub(super) async fn turn_end(
     store: Store,
-    session_id: String,
+    session_id: SessionId,
     turn_id: TurnId,
 ) -> Result<TurnEnd, ChatRefused> {
-    match store.turn_end_frame(&session_id, turn_id.as_str()).await {
+    match store.turn_end_frame(&session_id, &turn_id).await {
         Ok(Some(frame)) => serde_json::from_str(&frame).map_err(|e| {
             tracing::error!(error = %e, %session_id, %turn_id, "a stored turn end does not read back");
             ChatRefused::new(ErrorCode::InternalError, "internal error")

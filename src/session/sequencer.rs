@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 
 use super::types::{MAX_STORED_BACKLOG, RING_FRAMES, SNAPSHOT_EVERY};
 use crate::game::{Effect, HistoryEntry};
-use crate::ids::TurnId;
+use crate::ids::{SessionId, TurnId};
 use crate::protocol::{StoryEvent, StoryFrame, TurnEnd};
 use crate::storage::{JournalRow, StoredAction, StoredHistory, now_ms};
 
@@ -148,7 +148,7 @@ impl Sequencer {
     /// Stages `entry` ([`Sequencer::stage`]) and answers its journal row for
     /// session `session_id`: the frame as staged, with its seq, kind and
     /// ids, and what it does as JSON.
-    pub(super) fn journal(&mut self, session_id: &str, entry: Entry) -> JournalRow {
+    pub(super) fn journal(&mut self, session_id: &SessionId, entry: Entry) -> JournalRow {
         let Entry {
             event,
             effect,
@@ -156,14 +156,14 @@ impl Sequencer {
             history_from_frame,
             action,
         } = entry;
-        let (turn_id, kind) = (event.turn_id().map(TurnId::to_string), event.kind());
+        let (turn_id, kind) = (event.turn_id().cloned(), event.kind());
         let request_id = match &event {
             StoryEvent::TurnStarted { request_id, .. } => request_id.clone(),
             _ => None,
         };
         let staged = self.stage(event, effect, history.map(Arc::new));
         JournalRow {
-            session_id: session_id.to_owned(),
+            session_id: session_id.clone(),
             seq: staged.seq,
             turn_id,
             kind,
@@ -543,7 +543,7 @@ mod tests {
             text: "look".into(),
         };
         let row = sq.journal(
-            "sess_1",
+            &"sess_1".into(),
             Entry {
                 event: StoryEvent::TurnStarted {
                     turn_id: "turn_2".into(),
@@ -580,7 +580,7 @@ mod tests {
             Some(StoredAction::Json(r#"{"tool":"roll"}"#.to_owned()))
         );
 
-        let row = sq.journal("sess_1", Entry::frame(presence(1)));
+        let row = sq.journal(&"sess_1".into(), Entry::frame(presence(1)));
         assert_eq!(row.seq, 6);
         assert_eq!(
             (row.kind, row.turn_id, row.request_id),

@@ -432,7 +432,7 @@ impl Actor for Tail {
 /// read one after the other while the owner writes: frames past the last
 /// row applied are left for the first read.
 async fn load(store: &Store, id: &SessionId) -> Result<(GameState, Sequencer), StorageError> {
-    let Some(mut loaded) = store.load_session(id.as_str()).await? else {
+    let Some(mut loaded) = store.load_session(id).await? else {
         return Err(StorageError::Corrupt(format!("session {id} is gone")));
     };
     let applied = loaded
@@ -467,7 +467,7 @@ impl Tail {
         );
         let read = async move {
             store
-                .journal_after(id.as_str(), after, TAIL_BATCH, MAX_STORED_BACKLOG_CHARS)
+                .journal_after(&id, after, TAIL_BATCH, MAX_STORED_BACKLOG_CHARS)
                 .await
         };
         ctx.spawn(read.into_actor(self).map(|rows, act, ctx| {
@@ -521,10 +521,10 @@ impl Tail {
         let (store, id) = (self.store.clone(), self.session_id.clone());
         let check = async move {
             let closed = store
-                .session_meta(id.as_str())
+                .session_meta(&id)
                 .await?
                 .is_some_and(|meta| meta.closed_at.is_some());
-            Ok::<_, StorageError>(closed && store.owner(id.as_str()).await?.is_none())
+            Ok::<_, StorageError>(closed && store.owner(&id).await?.is_none())
         };
         ctx.spawn(check.into_actor(self).map(|ended, act, ctx| {
             act.closing = match ended {

@@ -43,7 +43,7 @@ pub(super) fn started(
         },
         effect: Some(Effect::BeginTurn { turn: turn_no }),
         history: Some(HistoryEntry::User {
-            turn_id: turn_id.to_string(),
+            turn_id: turn_id.clone(),
             text,
         }),
         history_from_frame: true,
@@ -77,7 +77,7 @@ pub(super) fn completed(
         }),
         effect: None,
         history: Some(HistoryEntry::Assistant {
-            turn_id: turn_id.to_string(),
+            turn_id: turn_id.clone(),
             text: reply,
         }),
         history_from_frame: true,
@@ -95,7 +95,7 @@ pub(super) fn failed(
 ) -> Entry {
     Entry {
         history: Some(HistoryEntry::Assistant {
-            turn_id: turn_id.to_string(),
+            turn_id: turn_id.clone(),
             text: format!("[the turn ended early: {message}]"),
         }),
         ..Entry::frame(StoryEvent::TurnFailed(TurnFailed {

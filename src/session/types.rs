@@ -15,7 +15,7 @@ use rand::distr::Alphanumeric;
 
 use crate::config::Settings;
 use crate::game::GameState;
-use crate::ids::SessionId;
+use crate::ids::{SessionId, TenantId};
 use crate::llm::Provider;
 use crate::metrics::Metrics;
 use crate::storage::Store;
@@ -154,7 +154,7 @@ pub(super) struct SessionView<'a> {
     pub registry: &'a Registry,
     pub state: &'a GameState,
     pub session_id: &'a SessionId,
-    pub tenant_id: &'a str,
+    pub tenant_id: &'a TenantId,
 }
 
 impl SessionView<'_> {

@@ -5,9 +5,11 @@
 //! all sessions, in one transaction (group commit): durability costs one
 //! fsync per batch, not one per action. The database is SQLite (embedded,
 //! the default) or PostgreSQL, chosen by the URL's scheme; both speak the
-//! SQL in `sql.rs` and share the writer in `writer.rs`.
+//! SQL in `sql.rs` and share the writer in `writer.rs`; the writes they
+//! all take are in `ops.rs`, below every other part.
 
 pub mod formats;
+mod ops;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -23,6 +25,7 @@ use serde_json::Value;
 
 use tokio::sync::oneshot;
 
+use crate::ids::{CallId, NodeId, SessionId, SiteId, TenantId, TraceId, TurnId};
 use crate::metrics::Metrics;
 use writer::Writes;
 
@@ -282,7 +285,7 @@ pub enum Epoch {
 /// A node of a deployment: its name and how long its claims last.
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub id: String,
+    pub id: NodeId,
     /// How long a claim holds without renewal: a node that dies keeps its
     /// sessions at most this long.
     pub lease: std::time::Duration,
@@ -295,7 +298,7 @@ pub struct Node {
 impl Node {
     /// A node named `id` with claims of `lease` and the default
     /// [`DEFAULT_DB_TIMEOUT`].
-    pub fn new(id: impl Into<String>, lease: std::time::Duration) -> Self {
+    pub fn new(id: impl Into<NodeId>, lease: std::time::Duration) -> Self {
         Self {
             id: id.into(),
             lease,
@@ -310,8 +313,8 @@ pub const DEFAULT_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 /// What is stored about a session besides its story.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMeta {
-    pub session_id: String,
-    pub tenant_id: String,
+    pub session_id: SessionId,
+    pub tenant_id: TenantId,
     pub campaign_id: String,
     pub title: String,
     pub player_token: String,
@@ -361,9 +364,9 @@ impl Visibility {
 /// One journal row: a story frame and what replay must apply for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JournalRow {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub seq: u64,
-    pub turn_id: Option<String>,
+    pub turn_id: Option<TurnId>,
     pub kind: &'static str,
     pub request_id: Option<String>,
     /// The frame exactly as sent to clients (the same bytes, shared).
@@ -406,7 +409,7 @@ pub enum StoredAction {
 #[derive(Debug, Clone)]
 pub struct StoredRow {
     pub seq: u64,
-    pub turn_id: Option<String>,
+    pub turn_id: Option<TurnId>,
     pub request_id: Option<String>,
     pub effect: Option<String>,
     pub history: Option<String>,
@@ -427,7 +430,7 @@ pub struct TailRow {
 #[derive(Debug, Clone, PartialEq)]
 pub enum JournalNotice {
     /// New rows of these sessions are committed.
-    Sessions(Vec<String>),
+    Sessions(Vec<SessionId>),
     /// New rows of any session may be committed: too many to name, or
     /// notices were missed while the listening connection was down.
     Any,
@@ -467,7 +470,7 @@ pub struct LoadedSession {
     /// The last frames (seq, JSON), oldest first, for resume.
     pub recent_frames: Vec<(u64, String)>,
     /// A turn that started and never ended (the server stopped during it).
-    pub open_turn: Option<String>,
+    pub open_turn: Option<TurnId>,
     /// Chats acknowledged while a turn ran whose turns have not started,
     /// oldest first.
     pub queued: Vec<QueuedChat>,
@@ -493,8 +496,8 @@ impl LoadedSession {
 /// A chat taken while a turn ran, stored before it is acknowledged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueuedChat {
-    pub session_id: String,
-    pub turn_id: String,
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
     pub turn_no: u64,
     pub request_id: Option<String>,
     pub text: String,
@@ -516,11 +519,11 @@ pub struct AuditRow {
     /// Set by the database; ignored on write.
     #[serde(default)]
     pub audit_id: i64,
-    pub session_id: Option<String>,
-    pub tenant_id: String,
-    pub trace_id: String,
-    pub turn_id: Option<String>,
-    pub call_id: Option<String>,
+    pub session_id: Option<SessionId>,
+    pub tenant_id: TenantId,
+    pub trace_id: TraceId,
+    pub turn_id: Option<TurnId>,
+    pub call_id: Option<CallId>,
     pub tool: String,
     pub role: String,
     /// SHA-256 of the arguments as canonical JSON (keys sorted), hex.
@@ -536,9 +539,36 @@ pub struct AuditRow {
     pub created_at: i64,
     /// The service context of a call from another service (HTTP tool API,
     /// MCP); empty for the game loop and players.
-    pub site_id: Option<String>,
+    pub site_id: Option<SiteId>,
     pub span_id: Option<String>,
     pub user_id: Option<String>,
+}
+
+/// A site as stored: its campaign's content plus what its tools wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteRow {
+    pub tenant_id: TenantId,
+    pub site_id: SiteId,
+    pub campaign_id: String,
+    /// The campaign's title: the site's name (`get_site_map`'s `site_name`).
+    pub title: String,
+    /// The site's save state as JSON ([`crate::game::GameState`]).
+    pub state: String,
+    /// Grows by one with every write.
+    pub version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A stored idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRow {
+    pub tool: String,
+    /// SHA-256 of the call's input, as its audit row has it.
+    pub request_hash: String,
+    /// The first call's answer, once it has one: HTTP status and body.
+    pub answer: Option<(u16, String)>,
+    pub created_at: i64,
 }
 
 /// A page of the audit ledger.
@@ -570,8 +600,9 @@ enum Reads {
     Postgres(sqlx::PgPool),
 }
 
-/// Runs the dialect's copy of a shared query (see `sql.rs`).
-/// Bounded by [`Node::db_timeout`].
+/// Runs the dialect's copy of a shared query (see `sql.rs`): a function
+/// of the dialect's module, or (`.query(…)`) a method of a trait in scope
+/// that both read pools implement. Bounded by [`Node::db_timeout`].
 macro_rules! read {
     ($self:ident, $query:ident($($arg:expr),*)) => {
         $self.bounded(stringify!($query), async {
@@ -581,11 +612,18 @@ macro_rules! read {
             }
         }).await
     };
+    ($self:ident, .$query:ident($($arg:expr),*)) => {
+        $self.bounded(stringify!($query), async {
+            match &$self.reads {
+                Reads::Sqlite(pool) => pool.$query($($arg),*).await,
+                Reads::Postgres(pool) => pool.$query($($arg),*).await,
+            }
+        }).await
+    };
 }
 
 // After `read!`, which it uses.
 mod records;
-pub use records::{KeyRow, SiteRow};
 
 impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, or
@@ -652,7 +690,10 @@ impl Store {
     /// Claims `session_id` for this node: answers the epoch its writes must
     /// carry and whether the claim took it from another node, or `None`
     /// while another node's claim on it is alive.
-    pub async fn claim(&self, session_id: &str) -> Result<Option<(Epoch, bool)>, StorageError> {
+    pub async fn claim(
+        &self,
+        session_id: &SessionId,
+    ) -> Result<Option<(Epoch, bool)>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(Some((Epoch::Sole, false))),
             Reads::Postgres(pool) => Ok(self
@@ -666,7 +707,10 @@ impl Store {
     /// no longer holds (another node claimed them): they must stop now.
     /// A renewal that takes a lease is of no use: it gives up then at the
     /// latest, so the next one can try.
-    pub async fn renew(&self, sessions: &[(String, Epoch)]) -> Result<Vec<String>, StorageError> {
+    pub async fn renew(
+        &self,
+        sessions: &[(SessionId, Epoch)],
+    ) -> Result<Vec<SessionId>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(Vec::new()),
             Reads::Postgres(pool) => {
@@ -683,7 +727,7 @@ impl Store {
 
     /// Gives up this node's claim on a session it stopped running, so
     /// another node may take it at once rather than after the lease.
-    pub async fn release(&self, session_id: &str, epoch: Epoch) -> Result<(), StorageError> {
+    pub async fn release(&self, session_id: &SessionId, epoch: Epoch) -> Result<(), StorageError> {
         match (&self.reads, epoch) {
             (Reads::Postgres(pool), Epoch::Claimed(n)) => {
                 let release = postgres::release(pool, session_id, n, &self.node);
@@ -708,8 +752,8 @@ impl Store {
     /// is alive (PostgreSQL).
     pub async fn owner_address(
         &self,
-        session_id: &str,
-    ) -> Result<Option<(String, String)>, StorageError> {
+        session_id: &SessionId,
+    ) -> Result<Option<(NodeId, String)>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(None),
             Reads::Postgres(pool) => {
@@ -733,7 +777,7 @@ impl Store {
 
     /// The node whose claim on `session_id` is alive, if any (PostgreSQL;
     /// on SQLite the caller knows whether it runs the session).
-    pub async fn owner(&self, session_id: &str) -> Result<Option<String>, StorageError> {
+    pub async fn owner(&self, session_id: &SessionId) -> Result<Option<NodeId>, StorageError> {
         match &self.reads {
             Reads::Sqlite(_) => Ok(None),
             Reads::Postgres(pool) => {
@@ -769,7 +813,7 @@ impl Store {
     /// when it is durable.
     pub fn snapshot(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         epoch: Epoch,
         snapshot: SnapshotWrite,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
@@ -790,7 +834,7 @@ impl Store {
 
     /// Forgets a stored chat whose turn has started (its `turn_started` is
     /// queued before this).
-    pub fn dequeue(&self, session_id: &str, turn_id: &str, epoch: Epoch) {
+    pub fn dequeue(&self, session_id: &SessionId, turn_id: &TurnId, epoch: Epoch) {
         self.writes.dequeue(session_id, turn_id, epoch)
     }
 
@@ -820,8 +864,8 @@ impl Store {
     /// `limit`).
     pub async fn audit_by_trace(
         &self,
-        tenant_id: &str,
-        trace_id: &str,
+        tenant_id: &TenantId,
+        trace_id: &TraceId,
         limit: u32,
     ) -> Result<Vec<AuditRow>, StorageError> {
         read!(self, audit_by_trace(tenant_id, trace_id, limit))
@@ -830,7 +874,7 @@ impl Store {
     /// A page of a session's audit ledger, oldest first.
     pub async fn audit_page(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         after_id: i64,
         limit: u32,
     ) -> Result<AuditPage, StorageError> {
@@ -839,7 +883,7 @@ impl Store {
 
     pub async fn session_meta(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<Option<SessionMeta>, StorageError> {
         read!(self, session_meta(session_id))
     }
@@ -848,7 +892,7 @@ impl Store {
     /// frames.
     pub async fn load_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<Option<LoadedSession>, StorageError> {
         read!(self, load_session(session_id))
     }
@@ -857,7 +901,7 @@ impl Store {
     /// of them and `max_chars` characters in all.
     pub async fn frames_after(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         after_seq: u64,
         limit: u32,
         max_chars: u64,
@@ -873,7 +917,7 @@ impl Store {
     /// tailing the session reads.
     pub async fn journal_after(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         after_seq: u64,
         limit: u32,
         max_chars: u64,
@@ -893,9 +937,9 @@ impl Store {
     /// Request ids of the most recent turns that started, newest first.
     pub async fn recent_request_ids(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         limit: i64,
-    ) -> Result<Vec<(String, String)>, StorageError> {
+    ) -> Result<Vec<(String, TurnId)>, StorageError> {
         read!(self, recent_request_ids(session_id, limit))
     }
 
@@ -903,8 +947,8 @@ impl Store {
     /// the turn has ended.
     pub async fn turn_end_frame(
         &self,
-        session_id: &str,
-        turn_id: &str,
+        session_id: &SessionId,
+        turn_id: &TurnId,
     ) -> Result<Option<String>, StorageError> {
         read!(self, turn_end_frame(session_id, turn_id))
     }
@@ -916,7 +960,7 @@ impl Store {
         &self,
         before_ms: i64,
         limit: u32,
-    ) -> Result<Vec<String>, StorageError> {
+    ) -> Result<Vec<SessionId>, StorageError> {
         self.bounded("reading abandoned sessions", async {
             match &self.reads {
                 Reads::Sqlite(pool) => sqlite::abandoned_sessions(pool, before_ms, limit).await,
@@ -929,7 +973,7 @@ impl Store {
     /// A page of the applied-actions log, oldest first.
     pub async fn actions(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         after_seq: u64,
         limit: u32,
     ) -> Result<ActionPage, StorageError> {

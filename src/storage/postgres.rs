@@ -11,11 +11,11 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 use std::collections::{HashMap, HashSet};
 
-use super::records::QueuedRecord;
-use super::sql::queries;
+use super::ops::{Committer, QueuedRecord, RecordWrite};
+use super::sql::{self, queries};
 use super::steps;
-use super::writer::Committer;
 use super::{Epoch, JournalNotice, JournalRow, Node};
+use crate::ids::NodeId;
 
 queries!(sqlx::Postgres);
 
@@ -243,7 +243,7 @@ fn read_notice(payload: &str) -> JournalNotice {
         payload
             .split(NOTICE_SEPARATOR)
             .filter(|id| !id.is_empty())
-            .map(str::to_owned)
+            .map(SessionId::from)
             .collect(),
     )
 }
@@ -345,7 +345,7 @@ pub(super) async fn write_batch(
         match op {
             WriteOp::Row(..) | WriteOp::Audit(_) => {}
             WriteOp::Enqueue { chat, .. } => {
-                sqlx::query(super::sql::INSERT_INBOX)
+                sqlx::query(sql::INSERT_INBOX)
                     .bind(&chat.session_id)
                     .bind(&chat.turn_id)
                     .bind(chat.turn_no as i64)
@@ -361,7 +361,7 @@ pub(super) async fn write_batch(
                 turn_id,
                 ..
             } => {
-                sqlx::query(super::sql::DELETE_INBOX)
+                sqlx::query(sql::DELETE_INBOX)
                     .bind(session_id)
                     .bind(turn_id)
                     .execute(&mut *conn)
@@ -389,7 +389,7 @@ pub(super) async fn write_batch(
                     .execute(&mut *conn)
                     .await?;
                 }
-                let replaced = sqlx::query(super::sql::UPSERT_SNAPSHOT)
+                let replaced = sqlx::query(sql::UPSERT_SNAPSHOT)
                     .bind(session_id)
                     .bind(snapshot.seq as i64)
                     .bind(&snapshot.state)
@@ -410,7 +410,7 @@ pub(super) async fn write_batch(
             }
             WriteOp::Record(record) => write_record(conn, record).await?,
             WriteOp::CreateSession { meta, snapshot, .. } => {
-                sqlx::query(super::sql::INSERT_SESSION)
+                sqlx::query(sql::INSERT_SESSION)
                     .bind(&meta.session_id)
                     .bind(&meta.tenant_id)
                     .bind(&meta.campaign_id)
@@ -422,7 +422,7 @@ pub(super) async fn write_batch(
                     .bind(meta.anonymous)
                     .execute(&mut *conn)
                     .await?;
-                sqlx::query(super::sql::INSERT_FIRST_SNAPSHOT)
+                sqlx::query(sql::INSERT_FIRST_SNAPSHOT)
                     .bind(&meta.session_id)
                     .bind(snapshot)
                     .bind(now_ms())
@@ -438,9 +438,8 @@ pub(super) async fn write_batch(
 
 /// One site or idempotency-key write; sets its outcome.
 async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<(), StorageError> {
-    use super::records::{RecordWrite, stmt};
     let outcome: i64 = match &record.write {
-        RecordWrite::PutSite(site) => sqlx::query_scalar(stmt::PUT_SITE)
+        RecordWrite::PutSite(site) => sqlx::query_scalar(sql::PUT_SITE)
             .bind(&site.tenant_id)
             .bind(&site.site_id)
             .bind(&site.campaign_id)
@@ -457,7 +456,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             state,
             expected,
             updated_at,
-        } => sqlx::query_scalar(stmt::UPDATE_SITE)
+        } => sqlx::query_scalar(sql::UPDATE_SITE)
             .bind(state)
             .bind(updated_at)
             .bind(tenant_id)
@@ -474,11 +473,11 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             created_at,
             forget_before,
         } => {
-            sqlx::query(stmt::FORGET_KEYS)
+            sqlx::query(sql::FORGET_KEYS)
                 .bind(forget_before)
                 .execute(&mut *conn)
                 .await?;
-            sqlx::query(stmt::CLAIM_KEY)
+            sqlx::query(sql::CLAIM_KEY)
                 .bind(tenant_id)
                 .bind(key)
                 .bind(tool)
@@ -493,7 +492,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             key,
             status,
             response,
-        } => sqlx::query(stmt::FINISH_KEY)
+        } => sqlx::query(sql::FINISH_KEY)
             .bind(i64::from(*status))
             .bind(response)
             .bind(tenant_id)
@@ -501,7 +500,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             .execute(&mut *conn)
             .await?
             .rows_affected() as i64,
-        RecordWrite::DropKey { tenant_id, key } => sqlx::query(stmt::DROP_KEY)
+        RecordWrite::DropKey { tenant_id, key } => sqlx::query(sql::DROP_KEY)
             .bind(tenant_id)
             .bind(key)
             .execute(&mut *conn)
@@ -510,7 +509,7 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
         RecordWrite::CloseSession {
             session_id,
             closed_at,
-        } => sqlx::query(stmt::CLOSE_SESSION)
+        } => sqlx::query(sql::CLOSE_SESSION)
             .bind(closed_at)
             .bind(session_id)
             .execute(&mut *conn)
@@ -528,8 +527,8 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
 /// is still its owner's claim; answers the sessions deleted (0 or 1).
 async fn delete_session(
     conn: &mut PgConnection,
-    session_id: &str,
-    claim: Option<&(String, i64)>,
+    session_id: &SessionId,
+    claim: Option<&(NodeId, i64)>,
 ) -> Result<i64, StorageError> {
     let Some((node, epoch)) = claim else {
         // Every node claims before it deletes.
@@ -547,7 +546,7 @@ async fn delete_session(
         return Ok(0);
     }
     let mut deleted = 0;
-    for statement in super::sql::DELETE_SESSION {
+    for statement in sql::DELETE_SESSION {
         deleted = sqlx::query(statement)
             .bind(session_id)
             .execute(&mut *conn)
@@ -566,8 +565,8 @@ pub(super) async fn abandoned_sessions(
     pool: &PgPool,
     before_ms: i64,
     limit: u32,
-) -> Result<Vec<String>, StorageError> {
-    let query = super::sql::abandoned_sessions(
+) -> Result<Vec<SessionId>, StorageError> {
+    let query = sql::abandoned_sessions(
         "s.anonymous",
         "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = s.session_id \
          AND o.lease_until > clock_timestamp())",
@@ -767,7 +766,7 @@ async fn check_fences(
 /// node's live claim answers `None`.
 pub(super) async fn claim(
     pool: &PgPool,
-    session_id: &str,
+    session_id: &SessionId,
     node: &Node,
 ) -> Result<Option<(i64, bool)>, StorageError> {
     // `prev` reads the claim as it was before this statement: whether this
@@ -792,20 +791,21 @@ pub(super) async fn claim(
 /// See [`super::Store::renew`]: one statement for all of a node's claims.
 pub(super) async fn renew(
     pool: &PgPool,
-    sessions: &[(String, Epoch)],
+    sessions: &[(SessionId, Epoch)],
     node: &Node,
-) -> Result<Vec<String>, StorageError> {
-    let claimed: Vec<(&str, i64)> = sessions
+) -> Result<Vec<SessionId>, StorageError> {
+    let claimed: Vec<(&SessionId, i64)> = sessions
         .iter()
         .filter_map(|(id, epoch)| match epoch {
-            Epoch::Claimed(n) => Some((id.as_str(), *n)),
+            Epoch::Claimed(n) => Some((id, *n)),
             Epoch::Sole => None,
         })
         .collect();
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
-    let (ids, epochs): (Vec<&str>, Vec<i64>) = claimed.iter().copied().unzip();
+    let (ids, epochs): (Vec<&str>, Vec<i64>) =
+        claimed.iter().map(|(id, n)| (id.as_str(), *n)).unzip();
     let kept: Vec<(String,)> = sqlx::query_as(
         "UPDATE session_owners o SET lease_until = clock_timestamp() + $4 * interval '1 millisecond' \
          FROM unnest($1::text[], $2::bigint[]) AS w (session_id, epoch) \
@@ -819,17 +819,17 @@ pub(super) async fn renew(
     .fetch_all(pool)
     .await?;
     let kept: HashSet<String> = kept.into_iter().map(|(id,)| id).collect();
-    Ok(ids
+    Ok(claimed
         .into_iter()
-        .filter(|id| !kept.contains(*id))
-        .map(str::to_owned)
+        .filter(|(id, _)| !kept.contains(id.as_str()))
+        .map(|(id, _)| id.clone())
         .collect())
 }
 
 /// See [`super::Store::release`].
 pub(super) async fn release(
     pool: &PgPool,
-    session_id: &str,
+    session_id: &SessionId,
     epoch: i64,
     node: &Node,
 ) -> Result<(), StorageError> {
@@ -846,7 +846,10 @@ pub(super) async fn release(
 }
 
 /// See [`super::Store::owner`].
-pub(super) async fn owner(pool: &PgPool, session_id: &str) -> Result<Option<String>, StorageError> {
+pub(super) async fn owner(
+    pool: &PgPool,
+    session_id: &SessionId,
+) -> Result<Option<NodeId>, StorageError> {
     Ok(sqlx::query_scalar(
         "SELECT node_id FROM session_owners WHERE session_id = $1 \
          AND lease_until > clock_timestamp()",
@@ -872,8 +875,8 @@ pub(super) async fn announce(pool: &PgPool, node: &Node, url: &str) -> Result<()
 /// See [`super::Store::owner_address`].
 pub(super) async fn owner_address(
     pool: &PgPool,
-    session_id: &str,
-) -> Result<Option<(String, String)>, StorageError> {
+    session_id: &SessionId,
+) -> Result<Option<(NodeId, String)>, StorageError> {
     Ok(sqlx::query_as(
         "SELECT o.node_id, n.url FROM session_owners o JOIN nodes n ON n.node_id = o.node_id \
          WHERE o.session_id = $1 AND o.lease_until > clock_timestamp()",

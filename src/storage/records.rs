@@ -11,94 +11,36 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use tokio::sync::oneshot;
 
-use super::{Reads, StorageError, Store, postgres, sqlite};
+use crate::ids::{SessionId, SiteId, TenantId};
 
-/// A site as stored: its campaign's content plus what its tools wrote.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SiteRow {
-    pub tenant_id: String,
-    pub site_id: String,
-    pub campaign_id: String,
-    /// The campaign's title: the site's name (`get_site_map`'s `site_name`).
-    pub title: String,
-    /// The site's save state as JSON ([`crate::game::GameState`]).
-    pub state: String,
-    /// Grows by one with every write.
-    pub version: i64,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
+use super::ops::{QueuedRecord, RecordWrite};
+use super::{KeyRow, Reads, SiteRow, StorageError, Store};
 
-/// A stored idempotency key.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeyRow {
-    pub tool: String,
-    /// SHA-256 of the call's input, as its audit row has it.
-    pub request_hash: String,
-    /// The first call's answer, once it has one: HTTP status and body.
-    pub answer: Option<(u16, String)>,
-    pub created_at: i64,
-}
+/// The reads of records, which each dialect's read pool answers (the
+/// shared queries of `sql.rs`): the store picks the pool, this trait the
+/// query, so this module names no dialect.
+pub(super) trait RecordReads {
+    async fn load_site(
+        &self,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
+    ) -> Result<Option<SiteRow>, StorageError>;
 
-/// A write of a record, with what it needs.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum RecordWrite {
-    /// Creates a site at version 1, or replaces one whole (version + 1).
-    PutSite(SiteRow),
-    /// Replaces a site's state if its version is still `expected`.
-    UpdateSite {
-        tenant_id: String,
-        site_id: String,
-        state: String,
-        expected: i64,
-        updated_at: i64,
-    },
-    /// Claims a key unless it is taken, forgetting keys older than
-    /// `forget_before` first.
-    ClaimKey {
-        tenant_id: String,
-        key: String,
-        tool: String,
-        request_hash: String,
-        created_at: i64,
-        forget_before: i64,
-    },
-    /// Stores the answer of the call that claimed the key.
-    FinishKey {
-        tenant_id: String,
-        key: String,
-        status: u16,
-        response: String,
-    },
-    /// Gives a key back: its call did not run (refused before it started).
-    DropKey { tenant_id: String, key: String },
-    /// Closes a session for good at `closed_at`, unless it is closed
-    /// already.
-    CloseSession { session_id: String, closed_at: i64 },
-    /// Deletes an anonymous session with everything stored of it; on
-    /// PostgreSQL only while `claim` (node, epoch) is still its owner's
-    /// claim, so a session another node has since taken is left alone.
-    DeleteSession {
-        session_id: String,
-        claim: Option<(String, i64)>,
-    },
-}
+    /// A site's version, without its state.
+    async fn site_version(
+        &self,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
+    ) -> Result<Option<i64>, StorageError>;
 
-/// A record write queued for the writer, and where its outcome goes: the
-/// committer sets `outcome` to the site version written, or 1 for a key
-/// write that took effect; it stays 0 when a condition failed.
-pub(super) struct QueuedRecord {
-    pub(super) write: RecordWrite,
-    pub(super) outcome: Arc<AtomicI64>,
-    pub(super) done: oneshot::Sender<Result<(), StorageError>>,
-}
+    /// How many sites a tenant has.
+    async fn count_sites(&self, tenant_id: &TenantId) -> Result<i64, StorageError>;
 
-impl QueuedRecord {
-    /// Sets what the write did (a committer calls it; a batch retried
-    /// write by write sets it again).
-    pub(super) fn took(&self, value: i64) {
-        self.outcome.store(value, Ordering::Release);
-    }
+    async fn load_key(
+        &self,
+        tenant_id: &TenantId,
+        key: &str,
+    ) -> Result<Option<KeyRow>, StorageError>;
 }
 
 impl Store {
@@ -125,8 +67,8 @@ impl Store {
     /// `expected`; answers the new version, or `None` if somebody did.
     pub async fn update_site(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
         state: String,
         expected: i64,
     ) -> Result<Option<i64>, StorageError> {
@@ -144,24 +86,24 @@ impl Store {
 
     pub async fn load_site(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
     ) -> Result<Option<SiteRow>, StorageError> {
-        read!(self, load_site(tenant_id, site_id))
+        read!(self, .load_site(tenant_id, site_id))
     }
 
     /// A site's version, without its state.
     pub async fn site_version(
         &self,
-        tenant_id: &str,
-        site_id: &str,
+        tenant_id: &TenantId,
+        site_id: &SiteId,
     ) -> Result<Option<i64>, StorageError> {
-        read!(self, site_version(tenant_id, site_id))
+        read!(self, .site_version(tenant_id, site_id))
     }
 
     /// How many sites a tenant has.
-    pub async fn count_sites(&self, tenant_id: &str) -> Result<i64, StorageError> {
-        read!(self, count_sites(tenant_id))
+    pub async fn count_sites(&self, tenant_id: &TenantId) -> Result<i64, StorageError> {
+        read!(self, .count_sites(tenant_id))
     }
 
     /// Claims an idempotency key for a call of `tool` with input hash
@@ -169,7 +111,7 @@ impl Store {
     /// before `forget_before` (ms) are forgotten first.
     pub async fn claim_key(
         &self,
-        tenant_id: &str,
+        tenant_id: &TenantId,
         key: &str,
         tool: &str,
         request_hash: &str,
@@ -191,7 +133,7 @@ impl Store {
     /// Stores the answer of the call that claimed `key`.
     pub async fn finish_key(
         &self,
-        tenant_id: &str,
+        tenant_id: &TenantId,
         key: &str,
         status: u16,
         response: String,
@@ -207,7 +149,7 @@ impl Store {
     }
 
     /// Gives back a key whose call never started.
-    pub async fn drop_key(&self, tenant_id: &str, key: &str) -> Result<(), StorageError> {
+    pub async fn drop_key(&self, tenant_id: &TenantId, key: &str) -> Result<(), StorageError> {
         self.write_record(RecordWrite::DropKey {
             tenant_id: tenant_id.to_owned(),
             key: key.to_owned(),
@@ -221,7 +163,7 @@ impl Store {
     /// it returns.
     pub async fn close_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         closed_at: i64,
     ) -> Result<bool, StorageError> {
         let took = self
@@ -239,7 +181,7 @@ impl Store {
     /// Durable when it returns.
     pub async fn delete_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         epoch: super::Epoch,
     ) -> Result<bool, StorageError> {
         let claim = match epoch {
@@ -257,36 +199,9 @@ impl Store {
 
     pub async fn load_key(
         &self,
-        tenant_id: &str,
+        tenant_id: &TenantId,
         key: &str,
     ) -> Result<Option<KeyRow>, StorageError> {
-        read!(self, load_key(tenant_id, key))
+        read!(self, .load_key(tenant_id, key))
     }
-}
-
-/// The statements, spelled the same way in both dialects.
-pub(super) mod stmt {
-    /// A new site at version 1, or the whole site replaced at version + 1;
-    /// returns the version written.
-    pub(in crate::storage) const PUT_SITE: &str = "INSERT INTO sites (tenant_id, site_id, \
-         campaign_id, title, state, version, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, 1, $6, $7) \
-         ON CONFLICT (tenant_id, site_id) DO UPDATE SET campaign_id = excluded.campaign_id, \
-         title = excluded.title, state = excluded.state, version = sites.version + 1, \
-         updated_at = excluded.updated_at RETURNING version";
-    pub(in crate::storage) const UPDATE_SITE: &str = "UPDATE sites SET state = $1, \
-         version = version + 1, updated_at = $2 \
-         WHERE tenant_id = $3 AND site_id = $4 AND version = $5 RETURNING version";
-    pub(in crate::storage) const FORGET_KEYS: &str =
-        "DELETE FROM idempotency_keys WHERE created_at < $1";
-    pub(in crate::storage) const CLAIM_KEY: &str = "INSERT INTO idempotency_keys (tenant_id, \
-         idem_key, tool, request_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (tenant_id, idem_key) DO NOTHING";
-    pub(in crate::storage) const FINISH_KEY: &str = "UPDATE idempotency_keys \
-         SET http_status = $1, response = $2 WHERE tenant_id = $3 AND idem_key = $4";
-    pub(in crate::storage) const DROP_KEY: &str =
-        "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2";
-    /// The first close of a session is the one kept.
-    pub(in crate::storage) const CLOSE_SESSION: &str =
-        "UPDATE sessions SET closed_at = $1 WHERE session_id = $2 AND closed_at IS NULL";
 }

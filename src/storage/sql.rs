@@ -63,6 +63,31 @@ pub(super) const INSERT_AUDIT_ROW: &str = "INSERT INTO audit (session_id, tenant
      duration_us, prompt_tokens, completion_tokens, created_at, site_id, span_id, user_id) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)";
 
+// The record writes' statements (`records.rs`), the same in both dialects.
+
+/// A new site at version 1, or the whole site replaced at version + 1;
+/// returns the version written.
+pub(super) const PUT_SITE: &str = "INSERT INTO sites (tenant_id, site_id, \
+     campaign_id, title, state, version, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, 1, $6, $7) \
+     ON CONFLICT (tenant_id, site_id) DO UPDATE SET campaign_id = excluded.campaign_id, \
+     title = excluded.title, state = excluded.state, version = sites.version + 1, \
+     updated_at = excluded.updated_at RETURNING version";
+pub(super) const UPDATE_SITE: &str = "UPDATE sites SET state = $1, \
+     version = version + 1, updated_at = $2 \
+     WHERE tenant_id = $3 AND site_id = $4 AND version = $5 RETURNING version";
+pub(super) const FORGET_KEYS: &str = "DELETE FROM idempotency_keys WHERE created_at < $1";
+pub(super) const CLAIM_KEY: &str = "INSERT INTO idempotency_keys (tenant_id, \
+     idem_key, tool, request_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (tenant_id, idem_key) DO NOTHING";
+pub(super) const FINISH_KEY: &str = "UPDATE idempotency_keys \
+     SET http_status = $1, response = $2 WHERE tenant_id = $3 AND idem_key = $4";
+pub(super) const DROP_KEY: &str =
+    "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2";
+/// The first close of a session is the one kept.
+pub(super) const CLOSE_SESSION: &str =
+    "UPDATE sessions SET closed_at = $1 WHERE session_id = $2 AND closed_at IS NULL";
+
 /// The audit columns, in the order `audit_row` reads them.
 pub(super) const AUDIT_COLUMNS: &str = "audit_id, session_id, tenant_id, trace_id, turn_id, call_id, tool, role, args_hash, \
      status, reason, error_code, error_message, duration_us, prompt_tokens, completion_tokens, created_at, \
@@ -108,7 +133,9 @@ macro_rules! queries {
 
         use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry, steps_after};
         use $crate::storage::steps::{self as _steps, Entry};
-        use $crate::storage::writer::WriteOp;
+        use $crate::ids::{SessionId, SiteId, TenantId, TraceId, TurnId};
+        use $crate::storage::ops::WriteOp;
+        use $crate::storage::records::RecordReads;
         use $crate::storage::{
             ActionPage, AuditPage, AuditRow, KeyRow, LoadedSession, QueuedChat, SessionMeta,
             SiteRow, StorageError, StoredRow, TailRow, Visibility, now_ms,
@@ -121,8 +148,8 @@ macro_rules! queries {
         /// `limit`).
         pub(super) async fn audit_by_trace(
             pool: &Pool,
-            tenant_id: &str,
-            trace_id: &str,
+            tenant_id: &TenantId,
+            trace_id: &TraceId,
             limit: u32,
         ) -> Result<Vec<AuditRow>, StorageError> {
             let sql = format!(
@@ -145,7 +172,7 @@ macro_rules! queries {
         /// A page of a session's audit ledger, oldest first.
         pub(super) async fn audit_page(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             after_id: i64,
             limit: u32,
         ) -> Result<AuditPage, StorageError> {
@@ -179,7 +206,7 @@ macro_rules! queries {
 
         pub(super) async fn session_meta(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
         ) -> Result<Option<SessionMeta>, StorageError> {
             let row = sqlx::query(
                 "SELECT session_id, tenant_id, campaign_id, title, player_token, spectator_token, \
@@ -209,7 +236,7 @@ macro_rules! queries {
         /// recent frames.
         pub(super) async fn load_session(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
         ) -> Result<Option<LoadedSession>, StorageError> {
             let Some(meta) = session_meta(pool, session_id).await? else {
                 return Ok(None);
@@ -268,7 +295,7 @@ macro_rules! queries {
                     if seq > snapshot_seq {
                         rows.push(StoredRow {
                             seq: e.seq,
-                            turn_id: e.turn_id,
+                            turn_id: e.turn_id.map(TurnId::from),
                             request_id: e.request_id,
                             effect: e.effect,
                             history: e.history,
@@ -335,7 +362,7 @@ macro_rules! queries {
         /// database, so a long story is never read whole to be cut here.
         pub(super) async fn journal_after(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             after_seq: u64,
             limit: u32,
             max_chars: u64,
@@ -380,9 +407,9 @@ macro_rules! queries {
         /// Request ids of the most recent turns that started, newest first.
         pub(super) async fn recent_request_ids(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             limit: i64,
-        ) -> Result<Vec<(String, String)>, StorageError> {
+        ) -> Result<Vec<(String, TurnId)>, StorageError> {
             let rows = sqlx::query(
                 "SELECT request_id, turn_id FROM journal WHERE session_id = $1 \
                  AND started = 1 AND request_id IS NOT NULL ORDER BY seq DESC LIMIT $2",
@@ -401,8 +428,8 @@ macro_rules! queries {
         /// if the turn has ended.
         pub(super) async fn turn_end_frame(
             pool: &Pool,
-            session_id: &str,
-            turn_id: &str,
+            session_id: &SessionId,
+            turn_id: &TurnId,
         ) -> Result<Option<String>, StorageError> {
             let row = sqlx::query(
                 "SELECT body FROM journal WHERE session_id = $1 AND turn_id = $2 \
@@ -423,7 +450,7 @@ macro_rules! queries {
         /// A page of the applied-actions log, oldest first.
         pub(super) async fn actions(
             pool: &Pool,
-            session_id: &str,
+            session_id: &SessionId,
             after_seq: u64,
             limit: u32,
         ) -> Result<ActionPage, StorageError> {
@@ -467,88 +494,6 @@ macro_rules! queries {
             _steps::decode(r.try_get::<&str, _>(0)?)
         }
 
-        pub(super) async fn load_site(
-            pool: &Pool,
-            tenant_id: &str,
-            site_id: &str,
-        ) -> Result<Option<SiteRow>, StorageError> {
-            let row = sqlx::query(
-                "SELECT campaign_id, title, state, version, created_at, updated_at FROM sites \
-                 WHERE tenant_id = $1 AND site_id = $2",
-            )
-            .bind(tenant_id)
-            .bind(site_id)
-            .fetch_optional(pool)
-            .await?;
-            row.map(|r| {
-                Ok(SiteRow {
-                    tenant_id: tenant_id.to_owned(),
-                    site_id: site_id.to_owned(),
-                    campaign_id: r.try_get(0)?,
-                    title: r.try_get(1)?,
-                    state: r.try_get(2)?,
-                    version: r.try_get(3)?,
-                    created_at: r.try_get(4)?,
-                    updated_at: r.try_get(5)?,
-                })
-            })
-            .transpose()
-        }
-
-        pub(super) async fn site_version(
-            pool: &Pool,
-            tenant_id: &str,
-            site_id: &str,
-        ) -> Result<Option<i64>, StorageError> {
-            Ok(sqlx::query_scalar(
-                "SELECT version FROM sites WHERE tenant_id = $1 AND site_id = $2",
-            )
-            .bind(tenant_id)
-            .bind(site_id)
-            .fetch_optional(pool)
-            .await?)
-        }
-
-        pub(super) async fn count_sites(
-            pool: &Pool,
-            tenant_id: &str,
-        ) -> Result<i64, StorageError> {
-            Ok(
-                sqlx::query_scalar("SELECT COUNT(*) FROM sites WHERE tenant_id = $1")
-                    .bind(tenant_id)
-                    .fetch_one(pool)
-                    .await?,
-            )
-        }
-
-        pub(super) async fn load_key(
-            pool: &Pool,
-            tenant_id: &str,
-            key: &str,
-        ) -> Result<Option<KeyRow>, StorageError> {
-            let row = sqlx::query(
-                "SELECT tool, request_hash, http_status, response, created_at \
-                 FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2",
-            )
-            .bind(tenant_id)
-            .bind(key)
-            .fetch_optional(pool)
-            .await?;
-            row.map(|r| {
-                let status: Option<i64> = r.try_get(2)?;
-                let response: Option<String> = r.try_get(3)?;
-                Ok(KeyRow {
-                    tool: r.try_get(0)?,
-                    request_hash: r.try_get(1)?,
-                    answer: status
-                        .zip(response)
-                        .map(|(status, body)| (u16::try_from(status).unwrap_or(500), body)),
-                    created_at: r.try_get(4)?,
-                })
-            })
-            .transpose()
-        }
-
         fn audit_row(r: &DbRow) -> Result<AuditRow, sqlx::Error> {
             Ok(AuditRow {
                 audit_id: r.try_get(0)?,
@@ -574,6 +519,89 @@ macro_rules! queries {
             })
         }
 
+        impl RecordReads for Pool {
+            async fn load_site(
+                &self,
+                tenant_id: &TenantId,
+                site_id: &SiteId,
+            ) -> Result<Option<SiteRow>, StorageError> {
+                let row = sqlx::query(
+                    "SELECT campaign_id, title, state, version, created_at, updated_at FROM sites \
+                     WHERE tenant_id = $1 AND site_id = $2",
+                )
+                .bind(tenant_id)
+                .bind(site_id)
+                .fetch_optional(self)
+                .await?;
+                row.map(|r| {
+                    Ok(SiteRow {
+                        tenant_id: tenant_id.to_owned(),
+                        site_id: site_id.to_owned(),
+                        campaign_id: r.try_get(0)?,
+                        title: r.try_get(1)?,
+                        state: r.try_get(2)?,
+                        version: r.try_get(3)?,
+                        created_at: r.try_get(4)?,
+                        updated_at: r.try_get(5)?,
+                    })
+                })
+                .transpose()
+            }
+
+            async fn site_version(
+                &self,
+                tenant_id: &TenantId,
+                site_id: &SiteId,
+            ) -> Result<Option<i64>, StorageError> {
+                Ok(sqlx::query_scalar(
+                    "SELECT version FROM sites WHERE tenant_id = $1 AND site_id = $2",
+                )
+                .bind(tenant_id)
+                .bind(site_id)
+                .fetch_optional(self)
+                .await?)
+            }
+
+            async fn count_sites(
+                &self,
+                tenant_id: &TenantId,
+            ) -> Result<i64, StorageError> {
+                Ok(
+                    sqlx::query_scalar("SELECT COUNT(*) FROM sites WHERE tenant_id = $1")
+                        .bind(tenant_id)
+                        .fetch_one(self)
+                        .await?,
+                )
+            }
+
+            async fn load_key(
+                &self,
+                tenant_id: &TenantId,
+                key: &str,
+            ) -> Result<Option<KeyRow>, StorageError> {
+                let row = sqlx::query(
+                    "SELECT tool, request_hash, http_status, response, created_at \
+                     FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2",
+                )
+                .bind(tenant_id)
+                .bind(key)
+                .fetch_optional(self)
+                .await?;
+                row.map(|r| {
+                    let status: Option<i64> = r.try_get(2)?;
+                    let response: Option<String> = r.try_get(3)?;
+                    Ok(KeyRow {
+                        tool: r.try_get(0)?,
+                        request_hash: r.try_get(1)?,
+                        answer: status
+                            .zip(response)
+                            .map(|(status, body)| (u16::try_from(status).unwrap_or(500), body)),
+                        created_at: r.try_get(4)?,
+                    })
+                })
+                .transpose()
+            }
+        }
     };
 }
 

@@ -8,10 +8,9 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use super::JournalRow;
-use super::records::{QueuedRecord, RecordWrite, stmt};
+use super::ops::{Committer, GATHER, QueuedRecord, RecordWrite};
 use super::sql::{self, queries};
 use super::steps;
-use super::writer::Committer;
 
 queries!(sqlx::Sqlite);
 
@@ -161,7 +160,7 @@ impl Committer for SqliteCommitter {
     }
 
     fn gather() -> Option<std::time::Duration> {
-        Some(super::writer::GATHER)
+        Some(GATHER)
     }
 }
 
@@ -278,7 +277,7 @@ pub(super) async fn abandoned_sessions(
     pool: &SqlitePool,
     before_ms: i64,
     limit: u32,
-) -> Result<Vec<String>, StorageError> {
+) -> Result<Vec<SessionId>, StorageError> {
     let query = sql::abandoned_sessions("s.anonymous = 1", "");
     // Built only from constants.
     Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(query))
@@ -327,7 +326,7 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
     };
     let outcome = match &record.write {
         RecordWrite::PutSite(site) => returned(
-            stmt::PUT_SITE,
+            sql::PUT_SITE,
             params![
                 site.tenant_id,
                 site.site_id,
@@ -345,7 +344,7 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             expected,
             updated_at,
         } => returned(
-            stmt::UPDATE_SITE,
+            sql::UPDATE_SITE,
             params![state, updated_at, tenant_id, site_id, expected],
         )?,
         RecordWrite::ClaimKey {
@@ -356,9 +355,9 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             created_at,
             forget_before,
         } => {
-            conn.prepare_cached(stmt::FORGET_KEYS)?
+            conn.prepare_cached(sql::FORGET_KEYS)?
                 .execute(params![forget_before])?;
-            conn.prepare_cached(stmt::CLAIM_KEY)?.execute(params![
+            conn.prepare_cached(sql::CLAIM_KEY)?.execute(params![
                 tenant_id,
                 key,
                 tool,
@@ -372,17 +371,17 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             status,
             response,
         } => conn
-            .prepare_cached(stmt::FINISH_KEY)?
+            .prepare_cached(sql::FINISH_KEY)?
             .execute(params![status, response, tenant_id, key])? as i64,
         RecordWrite::DropKey { tenant_id, key } => {
-            conn.prepare_cached(stmt::DROP_KEY)?
+            conn.prepare_cached(sql::DROP_KEY)?
                 .execute(params![tenant_id, key])? as i64
         }
         RecordWrite::CloseSession {
             session_id,
             closed_at,
         } => conn
-            .prepare_cached(stmt::CLOSE_SESSION)?
+            .prepare_cached(sql::CLOSE_SESSION)?
             .execute(params![closed_at, session_id])? as i64,
         // One node: nobody else can have claimed it.
         RecordWrite::DeleteSession { session_id, .. } => {
@@ -444,7 +443,7 @@ pub(super) mod tests {
 
     pub(in crate::storage) fn row(session_id: &str, seq: u64) -> JournalRow {
         JournalRow {
-            session_id: session_id.to_owned(),
+            session_id: session_id.into(),
             seq,
             turn_id: None,
             kind: "presence",
@@ -587,7 +586,8 @@ pub(super) mod tests {
         let seqs =
             |frames: Vec<(u64, String)>| frames.into_iter().map(|(s, _)| s).collect::<Vec<_>>();
         let each = row("a", 1).frame.len() as u64;
-        let read = |limit, chars| store.frames_after("a", 2, limit, chars);
+        let a = SessionId::from("a");
+        let read = |limit, chars| store.frames_after(&a, 2, limit, chars);
         assert_eq!(seqs(read(10, u64::MAX).await.unwrap()), [3, 4, 5, 6]);
         assert_eq!(seqs(read(2, u64::MAX).await.unwrap()), [3, 4], "by count");
         assert_eq!(
@@ -614,7 +614,7 @@ pub(super) mod tests {
             .into_iter()
             .zip(1u64..)
             .map(|((turn, kind, action), seq)| JournalRow {
-                turn_id: Some(turn.to_owned()),
+                turn_id: Some(turn.into()),
                 kind,
                 request_id: (kind == "turn_started").then(|| format!("r-{turn}")),
                 frame: format!("{{\"type\":\"{kind}\",\"seq\":{seq},\"turn_id\":\"{turn}\"}}")
@@ -632,7 +632,7 @@ pub(super) mod tests {
 
     fn meta(session_id: &str) -> crate::storage::SessionMeta {
         crate::storage::SessionMeta {
-            session_id: session_id.to_owned(),
+            session_id: session_id.into(),
             tenant_id: "default".into(),
             campaign_id: "demo".into(),
             title: "t".into(),
@@ -649,14 +649,20 @@ pub(super) mod tests {
     async fn reads_two_turns(store: &Store) {
         let rows = two_turns();
         let seqs = |frames: Vec<(u64, String)>| frames.into_iter().map(|f| f.0).collect::<Vec<_>>();
-        let after_2 = store.frames_after("s", 2, 100, u64::MAX).await.unwrap();
+        let after_2 = store
+            .frames_after(&"s".into(), 2, 100, u64::MAX)
+            .await
+            .unwrap();
         assert_eq!(seqs(after_2.clone()), [3, 4, 5, 6, 7]);
         assert_eq!(after_2[0].1, &*rows[2].frame, "frames read back as written");
-        let tail = store.journal_after("s", 6, 100, u64::MAX).await.unwrap();
+        let tail = store
+            .journal_after(&"s".into(), 6, 100, u64::MAX)
+            .await
+            .unwrap();
         assert_eq!(tail.len(), 1);
         assert_eq!((tail[0].seq, tail[0].created_at), (7, 1_007));
         assert_eq!(tail[0].effect.as_deref(), Some("{\"roll\":7}"));
-        let page = store.actions("s", 0, 1).await.unwrap();
+        let page = store.actions(&"s".into(), 0, 1).await.unwrap();
         assert_eq!(page.actions.len(), 1);
         assert_eq!(
             (
@@ -666,24 +672,42 @@ pub(super) mod tests {
             (Some(3), Some(3))
         );
         assert_eq!(page.next_after_seq, Some(3));
-        let page = store.actions("s", 3, 1).await.unwrap();
+        let page = store.actions(&"s".into(), 3, 1).await.unwrap();
         assert_eq!(page.actions[0]["seq"].as_i64(), Some(7));
         assert_eq!(page.next_after_seq, None);
-        assert_eq!(store.actions("s", 0, 10).await.unwrap().actions.len(), 2);
         assert_eq!(
-            store.recent_request_ids("s", 10).await.unwrap(),
+            store
+                .actions(&"s".into(), 0, 10)
+                .await
+                .unwrap()
+                .actions
+                .len(),
+            2
+        );
+        assert_eq!(
+            store.recent_request_ids(&"s".into(), 10).await.unwrap(),
             [
-                ("r-t2".to_owned(), "t2".to_owned()),
-                ("r-t1".to_owned(), "t1".to_owned())
+                ("r-t2".to_owned(), TurnId::from("t2")),
+                ("r-t1".to_owned(), TurnId::from("t1"))
             ]
         );
         assert_eq!(
-            store.turn_end_frame("s", "t1").await.unwrap().as_deref(),
+            store
+                .turn_end_frame(&"s".into(), &"t1".into())
+                .await
+                .unwrap()
+                .as_deref(),
             Some(&*rows[4].frame)
         );
-        assert_eq!(store.turn_end_frame("s", "t2").await.unwrap(), None);
+        assert_eq!(
+            store
+                .turn_end_frame(&"s".into(), &"t2".into())
+                .await
+                .unwrap(),
+            None
+        );
         let loaded = store
-            .load_session("s")
+            .load_session(&"s".into())
             .await
             .unwrap()
             .expect("the session loads");
@@ -736,7 +760,7 @@ pub(super) mod tests {
             let rows = (first..=(first + 6).min(600))
                 .map(|seq| {
                     SessionWrite::Row(JournalRow {
-                        turn_id: Some(format!("t{first}")),
+                        turn_id: Some(format!("t{first}").into()),
                         ..row("r", seq)
                     })
                 })
@@ -744,7 +768,11 @@ pub(super) mod tests {
             store.write_all(rows, &a);
         }
         assert_eq!(until(&mut notices, 600).await.ok(), Some(600));
-        let loaded = store.load_session("r").await.unwrap().expect("loads");
+        let loaded = store
+            .load_session(&"r".into())
+            .await
+            .unwrap()
+            .expect("loads");
         let seqs: Vec<u64> = loaded.recent_frames.iter().map(|f| f.0).collect();
         assert_eq!(seqs, (89..=600).collect::<Vec<_>>());
         assert_eq!(loaded.recent_frames[0].1, &*row("r", 89).frame);
@@ -860,7 +888,7 @@ pub(super) mod tests {
         let (a, mut notices) = sink();
         store.append(row("s", 1), a);
         assert_eq!(until(&mut notices, 1).await.ok(), Some(1));
-        let page = store.audit_page("s", 0, 10).await.unwrap();
+        let page = store.audit_page(&"s".into(), 0, 10).await.unwrap();
         let ids: Vec<i64> = page.entries.iter().map(|r| r.audit_id).collect();
         assert_eq!(ids, [1, 2, 7, 8, 9]);
         assert_eq!(page.entries[0].site_id.as_deref(), Some("old"));
@@ -871,7 +899,10 @@ pub(super) mod tests {
                 ..audit_row("s")
             }
         );
-        let by_trace = store.audit_by_trace("default", "tr_1", 10).await.unwrap();
+        let by_trace = store
+            .audit_by_trace(&"default".into(), &"tr_1".into(), 10)
+            .await
+            .unwrap();
         assert_eq!(by_trace.len(), 5);
         // No insert keeps a sequence row up to date any more.
         let mut c = SqliteConnection::connect(&url).await.unwrap();

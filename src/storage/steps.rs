@@ -42,6 +42,7 @@ use serde_json::value::RawValue;
 
 use super::{JournalRow, StorageError, StoredAction, StoredHistory};
 use crate::game::HistoryEntry;
+use crate::ids::{CallId, TurnId};
 
 /// One stored row of the journal, as the writers insert it.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,7 +139,10 @@ fn encode(rows: &[&JournalRow]) -> String {
         out.push_str(itoa::Buffer::new().format(r.seq));
         out.push_str(",\"kind\":");
         string(&mut out, r.kind);
-        for (name, value) in [("turn_id", &r.turn_id), ("request_id", &r.request_id)] {
+        for (name, value) in [
+            ("turn_id", r.turn_id.as_deref()),
+            ("request_id", r.request_id.as_deref()),
+        ] {
             if let Some(value) = value {
                 out.push_str(",\"");
                 out.push_str(name);
@@ -249,13 +253,19 @@ struct Body<'a> {
     entries: Vec<Stored<'a>>,
 }
 
+/// An id a frame does not say (the empty string, as a missing `String`
+/// field read before).
+fn no_id<T: From<&'static str>>() -> T {
+    T::from("")
+}
+
 /// What a frame says that a history entry or an action is read from.
 #[derive(Deserialize)]
 struct Said<'a> {
-    #[serde(default)]
-    turn_id: String,
-    #[serde(default)]
-    call_id: String,
+    #[serde(default = "no_id")]
+    turn_id: TurnId,
+    #[serde(default = "no_id")]
+    call_id: CallId,
     #[serde(default)]
     tool: String,
     #[serde(default)]
@@ -386,9 +396,9 @@ mod tests {
 
     fn row(session: &str, seq: u64, turn: Option<&str>, kind: &'static str) -> JournalRow {
         JournalRow {
-            session_id: session.to_owned(),
+            session_id: session.into(),
             seq,
-            turn_id: turn.map(str::to_owned),
+            turn_id: turn.map(crate::ids::TurnId::from),
             kind,
             request_id: (kind == "turn_started").then(|| "r\"1\u{e9}".to_owned()),
             frame: format!("{{\"type\":\"{kind}\",\"seq\":{seq},\"text\":\"a \\\"b\\\" \u{e9}\"}}")
@@ -422,7 +432,7 @@ mod tests {
         for (entry, row) in back.iter().zip(&rows) {
             assert_eq!(entry.seq, row.seq);
             assert_eq!(entry.kind, row.kind);
-            assert_eq!(entry.turn_id, row.turn_id);
+            assert_eq!(entry.turn_id.as_deref(), row.turn_id.as_deref());
             assert_eq!(entry.request_id, row.request_id);
             assert_eq!(entry.created_at, row.created_at);
             assert_eq!(entry.frame, &*row.frame);
@@ -495,7 +505,7 @@ mod tests {
             .iter()
             .map(|e| serde_json::from_str(e.history.as_deref().unwrap()).unwrap())
             .collect();
-        let turn_id = || "turn_1".to_owned();
+        let turn_id = || TurnId::from("turn_1");
         assert_eq!(
             history,
             [

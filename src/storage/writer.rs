@@ -4,7 +4,7 @@
 //! waiter. Durability costs one commit per batch, not one per action.
 //!
 //! On SQLite, while more than one session is writing, the writer waits
-//! [`GATHER`] before each commit for more writes to join the batch
+//! [`GATHER`](super::ops::GATHER) before each commit for more writes to join the batch
 //! (PostgreSQL's `commit_delay` with `commit_siblings`, MySQL's
 //! `binlog_group_commit_sync_delay`): the commit's fixed costs (the
 //! `fsync`, the transaction, a session index's page that several turns
@@ -18,21 +18,15 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::ids::{SessionId, TurnId};
 use crate::metrics::Metrics;
 
-use super::records::QueuedRecord;
+use super::ops::{Committer, QueuedRecord, WriteOp};
 use super::{
     AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
     QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SessionWrite, SnapshotWrite,
     StorageError, now_ms,
 };
-
-/// How long the writer waits for more writes to join a batch while more
-/// than one session is writing (see the module's documentation). A step's
-/// frames reach their clients up to this much later under that load; in
-/// exchange the writer commits fewer, larger batches (two to three times
-/// fewer with the peer benchmark's 1,000 sessions: BENCHMARKS.md).
-pub(super) const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
 /// after it, the next write tries the store again. Only the store's own
@@ -52,35 +46,6 @@ const SLOW_FAILURE: std::time::Duration = std::time::Duration::from_secs(1);
 /// write refused for its own data does not count: the store answered.
 const RETRY_GIVE_UP: usize = 3;
 
-/// One write queued for the writer task.
-pub(super) enum WriteOp {
-    Row(JournalRow, DurableSink),
-    Snapshot {
-        session_id: String,
-        epoch: Epoch,
-        snapshot: SnapshotWrite,
-        done: Option<oneshot::Sender<Result<(), StorageError>>>,
-    },
-    Audit(AuditRow),
-    Enqueue {
-        chat: QueuedChat,
-        epoch: Epoch,
-        done: oneshot::Sender<Result<(), StorageError>>,
-    },
-    Dequeue {
-        session_id: String,
-        turn_id: String,
-        epoch: Epoch,
-    },
-    CreateSession {
-        meta: SessionMeta,
-        snapshot: String,
-        done: oneshot::Sender<Result<(), StorageError>>,
-    },
-    /// A site or idempotency-key write (`records.rs`).
-    Record(QueuedRecord),
-}
-
 /// What goes through the writer's queue: one write, or the writes of one
 /// session's step, which go into the same batch. A slot is a write's size
 /// either way, as it was when the queue held writes alone.
@@ -91,25 +56,6 @@ pub(super) enum Queued {
     /// Hears once every write queued before it has been committed (or has
     /// failed): nothing queued before it is still on its way.
     Settled(oneshot::Sender<()>),
-}
-
-/// Commits a batch of writes in one transaction, or nothing of it.
-pub(super) trait Committer: Send + 'static {
-    async fn commit(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError>;
-
-    /// Whether the writer runs on a thread of its own (a committer that
-    /// blocks while it writes), rather than as a task of the current
-    /// arbiter.
-    fn own_thread() -> bool {
-        false
-    }
-
-    /// How long the writer waits for more writes to join a batch while
-    /// more than one session is writing; `None` (and for a writer without
-    /// a thread of its own, which must not block) commits at once.
-    fn gather() -> Option<std::time::Duration> {
-        None
-    }
 }
 
 /// The queue into the writer task, and what it says about storage's health.
@@ -229,13 +175,13 @@ impl Writes {
     /// Queues a snapshot; if `done` is given it hears when it is durable.
     pub(super) fn snapshot(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         epoch: Epoch,
         snapshot: SnapshotWrite,
         done: Option<oneshot::Sender<Result<(), StorageError>>>,
     ) {
         let op = WriteOp::Snapshot {
-            session_id: session_id.to_owned(),
+            session_id: session_id.clone(),
             epoch,
             snapshot,
             done,
@@ -267,10 +213,10 @@ impl Writes {
     }
 
     /// See [`super::Store::dequeue`].
-    pub(super) fn dequeue(&self, session_id: &str, turn_id: &str, epoch: Epoch) {
+    pub(super) fn dequeue(&self, session_id: &SessionId, turn_id: &TurnId, epoch: Epoch) {
         let op = WriteOp::Dequeue {
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
+            session_id: session_id.clone(),
+            turn_id: turn_id.clone(),
             epoch,
         };
         if let Err(e) = self.send(op) {
@@ -890,7 +836,7 @@ mod tests {
             Arc::new(Metrics::default()),
         );
         for turn in ["turn_1", "turn_2", "turn_3"] {
-            writes.dequeue("s", turn, Epoch::Sole);
+            writes.dequeue(&"s".into(), &turn.into(), Epoch::Sole);
         }
         writes.settled().await;
         assert_eq!(committed.load(Ordering::SeqCst), 3);
