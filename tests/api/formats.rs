@@ -22,21 +22,28 @@ async fn claims(db: &str, s: &Session) -> Vec<Vec<String>> {
 /// Writes the session's next journal step as a version that writes
 /// journal format 3 would.
 async fn write_newer_step(db: &str, s: &Session) {
-    let last: u64 = text_rows(
-        db,
-        "SELECT CAST(MAX(last_seq) AS TEXT) FROM journal WHERE session_id = $1",
-        s.session_id.as_str(),
-    )
-    .await[0][0]
-        .parse()
-        .unwrap();
-    let next = last + 1;
-    let sql = format!(
-        "INSERT INTO journal (session_id, seq, last_seq, turn_id, started, request_id, \
-         ended, actions, body, created_at) VALUES ($1, {next}, {next}, NULL, 0, NULL, \
-         NULL, 0, '{{\"format\":3,\"entries\":[]}}', 0)"
-    );
-    assert_eq!(execute(db, &sql, s.session_id.as_str()).await, 1);
+    // The node may journal a step of its own (a presence frame) between
+    // the read and the insert: a seq taken meanwhile is read again.
+    for _ in 0..20 {
+        let last: u64 = text_rows(
+            db,
+            "SELECT CAST(MAX(last_seq) AS TEXT) FROM journal WHERE session_id = $1",
+            s.session_id.as_str(),
+        )
+        .await[0][0]
+            .parse()
+            .unwrap();
+        let next = last + 1;
+        let sql = format!(
+            "INSERT INTO journal (session_id, seq, last_seq, turn_id, started, request_id, \
+             ended, actions, body, created_at) VALUES ($1, {next}, {next}, NULL, 0, NULL, \
+             NULL, 0, '{{\"format\":3,\"entries\":[]}}', 0) ON CONFLICT DO NOTHING"
+        );
+        if execute(db, &sql, s.session_id.as_str()).await == 1 {
+            return;
+        }
+    }
+    panic!("a newer step could not be written after the node's own");
 }
 
 #[actix_web::test]
