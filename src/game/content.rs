@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{AreaId, CharacterId};
+
 /// Results returned when a caller has no preference.
 pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 /// Most results one search may return.
@@ -59,7 +61,7 @@ pub struct ContentEntry {
     pub status: ContentStatus,
     /// Where it belongs on the map, if anywhere (an area id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub area_id: Option<String>,
+    pub area_id: Option<AreaId>,
     /// Who wrote it: "campaign", or the role that created a draft.
     #[serde(default = "campaign_author")]
     pub created_by: String,
@@ -279,7 +281,7 @@ pub struct NpcProfile {
     pub name: String,
     /// The character that embodies this NPC on the map, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub character_id: Option<String>,
+    pub character_id: Option<CharacterId>,
     /// Inactive NPCs (for example created by a tool) are not used until a person activates them.
     #[serde(default = "yes")]
     pub active: bool,

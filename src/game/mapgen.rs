@@ -186,7 +186,7 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
         let (x, y) =
             free_spot(&mut rng, &mut taken, px, py).ok_or(MapError::NoRoom { x: px, y: py })?;
         // Below next_number + size, checked above.
-        let id = AreaId(format!("area_{:03}", next_number + i as u64));
+        let id = AreaId::from(format!("area_{:03}", next_number + i as u64));
         let (name, description) = area_text(&mut words, phrase.as_ref(), req.language, &mut names);
         areas.push(Area {
             area_id: id,

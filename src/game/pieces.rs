@@ -368,7 +368,7 @@ mod tests {
 
     fn area(i: usize) -> Area {
         Area {
-            area_id: AreaId(format!("gen_{i:04}")),
+            area_id: AreaId::from(format!("gen_{i:04}")),
             name: format!("Generated place number {i}"),
             description: format!("A place made during play, the {i}th of its kind."),
             reachable_area_ids: vec![],
@@ -385,7 +385,7 @@ mod tests {
         let start = state.areas[0].area_id.clone();
         state.apply(&Effect::AddAreas {
             areas: (0..areas).map(area).collect(),
-            links: vec![(start, AreaId("gen_0000".into()))],
+            links: vec![(start, AreaId::from("gen_0000"))],
         });
         for t in 0..300 {
             state.record(Arc::new(HistoryEntry::User {
@@ -440,7 +440,7 @@ mod tests {
         let from = state.areas[600].area_id.clone();
         state.apply(&Effect::AddAreas {
             areas: vec![area(5000)],
-            links: vec![(from, AreaId("gen_5000".into()))],
+            links: vec![(from, AreaId::from("gen_5000"))],
         });
         let pc = state.characters[0].character_id.clone();
         let to = state.areas[1].area_id.clone();

@@ -5,7 +5,6 @@
 //! (never the random choices that produced them), so replay gives back the
 //! same state.
 
-use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;
 use std::sync::Arc;
@@ -16,60 +15,9 @@ use super::content::{ContentEntry, ContentStatus, NpcProfile};
 use super::zones::{GridPos, MovementLogEntry, PlayerRuntime, Zone};
 use crate::ids::{CallId, TurnId};
 
-/// Declares a string identifier newtype that serializes as a plain string.
-macro_rules! id_newtype {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
-        #[serde(transparent)]
-        pub struct $name(pub String);
-
-        impl $name {
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl From<&str> for $name {
-            fn from(s: &str) -> Self {
-                Self(s.to_owned())
-            }
-        }
-
-        impl From<String> for $name {
-            fn from(s: String) -> Self {
-                Self(s)
-            }
-        }
-
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.0 == other
-            }
-        }
-
-        // Hashes and compares exactly as the inner string does, so maps
-        // keyed by the id can be searched with a plain `&str`.
-        impl Borrow<str> for $name {
-            fn borrow(&self) -> &str {
-                &self.0
-            }
-        }
-    )*};
-}
-
-id_newtype!(
-    /// A map area, e.g. `area_001`.
-    AreaId,
-    /// A player character or NPC, e.g. `pc_001`.
-    CharacterId,
-);
+// The map's and the characters' ids are the crate's (`crate::ids`), here
+// under the names `game` has always given them.
+pub use crate::ids::{AreaId, CharacterId};
 
 /// Content type of a Chinese name (docs/protocol.md §7.1).
 pub const NAME_ZH_TYPE: &str = "name_zh";
@@ -434,7 +382,7 @@ impl GameState {
             campaign_id: String::new(),
             title: String::new(),
             turn: 0,
-            active_actor_id: CharacterId(String::new()),
+            active_actor_id: CharacterId::from(""),
             areas: AreaMap::default(),
             characters: Vec::new(),
             allowlist: Vec::new(),
@@ -853,7 +801,7 @@ mod tests {
         assert!(full.get("one_more").is_none());
         assert_eq!(full.len(), MAX_SESSION_AREAS);
         let mut wide = area("wide", "W", &[]);
-        wide.reachable_area_ids = (0..100).map(|i| AreaId(format!("w{i}"))).collect();
+        wide.reachable_area_ids = (0..100).map(|i| AreaId::from(format!("w{i}"))).collect();
         let mut small = AreaMap::default();
         assert!(small.push(wide));
         assert_eq!(

@@ -468,7 +468,7 @@ mod tests {
         );
 
         // The state changes only when the actor applies the durable effect.
-        let here = |s: &GameState| s.active_actor().map(|a| a.area_id.0.clone());
+        let here = |s: &GameState| s.active_actor().map(|a| a.area_id.to_string());
         assert_eq!(here(&f.state).as_deref(), Some("area_001"));
         let effect = ran.result.effect.expect("a move has an effect");
         f.state.apply(&effect);

@@ -547,26 +547,26 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
             character_id,
             to_area_id,
         }) => {
-            t.touched_characters.insert(character_id.0.clone());
-            t.touched_areas.insert(to_area_id.0.clone());
+            t.touched_characters.insert(character_id.to_string());
+            t.touched_areas.insert(to_area_id.to_string());
         }
         Some(Effect::Hp { character_id, .. }) => {
-            t.touched_characters.insert(character_id.0.clone());
+            t.touched_characters.insert(character_id.to_string());
         }
         Some(Effect::AddAreas { areas, links }) => {
             t.touched_areas
-                .extend(areas.iter().map(|a| a.area_id.0.clone()));
+                .extend(areas.iter().map(|a| a.area_id.to_string()));
             for (a, b) in links {
-                t.touched_areas.insert(a.0.clone());
-                t.touched_areas.insert(b.0.clone());
+                t.touched_areas.insert(a.to_string());
+                t.touched_areas.insert(b.to_string());
             }
         }
         Some(Effect::SetInventory { character_id, .. }) => {
-            t.touched_characters.insert(character_id.0.clone());
+            t.touched_characters.insert(character_id.to_string());
         }
         Some(Effect::SetCharacter { character }) => {
             t.touched_characters
-                .insert(character.character_id.0.clone());
+                .insert(character.character_id.to_string());
         }
         Some(Effect::AddZones { zones }) => {
             t.touched_zones

@@ -38,7 +38,7 @@ pub(super) fn started(
         event: StoryEvent::TurnStarted {
             turn_id: turn_id.clone(),
             request_id,
-            actor_id: state.active_actor_id.0.clone(),
+            actor_id: state.active_actor_id.to_string(),
             text: text.clone(),
         },
         effect: Some(Effect::BeginTurn { turn: turn_no }),
@@ -123,8 +123,8 @@ pub(super) fn state_patch(turn: &Turn, state: &GameState) -> StatePatch {
             .filter_map(|id| state.character(id).cloned())
             .collect(),
         position: state.active_actor().map(|a| Position {
-            actor_id: a.character_id.0.clone(),
-            area_id: a.area_id.0.clone(),
+            actor_id: a.character_id.to_string(),
+            area_id: a.area_id.to_string(),
         }),
         zones: turn
             .touched_zones()

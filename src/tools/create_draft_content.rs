@@ -146,7 +146,7 @@ impl Tool for CreateDraftContent {
             tags: args.tags,
             // Never published by a model: a person reviews drafts first.
             status: ContentStatus::Draft,
-            area_id: args.area_id,
+            area_id: args.area_id.map(crate::ids::AreaId::from),
             created_by: wire_name(&ctx.role),
             about: ContentAbout {
                 summary: args.summary,

@@ -168,7 +168,7 @@ impl Tool for CreateNpc {
             )));
         }
         let character_id = match args.character_id {
-            Some(id) => Some(character(state, &id)?.character_id.0.clone()),
+            Some(id) => Some(character(state, &id)?.character_id.clone()),
             None => None,
         };
         let traits = clean_list("traits", args.traits)?;

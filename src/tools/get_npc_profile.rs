@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(out.result["area_id"], "area_008");
 
         // An NPC with no body, or whose body is gone, stands nowhere.
-        for character_id in [None, Some("npc_404".to_owned())] {
+        for character_id in [None, Some(crate::ids::CharacterId::from("npc_404"))] {
             let mut npc = state.npc("npc_silt").unwrap().clone();
             npc.character_id = character_id.clone();
             state.apply(&crate::game::Effect::PutNpc { npc });

@@ -298,7 +298,7 @@ mod tests {
                     body: "b".into(),
                     tags: vec![],
                     status,
-                    area_id: area.map(str::to_owned),
+                    area_id: area.map(crate::ids::AreaId::from),
                     created_by: "game_master".into(),
                     about: Default::default(),
                 },

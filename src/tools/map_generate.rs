@@ -131,7 +131,7 @@ impl Tool for MapGenerate {
             None => Some(
                 state
                     .active_actor()
-                    .map(|a| a.area_id.0.clone())
+                    .map(|a| a.area_id.to_string())
                     .ok_or_else(|| {
                         ToolError::invalid_args("no active character; give parent_area_id")
                     })?,
@@ -214,12 +214,12 @@ impl Tool for MapGenerate {
         let mut connections: Vec<(String, String)> = map
             .links
             .iter()
-            .map(|(a, b)| (a.0.clone(), b.0.clone()))
+            .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
         for area in &map.areas {
             for n in &area.reachable_area_ids {
                 if area.area_id.as_str() < n.as_str() && created.contains(&n.as_str()) {
-                    connections.push((area.area_id.0.clone(), n.0.clone()));
+                    connections.push((area.area_id.to_string(), n.to_string()));
                 }
             }
         }

@@ -47,7 +47,7 @@ impl Tool for MoveOptions {
         let state = ctx.state;
         let id = args
             .actor_id
-            .unwrap_or_else(|| state.active_actor_id.0.clone());
+            .unwrap_or_else(|| state.active_actor_id.to_string());
         let actor = character(state, &id)?;
         let here = state.area(actor.area_id.as_str()).ok_or_else(|| {
             ToolError::invalid_args(format!("{} stands nowhere known", actor.name))

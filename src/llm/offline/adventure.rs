@@ -1073,7 +1073,7 @@ mod tests {
             let out = pipeline(tool, &state, args, Role::GameMaster).unwrap();
             state.apply(out.effect.as_ref().unwrap());
         }
-        state.characters[0].area_id = AreaId("area_009".into());
+        state.characters[0].area_id = AreaId::from("area_009");
         state
     }
 
