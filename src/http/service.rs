@@ -328,9 +328,8 @@ pub async fn run_call(
         hash,
         place,
     } = call;
-    // Refusals before the tool pipeline, audited here.
-    // Refused before the pipeline, the input is what the audit row
-    // hashes: the hash taken stands.
+    // Refusals before the tool pipeline, audited here: the input is what
+    // the audit row hashes, so the hash taken stands.
     let refuse = |session: Option<&SessionId>, e: ToolError| {
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         record(
