@@ -9,6 +9,7 @@
 //! its exact length.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -62,6 +63,43 @@ pub fn text<T: Serialize + ?Sized>(value: &T) -> String {
 /// serializes; `null` stands in were it not to.
 pub fn raw(value: &serde_json::Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+/// A JSON value and its text, written once and shared: a tool's result
+/// as its `tool_result` frame, the HTTP answer, the idempotency record and
+/// an MCP result's text all carry these bytes rather than write the value
+/// again.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub value: Value,
+    pub json: Arc<RawValue>,
+}
+
+impl Written {
+    /// Writes `value`'s text.
+    pub fn new(value: Value) -> Self {
+        let json = Arc::from(raw(&value));
+        Self { value, json }
+    }
+
+    /// A value whose text was written already (by the tool pipeline, as it
+    /// checked its size); `json` must be `value`'s text.
+    pub fn with_text(value: Value, json: Arc<RawValue>) -> Self {
+        Self { value, json }
+    }
+
+    /// A value whose text was kept (an idempotency record's), read back.
+    pub fn from_json(json: Arc<RawValue>) -> Self {
+        let value = serde_json::from_str(json.get()).unwrap_or(Value::Null);
+        Self { value, json }
+    }
+}
+
+impl PartialEq for Written {
+    /// The text is written from the value, so the values decide.
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
 }
 
 /// The escape JSON text writes U+0000 with: a raw NUL byte is not valid
@@ -211,6 +249,21 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_output_is_written_once_as_serde_writes_it() {
+        let values = [
+            json!({"b": 1, "a": [1, 2.5, "x"], "c": {"z": null}}),
+            json!(null),
+            json!("say \"hi\"\n"),
+            json!([]),
+        ];
+        for value in values {
+            let output = Written::new(value.clone());
+            assert_eq!(output.json.get(), value.to_string());
+            assert_eq!(Written::from_json(output.json.clone()), output);
+        }
+    }
 
     /// The same text as serde_json, for small and large values, one after
     /// another on the same thread (the scratch buffer reused and dropped).

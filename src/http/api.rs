@@ -363,6 +363,7 @@ async fn activate_npc(
         || CallTool {
             tool: "activate_npc".into(),
             args: json!({"npc_id": npc_id, "active": active}),
+            args_hash: None,
             role: Role::Player,
             trace_id: trace_id.clone(),
             origin: CallOrigin::default(),
@@ -374,7 +375,7 @@ async fn activate_npc(
         Ok(result) => {
             // The tool's own result; one that does not read back is a bug.
             let npc: NpcActivation =
-                serde_json::from_value(result).map_err(|e| ApiError::internal(&e))?;
+                serde_json::from_value(result.value).map_err(|e| ApiError::internal(&e))?;
             Ok(HttpResponse::Ok().json(NpcActivated {
                 npc,
                 turn_id: done.turn_id,

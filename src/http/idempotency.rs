@@ -10,6 +10,7 @@
 //! started (a full session queue, an overloaded node) gives its key back,
 //! so its retry runs. Keys are kept for [`KEEP_KEYS`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::HttpRequest;
@@ -18,10 +19,11 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::peers::Routed;
-use super::service::{CallAudit, CallReport, Output, ServiceCall, ServiceContext, run_call};
+use super::service::{CallAudit, CallReport, ServiceCall, ServiceContext, run_call};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::ids::TenantId;
+use crate::json::Written;
 use crate::storage::now_ms;
 use crate::tools::ToolError;
 
@@ -38,7 +40,7 @@ pub const KEEP_KEYS: Duration = Duration::from_secs(24 * 60 * 60);
 #[derive(Debug, Serialize, Deserialize)]
 struct Stored {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    output: Option<Box<RawValue>>,
+    output: Option<Arc<RawValue>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<StoredError>,
     audit: CallAudit,
@@ -74,8 +76,8 @@ impl Stored {
     fn report(self) -> CallReport {
         let outcome = match (self.output, self.error) {
             (_, Some(e)) => Err(ToolError::new(e.reason, e.code, e.message)),
-            (Some(json), None) => Ok(Output::from_json(json)),
-            (None, None) => Ok(Output::new(Value::Null)),
+            (Some(json), None) => Ok(Written::from_json(json)),
+            (None, None) => Ok(Written::new(Value::Null)),
         };
         CallReport {
             outcome,
@@ -274,7 +276,7 @@ mod tests {
             error_message: None,
         };
         for outcome in [
-            Ok(Output::new(serde_json::json!({"event_id": "ev_1"}))),
+            Ok(Written::new(serde_json::json!({"event_id": "ev_1"}))),
             Err(ToolError::invalid_args("no event_type")),
         ] {
             let report = CallReport {

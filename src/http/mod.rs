@@ -45,8 +45,6 @@ use actix_web::web;
 
 pub use body::{MAX_BODY_BYTES, refuse_nul_in_url};
 pub use errors::no_route;
-// `static_files` registers its routes through `super::on`.
-pub(crate) use routes::on;
 pub use routes::registered;
 pub use state::AppState;
 

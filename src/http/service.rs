@@ -8,12 +8,12 @@
 //! tool that needs no session runs here, on an empty state. Every call,
 //! refused or not, writes one audit row.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::HttpRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::limits;
 use super::peers::Routed;
@@ -22,11 +22,12 @@ use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
 use crate::game::GameState;
 use crate::game::rng::SplitMix64;
 use crate::ids::{SessionId, SiteId, TenantId, TraceId};
+use crate::json::Written;
 use crate::llm::Usage;
 use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
 use crate::storage::SessionMeta;
-use crate::tools::{Caller, RawArgs, Role, ToolError, args_hash};
+use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError, args_hash};
 
 /// Longest a service waits for its call to get through a busy session's
 /// queue; the call still runs after that, and its audit row tells.
@@ -215,37 +216,8 @@ pub struct CallAudit {
 /// What a service call gave.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallReport {
-    pub outcome: Result<Output, ToolError>,
+    pub outcome: Result<Written, ToolError>,
     pub audit: CallAudit,
-}
-
-/// A tool's output and its JSON text, written once: the HTTP answer, the
-/// idempotency record and an MCP result's text all copy this text rather
-/// than serialize the value again.
-#[derive(Debug, Clone)]
-pub struct Output {
-    pub value: Value,
-    pub json: Box<RawValue>,
-}
-
-impl Output {
-    pub fn new(value: Value) -> Self {
-        let json = crate::json::raw(&value);
-        Self { value, json }
-    }
-
-    /// An output whose text was kept (an idempotency record's).
-    pub fn from_json(json: Box<RawValue>) -> Self {
-        let value = serde_json::from_str(json.get()).unwrap_or(Value::Null);
-        Self { value, json }
-    }
-}
-
-impl PartialEq for Output {
-    /// The text is written from the value, so the values decide.
-    fn eq(&self, other: &Self) -> bool {
-        self.value == other.value
-    }
 }
 
 /// A service's call, read once: the tool, its input as the tool gets it,
@@ -356,25 +328,34 @@ pub async fn run_call(
         hash,
         place,
     } = call;
-    // Refusals before the tool pipeline, audited here.
-    let refuse = |session: Option<&SessionId>, input: &Value, e: ToolError| {
+    // Refusals before the tool pipeline, audited here: the input is what
+    // the audit row hashes, so the hash taken stands.
+    let refuse = |session: Option<&SessionId>, e: ToolError| {
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-        record(state, ctx, session, tool, input, Some(&e), duration_ms);
+        record(
+            state,
+            ctx,
+            session,
+            tool,
+            hash.clone(),
+            Some(&e),
+            duration_ms,
+        );
         Routed::Here(report(ctx, tool, &hash, started, Err(e)))
     };
     match place {
-        Err(e) => refuse(None, &input, e),
+        Err(e) => refuse(None, e),
         Ok(Place::Site) => match run_on_site(state, ctx, tool, &input, &hash, started).await {
             Ok(report) => Routed::Here(report),
-            Err(e) => refuse(None, &input, e),
+            Err(e) => refuse(None, e),
         },
         Ok(Place::Sessionless) => {
             Routed::Here(run_sessionless(state, ctx, tool, input, &hash, started))
         }
         Ok(Place::Session(session_id)) => {
-            match run_in_session(state, ctx, &session_id, tool, &input).await {
+            match run_in_session(state, ctx, &session_id, tool, &input, &hash).await {
                 Ok(routed) => routed.map(|outcome| report(ctx, tool, &hash, started, outcome)),
-                Err((known, e)) => refuse(known.then_some(&session_id), &input, e),
+                Err((known, e)) => refuse(known.then_some(&session_id), e),
             }
         }
     }
@@ -434,9 +415,8 @@ fn run_sessionless(
         &GameState::empty(),
         &mut rng,
     );
-    let failure = inv.outcome.as_ref().err();
-    record(state, ctx, None, tool, &inv.args, failure, inv.duration_ms);
-    report(ctx, tool, hash, started, inv.outcome.map(|o| o.result))
+    audit_invocation(state, ctx, tool, &inv, hash);
+    report(ctx, tool, hash, started, written(inv))
 }
 
 /// A tool that runs on the content of the caller's site (`X-Site-ID`):
@@ -473,26 +453,45 @@ async fn run_on_site(
         };
         ToolError::new(reason, http.code, http.message)
     })?;
-    let failure = inv.outcome.as_ref().err();
-    record(state, ctx, None, tool, &inv.args, failure, inv.duration_ms);
-    Ok(report(
-        ctx,
-        tool,
-        hash,
-        started,
-        inv.outcome.map(|o| o.result),
-    ))
+    audit_invocation(state, ctx, tool, &inv, hash);
+    Ok(report(ctx, tool, hash, started, written(inv)))
 }
 
-/// Runs the call in the session's actor (which audits it). `Err` carries
-/// whether the session exists for this tenant, and why the call did not run.
+/// Audits a call the pipeline ran here; `hash` is of the input it was
+/// handed ([`audit::read_args_hash`]).
+fn audit_invocation(
+    state: &AppState,
+    ctx: &ServiceContext,
+    tool: &str,
+    inv: &Invocation,
+    hash: &str,
+) {
+    let args_hash = audit::read_args_hash(&inv.args, Some(hash));
+    let failure = inv.outcome.as_ref().err();
+    record(state, ctx, None, tool, args_hash, failure, inv.duration_ms);
+}
+
+/// A pipeline's outcome with the result's text it wrote as it checked its
+/// size, so the answer does not write it again.
+fn written(inv: Invocation) -> Result<Written, ToolError> {
+    let text = inv.result_text;
+    inv.outcome.map(|o| match text {
+        Some(text) => Written::with_text(o.result, Arc::from(text)),
+        None => Written::new(o.result),
+    })
+}
+
+/// Runs the call in the session's actor (which audits it, with `hash`, the
+/// input's). `Err` carries whether the session exists for this tenant, and
+/// why the call did not run.
 async fn run_in_session(
     state: &AppState,
     ctx: &ServiceContext,
     session_id: &SessionId,
     tool: &str,
     input: &Value,
-) -> Result<Routed<Result<Value, ToolError>>, (bool, ToolError)> {
+    hash: &str,
+) -> Result<Routed<Result<Written, ToolError>>, (bool, ToolError)> {
     // Another tenant's session is answered exactly like an unknown one.
     let same_tenant = |meta: &SessionMeta| {
         if meta.tenant_id == ctx.tenant_id {
@@ -506,6 +505,7 @@ async fn run_in_session(
     let make = || CallTool {
         tool: tool.to_owned(),
         args: input.clone(),
+        args_hash: Some(hash.to_owned()),
         role: ctx.role,
         trace_id: ctx.trace_id.clone(),
         origin: ctx.origin(),
@@ -544,7 +544,7 @@ fn record(
     ctx: &ServiceContext,
     session_id: Option<&SessionId>,
     tool: &str,
-    args: &Value,
+    args_hash: String,
     failure: Option<&ToolError>,
     duration_ms: f64,
 ) {
@@ -558,7 +558,7 @@ fn record(
             call_id: None,
             tool,
             role: ctx.role,
-            args,
+            args_hash,
             failure,
             duration_ms,
             usage: Usage::default(),
@@ -572,7 +572,7 @@ fn report(
     tool: &str,
     hash: &str,
     started: Instant,
-    outcome: Result<Value, ToolError>,
+    outcome: Result<Written, ToolError>,
 ) -> CallReport {
     let latency_ms = (started.elapsed().as_secs_f64() * 1_000_000.0).round() / 1000.0;
     let (status, error_type, error_message) = match &outcome {
@@ -580,7 +580,7 @@ fn report(
         Err(e) => (e.status(), Some(e.code), Some(e.message.clone())),
     };
     CallReport {
-        outcome: outcome.map(Output::new),
+        outcome,
         audit: CallAudit {
             trace_id: ctx.trace_id.clone(),
             tool_name: tool.to_owned(),
@@ -597,21 +597,6 @@ fn report(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn an_output_is_written_once_as_serde_writes_it() {
-        let values = [
-            json!({"b": 1, "a": [1, 2.5, "x"], "c": {"z": null}}),
-            json!(null),
-            json!("say \"hi\"\n"),
-            json!([]),
-        ];
-        for value in values {
-            let output = Output::new(value.clone());
-            assert_eq!(output.json.get(), value.to_string());
-            assert_eq!(Output::from_json(output.json.clone()), output);
-        }
-    }
 
     fn context(npc_id: Option<&str>) -> ServiceContext {
         ServiceContext {

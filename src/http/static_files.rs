@@ -163,26 +163,28 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     for (i, (path, content_type, _)) in FILES.iter().enumerate() {
         cfg.route(
             path,
-            super::on(actix_web::http::Method::GET, path).to(move |req: HttpRequest| async move {
-                let bodies = &BODIES[i];
-                let mut resp = HttpResponse::Ok();
-                resp.content_type(*content_type)
-                    .insert_header(("Cache-Control", "no-cache"))
-                    .insert_header(("Vary", "Accept-Encoding"));
-                let asked = req
-                    .headers()
-                    .get("Accept-Encoding")
-                    .and_then(|v| v.to_str().ok());
-                match accepted(asked) {
-                    Some("br") => resp
-                        .insert_header(("Content-Encoding", "br"))
-                        .body(bodies.brotli.clone()),
-                    Some(_) => resp
-                        .insert_header(("Content-Encoding", "gzip"))
-                        .body(bodies.gzip.clone()),
-                    None => resp.body(bodies.plain),
-                }
-            }),
+            super::routes::on(actix_web::http::Method::GET, path).to(
+                move |req: HttpRequest| async move {
+                    let bodies = &BODIES[i];
+                    let mut resp = HttpResponse::Ok();
+                    resp.content_type(*content_type)
+                        .insert_header(("Cache-Control", "no-cache"))
+                        .insert_header(("Vary", "Accept-Encoding"));
+                    let asked = req
+                        .headers()
+                        .get("Accept-Encoding")
+                        .and_then(|v| v.to_str().ok());
+                    match accepted(asked) {
+                        Some("br") => resp
+                            .insert_header(("Content-Encoding", "br"))
+                            .body(bodies.brotli.clone()),
+                        Some(_) => resp
+                            .insert_header(("Content-Encoding", "gzip"))
+                            .body(bodies.gzip.clone()),
+                        None => resp.body(bodies.plain),
+                    }
+                },
+            ),
         );
     }
 }

@@ -8,6 +8,8 @@ pub mod http;
 pub mod requests;
 pub use crate::ids::{CallId, SessionId, TraceId, TurnId};
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -294,10 +296,10 @@ pub enum StoryEvent {
         tool: String,
         status: ToolStatus,
         /// The tool's result as JSON text, written once for this frame,
-        /// the applied action and the model's history
-        /// (`session::calls::run`).
+        /// the applied action, the model's history and a direct caller's
+        /// answer, which share these bytes (`session::calls::run`).
         #[serde(skip_serializing_if = "Option::is_none")]
-        result: Option<Box<RawValue>>,
+        result: Option<Arc<RawValue>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<Reason>,
         #[serde(skip_serializing_if = "Option::is_none")]

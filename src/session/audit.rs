@@ -28,12 +28,25 @@ pub struct AuditedCall<'a> {
     pub call_id: Option<&'a CallId>,
     pub tool: &'a str,
     pub role: Role,
-    pub args: &'a Value,
+    /// The hash of the arguments the pipeline read ([`read_args_hash`]).
+    pub args_hash: String,
     /// `Ok` or why the call failed.
     pub failure: Option<&'a ToolError>,
     pub duration_ms: f64,
     pub usage: Usage,
     pub origin: &'a CallOrigin,
+}
+
+/// The hash of the arguments the pipeline read, `args` ([`args_hash`]).
+/// `sent` is the hash a caller already took of the value it handed the
+/// pipeline, which reads such a value as it is or reads none (`null`: an
+/// unknown tool, arguments over the bound): unless it read none, the hash
+/// taken is the hash of what it read, and stands.
+pub fn read_args_hash(args: &Value, sent: Option<&str>) -> String {
+    match sent {
+        Some(hash) if !args.is_null() => hash.to_owned(),
+        _ => args_hash(args),
+    }
 }
 
 /// Queues the call's audit row and writes its `tool_call_success` /
@@ -64,7 +77,7 @@ pub fn row(c: AuditedCall<'_>) -> AuditRow {
         call_id: c.call_id.cloned(),
         tool: c.tool.to_owned(),
         role: wire_name(&c.role),
-        args_hash: args_hash(c.args),
+        args_hash: c.args_hash,
         status: wire_name(&status),
         reason: reason.as_ref().map(wire_name),
         error_code: code.map(ErrorCode::as_str),
@@ -110,4 +123,47 @@ pub fn log(row: &AuditRow) {
         prompt_tokens = row.prompt_tokens, completion_tokens = row.completion_tokens, failed,
         "{event}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::game::GameState;
+    use crate::game::rng::SplitMix64;
+    use crate::tools::{Caller, MAX_ARGS_BYTES, RawArgs, Registry};
+
+    #[test]
+    fn a_hash_taken_of_the_input_is_the_hash_of_the_arguments_read() {
+        let registry = Registry::builtin().expect("built-in tools register");
+        let all: Vec<String> = registry.names().iter().map(|n| (*n).to_owned()).collect();
+        let caller = Caller::sessionless(Role::Service, &all);
+        let big = "x".repeat(MAX_ARGS_BYTES);
+        // (tool, input): run, refused by the pipeline, or never read.
+        let cases = [
+            ("roll_dice", json!({"dice": "1d6", "reason": "luck"})),
+            ("roll_dice", json!({"dice": 6})),
+            ("roll_dice", json!({"dice": big})),
+            ("roll_dice", json!([1, 2])),
+            ("roll_dice", json!(null)),
+            ("teleport", json!({"to": "moon"})),
+        ];
+        for (tool, input) in cases {
+            let sent = args_hash(&input);
+            let inv = registry.invoke(
+                tool,
+                RawArgs::Value(input.clone()),
+                &caller,
+                &GameState::empty(),
+                &mut SplitMix64::new(1),
+            );
+            assert_eq!(
+                read_args_hash(&inv.args, Some(&sent)),
+                args_hash(&inv.args),
+                "{tool} {input:.40}"
+            );
+            assert_eq!(read_args_hash(&inv.args, None), args_hash(&inv.args));
+        }
+    }
 }

@@ -16,7 +16,10 @@
 //! checks would pass, and [`with_content`] puts the model's text into the
 //! call's arguments.
 
+use std::sync::Arc;
+
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::audit::{self, AuditedCall, CallOrigin};
 use super::messages::CallTool;
@@ -27,6 +30,7 @@ use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::HistoryEntry;
 use crate::game::rng::SplitMix64;
 use crate::ids::{CallId, TraceId, TurnId};
+use crate::json::Written;
 use crate::llm::Usage;
 use crate::protocol::{StoryEvent, ToolEvent};
 use crate::storage::{AuditRow, StoredAction};
@@ -42,6 +46,9 @@ pub(super) struct Call {
     pub(super) call_id: CallId,
     pub(super) tool: String,
     pub(super) raw: RawArgs,
+    /// The hash of `raw`'s value when the caller took it already
+    /// ([`audit::read_args_hash`]).
+    pub(super) args_hash: Option<String>,
     pub(super) role: Role,
     /// Tokens of the model call that asked for it (zero outside turns).
     pub(super) usage: Usage,
@@ -70,6 +77,7 @@ impl Call {
             call_id,
             tool,
             raw,
+            args_hash: None,
             role: Role::GameMaster,
             usage: turn.step_usage(),
             in_turn: true,
@@ -88,6 +96,7 @@ impl Call {
             call_id: CallId::from("call_1"),
             tool: call.tool,
             raw: RawArgs::Value(call.args),
+            args_hash: call.args_hash,
             role: call.role,
             usage: Usage::default(),
             in_turn: false,
@@ -113,7 +122,8 @@ pub(super) struct Ran {
 /// A call as the turn's events and a direct caller see it.
 pub(super) struct Answer {
     pub(super) event: ToolEvent,
-    pub(super) outcome: Result<Value, ToolError>,
+    /// The result with the text of its `tool_result` frame, shared.
+    pub(super) outcome: Result<Written, ToolError>,
 }
 
 /// Runs one call through the registry's pipeline against the session's
@@ -198,7 +208,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
         call_id: Some(&c.call_id),
         tool: &c.tool,
         role: c.role,
-        args: &inv.args,
+        args_hash: audit::read_args_hash(&inv.args, c.args_hash.as_deref()),
         failure: inv.outcome.as_ref().err(),
         duration_ms: inv.duration_ms,
         usage: c.usage,
@@ -221,9 +231,12 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     let (result, message, effect, content, action) = match (&inv.outcome, inv.result_text) {
         (Ok(out), text) => {
             // The result's text, written once (as the registry checked its
-            // size): the frame, the action and the model's history carry
-            // the same bytes.
-            let text = text.unwrap_or_else(|| crate::json::raw(&out.result));
+            // size): the frame, the action, the model's history and a
+            // direct caller's answer carry the same bytes.
+            let text: Arc<RawValue> = match text {
+                Some(text) => Arc::from(text),
+                None => Arc::from(crate::json::raw(&out.result)),
+            };
             // The action is the frame's call with the arguments it ran
             // with: most often those the model wrote, whose text is at hand.
             let shown = match &call.event {
@@ -247,6 +260,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
             None,
         ),
     };
+    let shared = result.clone();
     let result = Entry {
         event: StoryEvent::ToolResult {
             turn_id: c.turn_id.clone(),
@@ -276,7 +290,11 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
         result,
         answer: Answer {
             event,
-            outcome: inv.outcome.map(|o| o.result),
+            outcome: inv.outcome.map(|o| match shared {
+                Some(text) => Written::with_text(o.result, text),
+                // Not reached: a result's frame carries its text.
+                None => Written::new(o.result),
+            }),
         },
         duration_ms: inv.duration_ms,
     }
@@ -397,6 +415,7 @@ mod tests {
                     call_id: "call_1".into(),
                     tool: tool.into(),
                     raw,
+                    args_hash: None,
                     role,
                     usage: Usage {
                         prompt_tokens: 5,
@@ -424,7 +443,8 @@ mod tests {
         let mut f = Fixture::demo();
         let ran = f.run("move", MOVE, Role::GameMaster, true);
 
-        let result = ran.answer.outcome.as_ref().expect("the move succeeds");
+        let written = ran.answer.outcome.as_ref().expect("the move succeeds");
+        let result = &written.value;
         assert_eq!(result["to_area_id"], "area_002");
         assert_eq!(
             (ran.answer.event.status, ran.answer.event.error_code),
@@ -447,6 +467,8 @@ mod tests {
                 message: None,
                 ..
             } if serde_json::from_str::<Value>(shown.get()).ok().as_ref() == Some(result)
+                // A direct caller is answered with the frame's text.
+                && shown.get() == written.json.get()
         ));
         assert_eq!(history_content(&ran.result), result.to_string());
         // The journal reads the history entries and the action from the
@@ -646,6 +668,7 @@ mod tests {
         let message = CallTool {
             tool: "roll_dice".into(),
             args: json!({"dice": "1d6"}),
+            args_hash: Some("hash_9".into()),
             role: Role::Service,
             trace_id: "tr_9".into(),
             origin: origin.clone(),
@@ -661,6 +684,7 @@ mod tests {
         );
         assert_eq!((c.tool.as_str(), c.origin), ("roll_dice", origin));
         assert!(matches!(c.raw, RawArgs::Value(ref v) if v["dice"] == "1d6"));
+        assert_eq!(c.args_hash.as_deref(), Some("hash_9"), "the caller's hash");
         assert!(c.refused.is_none());
     }
 

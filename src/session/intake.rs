@@ -881,6 +881,7 @@ mod tests {
         let call = CallTool {
             tool: tool.into(),
             args: serde_json::json!({}),
+            args_hash: None,
             role: crate::tools::Role::Service,
             trace_id: "tr_1".into(),
             origin: Default::default(),

@@ -19,6 +19,7 @@ use super::types::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::ids::{CallId, SessionId, TraceId, TurnId};
+use crate::json::Written;
 use crate::protocol::{ConnRole, ControlFrame, Snapshot, ToolEvent, TurnEnd};
 use crate::tools::{Role, ToolError};
 
@@ -69,6 +70,9 @@ impl ChatAccepted {
 pub struct CallTool {
     pub tool: String,
     pub args: Value,
+    /// The hash of `args` ([`crate::tools::args_hash`]) when the caller
+    /// took it already, for the audit row to reuse.
+    pub args_hash: Option<String>,
     pub role: Role,
     pub trace_id: TraceId,
     pub origin: CallOrigin,
@@ -82,7 +86,8 @@ pub struct DirectCallDone {
     /// The seq of its `tool_result` frame.
     pub seq: u64,
     pub event: ToolEvent,
-    pub outcome: Result<Value, ToolError>,
+    /// The result with the text its `tool_result` frame carries.
+    pub outcome: Result<Written, ToolError>,
 }
 
 /// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and

@@ -324,7 +324,7 @@ impl Core {
             // process reads the value instead of parsing its text again.
             if let Some(t) = self.turn.as_mut() {
                 t.turn.keep_result(match answer.outcome {
-                    Ok(result) => result,
+                    Ok(result) => result.value,
                     Err(e) => e.to_model_json(),
                 });
             }
