@@ -14,7 +14,7 @@ use super::locate::send_to_session;
 use super::peers::Routing;
 use super::state::AppState;
 use crate::error::ApiError;
-use crate::ids::{SessionId, TraceId};
+use crate::ids::{RequestId, SessionId, TraceId};
 use crate::protocol::TurnEnd;
 use crate::protocol::check_request_id;
 use crate::protocol::http::{ChatAnswer, ChatTurn, ChatTurnFailed};
@@ -33,7 +33,7 @@ struct ChatRequest {
     #[serde(alias = "text")]
     message: String,
     #[serde(default)]
-    request_id: Option<String>,
+    request_id: Option<RequestId>,
 }
 
 #[utoipa::path(post, path = "/api/v1/chat", tag = "chat",

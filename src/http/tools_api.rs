@@ -12,7 +12,7 @@ use super::peers::Routing;
 use super::service::{self, CallAudit, HeaderRules, ServiceContext};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::ids::TraceId;
+use crate::ids::{RequestId, TraceId};
 use crate::protocol::http::{
     ToolCallAudit, ToolCallFailed, ToolCallSucceeded, ToolCatalogue, TraceLedger,
 };
@@ -84,7 +84,7 @@ struct CallRequest {
     input: Option<Value>,
     /// The call's idempotency key (or the `Idempotency-Key` header).
     #[serde(default)]
-    request_id: Option<String>,
+    request_id: Option<RequestId>,
     #[serde(default)]
     context: Option<BodyContext>,
 }

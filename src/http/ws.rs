@@ -31,7 +31,7 @@ pub use super::socket::WsLimits;
 use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::ids::SessionId;
+use crate::ids::{RequestId, SessionId};
 use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
 use crate::session::tail::{Tail, Watch};
@@ -224,7 +224,7 @@ impl WsConn {
 
     fn send_error(
         ctx: &mut ws::WebsocketContext<Self>,
-        request_id: Option<String>,
+        request_id: Option<RequestId>,
         code: ErrorCode,
         message: String,
         retry_after_ms: Option<u64>,
@@ -249,7 +249,7 @@ impl WsConn {
                     v.get("request_id")
                         .and_then(Value::as_str)
                         .filter(|id| check_request_id(id).is_ok())
-                        .map(str::to_owned)
+                        .map(RequestId::from)
                 });
                 return Self::send_error(ctx, request_id, ErrorCode::InvalidFrame, message, None);
             }

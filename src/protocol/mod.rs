@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
-use crate::ids::Usage;
+use crate::ids::{RequestId, Usage};
 
 /// A frame a client sends.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -26,7 +26,7 @@ pub enum ClientFrame {
     /// A player's message; starts a turn.
     Chat {
         text: String,
-        request_id: Option<String>,
+        request_id: Option<RequestId>,
     },
     /// Answered with `pong` carrying the same nonce.
     Ping {
@@ -113,13 +113,13 @@ pub enum ControlFrame<'a> {
         state: Snapshot<'a>,
     },
     Ack {
-        request_id: Option<String>,
+        request_id: Option<RequestId>,
         turn_id: TurnId,
         duplicate: bool,
         queued: usize,
     },
     Error {
-        request_id: Option<String>,
+        request_id: Option<RequestId>,
         error_code: ErrorCode,
         message: String,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -279,7 +279,7 @@ pub enum TurnLimit {
 pub enum StoryEvent {
     TurnStarted {
         turn_id: TurnId,
-        request_id: Option<String>,
+        request_id: Option<RequestId>,
         actor_id: String,
         text: String,
     },

@@ -36,19 +36,19 @@ use tokio::sync::oneshot;
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
 use super::types::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
-use crate::ids::{TraceId, TurnId};
+use crate::ids::{RequestId, TraceId, TurnId};
 use crate::protocol::check_request_id;
 use crate::storage::QueuedChat;
 
 /// Request ids already taken, oldest forgotten first.
 #[derive(Default)]
 pub(super) struct RecentRequests {
-    map: HashMap<String, TurnId>,
-    order: VecDeque<String>,
+    map: HashMap<RequestId, TurnId>,
+    order: VecDeque<RequestId>,
 }
 
 impl RecentRequests {
-    pub(super) fn insert(&mut self, request_id: String, turn_id: TurnId) {
+    pub(super) fn insert(&mut self, request_id: RequestId, turn_id: TurnId) {
         if self.map.insert(request_id.clone(), turn_id).is_none() {
             self.order.push_back(request_id);
             if self.order.len() > REMEMBERED_REQUESTS
@@ -88,7 +88,7 @@ enum Admission<'t> {
 pub(super) struct QueuedTurn {
     pub(super) turn_no: u64,
     pub(super) turn_id: TurnId,
-    pub(super) request_id: Option<String>,
+    pub(super) request_id: Option<RequestId>,
     pub(super) text: String,
     /// Taken while other work waited or ran, so stored in the inbox before
     /// its ack; its turn may start only once that is durable, and its row
@@ -160,7 +160,7 @@ impl Intake {
     pub(super) fn take_chat(
         &mut self,
         text: &str,
-        request_id: Option<String>,
+        request_id: Option<RequestId>,
         stopping: bool,
         busy: bool,
         storage_refusing: impl FnOnce() -> Option<&'static str>,
@@ -372,7 +372,7 @@ impl Intake {
 
     /// `request_id` was taken by `turn_id`: a chat with it again is a
     /// duplicate of that turn.
-    fn remember(&mut self, request_id: String, turn_id: TurnId) {
+    fn remember(&mut self, request_id: RequestId, turn_id: TurnId) {
         self.requests.insert(request_id, turn_id);
     }
 }
@@ -840,7 +840,7 @@ mod tests {
         let extra = 3;
         let mut requests = RecentRequests::default();
         for i in 0..REMEMBERED_REQUESTS + extra {
-            requests.insert(format!("r-{i}"), format!("turn_{i}").into());
+            requests.insert(format!("r-{i}").into(), format!("turn_{i}").into());
         }
         for i in 0..extra {
             assert_eq!(requests.get(&format!("r-{i}")), None, "r-{i} is forgotten");
@@ -857,7 +857,7 @@ mod tests {
 
         // An id taken twice holds one place: nothing more is forgotten.
         let newest = format!("r-{}", REMEMBERED_REQUESTS + extra - 1);
-        requests.insert(newest.clone(), "turn_again".into());
+        requests.insert(newest.clone().into(), "turn_again".into());
         assert!(requests.get(&format!("r-{extra}")).is_some());
         assert_eq!(requests.order.len(), REMEMBERED_REQUESTS);
 

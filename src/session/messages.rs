@@ -18,7 +18,7 @@ use super::sequencer::Backlog;
 use super::types::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
-use crate::ids::{CallId, SessionId, TraceId, TurnId};
+use crate::ids::{CallId, RequestId, SessionId, TraceId, TurnId};
 use crate::json::Written;
 use crate::protocol::{ConnRole, ControlFrame, Snapshot, ToolEvent, TurnEnd};
 use crate::tools::{Role, ToolError};
@@ -28,7 +28,7 @@ use crate::tools::{Role, ToolError};
 #[rtype(result = "Result<ChatAccepted, ChatRefused>")]
 pub struct SubmitChat {
     pub text: String,
-    pub request_id: Option<String>,
+    pub request_id: Option<RequestId>,
     /// The WebSocket connection that sent it, if one did: the session puts
     /// the `ack` on that connection's queue itself, ahead of every frame of
     /// the turn (PROTOCOL.md §7.4), and says so in [`ChatAccepted::acked`].
@@ -52,7 +52,7 @@ pub struct ChatAccepted {
 
 impl ChatAccepted {
     /// The `ack` frame that tells the sending connection, as JSON.
-    pub fn ack(&self, request_id: Option<String>) -> String {
+    pub fn ack(&self, request_id: Option<RequestId>) -> String {
         ControlFrame::Ack {
             request_id,
             turn_id: self.turn_id.clone(),

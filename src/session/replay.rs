@@ -12,7 +12,7 @@ use super::messages::ChatRefused;
 use super::types::MAX_STORED_BACKLOG_CHARS;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry, pieces};
-use crate::ids::{SessionId, TurnId};
+use crate::ids::{RequestId, SessionId, TurnId};
 use crate::protocol::TurnEnd;
 use crate::storage::{Epoch, LoadedSession, QueuedChat, StorageError, Store};
 
@@ -38,7 +38,7 @@ pub(super) struct Restored {
 /// (request_id, turn_id) pairs, newest first.
 pub(super) fn restore(
     loaded: LoadedSession,
-    requests: Vec<(String, TurnId)>,
+    requests: Vec<(RequestId, TurnId)>,
     epoch: Epoch,
 ) -> Result<Restored, StorageError> {
     let corrupt = |what: &str, seq: u64, e: serde_json::Error| {

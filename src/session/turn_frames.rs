@@ -14,7 +14,7 @@ use super::sequencer::Entry;
 use super::turn::Turn;
 use crate::error::ErrorCode;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::ids::TurnId;
+use crate::ids::{RequestId, TurnId};
 use crate::protocol::{
     Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnLimit, ZonePosition,
 };
@@ -31,7 +31,7 @@ pub(super) fn started(
     state: &GameState,
     turn_no: u64,
     turn_id: &TurnId,
-    request_id: Option<String>,
+    request_id: Option<RequestId>,
     text: String,
 ) -> Entry {
     Entry {

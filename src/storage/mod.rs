@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use tokio::sync::oneshot;
 
-use crate::ids::{CallId, NodeId, SessionId, SiteId, TenantId, TraceId, TurnId};
+use crate::ids::{CallId, NodeId, RequestId, SessionId, SiteId, TenantId, TraceId, TurnId};
 use crate::metrics::Metrics;
 use writer::Writes;
 
@@ -368,7 +368,7 @@ pub struct JournalRow {
     pub seq: u64,
     pub turn_id: Option<TurnId>,
     pub kind: &'static str,
-    pub request_id: Option<String>,
+    pub request_id: Option<RequestId>,
     /// The frame exactly as sent to clients (the same bytes, shared).
     pub frame: bytestring::ByteString,
     /// JSON of the [`crate::game::Effect`] to apply, if any.
@@ -410,7 +410,7 @@ pub enum StoredAction {
 pub struct StoredRow {
     pub seq: u64,
     pub turn_id: Option<TurnId>,
-    pub request_id: Option<String>,
+    pub request_id: Option<RequestId>,
     pub effect: Option<String>,
     pub history: Option<String>,
 }
@@ -499,7 +499,7 @@ pub struct QueuedChat {
     pub session_id: SessionId,
     pub turn_id: TurnId,
     pub turn_no: u64,
-    pub request_id: Option<String>,
+    pub request_id: Option<RequestId>,
     pub text: String,
     /// The session's last seq when it was taken: its turn starts after it.
     pub after_seq: u64,
@@ -939,7 +939,7 @@ impl Store {
         &self,
         session_id: &SessionId,
         limit: i64,
-    ) -> Result<Vec<(String, TurnId)>, StorageError> {
+    ) -> Result<Vec<(RequestId, TurnId)>, StorageError> {
         read!(self, recent_request_ids(session_id, limit))
     }
 

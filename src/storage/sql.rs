@@ -133,7 +133,7 @@ macro_rules! queries {
 
         use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry, steps_after};
         use $crate::storage::steps::{self as _steps, Entry};
-        use $crate::ids::{SessionId, SiteId, TenantId, TraceId, TurnId};
+        use $crate::ids::{RequestId, SessionId, SiteId, TenantId, TraceId, TurnId};
         use $crate::storage::ops::WriteOp;
         use $crate::storage::records::RecordReads;
         use $crate::storage::{
@@ -409,7 +409,7 @@ macro_rules! queries {
             pool: &Pool,
             session_id: &SessionId,
             limit: i64,
-        ) -> Result<Vec<(String, TurnId)>, StorageError> {
+        ) -> Result<Vec<(RequestId, TurnId)>, StorageError> {
             let rows = sqlx::query(
                 "SELECT request_id, turn_id FROM journal WHERE session_id = $1 \
                  AND started = 1 AND request_id IS NOT NULL ORDER BY seq DESC LIMIT $2",

@@ -616,7 +616,7 @@ pub(super) mod tests {
             .map(|((turn, kind, action), seq)| JournalRow {
                 turn_id: Some(turn.into()),
                 kind,
-                request_id: (kind == "turn_started").then(|| format!("r-{turn}")),
+                request_id: (kind == "turn_started").then(|| format!("r-{turn}").into()),
                 frame: format!("{{\"type\":\"{kind}\",\"seq\":{seq},\"turn_id\":\"{turn}\"}}")
                     .into(),
                 effect: action.then(|| format!("{{\"roll\":{seq}}}")),
@@ -687,8 +687,8 @@ pub(super) mod tests {
         assert_eq!(
             store.recent_request_ids(&"s".into(), 10).await.unwrap(),
             [
-                ("r-t2".to_owned(), TurnId::from("t2")),
-                ("r-t1".to_owned(), TurnId::from("t1"))
+                (RequestId::from("r-t2"), TurnId::from("t2")),
+                (RequestId::from("r-t1"), TurnId::from("t1"))
             ]
         );
         assert_eq!(

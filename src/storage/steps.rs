@@ -42,7 +42,7 @@ use serde_json::value::RawValue;
 
 use super::{JournalRow, StorageError, StoredAction, StoredHistory};
 use crate::game::HistoryEntry;
-use crate::ids::{CallId, TurnId};
+use crate::ids::{CallId, RequestId, TurnId};
 
 /// One stored row of the journal, as the writers insert it.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,7 +210,7 @@ pub(super) struct Entry {
     pub seq: u64,
     pub kind: String,
     pub turn_id: Option<String>,
-    pub request_id: Option<String>,
+    pub request_id: Option<RequestId>,
     pub created_at: i64,
     /// The frame's JSON text, exactly as it was sent.
     pub frame: String,
@@ -228,7 +228,7 @@ struct Stored<'a> {
     #[serde(default)]
     turn_id: Option<String>,
     #[serde(default)]
-    request_id: Option<String>,
+    request_id: Option<RequestId>,
     created_at: i64,
     #[serde(borrow)]
     frame: &'a RawValue,
@@ -400,7 +400,7 @@ mod tests {
             seq,
             turn_id: turn.map(crate::ids::TurnId::from),
             kind,
-            request_id: (kind == "turn_started").then(|| "r\"1\u{e9}".to_owned()),
+            request_id: (kind == "turn_started").then(|| "r\"1\u{e9}".into()),
             frame: format!("{{\"type\":\"{kind}\",\"seq\":{seq},\"text\":\"a \\\"b\\\" \u{e9}\"}}")
                 .into(),
             effect: (kind == "tool_result").then(|| "{\"hp\": -3}".to_owned()),
