@@ -221,11 +221,8 @@ impl Application {
             .await
             .context("joining the nodes of the database")?;
         let admission = admission.with_cluster(cluster.clone());
-        let report = http::cluster::audience_report(
-            store.clone(),
-            cluster.clone(),
-            store.node().id.to_string(),
-        );
+        let report =
+            http::cluster::audience_report(store.clone(), cluster.clone(), store.node().id.clone());
         let tails = Tails::new(
             store.clone(),
             metrics.clone(),

@@ -23,7 +23,7 @@ use super::state::AppState;
 use super::stored::{audit_ledger, page_limit, seq_page, stored_meta};
 use crate::error::{ApiError, ErrorCode, Reason};
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
-use crate::ids::SessionId;
+use crate::ids::{SessionId, TenantId};
 use crate::protocol::http::{
     ActionsPage, AuditLedgerPage, CampaignSummary, Health, LiveSession, NpcActivated,
     NpcActivation, SessionCreated, SessionLinks,
@@ -124,7 +124,7 @@ async fn create_session(
             }
             None => {
                 state.admission.check_create(&req)?;
-                (DEFAULT_TENANT.to_owned(), true)
+                (TenantId::from(DEFAULT_TENANT), true)
             }
         };
     if let Some(reason) = state.store.refusing() {
@@ -177,7 +177,7 @@ fn keyed_tenant(
     req: &HttpRequest,
     state: &AppState,
     doing: &str,
-) -> Result<Option<String>, ApiError> {
+) -> Result<Option<TenantId>, ApiError> {
     if let Some(grant) = state.keys.grant(req)? {
         return Ok(Some(grant.tenant_id));
     }
@@ -238,7 +238,7 @@ async fn list_sessions(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let tenant_id = keyed_tenant(&req, &state, "listing a tenant's sessions")?
-        .unwrap_or_else(|| DEFAULT_TENANT.to_owned());
+        .unwrap_or_else(|| TenantId::from(DEFAULT_TENANT));
     let list = state.hub.send(ListLive { tenant_id }).await?;
     let links = Links::of(&req, &state);
     // Built here, not by a `From` in `protocol`: the hub imports

@@ -12,6 +12,7 @@ use actix_web::HttpRequest;
 
 use crate::config::Secret;
 use crate::error::{ApiError, ErrorCode};
+use crate::ids::TenantId;
 
 /// The tenant used when a request names none.
 pub const DEFAULT_TENANT: &str = "default";
@@ -68,7 +69,7 @@ impl std::fmt::Debug for Keys {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyGrant {
     /// The tenant the request acts for.
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     /// The internal key (any tenant), not a tenant key.
     pub internal: bool,
 }
@@ -151,7 +152,7 @@ impl Keys {
                 format!("the {KEY_HEADER} is not a key of this server"),
             )),
             Some(None) => Ok(Some(KeyGrant {
-                tenant_id: named.unwrap_or_else(|| DEFAULT_TENANT.to_owned()),
+                tenant_id: TenantId::from(named.unwrap_or_else(|| DEFAULT_TENANT.to_owned())),
                 internal: true,
             })),
             Some(Some(own)) => match named {
@@ -160,7 +161,7 @@ impl Keys {
                     "this key is for another tenant than X-Tenant-ID names",
                 )),
                 _ => Ok(Some(KeyGrant {
-                    tenant_id: own.to_owned(),
+                    tenant_id: TenantId::from(own),
                     internal: false,
                 })),
             },

@@ -37,7 +37,7 @@ use super::peers::{CLIENT_HEADER, KEY_HEADER, Owner, Routing};
 use super::routes::add;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::ids::SessionId;
+use crate::ids::{NodeId, SessionId};
 use crate::session::tail::AudienceReport;
 use crate::session::{RemoteAudience, Running};
 use crate::storage::Store;
@@ -242,7 +242,7 @@ pub const MAX_AUDIENCE_BYTES: usize = 1024;
 /// A tail's report, sent by [`audience_report`].
 #[derive(serde::Serialize, serde::Deserialize)]
 struct AudienceBody {
-    node_id: String,
+    node_id: NodeId,
     spectators: usize,
 }
 
@@ -291,7 +291,7 @@ async fn audience_reported(
 /// [`crate::session::tail::AUDIENCE_REFRESH`] anyway while it has
 /// spectators. No live owner (none, or its lease looked lapsed) counts as
 /// not taken.
-pub fn audience_report(store: Store, cluster: Cluster, node_id: String) -> AudienceReport {
+pub fn audience_report(store: Store, cluster: Cluster, node_id: NodeId) -> AudienceReport {
     Arc::new(move |session_id: SessionId, spectators: usize| {
         let (store, cluster, node_id) = (store.clone(), cluster.clone(), node_id.clone());
         Box::pin(async move {

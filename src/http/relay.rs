@@ -28,6 +28,7 @@ use super::owner_watch::{self, Claim};
 use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::state::AppState;
 use crate::error::ApiError;
+use crate::ids::SessionId;
 use crate::storage::Store;
 
 /// Close code when the owner node went away: service restart, reconnect.
@@ -114,7 +115,7 @@ pub async fn relay(
         rate: FrameRate::new(state.ws.frames_per_second, state.ws.frame_burst),
         owner: Owner {
             store: state.store.clone(),
-            session_id: req.match_info().get("id").unwrap_or_default().to_owned(),
+            session_id: SessionId::from(req.match_info().get("id").unwrap_or_default()),
             url: owner_url.to_owned(),
             heard: Instant::now(),
             looking: false,
@@ -147,7 +148,7 @@ struct Relay {
 /// The owner this relay waits on, and when it was last heard from.
 struct Owner {
     store: Store,
-    session_id: String,
+    session_id: SessionId,
     /// The owner's node, as the claim names it.
     url: String,
     /// The last frame (a pong included) from the owner.

@@ -115,7 +115,7 @@ impl ServiceContext {
         // A tenant key without `X-Tenant-ID` acts for its own tenant; the
         // internal key without one for `default` (MCP clients rarely send
         // it). With one, the grant already agrees with it or was refused.
-        let tenant_id = TenantId::from(grant.tenant_id.as_str());
+        let tenant_id = grant.tenant_id.clone();
         let key_id = limits::key_id(&grant);
         let role = match role {
             None => Role::Service,

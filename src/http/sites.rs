@@ -8,7 +8,7 @@ use super::body::json_body;
 use super::campaign::campaign_start;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::ids::{SiteId, TenantId};
+use crate::ids::SiteId;
 use crate::protocol::http::SiteSummary;
 use crate::sites::{MAX_SITE_ID_CHARS, MAX_SITES_PER_TENANT, SiteError, valid_site_id};
 
@@ -65,7 +65,7 @@ async fn put(
 ) -> Result<HttpResponse, ApiError> {
     let grant = state.keys.require(&req, "giving a site its content")?;
     let site_id = site_id(path)?;
-    let tenant_id = TenantId::from(grant.tenant_id.as_str());
+    let tenant_id = grant.tenant_id.clone();
     state.service.check_grant(&state.metrics, &grant)?;
     if let Some(reason) = state.store.refusing() {
         return Err(super::errors::overloaded(reason));
@@ -104,7 +104,7 @@ async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let grant = state.keys.require(&req, "reading a site")?;
     let site_id = site_id(path)?;
-    let tenant_id = TenantId::from(grant.tenant_id.as_str());
+    let tenant_id = grant.tenant_id.clone();
     state.service.check_grant(&state.metrics, &grant)?;
     let site = state
         .sites

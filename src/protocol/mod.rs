@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
-use crate::ids::{RequestId, Usage};
+use crate::ids::{AreaId, CharacterId, RequestId, Usage};
 
 /// A frame a client sends.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -260,8 +260,8 @@ pub struct ZonePosition {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Position {
-    pub actor_id: String,
-    pub area_id: String,
+    pub actor_id: CharacterId,
+    pub area_id: AreaId,
 }
 
 /// Which limit stopped a turn, as its last frame says ([`TurnEnd`]).
@@ -280,7 +280,7 @@ pub enum StoryEvent {
     TurnStarted {
         turn_id: TurnId,
         request_id: Option<RequestId>,
-        actor_id: String,
+        actor_id: CharacterId,
         text: String,
     },
     ToolCall {

@@ -35,6 +35,7 @@ use bytestring::ByteString;
 use super::messages::Subscribe;
 use super::release::Batch;
 use super::types::{Outbound, Outbox};
+use crate::ids::NodeId;
 use crate::metrics::Metrics;
 use crate::protocol::{ConnRole, StoryEvent};
 
@@ -111,7 +112,7 @@ pub(super) struct Fanout {
     presence: PresenceThrottle,
     /// Spectators served by other nodes' tails of this session, by node,
     /// each with when its report runs out.
-    remote: HashMap<String, (usize, Instant)>,
+    remote: HashMap<NodeId, (usize, Instant)>,
 }
 
 impl Fanout {
@@ -185,7 +186,7 @@ impl Fanout {
     /// node past the first [`MAX_REMOTE_AUDIENCES`] is not counted).
     pub(super) fn remote_audience(
         &mut self,
-        node: String,
+        node: NodeId,
         spectators: usize,
         until: Instant,
     ) -> bool {
@@ -731,7 +732,7 @@ mod tests {
         assert!(fanout.is_empty());
         // The nodes counted are bounded.
         for n in 0..MAX_REMOTE_AUDIENCES {
-            assert!(fanout.remote_audience(n.to_string(), 1, now + Duration::from_secs(30)));
+            assert!(fanout.remote_audience(n.to_string().into(), 1, now + Duration::from_secs(30)));
         }
         assert!(!fanout.remote_audience("one more".into(), 1, now + Duration::from_secs(30)));
         assert!(fanout.remote_audience("0".into(), 2, now + Duration::from_secs(30)));

@@ -20,7 +20,7 @@ use super::types::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
 };
 use crate::game::GameState;
-use crate::ids::SessionId;
+use crate::ids::{SessionId, TenantId};
 use crate::storage::{Epoch, SessionMeta, StorageError, Visibility, now_ms};
 
 /// A live session: its actor and what is needed to authorize callers.
@@ -67,7 +67,7 @@ pub enum HubError {
 #[derive(Message)]
 #[rtype(result = "Result<SessionHandle, HubError>")]
 pub struct CreateSession {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub visibility: Visibility,
     pub state: GameState,
     /// Created without a key: deleted once unplayed for the retention
@@ -93,7 +93,7 @@ pub struct Running {
 #[derive(Message)]
 #[rtype(result = "Vec<LiveInfo>")]
 pub struct ListLive {
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
 }
 
 /// Lists the live sessions of every tenant (the operator's view), most
@@ -116,7 +116,7 @@ pub struct AllLive {
 #[derive(Debug, Clone)]
 pub struct LiveInfo {
     pub session_id: SessionId,
-    pub tenant_id: String,
+    pub tenant_id: TenantId,
     pub campaign_id: String,
     pub title: String,
     pub visibility: Visibility,
@@ -434,7 +434,7 @@ impl Handler<CreateSession> for SessionHub {
         }
         let meta = SessionMeta {
             session_id: format!("sess_{}", random_token(16)).into(),
-            tenant_id: msg.tenant_id.into(),
+            tenant_id: msg.tenant_id,
             campaign_id: msg.state.campaign_id.clone(),
             title: msg.state.title.clone(),
             player_token: random_token(32),
@@ -582,7 +582,7 @@ impl Live {
         let (meta, stats) = (&self.handle.meta, &self.stats);
         LiveInfo {
             session_id: session_id.clone(),
-            tenant_id: meta.tenant_id.to_string(),
+            tenant_id: meta.tenant_id.clone(),
             campaign_id: meta.campaign_id.clone(),
             title: meta.title.clone(),
             visibility: meta.visibility,

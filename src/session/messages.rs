@@ -18,7 +18,7 @@ use super::sequencer::Backlog;
 use super::types::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
-use crate::ids::{CallId, RequestId, SessionId, TraceId, TurnId};
+use crate::ids::{CallId, NodeId, RequestId, SessionId, TraceId, TurnId};
 use crate::json::Written;
 use crate::protocol::{ConnRole, ControlFrame, Snapshot, ToolEvent, TurnEnd};
 use crate::tools::{Role, ToolError};
@@ -158,7 +158,7 @@ impl Joined {
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct RemoteAudience {
-    pub node_id: String,
+    pub node_id: NodeId,
     pub spectators: usize,
 }
 

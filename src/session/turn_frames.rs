@@ -38,7 +38,7 @@ pub(super) fn started(
         event: StoryEvent::TurnStarted {
             turn_id: turn_id.clone(),
             request_id,
-            actor_id: state.active_actor_id.to_string(),
+            actor_id: state.active_actor_id.clone(),
             text: text.clone(),
         },
         effect: Some(Effect::BeginTurn { turn: turn_no }),
@@ -123,8 +123,8 @@ pub(super) fn state_patch(turn: &Turn, state: &GameState) -> StatePatch {
             .filter_map(|id| state.character(id).cloned())
             .collect(),
         position: state.active_actor().map(|a| Position {
-            actor_id: a.character_id.to_string(),
-            area_id: a.area_id.to_string(),
+            actor_id: a.character_id.clone(),
+            area_id: a.area_id.clone(),
         }),
         zones: turn
             .touched_zones()

@@ -209,7 +209,7 @@ fn string(out: &mut String, s: &str) {
 pub(super) struct Entry {
     pub seq: u64,
     pub kind: String,
-    pub turn_id: Option<String>,
+    pub turn_id: Option<TurnId>,
     pub request_id: Option<RequestId>,
     pub created_at: i64,
     /// The frame's JSON text, exactly as it was sent.
@@ -226,7 +226,7 @@ struct Stored<'a> {
     seq: u64,
     kind: String,
     #[serde(default)]
-    turn_id: Option<String>,
+    turn_id: Option<TurnId>,
     #[serde(default)]
     request_id: Option<RequestId>,
     created_at: i64,
