@@ -50,7 +50,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::Effect;
-use crate::ids::{CallId, TraceId, TurnId};
+use crate::ids::{AreaId, CallId, CharacterId, TraceId, TurnId};
 use crate::llm::contract::{self, TurnFacts};
 use crate::llm::guard::{self, CallRun, Narration, REPEAT_LIMIT};
 use crate::llm::{LlmError, ModelReply, ModelToolCall, RequestKind, Usage};
@@ -164,8 +164,8 @@ pub(super) struct Turn {
     /// What the turn's calls gave, as values, in the order they ran (see
     /// [`crate::llm::ModelRequest::results`]).
     results: Vec<Arc<Value>>,
-    touched_areas: BTreeSet<String>,
-    touched_characters: BTreeSet<String>,
+    touched_areas: BTreeSet<AreaId>,
+    touched_characters: BTreeSet<CharacterId>,
     touched_zones: BTreeSet<String>,
     /// Set once a loop limit tripped: the model call in flight is the
     /// closing narration, and this is what ends the turn if it fails.
@@ -248,11 +248,11 @@ impl Turn {
         self.wrap_up.as_ref().map(|(limit, _)| *limit)
     }
 
-    pub(super) fn touched_areas(&self) -> &BTreeSet<String> {
+    pub(super) fn touched_areas(&self) -> &BTreeSet<AreaId> {
         &self.touched_areas
     }
 
-    pub(super) fn touched_characters(&self) -> &BTreeSet<String> {
+    pub(super) fn touched_characters(&self) -> &BTreeSet<CharacterId> {
         &self.touched_characters
     }
 
@@ -547,26 +547,25 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
             character_id,
             to_area_id,
         }) => {
-            t.touched_characters.insert(character_id.to_string());
-            t.touched_areas.insert(to_area_id.to_string());
+            t.touched_characters.insert(character_id.clone());
+            t.touched_areas.insert(to_area_id.clone());
         }
         Some(Effect::Hp { character_id, .. }) => {
-            t.touched_characters.insert(character_id.to_string());
+            t.touched_characters.insert(character_id.clone());
         }
         Some(Effect::AddAreas { areas, links }) => {
             t.touched_areas
-                .extend(areas.iter().map(|a| a.area_id.to_string()));
+                .extend(areas.iter().map(|a| a.area_id.clone()));
             for (a, b) in links {
-                t.touched_areas.insert(a.to_string());
-                t.touched_areas.insert(b.to_string());
+                t.touched_areas.insert(a.clone());
+                t.touched_areas.insert(b.clone());
             }
         }
         Some(Effect::SetInventory { character_id, .. }) => {
-            t.touched_characters.insert(character_id.to_string());
+            t.touched_characters.insert(character_id.clone());
         }
         Some(Effect::SetCharacter { character }) => {
-            t.touched_characters
-                .insert(character.character_id.to_string());
+            t.touched_characters.insert(character.character_id.clone());
         }
         Some(Effect::AddZones { zones }) => {
             t.touched_zones
