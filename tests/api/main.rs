@@ -30,6 +30,7 @@ mod nul;
 mod openai;
 mod openapi;
 mod quotas;
+mod readme;
 mod security;
 mod security_conn;
 mod security_edge;
