@@ -1,5 +1,6 @@
 //! Settings: one clap struct; every field has a `--flag` and a `QUESTD_*`
-//! environment variable (PROTOCOL.md §5 fixes the names listed there).
+//! environment variable (docs/protocol.md §8: the names are fixed, as
+//! scripts outside questd use them).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Sites (PROTOCOL.md §7.2): a tenant's NPC and content service without a
+//! Sites (docs/protocol.md §1.12.1): a tenant's NPC and content service without a
 //! game session.
 //!
 //! `PUT /api/v1/sites/{site_id}` gives a site the NPCs, content, prompts

@@ -1,5 +1,5 @@
-// Types of @questd/client: the wire frames of PROTOCOL.md §2 (and
-// docs/protocol.md §2, §5), the HTTP answers the client returns, and the
+// Types of @questd/client: the wire frames of docs/protocol.md §2 (and
+// the snapshot of §5), the HTTP answers the client returns, and the
 // client's own API.
 
 // ---------------------------------------------------------------- codes

@@ -563,7 +563,7 @@ mod tests {
 
     use crate::tools::test_support::tools;
 
-    /// The minimal campaign of PROTOCOL.md §4.
+    /// The minimal campaign of docs/protocol.md §7.
     fn tiny() -> Value {
         serde_json::from_str(include_str!("../../tests/api/fixtures/tiny_campaign.json"))
             .expect("fixture is JSON")

@@ -179,7 +179,7 @@ async fn story(
     }))
 }
 
-/// The node running the session now, if any (PROTOCOL.md §7.3): this one
+/// The node running the session now, if any (docs/protocol.md §15): this one
 /// when it runs it, else whichever holds a live claim (PostgreSQL).
 async fn owner_node(state: &AppState, id: &SessionId) -> Result<Option<String>, ApiError> {
     let here = state

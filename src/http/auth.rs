@@ -1,4 +1,4 @@
-//! Credentials (PROTOCOL.md §7.1): the internal key, tenant keys, and what a
+//! Credentials (docs/protocol.md §1.1): the internal key, tenant keys, and what a
 //! request's `X-Internal-API-Key` and `X-Tenant-ID` together grant.
 //!
 //! A key is the only credential that names a tenant: `X-Tenant-ID` alone

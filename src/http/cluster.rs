@@ -1,4 +1,4 @@
-//! Several nodes on one PostgreSQL database (PROTOCOL.md §7.3): any node
+//! Several nodes on one PostgreSQL database (docs/protocol.md §15): any node
 //! serves any session, and the session runs on exactly one of them, its
 //! owner. A request for a session another node owns is handed to that node
 //! whole (HTTP) or relayed frame by frame (a player's WebSocket,

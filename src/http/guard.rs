@@ -1,6 +1,6 @@
 //! Cross-site protections, one middleware around the whole app: which
 //! `Host` is served (against DNS rebinding), which `Origin` may open a
-//! WebSocket or change anything (PROTOCOL.md §7.1), that request bodies are
+//! WebSocket or change anything (docs/protocol.md §1.16), that request bodies are
 //! JSON, and the security headers every response carries.
 //!
 //! The rules are parsed once from the settings into [`GuardRules`]; the

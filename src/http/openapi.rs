@@ -24,7 +24,7 @@ pub const PATH: &str = "/api/v1/openapi.json";
     info(
         title = "questd",
         description = "Hosts many AI game-master sessions at once and streams them over \
-                       WebSockets. The wire contract is PROTOCOL.md; errors are `ErrorBody`."
+                       WebSockets. The wire contract is docs/protocol.md; errors are `ErrorBody`."
     ),
     paths(
         super::api::healthz,
@@ -58,7 +58,7 @@ pub const PATH: &str = "/api/v1/openapi.json";
 )]
 struct ApiDoc;
 
-/// The ways to authenticate (PROTOCOL.md §1.1, §7.1).
+/// The ways to authenticate (docs/protocol.md §1.1).
 struct SecuritySchemes;
 
 impl utoipa::Modify for SecuritySchemes {
@@ -109,7 +109,7 @@ pub fn operations(doc: &Value) -> BTreeSet<(String, String)> {
     ops
 }
 
-/// The tool API's other prefixes (PROTOCOL.md §7.2): the same endpoints as
+/// The tool API's other prefixes (docs/protocol.md §1.12): the same endpoints as
 /// under `/api/v1`, documented under each path they are served at, each
 /// with an operation id of its own (`call_api` for `/api/tools/call`,
 /// `call_root` for `/tools/call`).

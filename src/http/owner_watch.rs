@@ -1,4 +1,4 @@
-//! Waiting on a session's owner without hanging on it (PROTOCOL.md §11):
+//! Waiting on a session's owner without hanging on it (docs/protocol.md §15):
 //! a node that relays a player's WebSocket to the owner, or hands it an
 //! HTTP request, watches the owner's claim while the owner is quiet. A
 //! paused, frozen or cut-off owner answers nothing, yet its socket stays

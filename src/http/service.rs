@@ -222,7 +222,7 @@ pub struct CallReport {
 
 /// A service's call, read once: the tool, its input as the tool gets it,
 /// where it runs, and the hash of that input, taken once for the
-/// idempotency key, the answer and the audit (PROTOCOL.md §7.2).
+/// idempotency key, the answer and the audit (docs/protocol.md §1.12.2).
 #[derive(Debug)]
 pub struct ServiceCall<'a> {
     pub tool: &'a str,

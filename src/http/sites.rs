@@ -1,4 +1,4 @@
-//! `PUT` and `GET /api/v1/sites/{site_id}` (PROTOCOL.md §7.2): a tenant's
+//! `PUT` and `GET /api/v1/sites/{site_id}` (docs/protocol.md §1.12.1): a tenant's
 //! site gets its NPCs, content, prompts and map from a campaign file. The
 //! tools then run against it through the tool API (`service.rs`).
 

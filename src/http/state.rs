@@ -29,7 +29,7 @@ pub struct AppState {
     /// This node among the nodes of its database.
     pub cluster: Cluster,
     pub registry: Arc<Registry>,
-    /// The sites of every tenant this node served (PROTOCOL.md §7.2).
+    /// The sites of every tenant this node served (docs/protocol.md §1.12.1).
     pub sites: Arc<crate::sites::Sites>,
     /// The built-in campaigns' start states, shared by their sessions.
     pub builtin_starts: BuiltinStarts,

@@ -22,7 +22,7 @@ use crate::tools::{Role, cut_name};
 pub const MAX_TRACE_ROWS: u32 = 1000;
 
 /// Where the tool API is served: its own paths and the ones the tool
-/// servers it replaces used (PROTOCOL.md §7.2), all the same endpoints.
+/// servers it replaces used (docs/protocol.md §1.12), all the same endpoints.
 pub const TOOL_API_PREFIXES: [&str; 3] = ["/api/v1", "/api", ""];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -62,7 +62,7 @@ struct ConnectQuery {
     params(("id" = String, Path, description = "The session id"), ("token" = Option<String>, Query, description = "A player or spectator token")),
     security(("player_token" = [])),
     responses(
-        (status = 101, description = "The WebSocket (PROTOCOL.md §2)"),
+        (status = 101, description = "The WebSocket (docs/protocol.md §2)"),
         (status = 400, description = "Not a WebSocket upgrade", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn connect(
     req: HttpRequest,

@@ -1,5 +1,5 @@
 //! The protocol checker of the load test: what one connection must receive
-//! (PROTOCOL.md §2) and what a spectator must share with its session's
+//! (docs/protocol.md §2 and §3) and what a spectator must share with its session's
 //! player.
 //!
 //! It is pure: fed each text frame as it arrived, it keeps only what the
@@ -42,7 +42,7 @@ impl FrameHead {
     }
 }
 
-/// Story frame types (PROTOCOL.md §2): each must carry a seq.
+/// Story frame types (docs/protocol.md §2.6): each must carry a seq.
 const STORY_KINDS: [&str; 7] = [
     "turn_started",
     "tool_call",
@@ -77,7 +77,7 @@ pub enum Violation {
     /// A spectator got other bytes than the player under this seq.
     DiffersFromPlayer { seq: u64 },
     /// A story frame of the turn a chat started came before the chat's
-    /// `ack` (PROTOCOL.md §7.4).
+    /// `ack` (docs/protocol.md §2.5).
     AckAfterStory { request_id: String, seq: u64 },
 }
 
@@ -257,7 +257,7 @@ impl StreamChecker {
 
     /// A frame naming a chat's request id: the answer (ack or error)
     /// settles it; a story frame (its `turn_started`) before the answer
-    /// breaks PROTOCOL.md §7.4.
+    /// breaks docs/protocol.md §2.5.
     fn check_ack_order(&mut self, head: &FrameHead) {
         let Some(id) = head.request_id.as_deref() else {
             return;

@@ -1,6 +1,6 @@
 //! `questd loadtest`: drives a running questd over real WebSockets the way
 //! users and their spectators do, checks the wire contract on every
-//! connection, and reports throughput and latency (PROTOCOL.md §6).
+//! connection, and reports throughput and latency (docs/protocol.md §8.1).
 //!
 //! Each session is one task: it creates a session (`POST /api/v1/sessions`),
 //! connects one player and `--spectators-per-session` spectators, and plays

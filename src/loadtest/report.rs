@@ -1,5 +1,5 @@
 //! What a load test counts while it runs ([`Stats`]) and what it reports at
-//! the end ([`Report`]: the `--json` object of PROTOCOL.md §6 and the
+//! the end ([`Report`]: the `--json` object of docs/protocol.md §8.1 and the
 //! summary table).
 //!
 //! Counters every task bumps are atomics; histograms, codes and examples sit
@@ -377,7 +377,7 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The outcome of a run: PROTOCOL.md §6 and more.
+/// The outcome of a run: the report of docs/protocol.md §8.1.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     /// Sessions created.

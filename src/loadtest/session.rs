@@ -165,7 +165,7 @@ pub struct MapView {
 }
 
 impl MapView {
-    /// Reads a session snapshot (PROTOCOL.md §3).
+    /// Reads a session snapshot (docs/protocol.md §5).
     pub fn from_state(state: &Value) -> Self {
         let mut view = Self::default();
         view.add_areas(&state["areas"]);

@@ -41,7 +41,7 @@ pub struct ErrorBody<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Health<'a> {
     status: &'static str,
-    /// Which node answered (PROTOCOL.md §7.3).
+    /// Which node answered (docs/protocol.md §15).
     node_id: &'a str,
 }
 

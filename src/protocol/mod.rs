@@ -1,6 +1,6 @@
 //! The wire types: the only place that defines JSON sent to or read from
 //! clients. This file holds the WebSocket frames, the snapshot and the
-//! stateless chat messages (PROTOCOL.md §2 and §3); [`http`] holds the
+//! stateless chat messages (docs/protocol.md §2 and §5); [`http`] holds the
 //! HTTP answer bodies (docs/protocol.md §1). Game types and storage rows
 //! are mapped into these.
 
@@ -137,7 +137,7 @@ impl ControlFrame<'_> {
     }
 }
 
-/// The session snapshot (PROTOCOL.md §3).
+/// The session snapshot (docs/protocol.md §5).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Snapshot<'a> {
     pub session_id: &'a SessionId,
@@ -158,7 +158,7 @@ pub struct Snapshot<'a> {
     #[schema(value_type = std::collections::BTreeMap<String, NameZh>)]
     pub names_zh: NamesZh<'a>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
-    /// PROTOCOL.md §7.3).
+    /// docs/protocol.md §15).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner_node: Option<&'a str>,
 }

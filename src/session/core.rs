@@ -324,7 +324,7 @@ impl Core {
     /// chat that starts at once is acknowledged just ahead of its durable
     /// `turn_started`; one taken while other work waits is stored first
     /// and acknowledged once that is durable. Either way the ack is ahead
-    /// of every frame of its turn on the connection (PROTOCOL.md §7.4).
+    /// of every frame of its turn on the connection (docs/protocol.md §2.5).
     pub(super) fn submit_chat(
         &mut self,
         msg: SubmitChat,

@@ -31,7 +31,7 @@ pub struct SubmitChat {
     pub request_id: Option<RequestId>,
     /// The WebSocket connection that sent it, if one did: the session puts
     /// the `ack` on that connection's queue itself, ahead of every frame of
-    /// the turn (PROTOCOL.md §7.4), and says so in [`ChatAccepted::acked`].
+    /// the turn (docs/protocol.md §2.5), and says so in [`ChatAccepted::acked`].
     pub conn_id: Option<u64>,
     /// The trace the turn's audit rows carry (`X-Trace-ID` on
     /// `/api/v1/chat`); a fresh one when `None`.

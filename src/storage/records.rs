@@ -1,4 +1,4 @@
-//! The service side's small keyed records: sites (PROTOCOL.md §7.2) and the
+//! The service side's small keyed records: sites (docs/protocol.md §1.12.1) and the
 //! idempotency keys of service tool calls; and the mark an operator's
 //! close leaves on a session.
 //!

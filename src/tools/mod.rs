@@ -155,7 +155,7 @@ pub struct ToolSpec {
     pub output_schema: Value,
     pub writes_state: bool,
     pub needs_session: bool,
-    /// Outside a session it runs on a site's content (PROTOCOL.md §7.2):
+    /// Outside a session it runs on a site's content (docs/protocol.md §1.12.1):
     /// a service call with `X-Site-ID` and no session.
     pub on_sites: bool,
     pub roles: &'static [Role],
@@ -314,7 +314,7 @@ pub struct ToolContext<'a> {
     /// The person the call is made for, when the caller named one
     /// (`X-User-ID` on a service call); `None` for players and the model.
     pub user_id: Option<&'a str>,
-    /// The site the call runs on, outside a session (PROTOCOL.md §7.2);
+    /// The site the call runs on, outside a session (docs/protocol.md §1.12.1);
     /// `None` in a session, whose site is its campaign.
     pub site_id: Option<&'a str>,
 }
@@ -377,7 +377,7 @@ pub struct Caller<'a> {
     /// The person a service calls for (`X-User-ID`), if it named one.
     pub user_id: Option<&'a str>,
     /// The site whose content the call runs on, outside a session
-    /// (PROTOCOL.md §7.2).
+    /// (docs/protocol.md §1.12.1).
     pub site_id: Option<&'a str>,
 }
 

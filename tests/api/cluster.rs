@@ -1,4 +1,4 @@
-//! Several questd processes on one PostgreSQL database (PROTOCOL.md §7.3):
+//! Several questd processes on one PostgreSQL database (docs/protocol.md §15):
 //! any node serves any session with the owner's frames, a chat runs once,
 //! a dead or paused owner loses its sessions to another node, and a paused
 //! owner that wakes up writes nothing more.

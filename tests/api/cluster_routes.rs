@@ -1,5 +1,5 @@
 //! Every route that names a session answers the same on every node
-//! (PROTOCOL.md §11): two questd processes on one PostgreSQL database, the
+//! (docs/protocol.md §15): two questd processes on one PostgreSQL database, the
 //! session owned by node A, the call sent to node B. B hands it to A, the
 //! client gets A's answer as A made it, and the call's effect happens once.
 

@@ -286,7 +286,7 @@ pub trait Api {
 
     /// [`Api::connect`] as a client does around a session that is
     /// reloading: a connection closed with 1012 before its welcome is
-    /// opened again (PROTOCOL.md §7.3), up to 100 times, 50 ms apart.
+    /// opened again (docs/protocol.md §15), up to 100 times, 50 ms apart.
     async fn connect_once_ready(
         &self,
         session_id: &str,
@@ -512,7 +512,7 @@ impl Ws {
                 return frames;
             }
         } else {
-            // PROTOCOL.md §7.4: the ack comes before every frame of its turn.
+            // docs/protocol.md §2.5: the ack comes before every frame of its turn.
             let early: Vec<&Value> = frames
                 .iter()
                 .filter(|f| f["turn_id"] == turn_id.as_str())

@@ -1,4 +1,4 @@
-//! Cross-site protections through real sockets (PROTOCOL.md §7.1,
+//! Cross-site protections through real sockets (docs/protocol.md §1.16,
 //! `src/http/guard.rs`): a page on another site cannot open a game's
 //! WebSocket or change anything, a rebound DNS name is not served, bodies
 //! are JSON, and every response carries the security headers.

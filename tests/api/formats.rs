@@ -1,4 +1,4 @@
-//! The format gate (PROTOCOL.md §11): a node that meets a journal step or
+//! The format gate (docs/protocol.md §15): a node that meets a journal step or
 //! a snapshot of a format newer than it reads refuses that session with a
 //! clear, retryable error, keeps no claim on it (so a node that reads it
 //! takes it), replays none of it, and goes on serving every other session.

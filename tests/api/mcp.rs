@@ -547,7 +547,7 @@ async fn refusals_have_their_codes() {
 
     // Origins: none and the server's own pass; every other page, a local
     // tool on another port included, is 403 unless listed in
-    // QUESTD_ALLOWED_ORIGINS (PROTOCOL.md §7.1).
+    // QUESTD_ALLOWED_ORIGINS (docs/protocol.md §1.16).
     let list = modern(16, "tools/list", json!({}));
     let host = format!("http://127.0.0.1:{}", app.port);
     for (origin, status) in [

@@ -1,7 +1,7 @@
-//! Every request example of the five design documents in
-//! `../shared/seeds/` (the seeds), sent as written: the same path,
-//! headers and body, with only the credential PROTOCOL.md §7.1 requires
-//! added (`X-Internal-API-Key`; the contract wins where a seed omits it)
+//! Every request example of the five design documents integrators write
+//! against (the seeds), sent as written: the same path, headers and body,
+//! with only the credential docs/protocol.md §1.12 requires added
+//! (`X-Internal-API-Key`; the contract wins where a seed omits it)
 //! and the ids the server made put where a seed writes a placeholder
 //! (`sess_xxx`). Each example is labelled with where it is in its seed;
 //! each asserts the answer fields its seed shows. docs/protocol.md §14
@@ -15,7 +15,7 @@ use questd::llm::contract::{TurnFacts, parse_reply};
 use questd::llm::{ModelReply, ModelRequest, RequestKind, ScriptedProvider};
 use serde_json::{Value, json};
 
-/// The credential PROTOCOL.md §7.1 requires of a service call.
+/// The credential docs/protocol.md §1.12 requires of a service call.
 const KEY: (&str, &str) = ("X-Internal-API-Key", TEST_KEY);
 
 /// The campaign of seed 003's site `yantian-main`: NPC `ancestor_yan`,
@@ -614,7 +614,7 @@ fn yantian_headers(trace: &str) -> Vec<(&str, &str)> {
 }
 
 /// Seed 003 (工具服务指南) §curl 示例 1–5, exactly, against the site
-/// `yantian-main` (PROTOCOL.md §7.2) made from the fixture campaign.
+/// `yantian-main` (docs/protocol.md §1.12.1) made from the fixture campaign.
 #[actix_web::test]
 async fn seed_003_curl_examples_against_a_site() {
     let app = seed_app(|_| {}).await;
@@ -876,7 +876,7 @@ async fn seed_003_curl_examples_against_a_site() {
 }
 
 /// Seed 003 §POST /tools/call 请求头（可选）`X-NPC-ID`, and the tool
-/// API's paths (PROTOCOL.md §7.2): in a session, so it needs no site.
+/// API's paths (docs/protocol.md §1.12): in a session, so it needs no site.
 #[actix_web::test]
 async fn seed_003_npc_header_and_tool_paths() {
     let app = seed_app(|_| {}).await;

@@ -1,4 +1,4 @@
-//! Sites (PROTOCOL.md §7.2) and idempotent service calls, through real
+//! Sites (docs/protocol.md §1.12.1) and idempotent service calls, through real
 //! HTTP: a tenant's site gets a campaign's content, the content tools run
 //! on it with `X-Site-ID` and no session, what they write survives a
 //! restart, and a retried call with a key runs once.

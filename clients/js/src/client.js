@@ -1,6 +1,6 @@
 // Questd: the HTTP side of a questd server (campaigns, sessions, snapshots,
 // the actions log, the tool API) and the factory of WebSocket connections.
-// Routes and bodies: PROTOCOL.md §1 and docs/protocol.md §1.
+// Routes and bodies: docs/protocol.md §1.
 
 import { Connection } from './connection.js';
 import { ClientCode, QuestdError } from './errors.js';

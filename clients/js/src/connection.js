@@ -1,7 +1,7 @@
 // Connection: one client's WebSocket link to one questd session, kept up
 // across drops. It reconnects with backoff and `last_seq`, hands on the
 // session's story frames once each and in seq order, and keeps the chats
-// (chats.js) until their turns end. PROTOCOL.md §2, docs/protocol.md §2–§3.
+// (chats.js) until their turns end. docs/protocol.md §2–§3.
 
 import { Chats } from './chats.js';
 import { ClientCode, QuestdError } from './errors.js';
@@ -23,7 +23,7 @@ const LINK_CHECK_EVERY = 4;
 const MAX_PENDING_PINGS = 16;
 /** HTTP statuses of a link check that mean "this will never work": stop. 410: a session an operator closed. */
 const FATAL_STATUSES = new Set([400, 401, 403, 404, 410]);
-/** Close code of a server that restarts or hands its sessions over (PROTOCOL.md §7.3). */
+/** Close code of a server that restarts or hands its sessions over (docs/protocol.md §15). */
 const SERVICE_RESTART = 1012;
 /** Close code of a session an operator closed for good (docs/protocol.md §2.8): never reconnect. */
 const SESSION_CLOSED = 4000;

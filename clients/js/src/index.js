@@ -1,4 +1,4 @@
-// @questd/client: a client for questd game sessions (PROTOCOL.md), for
+// @questd/client: a client for questd game sessions (docs/protocol.md), for
 // browsers and Node (a global WebSocket and fetch). No dependencies.
 
 export { Questd } from './client.js';
