@@ -110,6 +110,12 @@ async fn the_readme_shell_examples_run_as_written() {
         );
     }
 
+    let curl = Command::new("curl").arg("--version").output();
+    assert!(
+        curl.is_ok_and(|o| o.status.success()),
+        "the README's examples need curl, and it does not run here (Debian: apt-get install curl)"
+    );
+
     let app = spawn_offline(|s| s.internal_api_key = Some(README_KEY.into())).await;
     let address = app.base.trim_start_matches("http://").to_owned();
     let dir = tempfile::tempdir().unwrap();
