@@ -9,7 +9,7 @@
 //! Every session plays `roll 1d6` turns one after another; sessions play at
 //! once. It prints turns per second and the CPU time of the whole process
 //! (every thread, from `/proc/self/task/*/schedstat`) per turn, which,
-//! beside the same figure of a server over real sockets (`../shared/peer`),
+//! beside the same figure of a server over real sockets (BENCHMARKS.md, "Beside Colyseus"),
 //! tells what the session core costs and what the connections do.
 //!
 //! ```sh
