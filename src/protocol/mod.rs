@@ -489,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_snapshot_names_places_people_items_and_the_campaign_in_chinese_and_shows_no_other_draft()
-     {
+    {
         let mut state = crate::tools::test_support::demo();
         let mut title = state.content[0].clone();
         title.content_id = format!("zh_{}", state.campaign_id);
