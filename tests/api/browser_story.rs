@@ -13,6 +13,11 @@ use crate::browser::{
 };
 use crate::common::*;
 
+/// Lets the newest turn finish rising into place before a picture.
+async fn settle() {
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+}
+
 /// The turns shown, as a reader sees each: the first text after the
 /// player's own words (and its classes), whether any of its cards shows,
 /// how many cards it has, and its summary line.
@@ -92,6 +97,7 @@ async fn the_story_comes_first_and_a_turn_s_tools_open_from_the_keyboard() {
         .await
         .unwrap();
     assert_eq!(shown, Value::Null, "no id in the story");
+    settle().await;
     screenshot(&page, "story-en-desktop.png").await;
 
     // ---- the chip row above the composer says that it scrolls, and stops
@@ -172,6 +178,7 @@ async fn the_story_comes_first_and_a_turn_s_tools_open_from_the_keyboard() {
                 now["cards"].as_u64().unwrap(),
                 "all its cards show: {now}"
             );
+            settle().await;
             screenshot(&page, "story-en-open.png").await;
         } else {
             assert_eq!(open, 0, "its cards are hidden again: {now}");
@@ -209,6 +216,7 @@ async fn the_story_comes_first_and_a_turn_s_tools_open_from_the_keyboard() {
     set_viewport(&page, 390, 844).await;
     let turns = turns_when(&page, "phone", 3).await;
     assert_story_first(&turns);
+    settle().await;
     screenshot(&page, "story-en-phone.png").await;
 
     page.close().await.unwrap();
@@ -232,7 +240,16 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
     )
     .await;
 
-    // ---- the hero's things by their Chinese names
+    // ---- the campaign's title and the hero's things by their Chinese names
+    wait(
+        &page,
+        "zh",
+        "the Chinese title in the header and the opening",
+        "document.getElementById('session-title').textContent === '沉没的灯笼' \
+         && document.title.startsWith('沉没的灯笼') \
+         && document.querySelector('#opening h3').textContent === '沉没的灯笼'",
+    )
+    .await;
     let inventory = wait(
         &page,
         "zh",
@@ -297,6 +314,7 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
         .await
         .unwrap();
     assert_eq!(shown, Value::Null, "no id in the story");
+    settle().await;
     screenshot(&page, "story-zh-desktop.png").await;
     click(&page, "#details").await;
     wait(
@@ -323,6 +341,7 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
         "no id in the open cards either: {}",
         text.as_str().unwrap()
     );
+    settle().await;
     screenshot(&page, "story-zh-details.png").await;
     click(&page, "#details").await;
 
@@ -330,6 +349,7 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
     set_viewport(&page, 390, 844).await;
     let turns = turns_when(&page, "zh-phone", 2).await;
     assert_story_first(&turns);
+    settle().await;
     screenshot(&page, "story-zh-phone.png").await;
 
     page.close().await.unwrap();
