@@ -125,6 +125,7 @@ window.I18N = {
     'sum.move': 'went',
     'sum.hp': 'hit points',
     'sum.took': 'took',
+    'sum.met': 'spoke with',
     'sum.items': 'pack',
     'sum.new_places': '{n} new places',
     'sum.new_zones': '{n} new lands',
@@ -316,11 +317,12 @@ window.I18N = {
 
 
     'story.details': '显示全部细节',
-    'sum.details': '细节',
+    'sum.details': '详情',
     'sum.roll': '掷出',
     'sum.move': '前往',
     'sum.hp': '生命',
     'sum.took': '拿到',
+    'sum.met': '交谈：',
     'sum.items': '背包',
     'sum.new_places': '{n} 个新地点',
     'sum.new_zones': '{n} 片新地域',

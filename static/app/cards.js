@@ -103,6 +103,11 @@ function summaryPart(c) {
     case 'generate_zone': return ['globe', t('sum.new_zones', { n: (r.zones || []).length }), '', 'found'];
     case 'move_options': return ['compass', t('sum.ways', { n: (r.options || []).length }), '', 'ways'];
     case 'update_character': return ['user', t('sum.changed'), '', 'changed'];
+    case 'get_npc_profile': {
+      // Whom the hero spoke with (the profile names their character).
+      const who = character(r.character_id);
+      return who ? ['user', nameOf(who), t('sum.met'), 'met'] : null;
+    }
     default: return null;
   }
 }
@@ -152,7 +157,7 @@ function argChips(tool, args) {
     return row;
   }
   for (const [k, v] of Object.entries(args)) {
-    if (QUIET_ARGS.has(k)) continue;
+    if (QUIET_ARGS.has(k) || v === '' || v === null) continue;
     const chip = el('span', 'chip');
     chip.dataset.arg = k;
     chip.append(el('span', 'k', k.replace(/_id$/, '').replace(/_/g, ' ')), el('span', 'v', argValue(k, v)));

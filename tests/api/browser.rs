@@ -713,6 +713,18 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         ),
     )
     .await;
+    // Told as a heart with the change, the card closed behind it.
+    let direct = wait(
+        &player,
+        "play",
+        "the direct action's summary line",
+        &format!(
+            "{}.innerText",
+            query(".turn.direct .tool-summary[aria-expanded='false']")
+        ),
+    )
+    .await;
+    assert!(direct.as_str().unwrap().contains("−5"), "{direct}");
 
     // Pictures once the token has stopped and the new areas are drawn as usual.
     wait_map_at_rest(&player, "play").await;
