@@ -136,9 +136,15 @@ function renderSummary(tools) {
   tools.button.classList.toggle('has-failed', failed);
 }
 
-// Every summary line again, in the page's language.
+// Every summary line again, and each card's status and failure, in the
+// page's language.
 export function renderSummaries() {
   for (const turn of game.turns.values()) if (turn.tools) renderSummary(turn.tools);
+  for (const call of game.calls.values()) {
+    call.card.querySelector('.tool-status').textContent = t('tool.' + (call.status || 'running'));
+    const fail = call.card.querySelector('.tool-fail');
+    if (fail) fail.textContent = failText(call);
+  }
 }
 
 // A readable argument: a place, person or item by its name in the page's

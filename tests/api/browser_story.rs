@@ -352,6 +352,17 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
     settle().await;
     screenshot(&page, "story-zh-phone.png").await;
 
+    // ---- back in English, the summary lines say it in English
+    click(&page, "#lang").await;
+    wait(
+        &page,
+        "en-phone",
+        "the summary lines in English",
+        "document.querySelector('#live .tool-summary').innerText.includes(\"Lantern Gate → Lamplighter's Alcove\") \
+         && document.querySelector('#live .tool-summary .sum-more').textContent === 'details'",
+    )
+    .await;
+
     page.close().await.unwrap();
     app.stop().await;
 }
