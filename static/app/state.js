@@ -27,8 +27,8 @@ export const game = {
   historyLoading: false,
   deferred: [],         // live frames held while the recent story loads
   container: null,      // where new turn boxes go (#live, or #history while loading it)
-  turns: new Map(),     // turn_id -> { box, bubble, gotNarrative }
-  calls: new Map(),     // turn_id/call_id -> { card, args, tool }
+  turns: new Map(),     // turn_id -> { box, bubble, gotNarrative, tools: its summary line and cards (cards.js) }
+  calls: new Map(),     // turn_id/call_id -> { card, tools, args, tool, status, result, reason, error_code }
   pending: [],          // the connection's chats not yet settled, as its 'outbox' event lists them
   outbox: new Map(),    // request_id -> { requestId, text, state, queued, retryAt, node }: the ones shown
   knownAreas: new Map(),  // area_id -> when it was first drawn (new ones fade in)
