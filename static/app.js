@@ -5,7 +5,7 @@
 // This module starts the page and wires its views together. The views are
 // the modules of app/, each importing only those below it in this list:
 //   connection.js  the session's Connection and what each of its events does
-//   cards.js       the tool cards in the story
+//   cards.js       what a turn's tools did: its summary line and cards
 //   story.js       the story timeline, with the messages waiting to run
 //   lobby.js, hero.js (the sheet), map.js, composer.js (the chat input)
 //   state.js       `game` and its snapshot
@@ -34,10 +34,11 @@
 
 import { $, readJson, sessionLink } from './app/dom.js';
 import { switchLanguage, t, translatePage } from './app/language.js';
-import { game, onChange, questd } from './app/state.js';
+import { game, onChange, questd, showTitle } from './app/state.js';
 import { loadCampaigns, loadSessions, startLobby } from './app/lobby.js';
 import { renderOpening, scrollStory, updateOutboxEntry } from './app/story.js';
-import { chat, renderHints, sendChat } from './app/composer.js';
+import { chat, goCommand, renderHints, sendChat, showHintsCue, watchHints } from './app/composer.js';
+import { detailsOn, renderSummaries, setDetails } from './app/cards.js';
 import { renderSheet } from './app/hero.js';
 import { onGo, renderMap, renderWorld, setMapView, zoomMap } from './app/map.js';
 import { connect, outboxKey, paintConnection, reconnectNow, setConn } from './app/connection.js';
@@ -67,6 +68,8 @@ function applyLanguage() {
     setConn(game.connState || 'connecting');
     paintConnection();
     if (game.snapshot) render();
+    showTitle();
+    renderSummaries();
     renderOpening();
     for (const entry of game.outbox.values()) updateOutboxEntry(entry);
   }
@@ -82,7 +85,7 @@ function showTab(tab) {
     game.centredOn = null;
     renderMap();
   }
-  if (tab === 'story') scrollStory(() => {});
+  if (tab === 'story') { scrollStory(() => {}); showHintsCue(); }
 }
 
 async function openShare() {
@@ -109,7 +112,11 @@ function startGame(id, token) {
   document.body.dataset.view = 'game';
   $('game').hidden = false;
   renderHints();
+  watchHints();
   showTab('story');
+  const details = $('details');
+  details.checked = detailsOn();
+  details.addEventListener('change', () => setDetails(details.checked));
 
   const input = $('chat-input');
   let lastSent = '';
@@ -138,6 +145,7 @@ function startGame(id, token) {
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(() => {
       if (game.snapshot) { renderMap(); renderWorld(); }
+      showHintsCue();
       scrollStory(() => {}); // a narrower story is taller: stay at its end
     }, 150);
   });
@@ -162,7 +170,7 @@ function startGame(id, token) {
 // ---------------------------------------------------------------- start
 
 onChange(render);
-onGo((areaId) => { sendChat('go to ' + areaId); showTab('story'); });
+onGo((areaId) => { sendChat(goCommand(areaId)); showTab('story'); });
 $('lang').addEventListener('click', () => {
   switchLanguage();
   applyLanguage();

@@ -23,6 +23,8 @@ pub use crate::ids::{AreaId, CharacterId};
 pub const NAME_ZH_TYPE: &str = "name_zh";
 /// What a Chinese name's `content_id` starts with, before the id it names.
 const NAME_ZH_PREFIX: &str = "zh_";
+/// How the id of an item's Chinese name begins: `item_<slug>`.
+const ITEM_PREFIX: &str = "item_";
 
 /// Entries of chat history kept for the model; older turns are dropped whole.
 pub const HISTORY_LIMIT: usize = 200;
@@ -417,14 +419,19 @@ impl GameState {
         self.character(self.active_actor_id.as_str())
     }
 
-    /// The Chinese names of the map's areas and characters: the campaign's
-    /// draft entries of type `name_zh` whose `content_id` is `zh_<id>` of an
-    /// area or character here (docs/protocol.md §7.1), as (id, entry), in
-    /// the content's order. At most one per area or character.
+    /// The Chinese names a player may see: the campaign's draft entries of
+    /// type `name_zh` whose `content_id` is `zh_<id>` of an area or
+    /// character here, `zh_item_<slug>` of an item (found yet or not: a
+    /// name is no secret) or `zh_<campaign_id>` of the campaign itself
+    /// (docs/protocol.md §7.1), as (id, entry), in the content's order. At
+    /// most one per id.
     pub fn names_zh(&self) -> impl Iterator<Item = (&str, &ContentEntry)> {
         self.content.iter().filter_map(|e| {
             let id = e.content_id.strip_prefix(NAME_ZH_PREFIX)?;
-            let named = self.area(id).is_some() || self.character(id).is_some();
+            let named = self.area(id).is_some()
+                || self.character(id).is_some()
+                || id.starts_with(ITEM_PREFIX)
+                || (!id.is_empty() && id == self.campaign_id);
             (e.content_type == NAME_ZH_TYPE && e.status == ContentStatus::Draft && named)
                 .then_some((id, e))
         })

@@ -152,9 +152,10 @@ pub struct Snapshot<'a> {
     pub zones: &'a [Zone],
     /// Where the player is in the zone world and how they travel.
     pub player: &'a PlayerRuntime,
-    /// The Chinese names of areas and characters, by id: the campaign's
-    /// `name_zh` drafts. Only these drafts: names are no secret, other
-    /// drafts (a person's notes) stay unseen.
+    /// The Chinese names of areas, characters, items (`item_<slug>`) and
+    /// the campaign (its id), by id: the campaign's `name_zh` drafts. Only
+    /// these drafts: names are no secret, other drafts (a person's notes)
+    /// stay unseen.
     #[schema(value_type = std::collections::BTreeMap<String, NameZh>)]
     pub names_zh: NamesZh<'a>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
@@ -191,7 +192,8 @@ impl<'a> Snapshot<'a> {
 }
 
 /// [`GameState::names_zh`] on the wire: `{"area_001": {"name": "灯笼门",
-/// "description": "…"}}`, an empty object when the campaign has none.
+/// "description": "…"}, "item_rope": {…}, "demo": {…}}`, an empty object
+/// when the campaign has none.
 #[derive(Debug, Clone, Copy)]
 pub struct NamesZh<'a>(&'a GameState);
 
@@ -486,8 +488,20 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_snapshot_names_areas_and_characters_in_chinese_and_shows_no_other_draft() {
-        let state = crate::tools::test_support::demo();
+    fn the_snapshot_names_places_people_items_and_the_campaign_in_chinese_and_shows_no_other_draft()
+    {
+        let mut state = crate::tools::test_support::demo();
+        // The campaign's Chinese title, given here in case the demo has none.
+        let title_id = format!("zh_{}", state.campaign_id);
+        if !state.content.iter().any(|e| e.content_id == title_id) {
+            let mut title = state.content[0].clone();
+            title.content_id = title_id;
+            title.content_type = crate::game::state::NAME_ZH_TYPE.into();
+            title.title = "沉没的灯笼".into();
+            title.body = String::new();
+            title.status = crate::game::content::ContentStatus::Draft;
+            std::sync::Arc::make_mut(&mut state.content).push(title);
+        }
         let id = SessionId::from("sess_1");
         let snap = serde_json::to_value(Snapshot::of(&id, &state)).unwrap();
         let names = snap["names_zh"].as_object().unwrap();
@@ -496,9 +510,17 @@ mod tests {
             json!({"name": "灯笼门", "description": "一道半埋在淤泥里的破拱门，挂着仍在发光的绿玻璃灯笼。冰冷的水拍打着通往下方的旧台阶。"})
         );
         assert_eq!(names["npc_001"]["name"], "老玛伦");
-        // Every area and character of the demo, and nothing else: no item,
-        // no quest, no note.
-        assert_eq!(names.len(), state.areas.len() + state.characters.len());
+        assert_eq!(names["item_sealed_lamp_oil"]["name"], "密封灯油");
+        assert_eq!(names[state.campaign_id.as_str()]["name"], "沉没的灯笼");
+        // Every area, character and item of the demo and its title, and
+        // nothing else: no quest, no note.
+        let items = names.keys().filter(|k| k.starts_with("item_")).count();
+        assert_eq!(items, 9);
+        assert_eq!(
+            names.len(),
+            state.areas.len() + state.characters.len() + items + 1
+        );
+        assert!(!names.contains_key("quest_last_oil"));
         assert!(!snap.to_string().contains("note_warden_key"));
         assert!(!snap.to_string().contains("brass key"));
     }

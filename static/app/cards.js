@@ -1,12 +1,18 @@
-// The tool cards of the story: one per tool call (the tool, its arguments,
-// how it went), and a readable view of each tool's result: dice drawn as
-// dice, an HP change as a bar that moves, places a player can click to go to.
+// What a turn's tools did, told quietly under its narrative: one summary
+// line per turn (a die with the roll's total, an arrow from one place to
+// another, a heart with the HP change, a bag for what was taken, a failure
+// in words), a button that opens the turn's tool cards (the tool, its
+// arguments, how it went, a readable view of its result: dice drawn as
+// dice, an HP change as a bar that moves, places a player can click to go
+// to). "Show every detail" keeps every turn's cards open.
 
-import { el, icon, short } from './dom.js';
+import { $, el, icon, readJson, short, writeJson } from './dom.js';
 import { hasText, t } from './language.js';
-import { applyResult, area, areaName, character, game, nameOf, zoneName } from './state.js';
-import { endBubble, scrollStory, turnBox } from './story.js';
-import { sendChat } from './composer.js';
+import {
+  activeCharacter, applyResult, area, areaName, character, game, itemName, itemNameBySlug, localName, nameOf, zoneName,
+} from './state.js';
+import { scrollStory, turnBox } from './story.js';
+import { goCommand, sendChat } from './composer.js';
 
 const TOOL_ICONS = {
   move: 'compass', move_options: 'compass', move_to_zone: 'compass',
@@ -17,6 +23,138 @@ const TOOL_ICONS = {
   search_content: 'search', get_npc_profile: 'user', get_prompt_active: 'user',
   create_npc: 'user', activate_npc: 'user',
 };
+// Arguments that say nothing to a reader: who and where the call ran, and
+// the language the game master answers in.
+const QUIET_ARGS = new Set(['session_id', 'actor_id', 'language']);
+const DETAILS_KEY = 'questd.details';
+
+// "Show every detail": every turn's cards open (remembered per browser).
+export function detailsOn() {
+  return readJson('local', DETAILS_KEY, false) === true;
+}
+
+export function setDetails(on) {
+  writeJson('local', DETAILS_KEY, Boolean(on));
+  $('details').checked = Boolean(on);
+  for (const turn of game.turns.values()) if (turn.tools) openCards(turn.tools, on);
+}
+
+function openCards(tools, open) {
+  tools.button.setAttribute('aria-expanded', String(open));
+  tools.list.hidden = !open;
+}
+
+let toolsSeq = 0;
+
+// The turn's summary line and its cards (closed), made at its first tool.
+function toolsOf(turn) {
+  if (turn.tools) return turn.tools;
+  const section = el('div', 'tools');
+  const button = el('button', 'tool-summary');
+  button.type = 'button';
+  const list = el('div', 'tool-cards');
+  list.id = 'tool-cards-' + ++toolsSeq;
+  button.setAttribute('aria-controls', list.id);
+  section.append(button, list);
+  const tools = { section, button, list, calls: [] };
+  button.addEventListener('click', () => openCards(tools, button.getAttribute('aria-expanded') !== 'true'));
+  openCards(tools, detailsOn());
+  turn.tools = tools;
+  // Below the narrative (which story.js puts before this section), above
+  // how the turn ended.
+  turn.box.insertBefore(section, turn.box.querySelector(':scope > .turn-failed'));
+  return tools;
+}
+
+// What went wrong with a call, in words, in the page's language: the most
+// specific sentence known for its tool and code, its tool and reason, its
+// reason, else a general one.
+function failText(c) {
+  const code = String(c.error_code || '').toLowerCase();
+  const keys = [`fail.${c.tool}.${code}`, `fail.${c.tool}.${c.reason}`, `fail.${c.reason}`];
+  const key = keys.find((k) => hasText(k));
+  return t(key || 'fail.other');
+}
+
+const signed = (n) => (n > 0 ? '+' : n < 0 ? '−' : '±') + Math.abs(n);
+
+// One part of the summary line for a call: [icon, text, words for screen
+// readers before the text, class], or null for a call that only read.
+function summaryPart(c) {
+  const r = c.result || {};
+  if (!c.status) return [TOOL_ICONS[c.tool] || 'gear', '…', '', 'running'];
+  if (c.status !== 'ok') return ['alert', failText(c), '', 'fail'];
+  switch (c.tool) {
+    case 'roll_dice': return ['dice', r.total, t('sum.roll'), 'roll'];
+    case 'move':
+      return ['arrow', `${areaName(r.from_area_id)} → ${r.area ? nameOf(r.area) : areaName(r.to_area_id)}`, t('sum.move'), 'move'];
+    case 'move_to_zone': return ['arrow', `${zoneName(r.from_zone_id)} → ${zoneName(r.to_zone_id)}`, t('sum.move'), 'move'];
+    case 'hp_delta': {
+      const pc = activeCharacter();
+      const who = character(r.character_id);
+      const name = who && (!pc || who.character_id !== pc.character_id) ? nameOf(who) + ' ' : '';
+      return ['heart', name + signed(r.hp - r.hp_before), t('sum.hp'), r.hp < r.hp_before ? 'loss' : 'gain'];
+    }
+    case 'add_inventory':
+      return ['bag', (r.added || []).map((a) => '+ ' + itemName(a) + (a.quantity > 1 ? ' ×' + a.quantity : '')).join(', '), t('sum.took'), 'gain'];
+    case 'update_inventory':
+      return ['bag', (r.changes || []).map((x) => `${itemNameBySlug(x.slug)} ${signed(x.after - x.before)}`).join(', '), t('sum.items'), 'items'];
+    case 'map_generate': return ['spark', t('sum.new_places', { n: (r.areas || []).length }), '', 'found'];
+    case 'generate_zone': return ['globe', t('sum.new_zones', { n: (r.zones || []).length }), '', 'found'];
+    case 'move_options': return ['compass', t('sum.ways', { n: (r.options || []).length }), '', 'ways'];
+    case 'update_character': return ['user', t('sum.changed'), '', 'changed'];
+    case 'get_npc_profile': {
+      // Whom the hero spoke with (the profile names their character).
+      const who = character(r.character_id);
+      return who ? ['user', nameOf(who), t('sum.met'), 'met'] : null;
+    }
+    default: return null;
+  }
+}
+
+// The summary line, from the calls as they stand (redrawn as results come,
+// and in the page's language when it changes).
+function renderSummary(tools) {
+  const parts = [];
+  let reads = 0;
+  for (const c of tools.calls) {
+    const part = summaryPart(c);
+    if (part) parts.push(part);
+    else reads += 1;
+  }
+  if (reads) parts.push(['scroll', t('sum.reads', { n: reads }), '', 'reads']);
+  const nodes = parts.map(([name, text, label, cls]) => {
+    const part = el('span', 'sum-part ' + cls);
+    part.append(icon(name));
+    if (label) part.append(el('span', 'sr-only', label + ' '));
+    part.append(el('span', null, text));
+    return part;
+  });
+  nodes.push(el('span', 'sum-more', t('sum.details')));
+  tools.button.replaceChildren(...nodes);
+  const failed = tools.calls.some((c) => c.status && c.status !== 'ok');
+  tools.button.classList.toggle('has-failed', failed);
+}
+
+// Every summary line again, and each card's status and failure, in the
+// page's language.
+export function renderSummaries() {
+  for (const turn of game.turns.values()) if (turn.tools) renderSummary(turn.tools);
+  for (const call of game.calls.values()) {
+    call.card.querySelector('.tool-status').textContent = t('tool.' + (call.status || 'running'));
+    const fail = call.card.querySelector('.tool-fail');
+    if (fail) fail.textContent = failText(call);
+  }
+}
+
+// A readable argument: a place, person or item by its name in the page's
+// language, not its id.
+function argValue(k, v) {
+  if (typeof v === 'string' && /area_id$/.test(k) && area(v)) return areaName(v);
+  if (typeof v === 'string' && /character_id$|^npc_id$/.test(k) && character(v)) return nameOf(character(v));
+  if (typeof v === 'string' && /zone_id$/.test(k)) return zoneName(v);
+  return short(v, 48);
+}
 
 function argChips(tool, args) {
   const row = el('div', 'chips');
@@ -25,10 +163,10 @@ function argChips(tool, args) {
     return row;
   }
   for (const [k, v] of Object.entries(args)) {
-    if (k === 'session_id' || k === 'actor_id') continue;
+    if (QUIET_ARGS.has(k) || v === '' || v === null) continue;
     const chip = el('span', 'chip');
-    const isArea = typeof v === 'string' && /area_id$/.test(k) && area(v);
-    chip.append(el('span', 'k', k), el('span', 'v', isArea ? `${areaName(v)} (${v})` : short(v, 48)));
+    chip.dataset.arg = k;
+    chip.append(el('span', 'k', k.replace(/_id$/, '').replace(/_/g, ' ')), el('span', 'v', argValue(k, v)));
     row.appendChild(chip);
   }
   return row;
@@ -36,7 +174,7 @@ function argChips(tool, args) {
 
 export function onToolCall(f) {
   const turn = turnBox(f.turn_id);
-  endBubble(turn); // narration after a tool starts a new bubble
+  const tools = toolsOf(turn);
   const card = el('div', 'tool running');
   card.dataset.tool = f.tool;
   card.dataset.status = 'running';
@@ -48,14 +186,20 @@ export function onToolCall(f) {
     el('span', 'tool-status', t('tool.running')),
   );
   card.append(head, argChips(f.tool, f.args));
-  game.calls.set(f.turn_id + '/' + f.call_id, { card, args: f.args || {}, tool: f.tool });
-  scrollStory(() => turn.box.appendChild(card));
+  const call = { card, tools, args: f.args || {}, tool: f.tool, status: null, result: null };
+  tools.calls.push(call);
+  game.calls.set(f.turn_id + '/' + f.call_id, call);
+  scrollStory(() => {
+    tools.list.appendChild(card);
+    renderSummary(tools);
+  });
 }
 
 export function onToolResult(f, live) {
   const key = f.turn_id + '/' + f.call_id;
   if (!game.calls.has(key)) onToolCall({ turn_id: f.turn_id, call_id: f.call_id, tool: f.tool, args: null });
   const call = game.calls.get(key);
+  Object.assign(call, { status: f.status, result: f.result || {}, reason: f.reason, error_code: f.error_code });
   const card = call.card;
   card.classList.remove('running');
   card.classList.add(f.status === 'ok' ? 'ok' : 'failed');
@@ -70,13 +214,13 @@ export function onToolResult(f, live) {
       if (body) card.appendChild(body);
       card.appendChild(rawDetails(call.args, f.result));
     } else {
-      const reason = hasText('reason.' + f.reason) ? t('reason.' + f.reason) : f.reason || f.status;
-      const line = el('div', 'tool-fail');
-      line.append(el('b', null, reason), el('span', 'code', f.error_code || ''));
-      card.appendChild(line);
-      if (f.message) card.appendChild(el('div', 'tool-msg', short(f.message, 220)));
-      card.title = f.message || '';
+      // In words; the code and the server's own message (ids and all) stay
+      // in the raw details for whoever wants them.
+      card.dataset.errorCode = f.error_code || '';
+      card.appendChild(el('div', 'tool-fail', failText(call)));
+      card.appendChild(rawDetails(call.args, { error_code: f.error_code, reason: f.reason, message: f.message }));
     }
+    renderSummary(call.tools);
   });
   if (f.status === 'ok' && live) applyResult(f.tool, call.args, f.result || {});
 }
@@ -107,9 +251,8 @@ function resultView(tool, args, r, live) {
     }
     case 'map_generate': {
       const v = el('div', 'tool-result');
-      const names = (r.areas || []).map((a) => a.name);
-      v.appendChild(el('span', 'muted', t('tool.new_areas', { n: names.length }) + ' '));
-      for (const a of r.areas || []) v.appendChild(placeChip(a.area_id, a.name));
+      v.appendChild(el('span', 'muted', t('tool.new_areas', { n: (r.areas || []).length }) + ' '));
+      for (const a of r.areas || []) v.appendChild(placeChip(a.area_id, nameOf(a)));
       return v;
     }
     case 'generate_zone': {
@@ -123,16 +266,16 @@ function resultView(tool, args, r, live) {
         from: zoneName(r.from_zone_id), to: zoneName(r.to_zone_id), miles: r.distance_miles, min: r.duration_min,
       }));
     case 'get_character_stats':
-      return el('div', 'tool-result', `${r.name || ''} · ` + t('tool.stats', { hp: r.hp, max: r.max_hp, level: r.level }));
+      return el('div', 'tool-result', `${nameOf(r)} · ` + t('tool.stats', { hp: r.hp, max: r.max_hp, level: r.level }));
     case 'add_inventory': {
       const v = el('div', 'tool-result');
-      for (const a of r.added || []) v.appendChild(el('span', 'chip gain', `+ ${a.name} ×${a.quantity}`));
+      for (const a of r.added || []) v.appendChild(el('span', 'chip gain', `+ ${itemName(a)} ×${a.quantity}`));
       return v;
     }
     case 'update_inventory': {
       const v = el('div', 'tool-result');
       for (const c of r.changes || []) {
-        v.appendChild(el('span', 'chip ' + (c.after < c.before ? 'loss' : 'gain'), `${c.slug} ${c.before} → ${c.after}`));
+        v.appendChild(el('span', 'chip ' + (c.after < c.before ? 'loss' : 'gain'), `${itemNameBySlug(c.slug)} ${c.before} → ${c.after}`));
       }
       return v;
     }
@@ -141,7 +284,7 @@ function resultView(tool, args, r, live) {
     case 'search_content': {
       const v = el('div', 'tool-result');
       v.appendChild(el('span', 'muted', t('tool.results', { n: r.total ?? (r.results || []).length }) + ' '));
-      for (const x of (r.results || []).slice(0, 4)) v.appendChild(el('span', 'chip', x.title));
+      for (const x of (r.results || []).slice(0, 4)) v.appendChild(el('span', 'chip', localName(x.content_id, x.title)));
       return v;
     }
     case 'get_site_map':
@@ -153,13 +296,14 @@ function resultView(tool, args, r, live) {
   }
 }
 
-// A place name in a card; for players a click asks to go there.
+// A place name in a card; for players a click asks to go there, in the
+// page's language and by the place's name.
 function placeChip(areaId, name) {
   const chip = el(game.role === 'player' ? 'button' : 'span', 'chip place', name || areaId);
   if (game.role === 'player') {
     chip.type = 'button';
-    chip.title = 'go to ' + areaId;
-    chip.addEventListener('click', () => sendChat('go to ' + areaId));
+    chip.title = goCommand(areaId);
+    chip.addEventListener('click', () => sendChat(goCommand(areaId)));
   }
   return chip;
 }

@@ -3,7 +3,7 @@
 
 import { $, el, notice } from './dom.js';
 import { t } from './language.js';
-import { activeCharacter, game, nameOf } from './state.js';
+import { activeCharacter, area, game, nameOf } from './state.js';
 
 // The server's longest chat text (QUESTD_MAX_TEXT_CHARS default).
 const MAX_TEXT_CHARS = 2000;
@@ -19,6 +19,17 @@ export function sendChat(text) {
   }
   chat(text);
   return true;
+}
+
+// The command that takes the hero to a place, in the page's language and by
+// the place's name in it (`去 灯笼门`, `go to Lantern Gate`), so the answer
+// comes in that language too. By its id when the place has no name, or
+// when another place goes by the same name: a name must lead to one place.
+export function goCommand(areaId) {
+  const a = area(areaId);
+  const name = a ? nameOf(a) : '';
+  const shared = name && game.snapshot.areas.some((x) => x.area_id !== areaId && nameOf(x) === name);
+  return t('cmd.go', { place: name && !shared ? name : areaId });
 }
 
 // Hands a message to the connection, which sends it (again, with the same
@@ -83,4 +94,26 @@ export function renderHints() {
     });
     box.appendChild(b);
   }
+  showHintsCue();
+}
+
+// The quick commands scroll sideways when they do not fit: a fade and an
+// arrow at the right edge say so while more lies beyond it, and the arrow
+// (a button, so a keyboard reaches it too) scrolls the row on.
+export function showHintsCue() {
+  const box = $('hints');
+  const more = box.scrollWidth - box.clientWidth - box.scrollLeft > 2;
+  const arrow = $('hints-more');
+  box.parentNode.classList.toggle('more', more);
+  // The arrow goes at the end: its focus passes to the last command.
+  if (!more && document.activeElement === arrow && box.lastElementChild) box.lastElementChild.focus();
+  arrow.hidden = !more;
+}
+
+export function watchHints() {
+  const box = $('hints');
+  box.addEventListener('scroll', showHintsCue, { passive: true });
+  $('hints-more').addEventListener('click', () => {
+    box.scrollBy({ left: box.clientWidth * 0.7, behavior: 'smooth' });
+  });
 }

@@ -3,7 +3,7 @@
 
 import { $, el } from './dom.js';
 import { t } from './language.js';
-import { activeCharacter, area, descriptionOf, game, nameOf, zoneName } from './state.js';
+import { activeCharacter, area, descriptionOf, game, itemDescription, itemName, nameOf, zoneName } from './state.js';
 
 export function renderSheet() {
   const s = game.snapshot;
@@ -50,8 +50,8 @@ export function renderSheet() {
     const li = el('li');
     li.dataset.slug = item.slug;
     li.dataset.quantity = item.quantity;
-    li.append(el('span', 'item-name', item.name), el('span', 'qty', '×' + item.quantity));
-    if (item.description) li.title = item.description;
+    li.append(el('span', 'item-name', itemName(item)), el('span', 'qty', '×' + item.quantity));
+    if (itemDescription(item)) li.title = itemDescription(item);
     if (had.size && had.get(item.slug) !== item.quantity) flash(li, 'new');
     inv.appendChild(li);
   }

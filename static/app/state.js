@@ -27,8 +27,8 @@ export const game = {
   historyLoading: false,
   deferred: [],         // live frames held while the recent story loads
   container: null,      // where new turn boxes go (#live, or #history while loading it)
-  turns: new Map(),     // turn_id -> { box, bubble, gotNarrative }
-  calls: new Map(),     // turn_id/call_id -> { card, args, tool }
+  turns: new Map(),     // turn_id -> { box, bubble, gotNarrative, tools: its summary line and cards (cards.js) }
+  calls: new Map(),     // turn_id/call_id -> { card, tools, args, tool, status, result, reason, error_code }
   pending: [],          // the connection's chats not yet settled, as its 'outbox' event lists them
   outbox: new Map(),    // request_id -> { requestId, text, state, queued, retryAt, node }: the ones shown
   knownAreas: new Map(),  // area_id -> when it was first drawn (new ones fade in)
@@ -60,8 +60,9 @@ export function area(id) {
   return game.snapshot && game.snapshot.areas.find((a) => a.area_id === id);
 }
 
-// The campaign's Chinese name of an area or character (the snapshot's
-// `names_zh`), shown while the page is in Chinese; null otherwise.
+// The campaign's Chinese name of an area, character, item (`item_<slug>`)
+// or of the campaign itself (its id), from the snapshot's `names_zh`,
+// shown while the page is in Chinese; null otherwise.
 function chinese(id) {
   const names = lang === 'zh' && game.snapshot && game.snapshot.names_zh;
   const zh = names && Object.prototype.hasOwnProperty.call(names, id) ? names[id] : null;
@@ -80,6 +81,49 @@ export function nameOf(thing) {
 export function descriptionOf(a) {
   const zh = chinese(a.area_id);
   return zh && zh.description ? zh.description : a.description || '';
+}
+
+// The Chinese name of anything `names_zh` names, by its id, while the page
+// is in Chinese; else the name given.
+export function localName(id, name) {
+  const zh = chinese(id);
+  return zh ? zh.name : name;
+}
+
+// An inventory item's name in the page's language (by its slug).
+export function itemName(item) {
+  if (!item) return '';
+  const zh = item.slug && chinese('item_' + item.slug);
+  return zh ? zh.name : item.name || item.slug || '';
+}
+
+// An inventory item's description in the page's language.
+export function itemDescription(item) {
+  const zh = item && item.slug && chinese('item_' + item.slug);
+  return zh && zh.description ? zh.description : (item && item.description) || '';
+}
+
+// The name of the item with this slug, as the hero or anyone here carries it.
+export function itemNameBySlug(slug) {
+  const s = game.snapshot;
+  const held = s && s.characters.flatMap((c) => c.inventory || []).find((i) => i.slug === slug);
+  return itemName(held || { slug, name: slug });
+}
+
+// The campaign's title in the page's language.
+export function campaignTitle() {
+  const s = game.snapshot;
+  if (!s) return '';
+  const zh = s.campaign_id && chinese(s.campaign_id);
+  return zh ? zh.name : s.title || '';
+}
+
+// The header and the tab's title: the campaign's, in the page's language.
+export function showTitle() {
+  const title = campaignTitle();
+  if (!title) return;
+  $('session-title').textContent = title;
+  document.title = `${title} · questd`;
 }
 
 export function areaName(id) {
@@ -200,10 +244,7 @@ export function applyPatch(p) {
 export function applySnapshot(s) {
   if (!s || !Array.isArray(s.areas) || !Array.isArray(s.characters)) return;
   game.snapshot = s;
-  if (s.title) {
-    $('session-title').textContent = s.title;
-    document.title = `${s.title} · questd`;
-  }
+  showTitle();
   changed();
 }
 

@@ -1,12 +1,13 @@
 // The story timeline: one box per turn (the player's words, the game
-// master's narration as it streams, how the turn ended), the opening card,
+// master's narration as it streams, then what its tools did, cards.js, and
+// how the turn ended), the opening card,
 // notes between turns, and the player's messages that wait to run (the
 // outbox). It stays scrolled to its end while the reader follows it.
 
 import { $, el, icon } from './dom.js';
 import { hasText, t } from './language.js';
 import {
-  APPLIED_TOOLS, activeCharacter, applyPatch, area, character, descriptionOf, game, nameOf,
+  APPLIED_TOOLS, activeCharacter, applyPatch, area, campaignTitle, character, descriptionOf, game, nameOf,
   refreshSnapshotSoon,
 } from './state.js';
 import { renderSheet } from './hero.js';
@@ -38,7 +39,7 @@ export function turnBox(turnId) {
       box.classList.add('direct');
       box.appendChild(el('div', 'turn-label', t('story.direct')));
     }
-    turn = { box, bubble: null, gotNarrative: false };
+    turn = { box, bubble: null, gotNarrative: false, tools: null };
     game.turns.set(turnId, turn);
     const parent = game.container || $('live');
     scrollStory(() => parent.appendChild(box));
@@ -63,13 +64,19 @@ export function onDelta(f) {
   const turn = turnBox(f.turn_id);
   if (!turn.bubble) {
     turn.bubble = el('div', 'msg gm streaming');
-    turn.box.appendChild(turn.bubble);
+    narrate(turn, turn.bubble);
   }
   turn.gotNarrative = true;
   scrollStory(() => turn.bubble.appendChild(document.createTextNode(f.text || '')));
 }
 
-export function endBubble(turn) {
+// The narrative goes first in a turn, above the line of what its tools did,
+// though the tools ran before it was told.
+function narrate(turn, node) {
+  turn.box.insertBefore(node, turn.tools ? turn.tools.section : null);
+}
+
+function endBubble(turn) {
   if (turn.bubble) turn.bubble.classList.remove('streaming');
   turn.bubble = null;
 }
@@ -77,7 +84,7 @@ export function endBubble(turn) {
 export function onTurnCompleted(f, live) {
   const turn = turnBox(f.turn_id);
   if (!turn.gotNarrative && f.reply) {
-    scrollStory(() => turn.box.appendChild(el('div', 'msg gm', f.reply)));
+    scrollStory(() => narrate(turn, el('div', 'msg gm', f.reply)));
   }
   if (turn.bubble && f.dialog_type) turn.bubble.dataset.dialog = f.dialog_type;
   endBubble(turn);
@@ -127,7 +134,8 @@ export function renderOpening() {
   const o = game.opening;
   const card = el('div', 'opening');
   card.append(el('div', 'turn-label', t('story.opening')));
-  if (o.title) card.append(el('h3', null, o.title));
+  const title = campaignTitle() || o.title;
+  if (title) card.append(el('h3', null, title));
   if (o.place) {
     card.append(el('p', null, t('story.you_are_in', { name: nameOf(o.hero), place: nameOf(o.place) })));
     const description = descriptionOf(o.place);

@@ -270,7 +270,7 @@ pub(crate) async fn wait(c: &Client, page: &str, what: &str, expr: &str) -> Valu
 }
 
 /// Types a line into the chat box and presses Enter.
-async fn say(c: &Client, text: &str) {
+pub(crate) async fn say(c: &Client, text: &str) {
     let input = c.find(Locator::Css("#chat-input")).await.unwrap();
     let line: String = text + &Key::Enter;
     input.send_keys(&line).await.unwrap();
@@ -476,7 +476,10 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         &format!("{}.innerText", query(&format!("{move_card} .chips"))),
     )
     .await;
-    assert!(args.as_str().unwrap().contains("area_002"), "{args}");
+    // Arguments name places by their names, not their ids.
+    let args = args.as_str().unwrap();
+    assert!(args.contains("Lamplighter's Alcove"), "{args}");
+    assert!(!args.contains("area_002"), "{args}");
 
     // ---- the quick commands name Old Maren, who stands here, in the
     // page's language; an attack waits in the input to be confirmed, and
@@ -587,7 +590,7 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     )
     .await;
 
-    // ---- a click on a reachable place asks to go there
+    // ---- a click on a reachable place asks to go there, by its name
     click(
         &player,
         "#map .area.reachable[data-area-id='area_004'] .node",
@@ -658,19 +661,38 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     )
     .await;
 
-    // ---- a refused move is a short summary, and the story goes on
+    // ---- a refused move says in words what went wrong, and the story goes on
     say(&player, "go to area_009").await;
+    let failed =
+        ".tool[data-tool='move'][data-status='error'][data-error-code='INVALID_ARGS'] .tool-fail";
     wait_both(
         &player,
         &spectator,
         "the failed move's summary",
-        &format!(
-            "{} && {}",
-            query(".tool[data-tool='move'][data-status='error'] .tool-fail .code"),
-            on_map("area_004")
-        ),
+        &format!("{} && {}", query(failed), on_map("area_004")),
     )
     .await;
+    // In the reader's language: the spectator reads Chinese.
+    let last_failed =
+        "[...document.querySelectorAll('.tool-summary.has-failed')].pop().textContent";
+    for (page, c, words) in [
+        ("play", &player, "That way is not open from here."),
+        ("spectator", &spectator, "此路不通。"),
+    ] {
+        let summary = wait(c, page, "the failed move's summary line", last_failed).await;
+        assert!(
+            summary.as_str().unwrap().contains(words),
+            "{page}: {summary}"
+        );
+        let card = wait(
+            c,
+            page,
+            "the failed move's card",
+            &format!("{}.textContent", query(failed)),
+        )
+        .await;
+        assert_eq!(card, words, "{page}");
+    }
 
     // ---- damage from elsewhere: the HP bar moves on the card and the sheet
     direct_call(
@@ -691,6 +713,18 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         ),
     )
     .await;
+    // Told as a heart with the change, the card closed behind it.
+    let direct = wait(
+        &player,
+        "play",
+        "the direct action's summary line",
+        &format!(
+            "{}.innerText",
+            query(".turn.direct .tool-summary[aria-expanded='false']")
+        ),
+    )
+    .await;
+    assert!(direct.as_str().unwrap().contains("−5"), "{direct}");
 
     // Pictures once the token has stopped and the new areas are drawn as usual.
     wait_map_at_rest(&player, "play").await;
@@ -797,7 +831,7 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     let typed = json!([
         "go to area_002",
         "roll 2d6+1",
-        "go to area_004",
+        "go to Hall of Wicks",
         "explore crystal caves",
         "掷 1d20",
         "scout misty marsh",
