@@ -89,6 +89,8 @@ struct Words {
     done: &'static str,
     quests_done: &'static str,
     unknown: (&'static str, &'static str),
+    /// How a place beyond the next steps is told: the way there.
+    far: &'static str,
 }
 
 const ENGLISH: Words = Words {
@@ -118,6 +120,7 @@ const ENGLISH: Words = Words {
     done: "Quest complete: \"Oil for the Last Lamp\"",
     quests_done: "Quests done: \"Oil for the Last Lamp\".",
     unknown: ("go to the moon", "I know of no place called \"the moon\""),
+    far: "the way there goes through the Flooded Stair",
 };
 
 const CHINESE: Words = Words {
@@ -146,6 +149,7 @@ const CHINESE: Words = Words {
     done: "任务完成：“最后一盏灯的灯油”",
     quests_done: "已完成的任务：“最后一盏灯的灯油”。",
     unknown: ("去 月亮", "我不知道附近有叫“月亮”的地方"),
+    far: "得先经过淹没阶梯",
 };
 
 /// The fight's rules as docs/protocol.md §9.3 states them: the hero's d20
@@ -304,6 +308,16 @@ async fn play_the_demo(w: &Words) {
     let t = p.turn(w.unknown.0).await;
     assert!(!t.called("move"));
     assert!(t.reply.contains(w.unknown.1), "{}", t.reply);
+
+    // A place on the map's far side (a click on it) is named, with the
+    // way there, and nobody moves.
+    let t = p.turn(&(w.go)(w.heart)).await;
+    assert!(!t.called("move"), "{:?}", t.tools);
+    assert!(
+        t.reply.contains(w.heart) && t.reply.contains(w.far),
+        "{}",
+        t.reply
+    );
 
     // Items in the area can be taken, called as the player calls them.
     let t = p.turn(w.take_lantern).await;

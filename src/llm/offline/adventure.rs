@@ -15,7 +15,8 @@
 //!    the ways on (`move_options`);
 //! 2. the sheets of the characters here (`get_character_stats`, at most
 //!    [`MAX_PEOPLE_LOOKED_AT`]), to know who is still standing;
-//! 3. the act itself (`get_npc_profile`, `add_inventory`,
+//! 3. the act itself (`get_npc_profile` with, in English, the `line`
+//!    listing; `add_inventory`,
 //!    `update_inventory` and, finishing a quest, `create_draft_content`,
 //!    `roll_dice` then `hp_delta`), then the narration.
 //!
@@ -26,6 +27,11 @@
 //! - a quest (type `quest`) with an item's slug among its tags is finished
 //!   by using that item in the quest's place (its `area_id`, or an area id
 //!   among its tags) while no one else stands there;
+//! - what a person says when talked to, in the first person after their
+//!   profile's greeting, is a draft entry of type `line` whose
+//!   `content_id` is `line_<character id>` (its Chinese: the `name_zh`
+//!   entry `zh_line_<character id>`); the demo's Old Maren says there
+//!   where the oil her quest needs lies;
 //! - a Chinese name is a draft entry of type `name_zh` (a draft, so that
 //!   players' searches do not return it) whose `content_id` is
 //!   `zh_<id>` (an area, character or `item_<slug>` id): its title is the

@@ -579,7 +579,14 @@ fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
             ];
             LINES[word_hash(text) % LINES.len()]
         };
-        format!("你在{area}。{line}可以说“帮助”看全部命令。")
+        // The context names places in English: a Chinese answer names
+        // the place only when its name is Chinese already (reading the
+        // campaign's Chinese names would cost a tool call for a word).
+        if has_cjk(area) {
+            format!("你在{area}。{line}可以说“帮助”看全部命令。")
+        } else {
+            format!("{line}可以说“帮助”看全部命令。")
+        }
     } else {
         let line = if has(&["hello", "hi ", "hey", "anyone", "greet"]) || lower == "hi" {
             "Your voice carries over the water. To speak with someone, say \"talk to <name>\"; \"look\" shows who is here."
@@ -1640,6 +1647,14 @@ mod tests {
         assert!(help.text.contains("attack <foe>"), "{}", help.text);
         let zh = gm.answer(&request("帮助"));
         assert!(zh.text.contains("攻击 <敌人>"), "{}", zh.text);
+        // The test map's places have English names only: a Chinese
+        // answer leaves them out.
+        let zh = gm.answer(&request("你好"));
+        assert!(
+            !zh.text.contains("Hall") && zh.text.contains("说话"),
+            "{}",
+            zh.text
+        );
     }
 
     #[test]
