@@ -542,10 +542,13 @@ fn talk_to(f: &Facts<'_>, who: &str) -> Next {
         return Next::Calls(calls);
     };
     // They speak in the first person: their greeting (the profile's first
-    // template; the campaign's Chinese for it) and what the campaign has
-    // them say (a `line` entry, or its Chinese), which carries their
-    // quest's hint. Their persona and background describe them to a game
-    // master; they are never quoted.
+    // template; in Chinese, the body of their `name_zh` entry, which
+    // translates it) and what the campaign has them say (a `line` entry,
+    // or its Chinese), which carries their quest's hint. Their persona and
+    // background describe them to a game master; they are never quoted.
+    let greeting = profile["greeting_templates"][0]
+        .as_str()
+        .unwrap_or_default();
     let (greeting, line) = if f.zh {
         let said = |key: &str| {
             f.zh_names
@@ -553,13 +556,15 @@ fn talk_to(f: &Facts<'_>, who: &str) -> Next {
                 .map(|(_, body)| body.clone())
                 .unwrap_or_default()
         };
-        (said(id), said(&format!("line_{id}")))
+        let greeting = if greeting.is_empty() {
+            String::new()
+        } else {
+            said(id)
+        };
+        (greeting, said(&format!("line_{id}")))
     } else {
         (
-            profile["greeting_templates"][0]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            greeting.to_owned(),
             f.lines.get(id).cloned().unwrap_or_default(),
         )
     };
@@ -1224,6 +1229,10 @@ mod tests {
         );
         assert!(text.contains("I came down from the surface"), "{text}");
         assert!(!text.contains("He came down"), "{text}");
+        // The same in Chinese, his greeting said once.
+        let (_, text) = play(&mut state, Act::TalkTo("淤泥修士".into()), true);
+        assert_eq!(text.matches("潮水把你带到了这里").count(), 1, "{text}");
+        assert!(text.contains("我从水面上下来"), "{text}");
     }
 
     #[test]
