@@ -420,8 +420,12 @@ impl OfflineGameMaster {
             });
         }
         if let [Intent::Adventure(act)] = intents.as_slice() {
-            if results.iter().any(|(_, r)| failed(r)) {
-                return narrate_results(req, &results, &intents, zh);
+            let failures: Vec<(&str, &Value)> =
+                results.iter().filter(|(_, r)| failed(r)).copied().collect();
+            if !failures.is_empty() {
+                // The survey's results are the game master's own reading:
+                // only what went wrong is told.
+                return narrate_results(req, &failures, &intents, zh);
             }
             return match adventure::next(act, &req.context, &results, actor, zh) {
                 Next::Calls(calls) => tool_calls(calls, results.len()),
