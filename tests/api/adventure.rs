@@ -91,6 +91,9 @@ struct Words {
     unknown: (&'static str, &'static str),
     /// How a place beyond the next steps is told: the way there.
     far: &'static str,
+    /// Commands that read the game (ways on, sheet, map, records), each
+    /// with a word its answer holds.
+    readings: [(&'static str, &'static str); 4],
 }
 
 const ENGLISH: Words = Words {
@@ -121,6 +124,12 @@ const ENGLISH: Words = Words {
     quests_done: "Quests done: \"Oil for the Last Lamp\".",
     unknown: ("go to the moon", "I know of no place called \"the moon\""),
     far: "the way there goes through the Flooded Stair",
+    readings: [
+        ("where can I go", "the Flooded Stair"),
+        ("status", "Healing Potion ×1"),
+        ("map", "9 places"),
+        ("search lantern", "The Heart Lantern"),
+    ],
 };
 
 const CHINESE: Words = Words {
@@ -150,6 +159,12 @@ const CHINESE: Words = Words {
     quests_done: "已完成的任务：“最后一盏灯的灯油”。",
     unknown: ("去 月亮", "我不知道附近有叫“月亮”的地方"),
     far: "得先经过淹没阶梯",
+    readings: [
+        ("我能去哪", "淹没阶梯"),
+        ("状态", "治疗药水 ×1"),
+        ("地图", "9 个地点"),
+        ("搜索 灯笼", "无油之灯"),
+    ],
 };
 
 /// The fight's rules as docs/protocol.md §9.3 states them: the hero's d20
@@ -303,6 +318,12 @@ async fn play_the_demo(w: &Words) {
         "{}",
         t.reply
     );
+
+    // What the game reads out is in the player's language too.
+    for (command, says) in w.readings {
+        let t = p.turn(command).await;
+        assert!(t.reply.contains(says), "{command}: {}", t.reply);
+    }
 
     // An unknown place is said to be unknown.
     let t = p.turn(w.unknown.0).await;

@@ -543,10 +543,15 @@ pub(super) fn results(
                     r["areas"].as_array().map_or(0, Vec::len),
                     r["routes"].as_array().map_or(0, Vec::len),
                 );
-                if zh {
-                    format!("地图上有 {areas} 个地点，{routes} 条道路。")
-                } else {
-                    format!("The map shows {areas} places joined by {routes} routes.")
+                // Routes are listed only when asked for: none listed is
+                // not "no routes".
+                match (routes, zh) {
+                    (0, true) => format!("地图上有 {areas} 个地点。"),
+                    (0, false) => format!("The map shows {areas} places."),
+                    (_, true) => format!("地图上有 {areas} 个地点，{routes} 条道路。"),
+                    (_, false) => {
+                        format!("The map shows {areas} places joined by {routes} routes.")
+                    }
                 }
             }
             _ => {
