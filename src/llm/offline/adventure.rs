@@ -177,6 +177,9 @@ struct Facts<'a> {
     aliases: HashMap<String, Vec<String>>,
     /// What people say (English), by character id.
     lines: HashMap<String, String>,
+    /// The map's areas' (English) names by id: the context's, and the
+    /// site map's, which names the areas the context leaves out.
+    areas: HashMap<String, String>,
     exits: Option<&'a Value>,
     profile: Option<&'a Value>,
     rolls: Vec<&'a Value>,
@@ -188,7 +191,12 @@ struct Facts<'a> {
 }
 
 impl<'a> Facts<'a> {
-    fn read(results: &'a [(&'a str, &'a Value)], actor_id: &'a str, zh: bool, turn: u64) -> Self {
+    fn read(
+        results: &'a [(&'a str, &'a Value)],
+        context: &Value,
+        actor_id: &'a str,
+        zh: bool,
+    ) -> Self {
         fn of<'r>(
             results: &'r [(&'r str, &'r Value)],
             tool: &'r str,
@@ -229,6 +237,15 @@ impl<'a> Facts<'a> {
                 aliases.entry(id.to_owned()).or_default().extend(tags(e));
             }
         }
+        let areas = [
+            site.map_or(&Value::Null, |s| &s["areas"]),
+            &context["areas"],
+        ]
+        .into_iter()
+        .filter_map(|list| list.as_array())
+        .flatten()
+        .map(|a| (str_of(&a["area_id"]), str_of(&a["name"])))
+        .collect();
         let lines = listed(results, LINE_TYPE)
             .filter_map(|e| {
                 let id = e["id"].as_str()?.strip_prefix("line_")?;
@@ -237,8 +254,9 @@ impl<'a> Facts<'a> {
             .collect();
         Facts {
             zh,
-            turn,
+            turn: context["turn"].as_u64().unwrap_or_default(),
             lines,
+            areas,
             actor_id,
             actor,
             items_here: {
@@ -411,8 +429,7 @@ pub(super) fn next(
     actor_id: &str,
     zh: bool,
 ) -> Next {
-    let turn = context["turn"].as_u64().unwrap_or_default();
-    let facts = Facts::read(results, actor_id, zh, turn);
+    let facts = Facts::read(results, context, actor_id, zh);
     if !facts.surveyed {
         let mut calls = vec![
             ("get_character_stats", json!({"character_id": actor_id})),
@@ -726,16 +743,15 @@ fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
             format!("\"{title}\" is already done; the {name} is not needed for it any more.")
         });
     }
-    let quest_area = quest_place(quest, &f.here, context);
+    let quest_area = quest_place(quest, &f.here, &f.areas);
     if quest_area != f.here {
-        let english = context["areas"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|a| a["area_id"] == quest_area.as_str())
-            .map(|a| str_of(&a["name"]))
-            .unwrap_or_else(|| quest_area.clone());
-        let place = f.name(&quest_area, &english);
+        let english = f.areas.get(&quest_area).cloned().unwrap_or_default();
+        let place = match f.name(&quest_area, &english) {
+            // Never an id: a place without a name is "its place".
+            place if place.is_empty() && f.zh => "它该去的地方".to_owned(),
+            place if place.is_empty() => "its place".to_owned(),
+            place => voice::place(&place, f.zh),
+        };
         return say(if f.zh {
             format!("{name}不是在这里用的：任务“{title}”要你把它带到{place}。")
         } else {
@@ -783,8 +799,8 @@ fn use_item(f: &Facts<'_>, what: &str, context: &Value) -> Next {
 }
 
 /// Where a quest is finished: its `area_id`, else the area among its tags
-/// (this one, or one the context names); anywhere when it names none.
-fn quest_place(quest: &Value, here: &str, context: &Value) -> String {
+/// (this one, or one of the map's `areas`); anywhere when it names none.
+fn quest_place(quest: &Value, here: &str, areas: &HashMap<String, String>) -> String {
     if let Some(area) = quest["area_id"].as_str() {
         return area.to_owned();
     }
@@ -794,11 +810,7 @@ fn quest_place(quest: &Value, here: &str, context: &Value) -> String {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let known = |tag: &&&str| {
-        context["areas"]
-            .as_array()
-            .is_some_and(|areas| areas.iter().any(|a| a["area_id"] == ***tag))
-    };
+    let known = |tag: &&&str| areas.contains_key(**tag);
     tags.iter()
         .find(|t| **t == here)
         .or_else(|| tags.iter().find(known))
@@ -1305,9 +1317,25 @@ mod tests {
     }
 
     #[test]
+    fn the_oil_far_from_its_place_is_sent_there_by_name() {
+        for (zh, oil, says) in [
+            (false, "the oil", "wants it at the Heart Lantern"),
+            (true, "密封灯油", "要你把它带到心灯"),
+        ] {
+            // At the gate, four steps from the Heart Lantern: the oil is
+            // kept, and the player told where it goes, by name.
+            let mut state = at_the_heart_with_the_oil();
+            state.characters[0].area_id = AreaId::from("area_001");
+            let (tools, text) = play(&mut state, Act::Use(oil.into()), zh);
+            assert!(text.contains(says) && !text.contains("area_"), "{text}");
+            assert!(!tools.contains(&"update_inventory"), "{tools:?}");
+        }
+    }
+
+    #[test]
     fn a_quests_place_is_its_area_or_an_area_among_its_tags() {
-        let context = json!({"areas": [{"area_id": "area_009"}]});
-        let quest = |q: Value| quest_place(&q, "area_001", &context);
+        let areas = HashMap::from([("area_009".to_owned(), "Heart".to_owned())]);
+        let quest = |q: Value| quest_place(&q, "area_001", &areas);
         assert_eq!(
             quest(json!({"area_id": "area_005", "tags": ["area_009"]})),
             "area_005"
