@@ -487,13 +487,13 @@ fn look(f: &Facts<'_>, context: &Value) -> Next {
         .and_then(|e| e["options"].as_array())
         .into_iter()
         .flatten()
-        .map(|o| f.name(&str_of(&o["area_id"]), &str_of(&o["name"])))
+        .map(|o| voice::place(&f.name(&str_of(&o["area_id"]), &str_of(&o["name"])), f.zh))
         .collect();
     let ways = match (exits.is_empty(), f.zh) {
         (true, true) => "从这里无路可走。".to_owned(),
         (true, false) => "There is no way on from here.".to_owned(),
-        (false, true) => format!("可以前往：{}。", exits.join("、")),
-        (false, false) => format!("Ways on: {}.", exits.join(", ")),
+        (false, true) => format!("从这里可以前往{}。", voice::list(&exits, true)),
+        (false, false) => format!("From here you can go to {}.", voice::list(&exits, false)),
     };
     let mut text = if f.zh {
         format!("{name}。{description}{}{ways}", f.who_and_what())
