@@ -15,6 +15,11 @@
 //! most [`MAX_COMMANDS_PER_MESSAGE`] of them, and a message with more runs
 //! none and says so.
 //!
+//! What the tools did is told by `narrate.rs`, the adventure's acts by
+//! `adventure.rs`, both in the phrasings of `voice.rs`: said several ways,
+//! chosen by the turn's number, so consecutive moves never read the same
+//! and a game told again reads the same.
+//!
 //! For measuring the runtime rather than a model it can wait a fixed time
 //! before each answer (`QUESTD_OFFLINE_LATENCY_MS`). The wait is a timer
 //! inside the answer's stream, so it holds no thread and thousands of turns
