@@ -40,12 +40,22 @@ impl Transcript {
 struct Player {
     ws: Ws,
     transcript: Transcript,
+    chinese: bool,
 }
 
 impl Player {
     async fn turn(&mut self, text: &str) -> Turn {
         let t = turn(&mut self.ws, text).await;
         self.transcript.add(&format!("> {text}\n{}\n\n", t.reply));
+        // The demo names everything in Chinese too: a Chinese story holds
+        // no Latin letter (no English word, no id).
+        if self.chinese {
+            assert!(
+                !t.reply.chars().any(|c| c.is_ascii_alphabetic()),
+                "{text}: {}",
+                t.reply
+            );
+        }
         t
     }
 }
@@ -60,6 +70,8 @@ struct Words {
     alcove: &'static str,
     talk_maren: &'static str,
     maren_says: &'static str,
+    /// Where Maren says the oil is.
+    maren_hint: &'static str,
     take_lantern: &'static str,
     route: [&'static str; 3],
     take_oil: &'static str,
@@ -77,6 +89,11 @@ struct Words {
     done: &'static str,
     quests_done: &'static str,
     unknown: (&'static str, &'static str),
+    /// How a place beyond the next steps is told: the way there.
+    far: &'static str,
+    /// Commands that read the game (ways on, sheet, map, records), each
+    /// with a word its answer holds.
+    readings: [(&'static str, &'static str); 4],
 }
 
 const ENGLISH: Words = Words {
@@ -88,6 +105,7 @@ const ENGLISH: Words = Words {
     alcove: "Lamplighter's Alcove",
     talk_maren: "talk to Old Maren",
     maren_says: "Have you brought oil, or only questions?",
+    maren_hint: "under the collapsed stalls of the Drowned Market",
     // The gate is hung with lanterns; its item is a lamp, also called one.
     take_lantern: "pick up the lantern",
     route: ["Hall of Wicks", "Tide Archive", "Drowned Market"],
@@ -105,6 +123,13 @@ const ENGLISH: Words = Words {
     done: "Quest complete: \"Oil for the Last Lamp\"",
     quests_done: "Quests done: \"Oil for the Last Lamp\".",
     unknown: ("go to the moon", "I know of no place called \"the moon\""),
+    far: "the way there goes through the Flooded Stair",
+    readings: [
+        ("where can I go", "the Flooded Stair"),
+        ("status", "Healing Potion ×1"),
+        ("map", "9 places"),
+        ("search lantern", "The Heart Lantern"),
+    ],
 };
 
 const CHINESE: Words = Words {
@@ -116,6 +141,7 @@ const CHINESE: Words = Words {
     alcove: "点灯人小室",
     talk_maren: "和老玛伦说话",
     maren_says: "你是带来了灯油，还是只带来了问题？",
+    maren_hint: "卡在溺水集市倒塌的摊位下",
     take_lantern: "拿起灯笼",
     route: ["灯芯大厅", "潮汐档案馆", "溺水集市"],
     take_oil: "拿 密封灯油",
@@ -132,6 +158,13 @@ const CHINESE: Words = Words {
     done: "任务完成：“最后一盏灯的灯油”",
     quests_done: "已完成的任务：“最后一盏灯的灯油”。",
     unknown: ("去 月亮", "我不知道附近有叫“月亮”的地方"),
+    far: "得先经过淹没阶梯",
+    readings: [
+        ("我能去哪", "淹没阶梯"),
+        ("状态", "治疗药水 ×1"),
+        ("地图", "9 个地点"),
+        ("搜索 灯笼", "无油之灯"),
+    ],
 };
 
 /// The fight's rules as docs/protocol.md §9.3 states them: the hero's d20
@@ -269,6 +302,7 @@ async fn play_the_demo(w: &Words) {
     let mut p = Player {
         ws,
         transcript: Transcript::new(w.lang),
+        chinese: w.lang == "zh",
     };
 
     // Looking around names the place, what lies here and the ways on.
@@ -285,10 +319,26 @@ async fn play_the_demo(w: &Words) {
         t.reply
     );
 
+    // What the game reads out is in the player's language too.
+    for (command, says) in w.readings {
+        let t = p.turn(command).await;
+        assert!(t.reply.contains(says), "{command}: {}", t.reply);
+    }
+
     // An unknown place is said to be unknown.
     let t = p.turn(w.unknown.0).await;
     assert!(!t.called("move"));
     assert!(t.reply.contains(w.unknown.1), "{}", t.reply);
+
+    // A place on the map's far side (a click on it) is named, with the
+    // way there, and nobody moves.
+    let t = p.turn(&(w.go)(w.heart)).await;
+    assert!(!t.called("move"), "{:?}", t.tools);
+    assert!(
+        t.reply.contains(w.heart) && t.reply.contains(w.far),
+        "{}",
+        t.reply
+    );
 
     // Items in the area can be taken, called as the player calls them.
     let t = p.turn(w.take_lantern).await;
@@ -297,13 +347,14 @@ async fn play_the_demo(w: &Words) {
     assert_eq!(added[0]["added"][0]["slug"], "green_glass_lamp");
     assert!(t.reply.contains(w.lantern), "{}", t.reply);
 
-    // Old Maren speaks from her profile.
+    // Old Maren speaks from her profile, and says where the oil is.
     let t = p.turn(&(w.go)(w.alcove)).await;
     assert_eq!(t.results("move")[0]["area"]["area_id"], "area_002");
     assert!(t.reply.contains(w.alcove), "{}", t.reply);
     let t = p.turn(w.talk_maren).await;
     assert!(t.called("get_npc_profile"), "{:?}", t.tools);
     assert!(t.reply.contains(w.maren_says), "{}", t.reply);
+    assert!(t.reply.contains(w.maren_hint), "{}", t.reply);
 
     for place in w.route {
         let t = p.turn(&(w.go)(place)).await;
@@ -375,7 +426,11 @@ async fn play_the_demo(w: &Words) {
 
     // The server restarts: the quest is still done, and looking around says
     // so; the oil, used up, is not back at the market to finish it again.
-    let Player { ws, mut transcript } = p;
+    let Player {
+        ws,
+        mut transcript,
+        chinese,
+    } = p;
     drop(ws);
     app.stop().await;
     drop(app);
@@ -384,7 +439,11 @@ async fn play_the_demo(w: &Words) {
     let (ws, _) = app
         .connect_once_ready(&s.session_id, &s.player_token, None)
         .await;
-    let mut p = Player { ws, transcript };
+    let mut p = Player {
+        ws,
+        transcript,
+        chinese,
+    };
     let t = p.turn(w.look).await;
     assert!(
         t.reply.starts_with(w.heart) && t.reply.contains(w.quests_done),

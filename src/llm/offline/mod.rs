@@ -15,12 +15,19 @@
 //! most [`MAX_COMMANDS_PER_MESSAGE`] of them, and a message with more runs
 //! none and says so.
 //!
+//! What the tools did is told by `narrate.rs`, the adventure's acts by
+//! `adventure.rs`, both in the phrasings of `voice.rs`: said several ways,
+//! chosen by the turn's number, so consecutive moves never read the same
+//! and a game told again reads the same.
+//!
 //! For measuring the runtime rather than a model it can wait a fixed time
 //! before each answer (`QUESTD_OFFLINE_LATENCY_MS`). The wait is a timer
 //! inside the answer's stream, so it holds no thread and thousands of turns
 //! can wait at once, as they do on a real model.
 
 mod adventure;
+mod narrate;
+mod voice;
 mod words;
 
 use std::collections::HashMap;
@@ -40,7 +47,8 @@ use crate::game::HistoryEntry;
 use crate::game::names::has_cjk;
 use crate::ids::CallId;
 use adventure::{Act, Next};
-use words::{cut_at_boundary, names, without_article};
+use narrate::{Asked, failed, far_lookup, map_holds_more, names_things};
+use words::{names, without_article};
 
 /// The built-in game master. `OfflineGameMaster::default()` answers at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -306,9 +314,38 @@ fn resolve_area(
         .and_then(|a| a["area_id"].as_str().map(str::to_owned))
 }
 
-/// Whether a tool result is an error.
-fn failed(result: &Value) -> bool {
-    result["status"].is_string() && result.get("reason").is_some()
+/// Narrates what this turn's tools did, from what the player's commands
+/// asked for ([`Asked`]).
+fn narrate_results(
+    req: &ModelRequest,
+    results: &[(&str, &Value)],
+    intents: &[Intent],
+    zh: bool,
+) -> ModelReply {
+    let names = adventure::zh_names(results);
+    let asked = Asked {
+        unknown: intents.iter().find_map(|i| match i {
+            Intent::Go(target) if resolve_area(&req.context, target, &names).is_none() => {
+                Some(target.as_str())
+            }
+            _ => None,
+        }),
+        targets: intents
+            .iter()
+            .filter_map(|i| match i {
+                Intent::Go(target) => resolve_area(&req.context, target, &names),
+                _ => None,
+            })
+            .collect(),
+        dice: intents
+            .iter()
+            .filter_map(|i| match i {
+                Intent::Roll(expr) => Some(expr.as_str()),
+                _ => None,
+            })
+            .collect(),
+    };
+    narrate::results(&req.context, results, &asked, names, zh)
 }
 
 impl OfflineGameMaster {
@@ -388,8 +425,12 @@ impl OfflineGameMaster {
             });
         }
         if let [Intent::Adventure(act)] = intents.as_slice() {
-            if results.iter().any(|(_, r)| failed(r)) {
-                return narrate_results(req, &results, &intents, zh);
+            let failures: Vec<(&str, &Value)> =
+                results.iter().filter(|(_, r)| failed(r)).copied().collect();
+            if !failures.is_empty() {
+                // The survey's results are the game master's own reading:
+                // only what went wrong is told.
+                return narrate_results(req, &failures, &intents, zh);
             }
             return match adventure::next(act, &req.context, &results, actor, zh) {
                 Next::Calls(calls) => tool_calls(calls, results.len()),
@@ -410,15 +451,25 @@ impl OfflineGameMaster {
         let zh_names = adventure::zh_names(&results);
         let only_lookups = results.iter().all(|(t, r)| adventure::is_listing(t, r));
         if !only_lookups {
-            let moved = results
-                .iter()
-                .any(|(t, _)| matches!(*t, "move" | "move_options"));
-            if zh && moved && !adventure::zh_listed(&results) {
-                // Name the places in Chinese when the campaign has the names.
+            if zh && names_things(&results) && !adventure::zh_listed(&results) {
+                // Name places, people and things in Chinese when the
+                // campaign has the names.
                 return tool_calls(
                     vec![adventure::listing(adventure::NAME_ZH_TYPE)],
                     results.len(),
                 );
+            }
+            let unknown = intents.iter().any(|i| match i {
+                Intent::Go(target) => resolve_area(&req.context, target, &zh_names).is_none(),
+                _ => false,
+            });
+            if unknown
+                && map_holds_more(&req.context)
+                && !results.iter().any(|(t, _)| *t == "get_site_map")
+            {
+                // A place farther than the context names (a click on the
+                // map's far side): the whole map says where it lies.
+                return tool_calls(vec![far_lookup()], results.len());
             }
             return narrate_results(req, &results, &intents, zh);
         }
@@ -568,7 +619,14 @@ fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
             ];
             LINES[word_hash(text) % LINES.len()]
         };
-        format!("你在{area}。{line}可以说“帮助”看全部命令。")
+        // The context names places in English: a Chinese answer names
+        // the place only when its name is Chinese already (reading the
+        // campaign's Chinese names would cost a tool call for a word).
+        if has_cjk(area) {
+            format!("你在{area}。{line}可以说“帮助”看全部命令。")
+        } else {
+            format!("{line}可以说“帮助”看全部命令。")
+        }
     } else {
         let line = if has(&["hello", "hi ", "hey", "anyone", "greet"]) || lower == "hi" {
             "Your voice carries over the water. To speak with someone, say \"talk to <name>\"; \"look\" shows who is here."
@@ -598,216 +656,6 @@ fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
 fn word_hash(text: &str) -> usize {
     text.bytes()
         .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize))
-}
-
-/// Longest stretch of a record quoted in a search answer, in characters.
-const QUOTE_CHARS: usize = 160;
-
-/// Narrates what this turn's tools did (the campaign listings it read
-/// along the way are not told).
-fn narrate_results(
-    req: &ModelRequest,
-    results: &[(&str, &Value)],
-    intents: &[Intent],
-    zh: bool,
-) -> ModelReply {
-    let names = adventure::zh_names(results);
-    let zh_name = |id: &Value, english: String| match names.get(id.as_str().unwrap_or_default()) {
-        Some((name, _)) if zh && !name.is_empty() => name.clone(),
-        _ => english,
-    };
-    let unknown: Option<&String> = intents.iter().find_map(|i| match i {
-        Intent::Go(target) if resolve_area(&req.context, target, &names).is_none() => Some(target),
-        _ => None,
-    });
-    let mut parts = Vec::new();
-    let mut dialog_type = "narration";
-    for (tool, r) in results {
-        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        if failed(r) {
-            parts.push(if zh {
-                format!("没能成功：{}。", s(&r["message"]))
-            } else {
-                format!("That did not work: {}.", s(&r["message"]))
-            });
-            continue;
-        }
-        if adventure::is_listing(tool, r) {
-            continue;
-        }
-        parts.push(match *tool {
-            "move" => {
-                dialog_type = "scene_description";
-                let area = &r["area"];
-                let (name, desc) = match names.get(area["area_id"].as_str().unwrap_or_default()) {
-                    Some((name, desc)) if zh => (name.clone(), desc.clone()),
-                    _ => (s(&area["name"]), s(&area["description"])),
-                };
-                if zh {
-                    format!("你来到了{name}。{desc}")
-                } else {
-                    format!("You make your way to {name}. {desc}")
-                }
-            }
-            "move_options" => {
-                let here = zh_name(&r["area"]["area_id"], s(&r["area"]["name"]));
-                let opts: Vec<String> = r["options"]
-                    .as_array()
-                    .map(|o| {
-                        o.iter()
-                            .map(|a| {
-                                format!(
-                                    "{} ({})",
-                                    zh_name(&a["area_id"], s(&a["name"])),
-                                    s(&a["area_id"])
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let mut text = match unknown {
-                    Some(place) if zh => format!("我不知道附近有叫“{place}”的地方。"),
-                    Some(place) => format!("I know of no place called \"{place}\" near here. "),
-                    None => String::new(),
-                };
-                text.push_str(&if opts.is_empty() {
-                    if zh {
-                        format!("从{here}无路可走。")
-                    } else {
-                        format!("There is no way onward from {here}.")
-                    }
-                } else if zh {
-                    format!("从{here}你可以前往：{}。", opts.join("、"))
-                } else {
-                    format!("From {here} you can go to: {}.", opts.join(", "))
-                });
-                text
-            }
-            "roll_dice" => {
-                let rolls: Vec<String> = r["rolls"]
-                    .as_array()
-                    .map(|a| a.iter().map(|v| v.to_string()).collect())
-                    .unwrap_or_default();
-                let (expr, total) = (s(&r["dice"]), r["total"].to_string());
-                if zh {
-                    format!("你掷出 {expr}：[{}]，总计 {total}。", rolls.join(", "))
-                } else {
-                    format!("You roll {expr}: [{}], total {total}.", rolls.join(", "))
-                }
-            }
-            "map_generate" => {
-                dialog_type = "scene_description";
-                let names: Vec<String> = r["areas"]
-                    .as_array()
-                    .map(|a| a.iter().map(|x| s(&x["name"])).collect())
-                    .unwrap_or_default();
-                if zh {
-                    format!("新的道路展开，通向：{}。", names.join("、"))
-                } else {
-                    format!("New ways open before you: {}.", names.join(", "))
-                }
-            }
-            "get_character_stats" => {
-                let inv: Vec<String> = r["inventory"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|i| format!("{} ×{}", s(&i["name"]), i["quantity"]))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let (name, hp, max, level, area) = (
-                    s(&r["name"]),
-                    &r["hp"],
-                    &r["max_hp"],
-                    &r["level"],
-                    s(&r["area_name"]),
-                );
-                if zh {
-                    format!(
-                        "{name}：生命 {hp}/{max}，等级 {level}，位于{area}。携带：{}。",
-                        inv.join("、")
-                    )
-                } else {
-                    format!(
-                        "{name}: HP {hp}/{max}, level {level}, in {area}. Carrying: {}.",
-                        inv.join(", ")
-                    )
-                }
-            }
-            "hp_delta" => {
-                let (id, before, hp) = (s(&r["character_id"]), &r["hp_before"], &r["hp"]);
-                if zh {
-                    format!("{id} 的生命值 {before} → {hp}。")
-                } else {
-                    format!("{id}'s HP goes from {before} to {hp}.")
-                }
-            }
-            "generate_zone" => {
-                let names: Vec<String> = r["zones"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|z| format!("{} ({})", s(&z["name"]), s(&z["zone_id"])))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if zh {
-                    format!("远方出现了新的地带：{}。", names.join("、"))
-                } else {
-                    format!("Scouting reveals new lands: {}.", names.join(", "))
-                }
-            }
-            "search_content" => {
-                let titles: Vec<String> = r["results"]
-                    .as_array()
-                    .map(|a| a.iter().map(|x| s(&x["title"])).collect())
-                    .unwrap_or_default();
-                // The best record is quoted, cut where a sentence or word ends.
-                let quote = cut_at_boundary(
-                    r["items"][0]["body"].as_str().unwrap_or_default(),
-                    QUOTE_CHARS,
-                );
-                match (titles.is_empty(), zh) {
-                    (true, true) => "没有找到相关的记载。".to_owned(),
-                    (true, false) => "The archives hold nothing on that.".to_owned(),
-                    (false, true) => format!(
-                        "你找到了这些记载：{}。{}：“{quote}”",
-                        titles.join("、"),
-                        titles[0]
-                    ),
-                    (false, false) => format!(
-                        "You find these records: {}. {}: \"{quote}\"",
-                        titles.join(", "),
-                        titles[0]
-                    ),
-                }
-            }
-            "get_site_map" => {
-                let (areas, routes) = (
-                    r["areas"].as_array().map_or(0, Vec::len),
-                    r["routes"].as_array().map_or(0, Vec::len),
-                );
-                if zh {
-                    format!("地图上有 {areas} 个地点，{routes} 条道路。")
-                } else {
-                    format!("The map shows {areas} places joined by {routes} routes.")
-                }
-            }
-            other => {
-                if zh {
-                    format!("{other} 完成了。")
-                } else {
-                    format!("{other} is done.")
-                }
-            }
-        });
-    }
-    ModelReply {
-        text: parts.join(" "),
-        dialog_type: Some(dialog_type.into()),
-        ..ModelReply::default()
-    }
 }
 
 impl Provider for OfflineGameMaster {
@@ -1097,7 +945,172 @@ mod tests {
         let reply = OfflineGameMaster::default().answer(&req);
         assert_eq!(
             reply.text,
-            "I know of no place called \"the moon\" near here. From Hall you can go to: Side Room (area_002)."
+            "I know of no place called \"the moon\" near here. From the Hall you can go to the Side Room."
+        );
+    }
+
+    /// Adds a tool's result to the turn of `req`.
+    fn answered(req: &mut ModelRequest, tool: &str, content: Value) {
+        let n = req.messages.len();
+        req.messages.push(Arc::new(HistoryEntry::ToolResult {
+            turn_id: "turn_1".into(),
+            call_id: CallId::from(format!("call_{n}")),
+            tool: tool.into(),
+            content: content.to_string(),
+        }));
+    }
+
+    /// The campaign's Chinese names of the test map, as its listing answers.
+    fn chinese_names() -> Value {
+        let zh = |id: &str, title: &str| json!({"id": format!("zh_{id}"), "content_type": "name_zh", "title": title, "body": ""});
+        json!({"query": "", "items": [
+            zh("area_001", "大厅"), zh("area_002", "侧室"), zh("area_003", "远厅"), zh("pc_001", "艾拉"),
+        ]})
+    }
+
+    /// The game master's answer to `text` once `tool` answered `result`
+    /// (and, in Chinese, the campaign's names were read), in turn `turn`.
+    fn told(text: &str, turn: u64, tool: &str, result: Value) -> ModelReply {
+        let mut req = request(text);
+        Arc::make_mut(&mut req.context)["turn"] = json!(turn);
+        answered(&mut req, tool, result);
+        if has_cjk(text) {
+            answered(&mut req, "search_content", chinese_names());
+        }
+        OfflineGameMaster::default().answer(&req)
+    }
+
+    #[test]
+    fn twenty_moves_read_at_least_five_ways_and_never_twice_alike() {
+        for (go, place) in [("go to side room", "Side Room"), ("去 侧室", "侧室")] {
+            let arrived =
+                json!({"area": {"area_id": "area_002", "name": "Side Room", "description": ""}});
+            let said: Vec<String> = (1..=20)
+                .map(|turn| told(go, turn, "move", arrived.clone()).text)
+                .collect();
+            for text in &said {
+                assert!(text.contains(place), "{text}");
+            }
+            for pair in said.windows(2) {
+                assert_ne!(pair[0], pair[1], "two moves in a row read the same");
+            }
+            let mut ways = said.clone();
+            ways.sort();
+            ways.dedup();
+            assert!(ways.len() >= 5, "{ways:?}");
+            // The same game told again reads the same.
+            assert_eq!(told(go, 7, "move", arrived.clone()).text, said[6]);
+        }
+        // Two moves in one message read differently too.
+        let mut req = request("go to side room then go to hall");
+        for to in ["area_002", "area_001"] {
+            answered(
+                &mut req,
+                "move",
+                json!({"area": {"area_id": to, "name": "X", "description": ""}}),
+            );
+        }
+        let text = OfflineGameMaster::default().answer(&req).text;
+        let (first, second) = text.split_once(". ").unwrap();
+        assert_ne!(
+            first.replace("X", ""),
+            second.replace("X", "").trim_end_matches('.')
+        );
+    }
+
+    #[test]
+    fn a_failed_move_is_told_with_names_not_ids() {
+        let failed = json!({"status": "error", "reason": "invalid_args", "error_code": "INVALID_ARGS",
+            "message": "area_003 is not reachable in one step from area_001; reachable: area_002"});
+        let context = json!({
+            "active_actor": {"character_id": "pc_001", "name": "Ayla"},
+            "current_area": {"area_id": "area_001", "name": "Hall", "reachable": [{"area_id": "area_002", "name": "Side Room"}]},
+            "areas": [{"area_id": "area_001", "name": "Hall"}, {"area_id": "area_002", "name": "Side Room"},
+                      {"area_id": "area_003", "name": "Far Hall"}]
+        });
+        let cases = [
+            (
+                "go to far hall",
+                "The way to the Far Hall is not open from the Hall; from here you can reach the Side Room.",
+            ),
+            ("去 远厅", "从大厅去不了远厅；从这里可以前往侧室。"),
+        ];
+        for (text, says) in cases {
+            let mut req = request(text);
+            req.context = Arc::new(context.clone());
+            answered(&mut req, "move", failed.clone());
+            if has_cjk(text) {
+                answered(&mut req, "search_content", chinese_names());
+            }
+            let reply = OfflineGameMaster::default().answer(&req);
+            assert_eq!(reply.text, says);
+            assert!(!reply.text.contains("area_"), "{}", reply.text);
+        }
+        // Refusals and failures of other tools are words too.
+        let downed = json!({"status": "rejected", "reason": "actor_state_restricted",
+            "error_code": "PERMISSION_DENIED", "message": "pc_001 is downed"});
+        let mut req = request("go to side room");
+        Arc::make_mut(&mut req.context)["active_actor"] =
+            json!({"character_id": "pc_001", "name": "Ayla", "state": "downed", "hp": 0});
+        answered(&mut req, "move", downed);
+        let text = OfflineGameMaster::default().answer(&req).text;
+        assert!(text.starts_with("Ayla is down"), "{text}");
+        let bad_dice = json!({"status": "error", "reason": "invalid_args", "error_code": "INVALID_ARGS",
+            "message": "bad dice"});
+        assert_eq!(
+            told("掷 2x7", 1, "roll_dice", bad_dice).text,
+            "骰子看不懂“2x7”；试试“掷 2d6+1”。"
+        );
+    }
+
+    #[test]
+    fn a_place_beyond_the_context_is_found_on_the_map() {
+        let mut req = request("go to the heart");
+        Arc::make_mut(&mut req.context)["areas_total"] = json!(3);
+        answered(
+            &mut req,
+            "move_options",
+            json!({"area": {"area_id": "area_001", "name": "Hall"},
+                "options": [{"area_id": "area_002", "name": "Side Room"}]}),
+        );
+        let gm = OfflineGameMaster::default();
+        let reply = gm.answer(&req);
+        assert_eq!(reply.tool_calls.len(), 1);
+        assert_eq!(reply.tool_calls[0].name, "get_site_map");
+        answered(
+            &mut req,
+            "get_site_map",
+            json!({"areas": [{"area_id": "area_001", "name": "Hall"}, {"area_id": "area_002", "name": "Side Room"},
+                             {"area_id": "area_003", "name": "Heart"}],
+                   "routes": [{"from": "area_001", "to": "area_002"}, {"from": "area_002", "to": "area_003"}]}),
+        );
+        assert_eq!(
+            gm.answer(&req).text,
+            "The Heart is more than one step from here; the way there goes through the Side Room. \
+             From the Hall you can go to the Side Room."
+        );
+    }
+
+    #[test]
+    fn a_chinese_roll_and_status_hold_no_latin_letters() {
+        let rolled = json!({"dice": "2d6+1", "rolls": [3, 4], "modifier": 1, "total": 8});
+        assert_eq!(
+            told("掷 2d6+1", 1, "roll_dice", rolled).text,
+            "你掷出2个6面骰+1：[3, 4]，总计 8。"
+        );
+        let sheet = json!({"character_id": "pc_001", "name": "Ayla", "hp": 9, "max_hp": 12, "level": 1,
+            "area_id": "area_002", "area_name": "Side Room",
+            "inventory": [{"slug": "torch", "name": "Torch", "quantity": 2}]});
+        let mut names = chinese_names();
+        names["items"].as_array_mut().unwrap().push(
+            json!({"id": "zh_item_torch", "content_type": "name_zh", "title": "火把", "body": ""}),
+        );
+        let mut req = request("状态");
+        answered(&mut req, "get_character_stats", sheet);
+        answered(&mut req, "search_content", names);
+        assert_eq!(
+            OfflineGameMaster::default().answer(&req).text,
+            "艾拉：生命 9/12，等级 1，位于侧室。携带：火把 ×2。"
         );
     }
 
@@ -1111,6 +1124,14 @@ mod tests {
         assert!(help.text.contains("attack <foe>"), "{}", help.text);
         let zh = gm.answer(&request("帮助"));
         assert!(zh.text.contains("攻击 <敌人>"), "{}", zh.text);
+        // The test map's places have English names only: a Chinese
+        // answer leaves them out.
+        let zh = gm.answer(&request("你好"));
+        assert!(
+            !zh.text.contains("Hall") && zh.text.contains("说话"),
+            "{}",
+            zh.text
+        );
     }
 
     #[test]

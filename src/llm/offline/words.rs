@@ -40,21 +40,6 @@ pub(super) fn cut_at_boundary(text: &str, max: usize) -> String {
     )
 }
 
-/// The first sentence of `text` (all of it when it has one).
-pub(super) fn first_sentence(text: &str) -> &str {
-    let text = text.trim();
-    for (at, c) in text.char_indices() {
-        let after = at + c.len_utf8();
-        if matches!(c, '。' | '！' | '？')
-            || (matches!(c, '.' | '!' | '?')
-                && text[after..].chars().next().is_none_or(char::is_whitespace))
-        {
-            return &text[..after];
-        }
-    }
-    text
-}
-
 /// Words that open what a player names without naming anything.
 const ARTICLES: [&str; 5] = ["the ", "a ", "an ", "some ", "my "];
 
@@ -158,16 +143,6 @@ mod tests {
             cut_at_boundary(&"x".repeat(50), 10),
             format!("{}…", "x".repeat(10))
         );
-    }
-
-    #[test]
-    fn first_sentences_in_both_languages() {
-        assert_eq!(first_sentence("One. Two."), "One.");
-        assert_eq!(
-            first_sentence("Mr Smith is 1.5 m tall"),
-            "Mr Smith is 1.5 m tall"
-        );
-        assert_eq!(first_sentence("一。二。"), "一。");
     }
 
     #[test]
