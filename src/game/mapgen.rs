@@ -663,7 +663,7 @@ mod tests {
         let json = serde_json::to_value(area).unwrap();
         assert_eq!(json["group"], "Crystal Caves");
         assert_eq!(json["short_name"], area.short_name.as_str());
-        let bare = serde_json::to_value(&start()).unwrap();
+        let bare = serde_json::to_value(start()).unwrap();
         assert!(bare.get("group").is_none() && bare.get("short_name").is_none());
         let back: Area = serde_json::from_value(json).unwrap();
         assert_eq!(&back, area);

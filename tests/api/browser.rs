@@ -1035,7 +1035,10 @@ fn check_map(layout: &Value, page: &str, whole: bool) -> MapCounts {
         let (id, name) = (a["id"].as_str().unwrap(), a["name"].as_str().unwrap());
         let current = a["cls"].as_str().unwrap().contains("current");
         let mine: Vec<&Value> = texts.iter().filter(|t| t["id"] == id).collect();
-        assert!(mine.len() <= 1, "{page}: one text for {id} ({name}): {mine:?}");
+        assert!(
+            mine.len() <= 1,
+            "{page}: one text for {id} ({name}): {mine:?}"
+        );
         let in_frame = within(rect(&a["box"]), frame);
         let Some(t) = mine.first() else {
             let left_to_group = whole && a["group"].as_str().is_some_and(|g| groups.contains(&g));
@@ -1043,7 +1046,10 @@ fn check_map(layout: &Value, page: &str, whole: bool) -> MapCounts {
                 !in_frame || left_to_group,
                 "{page}: {id} ({name}) is on the map without a name or number"
             );
-            assert!(!current, "{page}: the hero's place {id} is named on the map");
+            assert!(
+                !current,
+                "{page}: the hero's place {id} is named on the map"
+            );
             continue;
         };
         if t["num"] == false {
@@ -1188,7 +1194,10 @@ async fn the_map_stays_readable_after_many_explores() {
     let desktop = wait(&page, "desktop", "the map's layout", MAP_LAYOUT).await;
     screenshot(&page, "map-desktop.png").await;
     let counts = check_map(&desktop, "desktop", false);
-    assert!(counts.groups > 0, "desktop: groups are labelled: {counts:?}");
+    assert!(
+        counts.groups > 0,
+        "desktop: groups are labelled: {counts:?}"
+    );
 
     // ---- on a phone the map scrolls at a readable scale, centred on the hero
     phone_map(&page, "phone", "area_002").await;
