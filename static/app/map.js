@@ -26,6 +26,8 @@ const GROUP_SPOTS = 600;
 // generated maps (110 units apart) have room for a line of names between them.
 const MAP_SCALES = [0.3, 0.5, 0.75, 1.1, 1.6];
 const READABLE_SCALE = 0.5;
+// How far labels keep from the edge of the map's frame, in pixels.
+const FRAME_MARGIN_PX = 2;
 // How many rings of spots around its place a near name may try.
 const NEAR_RINGS = 6;
 const WORLD_MIN_CELLS = [11, 6];
@@ -34,6 +36,7 @@ let measureCtx = null;
 // map scrolls (labels follow the visible frame) without redrawing it.
 let drawn = null;
 let watching = false;
+let relayout = false;
 
 // What choosing a near place on the map does (set by the entry).
 let goTo = () => {};
@@ -215,8 +218,12 @@ export function renderMap() {
     token.style.transform = `translate(${here.x || 0}px, ${(here.y || 0) - r * 0.6}px)`;
     token.dataset.areaId = here.area_id;
   }
-  // A scrolling map shows the hero: centre on their place when it changes.
-  if (zoomed && here && game.centredOn !== here.area_id) {
+  // A scrolling map shows the hero: centre on their place when it changes,
+  // or when the map grew around it and it is no longer in the frame.
+  const view = here && visibleView(map, wrap, drawn.bounds, k);
+  const lost = view && ((here.x || 0) - r < view.x0 || (here.x || 0) + r > view.x1
+    || (here.y || 0) - r < view.y0 || (here.y || 0) + r > view.y1);
+  if (zoomed && here && (game.centredOn !== here.area_id || lost)) {
     const scale = Math.min(map.clientWidth / width, map.clientHeight / height);
     const px = (map.clientWidth - width * scale) / 2 + ((here.x || 0) - minX) * scale;
     const py = (map.clientHeight - height * scale) / 2 + ((here.y || 0) - minY) * scale;
@@ -293,7 +300,7 @@ function visibleView(map, wrap, bounds, k) {
   const inv = ctm.inverse();
   const a = new DOMPoint(x, y).matrixTransform(inv);
   const b = new DOMPoint(x + wrap.clientWidth, y + wrap.clientHeight).matrixTransform(inv);
-  const m = 2 * k;
+  const m = FRAME_MARGIN_PX * k;
   return { x0: a.x + m, y0: a.y + m, x1: b.x - m, y1: b.y - m };
 }
 
@@ -304,12 +311,25 @@ function layoutLabels() {
   const group = map.querySelector('.labels');
   if (!drawn || !group) return;
   const wrap = map.parentNode;
+  const size = [wrap.clientWidth, wrap.clientHeight];
   const view = visibleView(map, wrap, drawn.bounds, drawn.k);
   group.replaceChildren();
   renderMapKey(placeLabels(group, drawn, view));
-  // Where the labels were laid out for (read by tests: labels of an older
-  // scroll position wait for the next frame).
-  map.dataset.labelledAt = `${Math.round(wrap.scrollLeft)},${Math.round(wrap.scrollTop)}`;
+  // A key that came or went resized the frame: draw again for the new one
+  // (once; the key it gives is the same or longer, and the frame keeps it).
+  if ((wrap.clientWidth !== size[0] || wrap.clientHeight !== size[1]) && !relayout) {
+    relayout = true;
+    try { renderMap(); } finally { relayout = false; }
+    return;
+  }
+  // The frame the labels were laid out for (tests wait for labels of the
+  // frame they see).
+  map.dataset.labelledAt = frameStamp(wrap);
+}
+
+// The scroll position and size of the map's frame, as a string.
+function frameStamp(wrap) {
+  return [wrap.scrollLeft, wrap.scrollTop, wrap.clientWidth, wrap.clientHeight].map(Math.round).join(',');
 }
 
 // Width in screen pixels of a text at `px` pixels, in the labels' font
@@ -392,8 +412,10 @@ function placeLabels(group, d, view) {
   const here = areas.find((a) => a.area_id === hereId) || { x: 0, y: 0 };
   const away = (a) => Math.hypot((a.x || 0) - (here.x || 0), (a.y || 0) - (here.y || 0));
   const inside = (b) => b.x0 >= view.x0 && b.x1 <= view.x1 && b.y0 >= view.y0 && b.y1 <= view.y1;
-  // A place is labelled when its whole circle is in the frame.
-  const shown = (a) => inside({ x0: (a.x || 0) - r, y0: (a.y || 0) - r, x1: (a.x || 0) + r, y1: (a.y || 0) + r });
+  // A place is labelled when its whole circle is in the frame (the view
+  // is a margin inside it).
+  const m = r - FRAME_MARGIN_PX * k;
+  const shown = (a) => inside({ x0: (a.x || 0) - m, y0: (a.y || 0) - m, x1: (a.x || 0) + m, y1: (a.y || 0) + m });
   // The first free spot for a text w x th (map units) around (x, y), ring
   // by ring up to `rings` out, or null.
   const spotFor = (id, x, y, w, th, rings) => {
