@@ -18,8 +18,11 @@ const GROUP_PX = 13;
 const GROUP_SPACING = 0.06;
 // How far apart generated places are laid out (mapgen's STEP), in map units.
 const STEP = 110;
-// Most spots tried for one group's label.
+// Most spots tried for one group's label near its places, and how many
+// groups (the nearest the hero) may look across the whole frame: a map of
+// thousands of places stays quick to lay out.
 const GROUP_SPOTS = 600;
+const FAR_GROUPS = 24;
 
 // Zoom steps of the area map in screen pixels per map unit (besides the
 // whole map in its card), and the first scale at which the places of
@@ -441,6 +444,7 @@ function placeLabels(group, d, view) {
     return null;
   };
   const labelled = new Set(); // the clusters whose label is on the map
+  let farTries = FAR_GROUPS;
   const placeGroup = (cluster) => {
     const members = cluster.areas.filter(shown);
     if (!members.length) return;
@@ -465,7 +469,7 @@ function placeLabels(group, d, view) {
     const near = (p, q) => Math.hypot(p[0] - cx, (p[1] - cy) * 1.5) - Math.hypot(q[0] - cx, (q[1] - cy) * 1.5);
     spots.sort(near);
     const local = spots.length;
-    if (overview) {
+    if (overview && farTries-- > 0) {
       // Then anywhere in the frame (the room a wide map leaves above and
       // below it), with a line to the group.
       const far = [];
