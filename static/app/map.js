@@ -40,6 +40,8 @@ let measureCtx = null;
 let drawn = null;
 let watching = false;
 let relayout = false;
+// The map the key was last shown for (see renderMapKey).
+let keyKeptFor = null;
 
 // What choosing a near place on the map does (set by the entry).
 let goTo = () => {};
@@ -203,6 +205,7 @@ export function renderMap() {
   // Below the readable scale (the whole of a large map) a group's label
   // stands for the places of it that have no room for their names.
   const overview = fit > 0 && zoom < READABLE_SCALE * 0.999 && game.mapScales.length > 1;
+  const before = drawn && drawn.bounds;
   drawn = {
     areas, hereId, near, r, k, npcsByArea, overview,
     clusters: clustersOf(areas, byId),
@@ -222,8 +225,11 @@ export function renderMap() {
     token.dataset.areaId = here.area_id;
   }
   // A scrolling map shows the hero: centre on their place when it changes,
-  // or when the map grew around it and it is no longer in the frame.
-  const view = here && visibleView(map, wrap, drawn.bounds, k);
+  // or when the map grew around it and it is no longer in the frame (a
+  // reader who scrolled away is otherwise left where they look).
+  const b = drawn.bounds;
+  const grew = before && ['x0', 'y0', 'x1', 'y1'].some((e) => before[e] !== b[e]);
+  const view = grew && here && visibleView(map, wrap, b, k);
   const lost = view && ((here.x || 0) - r < view.x0 || (here.x || 0) + r > view.x1
     || (here.y || 0) - r < view.y0 || (here.y || 0) + r > view.y1);
   if (zoomed && here && (game.centredOn !== here.area_id || lost)) {
@@ -315,6 +321,7 @@ function layoutLabels() {
   if (!drawn || !group) return;
   const wrap = map.parentNode;
   const size = [wrap.clientWidth, wrap.clientHeight];
+  const stamp = frameStamp(wrap);
   const view = visibleView(map, wrap, drawn.bounds, drawn.k);
   group.replaceChildren();
   renderMapKey(placeLabels(group, drawn, view));
@@ -326,8 +333,8 @@ function layoutLabels() {
     return;
   }
   // The frame the labels were laid out for (tests wait for labels of the
-  // frame they see).
-  map.dataset.labelledAt = frameStamp(wrap);
+  // frame they see; a frame resized since is laid out again, on resize).
+  map.dataset.labelledAt = stamp;
 }
 
 // The scroll position and size of the map's frame, as a string.
@@ -568,7 +575,13 @@ function placeLabels(group, d, view) {
 // many of them it shows when it scrolls.
 function renderMapKey(numbered) {
   const key = $('map-key');
-  key.hidden = !numbered.length || game.mapView !== 'areas';
+  // Once shown, the key stays (empty if need be) while the map, its zoom
+  // and the window stay the same: it takes room from the map, and a map
+  // with more room may name every place, hide the key, and lose the room
+  // again, over and over.
+  const keep = [game.snapshot.areas.length, game.mapScale, window.innerWidth, window.innerHeight].join('|');
+  if (numbered.length) keyKeptFor = keep;
+  key.hidden = game.mapView !== 'areas' || (!numbered.length && keyKeptFor !== keep);
   key.setAttribute('aria-label', t('map.key'));
   key.replaceChildren(...numbered.map(([n, a]) => {
     const li = el('li');
@@ -591,6 +604,10 @@ function updateKeyCount() {
   const total = key.children.length;
   const scrolls = key.scrollHeight > key.clientHeight + 1;
   key.classList.toggle('more', scrolls && key.scrollTop + key.clientHeight < key.scrollHeight - 1);
+  if (!total) {
+    count.textContent = t('map.key.none');
+    return;
+  }
   if (!scrolls) {
     count.textContent = t('map.key.all', { total });
     return;
@@ -665,7 +682,7 @@ export function setMapView(view) {
   $('map').toggleAttribute('hidden', view !== 'areas');
   $('world').toggleAttribute('hidden', view !== 'world');
   $('map-zoom').hidden = view !== 'areas';
-  $('map-key').hidden = view !== 'areas' || !$('map-key').children.length;
+  $('map-key').hidden = view !== 'areas' || (!$('map-key').children.length && !keyKeptFor);
   updateKeyCount();
   for (const b of $('map-switch').querySelectorAll('button')) b.classList.toggle('on', b.dataset.view === view);
   if (view === 'world') renderWorld();

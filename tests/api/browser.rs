@@ -1112,8 +1112,8 @@ fn check_map(layout: &Value, page: &str, whole: bool) -> MapCounts {
         "{page}: the hero's place is in view and named: {texts:?}"
     );
     let key_box = &layout["key_box"];
-    assert_eq!(key_box["shown"], counts.numbered > 0, "{page}: {key_box}");
-    if key_box["shown"] == true {
+    if counts.numbered > 0 {
+        assert_eq!(key_box["shown"], true, "{page}: {key_box}");
         assert_eq!(key_box["tabindex"], 0, "{page}: the key is reached by Tab");
         let count = key_box["count"].as_str().unwrap_or_default();
         let total = counts.numbered.to_string();
