@@ -499,7 +499,7 @@ function placeLabels(group, d, view) {
         const len = Math.hypot(tx - m.x, ty - m.y) || 1;
         group.appendChild(svg('line', {
           x1: m.x + ((tx - m.x) / len) * r, y1: m.y + ((ty - m.y) / len) * r, x2: tx, y2: ty,
-          class: 'leader group-leader', 'stroke-width': k,
+          class: 'leader group-leader', 'stroke-width': 1.2 * k, 'stroke-dasharray': `${3 * k} ${3 * k}`,
         }));
       }
       group.appendChild(svg('text', {
