@@ -165,7 +165,9 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
             // schema's uniqueItems may compare every pair).
             "reachable_area_ids": {"type": "array", "maxItems": MAX_LINKS_PER_AREA, "items": id},
             "x": coord, "y": coord, "z": coord,
-            "tags": tags
+            "tags": tags,
+            "group": {"type": "string", "maxLength": MAX_NAME_CHARS},
+            "short_name": {"type": "string", "maxLength": MAX_NAME_CHARS}
         }
     });
     let item = json!({

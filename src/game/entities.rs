@@ -152,7 +152,9 @@ fn area_schema() -> Value {
             "x": field("integer", "map layout x; 0 when left out"),
             "y": field("integer", "map layout y; 0 when left out"),
             "z": field("integer", "level, e.g. floor or depth; 0 when left out"),
-            "tags": string_list("free-form labels such as generated; empty when left out")
+            "tags": string_list("free-form labels such as generated; empty when left out"),
+            "group": field("string", "the theme a generated place was made on, as a title; absent for other places"),
+            "short_name": field("string", "a generated place's name within its group; absent when group is")
         },
         "required": ["area_id", "name"],
         "additionalProperties": false
@@ -424,6 +426,8 @@ mod tests {
                 y: -2,
                 z: 0,
                 tags: vec!["outdoor".into()],
+                group: "Crystal Caves".into(),
+                short_name: "Gate".into(),
             },
         );
         check_value(

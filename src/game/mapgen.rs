@@ -144,6 +144,10 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
     let mut taken: BTreeSet<(i64, i64)> = req.existing.iter().map(|a| (a.x, a.y)).collect();
     let tag = req.theme.trim().to_lowercase();
     let phrase = Phrase::of(req.theme);
+    // Places made on a theme share it as their group's label.
+    let group = phrase
+        .as_ref()
+        .map_or_else(String::new, |p| p.group(req.language));
     let mut names = TakenNames::new(req.existing.iter().map(|a| a.name.as_str()));
     // Words draw from a generator of their own, so the layout of a seed
     // does not depend on how many tries a fresh name took.
@@ -187,11 +191,11 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
             free_spot(&mut rng, &mut taken, px, py).ok_or(MapError::NoRoom { x: px, y: py })?;
         // Below next_number + size, checked above.
         let id = AreaId::from(format!("area_{:03}", next_number + i as u64));
-        let (name, description) = area_text(&mut words, phrase.as_ref(), req.language, &mut names);
+        let text = area_text(&mut words, phrase.as_ref(), req.language, &mut names);
         areas.push(Area {
             area_id: id,
-            name,
-            description,
+            name: text.name,
+            description: text.description,
             reachable_area_ids: Vec::new(),
             x,
             y,
@@ -201,6 +205,8 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
             } else {
                 vec!["generated".into(), tag.clone()]
             },
+            group: group.clone(),
+            short_name: text.short_name,
         });
     }
 
@@ -275,6 +281,17 @@ fn free_spot(
 /// Mixed into the seed of the words' generator.
 const NAMES_SALT: u64 = 0x6e61_6d65_7321;
 
+/// The words of one new area.
+struct AreaText {
+    /// Unique on the map: the short name around the theme's words.
+    name: String,
+    /// The mood and the kind of place alone ("Silent Gallery", "幽暗大厅"),
+    /// numbered as `name` is when that was; empty without a theme, when
+    /// `name` is already short.
+    short_name: String,
+    description: String,
+}
+
 /// The name and description of one new area: a mood and a kind of place
 /// that do not repeat the player's words, around those words, in the
 /// map's language; a name no area has yet.
@@ -283,12 +300,12 @@ fn area_text(
     phrase: Option<&Phrase>,
     language: Language,
     taken: &mut TakenNames,
-) -> (String, String) {
+) -> AreaText {
     let words = match language {
         Language::En => &ENGLISH,
         Language::Zh => &CHINESE,
     };
-    let (name, (mood, place)) = taken.claim(|| {
+    let (name, (mood, place, first)) = taken.claim(|| {
         let mood = *pick_fresh(rng, words.moods, |w| names::repeats(phrase, w));
         let place = *pick_fresh(rng, words.places, |w| names::repeats(phrase, w));
         let name = match (language, phrase) {
@@ -300,8 +317,20 @@ fn area_text(
             (Language::Zh, Some(p)) if p.is_cjk() => format!("{mood}{}{place}", p.text()),
             (Language::Zh, Some(p)) => format!("{}·{mood}{place}", p.text()),
         };
-        (name, (mood, place))
+        (name.clone(), (mood, place, name))
     });
+    let short_name = match phrase {
+        None => String::new(),
+        // A name numbered because every draw was taken carries its number
+        // into the short one, so two places of a group are told apart.
+        Some(_) => {
+            let number = name.strip_prefix(first.as_str()).unwrap_or_default();
+            match language {
+                Language::En => format!("{mood} {place}{number}"),
+                Language::Zh => format!("{mood}{place}{number}"),
+            }
+        }
+    };
     let detail = rng.pick(words.details);
     let (a, m, pl) = (article(mood), mood.to_lowercase(), place.to_lowercase());
     let description = match (language, phrase) {
@@ -313,7 +342,11 @@ fn area_text(
         (Language::Zh, None) => format!("这是一处{mood}的{place}，早已被岁月侵蚀。{detail}"),
         (Language::Zh, Some(p)) => format!("这是{}中一处{mood}的{place}。{detail}", p.in_chinese()),
     };
-    (name, description)
+    AreaText {
+        name,
+        short_name,
+        description,
+    }
 }
 
 #[cfg(test)]
@@ -330,6 +363,8 @@ mod tests {
             y: 0,
             z: 0,
             tags: vec![],
+            group: String::new(),
+            short_name: String::new(),
         }
     }
 
@@ -560,6 +595,81 @@ mod tests {
     }
 
     #[test]
+    fn themed_places_are_grouped_under_the_theme_with_short_names() {
+        // (theme, language, group, how the full name is made of the short one)
+        type Full = fn(&str) -> String;
+        let cases: [(&str, Language, &str, Full); 5] = [
+            ("crystal caves", Language::En, "Crystal Caves", |s| {
+                format!("{s} of the Crystal Caves")
+            }),
+            ("ice", Language::En, "Ice", |s| {
+                let (mood, place) = s.split_once(' ').unwrap();
+                format!("{mood} Ice {place}")
+            }),
+            ("洞穴", Language::Zh, "洞穴", |s| {
+                let mid = s.char_indices().nth(2).unwrap().0;
+                format!("{}洞穴{}", &s[..mid], &s[mid..])
+            }),
+            (
+                "一片迷雾沼泽，到处是灯笼",
+                Language::Zh,
+                "迷雾沼泽",
+                |s| {
+                    let mid = s.char_indices().nth(2).unwrap().0;
+                    format!("{}迷雾沼泽{}", &s[..mid], &s[mid..])
+                },
+            ),
+            ("crystal caves", Language::Zh, "crystal caves", |s| {
+                format!("crystal caves·{s}")
+            }),
+        ];
+        for (theme, language, group, full) in cases {
+            for seed in 0..20 {
+                let map = generate(&MapRequest {
+                    from: Some(&start()),
+                    existing: &[start()],
+                    theme,
+                    language,
+                    size: 6,
+                    seed,
+                })
+                .unwrap();
+                for a in &map.areas {
+                    assert_eq!(a.group, group, "{theme}: {}", a.name);
+                    assert_eq!(a.name, full(&a.short_name), "{theme}: {a:?}");
+                    // A mood and a kind of place, without the theme's words.
+                    let phrase = Phrase::of(theme).unwrap();
+                    match language {
+                        Language::En => {
+                            assert_eq!(a.short_name.split(' ').count(), 2, "{a:?}");
+                            assert!(!phrase.repeats(&a.short_name), "{a:?}");
+                        }
+                        Language::Zh => {
+                            assert_eq!(a.short_name.chars().count(), 4, "{a:?}");
+                            assert!(!a.short_name.chars().any(|c| c.is_ascii()), "{a:?}");
+                        }
+                    }
+                }
+            }
+        }
+        // Without a theme the name is short already: no group.
+        for language in [Language::En, Language::Zh] {
+            for a in gen_themed("  ", language).areas {
+                assert!(a.group.is_empty() && a.short_name.is_empty(), "{a:?}");
+            }
+        }
+        // On the wire, only when there is a group.
+        let area = &gen_themed("crystal caves", Language::En).areas[0];
+        let json = serde_json::to_value(area).unwrap();
+        assert_eq!(json["group"], "Crystal Caves");
+        assert_eq!(json["short_name"], area.short_name.as_str());
+        let bare = serde_json::to_value(start()).unwrap();
+        assert!(bare.get("group").is_none() && bare.get("short_name").is_none());
+        let back: Area = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, area);
+    }
+
+    #[test]
     fn no_two_areas_share_a_name() {
         for (theme, language) in [
             ("crystal caves", Language::En),
@@ -570,6 +680,13 @@ mod tests {
             let all = grown(theme, language, 10, MAX_SIZE);
             let names: BTreeSet<String> = all.iter().map(|a| a.name.to_lowercase()).collect();
             assert_eq!(names.len(), all.len(), "{theme:?}");
+            // Numbered names number their short names too: a group's
+            // places are told apart by them.
+            if !theme.is_empty() {
+                let short: BTreeSet<String> =
+                    all.iter().map(|a| a.short_name.to_lowercase()).collect();
+                assert_eq!(short.len(), all.len(), "{theme:?}");
+            }
             assert!(!names.contains("gate"));
         }
         assert_eq!(

@@ -125,6 +125,16 @@ impl Phrase {
         }
     }
 
+    /// The label of the places made on this phrase in `language`, as
+    /// their names spell it: the title in English ("Crystal Caves"), the
+    /// phrase as written in Chinese ("洞穴", "crystal caves").
+    pub fn group(&self, language: Language) -> String {
+        match language {
+            Language::En => self.title(),
+            Language::Zh => self.text.clone(),
+        }
+    }
+
     /// Whether the phrase is Chinese.
     pub fn is_cjk(&self) -> bool {
         self.cjk

@@ -376,6 +376,8 @@ mod tests {
             y: 0,
             z: 0,
             tags: vec!["generated".into()],
+            group: String::new(),
+            short_name: String::new(),
         }
     }
 

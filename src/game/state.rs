@@ -70,6 +70,17 @@ pub struct Area {
     pub z: i64,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The group a generated place belongs to: the theme it was made on,
+    /// as a title ("Crystal Caves", "洞穴"); empty for a campaign's own
+    /// places and for places made without a theme. A map labels a group
+    /// once and names its places by `short_name`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// The place's name within its `group` ("Silent Gallery"); empty when
+    /// `group` is. `name` stays the full name, unique on the map, that
+    /// the game master says and `move` takes.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub short_name: String,
 }
 
 /// Whether a character may act.
@@ -601,6 +612,8 @@ mod tests {
             y: 0,
             z: 0,
             tags: vec![],
+            group: String::new(),
+            short_name: String::new(),
         }
     }
 

@@ -349,6 +349,8 @@ mod tests {
             y: 0,
             z: 0,
             tags: Vec::new(),
+            group: String::new(),
+            short_name: String::new(),
         }
     }
 

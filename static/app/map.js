@@ -1,6 +1,8 @@
 // The maps: the area map (places, routes, the people in them and the hero's
-// token; every place named, no name over another; zoom steps, and a key of
-// the places that only have room for a number) and the world map of zones.
+// token; the places generated on one theme grouped under one label and named
+// by their short names; every name inside the visible frame, none over
+// another name or place; zoom steps, and a key of the places that only have
+// room for a number) and the world map of zones.
 
 import { $, el, svg } from './dom.js';
 import { t } from './language.js';
@@ -10,16 +12,36 @@ import { activeCharacter, area, descriptionOf, game, nameOf } from './state.js';
 const NEW_AREA_MS = 2500;
 
 const LABEL_PX = 12.5;
+// A group's label (the theme its places were generated on), in pixels, and
+// the extra space between its letters (of the font size).
+const GROUP_PX = 13;
+const GROUP_SPACING = 0.06;
+// How far apart generated places are laid out (mapgen's STEP), in map units.
+const STEP = 110;
+// Most spots tried for one group's label near its places, and how many
+// groups (the nearest the hero) may look across the whole frame: a map of
+// thousands of places stays quick to lay out.
+const GROUP_SPOTS = 600;
+const FAR_GROUPS = 24;
 
 // Zoom steps of the area map in screen pixels per map unit (besides the
 // whole map in its card), and the first scale at which the places of
 // generated maps (110 units apart) have room for a line of names between them.
 const MAP_SCALES = [0.3, 0.5, 0.75, 1.1, 1.6];
 const READABLE_SCALE = 0.5;
+// How far labels keep from the edge of the map's frame, in pixels.
+const FRAME_MARGIN_PX = 2;
 // How many rings of spots around its place a near name may try.
 const NEAR_RINGS = 6;
 const WORLD_MIN_CELLS = [11, 6];
 let measureCtx = null;
+// What the last renderMap drew, for laying the labels out again when the
+// map scrolls (labels follow the visible frame) without redrawing it.
+let drawn = null;
+let watching = false;
+let relayout = false;
+// The map the key was last shown for (see renderMapKey).
+let keyKeptFor = null;
 
 // What choosing a near place on the map does (set by the entry).
 let goTo = () => {};
@@ -152,6 +174,11 @@ export function renderMap() {
       g.style.animationDelay = `-${age}ms`;
       youngest = Math.min(youngest, age);
     }
+    const short = shortOf(a);
+    if (short) {
+      g.dataset.group = a.group;
+      g.dataset.short = short;
+    }
     const description = descriptionOf(a);
     g.appendChild(svg('title', {}, `${nameOf(a)} (${a.area_id})${description ? '\n' + description : ''}`));
     if (cls === 'current') g.appendChild(svg('circle', { r: r * 1.9, class: 'halo' }));
@@ -174,11 +201,18 @@ export function renderMap() {
     }
     nodes.appendChild(g);
   }
-  const labels = svg('g', { class: 'labels' });
-  const view = { x0: minX, y0: minY, x1: minX + width, y1: minY + height };
-  const numbered = placeLabels(labels, areas, hereId, near, r, k, view, npcsByArea);
-  layers.replaceChildren(edges, nodes, labels);
-  renderMapKey(numbered);
+  layers.replaceChildren(edges, nodes, svg('g', { class: 'labels' }));
+  // Below the readable scale (the whole of a large map) a group's label
+  // stands for the places of it that have no room for their names.
+  const overview = fit > 0 && zoom < READABLE_SCALE * 0.999 && game.mapScales.length > 1;
+  const before = drawn && drawn.bounds;
+  drawn = {
+    areas, hereId, near, r, k, npcsByArea, overview,
+    clusters: clustersOf(areas, byId),
+    bounds: { x0: minX, y0: minY, x1: minX + width, y1: minY + height },
+    size: [wrap.clientWidth, wrap.clientHeight],
+  };
+  watch(wrap);
 
   // Draw once more when the newest areas stop being new.
   clearTimeout(game.newAreaTimer);
@@ -190,8 +224,15 @@ export function renderMap() {
     token.style.transform = `translate(${here.x || 0}px, ${(here.y || 0) - r * 0.6}px)`;
     token.dataset.areaId = here.area_id;
   }
-  // A scrolling map shows the hero: centre on their place when it changes.
-  if (zoomed && here && game.centredOn !== here.area_id) {
+  // A scrolling map shows the hero: centre on their place when it changes,
+  // or when the map grew around it and it is no longer in the frame (a
+  // reader who scrolled away is otherwise left where they look).
+  const b = drawn.bounds;
+  const grew = before && ['x0', 'y0', 'x1', 'y1'].some((e) => before[e] !== b[e]);
+  const view = grew && here && visibleView(map, wrap, b, k);
+  const lost = view && ((here.x || 0) - r < view.x0 || (here.x || 0) + r > view.x1
+    || (here.y || 0) - r < view.y0 || (here.y || 0) + r > view.y1);
+  if (zoomed && here && (game.centredOn !== here.area_id || lost)) {
     const scale = Math.min(map.clientWidth / width, map.clientHeight / height);
     const px = (map.clientWidth - width * scale) / 2 + ((here.x || 0) - minX) * scale;
     const py = (map.clientHeight - height * scale) / 2 + ((here.y || 0) - minY) * scale;
@@ -199,13 +240,118 @@ export function renderMap() {
     wrap.scrollTop = py - wrap.clientHeight / 2;
     game.centredOn = here.area_id;
   }
+  layoutLabels();
 }
 
-// Width in screen pixels of a text at `px` pixels, in the labels' font.
-function labelWidth(text, px = LABEL_PX, weight = 'normal') {
+// The short name of a generated place shown under its group's label, or
+// null (a campaign's place, or one shown by its Chinese name).
+function shortOf(a) {
+  return a.group && a.short_name && nameOf(a) === a.name ? a.short_name : null;
+}
+
+// The places of one group joined by routes form a cluster, labelled once
+// (a theme explored twice in two places gets a label at each): a map from
+// each grouped place's id to its cluster { name, areas }.
+function clustersOf(areas, byId) {
+  const root = new Map();
+  const find = (id) => {
+    while (root.get(id) !== id) {
+      root.set(id, root.get(root.get(id)));
+      id = root.get(id);
+    }
+    return id;
+  };
+  const grouped = areas.filter(shortOf);
+  for (const a of grouped) root.set(a.area_id, a.area_id);
+  for (const a of grouped) {
+    for (const b of a.reachable_area_ids || []) {
+      if (root.has(b) && byId.get(b).group === a.group) root.set(find(a.area_id), find(b));
+    }
+  }
+  const clusters = new Map();
+  const of = new Map();
+  for (const a of grouped) {
+    const id = find(a.area_id);
+    if (!clusters.has(id)) clusters.set(id, { name: a.group, areas: [] });
+    clusters.get(id).areas.push(a);
+    of.set(a.area_id, clusters.get(id));
+  }
+  return of;
+}
+
+// Lays the labels out again when the map scrolls (they stay inside the
+// visible frame) and redraws it when its frame changes size (a key that
+// appears takes room from it).
+function watch(wrap) {
+  if (watching) return;
+  watching = true;
+  let frame = 0;
+  wrap.addEventListener('scroll', () => {
+    if (!frame) frame = requestAnimationFrame(() => { frame = 0; layoutLabels(); });
+  }, { passive: true });
+  new ResizeObserver(() => {
+    const size = drawn && drawn.size;
+    if (!game.snapshot || !wrap.clientWidth || game.mapView !== 'areas') return;
+    if (size && Math.abs(size[0] - wrap.clientWidth) < 1 && Math.abs(size[1] - wrap.clientHeight) < 1) return;
+    renderMap();
+  }).observe(wrap);
+  $('map-key').addEventListener('scroll', updateKeyCount, { passive: true });
+}
+
+// The part of the map inside its frame, in map units, a few pixels in
+// from the edges; the whole map while the frame is not shown.
+function visibleView(map, wrap, bounds, k) {
+  const ctm = map.getScreenCTM();
+  if (!ctm || !wrap.clientWidth || !wrap.clientHeight) return bounds;
+  const f = wrap.getBoundingClientRect();
+  const x = f.left + wrap.clientLeft;
+  const y = f.top + wrap.clientTop;
+  const inv = ctm.inverse();
+  const a = new DOMPoint(x, y).matrixTransform(inv);
+  const b = new DOMPoint(x + wrap.clientWidth, y + wrap.clientHeight).matrixTransform(inv);
+  const m = FRAME_MARGIN_PX * k;
+  return { x0: a.x + m, y0: a.y + m, x1: b.x - m, y1: b.y - m };
+}
+
+// The labels of what the frame shows, and the key of the places there
+// that only have room for a number.
+function layoutLabels() {
+  const map = $('map');
+  const group = map.querySelector('.labels');
+  if (!drawn || !group) return;
+  const wrap = map.parentNode;
+  const size = [wrap.clientWidth, wrap.clientHeight];
+  const stamp = frameStamp(wrap);
+  const view = visibleView(map, wrap, drawn.bounds, drawn.k);
+  group.replaceChildren();
+  renderMapKey(placeLabels(group, drawn, view));
+  // A key that came or went resized the frame: draw again for the new one
+  // (once; the key it gives is the same or longer, and the frame keeps it).
+  if ((wrap.clientWidth !== size[0] || wrap.clientHeight !== size[1]) && !relayout) {
+    relayout = true;
+    try { renderMap(); } finally { relayout = false; }
+    return;
+  }
+  // The frame the labels were laid out for (tests wait for labels of the
+  // frame they see; a frame resized since is laid out again, on resize).
+  map.dataset.labelledAt = stamp;
+}
+
+// The scroll position and size of the map's frame, as a string.
+function frameStamp(wrap) {
+  return [wrap.scrollLeft, wrap.scrollTop, wrap.clientWidth, wrap.clientHeight].map(Math.round).join(',');
+}
+
+// Width in screen pixels of a text at `px` pixels, in the labels' font
+// (`style` 'italic' with the serif font: a group's label, letters spaced).
+function labelWidth(text, px = LABEL_PX, weight = 'normal', style = 'normal') {
   if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
-  measureCtx.font = `${weight} ${px}px ${getComputedStyle(document.body).fontFamily}`;
-  return measureCtx.measureText(text).width;
+  const family = style === 'italic'
+    ? getComputedStyle(document.documentElement).getPropertyValue('--serif')
+    : getComputedStyle(document.body).fontFamily;
+  measureCtx.font = `${style} ${weight} ${px}px ${family}`;
+  const spacing = style === 'italic' ? [...text].length * GROUP_SPACING * px : 0;
+  return measureCtx.measureText(text).width + spacing;
 }
 
 function overlaps(a, b) {
@@ -237,19 +383,25 @@ function boxIndex(cell) {
   };
 }
 
-// Every place is named, and no name covers another name or another place.
-// Places are taken in order of importance: the hero's place, its
-// neighbours, then the rest, nearest the hero first. Each name tries eight
-// spots around its place (below, above, right, left, the four diagonals),
-// then the same eight again further out, and takes the first that is inside
-// the map and clear of every place and every name placed so far. The hero's
+// Names what the frame shows, and no name covers another name or another
+// place. Places are taken in order of importance: the hero's place (by its
+// full name), the hero's neighbours, then the rest, nearest the hero first;
+// a group's label before the first of its places. A place of a labelled
+// group is named by
+// its short name, any other by its full name. Each name tries eight spots
+// around its place (below, above, right, left, the four diagonals), then the
+// same eight again further out, and takes the first that is inside the
+// frame and clear of every place and every name placed so far. The hero's
 // place and its neighbours look further (NEAR_RINGS rings; from the third a
 // thin line points from the name to its place), so at a readable scale they
-// keep their full names. A name that fits nowhere becomes the place's number
+// keep their names. A name that fits nowhere becomes the place's number
 // (beside it, or inside its circle when even that has no room), listed with
-// the full name in the key under the map; zooming in gives names room, so
-// fewer places are numbered. Returns the numbered places, as [number, area].
-function placeLabels(group, areas, hereId, near, r, k, view, npcsByArea) {
+// the full name in the key under the map; on the whole map of a large one a
+// place of a labelled group is left to its group's label instead. Zooming in
+// gives names room, so fewer places are numbered. Returns the numbered
+// places, as [number, area].
+function placeLabels(group, d, view) {
+  const { areas, hereId, near, r, k, npcsByArea, clusters, overview } = d;
   const rank = (a) => (a.area_id === hereId ? 2 : near.has(a.area_id) ? 1 : 0);
   const h = LABEL_PX * k;
   const gap = 3 * k; // clear of the text's outline
@@ -270,6 +422,10 @@ function placeLabels(group, areas, hereId, near, r, k, view, npcsByArea) {
   const here = areas.find((a) => a.area_id === hereId) || { x: 0, y: 0 };
   const away = (a) => Math.hypot((a.x || 0) - (here.x || 0), (a.y || 0) - (here.y || 0));
   const inside = (b) => b.x0 >= view.x0 && b.x1 <= view.x1 && b.y0 >= view.y0 && b.y1 <= view.y1;
+  // A place is labelled when its whole circle is in the frame (the view
+  // is a margin inside it).
+  const m = r - FRAME_MARGIN_PX * k;
+  const shown = (a) => inside({ x0: (a.x || 0) - m, y0: (a.y || 0) - m, x1: (a.x || 0) + m, y1: (a.y || 0) + m });
   // The first free spot for a text w x th (map units) around (x, y), ring
   // by ring up to `rings` out, or null.
   const spotFor = (id, x, y, w, th, rings) => {
@@ -294,19 +450,83 @@ function placeLabels(group, areas, hereId, near, r, k, view, npcsByArea) {
     }
     return null;
   };
+  const labelled = new Set(); // the clusters whose label is on the map
+  let farTries = FAR_GROUPS;
+  const placeGroup = (cluster) => {
+    const members = cluster.areas.filter(shown);
+    if (!members.length) return;
+    const px = overview ? LABEL_PX : GROUP_PX;
+    const th = px * k;
+    const w = labelWidth(cluster.name, px, 'normal', 'italic') * k;
+    const xs = members.map((a) => a.x || 0);
+    const ys = members.map((a) => a.y || 0);
+    const cx = xs.reduce((p, q) => p + q, 0) / xs.length;
+    const cy = ys.reduce((p, q) => p + q, 0) / ys.length;
+    // Spots over the group and just around it, nearest its middle first:
+    // between its places at a readable scale, beside them on a whole map.
+    // On the whole map the places are close together: look further out.
+    const reach = overview ? 2 : 1;
+    const [x0, x1] = [Math.min(...xs) - (STEP / 2) * reach - w / 4, Math.max(...xs) + (STEP / 2) * reach + w / 4];
+    const [y0, y1] = [Math.min(...ys) - r - th * 1.5 * reach, Math.max(...ys) + r + th * 1.5 * reach];
+    let sx = Math.max(w / 4, STEP / 8);
+    let sy = Math.max(th / 2, STEP / 16);
+    while (((x1 - x0) / sx + 1) * ((y1 - y0) / sy + 1) > GROUP_SPOTS) { sx *= 1.5; sy *= 1.5; }
+    const spots = [];
+    for (let y = y0; y <= y1; y += sy) for (let x = x0; x <= x1; x += sx) spots.push([x, y]);
+    const near = (p, q) => Math.hypot(p[0] - cx, (p[1] - cy) * 1.5) - Math.hypot(q[0] - cx, (q[1] - cy) * 1.5);
+    spots.sort(near);
+    const local = spots.length;
+    if (overview && farTries-- > 0) {
+      // Then anywhere in the frame (the room a wide map leaves above and
+      // below it), with a line to the group.
+      const far = [];
+      const fx = Math.max(w / 3, (view.x1 - view.x0) / 24);
+      const fy = Math.max(th, (view.y1 - view.y0) / 48);
+      for (let y = view.y0 + th; y <= view.y1 - th / 2; y += fy) {
+        for (let x = view.x0 + w / 2; x <= view.x1 - w / 2; x += fx) far.push([x, y]);
+      }
+      spots.push(...far.sort(near));
+    }
+    for (const [i, [x, y]] of spots.entries()) {
+      const box = { id: cluster, x0: x - w / 2 - gap, y0: y - th / 2 - gap, x1: x + w / 2 + gap, y1: y + th / 2 + gap };
+      if (!inside(box) || taken.hits(box, cluster)) continue;
+      taken.add(box);
+      labelled.add(cluster);
+      if (i >= local) {
+        const m = members.reduce((p, q) => (Math.hypot(p.x - x, p.y - y) < Math.hypot(q.x - x, q.y - y) ? p : q));
+        const tx = Math.max(box.x0 + gap, Math.min(m.x, box.x1 - gap));
+        const ty = m.y > y ? box.y1 - gap : box.y0 + gap;
+        const len = Math.hypot(tx - m.x, ty - m.y) || 1;
+        group.appendChild(svg('line', {
+          x1: m.x + ((tx - m.x) / len) * r, y1: m.y + ((ty - m.y) / len) * r, x2: tx, y2: ty,
+          class: 'leader group-leader', 'stroke-width': 1.2 * k, 'stroke-dasharray': `${3 * k} ${3 * k}`,
+        }));
+      }
+      group.appendChild(svg('text', {
+        x, y: y + th * 0.35, 'text-anchor': 'middle', class: 'group', 'data-group': cluster.name,
+        'font-size': th, 'stroke-width': 4 * k, 'letter-spacing': GROUP_SPACING * th,
+      }, cluster.name));
+      return;
+    }
+  };
   const numbered = [];
-  const order = areas.slice().sort((p, q) => rank(q) - rank(p) || away(p) - away(q));
-  for (const a of order) {
+  const order = areas.filter(shown).sort((p, q) => rank(q) - rank(p) || away(p) - away(q));
+  const hero = order.length && order[0].area_id === hereId ? [order.shift()] : [];
+  const placeName = (a) => {
     const x = a.x || 0;
     const y = a.y || 0;
     const cls = a.area_id === hereId ? ' current' : near.has(a.area_id) ? ' reachable' : '';
-    const name = nameOf(a);
+    const cluster = clusters.get(a.area_id);
+    const short = !cls.includes('current') && labelled.has(cluster) ? shortOf(a) : null;
+    const name = short || nameOf(a);
     const w = labelWidth(name, LABEL_PX, cls === ' current' ? 'bold' : 'normal') * k;
-    let spot = spotFor(a.area_id, x, y, w, h, cls ? NEAR_RINGS : 2);
+    let spot = spotFor(a.area_id, x, y, w, h, cls === ' current' ? NEAR_RINGS * 2 : cls ? NEAR_RINGS : 2);
     let text = name;
     let kind = 'label';
     let size = h;
     if (!spot) {
+      // On the whole map the group's label names it.
+      if (overview && short) return;
       text = String(number.get(a.area_id));
       kind = 'num';
       size = h * 0.9;
@@ -335,14 +555,33 @@ function placeLabels(group, areas, hereId, near, r, k, view, npcsByArea) {
       x: spot.x, y: spot.y, 'text-anchor': spot.anchor, class: kind + cls, 'data-for': a.area_id,
       'font-size': size, 'stroke-width': (kind === 'num inside' ? 0 : 4 * k),
     }, text));
+  };
+  hero.forEach(placeName);
+  // A group's label goes first of its places', in their order: the groups
+  // of the hero's neighbours before the others.
+  const tried = new Set();
+  for (const a of order) {
+    const cluster = clusters.get(a.area_id);
+    if (cluster && !tried.has(cluster)) {
+      tried.add(cluster);
+      placeGroup(cluster);
+    }
+    placeName(a);
   }
   return numbered.sort((p, q) => p[0] - q[0]);
 }
 
-// The key under the map: the full name of every numbered place.
+// The key under the map: the full name of every numbered place, and how
+// many of them it shows when it scrolls.
 function renderMapKey(numbered) {
   const key = $('map-key');
-  key.hidden = !numbered.length || game.mapView !== 'areas';
+  // Once shown, the key stays (empty if need be) while the map, its zoom
+  // and the window stay the same: it takes room from the map, and a map
+  // with more room may name every place, hide the key, and lose the room
+  // again, over and over.
+  const keep = [game.snapshot.areas.length, game.mapScale, window.innerWidth, window.innerHeight].join('|');
+  if (numbered.length) keyKeptFor = keep;
+  key.hidden = game.mapView !== 'areas' || (!numbered.length && keyKeptFor !== keep);
   key.setAttribute('aria-label', t('map.key'));
   key.replaceChildren(...numbered.map(([n, a]) => {
     const li = el('li');
@@ -351,6 +590,34 @@ function renderMapKey(numbered) {
     li.append(el('b', '', n), ' ' + nameOf(a));
     return li;
   }));
+  updateKeyCount();
+}
+
+// The line over the key: how many places it lists, and, when they do not
+// all fit, how many show and that it scrolls (with a fade at its foot while
+// more is below).
+function updateKeyCount() {
+  const key = $('map-key');
+  const count = $('map-key-count');
+  count.hidden = key.hidden;
+  if (key.hidden) return;
+  const total = key.children.length;
+  const scrolls = key.scrollHeight > key.clientHeight + 1;
+  key.classList.toggle('more', scrolls && key.scrollTop + key.clientHeight < key.scrollHeight - 1);
+  if (!total) {
+    count.textContent = t('map.key.none');
+    return;
+  }
+  if (!scrolls) {
+    count.textContent = t('map.key.all', { total });
+    return;
+  }
+  const frame = key.getBoundingClientRect();
+  const seen = [...key.children].filter((li) => {
+    const b = li.getBoundingClientRect();
+    return b.top >= frame.top - 0.5 && b.bottom <= frame.bottom + 0.5;
+  }).length;
+  count.textContent = t('map.key.some', { shown: seen, total });
 }
 
 function updateZoomButtons() {
@@ -377,6 +644,7 @@ export function zoomMap(step) {
   renderMap();
   wrap.scrollLeft = cx * wrap.scrollWidth - wrap.clientWidth / 2;
   wrap.scrollTop = cy * wrap.scrollHeight - wrap.clientHeight / 2;
+  layoutLabels();
 }
 
 export function renderWorld() {
@@ -414,7 +682,8 @@ export function setMapView(view) {
   $('map').toggleAttribute('hidden', view !== 'areas');
   $('world').toggleAttribute('hidden', view !== 'world');
   $('map-zoom').hidden = view !== 'areas';
-  $('map-key').hidden = view !== 'areas' || !$('map-key').children.length;
+  $('map-key').hidden = view !== 'areas' || (!$('map-key').children.length && !keyKeptFor);
+  updateKeyCount();
   for (const b of $('map-switch').querySelectorAll('button')) b.classList.toggle('on', b.dataset.view === view);
   if (view === 'world') renderWorld();
 }

@@ -966,32 +966,46 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
     );
 }
 
-/// What the area map shows, read from the page: every place's circle and
-/// name (from its tooltip), every text on the map (a name, or a number), the
-/// key of numbered places, and the map's frame (`wrap`, in page pixels, with
-/// its scrollable size). Boxes are `[left, top, right, bottom]`.
+/// What the area map shows, read from the page: every place's circle, name
+/// (from its tooltip) and, for a generated place, its group and short name;
+/// every text on the map (a place's name or number, or a group's label);
+/// the key of numbered places with the count over it; and the map's frame
+/// (`frame`: the part of it the reader sees, in page pixels). Boxes are
+/// `[left, top, right, bottom]`. Null until the labels are laid out for the
+/// frame's scroll position and size.
 const MAP_LAYOUT: &str = "(() => {
     const box = (e) => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
     const map = document.getElementById('map');
     const wrap = map.parentNode;
+    const at = [wrap.scrollLeft, wrap.scrollTop, wrap.clientWidth, wrap.clientHeight].map(Math.round).join(',');
+    if (map.dataset.labelledAt !== at) return null;
+    const w = wrap.getBoundingClientRect();
+    const left = w.left + wrap.clientLeft, top = w.top + wrap.clientTop;
+    const key = document.getElementById('map-key');
+    const count = document.getElementById('map-key-count');
     return {
       areas: [...map.querySelectorAll('.area')].map((g) => ({
         id: g.dataset.areaId,
         cls: g.getAttribute('class'),
         name: g.querySelector(':scope > title').textContent.split(' (' + g.dataset.areaId + ')')[0],
+        group: g.dataset.group || null,
+        short: g.dataset.short || null,
         box: box(g.querySelector('.node')),
       })),
       texts: [...map.querySelectorAll('.labels text')].map((t) => ({
-        id: t.dataset.for, num: t.classList.contains('num'), kind: t.getAttribute('class'), text: t.textContent, box: box(t),
+        id: t.dataset.for || null, group: t.dataset.group || null, num: t.classList.contains('num'),
+        kind: t.getAttribute('class'), text: t.textContent, box: box(t),
       })),
-      key: [...document.querySelectorAll('#map-key li')].map((li) => ({
+      key: [...key.querySelectorAll('li')].map((li) => ({
         id: li.dataset.for,
         text: li.textContent,
-        shown: !document.getElementById('map-key').hidden && li.getBoundingClientRect().height > 0,
+        shown: !key.hidden && li.getBoundingClientRect().height > 0,
       })),
-      wrap: box(wrap),
-      scroll: [wrap.scrollLeft, wrap.scrollTop, wrap.scrollWidth, wrap.scrollHeight],
-      page: [window.innerWidth, window.innerHeight],
+      key_box: {
+        shown: !key.hidden, scrolls: key.scrollHeight > key.clientHeight + 1, tabindex: key.tabIndex,
+        count: count.hidden ? null : count.textContent, count_box: box(count),
+      },
+      frame: [left, top, left + wrap.clientWidth, top + wrap.clientHeight],
     };
   })()";
 
@@ -1006,41 +1020,97 @@ fn intersect(a: [f64; 4], b: [f64; 4]) -> bool {
     a[0] + HAIR < b[2] && b[0] + HAIR < a[2] && a[1] + HAIR < b[3] && b[1] + HAIR < a[3]
 }
 
+/// Whether `inner` lies inside `outer`, give or take half a pixel.
+fn within(inner: [f64; 4], outer: [f64; 4]) -> bool {
+    inner[0] >= outer[0] - 0.5
+        && inner[1] >= outer[1] - 0.5
+        && inner[2] <= outer[2] + 0.5
+        && inner[3] <= outer[3] + 0.5
+}
+
+/// What a map shows, counted by [`check_map`].
+#[derive(Debug)]
+struct MapCounts {
+    /// Places named on the map (in full or by their short names).
+    named: usize,
+    /// Places shown by their numbers.
+    numbered: usize,
+    /// Group labels.
+    groups: usize,
+}
+
 /// Checks the readable-map rules on a layout read with [`MAP_LAYOUT`]:
-/// every place named on the map or (numbered) in the key, the hero's place
-/// by its full name on the map when `near_named`, no
-/// text over another text or another place, and everything inside the map's
-/// scrollable extent (inside its frame and the page's width when `fitted`).
-/// Returns how many places are named on the map itself.
-fn check_map(layout: &Value, page: &str, fitted: bool, near_named: bool) -> usize {
+/// every text (a name, a number, a group's label) inside the map's frame,
+/// none over another text or another place; the hero's place named in full;
+/// every place whose circle the frame shows named (in full, or by its short
+/// name under its group's label), or numbered and listed in the key, or, on
+/// the `whole` map, left to its group's label; a key that scrolls saying how
+/// many of its places it shows.
+fn check_map(layout: &Value, page: &str, whole: bool) -> MapCounts {
     let areas = layout["areas"].as_array().unwrap();
     let texts = layout["texts"].as_array().unwrap();
     let key = layout["key"].as_array().unwrap();
+    let frame = rect(&layout["frame"]);
     assert!(areas.len() > 9, "{page}: the explored map: {layout}");
-    let mut named = 0;
+    let groups: Vec<&str> = texts.iter().filter_map(|t| t["group"].as_str()).collect();
+    let mut counts = MapCounts {
+        named: 0,
+        numbered: 0,
+        groups: groups.len(),
+    };
+    for t in texts {
+        assert!(
+            within(rect(&t["box"]), frame),
+            "{page}: {} at {} is not inside the map's frame {frame:?}",
+            t["text"],
+            t["box"]
+        );
+    }
     for a in areas {
         let (id, name) = (a["id"].as_str().unwrap(), a["name"].as_str().unwrap());
+        let current = a["cls"].as_str().unwrap().contains("current");
         let mine: Vec<&Value> = texts.iter().filter(|t| t["id"] == id).collect();
-        assert_eq!(
-            mine.len(),
-            1,
+        assert!(
+            mine.len() <= 1,
             "{page}: one text for {id} ({name}): {mine:?}"
         );
-        let t = mine[0];
+        // Well inside: a circle at the very edge may be left unnamed.
+        let inner = [
+            frame[0] + 1.0,
+            frame[1] + 1.0,
+            frame[2] - 1.0,
+            frame[3] - 1.0,
+        ];
+        let in_frame = within(rect(&a["box"]), inner);
+        let Some(t) = mine.first() else {
+            let left_to_group = whole && a["group"].as_str().is_some_and(|g| groups.contains(&g));
+            assert!(
+                !in_frame || left_to_group,
+                "{page}: {id} ({name}) is on the map without a name or number"
+            );
+            assert!(
+                !current,
+                "{page}: the hero's place {id} is named on the map"
+            );
+            continue;
+        };
         if t["num"] == false {
-            assert_eq!(t["text"], name, "{page}: {id} is named in full");
-            named += 1;
+            let text = t["text"].as_str().unwrap();
+            let short = a["short"].as_str().filter(|_| !current);
+            let under_group = a["group"].as_str().is_some_and(|g| groups.contains(&g));
+            assert!(
+                text == name || (under_group && Some(text) == short),
+                "{page}: {id} is named in full ({name:?}) or by its short name {short:?} \
+                 under its group's label: {text:?}"
+            );
+            counts.named += 1;
             continue;
         }
-        let cls = a["cls"].as_str().unwrap();
-        // The hero's place always gets its full name (it is placed first).
-        // A neighbour usually does too, but generated maps are random and a
-        // crowd of long names can leave one of them only its number and the
-        // key, as any other place.
         assert!(
-            !near_named || !cls.contains("current"),
+            !current,
             "{page}: the hero's place is named on the map; {id} is numbered"
         );
+        counts.numbered += 1;
         let number = t["text"].as_str().unwrap();
         let entry = key.iter().find(|k| k["id"] == id);
         let entry = entry.unwrap_or_else(|| panic!("{page}: {id} is numbered but not in the key"));
@@ -1069,31 +1139,72 @@ fn check_map(layout: &Value, page: &str, fitted: bool, near_named: bool) -> usiz
             );
         }
     }
-    // The extent the map can be scrolled over, in page pixels.
-    let wrap = rect(&layout["wrap"]);
-    let scroll = rect(&layout["scroll"]);
-    let (left, top) = (wrap[0] - scroll[0], wrap[1] - scroll[1]);
-    let mut extent = [left, top, left + scroll[2], top + scroll[3]];
-    if fitted {
-        let page_width = layout["page"][0].as_f64().unwrap();
-        extent = [wrap[0].max(0.0), wrap[1], wrap[2].min(page_width), wrap[3]];
+    assert!(
+        texts
+            .iter()
+            .any(|t| t["kind"].as_str().unwrap().contains("current")),
+        "{page}: the hero's place is in view and named: {texts:?}"
+    );
+    let key_box = &layout["key_box"];
+    if counts.numbered > 0 {
+        assert_eq!(key_box["shown"], true, "{page}: {key_box}");
+        assert_eq!(key_box["tabindex"], 0, "{page}: the key is reached by Tab");
+        let count = key_box["count"].as_str().unwrap_or_default();
+        let total = counts.numbered.to_string();
+        assert!(count.contains(&total), "{page}: the key's count {count:?}");
+        if key_box["scrolls"] == true {
+            // "10 of 29" / "10/29": it shows fewer than it holds.
+            let shown: usize = count
+                .split(|c: char| !c.is_ascii_digit())
+                .find(|n| !n.is_empty())
+                .and_then(|n| n.parse().ok())
+                .unwrap();
+            assert!(
+                shown > 0 && shown < counts.numbered,
+                "{page}: the count says the key scrolls: {count:?}"
+            );
+        }
     }
-    for b in texts
-        .iter()
-        .map(|t| (&t["text"], &t["box"]))
-        .chain(areas.iter().map(|a| (&a["id"], &a["box"])))
-    {
-        let r = rect(b.1);
-        assert!(
-            r[0] >= extent[0] - 0.5
-                && r[1] >= extent[1] - 0.5
-                && r[2] <= extent[2] + 0.5
-                && r[3] <= extent[3] + 0.5,
-            "{page}: {} at {r:?} is outside the map's extent {extent:?}",
-            b.0
-        );
+    counts
+}
+
+/// Explores each theme from where the hero stands (six new areas each)
+/// and waits for the new places on the map, which held `before`.
+async fn explore(page: &Client, name: &str, verb: &str, themes: &[&str], before: usize) -> usize {
+    for (i, theme) in themes.iter().enumerate() {
+        say(page, &format!("{verb} {theme}")).await;
+        wait(
+            page,
+            name,
+            "six more areas on the map",
+            &format!("{} === {}", count("#map .area"), before + 6 * (i + 1)),
+        )
+        .await;
     }
-    named
+    before + 6 * themes.len()
+}
+
+/// The phone's map tab, at a readable scale (centred on the hero).
+async fn phone_map(page: &Client, name: &str, hero_at: &str) {
+    set_viewport(page, 390, 844).await;
+    wait(
+        page,
+        name,
+        "the tab bar of the narrow layout",
+        "getComputedStyle(document.querySelector('.tabs')).display === 'flex'",
+    )
+    .await;
+    click(page, ".tabs button[data-tab='map']").await;
+    wait(
+        page,
+        name,
+        "the map tab",
+        &format!(
+            "getComputedStyle(document.querySelector('.mapcard')).display !== 'none' && {}",
+            on_map(hero_at)
+        ),
+    )
+    .await;
 }
 
 #[actix_web::test]
@@ -1103,10 +1214,11 @@ async fn the_map_stays_readable_after_many_explores() {
     let app = spawn_offline(|s| s.chat_burst = 10).await;
     let session = app.demo().await;
     let page = driver.game("explorer", &app.base, &session).await;
+    set_viewport(&page, 1280, 900).await;
     wait(&page, "desktop", "the live map", &on_map("area_001")).await;
 
-    // Six explores from one place (six new areas each), then a step and one
-    // more: the crowd of new places around the hero is the hard case.
+    // Seven explores from one place (six new areas each), then a step and
+    // one more: the crowd of new places around the hero is the hard case.
     let themes = [
         "crystal caves",
         "sunken bridge",
@@ -1114,65 +1226,30 @@ async fn the_map_stays_readable_after_many_explores() {
         "whispering reeds",
         "old watchtower",
         "salt mines",
+        "drowned chapel",
     ];
-    for (i, theme) in themes.iter().enumerate() {
-        say(&page, &format!("explore {theme}")).await;
-        wait(
-            &page,
-            "desktop",
-            "six more areas on the map",
-            &format!(
-                "{} === {} && {} === {}",
-                count(".tool[data-tool='map_generate'][data-status='ok']"),
-                i + 1,
-                count("#map .area"),
-                9 + 6 * (i + 1)
-            ),
-        )
-        .await;
-    }
+    let n = explore(&page, "desktop", "explore", &themes, 9).await;
     say(&page, "go to area_002").await;
     wait(&page, "desktop", "the step", &on_map("area_002")).await;
-    say(&page, "explore lantern halls").await;
-    wait(
-        &page,
-        "desktop",
-        "the seventh explore",
-        &format!("{} === {}", count("#map .area"), 9 + 6 * 7),
-    )
-    .await;
+    explore(&page, "desktop", "explore", &["lantern halls"], n).await;
     wait_map_at_rest(&page, "desktop").await;
     let desktop = wait(&page, "desktop", "the map's layout", MAP_LAYOUT).await;
     screenshot(&page, "map-desktop.png").await;
-    check_map(&desktop, "desktop", false, true);
+    let counts = check_map(&desktop, "desktop", false);
+    assert!(
+        counts.groups > 0,
+        "desktop: groups are labelled: {counts:?}"
+    );
 
-    // ---- on a phone the whole map is fitted to the screen's width
-    set_viewport(&page, 390, 844).await;
-    wait(
-        &page,
-        "phone",
-        "the tab bar of the narrow layout",
-        "getComputedStyle(document.querySelector('.tabs')).display === 'flex'",
-    )
-    .await;
-    click(&page, ".tabs button[data-tab='map']").await;
-    wait(
-        &page,
-        "phone",
-        "the map tab",
-        &format!(
-            "getComputedStyle(document.querySelector('.mapcard')).display !== 'none' && {}",
-            on_map("area_002")
-        ),
-    )
-    .await;
-    // At a readable scale the map scrolls, centred on the hero.
+    // ---- on a phone the map scrolls at a readable scale, centred on the hero
+    phone_map(&page, "phone", "area_002").await;
     let phone = wait(&page, "phone", "the map's layout", MAP_LAYOUT).await;
     screenshot(&page, "map-phone.png").await;
-    check_map(&phone, "phone", false, true);
+    let zoomed = check_map(&phone, "phone", false);
+    assert!(zoomed.groups > 0, "phone: groups are labelled: {zoomed:?}");
 
-    // The whole map, fitted to the screen's width: everything named on it or
-    // in its key.
+    // The whole map, fitted to the screen: its groups, the hero's place and
+    // more places named than numbered.
     click(&page, "#map-fit").await;
     let fitted = "(() => { const w = document.getElementById('map').parentNode; \
          return w.scrollWidth <= w.clientWidth && w.scrollHeight <= w.clientHeight \
@@ -1180,9 +1257,13 @@ async fn the_map_stays_readable_after_many_explores() {
     wait(&page, "phone", "the whole map", fitted).await;
     let whole = wait(&page, "phone", "the whole map's layout", MAP_LAYOUT).await;
     screenshot(&page, "map-phone-whole.png").await;
-    let named_whole = check_map(&whole, "phone, whole map", true, false);
+    let counts = check_map(&whole, "phone, whole map", true);
+    assert!(
+        counts.groups >= themes.len() && counts.named + counts.groups > counts.numbered,
+        "the whole map names its groups and more than it numbers: {counts:?}"
+    );
 
-    // Zoomed in, the map scrolls within its frame and names more places.
+    // Zoomed in, the map scrolls within its frame, every label still inside it.
     click(&page, "#map-zoom-in").await;
     click(&page, "#map-zoom-in").await;
     wait(
@@ -1194,13 +1275,67 @@ async fn the_map_stays_readable_after_many_explores() {
     )
     .await;
     let zoomed = wait(&page, "phone", "the zoomed layout", MAP_LAYOUT).await;
-    let named_zoomed = check_map(&zoomed, "phone, zoomed", false, true);
-    assert!(
-        named_zoomed > named_whole,
-        "zooming in names more places on the map: {named_zoomed} vs {named_whole}"
-    );
+    check_map(&zoomed, "phone, zoomed", false);
+    // Scrolled to a corner, the labels follow the frame.
+    page.execute(
+        "const w = document.getElementById('map').parentNode; w.scrollLeft = 0; w.scrollTop = 0;",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let corner = wait(&page, "phone", "the scrolled layout", MAP_LAYOUT).await;
+    let texts = corner["texts"].as_array().unwrap();
+    let frame = rect(&corner["frame"]);
+    for t in texts {
+        assert!(
+            within(rect(&t["box"]), frame),
+            "phone, scrolled: {t} is inside the frame {frame:?}"
+        );
+    }
     click(&page, "#map-fit").await;
     wait(&page, "phone", "the whole map again", fitted).await;
+    page.close().await.unwrap();
+
+    // ---- in Chinese: places generated on Chinese themes, grouped the same way
+    let session = app.demo().await;
+    let page = driver.game("explorer-zh", &app.base, &session).await;
+    click(&page, "#lang").await;
+    wait(
+        &page,
+        "zh desktop",
+        "the Chinese interface",
+        "document.documentElement.lang === 'zh-CN'",
+    )
+    .await;
+    set_viewport(&page, 1280, 900).await;
+    let zh_themes = [
+        "水晶洞穴",
+        "沉没石桥",
+        "余烬熔炉",
+        "低语芦苇",
+        "古老哨塔",
+        "盐矿",
+        "淹没教堂",
+        "灯笼长廊",
+    ];
+    explore(&page, "zh desktop", "探索", &zh_themes, 9).await;
+    wait_map_at_rest(&page, "zh desktop").await;
+    let desktop = wait(&page, "zh desktop", "the map's layout", MAP_LAYOUT).await;
+    screenshot(&page, "map-desktop-zh.png").await;
+    let counts = check_map(&desktop, "zh desktop", false);
+    assert!(counts.groups > 0, "zh desktop: {counts:?}");
+    phone_map(&page, "zh phone", "area_001").await;
+    let phone = wait(&page, "zh phone", "the map's layout", MAP_LAYOUT).await;
+    screenshot(&page, "map-phone-zh.png").await;
+    let counts = check_map(&phone, "zh phone", false);
+    assert!(counts.groups > 0, "zh phone: {counts:?}");
+    for t in phone["texts"].as_array().unwrap() {
+        let text = t["text"].as_str().unwrap();
+        assert!(
+            !text.chars().any(|c| c.is_ascii_alphabetic()),
+            "zh phone: the map speaks Chinese: {text:?}"
+        );
+    }
 
     page.close().await.unwrap();
     app.stop().await;

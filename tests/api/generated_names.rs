@@ -59,6 +59,10 @@ async fn english_places_keep_the_players_words() {
         let description = text(area, "description");
         assert!(description.contains("crystal caves"), "{description}");
         assert!(t.reply.contains(name.as_str()), "{}", t.reply);
+        // Grouped under the theme, with a short name the map shows.
+        assert_eq!(area["group"], "Crystal Caves", "{area}");
+        let short = text(area, "short_name");
+        assert_eq!(*name, format!("{short} of the Crystal Caves"), "{area}");
     }
     names.sort();
     names.dedup();
@@ -96,6 +100,8 @@ async fn chinese_places_are_named_in_chinese_and_walked_to_by_name() {
             let s = text(area, field);
             assert!(!s.is_empty() && !has_ascii_letter(&s), "{field}: {s}");
         }
+        // A name without a theme is short already: no group.
+        assert!(area.get("group").is_none() && area.get("short_name").is_none());
         assert!(t.reply.contains(&text(area, "name")), "{}", t.reply);
     }
 
@@ -103,6 +109,10 @@ async fn chinese_places_are_named_in_chinese_and_walked_to_by_name() {
     for area in new_areas(&t) {
         let name = text(&area, "name");
         assert!(name.contains("洞穴") && !has_ascii_letter(&name), "{name}");
+        assert_eq!(area["group"], "洞穴", "{area}");
+        let short = text(&area, "short_name");
+        assert_eq!(short.chars().count(), 4, "{area}");
+        assert_eq!(name.replacen("洞穴", "", 1), short, "{area}");
     }
 
     // The first area of the bare call joins the one the player stands in.
