@@ -248,10 +248,18 @@ fn text(s: &str) -> Value {
 
 /// An area as the context names it: `{area_id, name}`.
 fn brief(a: &Area) -> Value {
-    object([
+    let mut brief = object([
         ("area_id", text(a.area_id.as_str())),
         ("name", text(&a.name)),
-    ])
+    ]);
+    // The short name the map shows a generated place by, which players
+    // then use: the model reads it as another name of the place.
+    if !a.short_name.is_empty()
+        && let Value::Object(fields) = &mut brief
+    {
+        fields.insert("short_name".into(), text(&a.short_name));
+    }
+    brief
 }
 
 /// The areas within [`NEARBY_STEPS`] moves of `here`, nearest first, at

@@ -548,7 +548,9 @@ function placeLabels(group, d, view) {
       const len = Math.hypot(tx - x, ty - y) || 1;
       group.appendChild(svg('line', {
         x1: x + ((tx - x) / len) * r, y1: y + ((ty - y) / len) * r, x2: tx, y2: ty,
-        class: 'leader', 'stroke-width': k,
+        // The hero's own name, when it had to move away, is tied to the
+        // place as plainly as the place itself is marked.
+        class: 'leader' + cls, 'stroke-width': (cls === ' current' ? 2 : 1) * k,
       }));
     }
     group.appendChild(svg('text', {

@@ -276,13 +276,18 @@ pub(crate) async fn say(c: &Client, text: &str) {
     input.send_keys(&line).await.unwrap();
 }
 
+/// Clicks the element matching the selector. The page may draw the element
+/// again between finding and clicking it (the map redraws when the
+/// snapshot or the language changes): a stale element is found again.
 pub(crate) async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    for _ in 0..5 {
+        match c.find(Locator::Css(css)).await.unwrap().click().await {
+            Err(fantoccini::error::CmdError::Standard(e))
+                if e.error == fantoccini::error::ErrorStatus::StaleElementReference => {}
+            done => return done.unwrap(),
+        }
+    }
+    panic!("{css} was drawn again five times before it could be clicked");
 }
 
 /// Count of elements matching a selector, as a JavaScript expression.

@@ -58,21 +58,42 @@ async fn english_places_keep_the_players_words() {
         assert!(name.contains("Crystal Caves"), "{name}");
         let description = text(area, "description");
         assert!(description.contains("crystal caves"), "{description}");
-        assert!(t.reply.contains(name.as_str()), "{}", t.reply);
-        // Grouped under the theme, with a short name the map shows.
+        // Grouped under the theme, with a short name the map shows, and
+        // told the same way: the theme once, each place by its short name.
         assert_eq!(area["group"], "Crystal Caves", "{area}");
         let short = text(area, "short_name");
         assert_eq!(*name, format!("{short} of the Crystal Caves"), "{area}");
+        assert!(t.reply.contains(&format!("the {short}")), "{}", t.reply);
     }
+    assert!(
+        t.reply.contains("into the Crystal Caves:")
+            && t.reply.matches("Crystal Caves").count() == 1,
+        "{}",
+        t.reply
+    );
     names.sort();
     names.dedup();
     assert_eq!(names.len(), 6, "no two share a name: {names:?}");
 
-    // A new area is reached by its name.
+    // A new area is reached by its name, and the next by its short name.
     let (id, name) = (text(&areas[0], "area_id"), text(&areas[0], "name"));
     let t = turn(&mut ws, &format!("go to {name}")).await;
     assert_eq!(t.results("move")[0]["area"]["area_id"], id.as_str());
     assert!(t.reply.contains(&name), "{}", t.reply);
+    let next = t.results("move")[0]["reachable_area_ids"]
+        .as_array()
+        .and_then(|ids| {
+            let ids: Vec<&str> = ids.iter().filter_map(Value::as_str).collect();
+            areas
+                .iter()
+                .find(|a| ids.contains(&text(a, "area_id").as_str()))
+        })
+        .expect("a new area joins another new one");
+    let t = turn(&mut ws, &format!("go to {}", text(next, "short_name"))).await;
+    assert_eq!(
+        t.results("move")[0]["area"]["area_id"],
+        text(next, "area_id").as_str()
+    );
 }
 
 #[actix_web::test]
@@ -113,7 +134,9 @@ async fn chinese_places_are_named_in_chinese_and_walked_to_by_name() {
         let short = text(&area, "short_name");
         assert_eq!(short.chars().count(), 4, "{area}");
         assert_eq!(name.replacen("洞穴", "", 1), short, "{area}");
+        assert!(t.reply.contains(&short), "{}", t.reply);
     }
+    assert!(t.reply.contains("通向洞穴："), "{}", t.reply);
 
     // The first area of the bare call joins the one the player stands in.
     let (id, name) = (text(&bare[0], "area_id"), text(&bare[0], "name"));

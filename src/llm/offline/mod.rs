@@ -306,7 +306,13 @@ fn resolve_area(
         .or_else(|| {
             // Prefer a neighbour when a partial name matches several areas.
             let reachable = context["current_area"]["reachable"].as_array();
-            let partial = |a: &&Value| names(&lower, &field(a, "name")) || names(&lower, &zh(a));
+            // A generated place is also called by the short name the map
+            // shows it by ("Hollow Bridge", "幽暗大厅").
+            let partial = |a: &&Value| {
+                names(&lower, &field(a, "name"))
+                    || names(&lower, &zh(a))
+                    || field(a, "short_name") == lower
+            };
             reachable
                 .and_then(|r| r.iter().find(partial))
                 .or_else(|| areas.iter().find(partial))
@@ -978,6 +984,53 @@ mod tests {
             answered(&mut req, "search_content", chinese_names());
         }
         OfflineGameMaster::default().answer(&req)
+    }
+
+    #[test]
+    fn new_places_of_one_theme_are_told_by_the_theme_once() {
+        let area = |short: &str, group: &str| {
+            json!({"area_id": "area_010", "name": format!("{short} of the {group}"),
+                   "short_name": short, "group": group})
+        };
+        let en = told(
+            "explore lantern halls",
+            1,
+            "map_generate",
+            json!({"areas": [area("Hollow Bridge", "Lantern Halls"), area("Gilded Passage", "Lantern Halls")]}),
+        );
+        assert!(
+            en.text.contains(
+                "New ways open before you, into the Lantern Halls: the Hollow Bridge and the Gilded Passage."
+            ),
+            "{}",
+            en.text
+        );
+        let zh = told(
+            "探索 洞穴",
+            1,
+            "map_generate",
+            json!({"areas": [area("幽暗大厅", "洞穴"), area("破碎回廊", "洞穴")]}),
+        );
+        assert!(
+            zh.text
+                .contains("新的道路展开，通向洞穴：幽暗大厅和破碎回廊。"),
+            "{}",
+            zh.text
+        );
+        // Places of different themes keep their whole names.
+        let mixed = told(
+            "explore lantern halls",
+            1,
+            "map_generate",
+            json!({"areas": [area("Hollow Bridge", "Lantern Halls"), area("Salt Mine", "Deep Caves")]}),
+        );
+        assert!(
+            mixed
+                .text
+                .contains("Hollow Bridge of the Lantern Halls, Salt Mine of the Deep Caves"),
+            "{}",
+            mixed.text
+        );
     }
 
     #[test]

@@ -448,12 +448,14 @@ pub(super) fn results(
             }
             "map_generate" => {
                 dialog_type = "scene_description";
-                made(
-                    r,
-                    "areas",
-                    ("New ways open before you: ", "新的道路展开，通向："),
-                    zh,
-                )
+                grouped(r, zh).unwrap_or_else(|| {
+                    made(
+                        r,
+                        "areas",
+                        ("New ways open before you: ", "新的道路展开，通向："),
+                        zh,
+                    )
+                })
             }
             "get_character_stats" => {
                 let inv: Vec<String> = r["inventory"]
@@ -588,6 +590,33 @@ fn made(r: &Value, list: &str, (en, zh_text): (&str, &str), zh: bool) -> String 
     } else {
         format!("{en}{}.", names.join(", "))
     }
+}
+
+/// New places that share one theme, told as the map draws them: the theme
+/// once, then each place by its short name ("New ways open before you,
+/// into the Lantern Halls: the Hollow Bridge and the Gilded Passage."),
+/// rather than the theme repeated in every name. `None` when the places
+/// have no common group, or one lacks a short name.
+fn grouped(r: &Value, zh: bool) -> Option<String> {
+    let areas = r["areas"].as_array().filter(|a| !a.is_empty())?;
+    let group = areas[0]["group"].as_str().filter(|g| !g.is_empty())?;
+    let shorts = areas
+        .iter()
+        .map(|a| {
+            let short = a["short_name"].as_str().filter(|n| !n.is_empty())?;
+            (a["group"].as_str() == Some(group)).then(|| voice::place(short, zh))
+        })
+        .collect::<Option<Vec<String>>>()?;
+    let places = voice::list(&shorts, zh);
+    Some(if zh {
+        format!("新的道路展开，通向{group}：{places}。")
+    } else {
+        format!(
+            "New ways open before you, into {}: {}.",
+            voice::place(group, zh),
+            places
+        )
+    })
 }
 
 /// `text` with its first letter upper-cased, to open a sentence.
