@@ -6,8 +6,8 @@
 //! chromium chromium-driver`); without them the test fails and says so, it
 //! is never skipped. `QUESTD_CHROMIUM` and `QUESTD_CHROMEDRIVER` name other
 //! binaries. Screenshots go to `<target>/browser-artifacts/`; with
-//! `QUESTD_UPDATE_SCREENSHOTS=1` the play view is also written to
-//! `docs/play.png` for the README.
+//! `QUESTD_UPDATE_SCREENSHOTS=1` the story test (`browser_story`) also
+//! writes its play view to `docs/play.png` for the README.
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -741,12 +741,8 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         STORY_AT_END,
     )
     .await;
-    let play_png = screenshot(&player, "play.png").await;
+    screenshot(&player, "play.png").await;
     screenshot(&spectator, "spectator.png").await;
-    if std::env::var_os("QUESTD_UPDATE_SCREENSHOTS").is_some() {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/play.png");
-        std::fs::copy(&play_png, docs).unwrap();
-    }
 
     // ---- the server goes away: both pages say they are reconnecting
     app.handle.stop(false).await;

@@ -98,7 +98,12 @@ async fn the_story_comes_first_and_a_turn_s_tools_open_from_the_keyboard() {
         .unwrap();
     assert_eq!(shown, Value::Null, "no id in the story");
     settle().await;
-    screenshot(&page, "story-en-desktop.png").await;
+    let play_png = screenshot(&page, "story-en-desktop.png").await;
+    // The README's picture of play: a good moment, Old Maren's hint.
+    if std::env::var_os("QUESTD_UPDATE_SCREENSHOTS").is_some() {
+        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/play.png");
+        std::fs::copy(&play_png, docs).unwrap();
+    }
 
     // ---- the chip row above the composer says that it scrolls, and stops
     // saying so at its end
