@@ -80,6 +80,10 @@ export interface Area {
   y: number;
   z: number;
   tags: string[];
+  /** A generated place: the theme its names share (the map's group label). */
+  group?: string;
+  /** A generated place: its name within its group. */
+  short_name?: string;
 }
 
 export interface Item {
@@ -295,6 +299,10 @@ export interface Campaign {
   campaign_id: string;
   title: string;
   description: string;
+  /** The Chinese title, when the campaign has one. */
+  title_zh?: string;
+  /** The Chinese description, when the campaign has one. */
+  description_zh?: string;
 }
 
 export interface CreateSessionBody {

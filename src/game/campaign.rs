@@ -286,6 +286,14 @@ static VALIDATOR: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
 });
 
 impl Campaign {
+    /// The campaign's Chinese title and description: its `name_zh` draft
+    /// `zh_<campaign_id>`, when it has one.
+    pub fn title_zh(&self) -> Option<&ContentEntry> {
+        self.content
+            .iter()
+            .find(|e| super::state::names_in_chinese(e) == Some(self.campaign_id.as_str()))
+    }
+
     /// The JSON Schema that inline campaigns must follow.
     pub fn schema() -> &'static Value {
         &SCHEMA

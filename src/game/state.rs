@@ -23,6 +23,13 @@ pub use crate::ids::{AreaId, CharacterId};
 pub const NAME_ZH_TYPE: &str = "name_zh";
 /// What a Chinese name's `content_id` starts with, before the id it names.
 const NAME_ZH_PREFIX: &str = "zh_";
+
+/// The id a content entry gives the Chinese name of, when it is one: a
+/// draft of type `name_zh` whose `content_id` is `zh_<id>`.
+pub fn names_in_chinese(e: &ContentEntry) -> Option<&str> {
+    let id = e.content_id.strip_prefix(NAME_ZH_PREFIX)?;
+    (e.content_type == NAME_ZH_TYPE && e.status == ContentStatus::Draft).then_some(id)
+}
 /// How the id of an item's Chinese name begins: `item_<slug>`.
 const ITEM_PREFIX: &str = "item_";
 
@@ -438,13 +445,12 @@ impl GameState {
     /// most one per id.
     pub fn names_zh(&self) -> impl Iterator<Item = (&str, &ContentEntry)> {
         self.content.iter().filter_map(|e| {
-            let id = e.content_id.strip_prefix(NAME_ZH_PREFIX)?;
+            let id = names_in_chinese(e)?;
             let named = self.area(id).is_some()
                 || self.character(id).is_some()
                 || id.starts_with(ITEM_PREFIX)
                 || (!id.is_empty() && id == self.campaign_id);
-            (e.content_type == NAME_ZH_TYPE && e.status == ContentStatus::Draft && named)
-                .then_some((id, e))
+            named.then_some((id, e))
         })
     }
 

@@ -61,14 +61,24 @@ pub struct CampaignSummary<'a> {
     pub campaign_id: &'a str,
     pub title: &'a str,
     pub description: &'a str,
+    /// The Chinese title, when the campaign has one (its `name_zh` draft
+    /// `zh_<campaign_id>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title_zh: Option<&'a str>,
+    /// The Chinese description, with the Chinese title (absent when empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description_zh: Option<&'a str>,
 }
 
 impl<'a> From<&'a Campaign> for CampaignSummary<'a> {
     fn from(c: &'a Campaign) -> Self {
+        let zh = c.title_zh();
         Self {
             campaign_id: &c.campaign_id,
             title: &c.title,
             description: &c.description,
+            title_zh: zh.map(|e| e.title.as_str()),
+            description_zh: zh.map(|e| e.body.as_str()).filter(|b| !b.is_empty()),
         }
     }
 }

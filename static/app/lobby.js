@@ -3,7 +3,7 @@
 // the live sessions anyone may watch.
 
 import { $, el, icon, notice, readJson, sessionLink, writeJson } from './dom.js';
-import { t } from './language.js';
+import { lang, t } from './language.js';
 import { questd } from './state.js';
 
 export async function loadCampaigns() {
@@ -17,7 +17,10 @@ export async function loadCampaigns() {
       const art = el('div', 'campaign-art');
       art.appendChild(icon('lantern'));
       const info = el('div', 'grow');
-      info.append(el('h3', null, c.title || c.campaign_id), el('p', 'muted', c.description || ''));
+      // The campaign's Chinese title and description, where it has them.
+      const zh = lang === 'zh';
+      const title = (zh && c.title_zh) || c.title || c.campaign_id;
+      info.append(el('h3', null, title), el('p', 'muted', (zh && c.description_zh) || c.description || ''));
       const btn = el('button', 'primary start', t('lobby.start'));
       btn.type = 'button';
       btn.addEventListener('click', () => startSession(c, btn));

@@ -316,6 +316,19 @@ async fn http_api_basics() {
             .iter()
             .any(|c| c["campaign_id"] == "demo" && c["title"].is_string())
     );
+    // With its Chinese title for a Chinese lobby.
+    let demo = campaigns
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["campaign_id"] == "demo")
+        .unwrap();
+    assert_eq!(demo["title_zh"], "沉没的灯笼", "{demo}");
+    assert!(
+        demo["description_zh"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty())
+    );
 
     let s = app.public_demo().await;
     let private = app.demo().await;
