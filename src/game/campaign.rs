@@ -532,6 +532,9 @@ impl Campaign {
     }
 }
 
+/// Longest title of a lore line's content entry.
+const LORE_TITLE_CHARS: usize = 60;
+
 /// The campaign's lore lines as searchable content, with ids (`lore_001`,
 /// ...) that skip any the campaign's own content already uses.
 fn lore_entries(lore: &[String], content: &[ContentEntry]) -> Vec<ContentEntry> {
@@ -549,13 +552,12 @@ fn lore_entries(lore: &[String], content: &[ContentEntry]) -> Vec<ContentEntry> 
             ContentEntry {
                 content_id,
                 content_type: "lore".into(),
-                title: line
-                    .split(['.', '。'])
-                    .next()
-                    .unwrap_or(line)
-                    .chars()
-                    .take(60)
-                    .collect(),
+                // Its first sentence, cut at a word when long: a title
+                // never ends mid-word.
+                title: super::names::cut_at_boundary(
+                    line.split(['.', '。']).next().unwrap_or(line),
+                    LORE_TITLE_CHARS,
+                ),
                 body: line.clone(),
                 tags: vec!["lore".into()],
                 status: Default::default(),
@@ -655,6 +657,24 @@ mod tests {
                 .all(|a| !a.name.is_empty() && !a.description.is_empty())
         );
         assert!(Campaign::builtin("nope", &tools()).is_none());
+    }
+
+    #[test]
+    fn a_long_lore_line_is_titled_without_a_word_cut() {
+        let mut v = tiny();
+        v["lore"] = json!([
+            "The bells of the drowned chapel are said to hear bells of their own, far below the water and the silt"
+        ]);
+        let state = Campaign::from_value(&v, &tools()).unwrap().into_state();
+        let lore = state
+            .content
+            .iter()
+            .find(|e| e.content_type == "lore")
+            .unwrap();
+        assert_eq!(
+            lore.title,
+            "The bells of the drowned chapel are said to hear bells of…"
+        );
     }
 
     #[test]

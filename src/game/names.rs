@@ -43,6 +43,44 @@ pub fn has_cjk(text: &str) -> bool {
     text.chars().any(is_cjk)
 }
 
+/// `text` cut to at most `max` characters, at the end of a sentence when one
+/// ends within the limit, else at a word boundary, with `…` when cut. Chinese
+/// (no spaces) is cut at a sentence end or a comma, else between characters.
+pub fn cut_at_boundary(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let end = text
+        .char_indices()
+        .nth(max)
+        .map_or(text.len(), |(at, _)| at);
+    let head = &text[..end];
+    let sentence_end = head
+        .char_indices()
+        .filter(|&(at, c)| {
+            matches!(c, '。' | '！' | '？')
+                || (matches!(c, '.' | '!' | '?')
+                    && text[at + c.len_utf8()..].starts_with(char::is_whitespace))
+        })
+        .map(|(at, c)| at + c.len_utf8())
+        .next_back();
+    if let Some(at) = sentence_end {
+        return head[..at].to_owned();
+    }
+    let word_end = head
+        .char_indices()
+        .filter(|&(_, c)| c.is_whitespace() || matches!(c, '，' | '、' | '；'))
+        .map(|(at, _)| at)
+        .next_back()
+        .filter(|&at| at > 0);
+    let kept = word_end.map_or(head, |at| &head[..at]);
+    format!(
+        "{}…",
+        kept.trim_end_matches([',', ';', ':', ' ', '，', '、', '；'])
+    )
+}
+
 /// Most words of an English phrase; a longer prompt keeps its first ones.
 pub const MAX_PHRASE_WORDS: usize = 4;
 /// Longest word a phrase keeps; a longer run of letters (a sentence

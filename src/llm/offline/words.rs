@@ -2,43 +2,7 @@
 //! cutting a text at a sentence or word boundary, and matching what a player
 //! calls a thing against its name.
 
-/// `text` cut to at most `max` characters, at the end of a sentence when one
-/// ends within the limit, else at a word boundary, with `…` when cut. Chinese
-/// (no spaces) is cut at a sentence end or a comma, else between characters.
-pub(super) fn cut_at_boundary(text: &str, max: usize) -> String {
-    let text = text.trim();
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let end = text
-        .char_indices()
-        .nth(max)
-        .map_or(text.len(), |(at, _)| at);
-    let head = &text[..end];
-    let sentence_end = head
-        .char_indices()
-        .filter(|&(at, c)| {
-            matches!(c, '。' | '！' | '？')
-                || (matches!(c, '.' | '!' | '?')
-                    && text[at + c.len_utf8()..].starts_with(char::is_whitespace))
-        })
-        .map(|(at, c)| at + c.len_utf8())
-        .next_back();
-    if let Some(at) = sentence_end {
-        return head[..at].to_owned();
-    }
-    let word_end = head
-        .char_indices()
-        .filter(|&(_, c)| c.is_whitespace() || matches!(c, '，' | '、' | '；'))
-        .map(|(at, _)| at)
-        .next_back()
-        .filter(|&at| at > 0);
-    let kept = word_end.map_or(head, |at| &head[..at]);
-    format!(
-        "{}…",
-        kept.trim_end_matches([',', ';', ':', ' ', '，', '、', '；'])
-    )
-}
+pub(super) use crate::game::names::cut_at_boundary;
 
 /// Words that open what a player names without naming anything.
 const ARTICLES: [&str; 5] = ["the ", "a ", "an ", "some ", "my "];
