@@ -144,6 +144,14 @@ export function renderSummaries() {
     call.card.querySelector('.tool-status').textContent = t('tool.' + (call.status || 'running'));
     const fail = call.card.querySelector('.tool-fail');
     if (fail) fail.textContent = failText(call);
+    // The result's view again, its names and words in the new language
+    // (drawn at rest: nothing moves for a language switch).
+    const view = call.card.querySelector(':scope > [data-view]');
+    const fresh = view && resultView(call.tool, call.args, call.result || {}, false);
+    if (fresh) {
+      fresh.dataset.view = '';
+      view.replaceWith(fresh);
+    }
   }
 }
 
@@ -211,7 +219,10 @@ export function onToolResult(f, live) {
   scrollStory(() => {
     if (f.status === 'ok') {
       const body = resultView(f.tool, call.args, f.result || {}, live);
-      if (body) card.appendChild(body);
+      if (body) {
+        body.dataset.view = '';
+        card.appendChild(body);
+      }
       card.appendChild(rawDetails(call.args, f.result));
     } else {
       // In words; the code and the server's own message (ids and all) stay

@@ -357,7 +357,7 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
     settle().await;
     screenshot(&page, "story-zh-phone.png").await;
 
-    // ---- back in English, the summary lines say it in English
+    // ---- back in English, the summary lines and the cards say it in English
     click(&page, "#lang").await;
     wait(
         &page,
@@ -365,6 +365,15 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
         "the summary lines in English",
         "document.querySelector('#live .tool-summary').innerText.includes(\"Lantern Gate → Lamplighter's Alcove\") \
          && document.querySelector('#live .tool-summary .sum-more').textContent === 'details'",
+    )
+    .await;
+    // The move's card, drawn in Chinese, names its places in English now.
+    wait(
+        &page,
+        "en-phone",
+        "the move's card in English",
+        "document.querySelector(\"#live .tool[data-tool='move'] [data-view]\").textContent.includes(\"Lamplighter's Alcove\") \
+         && !/[\\u4e00-\\u9fff]/.test(document.querySelector(\"#live .tool[data-tool='move'] [data-view]\").textContent)",
     )
     .await;
 
