@@ -323,6 +323,16 @@ impl<'a> Facts<'a> {
     }
 
     /// The person here the player's words name.
+    /// Whether the campaign has the line `line_<key>` in the player's
+    /// language.
+    fn has_line(&self, key: &str) -> bool {
+        if self.zh {
+            self.zh_names.contains_key(&format!("line_{key}"))
+        } else {
+            self.lines.contains_key(key)
+        }
+    }
+
     fn person(&self, wanted: &str) -> Option<&(String, String)> {
         self.people
             .iter()
@@ -444,7 +454,7 @@ pub(super) fn next(
         if *act != Act::Look {
             calls.push(listing(ALIAS_TYPE));
         }
-        if matches!(act, Act::Look | Act::Use(_)) {
+        if matches!(act, Act::Look | Act::Use(_) | Act::TalkTo(_)) {
             calls.push(listing(QUEST_DONE_TYPE));
         }
         if *act == Act::Look {
@@ -566,6 +576,19 @@ fn talk_to(f: &Facts<'_>, who: &str) -> Next {
     let greeting = profile["greeting_templates"][0]
         .as_str()
         .unwrap_or_default();
+    // The quest they give, and whether it is done: then they say their
+    // line for afterwards (`line_<id>_done`), where the campaign has one.
+    let quest = f.quests.iter().find(|q| {
+        let body = q["body"].as_str().unwrap_or_default();
+        !english.is_empty() && body.contains(english.as_str())
+    });
+    let quest_done = quest.is_some_and(|q| f.done.contains(&str_of(&q["id"])));
+    let after = format!("{id}_done");
+    let line_id = if quest_done && f.has_line(&after) {
+        after.as_str()
+    } else {
+        id
+    };
     let (greeting, line) = if f.zh {
         let said = |key: &str| {
             f.zh_names
@@ -578,11 +601,11 @@ fn talk_to(f: &Facts<'_>, who: &str) -> Next {
         } else {
             said(id)
         };
-        (greeting, said(&format!("line_{id}")))
+        (greeting, said(&format!("line_{line_id}")))
     } else {
         (
             greeting.to_owned(),
-            f.lines.get(id).cloned().unwrap_or_default(),
+            f.lines.get(line_id).cloned().unwrap_or_default(),
         )
     };
     let joined: Vec<&str> = [greeting.trim(), line.trim()]
@@ -601,16 +624,13 @@ fn talk_to(f: &Facts<'_>, who: &str) -> Next {
         f.zh,
         &[("name", &name), ("speech", &speech)],
     );
-    let quest = f.quests.iter().find(|q| {
-        let body = q["body"].as_str().unwrap_or_default();
-        !english.is_empty() && body.contains(english.as_str())
-    });
     if let Some(q) = quest {
         let title = f.name(&str_of(&q["id"]), &str_of(&q["title"]));
-        text.push_str(&if f.zh {
-            format!("（任务：“{title}”）")
-        } else {
-            format!(" (Quest: \"{title}\")")
+        text.push_str(&match (quest_done, f.zh) {
+            (false, true) => format!("（任务：“{title}”）"),
+            (false, false) => format!(" (Quest: \"{title}\")"),
+            (true, true) => format!("（任务已完成：“{title}”）"),
+            (true, false) => format!(" (Quest done: \"{title}\")"),
         });
     }
     Next::Say(text, "dialogue")
@@ -1228,6 +1248,36 @@ mod tests {
                 !text.contains("She swore") && !text.contains("The last lamplighter"),
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn maren_speaks_of_the_lit_lantern_once_her_quest_is_done() {
+        for (words, zh, after, not_again, done) in [
+            (
+                "Old Maren",
+                false,
+                "The Heart Lantern burns again",
+                "One sealed jar of oil is left",
+                "(Quest done: \"Oil for the Last Lamp\")",
+            ),
+            (
+                "老玛伦",
+                true,
+                "心灯又亮起来了",
+                "还剩一罐密封灯油",
+                "（任务已完成：“最后一盏灯的灯油”）",
+            ),
+        ] {
+            let mut state = with_maren();
+            let record = json!({"content_id": "quest_done_last_oil", "content_type": QUEST_DONE_TYPE,
+                "title": "quest_last_oil", "body": "", "status": "draft"});
+            std::sync::Arc::make_mut(&mut state.content)
+                .push(serde_json::from_value(record).unwrap());
+            let (_, text) = play(&mut state, Act::TalkTo(words.into()), zh);
+            assert!(text.contains(after), "{after:?} in {text}");
+            assert!(text.contains(done), "{done:?} in {text}");
+            assert!(!text.contains(not_again), "{text}");
         }
     }
 
