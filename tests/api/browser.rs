@@ -398,6 +398,24 @@ async fn play_spectate_and_reconnect_in_a_real_browser() {
         &query("[data-campaign-id='demo'] button.start"),
     )
     .await;
+    // In Chinese the lobby names the campaign by its Chinese title.
+    let title = "document.querySelector(\"[data-campaign-id='demo'] h3\").textContent";
+    click(&player, "#lang").await;
+    wait(
+        &player,
+        "lobby",
+        "the Chinese title",
+        &format!("{title} === '沉没的灯笼'"),
+    )
+    .await;
+    click(&player, "#lang").await;
+    wait(
+        &player,
+        "lobby",
+        "the English title",
+        &format!("{title} === 'The Drowned Lanterns'"),
+    )
+    .await;
     click(&player, "#public").await;
     click(&player, "[data-campaign-id='demo'] button.start").await;
     let links = wait(

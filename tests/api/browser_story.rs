@@ -59,6 +59,18 @@ fn assert_story_first(turns: &[Value]) {
     }
 }
 
+/// A browser on a new demo session's player page, 1280 x 900. The driver
+/// is returned to be kept: dropping it ends the browser.
+async fn demo_page(name: &str) -> (ChromeDriver, TestApp, Client) {
+    let browsers = Browsers::find().unwrap_or_else(|e| panic!("{e}"));
+    let driver = ChromeDriver::start(&browsers).await;
+    let app = spawn_offline(|s| s.chat_burst = 10).await;
+    let s = app.demo().await;
+    let page = driver.game(name, &app.base, &s).await;
+    set_viewport(&page, 1280, 900).await;
+    (driver, app, page)
+}
+
 /// Presses a key on the focused element.
 async fn press(c: &Client, key: Key) {
     let focused = c.active_element().await.unwrap();
@@ -67,12 +79,7 @@ async fn press(c: &Client, key: Key) {
 
 #[actix_web::test]
 async fn the_story_comes_first_and_a_turn_s_tools_open_from_the_keyboard() {
-    let browsers = Browsers::find().unwrap_or_else(|e| panic!("{e}"));
-    let driver = ChromeDriver::start(&browsers).await;
-    let app = spawn_offline(|s| s.chat_burst = 10).await;
-    let s = app.demo().await;
-    let page = driver.game("story", &app.base, &s).await;
-    set_viewport(&page, 1280, 900).await;
+    let (_driver, app, page) = demo_page("story").await;
 
     // ---- look around at the gate, walk to Old Maren by the map, talk to her
     say(&page, "look around").await;
@@ -230,12 +237,7 @@ async fn the_story_comes_first_and_a_turn_s_tools_open_from_the_keyboard() {
 
 #[actix_web::test]
 async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
-    let browsers = Browsers::find().unwrap_or_else(|e| panic!("{e}"));
-    let driver = ChromeDriver::start(&browsers).await;
-    let app = spawn_offline(|s| s.chat_burst = 10).await;
-    let s = app.demo().await;
-    let page = driver.game("zh", &app.base, &s).await;
-    set_viewport(&page, 1280, 900).await;
+    let (_driver, app, page) = demo_page("zh").await;
     click(&page, "#lang").await;
     wait(
         &page,
