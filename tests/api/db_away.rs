@@ -488,11 +488,37 @@ async fn a_node_cut_off_from_the_database_loses_its_sessions_to_a_node_that_is_n
     player.resumes(&b, 2, "on node B after A is back").await;
     player.nothing_lost(&b, "after the move").await;
 
-    // And A serves again by itself, with no restart.
-    let again = a.demo().await;
+    // And A serves again by itself, with no restart: a write that failed
+    // while it was cut off makes it refuse new work for a moment after
+    // ("try again soon", 503), which a client waits out as told.
+    let again = demo_when_ready(&a).await;
     let mut newcomer = Player::new(&again);
     newcomer.resumes(&a, 2, "a new session on node A").await;
     assert_eq!(a.snapshot(&again).await["owner_node"], "node-a");
+}
+
+/// A new demo session on `node`, trying again while it answers `503
+/// OVERLOADED` (as a client does, after the `Retry-After` it is given), at
+/// most 30 times.
+async fn demo_when_ready(node: &Server) -> Session {
+    let url = format!("{}/api/v1/sessions", node.base());
+    for _ in 0..30 {
+        let a = request(
+            "POST",
+            &url,
+            &[("X-Internal-API-Key", TEST_KEY)],
+            Some(&serde_json::json!({"campaign_id": "demo"})),
+        )
+        .await;
+        if a.status == 503 && a.body["error_code"] == "OVERLOADED" {
+            let wait = a.retry_after.and_then(|s| s.parse().ok()).unwrap_or(1);
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            continue;
+        }
+        assert_eq!(a.status, 201, "create session: {}", a.body);
+        return Session::created(&a.body);
+    }
+    panic!("node still refuses new sessions after 30 tries");
 }
 
 #[actix_web::test]
