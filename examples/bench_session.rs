@@ -152,6 +152,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                     .addr
                     .send(SubmitChat {
                         text: "roll 1d6".into(),
+                        seat_id: questd::game::party::host_seat(),
                         request_id: None,
                         conn_id: None,
                         trace_id: None,

@@ -508,7 +508,7 @@ impl Campaign {
                 areas[j].reachable_area_ids.push(from);
             }
         }
-        GameState {
+        let mut state = GameState {
             campaign_id: self.campaign_id,
             title: self.title,
             turn: 0,
@@ -528,7 +528,10 @@ impl Campaign {
             npcs: Arc::new(self.npcs),
             events: VecDeque::new(),
             history: VecDeque::new(),
-        }
+            party: Default::default(),
+        };
+        state.ensure_host_seat();
+        state
     }
 }
 

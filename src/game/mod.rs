@@ -10,6 +10,7 @@ pub mod dice;
 pub mod entities;
 pub mod mapgen;
 pub mod names;
+pub mod party;
 pub mod pieces;
 pub mod rng;
 pub mod state;

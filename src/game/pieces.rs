@@ -66,6 +66,7 @@ struct Manifest<'a> {
     active_actor_id: &'a super::state::CharacterId,
     allowlist: &'a [String],
     player: &'a super::zones::PlayerRuntime,
+    party: &'a super::party::Party,
     chunked: BTreeMap<&'static str, Vec<String>>,
 }
 
@@ -89,6 +90,7 @@ impl GameState {
             content,
             events,
             history,
+            party,
         } = self;
         let mut cutter = Cutter::default();
         cutter.list("areas", areas.iter())?;
@@ -107,6 +109,7 @@ impl GameState {
             active_actor_id,
             allowlist,
             player,
+            party,
             chunked: cutter.lists,
         })?;
         Ok(Pieces {
@@ -228,7 +231,9 @@ pub fn assemble(
     chunks: &HashMap<String, String>,
 ) -> Result<(GameState, Vec<String>), AssembleError> {
     let Some(lists) = serde_json::from_str::<Probe>(snapshot)?.chunked else {
-        return Ok((serde_json::from_str(snapshot)?, Vec::new()));
+        let mut state: GameState = serde_json::from_str(snapshot)?;
+        state.ensure_host_seat();
+        return Ok((state, Vec::new()));
     };
     let rest = snapshot
         .trim_start()
@@ -265,7 +270,8 @@ pub fn assemble(
     // The manifest's own fields follow (its `chunked` key is not a field of
     // the state and is ignored).
     text.push_str(rest);
-    let state = serde_json::from_str(&text)?;
+    let mut state: GameState = serde_json::from_str(&text)?;
+    state.ensure_host_seat();
     named.sort_unstable();
     named.dedup();
     Ok((state, named))

@@ -17,6 +17,8 @@ use crate::ids::{CallId, TurnId};
 
 // The map's and the characters' ids are the crate's (`crate::ids`), here
 // under the names `game` has always given them.
+use super::party::{Invite, Party, RoundAction, Seat, SeatRole, SeatState, TurnMode};
+use crate::ids::SeatId;
 pub use crate::ids::{AreaId, CharacterId};
 
 /// Content type of a Chinese name (docs/protocol.md §7.1).
@@ -228,6 +230,44 @@ pub enum Effect {
     PutNpc {
         npc: NpcProfile,
     },
+    /// The turn that resolves a round began (rounds mode): the state's
+    /// turn counter becomes `turn` and round `round + 1` begins.
+    BeginRound {
+        turn: u64,
+        round: u64,
+    },
+    /// The host made an invite (its code only as a digest). `at` is when,
+    /// so used-up and expired invites are dropped the same on every replay.
+    InviteCreated {
+        invite: Invite,
+        at: i64,
+    },
+    /// Someone joined by invite: their seat, their new character (when no
+    /// free campaign `pc` was left) and the invite's uses after it.
+    SeatJoined {
+        seat: Seat,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        character: Option<Box<Character>>,
+        invite_id: String,
+        invite_uses: u32,
+    },
+    /// A seat's role or state changed (kick, host handed over).
+    SeatChanged {
+        seat_id: SeatId,
+        role: SeatRole,
+        state: SeatState,
+    },
+    /// The host switched the turn mode.
+    ModeChanged {
+        turn_mode: TurnMode,
+        round_timeout_s: u32,
+    },
+    /// A seat's action for round `round` (rounds mode), at `at`.
+    ActionSubmitted {
+        round: u64,
+        action: RoundAction,
+        at: i64,
+    },
 }
 
 /// Parts of a save state that sessions started from the same built-in
@@ -387,6 +427,9 @@ pub struct GameState {
     /// Shared with the model requests that carry it, so a request copies
     /// pointers, not text.
     pub history: VecDeque<Arc<HistoryEntry>>,
+    /// The seats, invites, turn mode and round (docs/protocol.md §8).
+    #[serde(default)]
+    pub party: Party,
 }
 
 impl AsRef<HistoryEntry> for HistoryEntry {
@@ -413,6 +456,20 @@ impl GameState {
             content: Shared::default(),
             events: VecDeque::new(),
             history: VecDeque::new(),
+            party: Party::default(),
+        }
+    }
+
+    /// Gives a session made before parties its host seat (a new one gets
+    /// it from its campaign): [`super::party::HOST_SEAT`] for the active
+    /// character.
+    pub fn ensure_host_seat(&mut self) {
+        if self.party.seats.is_empty() {
+            let name = self
+                .character(self.active_actor_id.as_str())
+                .map(|c| c.name.clone())
+                .unwrap_or_else(|| self.active_actor_id.to_string());
+            self.party.ensure_host(&self.active_actor_id, &name);
         }
     }
 
@@ -552,6 +609,36 @@ impl GameState {
                     }
                 }
             }
+            Effect::BeginRound { turn, round } => {
+                self.turn = self.turn.max(*turn);
+                self.party.round_resolved(*round);
+            }
+            Effect::InviteCreated { invite, at } => self.party.invite_created(invite, *at),
+            Effect::SeatJoined {
+                seat,
+                character,
+                invite_id,
+                invite_uses,
+            } => {
+                if let Some(character) = character
+                    && self.character(&character.character_id).is_none()
+                {
+                    self.characters.push((**character).clone());
+                }
+                self.party.seat_joined(seat, invite_id, *invite_uses);
+            }
+            Effect::SeatChanged {
+                seat_id,
+                role,
+                state,
+            } => self.party.seat_changed(seat_id.as_str(), *role, *state),
+            Effect::ModeChanged {
+                turn_mode,
+                round_timeout_s,
+            } => self.party.mode_changed(*turn_mode, *round_timeout_s),
+            Effect::ActionSubmitted { round, action, at } => {
+                self.party.action_submitted(*round, action, *at)
+            }
             Effect::PutNpc { npc } => {
                 let npcs = Arc::make_mut(&mut self.npcs);
                 match npcs.iter_mut().find(|n| n.npc_id == npc.npc_id) {
@@ -686,6 +773,7 @@ mod tests {
             content: Default::default(),
             events: VecDeque::new(),
             history: VecDeque::new(),
+            party: Default::default(),
         }
     }
 

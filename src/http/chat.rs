@@ -62,6 +62,7 @@ async fn chat(
         || SubmitChat {
             text: body.message.clone(),
             request_id: body.request_id.clone(),
+            seat_id: crate::game::party::host_seat(),
             conn_id: None,
             trace_id: Some(trace_id.clone()),
         },

@@ -275,6 +275,7 @@ impl WsConn {
                 let fut = chat.send(SubmitChat {
                     text,
                     request_id,
+                    seat_id: crate::game::party::host_seat(),
                     conn_id: Some(self.conn_id),
                     trace_id: None,
                 });

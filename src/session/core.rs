@@ -698,6 +698,7 @@ mod tests {
                 let chat = SubmitChat {
                     text: format!("chat {rid}"),
                     request_id: Some(rid.into()),
+                    seat_id: crate::game::party::host_seat(),
                     conn_id: Some(conn),
                     trace_id: None,
                 };

@@ -18,7 +18,7 @@ use super::sequencer::Backlog;
 use super::types::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
-use crate::ids::{CallId, NodeId, RequestId, SessionId, TraceId, TurnId};
+use crate::ids::{CallId, NodeId, RequestId, SeatId, SessionId, TraceId, TurnId};
 use crate::json::Written;
 use crate::protocol::{ConnRole, ControlFrame, Snapshot, ToolEvent, TurnEnd};
 use crate::tools::{Role, ToolError};
@@ -29,6 +29,9 @@ use crate::tools::{Role, ToolError};
 pub struct SubmitChat {
     pub text: String,
     pub request_id: Option<RequestId>,
+    /// The seat that speaks (docs/protocol.md §8): the turn acts for its
+    /// character.
+    pub seat_id: SeatId,
     /// The WebSocket connection that sent it, if one did: the session puts
     /// the `ack` on that connection's queue itself, ahead of every frame of
     /// the turn (docs/protocol.md §2.5), and says so in [`ChatAccepted::acked`].

@@ -576,7 +576,13 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
             | Effect::MoveToZone { .. }
             | Effect::AddContent { .. }
             | Effect::LogEvent { .. }
-            | Effect::PutNpc { .. },
+            | Effect::PutNpc { .. }
+            | Effect::BeginRound { .. }
+            | Effect::InviteCreated { .. }
+            | Effect::SeatJoined { .. }
+            | Effect::SeatChanged { .. }
+            | Effect::ModeChanged { .. }
+            | Effect::ActionSubmitted { .. },
         )
         | None => {}
     }
