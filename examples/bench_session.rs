@@ -132,6 +132,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                 .send(Subscribe {
                     conn_id: next_conn.fetch_add(1, Ordering::Relaxed) as u64,
                     role: ConnRole::Spectator,
+                    seat_id: None,
                     last_seq: None,
                     recipient: spectator.recipient(),
                     // It never takes its bytes back: no byte bound.

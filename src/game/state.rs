@@ -464,7 +464,7 @@ impl GameState {
     /// it from its campaign): [`super::party::HOST_SEAT`] for the active
     /// character.
     pub fn ensure_host_seat(&mut self) {
-        if self.party.seats.is_empty() {
+        if self.party.seats.is_empty() && !self.active_actor_id.is_empty() {
             let name = self
                 .character(self.active_actor_id.as_str())
                 .map(|c| c.name.clone())

@@ -256,6 +256,13 @@ impl WsConn {
         };
         match frame {
             ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
+            ClientFrame::Say { request_id, .. } => Self::send_error(
+                ctx,
+                request_id,
+                ErrorCode::InvalidFrame,
+                "table talk is not taken yet".into(),
+                None,
+            ),
             ClientFrame::Chat { text, request_id } => {
                 let Some(chat) = self
                     .session
@@ -338,6 +345,7 @@ impl Actor for WsConn {
         let subscribe = Subscribe {
             conn_id: self.conn_id,
             role: self.role,
+            seat_id: None,
             last_seq: self.last_seq,
             recipient: ctx.address().recipient(),
             outbox: self.outbox.clone(),

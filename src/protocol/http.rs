@@ -1282,6 +1282,7 @@ mod tests {
         let presence = StoryEvent::Presence {
             players: 1,
             spectators: 0,
+            seats: Vec::new(),
         };
         assert_eq!(TurnEnd::of(3, presence), None);
         let delta = StoryEvent::NarrativeDelta {

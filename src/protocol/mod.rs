@@ -15,9 +15,10 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
+use crate::game::party::{SeatRole, SeatState, TurnMode};
 use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
-use crate::ids::{AreaId, CharacterId, RequestId, Usage};
+use crate::ids::{AreaId, CharacterId, RequestId, SeatId, Usage};
 
 /// A frame a client sends.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -25,6 +26,12 @@ use crate::ids::{AreaId, CharacterId, RequestId, Usage};
 pub enum ClientFrame {
     /// A player's message; starts a turn.
     Chat {
+        text: String,
+        request_id: Option<RequestId>,
+    },
+    /// Table talk from a player (docs/protocol.md §8): a `party_chat`
+    /// frame for everyone, never the model's.
+    Say {
         text: String,
         request_id: Option<RequestId>,
     },
@@ -71,6 +78,10 @@ impl ClientFrame {
         if let Self::Chat {
             request_id: Some(id),
             ..
+        }
+        | Self::Say {
+            request_id: Some(id),
+            ..
         } = &frame
         {
             check_request_id(id)?;
@@ -110,6 +121,11 @@ pub enum ControlFrame<'a> {
         /// resumed backlog).
         seq: u64,
         resumed: bool,
+        /// A player's seat and character (docs/protocol.md §8).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seat_id: Option<&'a SeatId>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        character_id: Option<&'a CharacterId>,
         state: Snapshot<'a>,
     },
     Ack {
@@ -117,6 +133,9 @@ pub enum ControlFrame<'a> {
         turn_id: TurnId,
         duplicate: bool,
         queued: usize,
+        /// In rounds mode: the round the chat is this seat's action for.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        round: Option<u64>,
     },
     Error {
         request_id: Option<RequestId>,
@@ -284,6 +303,15 @@ pub enum StoryEvent {
         request_id: Option<RequestId>,
         actor_id: CharacterId,
         text: String,
+        /// The seat that spoke (docs/protocol.md §8); `None` when no seat
+        /// did (a turn no person asked for).
+        seat_id: Option<SeatId>,
+        /// The round this turn resolves, with every seat's action (rounds
+        /// mode).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        round: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        actions: Option<Vec<RoundActionView>>,
     },
     ToolCall {
         turn_id: TurnId,
@@ -319,7 +347,66 @@ pub enum StoryEvent {
     Presence {
         players: usize,
         spectators: usize,
+        /// Which seats have a connection now (docs/protocol.md §8).
+        seats: Vec<SeatOnline>,
     },
+    /// Someone took a seat by invite.
+    SeatJoined {
+        seat_id: SeatId,
+        character_id: CharacterId,
+        name: String,
+    },
+    /// A seat was kicked or left, or its role changed.
+    SeatChanged {
+        seat_id: SeatId,
+        state: SeatState,
+        role: SeatRole,
+    },
+    /// The host switched the turn mode.
+    ModeChanged {
+        turn_mode: TurnMode,
+        round_timeout_s: u32,
+    },
+    /// The host made an invite (never its code): journalled so that the
+    /// invite survives everything the journal does.
+    InviteCreated {
+        invite_id: String,
+        max_uses: u32,
+        expires_at: String,
+    },
+    /// A seat acted for the round (rounds mode); the text stays unseen
+    /// until the round's turn.
+    ActionSubmitted {
+        round: u64,
+        seat_id: SeatId,
+    },
+    /// Table talk: for the people at the table, never for the model.
+    PartyChat {
+        seat_id: SeatId,
+        name: String,
+        text: String,
+    },
+}
+
+/// One seat's action in a round's `turn_started` (`text` null for a seat
+/// that did not act).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RoundActionView {
+    #[schema(value_type = String)]
+    pub seat_id: SeatId,
+    #[schema(value_type = String)]
+    pub character_id: CharacterId,
+    pub text: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub request_id: Option<RequestId>,
+}
+
+/// One seat in a `presence` frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SeatOnline {
+    #[schema(value_type = String)]
+    pub seat_id: SeatId,
+    pub online: bool,
 }
 
 impl StoryEvent {
@@ -333,6 +420,12 @@ impl StoryEvent {
             Self::TurnCompleted { .. } => "turn_completed",
             Self::TurnFailed { .. } => "turn_failed",
             Self::Presence { .. } => "presence",
+            Self::SeatJoined { .. } => "seat_joined",
+            Self::SeatChanged { .. } => "seat_changed",
+            Self::ModeChanged { .. } => "mode_changed",
+            Self::InviteCreated { .. } => "invite_created",
+            Self::ActionSubmitted { .. } => "action_submitted",
+            Self::PartyChat { .. } => "party_chat",
         }
     }
 
@@ -344,7 +437,13 @@ impl StoryEvent {
             | Self::NarrativeDelta { turn_id, .. }
             | Self::TurnCompleted(TurnCompleted { turn_id, .. })
             | Self::TurnFailed(TurnFailed { turn_id, .. }) => Some(turn_id),
-            Self::Presence { .. } => None,
+            Self::Presence { .. }
+            | Self::SeatJoined { .. }
+            | Self::SeatChanged { .. }
+            | Self::ModeChanged { .. }
+            | Self::InviteCreated { .. }
+            | Self::ActionSubmitted { .. }
+            | Self::PartyChat { .. } => None,
         }
     }
 }
@@ -685,6 +784,7 @@ mod tests {
         let event = StoryEvent::Presence {
             players: 1,
             spectators: 2,
+            seats: Vec::new(),
         };
         let v = serde_json::to_value(StoryFrame {
             seq: 9,
@@ -693,7 +793,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             v,
-            json!({"type": "presence", "seq": 9, "players": 1, "spectators": 2})
+            json!({"type": "presence", "seq": 9, "players": 1, "spectators": 2, "seats": []})
         );
     }
 

@@ -175,6 +175,7 @@ impl SessionActor {
         let stats = &self.hub.stats;
         stats.players.store(players, Ordering::Relaxed);
         stats.spectators.store(spectators, Ordering::Relaxed);
+        self.core.seats_online(self.fanout.online_seats());
         let now = Instant::now();
         self.core.presence(self.fanout.presence_changed(now), now);
         self.run(ctx);
@@ -314,8 +315,9 @@ impl SessionActor {
         ctx: &mut Context<Self>,
     ) -> Joined {
         let last_seq = msg.last_seq;
+        let seat_id = msg.seat_id.clone();
         let role = self.fanout.add(msg);
-        let joined = self.core.joined(last_seq, role, stored);
+        let joined = self.core.joined(last_seq, role, seat_id.as_ref(), stored);
         self.presence_changed(ctx);
         joined
     }

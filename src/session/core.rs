@@ -15,7 +15,7 @@
 
 mod turn_loop;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -43,10 +43,10 @@ use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::game::pieces::ChunkTicket;
 use crate::game::rng::SplitMix64;
-use crate::ids::{SessionId, TurnId};
+use crate::ids::{SeatId, SessionId, TurnId};
 use crate::llm::ModelRequest;
 use crate::metrics::Metrics;
-use crate::protocol::TurnEnd;
+use crate::protocol::{SeatOnline, TurnEnd};
 use crate::storage::{QueuedChat, SessionMeta, SessionWrite, SnapshotWrite, StorageError, now_ms};
 use crate::tools::Registry;
 
@@ -164,6 +164,8 @@ pub(super) struct Core {
     interrupted_turn: Option<TurnId>,
     /// Commands not yet taken by the actor, in order.
     out: VecDeque<Command>,
+    /// The seats with a connection to this session now.
+    online: BTreeSet<SeatId>,
 }
 
 impl Core {
@@ -189,6 +191,7 @@ impl Core {
             last_activity: Instant::now(),
             interrupted_turn: restored.interrupted_turn,
             out: VecDeque::new(),
+            online: BTreeSet::new(),
         }
     }
 
@@ -429,11 +432,30 @@ impl Core {
         &mut self,
         last_seq: Option<u64>,
         role: crate::protocol::ConnRole,
+        seat_id: Option<&SeatId>,
         stored: Option<(u64, Vec<(u64, String)>)>,
     ) -> Joined {
         let backlog = self.sequencer.resume(last_seq, stored);
         self.touch();
-        Joined::new(&self.session_id, role, &self.state, backlog)
+        Joined::new(&self.session_id, role, seat_id, &self.state, backlog)
+    }
+
+    /// The seats with a connection now (the actor's fan-out knows them).
+    pub(super) fn seats_online(&mut self, online: BTreeSet<SeatId>) {
+        self.online = online;
+    }
+
+    /// Every active seat, with whether it is online: what `presence` and
+    /// the seat list say.
+    pub(super) fn seats_presence(&self) -> Vec<SeatOnline> {
+        self.state
+            .party
+            .active()
+            .map(|s| SeatOnline {
+                seat_id: s.seat_id.clone(),
+                online: self.online.contains(&s.seat_id),
+            })
+            .collect()
     }
 
     /// Whether a connection may join: not while the session stops or once
@@ -458,7 +480,7 @@ impl Core {
                 self.out.push_back(Command::PresenceAt(after));
             }
             presence => {
-                if let Some(event) = presence.event() {
+                if let Some(event) = presence.event(self.seats_presence()) {
                     self.emit(Entry::frame(event));
                 }
             }

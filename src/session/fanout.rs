@@ -35,9 +35,9 @@ use bytestring::ByteString;
 use super::messages::Subscribe;
 use super::release::Batch;
 use super::types::{Outbound, Outbox};
-use crate::ids::NodeId;
+use crate::ids::{NodeId, SeatId};
 use crate::metrics::Metrics;
-use crate::protocol::{ConnRole, StoryEvent};
+use crate::protocol::{ConnRole, SeatOnline, StoryEvent};
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
@@ -50,6 +50,8 @@ pub const PRESENCE_EVERY: Duration = Duration::from_millis(250);
 /// One connection of the session.
 pub(super) struct Subscriber {
     pub(super) role: ConnRole,
+    /// A player's seat (docs/protocol.md §8).
+    pub(super) seat: Option<SeatId>,
     /// The connection's mailbox, which is its bounded outbound queue; the
     /// connection owns it and it closes when the connection stops.
     pub(super) recipient: Recipient<Outbound>,
@@ -74,6 +76,7 @@ pub(super) struct Delivery {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Presence {
     /// Send a `presence` frame with these counts now; they count as sent.
+    /// The seats online are the core's to name (it knows the party).
     Now { players: usize, spectators: usize },
     /// Ask again with [`Fanout::presence_due`] at this instant; every
     /// change until then goes out in that one answer.
@@ -84,8 +87,9 @@ pub(super) enum Presence {
 }
 
 impl Presence {
-    /// The `presence` frame to journal, if one goes out now.
-    pub(super) fn event(self) -> Option<StoryEvent> {
+    /// The `presence` frame to journal, if one goes out now, naming
+    /// `seats` with whether each is online.
+    pub(super) fn event(self, seats: Vec<SeatOnline>) -> Option<StoryEvent> {
         match self {
             Self::Now {
                 players,
@@ -93,6 +97,7 @@ impl Presence {
             } => Some(StoryEvent::Presence {
                 players,
                 spectators,
+                seats,
             }),
             Self::At(_) | Self::Nothing => None,
         }
@@ -109,6 +114,11 @@ pub(super) struct Fanout {
     /// How many of `subscribers` are players, kept as they come and go so
     /// that counting who is there does not walk every connection.
     players: usize,
+    /// Connections per seat, for the seats online.
+    seats: HashMap<SeatId, usize>,
+    /// Counts every time a seat comes online or goes offline, so that the
+    /// presence throttle sees a change the counts alone do not show.
+    seat_changes: usize,
     presence: PresenceThrottle,
     /// Spectators served by other nodes' tails of this session, by node,
     /// each with when its report runs out.
@@ -121,6 +131,13 @@ impl Fanout {
         if sub.role == ConnRole::Player {
             self.players += 1;
         }
+        if let Some(seat) = &sub.seat {
+            let n = self.seats.entry(seat.clone()).or_default();
+            *n += 1;
+            if *n == 1 {
+                self.seat_changes += 1;
+            }
+        }
         if let Some(old) = self.subscribers.insert(conn_id, sub) {
             self.forget(&old);
         }
@@ -131,6 +148,20 @@ impl Fanout {
         if sub.role == ConnRole::Player {
             self.players -= 1;
         }
+        if let Some(seat) = &sub.seat
+            && let Some(n) = self.seats.get_mut(seat)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.seats.remove(seat);
+                self.seat_changes += 1;
+            }
+        }
+    }
+
+    /// The seats with a connection here.
+    pub(super) fn online_seats(&self) -> std::collections::BTreeSet<SeatId> {
+        self.seats.keys().cloned().collect()
     }
 
     /// Removes connection `conn_id`; answers whether it was there.
@@ -151,6 +182,7 @@ impl Fanout {
             msg.conn_id,
             Subscriber {
                 role,
+                seat: msg.seat_id,
                 recipient: msg.recipient,
                 outbox: msg.outbox,
             },
@@ -215,6 +247,8 @@ impl Fanout {
         }
         self.subscribers.clear();
         self.players = 0;
+        self.seats.clear();
+        self.seat_changes += 1;
     }
 
     /// Sends the same bytes to every connection. One that cannot keep up is
@@ -341,14 +375,14 @@ impl Fanout {
     /// out now, at the end of the window since the last one, or not at all.
     pub(super) fn presence_changed(&mut self, now: Instant) -> Presence {
         let counts = self.connection_counts();
-        self.presence.changed(now, counts)
+        self.presence.changed(now, counts, self.seat_changes)
     }
 
     /// The instant a [`Presence::At`] named has come: a frame now if the
     /// counts changed meanwhile, else nothing. Never answers `At`.
     pub(super) fn presence_due(&mut self, now: Instant) -> Presence {
         let counts = self.connection_counts();
-        self.presence.due(now, counts)
+        self.presence.due(now, counts, self.seat_changes)
     }
 }
 
@@ -356,14 +390,15 @@ impl Fanout {
 /// and counts, the counts now, and whether a later check is already due.
 #[derive(Debug, Default)]
 struct PresenceThrottle {
-    /// When the last `presence` frame went out, with its counts.
-    last: Option<(Instant, usize, usize)>,
+    /// When the last `presence` frame went out, with its counts and the
+    /// fan-out's seat changes then.
+    last: Option<(Instant, usize, usize, usize)>,
     /// A check is due at the end of the window ([`Presence::At`]).
     scheduled: bool,
 }
 
 impl PresenceThrottle {
-    fn changed(&mut self, now: Instant, counts: (usize, usize)) -> Presence {
+    fn changed(&mut self, now: Instant, counts: (usize, usize), seats: usize) -> Presence {
         if self.scheduled {
             return Presence::Nothing;
         }
@@ -372,23 +407,28 @@ impl PresenceThrottle {
                 self.scheduled = true;
                 Presence::At(at + PRESENCE_EVERY)
             }
-            _ => self.send_if_new(now, counts),
+            _ => self.send_if_new(now, counts, seats),
         }
     }
 
-    fn due(&mut self, now: Instant, counts: (usize, usize)) -> Presence {
+    fn due(&mut self, now: Instant, counts: (usize, usize), seats: usize) -> Presence {
         self.scheduled = false;
-        self.send_if_new(now, counts)
+        self.send_if_new(now, counts, seats)
     }
 
-    fn send_if_new(&mut self, now: Instant, (players, spectators): (usize, usize)) -> Presence {
+    fn send_if_new(
+        &mut self,
+        now: Instant,
+        (players, spectators): (usize, usize),
+        seats: usize,
+    ) -> Presence {
         if self
             .last
-            .is_some_and(|(_, p, s)| (p, s) == (players, spectators))
+            .is_some_and(|(_, p, s, c)| (p, s, c) == (players, spectators, seats))
         {
             return Presence::Nothing;
         }
-        self.last = Some((now, players, spectators));
+        self.last = Some((now, players, spectators, seats));
         Presence::Now {
             players,
             spectators,
@@ -523,8 +563,8 @@ mod tests {
             let mut throttle = PresenceThrottle::default();
             for (i, (step, want)) in steps.iter().enumerate() {
                 let got = match *step {
-                    Changed(ms, counts) => throttle.changed(at(ms), counts),
-                    Due(ms, counts) => throttle.due(at(ms), counts),
+                    Changed(ms, counts) => throttle.changed(at(ms), counts, 0),
+                    Due(ms, counts) => throttle.due(at(ms), counts, 0),
                 };
                 let want = match *want {
                     Now(players, spectators) => Presence::Now {
@@ -601,6 +641,7 @@ mod tests {
             conn_id,
             Subscriber {
                 role,
+                seat: None,
                 recipient: addr.recipient(),
                 outbox: Arc::clone(&outbox),
             },
@@ -617,6 +658,7 @@ mod tests {
             conn_id,
             Subscriber {
                 role: ConnRole::Player,
+                seat: None,
                 recipient,
                 outbox: Arc::new(Outbox::new(usize::MAX)),
             },
@@ -774,14 +816,15 @@ mod tests {
             spectators: 1,
         };
         assert!(matches!(
-            now.event(),
+            now.event(Vec::new()),
             Some(StoryEvent::Presence {
                 players: 2,
-                spectators: 1
+                spectators: 1,
+                ..
             })
         ));
-        assert!(Presence::At(Instant::now()).event().is_none());
-        assert!(Presence::Nothing.event().is_none());
+        assert!(Presence::At(Instant::now()).event(Vec::new()).is_none());
+        assert!(Presence::Nothing.event(Vec::new()).is_none());
     }
 
     #[actix::test]

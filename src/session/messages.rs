@@ -61,6 +61,7 @@ impl ChatAccepted {
             turn_id: self.turn_id.clone(),
             duplicate: self.duplicate,
             queued: self.queued,
+            round: None,
         }
         .to_json()
     }
@@ -107,6 +108,9 @@ pub struct AwaitTurnEnd {
 pub struct Subscribe {
     pub conn_id: u64,
     pub role: ConnRole,
+    /// A player's seat: the welcome names it and its character, presence
+    /// counts it online.
+    pub seat_id: Option<SeatId>,
     pub last_seq: Option<u64>,
     pub recipient: Recipient<Outbound>,
     /// What the connection has queued and not taken; the session marks it
@@ -126,15 +130,19 @@ impl Joined {
     pub(super) fn new(
         session_id: &SessionId,
         role: ConnRole,
+        seat_id: Option<&SeatId>,
         state: &GameState,
         backlog: Backlog,
     ) -> Self {
+        let seat = seat_id.and_then(|id| state.party.seat(id.as_str()));
         let welcome = |backlog: &Backlog| {
             ControlFrame::Welcome {
                 session_id,
                 role,
                 seq: backlog.welcome_seq,
                 resumed: backlog.resumed,
+                seat_id: seat.map(|s| &s.seat_id),
+                character_id: seat.map(|s| &s.character_id),
                 state: Snapshot::of(session_id, state),
             }
             .to_json()

@@ -134,6 +134,7 @@ mod tests {
         Entry::frame(StoryEvent::Presence {
             players,
             spectators: 0,
+            seats: Vec::new(),
         })
     }
 

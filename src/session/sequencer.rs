@@ -399,6 +399,7 @@ mod tests {
         StoryEvent::Presence {
             players,
             spectators: 0,
+            seats: Vec::new(),
         }
     }
 
@@ -497,6 +498,9 @@ mod tests {
                     request_id: None,
                     actor_id: "pc".into(),
                     text: "hello".into(),
+                    seat_id: None,
+                    round: None,
+                    actions: None,
                 },
                 None,
             ),
@@ -550,6 +554,9 @@ mod tests {
                     request_id: Some("r-1".into()),
                     actor_id: "pc".into(),
                     text: "look".into(),
+                    seat_id: None,
+                    round: None,
+                    actions: None,
                 },
                 effect: Some(effect.clone()),
                 history: Some(history.clone()),

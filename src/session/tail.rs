@@ -631,7 +631,7 @@ impl Tail {
             return Err(ChatRefused::reloading());
         };
         let backlog = self.sequencer.resume(msg.last_seq, stored);
-        let joined = Joined::new(&self.session_id, msg.role, state, backlog);
+        let joined = Joined::new(&self.session_id, msg.role, None, state, backlog);
         self.fanout.add(msg);
         self.audience_changed();
         Ok(joined)

@@ -40,6 +40,9 @@ pub(super) fn started(
             request_id,
             actor_id: state.active_actor_id.clone(),
             text: text.clone(),
+            seat_id: Some(crate::game::party::host_seat()),
+            round: None,
+            actions: None,
         },
         effect: Some(Effect::BeginTurn { turn: turn_no }),
         history: Some(HistoryEntry::User {
@@ -187,7 +190,7 @@ mod tests {
         );
         assert!(matches!(
             &entry.event,
-            StoryEvent::TurnStarted { turn_id, request_id: Some(r), actor_id, text }
+            StoryEvent::TurnStarted { turn_id, request_id: Some(r), actor_id, text, .. }
                 if turn_id.as_str() == "turn_4" && r == "r-1" && actor_id == "pc_001" && text == "look"
         ));
         assert_eq!(entry.effect, Some(Effect::BeginTurn { turn: 4 }));
