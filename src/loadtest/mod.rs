@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::{Semaphore, watch};
 
-pub use args::LoadtestArgs;
+pub use args::{LoadtestArgs, TurnMode};
 pub use client::SourceIps;
 use client::{SourcePicker, Target};
 pub use report::Report;
