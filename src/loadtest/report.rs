@@ -580,6 +580,13 @@ impl Report {
                 "    (the server's per-session chat limit refused chats: start it with higher \
                  QUESTD_CHAT_PER_MINUTE and QUESTD_CHAT_BURST, or add --think-time)"
             );
+            if self.party.is_some_and(|p| p.players_per_session > 1) {
+                let _ = writeln!(
+                    t,
+                    "    (joins are limited per address like creations without a key: \
+                     QUESTD_CREATE_PER_MINUTE and QUESTD_CREATE_BURST)"
+                );
+            }
         }
         let _ = writeln!(t, "  violations {}", self.protocol_violations);
         for (kind, n) in &self.violations_by_kind {

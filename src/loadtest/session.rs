@@ -181,6 +181,8 @@ enum Credential<'a> {
     Key,
     /// A session's token.
     Bearer(&'a str),
+    /// None: joining, where the invite code in the body is the credential.
+    Nothing,
 }
 
 /// A connection that got its `welcome`.
@@ -620,6 +622,7 @@ async fn post(
             }
         }
         Credential::Bearer(token) => request = request.bearer_auth(token),
+        Credential::Nothing => {}
     }
     let failed = |e: reqwest::Error| {
         stats.error(codes::REQUEST_FAILED, || {
@@ -682,8 +685,14 @@ async fn seat_party(run: &Run, created: &Created) -> Option<Vec<String>> {
         let invite: Invited = post_for(run, &format!("{base}/invites"), &body, host, 201).await?;
         for nth in 2..=plan.players {
             let body = json!({"invite_code": invite.invite_code, "name": format!("Player {nth}")});
-            let joined: Joined =
-                post_for(run, &format!("{base}/join"), &body, Credential::Key, 201).await?;
+            let joined: Joined = post_for(
+                run,
+                &format!("{base}/join"),
+                &body,
+                Credential::Nothing,
+                201,
+            )
+            .await?;
             tokens.push(joined.player_token);
         }
     }
