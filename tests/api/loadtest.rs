@@ -267,6 +267,19 @@ async fn players_that_pause_between_turns_keep_reading_and_spectators_close_toge
     app.stop().await;
 }
 
+/// A server for party runs: chats are not limited, so what is measured is
+/// the party's play alone.
+async fn party_server() -> TestApp {
+    spawn_with(
+        |s| {
+            s.chat_per_minute = 100_000;
+            s.chat_burst = 1_000;
+        },
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await
+}
+
 /// A party run: 3 sessions of 3 players (the creator and two who join by
 /// its invite) and 1 spectator, 2 turns each.
 async fn party_run(app: &TestApp, mode: &str) -> Report {
@@ -290,7 +303,7 @@ async fn party_run(app: &TestApp, mode: &str) -> Report {
 
 #[actix_web::test]
 async fn parties_play_in_free_mode_each_player_its_own_turns() {
-    let app = spawn_app().await;
+    let app = party_server().await;
     let report = party_run(&app, "free").await;
     assert!(report.passed(), "{}", report.table());
     assert_eq!((report.errors, report.protocol_violations), (0, 0));
@@ -324,7 +337,7 @@ async fn parties_play_in_free_mode_each_player_its_own_turns() {
 
 #[actix_web::test]
 async fn parties_play_in_rounds_one_turn_per_round_with_every_action() {
-    let app = spawn_app().await;
+    let app = party_server().await;
     let report = party_run(&app, "rounds").await;
     assert!(report.passed(), "{}", report.table());
     assert_eq!((report.errors, report.protocol_violations), (0, 0));
