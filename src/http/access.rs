@@ -196,17 +196,35 @@ pub fn player_seat(
         .ok_or_else(|| ApiError::new(ErrorCode::Forbidden, "this needs the player token"))
 }
 
-/// Like [`authorize`], for routes only the player token (or a key) may use.
-pub fn authorize_player(
+/// [`authorize`] for routes that read what the session stored: the
+/// session's own tokens and keys are judged from `meta`; any other token
+/// may be a joined seat's, which only the node running the session knows,
+/// so it is judged there ([`caller`]; another node hands the request
+/// over). `players_only` refuses spectators (`403`).
+pub async fn authorize_stored(
     req: &HttpRequest,
     state: &AppState,
     meta: &SessionMeta,
+    players_only: bool,
 ) -> Result<(), ApiError> {
-    match authorize(req, state, meta)? {
-        TokenRole::Player => Ok(()),
-        TokenRole::Spectator => Err(ApiError::new(
+    let role = match authorize(req, state, meta) {
+        Ok(role) => role,
+        Err(e) if e.code == ErrorCode::Unauthorized && bearer(req).is_some() => {
+            let id = crate::ids::SessionId::from(meta.session_id.as_str());
+            let routed = super::locate::locate(state, &id).await?;
+            let handle = super::peers::Routing::of(req).here(routed)?;
+            match caller(req, state, &handle)? {
+                Caller::Spectator => TokenRole::Spectator,
+                Caller::Key | Caller::Seat(_) => TokenRole::Player,
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    if players_only && role == TokenRole::Spectator {
+        return Err(ApiError::new(
             ErrorCode::Forbidden,
             "this needs the player token",
-        )),
+        ));
     }
+    Ok(())
 }

@@ -12,7 +12,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::access::{authorize, authorize_player, bearer, caller, credential_first, player_seat};
+use super::access::{authorize_stored, bearer, caller, credential_first, player_seat};
 use super::auth::{DEFAULT_TENANT, same_secret, tenant_header};
 use super::body::{body_bytes, json_body_or_empty, parse_json};
 use super::campaign::campaign_start;
@@ -291,7 +291,7 @@ async fn actions(
 ) -> Result<HttpResponse, ApiError> {
     let query = seq_page(query)?;
     let meta = stored_meta(&state, &path).await?;
-    authorize(&req, &state, &meta)?;
+    authorize_stored(&req, &state, &meta, false).await?;
     let limit = page_limit(query.limit);
     let page = state
         .store
@@ -313,10 +313,9 @@ async fn audit(
     path: web::Path<SessionId>,
     query: Result<web::Query<AuditQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    audit_ledger(&state, &path, query, |meta| {
-        authorize_player(&req, &state, meta)
-    })
-    .await
+    let meta = stored_meta(&state, &path).await?;
+    authorize_stored(&req, &state, &meta, true).await?;
+    audit_ledger(&state, &path, query, |_| Ok(())).await
 }
 
 /// The body of an NPC's activation; an empty body activates.

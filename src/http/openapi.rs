@@ -44,6 +44,7 @@ pub const PATH: &str = "/api/v1/openapi.json";
         super::chat::chat,
         super::party::create_invite,
         super::party::join,
+        super::party::seats,
         super::party::kick,
         super::party::make_host,
         super::party::mode,

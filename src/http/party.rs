@@ -20,7 +20,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::game::party::{MAX_ROUND_TIMEOUT_S, MIN_ROUND_TIMEOUT_S, TurnMode};
 use crate::ids::{SeatId, SessionId};
 use crate::protocol::http::{InviteMadeBody, SeatJoinedBody};
-use crate::session::{CreateInvite, HostPower, JoinParty, UseHostPower};
+use crate::session::{CreateInvite, GetSeats, HostPower, JoinParty, UseHostPower};
 use crate::storage::rfc3339;
 use actix_web::http::header::{CACHE_CONTROL, CacheDirective};
 
@@ -41,6 +41,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         create_invite,
     );
     add(cfg, Method::POST, "/api/v1/sessions/{id}/join", join);
+    super::routes::read(cfg, "/api/v1/sessions/{id}/seats", seats);
     add(
         cfg,
         Method::POST,
@@ -183,6 +184,31 @@ async fn join(
             character_id: seat.character_id.to_string(),
             player_token: seat.player_token,
         }))
+}
+
+/// The party's seats: any token of the session, or a key of its tenant.
+#[utoipa::path(get, path = "/api/v1/sessions/{id}/seats", tag = "party",
+    params(("id" = String, Path, description = "The session id")),
+    security(("player_token" = []), ("internal_key" = [])),
+    responses(
+        (status = 200, description = "Every seat, with its role, state and whether it is online", body = crate::protocol::SeatList<'static>),
+        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
+async fn seats(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<SessionId>,
+) -> Result<HttpResponse, ApiError> {
+    let routed = send_to_session(
+        &state,
+        &path,
+        |handle| caller(&req, &state, handle).map(drop),
+        |()| GetSeats,
+    )
+    .await?;
+    let (_, body) = Routing::of(&req).here(routed)?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(body))
 }
 
 /// Runs a host power for the caller (the host's token or a key).

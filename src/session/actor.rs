@@ -15,8 +15,8 @@ use super::core::{AfterSnapshot, Command, Core, CoreDeps};
 use super::fanout::Fanout;
 use super::messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite, DirectCallDone,
-    Drain, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, LeaseLost, RemoteAudience,
-    SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
+    Drain, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, LeaseLost,
+    RemoteAudience, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
 };
 use super::model::{self, ModelMsg};
 use super::replay::{self, Restored};
@@ -376,6 +376,8 @@ impl SessionActor {
         let last_seq = msg.last_seq;
         let seat_id = msg.seat_id.clone();
         let role = self.fanout.add(msg);
+        // The joining seat is online in its own welcome.
+        self.core.seats_online(self.fanout.online_seats());
         let joined = self.core.joined(last_seq, role, seat_id.as_ref(), stored);
         self.presence_changed(ctx);
         joined
@@ -411,6 +413,14 @@ impl Handler<GetSnapshot> for SessionActor {
 
     fn handle(&mut self, _: GetSnapshot, _: &mut Self::Context) -> Self::Result {
         self.core.snapshot_body(&self.deps.store.node().id)
+    }
+}
+
+impl Handler<GetSeats> for SessionActor {
+    type Result = Result<String, ChatRefused>;
+
+    fn handle(&mut self, _: GetSeats, _: &mut Self::Context) -> Self::Result {
+        self.core.seats_body()
     }
 }
 

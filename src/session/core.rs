@@ -445,12 +445,27 @@ impl Core {
     ) -> Joined {
         let backlog = self.sequencer.resume(last_seq, stored);
         self.touch();
-        Joined::new(&self.session_id, role, seat_id, &self.state, backlog)
+        Joined::new(
+            &self.session_id,
+            role,
+            seat_id,
+            &self.state,
+            &self.online,
+            backlog,
+        )
     }
 
     /// The seats with a connection now (the actor's fan-out knows them).
     pub(super) fn seats_online(&mut self, online: BTreeSet<SeatId>) {
         self.online = online;
+    }
+
+    /// `GET …/seats`: every seat, with whether it is online.
+    pub(super) fn seats_body(&self) -> Result<String, ChatRefused> {
+        self.may_join()?;
+        let seats = crate::protocol::SeatView::all(&self.state, |s| self.online.contains(s));
+        serde_json::to_string(&crate::protocol::SeatList { seats })
+            .map_err(|_| ChatRefused::new(ErrorCode::InternalError, "the seats did not serialize"))
     }
 
     /// Every active seat, with whether it is online: what `presence` and
@@ -498,7 +513,12 @@ impl Core {
     /// The snapshot the HTTP API answers with.
     pub(super) fn snapshot_body(&self, node_id: &str) -> Result<String, ChatRefused> {
         self.may_join()?;
-        Ok(snapshot::body(&self.session_id, &self.state, node_id))
+        Ok(snapshot::body(
+            &self.session_id,
+            &self.state,
+            &self.online,
+            node_id,
+        ))
     }
 
     // ----- lifecycle ------------------------------------------------------------

@@ -7,6 +7,7 @@
 //! these types (a refusal, a direct call and its reply) without importing
 //! the actor.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -134,6 +135,7 @@ impl Joined {
         role: ConnRole,
         seat_id: Option<&SeatId>,
         state: &GameState,
+        online: &BTreeSet<SeatId>,
         backlog: Backlog,
     ) -> Self {
         let seat = seat_id.and_then(|id| state.party.seat(id.as_str()));
@@ -145,7 +147,7 @@ impl Joined {
                 resumed: backlog.resumed,
                 seat_id: seat.map(|s| &s.seat_id),
                 character_id: seat.map(|s| &s.character_id),
-                state: Snapshot::of(session_id, state),
+                state: Box::new(Snapshot::of(session_id, state).online(|s| online.contains(s))),
             }
             .to_json()
         };
@@ -257,6 +259,11 @@ pub struct UseHostPower {
     pub by: PartyCaller,
     pub power: HostPower,
 }
+
+/// Asks for the seat list (`GET …/seats`) as JSON text.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<String, ChatRefused>")]
+pub struct GetSeats;
 
 /// A chat that was refused.
 #[derive(Debug, Clone, PartialEq)]

@@ -61,8 +61,8 @@ pub use hub::{
 };
 pub use messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite, DirectCallDone,
-    GetSnapshot, HostPower, InviteMade, JoinParty, Joined, PartyCaller, RemoteAudience, SeatGiven,
-    SubmitChat, Subscribe, Unsubscribe, UseHostPower,
+    GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, PartyCaller, RemoteAudience,
+    SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
 };
 pub use placement::Placement;
 pub use quota::Quotas;
