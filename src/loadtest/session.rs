@@ -526,7 +526,7 @@ async fn guest(
     clock: Arc<RoundClock>,
 ) -> Option<StreamChecker> {
     let done = seat.end.done.clone();
-    let mut arrival = Arrival::new(&done);
+    let arrival = Arrival::new(&done);
     let connected = connect(&run, &session_id, &seat.token, Role::Player).await;
     let _ = seat.ready.send(());
     let Some(mut player) = connected else {
@@ -551,15 +551,8 @@ async fn guest(
         _open,
         ..
     } = player;
-    let conn = if usable {
-        read_to_stop(&run, conn, &mut checker, &mut seat.end).await
-    } else {
-        None
-    };
-    arrival.arrive();
-    if let Some(conn) = conn {
-        seat.end.all_done().await;
-        conn.close().await;
+    if usable {
+        read_then_close(&run, conn, &mut checker, &mut seat.end, arrival).await;
     }
     Some(checker)
 }
@@ -1021,6 +1014,23 @@ async fn read_to_stop(
     }
 }
 
+/// Reads like [`read_to_stop`], arrives, and closes the connection (if it
+/// is still usable) once every reader of the session has arrived.
+async fn read_then_close(
+    run: &Run,
+    conn: Conn,
+    checker: &mut StreamChecker,
+    end: &mut End,
+    mut arrival: Arrival<'_>,
+) {
+    let conn = read_to_stop(run, conn, checker, end).await;
+    arrival.arrive();
+    if let Some(conn) = conn {
+        end.all_done().await;
+        conn.close().await;
+    }
+}
+
 /// One spectator: connects, says it is ready, reads until its player says
 /// how far to read, and hands back its checker (`None` if it never got in).
 async fn spectate(
@@ -1030,7 +1040,7 @@ async fn spectate(
     mut end: End,
 ) -> Option<StreamChecker> {
     let done = end.done.clone();
-    let mut arrival = Arrival::new(&done);
+    let arrival = Arrival::new(&done);
     let token = &created.spectator_token;
     let connected = connect(&run, &created.session_id, token, Role::Spectator).await;
     let _ = ready.send(());
@@ -1040,12 +1050,7 @@ async fn spectate(
         _open,
         ..
     } = connected?;
-    let conn = read_to_stop(&run, conn, &mut checker, &mut end).await;
-    arrival.arrive();
-    if let Some(conn) = conn {
-        end.all_done().await;
-        conn.close().await;
-    }
+    read_then_close(&run, conn, &mut checker, &mut end, arrival).await;
     Some(checker)
 }
 
