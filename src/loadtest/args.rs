@@ -22,7 +22,7 @@ pub struct LoadtestArgs {
     pub sessions: usize,
     /// Players per session (1 to 100): the creator's seat, and past 1 the
     /// others join by one invite of the creator's, each on its own
-    /// connection and seat (docs/protocol.md §8).
+    /// connection and seat (docs/protocol.md §16).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
     pub players_per_session: u16,
     /// How a party's chats become turns: `free` (each chat its own turn,

@@ -99,7 +99,7 @@ impl FrameHead {
     }
 }
 
-/// Story frame types (docs/protocol.md §2.6 and §8): each must carry a seq.
+/// Story frame types (docs/protocol.md §2.6 and §16): each must carry a seq.
 const STORY_KINDS: [&str; 13] = [
     "turn_started",
     "tool_call",
@@ -368,7 +368,7 @@ pub fn run_for_another_seat(
 }
 
 /// What a connection knows of its session's party, to judge the frames
-/// that name seats and run actions (docs/protocol.md §8).
+/// that name seats and run actions (docs/protocol.md §16).
 #[derive(Debug, Default)]
 pub struct PartyLedger {
     /// The session's seats: `welcome`'s snapshot, then each `seat_joined`.
