@@ -59,7 +59,11 @@ const FILES: &[(&str, &str, &str)] = &[
     ),
     ("/app/hero.js", JS, include_str!("../../static/app/hero.js")),
     ("/app/map.js", JS, include_str!("../../static/app/map.js")),
-    ("/app/party.js", JS, include_str!("../../static/app/party.js")),
+    (
+        "/app/party.js",
+        JS,
+        include_str!("../../static/app/party.js"),
+    ),
     (
         "/app/connection.js",
         JS,
