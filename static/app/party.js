@@ -41,14 +41,13 @@ export function renderParty() {
   if (!game.conn) return;
   const host = isHost();
   const active = activeSeats();
-  // A party shows once a second seat is taken (or rounds are on); a
-  // session played alone keeps its two-column page.
+  // On a wide screen the party takes a column once a second seat is taken
+  // (or rounds are on): a session played alone keeps its two columns. On a
+  // narrow one it is always a tab (there from the start, so nothing moves
+  // when the welcome comes).
   const shown = active.length > 1 || rounds();
   $('party').hidden = !shown;
   $('game').dataset.party = shown ? 'on' : 'off';
-  const tab = document.querySelector('.tabs button[data-tab="party"]');
-  tab.hidden = !shown;
-  if (!shown && $('game').dataset.tab === 'party') document.querySelector('.tabs button[data-tab="story"]').click();
   $('invite').hidden = !host;
   document.body.dataset.host = String(host);
   document.body.dataset.seat = (game.conn.seatId) || '';
