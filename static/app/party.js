@@ -70,6 +70,12 @@ function renderSeats(host) {
   const list = $('seats');
   const acted = new Set(rounds() && game.conn.round ? game.conn.round.acted : []);
   const mine = game.conn.seatId;
+  // Drawn again only when something shown changed, so a focused button
+  // keeps its focus.
+  const shown = JSON.stringify([host, mine, [...acted], rounds(), t('party.host'),
+    activeSeats().map((x) => [x.seat_id, seatName(x.seat_id) || x.name, x.online, x.role])]);
+  if (list.dataset.shown === shown) return;
+  list.dataset.shown = shown;
   list.replaceChildren();
   for (const seat of activeSeats()) {
     const name = seatName(seat.seat_id) || seat.name;
