@@ -13,6 +13,7 @@
 //!
 //! How a running turn moves is in `core/turn_loop.rs`.
 
+mod party;
 mod turn_loop;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -166,6 +167,8 @@ pub(super) struct Core {
     out: VecDeque<Command>,
     /// The seats with a connection to this session now.
     online: BTreeSet<SeatId>,
+    /// Party changes journalled and not yet released.
+    party_in_flight: party::InFlight,
 }
 
 impl Core {
@@ -192,6 +195,7 @@ impl Core {
             interrupted_turn: restored.interrupted_turn,
             out: VecDeque::new(),
             online: BTreeSet::new(),
+            party_in_flight: Default::default(),
         }
     }
 
@@ -270,6 +274,9 @@ impl Core {
         let released = release(up_to, &mut self.sequencer, &mut self.acks, &mut self.state);
         if released.state_changed {
             self.prompter.state_changed();
+            // Before anyone is told: a kicked seat's token is refused from
+            // the moment its frame goes out.
+            self.deps.stats.seats.update(&self.state.party);
         }
         // A turn counts once its start is durable, before anyone hears of it.
         let stats = &self.deps.stats;
@@ -334,6 +341,7 @@ impl Core {
         storage_refusing: Option<&'static str>,
     ) -> Result<ChatAccepted, ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
+        self.seat_may_speak(&msg.seat_id)?;
         let request_id = msg.request_id.clone();
         let taken = self.intake.take_chat(
             &msg.text,
@@ -437,12 +445,27 @@ impl Core {
     ) -> Joined {
         let backlog = self.sequencer.resume(last_seq, stored);
         self.touch();
-        Joined::new(&self.session_id, role, seat_id, &self.state, backlog)
+        Joined::new(
+            &self.session_id,
+            role,
+            seat_id,
+            &self.state,
+            &self.online,
+            backlog,
+        )
     }
 
     /// The seats with a connection now (the actor's fan-out knows them).
     pub(super) fn seats_online(&mut self, online: BTreeSet<SeatId>) {
         self.online = online;
+    }
+
+    /// `GET …/seats`: every seat, with whether it is online.
+    pub(super) fn seats_body(&self) -> Result<String, ChatRefused> {
+        self.may_join()?;
+        let seats = crate::protocol::SeatView::all(&self.state, |s| self.online.contains(s));
+        serde_json::to_string(&crate::protocol::SeatList { seats })
+            .map_err(|_| ChatRefused::new(ErrorCode::InternalError, "the seats did not serialize"))
     }
 
     /// Every active seat, with whether it is online: what `presence` and
@@ -490,7 +513,12 @@ impl Core {
     /// The snapshot the HTTP API answers with.
     pub(super) fn snapshot_body(&self, node_id: &str) -> Result<String, ChatRefused> {
         self.may_join()?;
-        Ok(snapshot::body(&self.session_id, &self.state, node_id))
+        Ok(snapshot::body(
+            &self.session_id,
+            &self.state,
+            &self.online,
+            node_id,
+        ))
     }
 
     // ----- lifecycle ------------------------------------------------------------
