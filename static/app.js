@@ -196,16 +196,17 @@ for (const b of document.querySelectorAll('button.copy')) b.addEventListener('cl
 applyLanguage();
 
 const params = new URLSearchParams(location.search);
-// An invite link names its session and code; one this browser has used
-// already leads back to its seat.
-const invite = params.get('invite') || params.get('invite_code') || params.get('code');
+// An invite link (`?join=<session>&invite=<code>`) names its session and
+// code; one this browser has used already leads back to its seat.
+const joining = params.get('join');
+const invite = params.get('invite');
 const playAs = (id, token) => {
   history.replaceState(null, '', sessionLink(id, token));
   startGame(id, token);
 };
 if (params.get('session') && params.get('token')) startGame(params.get('session'), params.get('token'));
-else if (params.get('session') && invite) {
-  const token = joinedToken(params.get('session'), invite);
-  if (token) playAs(params.get('session'), token);
-  else startJoin(params.get('session'), invite, playAs);
+else if (joining && invite) {
+  const token = joinedToken(joining, invite);
+  if (token) playAs(joining, token);
+  else startJoin(joining, invite, playAs);
 } else startLobby();

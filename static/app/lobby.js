@@ -109,7 +109,7 @@ export async function startLobby() {
   setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
 }
 
-// An invite link (`?session=…&invite=…`): asks for a name, joins, keeps the
+// An invite link (`?join=<session>&invite=<code>`): asks for a name, joins, keeps the
 // seat's token with the session's links in localStorage (so the lobby and
 // the invite link itself lead back to the seat), and hands the token on.
 export function startJoin(sessionId, inviteCode, onJoined) {

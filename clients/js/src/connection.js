@@ -417,7 +417,7 @@ export class Connection extends Emitter {
     this.lastSeq = f.seq;
     const live = f.seq > this.#welcomeSeq;
     this.#chats.onStory(f);
-    const changed = this.#party.onStory(f);
+    const changed = this.#party.onStory(f, live);
     if (f.type === 'party_chat' && f.seat_id === this.#party.seatId && this.#says.length) {
       this.#says.shift().resolve(f);
     }

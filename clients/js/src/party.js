@@ -3,8 +3,9 @@
 // the seats and the turn mode; the story frames keep them current
 // (`seat_joined`, `seat_changed`, `presence.seats`, `mode_changed`), and
 // `action_submitted` / a round's `turn_started` say who has acted in the
-// round that is open. Applying a frame twice changes nothing, so a resume
-// backlog whose effect the snapshot already holds is harmless.
+// round that is open. Each frame sets what it says, so the frames of a
+// resume backlog, applied in order over the snapshot that already holds
+// them, end where the snapshot is; only an old `presence` is skipped.
 
 export class Party {
   /** seat_id -> {seat_id, character_id, name, role, state, online} */
@@ -48,13 +49,23 @@ export class Party {
       }
     }
     if (state.turn_mode === 'free' || state.turn_mode === 'rounds') this.turnMode = state.turn_mode;
-    // Frames a reset lost may have resolved the round.
-    if (reset || this.turnMode === 'free') this.#acted.clear();
+    if (typeof state.round_timeout_s === 'number') this.roundTimeoutS = state.round_timeout_s;
+    if (state.round && typeof state.round.number === 'number') {
+      this.round = state.round.number;
+      this.#acted = new Set(Array.isArray(state.round.acted) ? state.round.acted : []);
+    } else if (reset || this.turnMode === 'free') {
+      // Frames a reset lost may have resolved the round.
+      this.#acted.clear();
+    }
     return true;
   }
 
-  /** A story frame. Returns 'seats', 'round', both or neither as a set of what changed. */
-  onStory(f) {
+  /**
+   * A story frame; `live` is false for one of a resume backlog, whose
+   * effect the welcome's snapshot holds. Returns what changed: a set of
+   * 'seats' and 'round'.
+   */
+  onStory(f, live) {
     const changed = new Set();
     switch (f.type) {
       case 'seat_joined': {
@@ -80,6 +91,8 @@ export class Party {
         break;
       }
       case 'presence':
+        // An old presence is older news than the snapshot's.
+        if (!live) break;
         for (const s of Array.isArray(f.seats) ? f.seats : []) {
           const seat = this.#seats.get(s.seat_id);
           if (seat && seat.online !== Boolean(s.online)) {
