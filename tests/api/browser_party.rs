@@ -84,7 +84,7 @@ async fn join_as(c: &Client, page: &str, name: &str) {
 
 /// The speakers of the finished turns, as the story names them.
 fn speakers() -> String {
-    "[...document.querySelectorAll('#live .turn.done .msg.player:not(.round) .who')].map((w) => w.innerText)"
+    "[...document.querySelectorAll('#live .turn.done .msg.player:not(.round) .who')].map((w) => w.textContent)"
         .to_owned()
 }
 
