@@ -16,6 +16,7 @@ mod browser;
 mod browser_party;
 mod browser_story;
 mod cluster;
+mod cluster_party;
 mod cluster_routes;
 mod connection;
 mod crosssite;
