@@ -122,7 +122,7 @@ function renderRoundNote() {
   if (!on) return;
   const n = roundNumber();
   const acted = new Set(game.conn.round.acted);
-  const waiting = activeSeats().filter((x) => x.online && !acted.has(x.seat_id)).map((x) => seatName(x.seat_id) || x.name);
+  const waiting = activeSeats().filter((x) => x.online && !acted.has(x.seat_id)).map((x) => (x.seat_id === game.conn.seatId ? t('party.you') : seatName(x.seat_id) || x.name));
   const mine = acted.has(game.conn.seatId);
   if (!waiting.length) note.textContent = t('round.next', { n });
   else note.textContent = t(mine ? 'round.mine' : 'round.note', { n, names: waiting.join(t('list.sep')) });
