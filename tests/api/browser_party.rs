@@ -388,6 +388,19 @@ async fn the_invite_and_the_seat_list_on_a_phone_in_chinese() {
         )
         .await;
         assert_eq!(title, "队伍");
+        // The top bar stays one row, the host's invite button in it.
+        let rows = page
+            .execute(
+                "const top = (id) => document.getElementById(id).getBoundingClientRect().top; \
+                 return Math.abs(top('lang') - top('conn'));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert!(
+            rows.as_f64().unwrap() < 4.0,
+            "{name}: the top bar wraps ({rows} px)"
+        );
         // Nothing on the phone is wider than the screen.
         let wide = page
             .execute(
