@@ -306,6 +306,37 @@ async fn three_players_play_one_session_from_three_browsers() {
         )
         .await;
     }
+    // ---- the host hands the role to Brin: the controls go with it
+    let brin_seat = brin
+        .execute("return document.body.dataset.seat;", vec![])
+        .await
+        .unwrap();
+    let brin_seat = brin_seat.as_str().unwrap().to_owned();
+    click(
+        &host,
+        &format!("#seats .seat[data-seat-id='{brin_seat}'] .make-host"),
+    )
+    .await;
+    wait(
+        &brin,
+        "party-brin",
+        "Brin's host controls",
+        "document.body.dataset.host === 'true' && !document.getElementById('invite').hidden \
+         && !document.getElementById('mode-switch').hidden",
+    )
+    .await;
+    wait(
+        &host,
+        "party-host",
+        "the old host a player",
+        &format!(
+            "document.body.dataset.host === 'false' && {} === 0 && document.getElementById('invite').hidden",
+            count("#seats .kick")
+        ),
+    )
+    .await;
+    screenshot(&brin, "party-new-host.png").await;
+
     // A removed page does not come back: its connection stays closed.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let conn: Value = cora
