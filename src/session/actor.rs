@@ -15,7 +15,7 @@ use super::core::{AfterSnapshot, Command, Core, CoreDeps};
 use super::fanout::Fanout;
 use super::messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, DirectCallDone, Drain,
-    GetSnapshot, Joined, LeaseLost, RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
+    GetSnapshot, Joined, LeaseLost, RemoteAudience, Say, SubmitChat, Subscribe, Unsubscribe,
 };
 use super::model::{self, ModelMsg};
 use super::replay::{self, Restored};
@@ -129,6 +129,12 @@ impl SessionActor {
                     act.run(ctx);
                 });
                 self.core.deadline_set(&turn_id, timer);
+            }
+            Command::RoundAt(after) => {
+                ctx.run_later(after, |act, ctx| {
+                    act.core.round_deadline();
+                    act.run(ctx);
+                });
             }
             Command::AskModel(tag, request) => self.ask_model(tag, request, ctx),
             Command::Cancel(handles) => handles.into_iter().for_each(|h| {
@@ -257,6 +263,18 @@ impl Handler<SubmitChat> for SessionActor {
         let accepted = self.core.submit_chat(msg, self.deps.store.refusing());
         self.run(ctx);
         accepted
+    }
+}
+
+impl Handler<Say> for SessionActor {
+    type Result = Result<(), ChatRefused>;
+
+    fn handle(&mut self, msg: Say, ctx: &mut Self::Context) -> Self::Result {
+        let said = self
+            .core
+            .say(&msg.seat_id, &msg.text, msg.request_id.as_ref());
+        self.run(ctx);
+        said
     }
 }
 

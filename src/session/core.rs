@@ -13,6 +13,7 @@
 //!
 //! How a running turn moves is in `core/turn_loop.rs`.
 
+mod rounds;
 mod turn_loop;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -77,6 +78,9 @@ pub(super) enum Command {
     AskModel(u64, ModelRequest),
     /// Stop these timers and streams.
     Cancel(Vec<SpawnHandle>),
+    /// Call [`Core::round_deadline`] after this long: the held round's
+    /// deadline.
+    RoundAt(Duration),
     /// Call [`Core::presence`] with the fan-out's due presence after this
     /// long.
     PresenceAt(Duration),
@@ -166,6 +170,14 @@ pub(super) struct Core {
     out: VecDeque<Command>,
     /// The seats with a connection to this session now.
     online: BTreeSet<SeatId>,
+    /// The round whose turn was started here (rounds mode): not started
+    /// again while its `turn_started` is on its way to the journal.
+    resolving: Option<u64>,
+    /// An action was taken or a seat went offline: whether the round may
+    /// resolve is asked once the state has it.
+    round_check: bool,
+    /// The round whose deadline timer is set.
+    round_timer: Option<u64>,
 }
 
 impl Core {
@@ -173,6 +185,15 @@ impl Core {
     pub(super) fn new(meta: Arc<SessionMeta>, deps: CoreDeps, restored: Restored) -> Self {
         let mut intake = Intake::new(&deps.limits, restored.requests, restored.state.turn + 1);
         intake.restore_stored(restored.stored_chats);
+        // The held round's actions are answered as duplicates after a
+        // restart too.
+        let round = &restored.state.party.round;
+        for a in &round.actions {
+            if let Some(r) = &a.request_id {
+                let id = rounds::action_id(round.number, &a.seat_id);
+                intake.remember_action(r.clone(), id);
+            }
+        }
         Self {
             session_id: SessionId::from(meta.session_id.as_str()),
             meta,
@@ -192,6 +213,9 @@ impl Core {
             interrupted_turn: restored.interrupted_turn,
             out: VecDeque::new(),
             online: BTreeSet::new(),
+            resolving: None,
+            round_check: false,
+            round_timer: None,
         }
     }
 
@@ -224,7 +248,9 @@ impl Core {
         }
     }
 
-    /// The session started: a turn a crash interrupted is closed.
+    /// The session started: a turn a crash interrupted is closed, and a
+    /// held round's deadline timer is set (or the round resolved, if the
+    /// deadline passed while no node ran the session).
     pub(super) fn start(&mut self) {
         self.report_queue();
         if let Some(turn_id) = self.interrupted_turn.take() {
@@ -235,6 +261,9 @@ impl Core {
                 message,
                 None,
             ));
+        }
+        if self.holds_round() {
+            self.advance();
         }
     }
 
@@ -333,11 +362,15 @@ impl Core {
         msg: SubmitChat,
         storage_refusing: Option<&'static str>,
     ) -> Result<ChatAccepted, ChatRefused> {
+        if self.in_rounds() {
+            return self.submit_action(msg, storage_refusing);
+        }
         self.lifecycle.refuse_if_closed()?;
         let request_id = msg.request_id.clone();
         let taken = self.intake.take_chat(
             &msg.text,
             msg.request_id,
+            msg.seat_id.clone(),
             self.lifecycle.refuses_work(),
             self.turn.is_some(),
             || storage_refusing,
@@ -375,6 +408,7 @@ impl Core {
                 text: msg.text,
                 after_seq: self.sequencer.last_staged(),
                 created_at: now_ms(),
+                seat_id: msg.seat_id,
             };
             self.flush_now();
             self.out.push_back(Command::Enqueue(chat));
@@ -442,7 +476,12 @@ impl Core {
 
     /// The seats with a connection now (the actor's fan-out knows them).
     pub(super) fn seats_online(&mut self, online: BTreeSet<SeatId>) {
+        // A seat going offline may leave the round waiting for nobody.
+        if self.online.iter().any(|s| !online.contains(s)) {
+            self.round_check = true;
+        }
         self.online = online;
+        self.advance();
     }
 
     /// Every active seat, with whether it is online: what `presence` and
@@ -555,6 +594,7 @@ impl Core {
         self.turn.is_none()
             && !self.intake.has_work()
             && !self.sequencer.has_pending()
+            && !self.holds_round()
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
 
@@ -799,6 +839,7 @@ mod tests {
                     log.push("ask the model".into());
                 }
                 Command::PresenceAt(_) => log.push("presence later".into()),
+                Command::RoundAt(_) => log.push("round timer".into()),
                 Command::CloseAll(code, _) => log.push(format!("close all: {code}")),
                 Command::Leave => log.push("leave".into()),
             }

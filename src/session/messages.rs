@@ -51,6 +51,9 @@ pub struct ChatAccepted {
     /// The session already put the `ack` on the sending connection's queue
     /// ([`SubmitChat::conn_id`]); the connection must not send another.
     pub acked: bool,
+    /// In rounds mode: the round the chat is the seat's action for, and
+    /// the seat. `turn_id` then names the action, not a turn.
+    pub action: Option<(u64, SeatId)>,
 }
 
 impl ChatAccepted {
@@ -61,10 +64,20 @@ impl ChatAccepted {
             turn_id: self.turn_id.clone(),
             duplicate: self.duplicate,
             queued: self.queued,
-            round: None,
+            round: self.action.as_ref().map(|(round, _)| *round),
         }
         .to_json()
     }
+}
+
+/// A line of table talk from a player's seat (`say`): journalled as
+/// `party_chat` for everyone, never for the model.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), ChatRefused>")]
+pub struct Say {
+    pub seat_id: SeatId,
+    pub text: String,
+    pub request_id: Option<RequestId>,
 }
 
 /// Runs one tool call outside a model turn (a person or a service calling),

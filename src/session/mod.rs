@@ -60,7 +60,7 @@ pub use hub::{
 };
 pub use messages::{
     AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, DirectCallDone, GetSnapshot,
-    Joined, RemoteAudience, SubmitChat, Subscribe, Unsubscribe,
+    Joined, RemoteAudience, Say, SubmitChat, Subscribe, Unsubscribe,
 };
 pub use placement::Placement;
 pub use quota::Quotas;
