@@ -681,6 +681,13 @@ mod tests {
         Close,
         /// Storing the close succeeded, or failed.
         CloseStored(bool),
+        /// A chat from connection `conn` with request id `rid`, by the
+        /// seat `seat_<n>`.
+        From(u64, &'static str, u32),
+        /// These seats are online now.
+        Online(&'static [u32]),
+        /// The round's deadline passed and its timer fired.
+        RoundTimer,
     }
     use Msg::*;
 
@@ -747,6 +754,25 @@ mod tests {
                 format!("ack {} dup", v["turn_id"].as_str().unwrap_or_default())
             }
             "ack" => format!("ack {}", v["turn_id"].as_str().unwrap_or_default()),
+            "turn_started" if v["round"].is_u64() => {
+                let actions: Vec<String> = v["actions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        let text = a["text"].as_str().unwrap_or("-");
+                        format!("{}={text}", a["seat_id"].as_str().unwrap_or_default())
+                    })
+                    .collect();
+                format!("turn_started round {} [{}]", v["round"], actions.join(", "))
+            }
+            "turn_started" if v["seat_id"] != "seat_1" => {
+                format!("turn_started by {}", v["seat_id"].as_str().unwrap_or("-"))
+            }
+            "action_submitted" => format!(
+                "action_submitted {}",
+                v["seat_id"].as_str().unwrap_or_default()
+            ),
             _ => kind.to_owned(),
         }
     }
@@ -756,11 +782,16 @@ mod tests {
     fn feed(core: &mut Core, tag: &mut u64, msg: Msg) -> Vec<String> {
         let mut log = Vec::new();
         match msg {
-            Chat(conn, rid) => {
+            Chat(..) | From(..) => {
+                let (conn, rid, seat) = match msg {
+                    From(conn, rid, seat) => (conn, rid, seat),
+                    Chat(conn, rid) => (conn, rid, 1),
+                    _ => unreachable!(),
+                };
                 let chat = SubmitChat {
                     text: format!("chat {rid}"),
                     request_id: Some(rid.into()),
-                    seat_id: crate::game::party::host_seat(),
+                    seat_id: SeatId::from(format!("seat_{seat}")),
                     conn_id: Some(conn),
                     trace_id: None,
                 };
@@ -784,6 +815,17 @@ mod tests {
                 core.advance();
             }
             Stored(turn_id) => core.chat_stored(&TurnId::from(turn_id)),
+            Online(seats) => core.seats_online(
+                seats
+                    .iter()
+                    .map(|n| SeatId::from(format!("seat_{n}")))
+                    .collect(),
+            ),
+            RoundTimer => {
+                // As if the deadline's time had come.
+                core.state.party.round.first_at = Some(0);
+                core.round_deadline();
+            }
             Answer(text) => {
                 let reply = ModelReply::narrate(text);
                 core.model_event(*tag, Some(Ok(ModelEvent::Done(reply))));
@@ -966,5 +1008,169 @@ mod tests {
                 assert_eq!(feed(&mut core, &mut tag, msg), want, "{name}: step {i}");
             }
         }
+    }
+
+    /// A session of three seats (`seat_1` the host's) in rounds mode.
+    fn party_core() -> Core {
+        use crate::game::party::{Seat, SeatRole, SeatState, TurnMode};
+        let mut core = core();
+        for n in 2..=3 {
+            let mut character = core.state.active_actor().expect("pc").clone();
+            character.character_id = format!("pc_00{n}").as_str().into();
+            character.name = format!("Hero {n}");
+            let seat = Seat {
+                seat_id: SeatId::from(format!("seat_{n}")),
+                character_id: character.character_id.clone(),
+                name: format!("Hero {n}"),
+                role: SeatRole::Player,
+                state: SeatState::Active,
+                token_hash: Some(format!("h{n}")),
+                joined_at: 0,
+            };
+            core.state.apply(&crate::game::Effect::SeatJoined {
+                seat,
+                character: Some(Box::new(character)),
+                invite_id: "inv".into(),
+                invite_uses: 1,
+            });
+        }
+        core.state.apply(&crate::game::Effect::ModeChanged {
+            turn_mode: TurnMode::Rounds,
+            round_timeout_s: 120,
+        });
+        core
+    }
+
+    #[test]
+    fn a_round_resolves_once_as_the_table_says() {
+        let taken = |seat: u32| format!("taken as round_1_seat_{seat}, 0 ahead");
+        let acted = |conn: u64, seat: u32| {
+            format!("send: ack round_1_seat_{seat} to {conn}, action_submitted seat_{seat}")
+        };
+        let resolves = || vec!["start turn_1".to_owned(), "ask the model".into()];
+        let told = |actions: &str| {
+            format!("send: turn_started round 1 [{actions}], narrative_delta, turn_completed")
+        };
+        let cases: Vec<(&str, Vec<Step>)> = vec![
+            (
+                "every online seat acted: one turn with every action",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1), "round timer".into()]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, vec![acted(2, 2)]),
+                    (From(3, "c", 3), vec![taken(3)]),
+                    (Durable, [vec![acted(3, 3)], resolves()].concat()),
+                    (Answer("Together."), vec![]),
+                    (
+                        Durable,
+                        vec![told("seat_1=chat a, seat_2=chat b, seat_3=chat c")],
+                    ),
+                    // The next round waits for new actions.
+                    (Online(&[1, 2]), vec![]),
+                ],
+            ),
+            (
+                "a second chat replaces the seat's first",
+                vec![
+                    (Online(&[1, 2]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1), "round timer".into()]),
+                    (From(1, "a2", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1)]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, [vec![acted(2, 2)], resolves()].concat()),
+                    (Answer("Together."), vec![]),
+                    (Durable, vec![told("seat_1=chat a2, seat_2=chat b, seat_3=-")]),
+                ],
+            ),
+            (
+                "offline seats are not waited for, and one going offline completes the round",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1), "round timer".into()]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, vec![acted(2, 2)]),
+                    (Online(&[1, 2]), resolves()),
+                    (Answer("Together."), vec![]),
+                    (Durable, vec![told("seat_1=chat a, seat_2=chat b, seat_3=-")]),
+                ],
+            ),
+            (
+                "the deadline resolves the round with whoever acted",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, vec![acted(2, 2), "round timer".into()]),
+                    (RoundTimer, resolves()),
+                    (Answer("Alone."), vec![]),
+                    (Durable, vec![told("seat_1=-, seat_2=chat b, seat_3=-")]),
+                ],
+            ),
+            (
+                "a request id taken already is answered as a duplicate, after the first ack",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (From(4, "a", 1), vec!["duplicate of round_1_seat_1".into()]),
+                    (
+                        Durable,
+                        vec![
+                            "send: ack round_1_seat_1 to 1, ack round_1_seat_1 dup to 4, action_submitted seat_1".into(),
+                            "round timer".into(),
+                        ],
+                    ),
+                    (
+                        From(5, "a", 1),
+                        vec![
+                            "duplicate of round_1_seat_1".into(),
+                            "send: ack round_1_seat_1 dup to 5".into(),
+                        ],
+                    ),
+                    // It is the seat's one action, once.
+                    (RoundTimer, resolves()),
+                    (Answer("Alone."), vec![]),
+                    (Durable, vec![told("seat_1=chat a, seat_2=-, seat_3=-")]),
+                ],
+            ),
+        ];
+        for (name, steps) in cases {
+            let (mut core, mut tag) = (party_core(), 0);
+            core.start();
+            for (i, (msg, want)) in steps.into_iter().enumerate() {
+                assert_eq!(feed(&mut core, &mut tag, msg), want, "{name}: step {i}");
+            }
+            assert!(!core.holds_round(), "{name}: nothing left held");
+        }
+    }
+
+    #[test]
+    fn a_free_turn_names_its_speaker_and_table_talk_stays_out_of_the_history() {
+        use crate::game::party::TurnMode;
+        let (mut core, mut tag) = (party_core(), 0);
+        core.state.party.turn_mode = TurnMode::Free;
+        core.start();
+        feed(&mut core, &mut tag, From(2, "b", 2));
+        let said = core.say(&SeatId::from("seat_3"), " psst ", None);
+        assert_eq!(said, Ok(()));
+        let spectator = core.say(&SeatId::from("seat_9"), "hi", None);
+        assert_eq!(spectator.map_err(|r| r.code), Err(ErrorCode::Forbidden));
+        feed(&mut core, &mut tag, Answer("Done."));
+        let log = feed(&mut core, &mut tag, Durable);
+        assert_eq!(
+            log,
+            [
+                "send: ack turn_1 to 2, turn_started by seat_2, party_chat, narrative_delta, turn_completed"
+            ]
+        );
+        let texts: Vec<String> = core
+            .state
+            .history
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect();
+        assert!(!texts.iter().any(|t| t.contains("psst")), "{texts:?}");
     }
 }

@@ -909,6 +909,29 @@ mod tests {
     }
 
     #[test]
+    fn each_seat_has_its_own_rates_for_chat_and_table_talk() {
+        let mut intake = Intake::new(&limits(1, 1), RecentRequests::default(), 1);
+        let (brin, cara) = (SeatId::from("seat_2"), SeatId::from("seat_3"));
+        assert!(intake.admit("hi", None, &brin, IDLE, || None).is_ok());
+        let spent = intake.admit("again", None, &brin, IDLE, || None);
+        assert_eq!(spent.map_err(|r| r.code), Err(ErrorCode::RateLimited));
+        assert!(
+            intake.admit("hi", None, &cara, IDLE, || None).is_ok(),
+            "another seat's chat is not held back"
+        );
+        assert_eq!(
+            intake.take_talk(" psst ", None, &brin),
+            Ok("psst"),
+            "talk has its own rate"
+        );
+        let talked = intake.take_talk("more", None, &brin);
+        assert_eq!(talked.map_err(|r| r.code), Err(ErrorCode::RateLimited));
+        let long = "x".repeat(MAX_TEXT + 1);
+        let too_long = intake.take_talk(&long, None, &cara);
+        assert_eq!(too_long.map_err(|r| r.code), Err(ErrorCode::TextTooLong));
+    }
+
+    #[test]
     fn a_remembered_request_is_a_duplicate_of_its_turn() {
         let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 1);
         for _ in 0..2 {

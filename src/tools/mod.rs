@@ -1308,6 +1308,94 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_may_not_act_as_another_seats_character() {
+        use crate::game::party::{Seat, SeatRole, SeatState};
+        let registry = Registry::builtin().unwrap();
+        let mut state = demo();
+        let mut brin = state.active_actor().unwrap().clone();
+        brin.character_id = "pc_002".into();
+        state.apply(&Effect::SeatJoined {
+            seat: Seat {
+                seat_id: "seat_2".into(),
+                character_id: brin.character_id.clone(),
+                name: "Brin".into(),
+                role: SeatRole::Player,
+                state: SeatState::Active,
+                token_hash: Some("h".into()),
+                joined_at: 0,
+            },
+            character: Some(Box::new(brin)),
+            invite_id: "inv".into(),
+            invite_uses: 1,
+        });
+        let allowlist: Vec<String> = registry.names().iter().map(|s| s.to_string()).collect();
+        let session = test_support::session();
+        let run = |acting: &[CharacterId], tool: &str, args: Value| {
+            let caller = Caller {
+                acting,
+                ..Caller::sessionless(Role::GameMaster, &allowlist)
+            };
+            let caller = Caller {
+                session_id: &session,
+                ..caller
+            };
+            registry.invoke(
+                tool,
+                RawArgs::Value(args),
+                &caller,
+                &state,
+                &mut SplitMix64::new(1),
+            )
+        };
+        let host: &[CharacterId] = &["pc_001".into()];
+        let to_hall = json!({"actor_id": "pc_002", "to_area_id": "area_002"});
+        // The host's turn naming Brin's character: refused before it runs.
+        let e = run(host, "move", to_hall.clone())
+            .outcome
+            .expect_err("refused");
+        assert_eq!(
+            (e.reason, e.code),
+            (Reason::PermissionDenied, ErrorCode::PermissionDenied)
+        );
+        let e = run(
+            host,
+            "add_inventory",
+            json!({"character_id": "pc_002", "items": [{"name": "Coin"}]}),
+        );
+        assert_eq!(
+            e.outcome.expect_err("refused").code,
+            ErrorCode::PermissionDenied
+        );
+        // Brin's own turn moves Brin; anyone may be hurt or rolled for.
+        let brin: &[CharacterId] = &["pc_002".into()];
+        let moved = run(brin, "move", to_hall.clone())
+            .outcome
+            .expect("Brin moves");
+        assert!(
+            matches!(moved.effect, Some(Effect::Move { ref character_id, .. }) if character_id == "pc_002")
+        );
+        let hurt = run(
+            host,
+            "hp_delta",
+            json!({"target_character_id": "pc_002", "delta": -1, "cause": "a fall"}),
+        );
+        assert!(hurt.outcome.is_ok(), "{:?}", hurt.outcome.err());
+        // A tool that names no one acts as the speaker.
+        let stats = run(brin, "add_inventory", json!({"items": [{"name": "Coin"}]}));
+        assert_eq!(
+            stats.outcome.expect("added").result["character_id"],
+            "pc_002"
+        );
+        // Outside turns (a direct call) nothing is restricted by seats.
+        let direct = run(
+            &[],
+            "add_inventory",
+            json!({"character_id": "pc_002", "items": [{"name": "Coin"}]}),
+        );
+        assert!(direct.outcome.is_ok());
+    }
+
+    #[test]
     fn disabled_tools_answer_tool_disabled_and_are_listed_nowhere() {
         let registry = Registry::builtin_with(&["roll_dice"], Duration::from_millis(700)).unwrap();
         let allowlist: Vec<String> = registry.names().iter().map(|s| s.to_string()).collect();

@@ -190,8 +190,8 @@ impl Core {
     /// Starts the round's turn when it is due; answers whether it did.
     /// Asked when nothing else runs: the round waits for the work ahead.
     pub(super) fn start_round_if_due(&mut self) -> bool {
-        if self.sequencer.effects_in_flight() {
-            // An action's effect is not applied yet: ask once it is.
+        if self.sequencer.has_pending() {
+            // An action's effect may not be applied yet: ask once it is.
             return false;
         }
         self.arm_round_timer();
