@@ -371,6 +371,27 @@ pub struct Settings {
     /// past it new WebSockets get `503` before the upgrade.
     #[arg(long, env = "QUESTD_MAX_CONNECTIONS", global = true)]
     pub max_connections: Option<usize>,
+    /// Seats one session may hold at most, whatever its campaign's
+    /// `party.max_players` says (docs/protocol.md §8); past it joining is
+    /// `409 SESSION_FULL`.
+    #[arg(
+        long,
+        env = "QUESTD_MAX_PLAYERS",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u32).range(1..=100),
+        global = true
+    )]
+    pub max_players: u32,
+    /// The shortest `expires_in_s` an invite may ask for, in seconds. Only
+    /// tests lower it (to 0, to make an invite that has already expired).
+    #[arg(
+        long,
+        env = "QUESTD_MIN_INVITE_EXPIRES_S",
+        default_value_t = 60,
+        hide = true,
+        global = true
+    )]
+    pub min_invite_expires_s: u32,
     /// WebSocket connections one session may have at once (a player and
     /// a big audience of spectators).
     #[arg(

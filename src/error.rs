@@ -52,6 +52,12 @@ pub enum ErrorCode {
     /// An operator closed the session for good: it takes no more chats,
     /// calls or connections (its story stays readable).
     SessionClosed,
+    /// The session holds every seat it may (`party.max_players`, capped by
+    /// `QUESTD_MAX_PLAYERS`).
+    SessionFull,
+    /// An invite code that opens nothing: unknown, used up, expired or of
+    /// another session (one answer for all).
+    InviteNotFound,
 }
 
 impl ErrorCode {
@@ -66,13 +72,13 @@ impl ErrorCode {
             | BadRequest | InvalidCampaign | SessionMismatch => 400,
             // A full queue is the same advice as a rate limit: slow down.
             QueueFull => 429,
-            ZoneNotFound | ToolNotFound | NotFound => 404,
+            ZoneNotFound | ToolNotFound | NotFound | InviteNotFound => 404,
             Timeout | AiTimeout => 408,
             Unauthorized => 401,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
             Overloaded => 503,
-            Conflict => 409,
+            Conflict | SessionFull => 409,
             SessionClosed => 410,
             // The model, not the caller, got it wrong.
             UpstreamError | InvalidAiJson => 502,
@@ -265,6 +271,8 @@ mod tests {
         (ErrorCode::Overloaded, "OVERLOADED", 503),
         (ErrorCode::Conflict, "CONFLICT", 409),
         (ErrorCode::SessionClosed, "SESSION_CLOSED", 410),
+        (ErrorCode::SessionFull, "SESSION_FULL", 409),
+        (ErrorCode::InviteNotFound, "INVITE_NOT_FOUND", 404),
     ];
 
     #[test]
@@ -314,9 +322,11 @@ mod tests {
                 Overloaded => 27,
                 Conflict => 28,
                 SessionClosed => 29,
+                SessionFull => 30,
+                InviteNotFound => 31,
             }
         }
-        let mut seen = [false; 30];
+        let mut seen = [false; 32];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

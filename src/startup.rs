@@ -255,6 +255,8 @@ impl Application {
             admission,
             metrics_key: settings.metrics_key.clone(),
             ws: http::ws::WsLimits::from_settings(&settings),
+            max_players: settings.max_players,
+            min_invite_expires_s: settings.min_invite_expires_s,
             openapi: std::sync::OnceLock::new(),
         });
         let server = HttpServer::new(move || {

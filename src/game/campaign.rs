@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::content::{ContentEntry, NpcProfile};
+use super::party::{DEFAULT_MAX_PLAYERS, MAX_PLAYERS_BOUND, PcTemplate};
 use super::state::{
     Area, AreaId, AreaMap, Character, CharacterId, GameState, MAX_COORD, MAX_HP,
     MAX_INVENTORY_ITEMS, MAX_LEVEL, MAX_LINKS_PER_AREA, MAX_STACK, MAX_STATS_PER_CHARACTER,
@@ -99,6 +100,35 @@ pub struct Campaign {
     pub npcs: Vec<NpcProfile>,
     #[serde(default)]
     pub content: Vec<ContentEntry>,
+    /// What a character made for a joining seat starts with, when no
+    /// campaign `pc` is free (docs/protocol.md §8).
+    #[serde(default)]
+    pub pc_template: PcTemplate,
+    /// The party's bounds.
+    #[serde(default)]
+    pub party: PartyRules,
+}
+
+/// A campaign's `party`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PartyRules {
+    /// Seats a session holds at most, the host's included (1 to
+    /// [`MAX_PLAYERS_BOUND`]; default [`DEFAULT_MAX_PLAYERS`]);
+    /// `QUESTD_MAX_PLAYERS` caps it.
+    #[serde(default = "default_max_players")]
+    pub max_players: u32,
+}
+
+fn default_max_players() -> u32 {
+    DEFAULT_MAX_PLAYERS
+}
+
+impl Default for PartyRules {
+    fn default() -> Self {
+        Self {
+            max_players: DEFAULT_MAX_PLAYERS,
+        }
+    }
 }
 
 /// Why a campaign was refused: the problems found, each a short sentence;
@@ -258,6 +288,20 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
             "created_at": {"type": "string", "maxLength": MAX_ID_CHARS}
         }
     });
+    let pc_template = json!({
+        "type": "object",
+        "properties": {
+            "level": {"type": "integer", "minimum": 1, "maximum": MAX_LEVEL},
+            "max_hp": {"type": "integer", "minimum": 1, "maximum": MAX_HP},
+            "stats": character["properties"]["stats"].clone()
+        }
+    });
+    let party = json!({
+        "type": "object",
+        "properties": {
+            "max_players": {"type": "integer", "minimum": 1, "maximum": MAX_PLAYERS_BOUND}
+        }
+    });
     json!({
         "type": "object",
         "required": ["campaign_id", "title", "active_actor_id", "areas", "characters"],
@@ -276,7 +320,9 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
                 "type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_CHARACTERS, "items": character
             },
             "npcs": {"type": "array", "maxItems": MAX_CAMPAIGN_NPCS, "items": npc},
-            "content": {"type": "array", "maxItems": MAX_CAMPAIGN_CONTENT, "items": content}
+            "content": {"type": "array", "maxItems": MAX_CAMPAIGN_CONTENT, "items": content},
+            "pc_template": pc_template,
+            "party": party
         }
     })
 });
@@ -530,6 +576,8 @@ impl Campaign {
             history: VecDeque::new(),
             party: Default::default(),
         };
+        state.party.max_players = self.party.max_players;
+        state.party.pc_template = self.pc_template;
         state.ensure_host_seat();
         state
     }

@@ -13,8 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::state::CharacterId;
-use crate::ids::{RequestId, SeatId};
+use crate::ids::{CharacterId, RequestId, SeatId};
 
 /// The host seat of every session: the creator's, opened by the session's
 /// `player_token`.
@@ -35,6 +34,42 @@ pub const MAX_LIVE_INVITES: usize = 32;
 pub const DEFAULT_ROUND_TIMEOUT_S: u32 = 120;
 pub const MIN_ROUND_TIMEOUT_S: u32 = 5;
 pub const MAX_ROUND_TIMEOUT_S: u32 = 3600;
+
+/// Highest `party.max_players` a campaign may name.
+pub const MAX_PLAYERS_BOUND: u32 = 100;
+
+/// What a player character made for a joining seat starts with, when the
+/// campaign has no free `pc` left (the campaign's `pc_template`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcTemplate {
+    /// 1 to 20.
+    #[serde(default = "default_level")]
+    pub level: u32,
+    /// Hit points at full health, 1 to 1000.
+    #[serde(default = "default_max_hp")]
+    pub max_hp: i64,
+    /// The character's stats, as a campaign character's.
+    #[serde(default)]
+    pub stats: serde_json::Map<String, serde_json::Value>,
+}
+
+fn default_level() -> u32 {
+    1
+}
+
+fn default_max_hp() -> i64 {
+    10
+}
+
+impl Default for PcTemplate {
+    fn default() -> Self {
+        Self {
+            level: default_level(),
+            max_hp: default_max_hp(),
+            stats: serde_json::Map::new(),
+        }
+    }
+}
 
 /// How chats become turns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +189,17 @@ pub struct Party {
     /// The number the next joined seat gets (`seat_<n>`).
     #[serde(default = "first_joined_seat")]
     pub next_seat: u32,
+    /// Seats the session holds at most (the campaign's
+    /// `party.max_players`; the node's `QUESTD_MAX_PLAYERS` caps it).
+    #[serde(default = "default_max_players")]
+    pub max_players: u32,
+    /// What a character made for a joining seat starts with.
+    #[serde(default)]
+    pub pc_template: PcTemplate,
+}
+
+fn default_max_players() -> u32 {
+    DEFAULT_MAX_PLAYERS
 }
 
 fn default_round_timeout() -> u32 {
@@ -173,6 +219,8 @@ impl Default for Party {
             round_timeout_s: DEFAULT_ROUND_TIMEOUT_S,
             round: Round::default(),
             next_seat: first_joined_seat(),
+            max_players: DEFAULT_MAX_PLAYERS,
+            pc_template: PcTemplate::default(),
         }
     }
 }

@@ -9,6 +9,9 @@ use super::auth::{same_secret, tenant_header};
 use super::errors::no_session;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
+use crate::game::party::host_seat;
+use crate::ids::SeatId;
+use crate::session::{PartyCaller, SeatAccess, SessionHandle};
 use crate::storage::SessionMeta;
 
 /// The role a token gives in a session.
@@ -106,17 +109,122 @@ pub fn credential_first(req: &HttpRequest, state: &AppState) -> Result<(), ApiEr
     session_token(req).map(drop)
 }
 
-/// Like [`authorize`], for routes only the player token (or a key) may use.
-pub fn authorize_player(
+/// Who a caller is in a session this node runs (docs/protocol.md §8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A key of the session's tenant: acts as the host seat.
+    Key,
+    /// A seat's player token (the session's own `player_token` is the
+    /// host seat's, `seat_1`).
+    Seat(SeatId),
+    Spectator,
+}
+
+impl Caller {
+    /// The seat a player caller speaks as: a key speaks as the host seat
+    /// now; `None` for a spectator.
+    pub fn speaks_as(&self, handle: &SessionHandle) -> Option<SeatId> {
+        match self {
+            Self::Key => Some(handle.seats.host().unwrap_or_else(host_seat)),
+            Self::Seat(seat) => Some(seat.clone()),
+            Self::Spectator => None,
+        }
+    }
+
+    /// The caller of a party power; a spectator has none (`403`).
+    pub fn party(&self) -> Result<PartyCaller, ApiError> {
+        match self {
+            Self::Key => Ok(PartyCaller::Key),
+            Self::Seat(seat) => Ok(PartyCaller::Seat(seat.clone())),
+            Self::Spectator => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "this needs a player token",
+            )),
+        }
+    }
+}
+
+/// Who `token` is in the session of `handle`: its spectator token, or a
+/// seat's player token that the session's seats know and that was not
+/// kicked; else `401`.
+pub fn token_caller(handle: &SessionHandle, token: &str) -> Result<Caller, ApiError> {
+    let meta = &handle.meta;
+    if same_secret(token, &meta.spectator_token) {
+        return Ok(Caller::Spectator);
+    }
+    let is_session_token = same_secret(token, &meta.player_token);
+    match handle.seats.access(token, is_session_token) {
+        SeatAccess::Seat(seat, _) => Ok(Caller::Seat(seat)),
+        // A session without a party (no active character) still has its
+        // player.
+        SeatAccess::Unknown if is_session_token => Ok(Caller::Seat(host_seat())),
+        SeatAccess::Gone | SeatAccess::Unknown => Err(ApiError::unauthorized(
+            "the token does not open this session",
+        )),
+    }
+}
+
+/// [`authorize`] for a session this node runs, knowing its seats: a key
+/// of its tenant, its spectator token or any active seat's token.
+pub fn caller(
+    req: &HttpRequest,
+    state: &AppState,
+    handle: &SessionHandle,
+) -> Result<Caller, ApiError> {
+    let meta = &handle.meta;
+    check_tenant(req, meta)?;
+    if let Some(grant) = state.keys.grant(req)? {
+        return if grant.tenant_id == meta.tenant_id {
+            Ok(Caller::Key)
+        } else {
+            Err(ApiError::not_found(no_session(&meta.session_id)))
+        };
+    }
+    token_caller(handle, &session_token(req)?)
+}
+
+/// [`caller`] for routes only a player (or a key) may use: the seat it
+/// speaks as; a spectator is `403`.
+pub fn player_seat(
+    req: &HttpRequest,
+    state: &AppState,
+    handle: &SessionHandle,
+) -> Result<SeatId, ApiError> {
+    let who = caller(req, state, handle)?;
+    who.party()?;
+    who.speaks_as(handle)
+        .ok_or_else(|| ApiError::new(ErrorCode::Forbidden, "this needs the player token"))
+}
+
+/// [`authorize`] for routes that read what the session stored: the
+/// session's own tokens and keys are judged from `meta`; any other token
+/// may be a joined seat's, which only the node running the session knows,
+/// so it is judged there ([`caller`]; another node hands the request
+/// over). `players_only` refuses spectators (`403`).
+pub async fn authorize_stored(
     req: &HttpRequest,
     state: &AppState,
     meta: &SessionMeta,
+    players_only: bool,
 ) -> Result<(), ApiError> {
-    match authorize(req, state, meta)? {
-        TokenRole::Player => Ok(()),
-        TokenRole::Spectator => Err(ApiError::new(
+    let role = match authorize(req, state, meta) {
+        Ok(role) => role,
+        Err(e) if e.code == ErrorCode::Unauthorized && bearer(req).is_some() => {
+            let id = crate::ids::SessionId::from(meta.session_id.as_str());
+            let routed = super::locate::locate(state, &id).await?;
+            let handle = super::peers::Routing::of(req).here(routed)?;
+            match caller(req, state, &handle)? {
+                Caller::Spectator => TokenRole::Spectator,
+                Caller::Key | Caller::Seat(_) => TokenRole::Player,
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    if players_only && role == TokenRole::Spectator {
+        return Err(ApiError::new(
             ErrorCode::Forbidden,
             "this needs the player token",
-        )),
+        ));
     }
+    Ok(())
 }

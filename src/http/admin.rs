@@ -230,7 +230,7 @@ async fn close(
     let meta = stored_meta(&state, &path).await?;
     let closed_at = match meta.closed_at {
         Some(at) => at,
-        None => match send_to_session(&state, &path, |_| Ok(()), || CloseSession)
+        None => match send_to_session(&state, &path, |_| Ok(()), |()| CloseSession)
             .await
             .and_then(|routed| Routing::of(&req).here(routed))
         {

@@ -49,6 +49,8 @@ type AddressCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
 pub struct Admission {
     trusted_proxies: Vec<IpAddr>,
     create: DefaultKeyedRateLimiter<IpAddr>,
+    /// Joins by invite per address (the same rate as creation).
+    join: DefaultKeyedRateLimiter<IpAddr>,
     /// KiB of request body per address for sessions created without a key.
     create_bytes: DefaultKeyedRateLimiter<IpAddr>,
     /// Sessions created with a key, per tenant.
@@ -94,6 +96,7 @@ impl Admission {
         Ok(Self {
             trusted_proxies: parse_proxies(settings.trusted_proxies.as_deref())?,
             create: RateLimiter::keyed(quota(settings.create_per_minute, settings.create_burst)),
+            join: RateLimiter::keyed(quota(settings.create_per_minute, settings.create_burst)),
             create_bytes: RateLimiter::keyed(quota(
                 settings.create_kib_per_minute,
                 settings.create_kib_burst,
@@ -166,6 +169,18 @@ impl Admission {
             &or_unknown(self.client_key(req)),
             1,
             "too many sessions created from this address",
+        )
+    }
+
+    /// One more join by invite from this address: `429` with `Retry-After`
+    /// past `QUESTD_CREATE_PER_MINUTE`/`_BURST` (its own count, apart from
+    /// creations).
+    pub fn check_join(&self, req: &HttpRequest) -> Result<(), ApiError> {
+        check_keyed(
+            &self.join,
+            &or_unknown(self.client_key(req)),
+            1,
+            "too many joins from this address",
         )
     }
 

@@ -12,7 +12,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::access::{authorize, authorize_player, bearer, credential_first};
+use super::access::{authorize_stored, bearer, caller, credential_first, player_seat};
 use super::auth::{DEFAULT_TENANT, same_secret, tenant_header};
 use super::body::{body_bytes, json_body_or_empty, parse_json};
 use super::campaign::campaign_start;
@@ -29,8 +29,8 @@ use crate::protocol::http::{
     NpcActivation, SessionCreated, SessionLinks,
 };
 use crate::protocol::requests::{AuditQuery, NewSession, SeqPage};
-use crate::session::{CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive};
-use crate::storage::{SessionMeta, Visibility};
+use crate::session::{CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive, SessionHandle};
+use crate::storage::Visibility;
 use crate::tools::Role;
 use actix_web::http::header::{CACHE_CONTROL, CacheDirective};
 
@@ -269,8 +269,8 @@ async fn get_session(
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
 ) -> Result<HttpResponse, ApiError> {
-    let authorize = |meta: &SessionMeta| authorize(&req, &state, meta).map(drop);
-    let routed = send_to_session(&state, &path, authorize, || GetSnapshot).await?;
+    let authorize = |handle: &SessionHandle| caller(&req, &state, handle).map(drop);
+    let routed = send_to_session(&state, &path, authorize, |()| GetSnapshot).await?;
     let (_, snapshot) = Routing::of(&req).here(routed)?;
     Ok(HttpResponse::Ok()
         .content_type("application/json")
@@ -291,7 +291,7 @@ async fn actions(
 ) -> Result<HttpResponse, ApiError> {
     let query = seq_page(query)?;
     let meta = stored_meta(&state, &path).await?;
-    authorize(&req, &state, &meta)?;
+    authorize_stored(&req, &state, &meta, false).await?;
     let limit = page_limit(query.limit);
     let page = state
         .store
@@ -313,10 +313,9 @@ async fn audit(
     path: web::Path<SessionId>,
     query: Result<web::Query<AuditQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
-    audit_ledger(&state, &path, query, |meta| {
-        authorize_player(&req, &state, meta)
-    })
-    .await
+    let meta = stored_meta(&state, &path).await?;
+    authorize_stored(&req, &state, &meta, true).await?;
+    audit_ledger(&state, &path, query, |_| Ok(())).await
 }
 
 /// The body of an NPC's activation; an empty body activates.
@@ -359,8 +358,8 @@ async fn activate_npc(
     let routed = send_to_session(
         &state,
         &session_id,
-        |meta| authorize_player(&req, &state, meta),
-        || CallTool {
+        |handle| player_seat(&req, &state, handle).map(drop),
+        |()| CallTool {
             tool: "activate_npc".into(),
             args: json!({"npc_id": npc_id, "active": active}),
             args_hash: None,

@@ -8,7 +8,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 
-use super::access::{authorize_player, credential_first};
+use super::access::{credential_first, player_seat};
 use super::body::decode;
 use super::locate::send_to_session;
 use super::peers::Routing;
@@ -59,11 +59,11 @@ async fn chat(
     let routed = send_to_session(
         &state,
         &body.session_id,
-        |meta| authorize_player(&req, &state, meta),
-        || SubmitChat {
+        |handle| player_seat(&req, &state, handle),
+        |seat_id| SubmitChat {
             text: body.message.clone(),
             request_id: body.request_id.clone(),
-            seat_id: crate::game::party::host_seat(),
+            seat_id,
             conn_id: None,
             trace_id: Some(trace_id.clone()),
         },

@@ -8,7 +8,6 @@ use super::state::AppState;
 use crate::error::ApiError;
 use crate::ids::SessionId;
 use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle};
-use crate::storage::SessionMeta;
 
 /// Lookups of a session tried when it stops between a lookup and its use.
 const SESSION_LOOKUPS: usize = 3;
@@ -58,17 +57,17 @@ pub async fn locate(state: &AppState, id: &SessionId) -> Result<Routed<SessionHa
 }
 
 /// The one way from HTTP into a session: finds it (loading it if needed),
-/// lets `authorize` judge the caller by its meta, and sends what `make`
-/// builds. A session that stops between the lookup and the send (unloading,
+/// lets `authorize` judge the caller by the live session (its meta and
+/// seats), and sends what `make` builds from what `authorize` answered. A session that stops between the lookup and the send (unloading,
 /// reloading after a failure) is looked up again, up to
 /// [`SESSION_LOOKUPS`] times. A refusal is the session's answer as HTTP; a
 /// session another node runs is that node ([`Routed::Owner`]), for the
 /// caller to hand the request to.
-pub async fn send_to_session<M, T>(
+pub async fn send_to_session<A, M, T>(
     state: &AppState,
     session_id: &SessionId,
-    authorize: impl Fn(&SessionMeta) -> Result<(), ApiError>,
-    make: impl Fn() -> M,
+    authorize: impl Fn(&SessionHandle) -> Result<A, ApiError>,
+    make: impl Fn(A) -> M,
 ) -> Result<Routed<(SessionHandle, T)>, ApiError>
 where
     M: actix::Message<Result = Result<T, ChatRefused>> + Send + 'static,
@@ -80,8 +79,8 @@ where
             Routed::Here(handle) => handle,
             Routed::Owner(owner) => return Ok(Routed::Owner(owner)),
         };
-        authorize(&handle.meta)?;
-        match handle.addr.send(make()).await {
+        let who = authorize(&handle)?;
+        match handle.addr.send(make(who)).await {
             Ok(Ok(answer)) => return Ok(Routed::Here((handle, answer))),
             Ok(Err(refused)) if !refused.is_reloading() => return Err(session_refused(refused)),
             // Reloading, or gone between the lookup and the send.

@@ -28,6 +28,7 @@ pub mod locate;
 pub mod mcp;
 pub mod openapi;
 mod owner_watch;
+mod party;
 pub mod peers;
 mod relay;
 pub mod routes;
@@ -54,6 +55,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     admin::configure(cfg);
     cluster::configure(cfg);
     chat::configure(cfg);
+    party::configure(cfg);
     stateless::configure(cfg);
     tools_api::configure(cfg);
     sites::configure(cfg);

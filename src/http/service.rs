@@ -26,7 +26,6 @@ use crate::json::Written;
 use crate::llm::Usage;
 use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
-use crate::storage::SessionMeta;
 use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError, args_hash};
 
 /// Longest a service waits for its call to get through a busy session's
@@ -493,8 +492,8 @@ async fn run_in_session(
     hash: &str,
 ) -> Result<Routed<Result<Written, ToolError>>, (bool, ToolError)> {
     // Another tenant's session is answered exactly like an unknown one.
-    let same_tenant = |meta: &SessionMeta| {
-        if meta.tenant_id == ctx.tenant_id {
+    let same_tenant = |handle: &crate::session::SessionHandle| {
+        if handle.meta.tenant_id == ctx.tenant_id {
             Ok(())
         } else {
             Err(ApiError::not_found(super::errors::no_session(
@@ -502,7 +501,7 @@ async fn run_in_session(
             )))
         }
     };
-    let make = || CallTool {
+    let make = |()| CallTool {
         tool: tool.to_owned(),
         args: input.clone(),
         args_hash: Some(hash.to_owned()),

@@ -54,6 +54,10 @@ pub struct AppState {
     /// What bounds one WebSocket connection: what may wait for it, and
     /// how fast it may send.
     pub ws: WsLimits,
+    /// Seats one session may hold at most (`QUESTD_MAX_PLAYERS`).
+    pub max_players: u32,
+    /// The shortest `expires_in_s` an invite may ask for.
+    pub min_invite_expires_s: u32,
     /// The OpenAPI document, built at its first request: it depends only on
     /// the tools, fixed when the server starts.
     pub openapi: std::sync::OnceLock<bytes::Bytes>,

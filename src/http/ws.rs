@@ -22,7 +22,7 @@ use actix_web_actors::ws;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::access::{TokenRole, check_tenant, token_role};
+use super::access::{Caller, TokenRole, check_tenant, token_caller, token_role};
 use super::admission::{ConnSlot, JoinBudget};
 use super::frame_rate::FrameRate;
 use super::locate::locate;
@@ -31,14 +31,13 @@ pub use super::socket::WsLimits;
 use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::ids::{RequestId, SessionId};
+use crate::ids::{RequestId, SeatId, SessionId};
 use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
 use crate::session::tail::{Tail, Watch};
 use crate::session::{
     CLOSE_SESSION_CLOSED, Outbound, Outbox, Say, SessionActor, SubmitChat, Subscribe, Unsubscribe,
 };
-use crate::storage::SessionMeta;
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -75,9 +74,13 @@ async fn connect(
         "token is the player or spectator token, last_seq a whole number (e.g. ?token=T&last_seq=12)",
     ))?;
     let token = query.token.as_deref().unwrap_or_default();
-    let (watched, role, connections) = match locate(&state, &path).await? {
+    let (watched, (role, seat), connections) = match locate(&state, &path).await? {
         Routed::Here(handle) => {
-            let role = connection_role(&req, &handle.meta, token)?;
+            check_tenant(&req, &handle.meta)?;
+            let role = match token_caller(&handle, token)? {
+                Caller::Seat(seat) => (ConnRole::Player, Some(seat)),
+                Caller::Spectator | Caller::Key => (ConnRole::Spectator, None),
+            };
             (Watched::session(&handle.addr), role, handle.connections)
         }
         // Another node runs the session: a spectator is served here from
@@ -89,7 +92,11 @@ async fn connect(
                 .await
                 .map_err(|e| ApiError::internal(&e))?
                 .ok_or_else(|| ApiError::not_found(super::errors::no_session(path.as_str())))?;
-            if connection_role(&req, &meta, token)? == ConnRole::Player {
+            check_tenant(&req, &meta)?;
+            // Only the owner knows the seats: every token but the
+            // spectator's is its to judge (a joined seat's is let in, a
+            // kicked or unknown one refused with 401).
+            if token_role(&meta, token) != Some(TokenRole::Spectator) {
                 let slot = state.admission.admit_websocket(&req, &Arc::default())?;
                 super::accept::upgraded(&req);
                 return super::relay::relay(&req, stream, &state, &owner.url, slot).await;
@@ -102,7 +109,7 @@ async fn connect(
                 .await??;
             (
                 Watched::tail(&tail.addr),
-                ConnRole::Spectator,
+                (ConnRole::Spectator, None),
                 tail.connections,
             )
         }
@@ -127,6 +134,7 @@ async fn connect(
         conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
         session: watched,
         role,
+        seat,
         last_seq: query.last_seq,
         last_heard: Instant::now(),
         queue: limits.queue,
@@ -140,23 +148,6 @@ async fn connect(
         .frame_size(MAX_FRAME_BYTES)
         .start()
         .map_err(|e| ApiError::bad_request(format!("websocket upgrade failed: {e}")))
-}
-
-/// The role `token` gives in the session of `meta`, for a request that
-/// may name a tenant: 401 for a token that opens nothing.
-fn connection_role(
-    req: &HttpRequest,
-    meta: &SessionMeta,
-    token: &str,
-) -> Result<ConnRole, ApiError> {
-    check_tenant(req, meta)?;
-    match token_role(meta, token) {
-        Some(TokenRole::Player) => Ok(ConnRole::Player),
-        Some(TokenRole::Spectator) => Ok(ConnRole::Spectator),
-        None => Err(ApiError::unauthorized(
-            "the token does not open this session",
-        )),
-    }
 }
 
 /// What a connection watches: the session itself (this node runs it), or
@@ -201,6 +192,8 @@ struct WsConn {
     /// connection or tells it to close.
     session: Watched,
     role: ConnRole,
+    /// A player's seat: its chats speak as it, its welcome names it.
+    seat: Option<SeatId>,
     last_seq: Option<u64>,
     last_heard: Instant,
     /// Capacity of the outbound queue (this actor's mailbox).
@@ -261,12 +254,13 @@ impl WsConn {
         match frame {
             ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
             ClientFrame::Say { text, request_id } => {
-                let Some(say) = self
-                    .session
-                    .say
-                    .as_ref()
-                    .filter(|_| self.role == ConnRole::Player)
-                else {
+                let (Some(say), Some(seat_id)) = (
+                    self.session
+                        .say
+                        .as_ref()
+                        .filter(|_| self.role == ConnRole::Player),
+                    self.seat.clone(),
+                ) else {
                     return Self::send_error(
                         ctx,
                         request_id,
@@ -277,7 +271,7 @@ impl WsConn {
                 };
                 let rid = request_id.clone();
                 let fut = say.send(Say {
-                    seat_id: crate::game::party::host_seat(),
+                    seat_id,
                     text,
                     request_id,
                 });
@@ -296,12 +290,13 @@ impl WsConn {
                 }));
             }
             ClientFrame::Chat { text, request_id } => {
-                let Some(chat) = self
-                    .session
-                    .chat
-                    .as_ref()
-                    .filter(|_| self.role == ConnRole::Player)
-                else {
+                let (Some(chat), Some(seat_id)) = (
+                    self.session
+                        .chat
+                        .as_ref()
+                        .filter(|_| self.role == ConnRole::Player),
+                    self.seat.clone(),
+                ) else {
                     return Self::send_error(
                         ctx,
                         request_id,
@@ -314,7 +309,7 @@ impl WsConn {
                 let fut = chat.send(SubmitChat {
                     text,
                     request_id,
-                    seat_id: crate::game::party::host_seat(),
+                    seat_id,
                     conn_id: Some(self.conn_id),
                     trace_id: None,
                 });
@@ -377,7 +372,7 @@ impl Actor for WsConn {
         let subscribe = Subscribe {
             conn_id: self.conn_id,
             role: self.role,
-            seat_id: None,
+            seat_id: self.seat.clone(),
             last_seq: self.last_seq,
             recipient: ctx.address().recipient(),
             outbox: self.outbox.clone(),

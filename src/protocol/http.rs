@@ -1321,3 +1321,28 @@ mod tests {
         }
     }
 }
+
+/// `POST /api/v1/sessions/{id}/invites` (`201`): the invite's code (said
+/// only here, stored as a digest) and the page link that opens the join
+/// form with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct InviteMadeBody {
+    pub invite_code: String,
+    /// `<base>/?join=<session_id>&invite=<code>`.
+    pub join_url: String,
+    /// RFC 3339 UTC.
+    pub expires_at: String,
+}
+
+/// `POST /api/v1/sessions/{id}/join` (`201`): the new seat, its player
+/// token (said only here) and its links.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SeatJoinedBody {
+    pub session_id: String,
+    pub seat_id: String,
+    pub character_id: String,
+    pub player_token: String,
+    pub ws_url: String,
+    /// The page opened on the session as this seat.
+    pub player_url: String,
+}

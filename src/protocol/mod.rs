@@ -126,7 +126,8 @@ pub enum ControlFrame<'a> {
         seat_id: Option<&'a SeatId>,
         #[serde(skip_serializing_if = "Option::is_none")]
         character_id: Option<&'a CharacterId>,
-        state: Snapshot<'a>,
+        /// Boxed: the other frames are far smaller.
+        state: Box<Snapshot<'a>>,
     },
     Ack {
         request_id: Option<RequestId>,
@@ -177,10 +178,72 @@ pub struct Snapshot<'a> {
     /// stay unseen.
     #[schema(value_type = std::collections::BTreeMap<String, NameZh>)]
     pub names_zh: NamesZh<'a>,
+    /// The party's seats (docs/protocol.md §8), as `GET …/seats` lists
+    /// them.
+    pub seats: Vec<SeatView<'a>>,
+    #[schema(value_type = String)]
+    pub turn_mode: TurnMode,
+    pub round_timeout_s: u32,
+    /// The round being gathered (rounds mode): its number and who acted,
+    /// never what.
+    pub round: RoundView<'a>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
     /// docs/protocol.md §15).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner_node: Option<&'a str>,
+}
+
+/// One seat of the party, as the snapshot and `GET …/seats` show it
+/// (never its token).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SeatView<'a> {
+    #[schema(value_type = String)]
+    pub seat_id: &'a SeatId,
+    #[schema(value_type = String)]
+    pub character_id: &'a CharacterId,
+    pub name: &'a str,
+    /// `"host"` or `"player"`.
+    #[schema(value_type = String)]
+    pub role: SeatRole,
+    /// Whether the seat has a connection now.
+    pub online: bool,
+    /// `"active"`, `"kicked"` or `"left"`.
+    #[schema(value_type = String)]
+    pub state: SeatState,
+}
+
+impl<'a> SeatView<'a> {
+    /// Every seat of `state`'s party, online as `online` says.
+    pub fn all(state: &'a GameState, online: impl Fn(&SeatId) -> bool) -> Vec<Self> {
+        state
+            .party
+            .seats
+            .iter()
+            .map(|s| SeatView {
+                seat_id: &s.seat_id,
+                character_id: &s.character_id,
+                name: &s.name,
+                role: s.role,
+                online: online(&s.seat_id),
+                state: s.state,
+            })
+            .collect()
+    }
+}
+
+/// The round under way in the snapshot.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct RoundView<'a> {
+    pub number: u64,
+    /// The seats that submitted an action this round.
+    #[schema(value_type = Vec<String>)]
+    pub acted: Vec<&'a SeatId>,
+}
+
+/// `GET /api/v1/sessions/{id}/seats`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SeatList<'a> {
+    pub seats: Vec<SeatView<'a>>,
 }
 
 impl<'a> Snapshot<'a> {
@@ -192,8 +255,32 @@ impl<'a> Snapshot<'a> {
         }
     }
 
+    /// The snapshot with the seats `online` says have a connection (as
+    /// the session knows it, or a tail as the owner's last `presence`
+    /// said).
+    pub fn online(self, online: impl Fn(&SeatId) -> bool) -> Self {
+        let seats = self
+            .seats
+            .into_iter()
+            .map(|s| SeatView {
+                online: online(s.seat_id),
+                ..s
+            })
+            .collect();
+        Self { seats, ..self }
+    }
+
+    /// The snapshot of `state`, every seat offline.
     pub fn of(session_id: &'a SessionId, state: &'a GameState) -> Self {
+        let party = &state.party;
         Self {
+            seats: SeatView::all(state, |_| false),
+            turn_mode: party.turn_mode,
+            round_timeout_s: party.round_timeout_s,
+            round: RoundView {
+                number: party.round.number,
+                acted: party.round.actions.iter().map(|a| &a.seat_id).collect(),
+            },
             session_id,
             campaign_id: &state.campaign_id,
             title: &state.title,

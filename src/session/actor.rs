@@ -14,12 +14,15 @@ use tokio::sync::oneshot;
 use super::core::{AfterSnapshot, Command, Core, CoreDeps};
 use super::fanout::Fanout;
 use super::messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, DirectCallDone, Drain,
-    GetSnapshot, Joined, LeaseLost, RemoteAudience, Say, SubmitChat, Subscribe, Unsubscribe,
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite, DirectCallDone,
+    Drain, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, LeaseLost,
+    RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
 };
 use super::model::{self, ModelMsg};
 use super::replay::{self, Restored};
-use super::types::{AUDIENCE_REFRESH, HubLink, Outbound, SessionDeps, Unregister};
+use super::types::{
+    AUDIENCE_REFRESH, CLOSE_SEAT_KICKED, HubLink, KICKED, Outbound, SessionDeps, Unregister,
+};
 use crate::llm::ModelRequest;
 use crate::protocol::TurnEnd;
 use crate::storage::{DurableSink, Epoch, SessionMeta, SessionWrite, StorageError};
@@ -288,6 +291,62 @@ impl Handler<CallTool> for SessionActor {
     }
 }
 
+/// What a party change's caller waits for: the answer once durable, or
+/// the session stopped first.
+fn party_answer<T: Send + 'static>(
+    taken: Result<oneshot::Receiver<T>, ChatRefused>,
+) -> ResponseFuture<Result<T, ChatRefused>> {
+    Box::pin(async move { taken?.await.map_err(|_| ChatRefused::call_lost()) })
+}
+
+impl Handler<CreateInvite> for SessionActor {
+    type Result = ResponseFuture<Result<InviteMade, ChatRefused>>;
+
+    fn handle(&mut self, msg: CreateInvite, ctx: &mut Self::Context) -> Self::Result {
+        let taken = self.core.create_invite(msg, self.deps.store.refusing());
+        self.run(ctx);
+        party_answer(taken)
+    }
+}
+
+impl Handler<JoinParty> for SessionActor {
+    type Result = ResponseFuture<Result<SeatGiven, ChatRefused>>;
+
+    fn handle(&mut self, msg: JoinParty, ctx: &mut Self::Context) -> Self::Result {
+        let taken = self.core.join_party(msg, self.deps.store.refusing());
+        self.run(ctx);
+        party_answer(taken)
+    }
+}
+
+impl Handler<UseHostPower> for SessionActor {
+    type Result = ResponseActFuture<Self, Result<(), ChatRefused>>;
+
+    /// A kick closes the seat's connections once it is durable (its token
+    /// is refused from then on).
+    fn handle(&mut self, msg: UseHostPower, ctx: &mut Self::Context) -> Self::Result {
+        let kicked = match &msg.power {
+            HostPower::Kick(seat_id) => Some(seat_id.clone()),
+            _ => None,
+        };
+        let taken = self.core.host_power(msg, self.deps.store.refusing());
+        self.run(ctx);
+        Box::pin(
+            party_answer(taken)
+                .into_actor(self)
+                .map(move |answer, act, ctx| {
+                    if answer.is_ok()
+                        && let Some(seat_id) = kicked
+                        && act.fanout.close_seat(&seat_id, CLOSE_SEAT_KICKED, KICKED)
+                    {
+                        act.presence_changed(ctx);
+                    }
+                    answer
+                }),
+        )
+    }
+}
+
 impl Handler<AwaitTurnEnd> for SessionActor {
     type Result = ResponseFuture<Result<TurnEnd, ChatRefused>>;
 
@@ -335,6 +394,8 @@ impl SessionActor {
         let last_seq = msg.last_seq;
         let seat_id = msg.seat_id.clone();
         let role = self.fanout.add(msg);
+        // The joining seat is online in its own welcome.
+        self.core.seats_online(self.fanout.online_seats());
         let joined = self.core.joined(last_seq, role, seat_id.as_ref(), stored);
         self.presence_changed(ctx);
         joined
@@ -370,6 +431,14 @@ impl Handler<GetSnapshot> for SessionActor {
 
     fn handle(&mut self, _: GetSnapshot, _: &mut Self::Context) -> Self::Result {
         self.core.snapshot_body(&self.deps.store.node().id)
+    }
+}
+
+impl Handler<GetSeats> for SessionActor {
+    type Result = Result<String, ChatRefused>;
+
+    fn handle(&mut self, _: GetSeats, _: &mut Self::Context) -> Self::Result {
+        self.core.seats_body()
     }
 }
 

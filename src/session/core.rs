@@ -13,6 +13,7 @@
 //!
 //! How a running turn moves is in `core/turn_loop.rs`.
 
+mod party;
 mod rounds;
 mod turn_loop;
 
@@ -178,6 +179,8 @@ pub(super) struct Core {
     round_check: bool,
     /// The round whose deadline timer is set.
     round_timer: Option<u64>,
+    /// Party changes journalled and not yet released.
+    party_in_flight: party::InFlight,
 }
 
 impl Core {
@@ -216,6 +219,7 @@ impl Core {
             resolving: None,
             round_check: false,
             round_timer: None,
+            party_in_flight: Default::default(),
         }
     }
 
@@ -299,6 +303,9 @@ impl Core {
         let released = release(up_to, &mut self.sequencer, &mut self.acks, &mut self.state);
         if released.state_changed {
             self.prompter.state_changed();
+            // Before anyone is told: a kicked seat's token is refused from
+            // the moment its frame goes out.
+            self.deps.stats.seats.update(&self.state.party);
         }
         // A turn counts once its start is durable, before anyone hears of it.
         let stats = &self.deps.stats;
@@ -362,10 +369,11 @@ impl Core {
         msg: SubmitChat,
         storage_refusing: Option<&'static str>,
     ) -> Result<ChatAccepted, ChatRefused> {
+        self.lifecycle.refuse_if_closed()?;
+        self.seat_may_speak(&msg.seat_id)?;
         if self.in_rounds() {
             return self.submit_action(msg, storage_refusing);
         }
-        self.lifecycle.refuse_if_closed()?;
         let request_id = msg.request_id.clone();
         let taken = self.intake.take_chat(
             &msg.text,
@@ -471,7 +479,14 @@ impl Core {
     ) -> Joined {
         let backlog = self.sequencer.resume(last_seq, stored);
         self.touch();
-        Joined::new(&self.session_id, role, seat_id, &self.state, backlog)
+        Joined::new(
+            &self.session_id,
+            role,
+            seat_id,
+            &self.state,
+            &self.online,
+            backlog,
+        )
     }
 
     /// The seats with a connection now (the actor's fan-out knows them).
@@ -482,6 +497,14 @@ impl Core {
         }
         self.online = online;
         self.advance();
+    }
+
+    /// `GET …/seats`: every seat, with whether it is online.
+    pub(super) fn seats_body(&self) -> Result<String, ChatRefused> {
+        self.may_join()?;
+        let seats = crate::protocol::SeatView::all(&self.state, |s| self.online.contains(s));
+        serde_json::to_string(&crate::protocol::SeatList { seats })
+            .map_err(|_| ChatRefused::new(ErrorCode::InternalError, "the seats did not serialize"))
     }
 
     /// Every active seat, with whether it is online: what `presence` and
@@ -529,7 +552,12 @@ impl Core {
     /// The snapshot the HTTP API answers with.
     pub(super) fn snapshot_body(&self, node_id: &str) -> Result<String, ChatRefused> {
         self.may_join()?;
-        Ok(snapshot::body(&self.session_id, &self.state, node_id))
+        Ok(snapshot::body(
+            &self.session_id,
+            &self.state,
+            &self.online,
+            node_id,
+        ))
     }
 
     // ----- lifecycle ------------------------------------------------------------

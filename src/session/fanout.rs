@@ -251,6 +251,24 @@ impl Fanout {
         self.seat_changes += 1;
     }
 
+    /// Tells the connections of `seat` to close with `code` and forgets
+    /// them; answers whether there were any.
+    pub(super) fn close_seat(&mut self, seat: &SeatId, code: u16, reason: &'static str) -> bool {
+        let conns: Vec<u64> = self
+            .subscribers
+            .iter()
+            .filter(|(_, sub)| sub.seat.as_ref() == Some(seat))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn_id in &conns {
+            if let Some(sub) = self.subscribers.get(conn_id) {
+                sub.recipient.do_send(Outbound::Close { code, reason });
+            }
+            self.remove(*conn_id);
+        }
+        !conns.is_empty()
+    }
+
     /// Sends the same bytes to every connection. One that cannot keep up is
     /// dropped and told to reconnect; it never slows the others.
     pub(super) fn broadcast(&mut self, bytes: &ByteString) -> Delivery {

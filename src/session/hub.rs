@@ -31,6 +31,8 @@ pub struct SessionHandle {
     /// WebSocket connections open on this session (counted before the
     /// upgrade, so a crowd cannot pass the per-session cap at once).
     pub connections: Arc<AtomicUsize>,
+    /// Which seat a token opens, kept up to date by the session.
+    pub seats: Arc<super::seats::SeatBook>,
 }
 
 /// Why the hub could not give a session.
@@ -374,6 +376,8 @@ impl SessionHub {
         let stats = Arc::new(SessionStats::default());
         stats.turns.store(restored.state.turn, Ordering::Relaxed);
         stats.last_activity_ms.store(now_ms(), Ordering::Relaxed);
+        stats.seats.update(&restored.state.party);
+        let seats = stats.seats.clone();
         let actor_meta = meta.clone();
         let hub = HubLink {
             stats: stats.clone(),
@@ -387,6 +391,7 @@ impl SessionHub {
             addr,
             meta,
             connections: Arc::default(),
+            seats,
         };
         self.live.insert(
             SessionId::from(handle.meta.session_id.as_str()),

@@ -7,6 +7,7 @@
 //! these types (a refusal, a direct call and its reply) without importing
 //! the actor.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -18,6 +19,8 @@ use super::sequencer::Backlog;
 use super::types::{MAX_RESUME_BYTES, Outbound, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
+use crate::game::party::TurnMode;
+use crate::game::state::CharacterId;
 use crate::ids::{CallId, NodeId, RequestId, SeatId, SessionId, TraceId, TurnId};
 use crate::json::Written;
 use crate::protocol::{ConnRole, ControlFrame, Snapshot, ToolEvent, TurnEnd};
@@ -145,6 +148,7 @@ impl Joined {
         role: ConnRole,
         seat_id: Option<&SeatId>,
         state: &GameState,
+        online: &BTreeSet<SeatId>,
         backlog: Backlog,
     ) -> Self {
         let seat = seat_id.and_then(|id| state.party.seat(id.as_str()));
@@ -156,7 +160,7 @@ impl Joined {
                 resumed: backlog.resumed,
                 seat_id: seat.map(|s| &s.seat_id),
                 character_id: seat.map(|s| &s.character_id),
-                state: Snapshot::of(session_id, state),
+                state: Box::new(Snapshot::of(session_id, state).online(|s| online.contains(s))),
             }
             .to_json()
         };
@@ -198,6 +202,81 @@ pub struct Unsubscribe {
 #[derive(Debug, Message)]
 #[rtype(result = "Result<String, ChatRefused>")]
 pub struct GetSnapshot;
+
+/// Who uses a party power: a seat (refused unless it holds the host role
+/// now) or a key of the session's tenant, which acts as the host (how a
+/// session whose host never comes back gets a new one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartyCaller {
+    Seat(SeatId),
+    Key,
+}
+
+/// The host makes an invite; answers its code once the invite is durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<InviteMade, ChatRefused>")]
+pub struct CreateInvite {
+    pub by: PartyCaller,
+    pub max_uses: u32,
+    /// From now; bounded by the caller.
+    pub expires_in_s: u32,
+}
+
+/// An invite made: its code (said once, stored only as a digest).
+#[derive(Debug, Clone)]
+pub struct InviteMade {
+    pub code: String,
+    /// ms since the epoch.
+    pub expires_at: i64,
+}
+
+/// Someone joins by invite under `name`; answers their seat once it is
+/// durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<SeatGiven, ChatRefused>")]
+pub struct JoinParty {
+    pub invite_code: String,
+    pub name: String,
+    /// The node's cap on seats (`QUESTD_MAX_PLAYERS`), over the
+    /// campaign's `party.max_players`.
+    pub max_players: u32,
+}
+
+/// A seat taken: its token is said once, to the one who joined.
+#[derive(Debug, Clone)]
+pub struct SeatGiven {
+    pub seat_id: SeatId,
+    pub character_id: CharacterId,
+    pub player_token: String,
+}
+
+/// A host power.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostPower {
+    /// Removes a seat: its connections close with 4001, its token is
+    /// refused for good; its character stays in the world.
+    Kick(SeatId),
+    /// Hands the host role to a seat; the old host becomes a player.
+    MakeHost(SeatId),
+    /// Switches the turn mode.
+    Mode {
+        turn_mode: TurnMode,
+        round_timeout_s: u32,
+    },
+}
+
+/// Uses a host power; answers once its frames are durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), ChatRefused>")]
+pub struct UseHostPower {
+    pub by: PartyCaller,
+    pub power: HostPower,
+}
+
+/// Asks for the seat list (`GET …/seats`) as JSON text.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<String, ChatRefused>")]
+pub struct GetSeats;
 
 /// A chat that was refused.
 #[derive(Debug, Clone, PartialEq)]

@@ -45,6 +45,7 @@ mod quota;
 mod release;
 mod replay;
 mod running;
+mod seats;
 mod sequencer;
 mod snapshot;
 pub mod tail;
@@ -59,13 +60,16 @@ pub use hub::{
     SessionHandle, SessionHub, StopHub,
 };
 pub use messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, DirectCallDone, GetSnapshot,
-    Joined, RemoteAudience, Say, SubmitChat, Subscribe, Unsubscribe,
+    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite, DirectCallDone,
+    GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, PartyCaller, RemoteAudience,
+    Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
 };
 pub use placement::Placement;
 pub use quota::Quotas;
+pub use seats::{SeatAccess, SeatBook};
 pub use types::{
-    CLOSE_SESSION_CLOSED, CLOSE_SESSION_FAILED, CLOSE_SESSION_MOVED, CLOSED_BY_OPERATOR, Limits,
-    MAX_RESUME_BYTES, MAX_STORED_BACKLOG, MAX_STORED_BACKLOG_CHARS, Outbound, Outbox,
-    REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps, random_token,
+    CLOSE_SEAT_KICKED, CLOSE_SESSION_CLOSED, CLOSE_SESSION_FAILED, CLOSE_SESSION_MOVED,
+    CLOSED_BY_OPERATOR, Limits, MAX_RESUME_BYTES, MAX_STORED_BACKLOG, MAX_STORED_BACKLOG_CHARS,
+    Outbound, Outbox, REMEMBERED_REQUESTS, REPEAT_LIMIT, RING_FRAMES, SNAPSHOT_EVERY, SessionDeps,
+    random_token,
 };

@@ -51,8 +51,15 @@ impl Snapshots {
 
 /// The snapshot of a live session the HTTP API answers with, as JSON,
 /// naming the node that runs it.
-pub(super) fn body(session_id: &SessionId, state: &GameState, node_id: &str) -> String {
-    let snapshot = Snapshot::of(session_id, state).owned_by(node_id);
+pub(super) fn body(
+    session_id: &SessionId,
+    state: &GameState,
+    online: &std::collections::BTreeSet<crate::ids::SeatId>,
+    node_id: &str,
+) -> String {
+    let snapshot = Snapshot::of(session_id, state)
+        .online(|s| online.contains(s))
+        .owned_by(node_id);
     serde_json::to_string(&snapshot).unwrap_or_default()
 }
 
@@ -91,9 +98,14 @@ mod tests {
     fn the_http_snapshot_names_the_session_and_its_node() {
         let (id, state) = (session(), demo());
         let body: serde_json::Value =
-            serde_json::from_str(&body(&id, &state, "node_a")).expect("JSON");
+            serde_json::from_str(&body(&id, &state, &Default::default(), "node_a")).expect("JSON");
         assert_eq!(body["session_id"], id.as_str());
         assert_eq!(body["owner_node"], "node_a");
         assert_eq!(body["turn"], state.turn);
+        // The party, never a token: the host seat, offline.
+        assert_eq!(body["seats"][0]["seat_id"], "seat_1");
+        assert_eq!(body["seats"][0]["online"], false);
+        assert_eq!(body["turn_mode"], "free");
+        assert!(body["seats"][0].get("token_hash").is_none());
     }
 }

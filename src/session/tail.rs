@@ -44,7 +44,7 @@
 //!   so does one that meets a journal format newer than it reads (close
 //!   `1012`: they reconnect, to a node that reads it).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -65,9 +65,9 @@ use super::types::{
 };
 use crate::error::ErrorCode;
 use crate::game::GameState;
-use crate::ids::SessionId;
+use crate::ids::{SeatId, SessionId};
 use crate::metrics::Metrics;
-use crate::protocol::ConnRole;
+use crate::protocol::{ConnRole, SeatOnline};
 use crate::storage::{Epoch, JournalNotice, StorageError, Store, TailRow, now_ms};
 
 /// How often a tail reads the journal without being told of a commit.
@@ -231,6 +231,7 @@ impl Handler<Watch> for Tails {
             reported: None,
             undelivered: Arc::new(AtomicU32::new(0)),
             closing: Closing::Open,
+            online: BTreeSet::new(),
         };
         let addr = self.placement.start(|_| tail);
         let handle = TailHandle { addr, connections };
@@ -374,6 +375,34 @@ pub struct Tail {
     undelivered: Arc<AtomicU32>,
     /// Whether an operator's close was seen.
     closing: Closing,
+    /// The seats online as the owner's last `presence` frame said (none
+    /// before one is seen): what the snapshots served here show.
+    online: BTreeSet<SeatId>,
+}
+
+/// The seats a `presence` frame says are online; `None` for any other
+/// frame.
+fn seats_online(frame: &str) -> Option<BTreeSet<SeatId>> {
+    // `{"seq":N,"type":"presence",…}`: the type is read without parsing
+    // every frame.
+    let (_, rest) = frame.split_once(',')?;
+    if !rest.starts_with(r#""type":"presence""#) {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Seats {
+        #[serde(default)]
+        seats: Vec<SeatOnline>,
+    }
+    let seats: Seats = serde_json::from_str(frame).ok()?;
+    Some(
+        seats
+            .seats
+            .into_iter()
+            .filter(|s| s.online)
+            .map(|s| s.seat_id)
+            .collect(),
+    )
 }
 
 /// What a tail knows of an operator's close of its session.
@@ -561,6 +590,9 @@ impl Tail {
                 tracing::error!(session_id = %self.session_id, seq = row.seq, error = %e, "a journal row does not read back; tailing stops there");
                 break;
             }
+            if let Some(online) = seats_online(&row.frame) {
+                self.online = online;
+            }
             let bytes = ByteString::from(row.frame);
             self.sequencer.follow(row.seq, bytes.clone());
             frames.push(bytes);
@@ -631,7 +663,14 @@ impl Tail {
             return Err(ChatRefused::reloading());
         };
         let backlog = self.sequencer.resume(msg.last_seq, stored);
-        let joined = Joined::new(&self.session_id, msg.role, None, state, backlog);
+        let joined = Joined::new(
+            &self.session_id,
+            msg.role,
+            None,
+            state,
+            &self.online,
+            backlog,
+        );
         self.fanout.add(msg);
         self.audience_changed();
         Ok(joined)

@@ -30,6 +30,11 @@ pub const CLOSE_SESSION_MOVED: u16 = 1012;
 /// Close code when an operator closed the session for good (a code for
 /// applications, RFC 6455 §7.4.2): do not reconnect.
 pub const CLOSE_SESSION_CLOSED: u16 = 4000;
+/// Close code for a seat the host removed from the session: its token is
+/// refused from now on, so do not reconnect.
+pub const CLOSE_SEAT_KICKED: u16 = 4001;
+/// The reason sent with [`CLOSE_SEAT_KICKED`].
+pub const KICKED: &str = "the host removed this seat from the session";
 
 /// How often a tail with spectators reports them to the owner again; the
 /// owner forgets a report not refreshed within three of these.
@@ -60,6 +65,8 @@ pub(super) struct SessionStats {
     pub last_activity_ms: AtomicI64,
     /// An operator closed it; it stops once its work taken is done.
     pub closing: AtomicBool,
+    /// Its seats' credentials, as the HTTP layer reads them.
+    pub seats: Arc<super::seats::SeatBook>,
 }
 
 /// A session actor (`A`) is stopping; its hub forgets it if it is still

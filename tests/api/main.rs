@@ -30,6 +30,7 @@ mod metrics;
 mod nul;
 mod openai;
 mod openapi;
+mod party_seats;
 mod quotas;
 mod readme;
 mod security;

@@ -1,0 +1,109 @@
+//! The party's credentials as the HTTP layer reads them: which seat a
+//! token opens, without a round trip to the session's actor.
+//!
+//! The session keeps it up to date each time a party change is released
+//! (durable and applied), so a kicked seat's token is refused from the
+//! moment its `seat_changed` frame goes out. Only digests are held (the
+//! seats' `token_hash`), never a token.
+
+use std::sync::RwLock;
+
+use crate::game::party::{Party, SeatRole, TokenSeat};
+use crate::ids::SeatId;
+
+/// Which seat a token opens, as [`SeatBook::access`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeatAccess {
+    /// An active seat, with its role now.
+    Seat(SeatId, SeatRole),
+    /// A seat's token, but the seat was kicked or left: refused for good.
+    Gone,
+    /// No seat's token.
+    Unknown,
+}
+
+/// The seats of one session (their ids, roles, states and token digests),
+/// shared between its actor, which writes, and the HTTP layer, which reads.
+#[derive(Debug, Default)]
+pub struct SeatBook {
+    /// A party holding only the seats: invites and the round stay in the
+    /// session.
+    seats: RwLock<Party>,
+}
+
+impl SeatBook {
+    /// Takes the seats of `party` when they changed.
+    pub(super) fn update(&self, party: &Party) {
+        let mut held = self
+            .seats
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.seats != party.seats {
+            held.seats = party.seats.clone();
+        }
+    }
+
+    /// Which seat `token` opens. `is_session_token` says whether it is the
+    /// session's own `player_token` (compared by the caller in constant
+    /// time): that one is the host seat's, `seat_1`.
+    pub fn access(&self, token: &str, is_session_token: bool) -> SeatAccess {
+        let held = self
+            .seats
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match held.seat_for_token(token, is_session_token) {
+            TokenSeat::Seat(seat) => SeatAccess::Seat(seat.seat_id.clone(), seat.role),
+            TokenSeat::Gone => SeatAccess::Gone,
+            TokenSeat::Unknown => SeatAccess::Unknown,
+        }
+    }
+
+    /// The seat that holds the host role now: the one a key acts as.
+    pub fn host(&self) -> Option<SeatId> {
+        let held = self
+            .seats
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.host().map(|s| s.seat_id.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::game::party::{Seat, SeatState, secret_hash};
+    use crate::game::state::CharacterId;
+
+    #[test]
+    fn a_seat_token_is_found_until_the_seat_is_kicked() {
+        let mut party = Party::default();
+        party.ensure_host(&CharacterId::from("pc_001"), "Ayla");
+        let book = SeatBook::default();
+        book.update(&party);
+        assert_eq!(book.host().as_ref().map(SeatId::as_str), Some("seat_1"));
+        assert_eq!(
+            book.access("x", true),
+            SeatAccess::Seat(SeatId::from("seat_1"), SeatRole::Host)
+        );
+        assert_eq!(book.access("tok", false), SeatAccess::Unknown);
+        let mut seat = Seat {
+            seat_id: SeatId::from("seat_2"),
+            character_id: CharacterId::from("pc_002"),
+            name: "Brin".into(),
+            role: SeatRole::Player,
+            state: SeatState::Active,
+            token_hash: Some(secret_hash("tok")),
+            joined_at: 1,
+        };
+        party.seats.push(seat.clone());
+        book.update(&party);
+        assert_eq!(
+            book.access("tok", false),
+            SeatAccess::Seat(SeatId::from("seat_2"), SeatRole::Player)
+        );
+        seat.state = SeatState::Kicked;
+        party.seats[1] = seat;
+        book.update(&party);
+        assert_eq!(book.access("tok", false), SeatAccess::Gone);
+    }
+}
