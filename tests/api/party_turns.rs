@@ -302,6 +302,39 @@ async fn a_round_cut_by_kill9_resolves_once_with_every_action() {
     assert_eq!(snap["round"]["number"], 2);
 }
 
+#[actix_web::test]
+async fn a_stored_chat_keeps_its_speaker_across_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    // A slow game master keeps the host's turn running while Brin's chat
+    // is taken, stored in the inbox and acknowledged.
+    let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);
+    let (s, brin, _cara) = party_of_three(&server).await;
+    let id = s.session_id.as_str();
+    let (mut host_ws, _) = server.connect(id, &s.player_token, None).await;
+    let (mut brin_ws, _) = server.connect(id, &brin.token, None).await;
+    host_ws.chat("roll 1d6", "h-1").await;
+    brin_ws.until(|f| f["type"] == "turn_started").await;
+    brin_ws.chat("roll 1d8", "b-1").await;
+    let ack = brin_ws.ack_for("b-1").await;
+    assert_eq!(ack["queued"], 1, "{ack}");
+    let queued_turn = ack["turn_id"].as_str().unwrap().to_owned();
+    server.kill9();
+
+    let server = Server::start(&db);
+    let (mut ws, _) = server.connect(id, &s.spectator_token, None).await;
+    let frames = ws.until_turn_end(&queued_turn).await;
+    let started = frames
+        .iter()
+        .find(|f| f["type"] == "turn_started" && f["turn_id"] == queued_turn.as_str())
+        .unwrap_or_else(|| panic!("the stored chat ran: {frames:?}"));
+    assert_eq!(
+        (started["seat_id"].as_str(), started["actor_id"].as_str()),
+        (Some("seat_2"), Some(brin.character_id.as_str())),
+        "{started}"
+    );
+}
+
 /// A model that records the text of every request it gets.
 fn recording(seen: Arc<Mutex<Vec<String>>>) -> ScriptedProvider {
     ScriptedProvider::from_fn(move |req, _| {
