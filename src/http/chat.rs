@@ -18,7 +18,7 @@ use crate::ids::{RequestId, SeatId, SessionId, TraceId};
 use crate::protocol::TurnEnd;
 use crate::protocol::check_request_id;
 use crate::protocol::http::{ChatAnswer, ChatTurn, ChatTurnFailed};
-use crate::session::{AwaitTurnEnd, SubmitChat};
+use crate::session::{AwaitDurable, AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     super::routes::add(cfg, actix_web::http::Method::POST, "/api/v1/chat", chat);
@@ -70,13 +70,15 @@ async fn chat(
     )
     .await?;
     let (handle, accepted) = Routing::of(&req).here(routed)?;
-    if let Some((round, seat_id)) = &accepted.action {
+    if let Some(taken) = &accepted.action {
         // Rounds mode: the chat is the seat's action; its round's turn
         // runs when the round resolves, so there is no turn to wait for.
+        // Answered once the action is durable, as an ack is.
+        handle.addr.send(AwaitDurable { seq: taken.seq }).await??;
         return Ok(HttpResponse::Accepted().json(ActionAnswer {
             status: "action_submitted",
-            round: *round,
-            seat_id,
+            round: taken.round,
+            seat_id: &taken.seat_id,
             request_id: body.request_id.as_ref(),
             turn_id: None,
             trace_id: &trace_id,

@@ -14,9 +14,9 @@ use tokio::sync::oneshot;
 use super::core::{AfterSnapshot, Command, Core, CoreDeps};
 use super::fanout::Fanout;
 use super::messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite, DirectCallDone,
-    Drain, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, LeaseLost,
-    RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
+    AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite,
+    DirectCallDone, Drain, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined,
+    LeaseLost, RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
 };
 use super::model::{self, ModelMsg};
 use super::replay::{self, Restored};
@@ -344,6 +344,15 @@ impl Handler<UseHostPower> for SessionActor {
                     answer
                 }),
         )
+    }
+}
+
+impl Handler<AwaitDurable> for SessionActor {
+    type Result = ResponseFuture<Result<(), ChatRefused>>;
+
+    fn handle(&mut self, msg: AwaitDurable, _: &mut Self::Context) -> Self::Result {
+        let told = self.core.await_durable(msg.seq);
+        Box::pin(async move { told.await.map_err(|_| ChatRefused::reloading()) })
     }
 }
 

@@ -23,7 +23,7 @@ use crate::game::party::{RoundAction, TurnMode};
 use crate::game::state::CharacterId;
 use crate::ids::{RequestId, SeatId, TraceId, TurnId};
 use crate::protocol::{RoundActionView, StoryEvent};
-use crate::session::messages::{ChatAccepted, ChatRefused, SubmitChat};
+use crate::session::messages::{ActionTaken, ChatAccepted, ChatRefused, SubmitChat};
 use crate::session::running::Running;
 use crate::session::sequencer::Entry;
 use crate::session::turn::Turn;
@@ -88,13 +88,16 @@ impl Core {
             Some(_) => (action_id(round, &msg.seat_id), false),
             None => (self.intake.duplicate_of(request_id.as_deref()), true),
         };
-        let acked_round = round_of(&turn_id).unwrap_or(round);
-        let accepted = ChatAccepted {
+        let mut accepted = ChatAccepted {
             turn_id: turn_id.clone(),
             duplicate,
             queued: 0,
             acked: msg.conn_id.is_some(),
-            action: Some((acked_round, msg.seat_id.clone())),
+            action: Some(ActionTaken {
+                round: round_of(&turn_id).unwrap_or(round),
+                seat_id: msg.seat_id.clone(),
+                seq: self.sequencer.last_staged(),
+            }),
         };
         let ack = msg
             .conn_id
@@ -127,12 +130,28 @@ impl Core {
                 seat_id: msg.seat_id,
             })
         });
+        if let Some(taken) = accepted.action.as_mut() {
+            taken.seq = seq;
+        }
         self.acks.taken(turn_id.clone(), ack);
         self.acks.started(turn_id, seq);
         self.round_check = true;
         self.touch();
         self.advance();
         Ok(accepted)
+    }
+
+    /// A receiver told once the frame `seq` is durable (at once if it is).
+    pub(in crate::session) fn await_durable(
+        &mut self,
+        seq: u64,
+    ) -> tokio::sync::oneshot::Receiver<()> {
+        let (tell, told) = tokio::sync::oneshot::channel();
+        let waiter = Box::new(move || {
+            let _ = tell.send(());
+        });
+        self.sequencer.when_durable(seq, waiter);
+        told
     }
 
     /// A line of table talk from `seat_id`: journalled as `party_chat` for
