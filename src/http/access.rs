@@ -79,6 +79,18 @@ struct TokenQuery {
     token: Option<String>,
 }
 
+/// Whether the request carries a key of the session's tenant (which acts
+/// as its player). A session of another tenant, named or keyed, is `404`
+/// like an unknown one.
+fn keyed(req: &HttpRequest, state: &AppState, meta: &SessionMeta) -> Result<bool, ApiError> {
+    check_tenant(req, meta)?;
+    match state.keys.grant(req)? {
+        Some(grant) if grant.tenant_id == meta.tenant_id => Ok(true),
+        Some(_) => Err(ApiError::not_found(no_session(&meta.session_id))),
+        None => Ok(false),
+    }
+}
+
 /// Checks the request's credential against a session: a key of the
 /// session's tenant acts as its player; otherwise the bearer token decides.
 /// A key of another tenant finds nothing (`404`, like an unknown session).
@@ -87,13 +99,8 @@ pub fn authorize(
     state: &AppState,
     meta: &SessionMeta,
 ) -> Result<TokenRole, ApiError> {
-    check_tenant(req, meta)?;
-    if let Some(grant) = state.keys.grant(req)? {
-        return if grant.tenant_id == meta.tenant_id {
-            Ok(TokenRole::Player)
-        } else {
-            Err(ApiError::not_found(no_session(&meta.session_id)))
-        };
+    if keyed(req, state, meta)? {
+        return Ok(TokenRole::Player);
     }
     token_role(meta, &session_token(req)?)
         .ok_or_else(|| ApiError::unauthorized("the token does not open this session"))
@@ -171,14 +178,8 @@ pub fn caller(
     state: &AppState,
     handle: &SessionHandle,
 ) -> Result<Caller, ApiError> {
-    let meta = &handle.meta;
-    check_tenant(req, meta)?;
-    if let Some(grant) = state.keys.grant(req)? {
-        return if grant.tenant_id == meta.tenant_id {
-            Ok(Caller::Key)
-        } else {
-            Err(ApiError::not_found(no_session(&meta.session_id)))
-        };
+    if keyed(req, state, &handle.meta)? {
+        return Ok(Caller::Key);
     }
     token_caller(handle, &session_token(req)?)
 }

@@ -15,6 +15,7 @@ mod adventure;
 mod browser;
 mod browser_story;
 mod cluster;
+mod cluster_party;
 mod cluster_routes;
 mod connection;
 mod crosssite;
