@@ -563,6 +563,62 @@ mod tests {
     }
 
     #[test]
+    fn in_a_party_the_context_names_the_speaker_and_the_party() {
+        use crate::game::Effect;
+        use crate::game::party::{Seat, SeatRole, SeatState};
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        let alone = context_json(&view(&registry, &state, &id), 1, &["pc_001".into()]);
+        assert!(
+            alone.get("party").is_none() && alone.get("speaker").is_none(),
+            "a lone player's context is as before"
+        );
+        let mut brin = state.active_actor().unwrap().clone();
+        brin.character_id = "pc_002".into();
+        brin.name = "Brin".into();
+        brin.area_id = AreaId::from("area_002");
+        state.apply(&Effect::SeatJoined {
+            seat: Seat {
+                seat_id: "seat_2".into(),
+                character_id: brin.character_id.clone(),
+                name: "Brin".into(),
+                role: SeatRole::Player,
+                state: SeatState::Active,
+                token_hash: Some("h".into()),
+                joined_at: 0,
+            },
+            character: Some(Box::new(brin)),
+            invite_id: "inv".into(),
+            invite_uses: 1,
+        });
+        let speaking: &[CharacterId] = &["pc_002".into()];
+        let mut cache = ContextCache::default();
+        let context = cache.get(&view(&registry, &state, &id), 1, speaking);
+        assert_eq!(
+            context["active_actor"]["character_id"], "pc_002",
+            "the speaker acts"
+        );
+        assert_eq!(
+            context["current_area"]["area_id"], "area_002",
+            "where the speaker stands"
+        );
+        assert_eq!(
+            context["speaker"],
+            serde_json::json!({"name": "Brin", "character_id": "pc_002"})
+        );
+        let party = context["party"].as_array().expect("the party");
+        assert_eq!(party.len(), 2);
+        assert_eq!(
+            (party[1]["seat_id"].as_str(), party[1]["acting"].as_bool()),
+            (Some("seat_2"), Some(true))
+        );
+        assert_eq!(party[0]["acting"], false);
+        // The host's next turn reads the context again, for the host.
+        let host = cache.get(&view(&registry, &state, &id), 2, &["pc_001".into()]);
+        assert_eq!(host["active_actor"]["character_id"], "pc_001");
+    }
+
+    #[test]
     fn the_kept_context_is_the_one_built_afresh_until_the_state_changes() {
         let (registry, id) = (Registry::builtin().expect("tools"), session());
         let mut state = demo();
