@@ -1040,27 +1040,10 @@ mod tests {
 
     /// A session of three seats (`seat_1` the host's) in rounds mode.
     fn party_core() -> Core {
-        use crate::game::party::{Seat, SeatRole, SeatState, TurnMode};
+        use crate::game::party::TurnMode;
         let mut core = core();
-        for n in 2..=3 {
-            let mut character = core.state.active_actor().expect("pc").clone();
-            character.character_id = format!("pc_00{n}").as_str().into();
-            character.name = format!("Hero {n}");
-            let seat = Seat {
-                seat_id: SeatId::from(format!("seat_{n}")),
-                character_id: character.character_id.clone(),
-                name: format!("Hero {n}"),
-                role: SeatRole::Player,
-                state: SeatState::Active,
-                token_hash: Some(format!("h{n}")),
-                joined_at: 0,
-            };
-            core.state.apply(&crate::game::Effect::SeatJoined {
-                seat,
-                character: Some(Box::new(character)),
-                invite_id: "inv".into(),
-                invite_uses: 1,
-            });
+        for (n, name) in [(2, "Hero 2"), (3, "Hero 3")] {
+            crate::tools::test_support::seat(&mut core.state, n, name, "area_001");
         }
         core.state.apply(&crate::game::Effect::ModeChanged {
             turn_mode: TurnMode::Rounds,

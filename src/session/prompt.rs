@@ -564,8 +564,6 @@ mod tests {
 
     #[test]
     fn in_a_party_the_context_names_the_speaker_and_the_party() {
-        use crate::game::Effect;
-        use crate::game::party::{Seat, SeatRole, SeatState};
         let (registry, id) = (Registry::builtin().expect("tools"), session());
         let mut state = demo();
         let alone = context_json(&view(&registry, &state, &id), 1, &["pc_001".into()]);
@@ -573,24 +571,7 @@ mod tests {
             alone.get("party").is_none() && alone.get("speaker").is_none(),
             "a lone player's context is as before"
         );
-        let mut brin = state.active_actor().unwrap().clone();
-        brin.character_id = "pc_002".into();
-        brin.name = "Brin".into();
-        brin.area_id = AreaId::from("area_002");
-        state.apply(&Effect::SeatJoined {
-            seat: Seat {
-                seat_id: "seat_2".into(),
-                character_id: brin.character_id.clone(),
-                name: "Brin".into(),
-                role: SeatRole::Player,
-                state: SeatState::Active,
-                token_hash: Some("h".into()),
-                joined_at: 0,
-            },
-            character: Some(Box::new(brin)),
-            invite_id: "inv".into(),
-            invite_uses: 1,
-        });
+        crate::tools::test_support::seat(&mut state, 2, "Brin", "area_002");
         let speaking: &[CharacterId] = &["pc_002".into()];
         let mut cache = ContextCache::default();
         let context = cache.get(&view(&registry, &state, &id), 1, speaking);

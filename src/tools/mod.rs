@@ -1253,6 +1253,38 @@ pub(crate) mod test_support {
             .expect("demo is valid")
             .into_state()
     }
+
+    /// Seats `name` at `seat_<n>` of `state`'s party, playing a copy of the
+    /// active character (`pc_00<n>`, named `name`) standing in `area_id`,
+    /// as joining by invite does; answers the character's id.
+    pub fn seat(
+        state: &mut GameState,
+        n: u32,
+        name: &str,
+        area_id: &str,
+    ) -> crate::game::state::CharacterId {
+        use crate::game::party::{Seat, SeatRole, SeatState};
+        let mut character = state.active_actor().expect("an active character").clone();
+        character.character_id = format!("pc_00{n}").as_str().into();
+        character.name = name.into();
+        character.area_id = area_id.into();
+        let character_id = character.character_id.clone();
+        state.apply(&crate::game::Effect::SeatJoined {
+            seat: Seat {
+                seat_id: format!("seat_{n}").as_str().into(),
+                character_id: character_id.clone(),
+                name: name.into(),
+                role: SeatRole::Player,
+                state: SeatState::Active,
+                token_hash: Some(format!("digest_{n}")),
+                joined_at: 0,
+            },
+            character: Some(Box::new(character)),
+            invite_id: "inv_1".into(),
+            invite_uses: 1,
+        });
+        character_id
+    }
 }
 
 #[cfg(test)]
@@ -1309,25 +1341,9 @@ mod tests {
 
     #[test]
     fn a_turn_may_not_act_as_another_seats_character() {
-        use crate::game::party::{Seat, SeatRole, SeatState};
         let registry = Registry::builtin().unwrap();
         let mut state = demo();
-        let mut brin = state.active_actor().unwrap().clone();
-        brin.character_id = "pc_002".into();
-        state.apply(&Effect::SeatJoined {
-            seat: Seat {
-                seat_id: "seat_2".into(),
-                character_id: brin.character_id.clone(),
-                name: "Brin".into(),
-                role: SeatRole::Player,
-                state: SeatState::Active,
-                token_hash: Some("h".into()),
-                joined_at: 0,
-            },
-            character: Some(Box::new(brin)),
-            invite_id: "inv".into(),
-            invite_uses: 1,
-        });
+        test_support::seat(&mut state, 2, "Brin", "area_001");
         let allowlist: Vec<String> = registry.names().iter().map(|s| s.to_string()).collect();
         let session = test_support::session();
         let run = |acting: &[CharacterId], tool: &str, args: Value| {

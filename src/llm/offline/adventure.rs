@@ -1064,28 +1064,9 @@ mod tests {
 
     #[test]
     fn look_names_the_party_and_where_each_stands() {
-        use crate::game::party::{Seat, SeatRole, SeatState};
         let mut state = demo();
-        let host = state.active_actor().unwrap().clone();
-        state.party.ensure_host(&host.character_id, &host.name);
-        let mut brin = host.clone();
-        brin.character_id = "pc_002".into();
-        brin.area_id = AreaId::from("area_002");
         let hall = state.area("area_002").unwrap().name.clone();
-        state.apply(&crate::game::Effect::SeatJoined {
-            seat: Seat {
-                seat_id: "seat_2".into(),
-                character_id: brin.character_id.clone(),
-                name: "Brin".into(),
-                role: SeatRole::Player,
-                state: SeatState::Active,
-                token_hash: Some("h".into()),
-                joined_at: 0,
-            },
-            character: Some(Box::new(brin)),
-            invite_id: "inv".into(),
-            invite_uses: 1,
-        });
+        crate::tools::test_support::seat(&mut state, 2, "Brin", "area_002");
         let ayla = state.party.host().unwrap().name.clone();
         let (_, told) = play(&mut state, Act::Look, false);
         assert!(
