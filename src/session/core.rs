@@ -737,7 +737,7 @@ mod tests {
         }
     }
 
-    fn core() -> Core {
+    pub(super) fn core() -> Core {
         let meta = SessionMeta {
             session_id: SESSION.into(),
             tenant_id: "tenant_1".into(),
