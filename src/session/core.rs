@@ -492,11 +492,12 @@ impl Core {
     /// The seats with a connection now (the actor's fan-out knows them).
     pub(super) fn seats_online(&mut self, online: BTreeSet<SeatId>) {
         // A seat going offline may leave the round waiting for nobody.
-        if self.online.iter().any(|s| !online.contains(s)) {
-            self.round_check = true;
-        }
+        let went = self.online.iter().any(|s| !online.contains(s));
         self.online = online;
-        self.advance();
+        if went && self.holds_round() && !self.lifecycle.stopping() {
+            self.round_check = true;
+            self.advance();
+        }
     }
 
     /// `GET …/seats`: every seat, with whether it is online.

@@ -209,6 +209,11 @@ impl Core {
     /// Starts the round's turn when it is due; answers whether it did.
     /// Asked when nothing else runs: the round waits for the work ahead.
     pub(super) fn start_round_if_due(&mut self) -> bool {
+        if self.lifecycle.refuses_work() {
+            // Stopping or closing: the held round stays in the journal,
+            // for whoever loads the session next.
+            return false;
+        }
         if self.sequencer.has_pending() {
             // An action's effect may not be applied yet: ask once it is.
             return false;
