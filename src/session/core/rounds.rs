@@ -218,8 +218,8 @@ impl Core {
             // An action's effect may not be applied yet: ask once it is.
             return false;
         }
-        self.arm_round_timer();
         if !self.round_due(now_ms()) {
+            self.arm_round_timer();
             return false;
         }
         let party = &self.state.party;
@@ -290,8 +290,10 @@ impl Core {
         self.out.push_back(Command::RoundAt(after));
     }
 
-    /// The round's deadline timer fired.
+    /// The round's deadline timer fired. The timer is set again from the
+    /// state if the round is not due yet (the host lengthened the timeout).
     pub(in crate::session) fn round_deadline(&mut self) {
+        self.round_timer = None;
         self.advance();
     }
 
