@@ -13,10 +13,12 @@
 use super::sequencer::Entry;
 use super::turn::Turn;
 use crate::error::ErrorCode;
+use crate::game::state::CharacterId;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::ids::{RequestId, TurnId};
+use crate::ids::{RequestId, SeatId, TurnId};
 use crate::protocol::{
-    Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnLimit, ZonePosition,
+    Position, RoundActionView, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnLimit,
+    ZonePosition,
 };
 
 /// What a restarted session says of a turn the journal shows started but
@@ -33,14 +35,15 @@ pub(super) fn started(
     turn_id: &TurnId,
     request_id: Option<RequestId>,
     text: String,
+    seat_id: &SeatId,
 ) -> Entry {
     Entry {
         event: StoryEvent::TurnStarted {
             turn_id: turn_id.clone(),
             request_id,
-            actor_id: state.active_actor_id.clone(),
+            actor_id: character_of(state, seat_id),
             text: text.clone(),
-            seat_id: Some(crate::game::party::host_seat()),
+            seat_id: Some(seat_id.clone()),
             round: None,
             actions: None,
         },
@@ -52,6 +55,53 @@ pub(super) fn started(
         history_from_frame: true,
         action: None,
     }
+}
+
+/// The `turn_started` frame of turn `turn_no`, which resolves round
+/// `round` with every seat's action (`text`: the one message the model
+/// reads of them). Its effect begins the turn and the next round in one
+/// journalled frame, so the round is resolved exactly once.
+pub(super) fn round_started(
+    state: &GameState,
+    turn_no: u64,
+    turn_id: &TurnId,
+    round: u64,
+    actions: Vec<RoundActionView>,
+    text: String,
+    first_actor: Option<&CharacterId>,
+) -> Entry {
+    Entry {
+        event: StoryEvent::TurnStarted {
+            turn_id: turn_id.clone(),
+            request_id: None,
+            actor_id: first_actor.map_or_else(|| state.active_actor_id.clone(), Clone::clone),
+            text: text.clone(),
+            // No one seat speaks: `actions` says who did what.
+            seat_id: None,
+            round: Some(round),
+            actions: Some(actions),
+        },
+        effect: Some(Effect::BeginRound {
+            turn: turn_no,
+            round,
+        }),
+        history: Some(HistoryEntry::User {
+            turn_id: turn_id.clone(),
+            text,
+        }),
+        history_from_frame: true,
+        action: None,
+    }
+}
+
+/// The character `seat_id` plays: the speaker's, whom the turn acts for.
+/// A seat the party does not hold (none should speak) acts as the active
+/// character, as every turn did before parties.
+pub(super) fn character_of(state: &GameState, seat_id: &SeatId) -> CharacterId {
+    state
+        .party
+        .seat(seat_id.as_str())
+        .map_or_else(|| state.active_actor_id.clone(), |s| s.character_id.clone())
 }
 
 /// The `turn_completed` frame of a turn that ends with `reply`: its calls'
@@ -187,6 +237,7 @@ mod tests {
             &"turn_4".into(),
             Some("r-1".into()),
             "look".into(),
+            &crate::game::party::host_seat(),
         );
         assert!(matches!(
             &entry.event,

@@ -33,6 +33,7 @@ mod nul;
 mod openai;
 mod openapi;
 mod party_seats;
+mod party_turns;
 mod quotas;
 mod readme;
 mod security;

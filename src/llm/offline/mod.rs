@@ -403,6 +403,11 @@ impl OfflineGameMaster {
         };
         let results: Vec<(&str, &Value)> =
             entries.iter().map(|(tool, _)| *tool).zip(values).collect();
+        if let Some(actions) = round_actions(text) {
+            return answer_round(req, &actions, &results);
+        }
+        // The context's active character is the speaker's: in a party the
+        // game master plays for whoever spoke.
         let actor = req.context["active_actor"]["character_id"]
             .as_str()
             .unwrap_or_default();
@@ -498,6 +503,97 @@ impl OfflineGameMaster {
         }
         tool_calls(calls, results.len())
     }
+}
+
+/// One tool call asked for: the tool and its arguments.
+type Asks = (&'static str, Value);
+
+/// One seat's action in a round's message: who (name, character) and what.
+struct RoundAction<'t> {
+    name: &'t str,
+    character_id: &'t str,
+    text: &'t str,
+}
+
+/// The actions of a round's message (the session writes it: a first line
+/// `Round N: …`, then `Name (character_id): text` a seat); `None` for any
+/// other message. Seats that did not act are left out.
+fn round_actions(text: &str) -> Option<Vec<RoundAction<'_>>> {
+    let mut lines = text.lines();
+    let head = lines.next()?;
+    if !(head.starts_with("Round ") && head.contains("resolve these actions together")) {
+        return None;
+    }
+    let actions = lines
+        .filter_map(|line| {
+            let (who, what) = line.split_once("): ")?;
+            let (name, character_id) = who.rsplit_once(" (")?;
+            let text = what.trim();
+            (text != "(no action)").then_some(RoundAction {
+                name,
+                character_id,
+                text,
+            })
+        })
+        .collect();
+    Some(actions)
+}
+
+/// A round's turn: each action's commands run for its seat's character,
+/// in order (one answer asks for all their calls), then one narration
+/// tells every seat's part, each under its name. Acts that take a turn of
+/// their own (look, talk, take, use, attack) and free words are told as
+/// the seat's part without tools.
+fn answer_round(
+    req: &ModelRequest,
+    actions: &[RoundAction<'_>],
+    results: &[(&str, &Value)],
+) -> ModelReply {
+    let zh = actions.iter().any(|a| has_cjk(a.text));
+    let names = adventure::zh_names(results);
+    let planned: Vec<(Vec<Intent>, Vec<Asks>)> = actions
+        .iter()
+        .map(|a| {
+            let intents = parse_intents(a.text).unwrap_or_default();
+            let calls = intents
+                .iter()
+                .filter_map(|i| tool_for(req, a.character_id, i.clone(), &names, zh))
+                .collect();
+            (intents, calls)
+        })
+        .collect();
+    let asked: usize = planned.iter().map(|(_, calls)| calls.len()).sum();
+    if results.is_empty() && asked > 0 && req.kind != RequestKind::WrapUp {
+        let calls = planned.into_iter().flat_map(|(_, calls)| calls).collect();
+        return tool_calls(calls, 0);
+    }
+    let mut parts = Vec::with_capacity(actions.len());
+    let mut at = 0;
+    for (a, (intents, calls)) in actions.iter().zip(&planned) {
+        let mine = results.get(at..at + calls.len()).unwrap_or_default();
+        at += calls.len();
+        let told = if mine.is_empty() {
+            a.text.to_owned()
+        } else {
+            narrate_results(req, mine, intents, zh).text
+        };
+        parts.push(if zh {
+            format!("{}：{told}", a.name)
+        } else {
+            format!("{}: {told}", a.name)
+        });
+    }
+    if parts.is_empty() {
+        parts.push(
+            if zh {
+                "这一轮无人行动。"
+            } else {
+                "No one acted this round."
+            }
+            .to_owned(),
+        );
+    }
+    ModelReply::narrate(parts.join("\n\n"))
 }
 
 /// A reply asking for `calls`, numbered on from the `before` results the
@@ -752,6 +848,46 @@ mod tests {
             kind: RequestKind::Step,
             results: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_round_is_played_for_each_seat_and_told_together() {
+        let text = "Round 2: resolve these actions together, in this order.\n\
+                    Ayla (pc_001): go to the side room\n\
+                    Brin (pc_002): roll 1d20\n\
+                    Cara (pc_003): (no action)";
+        let mut req = request(text);
+        let gm = OfflineGameMaster::default();
+        let asked = gm.answer(&req);
+        let calls: Vec<(&str, Value)> = asked
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), serde_json::from_str(&c.arguments).unwrap()))
+            .collect();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0].0, "move");
+        assert_eq!(calls[0].1["actor_id"], "pc_001", "Ayla's move is Ayla's");
+        assert_eq!(calls[1].0, "roll_dice");
+        answered(
+            &mut req,
+            "move",
+            json!({"actor_id": "pc_001", "from_area_id": "area_001", "to_area_id": "area_002",
+            "area": {"area_id": "area_002", "name": "Great Hall"}, "reachable_area_ids": []}),
+        );
+        answered(
+            &mut req,
+            "roll_dice",
+            json!({"dice": "1d20", "rolls": [12], "modifier": 0, "total": 12}),
+        );
+        let told = gm.answer(&req).text;
+        assert!(
+            told.starts_with("Ayla: ") && told.contains("\n\nBrin: "),
+            "{told}"
+        );
+        assert!(
+            !told.contains("Cara"),
+            "a seat that did not act is not told: {told}"
+        );
     }
 
     #[test]
