@@ -51,6 +51,7 @@ pub(super) fn started(
         history: Some(HistoryEntry::User {
             turn_id: turn_id.clone(),
             text,
+            seat_id: Some(seat_id.clone()),
         }),
         history_from_frame: true,
         action: None,
@@ -88,6 +89,7 @@ pub(super) fn round_started(
         history: Some(HistoryEntry::User {
             turn_id: turn_id.clone(),
             text,
+            seat_id: None,
         }),
         history_from_frame: true,
         action: None,
@@ -257,7 +259,7 @@ mod tests {
         assert_eq!(entry.effect, Some(Effect::BeginTurn { turn: 4 }));
         assert!(matches!(
             &entry.history,
-            Some(HistoryEntry::User { turn_id, text }) if turn_id == "turn_4" && text == "look"
+            Some(HistoryEntry::User { turn_id, text, .. }) if turn_id == "turn_4" && text == "look"
         ));
     }
 
@@ -406,8 +408,14 @@ mod tests {
             ("pc_002", "area_003"),
             "Brin spoke: Brin's place, not the host's"
         );
-        let alone = state_patch(&turn, &state, None).position.expect("a position");
-        assert_eq!(alone.actor_id.as_str(), "pc_001", "no speaker: the active character");
+        let alone = state_patch(&turn, &state, None)
+            .position
+            .expect("a position");
+        assert_eq!(
+            alone.actor_id.as_str(),
+            "pc_001",
+            "no speaker: the active character"
+        );
     }
 
     #[test]

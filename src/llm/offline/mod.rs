@@ -937,6 +937,7 @@ mod tests {
             messages: vec![Arc::new(HistoryEntry::User {
                 turn_id: "turn_1".into(),
                 text: text.into(),
+                seat_id: None,
             })],
             tools: Default::default(),
             context: Arc::new(json!({
