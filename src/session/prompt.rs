@@ -73,22 +73,17 @@ pub(super) fn model_request(
             results: Vec::new(),
         };
     }
-    let party = &view.state.party;
-    let several = party.seats.len() > 1;
-    let history: Vec<Arc<HistoryEntry>> = view
+    let mut history: Vec<Arc<HistoryEntry>> = view
         .state
         .history
         .iter()
         .cloned()
         .chain(in_flight)
-        .map(|entry| {
-            if several {
-                said_by(party, entry)
-            } else {
-                entry
-            }
-        })
         .collect();
+    let party = &view.state.party;
+    if party.seats.len() > 1 {
+        name_speakers(party, &mut history);
+    }
     ModelRequest::build(
         system_prompt(view.state),
         history,
@@ -99,27 +94,37 @@ pub(super) fn model_request(
     )
 }
 
-/// A player's line as a model reading a party's conversation sees it:
-/// `Name: text`, the name of the seat that said it, so that earlier turns
-/// say who spoke (a round's message names everyone already, and has no
-/// seat). The journal keeps the words as said; only the request names.
-fn said_by(party: &Party, entry: Arc<HistoryEntry>) -> Arc<HistoryEntry> {
-    let HistoryEntry::User {
-        turn_id,
-        text,
-        seat_id: Some(seat_id),
-    } = &*entry
-    else {
-        return entry;
-    };
-    let Some(seat) = party.seat(seat_id.as_str()) else {
-        return entry;
-    };
-    Arc::new(HistoryEntry::User {
-        turn_id: turn_id.clone(),
-        text: format!("{}: {text}", seat.name),
-        seat_id: Some(seat_id.clone()),
-    })
+/// Earlier turns' player lines as a model reading a party's conversation
+/// sees them: `Name: text`, the name of the seat that said it (a round's
+/// message names everyone already, and has no seat). The turn at hand is
+/// left as said: the context names its speaker. The journal keeps the
+/// words as said; only the request names.
+fn name_speakers(party: &Party, history: &mut [Arc<HistoryEntry>]) {
+    let current = history.iter().rev().find_map(|e| match &**e {
+        HistoryEntry::User { turn_id, .. } => Some(turn_id.clone()),
+        _ => None,
+    });
+    for entry in history {
+        let HistoryEntry::User {
+            turn_id,
+            text,
+            seat_id: Some(seat_id),
+        } = &**entry
+        else {
+            continue;
+        };
+        let Some(seat) = party.seat(seat_id.as_str()) else {
+            continue;
+        };
+        if Some(turn_id) == current.as_ref() {
+            continue;
+        }
+        *entry = Arc::new(HistoryEntry::User {
+            turn_id: turn_id.clone(),
+            text: format!("{}: {text}", seat.name),
+            seat_id: Some(seat_id.clone()),
+        });
+    }
 }
 
 /// What a session's model requests share from one to the next: the game
@@ -639,9 +644,10 @@ mod tests {
                 format!("{host}: I open the door"),
                 round.to_owned(),
                 "Brin: I open the door".to_owned(),
-                format!("{host}: go north"),
+                "go north".to_owned(),
             ],
-            "each line names its speaker; a round's names everyone already"
+            "each earlier line names its speaker (a round's names everyone already); \
+             the turn at hand is as said, its speaker in the context"
         );
         let journal: Vec<&str> = state
             .history
