@@ -1006,32 +1006,7 @@ mod tests {
         let mut req = request(&text);
         let mut calls = Vec::new();
         for _ in 0..8 {
-            let areas: Vec<Value> = state
-                .areas
-                .iter()
-                .map(|a| json!({"area_id": a.area_id, "name": a.name}))
-                .collect();
-            let party: Vec<Value> = state
-                .party
-                .active()
-                .map(|s| {
-                    let at = state
-                        .character(s.character_id.as_str())
-                        .map(|c| c.area_id.clone());
-                    json!({"name": s.name, "character_id": s.character_id, "area_id": at})
-                })
-                .collect();
-            let first = state
-                .character(lines[0].1)
-                .expect("the first seat's character");
-            let here = state.area(first.area_id.as_str()).expect("their area");
-            req.context = Arc::new(json!({
-                "turn": 3,
-                "active_actor": {"character_id": first.character_id, "area_id": first.area_id},
-                "current_area": {"area_id": here.area_id, "name": here.name, "description": here.description},
-                "areas": areas,
-                "party": party,
-            }));
+            req.context = Arc::new(adventure::tests::context_for(state, lines[0].1));
             let reply = OfflineGameMaster::default().answer(&req);
             if reply.tool_calls.is_empty() {
                 return (calls, reply.text);
