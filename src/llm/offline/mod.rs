@@ -992,7 +992,8 @@ mod tests {
 
     /// A round of the demo played as a session plays it: every call the
     /// game master asks for runs on `state` (its effect applied) until it
-    /// narrates. Answers the calls, (tool, arguments), and the narration.
+    /// narrates, within 8 model calls (`QUESTD_MAX_ITERATIONS`' default).
+    /// Answers the calls, (tool, arguments), and the narration.
     fn play_round(
         state: &mut crate::game::GameState,
         lines: &[(&str, &str, &str)],
