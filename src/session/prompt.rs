@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 
 use super::turn::Turn;
 use super::types::SessionView;
+use crate::game::party::Party;
 use crate::game::state::CharacterId;
 use crate::game::{Area, GameState, HistoryEntry};
 use crate::ids::TurnId;
@@ -72,13 +73,17 @@ pub(super) fn model_request(
             results: Vec::new(),
         };
     }
-    let history: Vec<Arc<HistoryEntry>> = view
+    let mut history: Vec<Arc<HistoryEntry>> = view
         .state
         .history
         .iter()
         .cloned()
         .chain(in_flight)
         .collect();
+    let party = &view.state.party;
+    if party.seats.len() > 1 {
+        name_speakers(party, &mut history);
+    }
     ModelRequest::build(
         system_prompt(view.state),
         history,
@@ -87,6 +92,39 @@ pub(super) fn model_request(
         context,
         kind,
     )
+}
+
+/// Earlier turns' player lines as a model reading a party's conversation
+/// sees them: `Name: text`, the name of the seat that said it (a round's
+/// message names everyone already, and has no seat). The turn at hand is
+/// left as said: the context names its speaker. The journal keeps the
+/// words as said; only the request names.
+fn name_speakers(party: &Party, history: &mut [Arc<HistoryEntry>]) {
+    let current = history.iter().rev().find_map(|e| match &**e {
+        HistoryEntry::User { turn_id, .. } => Some(turn_id.clone()),
+        _ => None,
+    });
+    for entry in history {
+        let HistoryEntry::User {
+            turn_id,
+            text,
+            seat_id: Some(seat_id),
+        } = &**entry
+        else {
+            continue;
+        };
+        let Some(seat) = party.seat(seat_id.as_str()) else {
+            continue;
+        };
+        if Some(turn_id) == current.as_ref() {
+            continue;
+        }
+        *entry = Arc::new(HistoryEntry::User {
+            turn_id: turn_id.clone(),
+            text: format!("{}: {text}", seat.name),
+            seat_id: Some(seat_id.clone()),
+        });
+    }
 }
 
 /// What a session's model requests share from one to the next: the game
@@ -132,6 +170,7 @@ impl Prompter {
                 Arc::new(HistoryEntry::User {
                     turn_id: turn_id.clone(),
                     text: message,
+                    seat_id: None,
                 }),
             ]
         });
@@ -353,6 +392,7 @@ pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) ->
         messages: vec![Arc::new(HistoryEntry::User {
             turn_id: turn_id.clone(),
             text: user,
+            seat_id: None,
         })],
         tools: Arc::default(),
         context: Arc::default(),
@@ -435,6 +475,7 @@ mod tests {
         Arc::new(HistoryEntry::User {
             turn_id: turn_id.into(),
             text: text.into(),
+            seat_id: None,
         })
     }
 
@@ -563,6 +604,66 @@ mod tests {
     }
 
     #[test]
+    fn in_a_party_the_history_says_who_spoke_and_alone_it_is_as_said() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let seated = |turn_id: &str, text: &str, seat: &str| {
+            Arc::new(HistoryEntry::User {
+                turn_id: turn_id.into(),
+                text: text.into(),
+                seat_id: Some(seat.into()),
+            })
+        };
+        let round = "Round 1: resolve these actions together, in this order.\nBrin (pc_002): look";
+        let request = |state: &GameState| {
+            model_request(
+                &view(&registry, state, &id),
+                gm_tools(&registry, state, &id),
+                [seated("turn_3", "go north", "seat_1")],
+                0,
+                Arc::new(context_json(&view(&registry, state, &id), 3, &[])),
+                RequestKind::Step,
+                true,
+            )
+        };
+        let mut state = demo();
+        state.record(seated("turn_1", "I open the door", "seat_1"));
+        state.record(said("turn_2", round));
+        let alone = request(&state);
+        assert_eq!(
+            user_texts(&alone),
+            ["I open the door", round, "go north"],
+            "a lone player's words are sent as said"
+        );
+        let host = state.party.host().expect("the host").name.clone();
+        crate::tools::test_support::seat(&mut state, 2, "Brin", "area_002");
+        state.record(seated("turn_2b", "I open the door", "seat_2"));
+        let party = request(&state);
+        assert_eq!(
+            user_texts(&party),
+            [
+                format!("{host}: I open the door"),
+                round.to_owned(),
+                "Brin: I open the door".to_owned(),
+                "go north".to_owned(),
+            ],
+            "each earlier line names its speaker (a round's names everyone already); \
+             the turn at hand is as said, its speaker in the context"
+        );
+        let journal: Vec<&str> = state
+            .history
+            .iter()
+            .filter_map(|e| match &**e {
+                HistoryEntry::User { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            journal[0], "I open the door",
+            "the state keeps the words as said"
+        );
+    }
+
+    #[test]
     fn in_a_party_the_context_names_the_speaker_and_the_party() {
         let (registry, id) = (Registry::builtin().expect("tools"), session());
         let mut state = demo();
@@ -688,7 +789,7 @@ mod tests {
         assert_eq!(*request.context, Value::Null);
         assert!(matches!(
             &*request.messages[0],
-            HistoryEntry::User { turn_id, text } if turn_id == "turn_3" && text == "salt"
+            HistoryEntry::User { turn_id, text, .. } if turn_id == "turn_3" && text == "salt"
         ));
         assert_eq!(request.messages.len(), 1);
     }

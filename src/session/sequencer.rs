@@ -523,6 +523,7 @@ mod tests {
             let history = Arc::new(HistoryEntry::User {
                 turn_id: "turn_9".into(),
                 text: name.into(),
+                seat_id: None,
             });
             let kind = event.kind();
             let p = sq.stage(event, Some(effect.clone()), Some(history.clone()));
@@ -549,6 +550,7 @@ mod tests {
         let history = HistoryEntry::User {
             turn_id: "turn_2".into(),
             text: "look".into(),
+            seat_id: None,
         };
         let row = sq.journal(
             &"sess_1".into(),

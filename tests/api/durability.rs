@@ -90,7 +90,7 @@ async fn restarting_on_the_same_database_brings_back_state_and_history() {
         .unwrap()
         .iter()
         .filter_map(|m| match m {
-            HistoryEntry::User { turn_id, text } => {
+            HistoryEntry::User { turn_id, text, .. } => {
                 (turn_id != "turn_3").then(|| json!({"role": "user", "text": text}))
             }
             HistoryEntry::ToolCall { call_id, tool, arguments, .. } => Some(

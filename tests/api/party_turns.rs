@@ -477,3 +477,156 @@ async fn the_offline_game_master_plays_for_whoever_speaks_in_both_languages() {
         "{reply}"
     );
 }
+
+/// A three-player round in one language: the words each player says, and
+/// how the transcript and the checks read them.
+struct RoundPlay {
+    lang: &'static str,
+    names: [&'static str; 2],
+    /// Where the two who joined walk first, in free turns.
+    walk: &'static str,
+    /// The host moves, Brin takes, Cara talks.
+    acts: [&'static str; 3],
+    /// How a seat's part of the narration begins after its name.
+    colon: &'static str,
+}
+
+#[actix_web::test]
+async fn a_three_player_round_is_told_by_the_offline_game_master_in_both_languages() {
+    let plays = [
+        RoundPlay {
+            lang: "en",
+            names: ["Brin", "Cara"],
+            walk: "go to Lamplighter's Alcove",
+            acts: [
+                "go to Lamplighter's Alcove",
+                "take the wicks",
+                "talk to maren",
+            ],
+            colon: ": ",
+        },
+        RoundPlay {
+            lang: "zh",
+            names: ["布琳", "卡拉"],
+            walk: "去 点灯人小室",
+            acts: ["去 点灯人小室", "拿 灯芯", "和老玛伦说话"],
+            colon: "：",
+        },
+    ];
+    for play in plays {
+        play_round(&play).await;
+    }
+}
+
+/// Plays `p` on a fresh server over real sockets and writes what the
+/// players read to its transcript.
+async fn play_round(p: &RoundPlay) {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let code = invite(&app.base, &s, json!({"max_uses": 2})).await;
+    let brin = join(&app.base, &s.session_id, &code, p.names[0]).await;
+    let cara = join(&app.base, &s.session_id, &code, p.names[1]).await;
+    let id = s.session_id.as_str();
+    let (mut host_ws, welcome) = app.connect(id, &s.player_token, None).await;
+    let (mut brin_ws, _) = app.connect(id, &brin.token, None).await;
+    let (mut cara_ws, _) = app.connect(id, &cara.token, None).await;
+    let host = welcome["state"]["seats"][0]["name"]
+        .as_str()
+        .expect("the host's name")
+        .to_owned();
+    let names = [host.as_str(), p.names[0], p.names[1]];
+    let mut transcript =
+        crate::adventure::Transcript::named(&format!("party-round-transcript-{}.txt", p.lang));
+    transcript.add(&format!(
+        "Players: {} (host), {}, {}\n\n",
+        names[0], names[1], names[2]
+    ));
+
+    // Brin and Cara walk ahead in free turns; the host stays behind.
+    for (ws, name, rid) in [
+        (&mut brin_ws, names[1], "b-walk"),
+        (&mut cara_ws, names[2], "c-walk"),
+    ] {
+        let frames = ws.play(p.walk, rid).await;
+        let frames = own_turn(&frames, rid);
+        let reply = first(&frames, "turn_completed")["reply"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        transcript.add(&format!("> {name}: {}\n{reply}\n\n", p.walk));
+    }
+
+    rounds(&app.base, &s, 600).await;
+    transcript.add("(the host switches to rounds)\n\n");
+    let players = [
+        (&mut host_ws, "h-1"),
+        (&mut brin_ws, "b-1"),
+        (&mut cara_ws, "c-1"),
+    ];
+    for (i, (ws, rid)) in players.into_iter().enumerate() {
+        ws.chat(p.acts[i], rid).await;
+        assert_eq!(
+            ws.ack_for(rid).await["round"],
+            1,
+            "{} acts in round 1",
+            names[i]
+        );
+        transcript.add(&format!("> {}: {}\n", names[i], p.acts[i]));
+    }
+    let started = round_started(&mut host_ws).await;
+    assert_eq!(
+        actions(&started),
+        [
+            ("seat_1".to_owned(), Some(p.acts[0].to_owned())),
+            ("seat_2".to_owned(), Some(p.acts[1].to_owned())),
+            ("seat_3".to_owned(), Some(p.acts[2].to_owned())),
+        ],
+        "the round's turn lists all three actions"
+    );
+    let turn_id = started["turn_id"].as_str().expect("a turn").to_owned();
+    let frames = host_ws.until_turn_end(&turn_id).await;
+    let end = frames.last().expect("the turn's end");
+    assert_eq!(end["type"], "turn_completed", "{end}");
+    let reply = end["reply"].as_str().unwrap_or_default().to_owned();
+    transcript.add(&format!("\n(round 1 resolves)\n{reply}\n"));
+
+    for name in names {
+        assert!(
+            reply.contains(&format!("{name}{}", p.colon)),
+            "the reply tells {name}'s part: {reply}"
+        );
+    }
+    assert!(
+        !reply.contains("seat_") && !reply.contains("pc_0"),
+        "names, not ids: {reply}"
+    );
+    // Each act ran for its own seat's character.
+    let call = |tool: &str| {
+        frames
+            .iter()
+            .find(|f| f["type"] == "tool_call" && f["tool"] == tool)
+            .unwrap_or_else(|| panic!("a {tool} call: {frames:?}"))
+            .clone()
+    };
+    assert_eq!(call("move")["args"]["actor_id"], "pc_001", "the host moves");
+    assert_eq!(
+        call("add_inventory")["args"]["character_id"].as_str(),
+        Some(brin.character_id.as_str()),
+        "Brin takes"
+    );
+    assert_eq!(
+        call("get_npc_profile")["args"]["npc_id"],
+        "npc_001",
+        "Cara talks to Maren"
+    );
+    let snap = app.snapshot(&s).await;
+    assert_eq!(area_of(&snap, "pc_001"), "area_002", "the host walked in");
+    let brin_carries = snap["characters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["character_id"] == brin.character_id.as_str())
+        .and_then(|c| c["inventory"].as_array())
+        .is_some_and(|inv| inv.iter().any(|i| i["slug"] == "wick_bundle"));
+    assert!(brin_carries, "the wicks are in Brin's pack");
+}

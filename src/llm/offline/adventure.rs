@@ -1026,7 +1026,7 @@ impl Exchange {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::game::GameState;
     use crate::game::state::AreaId;
@@ -1035,7 +1035,12 @@ mod tests {
 
     /// What the session tells the game master: who acts, where, and the map.
     fn context(state: &GameState) -> Value {
-        let actor = state.active_actor().expect("an active character");
+        context_for(state, state.active_actor_id.as_str())
+    }
+
+    /// The context of a turn acting for `character_id` first.
+    pub(in crate::llm::offline) fn context_for(state: &GameState, character_id: &str) -> Value {
+        let actor = state.character(character_id).expect("the acting character");
         let here = state.area(actor.area_id.as_str()).expect("their area");
         let areas: Vec<Value> = state
             .areas

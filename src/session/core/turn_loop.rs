@@ -167,10 +167,14 @@ impl Core {
                 {
                     self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
+                // Whose position the patch reports: the speaker's (a
+                // round's first acting seat's), not the host's.
+                let speaker = self.turn.as_ref().and_then(|t| t.acting.first().cloned());
                 if let Some(turn) = self.end_turn() {
                     self.deps.metrics.turns_completed.inc();
-                    let state = &self.state;
-                    let done = turn_frames::completed(turn, state, reply, dialog_type, limit);
+                    let (state, speaker) = (&self.state, speaker.as_ref());
+                    let done =
+                        turn_frames::completed(turn, state, speaker, reply, dialog_type, limit);
                     self.emit(done);
                     self.turn_ended();
                 }
