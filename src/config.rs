@@ -787,7 +787,30 @@ mod tests {
         assert_eq!(args.messages, ["roll 1d20", "go to {neighbour}"]);
         assert_eq!(args.source_ips.map(|s| s.len()), Some(3));
         assert_eq!((args.ramp_up, args.duration, args.json), (1.5, None, true));
+        // One player in free mode unless asked: the runs of before.
+        assert_eq!(
+            (args.players_per_session, args.turn_mode),
+            (1, crate::loadtest::TurnMode::Free)
+        );
+        let cli = Cli::parse_from([
+            "questd",
+            "loadtest",
+            "--players-per-session",
+            "4",
+            "--turn-mode",
+            "rounds",
+        ]);
+        let Some(Command::Loadtest(args)) = cli.command else {
+            panic!("loadtest parses: {:?}", cli.command);
+        };
+        assert_eq!(
+            (args.players_per_session, args.turn_mode),
+            (4, crate::loadtest::TurnMode::Rounds)
+        );
         for bad in [
+            ["--players-per-session", "0"],
+            ["--players-per-session", "101"],
+            ["--turn-mode", "turns"],
             ["--ramp-up", "-1"],
             ["--duration", "soon"],
             ["--frame-timeout", "inf"],

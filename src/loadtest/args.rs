@@ -2,7 +2,7 @@
 //! command line itself is parsed in [`crate::config`], which holds this
 //! struct as its `loadtest` subcommand.
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use super::SourceIps;
 
@@ -16,13 +16,25 @@ pub struct LoadtestArgs {
     /// and port.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// Sessions to create, each with one player connection.
+    /// Sessions to create, each with `--players-per-session` player
+    /// connections.
     #[arg(long, default_value_t = 10)]
     pub sessions: usize,
+    /// Players per session (1 to 100): the creator's seat, and past 1 the
+    /// others join by one invite of the creator's, each on its own
+    /// connection and seat (docs/protocol.md §16).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub players_per_session: u16,
+    /// How a party's chats become turns: `free` (each chat its own turn,
+    /// in arrival order) or `rounds` (each round every player acts once,
+    /// then one turn resolves them all; `--turns` counts rounds).
+    #[arg(long, value_enum, default_value_t = TurnMode::Free)]
+    pub turn_mode: TurnMode,
     /// Spectator connections per session.
     #[arg(long, default_value_t = 0)]
     pub spectators_per_session: usize,
-    /// Turns each session's player plays, one after another.
+    /// Turns each player plays, one after another (in rounds mode: rounds
+    /// each session plays).
     #[arg(long, default_value_t = 5)]
     pub turns: usize,
     /// How long a player waits between the end of one turn and its next
@@ -84,6 +96,23 @@ pub struct LoadtestArgs {
     /// their session has played; they are not compared with their player.
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
     pub slow_spectators: f64,
+}
+
+/// The turn mode a load test's sessions play in (`--turn-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TurnMode {
+    Free,
+    Rounds,
+}
+
+impl TurnMode {
+    /// The name on the wire and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Free => "free",
+            Self::Rounds => "rounds",
+        }
+    }
 }
 
 /// Reads a fraction from 0 to 1.

@@ -7,7 +7,7 @@
 //! the turns that recently ended) and counts violations by kind. No IO, so
 //! the unit tests below feed it hand-made streams.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::fmt;
 use std::hash::{DefaultHasher, Hasher};
 use std::time::{Duration, Instant};
@@ -33,6 +33,63 @@ pub struct FrameHead {
     pub error_code: Option<String>,
     pub message: Option<String>,
     pub retry_after_ms: Option<u64>,
+    /// The seat a frame names (`turn_started`, `action_submitted`,
+    /// `party_chat`, `seat_joined`; a player's `welcome`).
+    pub seat_id: Option<String>,
+    /// The round of an `ack` or `action_submitted`, or the round a
+    /// `turn_started` resolves.
+    pub round: Option<u64>,
+    /// A round's `turn_started`: every seat's action.
+    pub actions: Option<Vec<ActionHead>>,
+    /// `presence`: the seats and whether each is online.
+    pub seats: Option<Vec<SeatHead>>,
+    /// `welcome`: the snapshot, of which only the seats are read (other
+    /// frames' `state`, such as `seat_changed`'s, is not a snapshot).
+    #[serde(default, deserialize_with = "snapshot")]
+    pub state: Option<StateHead>,
+}
+
+/// Reads `state` as a snapshot when it is an object, else as nothing.
+fn snapshot<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<StateHead>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum State {
+        Snapshot(StateHead),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match State::deserialize(d)? {
+        State::Snapshot(head) => Some(head),
+        State::Other(_) => None,
+    })
+}
+
+/// One seat's action in a round's `turn_started`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ActionHead {
+    pub seat_id: String,
+    /// Whether the seat acted (its `text` is not null); the text itself
+    /// is not kept.
+    #[serde(default, rename = "text", deserialize_with = "present")]
+    pub acted: bool,
+    pub request_id: Option<String>,
+}
+
+/// Reads `text` as whether it is there and not null.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<serde::de::IgnoredAny>::deserialize(d)?.is_some())
+}
+
+/// A seat named in a snapshot or a `presence` frame.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SeatHead {
+    pub seat_id: String,
+}
+
+/// What a `welcome` snapshot tells the party checks.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct StateHead {
+    #[serde(default)]
+    pub seats: Vec<SeatHead>,
 }
 
 impl FrameHead {
@@ -42,8 +99,8 @@ impl FrameHead {
     }
 }
 
-/// Story frame types (docs/protocol.md §2.6): each must carry a seq.
-const STORY_KINDS: [&str; 7] = [
+/// Story frame types (docs/protocol.md §2.6 and §16): each must carry a seq.
+const STORY_KINDS: [&str; 13] = [
     "turn_started",
     "tool_call",
     "tool_result",
@@ -51,6 +108,12 @@ const STORY_KINDS: [&str; 7] = [
     "turn_completed",
     "turn_failed",
     "presence",
+    "seat_joined",
+    "seat_changed",
+    "mode_changed",
+    "invite_created",
+    "action_submitted",
+    "party_chat",
 ];
 
 /// One way a stream broke the protocol.
@@ -79,6 +142,30 @@ pub enum Violation {
     /// A story frame of the turn a chat started came before the chat's
     /// `ack` (docs/protocol.md §2.5).
     AckAfterStory { request_id: String, seq: u64 },
+    /// A frame named a seat the session does not have (not in `welcome`'s
+    /// snapshot nor in any `seat_joined` since).
+    UnknownSeat {
+        kind: String,
+        seat_id: String,
+        seq: u64,
+    },
+    /// A chat or a round's action ran in a second turn.
+    RunTwice { request_id: String, seq: u64 },
+    /// A round's turn left out a seat's action: the seat acted in that
+    /// round (`action_submitted`) and the turn lists it with no text, or
+    /// not at all.
+    ActionLeftOut {
+        round: u64,
+        seat_id: String,
+        seq: u64,
+    },
+    /// A turn (or a round's action) started by this connection's chat
+    /// named another seat than this connection's.
+    WrongSeat {
+        request_id: String,
+        seat_id: Option<String>,
+        seq: u64,
+    },
 }
 
 impl Violation {
@@ -95,6 +182,10 @@ impl Violation {
             Self::MissedBySpectator { .. } => "missed_by_spectator",
             Self::DiffersFromPlayer { .. } => "differs_from_player",
             Self::AckAfterStory { .. } => "ack_after_story",
+            Self::UnknownSeat { .. } => "unknown_seat",
+            Self::RunTwice { .. } => "action_run_twice",
+            Self::ActionLeftOut { .. } => "round_without_action",
+            Self::WrongSeat { .. } => "turn_for_wrong_seat",
         }
     }
 }
@@ -126,6 +217,29 @@ impl fmt::Display for Violation {
                 f,
                 "seq {seq} of the turn chat {request_id:?} started came before its ack"
             ),
+            Self::UnknownSeat { kind, seat_id, seq } => write!(
+                f,
+                "{kind} (seq {seq}) names seat {seat_id:?}, which the session does not have"
+            ),
+            Self::RunTwice { request_id, seq } => {
+                write!(f, "seq {seq} runs {request_id:?} a second time")
+            }
+            Self::ActionLeftOut {
+                round,
+                seat_id,
+                seq,
+            } => write!(
+                f,
+                "round {round} resolved (seq {seq}) without the action {seat_id:?} submitted"
+            ),
+            Self::WrongSeat {
+                request_id,
+                seat_id,
+                seq,
+            } => write!(
+                f,
+                "seq {seq} runs {request_id:?} for seat {seat_id:?}, not for the seat that sent it"
+            ),
         }
     }
 }
@@ -152,6 +266,211 @@ pub struct Compared {
     pub spectator_frames: u64,
 }
 
+/// A set that remembers only its newest `cap` members, so a long run's
+/// memory stays bounded.
+#[derive(Debug, Default)]
+struct Recent {
+    order: VecDeque<String>,
+    set: HashSet<String>,
+}
+
+impl Recent {
+    fn contains(&self, item: &str) -> bool {
+        self.set.contains(item)
+    }
+
+    /// Adds `item` (once), forgetting the oldest member past `cap`.
+    fn insert(&mut self, item: &str, cap: usize) {
+        if self.set.contains(item) {
+            return;
+        }
+        if self.order.len() >= cap
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.set.remove(&oldest);
+        }
+        self.order.push_back(item.to_owned());
+        self.set.insert(item.to_owned());
+    }
+}
+
+/// Request ids a connection remembers as sent or as run: far more than
+/// one session's turns in any run, and still a bound.
+const RECENT_REQUESTS: usize = 4096;
+/// Rounds whose submitted actions a connection holds until their turn.
+const OPEN_ROUNDS: usize = 64;
+
+/// The seats a frame names: its own `seat_id`, a round's actions' and a
+/// `presence`'s seats.
+pub fn seats_named(head: &FrameHead) -> Vec<&str> {
+    let mut seats: Vec<&str> = head.seat_id.iter().map(String::as_str).collect();
+    for action in head.actions.iter().flatten() {
+        seats.push(&action.seat_id);
+    }
+    for seat in head.seats.iter().flatten() {
+        seats.push(&seat.seat_id);
+    }
+    seats
+}
+
+/// The request ids a `turn_started` runs, each once: a free turn's own and
+/// the actions its round resolves.
+pub fn run_ids(head: &FrameHead) -> Vec<&str> {
+    let mut ids: Vec<&str> = Vec::new();
+    let own = head.request_id.as_deref().filter(|_| head.round.is_none());
+    let acted = head.actions.iter().flatten().filter(|a| a.acted);
+    for id in own
+        .into_iter()
+        .chain(acted.filter_map(|a| a.request_id.as_deref()))
+    {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+/// The seats of `acted` (those that submitted in a round) that the round's
+/// `actions` list with no text or not at all.
+pub fn left_out<'a>(acted: &'a BTreeSet<String>, actions: &[ActionHead]) -> Vec<&'a str> {
+    acted
+        .iter()
+        .filter(|seat| !actions.iter().any(|a| a.acted && &a.seat_id == *seat))
+        .map(String::as_str)
+        .collect()
+}
+
+/// The request ids `sent` by the connection of seat `own` that a
+/// `turn_started` runs for another seat (a free turn's `seat_id`, or a
+/// round's action's), each with the seat named.
+pub fn run_for_another_seat(
+    own: &str,
+    sent: impl Fn(&str) -> bool,
+    head: &FrameHead,
+) -> Vec<(String, Option<String>)> {
+    let mut wrong = Vec::new();
+    if head.round.is_none()
+        && let Some(id) = head.request_id.as_deref()
+        && sent(id)
+        && head.seat_id.as_deref() != Some(own)
+    {
+        wrong.push((id.to_owned(), head.seat_id.clone()));
+    }
+    for action in head.actions.iter().flatten() {
+        if let Some(id) = action.request_id.as_deref()
+            && sent(id)
+            && action.seat_id != own
+        {
+            wrong.push((id.to_owned(), Some(action.seat_id.clone())));
+        }
+    }
+    wrong
+}
+
+/// What a connection knows of its session's party, to judge the frames
+/// that name seats and run actions (docs/protocol.md §16).
+#[derive(Debug, Default)]
+pub struct PartyLedger {
+    /// The session's seats: `welcome`'s snapshot, then each `seat_joined`.
+    seats: HashSet<String>,
+    /// This connection's seat (a player's `welcome.seat_id`).
+    own: Option<String>,
+    /// Request ids of the chats this connection sent.
+    sent: Recent,
+    /// Request ids a turn has run.
+    run: Recent,
+    /// Seats that submitted an action, by round, until the round's turn.
+    acted: BTreeMap<u64, BTreeSet<String>>,
+}
+
+impl PartyLedger {
+    /// Takes in the connection's `welcome`.
+    pub fn welcome(&mut self, head: &FrameHead) {
+        for seat in head.state.iter().flat_map(|s| &s.seats) {
+            self.seats.insert(seat.seat_id.clone());
+        }
+        if let Some(own) = &head.seat_id {
+            self.seats.insert(own.clone());
+            self.own = Some(own.clone());
+        }
+    }
+
+    /// This connection sent a chat with `request_id`.
+    pub fn sent(&mut self, request_id: &str) {
+        self.sent.insert(request_id, RECENT_REQUESTS);
+    }
+
+    /// Judges one in-order story frame with `seq`.
+    pub fn story(&mut self, seq: u64, head: &FrameHead) -> Vec<Violation> {
+        let mut found = Vec::new();
+        if head.kind == "seat_joined"
+            && let Some(seat) = &head.seat_id
+        {
+            self.seats.insert(seat.clone());
+        }
+        for seat in seats_named(head) {
+            if !self.seats.contains(seat) {
+                found.push(Violation::UnknownSeat {
+                    kind: head.kind.clone(),
+                    seat_id: seat.to_owned(),
+                    seq,
+                });
+            }
+        }
+        match head.kind.as_str() {
+            "action_submitted" => {
+                if let (Some(round), Some(seat)) = (head.round, &head.seat_id) {
+                    if self.acted.len() >= OPEN_ROUNDS && !self.acted.contains_key(&round) {
+                        self.acted.pop_first();
+                    }
+                    self.acted.entry(round).or_default().insert(seat.clone());
+                }
+            }
+            "turn_started" => {
+                for id in run_ids(head) {
+                    if self.run.contains(id) {
+                        found.push(Violation::RunTwice {
+                            request_id: id.to_owned(),
+                            seq,
+                        });
+                    }
+                    self.run.insert(id, RECENT_REQUESTS);
+                }
+                if let Some(round) = head.round {
+                    // Rounds resolve in order: older ones still open never
+                    // will be.
+                    let mut later = self.acted.split_off(&round);
+                    if let Some(acted) = later.remove(&round) {
+                        let actions = head.actions.as_deref().unwrap_or_default();
+                        for seat in left_out(&acted, actions) {
+                            found.push(Violation::ActionLeftOut {
+                                round,
+                                seat_id: seat.to_owned(),
+                                seq,
+                            });
+                        }
+                    }
+                    self.acted = later;
+                }
+                if let Some(own) = &self.own {
+                    let sent = &self.sent;
+                    for (request_id, seat_id) in
+                        run_for_another_seat(own, |id| sent.contains(id), head)
+                    {
+                        found.push(Violation::WrongSeat {
+                            request_id,
+                            seat_id,
+                            seq,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        found
+    }
+}
+
 /// Checks one connection's frames as they arrive.
 #[derive(Debug, Default)]
 pub struct StreamChecker {
@@ -162,9 +481,8 @@ pub struct StreamChecker {
     /// Every in-order story frame, ascending, for comparing spectators
     /// with their player and timing the fan-out.
     log: Vec<Logged>,
-    /// Turns that ended, newest last, at most [`RECENT_TURNS`].
-    ended: VecDeque<String>,
-    ended_set: HashSet<String>,
+    /// Turns that ended, at most the newest [`RECENT_TURNS`].
+    ended: Recent,
     /// Text frames seen, of any kind.
     frames: u64,
     counts: BTreeMap<&'static str, u64>,
@@ -172,6 +490,8 @@ pub struct StreamChecker {
     /// Chats sent on this connection and not yet answered (`ack` or
     /// `error`), by request id.
     unanswered: HashSet<String>,
+    /// The party checks, for runs with several players per session.
+    party: Option<PartyLedger>,
 }
 
 /// Chats a connection may have unanswered before the oldest are forgotten
@@ -198,6 +518,15 @@ fn hash_bytes(text: &str) -> u64 {
 impl StreamChecker {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A checker that also judges the frames of party play: seats named,
+    /// actions run, rounds resolved ([`PartyLedger`]).
+    pub fn for_party() -> Self {
+        Self {
+            party: Some(PartyLedger::default()),
+            ..Self::default()
+        }
     }
 
     /// Judges one text frame, read just now, and says what it was.
@@ -231,6 +560,9 @@ impl StreamChecker {
             let seq = head.seq.unwrap_or(0);
             self.welcome_seq = Some(seq);
             self.next_seq = Some(seq + 1);
+            if let Some(party) = &mut self.party {
+                party.welcome(&head);
+            }
             return Observed::Welcome(head);
         }
         let Some(seq) = head.seq else {
@@ -253,6 +585,9 @@ impl StreamChecker {
             self.unanswered.clear();
         }
         self.unanswered.insert(request_id.to_owned());
+        if let Some(party) = &mut self.party {
+            party.sent(request_id);
+        }
     }
 
     /// A frame naming a chat's request id: the answer (ack or error)
@@ -302,24 +637,23 @@ impl StreamChecker {
                     hash: hash_bytes(text),
                     at,
                 });
+                // Judged once, in order: a repeat is already a violation.
+                let found = self.party.as_mut().map(|p| p.story(seq, head));
+                for v in found.into_iter().flatten() {
+                    self.violation(v);
+                }
             }
         }
         let Some(turn_id) = head.turn_id.as_deref() else {
             return;
         };
-        if self.ended_set.contains(turn_id) {
+        if self.ended.contains(turn_id) {
             self.violation(Violation::AfterTurnEnd {
                 turn_id: turn_id.to_owned(),
                 seq,
             });
         } else if head.ends_turn() {
-            if self.ended.len() == RECENT_TURNS
-                && let Some(oldest) = self.ended.pop_front()
-            {
-                self.ended_set.remove(&oldest);
-            }
-            self.ended.push_back(turn_id.to_owned());
-            self.ended_set.insert(turn_id.to_owned());
+            self.ended.insert(turn_id, RECENT_TURNS);
         }
     }
 
@@ -659,6 +993,278 @@ mod tests {
         assert_eq!(counts(&spectator), [("differs_from_player", 1)]);
     }
 
+    /// A player's `welcome` in a session with `seats`, for `own`.
+    fn party_welcome(seq: u64, own: Option<&str>, seats: &[&str]) -> String {
+        let seats: Vec<_> = seats.iter().map(|s| json!({"seat_id": s})).collect();
+        json!({"type": "welcome", "seq": seq, "seat_id": own, "state": {"seats": seats}})
+            .to_string()
+    }
+
+    fn free_turn(seq: u64, turn: &str, seat: &str, rid: &str) -> String {
+        json!({"type": "turn_started", "seq": seq, "turn_id": turn, "seat_id": seat,
+               "request_id": rid, "actor_id": "pc_001", "text": "status"})
+        .to_string()
+    }
+
+    fn submitted(seq: u64, round: u64, seat: &str) -> String {
+        json!({"type": "action_submitted", "seq": seq, "round": round, "seat_id": seat}).to_string()
+    }
+
+    /// A round's `turn_started`; `actions` are (seat, request id or None
+    /// for a seat that did not act).
+    fn round_turn(seq: u64, turn: &str, round: u64, actions: &[(&str, Option<&str>)]) -> String {
+        let actions: Vec<_> = actions
+            .iter()
+            .map(|(seat, rid)| {
+                json!({"seat_id": seat, "character_id": "pc_x",
+                       "text": rid.map(|_| "look"), "request_id": rid})
+            })
+            .collect();
+        json!({"type": "turn_started", "seq": seq, "turn_id": turn, "seat_id": null,
+               "request_id": null, "actor_id": "pc_001", "text": "", "round": round,
+               "actions": actions})
+        .to_string()
+    }
+
+    /// This connection sends a chat and gets its ack.
+    fn chat(c: &mut StreamChecker, rid: &str) {
+        c.chat_sent(rid);
+        c.observe(&json!({"type": "ack", "request_id": rid, "turn_id": null}).to_string());
+    }
+
+    fn party_feed(frames: &[String]) -> StreamChecker {
+        let mut c = StreamChecker::for_party();
+        for f in frames {
+            c.observe(f);
+        }
+        c
+    }
+
+    #[test]
+    fn a_clean_party_stream_has_no_violations() {
+        let presence = json!({"type": "presence", "seq": 2, "players": 3, "spectators": 1,
+            "seats": [{"seat_id": "seat_1", "online": true}, {"seat_id": "seat_2", "online": true},
+                      {"seat_id": "seat_3", "online": false}]})
+        .to_string();
+        let talk = json!({"type": "party_chat", "seq": 6, "seat_id": "seat_3", "name": "Cai",
+            "text": "hi"})
+        .to_string();
+        let mut c = StreamChecker::for_party();
+        c.observe(&party_welcome(0, Some("seat_2"), &["seat_1", "seat_2"]));
+        c.observe(
+            &json!({"type": "seat_joined", "seq": 1, "seat_id": "seat_3", "character_id": "pc_3",
+            "name": "Cai"})
+            .to_string(),
+        );
+        c.observe(&presence);
+        chat(&mut c, "r-2");
+        c.observe(&free_turn(3, "turn_1", "seat_2", "r-2"));
+        c.observe(&frame(4, "turn_completed", Some("turn_1")));
+        c.observe(&free_turn(5, "turn_2", "seat_1", "r-1"));
+        c.observe(&talk);
+        c.observe(&submitted(7, 1, "seat_1"));
+        c.observe(&submitted(8, 1, "seat_3"));
+        // seat_2 never acted: listed with no text, which is right.
+        c.observe(&round_turn(
+            9,
+            "turn_3",
+            1,
+            &[
+                ("seat_1", Some("a-1")),
+                ("seat_2", None),
+                ("seat_3", Some("a-3")),
+            ],
+        ));
+        c.observe(&round_turn(10, "turn_4", 2, &[("seat_1", Some("b-1"))]));
+        assert_eq!(c.violations(), 0, "{:?}", c.examples());
+    }
+
+    #[test]
+    fn a_frame_naming_a_seat_not_in_the_session_is_a_violation() {
+        let c = party_feed(&[
+            party_welcome(0, None, &["seat_1", "seat_2"]),
+            free_turn(1, "turn_1", "seat_9", "r-1"),
+            submitted(2, 2, "seat_8"),
+            json!({"type": "party_chat", "seq": 3, "seat_id": "seat_7", "name": "X", "text": "t"})
+                .to_string(),
+            json!({"type": "presence", "seq": 4, "players": 1, "spectators": 0,
+                   "seats": [{"seat_id": "seat_1", "online": true},
+                             {"seat_id": "seat_6", "online": true}]})
+            .to_string(),
+            round_turn(5, "turn_2", 1, &[("seat_1", None), ("seat_5", None)]),
+        ]);
+        assert_eq!(counts(&c), [("unknown_seat", 5)]);
+        assert!(c.examples().contains(&Violation::UnknownSeat {
+            kind: "action_submitted".into(),
+            seat_id: "seat_8".into(),
+            seq: 2
+        }));
+        // Without the snapshot's seats, even the host's seat is unknown:
+        // the seats come from the welcome and seat_joined only.
+        let c = party_feed(&[
+            json!({"type": "welcome", "seq": 0, "state": {}}).to_string(),
+            free_turn(1, "turn_1", "seat_1", "r-1"),
+        ]);
+        assert_eq!(counts(&c), [("unknown_seat", 1)]);
+    }
+
+    #[test]
+    fn an_action_run_twice_is_a_violation() {
+        // A free chat started twice.
+        let c = party_feed(&[
+            party_welcome(0, None, &["seat_1", "seat_2"]),
+            free_turn(1, "turn_1", "seat_2", "r-1"),
+            frame(2, "turn_completed", Some("turn_1")),
+            free_turn(3, "turn_2", "seat_2", "r-1"),
+        ]);
+        assert_eq!(counts(&c), [("action_run_twice", 1)]);
+        // A round's action in two rounds' turns.
+        let c = party_feed(&[
+            party_welcome(0, None, &["seat_1", "seat_2"]),
+            round_turn(
+                1,
+                "turn_1",
+                1,
+                &[("seat_1", Some("a")), ("seat_2", Some("b"))],
+            ),
+            round_turn(
+                2,
+                "turn_2",
+                2,
+                &[("seat_1", Some("c")), ("seat_2", Some("b"))],
+            ),
+        ]);
+        assert_eq!(
+            c.examples(),
+            [Violation::RunTwice {
+                request_id: "b".into(),
+                seq: 2
+            }]
+        );
+        // One request id named twice within one round's turn counts once,
+        // and a seat without an action runs nothing.
+        let c = party_feed(&[
+            party_welcome(0, None, &["seat_1", "seat_2"]),
+            round_turn(1, "turn_1", 1, &[("seat_1", Some("a")), ("seat_2", None)]),
+            round_turn(2, "turn_2", 2, &[("seat_1", Some("c")), ("seat_2", None)]),
+        ]);
+        assert_eq!(c.violations(), 0);
+        // A repeated frame is a seq violation, not a second run.
+        let c = party_feed(&[
+            party_welcome(0, None, &["seat_1"]),
+            free_turn(1, "turn_1", "seat_1", "r-1"),
+            free_turn(1, "turn_1", "seat_1", "r-1"),
+        ]);
+        assert_eq!(counts(&c), [("seq_out_of_order", 1)]);
+    }
+
+    #[test]
+    fn a_round_resolved_without_a_seat_that_acted_is_a_violation() {
+        let seats = ["seat_1", "seat_2", "seat_3"];
+        // Listed with no text.
+        let c = party_feed(&[
+            party_welcome(0, None, &seats),
+            submitted(1, 4, "seat_1"),
+            submitted(2, 4, "seat_2"),
+            round_turn(3, "turn_1", 4, &[("seat_1", Some("a")), ("seat_2", None)]),
+        ]);
+        assert_eq!(
+            c.examples(),
+            [Violation::ActionLeftOut {
+                round: 4,
+                seat_id: "seat_2".into(),
+                seq: 3
+            }]
+        );
+        // Not listed at all, and no actions list at all.
+        let c = party_feed(&[
+            party_welcome(0, None, &seats),
+            submitted(1, 1, "seat_3"),
+            round_turn(2, "turn_1", 1, &[("seat_1", Some("a"))]),
+            submitted(3, 2, "seat_1"),
+            json!({"type": "turn_started", "seq": 4, "turn_id": "turn_2", "round": 2}).to_string(),
+        ]);
+        assert_eq!(counts(&c), [("round_without_action", 2)]);
+        // An action of the next round is not owed to this one; a seat that
+        // acted twice in a round is one action.
+        let c = party_feed(&[
+            party_welcome(0, None, &seats),
+            submitted(1, 1, "seat_1"),
+            submitted(2, 1, "seat_1"),
+            submitted(3, 2, "seat_2"),
+            round_turn(4, "turn_1", 1, &[("seat_1", Some("a"))]),
+            round_turn(5, "turn_2", 2, &[("seat_2", Some("b"))]),
+        ]);
+        assert_eq!(c.violations(), 0, "{:?}", c.examples());
+    }
+
+    #[test]
+    fn a_turn_for_another_seat_than_the_sender_is_a_violation() {
+        let mut c = StreamChecker::for_party();
+        c.observe(&party_welcome(0, Some("seat_2"), &["seat_1", "seat_2"]));
+        chat(&mut c, "r-1");
+        c.observe(&free_turn(1, "turn_1", "seat_1", "r-1"));
+        assert_eq!(
+            c.examples(),
+            [Violation::WrongSeat {
+                request_id: "r-1".into(),
+                seat_id: Some("seat_1".into()),
+                seq: 1
+            }]
+        );
+        // Another seat's turn, or a chat this connection did not send, is
+        // not judged by it.
+        c.observe(&free_turn(2, "turn_2", "seat_1", "r-9"));
+        // A round's action sent here listed under another seat.
+        chat(&mut c, "a-2");
+        c.observe(&round_turn(
+            3,
+            "turn_3",
+            1,
+            &[("seat_1", Some("a-2")), ("seat_2", None)],
+        ));
+        assert_eq!(counts(&c), [("turn_for_wrong_seat", 2)]);
+        // A round's turn's own seat_id is not a speaker's.
+        let mut c = StreamChecker::for_party();
+        c.observe(&party_welcome(0, Some("seat_2"), &["seat_1", "seat_2"]));
+        chat(&mut c, "a-2");
+        let mut turn: serde_json::Value =
+            serde_json::from_str(&round_turn(1, "turn_1", 1, &[("seat_2", Some("a-2"))])).unwrap();
+        turn["seat_id"] = json!("seat_1");
+        turn["request_id"] = json!("a-2");
+        c.observe(&turn.to_string());
+        assert_eq!(c.violations(), 0, "{:?}", c.examples());
+    }
+
+    #[test]
+    fn party_rules_read_frames_alone() {
+        let head = |v: serde_json::Value| serde_json::from_value::<FrameHead>(v).unwrap();
+        let turn = head(
+            json!({"type": "turn_started", "request_id": "r", "seat_id": "seat_1",
+            "round": 3, "actions": [{"seat_id": "seat_1", "text": "x", "request_id": "r"},
+                                    {"seat_id": "seat_2", "text": null, "request_id": null}]}),
+        );
+        assert_eq!(seats_named(&turn), ["seat_1", "seat_1", "seat_2"]);
+        assert_eq!(run_ids(&turn), ["r"]);
+        let acted: BTreeSet<String> = ["seat_1".to_owned(), "seat_2".to_owned()].into();
+        assert_eq!(
+            left_out(&acted, turn.actions.as_deref().unwrap()),
+            ["seat_2"]
+        );
+        assert!(run_for_another_seat("seat_1", |id| id == "r", &turn).is_empty());
+        assert_eq!(
+            run_for_another_seat("seat_2", |id| id == "r", &turn),
+            [("r".to_owned(), Some("seat_1".to_owned()))]
+        );
+        // A seat_changed's `state` is a word, not a snapshot: still a frame.
+        let changed = head(
+            json!({"type": "seat_changed", "seq": 4, "seat_id": "seat_2",
+            "state": "kicked", "role": "player"}),
+        );
+        assert_eq!(changed.state, None);
+        assert_eq!(seats_named(&changed), ["seat_2"]);
+    }
+
     #[test]
     fn the_turn_memory_is_bounded() {
         let mut c = StreamChecker::new();
@@ -666,8 +1272,8 @@ mod tests {
         for n in 0..(RECENT_TURNS as u64 + 10) {
             c.observe(&frame(n + 1, "turn_completed", Some(&format!("turn_{n}"))));
         }
-        assert_eq!(c.ended.len(), RECENT_TURNS);
-        assert_eq!(c.ended_set.len(), RECENT_TURNS);
+        assert_eq!(c.ended.order.len(), RECENT_TURNS);
+        assert_eq!(c.ended.set.len(), RECENT_TURNS);
         assert_eq!(c.violations(), 0);
     }
 }

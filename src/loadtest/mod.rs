@@ -3,14 +3,18 @@
 //! connection, and reports throughput and latency (docs/protocol.md §8.1).
 //!
 //! Each session is one task: it creates a session (`POST /api/v1/sessions`),
-//! connects one player and `--spectators-per-session` spectators, and plays
-//! `--turns` turns one at a time (chat with a `request_id`, then read until
-//! that turn's `turn_completed`/`turn_failed` and its `ack`, which may come
-//! in either order). Every frame on every connection goes through
-//! [`check::StreamChecker`]; at the end each spectator is compared with its
-//! player. Errors (error frames, failed turns, refused or lost connections)
-//! and protocol violations are counted; the process exits non-zero when
-//! either is not 0.
+//! seats `--players-per-session` players (an invite of the creator's, the
+//! others joining by it; with `--turn-mode rounds` the creator switches the
+//! session to rounds), connects them and `--spectators-per-session`
+//! spectators, and each player plays `--turns` turns one at a time (chat
+//! with a `request_id`, then read until that turn's
+//! `turn_completed`/`turn_failed` and its `ack`, which may come in either
+//! order; in rounds mode the turn is the round's, once every player has
+//! acted). Every frame on every connection goes through
+//! [`check::StreamChecker`] (with the party checks in party play); at the
+//! end each spectator is compared with the creator's connection. Errors
+//! (error frames, failed turns, refused or lost connections) and protocol
+//! violations are counted; the process exits non-zero when either is not 0.
 //!
 //! Parts: [`check`] (the pure protocol checker), [`client`] (sockets bound
 //! to `--source-ips`, WebSocket reads with timeouts), [`session`] (one
@@ -33,11 +37,11 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::{Semaphore, watch};
 
-pub use args::LoadtestArgs;
+pub use args::{LoadtestArgs, TurnMode};
 pub use client::SourceIps;
 use client::{SourcePicker, Target};
 pub use report::Report;
-use report::{Requested, Rss, Stats, codes, read_rss_kib};
+use report::{Party, Requested, Rss, Stats, codes, read_rss_kib};
 use session::{Plan, Run};
 
 /// The chats a player sends when no `--message` is given: offline game
@@ -94,6 +98,8 @@ impl Plan {
         }
         Ok(Self {
             sessions: args.sessions,
+            players: usize::from(args.players_per_session),
+            turn_mode: args.turn_mode,
             spectators: args.spectators_per_session,
             slow_spectators: args.slow_spectators,
             turns: args.turns,
@@ -136,9 +142,19 @@ pub async fn run_with_progress(
     warn_about_open_files(args);
 
     let stats = Arc::new(Stats::new()?);
+    // Each player plays its turns; in rounds mode a session's players play
+    // one turn together per round.
+    let turns_per_session = match args.turn_mode {
+        TurnMode::Free => (args.turns as u64).saturating_mul(plan.players as u64),
+        TurnMode::Rounds => args.turns as u64,
+    };
     let requested = Requested {
         sessions: args.sessions as u64,
-        turns: (args.sessions as u64).saturating_mul(args.turns as u64),
+        turns: (args.sessions as u64).saturating_mul(turns_per_session),
+        party: plan.party().then(|| Party {
+            players_per_session: plan.players as u64,
+            turn_mode: args.turn_mode.name(),
+        }),
     };
     let (played, _) = watch::channel(0);
     let run = Arc::new(Run {
@@ -220,7 +236,8 @@ fn warn_about_open_files(args: &LoadtestArgs) {
         .find(|l| l.starts_with("Max open files"))
         .and_then(|l| l.split_whitespace().nth(3))
         .and_then(|n| n.parse::<u64>().ok());
-    let wanted = (args.sessions as u64).saturating_mul(1 + args.spectators_per_session as u64);
+    let per_session = u64::from(args.players_per_session) + args.spectators_per_session as u64;
+    let wanted = (args.sessions as u64).saturating_mul(per_session);
     if let Some(soft) = soft
         && wanted > soft
     {

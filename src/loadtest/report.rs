@@ -65,6 +65,8 @@ struct Collected {
     tool: Histogram<u64>,
     connect: Histogram<u64>,
     fan_out: Histogram<u64>,
+    /// A round's last action sent to its `turn_started` read.
+    round: Histogram<u64>,
     compared: Compared,
 }
 
@@ -82,6 +84,8 @@ pub struct Stats {
     pub turns_completed: AtomicU64,
     pub turns_failed: AtomicU64,
     pub turns_refused: AtomicU64,
+    /// Rounds mode: rounds whose turn completed.
+    pub rounds_completed: AtomicU64,
     pub tool_calls: AtomicU64,
     pub frames: AtomicU64,
     pub disconnects: AtomicU64,
@@ -107,6 +111,7 @@ impl Stats {
             turns_completed: AtomicU64::new(0),
             turns_failed: AtomicU64::new(0),
             turns_refused: AtomicU64::new(0),
+            rounds_completed: AtomicU64::new(0),
             tool_calls: AtomicU64::new(0),
             frames: AtomicU64::new(0),
             disconnects: AtomicU64::new(0),
@@ -121,6 +126,7 @@ impl Stats {
                 tool: histogram()?,
                 connect: histogram()?,
                 fan_out: histogram()?,
+                round: histogram()?,
                 compared: Compared::default(),
             }),
         })
@@ -211,6 +217,17 @@ impl Stats {
         }
     }
 
+    /// Records how long rounds took to resolve after their last action.
+    pub fn record_rounds(&self, spans: &[Duration]) {
+        if spans.is_empty() {
+            return;
+        }
+        let mut c = lock(&self.collected);
+        for span in spans {
+            c.round.saturating_record(micros(*span));
+        }
+    }
+
     /// Adds a spectator's comparison with its player.
     pub fn compared(&self, c: Compared) {
         let mut all = lock(&self.collected);
@@ -288,6 +305,12 @@ impl Stats {
             fan_out_ms: Percentiles::of(&c.fan_out),
             server_rss_kib: rss,
             server_rss_kib_per_connection: rss_per_connection,
+            party: requested.party.map(|party| PartyFigures {
+                players_per_session: party.players_per_session,
+                turn_mode: party.turn_mode,
+                rounds_completed: load(&self.rounds_completed),
+                round_resolution_ms: Percentiles::of(&c.round),
+            }),
         }
     }
 }
@@ -296,8 +319,31 @@ impl Stats {
 #[derive(Debug, Clone, Copy)]
 pub struct Requested {
     pub sessions: u64,
-    /// Sessions times turns.
+    /// The turns the players were to play: sessions times turns (times
+    /// players, in free mode).
     pub turns: u64,
+    /// Party play (several players per session, or rounds).
+    pub party: Option<Party>,
+}
+
+/// How a run's sessions were played as parties.
+#[derive(Debug, Clone, Copy)]
+pub struct Party {
+    pub players_per_session: u64,
+    /// `free` or `rounds`.
+    pub turn_mode: &'static str,
+}
+
+/// The report's figures of party play.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PartyFigures {
+    pub players_per_session: u64,
+    pub turn_mode: &'static str,
+    /// Rounds whose turn completed (0 in free mode).
+    pub rounds_completed: u64,
+    /// For each round, from its last action sent to its `turn_started`
+    /// read by the player who sent it.
+    pub round_resolution_ms: Percentiles,
 }
 
 fn round(x: f64, scale: f64) -> f64 {
@@ -429,6 +475,9 @@ pub struct Report {
     /// Server memory growth over the run per connection at the peak.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_rss_kib_per_connection: Option<f64>,
+    /// Party play only: its figures, as fields of the report itself.
+    #[serde(flatten)]
+    pub party: Option<PartyFigures>,
 }
 
 impl Report {
@@ -463,6 +512,13 @@ impl Report {
             self.turns_planned,
             self.tool_calls
         );
+        if let Some(party) = &self.party {
+            let _ = writeln!(
+                t,
+                "  party      {} players per session, {} mode, {} rounds completed",
+                party.players_per_session, party.turn_mode, party.rounds_completed
+            );
+        }
         let _ = writeln!(
             t,
             "  rate       {:.1} turns/s, {:.1} frames/s ({} frames) over {:.2} s",
@@ -478,12 +534,19 @@ impl Report {
             "  {:<14}{:>10}{:>10}{:>10}{:>10}{:>10}",
             "latency (ms)", "p50", "p90", "p99", "max", "count"
         );
+        let round = self
+            .party
+            .as_ref()
+            .map(|p| ("round", &p.round_resolution_ms));
         for (name, p) in [
             ("turn", &self.turn_latency_ms),
             ("tool", &self.tool_latency_ms),
             ("connect", &self.connect_ms),
             ("fan-out", &self.fan_out_ms),
-        ] {
+        ]
+        .into_iter()
+        .chain(round)
+        {
             let _ = writeln!(
                 t,
                 "  {name:<14}{:>10.2}{:>10.2}{:>10.2}{:>10.2}{:>10}",
@@ -517,6 +580,13 @@ impl Report {
                 "    (the server's per-session chat limit refused chats: start it with higher \
                  QUESTD_CHAT_PER_MINUTE and QUESTD_CHAT_BURST, or add --think-time)"
             );
+            if self.party.is_some_and(|p| p.players_per_session > 1) {
+                let _ = writeln!(
+                    t,
+                    "    (joins are limited per address like creations without a key: \
+                     QUESTD_CREATE_PER_MINUTE and QUESTD_CREATE_BURST)"
+                );
+            }
         }
         let _ = writeln!(t, "  violations {}", self.protocol_violations);
         for (kind, n) in &self.violations_by_kind {
@@ -561,6 +631,7 @@ mod tests {
         let requested = Requested {
             sessions: 1,
             turns: 2,
+            party: None,
         };
         let report = stats.report(&requested, Duration::from_secs(2), None);
         assert!(report.passed());
@@ -591,6 +662,11 @@ mod tests {
         }
         assert!(json["connect_ms"]["p99"].is_number());
         assert!(json.get("server_rss_kib").is_none());
+        // A run of one player per session says nothing of parties.
+        for field in ["players_per_session", "turn_mode", "rounds_completed"] {
+            assert!(json.get(field).is_none(), "{field}");
+        }
+        assert!(!report.table().contains("party"));
 
         stats.error("RATE_LIMITED", || "too many".into());
         stats.error("RATE_LIMITED", || "not kept".into());
@@ -604,6 +680,34 @@ mod tests {
         assert_eq!(report.violations_by_kind["malformed_frame"], 1);
         assert!(report.table().contains("FAIL"));
         assert!(report.table().contains("QUESTD_CHAT_PER_MINUTE"));
+    }
+
+    #[test]
+    fn a_party_run_reports_its_rounds() {
+        let stats = Stats::new().unwrap();
+        Stats::bump(&stats.rounds_completed);
+        Stats::bump(&stats.turns_completed);
+        stats.record_rounds(&[Duration::from_millis(4), Duration::from_millis(8)]);
+        let requested = Requested {
+            sessions: 1,
+            turns: 1,
+            party: Some(Party {
+                players_per_session: 4,
+                turn_mode: "rounds",
+            }),
+        };
+        let report = stats.report(&requested, Duration::from_secs(1), None);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["players_per_session"], 4);
+        assert_eq!(json["turn_mode"], "rounds");
+        assert_eq!(json["rounds_completed"], 1);
+        assert_eq!(json["round_resolution_ms"]["count"], 2);
+        assert!((json["round_resolution_ms"]["max"].as_f64().unwrap() - 8.0).abs() < 0.1);
+        assert!(
+            report
+                .table()
+                .contains("4 players per session, rounds mode")
+        );
     }
 
     #[test]

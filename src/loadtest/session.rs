@@ -1,20 +1,23 @@
-//! One session of a load test: create it over HTTP, connect its player and
-//! spectators, play its turns one at a time, and check every frame each
-//! connection receives.
+//! One session of a load test: create it over HTTP, seat its party (an
+//! invite, the other players joining, the turn mode), connect its players
+//! and spectators, play its turns, and check every frame each connection
+//! receives.
 //!
-//! The session's task owns the player connection; each spectator reads in a
-//! task of its own and hands its checker back at the end, when it is
-//! compared with the player's.
+//! The session's task owns the creator's connection; every other player
+//! plays, and each spectator reads, in a task of its own, and hands its
+//! checker back at the end, when the spectators are compared with the
+//! creator's connection.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, oneshot, watch};
 
-use super::check::{Observed, StreamChecker};
+use super::args::TurnMode;
+use super::check::{FrameHead, Observed, StreamChecker};
 use super::client::{Conn, Incoming, SourcePicker, Target, error_code_of};
 use super::report::{Stats, codes};
 use crate::error::with_causes;
@@ -29,11 +32,18 @@ const QUEUE_FULL_WAIT: Duration = Duration::from_secs(1);
 /// Receive buffer a slow spectator asks for, so the server's writes back up
 /// after a few frames instead of filling megabytes of kernel buffers.
 const SLOW_RECEIVE_BUFFER: u32 = 4096;
+/// A round's deadline in rounds mode, the longest the server takes: rounds
+/// here resolve because every player acted, and a player whose connection
+/// broke is offline, so no round waits for it.
+const ROUND_TIMEOUT_S: u32 = 3600;
 
 /// What every session of a run does, validated from the flags.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub sessions: usize,
+    /// Players per session: the creator and those who join.
+    pub players: usize,
+    pub turn_mode: TurnMode,
     pub spectators: usize,
     /// Fraction of spectators that never read after `welcome`.
     pub slow_spectators: f64,
@@ -56,6 +66,20 @@ pub struct Plan {
 impl Plan {
     fn past_deadline(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Whether sessions are played as parties: several players, or rounds.
+    pub fn party(&self) -> bool {
+        self.players > 1 || self.turn_mode == TurnMode::Rounds
+    }
+
+    /// A connection's checker: with the party checks in party play.
+    fn checker(&self) -> StreamChecker {
+        if self.party() {
+            StreamChecker::for_party()
+        } else {
+            StreamChecker::new()
+        }
     }
 
     /// Whether spectator `nth` of session `session` is a slow one: spread
@@ -138,12 +162,37 @@ struct Created {
     spectator_token: String,
 }
 
+/// `POST /api/v1/sessions/{id}/invites` answered this.
+#[derive(Debug, Deserialize)]
+struct Invited {
+    invite_code: String,
+}
+
+/// `POST /api/v1/sessions/{id}/join` answered this.
+#[derive(Debug, Deserialize)]
+struct Joined {
+    player_token: String,
+}
+
+/// What a request to the server shows to be allowed.
+#[derive(Debug, Clone, Copy)]
+enum Credential<'a> {
+    /// `--api-key`, when given.
+    Key,
+    /// A session's token.
+    Bearer(&'a str),
+    /// None: joining, where the invite code in the body is the credential.
+    Nothing,
+}
+
 /// A connection that got its `welcome`.
 struct Connected {
     conn: Conn,
     checker: StreamChecker,
     /// `welcome.state` (players only; spectators do not parse it).
     state: Value,
+    /// `welcome.character_id`: the player's own character.
+    character: Option<String>,
     _open: Open,
 }
 
@@ -156,6 +205,66 @@ enum Role {
     SlowSpectator,
 }
 
+/// Who plays a connection's turns, and how they are counted.
+#[derive(Clone, Copy)]
+struct Speaker<'a> {
+    /// The session's number.
+    session: usize,
+    /// The player's number in it: 0 is the creator.
+    player: usize,
+    /// Rounds mode: where the players' actions and their round's turns are
+    /// timed.
+    rounds: Option<&'a RoundClock>,
+}
+
+impl Speaker<'_> {
+    /// Whether this player counts the turns it sees end: its own in free
+    /// mode; in rounds mode every player sees each round's one turn, and
+    /// the creator counts it.
+    fn counts_turns(&self) -> bool {
+        self.rounds.is_none() || self.player == 0
+    }
+
+    /// The request id of `attempt` at `turn`; the creator's are those of a
+    /// session of one player.
+    fn request_id(&self, turn: usize, attempt: usize) -> String {
+        match self.player {
+            0 => format!("lt-{}-{turn}-{attempt}", self.session),
+            p => format!("lt-{}-p{p}-{turn}-{attempt}", self.session),
+        }
+    }
+}
+
+/// When a session's players sent their actions and when each one's round
+/// turn reached it: a round resolves once its last action is in, so its
+/// resolution time is that of the player who sent last.
+#[derive(Debug, Default)]
+pub struct RoundClock {
+    /// Round -> (the latest action sent, its round's `turn_started` read by
+    /// the player who sent it).
+    last: Mutex<BTreeMap<u64, (Instant, Instant)>>,
+}
+
+impl RoundClock {
+    /// A player sent its action for `round` at `sent` and read the round's
+    /// `turn_started` at `started`.
+    pub fn record(&self, round: u64, sent: Instant, started: Instant) {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = last.entry(round).or_insert((sent, started));
+        if sent > entry.0 {
+            *entry = (sent, started);
+        }
+    }
+
+    /// For every round, from its last action sent to its turn starting.
+    pub fn resolutions(&self) -> Vec<Duration> {
+        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        last.values()
+            .map(|&(sent, started)| started.saturating_duration_since(sent))
+            .collect()
+    }
+}
+
 /// What the player knows of the map, to fill `{neighbour}`.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct MapView {
@@ -165,11 +274,18 @@ pub struct MapView {
 }
 
 impl MapView {
-    /// Reads a session snapshot (docs/protocol.md §5).
+    /// Reads a session snapshot (docs/protocol.md §5) for the session's
+    /// active character.
     pub fn from_state(state: &Value) -> Self {
+        Self::for_character(state, None)
+    }
+
+    /// Reads a session snapshot for `character` (a player's own; `None`:
+    /// the session's active character).
+    pub fn for_character(state: &Value, character: Option<&str>) -> Self {
         let mut view = Self::default();
         view.add_areas(&state["areas"]);
-        let actor = state["active_actor_id"].as_str();
+        let actor = character.or(state["active_actor_id"].as_str());
         view.position = state["characters"]
             .as_array()
             .and_then(|cs| cs.iter().find(|c| c["character_id"].as_str() == actor))
@@ -254,25 +370,61 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
         return;
     };
     Stats::bump(&run.stats.sessions);
-    let Some(mut player) = connect(&run, &created, Role::Player).await else {
+    let Some(guests) = seat_party(&run, &created).await else {
+        return;
+    };
+    let Some(mut player) = connect(
+        &run,
+        &created.session_id,
+        &created.player_token,
+        Role::Player,
+    )
+    .await
+    else {
         return;
     };
 
     let (stop, stop_rx) = watch::channel(None::<u64>);
+    let (go, go_rx) = watch::channel(false);
     let done = Arc::new(watch::channel(0).0);
+    let readers = guests.len() + plan.spectators;
+    let end = || End {
+        stop: stop_rx.clone(),
+        done: done.clone(),
+        readers,
+    };
+    let clock = Arc::new(RoundClock::default());
+    let mut others = Vec::with_capacity(guests.len());
+    let mut played = Vec::with_capacity(guests.len());
+    let mut readies = Vec::with_capacity(guests.len() + plan.spectators);
+    for (nth, token) in guests.into_iter().enumerate() {
+        let (ready, ready_rx) = oneshot::channel();
+        let (done_playing, played_rx) = oneshot::channel();
+        let seat = Guest {
+            player: nth + 1,
+            token,
+            ready,
+            go: go_rx.clone(),
+            played: done_playing,
+            end: end(),
+        };
+        others.push(tokio::spawn(guest(
+            run.clone(),
+            created.session_id.clone(),
+            index,
+            seat,
+            clock.clone(),
+        )));
+        readies.push(ready_rx);
+        played.push(played_rx);
+    }
     let mut spectators = Vec::with_capacity(plan.spectators);
-    let mut readies = Vec::with_capacity(plan.spectators);
     for nth in 0..plan.spectators {
         let (ready, ready_rx) = oneshot::channel();
-        let end = End {
-            stop: stop_rx.clone(),
-            done: done.clone(),
-            spectators: plan.spectators,
-        };
         let task = if plan.is_slow(index, nth) {
-            tokio::spawn(stall(run.clone(), created.clone(), ready, end))
+            tokio::spawn(stall(run.clone(), created.clone(), ready, end()))
         } else {
-            tokio::spawn(spectate(run.clone(), created.clone(), ready, end))
+            tokio::spawn(spectate(run.clone(), created.clone(), ready, end()))
         };
         spectators.push(task);
         readies.push(ready_rx);
@@ -280,53 +432,61 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
     for ready in readies {
         let _ = ready.await;
     }
+    let _ = go.send(true);
 
     let mut map = MapView::from_state(&player.state);
     player.state = Value::Null;
-    let mut broken = false;
-    for turn in 0..plan.turns {
-        if plan.past_deadline() {
-            break;
-        }
-        if turn > 0
-            && !plan.think.is_zero()
-            && !read_until(&run, &mut player, tokio::time::sleep(plan.think)).await
-        {
-            broken = true;
-            break;
-        }
-        let template = &plan.messages[(index + turn) % plan.messages.len()];
-        let counter = match play_turn(&run, &mut player, &mut map, template, index, turn).await {
-            TurnEnd::Completed => &run.stats.turns_completed,
-            TurnEnd::Failed => &run.stats.turns_failed,
-            TurnEnd::Refused => &run.stats.turns_refused,
-            TurnEnd::Broken => {
-                broken = true;
-                break;
+    let speaker = Speaker {
+        session: index,
+        player: 0,
+        rounds: (plan.turn_mode == TurnMode::Rounds).then_some(&*clock),
+    };
+    let mut broken = !play_turns(&run, &mut player, &mut map, speaker).await;
+    // The other players may still be playing: read on until they are done,
+    // and read as far as the furthest of them got.
+    let mut furthest = None;
+    if !played.is_empty() {
+        let others_done = async {
+            for rx in played {
+                furthest = furthest.max(rx.await.ok().flatten());
             }
         };
-        Stats::bump(counter);
+        if !broken {
+            broken = !read_until(&run, &mut player, others_done).await;
+        }
     }
     arrival.arrive();
     if !broken && !plan.hold.is_zero() {
         hold(&run, &mut player).await;
     }
+    if !broken && let Some(upto) = furthest {
+        read_to(&run, &mut player, upto).await;
+    }
 
-    // Spectators read up to the last frame the player needed, then stop.
+    // Everyone reads up to the last frame the players needed, then stops.
     let upto = player.checker.last_seq().unwrap_or(0);
     let _ = stop.send(Some(upto));
-    let mut watched = Vec::with_capacity(spectators.len());
+    let mut watched = Vec::with_capacity(others.len() + spectators.len());
+    for task in others {
+        match task.await {
+            Ok(Some(checker)) => watched.push(checker),
+            Ok(None) => {}
+            Err(e) => run.stats.error(codes::DRIVER_FAILED, || e.to_string()),
+        }
+    }
     for task in spectators {
         match task.await {
             Ok(Some(mut checker)) => {
                 run.stats
                     .compared(checker.compare_with_player(&player.checker, upto));
-                run.stats.absorb(&checker);
                 watched.push(checker);
             }
             Ok(None) => {}
             Err(e) => run.stats.error(codes::DRIVER_FAILED, || e.to_string()),
         }
+    }
+    for checker in &watched {
+        run.stats.absorb(checker);
     }
     if !watched.is_empty() {
         let mut all: Vec<&StreamChecker> = watched.iter().collect();
@@ -335,57 +495,205 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
             .record_fan_out(&StreamChecker::fan_out(&all, upto));
     }
     run.stats.absorb(&player.checker);
+    run.stats.record_rounds(&clock.resolutions());
     player.conn.close().await;
 }
 
-/// Creates the session; `None` (counted) when the server refuses.
-async fn create_session(run: &Run) -> Option<Created> {
+/// A player other than the creator, as its session's task hands it out.
+struct Guest {
+    /// Its number in the session (from 1).
+    player: usize,
+    /// The token its join gave.
+    token: String,
+    /// Told once it is connected (or could not be).
+    ready: oneshot::Sender<()>,
+    /// Set once every connection of the session is in: play may start.
+    go: watch::Receiver<bool>,
+    /// Told the last seq it read when it is done playing (`None`: it
+    /// never connected or its connection broke).
+    played: oneshot::Sender<Option<u64>>,
+    end: End,
+}
+
+/// One player who joined: connects, waits for the others, plays its turns,
+/// then reads like a spectator until told how far, and hands back its
+/// checker (`None` if it never got in).
+async fn guest(
+    run: Arc<Run>,
+    session_id: String,
+    index: usize,
+    mut seat: Guest,
+    clock: Arc<RoundClock>,
+) -> Option<StreamChecker> {
+    let done = seat.end.done.clone();
+    let arrival = Arrival::new(&done);
+    let connected = connect(&run, &session_id, &seat.token, Role::Player).await;
+    let _ = seat.ready.send(());
+    let Some(mut player) = connected else {
+        let _ = seat.played.send(None);
+        return None;
+    };
+    let _ = seat.go.wait_for(|go| *go).await;
+    let mut map = MapView::for_character(&player.state, player.character.as_deref());
+    player.state = Value::Null;
+    let speaker = Speaker {
+        session: index,
+        player: seat.player,
+        rounds: (run.plan.turn_mode == TurnMode::Rounds).then_some(&*clock),
+    };
+    let usable = play_turns(&run, &mut player, &mut map, speaker).await;
+    let _ = seat
+        .played
+        .send(usable.then(|| player.checker.last_seq()).flatten());
+    let Connected {
+        conn,
+        mut checker,
+        _open,
+        ..
+    } = player;
+    if usable {
+        read_then_close(&run, conn, &mut checker, &mut seat.end, arrival).await;
+    }
+    Some(checker)
+}
+
+/// Plays a player's `--turns` turns (rounds, in rounds mode), pausing
+/// `--think-time` between them; `false` once its connection is lost.
+async fn play_turns(
+    run: &Run,
+    player: &mut Connected,
+    map: &mut MapView,
+    speaker: Speaker<'_>,
+) -> bool {
+    let plan = &run.plan;
+    let stats = &run.stats;
+    for turn in 0..plan.turns {
+        if plan.past_deadline() {
+            break;
+        }
+        if turn > 0
+            && !plan.think.is_zero()
+            && !read_until(run, player, tokio::time::sleep(plan.think)).await
+        {
+            return false;
+        }
+        let template =
+            &plan.messages[(speaker.session + turn + speaker.player) % plan.messages.len()];
+        let end = play_turn(run, player, map, template, speaker, turn).await;
+        let counter = match end {
+            TurnEnd::Broken => return false,
+            TurnEnd::Refused => &stats.turns_refused,
+            _ if !speaker.counts_turns() => continue,
+            TurnEnd::Completed => &stats.turns_completed,
+            TurnEnd::Failed => &stats.turns_failed,
+        };
+        Stats::bump(counter);
+        if end == TurnEnd::Completed && speaker.rounds.is_some() {
+            Stats::bump(&stats.rounds_completed);
+        }
+    }
+    true
+}
+
+/// Sends `body` to `path` of the server and answers the body of an answer
+/// with status `expect`; anything else is counted and is `None`.
+async fn post(
+    run: &Run,
+    path: &str,
+    body: &Value,
+    credential: Credential<'_>,
+    expect: u16,
+) -> Option<bytes::Bytes> {
     let stats = &run.stats;
     let _permit = run.gate.acquire().await.ok()?;
-    let url = format!("{}/api/v1/sessions", run.target.http_base);
-    let body = json!({"campaign_id": run.plan.campaign});
-    let mut request = run.http.post(&url).json(&body);
-    if let Some(key) = &run.plan.api_key {
-        request = request.header("X-Internal-API-Key", key);
+    let url = format!("{}{path}", run.target.http_base);
+    let mut request = run.http.post(&url).json(body);
+    match credential {
+        Credential::Key => {
+            if let Some(key) = &run.plan.api_key {
+                request = request.header("X-Internal-API-Key", key);
+            }
+        }
+        Credential::Bearer(token) => request = request.bearer_auth(token),
+        Credential::Nothing => {}
     }
-    let response = match request.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            stats.error(codes::REQUEST_FAILED, || {
-                format!("POST {url}: {}", with_causes(&e))
-            });
-            return None;
-        }
+    let failed = |e: reqwest::Error| {
+        stats.error(codes::REQUEST_FAILED, || {
+            format!("POST {path}: {}", with_causes(&e))
+        });
     };
+    let response = request.send().await.map_err(failed).ok()?;
     let status = response.status().as_u16();
-    let bytes = match response.bytes().await {
-        Ok(b) => b,
-        Err(e) => {
-            stats.error(codes::REQUEST_FAILED, || {
-                format!("POST {url}: {}", with_causes(&e))
-            });
-            return None;
-        }
-    };
-    if status != 201 {
+    let bytes = response.bytes().await.map_err(failed).ok()?;
+    if status != expect {
         let code = error_code_of(&bytes).unwrap_or_else(|| format!("HTTP_{status}"));
         stats.error(&code, || {
             format!(
-                "POST {url} answered {status}: {}",
+                "POST {path} answered {status}: {}",
                 String::from_utf8_lossy(&bytes)
             )
         });
         return None;
     }
+    Some(bytes)
+}
+
+/// [`post`], reading the answer as `T`.
+async fn post_for<T: serde::de::DeserializeOwned>(
+    run: &Run,
+    path: &str,
+    body: &Value,
+    credential: Credential<'_>,
+    expect: u16,
+) -> Option<T> {
+    let bytes = post(run, path, body, credential, expect).await?;
     match serde_json::from_slice(&bytes) {
-        Ok(created) => Some(created),
+        Ok(answer) => Some(answer),
         Err(e) => {
-            stats.error(codes::REQUEST_FAILED, || {
-                format!("POST {url}: unreadable answer: {e}")
+            run.stats.error(codes::REQUEST_FAILED, || {
+                format!("POST {path}: unreadable answer: {e}")
             });
             None
         }
     }
+}
+
+/// Creates the session; `None` (counted) when the server refuses.
+async fn create_session(run: &Run) -> Option<Created> {
+    let body = json!({"campaign_id": run.plan.campaign});
+    post_for(run, "/api/v1/sessions", &body, Credential::Key, 201).await
+}
+
+/// Seats the session's party: one invite of the creator's for the other
+/// players, each of them joining by it (their tokens, in order), and in
+/// rounds mode the creator switching the session to rounds. `None`
+/// (counted) when the server refuses any of it.
+async fn seat_party(run: &Run, created: &Created) -> Option<Vec<String>> {
+    let plan = &run.plan;
+    let base = format!("/api/v1/sessions/{}", created.session_id);
+    let host = Credential::Bearer(&created.player_token);
+    let mut tokens = Vec::with_capacity(plan.players.saturating_sub(1));
+    if plan.players > 1 {
+        let body = json!({"max_uses": plan.players - 1});
+        let invite: Invited = post_for(run, &format!("{base}/invites"), &body, host, 201).await?;
+        for nth in 2..=plan.players {
+            let body = json!({"invite_code": invite.invite_code, "name": format!("Player {nth}")});
+            let joined: Joined = post_for(
+                run,
+                &format!("{base}/join"),
+                &body,
+                Credential::Nothing,
+                201,
+            )
+            .await?;
+            tokens.push(joined.player_token);
+        }
+    }
+    if plan.turn_mode == TurnMode::Rounds {
+        let body = json!({"turn_mode": "rounds", "round_timeout_s": ROUND_TIMEOUT_S});
+        post(run, &format!("{base}/mode"), &body, host, 200).await?;
+    }
+    Some(tokens)
 }
 
 /// Counts what a read that gave no frame means for a connection still in use.
@@ -402,15 +710,12 @@ fn lost(stats: &Stats, incoming: &Incoming, wait: Duration) {
     }
 }
 
-/// Connects one connection of the session and reads up to its `welcome`.
-async fn connect(run: &Run, created: &Created, role: Role) -> Option<Connected> {
+/// Connects one connection to the session with `token` and reads up to
+/// its `welcome`.
+async fn connect(run: &Run, session_id: &str, token: &str, role: Role) -> Option<Connected> {
     let stats = &run.stats;
-    let (token, receive_buffer) = match role {
-        Role::Player => (&created.player_token, None),
-        Role::Spectator => (&created.spectator_token, None),
-        Role::SlowSpectator => (&created.spectator_token, Some(SLOW_RECEIVE_BUFFER)),
-    };
-    let path = format!("/ws/sessions/{}?token={token}", created.session_id);
+    let receive_buffer = (role == Role::SlowSpectator).then_some(SLOW_RECEIVE_BUFFER);
+    let path = format!("/ws/sessions/{session_id}?token={token}");
     let wait = run.plan.frame_timeout;
     let (mut conn, open) = {
         let _permit = run.gate.acquire().await.ok()?;
@@ -426,16 +731,14 @@ async fn connect(run: &Run, created: &Created, role: Role) -> Option<Connected> 
             }
         }
     };
-    let mut checker = StreamChecker::new();
+    let mut checker = run.plan.checker();
     loop {
         match conn.next(wait).await {
             Incoming::Text(text) => {
                 Stats::bump(&stats.frames);
                 if let Observed::Welcome(_) = checker.observe(&text) {
-                    let state = match role {
-                        Role::Player => serde_json::from_str::<Value>(&text)
-                            .map(|mut v| v["state"].take())
-                            .unwrap_or(Value::Null),
+                    let mut welcome = match role {
+                        Role::Player => serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
                         Role::Spectator | Role::SlowSpectator => Value::Null,
                     };
                     Stats::bump(match role {
@@ -445,7 +748,8 @@ async fn connect(run: &Run, created: &Created, role: Role) -> Option<Connected> 
                     return Some(Connected {
                         conn,
                         checker,
-                        state,
+                        state: welcome["state"].take(),
+                        character: welcome["character_id"].as_str().map(str::to_owned),
                         _open: open,
                     });
                 }
@@ -460,25 +764,43 @@ async fn connect(run: &Run, created: &Created, role: Role) -> Option<Connected> 
     }
 }
 
-/// Sends one turn's chat and reads until the turn has ended and its chat
-/// was acknowledged (the checker counts an ack after the turn's first
-/// story frame as a violation).
+/// Whether a `turn_started` is the one a player's chat started: in free
+/// mode the one naming its request id; in rounds mode the one resolving
+/// the round its ack named (or, without one, the round listing its action).
+fn starts_my_turn(head: &FrameHead, request_id: &str, round: Option<u64>, rounds: bool) -> bool {
+    if !rounds {
+        return head.request_id.as_deref() == Some(request_id);
+    }
+    head.round.is_some()
+        && (head.round == round
+            || head
+                .actions
+                .iter()
+                .flatten()
+                .any(|a| a.request_id.as_deref() == Some(request_id)))
+}
+
+/// Sends one turn's chat (in rounds mode: the player's action for the
+/// round) and reads until the turn it is in has ended and the chat was
+/// acknowledged (the checker counts an ack after the turn's first story
+/// frame as a violation).
 async fn play_turn(
     run: &Run,
     player: &mut Connected,
     map: &mut MapView,
     template: &str,
-    index: usize,
+    speaker: Speaker<'_>,
     turn: usize,
 ) -> TurnEnd {
     let stats = &run.stats;
     let wait = run.plan.frame_timeout;
-    let text = fill(template, map, index, turn);
+    let text = fill(template, map, speaker.session, turn);
+    let counts = speaker.counts_turns();
     'attempts: for attempt in 0..MAX_CHAT_ATTEMPTS {
         if attempt > 0 && run.plan.past_deadline() {
             break;
         }
-        let request_id = format!("lt-{index}-{turn}-{attempt}");
+        let request_id = speaker.request_id(turn, attempt);
         let chat = json!({"type": "chat", "text": text, "request_id": request_id});
         player.checker.chat_sent(&request_id);
         let sent = Instant::now();
@@ -487,6 +809,7 @@ async fn play_turn(
             return TurnEnd::Broken;
         }
         let mut turn_id: Option<String> = None;
+        let mut round: Option<u64> = None;
         let mut acked = false;
         let mut ended: Option<TurnEnd> = None;
         let mut tools: HashMap<String, Instant> = HashMap::new();
@@ -512,6 +835,7 @@ async fn play_turn(
             match head.kind.as_str() {
                 "ack" if ours => {
                     acked = true;
+                    round = head.round;
                     if turn_id.is_none() {
                         turn_id = head.turn_id;
                     }
@@ -533,14 +857,22 @@ async fn play_turn(
                     let code = head.error_code.as_deref().unwrap_or("UNKNOWN");
                     stats.error(code, || head.message.clone().unwrap_or_default());
                 }
-                "turn_started" if ours => turn_id = head.turn_id,
-                "tool_call" if this_turn => {
+                "turn_started"
+                    if turn_id.is_none()
+                        && starts_my_turn(&head, &request_id, round, speaker.rounds.is_some()) =>
+                {
+                    turn_id = head.turn_id;
+                    if let (Some(clock), Some(round)) = (speaker.rounds, head.round) {
+                        clock.record(round, sent, Instant::now());
+                    }
+                }
+                "tool_call" if this_turn && counts => {
                     Stats::bump(&stats.tool_calls);
                     if let Some(call) = head.call_id {
                         tools.insert(call, Instant::now());
                     }
                 }
-                "tool_result" if this_turn => {
+                "tool_result" if this_turn && counts => {
                     if let Some(began) = head.call_id.and_then(|c| tools.remove(&c)) {
                         stats.record_tool(began.elapsed());
                     }
@@ -553,8 +885,10 @@ async fn play_turn(
                     ended = Some(TurnEnd::Completed);
                 }
                 "turn_failed" if this_turn => {
-                    let code = head.error_code.as_deref().unwrap_or("UNKNOWN");
-                    stats.error(code, || head.message.clone().unwrap_or_default());
+                    if counts {
+                        let code = head.error_code.as_deref().unwrap_or("UNKNOWN");
+                        stats.error(code, || head.message.clone().unwrap_or_default());
+                    }
                     ended = Some(TurnEnd::Failed);
                 }
                 _ => {}
@@ -602,24 +936,98 @@ async fn read_until(run: &Run, player: &mut Connected, until: impl Future<Output
     }
 }
 
-/// How a spectator of a session learns when to stop reading, and when to
-/// close.
+/// Reads and checks the player's frames until it has read seq `upto`, or
+/// its connection was lost or the frames did not come in time (counted).
+async fn read_to(run: &Run, player: &mut Connected, upto: u64) {
+    let wait = run.plan.frame_timeout;
+    while player.checker.last_seq().is_none_or(|last| last < upto) {
+        match player.conn.next(wait).await {
+            Incoming::Text(frame) => {
+                Stats::bump(&run.stats.frames);
+                player.checker.observe(&frame);
+            }
+            Incoming::Binary => player.checker.observe_binary(),
+            other => {
+                lost(&run.stats, &other, wait);
+                return;
+            }
+        }
+    }
+}
+
+/// How a session's readers (its spectators, and its other players once
+/// they have played) learn when to stop reading, and when to close.
 struct End {
-    /// The last seq to read, once the player is done.
+    /// The last seq to read, once the creator is done.
     stop: watch::Receiver<Option<u64>>,
-    /// How many of the session's spectators are done reading (or gave up).
+    /// How many of the session's readers are done reading (or gave up).
     done: Arc<watch::Sender<usize>>,
-    /// How many spectators the session has.
-    spectators: usize,
+    /// How many readers the session has.
+    readers: usize,
 }
 
 impl End {
-    /// Waits until every spectator of the session is done reading. Closing
+    /// Waits until every reader of the session is done reading. Closing
     /// earlier would make the server's work for those leaving compete with
     /// its sends to those still reading, and the fan-out would count it.
     async fn all_done(&self) {
         let mut done = self.done.subscribe();
-        let _ = done.wait_for(|n| *n >= self.spectators).await;
+        let _ = done.wait_for(|n| *n >= self.readers).await;
+    }
+}
+
+/// Reads and checks a connection's frames until the session's creator
+/// says how far to read and it got that far; hands the connection back if
+/// it is still usable.
+async fn read_to_stop(
+    run: &Run,
+    mut conn: Conn,
+    checker: &mut StreamChecker,
+    end: &mut End,
+) -> Option<Conn> {
+    let wait = run.plan.frame_timeout;
+    let stats = &run.stats;
+    loop {
+        let upto = *end.stop.borrow_and_update();
+        if upto.is_some_and(|upto| checker.last_seq().is_some_and(|last| last >= upto)) {
+            return Some(conn);
+        }
+        tokio::select! {
+            changed = end.stop.changed() => if changed.is_err() {
+                return Some(conn);
+            },
+            incoming = conn.next(wait) => match incoming {
+                Incoming::Text(frame) => {
+                    Stats::bump(&stats.frames);
+                    checker.observe(&frame);
+                }
+                Incoming::Binary => checker.observe_binary(),
+                // Before the creator is done, a quiet connection is normal.
+                Incoming::Idle if upto.is_none() => {}
+                other => {
+                    lost(stats, &other, wait);
+                    let usable = !matches!(other, Incoming::Closed(_) | Incoming::Lost(_));
+                    return usable.then_some(conn);
+                }
+            },
+        }
+    }
+}
+
+/// Reads like [`read_to_stop`], arrives, and closes the connection (if it
+/// is still usable) once every reader of the session has arrived.
+async fn read_then_close(
+    run: &Run,
+    conn: Conn,
+    checker: &mut StreamChecker,
+    end: &mut End,
+    mut arrival: Arrival<'_>,
+) {
+    let conn = read_to_stop(run, conn, checker, end).await;
+    arrival.arrive();
+    if let Some(conn) = conn {
+        end.all_done().await;
+        conn.close().await;
     }
 }
 
@@ -632,48 +1040,17 @@ async fn spectate(
     mut end: End,
 ) -> Option<StreamChecker> {
     let done = end.done.clone();
-    let mut arrival = Arrival::new(&done);
-    let connected = connect(&run, &created, Role::Spectator).await;
+    let arrival = Arrival::new(&done);
+    let token = &created.spectator_token;
+    let connected = connect(&run, &created.session_id, token, Role::Spectator).await;
     let _ = ready.send(());
     let Connected {
-        mut conn,
+        conn,
         mut checker,
         _open,
         ..
     } = connected?;
-    let wait = run.plan.frame_timeout;
-    let stats = &run.stats;
-    let mut usable = true;
-    loop {
-        let upto = *end.stop.borrow_and_update();
-        if upto.is_some_and(|upto| checker.last_seq().is_some_and(|last| last >= upto)) {
-            break;
-        }
-        tokio::select! {
-            changed = end.stop.changed() => if changed.is_err() {
-                break;
-            },
-            incoming = conn.next(wait) => match incoming {
-                Incoming::Text(frame) => {
-                    Stats::bump(&stats.frames);
-                    checker.observe(&frame);
-                }
-                Incoming::Binary => checker.observe_binary(),
-                // Before the player is done, a quiet spectator is normal.
-                Incoming::Idle if upto.is_none() => {}
-                other => {
-                    lost(stats, &other, wait);
-                    usable = !matches!(other, Incoming::Closed(_) | Incoming::Lost(_));
-                    break;
-                }
-            },
-        }
-    }
-    arrival.arrive();
-    if usable {
-        end.all_done().await;
-        conn.close().await;
-    }
+    read_then_close(&run, conn, &mut checker, &mut end, arrival).await;
     Some(checker)
 }
 
@@ -689,7 +1066,8 @@ async fn stall(
 ) -> Option<StreamChecker> {
     let done = end.done.clone();
     let mut arrival = Arrival::new(&done);
-    let connected = connect(&run, &created, Role::SlowSpectator).await;
+    let token = &created.spectator_token;
+    let connected = connect(&run, &created.session_id, token, Role::SlowSpectator).await;
     let _ = ready.send(());
     let connected = connected?;
     Stats::bump(&run.stats.slow_spectators);
@@ -725,7 +1103,7 @@ mod tests {
         let end = End {
             stop,
             done: done.clone(),
-            spectators: 3,
+            readers: 3,
         };
         let all_done = end.all_done();
         tokio::pin!(all_done);
@@ -747,6 +1125,8 @@ mod tests {
     fn slow_spectators_are_spread_evenly() {
         let plan = |spectators, slow_spectators| Plan {
             sessions: 10,
+            players: 1,
+            turn_mode: TurnMode::Free,
             spectators,
             slow_spectators,
             turns: 1,

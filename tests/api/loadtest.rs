@@ -266,3 +266,103 @@ async fn players_that_pause_between_turns_keep_reading_and_spectators_close_toge
     assert_eq!(report.connections_reached, 8);
     app.stop().await;
 }
+
+/// A server for party runs: chats are not limited, so what is measured is
+/// the party's play alone.
+async fn party_server() -> TestApp {
+    spawn_with(
+        |s| {
+            s.chat_per_minute = 100_000;
+            s.chat_burst = 1_000;
+        },
+        Arc::new(OfflineGameMaster::default()),
+    )
+    .await
+}
+
+/// A party run: 3 sessions of 3 players (the creator and two who join by
+/// its invite) and 1 spectator, 2 turns each.
+async fn party_run(app: &TestApp, mode: &str) -> Report {
+    run(
+        app,
+        &[
+            "--sessions",
+            "3",
+            "--players-per-session",
+            "3",
+            "--spectators-per-session",
+            "1",
+            "--turns",
+            "2",
+            "--turn-mode",
+            mode,
+        ],
+    )
+    .await
+}
+
+#[actix_web::test]
+async fn parties_play_in_free_mode_each_player_its_own_turns() {
+    let app = party_server().await;
+    let report = party_run(&app, "free").await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!((report.errors, report.protocol_violations), (0, 0));
+    assert_eq!(
+        (report.sessions, report.players, report.spectators),
+        (3, 9, 3)
+    );
+    // Every player played its two turns, each its own.
+    assert_eq!(report.turns_planned, 18);
+    assert_eq!(
+        (
+            report.turns_completed,
+            report.turns_failed,
+            report.turns_refused
+        ),
+        (18, 0, 0)
+    );
+    assert_eq!(report.turn_latency_ms.count, 18);
+    let party = report.party.expect("a party run reports its party");
+    assert_eq!((party.players_per_session, party.turn_mode), (3, "free"));
+    assert_eq!(party.rounds_completed, 0);
+    // The spectators saw every turn of all three players.
+    let check = report.spectator_check;
+    assert_eq!(check.spectator_frames, check.player_frames);
+    assert!(check.player_frames >= 3 * 6 * 4, "{check:?}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["players_per_session"], 3);
+    assert_eq!(json["turn_mode"], "free");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn parties_play_in_rounds_one_turn_per_round_with_every_action() {
+    let app = party_server().await;
+    let report = party_run(&app, "rounds").await;
+    assert!(report.passed(), "{}", report.table());
+    assert_eq!((report.errors, report.protocol_violations), (0, 0));
+    assert_eq!(
+        (report.sessions, report.players, report.spectators),
+        (3, 9, 3)
+    );
+    // Two rounds per session, each one turn with the three players'
+    // actions; each player timed its own action to its round's end.
+    let party = report.party.expect("a party run reports its party");
+    assert_eq!((party.players_per_session, party.turn_mode), (3, "rounds"));
+    assert_eq!(party.rounds_completed, 6);
+    assert_eq!((report.turns_planned, report.turns_completed), (6, 6));
+    assert_eq!(report.turn_latency_ms.count, 18);
+    assert_eq!(party.round_resolution_ms.count, 6);
+    assert!(party.round_resolution_ms.p50 <= party.round_resolution_ms.max);
+    let check = report.spectator_check;
+    assert_eq!(check.spectator_frames, check.player_frames);
+    assert!(check.player_frames >= 3 * 2 * 4, "{check:?}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["round_resolution_ms"]["p99"].is_number(), "{json}");
+    assert!(
+        report
+            .table()
+            .contains("3 players per session, rounds mode")
+    );
+    app.stop().await;
+}
