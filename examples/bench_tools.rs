@@ -46,6 +46,7 @@ fn main() {
         .expect("demo is valid")
         .into_state();
     let caller = Caller {
+        acting: &[],
         role: Role::GameMaster,
         allowlist: &state.allowlist,
         session_id: &SessionId::from("sess_bench"),

@@ -455,7 +455,8 @@ pub struct Settings {
         global = true
     )]
     pub max_iterations: u32,
-    /// Chat messages per minute per session.
+    /// Chat messages per minute per seat of a session (each player its
+    /// own; table talk has a rate of its own at the same numbers).
     #[arg(
         long,
         env = "QUESTD_CHAT_PER_MINUTE",
@@ -463,7 +464,7 @@ pub struct Settings {
         global = true
     )]
     pub chat_per_minute: u32,
-    /// Chat messages a session may send at once before the rate applies.
+    /// Chat messages a seat may send at once before the rate applies.
     #[arg(long, env = "QUESTD_CHAT_BURST", default_value_t = 5, global = true)]
     pub chat_burst: u32,
     /// Direct calls into one session per minute: NPC activations, tool API

@@ -414,6 +414,7 @@ mod tests {
             messages: vec![Arc::new(crate::game::HistoryEntry::User {
                 turn_id: "turn_1".into(),
                 text: "hello".into(),
+                seat_id: None,
             })],
             tools: Default::default(),
             context: Arc::default(),

@@ -7,7 +7,9 @@
 //   connection.js  the session's Connection and what each of its events does
 //   cards.js       what a turn's tools did: its summary line and cards
 //   story.js       the story timeline, with the messages waiting to run
-//   lobby.js, hero.js (the sheet), map.js, composer.js (the chat input)
+//   party.js       the seats, table talk, the host's controls, the round's note
+//   lobby.js (and joining by invite), hero.js (the sheet), map.js,
+//   composer.js (the chat input)
 //   state.js       `game` and its snapshot
 //   language.js    the page's language and its text (the tables: /i18n.js)
 //   dom.js         making elements, storage, notices
@@ -35,7 +37,8 @@
 import { $, readJson, sessionLink } from './app/dom.js';
 import { switchLanguage, t, translatePage } from './app/language.js';
 import { game, onChange, questd, showTitle } from './app/state.js';
-import { loadCampaigns, loadSessions, startLobby } from './app/lobby.js';
+import { joinedToken, loadCampaigns, loadSessions, startJoin, startLobby } from './app/lobby.js';
+import { openInvite, renderParty, sendSay, setMode } from './app/party.js';
 import { renderOpening, scrollStory, updateOutboxEntry } from './app/story.js';
 import { chat, goCommand, renderHints, sendChat, showHintsCue, watchHints } from './app/composer.js';
 import { detailsOn, renderSummaries, setDetails } from './app/cards.js';
@@ -58,6 +61,7 @@ function render() {
   renderWorld();
   renderSheet();
   renderHints();
+  renderParty();
 }
 
 // The page in the language just chosen (and first, in the saved one).
@@ -72,6 +76,7 @@ function applyLanguage() {
     renderSummaries();
     renderOpening();
     for (const entry of game.outbox.values()) updateOutboxEntry(entry);
+    renderParty();
   }
 }
 
@@ -138,6 +143,17 @@ function startGame(id, token) {
   $('retry-now').addEventListener('click', reconnectNow);
   $('share').addEventListener('click', openShare);
   $('share-close').addEventListener('click', () => { $('share-box').hidden = true; });
+  $('invite').addEventListener('click', openInvite);
+  $('invite-close').addEventListener('click', () => { $('invite-box').hidden = true; $('invite').focus(); });
+  for (const box of [$('invite-box'), $('share-box')]) {
+    box.addEventListener('keydown', (e) => { if (e.key === 'Escape') box.hidden = true; });
+  }
+  for (const b of $('mode-switch').querySelectorAll('button')) b.addEventListener('click', () => setMode(b.dataset.mode));
+  const sayInput = $('say-input');
+  $('say').addEventListener('submit', (e) => {
+    e.preventDefault();
+    if (sendSay(sayInput.value)) sayInput.value = '';
+  });
   window.addEventListener('online', reconnectNow);
   document.addEventListener('visibilitychange', () => { if (!document.hidden) reconnectNow(); });
   let resizeTimer = null;
@@ -180,5 +196,17 @@ for (const b of document.querySelectorAll('button.copy')) b.addEventListener('cl
 applyLanguage();
 
 const params = new URLSearchParams(location.search);
+// An invite link (`?join=<session>&invite=<code>`) names its session and
+// code; one this browser has used already leads back to its seat.
+const joining = params.get('join');
+const invite = params.get('invite');
+const playAs = (id, token) => {
+  history.replaceState(null, '', sessionLink(id, token));
+  startGame(id, token);
+};
 if (params.get('session') && params.get('token')) startGame(params.get('session'), params.get('token'));
-else startLobby();
+else if (joining && invite) {
+  const token = joinedToken(joining, invite);
+  if (token) playAs(joining, token);
+  else startJoin(joining, invite, playAs);
+} else startLobby();

@@ -35,7 +35,9 @@ export type ErrorCode =
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'OVERLOADED'
   | 'CONFLICT'
-  | 'SESSION_CLOSED';
+  | 'SESSION_CLOSED'
+  | 'SESSION_FULL'
+  | 'INVITE_NOT_FOUND';
 
 /** Codes the client gives its own failures. */
 export type ClientErrorCode =
@@ -46,6 +48,8 @@ export type ClientErrorCode =
   | 'OUTCOME_UNKNOWN'
   | 'NOT_CONNECTED'
   | 'DISCONNECTED'
+  | 'REPLACED'
+  | 'KICKED'
   | 'NETWORK_ERROR'
   | 'BAD_RESPONSE';
 
@@ -149,6 +153,40 @@ export interface Snapshot {
   player: PlayerRuntime;
   /** Several nodes: the node running the session now, or null. */
   owner_node?: string | null;
+  /** The session's seats (docs/protocol.md §8). */
+  seats?: Seat[];
+  turn_mode?: TurnMode;
+}
+
+// ---------------------------------------------------------------- party (§8)
+
+export type TurnMode = 'free' | 'rounds';
+export type SeatRole = 'host' | 'player';
+export type SeatState = 'active' | 'kicked' | 'left';
+
+/** A seat, as the snapshot, `GET …/seats` and `conn.seats` show it. */
+export interface Seat {
+  seat_id: string;
+  character_id: string;
+  name: string;
+  role: SeatRole;
+  /** A connection of this seat is open now. */
+  online: boolean;
+  state: SeatState;
+}
+
+/** One seat's action in a round's `turn_started` (`text` null: the seat did not act). */
+export interface RoundAction {
+  seat_id: string;
+  character_id: string;
+  text: string | null;
+  request_id: string | null;
+}
+
+/** `conn.round` and the 'round' event: the round actions go to now (null before any is seen) and who acted in it. */
+export interface RoundState {
+  round: number | null;
+  acted: string[];
 }
 
 // ---------------------------------------------------------------- frames
@@ -163,7 +201,13 @@ export interface PingFrame {
   type: 'ping';
   nonce?: unknown;
 }
-export type ClientFrame = ChatFrame | PingFrame;
+/** Table talk: a `party_chat` for everyone, never the game master's. */
+export interface SayFrame {
+  type: 'say';
+  text: string;
+  request_id?: string;
+}
+export type ClientFrame = ChatFrame | SayFrame | PingFrame;
 
 /** Server → client, no seq: only to the connection concerned. */
 export interface WelcomeFrame {
@@ -174,6 +218,9 @@ export interface WelcomeFrame {
   seq: number;
   /** False: the server could not replay from the last_seq asked for (or none was asked); `state` is the truth. */
   resumed: boolean;
+  /** A player's seat and character (docs/protocol.md §8). */
+  seat_id?: string;
+  character_id?: string;
   state: Snapshot;
 }
 export interface AckFrame {
@@ -184,6 +231,8 @@ export interface AckFrame {
   duplicate: boolean;
   /** Items ahead of this one (0 for a duplicate). */
   queued: number;
+  /** Rounds mode: the round this chat is the seat's action for. */
+  round?: number;
 }
 export interface ErrorFrame {
   type: 'error';
@@ -205,8 +254,14 @@ export interface TurnStartedFrame {
   seq: number;
   turn_id: string;
   request_id: string | null;
+  /** The speaker's character. */
   actor_id: string;
   text: string;
+  /** The seat that spoke; null for a turn no seat asked for. */
+  seat_id: string | null;
+  /** A round's turn (rounds mode): the round it resolves and every active seat's action. */
+  round?: number;
+  actions?: RoundAction[];
 }
 export interface ToolCallFrame {
   type: 'tool_call';
@@ -280,6 +335,51 @@ export interface PresenceFrame {
   seq: number;
   players: number;
   spectators: number;
+  /** Which seats have a connection now. */
+  seats: { seat_id: string; online: boolean }[];
+}
+export interface SeatJoinedFrame {
+  type: 'seat_joined';
+  seq: number;
+  seat_id: string;
+  character_id: string;
+  name: string;
+}
+export interface SeatChangedFrame {
+  type: 'seat_changed';
+  seq: number;
+  seat_id: string;
+  state: SeatState;
+  role: SeatRole;
+}
+export interface ModeChangedFrame {
+  type: 'mode_changed';
+  seq: number;
+  turn_mode: TurnMode;
+  round_timeout_s: number;
+}
+/** An invite was made (never its code). */
+export interface InviteCreatedFrame {
+  type: 'invite_created';
+  seq: number;
+  invite_id: string;
+  max_uses: number;
+  expires_at: string;
+}
+/** A seat acted for the round (without the text, seen in the round's turn). */
+export interface ActionSubmittedFrame {
+  type: 'action_submitted';
+  seq: number;
+  round: number;
+  seat_id: string;
+}
+/** Table talk. */
+export interface PartyChatFrame {
+  type: 'party_chat';
+  seq: number;
+  seat_id: string;
+  name: string;
+  text: string;
 }
 export type StoryFrame =
   | TurnStartedFrame
@@ -288,7 +388,13 @@ export type StoryFrame =
   | NarrativeDeltaFrame
   | TurnCompletedFrame
   | TurnFailedFrame
-  | PresenceFrame;
+  | PresenceFrame
+  | SeatJoinedFrame
+  | SeatChangedFrame
+  | ModeChangedFrame
+  | InviteCreatedFrame
+  | ActionSubmittedFrame
+  | PartyChatFrame;
 
 /** Every frame the server sends, discriminated by `type`. */
 export type ServerFrame = ControlFrame | StoryFrame;
@@ -323,6 +429,23 @@ export interface CreatedSession {
   spectator_url: string;
   play_url: string;
   watch_url: string;
+}
+
+/** The `201` answer of `POST /api/v1/sessions/{id}/invites`. */
+export interface CreatedInvite {
+  invite_code: string;
+  join_url: string;
+  expires_at: string;
+}
+
+/** The `201` answer of `POST /api/v1/sessions/{id}/join`: the new seat's token. */
+export interface JoinedSeat {
+  session_id: string;
+  seat_id: string;
+  character_id: string;
+  player_token: string;
+  ws_url: string;
+  player_url: string;
 }
 
 export interface SessionListing {
@@ -457,6 +580,13 @@ export declare class Questd {
   getSession(sessionId: string, token?: string): Promise<Snapshot>;
   actions(sessionId: string, token?: string, page?: { afterSeq?: number; limit?: number }): Promise<ActionsPage>;
   callTool(toolName: string, input: Record<string, unknown>, context?: ToolCallContext): Promise<ToolCallAnswer>;
+  /** The host's token, or the tenant's key (`apiKey`) when `token` is left out. */
+  invite(sessionId: string, token?: string, options?: { maxUses?: number; expiresInS?: number }): Promise<CreatedInvite>;
+  join(sessionId: string, inviteCode: string, name: string): Promise<JoinedSeat>;
+  seats(sessionId: string, token?: string): Promise<{ seats: Seat[] }>;
+  kick(sessionId: string, token: string | undefined, seatId: string): Promise<unknown>;
+  handOverHost(sessionId: string, token: string | undefined, seatId: string): Promise<unknown>;
+  setMode(sessionId: string, token: string | undefined, turnMode: TurnMode, options?: { roundTimeoutS?: number }): Promise<unknown>;
   connect(sessionId: string, token: string, options?: ConnectOptions): Connection;
   wsUrl(sessionId: string, token: string, lastSeq?: number | null): string;
 }
@@ -473,6 +603,8 @@ export interface PendingChat {
   queued: number;
   /** Epoch ms of the next send, in state retry. */
   retryAt: number | null;
+  /** Rounds mode: the round this chat is the seat's action for, once acked. */
+  round: number | null;
 }
 
 /** `live` is false for a frame whose effect is already in the latest welcome's state (a resume backlog). */
@@ -496,6 +628,10 @@ export interface ConnectionEvents extends StoryEvents {
   pong: (frame: PongFrame) => void;
   /** The chats not yet settled changed. */
   outbox: (chats: PendingChat[]) => void;
+  /** The seats changed (after each welcome too). */
+  seats: (seats: Seat[]) => void;
+  /** The round state changed (after each welcome too). */
+  round: (round: RoundState) => void;
 }
 
 export declare class Connection {
@@ -508,8 +644,17 @@ export declare class Connection {
   /** The last welcome. */
   readonly welcome: WelcomeFrame | null;
   readonly pending: PendingChat[];
-  /** Resolves with the chat's turn_completed; rejects with a QuestdError. */
+  /** This player's seat and character (from the welcome); null for a spectator. */
+  readonly seatId: string | null;
+  readonly characterId: string | null;
+  /** The session's seats, kept current from the frames. */
+  readonly seats: Seat[];
+  readonly turnMode: TurnMode;
+  readonly round: RoundState;
+  /** Resolves with the chat's turn_completed (in rounds mode: the round's turn); rejects with a QuestdError. */
   chat(text: string, options?: { requestId?: string }): Promise<TurnCompletedFrame>;
+  /** Table talk; resolves with this seat's party_chat. */
+  say(text: string, options?: { requestId?: string }): Promise<PartyChatFrame>;
   ping(): Promise<PongFrame>;
   /** When the next attempt to connect is due (epoch ms), while one waits; else null. */
   readonly reconnectAt: number | null;

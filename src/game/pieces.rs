@@ -399,6 +399,7 @@ mod tests {
             state.record(Arc::new(HistoryEntry::User {
                 turn_id: format!("turn_{t}").into(),
                 text: format!("go north, step {t}"),
+                seat_id: None,
             }));
         }
         state
@@ -460,6 +461,7 @@ mod tests {
             state.record(Arc::new(HistoryEntry::User {
                 turn_id: format!("turn_x{i}").into(),
                 text: (*text).into(),
+                seat_id: None,
             }));
         }
         let after = state.pieces().expect("cuts");

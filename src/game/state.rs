@@ -161,8 +161,15 @@ pub struct UserEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum HistoryEntry {
-    /// What the player wrote.
-    User { turn_id: TurnId, text: String },
+    /// What the player wrote; `seat_id` is the seat that said it (its
+    /// `turn_started`'s), none for a round's message and for entries
+    /// kept before seats were.
+    User {
+        turn_id: TurnId,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seat_id: Option<SeatId>,
+    },
     /// The model asked for a tool; `arguments` is the raw JSON text it sent.
     ToolCall {
         turn_id: TurnId,
@@ -834,6 +841,7 @@ mod tests {
             s.record(Arc::new(HistoryEntry::User {
                 turn_id: turn_id.clone(),
                 text: "hi".into(),
+                seat_id: None,
             }));
             s.record(Arc::new(HistoryEntry::ToolCall {
                 turn_id: turn_id.clone(),

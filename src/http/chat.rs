@@ -14,11 +14,11 @@ use super::locate::send_to_session;
 use super::peers::Routing;
 use super::state::AppState;
 use crate::error::ApiError;
-use crate::ids::{RequestId, SessionId, TraceId};
+use crate::ids::{RequestId, SeatId, SessionId, TraceId};
 use crate::protocol::TurnEnd;
 use crate::protocol::check_request_id;
 use crate::protocol::http::{ChatAnswer, ChatTurn, ChatTurnFailed};
-use crate::session::{AwaitTurnEnd, SubmitChat};
+use crate::session::{AwaitDurable, AwaitTurnEnd, SubmitChat};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     super::routes::add(cfg, actix_web::http::Method::POST, "/api/v1/chat", chat);
@@ -41,6 +41,7 @@ struct ChatRequest {
     request_body(content = ChatRequest, description = "A player's message, answered when its turn ends"),
     responses(
         (status = 200, description = "The finished turn and its `trace_id`", body = Traced<ChatTurn>),
+        (status = 202, description = "Rounds mode: the chat is the seat's action for the round", body = ActionAnswer),
         (status = 502, description = "The turn failed, with its `turn_failed` fields: `UPSTREAM_ERROR` and `INVALID_AI_JSON` are 502, `AI_TIMEOUT` 408, `MAX_ITERATIONS` 500", body = Traced<ChatTurnFailed>),
         (status = 400, description = "Bad body", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn chat(
@@ -69,6 +70,20 @@ async fn chat(
     )
     .await?;
     let (handle, accepted) = Routing::of(&req).here(routed)?;
+    if let Some(taken) = &accepted.action {
+        // Rounds mode: the chat is the seat's action; its round's turn
+        // runs when the round resolves, so there is no turn to wait for.
+        // Answered once the action is durable, as an ack is.
+        handle.addr.send(AwaitDurable { seq: taken.seq }).await??;
+        return Ok(HttpResponse::Accepted().json(ActionAnswer {
+            status: "action_submitted",
+            round: taken.round,
+            seat_id: &taken.seat_id,
+            request_id: body.request_id.as_ref(),
+            turn_id: None,
+            trace_id: &trace_id,
+        }));
+    }
     let end = handle
         .addr
         .send(AwaitTurnEnd {
@@ -76,6 +91,23 @@ async fn chat(
         })
         .await??;
     Ok(answer(&end, accepted.duplicate, &trace_id))
+}
+
+/// `202` in rounds mode: the chat was taken as the seat's action for
+/// `round` (docs/protocol.md §8); `turn_id` is null, the round's turn
+/// being yet to come.
+#[derive(Serialize, utoipa::ToSchema)]
+struct ActionAnswer<'a> {
+    status: &'static str,
+    round: u64,
+    #[schema(value_type = String)]
+    seat_id: &'a SeatId,
+    #[schema(value_type = Option<String>)]
+    request_id: Option<&'a RequestId>,
+    #[schema(value_type = Option<String>)]
+    turn_id: Option<&'a str>,
+    #[schema(value_type = String)]
+    trace_id: &'a TraceId,
 }
 
 /// An answer with the request's trace id beside its fields.

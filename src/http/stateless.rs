@@ -132,6 +132,7 @@ async fn chat(
             correction.push(Arc::new(HistoryEntry::User {
                 turn_id: turn_id(),
                 text: contract::rejected_message(&problem.text()),
+                seat_id: None,
             }));
         }
     }
@@ -297,6 +298,7 @@ impl Conversation {
                     history.push(HistoryEntry::User {
                         turn_id: turn.clone(),
                         text: text(&m.content).map_err(bad)?,
+                        seat_id: None,
                     });
                 }
                 "assistant" => {
@@ -485,7 +487,8 @@ mod tests {
             vec![
                 HistoryEntry::User {
                     turn_id: "chat_1".into(),
-                    text: "roll 2d6".into()
+                    text: "roll 2d6".into(),
+                    seat_id: None,
                 },
                 HistoryEntry::ToolCall {
                     turn_id: "chat_1".into(),
@@ -505,7 +508,8 @@ mod tests {
                 },
                 HistoryEntry::User {
                     turn_id: "chat_2".into(),
-                    text: "again".into()
+                    text: "again".into(),
+                    seat_id: None,
                 },
             ]
         );

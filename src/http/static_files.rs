@@ -60,6 +60,11 @@ const FILES: &[(&str, &str, &str)] = &[
     ("/app/hero.js", JS, include_str!("../../static/app/hero.js")),
     ("/app/map.js", JS, include_str!("../../static/app/map.js")),
     (
+        "/app/party.js",
+        JS,
+        include_str!("../../static/app/party.js"),
+    ),
+    (
         "/app/connection.js",
         JS,
         include_str!("../../static/app/connection.js"),
@@ -84,6 +89,11 @@ const FILES: &[(&str, &str, &str)] = &[
         "/client/chats.js",
         JS,
         include_str!("../../clients/js/src/chats.js"),
+    ),
+    (
+        "/client/party.js",
+        JS,
+        include_str!("../../clients/js/src/party.js"),
     ),
     (
         "/client/errors.js",

@@ -36,7 +36,7 @@ use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
 use crate::session::tail::{Tail, Watch};
 use crate::session::{
-    CLOSE_SESSION_CLOSED, Outbound, Outbox, SessionActor, SubmitChat, Subscribe, Unsubscribe,
+    CLOSE_SESSION_CLOSED, Outbound, Outbox, Say, SessionActor, SubmitChat, Subscribe, Unsubscribe,
 };
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -157,6 +157,8 @@ struct Watched {
     unsubscribe: Recipient<Unsubscribe>,
     /// Where chats go; `None` on a tail.
     chat: Option<Recipient<SubmitChat>>,
+    /// Where table talk goes; `None` on a tail.
+    say: Option<Recipient<Say>>,
 }
 
 impl Watched {
@@ -165,6 +167,7 @@ impl Watched {
             subscribe: addr.clone().recipient(),
             unsubscribe: addr.clone().recipient(),
             chat: Some(addr.clone().recipient()),
+            say: Some(addr.clone().recipient()),
         }
     }
 
@@ -173,6 +176,7 @@ impl Watched {
             subscribe: addr.clone().recipient(),
             unsubscribe: addr.clone().recipient(),
             chat: None,
+            say: None,
         }
     }
 }
@@ -249,13 +253,42 @@ impl WsConn {
         };
         match frame {
             ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
-            ClientFrame::Say { request_id, .. } => Self::send_error(
-                ctx,
-                request_id,
-                ErrorCode::InvalidFrame,
-                "table talk is not taken yet".into(),
-                None,
-            ),
+            ClientFrame::Say { text, request_id } => {
+                let (Some(say), Some(seat_id)) = (
+                    self.session
+                        .say
+                        .as_ref()
+                        .filter(|_| self.role == ConnRole::Player),
+                    self.seat.clone(),
+                ) else {
+                    return Self::send_error(
+                        ctx,
+                        request_id,
+                        ErrorCode::Forbidden,
+                        "spectators cannot talk at the table".into(),
+                        None,
+                    );
+                };
+                let rid = request_id.clone();
+                let fut = say.send(Say {
+                    seat_id,
+                    text,
+                    request_id,
+                });
+                // What is said reaches this connection as `party_chat`,
+                // like everyone's; only a refusal is answered here.
+                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
+                    Ok(Ok(())) => {}
+                    Ok(Err(r)) => Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
+                    Err(_) => Self::send_error(
+                        ctx,
+                        rid,
+                        ErrorCode::InternalError,
+                        "the session is not available; reconnect".into(),
+                        None,
+                    ),
+                }));
+            }
             ClientFrame::Chat { text, request_id } => {
                 let (Some(chat), Some(seat_id)) = (
                     self.session

@@ -869,6 +869,7 @@ mod tests {
         HistoryEntry::User {
             turn_id: "t".into(),
             text: text.into(),
+            seat_id: None,
         }
     }
 

@@ -108,6 +108,7 @@ mod tests {
         HistoryEntry::User {
             turn_id: "t".into(),
             text: text.into(),
+            seat_id: None,
         }
     }
     fn call(id: &str) -> HistoryEntry {

@@ -354,6 +354,7 @@ mod tests {
                 Arc::new(HistoryEntry::User {
                     turn_id: id.clone(),
                     text: format!("question {n} {}", "words ".repeat(40)),
+                    seat_id: None,
                 }),
                 Arc::new(HistoryEntry::Assistant {
                     turn_id: id,

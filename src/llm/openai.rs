@@ -1009,6 +1009,7 @@ mod tests {
         HistoryEntry::User {
             turn_id: "t".into(),
             text: text.into(),
+            seat_id: None,
         }
     }
     fn tool_call(id: &str) -> HistoryEntry {

@@ -454,6 +454,7 @@ mod tests {
         HistoryEntry::User {
             turn_id: turn.into(),
             text: text.into(),
+            seat_id: None,
         }
     }
 

@@ -14,9 +14,9 @@ use tokio::sync::oneshot;
 use super::core::{AfterSnapshot, Command, Core, CoreDeps};
 use super::fanout::Fanout;
 use super::messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite, DirectCallDone,
-    Drain, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, LeaseLost,
-    RemoteAudience, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
+    AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite,
+    DirectCallDone, Drain, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined,
+    LeaseLost, RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
 };
 use super::model::{self, ModelMsg};
 use super::replay::{self, Restored};
@@ -132,6 +132,12 @@ impl SessionActor {
                     act.run(ctx);
                 });
                 self.core.deadline_set(&turn_id, timer);
+            }
+            Command::RoundAt(after) => {
+                ctx.run_later(after, |act, ctx| {
+                    act.core.round_deadline();
+                    act.run(ctx);
+                });
             }
             Command::AskModel(tag, request) => self.ask_model(tag, request, ctx),
             Command::Cancel(handles) => handles.into_iter().for_each(|h| {
@@ -263,6 +269,18 @@ impl Handler<SubmitChat> for SessionActor {
     }
 }
 
+impl Handler<Say> for SessionActor {
+    type Result = Result<(), ChatRefused>;
+
+    fn handle(&mut self, msg: Say, ctx: &mut Self::Context) -> Self::Result {
+        let said = self
+            .core
+            .say(&msg.seat_id, &msg.text, msg.request_id.as_ref());
+        self.run(ctx);
+        said
+    }
+}
+
 impl Handler<CallTool> for SessionActor {
     type Result = ResponseFuture<Result<DirectCallDone, ChatRefused>>;
 
@@ -326,6 +344,15 @@ impl Handler<UseHostPower> for SessionActor {
                     answer
                 }),
         )
+    }
+}
+
+impl Handler<AwaitDurable> for SessionActor {
+    type Result = ResponseFuture<Result<(), ChatRefused>>;
+
+    fn handle(&mut self, msg: AwaitDurable, _: &mut Self::Context) -> Self::Result {
+        let told = self.core.await_durable(msg.seq);
+        Box::pin(async move { told.await.map_err(|_| ChatRefused::reloading()) })
     }
 }
 

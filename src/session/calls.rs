@@ -29,6 +29,7 @@ use super::types::SessionView;
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::HistoryEntry;
 use crate::game::rng::SplitMix64;
+use crate::game::state::CharacterId;
 use crate::ids::{CallId, TraceId, TurnId};
 use crate::json::Written;
 use crate::llm::Usage;
@@ -52,6 +53,9 @@ pub(super) struct Call {
     pub(super) role: Role,
     /// Tokens of the model call that asked for it (zero outside turns).
     pub(super) usage: Usage,
+    /// The characters the turn acts for ([`Caller::acting`]); empty for
+    /// a direct call.
+    pub(super) acting: Vec<CharacterId>,
     /// A model turn's call: recorded in the model's history.
     pub(super) in_turn: bool,
     /// Fails the call with this error without running the tool.
@@ -65,6 +69,7 @@ impl Call {
     /// `refused` fails it without running the tool.
     pub(super) fn of_turn(
         turn: &Turn,
+        acting: &[CharacterId],
         call_id: CallId,
         tool: String,
         raw: RawArgs,
@@ -80,6 +85,7 @@ impl Call {
             args_hash: None,
             role: Role::GameMaster,
             usage: turn.step_usage(),
+            acting: acting.to_vec(),
             in_turn: true,
             refused,
             origin: CallOrigin::default(),
@@ -99,6 +105,7 @@ impl Call {
             args_hash: call.args_hash,
             role: call.role,
             usage: Usage::default(),
+            acting: Vec::new(),
             in_turn: false,
             refused: None,
             origin: call.origin,
@@ -182,6 +189,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     };
 
     let caller = Caller {
+        acting: &c.acting,
         role: c.role,
         allowlist: &view.state.allowlist,
         session_id: view.session_id,
@@ -409,6 +417,7 @@ mod tests {
                 &self.view(),
                 &mut SplitMix64::new(1),
                 Call {
+                    acting: Vec::new(),
                     turn_id: "turn_1".into(),
                     trace_id: "tr_1".into(),
                     iteration: 2,
@@ -646,6 +655,7 @@ mod tests {
         });
         let c = Call::of_turn(
             &turn,
+            &[],
             "c1".into(),
             "move".into(),
             RawArgs::Text(MOVE.into()),

@@ -14,6 +14,7 @@
 //! How a running turn moves is in `core/turn_loop.rs`.
 
 mod party;
+mod rounds;
 mod turn_loop;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -78,6 +79,9 @@ pub(super) enum Command {
     AskModel(u64, ModelRequest),
     /// Stop these timers and streams.
     Cancel(Vec<SpawnHandle>),
+    /// Call [`Core::round_deadline`] after this long: the held round's
+    /// deadline.
+    RoundAt(Duration),
     /// Call [`Core::presence`] with the fan-out's due presence after this
     /// long.
     PresenceAt(Duration),
@@ -167,6 +171,14 @@ pub(super) struct Core {
     out: VecDeque<Command>,
     /// The seats with a connection to this session now.
     online: BTreeSet<SeatId>,
+    /// The round whose turn was started here (rounds mode): not started
+    /// again while its `turn_started` is on its way to the journal.
+    resolving: Option<u64>,
+    /// An action was taken or a seat went offline: whether the round may
+    /// resolve is asked once the state has it.
+    round_check: bool,
+    /// The round whose deadline timer is set.
+    round_timer: Option<u64>,
     /// Party changes journalled and not yet released.
     party_in_flight: party::InFlight,
 }
@@ -176,6 +188,15 @@ impl Core {
     pub(super) fn new(meta: Arc<SessionMeta>, deps: CoreDeps, restored: Restored) -> Self {
         let mut intake = Intake::new(&deps.limits, restored.requests, restored.state.turn + 1);
         intake.restore_stored(restored.stored_chats);
+        // The held round's actions are answered as duplicates after a
+        // restart too.
+        let round = &restored.state.party.round;
+        for a in &round.actions {
+            if let Some(r) = &a.request_id {
+                let id = rounds::action_id(round.number, &a.seat_id);
+                intake.remember_action(r.clone(), id);
+            }
+        }
         Self {
             session_id: SessionId::from(meta.session_id.as_str()),
             meta,
@@ -195,6 +216,9 @@ impl Core {
             interrupted_turn: restored.interrupted_turn,
             out: VecDeque::new(),
             online: BTreeSet::new(),
+            resolving: None,
+            round_check: false,
+            round_timer: None,
             party_in_flight: Default::default(),
         }
     }
@@ -228,7 +252,9 @@ impl Core {
         }
     }
 
-    /// The session started: a turn a crash interrupted is closed.
+    /// The session started: a turn a crash interrupted is closed, and a
+    /// held round's deadline timer is set (or the round resolved, if the
+    /// deadline passed while no node ran the session).
     pub(super) fn start(&mut self) {
         self.report_queue();
         if let Some(turn_id) = self.interrupted_turn.take() {
@@ -239,6 +265,9 @@ impl Core {
                 message,
                 None,
             ));
+        }
+        if self.holds_round() {
+            self.advance();
         }
     }
 
@@ -342,10 +371,14 @@ impl Core {
     ) -> Result<ChatAccepted, ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
         self.seat_may_speak(&msg.seat_id)?;
+        if self.in_rounds() {
+            return self.submit_action(msg, storage_refusing);
+        }
         let request_id = msg.request_id.clone();
         let taken = self.intake.take_chat(
             &msg.text,
             msg.request_id,
+            msg.seat_id.clone(),
             self.lifecycle.refuses_work(),
             self.turn.is_some(),
             || storage_refusing,
@@ -383,6 +416,7 @@ impl Core {
                 text: msg.text,
                 after_seq: self.sequencer.last_staged(),
                 created_at: now_ms(),
+                seat_id: msg.seat_id,
             };
             self.flush_now();
             self.out.push_back(Command::Enqueue(chat));
@@ -457,7 +491,13 @@ impl Core {
 
     /// The seats with a connection now (the actor's fan-out knows them).
     pub(super) fn seats_online(&mut self, online: BTreeSet<SeatId>) {
+        // A seat going offline may leave the round waiting for nobody.
+        let went = self.online.iter().any(|s| !online.contains(s));
         self.online = online;
+        if went && self.holds_round() && !self.lifecycle.stopping() {
+            self.round_check = true;
+            self.advance();
+        }
     }
 
     /// `GET …/seats`: every seat, with whether it is online.
@@ -583,6 +623,7 @@ impl Core {
         self.turn.is_none()
             && !self.intake.has_work()
             && !self.sequencer.has_pending()
+            && !self.holds_round()
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
 
@@ -669,6 +710,13 @@ mod tests {
         Close,
         /// Storing the close succeeded, or failed.
         CloseStored(bool),
+        /// A chat from connection `conn` with request id `rid`, by the
+        /// seat `seat_<n>`.
+        From(u64, &'static str, u32),
+        /// These seats are online now.
+        Online(&'static [u32]),
+        /// The round's deadline passed and its timer fired.
+        RoundTimer,
     }
     use Msg::*;
 
@@ -690,7 +738,7 @@ mod tests {
         }
     }
 
-    fn core() -> Core {
+    pub(super) fn core() -> Core {
         let meta = SessionMeta {
             session_id: SESSION.into(),
             tenant_id: "tenant_1".into(),
@@ -735,6 +783,25 @@ mod tests {
                 format!("ack {} dup", v["turn_id"].as_str().unwrap_or_default())
             }
             "ack" => format!("ack {}", v["turn_id"].as_str().unwrap_or_default()),
+            "turn_started" if v["round"].is_u64() => {
+                let actions: Vec<String> = v["actions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        let text = a["text"].as_str().unwrap_or("-");
+                        format!("{}={text}", a["seat_id"].as_str().unwrap_or_default())
+                    })
+                    .collect();
+                format!("turn_started round {} [{}]", v["round"], actions.join(", "))
+            }
+            "turn_started" if v["seat_id"] != "seat_1" => {
+                format!("turn_started by {}", v["seat_id"].as_str().unwrap_or("-"))
+            }
+            "action_submitted" => format!(
+                "action_submitted {}",
+                v["seat_id"].as_str().unwrap_or_default()
+            ),
             _ => kind.to_owned(),
         }
     }
@@ -744,11 +811,16 @@ mod tests {
     fn feed(core: &mut Core, tag: &mut u64, msg: Msg) -> Vec<String> {
         let mut log = Vec::new();
         match msg {
-            Chat(conn, rid) => {
+            Chat(..) | From(..) => {
+                let (conn, rid, seat) = match msg {
+                    From(conn, rid, seat) => (conn, rid, seat),
+                    Chat(conn, rid) => (conn, rid, 1),
+                    _ => unreachable!(),
+                };
                 let chat = SubmitChat {
                     text: format!("chat {rid}"),
                     request_id: Some(rid.into()),
-                    seat_id: crate::game::party::host_seat(),
+                    seat_id: SeatId::from(format!("seat_{seat}")),
                     conn_id: Some(conn),
                     trace_id: None,
                 };
@@ -772,6 +844,17 @@ mod tests {
                 core.advance();
             }
             Stored(turn_id) => core.chat_stored(&TurnId::from(turn_id)),
+            Online(seats) => core.seats_online(
+                seats
+                    .iter()
+                    .map(|n| SeatId::from(format!("seat_{n}")))
+                    .collect(),
+            ),
+            RoundTimer => {
+                // As if the deadline's time had come.
+                core.state.party.round.first_at = Some(0);
+                core.round_deadline();
+            }
             Answer(text) => {
                 let reply = ModelReply::narrate(text);
                 core.model_event(*tag, Some(Ok(ModelEvent::Done(reply))));
@@ -827,6 +910,7 @@ mod tests {
                     log.push("ask the model".into());
                 }
                 Command::PresenceAt(_) => log.push("presence later".into()),
+                Command::RoundAt(_) => log.push("round timer".into()),
                 Command::CloseAll(code, _) => log.push(format!("close all: {code}")),
                 Command::Leave => log.push("leave".into()),
             }
@@ -953,5 +1037,152 @@ mod tests {
                 assert_eq!(feed(&mut core, &mut tag, msg), want, "{name}: step {i}");
             }
         }
+    }
+
+    /// A session of three seats (`seat_1` the host's) in rounds mode.
+    fn party_core() -> Core {
+        use crate::game::party::TurnMode;
+        let mut core = core();
+        for (n, name) in [(2, "Hero 2"), (3, "Hero 3")] {
+            crate::tools::test_support::seat(&mut core.state, n, name, "area_001");
+        }
+        core.state.apply(&crate::game::Effect::ModeChanged {
+            turn_mode: TurnMode::Rounds,
+            round_timeout_s: 120,
+        });
+        core
+    }
+
+    #[test]
+    fn a_round_resolves_once_as_the_table_says() {
+        let taken = |seat: u32| format!("taken as round_1_seat_{seat}, 0 ahead");
+        let acted = |conn: u64, seat: u32| {
+            format!("send: ack round_1_seat_{seat} to {conn}, action_submitted seat_{seat}")
+        };
+        let resolves = || vec!["start turn_1".to_owned(), "ask the model".into()];
+        let told = |actions: &str| {
+            format!("send: turn_started round 1 [{actions}], narrative_delta, turn_completed")
+        };
+        let cases: Vec<(&str, Vec<Step>)> = vec![
+            (
+                "every online seat acted: one turn with every action",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1), "round timer".into()]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, vec![acted(2, 2)]),
+                    (From(3, "c", 3), vec![taken(3)]),
+                    (Durable, [vec![acted(3, 3)], resolves()].concat()),
+                    (Answer("Together."), vec![]),
+                    (
+                        Durable,
+                        vec![told("seat_1=chat a, seat_2=chat b, seat_3=chat c")],
+                    ),
+                    // The next round waits for new actions.
+                    (Online(&[1, 2]), vec![]),
+                ],
+            ),
+            (
+                "a second chat replaces the seat's first",
+                vec![
+                    (Online(&[1, 2]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1), "round timer".into()]),
+                    (From(1, "a2", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1)]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, [vec![acted(2, 2)], resolves()].concat()),
+                    (Answer("Together."), vec![]),
+                    (Durable, vec![told("seat_1=chat a2, seat_2=chat b, seat_3=-")]),
+                ],
+            ),
+            (
+                "offline seats are not waited for, and one going offline completes the round",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (Durable, vec![acted(1, 1), "round timer".into()]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, vec![acted(2, 2)]),
+                    (Online(&[1, 2]), resolves()),
+                    (Answer("Together."), vec![]),
+                    (Durable, vec![told("seat_1=chat a, seat_2=chat b, seat_3=-")]),
+                ],
+            ),
+            (
+                "the deadline resolves the round with whoever acted",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(2, "b", 2), vec![taken(2)]),
+                    (Durable, vec![acted(2, 2), "round timer".into()]),
+                    (RoundTimer, resolves()),
+                    (Answer("Alone."), vec![]),
+                    (Durable, vec![told("seat_1=-, seat_2=chat b, seat_3=-")]),
+                ],
+            ),
+            (
+                "a request id taken already is answered as a duplicate, after the first ack",
+                vec![
+                    (Online(&[1, 2, 3]), vec![]),
+                    (From(1, "a", 1), vec![taken(1)]),
+                    (From(4, "a", 1), vec!["duplicate of round_1_seat_1".into()]),
+                    (
+                        Durable,
+                        vec![
+                            "send: ack round_1_seat_1 to 1, ack round_1_seat_1 dup to 4, action_submitted seat_1".into(),
+                            "round timer".into(),
+                        ],
+                    ),
+                    (
+                        From(5, "a", 1),
+                        vec![
+                            "duplicate of round_1_seat_1".into(),
+                            "send: ack round_1_seat_1 dup to 5".into(),
+                        ],
+                    ),
+                    // It is the seat's one action, once.
+                    (RoundTimer, resolves()),
+                    (Answer("Alone."), vec![]),
+                    (Durable, vec![told("seat_1=chat a, seat_2=-, seat_3=-")]),
+                ],
+            ),
+        ];
+        for (name, steps) in cases {
+            let (mut core, mut tag) = (party_core(), 0);
+            core.start();
+            for (i, (msg, want)) in steps.into_iter().enumerate() {
+                assert_eq!(feed(&mut core, &mut tag, msg), want, "{name}: step {i}");
+            }
+            assert!(!core.holds_round(), "{name}: nothing left held");
+        }
+    }
+
+    #[test]
+    fn a_free_turn_names_its_speaker_and_table_talk_stays_out_of_the_history() {
+        use crate::game::party::TurnMode;
+        let (mut core, mut tag) = (party_core(), 0);
+        core.state.party.turn_mode = TurnMode::Free;
+        core.start();
+        feed(&mut core, &mut tag, From(2, "b", 2));
+        let said = core.say(&SeatId::from("seat_3"), " psst ", None);
+        assert_eq!(said, Ok(()));
+        let spectator = core.say(&SeatId::from("seat_9"), "hi", None);
+        assert_eq!(spectator.map_err(|r| r.code), Err(ErrorCode::Forbidden));
+        feed(&mut core, &mut tag, Answer("Done."));
+        let log = feed(&mut core, &mut tag, Durable);
+        assert_eq!(
+            log,
+            [
+                "send: ack turn_1 to 2, turn_started by seat_2, party_chat, narrative_delta, turn_completed"
+            ]
+        );
+        let texts: Vec<String> = core
+            .state
+            .history
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect();
+        assert!(!texts.iter().any(|t| t.contains("psst")), "{texts:?}");
     }
 }

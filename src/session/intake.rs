@@ -30,13 +30,13 @@ use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::sync::oneshot;
 
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
 use super::types::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
-use crate::ids::{RequestId, TraceId, TurnId};
+use crate::ids::{RequestId, SeatId, TraceId, TurnId};
 use crate::protocol::check_request_id;
 use crate::storage::QueuedChat;
 
@@ -90,6 +90,8 @@ pub(super) struct QueuedTurn {
     pub(super) turn_id: TurnId,
     pub(super) request_id: Option<RequestId>,
     pub(super) text: String,
+    /// The seat that spoke: the turn acts for its character.
+    pub(super) seat_id: SeatId,
     /// Taken while other work waited or ran, so stored in the inbox before
     /// its ack; its turn may start only once that is durable, and its row
     /// goes once it starts. A chat that starts at once needs no row: its
@@ -126,8 +128,12 @@ pub(super) enum Work {
 /// The chat rate limit, the remembered request ids, the limits work must
 /// keep, and the work waiting.
 pub(super) struct Intake {
-    /// `chat_per_minute`, in bursts of up to `chat_burst`.
-    limiter: DefaultDirectRateLimiter,
+    /// `chat_per_minute`, in bursts of up to `chat_burst`, for each seat on
+    /// its own: one player's flood leaves the others their turns. Keyed by
+    /// seat, so it holds at most one entry per seat the session ever had.
+    limiter: DefaultKeyedRateLimiter<SeatId>,
+    /// The same rate for each seat's table talk, apart from its chats.
+    talk: DefaultKeyedRateLimiter<SeatId>,
     /// `calls_per_minute`, in bursts of up to `calls_burst`: direct calls.
     calls: DefaultDirectRateLimiter,
     requests: RecentRequests,
@@ -143,7 +149,8 @@ impl Intake {
     /// numbers the next new turn `next_turn_no`.
     pub(super) fn new(limits: &Limits, requests: RecentRequests, next_turn_no: u64) -> Self {
         Self {
-            limiter: rate(limits.chat_per_minute, limits.chat_burst),
+            limiter: RateLimiter::keyed(quota(limits.chat_per_minute, limits.chat_burst)),
+            talk: RateLimiter::keyed(quota(limits.chat_per_minute, limits.chat_burst)),
             calls: rate(limits.calls_per_minute, limits.calls_burst),
             requests,
             max_text_chars: limits.max_text_chars,
@@ -161,6 +168,7 @@ impl Intake {
         &mut self,
         text: &str,
         request_id: Option<RequestId>,
+        seat_id: SeatId,
         stopping: bool,
         busy: bool,
         storage_refusing: impl FnOnce() -> Option<&'static str>,
@@ -170,7 +178,14 @@ impl Intake {
             busy,
             waiting: self.queue.len(),
         };
-        let text = match self.admit(text, request_id.as_deref(), load, storage_refusing)? {
+        let admitted = self.admit(
+            text,
+            request_id.as_deref(),
+            &seat_id,
+            load,
+            storage_refusing,
+        )?;
+        let text = match admitted {
             Admission::New { text } => text.to_owned(),
             Admission::Duplicate { turn_id } => {
                 return Ok(ChatAccepted {
@@ -178,6 +193,7 @@ impl Intake {
                     duplicate: true,
                     queued: 0,
                     acked: false,
+                    action: None,
                 });
             }
         };
@@ -193,6 +209,7 @@ impl Intake {
             turn_id: turn_id.clone(),
             request_id,
             text,
+            seat_id,
             stored: if queued == 0 {
                 Stored::NotNeeded
             } else {
@@ -205,6 +222,7 @@ impl Intake {
             duplicate: false,
             queued,
             acked: false,
+            action: None,
         })
     }
 
@@ -232,7 +250,7 @@ impl Intake {
         if let Some(reason) = storage_refusing() {
             return Err(ChatRefused::new(ErrorCode::Overloaded, reason));
         }
-        spend(&self.calls, "too many calls into this session")?;
+        spend_one(&self.calls, "too many calls into this session")?;
         self.queue.push_back(Work::Call(call));
         Ok(())
     }
@@ -291,6 +309,7 @@ impl Intake {
                 turn_id,
                 request_id: chat.request_id,
                 text: chat.text,
+                seat_id: chat.seat_id,
                 stored: Stored::InInbox,
                 trace_id: None,
             }));
@@ -327,6 +346,7 @@ impl Intake {
         &mut self,
         text: &'t str,
         request_id: Option<&str>,
+        seat_id: &SeatId,
         load: Load,
         storage_refusing: impl FnOnce() -> Option<&'static str>,
     ) -> Result<Admission<'t>, ChatRefused> {
@@ -334,20 +354,7 @@ impl Intake {
         if load.stopping {
             return Err(ChatRefused::reloading());
         }
-        let text = text.trim();
-        if text.is_empty() {
-            return refuse(
-                ErrorCode::InvalidFrame,
-                "chat text must not be empty".into(),
-            );
-        }
-        let max = self.max_text_chars;
-        if text.chars().count() > max {
-            return refuse(
-                ErrorCode::TextTooLong,
-                format!("chat text is longer than {max} characters"),
-            );
-        }
+        let text = self.check_text(text)?;
         if let Some(Err(message)) = request_id.map(check_request_id) {
             return refuse(ErrorCode::InvalidFrame, message);
         }
@@ -366,8 +373,85 @@ impl Intake {
                 format!("{max_queue} turns are already waiting"),
             );
         }
-        spend(&self.limiter, "too many messages")?;
+        spend(&self.limiter, seat_id, "too many messages")?;
         Ok(Admission::New { text })
+    }
+
+    /// Takes a seat's action for a round (rounds mode): the checks of a
+    /// chat ([`Intake::admit`]) but the queue's, since an action waits in
+    /// the round, not the queue. Answers its text, or `None` for a request
+    /// id taken already ([`Intake::duplicate_of`] names what it took).
+    pub(super) fn take_action(
+        &mut self,
+        text: &str,
+        request_id: Option<&str>,
+        seat_id: &SeatId,
+        stopping: bool,
+        storage_refusing: impl FnOnce() -> Option<&'static str>,
+    ) -> Result<Option<String>, ChatRefused> {
+        let load = Load {
+            stopping,
+            ..Load::default()
+        };
+        Ok(
+            match self.admit(text, request_id, seat_id, load, storage_refusing)? {
+                Admission::New { text } => Some(text.to_owned()),
+                Admission::Duplicate { .. } => None,
+            },
+        )
+    }
+
+    /// What the request id `request_id` was taken by.
+    pub(super) fn duplicate_of(&self, request_id: Option<&str>) -> TurnId {
+        request_id
+            .and_then(|r| self.requests.get(r))
+            .cloned()
+            .unwrap_or_else(|| TurnId::from(""))
+    }
+
+    /// `request_id` was taken by the round action `action_id`.
+    pub(super) fn remember_action(&mut self, request_id: RequestId, action_id: TurnId) {
+        self.remember(request_id, action_id);
+    }
+
+    /// Numbers a turn that did not come through the queue (a round's).
+    pub(super) fn next_turn_no(&mut self) -> u64 {
+        let turn_no = self.next_turn_no;
+        self.next_turn_no += 1;
+        turn_no
+    }
+
+    /// `text` trimmed, if it is neither empty nor longer than the bound.
+    fn check_text<'t>(&self, text: &'t str) -> Result<&'t str, ChatRefused> {
+        let text = text.trim();
+        if text.is_empty() {
+            let message = "chat text must not be empty";
+            return Err(ChatRefused::new(ErrorCode::InvalidFrame, message));
+        }
+        let max = self.max_text_chars;
+        if text.chars().count() > max {
+            return Err(ChatRefused::new(
+                ErrorCode::TextTooLong,
+                format!("chat text is longer than {max} characters"),
+            ));
+        }
+        Ok(text)
+    }
+
+    /// Takes a line of table talk from `seat_id`: the same text bound as a
+    /// chat, and a rate of its own per seat. Answers the text, trimmed.
+    pub(super) fn take_talk<'t>(
+        &self,
+        text: &'t str,
+        request_id: Option<&str>,
+        seat_id: &SeatId,
+    ) -> Result<&'t str, ChatRefused> {
+        let text = self.check_text(text)?;
+        if let Some(Err(message)) = request_id.map(check_request_id) {
+            return Err(ChatRefused::new(ErrorCode::InvalidFrame, message));
+        }
+        spend(&self.talk, seat_id, "too much table talk")?;
+        Ok(text)
     }
 
     /// `request_id` was taken by `turn_id`: a chat with it again is a
@@ -377,18 +461,38 @@ impl Intake {
     }
 }
 
-/// A session's rate: `per_minute`, in bursts of up to `burst` (0 counts
-/// as 1).
-fn rate(per_minute: u32, burst: u32) -> DefaultDirectRateLimiter {
+/// A rate of `per_minute`, in bursts of up to `burst` (0 counts as 1).
+fn quota(per_minute: u32, burst: u32) -> Quota {
     let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
     let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
-    RateLimiter::direct(Quota::per_minute(per_minute).allow_burst(burst))
+    Quota::per_minute(per_minute).allow_burst(burst)
 }
 
-/// Spends one from `limiter`, or refuses with `RATE_LIMITED`, saying
-/// `what` and how long to wait.
-fn spend(limiter: &DefaultDirectRateLimiter, what: &str) -> Result<(), ChatRefused> {
-    limiter.check().map_err(|not_until| {
+/// A session's rate: `per_minute`, in bursts of up to `burst`.
+fn rate(per_minute: u32, burst: u32) -> DefaultDirectRateLimiter {
+    RateLimiter::direct(quota(per_minute, burst))
+}
+
+/// Spends one of `seat_id`'s from `limiter`, or refuses with `RATE_LIMITED`.
+fn spend(
+    limiter: &DefaultKeyedRateLimiter<SeatId>,
+    seat_id: &SeatId,
+    what: &str,
+) -> Result<(), ChatRefused> {
+    limited(limiter.check_key(seat_id), what)
+}
+
+/// Spends one from `limiter`, or refuses with `RATE_LIMITED`.
+fn spend_one(limiter: &DefaultDirectRateLimiter, what: &str) -> Result<(), ChatRefused> {
+    limited(limiter.check(), what)
+}
+
+/// A limiter's answer as a refusal saying `what` and how long to wait.
+fn limited(
+    checked: Result<(), governor::NotUntil<<DefaultClock as Clock>::Instant>>,
+    what: &str,
+) -> Result<(), ChatRefused> {
+    checked.map_err(|not_until| {
         let wait = not_until.wait_time_from(DefaultClock::default().now());
         ChatRefused::new(
             ErrorCode::RateLimited,
@@ -403,6 +507,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::game::party::host_seat as host;
     use crate::protocol::MAX_REQUEST_ID_CHARS;
 
     const MAX_TEXT: usize = 10;
@@ -487,7 +592,7 @@ mod tests {
                 for _ in 0..BURST {
                     assert!(
                         matches!(
-                            intake.admit("spend", None, IDLE, || None),
+                            intake.admit("spend", None, &host(), IDLE, || None),
                             Ok(Admission::New { .. })
                         ),
                         "{name}: spending the burst"
@@ -495,7 +600,7 @@ mod tests {
                 }
             }
             let asked = std::cell::Cell::new(false);
-            let got = intake.admit(c.text, c.request_id, c.load, || {
+            let got = intake.admit(c.text, c.request_id, &host(), c.load, || {
                 asked.set(true);
                 c.refusing
             });
@@ -752,11 +857,11 @@ mod tests {
         let at_limit = "r".repeat(MAX_REQUEST_ID_CHARS);
         let over = "r".repeat(MAX_REQUEST_ID_CHARS + 1);
         assert!(matches!(
-            intake.admit("hi", Some(&at_limit), IDLE, || None),
+            intake.admit("hi", Some(&at_limit), &host(), IDLE, || None),
             Ok(Admission::New { text: "hi" })
         ));
         let refused = intake
-            .admit("hi", Some(&over), IDLE, || None)
+            .admit("hi", Some(&over), &host(), IDLE, || None)
             .expect_err("over the limit");
         assert_eq!(refused.code, ErrorCode::InvalidFrame);
     }
@@ -775,19 +880,19 @@ mod tests {
         for (text, request_id, load, refusing) in refused {
             assert!(
                 !matches!(
-                    intake.admit(text, request_id, load, || refusing),
+                    intake.admit(text, request_id, &host(), load, || refusing),
                     Ok(Admission::New { .. })
                 ),
                 "{text:?} {request_id:?} {load:?} {refusing:?}"
             );
         }
         assert_eq!(
-            intake.admit("hi", None, IDLE, || None),
+            intake.admit("hi", None, &host(), IDLE, || None),
             Ok(Admission::New { text: "hi" }),
             "the one chat of the burst is still there"
         );
         let limited = intake
-            .admit("again", None, IDLE, || None)
+            .admit("again", None, &host(), IDLE, || None)
             .expect_err("the burst is spent");
         assert_eq!(limited.code, ErrorCode::RateLimited);
         // One chat a minute: the next is a minute (less the time since the
@@ -804,11 +909,34 @@ mod tests {
     }
 
     #[test]
+    fn each_seat_has_its_own_rates_for_chat_and_table_talk() {
+        let mut intake = Intake::new(&limits(1, 1), RecentRequests::default(), 1);
+        let (brin, cara) = (SeatId::from("seat_2"), SeatId::from("seat_3"));
+        assert!(intake.admit("hi", None, &brin, IDLE, || None).is_ok());
+        let spent = intake.admit("again", None, &brin, IDLE, || None);
+        assert_eq!(spent.map_err(|r| r.code), Err(ErrorCode::RateLimited));
+        assert!(
+            intake.admit("hi", None, &cara, IDLE, || None).is_ok(),
+            "another seat's chat is not held back"
+        );
+        assert_eq!(
+            intake.take_talk(" psst ", None, &brin),
+            Ok("psst"),
+            "talk has its own rate"
+        );
+        let talked = intake.take_talk("more", None, &brin);
+        assert_eq!(talked.map_err(|r| r.code), Err(ErrorCode::RateLimited));
+        let long = "x".repeat(MAX_TEXT + 1);
+        let too_long = intake.take_talk(&long, None, &cara);
+        assert_eq!(too_long.map_err(|r| r.code), Err(ErrorCode::TextTooLong));
+    }
+
+    #[test]
     fn a_remembered_request_is_a_duplicate_of_its_turn() {
         let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 1);
         for _ in 0..2 {
             assert_eq!(
-                intake.admit("hi", Some("r-1"), IDLE, || None),
+                intake.admit("hi", Some("r-1"), &host(), IDLE, || None),
                 Ok(Admission::New { text: "hi" }),
                 "admitting alone does not remember"
             );
@@ -817,7 +945,7 @@ mod tests {
         intake.remember("r-2".into(), "turn_2".into());
         for (request_id, turn_id) in [("r-1", "turn_1"), ("r-2", "turn_2")] {
             assert_eq!(
-                intake.admit("hi", Some(request_id), IDLE, || None),
+                intake.admit("hi", Some(request_id), &host(), IDLE, || None),
                 Ok(Admission::Duplicate {
                     turn_id: turn_id.into()
                 }),
@@ -825,11 +953,11 @@ mod tests {
             );
         }
         assert_eq!(
-            intake.admit("hi", Some("r-3"), IDLE, || None),
+            intake.admit("hi", Some("r-3"), &host(), IDLE, || None),
             Ok(Admission::New { text: "hi" })
         );
         assert_eq!(
-            intake.admit("hi", None, IDLE, || None),
+            intake.admit("hi", None, &host(), IDLE, || None),
             Ok(Admission::New { text: "hi" }),
             "no request id is never a duplicate"
         );
@@ -864,11 +992,11 @@ mod tests {
         // Through the intake: a forgotten request id is new again.
         let mut intake = Intake::new(&limits(1000, 1000), requests, 1);
         assert_eq!(
-            intake.admit("hi", Some("r-0"), IDLE, || None),
+            intake.admit("hi", Some("r-0"), &host(), IDLE, || None),
             Ok(Admission::New { text: "hi" })
         );
         assert_eq!(
-            intake.admit("hi", Some(&format!("r-{extra}")), IDLE, || None),
+            intake.admit("hi", Some(&format!("r-{extra}")), &host(), IDLE, || None),
             Ok(Admission::Duplicate {
                 turn_id: format!("turn_{extra}").into()
             })
@@ -904,13 +1032,14 @@ mod tests {
     #[test]
     fn chats_taken_are_numbered_from_the_restored_turn_and_queued_in_order() {
         let mut intake = intake();
-        let first = intake.take_chat(" look ", Some("r-1".into()), false, false, || None);
+        let first = intake.take_chat(" look ", Some("r-1".into()), host(), false, false, || None);
         let want = |turn_id: &str, duplicate, queued| {
             Ok(ChatAccepted {
                 turn_id: turn_id.into(),
                 duplicate,
                 queued,
                 acked: false,
+                action: None,
             })
         };
         assert_eq!(first, want("turn_8", false, 0));
@@ -924,16 +1053,16 @@ mod tests {
         );
         assert_eq!(q.request_id.as_deref(), Some("r-1"));
         // It runs now: the next chat has it ahead.
-        let second = intake.take_chat("go", None, false, true, || None);
+        let second = intake.take_chat("go", None, host(), false, true, || None);
         assert_eq!(second, want("turn_9", false, 1));
         assert!(intake.holds_turn(&"turn_9".into()));
         assert!(!intake.holds_turn(&"turn_8".into()), "started");
 
         // Its request id again is that turn, and queues nothing; so is one
         // restored from the journal.
-        let again = intake.take_chat("look", Some("r-1".into()), false, true, || None);
+        let again = intake.take_chat("look", Some("r-1".into()), host(), false, true, || None);
         assert_eq!(again, want("turn_8", true, 0));
-        let restored = intake.take_chat("x", Some("r-old".into()), false, true, || None);
+        let restored = intake.take_chat("x", Some("r-old".into()), host(), false, true, || None);
         assert_eq!(restored, want("turn_7", true, 0));
         assert_eq!(queued(&intake), ["turn_9"]);
 
@@ -942,7 +1071,7 @@ mod tests {
         intake
             .take_call(direct("roll_dice").0, false, true, || None)
             .expect("taken");
-        let full = intake.take_chat("wait", None, false, true, || None);
+        let full = intake.take_chat("wait", None, host(), false, true, || None);
         assert_eq!(full.map_err(|r| r.code), Err(ErrorCode::QueueFull));
         assert_eq!(queued(&intake), ["turn_9", "roll_dice"]);
     }
@@ -1042,7 +1171,11 @@ mod tests {
         assert!(r.retry_after_ms.is_some_and(|ms| ms > 0), "{r:?}");
         assert_eq!(intake.queue.len(), CALLS_BURST as usize, "nothing taken");
         for _ in 0..BURST {
-            assert!(intake.take_chat("hi", None, false, false, || None).is_ok());
+            assert!(
+                intake
+                    .take_chat("hi", None, host(), false, false, || None)
+                    .is_ok()
+            );
         }
     }
 
@@ -1050,13 +1183,13 @@ mod tests {
     fn work_starts_in_order_and_a_call_waits_for_effects_in_flight() {
         let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 1);
         intake
-            .take_chat("a", None, false, false, || None)
+            .take_chat("a", None, host(), false, false, || None)
             .expect("taken");
         intake
             .take_call(direct("roll_dice").0, false, false, || None)
             .expect("taken");
         intake
-            .take_chat("b", None, false, false, || None)
+            .take_chat("b", None, host(), false, false, || None)
             .expect("taken");
         assert!(intake.has_work());
         assert_eq!(intake.waiting_chats(), 2, "the call is not a chat");
@@ -1096,14 +1229,15 @@ mod tests {
             text: rid.into(),
             after_seq: 40,
             created_at: 0,
+            seat_id: host(),
         };
         intake.restore_stored(vec![stored(5, "r-5"), stored(6, "r-6")]);
         let again = intake
-            .take_chat("again", Some("r-6".into()), false, true, || None)
+            .take_chat("again", Some("r-6".into()), host(), false, true, || None)
             .expect("taken");
         assert_eq!((again.duplicate, again.turn_id.as_str()), (true, "turn_6"));
         let new = intake
-            .take_chat("new", Some("r-7".into()), false, false, || None)
+            .take_chat("new", Some("r-7".into()), host(), false, false, || None)
             .expect("taken");
         assert_eq!(new.turn_id.as_str(), "turn_7", "numbered after them");
         let order: Vec<String> = std::iter::from_fn(|| match intake.next(false) {

@@ -54,6 +54,27 @@ pub struct ChatAccepted {
     /// The session already put the `ack` on the sending connection's queue
     /// ([`SubmitChat::conn_id`]); the connection must not send another.
     pub acked: bool,
+    /// In rounds mode: the chat was taken as a seat's action for a round.
+    /// `turn_id` then names the action, not a turn.
+    pub action: Option<ActionTaken>,
+}
+
+/// A chat taken as a seat's action for a round (rounds mode).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionTaken {
+    pub round: u64,
+    pub seat_id: SeatId,
+    /// Its `action_submitted` frame (for a duplicate, the last frame staged
+    /// when it came): durable once [`AwaitDurable`] of it answers.
+    pub seq: u64,
+}
+
+/// Answers once the story frame `seq` is durable (a round's action taken
+/// over HTTP is answered only then, as an `ack` is).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), ChatRefused>")]
+pub struct AwaitDurable {
+    pub seq: u64,
 }
 
 impl ChatAccepted {
@@ -64,10 +85,20 @@ impl ChatAccepted {
             turn_id: self.turn_id.clone(),
             duplicate: self.duplicate,
             queued: self.queued,
-            round: None,
+            round: self.action.as_ref().map(|a| a.round),
         }
         .to_json()
     }
+}
+
+/// A line of table talk from a player's seat (`say`): journalled as
+/// `party_chat` for everyone, never for the model.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), ChatRefused>")]
+pub struct Say {
+    pub seat_id: SeatId,
+    pub text: String,
+    pub request_id: Option<RequestId>,
 }
 
 /// Runs one tool call outside a model turn (a person or a service calling),

@@ -60,9 +60,9 @@ pub use hub::{
     SessionHandle, SessionHub, StopHub,
 };
 pub use messages::{
-    AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite, DirectCallDone,
-    GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined, PartyCaller, RemoteAudience,
-    SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
+    ActionTaken, AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession,
+    CreateInvite, DirectCallDone, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined,
+    PartyCaller, RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
 };
 pub use placement::Placement;
 pub use quota::Quotas;

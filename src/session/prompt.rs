@@ -21,6 +21,8 @@ use serde_json::{Map, Value, json};
 
 use super::turn::Turn;
 use super::types::SessionView;
+use crate::game::party::Party;
+use crate::game::state::CharacterId;
 use crate::game::{Area, GameState, HistoryEntry};
 use crate::ids::TurnId;
 use crate::llm::{ModelRequest, RequestKind, system_prompt};
@@ -71,13 +73,17 @@ pub(super) fn model_request(
             results: Vec::new(),
         };
     }
-    let history: Vec<Arc<HistoryEntry>> = view
+    let mut history: Vec<Arc<HistoryEntry>> = view
         .state
         .history
         .iter()
         .cloned()
         .chain(in_flight)
         .collect();
+    let party = &view.state.party;
+    if party.seats.len() > 1 {
+        name_speakers(party, &mut history);
+    }
     ModelRequest::build(
         system_prompt(view.state),
         history,
@@ -86,6 +92,39 @@ pub(super) fn model_request(
         context,
         kind,
     )
+}
+
+/// Earlier turns' player lines as a model reading a party's conversation
+/// sees them: `Name: text`, the name of the seat that said it (a round's
+/// message names everyone already, and has no seat). The turn at hand is
+/// left as said: the context names its speaker. The journal keeps the
+/// words as said; only the request names.
+fn name_speakers(party: &Party, history: &mut [Arc<HistoryEntry>]) {
+    let current = history.iter().rev().find_map(|e| match &**e {
+        HistoryEntry::User { turn_id, .. } => Some(turn_id.clone()),
+        _ => None,
+    });
+    for entry in history {
+        let HistoryEntry::User {
+            turn_id,
+            text,
+            seat_id: Some(seat_id),
+        } = &**entry
+        else {
+            continue;
+        };
+        let Some(seat) = party.seat(seat_id.as_str()) else {
+            continue;
+        };
+        if Some(turn_id) == current.as_ref() {
+            continue;
+        }
+        *entry = Arc::new(HistoryEntry::User {
+            turn_id: turn_id.clone(),
+            text: format!("{}: {text}", seat.name),
+            seat_id: Some(seat_id.clone()),
+        });
+    }
 }
 
 /// What a session's model requests share from one to the next: the game
@@ -114,6 +153,7 @@ impl Prompter {
         &mut self,
         view: &SessionView<'_>,
         turn: &Turn,
+        acting: &[CharacterId],
         in_flight: impl IntoIterator<Item = Arc<HistoryEntry>>,
         correction: Option<(String, String)>,
         history_tokens: usize,
@@ -130,6 +170,7 @@ impl Prompter {
                 Arc::new(HistoryEntry::User {
                     turn_id: turn_id.clone(),
                     text: message,
+                    seat_id: None,
                 }),
             ]
         });
@@ -137,7 +178,7 @@ impl Prompter {
             .tools
             .get_or_insert_with(|| view.registry.openai_tools(&view.game_master()))
             .clone();
-        let context = self.context.get(view, turn.turn_no());
+        let context = self.context.get(view, turn.turn_no(), acting);
         let in_flight = in_flight.into_iter().chain(correction);
         let mut request = model_request(
             view,
@@ -158,16 +199,27 @@ impl Prompter {
 /// least twice, and turns whose tools change nothing (a roll, a look at
 /// the map) follow each other with the same state. Only the turn number
 /// is written again, in place when no request still holds the last one.
-/// The session clears it whenever an effect is applied to its state.
+/// The session clears it whenever an effect is applied to its state, and
+/// it is read again when another speaker's turn asks.
 #[derive(Debug, Default)]
-pub(super) struct ContextCache(Option<Arc<Value>>);
+pub(super) struct ContextCache(Option<(Vec<CharacterId>, Arc<Value>)>);
 
 impl ContextCache {
-    /// The context for turn `turn_no` of `view`'s state.
-    pub(super) fn get(&mut self, view: &SessionView<'_>, turn_no: u64) -> Arc<Value> {
-        let context = self
-            .0
-            .get_or_insert_with(|| Arc::new(context_json(view, turn_no)));
+    /// The context for turn `turn_no` of `view`'s state, acting for
+    /// `acting` (the speaker's character, or a round's actors).
+    pub(super) fn get(
+        &mut self,
+        view: &SessionView<'_>,
+        turn_no: u64,
+        acting: &[CharacterId],
+    ) -> Arc<Value> {
+        if self.0.as_ref().is_some_and(|(for_, _)| for_ != acting) {
+            self.0 = None;
+        }
+        let (_, context) = self.0.get_or_insert_with(|| {
+            let context = context_json(view, turn_no, acting);
+            (acting.to_vec(), Arc::new(context))
+        });
         if context["turn"] != turn_no {
             Arc::make_mut(context)["turn"] = turn_no.into();
         }
@@ -191,9 +243,19 @@ pub(super) const NEARBY_AREAS: usize = 64;
 /// areas near it by name (nearest first, [`NEARBY_STEPS`] moves and
 /// [`NEARBY_AREAS`] at most; the map's first areas when nobody stands
 /// anywhere) and how many areas the map has in all.
-pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
+///
+/// In a party (more than one seat) the active character is the speaker's
+/// (the first of `acting`), and the context adds `speaker` (name and
+/// character) and `party`: every active seat's name, character and area,
+/// with `acting` for those the turn acts for. A session nobody joined
+/// reads as it always did.
+pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64, acting: &[CharacterId]) -> Value {
     let state = view.state;
-    let actor = state.active_actor();
+    let party = &state.party;
+    let actor = acting
+        .first()
+        .and_then(|id| state.character(id.as_str()))
+        .or_else(|| state.active_actor());
     let here = actor.and_then(|a| state.area(a.area_id.as_str()));
     // Built as values directly: `json!` would serialize every nested list
     // again into a copy.
@@ -220,14 +282,43 @@ pub(super) fn context_json(view: &SessionView<'_>, turn_no: u64) -> Value {
             ("reachable", Value::Array(reachable)),
         ])
     });
-    object([
+    let mut context = object([
         ("session_id", text(view.session_id.as_str())),
         ("turn", turn_no.into()),
         ("active_actor", actor),
         ("current_area", current),
         ("areas", Value::Array(nearby(state, here))),
         ("areas_total", state.areas.len().into()),
-    ])
+    ]);
+    if party.active().count() > 1
+        && let Value::Object(fields) = &mut context
+    {
+        let seat = |s: &crate::game::party::Seat| {
+            let area = state.character(s.character_id.as_str());
+            object([
+                ("seat_id", text(s.seat_id.as_str())),
+                ("name", text(&s.name)),
+                ("character_id", text(s.character_id.as_str())),
+                (
+                    "area_id",
+                    area.map_or(Value::Null, |c| text(c.area_id.as_str())),
+                ),
+                ("acting", acting.contains(&s.character_id).into()),
+            ])
+        };
+        let speaker = acting
+            .first()
+            .and_then(|c| party.seat_of_character(c.as_str()))
+            .map_or(Value::Null, |s| {
+                object([
+                    ("name", text(&s.name)),
+                    ("character_id", text(s.character_id.as_str())),
+                ])
+            });
+        fields.insert("speaker".into(), speaker);
+        fields.insert("party".into(), party.active().map(seat).collect());
+    }
+    context
 }
 
 /// A JSON object of these fields (distinct names). Inserted one by one:
@@ -301,6 +392,7 @@ pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) ->
         messages: vec![Arc::new(HistoryEntry::User {
             turn_id: turn_id.clone(),
             text: user,
+            seat_id: None,
         })],
         tools: Arc::default(),
         context: Arc::default(),
@@ -383,6 +475,7 @@ mod tests {
         Arc::new(HistoryEntry::User {
             turn_id: turn_id.into(),
             text: text.into(),
+            seat_id: None,
         })
     }
 
@@ -403,7 +496,7 @@ mod tests {
     fn the_context_says_who_acts_where_they_stand_and_the_map() {
         let (registry, id) = (Registry::builtin().expect("tools"), session());
         let state = demo();
-        let context = context_json(&view(&registry, &state, &id), 7);
+        let context = context_json(&view(&registry, &state, &id), 7, &[]);
         assert_eq!(context["session_id"], SESSION);
         assert_eq!(context["turn"], 7);
         assert_eq!(context["active_actor"]["character_id"], "pc_001");
@@ -428,10 +521,10 @@ mod tests {
         // no active character has neither actor nor area.
         let mut odd = state.clone();
         assert!(odd.areas.link("area_001", &AreaId::from("area_404")));
-        let context = context_json(&view(&registry, &odd, &id), 7);
+        let context = context_json(&view(&registry, &odd, &id), 7, &[]);
         assert_eq!(context["current_area"]["reachable"][2], Value::Null);
         odd.active_actor_id = "nobody".into();
-        let context = context_json(&view(&registry, &odd, &id), 7);
+        let context = context_json(&view(&registry, &odd, &id), 7, &[]);
         assert_eq!(
             (&context["active_actor"], &context["current_area"]),
             (&Value::Null, &Value::Null)
@@ -450,7 +543,7 @@ mod tests {
                 gm_tools(&registry, &state, &id),
                 in_flight.clone(),
                 0,
-                Arc::new(context_json(&view(&registry, &state, &id), 2)),
+                Arc::new(context_json(&view(&registry, &state, &id), 2, &[])),
                 kind,
                 true,
             );
@@ -491,7 +584,7 @@ mod tests {
         for n in 1..10 {
             assert!(state.areas.link(&format!("far_{n}"), &far(n + 1)));
         }
-        let context = context_json(&view(&registry, &state, &id), 3);
+        let context = context_json(&view(&registry, &state, &id), 3, &[]);
         let named = area_ids(&context);
         assert_eq!(named[0], "area_001", "where the party stands first");
         assert!(named.contains(&"far_3"), "three moves away: {named:?}");
@@ -504,10 +597,107 @@ mod tests {
                 state.areas.link(&format!("far_{hub}"), &far(n));
             }
         }
-        let context = context_json(&view(&registry, &state, &id), 3);
+        let context = context_json(&view(&registry, &state, &id), 3, &[]);
         let named = context["areas"].as_array().expect("a list");
         assert!(named.len() <= NEARBY_AREAS, "{}", named.len());
         assert_eq!(named[0]["area_id"], "area_001");
+    }
+
+    #[test]
+    fn in_a_party_the_history_says_who_spoke_and_alone_it_is_as_said() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let seated = |turn_id: &str, text: &str, seat: &str| {
+            Arc::new(HistoryEntry::User {
+                turn_id: turn_id.into(),
+                text: text.into(),
+                seat_id: Some(seat.into()),
+            })
+        };
+        let round = "Round 1: resolve these actions together, in this order.\nBrin (pc_002): look";
+        let request = |state: &GameState| {
+            model_request(
+                &view(&registry, state, &id),
+                gm_tools(&registry, state, &id),
+                [seated("turn_3", "go north", "seat_1")],
+                0,
+                Arc::new(context_json(&view(&registry, state, &id), 3, &[])),
+                RequestKind::Step,
+                true,
+            )
+        };
+        let mut state = demo();
+        state.record(seated("turn_1", "I open the door", "seat_1"));
+        state.record(said("turn_2", round));
+        let alone = request(&state);
+        assert_eq!(
+            user_texts(&alone),
+            ["I open the door", round, "go north"],
+            "a lone player's words are sent as said"
+        );
+        let host = state.party.host().expect("the host").name.clone();
+        crate::tools::test_support::seat(&mut state, 2, "Brin", "area_002");
+        state.record(seated("turn_2b", "I open the door", "seat_2"));
+        let party = request(&state);
+        assert_eq!(
+            user_texts(&party),
+            [
+                format!("{host}: I open the door"),
+                round.to_owned(),
+                "Brin: I open the door".to_owned(),
+                "go north".to_owned(),
+            ],
+            "each earlier line names its speaker (a round's names everyone already); \
+             the turn at hand is as said, its speaker in the context"
+        );
+        let journal: Vec<&str> = state
+            .history
+            .iter()
+            .filter_map(|e| match &**e {
+                HistoryEntry::User { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            journal[0], "I open the door",
+            "the state keeps the words as said"
+        );
+    }
+
+    #[test]
+    fn in_a_party_the_context_names_the_speaker_and_the_party() {
+        let (registry, id) = (Registry::builtin().expect("tools"), session());
+        let mut state = demo();
+        let alone = context_json(&view(&registry, &state, &id), 1, &["pc_001".into()]);
+        assert!(
+            alone.get("party").is_none() && alone.get("speaker").is_none(),
+            "a lone player's context is as before"
+        );
+        crate::tools::test_support::seat(&mut state, 2, "Brin", "area_002");
+        let speaking: &[CharacterId] = &["pc_002".into()];
+        let mut cache = ContextCache::default();
+        let context = cache.get(&view(&registry, &state, &id), 1, speaking);
+        assert_eq!(
+            context["active_actor"]["character_id"], "pc_002",
+            "the speaker acts"
+        );
+        assert_eq!(
+            context["current_area"]["area_id"], "area_002",
+            "where the speaker stands"
+        );
+        assert_eq!(
+            context["speaker"],
+            serde_json::json!({"name": "Brin", "character_id": "pc_002"})
+        );
+        let party = context["party"].as_array().expect("the party");
+        assert_eq!(party.len(), 2);
+        assert_eq!(
+            (party[1]["seat_id"].as_str(), party[1]["acting"].as_bool()),
+            (Some("seat_2"), Some(true))
+        );
+        assert_eq!(party[0]["acting"], false);
+        // The host's next turn reads the context again, for the host.
+        let host = cache.get(&view(&registry, &state, &id), 2, &["pc_001".into()]);
+        assert_eq!(host["active_actor"]["character_id"], "pc_001");
     }
 
     #[test]
@@ -515,24 +705,24 @@ mod tests {
         let (registry, id) = (Registry::builtin().expect("tools"), session());
         let mut state = demo();
         let mut cache = ContextCache::default();
-        let first = cache.get(&view(&registry, &state, &id), 1);
-        assert_eq!(*first, context_json(&view(&registry, &state, &id), 1));
+        let first = cache.get(&view(&registry, &state, &id), 1, &[]);
+        assert_eq!(*first, context_json(&view(&registry, &state, &id), 1, &[]));
         // The next turn, no effect between: the same context, its turn
         // written in place once no request holds the last one.
-        let held = cache.get(&view(&registry, &state, &id), 2);
+        let held = cache.get(&view(&registry, &state, &id), 2, &[]);
         assert_eq!(first["turn"], 1, "a request's context never changes");
-        assert_eq!(*held, context_json(&view(&registry, &state, &id), 2));
+        assert_eq!(*held, context_json(&view(&registry, &state, &id), 2, &[]));
         drop((first, held));
-        let again = cache.get(&view(&registry, &state, &id), 3);
-        assert_eq!(*again, context_json(&view(&registry, &state, &id), 3));
+        let again = cache.get(&view(&registry, &state, &id), 3, &[]);
+        assert_eq!(*again, context_json(&view(&registry, &state, &id), 3, &[]));
         drop(again);
         // An effect: the next request reads the state again.
         let new_area = AreaId::from("area_new");
         assert!(state.areas.push(bare_area(new_area.clone(), "New Hall")));
         assert!(state.areas.link("area_001", &new_area));
         cache.state_changed();
-        let fresh = cache.get(&view(&registry, &state, &id), 3);
-        assert_eq!(*fresh, context_json(&view(&registry, &state, &id), 3));
+        let fresh = cache.get(&view(&registry, &state, &id), 3, &[]);
+        assert_eq!(*fresh, context_json(&view(&registry, &state, &id), 3, &[]));
         assert!(area_ids(&fresh).contains(&"area_new"), "{fresh}");
     }
 
@@ -548,7 +738,7 @@ mod tests {
             gm_tools(&registry, &state, &id),
             in_flight,
             6000,
-            Arc::new(context_json(&view(&registry, &state, &id), 2)),
+            Arc::new(context_json(&view(&registry, &state, &id), 2, &[])),
             RequestKind::Step,
             false,
         );
@@ -572,7 +762,7 @@ mod tests {
             gm_tools(&registry, &state, &id),
             [],
             0,
-            Arc::new(context_json(&view(&registry, &state, &id), 41)),
+            Arc::new(context_json(&view(&registry, &state, &id), 41, &[])),
             RequestKind::Step,
             true,
         );
@@ -582,7 +772,7 @@ mod tests {
             gm_tools(&registry, &state, &id),
             [],
             500,
-            Arc::new(context_json(&view(&registry, &state, &id), 41)),
+            Arc::new(context_json(&view(&registry, &state, &id), 41, &[])),
             RequestKind::Step,
             true,
         );
@@ -599,7 +789,7 @@ mod tests {
         assert_eq!(*request.context, Value::Null);
         assert!(matches!(
             &*request.messages[0],
-            HistoryEntry::User { turn_id, text } if turn_id == "turn_3" && text == "salt"
+            HistoryEntry::User { turn_id, text, .. } if turn_id == "turn_3" && text == "salt"
         ));
         assert_eq!(request.messages.len(), 1);
     }
@@ -624,6 +814,7 @@ mod tests {
             let request = prompter.turn_request(
                 &view(&registry, &state, &id),
                 &turn,
+                &[],
                 [said("turn_2", "go north")],
                 correction,
                 0,

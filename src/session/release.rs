@@ -121,6 +121,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+    use crate::game::party::host_seat;
     use crate::ids::TurnId;
     use crate::protocol::StoryEvent;
     use crate::session::sequencer::Entry;
@@ -182,7 +183,8 @@ mod tests {
             let mut journal = |e| sequencer.journal(&"s".into(), e).seq;
             journal(presence(1));
             journal(presence(2));
-            let started = turn_frames::started(&state, turn_no, &turn_id, None, "go".into());
+            let started =
+                turn_frames::started(&state, turn_no, &turn_id, None, "go".into(), &host_seat());
             let seq = journal(started);
             journal(presence(3));
             acks.taken(turn_id.clone(), Some((7, "ack".into())));

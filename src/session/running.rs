@@ -14,11 +14,15 @@ use std::time::{Duration, Instant};
 use actix::SpawnHandle;
 
 use super::turn::{Phase, Turn};
+use crate::game::state::CharacterId;
 
 /// A turn that is running.
 pub(super) struct Running {
     /// What the turn decides: iterations, calls, limits, its events.
     pub(super) turn: Turn,
+    /// The characters it acts for: the speaker's, or a round's actors
+    /// ([`crate::tools::Caller::acting`]).
+    pub(super) acting: Vec<CharacterId>,
     /// Its deadline timer, once the actor set it.
     deadline: Option<SpawnHandle>,
     model: Option<ModelCall>,
@@ -52,9 +56,10 @@ pub(super) struct Ended {
 impl Running {
     /// `turn` started at `now`; its deadline timer comes with
     /// [`Running::deadline_set`].
-    pub(super) fn new(turn: Turn, now: Instant) -> Self {
+    pub(super) fn new(turn: Turn, acting: Vec<CharacterId>, now: Instant) -> Self {
         Self {
             turn,
+            acting,
             deadline: None,
             model: None,
             started: now,
@@ -124,7 +129,7 @@ mod tests {
     /// A turn started at `t0`.
     fn running(t0: Instant) -> Running {
         let turn = Turn::new("turn_1".into(), 1, "tr_1".into(), 4);
-        let mut r = Running::new(turn, t0);
+        let mut r = Running::new(turn, Vec::new(), t0);
         r.deadline_set(SpawnHandle::default().next());
         r
     }

@@ -342,11 +342,15 @@ impl Sequencer {
 
     /// Whether a tool's effect is staged but not yet durable: work that
     /// reads the state (a direct call, the turn's next step) waits for it.
-    /// A turn's start is no tool's effect; nothing waits for it.
+    /// A turn's or a round's start and a round's action are no tool's
+    /// effect, and no tool reads them; nothing waits for them.
     pub(super) fn effects_in_flight(&self) -> bool {
-        self.pending
-            .iter()
-            .any(|p| matches!(p.effect, Some(ref e) if !matches!(e, Effect::BeginTurn { .. })))
+        self.pending.iter().any(|p| {
+            matches!(p.effect, Some(ref e) if !matches!(
+                e,
+                Effect::BeginTurn { .. } | Effect::BeginRound { .. } | Effect::ActionSubmitted { .. }
+            ))
+        })
     }
 
     /// Whether enough frames were released since the last snapshot that the
@@ -519,6 +523,7 @@ mod tests {
             let history = Arc::new(HistoryEntry::User {
                 turn_id: "turn_9".into(),
                 text: name.into(),
+                seat_id: None,
             });
             let kind = event.kind();
             let p = sq.stage(event, Some(effect.clone()), Some(history.clone()));
@@ -545,6 +550,7 @@ mod tests {
         let history = HistoryEntry::User {
             turn_id: "turn_2".into(),
             text: "look".into(),
+            seat_id: None,
         };
         let row = sq.journal(
             &"sess_1".into(),

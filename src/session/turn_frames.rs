@@ -13,10 +13,12 @@
 use super::sequencer::Entry;
 use super::turn::Turn;
 use crate::error::ErrorCode;
+use crate::game::state::CharacterId;
 use crate::game::{Effect, GameState, HistoryEntry};
-use crate::ids::{RequestId, TurnId};
+use crate::ids::{RequestId, SeatId, TurnId};
 use crate::protocol::{
-    Position, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnLimit, ZonePosition,
+    Position, RoundActionView, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnLimit,
+    ZonePosition,
 };
 
 /// What a restarted session says of a turn the journal shows started but
@@ -33,14 +35,15 @@ pub(super) fn started(
     turn_id: &TurnId,
     request_id: Option<RequestId>,
     text: String,
+    seat_id: &SeatId,
 ) -> Entry {
     Entry {
         event: StoryEvent::TurnStarted {
             turn_id: turn_id.clone(),
             request_id,
-            actor_id: state.active_actor_id.clone(),
+            actor_id: character_of(state, seat_id),
             text: text.clone(),
-            seat_id: Some(crate::game::party::host_seat()),
+            seat_id: Some(seat_id.clone()),
             round: None,
             actions: None,
         },
@@ -48,23 +51,74 @@ pub(super) fn started(
         history: Some(HistoryEntry::User {
             turn_id: turn_id.clone(),
             text,
+            seat_id: Some(seat_id.clone()),
         }),
         history_from_frame: true,
         action: None,
     }
 }
 
+/// The `turn_started` frame of turn `turn_no`, which resolves round
+/// `round` with every seat's action (`text`: the one message the model
+/// reads of them). Its effect begins the turn and the next round in one
+/// journalled frame, so the round is resolved exactly once.
+pub(super) fn round_started(
+    state: &GameState,
+    turn_no: u64,
+    turn_id: &TurnId,
+    round: u64,
+    actions: Vec<RoundActionView>,
+    text: String,
+    first_actor: Option<&CharacterId>,
+) -> Entry {
+    Entry {
+        event: StoryEvent::TurnStarted {
+            turn_id: turn_id.clone(),
+            request_id: None,
+            actor_id: first_actor.map_or_else(|| state.active_actor_id.clone(), Clone::clone),
+            text: text.clone(),
+            // No one seat speaks: `actions` says who did what.
+            seat_id: None,
+            round: Some(round),
+            actions: Some(actions),
+        },
+        effect: Some(Effect::BeginRound {
+            turn: turn_no,
+            round,
+        }),
+        history: Some(HistoryEntry::User {
+            turn_id: turn_id.clone(),
+            text,
+            seat_id: None,
+        }),
+        history_from_frame: true,
+        action: None,
+    }
+}
+
+/// The character `seat_id` plays: the speaker's, whom the turn acts for.
+/// A seat the party does not hold (none should speak) acts as the active
+/// character, as every turn did before parties.
+pub(super) fn character_of(state: &GameState, seat_id: &SeatId) -> CharacterId {
+    state
+        .party
+        .seat(seat_id.as_str())
+        .map_or_else(|| state.active_actor_id.clone(), |s| s.character_id.clone())
+}
+
 /// The `turn_completed` frame of a turn that ends with `reply`: its calls'
 /// events, tokens and what it changed, read from `state` (the state after
-/// its effects); the reply is the model's history line.
+/// its effects), with `speaker`'s position; the reply is the model's
+/// history line.
 pub(super) fn completed(
     turn: Turn,
     state: &GameState,
+    speaker: Option<&CharacterId>,
     reply: String,
     dialog_type: String,
     limit: Option<TurnLimit>,
 ) -> Entry {
-    let state_patch = state_patch(&turn, state);
+    let state_patch = state_patch(&turn, state, speaker);
     let turn_id = turn.turn_id().clone();
     let (iterations, usage) = (turn.iteration(), turn.usage());
     Entry {
@@ -111,9 +165,17 @@ pub(super) fn failed(
 }
 
 /// What a turn changed: the areas, characters and zones its calls touched,
-/// whole, as they are in `state`, and where the active character stands,
-/// on the map and (once the world has zones) in the zone world.
-pub(super) fn state_patch(turn: &Turn, state: &GameState) -> StatePatch {
+/// whole, as they are in `state`, and where the speaker stands (the
+/// character the turn acted for first; the active character when none
+/// is known), on the map and (once the world has zones) in the zone world.
+pub(super) fn state_patch(
+    turn: &Turn,
+    state: &GameState,
+    speaker: Option<&CharacterId>,
+) -> StatePatch {
+    let speaker = speaker
+        .and_then(|id| state.character(id.as_str()))
+        .or_else(|| state.active_actor());
     StatePatch {
         areas: turn
             .touched_areas()
@@ -125,7 +187,7 @@ pub(super) fn state_patch(turn: &Turn, state: &GameState) -> StatePatch {
             .iter()
             .filter_map(|id| state.character(id).cloned())
             .collect(),
-        position: state.active_actor().map(|a| Position {
+        position: speaker.map(|a| Position {
             actor_id: a.character_id.clone(),
             area_id: a.area_id.clone(),
         }),
@@ -187,6 +249,7 @@ mod tests {
             &"turn_4".into(),
             Some("r-1".into()),
             "look".into(),
+            &crate::game::party::host_seat(),
         );
         assert!(matches!(
             &entry.event,
@@ -196,7 +259,7 @@ mod tests {
         assert_eq!(entry.effect, Some(Effect::BeginTurn { turn: 4 }));
         assert!(matches!(
             &entry.history,
-            Some(HistoryEntry::User { turn_id, text }) if turn_id == "turn_4" && text == "look"
+            Some(HistoryEntry::User { turn_id, text, .. }) if turn_id == "turn_4" && text == "look"
         ));
     }
 
@@ -206,6 +269,7 @@ mod tests {
         let entry = completed(
             turn,
             &state,
+            None,
             "You step inside.".into(),
             "narration".into(),
             Some(TurnLimit::RepeatedCall),
@@ -262,7 +326,7 @@ mod tests {
         turn.call_ran(event("c1", "move"), Some(&ghost));
         let mut state = demo();
         state.active_actor_id = CharacterId::from("nobody");
-        assert_eq!(state_patch(&turn, &state), StatePatch::default());
+        assert_eq!(state_patch(&turn, &state, None), StatePatch::default());
     }
 
     #[test]
@@ -291,7 +355,7 @@ mod tests {
         };
         state.apply(&went);
         turn.call_ran(event("c2", "move_to_zone"), Some(&went));
-        let patch = state_patch(&turn, &state);
+        let patch = state_patch(&turn, &state, None);
         assert_eq!(patch.zones, vec![near.clone(), far], "whole, by id");
         assert_eq!(
             serde_json::to_value(&patch).unwrap()["zone_position"],
@@ -301,7 +365,7 @@ mod tests {
         // A later turn that touched no zone: none in the patch, but the
         // player still stands somewhere in the world.
         let quiet = Turn::new("turn_7".into(), 7, "tr_7".into(), 4);
-        let patch = state_patch(&quiet, &state);
+        let patch = state_patch(&quiet, &state, None);
         assert!(patch.zones.is_empty());
         assert_eq!(
             patch.zone_position.and_then(|p| p.zone_id).as_deref(),
@@ -310,7 +374,7 @@ mod tests {
         // A world with zones the player never travelled to: a cell, no zone.
         let mut fresh = demo();
         fresh.apply(&made);
-        let at = *state_patch(&quiet, &fresh).zone_position.unwrap();
+        let at = *state_patch(&quiet, &fresh, None).zone_position.unwrap();
         assert_eq!((at.x, at.y, at.z, at.zone_id), (0, 0, 0, None));
     }
 
@@ -326,10 +390,32 @@ mod tests {
         let sent = serde_json::to_value(state_patch(
             &Turn::new("turn_1".into(), 1, "tr_1".into(), 4),
             &demo(),
+            None,
         ))
         .unwrap();
         assert_eq!(sent["zone_position"], serde_json::Value::Null);
         assert_eq!(sent["zones"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn the_patch_places_the_speaker_not_the_host() {
+        let (turn, mut state) = moved();
+        let brin = crate::tools::test_support::seat(&mut state, 2, "Brin", "area_003");
+        let patch = state_patch(&turn, &state, Some(&brin));
+        let position = patch.position.expect("a position");
+        assert_eq!(
+            (position.actor_id.as_str(), position.area_id.as_str()),
+            ("pc_002", "area_003"),
+            "Brin spoke: Brin's place, not the host's"
+        );
+        let alone = state_patch(&turn, &state, None)
+            .position
+            .expect("a position");
+        assert_eq!(
+            alone.actor_id.as_str(),
+            "pc_001",
+            "no speaker: the active character"
+        );
     }
 
     #[test]

@@ -169,6 +169,7 @@ impl SessionView<'_> {
     /// allowlist.
     pub(super) fn game_master(&self) -> Caller<'_> {
         Caller {
+            acting: &[],
             role: Role::GameMaster,
             allowlist: &self.state.allowlist,
             session_id: self.session_id,

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use tokio::sync::oneshot;
 
-use crate::ids::{CallId, NodeId, RequestId, SessionId, SiteId, TenantId, TraceId, TurnId};
+use crate::ids::{CallId, NodeId, RequestId, SeatId, SessionId, SiteId, TenantId, TraceId, TurnId};
 use crate::metrics::Metrics;
 use writer::Writes;
 
@@ -504,6 +504,8 @@ pub struct QueuedChat {
     /// The session's last seq when it was taken: its turn starts after it.
     pub after_seq: u64,
     pub created_at: i64,
+    /// The seat that spoke it: its turn acts for that seat's character.
+    pub seat_id: SeatId,
 }
 
 /// A journal or audit row of a session, queued with the others of its step

@@ -353,6 +353,7 @@ pub(super) async fn write_batch(
                     .bind(&chat.text)
                     .bind(chat.after_seq as i64)
                     .bind(chat.created_at)
+                    .bind(&chat.seat_id)
                     .execute(&mut *conn)
                     .await?;
             }

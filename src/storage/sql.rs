@@ -16,7 +16,7 @@ pub(super) const RECENT_FRAMES: i64 = 512;
 
 /// The writers' statements that both dialects spell the same way.
 pub(super) const INSERT_INBOX: &str = "INSERT INTO inbox (session_id, turn_id, turn_no, request_id, \
-     text, after_seq, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+     text, after_seq, created_at, seat_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 pub(super) const DELETE_INBOX: &str = "DELETE FROM inbox WHERE session_id = $1 AND turn_id = $2";
 /// A snapshot replaces an older one only.
 pub(super) const UPSERT_SNAPSHOT: &str = "INSERT INTO snapshots (session_id, seq, state, updated_at) \
@@ -133,7 +133,7 @@ macro_rules! queries {
 
         use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry, steps_after};
         use $crate::storage::steps::{self as _steps, Entry};
-        use $crate::ids::{RequestId, SessionId, SiteId, TenantId, TraceId, TurnId};
+        use $crate::ids::{RequestId, SeatId, SessionId, SiteId, TenantId, TraceId, TurnId};
         use $crate::storage::ops::WriteOp;
         use $crate::storage::records::RecordReads;
         use $crate::storage::{
@@ -322,7 +322,7 @@ macro_rules! queries {
             // Stored chats whose turn has not started; `after_seq` keeps
             // the look into the journal to the rows after each one.
             let queued = sqlx::query(
-                "SELECT turn_id, turn_no, request_id, text, after_seq, created_at FROM inbox i \
+                "SELECT turn_id, turn_no, request_id, text, after_seq, created_at, seat_id FROM inbox i \
                  WHERE session_id = $1 AND NOT EXISTS (SELECT 1 FROM journal j \
                  WHERE j.session_id = i.session_id AND j.last_seq > i.after_seq \
                  AND j.started = 1 AND j.turn_id = i.turn_id) ORDER BY turn_no",
@@ -340,6 +340,10 @@ macro_rules! queries {
                     text: r.try_get(3)?,
                     after_seq: r.try_get::<i64, _>(4)? as u64,
                     created_at: r.try_get(5)?,
+                    // A row from before parties spoke for the host seat.
+                    seat_id: r
+                        .try_get::<Option<String>, _>(6)?
+                        .map_or_else($crate::game::party::host_seat, SeatId::from),
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;

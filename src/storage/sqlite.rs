@@ -215,7 +215,8 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
                     chat.request_id,
                     chat.text,
                     chat.after_seq as i64,
-                    chat.created_at
+                    chat.created_at,
+                    chat.seat_id
                 ])?;
             }
             WriteOp::Dequeue {

@@ -276,6 +276,9 @@ struct Said<'a> {
     text: Option<String>,
     #[serde(default)]
     reply: Option<String>,
+    /// A `turn_started`'s speaker (null for a round's).
+    #[serde(default)]
+    seat_id: Option<crate::ids::SeatId>,
 }
 
 /// The action an applied call's `tool_result` frame says, with its
@@ -364,6 +367,7 @@ fn history_said(s: &Stored<'_>, said: &Said<'_>) -> Result<String, StorageError>
         "turn_started" => HistoryEntry::User {
             turn_id,
             text: said.text.clone().ok_or_else(missing)?,
+            seat_id: said.seat_id.clone(),
         },
         "tool_call" => HistoryEntry::ToolCall {
             turn_id,
@@ -511,7 +515,8 @@ mod tests {
             [
                 HistoryEntry::User {
                     turn_id: turn_id(),
-                    text: "roll \"1d20\" é".into()
+                    text: "roll \"1d20\" é".into(),
+                    seat_id: None,
                 },
                 HistoryEntry::ToolCall {
                     turn_id: turn_id(),

@@ -142,7 +142,7 @@ impl Tool for AddInventory {
         let args: Args = super::typed(args)?;
         let id = args
             .character_id
-            .unwrap_or_else(|| ctx.state.active_actor_id.to_string());
+            .unwrap_or_else(|| ctx.actor_id().to_string());
         let c = character(ctx.state, &id)?;
         if args.items.is_empty() || args.items.len() > MAX_ITEMS {
             return Err(ToolError::invalid_args(format!(

@@ -390,6 +390,7 @@ mod tests {
         let registry = Registry::builtin().unwrap();
         let allowlist = vec!["create_npc".to_string()];
         let model = Caller {
+            acting: &[],
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &session(),

@@ -35,7 +35,7 @@ impl Tool for GetCharacterStats {
         let args: Args = super::typed(args)?;
         let id = args
             .character_id
-            .unwrap_or_else(|| ctx.state.active_actor_id.to_string());
+            .unwrap_or_else(|| ctx.actor_id().to_string());
         let c = character(ctx.state, &id)?;
         let mut result =
             serde_json::to_value(c).map_err(|e| ToolError::invalid_args(e.to_string()))?;

@@ -89,10 +89,10 @@ impl Tool for GetPlayerState {
             ctx.check_session(claimed)?;
         }
         let state = ctx.state;
-        let actor = state.active_actor().ok_or_else(|| {
+        let actor = ctx.actor().ok_or_else(|| {
             ToolError::invalid_args(format!(
                 "there is no active character ({} does not exist)",
-                state.active_actor_id
+                ctx.actor_id()
             ))
         })?;
         let player = &state.player;
@@ -268,6 +268,7 @@ mod tests {
         let allowlist = vec!["get_player_state".to_string()];
         let registry = Registry::builtin().unwrap();
         let caller = Caller {
+            acting: &[],
             role: Role::Player,
             allowlist: &allowlist,
             session_id: &session(),

@@ -220,6 +220,7 @@ mod tests {
                 .run(
                     &args,
                     &mut ToolContext {
+                        acting: &[],
                         state: &state,
                         rng: &mut SplitMix64::new(1),
                         session_id: &session(),
@@ -252,6 +253,7 @@ mod tests {
                 .run(
                     &json!({"event_type": "tick"}),
                     &mut ToolContext {
+                        acting: &[],
                         state: &state,
                         rng: &mut rng,
                         session_id: &session(),

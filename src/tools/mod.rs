@@ -42,6 +42,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::rng::SplitMix64;
+use crate::game::state::CharacterId;
 use crate::game::{Effect, GameState};
 use crate::ids::SessionId;
 
@@ -302,6 +303,8 @@ impl ToolError {
 /// What a tool may read while it runs.
 pub struct ToolContext<'a> {
     pub state: &'a GameState,
+    /// [`Caller::acting`].
+    pub acting: &'a [CharacterId],
     /// Randomness for this call; the outcome is journalled, never re-rolled.
     pub rng: &'a mut SplitMix64,
     /// The session the call runs in.
@@ -319,7 +322,28 @@ pub struct ToolContext<'a> {
     pub site_id: Option<&'a str>,
 }
 
-impl ToolContext<'_> {
+impl<'a> ToolContext<'a> {
+    /// The character a tool acts as when its call names none: in a turn,
+    /// the speaker's ([`Caller::acting`]); otherwise the active character.
+    pub fn actor_id(&self) -> &'a CharacterId {
+        self.acting.first().unwrap_or(&self.state.active_actor_id)
+    }
+
+    /// [`ToolContext::actor_id`]'s character, if the state holds it.
+    pub fn actor(&self) -> Option<&'a crate::game::Character> {
+        self.state.character(self.actor_id().as_str())
+    }
+
+    /// Whether `character_id` may act now: one the turn acts for, or the
+    /// active character outside turns.
+    pub fn may_act_as(&self, character_id: &str) -> bool {
+        if self.acting.is_empty() {
+            self.state.active_actor_id == *character_id
+        } else {
+            self.acting.iter().any(|c| *c == *character_id)
+        }
+    }
+
     /// [`ToolContext::now_ms`] as RFC 3339 UTC (`2024-12-13T12:00:00.000Z`).
     pub fn now_rfc3339(&self) -> String {
         crate::storage::rfc3339(self.now_ms)
@@ -371,6 +395,11 @@ pub enum RawArgs {
 /// Who calls, and which tools the campaign allows.
 pub struct Caller<'a> {
     pub role: Role,
+    /// In a turn, the characters it acts for: the speaker's, or every
+    /// acting seat's in a round's turn (docs/protocol.md §8). Tools that
+    /// act as a character may not name another seat's, and default to the
+    /// first. Empty outside turns (a direct call), where neither applies.
+    pub acting: &'a [CharacterId],
     pub allowlist: &'a [String],
     /// The session the call runs in.
     pub session_id: &'a SessionId,
@@ -391,6 +420,7 @@ impl<'a> Caller<'a> {
     pub fn sessionless(role: Role, allowlist: &'a [String]) -> Self {
         Self {
             role,
+            acting: &[],
             allowlist,
             session_id: &NO_SESSION,
             user_id: None,
@@ -682,10 +712,17 @@ impl Registry {
         rng: &mut SplitMix64,
     ) -> Invocation {
         let started = Instant::now();
-        let (args, outcome, result_text) = match self.check(name, raw, caller) {
+        let checked = self.check(name, raw, caller).and_then(|(entry, args)| {
+            match acts_for_another_seat(name, &args, caller.acting, state) {
+                Some(e) => Err((args, e)),
+                None => Ok((entry, args)),
+            }
+        });
+        let (args, outcome, result_text) = match checked {
             Err((args, e)) => (args, Err(e), None),
             Ok((entry, args)) => {
                 let mut ctx = ToolContext {
+                    acting: caller.acting,
                     state,
                     rng,
                     session_id: caller.session_id,
@@ -831,6 +868,54 @@ impl Registry {
         }
         Ok((entry, args))
     }
+}
+
+/// The tools that act as a character: in a turn they may name the
+/// characters the turn acts for or one no seat holds (an NPC), never
+/// another seat's (docs/protocol.md §8). The others (`hp_delta`,
+/// `roll_dice`, the read tools) may name anyone.
+const ACTS_AS_CHARACTER: [&str; 6] = [
+    "move",
+    "move_to_zone",
+    "add_inventory",
+    "update_inventory",
+    "update_character",
+    "get_player_state",
+];
+
+/// `PERMISSION_DENIED` when a turn acting for `acting` calls a tool of
+/// [`ACTS_AS_CHARACTER`] naming another active seat's character. Checked
+/// once, here, for every such tool; outside turns (`acting` empty) nothing
+/// is restricted.
+fn acts_for_another_seat(
+    name: &str,
+    args: &Value,
+    acting: &[CharacterId],
+    state: &GameState,
+) -> Option<ToolError> {
+    if acting.is_empty() || !ACTS_AS_CHARACTER.contains(&name) {
+        return None;
+    }
+    let named = ["actor_id", "character_id"]
+        .iter()
+        .find_map(|field| args[*field].as_str())?;
+    let seat = state.party.seat_of_character(named)?;
+    if acting.iter().any(|c| *c == *named) {
+        return None;
+    }
+    Some(ToolError::new(
+        Reason::PermissionDenied,
+        ErrorCode::PermissionDenied,
+        format!(
+            "{named} is {}'s character: this turn acts for {}",
+            seat.name,
+            acting
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ))
 }
 
 /// Parses raw arguments into a JSON object, with a message a model can act on.
@@ -1095,6 +1180,7 @@ pub(crate) mod test_support {
         tool.run(
             args,
             &mut ToolContext {
+                acting: &[],
                 state,
                 rng: &mut rng,
                 session_id: &session(),
@@ -1124,6 +1210,7 @@ pub(crate) mod test_support {
     ) -> Result<ToolOutput, ToolError> {
         let allowlist = [name.to_owned()];
         let caller = super::Caller {
+            acting: &[],
             role,
             allowlist: &allowlist,
             session_id: &session(),
@@ -1166,6 +1253,38 @@ pub(crate) mod test_support {
             .expect("demo is valid")
             .into_state()
     }
+
+    /// Seats `name` at `seat_<n>` of `state`'s party, playing a copy of the
+    /// active character (`pc_00<n>`, named `name`) standing in `area_id`,
+    /// as joining by invite does; answers the character's id.
+    pub fn seat(
+        state: &mut GameState,
+        n: u32,
+        name: &str,
+        area_id: &str,
+    ) -> crate::game::state::CharacterId {
+        use crate::game::party::{Seat, SeatRole, SeatState};
+        let mut character = state.active_actor().expect("an active character").clone();
+        character.character_id = format!("pc_00{n}").as_str().into();
+        character.name = name.into();
+        character.area_id = area_id.into();
+        let character_id = character.character_id.clone();
+        state.apply(&crate::game::Effect::SeatJoined {
+            seat: Seat {
+                seat_id: format!("seat_{n}").as_str().into(),
+                character_id: character_id.clone(),
+                name: name.into(),
+                role: SeatRole::Player,
+                state: SeatState::Active,
+                token_hash: Some(format!("digest_{n}")),
+                joined_at: 0,
+            },
+            character: Some(Box::new(character)),
+            invite_id: "inv_1".into(),
+            invite_uses: 1,
+        });
+        character_id
+    }
 }
 
 #[cfg(test)]
@@ -1206,6 +1325,7 @@ mod tests {
         let registry = Registry::builtin().unwrap();
         let allowlist: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
         let caller = Caller {
+            acting: &[],
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &test_support::session(),
@@ -1217,6 +1337,78 @@ mod tests {
 
     fn err(inv: Invocation) -> ToolError {
         inv.outcome.expect_err("should fail")
+    }
+
+    #[test]
+    fn a_turn_may_not_act_as_another_seats_character() {
+        let registry = Registry::builtin().unwrap();
+        let mut state = demo();
+        test_support::seat(&mut state, 2, "Brin", "area_001");
+        let allowlist: Vec<String> = registry.names().iter().map(|s| s.to_string()).collect();
+        let session = test_support::session();
+        let run = |acting: &[CharacterId], tool: &str, args: Value| {
+            let caller = Caller {
+                acting,
+                ..Caller::sessionless(Role::GameMaster, &allowlist)
+            };
+            let caller = Caller {
+                session_id: &session,
+                ..caller
+            };
+            registry.invoke(
+                tool,
+                RawArgs::Value(args),
+                &caller,
+                &state,
+                &mut SplitMix64::new(1),
+            )
+        };
+        let host: &[CharacterId] = &["pc_001".into()];
+        let to_hall = json!({"actor_id": "pc_002", "to_area_id": "area_002"});
+        // The host's turn naming Brin's character: refused before it runs.
+        let e = run(host, "move", to_hall.clone())
+            .outcome
+            .expect_err("refused");
+        assert_eq!(
+            (e.reason, e.code),
+            (Reason::PermissionDenied, ErrorCode::PermissionDenied)
+        );
+        let e = run(
+            host,
+            "add_inventory",
+            json!({"character_id": "pc_002", "items": [{"name": "Coin"}]}),
+        );
+        assert_eq!(
+            e.outcome.expect_err("refused").code,
+            ErrorCode::PermissionDenied
+        );
+        // Brin's own turn moves Brin; anyone may be hurt or rolled for.
+        let brin: &[CharacterId] = &["pc_002".into()];
+        let moved = run(brin, "move", to_hall.clone())
+            .outcome
+            .expect("Brin moves");
+        assert!(
+            matches!(moved.effect, Some(Effect::Move { ref character_id, .. }) if character_id == "pc_002")
+        );
+        let hurt = run(
+            host,
+            "hp_delta",
+            json!({"target_character_id": "pc_002", "delta": -1, "cause": "a fall"}),
+        );
+        assert!(hurt.outcome.is_ok(), "{:?}", hurt.outcome.err());
+        // A tool that names no one acts as the speaker.
+        let stats = run(brin, "add_inventory", json!({"items": [{"name": "Coin"}]}));
+        assert_eq!(
+            stats.outcome.expect("added").result["character_id"],
+            "pc_002"
+        );
+        // Outside turns (a direct call) nothing is restricted by seats.
+        let direct = run(
+            &[],
+            "add_inventory",
+            json!({"character_id": "pc_002", "items": [{"name": "Coin"}]}),
+        );
+        assert!(direct.outcome.is_ok());
     }
 
     #[test]
@@ -1472,6 +1664,7 @@ mod tests {
         let allowlist: Vec<String> = registry.names().iter().map(|s| s.to_string()).collect();
         for role in ALL_ROLES {
             let caller = Caller {
+                acting: &[],
                 role: *role,
                 allowlist: &allowlist,
                 session_id: &test_support::session(),
@@ -1503,6 +1696,7 @@ mod tests {
         }
         // The model never sees the people-only tools.
         let gm = Caller {
+            acting: &[],
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &test_support::session(),
@@ -1553,6 +1747,7 @@ mod tests {
         let registry = Registry::builtin().unwrap();
         let allowlist = vec!["move".to_string()];
         let caller = Caller {
+            acting: &[],
             role: Role::GameMaster,
             allowlist: &allowlist,
             session_id: &test_support::session(),
@@ -1565,17 +1760,20 @@ mod tests {
         // Made once per role and allowlist, then shared.
         let same = vec!["move".to_string()];
         let again = registry.openai_tools(&Caller {
+            acting: &[],
             allowlist: &same,
             ..caller
         });
         assert!(Arc::ptr_eq(&tools, &again));
         let two = vec!["move".to_string(), "roll_dice".to_string()];
         let other = registry.openai_tools(&Caller {
+            acting: &[],
             allowlist: &two,
             ..caller
         });
         assert_eq!(other.len(), 2);
         let player = registry.openai_tools(&Caller {
+            acting: &[],
             role: Role::Player,
             ..caller
         });
@@ -1590,6 +1788,7 @@ mod tests {
                 .map(|(_, n)| n.clone())
                 .collect();
             registry.openai_tools(&Caller {
+                acting: &[],
                 allowlist: &allowlist,
                 ..caller
             });

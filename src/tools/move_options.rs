@@ -45,9 +45,7 @@ impl Tool for MoveOptions {
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
         let state = ctx.state;
-        let id = args
-            .actor_id
-            .unwrap_or_else(|| state.active_actor_id.to_string());
+        let id = args.actor_id.unwrap_or_else(|| ctx.actor_id().to_string());
         let actor = character(state, &id)?;
         let here = state.area(actor.area_id.as_str()).ok_or_else(|| {
             ToolError::invalid_args(format!("{} stands nowhere known", actor.name))

@@ -50,14 +50,11 @@ impl Tool for Move {
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
         let state = ctx.state;
-        if state.active_actor_id != *args.actor_id.as_str() {
+        if !ctx.may_act_as(&args.actor_id) {
             return Err(ToolError::new(
                 Reason::ActorStateRestricted,
                 ErrorCode::PermissionDenied,
-                format!(
-                    "only the active actor {} can move now",
-                    state.active_actor_id
-                ),
+                format!("only {} can move now", ctx.actor_id()),
             ));
         }
         let actor = character(state, &args.actor_id)?;

@@ -66,10 +66,10 @@ impl Tool for MoveToZone {
         let args: Args = super::typed(args)?;
         ctx.check_session(&args.session_id)?;
         let state = ctx.state;
-        let actor = state.active_actor().ok_or_else(|| {
+        let actor = ctx.actor().ok_or_else(|| {
             ToolError::invalid_args(format!(
                 "there is no active character ({} does not exist) to travel",
-                state.active_actor_id
+                ctx.actor_id()
             ))
         })?;
         if actor.state == CharacterState::Downed {
@@ -228,6 +228,7 @@ mod tests {
             .run(
                 &json!({"session_id": SESSION, "to_zone_id": "zone_-3_-4_0"}),
                 &mut ToolContext {
+                    acting: &[],
                     state: &state,
                     rng: &mut SplitMix64::new(8),
                     session_id: &session(),
@@ -342,6 +343,7 @@ mod tests {
         let registry = Registry::builtin().unwrap();
         let invoke = |args: &Value, role: Role| {
             let caller = Caller {
+                acting: &[],
                 role,
                 allowlist: &allowlist,
                 session_id: &session(),

@@ -105,7 +105,7 @@ impl Tool for UpdateCharacter {
         let id = args
             .character_id
             .as_deref()
-            .unwrap_or(ctx.state.active_actor_id.as_str());
+            .unwrap_or(ctx.actor_id().as_str());
         let c = character(ctx.state, id)?;
         if args.hp.is_none()
             && args.max_hp.is_none()

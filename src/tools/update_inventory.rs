@@ -106,7 +106,7 @@ impl Tool for UpdateInventory {
         let args: Args = super::typed(args)?;
         let id = args
             .character_id
-            .unwrap_or_else(|| ctx.state.active_actor_id.to_string());
+            .unwrap_or_else(|| ctx.actor_id().to_string());
         let c = character(ctx.state, &id)?;
         if args.updates.is_empty() || args.updates.len() > MAX_UPDATES {
             return Err(ToolError::invalid_args(format!(

@@ -45,7 +45,8 @@ export function chat(text, requestId) {
       if (RETURNED_CODES.has(code) && !input.value) input.value = text;
       return;
     }
-    if (e.frame || e.fatal || code === 'CLOSED' || code === 'OUTCOME_UNKNOWN') return;
+    // A round's action replaced by a later one of this seat needs no word.
+    if (e.frame || e.fatal || code === 'CLOSED' || code === 'OUTCOME_UNKNOWN' || code === 'REPLACED') return;
     notice(t('error.other', { code, message: e.message || '' }), 'error', 6000, code);
   });
 }

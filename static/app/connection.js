@@ -13,6 +13,7 @@ import {
 } from './story.js';
 import { onToolCall, onToolResult } from './cards.js';
 import { RETURNED_CODES } from './composer.js';
+import { onPartyFrame, renderParty } from './party.js';
 
 // How much recent story a newcomer to a long session reads (on a second
 // connection): most of the 512 frames the server holds, with room for frames
@@ -76,6 +77,8 @@ export function connect() {
   conn.on('frame', handleFrame);
   conn.on('error', onError);
   conn.on('outbox', onOutbox);
+  conn.on('seats', renderParty);
+  conn.on('round', renderParty);
 }
 
 // "Retry now", the browser back online, the tab shown again: try at once
@@ -89,7 +92,9 @@ export function reconnectNow() {
 function fatal(code) {
   setConn('closed');
   $('banner').hidden = true;
-  $('fatal-text').textContent = code === 'SESSION_CLOSED' ? t('error.closed') : t('error.link', { code });
+  $('fatal-text').textContent = code === 'SESSION_CLOSED' ? t('error.closed')
+    : code === 'KICKED' ? t('error.KICKED') : t('error.link', { code });
+  document.body.dataset.fatal = code;
   $('fatal').hidden = false;
 }
 
@@ -112,6 +117,7 @@ function onWelcome(f, { reset }) {
   const first = !game.welcomed;
   game.welcomed = true;
   game.role = f.role;
+  game.characterId = f.character_id || null;
   document.body.dataset.role = f.role;
   const spectator = f.role === 'spectator';
   $('badge').hidden = !spectator;
@@ -177,6 +183,11 @@ function storyFrame(f, live) {
     case 'turn_completed': return onTurnCompleted(f, live);
     case 'turn_failed': return onTurnFailed(f, live);
     case 'presence': return setPresence(f.players, f.spectators);
+    case 'party_chat':
+    case 'seat_joined':
+    case 'seat_changed':
+    case 'mode_changed':
+      return onPartyFrame(f, live);
     default: return undefined;
   }
 }
@@ -206,7 +217,7 @@ function onOutbox(chats) {
       entry = { requestId: chat.requestId, text: chat.text, node: null };
       game.outbox.set(chat.requestId, entry);
     }
-    Object.assign(entry, { state: chat.state, queued: chat.queued, retryAt: chat.retryAt });
+    Object.assign(entry, { state: chat.state, queued: chat.queued, retryAt: chat.retryAt, round: chat.round });
     if (entry.node) updateOutboxEntry(entry);
     else renderOutboxEntry(entry);
   }

@@ -3,7 +3,7 @@
 // the live sessions anyone may watch.
 
 import { $, el, icon, notice, readJson, sessionLink, writeJson } from './dom.js';
-import { lang, t } from './language.js';
+import { hasText, lang, t } from './language.js';
 import { questd } from './state.js';
 
 export async function loadCampaigns() {
@@ -107,4 +107,46 @@ export async function startLobby() {
   $('lobby').hidden = false;
   loadSessions();
   setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
+}
+
+// An invite link (`?join=<session>&invite=<code>`): asks for a name, joins, keeps the
+// seat's token with the session's links in localStorage (so the lobby and
+// the invite link itself lead back to the seat), and hands the token on.
+export function startJoin(sessionId, inviteCode, onJoined) {
+  document.body.dataset.view = 'join';
+  $('join').hidden = false;
+  const form = $('join-form');
+  const input = $('join-name');
+  const go = $('join-go');
+  const problem = $('join-error');
+  input.focus();
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const name = input.value.trim();
+    if (!name) return;
+    go.disabled = true;
+    go.textContent = t('join.joining');
+    problem.hidden = true;
+    try {
+      const seat = await questd.join(sessionId, inviteCode, name);
+      const mine = readJson('local', 'questd.sessions', {});
+      mine[seat.session_id] = { ...(mine[seat.session_id] || {}), player: seat.player_token, seat: seat.seat_id, invite: inviteCode };
+      writeJson('local', 'questd.sessions', mine);
+      $('join').hidden = true;
+      onJoined(seat.session_id, seat.player_token);
+    } catch (err) {
+      const code = err && err.error_code;
+      problem.textContent = ['join.' + code].filter(hasText).map((k) => t(k))[0] || t('join.failed', { message: err.message || code });
+      problem.hidden = false;
+    } finally {
+      go.disabled = false;
+      go.textContent = t('join.go');
+    }
+  });
+}
+
+// The seat this browser took with an invite to this session, if any.
+export function joinedToken(sessionId, inviteCode) {
+  const saved = readJson('local', 'questd.sessions', {})[sessionId];
+  return saved && saved.player && saved.invite === inviteCode ? saved.player : null;
 }

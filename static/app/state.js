@@ -16,6 +16,7 @@ export const game = {
   id: null,
   token: null,
   role: null,
+  characterId: null,    // this player's character (the welcome's), else the session's hero
   snapshot: null,
   conn: null,           // the Connection (@questd/client)
   connState: null,      // what the page shows: connecting, live, reconnecting, closed
@@ -145,10 +146,27 @@ export const APPLIED_TOOLS = new Set([
   'get_prompt_active', 'log_user_event', 'create_draft_content',
 ]);
 
+// The hero this page plays (a player's own character, from the welcome),
+// or the session's hero for a spectator.
 export function activeCharacter() {
   const s = game.snapshot;
   if (!s) return null;
-  return s.characters.find((c) => c.character_id === s.active_actor_id) || s.characters[0] || null;
+  const find = (id) => id && s.characters.find((c) => c.character_id === id);
+  return find(game.characterId) || find(s.active_actor_id) || s.characters[0] || null;
+}
+
+// The seats of the session as the connection knows them (docs/protocol.md §8).
+export function seats() {
+  return game.conn ? game.conn.seats : [];
+}
+
+// The name a seat goes by: its character's, in the page's language, else
+// the name it joined with; null for a seat not known.
+export function seatName(seatId) {
+  const seat = seats().find((x) => x.seat_id === seatId);
+  if (!seat) return null;
+  const c = character(seat.character_id);
+  return c ? nameOf(c) : seat.name;
 }
 
 function upsert(list, item, key) {

@@ -8,7 +8,7 @@ import { $, el, icon } from './dom.js';
 import { hasText, t } from './language.js';
 import {
   APPLIED_TOOLS, activeCharacter, applyPatch, area, campaignTitle, character, descriptionOf, game, nameOf,
-  refreshSnapshotSoon,
+  refreshSnapshotSoon, seatName,
 } from './state.js';
 import { renderSheet } from './hero.js';
 
@@ -50,14 +50,36 @@ export function turnBox(turnId) {
 export function onTurnStarted(f, live) {
   const turn = turnBox(f.turn_id);
   const msg = el('div', 'msg player');
-  const who = character(f.actor_id);
-  msg.append(el('span', 'who', who ? nameOf(who) : f.actor_id || ''), el('span', 'text', f.text));
+  if (f.seat_id) msg.dataset.seatId = f.seat_id;
+  if (Array.isArray(f.actions)) {
+    // A round's turn: every seat's action, in seat order.
+    msg.classList.add('round');
+    msg.dataset.round = String(f.round);
+    const list = el('ul', 'round-actions');
+    for (const a of f.actions) {
+      const li = el('li', a.text === null ? 'none' : null);
+      li.dataset.seatId = a.seat_id;
+      li.append(el('b', 'who-name', speaker(a.seat_id, a.character_id)), el('span', 'text', a.text ?? t('story.no_action')));
+      list.appendChild(li);
+    }
+    msg.append(el('span', 'who', t('story.round', { n: f.round })), list);
+  } else {
+    msg.append(el('span', 'who', speaker(f.seat_id, f.actor_id)), el('span', 'text', f.text));
+  }
   if (f.request_id) msg.dataset.requestId = f.request_id;
   scrollStory(() => turn.box.prepend(msg));
   if (live && game.snapshot && typeof game.snapshot.turn === 'number') {
     game.snapshot.turn += 1;
     renderSheet();
   }
+}
+
+// Whose words: the seat's name, else its character's.
+function speaker(seatId, characterId) {
+  const seat = seatId && seatName(seatId);
+  if (seat) return seat;
+  const who = character(characterId);
+  return who ? nameOf(who) : characterId || '';
 }
 
 export function onDelta(f) {
@@ -160,6 +182,7 @@ export function updateOutboxEntry(entry) {
   let text = t('outbox.' + entry.state);
   if (entry.state === 'waiting' && game.conn.state === 'open') text = t('outbox.held');
   if (entry.state === 'accepted' && entry.queued > 0) text = t('outbox.queued', { n: entry.queued });
+  if (entry.state === 'accepted' && typeof entry.round === 'number') text = t('outbox.round', { n: entry.round });
   if (entry.state === 'retry') text = t('outbox.retry', { s: Math.max(1, Math.ceil((entry.retryAt - Date.now()) / 1000)) });
   entry.node.querySelector('.state').textContent = text;
 }

@@ -14,23 +14,28 @@ use crate::common::{Api, Turn, Ws, spawn_in, turn};
 
 /// A game as it is played: each player line and the reply, written out
 /// after every turn so that a game that fails midway is readable too.
-struct Transcript {
+pub(crate) struct Transcript {
     path: PathBuf,
     text: String,
 }
 
 impl Transcript {
     fn new(lang: &str) -> Self {
+        Self::named(&format!("adventure-transcript-{lang}.txt"))
+    }
+
+    /// A transcript written to `file` in the crate's `target/`.
+    pub(crate) fn named(file: &str) -> Self {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("target")
-            .join(format!("adventure-transcript-{lang}.txt"));
+            .join(file);
         Transcript {
             path,
             text: String::new(),
         }
     }
 
-    fn add(&mut self, line: &str) {
+    pub(crate) fn add(&mut self, line: &str) {
         self.text.push_str(line);
         std::fs::write(&self.path, &self.text).expect("the transcript is written");
     }

@@ -68,6 +68,25 @@ async fn a_seat_plays_through_either_node_and_a_kicked_one_is_refused_on_both() 
         assert_eq!(status, 200, "GET {rest} through B: {body}");
     }
 
+    // A spectator B serves from its tail sees the whole party (online as
+    // the owner's last presence said).
+    let (_watcher, welcome) = b.connect(id, &s.spectator_token, None).await;
+    let seats: Vec<(&str, bool)> = welcome["state"]["seats"]
+        .as_array()
+        .unwrap_or_else(|| panic!("seats in {welcome}"))
+        .iter()
+        .map(|s| {
+            (
+                s["seat_id"].as_str().unwrap_or_default(),
+                s["online"].is_boolean(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seats,
+        vec![("seat_1", true), ("seat_2", true), ("seat_3", true)]
+    );
+
     // The host kicks Cara through B: refused on both nodes from then on.
     let kicked = post_as(&b, id, "seats/seat_3/kick", &s.player_token, &json!({})).await;
     assert_eq!(kicked.status, 200, "kick through B: {}", kicked.body);

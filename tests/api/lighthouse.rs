@@ -1,6 +1,7 @@
 //! The page as Lighthouse audits it, on its views (the lobby, a player's
 //! game a few turns in, beside a person so that every quick command shows,
-//! and the operator console asking for its key): full marks for
+//! with a second player at the table so that the party shows, the page an
+//! invite link opens, and the operator console asking for its key): full marks for
 //! accessibility, best practices and SEO, no layout shift, every asset
 //! compressed. Lighthouse is the pinned copy in `tools/lighthouse` (`npm ci`
 //! there; `scripts/test` does it) driving the same headless Chromium as the
@@ -103,9 +104,35 @@ async fn every_view_has_full_marks_for_accessibility_and_best_practices() {
         let a = chat_over_http(&app.base, token, &body).await;
         assert_eq!(a.status, 200, "{text}: {}", a.body);
     }
+    // A second player at the table (the party panel shows), and an invite
+    // link not used yet (the join view).
+    let session = created["session_id"].as_str().unwrap();
+    let invites = format!("{}/api/v1/sessions/{session}/invites", app.base);
+    let bearer = format!("Bearer {token}");
+    let auth = [("Authorization", bearer.as_str())];
+    let mut links = Vec::new();
+    for _ in 0..2 {
+        let invite = request("POST", &invites, &auth, Some(&json!({}))).await;
+        assert_eq!(invite.status, 201, "{}", invite.body);
+        links.push(invite.body);
+    }
+    let join = format!("{}/api/v1/sessions/{session}/join", app.base);
+    let (status, joined) = post(
+        &join,
+        &json!({"invite_code": links[0]["invite_code"], "name": "Brin"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{joined}");
+    let join_url = links[1]["join_url"].as_str().unwrap();
+    let join_url = if join_url.starts_with('/') {
+        format!("{}{join_url}", app.base)
+    } else {
+        join_url.to_owned()
+    };
     let views = [
         ("lobby", format!("{}/", app.base)),
         ("play", player_url),
+        ("join", join_url),
         ("admin", format!("{}/admin", app.base)),
     ];
     for (name, url) in views {

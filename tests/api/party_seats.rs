@@ -11,7 +11,13 @@ use crate::common::*;
 
 /// `POST {base}/api/v1/sessions/{id}/{rest}` with a bearer token (or
 /// none).
-async fn post_as(base: &str, id: &str, rest: &str, token: Option<&str>, body: &Value) -> Answer {
+pub async fn post_as(
+    base: &str,
+    id: &str,
+    rest: &str,
+    token: Option<&str>,
+    body: &Value,
+) -> Answer {
     let auth = token.map(|t| format!("Bearer {t}"));
     let headers: Vec<(&str, &str)> = auth
         .as_deref()
@@ -22,7 +28,7 @@ async fn post_as(base: &str, id: &str, rest: &str, token: Option<&str>, body: &V
 }
 
 /// The host of `s` makes an invite with `body`; answers its code.
-async fn invite(base: &str, s: &Session, body: Value) -> String {
+pub async fn invite(base: &str, s: &Session, body: Value) -> String {
     let a = post_as(base, &s.session_id, "invites", Some(&s.player_token), &body).await;
     assert_eq!(a.status, 201, "invite: {}", a.body);
     let url = a.body["join_url"].as_str().expect("join_url");
@@ -42,13 +48,13 @@ async fn try_join(base: &str, session_id: &str, code: &str, name: &str) -> Answe
 }
 
 /// A joined seat: its id, character and token.
-struct Joined {
-    seat_id: String,
-    character_id: String,
-    token: String,
+pub struct Joined {
+    pub seat_id: String,
+    pub character_id: String,
+    pub token: String,
 }
 
-async fn join(base: &str, session_id: &str, code: &str, name: &str) -> Joined {
+pub async fn join(base: &str, session_id: &str, code: &str, name: &str) -> Joined {
     let a = try_join(base, session_id, code, name).await;
     assert_eq!(a.status, 201, "join as {name}: {}", a.body);
     let field = |k: &str| {

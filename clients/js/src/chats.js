@@ -56,6 +56,8 @@ class Chat {
     this.retries = 0;
     this.retryAt = null;
     this.timer = null;
+    /** Rounds mode: the round this chat is the seat's action for, once acked. */
+    this.round = null;
   }
 
   view() {
@@ -66,6 +68,7 @@ class Chat {
       turnId: this.turnId,
       queued: this.queued,
       retryAt: this.retryAt,
+      round: this.round,
     };
   }
 }
@@ -73,7 +76,7 @@ class Chat {
 export class Chats {
   #chats = [];
   #outcomes = new BoundedMap(REMEMBERED_TURNS); // turn_id -> turn_completed | turn_failed
-  #startedBy = new BoundedMap(REMEMBERED_TURNS); // turn_id -> request_id (or null)
+  #startedBy = new BoundedMap(REMEMBERED_TURNS); // turn_id -> the request_ids it started (a round's: several)
   #turnOf = new BoundedMap(REMEMBERED_TURNS); // request_id -> turn_id, from turn_started
   #closedError = null;
   #lastTurnAtWelcome = null; // welcome.state.turn of the last welcome: the last turn started
@@ -178,6 +181,7 @@ export class Chats {
   onAck(f) {
     const chat = this.#find(f.request_id);
     if (!chat) return;
+    if (typeof f.round === 'number') return this.#onRoundAck(chat, f);
     if (chat.state !== 'started') {
       chat.turnId = f.turn_id;
       chat.state = 'accepted';
@@ -186,6 +190,22 @@ export class Chats {
     if (this.#settleFromOutcome(chat)) return;
     // A turn whose start this connection did not see (a duplicate's) may have ended unseen.
     if (!this.#startedBy.has(chat.turnId) && this.#judge(chat)) return;
+    this.io.changed();
+    this.flush();
+  }
+
+  // Rounds mode: the chat is this seat's action for round `f.round`, and
+  // runs in the round's turn (whose turn_started lists its request_id). A
+  // second chat in the same round replaces the first.
+  #onRoundAck(chat, f) {
+    if (chat.state !== 'started') {
+      chat.state = 'accepted';
+      chat.round = f.round;
+      chat.queued = 0;
+    }
+    for (const earlier of this.#chats.filter((c) => c !== chat && c.round === f.round && c.state === 'accepted')) {
+      this.#settle(earlier, replaced(earlier));
+    }
     this.io.changed();
     this.flush();
   }
@@ -226,32 +246,42 @@ export class Chats {
   /** A story frame, delivered in seq order. */
   onStory(f) {
     if (f.type === 'turn_started') {
-      const requestId = typeof f.request_id === 'string' ? f.request_id : null;
-      this.#startedBy.set(f.turn_id, requestId);
-      if (requestId === null) return;
-      this.#turnOf.set(requestId, f.turn_id);
-      const chat = this.#find(requestId);
-      if (!chat) return;
-      clearTimeout(chat.timer);
-      chat.timer = null;
-      chat.retryAt = null;
-      const wasInFlight = chat.state === 'sent';
-      chat.turnId = f.turn_id;
-      chat.state = 'started';
-      this.io.changed();
+      // A round's turn (rounds mode) starts the chats of every seat that acted.
+      const requestIds = startersOf(f);
+      this.#startedBy.set(f.turn_id, requestIds);
+      let changed = false;
+      let wasInFlight = false;
+      for (const requestId of requestIds) {
+        this.#turnOf.set(requestId, f.turn_id);
+        const chat = this.#find(requestId);
+        if (!chat) continue;
+        clearTimeout(chat.timer);
+        chat.timer = null;
+        chat.retryAt = null;
+        wasInFlight = wasInFlight || chat.state === 'sent';
+        chat.turnId = f.turn_id;
+        chat.state = 'started';
+        changed = true;
+      }
+      // A chat taken for this round that the round does not carry was
+      // replaced by a later action of the same seat (from another connection).
+      if (typeof f.round === 'number') {
+        for (const chat of this.#chats.filter((c) => c.round === f.round && c.state !== 'started')) {
+          this.#settle(chat, replaced(chat));
+        }
+      }
+      if (changed) this.io.changed();
       if (wasInFlight) this.flush();
       return;
     }
     if (f.type !== 'turn_completed' && f.type !== 'turn_failed') return;
     this.#outcomes.set(f.turn_id, f);
-    const starter = this.#startedBy.get(f.turn_id);
-    const chat =
-      typeof starter === 'string'
-        ? this.#find(starter)
-        : starter === undefined
-          ? this.#chats.find((c) => c.turnId === f.turn_id)
-          : undefined;
-    if (chat) this.#settleFromOutcome(chat);
+    const starters = this.#startedBy.get(f.turn_id);
+    const chats =
+      starters === undefined
+        ? this.#chats.filter((c) => c.turnId === f.turn_id)
+        : this.#chats.filter((c) => starters.includes(c.requestId));
+    for (const chat of chats) this.#settleFromOutcome(chat);
   }
 
   /** Rejects every chat with `error`; later chats are refused with it. */
@@ -277,13 +307,13 @@ export class Chats {
   }
 
   // Settles `chat` if the end of its turn is known. A turn whose
-  // turn_started named another request_id is not this chat's.
+  // turn_started named other request_ids only is not this chat's.
   #settleFromOutcome(chat) {
     if (chat.turnId === null) return false;
     const outcome = this.#outcomes.get(chat.turnId);
     if (!outcome) return false;
-    const starter = this.#startedBy.get(chat.turnId);
-    if (starter !== undefined && starter !== chat.requestId) return false;
+    const starters = this.#startedBy.get(chat.turnId);
+    if (starters !== undefined && !starters.includes(chat.requestId)) return false;
     this.#settle(chat, outcome.type === 'turn_completed' ? outcome : QuestdError.fromTurnFailed(outcome, chat.requestId));
     return true;
   }
@@ -300,6 +330,23 @@ export class Chats {
     this.io.changed();
     this.flush();
   }
+}
+
+/** The request_ids a `turn_started` starts: its own, and in a round every action's. */
+function startersOf(f) {
+  const ids = typeof f.request_id === 'string' ? [f.request_id] : [];
+  for (const a of Array.isArray(f.actions) ? f.actions : []) {
+    if (a && typeof a.request_id === 'string' && !ids.includes(a.request_id)) ids.push(a.request_id);
+  }
+  return ids;
+}
+
+function replaced(chat) {
+  return new QuestdError(
+    ClientCode.REPLACED,
+    `a later chat of this seat replaced this one as its action for round ${chat.round}`,
+    { requestId: chat.requestId },
+  );
 }
 
 /** n of `turn_<n>`, or null for another id. */

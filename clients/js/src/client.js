@@ -89,6 +89,69 @@ export class Questd {
     });
   }
 
+  // ---------------------------------------------------------- party (§8)
+  // The host's powers take the host's player token, or the tenant's key
+  // (`apiKey`) when `token` is left out.
+
+  /**
+   * `POST /api/v1/sessions/{id}/invites`: a link for others to join with.
+   * Resolves with `{invite_code, join_url, expires_at}`.
+   * @param {{maxUses?: number, expiresInS?: number}} [options]
+   */
+  invite(sessionId, token, options = {}) {
+    const body = {};
+    if (options.maxUses !== undefined) body.max_uses = options.maxUses;
+    if (options.expiresInS !== undefined) body.expires_in_s = options.expiresInS;
+    return this.#request('POST', `${sessionPath(sessionId)}/invites`, { body, bearer: token, key: token === undefined });
+  }
+
+  /**
+   * `POST /api/v1/sessions/{id}/join`: takes a seat with an invite code (the
+   * only credential it needs). Resolves with `{session_id, seat_id,
+   * character_id, player_token, ws_url, player_url}`; `connect(session_id,
+   * player_token)` then plays as that seat.
+   */
+  join(sessionId, inviteCode, name) {
+    return this.#request('POST', `${sessionPath(sessionId)}/join`, { body: { invite_code: inviteCode, name } });
+  }
+
+  /** `GET /api/v1/sessions/{id}/seats`: `{seats: [...]}`, with any token of the session. */
+  seats(sessionId, token) {
+    return this.#request('GET', `${sessionPath(sessionId)}/seats`, { bearer: token, key: token === undefined });
+  }
+
+  /** `POST /api/v1/sessions/{id}/seats/{seat}/kick`: the seat's connections close with 4001, its token is refused from then on. */
+  kick(sessionId, token, seatId) {
+    return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/kick`, {
+      body: {},
+      bearer: token,
+      key: token === undefined,
+      emptyOk: true,
+    });
+  }
+
+  /** `POST /api/v1/sessions/{id}/seats/{seat}/host`: that seat becomes the host, the old host a player. */
+  handOverHost(sessionId, token, seatId) {
+    return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/host`, {
+      body: {},
+      bearer: token,
+      key: token === undefined,
+      emptyOk: true,
+    });
+  }
+
+  /**
+   * `POST /api/v1/sessions/{id}/mode`: `free` (chats run one by one as they
+   * come) or `rounds` (each seat's chat is its action for the round).
+   * @param {'free'|'rounds'} turnMode
+   * @param {{roundTimeoutS?: number}} [options]
+   */
+  setMode(sessionId, token, turnMode, options = {}) {
+    const body = { turn_mode: turnMode };
+    if (options.roundTimeoutS !== undefined) body.round_timeout_s = options.roundTimeoutS;
+    return this.#request('POST', `${sessionPath(sessionId)}/mode`, { body, bearer: token, key: token === undefined, emptyOk: true });
+  }
+
   /**
    * `POST /api/v1/tools/call` with the service key. Resolves with
    * `{success: true, output, audit}`; a refused or failed call throws a
@@ -156,9 +219,9 @@ export class Questd {
    * @param {string} method
    * @param {string} path
    * @param {{body?: unknown, bearer?: string, key?: boolean, tenant?: boolean,
-   *   headers?: Record<string, string>, query?: URLSearchParams}} [options]
+   *   headers?: Record<string, string>, query?: URLSearchParams, emptyOk?: boolean}} [options]
    */
-  async #request(method, path, { body, bearer, key, tenant, headers = {}, query } = {}) {
+  async #request(method, path, { body, bearer, key, tenant, headers = {}, query, emptyOk = false } = {}) {
     const url = new URL(this.#prefix + path, this.#origin);
     if (query) url.search = query.toString();
     /** @type {Record<string, string>} */
@@ -190,6 +253,8 @@ export class Questd {
       parsed = undefined;
     }
     if (res.ok) {
+      // The host's powers may answer with an empty body.
+      if (parsed === undefined && emptyOk && text === '') return {};
       if (parsed === undefined) {
         throw new QuestdError(ClientCode.BAD_RESPONSE, `${method} ${path} answered ${res.status} without JSON`, {
           status: res.status,
@@ -199,6 +264,10 @@ export class Questd {
     }
     throw httpError(method, path, res, parsed, text);
   }
+}
+
+function sessionPath(sessionId) {
+  return `/api/v1/sessions/${encodeURIComponent(sessionId)}`;
 }
 
 // The server's error bodies are {error_code, message}; the tool API's are

@@ -5,7 +5,8 @@
 
 import { Chats } from './chats.js';
 import { ClientCode, QuestdError } from './errors.js';
-import { backoffDelay, Emitter } from './util.js';
+import { Party } from './party.js';
+import { backoffDelay, Emitter, randomId } from './util.js';
 
 export const DEFAULTS = Object.freeze({
   backoff: Object.freeze({ initialMs: 500, maxMs: 8000 }),
@@ -27,8 +28,12 @@ const FATAL_STATUSES = new Set([400, 401, 403, 404, 410]);
 const SERVICE_RESTART = 1012;
 /** Close code of a session an operator closed for good (docs/protocol.md §2.8): never reconnect. */
 const SESSION_CLOSED = 4000;
+/** Close code of a seat the host removed (docs/protocol.md §8): its token is refused from then on. */
+const SEAT_KICKED = 4001;
+/** `say()`s waiting for their `party_chat` at once. */
+const MAX_PENDING_SAYS = 16;
 /** Event names of the client's own; a server frame type never shadows them. */
-const OWN_EVENTS = new Set(['state', 'frame', 'reset', 'outbox']);
+const OWN_EVENTS = new Set(['state', 'frame', 'reset', 'outbox', 'seats', 'round']);
 
 export class Connection extends Emitter {
   #link;
@@ -47,6 +52,8 @@ export class Connection extends Emitter {
   #pingSentAt = 0;
   #pings = new Map(); // nonce -> {resolve, reject}
   #nonce = 0;
+  #party = new Party();
+  #says = []; // {requestId, resolve, reject}, oldest first: each waits for its party_chat
 
   /**
    * Made by `Questd.connect`.
@@ -96,7 +103,32 @@ export class Connection extends Emitter {
     return this.#reconnectAt;
   }
 
-  /** The chats not yet settled, oldest first: {requestId, text, state, turnId, queued, retryAt}. */
+  /** This player's seat (from the welcome); null for a spectator or before the welcome. */
+  get seatId() {
+    return this.#party.seatId;
+  }
+
+  /** This player's character (from the welcome). */
+  get characterId() {
+    return this.#party.characterId;
+  }
+
+  /** The session's seats: {seat_id, character_id, name, role, state, online}, kept current from the frames. */
+  get seats() {
+    return this.#party.seats;
+  }
+
+  /** `free` or `rounds`. */
+  get turnMode() {
+    return this.#party.turnMode;
+  }
+
+  /** Rounds mode: `{round, acted}`, the round actions go to now and the seats that acted in it. */
+  get round() {
+    return this.#party.roundState;
+  }
+
+  /** The chats not yet settled, oldest first: {requestId, text, state, turnId, queued, retryAt, round}. */
   get pending() {
     return this.#chats.views();
   }
@@ -112,6 +144,31 @@ export class Connection extends Emitter {
    */
   chat(text, options = {}) {
     return this.#chats.add(text, options.requestId);
+  }
+
+  /**
+   * Table talk: sends `{"type":"say"}`, which everyone in the session gets
+   * as a `party_chat` frame and the game master never sees. Resolves with
+   * this seat's `party_chat`; rejects with the `error` frame naming it
+   * (`FORBIDDEN` for a spectator, `TEXT_TOO_LONG`, `RATE_LIMITED`, …), or
+   * with NOT_CONNECTED / DISCONNECTED: unlike a chat, it is not kept to be
+   * sent again.
+   * @param {string} text
+   * @param {{requestId?: string}} [options]
+   */
+  say(text, options = {}) {
+    if (typeof text !== 'string') return Promise.reject(new TypeError('say text is a string'));
+    if (this.#state !== 'open' || !this.#ws) {
+      return Promise.reject(new QuestdError(ClientCode.NOT_CONNECTED, 'not connected'));
+    }
+    if (this.#says.length >= MAX_PENDING_SAYS) {
+      return Promise.reject(new QuestdError(ClientCode.NOT_CONNECTED, `${MAX_PENDING_SAYS} says already wait for their party_chat`));
+    }
+    const requestId = options.requestId ?? randomId('s-');
+    return new Promise((resolve, reject) => {
+      this.#says.push({ requestId, resolve, reject });
+      this.#send({ type: 'say', text, request_id: requestId });
+    });
   }
 
   /** Sends a `ping`; resolves with the `pong`. */
@@ -184,6 +241,11 @@ export class Connection extends Emitter {
         this.#stop(new QuestdError('SESSION_CLOSED', ev.reason || 'the session was closed by an operator', { fatal: true }));
         return;
       }
+      if (ev && ev.code === SEAT_KICKED) {
+        // The seat's token is refused from now on: reconnecting cannot help.
+        this.#stop(new QuestdError(ClientCode.KICKED, ev.reason || 'the host removed this seat from the session', { fatal: true }));
+        return;
+      }
       // 1012: the server asks for a reconnect (restart, hand-over): the first try is at once.
       this.#lose(ws, { immediate: Boolean(ev) && ev.code === SERVICE_RESTART });
     };
@@ -208,6 +270,7 @@ export class Connection extends Emitter {
     }
     this.#stopHeartbeat();
     this.#rejectPings(new QuestdError(ClientCode.DISCONNECTED, 'the socket dropped before the pong'));
+    this.#rejectSays(new QuestdError(ClientCode.DISCONNECTED, 'the socket dropped before the party_chat'));
     this.#chats.disconnected();
     if (this.#state === 'closed') return;
     this.#setState(this.#welcomed ? 'reconnecting' : 'connecting');
@@ -264,6 +327,7 @@ export class Connection extends Emitter {
     }
     this.#stopHeartbeat();
     this.#rejectPings(error);
+    this.#rejectSays(error);
     this.#chats.closeAll(error);
     if (error.fatal) this.emit('error', error);
   }
@@ -297,6 +361,8 @@ export class Connection extends Emitter {
         this.emit('ack', f);
         return;
       case 'error': {
+        const say = this.#says.findIndex((w) => w.requestId === f.request_id);
+        if (say >= 0) this.#says.splice(say, 1)[0].reject(QuestdError.fromErrorFrame(f));
         const retrying = this.#chats.onError(f);
         this.emit('error', QuestdError.fromErrorFrame(f, { retrying }));
         return;
@@ -330,7 +396,10 @@ export class Connection extends Emitter {
     this.#setState('open');
     this.#startHeartbeat();
     this.#chats.welcomed(f, reset);
+    this.#party.welcomed(f, reset);
     this.emit('welcome', f, { reset });
+    this.emit('seats', this.#party.seats);
+    this.emit('round', this.#party.roundState);
     if (reset) this.emit('reset', f, { lastSeq: before });
     this.#chats.flush();
   }
@@ -348,8 +417,14 @@ export class Connection extends Emitter {
     this.lastSeq = f.seq;
     const live = f.seq > this.#welcomeSeq;
     this.#chats.onStory(f);
+    const changed = this.#party.onStory(f, live);
+    if (f.type === 'party_chat' && f.seat_id === this.#party.seatId && this.#says.length) {
+      this.#says.shift().resolve(f);
+    }
     this.emit('frame', f, { live });
     if (!OWN_EVENTS.has(f.type)) this.emit(f.type, f, { live });
+    if (changed.has('seats')) this.emit('seats', this.#party.seats);
+    if (changed.has('round')) this.emit('round', this.#party.roundState);
     if (f.seq === this.#welcomeSeq) this.#chats.flush(); // the backlog is in
   }
 
@@ -381,6 +456,12 @@ export class Connection extends Emitter {
       this.#pingSentAt = now;
       this.#send({ type: 'ping', nonce: null });
     }
+  }
+
+  #rejectSays(error) {
+    const waiting = this.#says;
+    this.#says = [];
+    for (const w of waiting) w.reject(error);
   }
 
   #rejectPings(error) {

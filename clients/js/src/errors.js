@@ -17,7 +17,11 @@ export const ClientCode = Object.freeze({
   DUPLICATE_REQUEST_ID: 'DUPLICATE_REQUEST_ID',
   /** The chat's turn ended among frames this connection did not get: it ran, its outcome is not known. */
   OUTCOME_UNKNOWN: 'OUTCOME_UNKNOWN',
-  /** Not connected (a `ping()` while the socket is down). */
+  /** Rounds mode: a later chat of the same seat in the same round replaced this one. */
+  REPLACED: 'REPLACED',
+  /** The host removed this seat from the session (close code 4001): its token no longer works. */
+  KICKED: 'KICKED',
+  /** Not connected (a `ping()` or `say()` while the socket is down). */
   NOT_CONNECTED: 'NOT_CONNECTED',
   /** The socket dropped before the answer came (a `ping()`). */
   DISCONNECTED: 'DISCONNECTED',

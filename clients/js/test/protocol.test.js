@@ -303,3 +303,101 @@ test('reconnect() tries at once instead of waiting out the backoff', async () =>
   assert.equal(sockets.length, 2);
   conn.close();
 });
+
+test('the seats view follows the welcome, seat_joined, presence.seats and seat_changed; a round fills and resets', async () => {
+  const { sockets, conn } = setup();
+  const s = sockets[0];
+  const rounds = [];
+  conn.on('round', (r) => rounds.push(r));
+  s.receive({
+    ...welcome(0, false),
+    seat_id: 'seat_2',
+    character_id: 'pc_002',
+    state: {
+      turn: 0,
+      turn_mode: 'rounds',
+      seats: [{ seat_id: 'seat_1', character_id: 'pc_001', name: 'Ava', role: 'host', online: true, state: 'active' }],
+    },
+  });
+  assert.equal(conn.seatId, 'seat_2');
+  assert.equal(conn.characterId, 'pc_002');
+  assert.equal(conn.turnMode, 'rounds');
+  s.receive({ type: 'seat_joined', seq: 1, seat_id: 'seat_2', character_id: 'pc_002', name: 'Brin' });
+  s.receive({ type: 'presence', seq: 2, players: 2, spectators: 0, seats: [{ seat_id: 'seat_1', online: true }, { seat_id: 'seat_2', online: true }] });
+  assert.deepEqual(
+    conn.seats.map((x) => [x.seat_id, x.name, x.role, x.online, x.state]),
+    [
+      ['seat_1', 'Ava', 'host', true, 'active'],
+      ['seat_2', 'Brin', 'player', true, 'active'],
+    ],
+  );
+  s.receive({ type: 'action_submitted', seq: 3, round: 1, seat_id: 'seat_2' });
+  assert.deepEqual(conn.round, { round: 1, acted: ['seat_2'] });
+  s.receive({
+    type: 'turn_started', seq: 4, turn_id: 'turn_1', request_id: null, actor_id: 'pc_001', text: '', seat_id: null, round: 1,
+    actions: [{ seat_id: 'seat_1', character_id: 'pc_001', text: null, request_id: null }, { seat_id: 'seat_2', character_id: 'pc_002', text: 'look', request_id: 'r-1' }],
+  });
+  assert.deepEqual(conn.round, { round: 2, acted: [] }, "the round's turn opens the next round");
+  s.receive({ type: 'seat_changed', seq: 5, seat_id: 'seat_1', state: 'active', role: 'player' });
+  s.receive({ type: 'seat_changed', seq: 6, seat_id: 'seat_2', state: 'active', role: 'host' });
+  assert.deepEqual(conn.seats.map((x) => x.role), ['player', 'host']);
+  assert.ok(rounds.length >= 3);
+  conn.close();
+});
+
+test('rounds mode: a chat acked for a round settles with the round turn that lists it; a second chat replaces the first', async () => {
+  const { sockets, conn } = setup();
+  const s = sockets[0];
+  s.receive(welcome(0, false));
+  const first = conn.chat('look', { requestId: 'r-a' });
+  assert.equal(s.sent.at(-1).request_id, 'r-a');
+  s.receive({ ...ack('r-a', 'turn_0'), round: 1 });
+  assert.deepEqual(conn.pending.map((c) => [c.requestId, c.state, c.round]), [['r-a', 'accepted', 1]]);
+  const second = conn.chat('listen', { requestId: 'r-b' });
+  assert.equal(s.sent.at(-1).request_id, 'r-b', 'an accepted round action does not hold the next chat back');
+  s.receive({ ...ack('r-b', 'turn_0'), round: 1 });
+  await assert.rejects(first, (e) => e.error_code === 'REPLACED' && e.requestId === 'r-a');
+  s.receive({
+    type: 'turn_started', seq: 1, turn_id: 'turn_1', request_id: null, actor_id: 'pc_001', text: '', seat_id: null, round: 1,
+    actions: [{ seat_id: 'seat_1', character_id: 'pc_001', text: 'listen', request_id: 'r-b' }],
+  });
+  assert.deepEqual(conn.pending.map((c) => [c.requestId, c.state, c.turnId]), [['r-b', 'started', 'turn_1']]);
+  s.receive(completed(2, 'turn_1'));
+  const end = await second;
+  assert.equal(end.turn_id, 'turn_1');
+  conn.close();
+});
+
+test('say() sends a say frame and resolves with its party_chat; an error naming it rejects it', async () => {
+  const { sockets, conn } = setup();
+  const s = sockets[0];
+  await assert.rejects(conn.say('too early'), (e) => e.error_code === 'NOT_CONNECTED');
+  s.receive({ ...welcome(0, false), seat_id: 'seat_2', character_id: 'pc_002' });
+  const said = conn.say('hello all');
+  const frame = s.sent.at(-1);
+  assert.equal(frame.type, 'say');
+  assert.equal(frame.text, 'hello all');
+  s.receive({ type: 'party_chat', seq: 1, seat_id: 'seat_1', name: 'Ava', text: 'hi' });
+  s.receive({ type: 'party_chat', seq: 2, seat_id: 'seat_2', name: 'Brin', text: 'hello all' });
+  assert.equal((await said).seq, 2);
+  const refused = conn.say('x'.repeat(3000));
+  s.receive({ type: 'error', request_id: s.sent.at(-1).request_id, error_code: 'TEXT_TOO_LONG', message: 'too long' });
+  await assert.rejects(refused, (e) => e.error_code === 'TEXT_TOO_LONG');
+  conn.close();
+});
+
+test('close 4001 (the host removed this seat) stops the connection for good with KICKED', async () => {
+  const { sockets, conn } = setup();
+  const errors = [];
+  conn.on('error', (e) => errors.push(e));
+  sockets[0].receive(welcome(0, false));
+  const waiting = conn.chat('look');
+  sockets[0].drop(4001);
+  assert.equal(conn.state, 'closed');
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].error_code, 'KICKED');
+  assert.ok(errors[0].fatal);
+  await assert.rejects(waiting, (e) => e.error_code === 'KICKED');
+  await new Promise((ok) => setTimeout(ok, 20));
+  assert.equal(sockets.length, 1, 'no reconnect');
+});

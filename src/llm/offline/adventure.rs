@@ -510,6 +510,7 @@ fn look(f: &Facts<'_>, context: &Value) -> Next {
     } else {
         format!("{name}. {description} {} {ways}", f.who_and_what())
     };
+    text.push_str(&party_line(f, context));
     let done = f.done_titles();
     if !done.is_empty() {
         text.push_str(&if f.zh {
@@ -519,6 +520,34 @@ fn look(f: &Facts<'_>, context: &Value) -> Next {
         });
     }
     Next::Say(text, "scene_description")
+}
+
+/// Who the party is and where each stands, from the context's `party`
+/// (a session with more than one seat); empty for a lone player.
+fn party_line(f: &Facts<'_>, context: &Value) -> String {
+    let Some(party) = context["party"].as_array().filter(|p| !p.is_empty()) else {
+        return String::new();
+    };
+    let members: Vec<String> = party
+        .iter()
+        .map(|p| {
+            let name = str_of(&p["name"]);
+            let area = str_of(&p["area_id"]);
+            let english = f.areas.get(&area).cloned().unwrap_or_else(|| area.clone());
+            let place = f.name(&area, &english);
+            match (area == f.here, f.zh) {
+                (true, true) => format!("{name}（在这里）"),
+                (true, false) => format!("{name} (here)"),
+                (false, true) => format!("{name}（在{place}）"),
+                (false, false) => format!("{name} (at {place})"),
+            }
+        })
+        .collect();
+    if f.zh {
+        format!("队伍：{}。", members.join("、"))
+    } else {
+        format!(" The party: {}.", members.join(", "))
+    }
 }
 
 /// Titles in quotation marks of the language.
@@ -997,7 +1026,7 @@ impl Exchange {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::game::GameState;
     use crate::game::state::AreaId;
@@ -1006,19 +1035,54 @@ mod tests {
 
     /// What the session tells the game master: who acts, where, and the map.
     fn context(state: &GameState) -> Value {
-        let actor = state.active_actor().expect("an active character");
+        context_for(state, state.active_actor_id.as_str())
+    }
+
+    /// The context of a turn acting for `character_id` first.
+    pub(in crate::llm::offline) fn context_for(state: &GameState, character_id: &str) -> Value {
+        let actor = state.character(character_id).expect("the acting character");
         let here = state.area(actor.area_id.as_str()).expect("their area");
         let areas: Vec<Value> = state
             .areas
             .iter()
             .map(|a| json!({"area_id": a.area_id, "name": a.name}))
             .collect();
-        json!({
+        let party: Vec<Value> = state
+            .party
+            .active()
+            .map(|s| {
+                let at = state.character(s.character_id.as_str()).map(|c| c.area_id.clone());
+                json!({"seat_id": s.seat_id, "name": s.name, "character_id": s.character_id, "area_id": at})
+            })
+            .collect();
+        let mut context = json!({
             "turn": state.turn,
             "active_actor": {"character_id": actor.character_id},
             "current_area": {"area_id": here.area_id, "name": here.name, "description": here.description},
             "areas": areas,
-        })
+        });
+        if party.len() > 1 {
+            context["party"] = party.into();
+        }
+        context
+    }
+
+    #[test]
+    fn look_names_the_party_and_where_each_stands() {
+        let mut state = demo();
+        let hall = state.area("area_002").unwrap().name.clone();
+        crate::tools::test_support::seat(&mut state, 2, "Brin", "area_002");
+        let ayla = state.party.host().unwrap().name.clone();
+        let (_, told) = play(&mut state, Act::Look, false);
+        assert!(
+            told.ends_with(&format!("The party: {ayla} (here), Brin (at {hall}).")),
+            "{told}"
+        );
+        let (_, told) = play(&mut state, Act::Look, true);
+        assert!(
+            told.contains(&format!("队伍：{ayla}（在这里）、Brin（在")),
+            "{told}"
+        );
     }
 
     /// One adventure turn on `state`, as a session plays it: every call the

@@ -323,7 +323,7 @@ fn resolve_area(
 /// Narrates what this turn's tools did, from what the player's commands
 /// asked for ([`Asked`]).
 fn narrate_results(
-    req: &ModelRequest,
+    context: &Value,
     results: &[(&str, &Value)],
     intents: &[Intent],
     zh: bool,
@@ -331,7 +331,7 @@ fn narrate_results(
     let names = adventure::zh_names(results);
     let asked = Asked {
         unknown: intents.iter().find_map(|i| match i {
-            Intent::Go(target) if resolve_area(&req.context, target, &names).is_none() => {
+            Intent::Go(target) if resolve_area(context, target, &names).is_none() => {
                 Some(target.as_str())
             }
             _ => None,
@@ -339,7 +339,7 @@ fn narrate_results(
         targets: intents
             .iter()
             .filter_map(|i| match i {
-                Intent::Go(target) => resolve_area(&req.context, target, &names),
+                Intent::Go(target) => resolve_area(context, target, &names),
                 _ => None,
             })
             .collect(),
@@ -351,7 +351,7 @@ fn narrate_results(
             })
             .collect(),
     };
-    narrate::results(&req.context, results, &asked, names, zh)
+    narrate::results(context, results, &asked, names, zh)
 }
 
 impl OfflineGameMaster {
@@ -403,101 +403,296 @@ impl OfflineGameMaster {
         };
         let results: Vec<(&str, &Value)> =
             entries.iter().map(|(tool, _)| *tool).zip(values).collect();
+        if let Some(actions) = round_actions(text) {
+            return answer_round(req, &actions, &results);
+        }
+        // The context's active character is the speaker's: in a party the
+        // game master plays for whoever spoke.
         let actor = req.context["active_actor"]["character_id"]
             .as_str()
             .unwrap_or_default();
-        let intents = parse_intents(text);
-        if req.kind == RequestKind::WrapUp {
-            return if results.is_empty() {
-                talk(req, text, zh)
-            } else {
-                narrate_results(req, &results, &intents.unwrap_or_default(), zh)
-            };
+        match turn_step(&req.context, req.kind, text, actor, &results, zh) {
+            Step::Calls(calls) => tool_calls(calls, results.len()),
+            Step::Reply(reply) => reply,
         }
-        let Some(intents) = intents else {
-            return too_many_commands(zh);
-        };
-        if req.context.is_null()
-            && !intents
-                .iter()
-                .all(|i| matches!(i, Intent::Roll(_) | Intent::Talk | Intent::Help))
-        {
-            // No session (the stateless chat API): no map to act on.
-            return ModelReply::narrate(if zh {
-                "这里没有游戏会话，我看不到地图；请开始一个会话来移动和探索。可以试试“掷 2d6+1”。"
-            } else {
-                "There is no game session here, so I cannot see the map; start a session to move \
-                 and explore. You can still try \"roll 2d6+1\"."
-            });
-        }
-        if let [Intent::Adventure(act)] = intents.as_slice() {
-            let failures: Vec<(&str, &Value)> =
-                results.iter().filter(|(_, r)| failed(r)).copied().collect();
-            if !failures.is_empty() {
-                // The survey's results are the game master's own reading:
-                // only what went wrong is told.
-                return narrate_results(req, &failures, &intents, zh);
-            }
-            return match adventure::next(act, &req.context, &results, actor, zh) {
-                Next::Calls(calls) => tool_calls(calls, results.len()),
-                Next::Say(text, dialog_type) => ModelReply {
-                    text,
-                    dialog_type: Some(dialog_type.into()),
-                    ..ModelReply::default()
-                },
-            };
-        }
-        if intents.len() > 1 && intents.iter().any(|i| matches!(i, Intent::Adventure(_))) {
-            return ModelReply::narrate(if zh {
-                "看、说话、拿、使用和攻击请一次只做一件，单独发送。"
-            } else {
-                "Look, talk, take, use and attack one at a time, each in its own message."
-            });
-        }
-        let zh_names = adventure::zh_names(&results);
-        let only_lookups = results.iter().all(|(t, r)| adventure::is_listing(t, r));
-        if !only_lookups {
-            if zh && names_things(&results) && !adventure::zh_listed(&results) {
-                // Name places, people and things in Chinese when the
-                // campaign has the names.
-                return tool_calls(
-                    vec![adventure::listing(adventure::NAME_ZH_TYPE)],
-                    results.len(),
-                );
-            }
-            let unknown = intents.iter().any(|i| match i {
-                Intent::Go(target) => resolve_area(&req.context, target, &zh_names).is_none(),
-                _ => false,
-            });
-            if unknown
-                && map_holds_more(&req.context)
-                && !results.iter().any(|(t, _)| *t == "get_site_map")
-            {
-                // A place farther than the context names (a click on the
-                // map's far side): the whole map says where it lies.
-                return tool_calls(vec![far_lookup()], results.len());
-            }
-            return narrate_results(req, &results, &intents, zh);
-        }
-        if zh
-            && results.is_empty()
-            && intents.iter().any(|i| match i {
-                Intent::Go(target) => resolve_area(&req.context, target, &zh_names).is_none(),
-                _ => false,
-            })
-        {
-            // A place named in Chinese: read the campaign's Chinese names first.
-            return tool_calls(vec![adventure::listing(adventure::NAME_ZH_TYPE)], 0);
-        }
-        let mut calls = Vec::with_capacity(intents.len());
-        for intent in intents {
-            let Some(call) = tool_for(req, actor, intent, &zh_names, zh) else {
-                return talk(req, text, zh);
-            };
-            calls.push(call);
-        }
-        tool_calls(calls, results.len())
     }
+}
+
+/// What a turn does next: ask for tools, or answer.
+enum Step {
+    Calls(Vec<Asks>),
+    Reply(ModelReply),
+}
+
+/// The next step of one character's turn: `actor` says `text`, and the
+/// turn's tools so far returned `results`. A free turn is one of these;
+/// a round is one for each seat that acted, side by side.
+fn turn_step(
+    context: &Value,
+    kind: RequestKind,
+    text: &str,
+    actor: &str,
+    results: &[(&str, &Value)],
+    zh: bool,
+) -> Step {
+    let intents = parse_intents(text);
+    if kind == RequestKind::WrapUp {
+        return Step::Reply(if results.is_empty() {
+            talk(context, text, zh)
+        } else {
+            narrate_results(context, results, &intents.unwrap_or_default(), zh)
+        });
+    }
+    let Some(intents) = intents else {
+        return Step::Reply(too_many_commands(zh));
+    };
+    if context.is_null()
+        && !intents
+            .iter()
+            .all(|i| matches!(i, Intent::Roll(_) | Intent::Talk | Intent::Help))
+    {
+        // No session (the stateless chat API): no map to act on.
+        return Step::Reply(ModelReply::narrate(if zh {
+            "这里没有游戏会话，我看不到地图；请开始一个会话来移动和探索。可以试试“掷 2d6+1”。"
+        } else {
+            "There is no game session here, so I cannot see the map; start a session to move \
+             and explore. You can still try \"roll 2d6+1\"."
+        }));
+    }
+    if let [Intent::Adventure(act)] = intents.as_slice() {
+        let failures: Vec<(&str, &Value)> =
+            results.iter().filter(|(_, r)| failed(r)).copied().collect();
+        if !failures.is_empty() {
+            // The survey's results are the game master's own reading:
+            // only what went wrong is told.
+            return Step::Reply(narrate_results(context, &failures, &intents, zh));
+        }
+        return match adventure::next(act, context, results, actor, zh) {
+            Next::Calls(calls) => Step::Calls(calls),
+            Next::Say(text, dialog_type) => Step::Reply(ModelReply {
+                text,
+                dialog_type: Some(dialog_type.into()),
+                ..ModelReply::default()
+            }),
+        };
+    }
+    if intents.len() > 1 && intents.iter().any(|i| matches!(i, Intent::Adventure(_))) {
+        return Step::Reply(ModelReply::narrate(if zh {
+            "看、说话、拿、使用和攻击请一次只做一件，单独发送。"
+        } else {
+            "Look, talk, take, use and attack one at a time, each in its own message."
+        }));
+    }
+    let zh_names = adventure::zh_names(results);
+    let only_lookups = results.iter().all(|(t, r)| adventure::is_listing(t, r));
+    if !only_lookups {
+        if zh && names_things(results) && !adventure::zh_listed(results) {
+            // Name places, people and things in Chinese when the
+            // campaign has the names.
+            return Step::Calls(vec![adventure::listing(adventure::NAME_ZH_TYPE)]);
+        }
+        let unknown = intents.iter().any(|i| match i {
+            Intent::Go(target) => resolve_area(context, target, &zh_names).is_none(),
+            _ => false,
+        });
+        if unknown && map_holds_more(context) && !results.iter().any(|(t, _)| *t == "get_site_map")
+        {
+            // A place farther than the context names (a click on the
+            // map's far side): the whole map says where it lies.
+            return Step::Calls(vec![far_lookup()]);
+        }
+        return Step::Reply(narrate_results(context, results, &intents, zh));
+    }
+    if zh
+        && results.is_empty()
+        && intents.iter().any(|i| match i {
+            Intent::Go(target) => resolve_area(context, target, &zh_names).is_none(),
+            _ => false,
+        })
+    {
+        // A place named in Chinese: read the campaign's Chinese names first.
+        return Step::Calls(vec![adventure::listing(adventure::NAME_ZH_TYPE)]);
+    }
+    let mut calls = Vec::with_capacity(intents.len());
+    for intent in intents {
+        let Some(call) = tool_for(context, actor, intent, &zh_names, zh) else {
+            return Step::Reply(talk(context, text, zh));
+        };
+        calls.push(call);
+    }
+    Step::Calls(calls)
+}
+
+/// One tool call asked for: the tool and its arguments.
+type Asks = (&'static str, Value);
+
+/// One seat's action in a round's message: who (name, character) and what.
+struct RoundAction<'t> {
+    name: &'t str,
+    character_id: &'t str,
+    text: &'t str,
+}
+
+/// The actions of a round's message (the session writes it: a first line
+/// `Round N: …`, then `Name (character_id): text` a seat); `None` for any
+/// other message. Seats that did not act are left out.
+fn round_actions(text: &str) -> Option<Vec<RoundAction<'_>>> {
+    let mut lines = text.lines();
+    let head = lines.next()?;
+    if !(head.starts_with("Round ") && head.contains("resolve these actions together")) {
+        return None;
+    }
+    let actions = lines
+        .filter_map(|line| {
+            let (who, what) = line.split_once("): ")?;
+            let (name, character_id) = who.rsplit_once(" (")?;
+            let text = what.trim();
+            (text != "(no action)").then_some(RoundAction {
+                name,
+                character_id,
+                text,
+            })
+        })
+        .collect();
+    Some(actions)
+}
+
+/// Tools that only read: one call serves every seat that asks for it in
+/// the same answer (three seats looking around read the map once).
+const READ_ONLY: [&str; 5] = [
+    "get_character_stats",
+    "get_site_map",
+    "search_content",
+    "move_options",
+    "get_npc_profile",
+];
+
+/// A round's turn: each seat's action is played as that seat's own free
+/// turn would play it ([`turn_step`]), for its character and in the
+/// round's language, all side by side: each answer asks for the next calls
+/// of every seat still acting (a read asked by several seats once), so the
+/// round takes as many model calls as its longest act, not their sum. Then
+/// one narration tells every seat's part, each under its name; free words
+/// are told as the seat said them.
+///
+/// Nothing is kept between answers: the turn's results are dealt out
+/// again each time by playing the seats' steps over from the start, in
+/// the order they were asked for (the session runs an answer's calls in
+/// order, and a long answer's rest in the next one).
+fn answer_round(
+    req: &ModelRequest,
+    actions: &[RoundAction<'_>],
+    results: &[(&str, &Value)],
+) -> ModelReply {
+    let zh = actions.iter().any(|a| has_cjk(a.text));
+    let contexts: Vec<Value> = actions
+        .iter()
+        .map(|a| seat_context(&req.context, a.character_id))
+        .collect();
+    let mut own: Vec<Vec<(&str, &Value)>> = vec![Vec::new(); actions.len()];
+    let mut told: Vec<Option<String>> = vec![None; actions.len()];
+    let mut at = 0;
+    loop {
+        let mut batch: Vec<Asks> = Vec::new();
+        let mut wants: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, a) in actions.iter().enumerate() {
+            if told[i].is_some() {
+                continue;
+            }
+            let only_words = parse_intents(a.text)
+                .is_some_and(|i| i.iter().all(|i| matches!(i, Intent::Talk | Intent::Help)));
+            let step = if only_words {
+                Step::Reply(ModelReply::narrate(a.text))
+            } else {
+                turn_step(&contexts[i], req.kind, a.text, a.character_id, &own[i], zh)
+            };
+            match step {
+                Step::Reply(reply) => told[i] = Some(reply.text),
+                Step::Calls(calls) => {
+                    let at_batch = calls.into_iter().map(|call| {
+                        let shared = READ_ONLY
+                            .contains(&call.0)
+                            .then(|| batch.iter().position(|c| *c == call))
+                            .flatten();
+                        shared.unwrap_or_else(|| {
+                            batch.push(call);
+                            batch.len() - 1
+                        })
+                    });
+                    let at_batch = at_batch.collect();
+                    wants.push((i, at_batch));
+                }
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let arrived = results.len() - at;
+        if arrived < batch.len() {
+            if req.kind == RequestKind::WrapUp {
+                // No more tools: whoever is still acting is told from
+                // what their act learnt so far.
+                for (i, _) in wants {
+                    let a = &actions[i];
+                    let step =
+                        turn_step(&contexts[i], req.kind, a.text, a.character_id, &own[i], zh);
+                    told[i] = Some(match step {
+                        Step::Reply(reply) => reply.text,
+                        Step::Calls(_) => a.text.to_owned(),
+                    });
+                }
+                break;
+            }
+            return tool_calls(batch.split_off(arrived), results.len());
+        }
+        for (i, at_batch) in wants {
+            own[i].extend(at_batch.into_iter().map(|j| results[at + j]));
+        }
+        at += batch.len();
+    }
+    let parts: Vec<String> = actions
+        .iter()
+        .zip(told)
+        .map(|(a, told)| {
+            let told = told.unwrap_or_else(|| a.text.to_owned());
+            if zh {
+                format!("{}：{told}", a.name)
+            } else {
+                format!("{}: {told}", a.name)
+            }
+        })
+        .collect();
+    if parts.is_empty() {
+        return ModelReply::narrate(if zh {
+            "这一轮无人行动。"
+        } else {
+            "No one acted this round."
+        });
+    }
+    ModelReply::narrate(parts.join("\n\n"))
+}
+
+/// The context as `character_id`'s own turn would read it: they are the
+/// active character, standing where the context's `party` says. The
+/// place's description is the context's only when they stand where its
+/// active character does; elsewhere the place is named.
+fn seat_context(context: &Value, character_id: &str) -> Value {
+    let mut seat = context.clone();
+    if context["active_actor"]["character_id"] == character_id {
+        return seat;
+    }
+    let member = context["party"]
+        .as_array()
+        .and_then(|p| p.iter().find(|m| m["character_id"] == character_id));
+    let area_id = member.map_or(&Value::Null, |m| &m["area_id"]);
+    seat["active_actor"] = json!({"character_id": character_id, "area_id": area_id});
+    if context["current_area"]["area_id"] != *area_id {
+        let area = context["areas"]
+            .as_array()
+            .and_then(|areas| areas.iter().find(|a| a["area_id"] == *area_id));
+        seat["current_area"] = area.cloned().unwrap_or_else(|| json!({"area_id": area_id}));
+    }
+    seat
 }
 
 /// A reply asking for `calls`, numbered on from the `before` results the
@@ -519,7 +714,7 @@ fn tool_calls(calls: Vec<(&'static str, Value)>, before: usize) -> ModelReply {
 
 /// The tool call that carries out a command (`None` for talk).
 fn tool_for(
-    req: &ModelRequest,
+    context: &Value,
     actor: &str,
     intent: Intent,
     zh_names: &HashMap<String, (String, String)>,
@@ -529,7 +724,7 @@ fn tool_for(
     // New places are named in the player's language, even with no theme.
     let language = if zh { "zh" } else { "en" };
     match intent {
-        Intent::Go(target) => match resolve_area(&req.context, &target, zh_names) {
+        Intent::Go(target) => match resolve_area(context, &target, zh_names) {
             Some(area_id) => call("move", json!({"actor_id": actor, "to_area_id": area_id})),
             // An unclear target: show the ways out, move nowhere yet.
             None => call("move_options", json!({"actor_id": actor})),
@@ -541,7 +736,7 @@ fn tool_for(
             json!({"dice": expr, "reason": "the player's roll"}),
         ),
         Intent::Explore(theme) => {
-            let from = req.context["current_area"]["area_id"]
+            let from = context["current_area"]["area_id"]
                 .as_str()
                 .unwrap_or_default();
             call(
@@ -551,7 +746,7 @@ fn tool_for(
         }
         Intent::Status => call("get_character_stats", json!({"character_id": actor})),
         Intent::Scout(prompt) => {
-            let session = req.context["session_id"].as_str().unwrap_or_default();
+            let session = context["session_id"].as_str().unwrap_or_default();
             let prompt = match (prompt.is_empty(), zh) {
                 (false, _) => prompt,
                 (true, false) => "the wilds".to_owned(),
@@ -597,8 +792,8 @@ const COMMANDS_ZH: &str = "“看看”、“和<某人>说话”、“拿 <物�
 
 /// The answer to words outside the commands: something in the world that
 /// fits them, deterministic, and a hint of what to try.
-fn talk(req: &ModelRequest, text: &str, zh: bool) -> ModelReply {
-    let here = &req.context["current_area"];
+fn talk(context: &Value, text: &str, zh: bool) -> ModelReply {
+    let here = &context["current_area"];
     let area = here["name"]
         .as_str()
         .unwrap_or(if zh { "黑暗中" } else { "the dark" });
@@ -742,6 +937,7 @@ mod tests {
             messages: vec![Arc::new(HistoryEntry::User {
                 turn_id: "turn_1".into(),
                 text: text.into(),
+                seat_id: None,
             })],
             tools: Default::default(),
             context: Arc::new(json!({
@@ -751,6 +947,155 @@ mod tests {
             })),
             kind: RequestKind::Step,
             results: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_round_is_played_for_each_seat_and_told_together() {
+        let text = "Round 2: resolve these actions together, in this order.\n\
+                    Ayla (pc_001): go to the side room\n\
+                    Brin (pc_002): roll 1d20\n\
+                    Cara (pc_003): (no action)";
+        let mut req = request(text);
+        let gm = OfflineGameMaster::default();
+        let asked = gm.answer(&req);
+        let calls: Vec<(&str, Value)> = asked
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.as_str(), serde_json::from_str(&c.arguments).unwrap()))
+            .collect();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0].0, "move");
+        assert_eq!(calls[0].1["actor_id"], "pc_001", "Ayla's move is Ayla's");
+        assert_eq!(calls[1].0, "roll_dice");
+        answered(
+            &mut req,
+            "move",
+            json!({"actor_id": "pc_001", "from_area_id": "area_001", "to_area_id": "area_002",
+            "area": {"area_id": "area_002", "name": "Great Hall"}, "reachable_area_ids": []}),
+        );
+        answered(
+            &mut req,
+            "roll_dice",
+            json!({"dice": "1d20", "rolls": [12], "modifier": 0, "total": 12}),
+        );
+        let told = gm.answer(&req).text;
+        assert!(
+            told.starts_with("Ayla: ") && told.contains("\n\nBrin: "),
+            "{told}"
+        );
+        assert!(
+            !told.contains("Cara"),
+            "a seat that did not act is not told: {told}"
+        );
+    }
+
+    /// A round of the demo played as a session plays it: every call the
+    /// game master asks for runs on `state` (its effect applied) until it
+    /// narrates, within 8 model calls (`QUESTD_MAX_ITERATIONS`' default).
+    /// Answers the calls, (tool, arguments), and the narration.
+    fn play_round(
+        state: &mut crate::game::GameState,
+        lines: &[(&str, &str, &str)],
+    ) -> (Vec<(String, Value)>, String) {
+        use crate::tools::Role;
+        use crate::tools::test_support::pipeline;
+        let mut text = "Round 1: resolve these actions together, in this order.".to_owned();
+        for (name, character, act) in lines {
+            text.push_str(&format!("\n{name} ({character}): {act}"));
+        }
+        let mut req = request(&text);
+        let mut calls = Vec::new();
+        for _ in 0..8 {
+            req.context = Arc::new(adventure::tests::context_for(state, lines[0].1));
+            let reply = OfflineGameMaster::default().answer(&req);
+            if reply.tool_calls.is_empty() {
+                return (calls, reply.text);
+            }
+            for call in reply.tool_calls {
+                let args: Value = serde_json::from_str(&call.arguments).unwrap();
+                let out = pipeline(&call.name, state, args.clone(), Role::GameMaster)
+                    .unwrap_or_else(|e| panic!("{}: {e}", call.name));
+                if let Some(effect) = &out.effect {
+                    state.apply(effect);
+                }
+                answered(&mut req, &call.name, out.result);
+                calls.push((call.name, args));
+            }
+        }
+        panic!("the round never narrates: {calls:?}");
+    }
+
+    #[test]
+    fn every_act_of_a_round_is_its_seats_own() {
+        use crate::tools::test_support::{demo, pipeline, seat};
+        for zh in [false, true] {
+            let mut state = demo();
+            let out = pipeline(
+                "move",
+                &state,
+                json!({"actor_id": "pc_001", "to_area_id": "area_002"}),
+                crate::tools::Role::GameMaster,
+            )
+            .expect("Ayla walks to the alcove");
+            state.apply(out.effect.as_ref().expect("a move"));
+            seat(&mut state, 2, "Brin", "area_002");
+            seat(&mut state, 3, "Cara", "area_002");
+            let acts = if zh {
+                [
+                    ("艾拉", "pc_001", "和老玛伦说话"),
+                    ("Brin", "pc_002", "攻击 老玛伦"),
+                    ("Cara", "pc_003", "拿 灯芯"),
+                ]
+            } else {
+                [
+                    ("Ayla", "pc_001", "talk to maren"),
+                    ("Brin", "pc_002", "attack old maren"),
+                    ("Cara", "pc_003", "take the wicks"),
+                ]
+            };
+            let (calls, told) = play_round(&mut state, &acts);
+            let asked =
+                |tool: &'static str| calls.iter().filter(move |(t, _)| t == tool).map(|(_, a)| a);
+            assert!(
+                asked("get_npc_profile").any(|a| a["npc_id"] == "npc_001"),
+                "Ayla talks to Maren: {calls:?}"
+            );
+            assert!(
+                asked("roll_dice").any(|a| a["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("Brin attacks")),
+                "Brin's attack is rolled as Brin's: {calls:?}"
+            );
+            assert!(
+                asked("hp_delta").all(|a| ["npc_001", "pc_002"]
+                    .contains(&a["target_character_id"].as_str().unwrap_or_default())),
+                "only Brin and Maren are hurt: {calls:?}"
+            );
+            let taken: Vec<&Value> = asked("add_inventory").collect();
+            assert!(
+                taken.len() == 1 && taken[0]["character_id"] == "pc_003",
+                "Cara takes the wicks: {calls:?}"
+            );
+            let cara = state.character("pc_003").expect("Cara");
+            assert!(
+                cara.inventory.iter().any(|i| i.slug == "wick_bundle"),
+                "{told}"
+            );
+            let sep = if zh { "：" } else { ": " };
+            for (name, _, _) in acts {
+                assert!(
+                    told.contains(&format!("{name}{sep}")),
+                    "{name} is told: {told}"
+                );
+            }
+            assert!(!told.contains("pc_00"), "names, not ids: {told}");
+            assert_eq!(
+                has_cjk(&told.replace("Brin", "").replace("Cara", "")),
+                zh,
+                "{told}"
+            );
         }
     }
 

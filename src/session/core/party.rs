@@ -367,3 +367,127 @@ impl Core {
         answer.ok_or_else(ChatRefused::reloading)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::core::Command;
+    use crate::session::core::tests::core;
+
+    /// Makes everything journalled durable and tells its waiters, as the
+    /// actor does.
+    fn durable(core: &mut Core) {
+        let up_to = core.sequencer.last_staged();
+        core.durable(up_to);
+        while let Some(command) = core.next_command() {
+            if let Command::Tell(waiters) = command {
+                waiters.into_iter().for_each(|w| w());
+            }
+        }
+    }
+
+    fn invite(core: &mut Core, max_uses: u32) -> String {
+        let msg = CreateInvite {
+            by: PartyCaller::Key,
+            max_uses,
+            expires_in_s: 60,
+        };
+        let mut rx = core.create_invite(msg, None).expect("invite taken");
+        assert!(rx.try_recv().is_err(), "not answered before it is durable");
+        durable(core);
+        rx.try_recv().expect("answered once durable").code
+    }
+
+    fn join(
+        core: &mut Core,
+        code: &str,
+        name: &str,
+        cap: u32,
+    ) -> Result<oneshot::Receiver<SeatGiven>, ChatRefused> {
+        let msg = JoinParty {
+            invite_code: code.into(),
+            name: name.into(),
+            max_players: cap,
+        };
+        core.join_party(msg, None)
+    }
+
+    #[test]
+    fn joins_on_their_way_to_the_journal_never_share_a_seat_a_character_or_a_last_use() {
+        let mut core = core();
+        let once = invite(&mut core, 1);
+        let mut first = join(&mut core, &once, "Brin", 8).expect("first join");
+        let second = join(&mut core, &once, "Cara", 8).expect_err("the last use is taken");
+        assert_eq!(second.code, ErrorCode::InviteNotFound);
+        let twice = invite(&mut core, 2);
+        let mut third = join(&mut core, &twice, "Cara", 8).expect("another invite");
+        durable(&mut core);
+        let (brin, cara) = (first.try_recv().unwrap(), third.try_recv().unwrap());
+        assert_eq!(
+            (brin.seat_id.as_str(), cara.seat_id.as_str()),
+            ("seat_2", "seat_3")
+        );
+        assert_ne!(brin.character_id, cara.character_id);
+        assert!(core.state.character(brin.character_id.as_str()).is_some());
+        // Three seats of a cap of three: the next is refused while nothing
+        // is in flight, and so is one past a join in flight.
+        let full = join(&mut core, &twice, "Dara", 3).expect_err("full");
+        assert_eq!(full.code, ErrorCode::SessionFull);
+        let more = invite(&mut core, 5);
+        let _in_flight = join(&mut core, &more, "Dara", 4).expect("the fourth seat");
+        let full = join(&mut core, &more, "Eli", 4).expect_err("full with one in flight");
+        assert_eq!(full.code, ErrorCode::SessionFull);
+    }
+
+    #[test]
+    fn host_powers_are_the_hosts_and_the_host_cannot_be_kicked() {
+        let mut core = core();
+        let code = invite(&mut core, 1);
+        join(&mut core, &code, "Brin", 8).unwrap();
+        durable(&mut core);
+        let power = |by: PartyCaller, power: HostPower| UseHostPower { by, power };
+        let seat = |n: &str| SeatId::from(n);
+        let refused = core
+            .host_power(
+                power(
+                    PartyCaller::Seat(seat("seat_2")),
+                    HostPower::Kick(seat("seat_1")),
+                ),
+                None,
+            )
+            .expect_err("a player is no host");
+        assert_eq!(refused.code, ErrorCode::Forbidden);
+        let refused = core
+            .host_power(
+                power(PartyCaller::Key, HostPower::Kick(seat("seat_1"))),
+                None,
+            )
+            .expect_err("the host stays");
+        assert_eq!(refused.code, ErrorCode::Conflict);
+        let mut handed = core
+            .host_power(
+                power(
+                    PartyCaller::Seat(seat("seat_1")),
+                    HostPower::MakeHost(seat("seat_2")),
+                ),
+                None,
+            )
+            .unwrap();
+        durable(&mut core);
+        handed.try_recv().expect("answered once durable");
+        assert_eq!(
+            core.state.party.host().map(|h| h.seat_id.as_str()),
+            Some("seat_2")
+        );
+        core.host_power(
+            power(
+                PartyCaller::Seat(seat("seat_2")),
+                HostPower::Kick(seat("seat_1")),
+            ),
+            None,
+        )
+        .expect("the old host is a player now");
+        durable(&mut core);
+        assert!(core.seat_may_speak(&seat("seat_1")).is_err());
+    }
+}

@@ -35,6 +35,7 @@ impl Core {
                 None => match self.intake.next(self.sequencer.effects_in_flight()) {
                     Some(Work::Turn(q)) => self.start_turn(q),
                     Some(Work::Call(c)) => self.run_direct(c),
+                    None if self.start_round_if_due() => {}
                     None => return self.drain_if_done(),
                 },
                 Some(Phase::Waiting { .. }) if !self.sequencer.effects_in_flight() => {
@@ -49,8 +50,16 @@ impl Core {
     }
 
     fn start_turn(&mut self, q: QueuedTurn) {
-        let started =
-            turn_frames::started(&self.state, q.turn_no, &q.turn_id, q.request_id, q.text);
+        let acting = vec![turn_frames::character_of(&self.state, &q.seat_id)];
+        let (turn_no, turn_id) = (q.turn_no, &q.turn_id);
+        let started = turn_frames::started(
+            &self.state,
+            turn_no,
+            turn_id,
+            q.request_id,
+            q.text,
+            &q.seat_id,
+        );
         let seq = self.emit(started);
         self.acks.started(q.turn_id.clone(), seq);
         self.report_queue();
@@ -65,7 +74,7 @@ impl Core {
         let trace_id = q.trace_id.unwrap_or_else(TraceId::fresh);
         let max_iterations = self.deps.limits.max_iterations;
         let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
-        self.turn = Some(Running::new(turn, Instant::now()));
+        self.turn = Some(Running::new(turn, acting, Instant::now()));
         self.deps.metrics.turns_started.inc();
         self.touch();
     }
@@ -158,10 +167,14 @@ impl Core {
                 {
                     self.emit(Entry::frame(StoryEvent::NarrativeDelta { turn_id, text }));
                 }
+                // Whose position the patch reports: the speaker's (a
+                // round's first acting seat's), not the host's.
+                let speaker = self.turn.as_ref().and_then(|t| t.acting.first().cloned());
                 if let Some(turn) = self.end_turn() {
                     self.deps.metrics.turns_completed.inc();
-                    let state = &self.state;
-                    let done = turn_frames::completed(turn, state, reply, dialog_type, limit);
+                    let (state, speaker) = (&self.state, speaker.as_ref());
+                    let done =
+                        turn_frames::completed(turn, state, speaker, reply, dialog_type, limit);
                     self.emit(done);
                     self.turn_ended();
                 }
@@ -187,9 +200,9 @@ impl Core {
         };
         let budget = self.deps.limits.history_tokens;
         let whole = self.deps.model.reads_conversation;
-        let request = self
-            .prompter
-            .turn_request(&view, &t.turn, in_flight, correction, budget, kind, whole);
+        let request = self.prompter.turn_request(
+            &view, &t.turn, &t.acting, in_flight, correction, budget, kind, whole,
+        );
         self.ask_model(request);
     }
 
@@ -318,7 +331,7 @@ impl Core {
         refused: Option<ToolError>,
     ) {
         if let Some(t) = self.turn.as_ref() {
-            let call = Call::of_turn(&t.turn, call_id, tool, raw, refused);
+            let call = Call::of_turn(&t.turn, &t.acting, call_id, tool, raw, refused);
             let (_, answer) = self.run_call(call);
             // The turn's model hears what the call gave: a model in this
             // process reads the value instead of parsing its text again.
