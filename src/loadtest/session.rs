@@ -836,7 +836,9 @@ async fn play_turn(
                 "ack" if ours => {
                     acked = true;
                     round = head.round;
-                    if turn_id.is_none() {
+                    // A round's action is acked under an id of its own, not
+                    // its round's turn: that one comes with turn_started.
+                    if turn_id.is_none() && speaker.rounds.is_none() {
                         turn_id = head.turn_id;
                     }
                 }
