@@ -181,8 +181,6 @@ enum Credential<'a> {
     Key,
     /// A session's token.
     Bearer(&'a str),
-    /// None: joining, where the invite code in the body is the credential.
-    Nothing,
 }
 
 /// A connection that got its `welcome`.
@@ -615,7 +613,6 @@ async fn post(
             }
         }
         Credential::Bearer(token) => request = request.bearer_auth(token),
-        Credential::Nothing => {}
     }
     let failed = |e: reqwest::Error| {
         stats.error(codes::REQUEST_FAILED, || {
@@ -682,7 +679,9 @@ async fn seat_party(run: &Run, created: &Created) -> Option<Vec<String>> {
                 run,
                 &format!("{base}/join"),
                 &body,
-                Credential::Nothing,
+                // The invite code is the credential; a key, when given,
+                // only spares the joins the per-address limit.
+                Credential::Key,
                 201,
             )
             .await?;
