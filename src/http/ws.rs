@@ -219,6 +219,30 @@ impl WsConn {
         }
     }
 
+    /// A player's way into the session (`to`) with the seat it speaks
+    /// as; `None` for a spectator, who may neither chat nor talk.
+    fn as_player<M: actix::Message + Send>(
+        &self,
+        to: &Option<Recipient<M>>,
+    ) -> Option<(Recipient<M>, SeatId)>
+    where
+        M::Result: Send,
+    {
+        let to = to.as_ref().filter(|_| self.role == ConnRole::Player)?;
+        Some((to.clone(), self.seat.clone()?))
+    }
+
+    /// The session did not take a message (it stopped meanwhile).
+    fn unavailable(ctx: &mut ws::WebsocketContext<Self>, request_id: Option<RequestId>) {
+        Self::send_error(
+            ctx,
+            request_id,
+            ErrorCode::InternalError,
+            "the session is not available; reconnect".into(),
+            None,
+        );
+    }
+
     fn send_error(
         ctx: &mut ws::WebsocketContext<Self>,
         request_id: Option<RequestId>,
@@ -254,13 +278,7 @@ impl WsConn {
         match frame {
             ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
             ClientFrame::Say { text, request_id } => {
-                let (Some(say), Some(seat_id)) = (
-                    self.session
-                        .say
-                        .as_ref()
-                        .filter(|_| self.role == ConnRole::Player),
-                    self.seat.clone(),
-                ) else {
+                let Some((say, seat_id)) = self.as_player(&self.session.say) else {
                     return Self::send_error(
                         ctx,
                         request_id,
@@ -280,23 +298,11 @@ impl WsConn {
                 ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
                     Ok(Ok(())) => {}
                     Ok(Err(r)) => Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
-                    Err(_) => Self::send_error(
-                        ctx,
-                        rid,
-                        ErrorCode::InternalError,
-                        "the session is not available; reconnect".into(),
-                        None,
-                    ),
+                    Err(_) => Self::unavailable(ctx, rid),
                 }));
             }
             ClientFrame::Chat { text, request_id } => {
-                let (Some(chat), Some(seat_id)) = (
-                    self.session
-                        .chat
-                        .as_ref()
-                        .filter(|_| self.role == ConnRole::Player),
-                    self.seat.clone(),
-                ) else {
+                let Some((chat, seat_id)) = self.as_player(&self.session.chat) else {
                     return Self::send_error(
                         ctx,
                         request_id,
@@ -322,13 +328,7 @@ impl WsConn {
                         Ok(Err(r)) => {
                             Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms)
                         }
-                        Err(_) => Self::send_error(
-                            ctx,
-                            rid,
-                            ErrorCode::InternalError,
-                            "the session is not available; reconnect".into(),
-                            None,
-                        ),
+                        Err(_) => Self::unavailable(ctx, rid),
                     }
                 }));
             }

@@ -34,12 +34,19 @@ pub struct SeatBook {
 impl SeatBook {
     /// Takes the seats of `party` when they changed.
     pub(super) fn update(&self, party: &Party) {
-        let mut held = self
+        // Asked on every change of the state (each turn's release): most
+        // leave the seats as they were, and readers are not held up.
+        let same = self
             .seats
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if held.seats != party.seats {
-            held.seats = party.seats.clone();
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .seats
+            == party.seats;
+        if !same {
+            self.seats
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .seats = party.seats.clone();
         }
     }
 
