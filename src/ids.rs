@@ -256,6 +256,11 @@ id_type! {
     SeatId
 }
 
+id_type! {
+    /// A durable timer of a session (`tmr_…`, docs/protocol.md §9).
+    TimerId
+}
+
 /// Tokens spent on one or more model calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Usage {

@@ -51,6 +51,9 @@ impl Gauge {
     pub fn get(&self) -> i64 {
         self.0.load(Ordering::Relaxed)
     }
+    pub fn set(&self, value: i64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
 }
 
 /// Observations in cumulative buckets, as Prometheus histograms are.
@@ -196,6 +199,13 @@ pub struct Metrics {
     /// From a journal row's writing on its owner to its frame's sending
     /// here by a tail (the nodes' clocks agreeing).
     pub journal_tail_lag_seconds: Histogram,
+    /// Timers of every session not yet fired, as the store holds them
+    /// (set by the timer sweeper).
+    pub timers_pending: Gauge,
+    /// Timers this node fired (world turns begun).
+    pub timers_fired: Counter,
+    /// From a timer's due time to its world turn's start.
+    pub timer_lateness_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -229,6 +239,9 @@ impl Default for Metrics {
             sessions_tailed: Gauge::default(),
             journal_notices: Counter::default(),
             journal_tail_lag_seconds: Histogram::new(SECONDS),
+            timers_pending: Gauge::default(),
+            timers_fired: Counter::default(),
+            timer_lateness_seconds: Histogram::new(SECONDS),
         }
     }
 }
@@ -287,6 +300,18 @@ impl Metrics {
             "counter",
             "Sessions that left memory: idle ones (they reload on use), and those a drain handed over or an operator closed.",
             self.sessions_hibernated.get().to_string(),
+        );
+        scalar(
+            "questd_timers_pending",
+            "gauge",
+            "Durable timers not yet fired, of every session in the store.",
+            self.timers_pending.get().to_string(),
+        );
+        scalar(
+            "questd_timers_fired_total",
+            "counter",
+            "Timers this node fired: world turns begun.",
+            self.timers_fired.get().to_string(),
         );
         scalar(
             "questd_turns_started_total",
@@ -415,6 +440,11 @@ impl Metrics {
             &mut out,
             "questd_journal_tail_lag_seconds",
             "From a journal row's writing on the session's owner to its frame's sending by this node's tail.",
+        );
+        self.timer_lateness_seconds.render(
+            &mut out,
+            "questd_timer_lateness_seconds",
+            "From a timer's due time to the start of the world turn that fired it.",
         );
         out
     }

@@ -572,6 +572,7 @@ impl Campaign {
             zones: Vec::new(),
             player: Default::default(),
             npcs: Arc::new(self.npcs),
+            timers: Default::default(),
             events: VecDeque::new(),
             history: VecDeque::new(),
             party: Default::default(),

@@ -14,6 +14,7 @@ pub mod party;
 pub mod pieces;
 pub mod rng;
 pub mod state;
+pub mod timers;
 pub mod zones;
 
 pub use campaign::{BUILTIN_CAMPAIGNS, BuiltinStarts, Campaign, CampaignError};

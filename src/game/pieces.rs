@@ -67,6 +67,8 @@ struct Manifest<'a> {
     allowlist: &'a [String],
     player: &'a super::zones::PlayerRuntime,
     party: &'a super::party::Party,
+    #[serde(skip_serializing_if = "super::timers::Timers::is_empty")]
+    timers: &'a super::timers::Timers,
     chunked: BTreeMap<&'static str, Vec<String>>,
 }
 
@@ -91,6 +93,7 @@ impl GameState {
             events,
             history,
             party,
+            timers,
         } = self;
         let mut cutter = Cutter::default();
         cutter.list("areas", areas.iter())?;
@@ -110,6 +113,7 @@ impl GameState {
             allowlist,
             player,
             party,
+            timers,
             chunked: cutter.lists,
         })?;
         Ok(Pieces {

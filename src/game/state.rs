@@ -18,8 +18,8 @@ use crate::ids::{CallId, TurnId};
 // The map's and the characters' ids are the crate's (`crate::ids`), here
 // under the names `game` has always given them.
 use super::party::{Invite, Party, RoundAction, Seat, SeatRole, SeatState, TurnMode};
-use crate::ids::SeatId;
 pub use crate::ids::{AreaId, CharacterId};
+use crate::ids::{SeatId, TimerId};
 
 /// Content type of a Chinese name (docs/protocol.md §7.1).
 pub const NAME_ZH_TYPE: &str = "name_zh";
@@ -275,6 +275,27 @@ pub enum Effect {
         action: RoundAction,
         at: i64,
     },
+    /// `schedule_event` made a timer, replacing the one of its key.
+    TimerScheduled {
+        timer: super::timers::Timer,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces: Option<TimerId>,
+    },
+    /// A timer was cancelled (`cancel_event`, or an operator).
+    TimerCancelled {
+        timer_id: TimerId,
+    },
+    /// A world turn began: the state's turn counter becomes `turn`, and
+    /// the timer due at `due_at` fired: it is gone, or due again at
+    /// `next_due_at`. One journalled frame does both, so a due time fires
+    /// exactly once.
+    FireTimer {
+        turn: u64,
+        timer_id: TimerId,
+        due_at: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next_due_at: Option<i64>,
+    },
 }
 
 /// Parts of a save state that sessions started from the same built-in
@@ -437,6 +458,9 @@ pub struct GameState {
     /// The seats, invites, turn mode and round (docs/protocol.md §8).
     #[serde(default)]
     pub party: Party,
+    /// The pending timers (docs/protocol.md §9).
+    #[serde(default)]
+    pub timers: super::timers::Timers,
 }
 
 impl AsRef<HistoryEntry> for HistoryEntry {
@@ -464,6 +488,7 @@ impl GameState {
             events: VecDeque::new(),
             history: VecDeque::new(),
             party: Party::default(),
+            timers: Default::default(),
         }
     }
 
@@ -646,6 +671,19 @@ impl GameState {
             Effect::ActionSubmitted { round, action, at } => {
                 self.party.action_submitted(*round, action, *at)
             }
+            Effect::TimerScheduled { timer, replaces } => {
+                self.timers.scheduled(timer, replaces.as_ref())
+            }
+            Effect::TimerCancelled { timer_id } => self.timers.cancelled(timer_id),
+            Effect::FireTimer {
+                turn,
+                timer_id,
+                due_at,
+                next_due_at,
+            } => {
+                self.turn = self.turn.max(*turn);
+                self.timers.fired(timer_id, *due_at, *next_due_at);
+            }
             Effect::PutNpc { npc } => {
                 let npcs = Arc::make_mut(&mut self.npcs);
                 match npcs.iter_mut().find(|n| n.npc_id == npc.npc_id) {
@@ -781,6 +819,7 @@ mod tests {
             events: VecDeque::new(),
             history: VecDeque::new(),
             party: Default::default(),
+            timers: Default::default(),
         }
     }
 

@@ -18,7 +18,7 @@ use crate::error::{ErrorCode, Reason, ToolStatus};
 use crate::game::party::{SeatRole, SeatState, TurnMode};
 use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
-use crate::ids::{AreaId, CharacterId, RequestId, SeatId, Usage};
+use crate::ids::{AreaId, CharacterId, RequestId, SeatId, TimerId, Usage};
 
 /// A frame a client sends.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -187,6 +187,8 @@ pub struct Snapshot<'a> {
     /// The round being gathered (rounds mode): its number and who acted,
     /// never what.
     pub round: RoundView<'a>,
+    /// The pending timers, soonest first (docs/protocol.md §9).
+    pub timers: Vec<TimerView<'a>>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
     /// docs/protocol.md §15).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -275,6 +277,7 @@ impl<'a> Snapshot<'a> {
         let party = &state.party;
         Self {
             seats: SeatView::all(state, |_| false),
+            timers: TimerView::all(state),
             turn_mode: party.turn_mode,
             round_timeout_s: party.round_timeout_s,
             round: RoundView {
@@ -399,6 +402,10 @@ pub enum StoryEvent {
         round: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         actions: Option<Vec<RoundActionView>>,
+        /// What started a turn no person asked for: a due timer
+        /// (docs/protocol.md §9), as `"trigger":"timer","timer_id","event"`.
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        world: Option<WorldTrigger>,
     },
     ToolCall {
         turn_id: TurnId,
@@ -486,6 +493,52 @@ pub struct RoundActionView {
     pub text: Option<String>,
     #[schema(value_type = Option<String>)]
     pub request_id: Option<RequestId>,
+}
+
+/// What began a world turn: `"trigger":"timer"`, the timer and its event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WorldTrigger {
+    pub trigger: Trigger,
+    #[schema(value_type = String)]
+    pub timer_id: TimerId,
+    pub event: String,
+}
+
+/// What starts a turn no person asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// A durable timer came due.
+    Timer,
+}
+
+/// A pending timer as the snapshot lists it (never its note or key: what
+/// the game master noted for later is not the players' to read).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct TimerView<'a> {
+    #[schema(value_type = String)]
+    pub timer_id: &'a TimerId,
+    pub event: &'a str,
+    /// RFC 3339, UTC.
+    pub due_at: String,
+    pub repeat_s: Option<u64>,
+}
+
+impl<'a> TimerView<'a> {
+    /// Every pending timer of `state`, soonest first.
+    pub fn all(state: &'a GameState) -> Vec<Self> {
+        state
+            .timers
+            .pending()
+            .iter()
+            .map(|t| TimerView {
+                timer_id: &t.timer_id,
+                event: &t.event,
+                due_at: crate::storage::rfc3339(t.due_at),
+                repeat_s: t.repeat_s,
+            })
+            .collect()
+    }
 }
 
 /// One seat in a `presence` frame.

@@ -139,6 +139,12 @@ impl SessionActor {
                     act.run(ctx);
                 });
             }
+            Command::TimerAt(after) => {
+                ctx.run_later(after, |act, ctx| {
+                    act.core.timer_wake();
+                    act.run(ctx);
+                });
+            }
             Command::AskModel(tag, request) => self.ask_model(tag, request, ctx),
             Command::Cancel(handles) => handles.into_iter().for_each(|h| {
                 ctx.cancel_future(h);

@@ -15,6 +15,7 @@
 
 mod party;
 mod rounds;
+mod timers;
 mod turn_loop;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -82,6 +83,9 @@ pub(super) enum Command {
     /// Call [`Core::round_deadline`] after this long: the held round's
     /// deadline.
     RoundAt(Duration),
+    /// Call [`Core::timer_wake`] after this long: the soonest timer's due
+    /// time.
+    TimerAt(Duration),
     /// Call [`Core::presence`] with the fan-out's due presence after this
     /// long.
     PresenceAt(Duration),
@@ -179,6 +183,8 @@ pub(super) struct Core {
     round_check: bool,
     /// The round whose deadline timer is set.
     round_timer: Option<u64>,
+    /// The due time (ms since the epoch) a timer wake-up is set for.
+    timer_wake: Option<i64>,
     /// Party changes journalled and not yet released.
     party_in_flight: party::InFlight,
 }
@@ -219,6 +225,7 @@ impl Core {
             resolving: None,
             round_check: false,
             round_timer: None,
+            timer_wake: None,
             party_in_flight: Default::default(),
         }
     }
@@ -253,8 +260,9 @@ impl Core {
     }
 
     /// The session started: a turn a crash interrupted is closed, and a
-    /// held round's deadline timer is set (or the round resolved, if the
-    /// deadline passed while no node ran the session).
+    /// held round's deadline and the soonest timer are set (or the round
+    /// resolved and the timer fired, if they came due while no node ran
+    /// the session).
     pub(super) fn start(&mut self) {
         self.report_queue();
         if let Some(turn_id) = self.interrupted_turn.take() {
@@ -266,7 +274,9 @@ impl Core {
                 None,
             ));
         }
-        if self.holds_round() {
+        if self.holds_round() || !self.state.timers.is_empty() {
+            // Resolved or fired now if due (missed while no node ran the
+            // session), else woken for when it is.
             self.advance();
         }
     }
@@ -275,7 +285,9 @@ impl Core {
 
     /// Journals a story frame; it is applied and sent once durable.
     pub(super) fn emit(&mut self, entry: Entry) -> u64 {
-        let row = self.sequencer.journal(&self.meta.session_id, entry);
+        let timers = timers::timer_index(entry.effect.as_ref(), &self.state);
+        let mut row = self.sequencer.journal(&self.meta.session_id, entry);
+        row.timers = timers;
         let seq = row.seq;
         self.hold(SessionWrite::Row(row));
         seq
@@ -911,6 +923,7 @@ mod tests {
                 }
                 Command::PresenceAt(_) => log.push("presence later".into()),
                 Command::RoundAt(_) => log.push("round timer".into()),
+                Command::TimerAt(_) => log.push("timer wake".into()),
                 Command::CloseAll(code, _) => log.push(format!("close all: {code}")),
                 Command::Leave => log.push("leave".into()),
             }

@@ -182,6 +182,7 @@ impl Sequencer {
             }),
             action,
             created_at: now_ms(),
+            timers: Vec::new(),
         }
     }
 
@@ -505,6 +506,7 @@ mod tests {
                     seat_id: None,
                     round: None,
                     actions: None,
+                    world: None,
                 },
                 None,
             ),
@@ -563,6 +565,7 @@ mod tests {
                     seat_id: None,
                     round: None,
                     actions: None,
+                    world: None,
                 },
                 effect: Some(effect.clone()),
                 history: Some(history.clone()),

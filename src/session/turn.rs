@@ -582,7 +582,10 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
             | Effect::SeatJoined { .. }
             | Effect::SeatChanged { .. }
             | Effect::ModeChanged { .. }
-            | Effect::ActionSubmitted { .. },
+            | Effect::ActionSubmitted { .. }
+            | Effect::TimerScheduled { .. }
+            | Effect::TimerCancelled { .. }
+            | Effect::FireTimer { .. },
         )
         | None => {}
     }

@@ -14,11 +14,12 @@ use super::sequencer::Entry;
 use super::turn::Turn;
 use crate::error::ErrorCode;
 use crate::game::state::CharacterId;
+use crate::game::timers::{Timer, world_message};
 use crate::game::{Effect, GameState, HistoryEntry};
 use crate::ids::{RequestId, SeatId, TurnId};
 use crate::protocol::{
-    Position, RoundActionView, StatePatch, StoryEvent, TurnCompleted, TurnFailed, TurnLimit,
-    ZonePosition,
+    Position, RoundActionView, StatePatch, StoryEvent, Trigger, TurnCompleted, TurnFailed,
+    TurnLimit, WorldTrigger, ZonePosition,
 };
 
 /// What a restarted session says of a turn the journal shows started but
@@ -46,6 +47,7 @@ pub(super) fn started(
             seat_id: Some(seat_id.clone()),
             round: None,
             actions: None,
+            world: None,
         },
         effect: Some(Effect::BeginTurn { turn: turn_no }),
         history: Some(HistoryEntry::User {
@@ -81,10 +83,55 @@ pub(super) fn round_started(
             seat_id: None,
             round: Some(round),
             actions: Some(actions),
+            world: None,
         },
         effect: Some(Effect::BeginRound {
             turn: turn_no,
             round,
+        }),
+        history: Some(HistoryEntry::User {
+            turn_id: turn_id.clone(),
+            text,
+            seat_id: None,
+        }),
+        history_from_frame: true,
+        action: None,
+    }
+}
+
+/// The `turn_started` frame of the world turn `turn_no` that fires
+/// `timer` at its due time, which the state leaves at `now`: its effect
+/// begins the turn and marks the timer fired (or due again) in one
+/// journalled frame, so a due time fires exactly once. The model is told
+/// the event and its note ([`world_message`]); no seat speaks.
+pub(super) fn timer_started(
+    state: &GameState,
+    turn_no: u64,
+    turn_id: &TurnId,
+    timer: &Timer,
+    now: i64,
+) -> Entry {
+    let text = world_message(&timer.event, &timer.note);
+    Entry {
+        event: StoryEvent::TurnStarted {
+            turn_id: turn_id.clone(),
+            request_id: None,
+            actor_id: state.active_actor_id.clone(),
+            text: text.clone(),
+            seat_id: None,
+            round: None,
+            actions: None,
+            world: Some(WorldTrigger {
+                trigger: Trigger::Timer,
+                timer_id: timer.timer_id.clone(),
+                event: timer.event.clone(),
+            }),
+        },
+        effect: Some(Effect::FireTimer {
+            turn: turn_no,
+            timer_id: timer.timer_id.clone(),
+            due_at: timer.due_at,
+            next_due_at: timer.next_due(now),
         }),
         history: Some(HistoryEntry::User {
             turn_id: turn_id.clone(),

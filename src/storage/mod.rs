@@ -378,7 +378,28 @@ pub struct JournalRow {
     /// The applied-action entry, for tool calls that succeeded.
     pub action: Option<StoredAction>,
     pub created_at: i64,
+    /// What the row's effect changes in the timer index, written in the
+    /// same transaction as the row.
+    pub timers: Vec<TimerIndex>,
 }
+
+/// A change to the store's timer index (docs/protocol.md §9): what the
+/// sweeper reads to find a session whose timer is due while no node has
+/// it loaded. Timer ids are the state's (`tmr_…`) and the round's
+/// deadline ([`ROUND_TIMER`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimerIndex {
+    /// Due at `due_at`, inserted or moved.
+    Due { timer_id: String, due_at: i64 },
+    /// Due at `due_at` unless the index has it already (a round's
+    /// deadline counts from its first action).
+    DueUnlessSet { timer_id: String, due_at: i64 },
+    /// Fired for good or cancelled.
+    Gone { timer_id: String },
+}
+
+/// The index's id for a session's round deadline (docs/protocol.md §8).
+pub const ROUND_TIMER: &str = "round";
 
 /// How a journal row keeps its history entry: written out, or read back
 /// from the row's frame, which already says it (`steps.rs` derives it
@@ -967,6 +988,32 @@ impl Store {
             match &self.reads {
                 Reads::Sqlite(pool) => sqlite::abandoned_sessions(pool, before_ms, limit).await,
                 Reads::Postgres(pool) => postgres::abandoned_sessions(pool, before_ms, limit).await,
+            }
+        })
+        .await
+    }
+
+    /// Open sessions with a timer due at `now_ms` or before (and, with
+    /// several nodes, no live claim on them), with their soonest due time:
+    /// soonest first, at most `limit`. What the timer sweeper loads.
+    pub async fn due_timers(
+        &self,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<(SessionId, i64)>, StorageError> {
+        read!(self, due_timers(now_ms, limit))
+    }
+
+    /// Every timer in the store's index, of every session.
+    pub async fn count_timers(&self) -> Result<i64, StorageError> {
+        self.bounded("counting timers", async {
+            match &self.reads {
+                Reads::Sqlite(pool) => Ok(sqlx::query_scalar(sql::COUNT_TIMERS)
+                    .fetch_one(pool)
+                    .await?),
+                Reads::Postgres(pool) => Ok(sqlx::query_scalar(sql::COUNT_TIMERS)
+                    .fetch_one(pool)
+                    .await?),
             }
         })
         .await

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use super::ops::{Committer, QueuedRecord, RecordWrite};
 use super::sql::{self, queries};
 use super::steps;
-use super::{Epoch, JournalNotice, JournalRow, Node};
+use super::{Epoch, JournalNotice, JournalRow, Node, TimerIndex};
 use crate::ids::NodeId;
 
 queries!(sqlx::Postgres);
@@ -327,6 +327,10 @@ pub(super) async fn write_batch(
     for op in batch {
         match op {
             WriteOp::Row(r, _) => {
+                // Its timer index changes go in with it (the writer
+                // retries a failed batch op by op: never one without the
+                // other).
+                write_timers(conn, r).await?;
                 rows.push(r);
                 continue;
             }
@@ -559,6 +563,45 @@ async fn delete_session(
         .execute(&mut *conn)
         .await?;
     Ok(deleted)
+}
+
+/// The timer index changes of journal row `row`.
+async fn write_timers(conn: &mut PgConnection, row: &JournalRow) -> Result<(), StorageError> {
+    for t in &row.timers {
+        let (statement, timer_id, due_at) = match t {
+            TimerIndex::Due { timer_id, due_at } => (sql::UPSERT_TIMER, timer_id, Some(*due_at)),
+            TimerIndex::DueUnlessSet { timer_id, due_at } => {
+                (sql::INSERT_TIMER_UNLESS_SET, timer_id, Some(*due_at))
+            }
+            TimerIndex::Gone { timer_id } => (sql::DELETE_TIMER, timer_id, None),
+        };
+        let query = sqlx::query(statement).bind(&row.session_id).bind(timer_id);
+        match due_at {
+            Some(at) => query.bind(at),
+            None => query,
+        }
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// See [`super::Store::due_timers`]: sessions no live node holds.
+pub(super) async fn due_timers(
+    pool: &PgPool,
+    now_ms: i64,
+    limit: u32,
+) -> Result<Vec<(SessionId, i64)>, StorageError> {
+    let query = sql::due_timers(
+        "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = t.session_id \
+         AND o.lease_until > clock_timestamp())",
+    );
+    // Built only from constants.
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(now_ms)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?)
 }
 
 /// See [`super::Store::abandoned_sessions`].
@@ -924,6 +967,7 @@ mod tests {
                 history: None,
                 action: None,
                 created_at: 0,
+                timers: Vec::new(),
             },
             DurableSink::new(Epoch::Claimed(1), |_| {}),
         )

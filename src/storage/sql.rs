@@ -41,14 +41,37 @@ pub(super) fn abandoned_sessions(anonymous: &str, unclaimed: &str) -> String {
 }
 /// What deleting a session deletes, the session's row last; each runs
 /// with the session's id as `$1`.
-pub(super) const DELETE_SESSION: [&str; 6] = [
+pub(super) const DELETE_SESSION: [&str; 7] = [
     "DELETE FROM journal WHERE session_id = $1",
+    "DELETE FROM session_timers WHERE session_id = $1",
     "DELETE FROM snapshot_chunks WHERE session_id = $1",
     "DELETE FROM snapshots WHERE session_id = $1",
     "DELETE FROM inbox WHERE session_id = $1",
     "DELETE FROM audit WHERE session_id = $1",
     "DELETE FROM sessions WHERE session_id = $1",
 ];
+/// A timer of the index due at `$3` (inserted or moved).
+pub(super) const UPSERT_TIMER: &str = "INSERT INTO session_timers (session_id, timer_id, due_at) \
+     VALUES ($1, $2, $3) ON CONFLICT (session_id, timer_id) DO UPDATE SET due_at = excluded.due_at";
+/// A timer of the index due at `$3` unless the index has it already.
+pub(super) const INSERT_TIMER_UNLESS_SET: &str = "INSERT INTO session_timers \
+     (session_id, timer_id, due_at) VALUES ($1, $2, $3) ON CONFLICT (session_id, timer_id) DO NOTHING";
+/// A timer gone from the index.
+pub(super) const DELETE_TIMER: &str =
+    "DELETE FROM session_timers WHERE session_id = $1 AND timer_id = $2";
+/// Every timer of the index.
+pub(super) const COUNT_TIMERS: &str = "SELECT COUNT(*) FROM session_timers";
+/// The sessions of open sessions with a timer due at `$1` or before, the
+/// soonest first, at most `$2`; each dialect adds (`{unclaimed}`) that no
+/// live node holds it, on PostgreSQL.
+pub(super) fn due_timers(unclaimed: &str) -> String {
+    format!(
+        "SELECT t.session_id, MIN(t.due_at) AS due FROM session_timers t \
+         JOIN sessions s ON s.session_id = t.session_id \
+         WHERE t.due_at <= $1 AND s.closed_at IS NULL {unclaimed} \
+         GROUP BY t.session_id ORDER BY due LIMIT $2"
+    )
+}
 pub(super) const INSERT_FIRST_SNAPSHOT: &str =
     "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ($1, 0, $2, $3)";
 /// One stored step of the journal (`steps.rs`; SQLite's writer runs it

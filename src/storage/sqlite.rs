@@ -7,10 +7,10 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use super::JournalRow;
 use super::ops::{Committer, GATHER, QueuedRecord, RecordWrite};
 use super::sql::{self, queries};
 use super::steps;
+use super::{JournalRow, TimerIndex};
 
 queries!(sqlx::Sqlite);
 
@@ -175,6 +175,10 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
     for op in batch {
         match op {
             WriteOp::Row(r, _) => {
+                // Its timer index changes go in with it (the writer
+                // retries a failed batch op by op: never one without the
+                // other).
+                write_timers(conn, r)?;
                 rows.push(r);
                 continue;
             }
@@ -283,6 +287,39 @@ pub(super) async fn abandoned_sessions(
     // Built only from constants.
     Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(query))
         .bind(before_ms)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?)
+}
+
+/// The timer index changes of journal row `row`.
+fn write_timers(conn: &rusqlite::Connection, row: &JournalRow) -> Result<(), StorageError> {
+    use rusqlite::params;
+    for t in &row.timers {
+        match t {
+            TimerIndex::Due { timer_id, due_at } => conn
+                .prepare_cached(sql::UPSERT_TIMER)?
+                .execute(params![row.session_id, timer_id, due_at])?,
+            TimerIndex::DueUnlessSet { timer_id, due_at } => conn
+                .prepare_cached(sql::INSERT_TIMER_UNLESS_SET)?
+                .execute(params![row.session_id, timer_id, due_at])?,
+            TimerIndex::Gone { timer_id } => conn
+                .prepare_cached(sql::DELETE_TIMER)?
+                .execute(params![row.session_id, timer_id])?,
+        };
+    }
+    Ok(())
+}
+
+/// See [`super::Store::due_timers`].
+pub(super) async fn due_timers(
+    pool: &SqlitePool,
+    now_ms: i64,
+    limit: u32,
+) -> Result<Vec<(SessionId, i64)>, StorageError> {
+    // Built only from constants.
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql::due_timers("")))
+        .bind(now_ms)
         .bind(i64::from(limit))
         .fetch_all(pool)
         .await?)
@@ -454,6 +491,7 @@ pub(super) mod tests {
             history: None,
             action: None,
             created_at: 0,
+            timers: Vec::new(),
         }
     }
 

@@ -413,6 +413,7 @@ mod tests {
             action: (kind == "tool_result")
                 .then(|| StoredAction::Json("{\"tool\":\"move\"}".to_owned())),
             created_at: 1_700_000_000_000 + seq as i64,
+            timers: Vec::new(),
         }
     }
 
@@ -494,6 +495,7 @@ mod tests {
                     args: r#"{"reason": "why", "dice": "1d20"}"#.into(),
                 }),
                 created_at: 5,
+                timers: Vec::new(),
             })
             .collect()
     }

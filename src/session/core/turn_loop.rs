@@ -36,6 +36,7 @@ impl Core {
                     Some(Work::Turn(q)) => self.start_turn(q),
                     Some(Work::Call(c)) => self.run_direct(c),
                     None if self.start_round_if_due() => {}
+                    None if self.start_timer_if_due() => {}
                     None => return self.drain_if_done(),
                 },
                 Some(Phase::Waiting { .. }) if !self.sequencer.effects_in_flight() => {
