@@ -48,6 +48,7 @@ fn row(session_id: &str, seq: u64) -> JournalRow {
             args: r#"{"dice":"1d6"}"#.into(),
         }),
         created_at: 0,
+        timers: Vec::new(),
     }
 }
 
