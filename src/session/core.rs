@@ -630,12 +630,13 @@ impl Core {
     }
 
     /// Whether the session has done nothing for its idle timeout and holds
-    /// no work.
+    /// no work (a timer due within moments counts as work).
     pub(super) fn idle(&self) -> bool {
         self.turn.is_none()
             && !self.intake.has_work()
             && !self.sequencer.has_pending()
             && !self.holds_round()
+            && !self.timer_due_soon()
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
 

@@ -1,7 +1,9 @@
 //! The session hub: maps session ids to live actors, creates sessions,
 //! loads a session from storage on its first use after a restart or unload,
-//! holds the node's live sessions to their quotas (`quota`), and deletes
-//! abandoned anonymous sessions (the retention sweep).
+//! holds the node's live sessions to their quotas (`quota`), deletes
+//! abandoned anonymous sessions (the retention sweep), and loads sessions
+//! whose timer is due while they are not loaded (the timer sweep,
+//! `sweeper`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use super::placement::Placement;
 use super::quota::{LiveTally, Quotas, Refusal};
 use super::replay;
 use super::replay::Restored;
+use super::sweeper::{self, Sweeper};
 use super::types::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
 };
@@ -180,6 +183,8 @@ pub struct SessionHub {
     draining: bool,
     /// Claims being released; a drain ends once none is.
     releasing: usize,
+    /// The timer sweeper: loads sessions whose timer is due.
+    timers: Sweeper,
 }
 
 impl SessionHub {
@@ -204,6 +209,7 @@ impl SessionHub {
             renewing: false,
             draining: false,
             releasing: 0,
+            timers: Sweeper::default(),
         }
     }
 
@@ -417,6 +423,8 @@ impl Actor for SessionHub {
             let every = (retention / 4).clamp(SWEEP_EVERY_MIN, SWEEP_EVERY_MAX);
             ctx.run_interval(every, Self::sweep);
         }
+        ctx.run_interval(sweeper::SWEEP_EVERY, Self::sweep_timers);
+        ctx.run_interval(sweeper::COUNT_EVERY, Self::count_timers);
     }
 }
 
@@ -489,20 +497,33 @@ impl Handler<Lookup> for SessionHub {
     type Result = ResponseActFuture<Self, Result<Option<SessionHandle>, HubError>>;
 
     fn handle(&mut self, msg: Lookup, _: &mut Self::Context) -> Self::Result {
-        if let Some(handle) = self.running(msg.session_id.as_str()) {
+        self.load(msg.session_id)
+    }
+}
+
+impl SessionHub {
+    /// The live session `id`, loaded from storage if it is not live: a
+    /// caller's lookup and the timer sweeper both come this way, so a load
+    /// claims the session first (several nodes: one another node holds
+    /// is `Elsewhere`, and of two nodes racing for it only one claim
+    /// succeeds), and a closed session is never loaded.
+    fn load(
+        &mut self,
+        id: SessionId,
+    ) -> actix::fut::LocalBoxActorFuture<Self, Result<Option<SessionHandle>, HubError>> {
+        if let Some(handle) = self.running(id.as_str()) {
             return Box::pin(actix::fut::ready(Ok(Some(handle))));
         }
         if self.draining {
             return Box::pin(actix::fut::ready(Err(HubError::Draining)));
         }
         // Being deleted as abandoned: gone already, as far as callers go.
-        if self.sweeping.contains(&msg.session_id) {
+        if self.sweeping.contains(&id) {
             return Box::pin(actix::fut::ready(Ok(None)));
         }
-        *self.loading.entry(msg.session_id.clone()).or_insert(0) += 1;
+        *self.loading.entry(id.clone()).or_insert(0) += 1;
         let store = self.deps.store.clone();
         let metrics = self.deps.metrics.clone();
-        let id = msg.session_id;
         let loading = id.clone();
         Box::pin(
             async move {
@@ -825,6 +846,83 @@ impl SessionHub {
                             sessions = deleted.len(),
                             "deleted anonymous sessions past their retention"
                         );
+                    }
+                }),
+        );
+    }
+}
+
+impl SessionHub {
+    /// The timer sweep: finds open sessions with a timer due that this
+    /// node neither runs nor is loading (on PostgreSQL, ones no live node
+    /// claims) and loads a bounded batch of them through [`Self::load`];
+    /// each fires its due timers as it starts. A sweep waits for the last
+    /// one's loads; a draining node loads nothing; a session whose load
+    /// keeps failing, or which keeps its due time after loading, is tried
+    /// again later and later (`sweeper`).
+    fn sweep_timers(&mut self, ctx: &mut Context<Self>) {
+        if self.draining {
+            return;
+        }
+        let Some(limit) = self.timers.begin() else {
+            return;
+        };
+        let store = self.deps.store.clone();
+        ctx.spawn(
+            async move { store.due_timers(now_ms(), limit).await }
+                .into_actor(self)
+                .map(|found, act, ctx| {
+                    let found = match found {
+                        Ok(found) if !act.draining => found,
+                        Ok(_) => return act.timers.abandon(),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "finding sessions with a due timer failed");
+                            return act.timers.abandon();
+                        }
+                    };
+                    let busy: HashSet<SessionId> = found
+                        .iter()
+                        .map(|(id, _)| id)
+                        .filter(|id| {
+                            act.running(id.as_str()).is_some()
+                                || act.loading.contains_key(*id)
+                                || act.sweeping.contains(*id)
+                        })
+                        .cloned()
+                        .collect();
+                    for id in act.timers.pick(found, Instant::now(), &busy) {
+                        let load = act.load(id.clone()).map(move |res, act, _| {
+                            act.timers.loaded();
+                            match res {
+                                Ok(_) => {}
+                                Err(e @ (HubError::Elsewhere | HubError::Draining | HubError::Closed)) => {
+                                    tracing::debug!(session_id = %id, error = %e, "a session with a due timer was not loaded");
+                                }
+                                Err(e) => {
+                                    tracing::warn!(session_id = %id, error = %e, "loading a session with a due timer failed; it is tried again later");
+                                }
+                            }
+                        });
+                        ctx.spawn(load);
+                    }
+                }),
+        );
+    }
+
+    /// Sets the `timers_pending` gauge from the store's timer index.
+    fn count_timers(&mut self, ctx: &mut Context<Self>) {
+        if !self.timers.begin_count() {
+            return;
+        }
+        let store = self.deps.store.clone();
+        ctx.spawn(
+            async move { store.count_timers().await }
+                .into_actor(self)
+                .map(|counted, act, _| {
+                    act.timers.counted();
+                    match counted {
+                        Ok(n) => act.deps.metrics.timers_pending.set(n),
+                        Err(e) => tracing::warn!(error = %e, "counting pending timers failed"),
                     }
                 }),
         );

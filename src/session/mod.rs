@@ -23,7 +23,8 @@
 //! - `fanout`: the connections, and when presence goes out;
 //! - `placement`: which thread a session runs on;
 //! - `quota`: what the node's live sessions hold, per tenant and in bytes,
-//!   against the node's caps (the hub's tally).
+//!   against the node's caps (the hub's tally); `sweeper`: which sessions
+//!   with a due timer the hub loads, and when it tries one again.
 //!
 //! This file is the façade only: the `mod` lines and what the rest of
 //! questd may use; what the parts share is in `types`.
@@ -48,6 +49,7 @@ mod running;
 mod seats;
 mod sequencer;
 mod snapshot;
+mod sweeper;
 pub mod tail;
 mod turn;
 mod turn_frames;

@@ -22,6 +22,9 @@ use crate::session::turn::Turn;
 use crate::session::turn_frames;
 use crate::storage::{ROUND_TIMER, TimerIndex, now_ms};
 
+/// How soon a timer must be due to keep an idle session loaded.
+const KEEP_LOADED_FOR: Duration = Duration::from_secs(5);
+
 /// What journalling `effect` changes in the store's timer index, read
 /// against `state` (the state it will apply to, give or take changes in
 /// flight): the timers it schedules, fires and cancels, and the held
@@ -132,9 +135,364 @@ impl Core {
         self.out.push_back(Command::TimerAt(after));
     }
 
+    /// Whether the soonest timer is due within [`KEEP_LOADED_FOR`]: an idle
+    /// session is kept loaded for it rather than unloaded and loaded
+    /// again by the sweeper a moment later. One due later unloads; the
+    /// store's timer index brings it back.
+    pub(super) fn timer_due_soon(&self) -> bool {
+        let soon = now_ms().saturating_add(KEEP_LOADED_FOR.as_millis() as i64);
+        self.state.timers.next().is_some_and(|t| t.due_at <= soon)
+    }
+
     /// A timer wake-up came: fires what is due, or sets the next one.
     pub(in crate::session) fn timer_wake(&mut self) {
         self.timer_wake = None;
         self.advance();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fire/commit rule as a property: a session with due timers,
+    //! crashed at any point (what is not durable is lost) and restored from
+    //! its durable journal, any number of times, with time passing between
+    //! crashes, journals exactly one world turn per due time.
+
+    use std::collections::{HashSet, VecDeque};
+
+    use actix::SpawnHandle;
+    use proptest::prelude::*;
+
+    use super::super::Command;
+    use super::super::tests::core;
+    use crate::game::Effect;
+    use crate::game::timers::Timer;
+    use crate::ids::{SeatId, TimerId, TurnId};
+    use crate::llm::{ModelEvent, ModelReply};
+    use crate::session::SubmitChat;
+    use crate::session::core::Core;
+    use crate::session::replay::{self, Restored};
+    use crate::storage::{Epoch, SessionWrite, now_ms};
+
+    /// What happens to the session next.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// The writer makes the first `n` rows written durable.
+        Commit(usize),
+        /// The model answers the call in flight.
+        Answer,
+        /// A player chats, if nothing runs.
+        Chat,
+        /// The process dies; `secs` pass before it is loaded again.
+        Crash { secs: i64 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (1usize..4).prop_map(Op::Commit),
+            2 => Just(Op::Answer),
+            1 => Just(Op::Chat),
+            1 => prop_oneof![Just(0i64), Just(3), Just(6), Just(12)].prop_map(|secs| Op::Crash { secs }),
+        ]
+    }
+
+    /// A durable journal row: its seq, effect and frame.
+    struct Row {
+        seq: u64,
+        effect: Option<Effect>,
+        frame: serde_json::Value,
+    }
+
+    /// The durable journal and the process that writes it.
+    struct World {
+        /// The timers the session started with, as stored.
+        timers: Vec<Timer>,
+        durable: Vec<Row>,
+        /// Rows handed to the writer, not yet durable.
+        written: VecDeque<Row>,
+        core: Core,
+        /// The model call in flight.
+        asked: Option<u64>,
+        chats: u32,
+    }
+
+    /// Every stored time moves back by `ms`: as if `ms` passed.
+    fn shift(effect: &mut Effect, ms: i64) {
+        if let Effect::FireTimer {
+            due_at,
+            next_due_at,
+            ..
+        } = effect
+        {
+            *due_at -= ms;
+            if let Some(next) = next_due_at {
+                *next -= ms;
+            }
+        }
+    }
+
+    impl World {
+        fn new(timers: Vec<Timer>) -> Self {
+            let mut world = Self {
+                timers,
+                durable: Vec::new(),
+                written: VecDeque::new(),
+                core: core(),
+                asked: None,
+                chats: 0,
+            };
+            world.restore();
+            world
+        }
+
+        /// A new process loads the session from the durable journal, as
+        /// `replay::restore` does, and starts it.
+        fn restore(&mut self) {
+            let mut state = crate::tools::test_support::demo();
+            for timer in &self.timers {
+                let scheduled = Effect::TimerScheduled {
+                    timer: timer.clone(),
+                    replaces: None,
+                };
+                state.apply(&scheduled);
+            }
+            let mut open: Option<TurnId> = None;
+            for row in &self.durable {
+                let effect = row
+                    .effect
+                    .as_ref()
+                    .map(|e| serde_json::to_string(e).expect("effect"));
+                replay::apply(&mut state, effect.as_deref(), None).expect("applies");
+                let turn_id = row.frame["turn_id"].as_str().map(TurnId::from);
+                match row.frame["type"].as_str() {
+                    Some("turn_started") => open = turn_id,
+                    Some("turn_completed" | "turn_failed") => open = None,
+                    _ => {}
+                }
+            }
+            let old = &self.core;
+            let deps = super::super::CoreDeps {
+                registry: old.deps.registry.clone(),
+                metrics: old.deps.metrics.clone(),
+                limits: old.deps.limits.clone(),
+                model: old.deps.model,
+                stats: old.deps.stats.clone(),
+            };
+            let restored = Restored {
+                state,
+                last_seq: self.durable.last().map_or(0, |r| r.seq),
+                ring: VecDeque::new(),
+                requests: Default::default(),
+                interrupted_turn: open,
+                epoch: Epoch::Sole,
+                stored_chats: Vec::new(),
+                stored_chunks: Vec::new(),
+            };
+            self.core = Core::new(old.meta.clone(), deps, restored);
+            self.asked = None;
+            self.core.start();
+            self.run();
+        }
+
+        /// Carries out the core's commands as the actor would; rows go to
+        /// the writer.
+        fn run(&mut self) {
+            while let Some(command) = self.core.next_command() {
+                let writes = match command {
+                    Command::FlushLater => self.core.take_writes(),
+                    Command::Write(writes) => writes,
+                    Command::Deadline(turn_id, _) => {
+                        self.core.deadline_set(&turn_id, SpawnHandle::default());
+                        Vec::new()
+                    }
+                    Command::AskModel(tag, _) => {
+                        self.asked = Some(tag);
+                        Vec::new()
+                    }
+                    Command::Tell(waiters) => {
+                        waiters.into_iter().for_each(|w| w());
+                        Vec::new()
+                    }
+                    _ => Vec::new(),
+                };
+                for write in writes {
+                    if let SessionWrite::Row(row) = write {
+                        let effect = row
+                            .effect
+                            .as_deref()
+                            .map(|e| serde_json::from_str(e).expect("effect"));
+                        let frame = serde_json::from_str(&row.frame).expect("frame");
+                        self.written.push_back(Row {
+                            seq: row.seq,
+                            effect,
+                            frame,
+                        });
+                    }
+                }
+            }
+        }
+
+        fn commit(&mut self, n: usize) {
+            self.run();
+            let n = n.min(self.written.len());
+            if n == 0 {
+                return;
+            }
+            self.durable.extend(self.written.drain(..n));
+            let up_to = self.durable.last().map_or(0, |r| r.seq);
+            self.core.durable(up_to);
+            self.run();
+            self.core.advance();
+            self.run();
+        }
+
+        fn answer(&mut self) {
+            if let Some(tag) = self.asked.take() {
+                let reply = ModelReply::narrate("The world moves.");
+                self.core
+                    .model_event(tag, Some(Ok(ModelEvent::Done(reply))));
+                self.run();
+            }
+        }
+
+        fn chat(&mut self) {
+            if self.core.turn.is_some() || self.core.sequencer.has_pending() {
+                return;
+            }
+            self.chats += 1;
+            let chat = SubmitChat {
+                text: "I wait.".into(),
+                request_id: Some(format!("r{}", self.chats).into()),
+                seat_id: SeatId::from("seat_1"),
+                conn_id: Some(1),
+                trace_id: None,
+            };
+            self.core
+                .submit_chat(chat, None)
+                .expect("a chat while idle is taken");
+            self.run();
+        }
+
+        /// The process dies: what is not durable is lost; `secs` pass.
+        fn crash(&mut self, secs: i64) {
+            self.written.clear();
+            let ms = secs * 1000;
+            for timer in &mut self.timers {
+                timer.due_at -= ms;
+            }
+            for row in &mut self.durable {
+                if let Some(effect) = &mut row.effect {
+                    shift(effect, ms);
+                }
+            }
+            self.restore();
+        }
+
+        /// Everything written is made durable and every model call
+        /// answered, until the session rests.
+        fn settle(&mut self) {
+            for _ in 0..200 {
+                if !self.written.is_empty() {
+                    self.commit(usize::MAX);
+                } else if self.asked.is_some() {
+                    self.answer();
+                } else {
+                    return;
+                }
+            }
+            panic!("the session never came to rest");
+        }
+
+        /// Each world turn in the durable journal: its timer and due time.
+        fn fired(&self) -> Vec<(TimerId, i64)> {
+            let mut fired = Vec::new();
+            for row in &self.durable {
+                let Some(Effect::FireTimer {
+                    timer_id, due_at, ..
+                }) = &row.effect
+                else {
+                    continue;
+                };
+                // The frame that begins the world turn is the row that
+                // fires the timer.
+                assert_eq!(row.frame["type"], "turn_started");
+                assert_eq!(row.frame["trigger"], "timer");
+                assert_eq!(row.frame["timer_id"], timer_id.as_str());
+                assert!(row.frame["request_id"].is_null());
+                assert!(row.frame["seat_id"].is_null());
+                fired.push((timer_id.clone(), *due_at));
+            }
+            let world_turns = self
+                .durable
+                .iter()
+                .filter(|r| r.frame["type"] == "turn_started" && r.frame["trigger"] == "timer")
+                .count();
+            assert_eq!(world_turns, fired.len(), "every world turn fires a timer");
+            fired
+        }
+    }
+
+    fn timer(id: &str, due_in_ms: i64, repeat_s: Option<u64>) -> Timer {
+        Timer {
+            timer_id: TimerId::from(id),
+            event: format!("event_{id}"),
+            note: String::new(),
+            due_at: now_ms() + due_in_ms,
+            repeat_s,
+            key: None,
+            created_at: 0,
+        }
+    }
+
+    const EVERY_MS: i64 = 5000;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn each_due_time_fires_exactly_once_through_crashes(ops in prop::collection::vec(op(), 0..40)) {
+            let timers = vec![
+                timer("tmr_a", -2000, None),
+                timer("tmr_b", -1000, None),
+                timer("tmr_r", -500, Some(EVERY_MS as u64 / 1000)),
+                // Due only once some time has passed.
+                timer("tmr_later", 8000, None),
+            ];
+            let mut world = World::new(timers);
+            for op in ops {
+                match op {
+                    Op::Commit(n) => world.commit(n),
+                    Op::Answer => world.answer(),
+                    Op::Chat => world.chat(),
+                    Op::Crash { secs } => world.crash(secs),
+                }
+            }
+            // However it went, the last process runs until it rests (and
+            // a last restart changes nothing).
+            world.settle();
+            world.crash(0);
+            world.settle();
+
+            let fired = world.fired();
+            let distinct: HashSet<&(TimerId, i64)> = fired.iter().collect();
+            prop_assert_eq!(distinct.len(), fired.len(), "a due time fired twice: {:?}", fired);
+            let now = now_ms();
+            prop_assert!(world.core.state.timers.due(now).is_none(), "a due timer never fired");
+            for t in &world.timers {
+                let times = fired.iter().filter(|(id, _)| *id == t.timer_id).count();
+                match t.repeat_s {
+                    None if t.due_at <= now => prop_assert_eq!(times, 1, "{} fired {} times", t.timer_id, times),
+                    None => prop_assert_eq!(times, 0),
+                    // Once at least, each time later than the last and on
+                    // its rhythm (stored times moved with the clock alike).
+                    Some(_) => {
+                        prop_assert!(times >= 1);
+                        let dues: Vec<i64> = fired.iter().filter(|(id, _)| *id == t.timer_id).map(|(_, at)| *at).collect();
+                        prop_assert!(dues.windows(2).all(|w| w[0] < w[1]), "in order: {:?}", dues);
+                        prop_assert!(dues.iter().all(|at| (at - t.due_at).rem_euclid(EVERY_MS) == 0), "on its rhythm: {:?}", dues);
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,239 @@
+//! The timer sweeper's bookkeeping: which sessions with a due timer the
+//! hub loads on a sweep (docs/protocol.md §9). A session that is not
+//! loaded cannot wake itself, so the hub asks the store's timer index
+//! every [`SWEEP_EVERY`] for open sessions with a timer due (on PostgreSQL,
+//! only those no live node claims) and loads them through its normal load
+//! path; a loaded session fires its due timers by itself at start.
+//!
+//! What this piece decides: how many sessions one sweep loads at most, that
+//! a sweep never starts while the last one is still on its way, and that a
+//! session which keeps showing the same due time (its load fails: a newer
+//! format, storage errors, a quota; or it loads and cannot fire) is tried
+//! again later and later rather than on every sweep.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use crate::ids::SessionId;
+
+/// How often the hub looks for due timers of sessions it has not loaded:
+/// well inside the 2 s a due timer may wait on SQLite.
+pub(super) const SWEEP_EVERY: Duration = Duration::from_millis(500);
+
+/// How often the `timers_pending` gauge is read from the store.
+pub(super) const COUNT_EVERY: Duration = Duration::from_secs(5);
+
+/// Sessions one sweep loads at most; the next sweep goes on with the rest.
+const LOADS_PER_SWEEP: usize = 128;
+
+/// The most due sessions one sweep reads: room for those waiting out a
+/// retry, so they cannot crowd out the rest of a batch.
+const READ_MOST: usize = 4096;
+
+/// The wait before a session with the same due time is tried again,
+/// doubled on each try, up to [`RETRY_MOST`].
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MOST: Duration = Duration::from_secs(10 * 60);
+
+/// A session the sweeper tried to load: at which due time, how often with
+/// that due time, and when it may be tried again.
+struct Tried {
+    due_at: i64,
+    tries: u32,
+    not_before: Instant,
+}
+
+/// The sweeper's state, owned by the hub.
+#[derive(Default)]
+pub(super) struct Sweeper {
+    /// A sweep's read, or loads it began, are on their way.
+    loads: Option<usize>,
+    /// Sessions tried lately; kept only while the store still shows them
+    /// due, so it holds at most what one read returns.
+    tried: HashMap<SessionId, Tried>,
+    /// The store's timers are being counted.
+    counting: bool,
+}
+
+impl Sweeper {
+    /// Begins a sweep, unless one is on its way; answers how many due
+    /// sessions to read.
+    pub(super) fn begin(&mut self) -> Option<u32> {
+        if self.loads.is_some() {
+            return None;
+        }
+        self.loads = Some(0);
+        let most = (LOADS_PER_SWEEP + self.tried.len()).min(READ_MOST);
+        Some(u32::try_from(most).unwrap_or(u32::MAX))
+    }
+
+    /// The sessions to load of those the store shows `due` (with their
+    /// soonest due time) at `now`, leaving out the `busy` ones (live here,
+    /// being loaded or deleted) and those waiting out a retry; the sweep
+    /// lasts until each of them has [`Self::loaded`].
+    pub(super) fn pick(
+        &mut self,
+        due: Vec<(SessionId, i64)>,
+        now: Instant,
+        busy: &HashSet<SessionId>,
+    ) -> Vec<SessionId> {
+        let shown: HashSet<&SessionId> = due.iter().map(|(id, _)| id).collect();
+        self.tried.retain(|id, _| shown.contains(id));
+        let mut picked = Vec::new();
+        for (id, due_at) in due {
+            if picked.len() == LOADS_PER_SWEEP {
+                break;
+            }
+            if busy.contains(&id) {
+                continue;
+            }
+            let tries = match self.tried.get(&id) {
+                Some(t) if now < t.not_before => continue,
+                // The same due time again: the last load did not fire it.
+                Some(t) if t.due_at == due_at => t.tries.saturating_add(1),
+                _ => 1,
+            };
+            let wait = RETRY_FIRST
+                .saturating_mul(1 << (tries - 1).min(16))
+                .min(RETRY_MOST);
+            let not_before = now + wait;
+            let tried = Tried {
+                due_at,
+                tries,
+                not_before,
+            };
+            self.tried.insert(id.clone(), tried);
+            picked.push(id);
+        }
+        self.loads = (!picked.is_empty()).then_some(picked.len());
+        picked
+    }
+
+    /// One load a sweep began has answered.
+    pub(super) fn loaded(&mut self) {
+        self.loads = match self.loads {
+            Some(n) if n > 1 => Some(n - 1),
+            _ => None,
+        };
+    }
+
+    /// A sweep's read failed, or the node began draining: nothing loads.
+    pub(super) fn abandon(&mut self) {
+        self.loads = None;
+    }
+
+    /// Begins counting the store's timers, unless a count is on its way.
+    pub(super) fn begin_count(&mut self) -> bool {
+        !std::mem::replace(&mut self.counting, true)
+    }
+
+    /// The count answered.
+    pub(super) fn counted(&mut self) {
+        self.counting = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(ids: &[(&str, i64)]) -> Vec<(SessionId, i64)> {
+        ids.iter()
+            .map(|(id, at)| (SessionId::from(*id), *at))
+            .collect()
+    }
+
+    fn names(ids: &[SessionId]) -> Vec<&str> {
+        ids.iter().map(|id| id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_sweep_loads_what_is_due_and_not_busy_and_never_overlaps() {
+        let mut s = Sweeper::default();
+        let now = Instant::now();
+        assert!(s.begin().is_some());
+        assert_eq!(s.begin(), None, "a sweep on its way is not doubled");
+        let busy = HashSet::from([SessionId::from("b")]);
+        let picked = s.pick(due(&[("a", 1), ("b", 2), ("c", 3)]), now, &busy);
+        assert_eq!(names(&picked), ["a", "c"]);
+        assert_eq!(s.begin(), None, "loads on their way");
+        s.loaded();
+        assert_eq!(s.begin(), None, "one load still on its way");
+        s.loaded();
+        assert!(s.begin().is_some(), "all loads answered");
+        // Nothing to load ends the sweep at once.
+        assert!(s.pick(Vec::new(), now, &HashSet::new()).is_empty());
+        assert!(s.begin().is_some());
+    }
+
+    #[test]
+    fn one_sweep_loads_a_bounded_batch() {
+        let mut s = Sweeper::default();
+        let many: Vec<(SessionId, i64)> = (0..LOADS_PER_SWEEP as i64 + 10)
+            .map(|i| (SessionId::from(format!("s{i}")), i))
+            .collect();
+        s.begin();
+        let picked = s.pick(many, Instant::now(), &HashSet::new());
+        assert_eq!(picked.len(), LOADS_PER_SWEEP);
+        assert_eq!(picked[0].as_str(), "s0", "soonest first");
+    }
+
+    #[test]
+    fn a_session_showing_the_same_due_time_again_is_tried_later_and_later() {
+        let mut s = Sweeper::default();
+        let t0 = Instant::now();
+        let none = HashSet::new();
+        let mut sweep = |at: Instant, shown: &[(&str, i64)]| {
+            s.begin();
+            let picked = s.pick(due(shown), at, &none);
+            for _ in &picked {
+                s.loaded();
+            }
+            names(&picked)
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sweep(t0, &[("a", 5)]), ["a"]);
+        // Its load failed (or did not fire): not again on the next sweeps.
+        assert!(sweep(t0 + SWEEP_EVERY, &[("a", 5)]).is_empty());
+        assert_eq!(sweep(t0 + RETRY_FIRST, &[("a", 5)]), ["a"]);
+        // Then twice as long.
+        assert!(sweep(t0 + RETRY_FIRST * 2, &[("a", 5)]).is_empty());
+        assert_eq!(sweep(t0 + RETRY_FIRST * 3, &[("a", 5)]), ["a"]);
+        // The wait has a ceiling.
+        let mut at = t0 + RETRY_FIRST * 3;
+        for _ in 0..40 {
+            at += RETRY_MOST;
+            assert_eq!(sweep(at, &[("a", 5)]), ["a"]);
+        }
+        // Fired (a repeating timer's next due time, once the wait is
+        // over), or gone from the index and back: tried at once.
+        at += RETRY_MOST;
+        assert_eq!(sweep(at, &[("a", 10)]), ["a"]);
+        assert!(sweep(at, &[]).is_empty());
+        assert_eq!(sweep(at, &[("a", 10)]), ["a"]);
+    }
+
+    #[test]
+    fn sessions_waiting_out_a_retry_do_not_crowd_out_the_rest() {
+        let mut s = Sweeper::default();
+        let now = Instant::now();
+        let stuck: Vec<(SessionId, i64)> = (0..LOADS_PER_SWEEP as i64)
+            .map(|i| (SessionId::from(format!("s{i}")), i))
+            .collect();
+        s.begin();
+        let picked = s.pick(stuck.clone(), now, &HashSet::new());
+        picked.iter().for_each(|_| s.loaded());
+        let read = s.begin().expect("no sweep on its way");
+        assert_eq!(
+            read as usize,
+            2 * LOADS_PER_SWEEP,
+            "reads past the stuck ones"
+        );
+        let mut shown = stuck;
+        shown.push((SessionId::from("late"), 1000));
+        let picked = s.pick(shown, now + SWEEP_EVERY, &HashSet::new());
+        assert_eq!(names(&picked), ["late"]);
+    }
+}
