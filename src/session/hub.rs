@@ -891,8 +891,10 @@ impl SessionHub {
                         .cloned()
                         .collect();
                     for id in act.timers.pick(found, Instant::now(), &busy) {
-                        let load = act.load(id.clone()).map(move |res, act, _| {
-                            act.timers.loaded();
+                        let load = act.load(id.clone()).map(move |res, act, ctx| {
+                            if act.timers.loaded() {
+                                act.sweep_timers(ctx);
+                            }
                             match res {
                                 Ok(_) => {}
                                 Err(e @ (HubError::Elsewhere | HubError::Draining | HubError::Closed)) => {

@@ -48,6 +48,9 @@ struct Tried {
 pub(super) struct Sweeper {
     /// A sweep's read, or loads it began, are on their way.
     loads: Option<usize>,
+    /// The sweep on its way loads a whole batch: more may be due, so the
+    /// next sweep follows at once rather than at the next tick.
+    full: bool,
     /// Sessions tried lately; kept only while the store still shows them
     /// due, so it holds at most what one read returns.
     tried: HashMap<SessionId, Tried>,
@@ -106,15 +109,18 @@ impl Sweeper {
             picked.push(id);
         }
         self.loads = (!picked.is_empty()).then_some(picked.len());
+        self.full = picked.len() == LOADS_PER_SWEEP;
         picked
     }
 
-    /// One load a sweep began has answered.
-    pub(super) fn loaded(&mut self) {
+    /// One load a sweep began has answered; answers whether that ended a
+    /// sweep that loaded a whole batch (sweep again now).
+    pub(super) fn loaded(&mut self) -> bool {
         self.loads = match self.loads {
             Some(n) if n > 1 => Some(n - 1),
             _ => None,
         };
+        self.loads.is_none() && std::mem::take(&mut self.full)
     }
 
     /// A sweep's read failed, or the node began draining: nothing loads.
@@ -157,9 +163,9 @@ mod tests {
         let picked = s.pick(due(&[("a", 1), ("b", 2), ("c", 3)]), now, &busy);
         assert_eq!(names(&picked), ["a", "c"]);
         assert_eq!(s.begin(), None, "loads on their way");
-        s.loaded();
+        assert!(!s.loaded());
         assert_eq!(s.begin(), None, "one load still on its way");
-        s.loaded();
+        assert!(!s.loaded());
         assert!(s.begin().is_some(), "all loads answered");
         // Nothing to load ends the sweep at once.
         assert!(s.pick(Vec::new(), now, &HashSet::new()).is_empty());
@@ -176,6 +182,19 @@ mod tests {
         let picked = s.pick(many, Instant::now(), &HashSet::new());
         assert_eq!(picked.len(), LOADS_PER_SWEEP);
         assert_eq!(picked[0].as_str(), "s0", "soonest first");
+        let last = picked.iter().map(|_| s.loaded()).last();
+        assert_eq!(
+            last,
+            Some(true),
+            "a whole batch: the next sweep follows at once"
+        );
+        s.begin();
+        let picked = s.pick(due(&[("s1000", 1000)]), Instant::now(), &HashSet::new());
+        assert_eq!(picked.len(), 1);
+        assert!(
+            !s.loaded(),
+            "the rest fit: the next sweep waits for its tick"
+        );
     }
 
     #[test]
@@ -224,7 +243,9 @@ mod tests {
             .collect();
         s.begin();
         let picked = s.pick(stuck.clone(), now, &HashSet::new());
-        picked.iter().for_each(|_| s.loaded());
+        for _ in &picked {
+            s.loaded();
+        }
         let read = s.begin().expect("no sweep on its way");
         assert_eq!(
             read as usize,
