@@ -43,5 +43,6 @@ mod seeds;
 mod service;
 mod sites;
 mod storage_faults;
+mod timers;
 mod tools;
 mod turns;
