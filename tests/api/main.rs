@@ -43,5 +43,6 @@ mod seeds;
 mod service;
 mod sites;
 mod storage_faults;
+mod timers_api;
 mod tools;
 mod turns;
