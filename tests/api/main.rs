@@ -44,5 +44,6 @@ mod service;
 mod sites;
 mod storage_faults;
 mod timers;
+mod timers_api;
 mod tools;
 mod turns;
