@@ -241,6 +241,8 @@ async fn a_due_timer_fires_once_and_its_world_turn_reaches_player_and_spectator(
         json!([]),
         "fired, it is gone"
     );
+    let metrics = crate::metrics::scrape(&app).await;
+    assert_eq!(metrics["questd_timers_fired_total"], 1.0, "{metrics:?}");
     // A turn played after it runs as usual, and fires nothing more.
     play_one_turn(&app, &s, "after").await;
     assert_eq!(of(&fired(&app.db_url, &s).await, timer_id).len(), 1);
@@ -337,6 +339,15 @@ async fn a_repeating_timer_fires_at_each_due_time_with_none_doubled_across_a_res
     .await;
     let timer_id = timer["timer_id"].as_str().unwrap().to_owned();
     fired_at_least(&db, &s, &timer_id, 2, "the repeating timer fires twice").await;
+    // It stays pending, and the node counts it from the store.
+    let deadline = tokio::time::Instant::now() + STEP_WAIT;
+    while crate::metrics::scrape(&server).await["questd_timers_pending"] != 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the node reports the pending timer within {STEP_WAIT:?}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
 
     // Killed, and down past a due time: that one fires once, late, after
     // the restart, and the rhythm goes on.
