@@ -876,8 +876,12 @@ impl SessionHub {
                         Ok(found) if !act.draining => found,
                         Ok(_) => return act.timers.abandon(),
                         Err(e) => {
-                            tracing::warn!(error = %e, "finding sessions with a due timer failed");
-                            return act.timers.abandon();
+                            if act.timers.read_failed() {
+                                tracing::warn!(error = %e, "finding sessions with a due timer failed; retrying every sweep");
+                            } else {
+                                tracing::debug!(error = %e, "finding sessions with a due timer failed again");
+                            }
+                            return;
                         }
                     };
                     let busy: HashSet<SessionId> = found

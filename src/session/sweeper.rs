@@ -56,6 +56,9 @@ pub(super) struct Sweeper {
     tried: HashMap<SessionId, Tried>,
     /// The store's timers are being counted.
     counting: bool,
+    /// The last read of due timers failed: the next failures are not
+    /// warned of again (a database away fails every sweep).
+    failing: bool,
 }
 
 impl Sweeper {
@@ -80,6 +83,7 @@ impl Sweeper {
         now: Instant,
         busy: &HashSet<SessionId>,
     ) -> Vec<SessionId> {
+        self.failing = false;
         let shown: HashSet<&SessionId> = due.iter().map(|(id, _)| id).collect();
         self.tried.retain(|id, _| shown.contains(id));
         let mut picked = Vec::new();
@@ -123,9 +127,16 @@ impl Sweeper {
         self.loads.is_none() && std::mem::take(&mut self.full)
     }
 
-    /// A sweep's read failed, or the node began draining: nothing loads.
+    /// The node began draining while a sweep read: nothing loads.
     pub(super) fn abandon(&mut self) {
         self.loads = None;
+    }
+
+    /// A sweep's read failed: nothing loads; answers whether this is the
+    /// first failure since a read succeeded (the one worth a warning).
+    pub(super) fn read_failed(&mut self) -> bool {
+        self.loads = None;
+        !std::mem::replace(&mut self.failing, true)
     }
 
     /// Begins counting the store's timers, unless a count is on its way.
@@ -170,6 +181,19 @@ mod tests {
         // Nothing to load ends the sweep at once.
         assert!(s.pick(Vec::new(), now, &HashSet::new()).is_empty());
         assert!(s.begin().is_some());
+    }
+
+    #[test]
+    fn a_database_away_is_warned_of_once_until_a_read_succeeds() {
+        let mut s = Sweeper::default();
+        s.begin();
+        assert!(s.read_failed());
+        s.begin();
+        assert!(!s.read_failed());
+        s.begin();
+        s.pick(Vec::new(), Instant::now(), &HashSet::new());
+        s.begin();
+        assert!(s.read_failed());
     }
 
     #[test]
