@@ -1154,6 +1154,55 @@ pub(super) mod tests {
         panic!("{act:?} never narrates: {tools:?}");
     }
 
+    #[test]
+    fn taking_the_oil_starts_the_tide_and_the_flooded_market_is_read_from_the_state() {
+        use super::super::timed::{TIDE, WorldStep, world_turn};
+        for zh in [false, true] {
+            let mut state = demo();
+            state.characters[0].area_id = AreaId::from(TIDE.area);
+            let words = if zh { "密封灯油" } else { "the oil" };
+            let (tools, told) = play(&mut state, Act::Take(words.into()), zh);
+            assert!(tools.contains(&"schedule_event"), "{tools:?}");
+            let timer = state
+                .timers
+                .by_key(TIDE.key)
+                .expect("the tide is scheduled");
+            assert_eq!(timer.event, TIDE.event);
+            let note = timer.note.clone();
+            assert_eq!(note, if zh { TIDE.note.1 } else { TIDE.note.0 });
+            let warned = if zh {
+                "潮水要回来了"
+            } else {
+                "the tide is coming back"
+            };
+            assert!(told.contains(warned), "{told}");
+            // Taking it again schedules nothing more.
+            play(&mut state, Act::Take(words.into()), zh);
+            assert_eq!(state.timers.len(), 1);
+            // The world turn writes the flooded market, then tells it.
+            let WorldStep::Calls(calls) = world_turn(TIDE.event, &note, &[], true) else {
+                panic!("the tide changes the market first");
+            };
+            for (tool, args) in calls {
+                let out = pipeline(tool, &state, args, Role::GameMaster).unwrap();
+                state.apply(out.effect.as_ref().unwrap());
+            }
+            for look_zh in [false, true] {
+                let (_, text) = play(&mut state, Act::Look, look_zh);
+                let flooded = if look_zh {
+                    "整个广场都沉在黑水之下"
+                } else {
+                    "under dark water"
+                };
+                assert!(text.contains(flooded), "{text}");
+            }
+        }
+        // Elsewhere, nothing changed.
+        let mut state = demo();
+        let (_, text) = play(&mut state, Act::Look, false);
+        assert!(!text.contains("dark water"), "{text}");
+    }
+
     fn carries(state: &GameState, slug: &str) -> bool {
         let hero = state.active_actor().expect("an active character");
         hero.inventory.iter().any(|i| i.slug == slug)

@@ -1371,6 +1371,85 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_or_reminder_is_scheduled_and_told_with_its_time() {
+        let gm = OfflineGameMaster::default();
+        let cases = [
+            (
+                "remind me in 30 seconds to check the door",
+                json!({"event": "reminder", "note": "Reminder: check the door.", "delay_s": 30}),
+                "I will remind you in 30 seconds (at 12:00:30 UTC): check the door.",
+            ),
+            (
+                "等 30 秒",
+                json!({"event": "player_wait", "note": "你等的 30 秒到了。", "delay_s": 30}),
+                "你静下心来等待 30 秒；时间一到（UTC 12:00:30），我就告诉你。",
+            ),
+        ];
+        for (text, args, says) in cases {
+            let mut req = request(text);
+            let asked = gm.answer(&req);
+            assert_eq!(asked.tool_calls.len(), 1, "{text}");
+            assert_eq!(asked.tool_calls[0].name, "schedule_event");
+            let sent: Value = serde_json::from_str(&asked.tool_calls[0].arguments).unwrap();
+            assert_eq!(sent, args, "{text}");
+            answered(
+                &mut req,
+                "schedule_event",
+                json!({"timer_id": "tmr_1", "event": args["event"],
+                       "due_at": "2024-12-13T12:00:30Z", "repeat_s": null}),
+            );
+            assert_eq!(gm.answer(&req).text, says);
+        }
+        // Past the horizon: words, no timer.
+        for (text, says) in [
+            ("wait 31 days", "at most 30 days"),
+            ("等 0 秒", "至少要 1 秒"),
+        ] {
+            let reply = gm.answer(&request(text));
+            assert!(reply.tool_calls.is_empty(), "{text}");
+            assert!(reply.text.contains(says), "{}", reply.text);
+        }
+        // A full timer list is told in words.
+        let mut req = request("wait 10 minutes");
+        answered(
+            &mut req,
+            "schedule_event",
+            json!({"status": "rejected", "reason": "limit", "error_code": "TIMER_LIMIT", "message": "64 pending"}),
+        );
+        assert!(gm.answer(&req).text.starts_with("Too many things"));
+    }
+
+    #[test]
+    fn a_world_turn_is_told_from_its_note_in_the_notes_language() {
+        use crate::game::timers::world_message;
+        let gm = OfflineGameMaster::default();
+        let cases = [
+            (
+                world_message("reminder", "Reminder: check the door."),
+                "Time passes. Reminder: check the door.",
+            ),
+            (
+                world_message("player_wait", "你等的 30 秒到了。"),
+                "时间流逝。你等的 30 秒到了。",
+            ),
+        ];
+        for (text, says) in cases {
+            let reply = gm.answer(&request(&text));
+            assert!(reply.tool_calls.is_empty());
+            assert_eq!(reply.text, says);
+        }
+        // The tide writes the market's new state before it is told, unless
+        // the turn may call no more tools.
+        let tide = world_message("tide_floods_market", "潮水淹没了溺水集市。");
+        let asked = gm.answer(&request(&tide));
+        assert_eq!(asked.tool_calls.len(), 2);
+        let mut req = request(&tide);
+        req.kind = RequestKind::WrapUp;
+        let told = gm.answer(&req);
+        assert!(told.tool_calls.is_empty() && told.text.contains("潮水淹没了溺水集市"));
+    }
+
+    #[test]
     fn new_places_of_one_theme_are_told_by_the_theme_once() {
         let area = |short: &str, group: &str| {
             json!({"area_id": "area_010", "name": format!("{short} of the {group}"),

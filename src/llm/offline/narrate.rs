@@ -363,7 +363,13 @@ pub(super) fn results(
         let target = (*tool == "move").then(|| targets.next()).flatten();
         let expr = (*tool == "roll_dice").then(|| dice.next()).flatten();
         let wait = (*tool == "schedule_event").then(|| waits.next()).flatten();
-        if failed(r) && *tool == "schedule_event" && !matches!(r["reason"].as_str(), Some("tool_not_allowed" | "tool_disabled")) {
+        if failed(r)
+            && *tool == "schedule_event"
+            && !matches!(
+                r["reason"].as_str(),
+                Some("tool_not_allowed" | "tool_disabled")
+            )
+        {
             parts.push(timed::refused(r, zh));
             continue;
         }

@@ -506,10 +506,7 @@ mod tests {
             ("等十分钟", wait(10, Minute, None, true)),
             ("等待二十五秒", wait(25, Second, None, true)),
             ("等两个小时", wait(2, Hour, None, true)),
-            (
-                "30秒后提醒我检查门",
-                wait(30, Second, Some("检查门"), true),
-            ),
+            ("30秒后提醒我检查门", wait(30, Second, Some("检查门"), true)),
             (
                 "提醒我十五分钟后，喝药",
                 wait(15, Minute, Some("喝药"), true),
@@ -605,11 +602,13 @@ mod tests {
 
     #[test]
     fn a_world_turn_is_told_from_its_note_in_the_notes_language() {
-        let WorldStep::Say(en) = world_turn("reminder", "Reminder: check the door.", &[], true) else {
+        let WorldStep::Say(en) = world_turn("reminder", "Reminder: check the door.", &[], true)
+        else {
             panic!("a reminder calls no tools");
         };
         assert_eq!(en, "Time passes. Reminder: check the door.");
-        let WorldStep::Say(zh) = world_turn("player_wait", "你等的 30 秒到了。", &[], true) else {
+        let WorldStep::Say(zh) = world_turn("player_wait", "你等的 30 秒到了。", &[], true)
+        else {
             panic!("a wait calls no tools");
         };
         assert_eq!(zh, "时间流逝。你等的 30 秒到了。");
@@ -638,7 +637,10 @@ mod tests {
         let WorldStep::Say(zh) = world_turn(TIDE.event, TIDE.note.1, &results, true) else {
             panic!("then it tells it");
         };
-        assert!(zh.contains("潮水淹没了溺水集市") && zh.contains("整个广场"), "{zh}");
+        assert!(
+            zh.contains("潮水淹没了溺水集市") && zh.contains("整个广场"),
+            "{zh}"
+        );
         let WorldStep::Say(en) = world_turn(TIDE.event, TIDE.note.0, &results, true) else {
             panic!("then it tells it");
         };
