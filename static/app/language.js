@@ -26,10 +26,11 @@ export function hasText(key) {
 
 // A timed event's name for people: the page's words for the events it
 // knows (`event.<name>`), else the game master's name with its
-// underscores as spaces ("guards_return" → "guards return").
+// underscores as spaces ("guards_return" → "Timed event: guards return").
 export function eventName(event) {
   const name = String(event || '');
-  return hasText('event.' + name) ? t('event.' + name) : name.replace(/_/g, ' ');
+  if (name !== 'other' && hasText('event.' + name)) return t('event.' + name);
+  return t('event.other', { event: name.replace(/_/g, ' ') });
 }
 
 // Switches between English and Chinese, and remembers the choice.

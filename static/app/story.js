@@ -86,7 +86,7 @@ function onWorldTurn(f, turn, live) {
   const line = el('div', 'world-event');
   line.dataset.event = f.event || '';
   line.dataset.timerId = f.timer_id || '';
-  line.append(el('span', 'world-mark', '⏳'), el('span', 'text', t('story.world_event', { event: eventName(f.event) })));
+  line.append(el('span', 'world-mark', '⏳'), el('span', 'text', eventName(f.event)));
   line.title = t('story.world_title');
   scrollStory(() => turn.box.prepend(line));
   if (live) {
