@@ -43,5 +43,6 @@ mod seeds;
 mod service;
 mod sites;
 mod storage_faults;
+mod timers_offline;
 mod tools;
 mod turns;
