@@ -710,7 +710,7 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
         // Only what changed: the whole pack is the sheet's to show.
         let mut text = voice::say(voice::TAKES, f.turn, f.zh, &[("item", &name)]);
         if let Some(timed) = timed
-            && f.scheduled.is_some_and(|r| !super::narrate::failed(r))
+            && f.scheduled.is_some_and(|r| r["timer_id"].is_string())
         {
             let (en, zh) = timed.warning;
             if f.zh {
