@@ -58,6 +58,10 @@ pub enum ErrorCode {
     /// An invite code that opens nothing: unknown, used up, expired or of
     /// another session (one answer for all).
     InviteNotFound,
+    /// The session holds every pending timer it may (64, docs/protocol.md
+    /// §9); a `schedule_event` past it is refused until one is cancelled
+    /// or fires.
+    TimerLimit,
 }
 
 impl ErrorCode {
@@ -78,7 +82,7 @@ impl ErrorCode {
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
             Overloaded => 503,
-            Conflict | SessionFull => 409,
+            Conflict | SessionFull | TimerLimit => 409,
             SessionClosed => 410,
             // The model, not the caller, got it wrong.
             UpstreamError | InvalidAiJson => 502,
@@ -273,6 +277,7 @@ mod tests {
         (ErrorCode::SessionClosed, "SESSION_CLOSED", 410),
         (ErrorCode::SessionFull, "SESSION_FULL", 409),
         (ErrorCode::InviteNotFound, "INVITE_NOT_FOUND", 404),
+        (ErrorCode::TimerLimit, "TIMER_LIMIT", 409),
     ];
 
     #[test]
@@ -324,9 +329,10 @@ mod tests {
                 SessionClosed => 29,
                 SessionFull => 30,
                 InviteNotFound => 31,
+                TimerLimit => 32,
             }
         }
-        let mut seen = [false; 32];
+        let mut seen = [false; 33];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

@@ -16,6 +16,12 @@ const SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0, 120.0,
 ];
+/// A timer's lateness, in seconds: finer than [`SECONDS`] around the
+/// sweeper's second or two, so its quantiles read well.
+const LATENESS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
+    300.0, 3600.0,
+];
 /// Rows per journal commit.
 const ROWS: &[f64] = &[
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
@@ -241,7 +247,7 @@ impl Default for Metrics {
             journal_tail_lag_seconds: Histogram::new(SECONDS),
             timers_pending: Gauge::default(),
             timers_fired: Counter::default(),
-            timer_lateness_seconds: Histogram::new(SECONDS),
+            timer_lateness_seconds: Histogram::new(LATENESS),
         }
     }
 }

@@ -37,7 +37,8 @@ export type ErrorCode =
   | 'CONFLICT'
   | 'SESSION_CLOSED'
   | 'SESSION_FULL'
-  | 'INVITE_NOT_FOUND';
+  | 'INVITE_NOT_FOUND'
+  | 'TIMER_LIMIT';
 
 /** Codes the client gives its own failures. */
 export type ClientErrorCode =

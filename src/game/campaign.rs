@@ -49,8 +49,17 @@ pub const MAX_CAMPAIGN_LORE: usize = 500;
 pub const MAX_CAMPAIGN_CONTENT: usize = 2000;
 /// Most tool names in a campaign's allowlist.
 pub const MAX_ALLOWLIST: usize = 200;
-/// The allowlist of a campaign file that names none: seed 002's default.
-pub const DEFAULT_ALLOWLIST: [&str; 4] = ["move", "move_options", "hp_delta", "map_generate"];
+/// The allowlist of a campaign file that names none: seed 002's default,
+/// and the timer tools, so the world of any campaign can act by itself
+/// (docs/protocol.md §9).
+pub const DEFAULT_ALLOWLIST: [&str; 6] = [
+    "move",
+    "move_options",
+    "hp_delta",
+    "map_generate",
+    "schedule_event",
+    "cancel_event",
+];
 
 fn default_allowlist() -> Vec<String> {
     DEFAULT_ALLOWLIST.map(str::to_owned).to_vec()
@@ -686,9 +695,17 @@ mod tests {
         let mut v = tiny();
         v.as_object_mut().unwrap().remove("allowlist");
         let state = Campaign::from_value(&v, &tools()).unwrap().into_state();
+        // Seed 002's four, and the timer tools (docs/protocol.md §9).
         assert_eq!(
             state.allowlist,
-            ["move", "move_options", "hp_delta", "map_generate"]
+            [
+                "move",
+                "move_options",
+                "hp_delta",
+                "map_generate",
+                "schedule_event",
+                "cancel_event"
+            ]
         );
         // One given is kept as given, even an empty one.
         for given in [json!(["move"]), json!([])] {

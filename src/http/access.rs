@@ -138,6 +138,21 @@ impl Caller {
         }
     }
 
+    /// Whether the caller holds the host's powers: a key, or the token of
+    /// the seat that is host now (as the session's seats last told this
+    /// node); another player or a spectator is `403`.
+    pub fn host(&self, handle: &SessionHandle) -> Result<(), ApiError> {
+        let host = || handle.seats.host().unwrap_or_else(host_seat);
+        match self {
+            Self::Key => Ok(()),
+            Self::Seat(seat) if *seat == host() => Ok(()),
+            Self::Seat(_) | Self::Spectator => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "this needs the host's token",
+            )),
+        }
+    }
+
     /// The caller of a party power; a spectator has none (`403`).
     pub fn party(&self) -> Result<PartyCaller, ApiError> {
         match self {

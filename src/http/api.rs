@@ -21,7 +21,7 @@ use super::peers::Routing;
 use super::routes::{add, on, read};
 use super::state::AppState;
 use super::stored::{audit_ledger, page_limit, seq_page, stored_meta};
-use crate::error::{ApiError, ErrorCode, Reason};
+use crate::error::ApiError;
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
 use crate::ids::{SessionId, TenantId};
 use crate::protocol::http::{
@@ -382,14 +382,7 @@ async fn activate_npc(
                 seq: done.seq,
             }))
         }
-        Err(e) => {
-            // An unknown NPC is a 404 like any unknown resource over HTTP.
-            let code = if e.reason == Reason::NotFound {
-                ErrorCode::NotFound
-            } else {
-                e.code
-            };
-            Err(ApiError::new(code, e.message).with("reason", json!(e.reason)))
-        }
+        // An unknown NPC is a 404 like any unknown resource over HTTP.
+        Err(e) => Err(super::errors::tool_refused(e)),
     }
 }

@@ -38,6 +38,19 @@ pub fn session_refused(r: ChatRefused) -> ApiError {
     e
 }
 
+/// A tool call a route made for its caller (a direct call into a
+/// session) that the tool refused, as HTTP: its code's status, with the
+/// tool's `reason`; a tool's `not_found` is `404 NOT_FOUND` like any
+/// unknown resource.
+pub fn tool_refused(e: crate::tools::ToolError) -> ApiError {
+    let code = if e.reason == crate::error::Reason::NotFound {
+        ErrorCode::NotFound
+    } else {
+        e.code
+    };
+    ApiError::new(code, e.message).with("reason", serde_json::json!(e.reason))
+}
+
 /// The HTTP status of a wire error code.
 pub fn status_of(code: ErrorCode) -> StatusCode {
     StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)

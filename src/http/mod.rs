@@ -39,6 +39,7 @@ pub mod state;
 mod stateless;
 mod static_files;
 mod stored;
+mod timers;
 mod tools_api;
 pub mod ws;
 
@@ -56,6 +57,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cluster::configure(cfg);
     chat::configure(cfg);
     party::configure(cfg);
+    timers::configure(cfg);
     stateless::configure(cfg);
     tools_api::configure(cfg);
     sites::configure(cfg);

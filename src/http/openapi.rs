@@ -49,6 +49,7 @@ pub const PATH: &str = "/api/v1/openapi.json";
         super::party::kick,
         super::party::make_host,
         super::party::mode,
+        super::timers::cancel,
         super::stateless::chat,
         super::tools_api::list,
         super::tools_api::call,

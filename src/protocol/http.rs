@@ -1343,6 +1343,15 @@ mod tests {
     }
 }
 
+/// `DELETE /api/v1/sessions/{id}/timers/{timer_id}` (`200`): the timer
+/// is cancelled (an unknown one is `404`, so `cancelled` is always true).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct TimerCancelledBody {
+    pub cancelled: bool,
+    #[schema(value_type = String)]
+    pub timer_id: crate::ids::TimerId,
+}
+
 /// `POST /api/v1/sessions/{id}/invites` (`201`): the invite's code (said
 /// only here, stored as a digest) and the page link that opens the join
 /// form with it.

@@ -595,6 +595,66 @@ pub(super) mod tests {
         assert_eq!(store.refusing(), None);
     }
 
+    /// The timer index follows the rows that change it, in their commit;
+    /// the sweeper's read finds open sessions with a due timer, soonest
+    /// first, and never a closed one.
+    #[actix_web::test]
+    async fn the_timer_index_is_written_with_its_rows_and_read_by_due_time() {
+        use crate::storage::TimerIndex::{Due, DueUnlessSet, Gone};
+        let (store, _dir, _url) = store().await;
+        for id in ["a", "b", "c"] {
+            store.create_session(meta(id), "{}".into()).await.unwrap();
+        }
+        let (sink, mut notices) = sink();
+        let due = |id: &str, at| Due {
+            timer_id: id.into(),
+            due_at: at,
+        };
+        let with = |session, seq, timers| JournalRow {
+            timers,
+            ..row(session, seq)
+        };
+        let rows = vec![
+            with("a", 1, vec![due("tmr_1", 500), due("tmr_2", 100)]),
+            with(
+                "a",
+                2,
+                vec![Gone {
+                    timer_id: "tmr_2".into(),
+                }],
+            ),
+            with(
+                "b",
+                1,
+                vec![DueUnlessSet {
+                    timer_id: "round".into(),
+                    due_at: 300,
+                }],
+            ),
+            with(
+                "b",
+                2,
+                vec![DueUnlessSet {
+                    timer_id: "round".into(),
+                    due_at: 900,
+                }],
+            ),
+            with("c", 1, vec![due("tmr_9", 50)]),
+        ];
+        store.write_all(rows.into_iter().map(SessionWrite::Row).collect(), &sink);
+        // One step's rows, one commit: the notice covers them all.
+        assert_eq!(until(&mut notices, 2).await.ok(), Some(2));
+        assert_eq!(store.count_timers().await.unwrap(), 3);
+        store.close_session(&"c".into(), 1).await.unwrap();
+        let found = store.due_timers(1_000, 10).await.unwrap();
+        let found: Vec<(&str, i64)> = found.iter().map(|(s, at)| (s.as_str(), *at)).collect();
+        // `b`'s round deadline stays at its first action's; `a`'s
+        // cancelled timer is gone; closed `c` is left alone.
+        assert_eq!(found, [("b", 300), ("a", 500)]);
+        assert_eq!(store.due_timers(400, 10).await.unwrap().len(), 1);
+        assert_eq!(store.due_timers(1_000, 1).await.unwrap().len(), 1);
+    }
+
     #[actix_web::test]
     async fn the_rows_of_a_step_go_in_together_and_fail_only_their_own_stream() {
         let (store, _dir, url) = store().await;

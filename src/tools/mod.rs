@@ -9,6 +9,7 @@
 
 mod activate_npc;
 mod add_inventory;
+mod cancel_event;
 mod create_draft_content;
 mod create_npc;
 mod describe_entity;
@@ -25,6 +26,7 @@ mod move_options;
 mod move_to;
 mod move_to_zone;
 mod roll_dice;
+mod schedule_event;
 #[cfg(test)]
 mod schema_parity;
 mod search_content;
@@ -550,6 +552,8 @@ impl Registry {
         r.register(Box::new(describe_entity::DescribeEntity))?;
         r.register(Box::new(create_npc::CreateNpc))?;
         r.register(Box::new(activate_npc::ActivateNpc))?;
+        r.register(Box::new(schedule_event::ScheduleEvent))?;
+        r.register(Box::new(cancel_event::CancelEvent))?;
         Ok(r)
     }
 

@@ -17,6 +17,7 @@ fn accepted(tool: &str) -> Vec<Value> {
             json!({"npc_id": "npc_a", "active": false}),
             json!({"npc_id": "n"}),
         ],
+        "cancel_event" => vec![json!({"timer_id": "tmr_1"}), json!({"key": "k"})],
         "add_inventory" => vec![
             json!({"character_id": "hero", "items": [{"name": "Rope", "description": "old", "quantity": 2, "slug": "rope"}]}),
             json!({"items": [{"name": "Rope"}]}),
@@ -64,6 +65,10 @@ fn accepted(tool: &str) -> Vec<Value> {
         "move" => vec![json!({"actor_id": "a", "to_area_id": "b"})],
         "move_to_zone" => vec![json!({"session_id": "s", "to_zone_id": "z"})],
         "roll_dice" => vec![json!({"dice": "1d20", "reason": "r"})],
+        "schedule_event" => vec![
+            json!({"event": "e", "note": "n", "delay_s": 5, "repeat_s": 5, "key": "k"}),
+            json!({"event": "e", "at": "2030-01-01T00:00:00Z"}),
+        ],
         "search_content" => vec![
             json!({"query": "q", "content_type": "lore", "tags": ["a"], "status": "draft", "limit": 5}),
             json!({"query": ""}),
@@ -120,6 +125,12 @@ fn refused(tool: &str) -> Vec<Value> {
             json!({"dice": "1d6", "reason": "   "}),
             json!({"dice": "1d6"}),
         ],
+        "schedule_event" => vec![
+            json!({"event": "e"}),
+            json!({"event": "e", "delay_s": 5, "at": "2030-01-01T00:00:00Z"}),
+            json!({"event": " ", "delay_s": 5}),
+        ],
+        "cancel_event" => vec![json!({}), json!({"timer_id": "t", "key": "k"})],
         "search_content" => vec![json!({"query": "q", "status": "lost"})],
         "update_character" => vec![
             json!({}),
@@ -641,6 +652,36 @@ fn hand_written(tool: &str) -> Value {
                     "reason": {"type": "string", "minLength": 1, "maxLength": MAX_REASON, "pattern": "\\S", "description": "what the roll is for, e.g. Perception check"}
                 },
                 "required": ["dice", "reason"],
+                "additionalProperties": false
+            })
+        }
+        "schedule_event" => {
+        use crate::game::timers::{MAX_EVENT_CHARS, MAX_HORIZON_S, MAX_KEY_CHARS, MAX_NOTE_CHARS, MIN_REPEAT_S};
+        use super::schedule_event::MAX_AT_CHARS;
+        json!({
+                "type": "object",
+                "properties": {
+                    "event": {"type": "string", "minLength": 1, "maxLength": MAX_EVENT_CHARS, "pattern": "\\S", "description": "what happens, a short name such as guards_return"},
+                    "note": {"type": "string", "maxLength": MAX_NOTE_CHARS, "description": "what to remember for when it happens"},
+                    "delay_s": {"type": "integer", "minimum": 1, "maximum": MAX_HORIZON_S, "description": "seconds from now until it happens (give this or at)"},
+                    "at": {"type": "string", "minLength": 1, "maxLength": MAX_AT_CHARS, "description": "when it happens, an RFC 3339 time such as 2026-11-29T10:00:00Z (give this or delay_s)"},
+                    "repeat_s": {"type": "integer", "minimum": MIN_REPEAT_S, "maximum": MAX_HORIZON_S, "description": "happens again every this many seconds"},
+                    "key": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS, "pattern": "\\S", "description": "scheduling the same key again replaces that timer"}
+                },
+                "required": ["event"],
+                "oneOf": [{"required": ["delay_s"]}, {"required": ["at"]}],
+                "additionalProperties": false
+            })
+        }
+        "cancel_event" => {
+        use crate::game::timers::MAX_KEY_CHARS;
+        json!({
+                "type": "object",
+                "properties": {
+                    "timer_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "the timer_id schedule_event answered (give this or key)"},
+                    "key": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS, "description": "the key the timer was scheduled under (give this or timer_id)"}
+                },
+                "oneOf": [{"required": ["timer_id"]}, {"required": ["key"]}],
                 "additionalProperties": false
             })
         }

@@ -43,6 +43,7 @@ mod seeds;
 mod service;
 mod sites;
 mod storage_faults;
+mod timers_api;
 mod timers_offline;
 mod tools;
 mod turns;
