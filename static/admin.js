@@ -244,8 +244,11 @@ async function choose(id) {
   $('detail-status').textContent = '';
   $('story').replaceChildren();
   $('audit-body').replaceChildren();
+  $('timers-body').replaceChildren();
+  $('timers').hidden = true;
+  $('timers-empty').hidden = true;
   $('close-session').disabled = false;
-  await Promise.all([loadStory(), loadAudit()]);
+  await Promise.all([loadStory(), loadAudit(), loadTimers()]);
   $('detail').scrollIntoView({ block: 'start' });
 }
 
@@ -291,6 +294,33 @@ async function loadStory() {
     $('story-more').hidden = page.next_after_seq === null;
   } catch (e) {
     if (admin.key) $('detail-status').textContent = 'Could not read the story: ' + e.message;
+  }
+}
+
+// The session's pending timers (its snapshot's: no note, no key). A closed
+// session has none to run.
+async function loadTimers() {
+  const id = admin.chosen;
+  try {
+    const page = await api(`/api/v1/admin/sessions/${enc(id)}/timers`);
+    if (id !== admin.chosen) return;
+    const body = $('timers-body');
+    body.replaceChildren();
+    for (const x of page.timers) {
+      const row = body.insertRow();
+      row.dataset.timerId = x.timer_id;
+      cell(row, 'Timer', x.timer_id, 'sid');
+      cell(row, 'Event', x.event);
+      const due = new Date(x.due_at);
+      cell(row, 'Due', Number.isNaN(due.getTime()) ? x.due_at : due.toLocaleString());
+      cell(row, 'Repeats', x.repeat_s ? `every ${x.repeat_s} s` : 'once');
+    }
+    $('timers').hidden = page.timers.length === 0;
+    $('timers-empty').hidden = page.timers.length > 0;
+  } catch (e) {
+    if (id !== admin.chosen) return;
+    $('timers-empty').hidden = false;
+    if (e.code !== 'SESSION_CLOSED' && admin.key) $('detail-status').textContent = 'Could not read the timers: ' + e.message;
   }
 }
 

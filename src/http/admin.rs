@@ -17,9 +17,11 @@ use super::state::AppState;
 use super::stored::{audit_ledger, seq_page, stored_meta};
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::SessionId;
-use crate::protocol::http::{AdminSession, AdminSessions, NodeFigures, SessionClosed, StoryPage};
+use crate::protocol::http::{
+    AdminSession, AdminSessions, AdminTimers, NodeFigures, SessionClosed, StoryPage,
+};
 use crate::protocol::requests::{AuditQuery, SeqPage};
-use crate::session::{CloseSession, ListAll, MAX_STORED_BACKLOG_CHARS, Running};
+use crate::session::{CloseSession, GetSnapshot, ListAll, MAX_STORED_BACKLOG_CHARS, Running};
 use crate::storage::rfc3339;
 
 /// Sessions listed when `?limit=` is not given.
@@ -52,6 +54,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 "/sessions/{id}/audit",
                 on(Method::GET, "/sessions/{id}/audit").to(audit),
+            )
+            .route(
+                "/sessions/{id}/timers",
+                on(Method::GET, "/sessions/{id}/timers").to(timers),
             )
             .route(
                 "/sessions/{id}/close",
@@ -211,6 +217,26 @@ async fn audit(
 ) -> Result<HttpResponse, ApiError> {
     operator(&req, &state)?;
     audit_ledger(&state, &path, query, |_| Ok(())).await
+}
+
+/// A session's pending timers (docs/protocol.md, "Durable timers"), any
+/// tenant's, as its snapshot lists them. The session is loaded to answer,
+/// as a snapshot read loads it: its timers live in its save state.
+#[utoipa::path(get, path = "/api/v1/admin/sessions/{id}/timers", tag = "admin", operation_id = "admin_timers", security(("internal_key" = [])),
+    params(("id" = String, Path, description = "The session id")),
+    responses((status = 200, description = "The session's pending timers, soonest first", body = AdminTimers), (status = 401, description = "No operator key", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody), (status = 410, description = "The session is closed", body = crate::protocol::http::ErrorBody)))]
+async fn timers(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<SessionId>,
+) -> Result<HttpResponse, ApiError> {
+    operator(&req, &state)?;
+    let routed = send_to_session(&state, &path, |_| Ok(()), |()| GetSnapshot).await?;
+    let (_, snapshot) = Routing::of(&req).here(routed)?;
+    let mut answer: AdminTimers =
+        serde_json::from_str(&snapshot).map_err(|e| ApiError::internal(&e))?;
+    answer.session_id = path.to_string();
+    Ok(HttpResponse::Ok().json(answer))
 }
 
 /// Closes a session for good. The session refuses new work at once; the

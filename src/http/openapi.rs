@@ -40,6 +40,7 @@ pub const PATH: &str = "/api/v1/openapi.json";
         super::admin::node,
         super::admin::story,
         super::admin::audit,
+        super::admin::timers,
         super::admin::close,
         super::chat::chat,
         super::party::create_invite,

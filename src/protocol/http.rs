@@ -382,6 +382,27 @@ pub struct StoryPage<'a> {
     pub next_after_seq: Option<u64>,
 }
 
+/// One pending timer of a session, as the operator console lists it (the
+/// snapshot's `timers`: never a note or a key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AdminTimer {
+    pub timer_id: String,
+    pub event: String,
+    /// RFC 3339, UTC.
+    pub due_at: String,
+    pub repeat_s: Option<u64>,
+}
+
+/// `GET /api/v1/admin/sessions/{id}/timers`: a session's pending timers,
+/// soonest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AdminTimers {
+    #[serde(default)]
+    pub session_id: String,
+    #[serde(default)]
+    pub timers: Vec<AdminTimer>,
+}
+
 /// `POST /api/v1/admin/sessions/{id}/close`: the session is closed for
 /// good (the same answer every time).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]

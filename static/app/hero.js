@@ -2,7 +2,7 @@
 // abilities, inventory and company, and the place and zone they are in.
 
 import { $, el } from './dom.js';
-import { t } from './language.js';
+import { eventName, t } from './language.js';
 import { activeCharacter, area, descriptionOf, game, itemDescription, itemName, nameOf, zoneName } from './state.js';
 
 export function renderSheet() {
@@ -19,6 +19,7 @@ export function renderSheet() {
   $('char-area').textContent = here ? nameOf(here) : pc.area_id;
   $('char-area').title = here ? descriptionOf(here) : '';
   $('map-place').textContent = here ? nameOf(here) : '';
+  renderTimers(s.timers);
 
   const max = pc.max_hp || 1;
   const hp = Math.max(0, pc.hp ?? 0);
@@ -78,4 +79,21 @@ function flash(node, cls) {
   void node.offsetWidth; // restart the animation
   node.classList.add(cls);
   setTimeout(() => node.classList.remove(cls), 900);
+}
+
+// The session's pending timed events, discreetly: how many, and when the
+// next is due (the full list in its tooltip). The snapshot never holds a
+// timer's note, so nothing a game master keeps for later is given away.
+function renderTimers(timers) {
+  const line = $('timers-line');
+  const list = Array.isArray(timers) ? timers : [];
+  line.hidden = list.length === 0;
+  if (!list.length) return;
+  const at = (iso) => {
+    const d = new Date(iso);
+    return Number.isNaN(d.getTime()) ? iso : d.toLocaleTimeString();
+  };
+  line.textContent = t(list.length === 1 ? 'sheet.timers_one' : 'sheet.timers', { n: list.length, at: at(list[0].due_at) });
+  line.title = list.map((x) => `${eventName(x.event)} · ${at(x.due_at)}`).join('\n');
+  line.dataset.count = String(list.length);
 }

@@ -24,6 +24,15 @@ export function hasText(key) {
   return Boolean((table[lang] && table[lang][key]) || (table.en && table.en[key]));
 }
 
+// A timed event's name for people: the page's words for the events it
+// knows (`event.<name>`), else the game master's name with its
+// underscores as spaces ("guards_return" → "Timed event: guards return").
+export function eventName(event) {
+  const name = String(event || '');
+  if (name !== 'other' && hasText('event.' + name)) return t('event.' + name);
+  return t('event.other', { event: name.replace(/_/g, ' ') });
+}
+
 // Switches between English and Chinese, and remembers the choice.
 export function switchLanguage() {
   lang = lang === 'zh' ? 'en' : 'zh';

@@ -5,7 +5,7 @@
 // outbox). It stays scrolled to its end while the reader follows it.
 
 import { $, el, icon } from './dom.js';
-import { hasText, t } from './language.js';
+import { eventName, hasText, t } from './language.js';
 import {
   APPLIED_TOOLS, activeCharacter, applyPatch, area, campaignTitle, character, descriptionOf, game, nameOf,
   refreshSnapshotSoon, seatName,
@@ -49,6 +49,10 @@ export function turnBox(turnId) {
 
 export function onTurnStarted(f, live) {
   const turn = turnBox(f.turn_id);
+  if (f.trigger === 'timer') {
+    onWorldTurn(f, turn, live);
+    return;
+  }
   const msg = el('div', 'msg player');
   if (f.seat_id) msg.dataset.seatId = f.seat_id;
   if (Array.isArray(f.actions)) {
@@ -71,6 +75,27 @@ export function onTurnStarted(f, live) {
   if (live && game.snapshot && typeof game.snapshot.turn === 'number') {
     game.snapshot.turn += 1;
     renderSheet();
+  }
+}
+
+// A world turn (a timer came due): no one spoke, so it opens with a line
+// naming the event rather than a player's bubble; its narration follows
+// as any turn's does.
+function onWorldTurn(f, turn, live) {
+  turn.box.classList.add('world');
+  const line = el('div', 'world-event');
+  line.dataset.event = f.event || '';
+  line.dataset.timerId = f.timer_id || '';
+  line.append(el('span', 'world-mark', '⏳'), el('span', 'text', eventName(f.event)));
+  line.title = t('story.world_title');
+  scrollStory(() => turn.box.prepend(line));
+  if (live) {
+    if (game.snapshot && typeof game.snapshot.turn === 'number') {
+      game.snapshot.turn += 1;
+      renderSheet();
+    }
+    // The timer fired: the pending list changed.
+    refreshSnapshotSoon();
   }
 }
 

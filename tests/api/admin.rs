@@ -79,6 +79,7 @@ async fn the_console_api_refuses_callers_without_the_internal_key() {
         ("GET", "/api/v1/admin/node".to_owned()),
         ("GET", format!("/api/v1/admin/sessions/{id}/story")),
         ("GET", format!("/api/v1/admin/sessions/{id}/audit")),
+        ("GET", format!("/api/v1/admin/sessions/{id}/timers")),
         ("POST", format!("/api/v1/admin/sessions/{id}/close")),
         // Refused before the session is looked for.
         (

@@ -382,3 +382,50 @@ async fn in_chinese_the_page_sends_and_shows_chinese_and_no_id() {
     page.close().await.unwrap();
     app.stop().await;
 }
+
+/// A world turn (a timer came due) reads as the event it is, with no
+/// player's bubble, and its narration after it; while it waits, the hero
+/// sheet counts it.
+#[actix_web::test]
+async fn a_world_turn_reads_as_its_event_not_as_anyones_words() {
+    let (_driver, _app, page) = demo_page("world").await;
+    say(&page, "remind me in 5 seconds to check the door").await;
+    turns_when(&page, "world", 1).await;
+    wait(
+        &page,
+        "world",
+        "one pending event on the sheet",
+        "document.getElementById('timers-line').dataset.count === '1' && !document.getElementById('timers-line').hidden",
+    )
+    .await;
+    let world = wait(
+        &page,
+        "world",
+        "the world turn told",
+        "(() => { const t = document.querySelector('#live .turn.world.done'); \
+         return t && t.querySelector('.msg.gm') && {event: t.querySelector('.world-event').innerText, \
+         players: t.querySelectorAll('.msg.player').length, told: t.querySelector('.msg.gm').innerText}; })()",
+    )
+    .await;
+    assert!(
+        world["event"].as_str().unwrap().contains("A reminder"),
+        "{world}"
+    );
+    assert_eq!(world["players"], 0, "no one's words: {world}");
+    assert!(
+        world["told"].as_str().unwrap().contains("check the door"),
+        "{world}"
+    );
+    wait(
+        &page,
+        "world",
+        "no pending event any more",
+        "document.getElementById('timers-line').hidden",
+    )
+    .await;
+    let shown = page
+        .execute(&format!("return {ID_IN_STORY};"), vec![])
+        .await
+        .unwrap();
+    assert_eq!(shown, Value::Null, "no id in the story");
+}

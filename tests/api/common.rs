@@ -726,6 +726,13 @@ pub async fn turn(ws: &mut Ws, text: &str) -> Turn {
     static CHATS: AtomicUsize = AtomicUsize::new(0);
     let request_id = format!("chat-{}", CHATS.fetch_add(1, Ordering::Relaxed));
     let frames = ws.play(text, &request_id).await;
+    // Only this turn's frames: a world turn (a timer of the demo's) may
+    // run between the player's turns and its frames arrive among theirs.
+    let own = frames.last().map(|f| f["turn_id"].clone());
+    let frames: Vec<Value> = frames
+        .into_iter()
+        .filter(|f| f.get("turn_id").is_none() || Some(&f["turn_id"]) == own.as_ref())
+        .collect();
     let done = first(&frames, "turn_completed");
     assert!(done.get("error_code").is_none(), "{done}");
     let tools = frames

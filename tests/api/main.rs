@@ -45,5 +45,6 @@ mod sites;
 mod storage_faults;
 mod timers;
 mod timers_api;
+mod timers_offline;
 mod tools;
 mod turns;

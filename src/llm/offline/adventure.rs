@@ -47,12 +47,18 @@
 //! - an item taken from its area is a draft entry of type `item_taken`
 //!   whose title is the item's `content_id`, written with the
 //!   `add_inventory` call that takes it: the item is no longer there (for
-//!   anyone), even after it is used up.
+//!   anyone), even after it is used up;
+//! - a place the world has changed has a draft entry of type `area_state`
+//!   whose title is the area id (tagged `zh` for its Chinese): `look` there
+//!   tells its body instead of the campaign's description. The demo's tide
+//!   writes one: taking the sealed oil in the Drowned Market schedules
+//!   `tide_floods_market` (`timed.rs`), and its world turn floods the market.
 
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use super::timed::{self, AREA_STATE_TYPE};
 use super::voice::{self, inside};
 use super::words::{calls, cut_at_boundary, names, without_article};
 
@@ -86,12 +92,13 @@ const ITEM_TAKEN_TYPE: &str = "item_taken";
 /// Content type of what a person says, in the first person.
 const LINE_TYPE: &str = "line";
 /// Content types that are drafts, so that no player's search returns them.
-const DRAFT_TYPES: [&str; 5] = [
+const DRAFT_TYPES: [&str; 6] = [
     NAME_ZH_TYPE,
     ALIAS_TYPE,
     QUEST_DONE_TYPE,
     ITEM_TAKEN_TYPE,
     LINE_TYPE,
+    AREA_STATE_TYPE,
 ];
 const QUEST_TYPE: &str = "quest";
 /// Most characters standing here whose sheets one turn reads.
@@ -187,6 +194,10 @@ struct Facts<'a> {
     inventory_change: Option<&'a Value>,
     /// The record of a quest finished this turn.
     recorded: Option<&'a Value>,
+    /// The timer a take scheduled this turn (its result).
+    scheduled: Option<&'a Value>,
+    /// Places as the world changed them: (area id, Chinese?) → description.
+    area_states: HashMap<(String, bool), String>,
     surveyed: bool,
 }
 
@@ -284,6 +295,15 @@ impl<'a> Facts<'a> {
                 .chain(of(results, "update_inventory"))
                 .next(),
             recorded: of(results, "create_draft_content").next(),
+            scheduled: of(results, "schedule_event").next(),
+            area_states: listed(results, AREA_STATE_TYPE)
+                .map(|e| {
+                    let zh = e["tags"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|t| t == "zh"));
+                    ((str_of(&e["title"]), zh), str_of(&e["body"]))
+                })
+                .collect(),
             surveyed: site.is_some(),
         }
     }
@@ -458,6 +478,7 @@ pub(super) fn next(
             calls.push(listing(QUEST_DONE_TYPE));
         }
         if *act == Act::Look {
+            calls.push(listing(AREA_STATE_TYPE));
             calls.push(("move_options", json!({"actor_id": actor_id})));
         }
         return Next::Calls(calls);
@@ -488,10 +509,14 @@ fn say(text: String) -> Next {
 
 fn look(f: &Facts<'_>, context: &Value) -> Next {
     let here = &context["current_area"];
-    let (name, description) = match f.zh_names.get(&f.here) {
+    let (name, mut description) = match f.zh_names.get(&f.here) {
         Some((name, desc)) if f.zh => (name.clone(), desc.clone()),
         _ => (str_of(&here["name"]), str_of(&here["description"])),
     };
+    if let Some(changed) = f.area_states.get(&(f.here.clone(), f.zh)) {
+        // The world changed this place (a flood, a fire): as it is now.
+        description.clone_from(changed);
+    }
     let exits: Vec<String> = f
         .exits
         .and_then(|e| e["options"].as_array())
@@ -680,9 +705,22 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
     };
     let slug = slug_of(entry);
     let name = f.item_name(&slug, &str_of(&entry["title"]));
+    let timed = timed::timed_take(&slug, &f.here);
     if f.inventory_change.is_some() {
         // Only what changed: the whole pack is the sheet's to show.
-        return say(voice::say(voice::TAKES, f.turn, f.zh, &[("item", &name)]));
+        let mut text = voice::say(voice::TAKES, f.turn, f.zh, &[("item", &name)]);
+        if let Some(timed) = timed
+            && f.scheduled.is_some_and(|r| r["timer_id"].is_string())
+        {
+            let (en, zh) = timed.warning;
+            if f.zh {
+                text.push_str(zh);
+            } else {
+                text.push(' ');
+                text.push_str(en);
+            }
+        }
+        return say(text);
     }
     if f.carries(&slug) {
         return already_carried(f, &name);
@@ -703,7 +741,7 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
             "area_id": f.here,
         }),
     );
-    Next::Calls(vec![
+    let mut calls = vec![
         (
             "add_inventory",
             json!({
@@ -712,7 +750,11 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
             }),
         ),
         record,
-    ])
+    ];
+    // Taking it starts what the campaign times from it (the tide), under
+    // its key, so it is never scheduled twice.
+    calls.extend(timed.map(|t| t.call(f.zh)));
+    Next::Calls(calls)
 }
 
 fn already_carried(f: &Facts<'_>, name: &str) -> Next {
@@ -1110,6 +1152,55 @@ pub(super) mod tests {
             }
         }
         panic!("{act:?} never narrates: {tools:?}");
+    }
+
+    #[test]
+    fn taking_the_oil_starts_the_tide_and_the_flooded_market_is_read_from_the_state() {
+        use super::super::timed::{TIDE, WorldStep, world_turn};
+        for zh in [false, true] {
+            let mut state = demo();
+            state.characters[0].area_id = AreaId::from(TIDE.area);
+            let words = if zh { "密封灯油" } else { "the oil" };
+            let (tools, told) = play(&mut state, Act::Take(words.into()), zh);
+            assert!(tools.contains(&"schedule_event"), "{tools:?}");
+            let timer = state
+                .timers
+                .by_key(TIDE.key)
+                .expect("the tide is scheduled");
+            assert_eq!(timer.event, TIDE.event);
+            let note = timer.note.clone();
+            assert_eq!(note, if zh { TIDE.note.1 } else { TIDE.note.0 });
+            let warned = if zh {
+                "潮水要回来了"
+            } else {
+                "the tide is coming back"
+            };
+            assert!(told.contains(warned), "{told}");
+            // Taking it again schedules nothing more.
+            play(&mut state, Act::Take(words.into()), zh);
+            assert_eq!(state.timers.len(), 1);
+            // The world turn writes the flooded market, then tells it.
+            let WorldStep::Calls(calls) = world_turn(TIDE.event, &note, &[], true) else {
+                panic!("the tide changes the market first");
+            };
+            for (tool, args) in calls {
+                let out = pipeline(tool, &state, args, Role::GameMaster).unwrap();
+                state.apply(out.effect.as_ref().unwrap());
+            }
+            for look_zh in [false, true] {
+                let (_, text) = play(&mut state, Act::Look, look_zh);
+                let flooded = if look_zh {
+                    "整个广场都沉在黑水之下"
+                } else {
+                    "under dark water"
+                };
+                assert!(text.contains(flooded), "{text}");
+            }
+        }
+        // Elsewhere, nothing changed.
+        let mut state = demo();
+        let (_, text) = play(&mut state, Act::Look, false);
+        assert!(!text.contains("dark water"), "{text}");
     }
 
     fn carries(state: &GameState, slug: &str) -> bool {

@@ -9,7 +9,9 @@
 //! Commands: `go to <area id or name>` / `去 <…>`, `where can I go` /
 //! `我能去哪`, `roll 2d6+1` / `掷 2d6+1`, `explore <theme>` / `探索 <…>`,
 //! `status` / `状态`, `scout <prompt>` / `侦察 <…>`, `search <words>` /
-//! `搜索 <…>`, `map` / `地图`; anything else gets a narrative and no tool call.
+//! `搜索 <…>`, `map` / `地图`, `wait 10 minutes` / `等十分钟` and `remind me
+//! in 30 seconds to …` / `30秒后提醒我…` (a timer, `timed.rs`, which also
+//! tells the world turn a due timer runs); anything else gets a narrative and no tool call.
 //! Commands joined by ` then ` (or `然后`), as in `go to the hall then roll
 //! 1d20`, become one answer with a tool call each, run in that order; at
 //! most [`MAX_COMMANDS_PER_MESSAGE`] of them, and a message with more runs
@@ -27,6 +29,7 @@
 
 mod adventure;
 mod narrate;
+mod timed;
 mod voice;
 mod words;
 
@@ -45,6 +48,7 @@ use super::{
 };
 use crate::game::HistoryEntry;
 use crate::game::names::has_cjk;
+use crate::game::timers::read_world_message;
 use crate::ids::CallId;
 use adventure::{Act, Next};
 use narrate::{Asked, failed, far_lookup, map_holds_more, names_things};
@@ -68,6 +72,8 @@ enum Intent {
     Scout(String),
     Search(String),
     SiteMap,
+    /// Waiting, or being reminded: a timer of the session.
+    Wait(timed::Wait),
     /// Looking, talking, taking, using, fighting: a turn of several rounds.
     Adventure(Act),
     Help,
@@ -165,6 +171,9 @@ fn parse_intent(text: &str) -> Intent {
             Some(t.get(p.len()..).unwrap_or(rest).trim().to_string())
         })
     };
+    if let Some(wait) = timed::parse_wait(t, &lower) {
+        return Intent::Wait(wait);
+    }
     if let Some(act) = parse_act(t, &lower) {
         return Intent::Adventure(act);
     }
@@ -350,6 +359,13 @@ fn narrate_results(
                 _ => None,
             })
             .collect(),
+        waits: intents
+            .iter()
+            .filter_map(|i| match i {
+                Intent::Wait(wait) => Some(wait),
+                _ => None,
+            })
+            .collect(),
     };
     narrate::results(context, results, &asked, names, zh)
 }
@@ -403,6 +419,14 @@ impl OfflineGameMaster {
         };
         let results: Vec<(&str, &Value)> =
             entries.iter().map(|(tool, _)| *tool).zip(values).collect();
+        if let Some((event, note)) = read_world_message(text) {
+            // A timer is due: the world's own turn, told from its note.
+            let may_call = req.kind != RequestKind::WrapUp;
+            return match timed::world_turn(event, note, &results, may_call) {
+                timed::WorldStep::Calls(calls) => tool_calls(calls, results.len()),
+                timed::WorldStep::Say(text) => ModelReply::narrate(text),
+            };
+        }
         if let Some(actions) = round_actions(text) {
             return answer_round(req, &actions, &results);
         }
@@ -446,6 +470,13 @@ fn turn_step(
     let Some(intents) = intents else {
         return Step::Reply(too_many_commands(zh));
     };
+    if let Some(wait) = intents.iter().find_map(|i| match i {
+        Intent::Wait(wait) if !wait.in_range() => Some(wait),
+        _ => None,
+    }) {
+        // Past what a timer may wait: said in words, nothing scheduled.
+        return Step::Reply(ModelReply::narrate(wait.out_of_range()));
+    }
     if context.is_null()
         && !intents
             .iter()
@@ -460,8 +491,14 @@ fn turn_step(
         }));
     }
     if let [Intent::Adventure(act)] = intents.as_slice() {
-        let failures: Vec<(&str, &Value)> =
-            results.iter().filter(|(_, r)| failed(r)).copied().collect();
+        // A timer the act starts is the world's flourish: the act stands
+        // without it (a game whose tools do not include it, a full timer
+        // list), so its refusal is not the act's failure.
+        let failures: Vec<(&str, &Value)> = results
+            .iter()
+            .filter(|(t, r)| failed(r) && *t != "schedule_event")
+            .copied()
+            .collect();
         if !failures.is_empty() {
             // The survey's results are the game master's own reading:
             // only what went wrong is told.
@@ -759,6 +796,7 @@ fn tool_for(
         }
         Intent::Search(query) => call("search_content", json!({"query": query})),
         Intent::SiteMap => call("get_site_map", json!({})),
+        Intent::Wait(wait) => Some(wait.call()),
         Intent::Adventure(_) | Intent::Help | Intent::Talk => None,
     }
 }
@@ -786,9 +824,10 @@ fn too_many_commands(zh: bool) -> ModelReply {
 /// The commands, for hints.
 const COMMANDS_EN: &str = "\"look\", \"talk to <someone>\", \"take <item>\", \"use <item>\", \
     \"attack <foe>\", \"go to <place>\", \"where can I go\", \"roll 2d6+1\", \"search <words>\", \
-    \"explore <theme>\", \"scout <land>\", \"status\" or \"map\"";
+    \"explore <theme>\", \"scout <land>\", \"status\", \"map\", \"wait 10 minutes\" or \
+    \"remind me in 30 seconds to <something>\"";
 const COMMANDS_ZH: &str = "“看看”、“和<某人>说话”、“拿 <物品>”、“使用 <物品>”、“攻击 <敌人>”、\
-    “去 <地点>”、“我能去哪”、“掷 2d6+1”、“搜索 <词>”、“探索 <主题>”、“侦察 <地域>”、“状态”或“地图”";
+    “去 <地点>”、“我能去哪”、“掷 2d6+1”、“搜索 <词>”、“探索 <主题>”、“侦察 <地域>”、“状态”、“地图”、“等 10 分钟”或“30秒后提醒我<某事>”";
 
 /// The answer to words outside the commands: something in the world that
 /// fits them, deterministic, and a hint of what to try.
@@ -1329,6 +1368,85 @@ mod tests {
             answered(&mut req, "search_content", chinese_names());
         }
         OfflineGameMaster::default().answer(&req)
+    }
+
+    #[test]
+    fn a_wait_or_reminder_is_scheduled_and_told_with_its_time() {
+        let gm = OfflineGameMaster::default();
+        let cases = [
+            (
+                "remind me in 30 seconds to check the door",
+                json!({"event": "reminder", "note": "Reminder: check the door.", "delay_s": 30}),
+                "I will remind you in 30 seconds (at 12:00:30 UTC): check the door.",
+            ),
+            (
+                "等 30 秒",
+                json!({"event": "player_wait", "note": "你等的 30 秒到了。", "delay_s": 30}),
+                "你静下心来等待 30 秒；时间一到（UTC 12:00:30），我就告诉你。",
+            ),
+        ];
+        for (text, args, says) in cases {
+            let mut req = request(text);
+            let asked = gm.answer(&req);
+            assert_eq!(asked.tool_calls.len(), 1, "{text}");
+            assert_eq!(asked.tool_calls[0].name, "schedule_event");
+            let sent: Value = serde_json::from_str(&asked.tool_calls[0].arguments).unwrap();
+            assert_eq!(sent, args, "{text}");
+            answered(
+                &mut req,
+                "schedule_event",
+                json!({"timer_id": "tmr_1", "event": args["event"],
+                       "due_at": "2024-12-13T12:00:30Z", "repeat_s": null}),
+            );
+            assert_eq!(gm.answer(&req).text, says);
+        }
+        // Past the horizon: words, no timer.
+        for (text, says) in [
+            ("wait 31 days", "at most 30 days"),
+            ("等 0 秒", "至少要 1 秒"),
+        ] {
+            let reply = gm.answer(&request(text));
+            assert!(reply.tool_calls.is_empty(), "{text}");
+            assert!(reply.text.contains(says), "{}", reply.text);
+        }
+        // A full timer list is told in words.
+        let mut req = request("wait 10 minutes");
+        answered(
+            &mut req,
+            "schedule_event",
+            json!({"status": "rejected", "reason": "limit", "error_code": "TIMER_LIMIT", "message": "64 pending"}),
+        );
+        assert!(gm.answer(&req).text.starts_with("Too many things"));
+    }
+
+    #[test]
+    fn a_world_turn_is_told_from_its_note_in_the_notes_language() {
+        use crate::game::timers::world_message;
+        let gm = OfflineGameMaster::default();
+        let cases = [
+            (
+                world_message("reminder", "Reminder: check the door."),
+                "Time passes. Reminder: check the door.",
+            ),
+            (
+                world_message("player_wait", "你等的 30 秒到了。"),
+                "时间流逝。你等的 30 秒到了。",
+            ),
+        ];
+        for (text, says) in cases {
+            let reply = gm.answer(&request(&text));
+            assert!(reply.tool_calls.is_empty());
+            assert_eq!(reply.text, says);
+        }
+        // The tide writes the market's new state before it is told, unless
+        // the turn may call no more tools.
+        let tide = world_message("tide_floods_market", "潮水淹没了溺水集市。");
+        let asked = gm.answer(&request(&tide));
+        assert_eq!(asked.tool_calls.len(), 2);
+        let mut req = request(&tide);
+        req.kind = RequestKind::WrapUp;
+        let told = gm.answer(&req);
+        assert!(told.tool_calls.is_empty() && told.text.contains("潮水淹没了溺水集市"));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::adventure;
+use super::timed::{self, Wait};
 use super::voice;
 use super::words::{cut_at_boundary, names, without_article};
 use crate::llm::ModelReply;
@@ -325,6 +326,8 @@ pub(super) struct Asked<'a> {
     pub targets: Vec<String>,
     /// The dice expressions the turn's rolls read, in order.
     pub dice: Vec<&'a str>,
+    /// The waits and reminders the turn's timers are for, in order.
+    pub waits: Vec<&'a Wait>,
 }
 
 /// Narrates what this turn's tools did (the campaign listings it read
@@ -350,6 +353,7 @@ pub(super) fn results(
     let unknown = asked.unknown;
     let mut targets = asked.targets.iter();
     let mut dice = asked.dice.iter().copied();
+    let mut waits = asked.waits.iter().copied();
     let turn = context["turn"].as_u64().unwrap_or_default();
     let mut moves = 0u64;
     let mut parts = Vec::new();
@@ -358,6 +362,17 @@ pub(super) fn results(
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
         let target = (*tool == "move").then(|| targets.next()).flatten();
         let expr = (*tool == "roll_dice").then(|| dice.next()).flatten();
+        let wait = (*tool == "schedule_event").then(|| waits.next()).flatten();
+        if failed(r)
+            && *tool == "schedule_event"
+            && !matches!(
+                r["reason"].as_str(),
+                Some("tool_not_allowed" | "tool_disabled")
+            )
+        {
+            parts.push(timed::refused(r, zh));
+            continue;
+        }
         if failed(r) {
             parts.push(teller.failure(tool, r, target.map(String::as_str), expr));
             continue;
@@ -540,6 +555,7 @@ pub(super) fn results(
                     ),
                 }
             }
+            "schedule_event" => timed::scheduled(r, wait, zh),
             "get_site_map" => {
                 let (areas, routes) = (
                     r["areas"].as_array().map_or(0, Vec::len),
