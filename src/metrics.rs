@@ -19,8 +19,8 @@ const SECONDS: &[f64] = &[
 /// A timer's lateness, in seconds: finer than [`SECONDS`] around the
 /// sweeper's second or two, so its quantiles read well.
 const LATENESS: &[f64] = &[
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
-    300.0, 3600.0,
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0,
+    20.0, 30.0, 60.0, 300.0, 3600.0,
 ];
 /// Rows per journal commit.
 const ROWS: &[f64] = &[

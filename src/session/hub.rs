@@ -423,6 +423,10 @@ impl Actor for SessionHub {
             let every = (retention / 4).clamp(SWEEP_EVERY_MIN, SWEEP_EVERY_MAX);
             ctx.run_interval(every, Self::sweep);
         }
+        // At once, then on their ticks: timers missed while the node was
+        // down fire as soon as it is up.
+        self.sweep_timers(ctx);
+        self.count_timers(ctx);
         ctx.run_interval(sweeper::SWEEP_EVERY, Self::sweep_timers);
         ctx.run_interval(sweeper::COUNT_EVERY, Self::count_timers);
     }
