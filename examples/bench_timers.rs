@@ -41,7 +41,7 @@ mod cpu;
 #[path = "support/nodes.rs"]
 #[allow(dead_code)]
 mod nodes;
-use nodes::{KEY, Node, start, start_on};
+use nodes::{KEY, Node, create_session, start, start_on};
 
 /// Requests in flight at once.
 const CONCURRENCY: usize = 64;
@@ -82,16 +82,7 @@ async fn create(http: &reqwest::Client, ports: &[u16], n: usize) -> Vec<(String,
         .map(|i| {
             let port = ports[i % ports.len()];
             async move {
-                let body: Value = http
-                    .post(format!("http://127.0.0.1:{port}/api/v1/sessions"))
-                    .header("X-Internal-API-Key", KEY)
-                    .json(&json!({"campaign_id": "demo"}))
-                    .send()
-                    .await
-                    .expect("create")
-                    .json()
-                    .await
-                    .expect("created");
+                let body = create_session(http, port).await;
                 let Some(id) = body["session_id"].as_str() else {
                     panic!("session {i} not created: {body}");
                 };

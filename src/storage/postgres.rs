@@ -586,16 +586,22 @@ async fn write_timers(conn: &mut PgConnection, row: &JournalRow) -> Result<(), S
     Ok(())
 }
 
+/// The condition that no live node claims the session of the row `alias`
+/// (built only from constants).
+fn unclaimed(alias: &str) -> String {
+    format!(
+        "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = {alias}.session_id \
+         AND o.lease_until > clock_timestamp())"
+    )
+}
+
 /// See [`super::Store::due_timers`]: sessions no live node holds.
 pub(super) async fn due_timers(
     pool: &PgPool,
     now_ms: i64,
     limit: u32,
 ) -> Result<Vec<(SessionId, i64)>, StorageError> {
-    let query = sql::due_timers(
-        "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = t.session_id \
-         AND o.lease_until > clock_timestamp())",
-    );
+    let query = sql::due_timers(&unclaimed("t"));
     // Built only from constants.
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(now_ms)
@@ -610,11 +616,7 @@ pub(super) async fn abandoned_sessions(
     before_ms: i64,
     limit: u32,
 ) -> Result<Vec<SessionId>, StorageError> {
-    let query = sql::abandoned_sessions(
-        "s.anonymous",
-        "AND NOT EXISTS (SELECT 1 FROM session_owners o WHERE o.session_id = s.session_id \
-         AND o.lease_until > clock_timestamp())",
-    );
+    let query = sql::abandoned_sessions("s.anonymous", &unclaimed("s"));
     // Built only from constants.
     Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(query))
         .bind(before_ms)
