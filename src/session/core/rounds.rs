@@ -12,7 +12,7 @@
 //! again). The deadline is read from the state (`round.first_at`), so a
 //! restarted session sets its timer again from the journal.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytestring::ByteString;
 
@@ -24,9 +24,7 @@ use crate::game::state::CharacterId;
 use crate::ids::{RequestId, SeatId, TraceId, TurnId};
 use crate::protocol::{RoundActionView, StoryEvent};
 use crate::session::messages::{ActionTaken, ChatAccepted, ChatRefused, SubmitChat};
-use crate::session::running::Running;
 use crate::session::sequencer::Entry;
-use crate::session::turn::Turn;
 use crate::session::turn_frames;
 use crate::storage::now_ms;
 
@@ -261,14 +259,7 @@ impl Core {
         );
         self.resolving = Some(round);
         self.emit(started);
-        let deadline = self.deps.limits.turn_deadline;
-        self.out
-            .push_back(Command::Deadline(turn_id.clone(), deadline));
-        let max_iterations = self.deps.limits.max_iterations;
-        let turn = Turn::new(turn_id, turn_no, TraceId::fresh(), max_iterations);
-        self.turn = Some(Running::new(turn, acting, Instant::now()));
-        self.deps.metrics.turns_started.inc();
-        self.touch();
+        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting);
         true
     }
 

@@ -11,14 +11,12 @@
 //!
 //! [`Effect::FireTimer`]: crate::game::Effect::FireTimer
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Command, Core};
 use crate::game::party::TurnMode;
 use crate::game::{Effect, GameState};
 use crate::ids::{TraceId, TurnId};
-use crate::session::running::Running;
-use crate::session::turn::Turn;
 use crate::session::turn_frames;
 use crate::storage::{ROUND_TIMER, TimerIndex, now_ms};
 
@@ -104,18 +102,11 @@ impl Core {
             .timer_lateness_seconds
             .observe(late_ms as f64 / 1000.0);
         metrics.timers_fired.inc();
-        metrics.turns_started.inc();
         tracing::info!(session_id = %self.session_id, timer_id = %timer.timer_id, event = %timer.event, late_ms, "timer fired");
-        let deadline = self.deps.limits.turn_deadline;
-        self.out
-            .push_back(Command::Deadline(turn_id.clone(), deadline));
-        let max_iterations = self.deps.limits.max_iterations;
-        let turn = Turn::new(turn_id, turn_no, TraceId::fresh(), max_iterations);
         // The world acts for no seat: the tools that act as a character
         // default to the active one.
         let acting = vec![self.state.active_actor_id.clone()];
-        self.turn = Some(Running::new(turn, acting, Instant::now()));
-        self.touch();
+        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting);
         true
     }
 

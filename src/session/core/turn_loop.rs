@@ -10,6 +10,7 @@ use actix::SpawnHandle;
 
 use super::{Command, Core};
 use crate::error::ErrorCode;
+use crate::game::state::CharacterId;
 use crate::ids::{CallId, TraceId, TurnId};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{StoryEvent, TurnLimit};
@@ -69,12 +70,25 @@ impl Core {
             self.flush_now();
             self.out.push_back(Command::Dequeue(q.turn_id.clone()));
         }
+        let trace_id = q.trace_id.unwrap_or_else(TraceId::fresh);
+        self.run_turn(q.turn_id, q.turn_no, trace_id, acting);
+    }
+
+    /// The turn `turn_id` (number `turn_no`), whose `turn_started` is
+    /// journalled, runs from now, acting for `acting`, under its deadline:
+    /// a chat's, a round's and a world turn's alike.
+    pub(super) fn run_turn(
+        &mut self,
+        turn_id: TurnId,
+        turn_no: u64,
+        trace_id: TraceId,
+        acting: Vec<CharacterId>,
+    ) {
         let deadline = self.deps.limits.turn_deadline;
         self.out
-            .push_back(Command::Deadline(q.turn_id.clone(), deadline));
-        let trace_id = q.trace_id.unwrap_or_else(TraceId::fresh);
+            .push_back(Command::Deadline(turn_id.clone(), deadline));
         let max_iterations = self.deps.limits.max_iterations;
-        let turn = Turn::new(q.turn_id, q.turn_no, trace_id, max_iterations);
+        let turn = Turn::new(turn_id, turn_no, trace_id, max_iterations);
         self.turn = Some(Running::new(turn, acting, Instant::now()));
         self.deps.metrics.turns_started.inc();
         self.touch();
