@@ -62,34 +62,41 @@ struct Fired {
     frame: Value,
 }
 
-/// Every world turn in the journal of `s` on the database `db`, in order.
-async fn fired(db: &str, s: &Session) -> Vec<Fired> {
+/// Every entry (frame, effect) in the journal of `s` on the database
+/// `db`, in order.
+async fn journal(db: &str, s: &Session) -> Vec<Value> {
     let rows = crate::database::text_rows(
         db,
         "SELECT body FROM journal WHERE session_id = $1 ORDER BY seq",
         &s.session_id,
     )
     .await;
-    let mut fired = Vec::new();
+    let mut all = Vec::new();
     for row in rows {
         let body: Value = serde_json::from_str(&row[0]).expect("a journal body is JSON");
-        let entries = match &body {
-            Value::Array(entries) => entries.clone(),
-            _ => body["entries"].as_array().cloned().unwrap_or_default(),
-        };
-        for entry in entries {
-            let effect = &entry["effect"];
-            if effect["effect"] != "fire_timer" {
-                continue;
-            }
-            fired.push(Fired {
-                timer_id: effect["timer_id"].as_str().unwrap_or_default().to_owned(),
-                due_at: effect["due_at"].as_i64().expect("a due time"),
-                frame: entry["frame"].clone(),
-            });
+        match body {
+            Value::Array(entries) => all.extend(entries),
+            body => all.extend(body["entries"].as_array().cloned().unwrap_or_default()),
         }
     }
-    fired
+    all
+}
+
+/// Every world turn in the journal of `s` on the database `db`, in order.
+async fn fired(db: &str, s: &Session) -> Vec<Fired> {
+    journal(db, s)
+        .await
+        .into_iter()
+        .filter(|entry| entry["effect"]["effect"] == "fire_timer")
+        .map(|entry| Fired {
+            timer_id: entry["effect"]["timer_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            due_at: entry["effect"]["due_at"].as_i64().expect("a due time"),
+            frame: entry["frame"].clone(),
+        })
+        .collect()
 }
 
 /// The world turns of `timer_id` among `all`.
@@ -438,4 +445,65 @@ async fn on_three_nodes_a_timer_fires_once_after_its_owner_dies_and_a_paused_own
         "node-b"
     };
     assert_eq!(owner(other, &s).await.as_deref(), Some(other_name));
+}
+
+/// A round's deadline is a timer too (docs/protocol.md §8): a node killed
+/// while it holds a round's action leaves the deadline in the store's
+/// timer index, so after the restart the sweeper loads the session and the
+/// round resolves at its deadline with no one connected, once.
+#[actix_web::test]
+async fn a_round_held_by_a_killed_node_resolves_at_its_deadline_with_no_one_connected() {
+    use crate::party_seats::{invite, join, post_as};
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    let server = Server::start(&db);
+    let s = server.demo().await;
+    let code = invite(server.base(), &s, json!({})).await;
+    join(server.base(), &s.session_id, &code, "Brin").await;
+    let mode = json!({"turn_mode": "rounds", "round_timeout_s": 5});
+    let a = post_as(
+        server.base(),
+        &s.session_id,
+        "mode",
+        Some(&s.player_token),
+        &mode,
+    )
+    .await;
+    assert_eq!(a.status, 200, "switch to rounds: {}", a.body);
+    // The host acts; Brin never does, so only the deadline ends the round.
+    let bearer = format!("Bearer {}", s.player_token);
+    let chat = json!({"session_id": s.session_id, "message": "look", "request_id": "held"});
+    let url = format!("{}/api/v1/chat", server.base());
+    let a = request("POST", &url, &[("Authorization", &bearer)], Some(&chat)).await;
+    assert_eq!(a.status, 202, "the host's action is taken: {}", a.body);
+    assert_eq!(a.body["status"], "action_submitted", "{}", a.body);
+    server.kill9();
+    let _server = Server::start(&db);
+
+    let round_turns = || async {
+        journal(&db, &s)
+            .await
+            .into_iter()
+            .filter(|e| e["frame"]["type"] == "turn_started" && e["frame"]["round"] == 1)
+            .map(|e| e["frame"].clone())
+            .collect::<Vec<_>>()
+    };
+    let deadline = tokio::time::Instant::now() + STEP_WAIT;
+    let resolved = loop {
+        let turns = round_turns().await;
+        if !turns.is_empty() {
+            break turns;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the round left by the killed node resolves after {STEP_WAIT:?}"
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    let actions = resolved[0]["actions"]
+        .as_array()
+        .expect("the round's actions");
+    let texts: Vec<&Value> = actions.iter().map(|a| &a["text"]).collect();
+    assert_eq!(texts, [&json!("look"), &Value::Null], "{actions:?}");
 }
