@@ -62,6 +62,9 @@ pub enum ErrorCode {
     /// §9); a `schedule_event` past it is refused until one is cancelled
     /// or fires.
     TimerLimit,
+    /// A call that waited for a person's approval was denied, or nobody
+    /// decided in time (docs/protocol.md §10): the tool did not run.
+    ApprovalDenied,
 }
 
 impl ErrorCode {
@@ -71,7 +74,7 @@ impl ErrorCode {
         use ErrorCode::*;
         match self {
             RateLimited => 429,
-            Forbidden | ToolDisabled | PermissionDenied | ToolNotAllowed => 403,
+            Forbidden | ToolDisabled | PermissionDenied | ToolNotAllowed | ApprovalDenied => 403,
             InvalidFrame | TextTooLong | InvalidArgs | InvalidArguments | ContextInvalid
             | BadRequest | InvalidCampaign | SessionMismatch => 400,
             // A full queue is the same advice as a rate limit: slow down.
@@ -278,6 +281,7 @@ mod tests {
         (ErrorCode::SessionFull, "SESSION_FULL", 409),
         (ErrorCode::InviteNotFound, "INVITE_NOT_FOUND", 404),
         (ErrorCode::TimerLimit, "TIMER_LIMIT", 409),
+        (ErrorCode::ApprovalDenied, "APPROVAL_DENIED", 403),
     ];
 
     #[test]
@@ -330,9 +334,10 @@ mod tests {
                 SessionFull => 30,
                 InviteNotFound => 31,
                 TimerLimit => 32,
+                ApprovalDenied => 33,
             }
         }
-        let mut seen = [false; 33];
+        let mut seen = [false; 34];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

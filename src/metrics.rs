@@ -212,6 +212,12 @@ pub struct Metrics {
     pub timers_fired: Counter,
     /// From a timer's due time to its world turn's start.
     pub timer_lateness_seconds: Histogram,
+    /// Calls that waited for a person's approval (docs/protocol.md §10).
+    pub approvals_requested: Counter,
+    /// Approvals decided, by decision (`approve`, `deny`, `timeout`).
+    pub approvals_approved: Counter,
+    pub approvals_denied: Counter,
+    pub approvals_timed_out: Counter,
 }
 
 impl Default for Metrics {
@@ -248,6 +254,10 @@ impl Default for Metrics {
             timers_pending: Gauge::default(),
             timers_fired: Counter::default(),
             timer_lateness_seconds: Histogram::new(LATENESS),
+            approvals_requested: Counter::default(),
+            approvals_approved: Counter::default(),
+            approvals_denied: Counter::default(),
+            approvals_timed_out: Counter::default(),
         }
     }
 }
@@ -264,6 +274,17 @@ impl Metrics {
         if let Ok(mut failed) = self.turns_failed.lock() {
             *failed.entry(code.to_owned()).or_default() += 1;
         }
+    }
+
+    /// An approval was decided.
+    pub fn approval_decided(&self, decision: crate::game::approvals::Decision) {
+        use crate::game::approvals::Decision;
+        match decision {
+            Decision::Approve => &self.approvals_approved,
+            Decision::Deny => &self.approvals_denied,
+            Decision::Timeout => &self.approvals_timed_out,
+        }
+        .inc();
     }
 
     /// Failed turns so far, by error code.
@@ -412,6 +433,23 @@ impl Metrics {
         for (code, n) in self.turns_failed() {
             let _ = writeln!(out, "questd_turns_failed_total{{code=\"{code}\"}} {n}");
         }
+        let _ = writeln!(
+            out,
+            "# HELP questd_approvals_requested_total Tool calls that waited for a person's approval.\n\
+             # TYPE questd_approvals_requested_total counter\nquestd_approvals_requested_total {}",
+            self.approvals_requested.get()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP questd_approvals_decided_total Approvals decided, by decision.\n\
+             # TYPE questd_approvals_decided_total counter\n\
+             questd_approvals_decided_total{{decision=\"approve\"}} {}\n\
+             questd_approvals_decided_total{{decision=\"deny\"}} {}\n\
+             questd_approvals_decided_total{{decision=\"timeout\"}} {}",
+            self.approvals_approved.get(),
+            self.approvals_denied.get(),
+            self.approvals_timed_out.get()
+        );
         self.turn_seconds.render(
             &mut out,
             "questd_turn_duration_seconds",

@@ -14,6 +14,7 @@ use std::sync::{Arc, LazyLock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::approvals::{self, ApprovalRule};
 use super::content::{ContentEntry, NpcProfile};
 use super::party::{DEFAULT_MAX_PLAYERS, MAX_PLAYERS_BOUND, PcTemplate};
 use super::state::{
@@ -116,6 +117,10 @@ pub struct Campaign {
     /// The party's bounds.
     #[serde(default)]
     pub party: PartyRules,
+    /// Which of the game master's calls wait for a person's decision
+    /// (docs/protocol.md §10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRule>,
 }
 
 /// A campaign's `party`.
@@ -311,6 +316,22 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
             "max_players": {"type": "integer", "minimum": 1, "maximum": MAX_PLAYERS_BOUND}
         }
     });
+    let approval = json!({
+        "type": "object",
+        "required": ["tools"],
+        "properties": {
+            "tools": {
+                "type": "array", "maxItems": approvals::MAX_RULE_TOOLS,
+                "items": {"type": "string", "maxLength": MAX_ID_CHARS}
+            },
+            "timeout_s": {
+                "type": "integer",
+                "minimum": approvals::MIN_TIMEOUT_S,
+                "maximum": approvals::MAX_TIMEOUT_S
+            },
+            "lethal_only": {"type": "boolean"}
+        }
+    });
     json!({
         "type": "object",
         "required": ["campaign_id", "title", "active_actor_id", "areas", "characters"],
@@ -331,7 +352,8 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
             "npcs": {"type": "array", "maxItems": MAX_CAMPAIGN_NPCS, "items": npc},
             "content": {"type": "array", "maxItems": MAX_CAMPAIGN_CONTENT, "items": content},
             "pc_template": pc_template,
-            "party": party
+            "party": party,
+            "approval": approval
         }
     })
 });
@@ -525,6 +547,12 @@ impl Campaign {
                     .add(|| format!("content {} is placed in unknown area {a}", entry.content_id));
             }
         }
+        let asking = self.approval.iter().flat_map(|a| &a.tools);
+        for tool in asking {
+            if !known_tools.contains(&tool.as_str()) {
+                problems.add(|| format!("approval.tools names unknown tool {tool}"));
+            }
+        }
         for tool in &self.allowlist {
             if !known_tools.contains(&tool.as_str()) {
                 problems.add(|| {
@@ -585,9 +613,11 @@ impl Campaign {
             events: VecDeque::new(),
             history: VecDeque::new(),
             party: Default::default(),
+            approvals: Default::default(),
         };
         state.party.max_players = self.party.max_players;
         state.party.pc_template = self.pc_template;
+        state.approvals.rule = self.approval.map(ApprovalRule::deduped);
         state.ensure_host_seat();
         state
     }

@@ -4,6 +4,7 @@
 //! A tool turns a validated call into an [`Effect`]; applying an effect is
 //! deterministic, so replaying the journal rebuilds exactly the same state.
 
+pub mod approvals;
 pub mod campaign;
 pub mod content;
 pub mod dice;

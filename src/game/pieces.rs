@@ -69,6 +69,8 @@ struct Manifest<'a> {
     party: &'a super::party::Party,
     #[serde(skip_serializing_if = "super::timers::Timers::is_empty")]
     timers: &'a super::timers::Timers,
+    #[serde(skip_serializing_if = "super::approvals::Approvals::is_empty")]
+    approvals: &'a super::approvals::Approvals,
     chunked: BTreeMap<&'static str, Vec<String>>,
 }
 
@@ -94,6 +96,7 @@ impl GameState {
             history,
             party,
             timers,
+            approvals,
         } = self;
         let mut cutter = Cutter::default();
         cutter.list("areas", areas.iter())?;
@@ -114,6 +117,7 @@ impl GameState {
             player,
             party,
             timers,
+            approvals,
             chunked: cutter.lists,
         })?;
         Ok(Pieces {

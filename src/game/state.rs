@@ -285,6 +285,21 @@ pub enum Effect {
     TimerCancelled {
         timer_id: TimerId,
     },
+    /// The game master's call waits for a person's decision
+    /// (docs/protocol.md §10): its turn pauses.
+    ApprovalRequested {
+        approval: super::approvals::Approval,
+    },
+    /// A person (or the timeout) decided on a pending approval; its call
+    /// runs, or is refused with `APPROVAL_DENIED`, in the frames after.
+    ApprovalResolved {
+        approval_id: String,
+        decision: super::approvals::Decision,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by_seat_id: Option<SeatId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A world turn began: the state's turn counter becomes `turn`, and
     /// the timer due at `due_at` fired: it is gone, or due again at
     /// `next_due_at`. One journalled frame does both, so a due time fires
@@ -461,6 +476,10 @@ pub struct GameState {
     /// The pending timers (docs/protocol.md §9).
     #[serde(default)]
     pub timers: super::timers::Timers,
+    /// Which calls wait for a person, and the approvals pending
+    /// (docs/protocol.md §10).
+    #[serde(default)]
+    pub approvals: super::approvals::Approvals,
 }
 
 impl AsRef<HistoryEntry> for HistoryEntry {
@@ -489,6 +508,7 @@ impl GameState {
             history: VecDeque::new(),
             party: Party::default(),
             timers: Default::default(),
+            approvals: Default::default(),
         }
     }
 
@@ -675,6 +695,18 @@ impl GameState {
                 self.timers.scheduled(timer, replaces.as_ref())
             }
             Effect::TimerCancelled { timer_id } => self.timers.cancelled(timer_id),
+            Effect::ApprovalRequested { approval } => self.approvals.requested(approval),
+            Effect::ApprovalResolved {
+                approval_id,
+                decision,
+                by_seat_id,
+                reason,
+            } => self.approvals.resolved(
+                approval_id,
+                *decision,
+                by_seat_id.as_ref(),
+                reason.as_ref(),
+            ),
             Effect::FireTimer {
                 turn,
                 timer_id,
@@ -820,6 +852,7 @@ mod tests {
             history: VecDeque::new(),
             party: Default::default(),
             timers: Default::default(),
+            approvals: Default::default(),
         }
     }
 

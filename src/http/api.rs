@@ -21,7 +21,8 @@ use super::peers::Routing;
 use super::routes::{add, on, read};
 use super::state::AppState;
 use super::stored::{audit_ledger, page_limit, seq_page, stored_meta};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
+use crate::game::approvals::ApprovalRule;
 use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
 use crate::ids::{SessionId, TenantId};
 use crate::protocol::http::{
@@ -147,7 +148,21 @@ async fn create_session(
             ));
         }
     };
-    let start = campaign_start(&state, body).await?;
+    let approval = match &body.approval {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            ApprovalRule::from_value(v, state.registry.names(), "approval").map_err(
+                |problems| {
+                    ApiError::new(ErrorCode::InvalidCampaign, "the approval rule is invalid")
+                        .with("problems", json!(problems))
+                },
+            )?,
+        ),
+    };
+    let mut start = campaign_start(&state, body).await?;
+    if approval.is_some() {
+        start.approvals.rule = approval;
+    }
     let handle = state
         .hub
         .send(CreateSession {

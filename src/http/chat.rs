@@ -41,7 +41,7 @@ struct ChatRequest {
     request_body(content = ChatRequest, description = "A player's message, answered when its turn ends"),
     responses(
         (status = 200, description = "The finished turn and its `trace_id`", body = Traced<ChatTurn>),
-        (status = 202, description = "Rounds mode: the chat is the seat's action for the round", body = ActionAnswer),
+        (status = 202, description = "Rounds mode: the chat is the seat's action for the round (`ActionAnswer`); or the turn paused for a person's approval (`ChatApprovalRequired`, `\"status\":\"approval_required\"`)", body = ActionAnswer),
         (status = 502, description = "The turn failed, with its `turn_failed` fields: `UPSTREAM_ERROR` and `INVALID_AI_JSON` are 502, `AI_TIMEOUT` 408, `MAX_ITERATIONS` 500", body = Traced<ChatTurnFailed>),
         (status = 400, description = "Bad body", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn chat(
@@ -128,6 +128,9 @@ fn answer(end: &TurnEnd, duplicate: bool, trace_id: &TraceId) -> HttpResponse {
         ChatAnswer::Failed(answer) => {
             HttpResponse::build(super::errors::status_of(answer.error_code))
                 .json(Traced { answer, trace_id })
+        }
+        ChatAnswer::ApprovalRequired(answer) => {
+            HttpResponse::Accepted().json(Traced { answer, trace_id })
         }
     }
 }

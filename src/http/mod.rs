@@ -13,6 +13,7 @@ pub mod access;
 mod admin;
 pub mod admission;
 mod api;
+mod approvals;
 pub mod auth;
 pub mod body;
 mod campaign;
@@ -58,6 +59,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     chat::configure(cfg);
     party::configure(cfg);
     timers::configure(cfg);
+    approvals::configure(cfg);
     stateless::configure(cfg);
     tools_api::configure(cfg);
     sites::configure(cfg);

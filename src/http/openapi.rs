@@ -50,6 +50,7 @@ pub const PATH: &str = "/api/v1/openapi.json";
         super::party::make_host,
         super::party::mode,
         super::timers::cancel,
+        super::approvals::decide,
         super::stateless::chat,
         super::tools_api::list,
         super::tools_api::call,

@@ -36,7 +36,8 @@ use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
 use crate::session::tail::{Tail, Watch};
 use crate::session::{
-    CLOSE_SESSION_CLOSED, Outbound, Outbox, Say, SessionActor, SubmitChat, Subscribe, Unsubscribe,
+    CLOSE_SESSION_CLOSED, Decide, Outbound, Outbox, PartyCaller, Say, SessionActor, SubmitChat,
+    Subscribe, Unsubscribe,
 };
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -159,6 +160,8 @@ struct Watched {
     chat: Option<Recipient<SubmitChat>>,
     /// Where table talk goes; `None` on a tail.
     say: Option<Recipient<Say>>,
+    /// Where decisions on approvals go; `None` on a tail.
+    decide: Option<Recipient<Decide>>,
 }
 
 impl Watched {
@@ -168,6 +171,7 @@ impl Watched {
             unsubscribe: addr.clone().recipient(),
             chat: Some(addr.clone().recipient()),
             say: Some(addr.clone().recipient()),
+            decide: Some(addr.clone().recipient()),
         }
     }
 
@@ -177,6 +181,7 @@ impl Watched {
             unsubscribe: addr.clone().recipient(),
             chat: None,
             say: None,
+            decide: None,
         }
     }
 }
@@ -299,6 +304,35 @@ impl WsConn {
                     Ok(Ok(())) => {}
                     Ok(Err(r)) => Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
                     Err(_) => Self::unavailable(ctx, rid),
+                }));
+            }
+            ClientFrame::Approve {
+                approval_id,
+                decision,
+                reason,
+            } => {
+                let Some((decide, seat_id)) = self.as_player(&self.session.decide) else {
+                    return Self::send_error(
+                        ctx,
+                        None,
+                        ErrorCode::Forbidden,
+                        "spectators cannot decide on approvals".into(),
+                        None,
+                    );
+                };
+                let fut = decide.send(Decide {
+                    approval_id,
+                    decision,
+                    reason,
+                    by: PartyCaller::Seat(seat_id),
+                });
+                // The decision reaches this connection as
+                // `approval_resolved`, like everyone's; only a refusal is
+                // answered here.
+                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(r)) => Self::send_error(ctx, None, r.code, r.message, r.retry_after_ms),
+                    Err(_) => Self::unavailable(ctx, None),
                 }));
             }
             ClientFrame::Chat { text, request_id } => {

@@ -586,11 +586,41 @@ pub struct ChatTurnFailed<'a> {
     pub duplicate: bool,
 }
 
+/// `202` from `POST /api/v1/chat` when the turn paused for a person's
+/// decision (docs/protocol.md §10): decide with `POST
+/// /api/v1/sessions/{id}/approvals/{approval_id}`, then read the rest of
+/// the turn from the actions log or the story.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ChatApprovalRequired<'a> {
+    #[schema(value_type = String)]
+    pub turn_id: &'a TurnId,
+    /// `"approval_required"`.
+    pub status: &'static str,
+    /// The seq of the `approval_requested` frame.
+    pub seq: u64,
+    pub approval: &'a crate::protocol::ApprovalPending,
+    pub duplicate: bool,
+}
+
+/// `POST /api/v1/sessions/{id}/approvals/{approval_id}`: the decision,
+/// durable; the call's `tool_result` follows in the story.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct DecisionBody {
+    pub approval_id: String,
+    #[schema(value_type = String)]
+    pub turn_id: TurnId,
+    pub decision: crate::game::approvals::Decision,
+    /// The seat that decided; `null` for a key.
+    #[schema(value_type = Option<String>)]
+    pub by_seat_id: Option<crate::ids::SeatId>,
+}
+
 /// The answer of `POST /api/v1/chat`, by how the turn ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChatAnswer<'a> {
     Completed(ChatTurn<'a>),
     Failed(ChatTurnFailed<'a>),
+    ApprovalRequired(ChatApprovalRequired<'a>),
 }
 
 impl<'a> ChatAnswer<'a> {
@@ -618,6 +648,15 @@ impl<'a> ChatAnswer<'a> {
                 limit: turn.limit,
                 duplicate,
             }),
+            TurnOutcome::ApprovalRequested(approval) => {
+                Self::ApprovalRequired(ChatApprovalRequired {
+                    turn_id: &approval.turn_id,
+                    status: "approval_required",
+                    seq: end.seq,
+                    approval,
+                    duplicate,
+                })
+            }
         }
     }
 }
@@ -1151,6 +1190,7 @@ mod tests {
         match ChatAnswer::new(end, duplicate) {
             ChatAnswer::Completed(turn) => json!(turn),
             ChatAnswer::Failed(failed) => json!(failed),
+            ChatAnswer::ApprovalRequired(paused) => json!(paused),
         }
     }
 
@@ -1221,6 +1261,7 @@ mod tests {
             let got = match ChatAnswer::new(&end, false) {
                 ChatAnswer::Completed(turn) => serde_json::to_string(&turn),
                 ChatAnswer::Failed(failed) => serde_json::to_string(&failed),
+                ChatAnswer::ApprovalRequired(paused) => serde_json::to_string(&paused),
             };
             assert_eq!(got.ok().as_deref(), Some(want));
         }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
+use crate::game::approvals::{Approval, Decision};
 use crate::game::party::{SeatRole, SeatState, TurnMode};
 use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
@@ -35,11 +36,36 @@ pub enum ClientFrame {
         text: String,
         request_id: Option<RequestId>,
     },
+    /// A decision on a pending approval (docs/protocol.md §10), from the
+    /// speaker's seat or the host.
+    Approve {
+        approval_id: String,
+        decision: ApproveDecision,
+        #[serde(default)]
+        reason: Option<String>,
+    },
     /// Answered with `pong` carrying the same nonce.
     Ping {
         #[serde(default)]
         nonce: Value,
     },
+}
+
+/// What a person may decide on an approval (a timeout is the server's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApproveDecision {
+    Approve,
+    Deny,
+}
+
+impl From<ApproveDecision> for Decision {
+    fn from(d: ApproveDecision) -> Self {
+        match d {
+            ApproveDecision::Approve => Self::Approve,
+            ApproveDecision::Deny => Self::Deny,
+        }
+    }
 }
 
 /// Longest `request_id` a client may send, in characters: it is
@@ -189,6 +215,9 @@ pub struct Snapshot<'a> {
     pub round: RoundView<'a>,
     /// The pending timers, soonest first (docs/protocol.md §9).
     pub timers: Vec<TimerView<'a>>,
+    /// The calls waiting for a person's decision (docs/protocol.md §10),
+    /// with the fields of their `approval_requested` frames.
+    pub pending_approvals: Vec<ApprovalPending>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
     /// docs/protocol.md §15).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -278,6 +307,12 @@ impl<'a> Snapshot<'a> {
         Self {
             seats: SeatView::all(state, |_| false),
             timers: TimerView::all(state),
+            pending_approvals: state
+                .approvals
+                .pending
+                .iter()
+                .map(ApprovalPending::of)
+                .collect(),
             turn_mode: party.turn_mode,
             round_timeout_s: party.round_timeout_s,
             round: RoundView {
@@ -480,6 +515,56 @@ pub enum StoryEvent {
         name: String,
         text: String,
     },
+    /// The game master's call waits for a person's decision
+    /// (docs/protocol.md §10): the turn pauses.
+    ApprovalRequested(ApprovalPending),
+    /// A pending approval was decided (or timed out); its call's
+    /// `tool_result` follows.
+    ApprovalResolved {
+        turn_id: TurnId,
+        call_id: CallId,
+        approval_id: String,
+        decision: Decision,
+        /// The seat that decided; `None` for a key or the timeout.
+        by_seat_id: Option<SeatId>,
+        reason: Option<String>,
+    },
+}
+
+/// A pending approval, as `approval_requested` tells it, the snapshot's
+/// `pending_approvals` list it and `POST /api/v1/chat` answers a paused
+/// turn with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ApprovalPending {
+    #[schema(value_type = String)]
+    pub turn_id: TurnId,
+    #[schema(value_type = String)]
+    pub call_id: CallId,
+    pub approval_id: String,
+    pub tool: String,
+    /// Exactly the arguments the call runs with, once approved.
+    #[schema(value_type = Object)]
+    pub args: Value,
+    /// The seat whose turn it is; `null` for a turn no seat asked for
+    /// (only the host decides those).
+    #[schema(value_type = Option<String>)]
+    pub seat_id: Option<SeatId>,
+    /// RFC 3339, UTC: when it is denied with `timeout`.
+    pub expires_at: String,
+}
+
+impl ApprovalPending {
+    pub fn of(a: &Approval) -> Self {
+        Self {
+            turn_id: a.turn_id.clone(),
+            call_id: a.call_id.clone(),
+            approval_id: a.approval_id.clone(),
+            tool: a.tool.clone(),
+            args: a.args.clone(),
+            seat_id: a.seat_id.clone(),
+            expires_at: crate::storage::rfc3339(a.expires_at),
+        }
+    }
 }
 
 /// One seat's action in a round's `turn_started` (`text` null for a seat
@@ -566,6 +651,8 @@ impl StoryEvent {
             Self::InviteCreated { .. } => "invite_created",
             Self::ActionSubmitted { .. } => "action_submitted",
             Self::PartyChat { .. } => "party_chat",
+            Self::ApprovalRequested { .. } => "approval_requested",
+            Self::ApprovalResolved { .. } => "approval_resolved",
         }
     }
 
@@ -576,7 +663,9 @@ impl StoryEvent {
             | Self::ToolResult { turn_id, .. }
             | Self::NarrativeDelta { turn_id, .. }
             | Self::TurnCompleted(TurnCompleted { turn_id, .. })
-            | Self::TurnFailed(TurnFailed { turn_id, .. }) => Some(turn_id),
+            | Self::TurnFailed(TurnFailed { turn_id, .. })
+            | Self::ApprovalRequested(ApprovalPending { turn_id, .. })
+            | Self::ApprovalResolved { turn_id, .. } => Some(turn_id),
             Self::Presence { .. }
             | Self::SeatJoined { .. }
             | Self::SeatChanged { .. }
@@ -630,6 +719,9 @@ pub struct TurnEnd {
 pub enum TurnOutcome {
     TurnCompleted(TurnCompleted),
     TurnFailed(TurnFailed),
+    /// Not an end: the turn paused for a person's decision
+    /// (docs/protocol.md §10). A caller waiting for the turn hears it.
+    ApprovalRequested(ApprovalPending),
 }
 
 impl TurnEnd {
@@ -638,6 +730,7 @@ impl TurnEnd {
         let outcome = match event {
             StoryEvent::TurnCompleted(turn) => TurnOutcome::TurnCompleted(turn),
             StoryEvent::TurnFailed(turn) => TurnOutcome::TurnFailed(turn),
+            StoryEvent::ApprovalRequested(a) => TurnOutcome::ApprovalRequested(a),
             _ => return None,
         };
         Some(Self { seq, outcome })
@@ -647,6 +740,7 @@ impl TurnEnd {
         match &self.outcome {
             TurnOutcome::TurnCompleted(turn) => &turn.turn_id,
             TurnOutcome::TurnFailed(turn) => &turn.turn_id,
+            TurnOutcome::ApprovalRequested(a) => &a.turn_id,
         }
     }
 }

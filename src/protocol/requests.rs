@@ -19,6 +19,11 @@ pub struct NewSession {
     /// `"private"` (the default) or `"public"` (listed, watchable).
     #[schema(value_type = Option<String>)]
     pub visibility: Option<Value>,
+    /// Which of the game master's calls wait for a person's decision
+    /// (docs/protocol.md §10): `{"tools":[...],"timeout_s":600}`; wins over
+    /// the campaign's own `approval`.
+    #[schema(value_type = Option<Object>)]
+    pub approval: Option<Value>,
 }
 
 impl From<Value> for NewSession {
@@ -31,6 +36,7 @@ impl From<Value> for NewSession {
             campaign_id: fields.remove("campaign_id"),
             campaign: fields.remove("campaign"),
             visibility: fields.remove("visibility"),
+            approval: fields.remove("approval"),
         }
     }
 }

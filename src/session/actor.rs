@@ -15,8 +15,9 @@ use super::core::{AfterSnapshot, Command, Core, CoreDeps};
 use super::fanout::Fanout;
 use super::messages::{
     AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession, CreateInvite,
-    DirectCallDone, Drain, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined,
-    LeaseLost, RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
+    Decide, DecisionTaken, DirectCallDone, Drain, GetSeats, GetSnapshot, HostPower, InviteMade,
+    JoinParty, Joined, LeaseLost, RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe,
+    Unsubscribe, UseHostPower,
 };
 use super::model::{self, ModelMsg};
 use super::replay::{self, Restored};
@@ -303,6 +304,16 @@ fn party_answer<T: Send + 'static>(
     taken: Result<oneshot::Receiver<T>, ChatRefused>,
 ) -> ResponseFuture<Result<T, ChatRefused>> {
     Box::pin(async move { taken?.await.map_err(|_| ChatRefused::call_lost()) })
+}
+
+impl Handler<Decide> for SessionActor {
+    type Result = ResponseFuture<Result<DecisionTaken, ChatRefused>>;
+
+    fn handle(&mut self, msg: Decide, ctx: &mut Self::Context) -> Self::Result {
+        let taken = self.core.decide(msg, self.deps.store.refusing());
+        self.run(ctx);
+        party_answer(taken)
+    }
 }
 
 impl Handler<CreateInvite> for SessionActor {

@@ -136,7 +136,7 @@ pub(super) struct Answer {
 /// Runs one call through the registry's pipeline against the session's
 /// state (which it only reads: the effect is applied once its frame is
 /// durable) and answers what to journal.
-pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran {
+pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, mut c: Call) -> Ran {
     // What a caller sent is repeated in frames, the journal and the
     // history: oversized arguments are shown as a note (the pipeline
     // refuses them).
@@ -144,49 +144,33 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
     // Text that is JSON is read once, here, and handed on as the value it
     // is; the pipeline reads text that is not (and refuses it).
     // `json`: `raw_text` is JSON, the text of `shown_args`.
-    let (shown_args, raw_text, raw, json) = match c.raw {
-        raw if !within => (
-            Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
-            "{}".to_owned(),
-            raw,
-            false,
-        ),
-        RawArgs::Text(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(v) => (v.clone(), text, RawArgs::Value(v), true),
-            Err(_) => (
-                Value::String(text.clone()),
-                text.clone(),
-                RawArgs::Text(text),
+    let (shown_args, raw_text, raw, json) =
+        match std::mem::replace(&mut c.raw, RawArgs::Value(Value::Null)) {
+            raw if !within => (
+                Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
+                "{}".to_owned(),
+                raw,
                 false,
             ),
-        },
-        RawArgs::Value(v) => {
-            let text = crate::json::text(&v);
-            (v.clone(), text, RawArgs::Value(v), true)
-        }
-    };
+            RawArgs::Text(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(v) => (v.clone(), text, RawArgs::Value(v), true),
+                Err(_) => (
+                    Value::String(text.clone()),
+                    text.clone(),
+                    RawArgs::Text(text),
+                    false,
+                ),
+            },
+            RawArgs::Value(v) => {
+                let text = crate::json::text(&v);
+                (v.clone(), text, RawArgs::Value(v), true)
+            }
+        };
     // The journal keeps the model's text and reads the rest of the entry
     // from the frame when that text is JSON with nothing around it (which
     // reads back as the same text).
     let history_from_frame = json && raw_text.trim().len() == raw_text.len();
-    let call = Entry {
-        event: StoryEvent::ToolCall {
-            turn_id: c.turn_id.clone(),
-            iteration: c.iteration,
-            call_id: c.call_id.clone(),
-            tool: c.tool.to_owned(),
-            args: shown_args,
-        },
-        effect: None,
-        history: c.in_turn.then(|| HistoryEntry::ToolCall {
-            turn_id: c.turn_id.clone(),
-            call_id: c.call_id.clone(),
-            tool: c.tool.to_owned(),
-            arguments: raw_text.clone(),
-        }),
-        history_from_frame,
-        action: None,
-    };
+    let call = call_entry(&c, shown_args, raw_text.clone(), history_from_frame);
 
     let caller = Caller {
         acting: &c.acting,
@@ -306,6 +290,65 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, c: Call) -> Ran 
         },
         duration_ms: inv.duration_ms,
     }
+}
+
+/// The `tool_call` frame of `c` showing `args`, with the model's history
+/// entry of the call (its arguments as the text `raw_text`, which the
+/// journal reads from the frame when `history_from_frame`).
+fn call_entry(c: &Call, args: Value, raw_text: String, history_from_frame: bool) -> Entry {
+    Entry {
+        event: StoryEvent::ToolCall {
+            turn_id: c.turn_id.clone(),
+            iteration: c.iteration,
+            call_id: c.call_id.clone(),
+            tool: c.tool.to_owned(),
+            args,
+        },
+        effect: None,
+        history: c.in_turn.then(|| HistoryEntry::ToolCall {
+            turn_id: c.turn_id.clone(),
+            call_id: c.call_id.clone(),
+            tool: c.tool.to_owned(),
+            arguments: raw_text,
+        }),
+        history_from_frame,
+        action: None,
+    }
+}
+
+/// What the game master's call `c` runs with when it passes every check
+/// of the pipeline and the session's approval rule asks a person first
+/// (docs/protocol.md §10): its `tool_call` frame and its arguments as read.
+/// `None` when it runs (or is refused) at once.
+pub(super) fn asks_approval(view: &SessionView<'_>, c: &Call) -> Option<(Entry, Value)> {
+    let rule = view.state.approvals.rule.as_ref()?;
+    if !c.in_turn || c.refused.is_some() || !rule.tools.contains(&c.tool) {
+        return None;
+    }
+    if !args_within_bound(&c.raw) {
+        return None;
+    }
+    let raw = match &c.raw {
+        RawArgs::Text(text) => RawArgs::Value(serde_json::from_str(text).ok()?),
+        RawArgs::Value(v) => RawArgs::Value(v.clone()),
+    };
+    let caller = Caller {
+        acting: &c.acting,
+        role: c.role,
+        allowlist: &view.state.allowlist,
+        session_id: view.session_id,
+        user_id: c.origin.user_id.as_deref(),
+        site_id: None,
+    };
+    let args = view
+        .registry
+        .admit(&c.tool, raw, &caller, view.state)
+        .ok()?;
+    if !rule.asks(&c.tool, &args, view.state) {
+        return None;
+    }
+    let text = crate::json::text(&args);
+    Some((call_entry(c, args.clone(), text, true), args))
 }
 
 /// A call whose text a model must write before it runs.

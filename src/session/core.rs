@@ -13,6 +13,7 @@
 //!
 //! How a running turn moves is in `core/turn_loop.rs`.
 
+mod approvals;
 mod party;
 mod rounds;
 mod timers;
@@ -187,6 +188,12 @@ pub(super) struct Core {
     timer_wake: Option<i64>,
     /// Party changes journalled and not yet released.
     party_in_flight: party::InFlight,
+    /// A decision on the open turn's approval that the journal holds but
+    /// whose call's result it does not: carried out at start.
+    decided_on_load: Option<(
+        crate::game::approvals::Approval,
+        crate::game::approvals::Decision,
+    )>,
 }
 
 impl Core {
@@ -203,7 +210,7 @@ impl Core {
                 intake.remember_action(r.clone(), id);
             }
         }
-        Self {
+        let mut core = Self {
             session_id: SessionId::from(meta.session_id.as_str()),
             meta,
             deps,
@@ -227,7 +234,16 @@ impl Core {
             round_timer: None,
             timer_wake: None,
             party_in_flight: Default::default(),
+            decided_on_load: None,
+        };
+        // An open turn paused at an approval (or decided on) goes on; any
+        // other a crash interrupted is closed at start.
+        if let Some(turn_id) = core.interrupted_turn.clone()
+            && core.restore_open_turn(&turn_id)
+        {
+            core.interrupted_turn = None;
         }
+        core
     }
 
     /// The next command to carry out.
@@ -273,6 +289,9 @@ impl Core {
                 message,
                 None,
             ));
+        }
+        if self.turn.is_some() {
+            self.start_open_turn();
         }
         if self.holds_round() || !self.state.timers.is_empty() {
             // Resolved or fired now if due (missed while no node ran the
@@ -468,6 +487,11 @@ impl Core {
     /// A waiter for the end of `turn_id` if it is still to come here; `None`
     /// if it ended (storage has its last frame) or never was.
     pub(super) fn await_turn_end(&mut self, id: TurnId) -> Option<oneshot::Receiver<TurnEnd>> {
+        if let Some(paused) = self.paused_answer(&id) {
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(paused);
+            return Some(rx);
+        }
         let open = self.turn.as_ref().is_some_and(|t| *t.turn.turn_id() == id)
             || self.intake.holds_turn(&id)
             || self.sequencer.ends_pending(&id);
@@ -632,7 +656,7 @@ impl Core {
     /// Whether the session has done nothing for its idle timeout and holds
     /// no work (a timer due within moments counts as work).
     pub(super) fn idle(&self) -> bool {
-        self.turn.is_none()
+        !self.turn_runs()
             && !self.intake.has_work()
             && !self.sequencer.has_pending()
             && !self.holds_round()
@@ -640,12 +664,19 @@ impl Core {
             && self.last_activity.elapsed() >= self.deps.limits.idle_timeout
     }
 
+    /// Whether a turn runs: one paused for a person's decision does not
+    /// keep the session loaded (it is journalled, and taken up again
+    /// wherever the session loads next).
+    fn turn_runs(&self) -> bool {
+        self.turn.as_ref().is_some_and(|t| t.awaiting.is_none())
+    }
+
     /// Once draining or closed, and all work taken is durable and told:
     /// closes every connection (for a reconnect elsewhere, or for good)
     /// and unloads.
     fn drain_if_done(&mut self) {
         if let Some((code, reason)) = self.lifecycle.close_when_done()
-            && self.turn.is_none()
+            && !self.turn_runs()
             && !self.intake.has_work()
             && !self.sequencer.has_pending()
         {

@@ -128,6 +128,27 @@ pub struct DirectCallDone {
     pub outcome: Result<Written, ToolError>,
 }
 
+/// A decision on a pending approval (docs/protocol.md §10); answered once
+/// its `approval_resolved` frame is durable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<DecisionTaken, ChatRefused>")]
+pub struct Decide {
+    pub approval_id: String,
+    pub decision: crate::protocol::ApproveDecision,
+    pub reason: Option<String>,
+    /// The seat deciding, or a key (which decides as the host would).
+    pub by: PartyCaller,
+}
+
+/// A decision taken and durable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionTaken {
+    pub approval_id: String,
+    pub turn_id: TurnId,
+    pub decision: crate::game::approvals::Decision,
+    pub by_seat_id: Option<SeatId>,
+}
+
 /// Waits for a turn's last frame (`turn_completed` or `turn_failed`) and
 /// answers it once durable.
 #[derive(Debug, Message)]

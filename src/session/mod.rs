@@ -63,8 +63,9 @@ pub use hub::{
 };
 pub use messages::{
     ActionTaken, AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession,
-    CreateInvite, DirectCallDone, GetSeats, GetSnapshot, HostPower, InviteMade, JoinParty, Joined,
-    PartyCaller, RemoteAudience, Say, SeatGiven, SubmitChat, Subscribe, Unsubscribe, UseHostPower,
+    CreateInvite, Decide, DecisionTaken, DirectCallDone, GetSeats, GetSnapshot, HostPower,
+    InviteMade, JoinParty, Joined, PartyCaller, RemoteAudience, Say, SeatGiven, SubmitChat,
+    Subscribe, Unsubscribe, UseHostPower,
 };
 pub use placement::Placement;
 pub use quota::Quotas;

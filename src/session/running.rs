@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use actix::SpawnHandle;
 
 use super::turn::{Phase, Turn};
+use crate::game::approvals::Approval;
 use crate::game::state::CharacterId;
+use crate::ids::SeatId;
 
 /// A turn that is running.
 pub(super) struct Running {
@@ -23,6 +25,13 @@ pub(super) struct Running {
     /// The characters it acts for: the speaker's, or a round's actors
     /// ([`crate::tools::Caller::acting`]).
     pub(super) acting: Vec<CharacterId>,
+    /// The seat that spoke; `None` for a round's or a world turn.
+    pub(super) seat: Option<SeatId>,
+    /// The call waiting for a person's decision, while the turn is paused
+    /// (docs/protocol.md §10).
+    pub(super) awaiting: Option<Approval>,
+    /// The seq of the `approval_requested` frame of `awaiting`.
+    pub(super) awaiting_seq: u64,
     /// Its deadline timer, once the actor set it.
     deadline: Option<SpawnHandle>,
     model: Option<ModelCall>,
@@ -56,10 +65,18 @@ pub(super) struct Ended {
 impl Running {
     /// `turn` started at `now`; its deadline timer comes with
     /// [`Running::deadline_set`].
-    pub(super) fn new(turn: Turn, acting: Vec<CharacterId>, now: Instant) -> Self {
+    pub(super) fn new(
+        turn: Turn,
+        acting: Vec<CharacterId>,
+        seat: Option<SeatId>,
+        now: Instant,
+    ) -> Self {
         Self {
             turn,
             acting,
+            seat,
+            awaiting: None,
+            awaiting_seq: 0,
             deadline: None,
             model: None,
             started: now,
@@ -70,6 +87,15 @@ impl Running {
     /// The turn's deadline timer, to cancel when it ends.
     pub(super) fn deadline_set(&mut self, timer: SpawnHandle) {
         self.deadline = Some(timer);
+    }
+
+    /// The turn pauses for `approval` (asked in the frame `seq`): its deadline stops (it starts again
+    /// in full once the decision is taken); answers the timer to cancel.
+    pub(super) fn pause(&mut self, approval: Approval, seq: u64) -> Option<SpawnHandle> {
+        self.turn.await_approval();
+        self.awaiting = Some(approval);
+        self.awaiting_seq = seq;
+        self.deadline.take()
     }
 
     /// The model call tagged `tag` was asked at `now`; its events are the
@@ -129,7 +155,7 @@ mod tests {
     /// A turn started at `t0`.
     fn running(t0: Instant) -> Running {
         let turn = Turn::new("turn_1".into(), 1, "tr_1".into(), 4);
-        let mut r = Running::new(turn, Vec::new(), t0);
+        let mut r = Running::new(turn, Vec::new(), None, t0);
         r.deadline_set(SpawnHandle::default().next());
         r
     }

@@ -83,6 +83,9 @@ pub(super) enum Phase {
     Waiting { next: Next },
     /// A model call is streaming.
     AwaitModel,
+    /// A call waits for a person's decision (docs/protocol.md §10):
+    /// nothing runs until [`Turn::approval_decided`].
+    AwaitApproval,
 }
 
 /// What the actor must do next for the turn.
@@ -212,6 +215,39 @@ impl Turn {
         }
     }
 
+    /// A turn brought back paused at an approval after a restart: `iteration`
+    /// model calls made, `call_ids` used. What it had streamed, its
+    /// tokens and the calls of that answer not yet run are not in the
+    /// journal: the model is asked again once the paused call is done.
+    pub(super) fn restored(
+        turn_id: TurnId,
+        turn_no: u64,
+        max_iterations: u32,
+        iteration: u32,
+        call_ids: BTreeSet<CallId>,
+    ) -> Self {
+        let mut turn = Self::new(turn_id, turn_no, TraceId::fresh(), max_iterations);
+        turn.iteration = iteration;
+        turn.call_ids = call_ids;
+        turn.phase = Phase::AwaitApproval;
+        turn
+    }
+
+    /// The call just asked for waits for a person's decision.
+    pub(super) fn await_approval(&mut self) {
+        self.phase = Phase::AwaitApproval;
+    }
+
+    /// The paused call was decided: it runs (or is refused) next, then the
+    /// turn goes on as after any call.
+    pub(super) fn approval_decided(&mut self) {
+        if self.phase == Phase::AwaitApproval {
+            self.phase = Phase::Waiting {
+                next: Next::NextCall,
+            };
+        }
+    }
+
     pub(super) fn turn_id(&self) -> &TurnId {
         &self.turn_id
     }
@@ -309,7 +345,7 @@ impl Turn {
             Phase::Waiting {
                 next: Next::NextCall,
             } => Some(self.next_call()),
-            Phase::AwaitModel => None,
+            Phase::AwaitModel | Phase::AwaitApproval => None,
         }
     }
 
@@ -585,7 +621,9 @@ fn touch(t: &mut Turn, effect: Option<&Effect>) {
             | Effect::ActionSubmitted { .. }
             | Effect::TimerScheduled { .. }
             | Effect::TimerCancelled { .. }
-            | Effect::FireTimer { .. },
+            | Effect::FireTimer { .. }
+            | Effect::ApprovalRequested { .. }
+            | Effect::ApprovalResolved { .. },
         )
         | None => {}
     }

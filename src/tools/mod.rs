@@ -801,6 +801,24 @@ impl Registry {
         }
     }
 
+    /// Every check of the pipeline before a tool runs ([`Registry::prepare`]'s,
+    /// then the seat rule of party play), with `state`; answers the parsed
+    /// arguments. A call that passes runs exactly as it would now: an
+    /// approval (docs/protocol.md §10) asks only for such a call.
+    pub fn admit(
+        &self,
+        name: &str,
+        raw: RawArgs,
+        caller: &Caller<'_>,
+        state: &GameState,
+    ) -> Result<Value, ToolError> {
+        let args = self.prepare(name, raw, caller)?;
+        match acts_for_another_seat(name, &args, caller.acting, state) {
+            Some(e) => Err(e),
+            None => Ok(args),
+        }
+    }
+
     /// The checks before a tool runs (exists, arguments, allowlist, role,
     /// enabled, input schema); answers the parsed arguments.
     pub fn prepare(

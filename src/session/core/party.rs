@@ -64,7 +64,10 @@ fn no_invite() -> ChatRefused {
 impl Core {
     /// Whether party changes are taken now: not once closed, while the
     /// session stops, or while storage refuses work.
-    fn party_open(&mut self, storage_refusing: Option<&'static str>) -> Result<(), ChatRefused> {
+    pub(super) fn party_open(
+        &mut self,
+        storage_refusing: Option<&'static str>,
+    ) -> Result<(), ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
         if self.lifecycle.refuses_work() {
             return Err(ChatRefused::reloading());
@@ -107,7 +110,7 @@ impl Core {
 
     /// Journals `entry` and answers `value` on the receiver once it is
     /// released.
-    fn answer_when_durable<T: Send + 'static>(
+    pub(super) fn answer_when_durable<T: Send + 'static>(
         &mut self,
         entry: Entry,
         value: T,

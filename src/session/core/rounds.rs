@@ -259,7 +259,7 @@ impl Core {
         );
         self.resolving = Some(round);
         self.emit(started);
-        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting);
+        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting, None);
         true
     }
 

@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use super::{Command, Core};
+use crate::game::approvals;
 use crate::game::party::TurnMode;
 use crate::game::{Effect, GameState};
 use crate::ids::{TraceId, TurnId};
@@ -67,6 +68,14 @@ pub(super) fn timer_index(effect: Option<&Effect>, state: &GameState) -> Vec<Tim
             .into_iter()
             .collect(),
         Some(Effect::BeginRound { .. }) => vec![gone(ROUND_TIMER)],
+        // An approval's timeout is a durable timer: the sweeper loads a
+        // session nobody runs when it is due.
+        Some(Effect::ApprovalRequested { approval }) => {
+            vec![due(&approval.timer_id(), approval.expires_at)]
+        }
+        Some(Effect::ApprovalResolved { approval_id, .. }) => {
+            vec![gone(&approvals::timer_id(approval_id))]
+        }
         _ => Vec::new(),
     }
 }
@@ -106,16 +115,22 @@ impl Core {
         // The world acts for no seat: the tools that act as a character
         // default to the active one.
         let acting = vec![self.state.active_actor_id.clone()];
-        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting);
+        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting, None);
         true
     }
 
     /// Asks to be woken when the soonest timer is due, unless a wake-up
     /// at or before it is set already.
     fn arm_timer_wake(&mut self, now: i64) {
-        let Some(due_at) = self.state.timers.next().map(|t| t.due_at) else {
-            return;
-        };
+        if let Some(due_at) = self.state.timers.next().map(|t| t.due_at) {
+            self.wake_at(due_at, now);
+        }
+    }
+
+    /// Asks to be woken at `due_at` (ms since the epoch; a timer's due
+    /// time, an approval's expiry), unless a wake-up at or before it is
+    /// set already.
+    pub(super) fn wake_at(&mut self, due_at: i64, now: i64) {
         if self.timer_wake.is_some_and(|w| w <= due_at) {
             return;
         }
@@ -138,6 +153,7 @@ impl Core {
     /// A timer wake-up came: fires what is due, or sets the next one.
     pub(in crate::session) fn timer_wake(&mut self) {
         self.timer_wake = None;
+        self.expire_approvals();
         self.advance();
     }
 }

@@ -11,7 +11,7 @@ use actix::SpawnHandle;
 use super::{Command, Core};
 use crate::error::ErrorCode;
 use crate::game::state::CharacterId;
-use crate::ids::{CallId, TraceId, TurnId};
+use crate::ids::{CallId, SeatId, TraceId, TurnId};
 use crate::llm::{LlmError, ModelEvent, ModelRequest, RequestKind};
 use crate::protocol::{StoryEvent, TurnLimit};
 use crate::session::audit;
@@ -71,25 +71,27 @@ impl Core {
             self.out.push_back(Command::Dequeue(q.turn_id.clone()));
         }
         let trace_id = q.trace_id.unwrap_or_else(TraceId::fresh);
-        self.run_turn(q.turn_id, q.turn_no, trace_id, acting);
+        self.run_turn(q.turn_id, q.turn_no, trace_id, acting, Some(q.seat_id));
     }
 
     /// The turn `turn_id` (number `turn_no`), whose `turn_started` is
-    /// journalled, runs from now, acting for `acting`, under its deadline:
-    /// a chat's, a round's and a world turn's alike.
+    /// journalled, runs from now, acting for `acting` (the speaker `seat`'s
+    /// character, if a seat spoke), under its deadline: a chat's, a
+    /// round's and a world turn's alike.
     pub(super) fn run_turn(
         &mut self,
         turn_id: TurnId,
         turn_no: u64,
         trace_id: TraceId,
         acting: Vec<CharacterId>,
+        seat: Option<SeatId>,
     ) {
         let deadline = self.deps.limits.turn_deadline;
         self.out
             .push_back(Command::Deadline(turn_id.clone(), deadline));
         let max_iterations = self.deps.limits.max_iterations;
         let turn = Turn::new(turn_id, turn_no, trace_id, max_iterations);
-        self.turn = Some(Running::new(turn, acting, Instant::now()));
+        self.turn = Some(Running::new(turn, acting, seat, Instant::now()));
         self.deps.metrics.turns_started.inc();
         self.touch();
     }
@@ -106,7 +108,9 @@ impl Core {
     /// The deadline of `turn_id` passed.
     pub(in crate::session) fn deadline(&mut self, turn_id: &TurnId) {
         let deadline = self.deps.limits.turn_deadline;
-        if let Some(step) = self.running(turn_id).map(|t| t.turn.on_deadline(deadline)) {
+        // A turn paused for a person has no deadline until it is decided.
+        let running = self.running(turn_id).filter(|t| t.awaiting.is_none());
+        if let Some(step) = running.map(|t| t.turn.on_deadline(deadline)) {
             self.execute(step);
         }
     }
@@ -347,15 +351,30 @@ impl Core {
     ) {
         if let Some(t) = self.turn.as_ref() {
             let call = Call::of_turn(&t.turn, &t.acting, call_id, tool, raw, refused);
-            let (_, answer) = self.run_call(call);
-            // The turn's model hears what the call gave: a model in this
-            // process reads the value instead of parsing its text again.
-            if let Some(t) = self.turn.as_mut() {
-                t.turn.keep_result(match answer.outcome {
-                    Ok(result) => result.value,
-                    Err(e) => e.to_model_json(),
-                });
+            if self.ask_approval(&call) {
+                return;
             }
+            self.run_turn_call_now(call, true);
+        }
+    }
+
+    /// Runs a call of the running turn that was decided on (its
+    /// `tool_call` frame is journalled already).
+    pub(super) fn run_decided_call(&mut self, call: Call) {
+        self.run_turn_call_now(call, false);
+    }
+
+    /// Runs `call` of the running turn, journalling its `tool_call` frame
+    /// first when `frame_call`; the turn's model hears what it gave.
+    fn run_turn_call_now(&mut self, call: Call, frame_call: bool) {
+        let (_, answer) = self.run_call_framed(call, frame_call);
+        // The turn's model hears what the call gave: a model in this
+        // process reads the value instead of parsing its text again.
+        if let Some(t) = self.turn.as_mut() {
+            t.turn.keep_result(match answer.outcome {
+                Ok(result) => result.value,
+                Err(e) => e.to_model_json(),
+            });
         }
     }
 
@@ -363,6 +382,12 @@ impl Core {
     /// model turn's call also goes into the turn's events. Answers the seq
     /// of its `tool_result` frame and what its caller hears.
     fn run_call(&mut self, call: Call) -> (u64, Answer) {
+        self.run_call_framed(call, true)
+    }
+
+    /// [`Core::run_call`], journalling the `tool_call` frame only when
+    /// `frame_call` (a decided call's was journalled with its request).
+    fn run_call_framed(&mut self, call: Call, frame_call: bool) -> (u64, Answer) {
         let in_turn = call.in_turn;
         let view = SessionView {
             registry: &self.deps.registry,
@@ -373,7 +398,9 @@ impl Core {
         let ran = calls::run(&view, &mut self.rng, call);
         let seconds = ran.duration_ms / 1000.0;
         self.deps.metrics.tool_seconds.observe(seconds);
-        self.emit(ran.call);
+        if frame_call {
+            self.emit(ran.call);
+        }
         audit::log(&ran.audit);
         self.hold(SessionWrite::Audit(ran.audit));
         if in_turn && let Some(t) = self.turn.as_mut() {
@@ -387,6 +414,7 @@ impl Core {
     /// Ends the running turn: its timer and model stream stop and its time
     /// is counted; answers its bookkeeping for its last frame.
     fn end_turn(&mut self) -> Option<Turn> {
+        self.close_awaiting();
         let ended = self.turn.take()?.end(Instant::now());
         self.out.push_back(Command::Cancel(ended.to_cancel));
         let metrics = &self.deps.metrics;
