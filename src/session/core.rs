@@ -675,6 +675,16 @@ impl Core {
     /// closes every connection (for a reconnect elsewhere, or for good)
     /// and unloads.
     fn drain_if_done(&mut self) {
+        if self.lifecycle.closed_at().is_some()
+            && self.turn.as_ref().is_some_and(|t| t.awaiting.is_some())
+        {
+            // Closed for good: no decision can come, so the paused turn
+            // ends here (its approval closed as denied) rather than wait
+            // in the journal forever.
+            let message = "the session was closed while a call waited for approval".to_owned();
+            self.fail_turn(ErrorCode::SessionClosed, message, None);
+            return;
+        }
         if let Some((code, reason)) = self.lifecycle.close_when_done()
             && !self.turn_runs()
             && !self.intake.has_work()

@@ -590,6 +590,24 @@ mod tests {
     }
 
     #[test]
+    fn closing_the_session_ends_a_paused_turn_and_its_approval() {
+        let (mut core, id, _) = paused();
+        let at = core.close().unwrap();
+        core.close_stored(at, Ok(())).unwrap();
+        let f = frames(&mut core);
+        assert_eq!(
+            types(&f),
+            ["approval_resolved", "tool_result", "turn_failed"],
+            "{f:?}"
+        );
+        assert_eq!(f[0]["approval_id"], id.as_str());
+        assert_eq!(f[0]["decision"], "deny");
+        assert_eq!(f[1]["error_code"], "APPROVAL_DENIED");
+        assert_eq!(f[2]["error_code"], "SESSION_CLOSED");
+        assert!(core.state.approvals.pending.is_empty());
+    }
+
+    #[test]
     fn only_the_speaker_or_the_host_decides() {
         let (mut core, id, _) = paused();
         let other = decide(

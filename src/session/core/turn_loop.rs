@@ -423,7 +423,7 @@ impl Core {
     }
 
     /// Ends the running turn with `turn_failed`; the session stays usable.
-    fn fail_turn(&mut self, code: ErrorCode, message: String, limit: Option<TurnLimit>) {
+    pub(super) fn fail_turn(&mut self, code: ErrorCode, message: String, limit: Option<TurnLimit>) {
         let Some(turn) = self.end_turn() else {
             return;
         };
