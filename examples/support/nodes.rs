@@ -55,9 +55,15 @@ pub fn start_on(binary: &str, db: &str, name: &str, bind: &str) -> (Node, u16) {
 
 /// A new demo session on the node at `port`: the create answer.
 pub async fn create_session(http: &reqwest::Client, port: u16) -> Value {
+    create_session_with(http, port, &json!({"campaign_id": "demo"})).await
+}
+
+/// A new session made from the creation body `body` on the node at
+/// `port`, with the key: the create answer.
+pub async fn create_session_with(http: &reqwest::Client, port: u16, body: &Value) -> Value {
     http.post(format!("http://127.0.0.1:{port}/api/v1/sessions"))
         .header("X-Internal-API-Key", KEY)
-        .json(&json!({"campaign_id": "demo"}))
+        .json(body)
         .send()
         .await
         .expect("create")

@@ -18,8 +18,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::state::{CharacterId, GameState};
-use crate::ids::{CallId, SeatId, TurnId};
+use crate::ids::{CallId, CharacterId, SeatId, TurnId};
 
 /// The shortest and longest time an approval waits, in seconds.
 pub const MIN_TIMEOUT_S: u32 = 10;
@@ -33,6 +32,9 @@ pub const MAX_REASON_CHARS: usize = 500;
 /// Resolved approvals remembered, so a late second decision is told
 /// `CONFLICT` rather than `NOT_FOUND`.
 pub const REMEMBERED_RESOLVED: usize = 64;
+/// Most characters of an unknown tool name a problem repeats (every tool
+/// name is shorter, so a cut name is still unknown).
+const MAX_SHOWN_NAME_CHARS: usize = 64;
 /// The prefix of an approval's entry in the store's timer index.
 pub const TIMER_PREFIX: &str = "approval:";
 
@@ -77,9 +79,10 @@ impl ApprovalRule {
                                 names.push(name.to_owned());
                             }
                         }
+                        // Cut here: `game` imports nothing above it.
                         Some(name) => problems.push(format!(
                             "{at}.tools[{i}]: no tool {:?}",
-                            crate::tools::cut_name(name)
+                            name.chars().take(MAX_SHOWN_NAME_CHARS).collect::<String>()
                         )),
                         None => problems.push(format!("{at}.tools[{i}] must be a tool name")),
                     }
@@ -128,25 +131,6 @@ impl ApprovalRule {
         let mut seen = std::collections::HashSet::new();
         self.tools.retain(|t| seen.insert(t.clone()));
         self
-    }
-
-    /// Whether the game master's call of `tool` with `args` (which passed
-    /// every check of the pipeline) waits for a decision, read against
-    /// `state`.
-    pub fn asks(&self, tool: &str, args: &Value, state: &GameState) -> bool {
-        if !self.tools.iter().any(|t| t == tool) {
-            return false;
-        }
-        if tool != "hp_delta" || !self.lethal_only {
-            return true;
-        }
-        let target = args["target_character_id"].as_str().unwrap_or_default();
-        let delta = args["delta"].as_i64().unwrap_or(0);
-        state
-            .characters
-            .iter()
-            .find(|c| c.character_id.as_str() == target)
-            .is_some_and(|c| c.kind == "pc" && c.hp > 0 && c.hp + delta <= 0)
     }
 }
 
@@ -306,6 +290,14 @@ mod tests {
         .unwrap_err();
         assert_eq!(problems.len(), 4, "{problems:?}");
         assert!(problems[0].contains("no tool \"nope\""));
+        let long = "x".repeat(500);
+        let cut =
+            ApprovalRule::from_value(&json!({"tools": [long]}), &TOOLS, "approval").unwrap_err();
+        assert_eq!(
+            cut,
+            [format!("approval.tools[0]: no tool {:?}", "x".repeat(64))],
+            "an unknown name is repeated cut"
+        );
         assert!(problems[2].contains("10 to 86400"));
         assert!(ApprovalRule::from_value(&json!([]), &TOOLS, "approval").is_err());
         assert!(ApprovalRule::from_value(&json!({}), &TOOLS, "approval").is_err());

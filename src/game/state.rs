@@ -766,6 +766,28 @@ impl GameState {
     }
 }
 
+impl super::approvals::ApprovalRule {
+    /// Whether the game master's call of `tool` with `args` (which passed
+    /// every check of the pipeline) waits for a decision, read against
+    /// `state`. (Here, beside the state it reads, so that `approvals`
+    /// need not import the state that holds it.)
+    pub fn asks(&self, tool: &str, args: &serde_json::Value, state: &GameState) -> bool {
+        if !self.tools.iter().any(|t| t == tool) {
+            return false;
+        }
+        if tool != "hp_delta" || !self.lethal_only {
+            return true;
+        }
+        let target = args["target_character_id"].as_str().unwrap_or_default();
+        let delta = args["delta"].as_i64().unwrap_or(0);
+        state
+            .characters
+            .iter()
+            .find(|c| c.character_id.as_str() == target)
+            .is_some_and(|c| c.kind == "pc" && c.hp > 0 && c.hp + delta <= 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
