@@ -63,7 +63,7 @@ pub enum ErrorCode {
     /// or fires.
     TimerLimit,
     /// A call that waited for a person's approval was denied, or nobody
-    /// decided in time (docs/protocol.md §10): the tool did not run.
+    /// decided in time (docs/protocol.md §19): the tool did not run.
     ApprovalDenied,
 }
 

@@ -212,7 +212,7 @@ pub struct Metrics {
     pub timers_fired: Counter,
     /// From a timer's due time to its world turn's start.
     pub timer_lateness_seconds: Histogram,
-    /// Calls that waited for a person's approval (docs/protocol.md §10).
+    /// Calls that waited for a person's approval (docs/protocol.md §19).
     pub approvals_requested: Counter,
     /// Approvals decided, by decision (`approve`, `deny`, `timeout`).
     pub approvals_approved: Counter,

@@ -1,4 +1,4 @@
-//! Approval of tool calls (docs/protocol.md §10): which of the game
+//! Approval of tool calls (docs/protocol.md §19): which of the game
 //! master's calls wait for a person's decision, and the approvals a
 //! session holds, as part of its save state.
 //!

@@ -118,7 +118,7 @@ pub struct Campaign {
     #[serde(default)]
     pub party: PartyRules,
     /// Which of the game master's calls wait for a person's decision
-    /// (docs/protocol.md §10).
+    /// (docs/protocol.md §19).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalRule>,
 }

@@ -286,7 +286,7 @@ pub enum Effect {
         timer_id: TimerId,
     },
     /// The game master's call waits for a person's decision
-    /// (docs/protocol.md §10): its turn pauses.
+    /// (docs/protocol.md §19): its turn pauses.
     ApprovalRequested {
         approval: super::approvals::Approval,
     },
@@ -477,7 +477,7 @@ pub struct GameState {
     #[serde(default)]
     pub timers: super::timers::Timers,
     /// Which calls wait for a person, and the approvals pending
-    /// (docs/protocol.md §10).
+    /// (docs/protocol.md §19).
     #[serde(default)]
     pub approvals: super::approvals::Approvals,
 }

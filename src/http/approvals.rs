@@ -1,4 +1,4 @@
-//! The decision route of approvals (docs/protocol.md §10): a seat of the
+//! The decision route of approvals (docs/protocol.md §19): a seat of the
 //! session (the speaker's, or the host's) or a key of its tenant approves
 //! or denies a call that waits.
 //!

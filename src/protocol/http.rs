@@ -587,7 +587,7 @@ pub struct ChatTurnFailed<'a> {
 }
 
 /// `202` from `POST /api/v1/chat` when the turn paused for a person's
-/// decision (docs/protocol.md §10): decide with `POST
+/// decision (docs/protocol.md §19): decide with `POST
 /// /api/v1/sessions/{id}/approvals/{approval_id}`, then read the rest of
 /// the turn from the actions log or the story.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]

@@ -36,7 +36,7 @@ pub enum ClientFrame {
         text: String,
         request_id: Option<RequestId>,
     },
-    /// A decision on a pending approval (docs/protocol.md §10), from the
+    /// A decision on a pending approval (docs/protocol.md §19), from the
     /// speaker's seat or the host.
     Approve {
         approval_id: String,
@@ -215,7 +215,7 @@ pub struct Snapshot<'a> {
     pub round: RoundView<'a>,
     /// The pending timers, soonest first (docs/protocol.md §9).
     pub timers: Vec<TimerView<'a>>,
-    /// The calls waiting for a person's decision (docs/protocol.md §10),
+    /// The calls waiting for a person's decision (docs/protocol.md §19),
     /// with the fields of their `approval_requested` frames.
     pub pending_approvals: Vec<ApprovalPending>,
     /// The node running the session (`GET /api/v1/sessions/{id}` only,
@@ -516,7 +516,7 @@ pub enum StoryEvent {
         text: String,
     },
     /// The game master's call waits for a person's decision
-    /// (docs/protocol.md §10): the turn pauses.
+    /// (docs/protocol.md §19): the turn pauses.
     ApprovalRequested(ApprovalPending),
     /// A pending approval was decided (or timed out); its call's
     /// `tool_result` follows.
@@ -720,7 +720,7 @@ pub enum TurnOutcome {
     TurnCompleted(TurnCompleted),
     TurnFailed(TurnFailed),
     /// Not an end: the turn paused for a person's decision
-    /// (docs/protocol.md §10). A caller waiting for the turn hears it.
+    /// (docs/protocol.md §19). A caller waiting for the turn hears it.
     ApprovalRequested(ApprovalPending),
 }
 

@@ -20,7 +20,7 @@ pub struct NewSession {
     #[schema(value_type = Option<String>)]
     pub visibility: Option<Value>,
     /// Which of the game master's calls wait for a person's decision
-    /// (docs/protocol.md §10): `{"tools":[...],"timeout_s":600}`; wins over
+    /// (docs/protocol.md §19): `{"tools":[...],"timeout_s":600}`; wins over
     /// the campaign's own `approval`.
     #[schema(value_type = Option<Object>)]
     pub approval: Option<Value>,

@@ -318,7 +318,7 @@ fn call_entry(c: &Call, args: Value, raw_text: String, history_from_frame: bool)
 
 /// What the game master's call `c` runs with when it passes every check
 /// of the pipeline and the session's approval rule asks a person first
-/// (docs/protocol.md §10): its `tool_call` frame and its arguments as read.
+/// (docs/protocol.md §19): its `tool_call` frame and its arguments as read.
 /// `None` when it runs (or is refused) at once.
 pub(super) fn asks_approval(view: &SessionView<'_>, c: &Call) -> Option<(Entry, Value)> {
     let rule = view.state.approvals.rule.as_ref()?;

@@ -128,7 +128,7 @@ pub struct DirectCallDone {
     pub outcome: Result<Written, ToolError>,
 }
 
-/// A decision on a pending approval (docs/protocol.md §10); answered once
+/// A decision on a pending approval (docs/protocol.md §19); answered once
 /// its `approval_resolved` frame is durable.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<DecisionTaken, ChatRefused>")]

@@ -28,7 +28,7 @@ pub(super) struct Running {
     /// The seat that spoke; `None` for a round's or a world turn.
     pub(super) seat: Option<SeatId>,
     /// The call waiting for a person's decision, while the turn is paused
-    /// (docs/protocol.md §10).
+    /// (docs/protocol.md §19).
     pub(super) awaiting: Option<Approval>,
     /// The seq of the `approval_requested` frame of `awaiting`.
     pub(super) awaiting_seq: u64,

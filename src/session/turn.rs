@@ -83,7 +83,7 @@ pub(super) enum Phase {
     Waiting { next: Next },
     /// A model call is streaming.
     AwaitModel,
-    /// A call waits for a person's decision (docs/protocol.md §10):
+    /// A call waits for a person's decision (docs/protocol.md §19):
     /// nothing runs until [`Turn::approval_decided`].
     AwaitApproval,
 }

@@ -804,7 +804,7 @@ impl Registry {
     /// Every check of the pipeline before a tool runs ([`Registry::prepare`]'s,
     /// then the seat rule of party play), with `state`; answers the parsed
     /// arguments. A call that passes runs exactly as it would now: an
-    /// approval (docs/protocol.md §10) asks only for such a call.
+    /// approval (docs/protocol.md §19) asks only for such a call.
     pub fn admit(
         &self,
         name: &str,

@@ -1,4 +1,4 @@
-//! Approval of tool calls in a session's core (docs/protocol.md §10).
+//! Approval of tool calls in a session's core (docs/protocol.md §19).
 //!
 //! A game master's call that passes every check of the pipeline and that
 //! the session's rule asks about is not run: its `tool_call` frame and an
