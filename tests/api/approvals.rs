@@ -1,0 +1,1009 @@
+//! Approval of tool calls (docs/protocol.md §10), as the players, the
+//! spectators and a service see it: a call the session's rule asks about
+//! waits, runs nothing and shows as pending until a person decides; a
+//! decision runs it exactly once with the requested arguments, or tells the
+//! model `APPROVAL_DENIED`; the approval outlives a `kill -9`, an idle
+//! unload and its node; a decision that may not be taken is refused and
+//! runs nothing.
+//!
+//! In-process servers play with a scripted model that strikes when told
+//! (`strike <character> <n>`: one `hp_delta` of -n) and keeps what each
+//! tool result told it; the questd processes (a kill, several nodes) play
+//! with the offline game master, whose `take the lamp` calls
+//! `add_inventory`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::cluster::{database, node};
+use crate::common::*;
+use crate::party_seats::{invite, join, post_as};
+use crate::process::Server;
+use crate::timers::{journal, not_live_here};
+use questd::game::HistoryEntry;
+use questd::llm::{ModelReply, ScriptedProvider};
+use serde_json::{Value, json};
+
+/// The longest any one step here waits: an approval's timeout (10 s, the
+/// shortest there is), a sweep, an idle unload, a lease running out.
+const STEP_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a waiting step looks again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What the model read of each tool result, in order.
+type Heard = Arc<Mutex<Vec<String>>>;
+
+/// A game master that strikes when told: `strike <character> <n>` asks for
+/// one `hp_delta` of -n on that character; once a tool has answered it
+/// narrates, and it narrates anything else. Answers it with what it heard.
+fn striker() -> (Arc<ScriptedProvider>, Heard) {
+    let heard = Heard::default();
+    let kept = heard.clone();
+    let model = ScriptedProvider::from_fn(move |req, _| {
+        if let Some(HistoryEntry::ToolResult { content, .. }) = req.messages.last().map(|m| &**m) {
+            kept.lock().unwrap().push(content.clone());
+            return Ok(ModelReply::narrate("So it ends."));
+        }
+        let text = last_user_text(req);
+        let mut words = text.split(' ');
+        let asked = (
+            words.next(),
+            words.next(),
+            words.next().and_then(|n| n.parse::<i64>().ok()),
+        );
+        Ok(match asked {
+            (Some("strike"), Some(who), Some(n)) => {
+                ModelReply::tools([("hp_delta", blow(who, n).to_string())])
+            }
+            _ => ModelReply::narrate("The wind howls."),
+        })
+    });
+    (Arc::new(model), heard)
+}
+
+/// The arguments of a blow of `n` on `who`, as the striker asks for it.
+fn blow(who: &str, n: i64) -> Value {
+    json!({"target_character_id": who, "delta": -n})
+}
+
+/// A rule asking about `hp_delta`, waiting `timeout_s`.
+fn strikes_wait(timeout_s: u32) -> Value {
+    json!({"tools": ["hp_delta"], "timeout_s": timeout_s})
+}
+
+/// A rule asking about `add_inventory` (what the offline game master
+/// calls for `take the lamp`).
+fn takes_wait(timeout_s: u32) -> Value {
+    json!({"tools": ["add_inventory"], "timeout_s": timeout_s})
+}
+
+/// A demo session created with this approval rule.
+async fn guarded(api: &impl Api, approval: Value) -> Session {
+    api.create_session(json!({"campaign_id": "demo", "approval": approval}))
+        .await
+}
+
+/// The hit points of `who`, from a snapshot.
+async fn hp(api: &impl Api, s: &Session, who: &str) -> i64 {
+    character(api, s, who).await["hp"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{who} has hit points"))
+}
+
+/// The character `who`, from a snapshot.
+async fn character(api: &impl Api, s: &Session, who: &str) -> Value {
+    let snapshot = api.snapshot(s).await;
+    snapshot["characters"]
+        .as_array()
+        .expect("characters")
+        .iter()
+        .find(|c| c["character_id"] == who)
+        .cloned()
+        .unwrap_or_else(|| panic!("{who} in {snapshot}"))
+}
+
+/// The snapshot's pending approvals.
+async fn pending(api: &impl Api, s: &Session) -> Vec<Value> {
+    let snapshot = api.snapshot(s).await;
+    snapshot["pending_approvals"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("pending_approvals in {snapshot}"))
+}
+
+/// The actions log's entries of `tool`.
+async fn logged(api: &impl Api, s: &Session, tool: &str) -> Vec<Value> {
+    api.actions(s)
+        .await
+        .into_iter()
+        .filter(|a| a["tool"] == tool)
+        .collect()
+}
+
+/// Decides on `approval_id` over HTTP with this player token, or with the
+/// key when `token` is `None`.
+async fn decide(
+    api: &impl Api,
+    s: &Session,
+    approval_id: &str,
+    token: Option<&str>,
+    body: Value,
+) -> Answer {
+    let rest = format!("approvals/{approval_id}");
+    match token {
+        Some(_) => post_as(api.base(), &s.session_id, &rest, token, &body).await,
+        None => {
+            let url = format!("{}/api/v1/sessions/{}/{rest}", api.base(), s.session_id);
+            request(
+                "POST",
+                &url,
+                &[("X-Internal-API-Key", TEST_KEY)],
+                Some(&body),
+            )
+            .await
+        }
+    }
+}
+
+/// An `approve` frame.
+fn approve_frame(approval_id: &str, decision: &str) -> Value {
+    json!({"type": "approve", "approval_id": approval_id, "decision": decision})
+}
+
+/// Sends a chat and reads until its turn pauses: answers its turn id and
+/// the frames after the ack, the `approval_requested` last.
+async fn paused_turn(ws: &mut Ws, text: &str, rid: &str) -> (String, Vec<Value>) {
+    ws.chat(text, rid).await;
+    let mut replies = ws.until_reply().await;
+    let ack = replies.pop().expect("a reply");
+    assert_eq!(ack["type"], "ack", "{text}: {ack}");
+    let turn_id = ack["turn_id"].as_str().expect("turn_id").to_owned();
+    let frames = ws
+        .until(|f| f["type"] == "approval_requested" && f["turn_id"] == turn_id.as_str())
+        .await;
+    (turn_id, frames)
+}
+
+/// The frames of the turn `turn_id` among `frames`.
+fn of_turn(frames: &[Value], turn_id: &str) -> Vec<Value> {
+    frames
+        .iter()
+        .filter(|f| f["turn_id"] == turn_id)
+        .cloned()
+        .collect()
+}
+
+/// The approval id of an `approval_requested` frame.
+fn id_of(asked: &Value) -> String {
+    let id = asked["approval_id"].as_str().expect("approval_id");
+    assert!(id.starts_with("apr_"), "{asked}");
+    id.to_owned()
+}
+
+/// The `tool_result` frames of the call `call_id` among `frames`.
+fn results_of<'a>(frames: &'a [Value], call_id: &Value) -> Vec<&'a Value> {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "tool_result" && f["call_id"] == *call_id)
+        .collect()
+}
+
+/// A denied or timed-out call's result: rejected, `APPROVAL_DENIED`.
+fn assert_denied(result: &Value) {
+    assert_eq!(result["status"], "rejected", "{result}");
+    assert_eq!(result["reason"], "permission_denied", "{result}");
+    assert_eq!(result["error_code"], "APPROVAL_DENIED", "{result}");
+}
+
+/// A pending approval as the snapshot lists it is the request's.
+fn assert_lists(listed: &[Value], asked: &Value) {
+    assert_eq!(listed.len(), 1, "one pending: {listed:?}");
+    for field in [
+        "approval_id",
+        "turn_id",
+        "call_id",
+        "tool",
+        "args",
+        "seat_id",
+        "expires_at",
+    ] {
+        assert_eq!(
+            listed[0][field], asked[field],
+            "{field}: {listed:?} {asked}"
+        );
+    }
+}
+
+/// Waits until the journal of `s` holds the frame `matching` names; fails
+/// naming `step`.
+async fn journalled(
+    db: &str,
+    s: &Session,
+    step: &str,
+    matching: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + STEP_WAIT;
+    loop {
+        let frames: Vec<Value> = journal(db, s)
+            .await
+            .into_iter()
+            .map(|e| e["frame"].clone())
+            .collect();
+        if frames.iter().any(&matching) {
+            return frames;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{step}: not in the journal after {STEP_WAIT:?}: {frames:#?}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The frames of `kind` among `frames`.
+fn all_of<'a>(frames: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    frames.iter().filter(|f| f["type"] == kind).collect()
+}
+
+#[actix_web::test]
+async fn a_call_waits_for_approval_in_sight_of_player_and_spectator_and_runs_once_when_approved() {
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (mut spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    let before = hp(&app, &s, "pc_001").await;
+
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "strike").await;
+    let own = of_turn(&frames, &turn_id);
+    let asked = own.last().unwrap().clone();
+    let call = first(&own, "tool_call").clone();
+    assert_eq!(call["tool"], "hp_delta", "{call}");
+    assert_eq!(asked["tool"], "hp_delta", "{asked}");
+    assert_eq!(asked["args"], blow("pc_001", 2), "the exact arguments");
+    assert_eq!(asked["seat_id"], "seat_1", "{asked}");
+    assert_eq!(asked["call_id"], call["call_id"], "{asked}");
+    assert!(
+        asked["expires_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{asked}"
+    );
+    assert!(call["seq"].as_u64() < asked["seq"].as_u64(), "{own:?}");
+    let id = id_of(&asked);
+    for kind in ["tool_result", "turn_completed", "turn_failed"] {
+        assert!(all_of(&own, kind).is_empty(), "no {kind} yet: {own:?}");
+    }
+    let watched = spectator.until(|f| f["type"] == "approval_requested").await;
+    assert_eq!(watched.last().unwrap(), &asked, "the spectator sees it");
+    assert_eq!(of_turn(&watched, &turn_id), own, "and the same frames");
+
+    // Nothing ran: the state, the actions log and the snapshot say so.
+    assert_eq!(hp(&app, &s, "pc_001").await, before);
+    assert!(logged(&app, &s, "hp_delta").await.is_empty());
+    assert_lists(&pending(&app, &s).await, &asked);
+
+    // A chat meanwhile is taken and queued behind the paused turn.
+    player.chat("look around", "meanwhile").await;
+    let ack = player.ack_for("meanwhile").await;
+    assert_eq!(ack["duplicate"], false, "{ack}");
+    let later = ack["turn_id"].as_str().unwrap().to_owned();
+    assert_ne!(later, turn_id);
+
+    player.send_json(&approve_frame(&id, "approve")).await;
+    let rest = player.until_turn_end(&turn_id).await;
+    assert!(all_of(&rest, "error").is_empty(), "{rest:?}");
+    assert!(
+        rest.iter().all(|f| f["turn_id"] != later.as_str()),
+        "the queued chat waits for the turn: {rest:?}"
+    );
+    let own = of_turn(&rest, &turn_id);
+    let resolved = &own[0];
+    assert_eq!(resolved["type"], "approval_resolved", "first: {own:?}");
+    assert_eq!(resolved["approval_id"], id.as_str(), "{resolved}");
+    assert_eq!(resolved["call_id"], call["call_id"], "{resolved}");
+    assert_eq!(resolved["decision"], "approve", "{resolved}");
+    assert_eq!(resolved["by_seat_id"], "seat_1", "{resolved}");
+    let result = &own[1];
+    assert_eq!(
+        result["type"], "tool_result",
+        "then the call's result: {own:?}"
+    );
+    assert_eq!(result["call_id"], call["call_id"], "{result}");
+    assert_eq!(result["status"], "ok", "{result}");
+    assert_eq!(results_of(&own, &call["call_id"]).len(), 1, "{own:?}");
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+
+    let watched = of_turn(&spectator.until_turn_end(&turn_id).await, &turn_id);
+    assert_eq!(watched, own, "the spectator sees the same");
+
+    // The queued chat's turn runs after it.
+    let after = player.until_turn_end(&later).await;
+    assert_eq!(after.last().unwrap()["type"], "turn_completed", "{after:?}");
+
+    // The blow landed once, with the requested arguments.
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 2);
+    let log = logged(&app, &s, "hp_delta").await;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["args"], blow("pc_001", 2), "{log:?}");
+    assert!(pending(&app, &s).await.is_empty());
+}
+
+#[actix_web::test]
+async fn a_denial_over_http_tells_the_model_approval_denied_and_changes_nothing() {
+    let (model, heard) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 3", "deny").await;
+    let asked = frames.last().unwrap().clone();
+    let id = id_of(&asked);
+
+    let a = decide(
+        &app,
+        &s,
+        &id,
+        Some(&s.player_token),
+        json!({"decision": "deny", "reason": "not today"}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        a.body,
+        json!({"approval_id": id, "turn_id": turn_id, "decision": "deny", "by_seat_id": "seat_1"})
+    );
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    let resolved = first(&own, "approval_resolved");
+    assert_eq!(resolved["decision"], "deny", "{resolved}");
+    assert_eq!(resolved["reason"], "not today", "{resolved}");
+    assert_eq!(resolved["by_seat_id"], "seat_1", "{resolved}");
+    let results = results_of(&own, &asked["call_id"]);
+    assert_eq!(results.len(), 1, "{own:?}");
+    assert_denied(results[0]);
+    assert!(
+        results[0]["seq"].as_u64() > resolved["seq"].as_u64(),
+        "{own:?}"
+    );
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+
+    // What the model was asked with next: the refusal, with its reason.
+    let told = heard
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("the model heard");
+    assert!(told.contains("APPROVAL_DENIED"), "{told}");
+    assert!(told.contains("not today"), "{told}");
+
+    assert_eq!(hp(&app, &s, "pc_001").await, before);
+    let ran = logged(&app, &s, "hp_delta").await;
+    assert!(ran.is_empty(), "the log holds applied calls only: {ran:?}");
+    assert!(pending(&app, &s).await.is_empty());
+}
+
+#[actix_web::test]
+async fn an_approval_pending_at_a_kill_9_is_pending_after_the_restart_and_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    let server = Server::start(&db);
+    let s = guarded(&server, takes_wait(600)).await;
+    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
+    let asked = frames.last().unwrap().clone();
+    assert_eq!(asked["tool"], "add_inventory", "{asked}");
+    let id = id_of(&asked);
+    let slug = asked["args"]["items"][0]["slug"]
+        .as_str()
+        .expect("an item's slug")
+        .to_owned();
+    drop(player);
+    server.kill9();
+
+    let server = Server::start(&db);
+    assert_lists(&pending(&server, &s).await, &asked);
+    let hero = character(&server, &s, "pc_001").await;
+    assert!(!hero.to_string().contains(&slug), "not taken yet: {hero}");
+    // A client resuming from before the request has it replayed.
+    let seq = asked["seq"].as_u64().unwrap();
+    let (mut player, _) = server
+        .connect_once_ready(&s.session_id, &s.player_token, Some(seq - 1))
+        .await;
+    let replayed = player
+        .until(|f| f["type"] == "approval_requested")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(replayed, asked, "replayed as it was sent");
+
+    player.send_json(&approve_frame(&id, "approve")).await;
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    let resolved = first(&own, "approval_resolved");
+    assert_eq!(resolved["decision"], "approve", "{resolved}");
+    let results = results_of(&own, &asked["call_id"]);
+    assert_eq!(results.len(), 1, "{own:?}");
+    assert_eq!(results[0]["status"], "ok", "{own:?}");
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+
+    let log = logged(&server, &s, "add_inventory").await;
+    assert_eq!(log.len(), 1, "ran once: {log:?}");
+    assert_eq!(log[0]["args"], asked["args"], "{log:?}");
+    let hero = character(&server, &s, "pc_001").await;
+    assert!(hero.to_string().contains(&slug), "taken: {hero}");
+    assert!(pending(&server, &s).await.is_empty());
+}
+
+#[actix_web::test]
+async fn on_postgresql_a_decision_sent_to_another_node_after_the_owner_dies_runs_once_there() {
+    let (_dir, db) = database();
+    let a = node(&db, "node-a");
+    let b = node(&db, "node-b");
+    let s = guarded(&a, takes_wait(600)).await;
+    let (mut player, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
+    let asked = frames.last().unwrap().clone();
+    let id = id_of(&asked);
+    drop(player);
+    assert!(a.kill9().code().is_none(), "killed by a signal");
+
+    let answer = decide(
+        &b,
+        &s,
+        &id,
+        Some(&s.player_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.body["decision"], "approve", "{}", answer.body);
+    let seq = asked["seq"].as_u64().unwrap();
+    let (mut watcher, _) = b
+        .connect_once_ready(&s.session_id, &s.spectator_token, Some(seq))
+        .await;
+    let own = of_turn(&watcher.until_turn_end(&turn_id).await, &turn_id);
+    let results = results_of(&own, &asked["call_id"]);
+    assert_eq!(results.len(), 1, "{own:?}");
+    assert_eq!(results[0]["status"], "ok", "{own:?}");
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+    assert_eq!(b.snapshot(&s).await["owner_node"], "node-b");
+
+    let frames: Vec<Value> = journal(&db, &s)
+        .await
+        .into_iter()
+        .map(|e| e["frame"].clone())
+        .collect();
+    assert_eq!(all_of(&frames, "approval_resolved").len(), 1, "{frames:#?}");
+    assert_eq!(
+        results_of(&frames, &asked["call_id"]).len(),
+        1,
+        "{frames:#?}"
+    );
+    let log = logged(&b, &s, "add_inventory").await;
+    assert_eq!(log.len(), 1, "ran once: {log:?}");
+    assert_eq!(log[0]["args"], asked["args"], "{log:?}");
+}
+
+#[actix_web::test]
+async fn of_two_decisions_at_once_one_is_taken_and_the_other_refused() {
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let start = hp(&app, &s, "pc_001").await;
+
+    // Over HTTP twice: the player approves while a service denies.
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 1", "both-http").await;
+    let asked = frames.last().unwrap().clone();
+    let id = id_of(&asked);
+    let (approve, deny) = futures_util::join!(
+        decide(
+            &app,
+            &s,
+            &id,
+            Some(&s.player_token),
+            json!({"decision": "approve"})
+        ),
+        decide(&app, &s, &id, None, json!({"decision": "deny"})),
+    );
+    let mut statuses = [approve.status, deny.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "{} / {}", approve.body, deny.body);
+    let (taken, refused) = if approve.status == 200 {
+        (&approve, &deny)
+    } else {
+        (&deny, &approve)
+    };
+    assert_eq!(refused.body["error_code"], "CONFLICT", "{}", refused.body);
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    let resolved = all_of(&own, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{own:?}");
+    assert_eq!(resolved[0]["decision"], taken.body["decision"], "{own:?}");
+    let results = results_of(&own, &asked["call_id"]);
+    assert_eq!(results.len(), 1, "{own:?}");
+    let approved = approve.status == 200;
+    let after_first = hp(&app, &s, "pc_001").await;
+    assert_eq!(after_first, start - i64::from(approved), "{own:?}");
+
+    // Over the WebSocket and HTTP at once.
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 1", "ws-and-http").await;
+    let asked = frames.last().unwrap().clone();
+    let id = id_of(&asked);
+    let frame = approve_frame(&id, "approve");
+    let (_, over_http) = futures_util::join!(
+        player.send_json(&frame),
+        decide(&app, &s, &id, None, json!({"decision": "deny"})),
+    );
+    let ws_won = match over_http.status {
+        409 => true,
+        200 => false,
+        other => panic!("{other}: {}", over_http.body),
+    };
+    // The refused frame may come before or after the turn's end.
+    let mut seen = Vec::new();
+    let mut ended = false;
+    let mut refusals = Vec::new();
+    while !ended || (!ws_won && refusals.is_empty()) {
+        let f = player.next_json().await;
+        ended |= f["type"] == "turn_completed" && f["turn_id"] == turn_id.as_str();
+        if f["type"] == "error" {
+            refusals.push(f.clone());
+        }
+        seen.push(f);
+    }
+    if ws_won {
+        assert!(refusals.is_empty(), "{refusals:?}");
+    } else {
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        assert_eq!(refusals[0]["error_code"], "CONFLICT", "{refusals:?}");
+    }
+    let own = of_turn(&seen, &turn_id);
+    let resolved = all_of(&own, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{own:?}");
+    let expected = if ws_won { "approve" } else { "deny" };
+    assert_eq!(resolved[0]["decision"], expected, "{own:?}");
+    assert_eq!(results_of(&own, &asked["call_id"]).len(), 1, "{own:?}");
+    assert_eq!(
+        hp(&app, &s, "pc_001").await,
+        after_first - i64::from(ws_won),
+        "{own:?}"
+    );
+    let ran = logged(&app, &s, "hp_delta").await;
+    assert_eq!(
+        ran.len(),
+        usize::from(approved) + usize::from(ws_won),
+        "{ran:?}"
+    );
+}
+
+#[actix_web::test]
+async fn only_the_speaker_the_host_or_a_key_decide_and_spectators_and_other_seats_are_forbidden() {
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let code = invite(app.base(), &s, json!({"max_uses": 2})).await;
+    let brin = join(app.base(), &s.session_id, &code, "Brin").await;
+    let cara = join(app.base(), &s.session_id, &code, "Cara").await;
+    let id_s = s.session_id.as_str();
+    let (mut brin_ws, _) = app.connect(id_s, &brin.token, None).await;
+    let (mut cara_ws, _) = app.connect(id_s, &cara.token, None).await;
+    let (mut spectator, _) = app.connect(id_s, &s.spectator_token, None).await;
+    let target = brin.character_id.clone();
+    let before = hp(&app, &s, &target).await;
+
+    let strike = format!("strike {target} 1");
+    let (turn_id, frames) = paused_turn(&mut brin_ws, &strike, "brin-1").await;
+    let asked = frames.last().unwrap().clone();
+    assert_eq!(asked["seat_id"], brin.seat_id.as_str(), "{asked}");
+    let id = id_of(&asked);
+
+    // A spectator, over the WebSocket and over HTTP.
+    spectator.send_json(&approve_frame(&id, "approve")).await;
+    let refused = spectator
+        .until(|f| f["type"] == "error")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(refused["error_code"], "FORBIDDEN", "{refused}");
+    let a = decide(
+        &app,
+        &s,
+        &id,
+        Some(&s.spectator_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(
+        (a.status, &a.body["error_code"]),
+        (403, &json!("FORBIDDEN")),
+        "{}",
+        a.body
+    );
+    // Another seat, neither the speaker's nor the host's.
+    let a = decide(
+        &app,
+        &s,
+        &id,
+        Some(&cara.token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(
+        (a.status, &a.body["error_code"]),
+        (403, &json!("FORBIDDEN")),
+        "{}",
+        a.body
+    );
+    cara_ws.send_json(&approve_frame(&id, "deny")).await;
+    let refused = cara_ws.until(|f| f["type"] == "error").await.pop().unwrap();
+    assert_eq!(refused["error_code"], "FORBIDDEN", "{refused}");
+    assert_lists(&pending(&app, &s).await, &asked);
+    assert_eq!(hp(&app, &s, &target).await, before, "nothing ran");
+
+    // The host decides on Brin's call.
+    let a = decide(
+        &app,
+        &s,
+        &id,
+        Some(&s.player_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["by_seat_id"], "seat_1", "{}", a.body);
+    let own = of_turn(&brin_ws.until_turn_end(&turn_id).await, &turn_id);
+    let resolved = first(&own, "approval_resolved");
+    assert_eq!(resolved["by_seat_id"], "seat_1", "{resolved}");
+    assert_eq!(
+        results_of(&own, &asked["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    assert_eq!(hp(&app, &s, &target).await, before - 1);
+
+    // A key decides as the host does, as no seat.
+    let (turn_id, frames) = paused_turn(&mut brin_ws, &strike, "brin-2").await;
+    let asked = frames.last().unwrap().clone();
+    let id = id_of(&asked);
+    let a = decide(&app, &s, &id, None, json!({"decision": "approve"})).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["by_seat_id"], Value::Null, "{}", a.body);
+    let own = of_turn(&brin_ws.until_turn_end(&turn_id).await, &turn_id);
+    let resolved = first(&own, "approval_resolved");
+    assert_eq!(resolved["by_seat_id"], Value::Null, "{resolved}");
+    assert_eq!(
+        results_of(&own, &asked["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    assert_eq!(hp(&app, &s, &target).await, before - 2);
+}
+
+#[actix_web::test]
+async fn unknown_foreign_and_decided_approvals_are_refused_and_run_nothing() {
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let other = guarded(&app, strikes_wait(600)).await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (mut other_player, _) = app
+        .connect(&other.session_id, &other.player_token, None)
+        .await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 1", "mine").await;
+    let asked = frames.last().unwrap().clone();
+    let id = id_of(&asked);
+    let (_, frames) = paused_turn(&mut other_player, "strike pc_001 1", "theirs").await;
+    let theirs = frames.last().unwrap().clone();
+    let approve = json!({"decision": "approve"});
+
+    // Unknown, over HTTP and the WebSocket.
+    let a = decide(
+        &app,
+        &s,
+        "apr_nosuchapproval",
+        Some(&s.player_token),
+        approve.clone(),
+    )
+    .await;
+    assert_eq!(
+        (a.status, &a.body["error_code"]),
+        (404, &json!("NOT_FOUND")),
+        "{}",
+        a.body
+    );
+    player
+        .send_json(&approve_frame("apr_nosuchapproval", "approve"))
+        .await;
+    let refused = player.until(|f| f["type"] == "error").await.pop().unwrap();
+    assert_eq!(refused["error_code"], "NOT_FOUND", "{refused}");
+    // Another session's, named in this one, with a token and with the key.
+    let a = decide(
+        &app,
+        &s,
+        &id_of(&theirs),
+        Some(&s.player_token),
+        approve.clone(),
+    )
+    .await;
+    assert_eq!(
+        (a.status, &a.body["error_code"]),
+        (404, &json!("NOT_FOUND")),
+        "{}",
+        a.body
+    );
+    let a = decide(&app, &other, &id, None, approve.clone()).await;
+    assert_eq!(
+        (a.status, &a.body["error_code"]),
+        (404, &json!("NOT_FOUND")),
+        "{}",
+        a.body
+    );
+    assert_lists(&pending(&app, &s).await, &asked);
+    assert_lists(&pending(&app, &other).await, &theirs);
+
+    let a = decide(&app, &s, &id, Some(&s.player_token), approve.clone()).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    player.until_turn_end(&turn_id).await;
+    // Already decided, over HTTP and the WebSocket.
+    let a = decide(&app, &s, &id, None, json!({"decision": "deny"})).await;
+    assert_eq!(
+        (a.status, &a.body["error_code"]),
+        (409, &json!("CONFLICT")),
+        "{}",
+        a.body
+    );
+    player.send_json(&approve_frame(&id, "approve")).await;
+    let refused = player.until(|f| f["type"] == "error").await.pop().unwrap();
+    assert_eq!(refused["error_code"], "CONFLICT", "{refused}");
+
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 1, "ran once");
+    assert_eq!(logged(&app, &s, "hp_delta").await.len(), 1);
+    assert_eq!(hp(&app, &other, "pc_001").await, before, "the other waits");
+    assert!(logged(&app, &other, "hp_delta").await.is_empty());
+    assert_lists(&pending(&app, &other).await, &theirs);
+}
+
+/// The turn `turn_id`'s end in the journal of `s`, after its approval
+/// timed out with no one connected: the decision is `timeout`, by no seat,
+/// and the call was refused with `APPROVAL_DENIED`.
+async fn timed_out_with_no_one_there(
+    db: &str,
+    s: &Session,
+    turn_id: &str,
+    asked: &Value,
+    step: &str,
+) {
+    let frames = journalled(db, s, step, |f| {
+        f["type"] == "turn_completed" && f["turn_id"] == turn_id
+    })
+    .await;
+    let resolved = all_of(&frames, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{frames:#?}");
+    assert_eq!(resolved[0]["decision"], "timeout", "{frames:#?}");
+    assert_eq!(resolved[0]["by_seat_id"], Value::Null, "{frames:#?}");
+    let results = results_of(&frames, &asked["call_id"]);
+    assert_eq!(results.len(), 1, "{frames:#?}");
+    assert_denied(results[0]);
+}
+
+#[actix_web::test]
+async fn an_approval_nobody_decides_times_out_and_the_model_hears_approval_denied() {
+    let (model, heard) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(10)).await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "wait").await;
+    let asked = frames.last().unwrap().clone();
+
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    let resolved = first(&own, "approval_resolved");
+    assert_eq!(resolved["decision"], "timeout", "{resolved}");
+    assert_eq!(resolved["by_seat_id"], Value::Null, "{resolved}");
+    let results = results_of(&own, &asked["call_id"]);
+    assert_eq!(results.len(), 1, "{own:?}");
+    assert_denied(results[0]);
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+    let told = heard
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("the model heard");
+    assert!(told.contains("APPROVAL_DENIED"), "{told}");
+    assert_eq!(hp(&app, &s, "pc_001").await, before);
+    assert!(pending(&app, &s).await.is_empty());
+}
+
+#[actix_web::test]
+async fn an_approval_times_out_in_a_session_unloaded_while_idle() {
+    let (model, heard) = striker();
+    let app = spawn_with(|s| s.idle_secs = 1, model).await;
+    let s = guarded(&app, strikes_wait(10)).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "wait").await;
+    let asked = frames.last().unwrap().clone();
+    player.close().await;
+    not_live_here(&app, &s, "the paused session unloads while idle").await;
+
+    timed_out_with_no_one_there(
+        &app.db_url,
+        &s,
+        &turn_id,
+        &asked,
+        "the sweeper loads the session and its approval times out",
+    )
+    .await;
+    let told = heard
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("the model heard");
+    assert!(told.contains("APPROVAL_DENIED"), "{told}");
+    assert_eq!(hp(&app, &s, "pc_001").await, before);
+    assert!(pending(&app, &s).await.is_empty());
+}
+
+#[actix_web::test]
+async fn an_approval_times_out_after_a_kill_9_with_no_one_connected() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    let server = Server::start(&db);
+    let s = guarded(&server, takes_wait(10)).await;
+    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
+    let asked = frames.last().unwrap().clone();
+    drop(player);
+    server.kill9();
+
+    let server = Server::start(&db);
+    timed_out_with_no_one_there(
+        &db,
+        &s,
+        &turn_id,
+        &asked,
+        "after the restart the sweeper loads the session and its approval times out",
+    )
+    .await;
+    assert!(logged(&server, &s, "add_inventory").await.is_empty());
+    assert!(pending(&server, &s).await.is_empty());
+}
+
+#[actix_web::test]
+async fn a_chat_over_http_that_pauses_answers_202_and_the_rest_is_read_after_the_decision() {
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let chat = json!({"session_id": s.session_id, "message": "strike pc_001 2", "request_id": "over-http"});
+    let a = chat_over_http(&app.base, &s.player_token, &chat).await;
+    assert_eq!(a.status, 202, "{}", a.body);
+    assert_eq!(a.body["status"], "approval_required", "{}", a.body);
+    assert_eq!(a.body["duplicate"], false, "{}", a.body);
+    assert!(a.body["trace_id"].is_string(), "{}", a.body);
+    let approval = &a.body["approval"];
+    assert_eq!(approval["tool"], "hp_delta", "{}", a.body);
+    assert_eq!(approval["args"], blow("pc_001", 2), "{}", a.body);
+    assert_eq!(approval["turn_id"], a.body["turn_id"], "{}", a.body);
+    let turn_id = a.body["turn_id"].as_str().unwrap().to_owned();
+    let id = id_of(approval);
+    assert_lists(&pending(&app, &s).await, approval);
+    assert!(logged(&app, &s, "hp_delta").await.is_empty());
+
+    let d = decide(
+        &app,
+        &s,
+        &id,
+        Some(&s.player_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    // The rest of the turn: the actions log, and the story from its start.
+    let deadline = tokio::time::Instant::now() + STEP_WAIT;
+    let log = loop {
+        let log = logged(&app, &s, "hp_delta").await;
+        if !log.is_empty() {
+            break log;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the approved call is logged"
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["args"], blow("pc_001", 2), "{log:?}");
+    let (mut reader, _) = app
+        .connect(&s.session_id, &s.spectator_token, Some(0))
+        .await;
+    let own = of_turn(&reader.until_turn_end(&turn_id).await, &turn_id);
+    assert_eq!(
+        first(&own, "approval_resolved")["decision"],
+        "approve",
+        "{own:?}"
+    );
+    assert_eq!(
+        results_of(&own, &approval["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 2);
+}
+
+#[actix_web::test]
+async fn a_bad_approval_rule_is_refused_with_its_problems_and_a_keyed_tool_call_needs_no_approval()
+{
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let url = format!("{}/api/v1/sessions", app.base);
+    let keyed = [("X-Internal-API-Key", TEST_KEY)];
+    let demo: Value =
+        serde_json::from_str(include_str!("../../src/game/campaigns/demo.json")).unwrap();
+    for bad in [
+        json!({"tools": ["no_such_tool"]}),
+        json!({"tools": ["hp_delta"], "timeout_s": 5}),
+        json!({"tools": ["hp_delta"], "timeout_s": 86_401}),
+        json!({"tools": "hp_delta"}),
+        json!({"tools": ["hp_delta"], "lethal_only": "yes"}),
+        json!("hp_delta"),
+    ] {
+        let body = json!({"campaign_id": "demo", "approval": bad});
+        let a = request("POST", &url, &keyed, Some(&body)).await;
+        assert_eq!(a.status, 400, "{bad}: {}", a.body);
+        assert_eq!(
+            a.body["error_code"], "INVALID_CAMPAIGN",
+            "{bad}: {}",
+            a.body
+        );
+        let problems = a.body["problems"].as_array();
+        assert!(problems.is_some_and(|p| !p.is_empty()), "{bad}: {}", a.body);
+        let mut inline = demo.clone();
+        inline["approval"] = bad.clone();
+        let a = request("POST", &url, &keyed, Some(&json!({"campaign": inline}))).await;
+        assert_eq!(a.status, 400, "inline {bad}: {}", a.body);
+        assert_eq!(
+            a.body["error_code"], "INVALID_CAMPAIGN",
+            "{bad}: {}",
+            a.body
+        );
+        let problems = a.body["problems"].as_array();
+        assert!(problems.is_some_and(|p| !p.is_empty()), "{bad}: {}", a.body);
+    }
+
+    // An inline campaign's rule asks as the creation body's does.
+    let mut inline = demo.clone();
+    inline["approval"] = strikes_wait(600);
+    let a = request("POST", &url, &keyed, Some(&json!({"campaign": inline}))).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let s = Session::created(&a.body);
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (_, frames) = paused_turn(&mut player, "strike pc_001 1", "inline").await;
+    assert_eq!(frames.last().unwrap()["tool"], "hp_delta");
+
+    // A service's own call with its key runs at once.
+    let s = guarded(&app, strikes_wait(600)).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let answer = request(
+        "POST",
+        &format!("{}/api/v1/tools/call", app.base),
+        &[
+            ("X-Internal-API-Key", TEST_KEY),
+            ("X-Tenant-ID", "default"),
+            ("X-Site-ID", "approvals-test"),
+            ("X-Trace-ID", "approvals-test"),
+            ("X-Session-ID", s.session_id.as_str()),
+        ],
+        Some(&json!({"tool_name": "hp_delta", "input": blow("pc_001", 1)})),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.body["success"], true, "{}", answer.body);
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 1);
+    assert!(pending(&app, &s).await.is_empty());
+}
