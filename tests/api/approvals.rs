@@ -1007,3 +1007,148 @@ async fn a_bad_approval_rule_is_refused_with_its_problems_and_a_keyed_tool_call_
     assert_eq!(hp(&app, &s, "pc_001").await, before - 1);
     assert!(pending(&app, &s).await.is_empty());
 }
+
+#[actix_web::test]
+async fn a_paused_session_unloaded_while_idle_is_loaded_by_a_decision_over_http_and_runs_it_once() {
+    let (model, _) = striker();
+    let app = spawn_with(|s| s.idle_secs = 1, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "idle").await;
+    let asked = frames.last().unwrap().clone();
+    player.close().await;
+    not_live_here(&app, &s, "the paused session unloads while idle").await;
+
+    let a = decide(
+        &app,
+        &s,
+        &id_of(&asked),
+        Some(&s.player_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let frames = journalled(&app.db_url, &s, "the approved turn completes", |f| {
+        f["type"] == "turn_completed" && f["turn_id"] == turn_id.as_str()
+    })
+    .await;
+    let results = results_of(&frames, &asked["call_id"]);
+    assert_eq!(results.len(), 1, "{frames:#?}");
+    assert_eq!(results[0]["status"], "ok", "{frames:#?}");
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 2);
+    assert_eq!(logged(&app, &s, "hp_delta").await.len(), 1);
+}
+
+#[actix_web::test]
+async fn a_chat_queued_behind_a_pause_survives_a_kill_9_and_runs_after_the_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    let server = Server::start(&db);
+    let s = guarded(&server, takes_wait(600)).await;
+    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
+    let asked = frames.last().unwrap().clone();
+    player.chat("look around", "queued").await;
+    let ack = player.ack_for("queued").await;
+    let later = ack["turn_id"].as_str().unwrap().to_owned();
+    drop(player);
+    server.kill9();
+
+    let server = Server::start(&db);
+    let (mut player, _) = server
+        .connect_once_ready(&s.session_id, &s.player_token, None)
+        .await;
+    player
+        .send_json(&approve_frame(&id_of(&asked), "approve"))
+        .await;
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    assert_eq!(
+        results_of(&own, &asked["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+    // The acknowledged chat was not lost: its turn runs next.
+    let after = player.until_turn_end(&later).await;
+    assert_eq!(after.last().unwrap()["type"], "turn_completed", "{after:?}");
+    let started = journal(&db, &s)
+        .await
+        .into_iter()
+        .filter(|e| e["frame"]["type"] == "turn_started" && e["frame"]["request_id"] == "queued")
+        .count();
+    assert_eq!(started, 1, "the queued chat ran once");
+}
+
+#[actix_web::test]
+async fn a_decision_taken_after_the_turn_deadline_would_have_passed_still_runs() {
+    let (model, _) = striker();
+    let app = spawn_with(|s| s.turn_deadline_secs = 2, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "slow").await;
+    let asked = frames.last().unwrap().clone();
+    // A person takes longer than a turn may: the paused turn's deadline
+    // is stopped, so the turn is still there to decide on.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_lists(&pending(&app, &s).await, &asked);
+    player
+        .send_json(&approve_frame(&id_of(&asked), "approve"))
+        .await;
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    assert_eq!(
+        results_of(&own, &asked["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 2);
+}
+
+#[actix_web::test]
+async fn a_lethal_only_rule_asks_only_about_a_blow_that_would_drop_the_hero() {
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let rule = json!({"tools": ["hp_delta"], "timeout_s": 600, "lethal_only": true});
+    let s = guarded(&app, rule).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (mut player, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
+    assert_eq!(
+        welcome["state"]["pending_approvals"],
+        json!([]),
+        "{welcome}"
+    );
+    let graze = turn(&mut player, "strike pc_001 1").await;
+    assert!(graze.called("hp_delta"), "a graze runs at once");
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 1);
+
+    let lethal = format!("strike pc_001 {before}");
+    let (turn_id, frames) = paused_turn(&mut player, &lethal, "lethal").await;
+    let asked = frames.last().unwrap().clone();
+    assert_eq!(asked["args"], blow("pc_001", before), "{asked}");
+    // A late joiner's welcome lists it.
+    let (_, welcome) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    assert_lists(
+        welcome["state"]["pending_approvals"].as_array().unwrap(),
+        &asked,
+    );
+    // A reason past its bound is refused, and decides nothing.
+    let long = "x".repeat(501);
+    let id = id_of(&asked);
+    let a = decide(
+        &app,
+        &s,
+        &id,
+        None,
+        json!({"decision": "deny", "reason": long}),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_lists(&pending(&app, &s).await, &asked);
+    let a = decide(&app, &s, &id, None, json!({"decision": "deny"})).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    assert_denied(results_of(&own, &asked["call_id"])[0]);
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 1, "the hero stands");
+}
