@@ -34,8 +34,8 @@ const POLL: Duration = Duration::from_millis(100);
 /// What the model read of each tool result, in order.
 type Heard = Arc<Mutex<Vec<String>>>;
 
-/// A game master that strikes when told: `strike <character> <n>` asks for
-/// one `hp_delta` of -n on that character; once a tool has answered it
+/// A game master that strikes when told: `strike <character> <n>...` asks
+/// for one `hp_delta` of -n on that character for each n, in one answer; once a tool has answered it
 /// narrates, and it narrates anything else. Answers it with what it heard.
 fn striker() -> (Arc<ScriptedProvider>, Heard) {
     let heard = Heard::default();
@@ -47,15 +47,13 @@ fn striker() -> (Arc<ScriptedProvider>, Heard) {
         }
         let text = last_user_text(req);
         let mut words = text.split(' ');
-        let asked = (
-            words.next(),
-            words.next(),
-            words.next().and_then(|n| n.parse::<i64>().ok()),
-        );
-        Ok(match asked {
-            (Some("strike"), Some(who), Some(n)) => {
-                ModelReply::tools([("hp_delta", blow(who, n).to_string())])
-            }
+        let (verb, who) = (words.next(), words.next());
+        let blows: Vec<(&str, String)> = words
+            .filter_map(|n| n.parse::<i64>().ok())
+            .map(|n| ("hp_delta", blow(who.unwrap_or_default(), n).to_string()))
+            .collect();
+        Ok(match verb {
+            Some("strike") if !blows.is_empty() => ModelReply::tools(blows),
             _ => ModelReply::narrate("The wind howls."),
         })
     });
@@ -713,6 +711,10 @@ async fn unknown_foreign_and_decided_approvals_are_refused_and_run_nothing() {
         "{}",
         a.body
     );
+    let maybe = json!({"type": "approve", "approval_id": id, "decision": "maybe"});
+    player.send_json(&maybe).await;
+    let refused = player.until(|f| f["type"] == "error").await.pop().unwrap();
+    assert_eq!(refused["error_code"], "INVALID_FRAME", "{refused}");
     player
         .send_json(&approve_frame("apr_nosuchapproval", "approve"))
         .await;
@@ -1151,4 +1153,138 @@ async fn a_lethal_only_rule_asks_only_about_a_blow_that_would_drop_the_hero() {
     let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
     assert_denied(results_of(&own, &asked["call_id"])[0]);
     assert_eq!(hp(&app, &s, "pc_001").await, before - 1, "the hero stands");
+}
+
+#[actix_web::test]
+async fn on_postgresql_another_node_answers_a_paused_chat_with_202_and_its_spectators_see_the_request()
+ {
+    let (_dir, db) = database();
+    let a = node(&db, "node-a");
+    let b = node(&db, "node-b");
+    let s = guarded(&a, takes_wait(600)).await;
+    // A spectator watching through B, which does not run the session.
+    let (mut watcher, _) = b.connect(&s.session_id, &s.spectator_token, None).await;
+    let chat =
+        json!({"session_id": s.session_id, "message": "take the lamp", "request_id": "via-b"});
+    let answer = chat_over_http(b.base(), &s.player_token, &chat).await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    assert_eq!(
+        answer.body["status"], "approval_required",
+        "{}",
+        answer.body
+    );
+    let approval = answer.body["approval"].clone();
+    assert_eq!(approval["tool"], "add_inventory", "{approval}");
+    let turn_id = answer.body["turn_id"].as_str().unwrap().to_owned();
+    let seen = watcher
+        .until(|f| f["type"] == "approval_requested")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(seen["approval_id"], approval["approval_id"], "{seen}");
+    assert_eq!(seen["args"], approval["args"], "{seen}");
+
+    // The same chat again is the same paused turn, not a second one.
+    let again = chat_over_http(b.base(), &s.player_token, &chat).await;
+    assert_eq!(again.status, 202, "{}", again.body);
+    assert_eq!(again.body["duplicate"], true, "{}", again.body);
+    assert_eq!(again.body["approval"], approval, "{}", again.body);
+
+    let id = id_of(&approval);
+    let d = decide(
+        &b,
+        &s,
+        &id,
+        Some(&s.player_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    let own = of_turn(&watcher.until_turn_end(&turn_id).await, &turn_id);
+    assert_eq!(
+        first(&own, "approval_resolved")["decision"],
+        "approve",
+        "{own:?}"
+    );
+    assert_eq!(
+        results_of(&own, &approval["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+    let log = logged(&b, &s, "add_inventory").await;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["args"], approval["args"], "{log:?}");
+    // The owner counted one request and one approval.
+    let metrics = crate::metrics::scrape(&a).await;
+    assert_eq!(
+        metrics["questd_approvals_requested_total"], 1.0,
+        "{metrics:?}"
+    );
+    assert_eq!(
+        metrics["questd_approvals_decided_total{decision=\"approve\"}"], 1.0,
+        "{metrics:?}"
+    );
+}
+
+#[actix_web::test]
+async fn each_call_of_one_answer_waits_for_its_own_decision() {
+    let (model, heard) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 1 2 3", "three").await;
+    let first_asked = frames.last().unwrap().clone();
+    assert_eq!(first_asked["args"], blow("pc_001", 1), "{first_asked}");
+
+    // Approved: it runs, and the next call of the answer waits in turn.
+    player
+        .send_json(&approve_frame(&id_of(&first_asked), "approve"))
+        .await;
+    let frames = player
+        .until(|f| f["type"] == "approval_requested" || f["type"] == "turn_completed")
+        .await;
+    let second = frames.last().unwrap().clone();
+    assert_eq!(second["type"], "approval_requested", "{frames:?}");
+    assert_eq!(second["args"], blow("pc_001", 2), "{second}");
+    assert_ne!(second["approval_id"], first_asked["approval_id"]);
+    assert_eq!(
+        results_of(&frames, &first_asked["call_id"])[0]["status"],
+        "ok"
+    );
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 1);
+
+    // Denied: the last call still asks.
+    let a = decide(&app, &s, &id_of(&second), None, json!({"decision": "deny"})).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let frames = player
+        .until(|f| f["type"] == "approval_requested" || f["type"] == "turn_completed")
+        .await;
+    let third = frames.last().unwrap().clone();
+    assert_eq!(third["type"], "approval_requested", "{frames:?}");
+    assert_eq!(third["args"], blow("pc_001", 3), "{third}");
+    assert_denied(results_of(&frames, &second["call_id"])[0]);
+
+    player
+        .send_json(&approve_frame(&id_of(&third), "approve"))
+        .await;
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    assert_eq!(
+        results_of(&own, &third["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 4, "1 and 3 landed");
+    let log = logged(&app, &s, "hp_delta").await;
+    let args: Vec<&Value> = log.iter().map(|a| &a["args"]).collect();
+    assert_eq!(args, [&blow("pc_001", 1), &blow("pc_001", 3)], "{log:?}");
+    // The model was asked again once, after the answer's last call.
+    let told = heard.lock().unwrap().clone();
+    assert_eq!(
+        told.len(),
+        1,
+        "asked once after the answer's calls: {told:?}"
+    );
 }
