@@ -262,11 +262,17 @@ async fn a_call_waits_for_approval_in_sight_of_player_and_spectator_and_runs_onc
     assert_eq!(asked["args"], blow("pc_001", 2), "the exact arguments");
     assert_eq!(asked["seat_id"], "seat_1", "{asked}");
     assert_eq!(asked["call_id"], call["call_id"], "{asked}");
+    // Due in the rule's 600 s (a minute either way: the clocks of the
+    // test and the server are read at different moments).
+    let now = questd::storage::now_ms();
+    let (earliest, latest) = (
+        questd::storage::rfc3339(now + 540_000),
+        questd::storage::rfc3339(now + 660_000),
+    );
+    let expires_at = asked["expires_at"].as_str().expect("expires_at");
     assert!(
-        asked["expires_at"]
-            .as_str()
-            .is_some_and(|t| t.ends_with('Z')),
-        "{asked}"
+        (earliest.as_str()..latest.as_str()).contains(&expires_at),
+        "{expires_at} in 600 s: {asked}"
     );
     assert!(call["seq"].as_u64() < asked["seq"].as_u64(), "{own:?}");
     let id = id_of(&asked);
@@ -380,6 +386,15 @@ async fn a_denial_over_http_tells_the_model_approval_denied_and_changes_nothing(
     let ran = logged(&app, &s, "hp_delta").await;
     assert!(ran.is_empty(), "the log holds applied calls only: {ran:?}");
     assert!(pending(&app, &s).await.is_empty());
+    // Its timeout left the store's timer index with it.
+    let deadline = tokio::time::Instant::now() + STEP_WAIT;
+    while crate::metrics::scrape(&app).await["questd_timers_pending"] != 0.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no timer pending after the decision, within {STEP_WAIT:?}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 #[actix_web::test]
@@ -1287,4 +1302,38 @@ async fn each_call_of_one_answer_waits_for_its_own_decision() {
         1,
         "asked once after the answer's calls: {told:?}"
     );
+}
+
+#[actix_web::test]
+async fn a_decision_after_the_timeout_passed_while_the_server_was_down_is_refused_and_runs_nothing()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    let server = Server::start(&db);
+    let s = guarded(&server, takes_wait(10)).await;
+    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "late").await;
+    let asked = frames.last().unwrap().clone();
+    drop(player);
+    server.kill9();
+    // Down past the approval's time.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+
+    let server = Server::start(&db);
+    let a = decide(
+        &server,
+        &s,
+        &id_of(&asked),
+        Some(&s.player_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(
+        (a.status, &a.body["error_code"]),
+        (409, &json!("CONFLICT")),
+        "too late: {}",
+        a.body
+    );
+    timed_out_with_no_one_there(&db, &s, &turn_id, &asked, "the late approval timed out").await;
+    assert!(logged(&server, &s, "add_inventory").await.is_empty());
 }
