@@ -157,9 +157,19 @@ async fn paused_turn(ws: &mut Ws, text: &str, rid: &str) -> (String, Vec<Value>)
     let ack = replies.pop().expect("a reply");
     assert_eq!(ack["type"], "ack", "{text}: {ack}");
     let turn_id = ack["turn_id"].as_str().expect("turn_id").to_owned();
+    // Up to the request, or the turn's end instead (which fails the step).
     let frames = ws
-        .until(|f| f["type"] == "approval_requested" && f["turn_id"] == turn_id.as_str())
+        .until(|f| {
+            f["turn_id"] == turn_id.as_str()
+                && ["approval_requested", "turn_completed", "turn_failed"]
+                    .contains(&f["type"].as_str().unwrap_or_default())
+        })
         .await;
+    let last = frames.last().unwrap();
+    assert_eq!(
+        last["type"], "approval_requested",
+        "{text} waits: {frames:?}"
+    );
     (turn_id, frames)
 }
 
@@ -653,6 +663,16 @@ async fn only_the_speaker_the_host_or_a_key_decide_and_spectators_and_other_seat
     assert_eq!(refused["error_code"], "FORBIDDEN", "{refused}");
     assert_lists(&pending(&app, &s).await, &asked);
     assert_eq!(hp(&app, &s, &target).await, before, "nothing ran");
+    // Table talk goes on meanwhile, and reaches the spectators.
+    let talk = json!({"type": "say", "text": "should we?", "request_id": "talk"});
+    cara_ws.send_json(&talk).await;
+    let said = spectator
+        .until(|f| f["type"] == "party_chat")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(said["text"], "should we?", "{said}");
+    assert_eq!(said["seat_id"], cara.seat_id.as_str(), "{said}");
 
     // The host decides on Brin's call.
     let a = decide(
@@ -1171,16 +1191,46 @@ async fn a_lethal_only_rule_asks_only_about_a_blow_that_would_drop_the_hero() {
 }
 
 #[actix_web::test]
-async fn on_postgresql_another_node_answers_a_paused_chat_with_202_and_its_spectators_see_the_request()
- {
+async fn on_postgresql_another_node_relays_decisions_and_answers_a_paused_chat_with_202() {
     let (_dir, db) = database();
     let a = node(&db, "node-a");
     let b = node(&db, "node-b");
-    let s = guarded(&a, takes_wait(600)).await;
+    let rule = json!({"tools": ["add_inventory", "move"], "timeout_s": 600});
+    let s = guarded(&a, rule).await;
     // A spectator watching through B, which does not run the session.
     let (mut watcher, _) = b.connect(&s.session_id, &s.spectator_token, None).await;
-    let chat =
-        json!({"session_id": s.session_id, "message": "take the lamp", "request_id": "via-b"});
+
+    // A player connected through B decides over the WebSocket: relayed to
+    // the owner, like the player's chats.
+    let (mut player, _) = b.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "ws-via-b").await;
+    let asked = frames.last().unwrap().clone();
+    let seen = watcher
+        .until(|f| f["type"] == "approval_requested")
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(seen, asked, "the spectator through B sees the request");
+    player
+        .send_json(&approve_frame(&id_of(&asked), "approve"))
+        .await;
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    let resolved = first(&own, "approval_resolved");
+    assert_eq!(resolved["by_seat_id"], "seat_1", "{own:?}");
+    assert_eq!(
+        results_of(&own, &asked["call_id"])[0]["status"],
+        "ok",
+        "{own:?}"
+    );
+    let log = logged(&b, &s, "add_inventory").await;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["args"], asked["args"], "{log:?}");
+
+    // Over HTTP through B: 202 with the approval.
+    let snapshot = b.snapshot(&s).await;
+    let (here, there) = (position(&snapshot), neighbour(&snapshot));
+    let message = format!("go to {there}");
+    let chat = json!({"session_id": s.session_id, "message": message, "request_id": "via-b"});
     let answer = chat_over_http(b.base(), &s.player_token, &chat).await;
     assert_eq!(answer.status, 202, "{}", answer.body);
     assert_eq!(
@@ -1189,10 +1239,11 @@ async fn on_postgresql_another_node_answers_a_paused_chat_with_202_and_its_spect
         answer.body
     );
     let approval = answer.body["approval"].clone();
-    assert_eq!(approval["tool"], "add_inventory", "{approval}");
+    assert_eq!(approval["tool"], "move", "{approval}");
+    assert_eq!(approval["args"]["to_area_id"], there.as_str(), "{approval}");
     let turn_id = answer.body["turn_id"].as_str().unwrap().to_owned();
     let seen = watcher
-        .until(|f| f["type"] == "approval_requested")
+        .until(|f| f["type"] == "approval_requested" && f["turn_id"] == turn_id.as_str())
         .await
         .pop()
         .unwrap();
@@ -1211,35 +1262,33 @@ async fn on_postgresql_another_node_answers_a_paused_chat_with_202_and_its_spect
         &s,
         &id,
         Some(&s.player_token),
-        json!({"decision": "approve"}),
+        json!({"decision": "deny"}),
     )
     .await;
     assert_eq!(d.status, 200, "{}", d.body);
     let own = of_turn(&watcher.until_turn_end(&turn_id).await, &turn_id);
     assert_eq!(
         first(&own, "approval_resolved")["decision"],
-        "approve",
+        "deny",
         "{own:?}"
     );
-    assert_eq!(
-        results_of(&own, &approval["call_id"])[0]["status"],
-        "ok",
-        "{own:?}"
-    );
+    assert_denied(results_of(&own, &approval["call_id"])[0]);
     assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
-    let log = logged(&b, &s, "add_inventory").await;
-    assert_eq!(log.len(), 1, "{log:?}");
-    assert_eq!(log[0]["args"], approval["args"], "{log:?}");
-    // The owner counted one request and one approval.
+    assert_eq!(
+        position(&b.snapshot(&s).await),
+        here,
+        "the move did not run"
+    );
+    // The owner counted two requests, one approval and one denial.
     let metrics = crate::metrics::scrape(&a).await;
     assert_eq!(
-        metrics["questd_approvals_requested_total"], 1.0,
+        metrics["questd_approvals_requested_total"], 2.0,
         "{metrics:?}"
     );
-    assert_eq!(
-        metrics["questd_approvals_decided_total{decision=\"approve\"}"], 1.0,
-        "{metrics:?}"
-    );
+    for decision in ["approve", "deny"] {
+        let name = format!("questd_approvals_decided_total{{decision=\"{decision}\"}}");
+        assert_eq!(metrics.get(&name), Some(&1.0), "{name}: {metrics:?}");
+    }
 }
 
 #[actix_web::test]
@@ -1336,4 +1385,28 @@ async fn a_decision_after_the_timeout_passed_while_the_server_was_down_is_refuse
     );
     timed_out_with_no_one_there(&db, &s, &turn_id, &asked, "the late approval timed out").await;
     assert!(logged(&server, &s, "add_inventory").await.is_empty());
+}
+
+#[actix_web::test]
+async fn with_the_offline_game_master_a_denied_take_leaves_the_item_where_it_was() {
+    let app = spawn_offline(|_| {}).await;
+    let s = guarded(&app, takes_wait(600)).await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "first").await;
+    let asked = frames.last().unwrap().clone();
+    player
+        .send_json(&approve_frame(&id_of(&asked), "deny"))
+        .await;
+    let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
+    assert_denied(results_of(&own, &asked["call_id"])[0]);
+    let done = own.last().unwrap();
+    assert_eq!(done["type"], "turn_completed", "{own:?}");
+    let slug = asked["args"]["items"][0]["slug"].as_str().unwrap();
+    let hero = character(&app, &s, "pc_001").await;
+    assert!(!hero.to_string().contains(slug), "not carried: {hero}");
+
+    // Still there: asked for again, it waits for a decision again.
+    let (_, frames) = paused_turn(&mut player, "take the lamp", "again").await;
+    let again = frames.last().unwrap();
+    assert_eq!(again["args"], asked["args"], "{again}");
 }
