@@ -20,6 +20,7 @@ use crate::common::*;
 use crate::party_seats::{invite, join, post_as};
 use crate::process::Server;
 use crate::timers::{journal, not_live_here};
+use questd::Settings;
 use questd::game::HistoryEntry;
 use questd::llm::{ModelReply, ScriptedProvider};
 use serde_json::{Value, json};
@@ -171,6 +172,79 @@ async fn paused_turn(ws: &mut Ws, text: &str, rid: &str) -> (String, Vec<Value>)
         "{text} waits: {frames:?}"
     );
     (turn_id, frames)
+}
+
+/// A turn paused at its call, on a server of its own playing with the
+/// striker.
+struct Paused {
+    app: TestApp,
+    /// What the model heard of each tool result.
+    heard: Heard,
+    s: Session,
+    player: Ws,
+    /// The hero's hit points before the turn.
+    before: i64,
+    turn_id: String,
+    /// Its `approval_requested` frame.
+    asked: Value,
+}
+
+/// A server with the striker (its settings adjusted), a demo session whose
+/// rule waits `timeout_s` on `hp_delta`, and its player's turn `text`
+/// paused.
+async fn paused_strike(adjust: impl FnOnce(&mut Settings), timeout_s: u32, text: &str) -> Paused {
+    let (model, heard) = striker();
+    let app = spawn_with(adjust, model).await;
+    let s = guarded(&app, strikes_wait(timeout_s)).await;
+    let before = hp(&app, &s, "pc_001").await;
+    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, text, "paused").await;
+    let asked = frames.last().unwrap().clone();
+    Paused {
+        app,
+        heard,
+        s,
+        player,
+        before,
+        turn_id,
+        asked,
+    }
+}
+
+/// A `take the lamp` paused, on a questd process of its own.
+struct PausedTake {
+    /// Held: the database lives as long as it.
+    dir: tempfile::TempDir,
+    db: String,
+    server: Server,
+    s: Session,
+    player: Ws,
+    turn_id: String,
+    /// Its `approval_requested` frame.
+    asked: Value,
+}
+
+/// questd on a fresh database, with a demo session whose rule waits
+/// `timeout_s` on `add_inventory`, and its player's `take the lamp`
+/// paused (the offline game master takes with `add_inventory`).
+async fn paused_take(timeout_s: u32) -> PausedTake {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    let server = Server::start(&db);
+    let s = guarded(&server, takes_wait(timeout_s)).await;
+    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
+    let asked = frames.last().unwrap().clone();
+    assert_eq!(asked["tool"], "add_inventory", "{asked}");
+    PausedTake {
+        dir,
+        db,
+        server,
+        s,
+        player,
+        turn_id,
+        asked,
+    }
 }
 
 /// The frames of the turn `turn_id` among `frames`.
@@ -346,13 +420,15 @@ async fn a_call_waits_for_approval_in_sight_of_player_and_spectator_and_runs_onc
 
 #[actix_web::test]
 async fn a_denial_over_http_tells_the_model_approval_denied_and_changes_nothing() {
-    let (model, heard) = striker();
-    let app = spawn_with(|_| {}, model).await;
-    let s = guarded(&app, strikes_wait(600)).await;
-    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let before = hp(&app, &s, "pc_001").await;
-    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 3", "deny").await;
-    let asked = frames.last().unwrap().clone();
+    let Paused {
+        app,
+        heard,
+        s,
+        mut player,
+        before,
+        turn_id,
+        asked,
+    } = paused_strike(|_| {}, 600, "strike pc_001 3").await;
     let id = id_of(&asked);
 
     let a = decide(
@@ -409,14 +485,15 @@ async fn a_denial_over_http_tells_the_model_approval_denied_and_changes_nothing(
 
 #[actix_web::test]
 async fn an_approval_pending_at_a_kill_9_is_pending_after_the_restart_and_runs_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = crate::database::database_url_in(dir.path());
-    let server = Server::start(&db);
-    let s = guarded(&server, takes_wait(600)).await;
-    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
-    let asked = frames.last().unwrap().clone();
-    assert_eq!(asked["tool"], "add_inventory", "{asked}");
+    let PausedTake {
+        dir: _dir,
+        db,
+        server,
+        s,
+        player,
+        turn_id,
+        asked,
+    } = paused_take(600).await;
     let id = id_of(&asked);
     let slug = asked["args"]["items"][0]["slug"]
         .as_str()
@@ -827,13 +904,15 @@ async fn timed_out_with_no_one_there(
 
 #[actix_web::test]
 async fn an_approval_nobody_decides_times_out_and_the_model_hears_approval_denied() {
-    let (model, heard) = striker();
-    let app = spawn_with(|_| {}, model).await;
-    let s = guarded(&app, strikes_wait(10)).await;
-    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let before = hp(&app, &s, "pc_001").await;
-    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "wait").await;
-    let asked = frames.last().unwrap().clone();
+    let Paused {
+        app,
+        heard,
+        s,
+        mut player,
+        before,
+        turn_id,
+        asked,
+    } = paused_strike(|_| {}, 10, "strike pc_001 2").await;
 
     let own = of_turn(&player.until_turn_end(&turn_id).await, &turn_id);
     let resolved = first(&own, "approval_resolved");
@@ -856,13 +935,15 @@ async fn an_approval_nobody_decides_times_out_and_the_model_hears_approval_denie
 
 #[actix_web::test]
 async fn an_approval_times_out_in_a_session_unloaded_while_idle() {
-    let (model, heard) = striker();
-    let app = spawn_with(|s| s.idle_secs = 1, model).await;
-    let s = guarded(&app, strikes_wait(10)).await;
-    let before = hp(&app, &s, "pc_001").await;
-    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "wait").await;
-    let asked = frames.last().unwrap().clone();
+    let Paused {
+        app,
+        heard,
+        s,
+        player,
+        before,
+        turn_id,
+        asked,
+    } = paused_strike(|s| s.idle_secs = 1, 10, "strike pc_001 2").await;
     player.close().await;
     not_live_here(&app, &s, "the paused session unloads while idle").await;
 
@@ -887,13 +968,15 @@ async fn an_approval_times_out_in_a_session_unloaded_while_idle() {
 
 #[actix_web::test]
 async fn an_approval_times_out_after_a_kill_9_with_no_one_connected() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = crate::database::database_url_in(dir.path());
-    let server = Server::start(&db);
-    let s = guarded(&server, takes_wait(10)).await;
-    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
-    let asked = frames.last().unwrap().clone();
+    let PausedTake {
+        dir: _dir,
+        db,
+        server,
+        s,
+        player,
+        turn_id,
+        asked,
+    } = paused_take(10).await;
     drop(player);
     server.kill9();
 
@@ -1047,13 +1130,15 @@ async fn a_bad_approval_rule_is_refused_with_its_problems_and_a_keyed_tool_call_
 
 #[actix_web::test]
 async fn a_paused_session_unloaded_while_idle_is_loaded_by_a_decision_over_http_and_runs_it_once() {
-    let (model, _) = striker();
-    let app = spawn_with(|s| s.idle_secs = 1, model).await;
-    let s = guarded(&app, strikes_wait(600)).await;
-    let before = hp(&app, &s, "pc_001").await;
-    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "idle").await;
-    let asked = frames.last().unwrap().clone();
+    let Paused {
+        app,
+        s,
+        player,
+        before,
+        turn_id,
+        asked,
+        ..
+    } = paused_strike(|s| s.idle_secs = 1, 600, "strike pc_001 2").await;
     player.close().await;
     not_live_here(&app, &s, "the paused session unloads while idle").await;
 
@@ -1079,13 +1164,15 @@ async fn a_paused_session_unloaded_while_idle_is_loaded_by_a_decision_over_http_
 
 #[actix_web::test]
 async fn a_chat_queued_behind_a_pause_survives_a_kill_9_and_runs_after_the_decision() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = crate::database::database_url_in(dir.path());
-    let server = Server::start(&db);
-    let s = guarded(&server, takes_wait(600)).await;
-    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "lamp").await;
-    let asked = frames.last().unwrap().clone();
+    let PausedTake {
+        dir: _dir,
+        db,
+        server,
+        s,
+        mut player,
+        turn_id,
+        asked,
+    } = paused_take(600).await;
     player.chat("look around", "queued").await;
     let ack = player.ack_for("queued").await;
     let later = ack["turn_id"].as_str().unwrap().to_owned();
@@ -1119,13 +1206,15 @@ async fn a_chat_queued_behind_a_pause_survives_a_kill_9_and_runs_after_the_decis
 
 #[actix_web::test]
 async fn a_decision_taken_after_the_turn_deadline_would_have_passed_still_runs() {
-    let (model, _) = striker();
-    let app = spawn_with(|s| s.turn_deadline_secs = 2, model).await;
-    let s = guarded(&app, strikes_wait(600)).await;
-    let before = hp(&app, &s, "pc_001").await;
-    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 2", "slow").await;
-    let asked = frames.last().unwrap().clone();
+    let Paused {
+        app,
+        s,
+        mut player,
+        before,
+        turn_id,
+        asked,
+        ..
+    } = paused_strike(|s| s.turn_deadline_secs = 2, 600, "strike pc_001 2").await;
     // A person takes longer than a turn may: the paused turn's deadline
     // is stopped, so the turn is still there to decide on.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -1293,13 +1382,15 @@ async fn on_postgresql_another_node_relays_decisions_and_answers_a_paused_chat_w
 
 #[actix_web::test]
 async fn each_call_of_one_answer_waits_for_its_own_decision() {
-    let (model, heard) = striker();
-    let app = spawn_with(|_| {}, model).await;
-    let s = guarded(&app, strikes_wait(600)).await;
-    let before = hp(&app, &s, "pc_001").await;
-    let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "strike pc_001 1 2 3", "three").await;
-    let first_asked = frames.last().unwrap().clone();
+    let Paused {
+        app,
+        heard,
+        s,
+        mut player,
+        before,
+        turn_id,
+        asked: first_asked,
+    } = paused_strike(|_| {}, 600, "strike pc_001 1 2 3").await;
     assert_eq!(first_asked["args"], blow("pc_001", 1), "{first_asked}");
 
     // Approved: it runs, and the next call of the answer waits in turn.
@@ -1356,13 +1447,15 @@ async fn each_call_of_one_answer_waits_for_its_own_decision() {
 #[actix_web::test]
 async fn a_decision_after_the_timeout_passed_while_the_server_was_down_is_refused_and_runs_nothing()
 {
-    let dir = tempfile::tempdir().unwrap();
-    let db = crate::database::database_url_in(dir.path());
-    let server = Server::start(&db);
-    let s = guarded(&server, takes_wait(10)).await;
-    let (mut player, _) = server.connect(&s.session_id, &s.player_token, None).await;
-    let (turn_id, frames) = paused_turn(&mut player, "take the lamp", "late").await;
-    let asked = frames.last().unwrap().clone();
+    let PausedTake {
+        dir: _dir,
+        db,
+        server,
+        s,
+        player,
+        turn_id,
+        asked,
+    } = paused_take(10).await;
     drop(player);
     server.kill9();
     // Down past the approval's time.
