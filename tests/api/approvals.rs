@@ -247,6 +247,38 @@ async fn paused_take(timeout_s: u32) -> PausedTake {
     }
 }
 
+/// An HTTP refusal: `status`, with `error_code` `code`.
+fn refused_with(a: &Answer, status: u16, code: &str) {
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (status, Some(code)),
+        "{}",
+        a.body
+    );
+}
+
+/// The next `error` frame on `ws`.
+async fn refusal(ws: &mut Ws) -> Value {
+    ws.until(|f| f["type"] == "error").await.pop().unwrap()
+}
+
+/// What the model last heard of a tool result.
+fn last_heard(heard: &Heard) -> String {
+    heard
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("the model heard a result")
+}
+
+/// Nothing was struck in `s`: the hero has the hit points it had `before`,
+/// and nothing waits.
+async fn nothing_ran(app: &TestApp, s: &Session, before: i64) {
+    assert_eq!(hp(app, s, "pc_001").await, before, "nothing was struck");
+    assert!(pending(app, s).await.is_empty());
+}
+
 /// The frames of the turn `turn_id` among `frames`.
 fn of_turn(frames: &[Value], turn_id: &str) -> Vec<Value> {
     frames
@@ -459,12 +491,7 @@ async fn a_denial_over_http_tells_the_model_approval_denied_and_changes_nothing(
     assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
 
     // What the model was asked with next: the refusal, with its reason.
-    let told = heard
-        .lock()
-        .unwrap()
-        .last()
-        .cloned()
-        .expect("the model heard");
+    let told = last_heard(&heard);
     assert!(told.contains("APPROVAL_DENIED"), "{told}");
     assert!(told.contains("not today"), "{told}");
 
@@ -700,11 +727,7 @@ async fn only_the_speaker_the_host_or_a_key_decide_and_spectators_and_other_seat
 
     // A spectator, over the WebSocket and over HTTP.
     spectator.send_json(&approve_frame(&id, "approve")).await;
-    let refused = spectator
-        .until(|f| f["type"] == "error")
-        .await
-        .pop()
-        .unwrap();
+    let refused = refusal(&mut spectator).await;
     assert_eq!(refused["error_code"], "FORBIDDEN", "{refused}");
     let a = decide(
         &app,
@@ -714,12 +737,7 @@ async fn only_the_speaker_the_host_or_a_key_decide_and_spectators_and_other_seat
         json!({"decision": "approve"}),
     )
     .await;
-    assert_eq!(
-        (a.status, &a.body["error_code"]),
-        (403, &json!("FORBIDDEN")),
-        "{}",
-        a.body
-    );
+    refused_with(&a, 403, "FORBIDDEN");
     // Another seat, neither the speaker's nor the host's.
     let a = decide(
         &app,
@@ -729,14 +747,9 @@ async fn only_the_speaker_the_host_or_a_key_decide_and_spectators_and_other_seat
         json!({"decision": "approve"}),
     )
     .await;
-    assert_eq!(
-        (a.status, &a.body["error_code"]),
-        (403, &json!("FORBIDDEN")),
-        "{}",
-        a.body
-    );
+    refused_with(&a, 403, "FORBIDDEN");
     cara_ws.send_json(&approve_frame(&id, "deny")).await;
-    let refused = cara_ws.until(|f| f["type"] == "error").await.pop().unwrap();
+    let refused = refusal(&mut cara_ws).await;
     assert_eq!(refused["error_code"], "FORBIDDEN", "{refused}");
     assert_lists(&pending(&app, &s).await, &asked);
     assert_eq!(hp(&app, &s, &target).await, before, "nothing ran");
@@ -817,20 +830,15 @@ async fn unknown_foreign_and_decided_approvals_are_refused_and_run_nothing() {
         approve.clone(),
     )
     .await;
-    assert_eq!(
-        (a.status, &a.body["error_code"]),
-        (404, &json!("NOT_FOUND")),
-        "{}",
-        a.body
-    );
+    refused_with(&a, 404, "NOT_FOUND");
     let maybe = json!({"type": "approve", "approval_id": id, "decision": "maybe"});
     player.send_json(&maybe).await;
-    let refused = player.until(|f| f["type"] == "error").await.pop().unwrap();
+    let refused = refusal(&mut player).await;
     assert_eq!(refused["error_code"], "INVALID_FRAME", "{refused}");
     player
         .send_json(&approve_frame("apr_nosuchapproval", "approve"))
         .await;
-    let refused = player.until(|f| f["type"] == "error").await.pop().unwrap();
+    let refused = refusal(&mut player).await;
     assert_eq!(refused["error_code"], "NOT_FOUND", "{refused}");
     // Another session's, named in this one, with a token and with the key.
     let a = decide(
@@ -841,19 +849,9 @@ async fn unknown_foreign_and_decided_approvals_are_refused_and_run_nothing() {
         approve.clone(),
     )
     .await;
-    assert_eq!(
-        (a.status, &a.body["error_code"]),
-        (404, &json!("NOT_FOUND")),
-        "{}",
-        a.body
-    );
+    refused_with(&a, 404, "NOT_FOUND");
     let a = decide(&app, &other, &id, None, approve.clone()).await;
-    assert_eq!(
-        (a.status, &a.body["error_code"]),
-        (404, &json!("NOT_FOUND")),
-        "{}",
-        a.body
-    );
+    refused_with(&a, 404, "NOT_FOUND");
     assert_lists(&pending(&app, &s).await, &asked);
     assert_lists(&pending(&app, &other).await, &theirs);
 
@@ -862,14 +860,9 @@ async fn unknown_foreign_and_decided_approvals_are_refused_and_run_nothing() {
     player.until_turn_end(&turn_id).await;
     // Already decided, over HTTP and the WebSocket.
     let a = decide(&app, &s, &id, None, json!({"decision": "deny"})).await;
-    assert_eq!(
-        (a.status, &a.body["error_code"]),
-        (409, &json!("CONFLICT")),
-        "{}",
-        a.body
-    );
+    refused_with(&a, 409, "CONFLICT");
     player.send_json(&approve_frame(&id, "approve")).await;
-    let refused = player.until(|f| f["type"] == "error").await.pop().unwrap();
+    let refused = refusal(&mut player).await;
     assert_eq!(refused["error_code"], "CONFLICT", "{refused}");
 
     assert_eq!(hp(&app, &s, "pc_001").await, before - 1, "ran once");
@@ -922,15 +915,9 @@ async fn an_approval_nobody_decides_times_out_and_the_model_hears_approval_denie
     assert_eq!(results.len(), 1, "{own:?}");
     assert_denied(results[0]);
     assert_eq!(own.last().unwrap()["type"], "turn_completed", "{own:?}");
-    let told = heard
-        .lock()
-        .unwrap()
-        .last()
-        .cloned()
-        .expect("the model heard");
+    let told = last_heard(&heard);
     assert!(told.contains("APPROVAL_DENIED"), "{told}");
-    assert_eq!(hp(&app, &s, "pc_001").await, before);
-    assert!(pending(&app, &s).await.is_empty());
+    nothing_ran(&app, &s, before).await;
 }
 
 #[actix_web::test]
@@ -955,15 +942,9 @@ async fn an_approval_times_out_in_a_session_unloaded_while_idle() {
         "the sweeper loads the session and its approval times out",
     )
     .await;
-    let told = heard
-        .lock()
-        .unwrap()
-        .last()
-        .cloned()
-        .expect("the model heard");
+    let told = last_heard(&heard);
     assert!(told.contains("APPROVAL_DENIED"), "{told}");
-    assert_eq!(hp(&app, &s, "pc_001").await, before);
-    assert!(pending(&app, &s).await.is_empty());
+    nothing_ran(&app, &s, before).await;
 }
 
 #[actix_web::test]
@@ -1470,12 +1451,7 @@ async fn a_decision_after_the_timeout_passed_while_the_server_was_down_is_refuse
         json!({"decision": "approve"}),
     )
     .await;
-    assert_eq!(
-        (a.status, &a.body["error_code"]),
-        (409, &json!("CONFLICT")),
-        "too late: {}",
-        a.body
-    );
+    refused_with(&a, 409, "CONFLICT");
     timed_out_with_no_one_there(&db, &s, &turn_id, &asked, "the late approval timed out").await;
     assert!(logged(&server, &s, "add_inventory").await.is_empty());
 }
