@@ -1479,3 +1479,50 @@ async fn with_the_offline_game_master_a_denied_take_leaves_the_item_where_it_was
     let again = frames.last().unwrap();
     assert_eq!(again["args"], asked["args"], "{again}");
 }
+
+#[actix_web::test]
+async fn the_host_decides_on_a_call_whose_speaker_was_kicked_while_it_waited() {
+    let (model, _) = striker();
+    let app = spawn_with(|_| {}, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let code = invite(app.base(), &s, json!({})).await;
+    let brin = join(app.base(), &s.session_id, &code, "Brin").await;
+    let (mut host_ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let (mut brin_ws, _) = app.connect(&s.session_id, &brin.token, None).await;
+    let strike = format!("strike {} 1", brin.character_id);
+    let (turn_id, frames) = paused_turn(&mut brin_ws, &strike, "kicked").await;
+    let asked = frames.last().unwrap().clone();
+    let kick = format!("seats/{}/kick", brin.seat_id);
+    let a = post_as(
+        app.base(),
+        &s.session_id,
+        &kick,
+        Some(&s.player_token),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "kick: {}", a.body);
+    // The kicked seat decides nothing; the host still may.
+    let a = decide(
+        &app,
+        &s,
+        &id_of(&asked),
+        Some(&brin.token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(a.status, 401, "{}", a.body);
+    assert_lists(&pending(&app, &s).await, &asked);
+    let a = decide(
+        &app,
+        &s,
+        &id_of(&asked),
+        Some(&s.player_token),
+        json!({"decision": "deny"}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let own = of_turn(&host_ws.until_turn_end(&turn_id).await, &turn_id);
+    assert_denied(results_of(&own, &asked["call_id"])[0]);
+    assert!(pending(&app, &s).await.is_empty());
+}

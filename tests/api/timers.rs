@@ -142,7 +142,7 @@ fn once_per_due_time(turns: &[Fired]) {
 }
 
 /// The sessions the node at `api` runs now, as its operator lists them.
-pub async fn live_here(api: &impl Api) -> Vec<String> {
+async fn live_here(api: &impl Api) -> Vec<String> {
     let answer = request(
         "GET",
         &format!("{}/api/v1/admin/sessions?limit=1000", api.base()),
