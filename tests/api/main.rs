@@ -12,6 +12,7 @@ mod proxy;
 
 mod admin;
 mod adventure;
+mod approvals;
 mod browser;
 mod browser_party;
 mod browser_story;

@@ -64,7 +64,7 @@ struct Fired {
 
 /// Every entry (frame, effect) in the journal of `s` on the database
 /// `db`, in order.
-async fn journal(db: &str, s: &Session) -> Vec<Value> {
+pub async fn journal(db: &str, s: &Session) -> Vec<Value> {
     let rows = crate::database::text_rows(
         db,
         "SELECT body FROM journal WHERE session_id = $1 ORDER BY seq",
@@ -160,7 +160,7 @@ async fn live_here(api: &impl Api) -> Vec<String> {
 }
 
 /// Waits until the node at `api` no longer runs `s`; fails naming `step`.
-async fn not_live_here(api: &impl Api, s: &Session, step: &str) {
+pub async fn not_live_here(api: &impl Api, s: &Session, step: &str) {
     let deadline = tokio::time::Instant::now() + STEP_WAIT;
     while live_here(api).await.contains(&s.session_id) {
         assert!(

@@ -45,9 +45,9 @@
 //!   quest ends: it lasts with the session, and a quest that has one is not
 //!   finished again;
 //! - an item taken from its area is a draft entry of type `item_taken`
-//!   whose title is the item's `content_id`, written with the
-//!   `add_inventory` call that takes it: the item is no longer there (for
-//!   anyone), even after it is used up;
+//!   whose title is the item's `content_id`, written once the
+//!   `add_inventory` call that takes it has succeeded: the item is no
+//!   longer there (for anyone), even after it is used up;
 //! - a place the world has changed has a draft entry of type `area_state`
 //!   whose title is the area id (tagged `zh` for its Chinese): `look` there
 //!   tells its body instead of the campaign's description. The demo's tide
@@ -706,6 +706,12 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
     let slug = slug_of(entry);
     let name = f.item_name(&slug, &str_of(&entry["title"]));
     let timed = timed::timed_take(&slug, &f.here);
+    if f.inventory_change.is_some() && f.recorded.is_none() {
+        // In the pack now, the item leaves its area for good. Recorded only
+        // once it is taken: a take refused (a person denied it, a full
+        // pack) leaves the item where it was.
+        return taken(f, entry, timed);
+    }
     if f.inventory_change.is_some() {
         // Only what changed: the whole pack is the sheet's to show.
         let mut text = voice::say(voice::TAKES, f.turn, f.zh, &[("item", &name)]);
@@ -726,7 +732,18 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
         return already_carried(f, &name);
     }
     let description = cut_at_boundary(entry["body"].as_str().unwrap_or_default(), 300);
-    // Taken, the item leaves its area for good: recorded in the same round.
+    Next::Calls(vec![(
+        "add_inventory",
+        json!({
+            "character_id": f.actor_id,
+            "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
+        }),
+    )])
+}
+
+/// The item `entry` was taken: its record, and what the campaign times
+/// from it.
+fn taken(f: &Facts<'_>, entry: &Value, timed: Option<&timed::TimedTake>) -> Next {
     let record = (
         "create_draft_content",
         json!({
@@ -741,16 +758,7 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
             "area_id": f.here,
         }),
     );
-    let mut calls = vec![
-        (
-            "add_inventory",
-            json!({
-                "character_id": f.actor_id,
-                "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
-            }),
-        ),
-        record,
-    ];
+    let mut calls = vec![record];
     // Taking it starts what the campaign times from it (the tide), under
     // its key, so it is never scheduled twice.
     calls.extend(timed.map(|t| t.call(f.zh)));
@@ -1206,6 +1214,36 @@ pub(super) mod tests {
     fn carries(state: &GameState, slug: &str) -> bool {
         let hero = state.active_actor().expect("an active character");
         hero.inventory.iter().any(|i| i.slug == slug)
+    }
+
+    #[test]
+    fn a_take_records_the_item_gone_only_once_it_is_in_the_pack() {
+        let mut state = demo();
+        let actor = state.active_actor_id.as_str().to_owned();
+        let take = || Act::Take("the lamp".into());
+        let mut results: Vec<(&str, Value)> = Vec::new();
+        // The survey, then the take: `add_inventory` alone, so that a take
+        // refused (a person denied it) records nothing.
+        for _ in 0..6 {
+            let seen: Vec<(&str, &Value)> = results.iter().map(|(t, r)| (*t, r)).collect();
+            let Next::Calls(calls) = next(&take(), &context(&state), &seen, &actor, false) else {
+                panic!("narrated before taking");
+            };
+            let tools: Vec<&str> = calls.iter().map(|(t, _)| *t).collect();
+            if tools.contains(&"add_inventory") {
+                assert_eq!(tools, ["add_inventory"]);
+                // Never run: the lamp is still at the gate, to be taken.
+                let (tools, _) = play(&mut state, take(), false);
+                assert!(tools.contains(&"add_inventory"), "{tools:?}");
+                assert!(carries(&state, "green_glass_lamp"));
+                return;
+            }
+            for (tool, args) in calls {
+                let out = pipeline(tool, &state, args, Role::GameMaster).unwrap();
+                results.push((tool, out.result));
+            }
+        }
+        panic!("the lamp is never taken");
     }
 
     #[test]
