@@ -706,6 +706,29 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
     let slug = slug_of(entry);
     let name = f.item_name(&slug, &str_of(&entry["title"]));
     let timed = timed::timed_take(&slug, &f.here);
+    if f.inventory_change.is_some() && f.recorded.is_none() {
+        // Taken, the item leaves its area for good, and what the campaign
+        // times from it starts (the tide), under its key, so it is never
+        // scheduled twice. Asked only once the taking ran: a person may
+        // stay it (an approval), and then the item stays where it was.
+        let record = (
+            "create_draft_content",
+            json!({
+                "content_type": ITEM_TAKEN_TYPE,
+                "title": str_of(&entry["id"]),
+                "body": format!(
+                    "{} took the {} from {}.",
+                    f.actor.map(|a| str_of(&a["name"])).unwrap_or_default(),
+                    str_of(&entry["title"]),
+                    f.here
+                ),
+                "area_id": f.here,
+            }),
+        );
+        let mut calls = vec![record];
+        calls.extend(timed.map(|t| t.call(f.zh)));
+        return Next::Calls(calls);
+    }
     if f.inventory_change.is_some() {
         // Only what changed: the whole pack is the sheet's to show.
         let mut text = voice::say(voice::TAKES, f.turn, f.zh, &[("item", &name)]);
@@ -726,35 +749,13 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
         return already_carried(f, &name);
     }
     let description = cut_at_boundary(entry["body"].as_str().unwrap_or_default(), 300);
-    // Taken, the item leaves its area for good: recorded in the same round.
-    let record = (
-        "create_draft_content",
+    Next::Calls(vec![(
+        "add_inventory",
         json!({
-            "content_type": ITEM_TAKEN_TYPE,
-            "title": str_of(&entry["id"]),
-            "body": format!(
-                "{} took the {} from {}.",
-                f.actor.map(|a| str_of(&a["name"])).unwrap_or_default(),
-                str_of(&entry["title"]),
-                f.here
-            ),
-            "area_id": f.here,
+            "character_id": f.actor_id,
+            "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
         }),
-    );
-    let mut calls = vec![
-        (
-            "add_inventory",
-            json!({
-                "character_id": f.actor_id,
-                "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
-            }),
-        ),
-        record,
-    ];
-    // Taking it starts what the campaign times from it (the tide), under
-    // its key, so it is never scheduled twice.
-    calls.extend(timed.map(|t| t.call(f.zh)));
-    Next::Calls(calls)
+    )])
 }
 
 fn already_carried(f: &Facts<'_>, name: &str) -> Next {
@@ -1206,6 +1207,33 @@ pub(super) mod tests {
     fn carries(state: &GameState, slug: &str) -> bool {
         let hero = state.active_actor().expect("an active character");
         hero.inventory.iter().any(|i| i.slug == slug)
+    }
+
+    #[test]
+    fn the_taking_is_asked_alone_so_a_stayed_one_leaves_the_item_where_it_was() {
+        let mut state = demo();
+        let actor = state.active_actor_id.as_str().to_owned();
+        let act = Act::Take("the lamp".into());
+        let mut results: Vec<(&str, Value)> = Vec::new();
+        for _ in 0..6 {
+            let seen: Vec<(&str, &Value)> = results.iter().map(|(t, r)| (*t, r)).collect();
+            let Next::Calls(calls) = next(&act, &context(&state), &seen, &actor, false) else {
+                panic!("the take never asked for add_inventory");
+            };
+            if calls.iter().any(|(t, _)| *t == "add_inventory") {
+                let tools: Vec<&str> = calls.iter().map(|(t, _)| *t).collect();
+                assert_eq!(tools, ["add_inventory"], "the record waits for the taking");
+                return;
+            }
+            for (tool, args) in calls {
+                let out = pipeline(tool, &state, args, Role::GameMaster).expect("a survey call");
+                if let Some(effect) = &out.effect {
+                    state.apply(effect);
+                }
+                results.push((tool, out.result));
+            }
+        }
+        panic!("the take never asked for add_inventory");
     }
 
     #[test]
