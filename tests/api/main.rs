@@ -13,6 +13,7 @@ mod proxy;
 mod admin;
 mod adventure;
 mod browser;
+mod browser_approvals;
 mod browser_party;
 mod browser_story;
 mod cluster;
