@@ -67,17 +67,28 @@ export function onPendingApprovals(pending) {
   }
 }
 
-// Every card again, in the page's language, or as the seats now allow.
+// Every card again, in the page's language.
 export function renderApprovals() {
   for (const entry of shown.values()) draw(entry);
 }
 
+// The seats changed: a waiting card whose buttons come or go (a seat
+// became host, or stopped being it) is drawn again; the others keep their
+// buttons, and the focus on them.
+export function onSeatsChanged() {
+  for (const entry of shown.values()) {
+    if (!entry.outcome && entry.decides !== mayDecide(entry.request)) draw(entry);
+  }
+}
+
 // This page may decide on `request`: a player's page of its speaker's seat,
-// or of the host's seat.
+// or of the host's seat (which may decide for any seat, and alone for a
+// turn no seat spoke).
 function mayDecide(request) {
   if (game.role !== 'player' || !game.conn) return false;
   const mine = game.conn.seatId;
-  if (!request.seat_id || !mine || request.seat_id === mine) return true;
+  if (!mine) return true; // a welcome without seats: the one player is the host
+  if (request.seat_id === mine) return true;
   const seat = seats().find((s) => s.seat_id === mine);
   return Boolean(seat && seat.role === 'host');
 }
@@ -97,7 +108,8 @@ function draw(entry) {
     const left = el('span', 'approval-left');
     left.setAttribute('role', 'timer');
     const row = el('div', 'approval-row');
-    if (mayDecide(f)) {
+    entry.decides = mayDecide(f);
+    if (entry.decides) {
       const approve = el('button', 'primary small approve', t('approval.approve'));
       const deny = el('button', 'ghost small deny', t('approval.deny'));
       for (const [b, decision] of [[approve, 'approve'], [deny, 'deny']]) {

@@ -14,7 +14,7 @@ import {
 import { onToolCall, onToolResult } from './cards.js';
 import { RETURNED_CODES } from './composer.js';
 import { onPartyFrame, renderParty } from './party.js';
-import { onApprovalRequested, onApprovalResolved, onPendingApprovals, renderApprovals } from './approvals.js';
+import { onApprovalRequested, onApprovalResolved, onPendingApprovals, onSeatsChanged } from './approvals.js';
 
 // How much recent story a newcomer to a long session reads (on a second
 // connection): most of the 512 frames the server holds, with room for frames
@@ -78,7 +78,7 @@ export function connect() {
   conn.on('frame', handleFrame);
   conn.on('error', onError);
   conn.on('outbox', onOutbox);
-  conn.on('seats', () => { renderParty(); renderApprovals(); });
+  conn.on('seats', () => { renderParty(); onSeatsChanged(); });
   conn.on('round', renderParty);
 }
 
