@@ -1210,6 +1210,62 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_foe_s_blow_that_would_fell_the_hero_is_one_a_lethal_only_rule_asks_about() {
+        use crate::game::approvals::ApprovalRule;
+        let rule = ApprovalRule {
+            tools: vec!["hp_delta".into()],
+            timeout_s: 600,
+            lethal_only: true,
+        };
+        // The hero, worn down to 3 HP, before the warden, whose blow (3 HP
+        // for its level) would fell her.
+        let mut state = demo();
+        let hero = state.active_actor_id.clone();
+        for c in &mut state.characters {
+            if c.character_id == hero {
+                c.hp = 3;
+                c.area_id = "area_009".into();
+            }
+        }
+        let act = Act::Attack("the warden".into());
+        // The hero misses (1), the warden strikes back (20).
+        let mut rolls = [1, 20].into_iter();
+        let mut results: Vec<(&str, Value)> = Vec::new();
+        let mut asked = Vec::new();
+        for _ in 0..6 {
+            let seen: Vec<(&str, &Value)> = results.iter().map(|(t, r)| (*t, r)).collect();
+            let Next::Calls(calls) = next(&act, &context(&state), &seen, hero.as_str(), false)
+            else {
+                break;
+            };
+            for (tool, args) in calls {
+                if rule.asks(tool, &args, &state) {
+                    asked.push(args);
+                    continue;
+                }
+                let result = if tool == "roll_dice" {
+                    let n = rolls.next().expect("two rolls an exchange");
+                    json!({"dice": "1d20", "rolls": [n], "total": n, "modifier": 0})
+                } else {
+                    let out =
+                        pipeline(tool, &state, args, Role::GameMaster).expect("a fight's call");
+                    if let Some(effect) = &out.effect {
+                        state.apply(effect);
+                    }
+                    out.result
+                };
+                results.push((tool, result));
+            }
+            if !asked.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(asked.len(), 1, "the warden's blow waits: {asked:?}");
+        assert_eq!(asked[0]["target_character_id"], hero.as_str());
+        assert_eq!(asked[0]["delta"], -3);
+    }
+
+    #[test]
     fn the_taking_is_asked_alone_so_a_stayed_one_leaves_the_item_where_it_was() {
         let mut state = demo();
         let actor = state.active_actor_id.as_str().to_owned();
