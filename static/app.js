@@ -5,6 +5,7 @@
 // This module starts the page and wires its views together. The views are
 // the modules of app/, each importing only those below it in this list:
 //   connection.js  the session's Connection and what each of its events does
+//   approvals.js   a call that waits for a person's decision, as a card
 //   cards.js       what a turn's tools did: its summary line and cards
 //   story.js       the story timeline, with the messages waiting to run
 //   party.js       the seats, table talk, the host's controls, the round's note
@@ -42,6 +43,7 @@ import { openInvite, renderParty, sendSay, setMode } from './app/party.js';
 import { renderOpening, scrollStory, updateOutboxEntry } from './app/story.js';
 import { chat, goCommand, renderHints, sendChat, showHintsCue, watchHints } from './app/composer.js';
 import { detailsOn, renderSummaries, setDetails } from './app/cards.js';
+import { renderApprovals } from './app/approvals.js';
 import { renderSheet } from './app/hero.js';
 import { onGo, renderMap, renderWorld, setMapView, zoomMap } from './app/map.js';
 import { connect, outboxKey, paintConnection, reconnectNow, setConn } from './app/connection.js';
@@ -74,6 +76,7 @@ function applyLanguage() {
     if (game.snapshot) render();
     showTitle();
     renderSummaries();
+    renderApprovals();
     renderOpening();
     for (const entry of game.outbox.values()) updateOutboxEntry(entry);
     renderParty();

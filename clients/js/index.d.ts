@@ -16,6 +16,9 @@ export type ErrorCode =
   | 'INVALID_AI_JSON'
   | 'UPSTREAM_ERROR'
   | 'INTERNAL_ERROR'
+  | 'APPROVAL_DENIED'
+  | 'NOT_FOUND'
+  | 'CONFLICT'
   | 'INVALID_ARGS'
   | 'INVALID_ARGUMENTS'
   | 'SESSION_MISMATCH'
@@ -157,6 +160,26 @@ export interface Snapshot {
   /** The session's seats (docs/protocol.md §8). */
   seats?: Seat[];
   turn_mode?: TurnMode;
+  /** Tool calls waiting for a person's decision (docs/protocol.md §10). */
+  pending_approvals?: PendingApproval[];
+}
+
+// ---------------------------------------------------------------- approvals (§10)
+
+export type ApprovalDecision = 'approve' | 'deny';
+
+/** A tool call waiting for a decision, as the snapshot, `conn.approvals` and the 'approvals' event show it. */
+export interface PendingApproval {
+  approval_id: string;
+  turn_id: string;
+  call_id: string;
+  tool: string;
+  /** Exactly the arguments the call runs with, once approved. */
+  args: Record<string, unknown>;
+  /** The speaker's seat: it (or the host) may decide. */
+  seat_id: string | null;
+  /** RFC 3339: when it is denied with `timeout` if nobody decides. */
+  expires_at: string;
 }
 
 // ---------------------------------------------------------------- party (§8)
@@ -208,7 +231,16 @@ export interface SayFrame {
   text: string;
   request_id?: string;
 }
-export type ClientFrame = ChatFrame | SayFrame | PingFrame;
+/** A decision on a pending approval, from the speaker's seat or the host. */
+export interface ApproveFrame {
+  type: 'approve';
+  approval_id: string;
+  decision: ApprovalDecision;
+  reason?: string;
+  /** Repeated in the `error` frame of a refusal. */
+  request_id?: string;
+}
+export type ClientFrame = ChatFrame | SayFrame | ApproveFrame | PingFrame;
 
 /** Server → client, no seq: only to the connection concerned. */
 export interface WelcomeFrame {
@@ -382,7 +414,26 @@ export interface PartyChatFrame {
   name: string;
   text: string;
 }
+/** A tool call of a turn waits for a decision; nothing else of the turn comes until it is decided. */
+export interface ApprovalRequestedFrame extends PendingApproval {
+  type: 'approval_requested';
+  seq: number;
+}
+/** The decision (or the timeout); the call's tool_result follows. */
+export interface ApprovalResolvedFrame {
+  type: 'approval_resolved';
+  seq: number;
+  turn_id: string;
+  call_id: string;
+  approval_id: string;
+  decision: ApprovalDecision | 'timeout';
+  /** null for a key or the timeout. */
+  by_seat_id: string | null;
+  reason: string | null;
+}
 export type StoryFrame =
+  | ApprovalRequestedFrame
+  | ApprovalResolvedFrame
   | TurnStartedFrame
   | ToolCallFrame
   | ToolResultFrame
@@ -417,6 +468,8 @@ export interface CreateSessionBody {
   /** An inline campaign (docs/protocol.md §7); wins over campaign_id. */
   campaign?: Record<string, unknown>;
   visibility?: 'private' | 'public';
+  /** Tools that wait for a person's approval (docs/protocol.md §10); wins over the campaign's. */
+  approval?: { tools: string[]; timeout_s?: number; lethal_only?: boolean };
 }
 
 /** The `201` answer of `POST /api/v1/sessions`: the only one that carries the player token. */
@@ -520,6 +573,8 @@ export declare class QuestdError extends Error {
   /** From `retry_after_ms` or `Retry-After`. */
   retryAfterMs?: number;
   requestId?: string;
+  /** The approval a refused `decide()` was about. */
+  approvalId?: string;
   turnId?: string;
   /** The `error` or `turn_failed` frame it came from. */
   frame?: ErrorFrame | TurnFailedFrame;
@@ -633,6 +688,8 @@ export interface ConnectionEvents extends StoryEvents {
   seats: (seats: Seat[]) => void;
   /** The round state changed (after each welcome too). */
   round: (round: RoundState) => void;
+  /** The pending approvals changed (after each welcome too). */
+  approvals: (approvals: PendingApproval[]) => void;
 }
 
 export declare class Connection {
@@ -652,6 +709,14 @@ export declare class Connection {
   readonly seats: Seat[];
   readonly turnMode: TurnMode;
   readonly round: RoundState;
+  /** The tool calls waiting for a person's decision, oldest first. */
+  readonly approvals: PendingApproval[];
+  /**
+   * Decides on a pending approval; resolves with its approval_resolved (whoever decided first);
+   * rejects with the error frame that answers it (NOT_FOUND, CONFLICT, FORBIDDEN, BAD_REQUEST),
+   * NOT_CONNECTED or DISCONNECTED.
+   */
+  decide(approvalId: string, decision: ApprovalDecision, reason?: string): Promise<ApprovalResolvedFrame>;
   /** Resolves with the chat's turn_completed (in rounds mode: the round's turn); rejects with a QuestdError. */
   chat(text: string, options?: { requestId?: string }): Promise<TurnCompletedFrame>;
   /** Table talk; resolves with this seat's party_chat. */

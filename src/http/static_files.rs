@@ -69,6 +69,11 @@ const FILES: &[(&str, &str, &str)] = &[
         JS,
         include_str!("../../static/app/connection.js"),
     ),
+    (
+        "/app/approvals.js",
+        JS,
+        include_str!("../../static/app/approvals.js"),
+    ),
     // @questd/client, the page's link to the server (app/state.js imports it).
     (
         "/client/index.js",
@@ -94,6 +99,11 @@ const FILES: &[(&str, &str, &str)] = &[
         "/client/party.js",
         JS,
         include_str!("../../clients/js/src/party.js"),
+    ),
+    (
+        "/client/approvals.js",
+        JS,
+        include_str!("../../clients/js/src/approvals.js"),
     ),
     (
         "/client/errors.js",

@@ -310,11 +310,12 @@ impl WsConn {
                 approval_id,
                 decision,
                 reason,
+                request_id,
             } => {
                 let Some((decide, seat_id)) = self.as_player(&self.session.decide) else {
                     return Self::send_error(
                         ctx,
-                        None,
+                        request_id,
                         ErrorCode::Forbidden,
                         "spectators cannot decide on approvals".into(),
                         None,
@@ -331,8 +332,10 @@ impl WsConn {
                 // answered here.
                 ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
                     Ok(Ok(_)) => {}
-                    Ok(Err(r)) => Self::send_error(ctx, None, r.code, r.message, r.retry_after_ms),
-                    Err(_) => Self::unavailable(ctx, None),
+                    Ok(Err(r)) => {
+                        Self::send_error(ctx, request_id, r.code, r.message, r.retry_after_ms)
+                    }
+                    Err(_) => Self::unavailable(ctx, request_id),
                 }));
             }
             ClientFrame::Chat { text, request_id } => {

@@ -43,6 +43,10 @@ pub enum ClientFrame {
         decision: ApproveDecision,
         #[serde(default)]
         reason: Option<String>,
+        /// Repeated in the `error` frame of a refusal, so a client with
+        /// several decisions under way knows which one was refused.
+        #[serde(default)]
+        request_id: Option<RequestId>,
     },
     /// Answered with `pong` carrying the same nonce.
     Ping {
@@ -106,6 +110,10 @@ impl ClientFrame {
             ..
         }
         | Self::Say {
+            request_id: Some(id),
+            ..
+        }
+        | Self::Approve {
             request_id: Some(id),
             ..
         } = &frame
@@ -861,7 +869,21 @@ mod tests {
             ClientFrame::parse(r#"{"type":"ping","nonce":42}"#),
             Ok(ClientFrame::Ping { nonce: json!(42) })
         );
+        // A decision may name itself, to be told which refusal is its own.
+        assert_eq!(
+            ClientFrame::parse(
+                r#"{"type":"approve","approval_id":"apr_1","decision":"deny","request_id":"d-1"}"#
+            ),
+            Ok(ClientFrame::Approve {
+                approval_id: "apr_1".into(),
+                decision: ApproveDecision::Deny,
+                reason: None,
+                request_id: Some("d-1".into())
+            })
+        );
         for bad in [
+            r#"{"type":"approve","approval_id":"apr_1","decision":"maybe"}"#,
+            r#"{"type":"approve","approval_id":"apr_1","decision":"approve","request_id":""}"#,
             "",
             "not json",
             "[]",

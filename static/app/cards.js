@@ -76,7 +76,7 @@ function failText(c) {
   return t(key || 'fail.other');
 }
 
-const signed = (n) => (n > 0 ? '+' : n < 0 ? '−' : '±') + Math.abs(n);
+export const signed = (n) => (n > 0 ? '+' : n < 0 ? '−' : '±') + Math.abs(n);
 
 // One part of the summary line for a call: [icon, text, words for screen
 // readers before the text, class], or null for a call that only read.
@@ -164,6 +164,20 @@ function argValue(k, v) {
   return short(v, 48);
 }
 
+// The arguments of a call in words, "key: value" each, for a tool the
+// page has no sentence for (an approval's card, cards.js's chips share it).
+export function argWords(args) {
+  if (!args || typeof args !== 'object') return args === null || args === undefined ? [] : [short(args)];
+  return Object.entries(args)
+    .filter(([k, v]) => !QUIET_ARGS.has(k) && v !== '' && v !== null)
+    .map(([k, v]) => [argLabel(k), argValue(k, v)]);
+}
+
+// An argument's name for people: `to_area_id` reads "to area".
+function argLabel(k) {
+  return k.replace(/_id$/, '').replace(/_/g, ' ');
+}
+
 function argChips(tool, args) {
   const row = el('div', 'chips');
   if (!args || typeof args !== 'object') {
@@ -174,7 +188,7 @@ function argChips(tool, args) {
     if (QUIET_ARGS.has(k) || v === '' || v === null) continue;
     const chip = el('span', 'chip');
     chip.dataset.arg = k;
-    chip.append(el('span', 'k', k.replace(/_id$/, '').replace(/_/g, ' ')), el('span', 'v', argValue(k, v)));
+    chip.append(el('span', 'k', argLabel(k)), el('span', 'v', argValue(k, v)));
     row.appendChild(chip);
   }
   return row;

@@ -14,6 +14,7 @@ import {
 import { onToolCall, onToolResult } from './cards.js';
 import { RETURNED_CODES } from './composer.js';
 import { onPartyFrame, renderParty } from './party.js';
+import { onApprovalRequested, onApprovalResolved, onPendingApprovals, onSeatsChanged } from './approvals.js';
 
 // How much recent story a newcomer to a long session reads (on a second
 // connection): most of the 512 frames the server holds, with room for frames
@@ -77,7 +78,7 @@ export function connect() {
   conn.on('frame', handleFrame);
   conn.on('error', onError);
   conn.on('outbox', onOutbox);
-  conn.on('seats', renderParty);
+  conn.on('seats', () => { renderParty(); onSeatsChanged(); });
   conn.on('round', renderParty);
 }
 
@@ -135,6 +136,9 @@ function onWelcome(f, { reset }) {
   game.lastSeq = game.conn.lastSeq;
   document.body.dataset.lastSeq = String(game.lastSeq);
   if (f.state) applySnapshot(f.state);
+  // Replayed frames bring the approvals' requests; without them the
+  // snapshot says what waits.
+  if (reset && f.state) onPendingApprovals(f.state.pending_approvals);
   paintConnection();
   renderOpening();
 }
@@ -183,6 +187,8 @@ function storyFrame(f, live) {
     case 'turn_completed': return onTurnCompleted(f, live);
     case 'turn_failed': return onTurnFailed(f, live);
     case 'presence': return setPresence(f.players, f.spectators);
+    case 'approval_requested': return onApprovalRequested(f);
+    case 'approval_resolved': return onApprovalResolved(f);
     case 'party_chat':
     case 'seat_joined':
     case 'seat_changed':
@@ -236,6 +242,8 @@ function onError(e) {
     fatal(e.error_code || e.status);
     return;
   }
+  // A refused decision is told by its card (approvals.js).
+  if (e.approvalId) return;
   const code = e.error_code;
   const message = (e.frame && e.frame.message) || '';
   if (e.retrying && code === 'RATE_LIMITED') {

@@ -37,10 +37,14 @@ async function startSession(campaign, btn) {
   btn.disabled = true;
   btn.textContent = t('lobby.starting');
   try {
-    const s = await questd.createSession({
+    const body = {
       campaign_id: campaign.campaign_id,
       visibility: $('public').checked ? 'public' : 'private',
-    });
+    };
+    // A person approves (or denies) a blow that would fell a hero
+    // (docs/protocol.md §10).
+    if ($('approval-lethal').checked) body.approval = { tools: ['hp_delta'], lethal_only: true };
+    const s = await questd.createSession(body);
     const mine = readJson('local', 'questd.sessions', {});
     mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title: campaign.title };
     writeJson('local', 'questd.sessions', mine);

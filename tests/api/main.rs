@@ -14,6 +14,7 @@ mod admin;
 mod adventure;
 mod approvals;
 mod browser;
+mod browser_approvals;
 mod browser_party;
 mod browser_story;
 mod cluster;

@@ -3,6 +3,7 @@
 // session's story frames once each and in seq order, and keeps the chats
 // (chats.js) until their turns end. docs/protocol.md §2–§3.
 
+import { Approvals } from './approvals.js';
 import { Chats } from './chats.js';
 import { ClientCode, QuestdError } from './errors.js';
 import { Party } from './party.js';
@@ -32,8 +33,12 @@ const SESSION_CLOSED = 4000;
 const SEAT_KICKED = 4001;
 /** `say()`s waiting for their `party_chat` at once. */
 const MAX_PENDING_SAYS = 16;
+/** `decide()`s waiting for their `approval_resolved` at once. */
+const MAX_PENDING_DECISIONS = 16;
+/** What a person may decide (a timeout is the server's). */
+const DECISIONS = new Set(['approve', 'deny']);
 /** Event names of the client's own; a server frame type never shadows them. */
-const OWN_EVENTS = new Set(['state', 'frame', 'reset', 'outbox', 'seats', 'round']);
+const OWN_EVENTS = new Set(['state', 'frame', 'reset', 'outbox', 'seats', 'round', 'approvals']);
 
 export class Connection extends Emitter {
   #link;
@@ -54,6 +59,8 @@ export class Connection extends Emitter {
   #nonce = 0;
   #party = new Party();
   #says = []; // {requestId, resolve, reject}, oldest first: each waits for its party_chat
+  #approvals = new Approvals();
+  #decisions = new Map(); // requestId -> {approvalId, resolve, reject}: each waits for its approval_resolved
 
   /**
    * Made by `Questd.connect`.
@@ -128,6 +135,15 @@ export class Connection extends Emitter {
     return this.#party.roundState;
   }
 
+  /**
+   * The tool calls waiting for a person's decision, oldest first:
+   * {approval_id, turn_id, call_id, tool, args, seat_id, expires_at},
+   * kept current from the welcome's snapshot and the frames.
+   */
+  get approvals() {
+    return this.#approvals.list;
+  }
+
   /** The chats not yet settled, oldest first: {requestId, text, state, turnId, queued, retryAt, round}. */
   get pending() {
     return this.#chats.views();
@@ -168,6 +184,40 @@ export class Connection extends Emitter {
     return new Promise((resolve, reject) => {
       this.#says.push({ requestId, resolve, reject });
       this.#send({ type: 'say', text, request_id: requestId });
+    });
+  }
+
+  /**
+   * Decides on a pending approval (the speaker's seat or the host may):
+   * sends `{"type":"approve"}` and resolves with its `approval_resolved`
+   * frame (which says who decided: the host's decision may come first);
+   * rejects with the `error` frame that answers it (`NOT_FOUND`,
+   * `CONFLICT` when already decided, `FORBIDDEN` for a spectator or
+   * another seat, `BAD_REQUEST`), or with NOT_CONNECTED / DISCONNECTED:
+   * like a say, it is not kept to be sent again (after a reconnect,
+   * `approvals` tells whether it still waits).
+   * @param {string} approvalId
+   * @param {'approve'|'deny'} decision
+   * @param {string} [reason]
+   */
+  decide(approvalId, decision, reason) {
+    if (typeof approvalId !== 'string' || !approvalId) return Promise.reject(new TypeError('decide needs an approval id'));
+    if (!DECISIONS.has(decision)) return Promise.reject(new TypeError("a decision is 'approve' or 'deny'"));
+    if (reason !== undefined && reason !== null && typeof reason !== 'string') {
+      return Promise.reject(new TypeError('a reason is a string'));
+    }
+    if (this.#state !== 'open' || !this.#ws) {
+      return Promise.reject(new QuestdError(ClientCode.NOT_CONNECTED, 'not connected'));
+    }
+    if (this.#decisions.size >= MAX_PENDING_DECISIONS) {
+      return Promise.reject(new QuestdError(ClientCode.NOT_CONNECTED, `${MAX_PENDING_DECISIONS} decisions already wait for their approval_resolved`));
+    }
+    const requestId = randomId('d-');
+    const frame = { type: 'approve', approval_id: approvalId, decision, request_id: requestId };
+    if (reason) frame.reason = reason;
+    return new Promise((resolve, reject) => {
+      this.#decisions.set(requestId, { approvalId, resolve, reject });
+      this.#send(frame);
     });
   }
 
@@ -271,6 +321,7 @@ export class Connection extends Emitter {
     this.#stopHeartbeat();
     this.#rejectPings(new QuestdError(ClientCode.DISCONNECTED, 'the socket dropped before the pong'));
     this.#rejectSays(new QuestdError(ClientCode.DISCONNECTED, 'the socket dropped before the party_chat'));
+    this.#rejectDecisions(new QuestdError(ClientCode.DISCONNECTED, 'the socket dropped before the approval_resolved'));
     this.#chats.disconnected();
     if (this.#state === 'closed') return;
     this.#setState(this.#welcomed ? 'reconnecting' : 'connecting');
@@ -328,6 +379,7 @@ export class Connection extends Emitter {
     this.#stopHeartbeat();
     this.#rejectPings(error);
     this.#rejectSays(error);
+    this.#rejectDecisions(error);
     this.#chats.closeAll(error);
     if (error.fatal) this.emit('error', error);
   }
@@ -363,8 +415,14 @@ export class Connection extends Emitter {
       case 'error': {
         const say = this.#says.findIndex((w) => w.requestId === f.request_id);
         if (say >= 0) this.#says.splice(say, 1)[0].reject(QuestdError.fromErrorFrame(f));
+        const decision = this.#decisions.get(f.request_id);
+        if (decision) {
+          this.#decisions.delete(f.request_id);
+          decision.reject(QuestdError.fromErrorFrame(f, { approvalId: decision.approvalId }));
+        }
         const retrying = this.#chats.onError(f);
-        this.emit('error', QuestdError.fromErrorFrame(f, { retrying }));
+        const approvalId = decision ? decision.approvalId : undefined;
+        this.emit('error', QuestdError.fromErrorFrame(f, { retrying, approvalId }));
         return;
       }
       case 'pong': {
@@ -397,9 +455,11 @@ export class Connection extends Emitter {
     this.#startHeartbeat();
     this.#chats.welcomed(f, reset);
     this.#party.welcomed(f, reset);
+    this.#approvals.welcomed(f);
     this.emit('welcome', f, { reset });
     this.emit('seats', this.#party.seats);
     this.emit('round', this.#party.roundState);
+    this.emit('approvals', this.#approvals.list);
     if (reset) this.emit('reset', f, { lastSeq: before });
     this.#chats.flush();
   }
@@ -418,13 +478,16 @@ export class Connection extends Emitter {
     const live = f.seq > this.#welcomeSeq;
     this.#chats.onStory(f);
     const changed = this.#party.onStory(f, live);
+    if (this.#approvals.onStory(f)) changed.add('approvals');
     if (f.type === 'party_chat' && f.seat_id === this.#party.seatId && this.#says.length) {
       this.#says.shift().resolve(f);
     }
+    if (f.type === 'approval_resolved') this.#resolveDecisions(f);
     this.emit('frame', f, { live });
     if (!OWN_EVENTS.has(f.type)) this.emit(f.type, f, { live });
     if (changed.has('seats')) this.emit('seats', this.#party.seats);
     if (changed.has('round')) this.emit('round', this.#party.roundState);
+    if (changed.has('approvals')) this.emit('approvals', this.#approvals.list);
     if (f.seq === this.#welcomeSeq) this.#chats.flush(); // the backlog is in
   }
 
@@ -461,6 +524,22 @@ export class Connection extends Emitter {
   #rejectSays(error) {
     const waiting = this.#says;
     this.#says = [];
+    for (const w of waiting) w.reject(error);
+  }
+
+  // Every decide() on this approval is answered by its resolution, whoever
+  // decided (the host's decision may have come first).
+  #resolveDecisions(f) {
+    for (const [requestId, w] of this.#decisions) {
+      if (w.approvalId !== f.approval_id) continue;
+      this.#decisions.delete(requestId);
+      w.resolve(f);
+    }
+  }
+
+  #rejectDecisions(error) {
+    const waiting = [...this.#decisions.values()];
+    this.#decisions.clear();
     for (const w of waiting) w.reject(error);
   }
 

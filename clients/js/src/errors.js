@@ -35,7 +35,7 @@ export class QuestdError extends Error {
   /**
    * @param {string} code the server's `error_code` or a {@link ClientCode}
    * @param {string} message
-   * @param {object} [details] status, retryAfterMs, requestId, turnId, frame, body, fatal, retrying, cause
+   * @param {object} [details] status, retryAfterMs, requestId, approvalId, turnId, frame, body, fatal, retrying, cause
    */
   constructor(code, message, details = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -45,6 +45,8 @@ export class QuestdError extends Error {
     this.status = details.status;
     this.retryAfterMs = details.retryAfterMs;
     this.requestId = details.requestId;
+    /** The approval a refused `decide()` was about. */
+    this.approvalId = details.approvalId;
     this.turnId = details.turnId;
     /** The `error` or `turn_failed` frame this error came from. */
     this.frame = details.frame;

@@ -707,10 +707,27 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
     let name = f.item_name(&slug, &str_of(&entry["title"]));
     let timed = timed::timed_take(&slug, &f.here);
     if f.inventory_change.is_some() && f.recorded.is_none() {
-        // In the pack now, the item leaves its area for good. Recorded only
-        // once it is taken: a take refused (a person denied it, a full
-        // pack) leaves the item where it was.
-        return taken(f, entry, timed);
+        // Taken, the item leaves its area for good, and what the campaign
+        // times from it starts (the tide), under its key, so it is never
+        // scheduled twice. Asked only once the taking ran: a person may
+        // stay it (an approval), and then the item stays where it was.
+        let record = (
+            "create_draft_content",
+            json!({
+                "content_type": ITEM_TAKEN_TYPE,
+                "title": str_of(&entry["id"]),
+                "body": format!(
+                    "{} took the {} from {}.",
+                    f.actor.map(|a| str_of(&a["name"])).unwrap_or_default(),
+                    str_of(&entry["title"]),
+                    f.here
+                ),
+                "area_id": f.here,
+            }),
+        );
+        let mut calls = vec![record];
+        calls.extend(timed.map(|t| t.call(f.zh)));
+        return Next::Calls(calls);
     }
     if f.inventory_change.is_some() {
         // Only what changed: the whole pack is the sheet's to show.
@@ -739,30 +756,6 @@ fn take(f: &Facts<'_>, what: &str) -> Next {
             "items": [{"name": str_of(&entry["title"]), "slug": slug, "description": description, "quantity": 1}]
         }),
     )])
-}
-
-/// The item `entry` was taken: its record, and what the campaign times
-/// from it.
-fn taken(f: &Facts<'_>, entry: &Value, timed: Option<&timed::TimedTake>) -> Next {
-    let record = (
-        "create_draft_content",
-        json!({
-            "content_type": ITEM_TAKEN_TYPE,
-            "title": str_of(&entry["id"]),
-            "body": format!(
-                "{} took the {} from {}.",
-                f.actor.map(|a| str_of(&a["name"])).unwrap_or_default(),
-                str_of(&entry["title"]),
-                f.here
-            ),
-            "area_id": f.here,
-        }),
-    );
-    let mut calls = vec![record];
-    // Taking it starts what the campaign times from it (the tide), under
-    // its key, so it is never scheduled twice.
-    calls.extend(timed.map(|t| t.call(f.zh)));
-    Next::Calls(calls)
 }
 
 fn already_carried(f: &Facts<'_>, name: &str) -> Next {
@@ -1244,6 +1237,62 @@ pub(super) mod tests {
             }
         }
         panic!("the lamp is never taken");
+    }
+
+    #[test]
+    fn a_foe_s_blow_that_would_fell_the_hero_is_one_a_lethal_only_rule_asks_about() {
+        use crate::game::approvals::ApprovalRule;
+        let rule = ApprovalRule {
+            tools: vec!["hp_delta".into()],
+            timeout_s: 600,
+            lethal_only: true,
+        };
+        // The hero, worn down to 3 HP, before the warden, whose blow (3 HP
+        // for its level) would fell her.
+        let mut state = demo();
+        let hero = state.active_actor_id.clone();
+        for c in &mut state.characters {
+            if c.character_id == hero {
+                c.hp = 3;
+                c.area_id = "area_009".into();
+            }
+        }
+        let act = Act::Attack("the warden".into());
+        // The hero misses (1), the warden strikes back (20).
+        let mut rolls = [1, 20].into_iter();
+        let mut results: Vec<(&str, Value)> = Vec::new();
+        let mut asked = Vec::new();
+        for _ in 0..6 {
+            let seen: Vec<(&str, &Value)> = results.iter().map(|(t, r)| (*t, r)).collect();
+            let Next::Calls(calls) = next(&act, &context(&state), &seen, hero.as_str(), false)
+            else {
+                break;
+            };
+            for (tool, args) in calls {
+                if rule.asks(tool, &args, &state) {
+                    asked.push(args);
+                    continue;
+                }
+                let result = if tool == "roll_dice" {
+                    let n = rolls.next().expect("two rolls an exchange");
+                    json!({"dice": "1d20", "rolls": [n], "total": n, "modifier": 0})
+                } else {
+                    let out =
+                        pipeline(tool, &state, args, Role::GameMaster).expect("a fight's call");
+                    if let Some(effect) = &out.effect {
+                        state.apply(effect);
+                    }
+                    out.result
+                };
+                results.push((tool, result));
+            }
+            if !asked.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(asked.len(), 1, "the warden's blow waits: {asked:?}");
+        assert_eq!(asked[0]["target_character_id"], hero.as_str());
+        assert_eq!(asked[0]["delta"], -3);
     }
 
     #[test]

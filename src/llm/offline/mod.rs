@@ -34,7 +34,7 @@ mod voice;
 mod words;
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -51,7 +51,7 @@ use crate::game::names::has_cjk;
 use crate::game::timers::read_world_message;
 use crate::ids::CallId;
 use adventure::{Act, Next};
-use narrate::{Asked, failed, far_lookup, map_holds_more, names_things};
+use narrate::{APPROVAL_DENIED, Asked, failed, far_lookup, map_holds_more, names_things};
 use words::{names, without_article};
 
 /// The built-in game master. `OfflineGameMaster::default()` answers at once.
@@ -417,6 +417,13 @@ impl OfflineGameMaster {
                 .collect();
             read.iter().collect()
         };
+        // A call a person did not approve is told by what it would have
+        // done: its result gets the call's arguments beside it.
+        let stayed = with_denied_args(turn, &values);
+        let values = values
+            .iter()
+            .zip(&stayed)
+            .map(|(v, s)| s.as_ref().unwrap_or(*v));
         let results: Vec<(&str, &Value)> =
             entries.iter().map(|(tool, _)| *tool).zip(values).collect();
         if let Some((event, note)) = read_world_message(text) {
@@ -440,6 +447,36 @@ impl OfflineGameMaster {
             Step::Reply(reply) => reply,
         }
     }
+}
+
+/// For each result of `turn` refused with `APPROVAL_DENIED`, a copy of it
+/// with the arguments of its call as `args`; `None` for the others. The
+/// n-th value answers the n-th result entry of the turn.
+fn with_denied_args(turn: &[Arc<HistoryEntry>], values: &[&Value]) -> Vec<Option<Value>> {
+    let call_ids = turn.iter().filter_map(|m| match &**m {
+        HistoryEntry::ToolResult { call_id, .. } => Some(call_id),
+        _ => None,
+    });
+    values
+        .iter()
+        .zip(call_ids)
+        .map(|(v, call_id)| {
+            if v["error_code"] != APPROVAL_DENIED {
+                return None;
+            }
+            let args = turn.iter().find_map(|m| match &**m {
+                HistoryEntry::ToolCall {
+                    call_id: c,
+                    arguments,
+                    ..
+                } if c == call_id => serde_json::from_str::<Value>(arguments).ok(),
+                _ => None,
+            })?;
+            let mut copy = (*v).clone();
+            copy["args"] = args;
+            Some(copy)
+        })
+        .collect()
 }
 
 /// What a turn does next: ask for tools, or answer.
@@ -501,8 +538,11 @@ fn turn_step(
             .collect();
         if !failures.is_empty() {
             // The survey's results are the game master's own reading:
-            // only what went wrong is told.
-            return Step::Reply(narrate_results(context, &failures, &intents, zh));
+            // only what went wrong is told (the names read this turn
+            // name things in it).
+            let listings = results.iter().filter(|(t, r)| adventure::is_listing(t, r));
+            let told: Vec<(&str, &Value)> = failures.into_iter().chain(listings.copied()).collect();
+            return Step::Reply(narrate_results(context, &told, &intents, zh));
         }
         return match adventure::next(act, context, results, actor, zh) {
             Next::Calls(calls) => Step::Calls(calls),
@@ -1577,6 +1617,95 @@ mod tests {
             told("掷 2x7", 1, "roll_dice", bad_dice).text,
             "骰子看不懂“2x7”；试试“掷 2d6+1”。"
         );
+    }
+
+    /// Adds a call of `tool` with `args` to the turn of `req`, refused
+    /// because a person did not approve it.
+    fn denied(req: &mut ModelRequest, tool: &str, args: Value) {
+        let call_id = CallId::from(format!("call_{}", req.messages.len()));
+        req.messages.push(Arc::new(HistoryEntry::ToolCall {
+            turn_id: "turn_1".into(),
+            call_id: call_id.clone(),
+            tool: tool.into(),
+            arguments: args.to_string(),
+        }));
+        req.messages.push(Arc::new(HistoryEntry::ToolResult {
+            turn_id: "turn_1".into(),
+            call_id,
+            tool: tool.into(),
+            content: json!({"status": "rejected", "reason": "permission_denied",
+                "error_code": "APPROVAL_DENIED",
+                "message": "the call was not approved (a person denied it); it did not run"})
+            .to_string(),
+        }));
+    }
+
+    #[test]
+    fn a_call_a_person_did_not_approve_is_told_as_stayed_in_the_players_language() {
+        let blow = json!({"target_character_id": "pc_001", "delta": -3, "cause": "The Drowned Warden's blow"});
+        let take = json!({"character_id": "pc_001", "items": [{"slug": "green_glass_lamp", "name": "Green-Glass Lamp", "quantity": 1}]});
+        let cases = [
+            (
+                "attack the warden",
+                "hp_delta",
+                blow.clone(),
+                "The blow is stayed before it lands: Ayla is spared.",
+            ),
+            (
+                "攻击 守望者",
+                "hp_delta",
+                blow,
+                "这一击在落下之前被止住了：艾拉幸免于难。",
+            ),
+            (
+                "take the lamp",
+                "add_inventory",
+                take.clone(),
+                "You reach for it, but the taking is stayed: it stays where it is.",
+            ),
+            (
+                "拿 灯",
+                "add_inventory",
+                take,
+                "你伸手去拿，却被拦下了：它留在原处。",
+            ),
+            (
+                "go to side room",
+                "move",
+                json!({"actor_id": "pc_001", "to_area_id": "area_002"}),
+                "The way is stayed: you remain in the Hall.",
+            ),
+        ];
+        for (text, tool, args, says) in cases {
+            let mut req = request(text);
+            Arc::make_mut(&mut req.context)["active_actor"] =
+                json!({"character_id": "pc_001", "name": "Ayla", "hp": 3, "max_hp": 12});
+            if has_cjk(text) {
+                answered(&mut req, "search_content", chinese_names());
+            }
+            if tool == "hp_delta" {
+                // The exchange's rolls came first: only the stayed blow is told.
+                let roll = json!({"dice": "1d20", "rolls": [12], "total": 12});
+                answered(&mut req, "roll_dice", roll);
+            }
+            denied(&mut req, tool, args);
+            let reply = OfflineGameMaster::default().answer(&req);
+            assert!(
+                reply.tool_calls.is_empty(),
+                "{text}: the turn goes on to its end"
+            );
+            assert_eq!(reply.text, says, "{text}");
+        }
+        // Without the call's arguments (an answer read back elsewhere) the
+        // blow is still told as stayed, naming no one.
+        let mut req = request("attack the warden");
+        answered(
+            &mut req,
+            "hp_delta",
+            json!({"status": "rejected", "reason": "permission_denied", "error_code": "APPROVAL_DENIED", "message": "no"}),
+        );
+        let text = OfflineGameMaster::default().answer(&req).text;
+        assert_eq!(text, "The blow is stayed before it lands: no one is hurt.");
     }
 
     #[test]

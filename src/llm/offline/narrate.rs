@@ -15,6 +15,10 @@ use super::words::{cut_at_boundary, names, without_article};
 use crate::llm::ModelReply;
 
 /// Whether a tool result is an error.
+/// The `error_code` of a call a person did not approve (denied, or no
+/// decision in time): the call did not run.
+pub(super) const APPROVAL_DENIED: &str = "APPROVAL_DENIED";
+
 pub(super) fn failed(result: &Value) -> bool {
     result["status"].is_string() && result.get("reason").is_some()
 }
@@ -126,17 +130,70 @@ impl Teller<'_> {
     /// Someone's name: the actor's from the context, else the Chinese one
     /// when there is one, else "someone".
     fn person(&self, id: &str) -> String {
+        match (self.named(id), self.zh) {
+            (Some(name), _) => name,
+            (None, true) => "有人".to_owned(),
+            (None, false) => "Someone".to_owned(),
+        }
+    }
+
+    /// Someone's name when the context or the Chinese names know it.
+    fn named(&self, id: &str) -> Option<String> {
         let actor = &self.context["active_actor"];
         let english = if actor["character_id"] == id {
             actor["name"].as_str().unwrap_or_default()
         } else {
             ""
         };
-        let name = self.name(id, english);
-        match (name.is_empty(), self.zh) {
-            (true, true) => "有人".to_owned(),
-            (true, false) => "Someone".to_owned(),
-            (false, _) => name,
+        Some(self.name(id, english)).filter(|name| !name.is_empty())
+    }
+
+    /// A call a person did not approve, told as an act that was stayed:
+    /// it did not happen. `r["args"]` holds the call's arguments when the
+    /// turn had them (the result itself does not).
+    fn stayed(&self, tool: &str, r: &Value) -> String {
+        let zh = self.zh;
+        let args = &r["args"];
+        match tool {
+            "hp_delta" if args["delta"].as_i64().is_some_and(|d| d > 0) => {
+                if zh {
+                    "这次治疗被拦下了：什么也没有改变。".into()
+                } else {
+                    "The healing is stayed: nothing changes.".into()
+                }
+            }
+            "hp_delta" => {
+                let id = args["target_character_id"].as_str().unwrap_or_default();
+                match (self.named(id), zh) {
+                    (Some(who), false) => {
+                        format!("The blow is stayed before it lands: {who} is spared.")
+                    }
+                    (Some(who), true) => format!("这一击在落下之前被止住了：{who}幸免于难。"),
+                    (None, false) => "The blow is stayed before it lands: no one is hurt.".into(),
+                    (None, true) => "这一击在落下之前被止住了：无人受伤。".into(),
+                }
+            }
+            "add_inventory" => {
+                if zh {
+                    "你伸手去拿，却被拦下了：它留在原处。".into()
+                } else {
+                    "You reach for it, but the taking is stayed: it stays where it is.".into()
+                }
+            }
+            "move" | "move_to_zone" => {
+                if zh {
+                    format!("这一步被拦下了：你留在{}。", self.here())
+                } else {
+                    format!("The way is stayed: you remain in {}.", self.here())
+                }
+            }
+            _ => {
+                if zh {
+                    "这一举动被拦下了，没有发生。".into()
+                } else {
+                    "That act is stayed: it does not happen.".into()
+                }
+            }
         }
     }
 
@@ -147,6 +204,9 @@ impl Teller<'_> {
         let zh = self.zh;
         let pick = |en: String, zh_text: String| if zh { zh_text } else { en };
         let actor = &self.context["active_actor"];
+        if r["error_code"] == APPROVAL_DENIED {
+            return self.stayed(tool, r);
+        }
         match r["reason"].as_str().unwrap_or_default() {
             "tool_not_allowed" | "tool_disabled" => {
                 return pick(
