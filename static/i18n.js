@@ -36,7 +36,7 @@ window.I18N = {
     'lobby.turns': '{n} turns',
     'lobby.players': '{n} playing',
     'lobby.spectators': '{n} watching',
-    'lobby.approval': 'Ask me before a blow would fell a hero: approve or deny it',
+    'lobby.approval': 'Ask me before the game master deals a blow or hands over an item: approve or deny each',
 
     'copy': 'Copy',
     'copied': 'Copied',
@@ -331,7 +331,7 @@ window.I18N = {
     'lobby.turns': '{n} 回合',
     'lobby.players': '{n} 人在玩',
     'lobby.spectators': '{n} 人观战',
-    'lobby.approval': '在一击会让英雄倒下之前先问我：批准或拒绝',
+    'lobby.approval': '在游戏主持人造成伤害或交出物品之前先问我：逐一批准或拒绝',
 
     'copy': '复制',
     'copied': '已复制',

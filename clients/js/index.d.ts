@@ -160,11 +160,11 @@ export interface Snapshot {
   /** The session's seats (docs/protocol.md §8). */
   seats?: Seat[];
   turn_mode?: TurnMode;
-  /** Tool calls waiting for a person's decision (docs/protocol.md §10). */
+  /** Tool calls waiting for a person's decision (docs/protocol.md §19). */
   pending_approvals?: PendingApproval[];
 }
 
-// ---------------------------------------------------------------- approvals (§10)
+// ---------------------------------------------------------------- approvals (§19)
 
 export type ApprovalDecision = 'approve' | 'deny';
 
@@ -468,7 +468,7 @@ export interface CreateSessionBody {
   /** An inline campaign (docs/protocol.md §7); wins over campaign_id. */
   campaign?: Record<string, unknown>;
   visibility?: 'private' | 'public';
-  /** Tools that wait for a person's approval (docs/protocol.md §10); wins over the campaign's. */
+  /** Tools that wait for a person's approval (docs/protocol.md §19); wins over the campaign's. */
   approval?: { tools: string[]; timeout_s?: number; lethal_only?: boolean };
 }
 

@@ -1,4 +1,4 @@
-// A tool call that waits for a person's decision (docs/protocol.md §10),
+// A tool call that waits for a person's decision (docs/protocol.md §19),
 // as a card in its turn: the tool, its arguments in words, and for the
 // seats that may decide (the speaker's seat, or the host) Approve and Deny
 // with the time left; for everyone else the same card, read only. Its

@@ -41,9 +41,9 @@ async function startSession(campaign, btn) {
       campaign_id: campaign.campaign_id,
       visibility: $('public').checked ? 'public' : 'private',
     };
-    // A person approves (or denies) a blow that would fell a hero
-    // (docs/protocol.md §10).
-    if ($('approval-lethal').checked) body.approval = { tools: ['hp_delta'], lethal_only: true };
+    // A person approves (or denies) each blow and each item handed over
+    // (docs/protocol.md §19): the demo's fights and takings pause for it.
+    if ($('approval-ask').checked) body.approval = { tools: ['hp_delta', 'add_inventory'] };
     const s = await questd.createSession(body);
     const mine = readJson('local', 'questd.sessions', {});
     mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title: campaign.title };

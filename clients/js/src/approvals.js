@@ -1,5 +1,5 @@
 // Approvals: the tool calls of a session that wait for a person's decision,
-// as one connection knows them (docs/protocol.md §10). The welcome's
+// as one connection knows them (docs/protocol.md §19). The welcome's
 // snapshot lists them (`pending_approvals`, the truth as of its seq); an
 // `approval_requested` frame adds one and its `approval_resolved` removes
 // it. Each frame sets what it says, so the frames of a resume backlog,

@@ -1,4 +1,4 @@
-// Approval of tool calls against a real questd (docs/protocol.md §10): a
+// Approval of tool calls against a real questd (docs/protocol.md §19): a
 // turn that pauses at a call the session's rule names is listed in
 // `approvals` for everyone, the speaker decides with `decide()`, and the
 // turn goes on; refusals reject the decision that caused them.
