@@ -14,11 +14,11 @@ use super::voice;
 use super::words::{cut_at_boundary, names, without_article};
 use crate::llm::ModelReply;
 
-/// Whether a tool result is an error.
 /// The `error_code` of a call a person did not approve (denied, or no
 /// decision in time): the call did not run.
 pub(super) const APPROVAL_DENIED: &str = "APPROVAL_DENIED";
 
+/// Whether a tool result is an error.
 pub(super) fn failed(result: &Value) -> bool {
     result["status"].is_string() && result.get("reason").is_some()
 }
