@@ -172,14 +172,7 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, mut c: Call) -> 
     let history_from_frame = json && raw_text.trim().len() == raw_text.len();
     let call = call_entry(&c, shown_args, raw_text.clone(), history_from_frame);
 
-    let caller = Caller {
-        acting: &c.acting,
-        role: c.role,
-        allowlist: &view.state.allowlist,
-        session_id: view.session_id,
-        user_id: c.origin.user_id.as_deref(),
-        site_id: None,
-    };
+    let caller = caller_of(view, &c);
     let inv = match c.refused {
         Some(e) => Invocation {
             args: match raw {
@@ -292,6 +285,18 @@ pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, mut c: Call) -> 
     }
 }
 
+/// Who calls, as the pipeline judges `c` in the session `view` lends.
+fn caller_of<'a>(view: &'a SessionView<'_>, c: &'a Call) -> Caller<'a> {
+    Caller {
+        acting: &c.acting,
+        role: c.role,
+        allowlist: &view.state.allowlist,
+        session_id: view.session_id,
+        user_id: c.origin.user_id.as_deref(),
+        site_id: None,
+    }
+}
+
 /// The `tool_call` frame of `c` showing `args`, with the model's history
 /// entry of the call (its arguments as the text `raw_text`, which the
 /// journal reads from the frame when `history_from_frame`).
@@ -332,14 +337,7 @@ pub(super) fn asks_approval(view: &SessionView<'_>, c: &Call) -> Option<(Entry, 
         RawArgs::Text(text) => RawArgs::Value(serde_json::from_str(text).ok()?),
         RawArgs::Value(v) => RawArgs::Value(v.clone()),
     };
-    let caller = Caller {
-        acting: &c.acting,
-        role: c.role,
-        allowlist: &view.state.allowlist,
-        session_id: view.session_id,
-        user_id: c.origin.user_id.as_deref(),
-        site_id: None,
-    };
+    let caller = caller_of(view, c);
     let args = view
         .registry
         .admit(&c.tool, raw, &caller, view.state)
