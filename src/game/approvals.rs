@@ -187,6 +187,11 @@ pub struct Resolved {
     pub by_seat_id: Option<SeatId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Whether the decided call's result is journalled: the call ran (or
+    /// was refused), and a session loaded again must not carry the
+    /// decision out a second time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub carried_out: bool,
 }
 
 /// What a session holds of approvals: its rule, the approvals pending, the
@@ -259,7 +264,19 @@ impl Approvals {
             decision,
             by_seat_id: by_seat_id.cloned(),
             reason: reason.cloned(),
+            carried_out: false,
         });
+    }
+
+    /// The result of `turn_id`'s call `call_id` is journalled: if it is the
+    /// last decided call's, that decision is carried out.
+    pub fn result_recorded(&mut self, turn_id: &TurnId, call_id: &CallId) {
+        if let Some(last) = self.last.as_mut()
+            && last.approval.turn_id == *turn_id
+            && last.approval.call_id == *call_id
+        {
+            last.carried_out = true;
+        }
     }
 }
 
@@ -366,6 +383,12 @@ mod tests {
             book.resolved(&format!("apr_{n}"), Decision::Approve, None, None);
         }
         assert!(!book.was_resolved("apr_1"), "only the last ones are kept");
+        let last = |b: &Approvals| b.last.as_ref().map(|l| l.carried_out);
+        assert_eq!(last(&book), Some(false));
+        book.result_recorded(&"turn_1".into(), &"call_9".into());
+        assert_eq!(last(&book), Some(false), "another call's result");
+        book.result_recorded(&"turn_1".into(), &"call_1".into());
+        assert_eq!(last(&book), Some(true), "its own");
         assert_eq!(book.resolved.len(), REMEMBERED_RESOLVED);
     }
 }

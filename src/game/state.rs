@@ -749,6 +749,14 @@ impl GameState {
     /// Appends to the model's history, dropping the oldest whole turns past
     /// [`HISTORY_LIMIT`] so a tool result never loses its call.
     pub fn record(&mut self, entry: Arc<HistoryEntry>) {
+        if let HistoryEntry::ToolResult {
+            turn_id, call_id, ..
+        } = &*entry
+        {
+            // Noted in the state, not read back from the history, which
+            // drops whole turns past its limit.
+            self.approvals.result_recorded(turn_id, call_id);
+        }
         self.history.push_back(entry);
         if self.history.len() > HISTORY_LIMIT {
             self.history.pop_front();

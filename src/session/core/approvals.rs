@@ -66,11 +66,8 @@ pub(super) fn open_turn(state: &GameState, turn_id: &TurnId) -> Option<OpenTurn>
     }
     let last = book.last.as_ref()?;
     let a = &last.approval;
-    let ran = state.history.iter().rev().any(|e| {
-        matches!(&**e, HistoryEntry::ToolResult { turn_id, call_id, .. }
-            if *turn_id == a.turn_id && *call_id == a.call_id)
-    });
-    (a.turn_id == *turn_id && !ran).then(|| OpenTurn::Decided(a.clone(), last.decision))
+    (a.turn_id == *turn_id && !last.carried_out)
+        .then(|| OpenTurn::Decided(a.clone(), last.decision))
 }
 
 /// The call ids the turn `turn_id` used, as the state's history holds them.
@@ -405,6 +402,8 @@ mod tests {
     //! The pause and the decisions, fed as the actor feeds the core: the
     //! frames a player would see, and what the journal holds.
 
+    use std::sync::Arc;
+
     use serde_json::{Value, json};
 
     use super::super::tests::core;
@@ -644,5 +643,16 @@ mod tests {
             Some(OpenTurn::Decided(_, Decision::Approve))
         ));
         assert!(open_turn(&decided, &"turn_99".into()).is_none());
+        // Its result journalled (however much history follows it in the
+        // turn), the decision is never carried out again.
+        let call_id = state.approvals.pending[0].call_id.clone();
+        decided.record(Arc::new(HistoryEntry::ToolResult {
+            turn_id: turn_id.clone(),
+            call_id,
+            tool: "hp_delta".into(),
+            content: "{}".into(),
+        }));
+        decided.history.clear();
+        assert!(open_turn(&decided, &turn_id).is_none());
     }
 }
