@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use actix::{Actor, Addr, ArbiterHandle};
 use actix_web::dev::Server;
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, web};
 use anyhow::{Context as _, bail};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -259,10 +259,17 @@ impl Application {
             min_invite_expires_s: settings.min_invite_expires_s,
             openapi: std::sync::OnceLock::new(),
         });
-        let server = HttpServer::new(move || {
+        let on_worker = move || {
             if on_workers {
                 placement.register_current();
             }
+        };
+        let options = http::server::Options {
+            workers: http_workers,
+            per_worker: max_connections.div_ceil(http_workers).max(1),
+            shutdown_grace_secs: SHUTDOWN_GRACE_SECS,
+        };
+        let server = http::server::serve(listener, options, accept, on_worker, move || {
             App::new()
                 .app_data(data.clone())
                 .wrap(actix_web::middleware::from_fn(http::cluster::hand_over))
@@ -271,21 +278,7 @@ impl Application {
                 .wrap(actix_web::middleware::from_fn(http::accept::head_seen))
                 .configure(http::configure)
                 .default_service(web::to(http::no_route))
-        })
-        // Every socket gets its write-stall timeout and its address's count
-        // before a byte of it is read.
-        .on_connect(move |io, data| accept.on_connect(io, data))
-        .workers(http_workers)
-        // Each worker stops accepting past its share of the budget, so the
-        // process keeps files for its database whatever arrives.
-        .max_connections(max_connections.div_ceil(http_workers).max(1))
-        // Open WebSockets would otherwise hold a shutdown for 30 s; clients
-        // reconnect and resume anyway.
-        .shutdown_timeout(SHUTDOWN_GRACE_SECS)
-        // SIGTERM and Ctrl-C drain the node first (`run_until_signalled`).
-        .disable_signals()
-        .listen(listener)?
-        .run();
+        })?;
         tracing::info!(
             addr = %settings.bind,
             port,

@@ -64,6 +64,10 @@ struct Counts {
     watches: AtomicUsize,
 }
 
+/// The address a connection reached this node at: where links point when
+/// a request names no host.
+pub struct LocalAddr(pub std::net::SocketAddr);
+
 /// The accept-time rules and the node's counts.
 pub struct Accept {
     /// `TCP_USER_TIMEOUT` of every accepted socket; `None` leaves the
@@ -132,6 +136,9 @@ impl Accept {
         }
         if open > self.pressure_at {
             self.watch_head(&socket, head);
+        }
+        if let Ok(local) = stream.local_addr() {
+            data.insert(LocalAddr(local));
         }
         data.insert(Arc::new(conn));
     }

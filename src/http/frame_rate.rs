@@ -16,10 +16,11 @@
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
-use actix::{Actor, ActorContext};
-use actix_web_actors::ws;
+use actix::Context;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
+use super::websocket::{Socket, WsActor};
+use super::wsframe::{Incoming, ProtocolError};
 use crate::error::ErrorCode;
 use crate::protocol::ControlFrame;
 
@@ -101,21 +102,17 @@ impl FrameRate {
         self.refusals.judge(allowed, Instant::now())
     }
 
-    /// Judges `msg`, which arrived on the connection of `ctx`, and carries
-    /// out the verdict there: answers whether to handle it. A close is not
-    /// judged (it ends the connection), nor an error (it closes it).
-    pub fn admit<A>(
+    /// Judges `msg`, which arrived on `socket` (of the actor of `ctx`),
+    /// and carries out the verdict there: answers whether to handle it. A
+    /// close is not judged (it ends the connection), nor an error (it
+    /// closes it).
+    pub fn admit<A: WsActor>(
         &mut self,
-        msg: &Result<ws::Message, ws::ProtocolError>,
-        ctx: &mut ws::WebsocketContext<A>,
-    ) -> bool
-    where
-        A: Actor<Context = ws::WebsocketContext<A>>,
-    {
-        if matches!(
-            msg,
-            Ok(ws::Message::Close(_)) | Ok(ws::Message::Nop) | Err(_)
-        ) {
+        msg: &Result<Incoming, ProtocolError>,
+        socket: &mut Socket,
+        ctx: &mut Context<A>,
+    ) -> bool {
+        if matches!(msg, Ok(Incoming::Close(_)) | Err(_)) {
             return true;
         }
         match self.frame() {
@@ -128,15 +125,15 @@ impl FrameRate {
                     message: "too many frames on this connection; slow down".into(),
                     retry_after_ms: Some(TELL_EVERY.as_millis() as u64),
                 };
-                ctx.text(error.to_json());
+                socket.text(ctx, error.to_json());
                 false
             }
             Verdict::Close => {
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::from(CLOSE_POLICY),
-                    description: Some("too many frames; slow down and reconnect".into()),
-                }));
-                ctx.stop();
+                socket.close_now(
+                    ctx,
+                    CLOSE_POLICY,
+                    "too many frames; slow down and reconnect",
+                );
                 false
             }
         }

@@ -518,7 +518,16 @@ pub fn link_base(req: &HttpRequest, trusted_proxy: bool) -> LinkBase {
     if let Some(public) = req.extensions().get::<Arc<LinkBase>>() {
         return LinkBase::clone(public);
     }
-    if trusted_proxy {
+    // Without any host named, `connection_info` would answer actix-web's
+    // placeholder; the socket's own address is better (below).
+    let names_host = [
+        header::FORWARDED.as_str(),
+        "x-forwarded-host",
+        header::HOST.as_str(),
+    ]
+    .iter()
+    .any(|h| req.headers().contains_key(*h));
+    if trusted_proxy && names_host {
         let info = req.connection_info();
         if parse_authority(info.host()).is_some() {
             let secure = matches!(info.scheme(), "https" | "wss");
@@ -530,7 +539,10 @@ pub fn link_base(req: &HttpRequest, trusted_proxy: bool) -> LinkBase {
         .filter(|host| parse_authority(host).is_some());
     match named {
         Some(host) => LinkBase::new(false, host.trim()),
-        None => LinkBase::new(false, req.app_config().host()),
+        None => match req.conn_data::<super::accept::LocalAddr>() {
+            Some(local) => LinkBase::new(false, &local.0.to_string()),
+            None => LinkBase::new(false, req.app_config().host()),
+        },
     }
 }
 

@@ -33,6 +33,7 @@ mod party;
 pub mod peers;
 mod relay;
 pub mod routes;
+pub mod server;
 pub mod service;
 pub mod sites;
 pub mod socket;
@@ -42,7 +43,10 @@ mod static_files;
 mod stored;
 mod timers;
 mod tools_api;
+mod upgrade;
+mod websocket;
 pub mod ws;
+mod wsframe;
 
 use actix_web::web;
 

@@ -11,8 +11,7 @@
 use std::time::Instant;
 
 use actix::prelude::*;
-use actix_web::{HttpRequest, HttpResponse, web};
-use actix_web_actors::ws;
+use actix_web::{HttpRequest, HttpResponse};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -27,6 +26,8 @@ use super::frame_rate::FrameRate;
 use super::owner_watch::{self, Claim};
 use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::state::AppState;
+use super::websocket::{Socket, WsActor};
+use super::wsframe::{Incoming, ProtocolError, close};
 use crate::error::ApiError;
 use crate::ids::SessionId;
 use crate::storage::Store;
@@ -46,7 +47,6 @@ const MAX_UPSTREAM_FRAME: usize = 64 * 1024 * 1024;
 /// full node) is answered to the client as it answered.
 pub async fn relay(
     req: &HttpRequest,
-    stream: web::Payload,
     state: &AppState,
     owner_url: &str,
     slot: ConnSlot,
@@ -107,24 +107,29 @@ pub async fn relay(
         }
         let _ = sink.close().await;
     });
-    let relay = Relay {
-        _slot: slot,
-        to_owner,
-        from_owner: Some(from_owner),
-        last_heard: Instant::now(),
-        rate: FrameRate::new(state.ws.frames_per_second, state.ws.frame_burst),
-        owner: Owner {
-            store: state.store.clone(),
-            session_id: SessionId::from(req.match_info().get("id").unwrap_or_default()),
-            url: owner_url.to_owned(),
-            heard: Instant::now(),
-            looking: false,
-        },
+    let rate = FrameRate::new(state.ws.frames_per_second, state.ws.frame_burst);
+    let owner = Owner {
+        store: state.store.clone(),
+        session_id: SessionId::from(req.match_info().get("id").unwrap_or_default()),
+        url: owner_url.to_owned(),
+        heard: Instant::now(),
+        looking: false,
     };
-    ws::WsResponseBuilder::new(relay, req, stream)
-        .frame_size(MAX_FRAME_BYTES)
-        .start()
-        .map_err(|e| ApiError::bad_request(format!("websocket upgrade failed: {e}")))
+    super::upgrade::accept(req, move |up| {
+        Relay::create(move |ctx| {
+            let (socket, messages) = Socket::new(up, MAX_FRAME_BYTES);
+            ctx.add_stream(messages);
+            Relay {
+                _slot: slot,
+                socket,
+                to_owner,
+                from_owner: Some(from_owner),
+                last_heard: Instant::now(),
+                rate,
+                owner,
+            }
+        });
+    })
 }
 
 type FromOwner =
@@ -135,6 +140,7 @@ type FromOwner =
 struct Relay {
     /// This connection's place in the node's and address's counts.
     _slot: ConnSlot,
+    socket: Socket,
     to_owner: mpsc::UnboundedSender<Message>,
     /// Taken when the actor starts.
     from_owner: Option<FromOwner>,
@@ -157,8 +163,14 @@ struct Owner {
     looking: bool,
 }
 
+impl WsActor for Relay {
+    fn socket(&mut self) -> &mut Socket {
+        &mut self.socket
+    }
+}
+
 impl Actor for Relay {
-    type Context = ws::WebsocketContext<Self>;
+    type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         if let Some(from_owner) = self.from_owner.take() {
@@ -167,9 +179,9 @@ impl Actor for Relay {
         ctx.run_interval(HEARTBEAT, |act, ctx| {
             if act.last_heard.elapsed() > CLIENT_TIMEOUT {
                 act.close_owner();
-                ctx.stop();
+                act.socket.close(ctx, close::AWAY, "no answer to ping");
             } else {
-                ctx.ping(b"");
+                act.socket.ping(ctx);
             }
         });
         ctx.run_interval(owner_watch::PING_EVERY, Self::watch_owner);
@@ -188,7 +200,7 @@ impl Relay {
     /// Pings an owner that has been silent a while; once it has said
     /// nothing for [`owner_watch::QUIET`], reads its claim, and closes the
     /// client for a reconnect when the owner lost it.
-    fn watch_owner(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+    fn watch_owner(&mut self, ctx: &mut Context<Self>) {
         let quiet = self.owner.heard.elapsed();
         if quiet >= owner_watch::PING_AFTER {
             let _ = self.to_owner.send(Message::Ping(Default::default()));
@@ -211,54 +223,58 @@ impl Relay {
                 if quiet >= owner_watch::QUIET && owner_watch::gone(claim, quiet, lease, true) {
                     tracing::warn!(session_id = %act.owner.session_id, "the session's node stopped answering; closing its relayed connection for a reconnect");
                     act.close_owner();
-                    Self::owner_gone(ctx);
+                    act.owner_gone(ctx);
                 }
             }),
         );
     }
 
-    fn owner_gone(ctx: &mut ws::WebsocketContext<Self>) {
-        ctx.close(Some(ws::CloseReason {
-            code: ws::CloseCode::from(CLOSE_OWNER_GONE),
-            description: Some("the session's node went away; reconnect".into()),
-        }));
-        ctx.stop();
+    fn owner_gone(&mut self, ctx: &mut Context<Self>) {
+        self.socket.close(
+            ctx,
+            CLOSE_OWNER_GONE,
+            "the session's node went away; reconnect",
+        );
     }
 }
 
 /// The client's frames, sent on to the owner.
-impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for Relay {
-    fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
+impl StreamHandler<Result<Incoming, ProtocolError>> for Relay {
+    fn handle(&mut self, msg: Result<Incoming, ProtocolError>, ctx: &mut Self::Context) {
         self.last_heard = Instant::now();
-        if !self.rate.admit(&msg, ctx) {
+        if self.socket.is_closing() || !self.rate.admit(&msg, &mut self.socket, ctx) {
             return;
         }
         let forward = match msg {
-            Ok(ws::Message::Text(text)) => Message::Text(text.to_string().into()),
-            Ok(ws::Message::Binary(bytes)) => Message::Binary(bytes),
-            Ok(ws::Message::Ping(p)) => {
-                ctx.pong(&p);
-                return;
-            }
-            Ok(ws::Message::Pong(_)) => return,
-            Ok(ws::Message::Close(reason)) => {
-                let frame = reason.map(|r| CloseFrame {
-                    code: CloseCode::from(u16::from(r.code)),
-                    reason: r.description.unwrap_or_default().into(),
+            Ok(Incoming::Text(text)) => Message::Text(text.into()),
+            Ok(Incoming::Binary(bytes)) => Message::Binary(bytes),
+            Ok(Incoming::Ping(p)) => return self.socket.pong(ctx, p),
+            Ok(Incoming::Pong) => return,
+            Ok(Incoming::Close(reason)) => {
+                let frame = reason.as_ref().map(|(code, why)| CloseFrame {
+                    code: CloseCode::from(*code),
+                    reason: why.clone().into(),
                 });
                 let _ = self.to_owner.send(Message::Close(frame));
-                ctx.stop();
-                return;
+                let (code, why) = reason.unwrap_or((close::NORMAL, String::new()));
+                return self.socket.close(ctx, code, &why);
             }
-            Ok(ws::Message::Continuation(_)) | Ok(ws::Message::Nop) => return,
-            Err(_) => {
-                ctx.stop();
-                return;
+            Err(e) => {
+                self.close_owner();
+                return self
+                    .socket
+                    .close_now(ctx, e.close_code(), &e.reason(MAX_FRAME_BYTES));
             }
         };
         if self.to_owner.send(forward).is_err() {
-            Self::owner_gone(ctx);
+            self.owner_gone(ctx);
         }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        // The client's TCP connection ended.
+        self.close_owner();
+        ctx.stop();
     }
 }
 
@@ -267,23 +283,28 @@ impl StreamHandler<Result<Message, tungstenite::Error>> for Relay {
     fn handle(&mut self, msg: Result<Message, tungstenite::Error>, ctx: &mut Self::Context) {
         self.owner.heard = Instant::now();
         match msg {
-            Ok(Message::Text(text)) => ctx.text(text.as_str()),
-            Ok(Message::Binary(bytes)) => ctx.binary(bytes),
+            Ok(Message::Text(text)) => {
+                let text: bytes::Bytes = text.into();
+                match bytestring::ByteString::try_from(text) {
+                    Ok(text) => self.socket.text(ctx, text),
+                    Err(_) => self.owner_gone(ctx),
+                }
+            }
+            Ok(Message::Binary(bytes)) => self.socket.binary(ctx, bytes),
             Ok(Message::Close(frame)) => {
-                ctx.close(frame.map(|f| ws::CloseReason {
-                    code: ws::CloseCode::from(u16::from(f.code)),
-                    description: Some(f.reason.to_string()),
-                }));
-                ctx.stop();
+                let (code, why) = frame.map_or((close::NORMAL, String::new()), |f| {
+                    (u16::from(f.code), f.reason.to_string())
+                });
+                self.socket.close(ctx, code, &why);
             }
             // tungstenite answers the owner's pings itself; its pongs
             // only say it is there.
             Ok(_) => {}
-            Err(_) => Self::owner_gone(ctx),
+            Err(_) => self.owner_gone(ctx),
         }
     }
 
     fn finished(&mut self, ctx: &mut Self::Context) {
-        Self::owner_gone(ctx);
+        self.owner_gone(ctx);
     }
 }

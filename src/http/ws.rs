@@ -18,7 +18,6 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use actix_web::{HttpRequest, HttpResponse, web};
-use actix_web_actors::ws;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -30,14 +29,16 @@ use super::peers::Routed;
 pub use super::socket::WsLimits;
 use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::state::AppState;
+use super::websocket::{Socket, WsActor};
+use super::wsframe::{Incoming, ProtocolError, close};
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::{RequestId, SeatId, SessionId};
 use crate::metrics::{Gauge, Metrics};
 use crate::protocol::{ClientFrame, ConnRole, ControlFrame, check_request_id};
 use crate::session::tail::{Tail, Watch};
 use crate::session::{
-    CLOSE_SESSION_CLOSED, Decide, Outbound, Outbox, PartyCaller, Say, SessionActor, SubmitChat,
-    Subscribe, Unsubscribe,
+    CLOSE_OVERFLOW, CLOSE_SESSION_CLOSED, Decide, Outbound, Outbox, PartyCaller, Say, SessionActor,
+    SubmitChat, Subscribe, Unsubscribe,
 };
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -66,7 +67,6 @@ struct ConnectQuery {
         (status = 400, description = "Not a WebSocket upgrade", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn connect(
     req: HttpRequest,
-    stream: web::Payload,
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
     query: Result<web::Query<ConnectQuery>, actix_web::Error>,
@@ -100,7 +100,7 @@ async fn connect(
             if token_role(&meta, token) != Some(TokenRole::Spectator) {
                 let slot = state.admission.admit_websocket(&req, &Arc::default())?;
                 super::accept::upgraded(&req);
-                return super::relay::relay(&req, stream, &state, &owner.url, slot).await;
+                return super::relay::relay(&req, &state, &owner.url, slot).await;
             }
             let tail = state
                 .tails
@@ -130,25 +130,36 @@ async fn connect(
     // plain HTTP connections.
     super::accept::upgraded(&req);
     let limits = state.ws;
-    let conn = WsConn {
-        _slot: slot,
-        conn_id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
-        session: watched,
-        role,
-        seat,
-        last_seq: query.last_seq,
-        last_heard: Instant::now(),
-        queue: limits.queue,
-        outbox: Arc::new(Outbox::new(limits.queue_bytes)),
-        rate: FrameRate::new(limits.frames_per_second, limits.frame_burst),
-        metrics: state.metrics.clone(),
-        joins: state.admission.joins(),
-        client: state.admission.client_key(&req),
-    };
-    ws::WsResponseBuilder::new(conn, &req, stream)
-        .frame_size(MAX_FRAME_BYTES)
-        .start()
-        .map_err(|e| ApiError::bad_request(format!("websocket upgrade failed: {e}")))
+    let conn_id = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
+    let last_seq = query.last_seq;
+    let metrics = state.metrics.clone();
+    let joins = state.admission.joins();
+    let client = state.admission.client_key(&req);
+    super::upgrade::accept(&req, move |up| {
+        WsConn::create(move |ctx| {
+            let (mut socket, messages) = Socket::new(up, MAX_FRAME_BYTES);
+            let outbox = Arc::new(Outbox::new(limits.queue_bytes));
+            socket.count_in(outbox.clone());
+            ctx.add_stream(messages);
+            WsConn {
+                _slot: slot,
+                socket,
+                conn_id,
+                session: watched,
+                role,
+                seat,
+                last_seq,
+                last_heard: Instant::now(),
+                unsubscribed: false,
+                queue: limits.queue,
+                outbox,
+                rate: FrameRate::new(limits.frames_per_second, limits.frame_burst),
+                metrics,
+                joins,
+                client,
+            }
+        });
+    })
 }
 
 /// What a connection watches: the session itself (this node runs it), or
@@ -192,6 +203,7 @@ struct WsConn {
     /// This connection's place in the node's, session's and address's
     /// counts; given back when the connection actor is dropped.
     _slot: ConnSlot,
+    socket: Socket,
     conn_id: u64,
     /// The session (or tail) this connection watches; it outlives the
     /// connection or tells it to close.
@@ -201,9 +213,12 @@ struct WsConn {
     seat: Option<SeatId>,
     last_seq: Option<u64>,
     last_heard: Instant,
-    /// Capacity of the outbound queue (this actor's mailbox).
+    /// This connection left the session's audience.
+    unsubscribed: bool,
+    /// Messages that may wait for this connection, in its mailbox and
+    /// its socket's queue.
     queue: usize,
-    /// The bytes queued for this connection and not taken, shared with
+    /// The bytes queued for this connection and not written, shared with
     /// the session, which marks it overflowed when it falls too far behind.
     outbox: Arc<Outbox>,
     /// How many frames the client may send.
@@ -213,6 +228,12 @@ struct WsConn {
     /// The client's address as the per-address limits count it.
     client: Option<std::net::IpAddr>,
     metrics: Arc<Metrics>,
+}
+
+impl WsActor for WsConn {
+    fn socket(&mut self) -> &mut Socket {
+        &mut self.socket
+    }
 }
 
 impl WsConn {
@@ -237,9 +258,20 @@ impl WsConn {
         Some((to.clone(), self.seat.clone()?))
     }
 
+    /// Leaves the session's audience (once): at the latest when the
+    /// connection stops, at once when it falls behind.
+    fn unsubscribe(&mut self) {
+        if !self.unsubscribed {
+            self.unsubscribed = true;
+            self.session.unsubscribe.do_send(Unsubscribe {
+                conn_id: self.conn_id,
+            });
+        }
+    }
+
     /// The session did not take a message (it stopped meanwhile).
-    fn unavailable(ctx: &mut ws::WebsocketContext<Self>, request_id: Option<RequestId>) {
-        Self::send_error(
+    fn unavailable(&mut self, ctx: &mut Context<Self>, request_id: Option<RequestId>) {
+        self.send_error(
             ctx,
             request_id,
             ErrorCode::InternalError,
@@ -249,24 +281,23 @@ impl WsConn {
     }
 
     fn send_error(
-        ctx: &mut ws::WebsocketContext<Self>,
+        &mut self,
+        ctx: &mut Context<Self>,
         request_id: Option<RequestId>,
         code: ErrorCode,
         message: String,
         retry_after_ms: Option<u64>,
     ) {
-        ctx.text(
-            ControlFrame::Error {
-                request_id,
-                error_code: code,
-                message,
-                retry_after_ms,
-            }
-            .to_json(),
-        );
+        let frame = ControlFrame::Error {
+            request_id,
+            error_code: code,
+            message,
+            retry_after_ms,
+        };
+        self.socket.text(ctx, frame.to_json());
     }
 
-    fn on_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    fn on_text(&mut self, text: &str, ctx: &mut Context<Self>) {
         let frame = match ClientFrame::parse(text) {
             Ok(f) => f,
             Err(message) => {
@@ -277,14 +308,16 @@ impl WsConn {
                         .filter(|id| check_request_id(id).is_ok())
                         .map(RequestId::from)
                 });
-                return Self::send_error(ctx, request_id, ErrorCode::InvalidFrame, message, None);
+                return self.send_error(ctx, request_id, ErrorCode::InvalidFrame, message, None);
             }
         };
         match frame {
-            ClientFrame::Ping { nonce } => ctx.text(ControlFrame::Pong { nonce }.to_json()),
+            ClientFrame::Ping { nonce } => self
+                .socket
+                .text(ctx, ControlFrame::Pong { nonce }.to_json()),
             ClientFrame::Say { text, request_id } => {
                 let Some((say, seat_id)) = self.as_player(&self.session.say) else {
-                    return Self::send_error(
+                    return self.send_error(
                         ctx,
                         request_id,
                         ErrorCode::Forbidden,
@@ -300,10 +333,10 @@ impl WsConn {
                 });
                 // What is said reaches this connection as `party_chat`,
                 // like everyone's; only a refusal is answered here.
-                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
+                ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| match res {
                     Ok(Ok(())) => {}
-                    Ok(Err(r)) => Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
-                    Err(_) => Self::unavailable(ctx, rid),
+                    Ok(Err(r)) => act.send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
+                    Err(_) => act.unavailable(ctx, rid),
                 }));
             }
             ClientFrame::Approve {
@@ -313,7 +346,7 @@ impl WsConn {
                 request_id,
             } => {
                 let Some((decide, seat_id)) = self.as_player(&self.session.decide) else {
-                    return Self::send_error(
+                    return self.send_error(
                         ctx,
                         request_id,
                         ErrorCode::Forbidden,
@@ -330,17 +363,17 @@ impl WsConn {
                 // The decision reaches this connection as
                 // `approval_resolved`, like everyone's; only a refusal is
                 // answered here.
-                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| match res {
+                ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| match res {
                     Ok(Ok(_)) => {}
                     Ok(Err(r)) => {
-                        Self::send_error(ctx, request_id, r.code, r.message, r.retry_after_ms)
+                        act.send_error(ctx, request_id, r.code, r.message, r.retry_after_ms)
                     }
-                    Err(_) => Self::unavailable(ctx, request_id),
+                    Err(_) => act.unavailable(ctx, request_id),
                 }));
             }
             ClientFrame::Chat { text, request_id } => {
                 let Some((chat, seat_id)) = self.as_player(&self.session.chat) else {
-                    return Self::send_error(
+                    return self.send_error(
                         ctx,
                         request_id,
                         ErrorCode::Forbidden,
@@ -356,16 +389,14 @@ impl WsConn {
                     conn_id: Some(self.conn_id),
                     trace_id: None,
                 });
-                ctx.spawn(fut.into_actor(self).map(move |res, _, ctx| {
+                ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
                     match res {
                         // The session queued the ack itself, ahead of the
                         // turn's frames.
                         Ok(Ok(a)) if a.acked => {}
-                        Ok(Ok(a)) => ctx.text(a.ack(rid)),
-                        Ok(Err(r)) => {
-                            Self::send_error(ctx, rid, r.code, r.message, r.retry_after_ms)
-                        }
-                        Err(_) => Self::unavailable(ctx, rid),
+                        Ok(Ok(a)) => act.socket.text(ctx, a.ack(rid)),
+                        Ok(Err(r)) => act.send_error(ctx, rid, r.code, r.message, r.retry_after_ms),
+                        Err(_) => act.unavailable(ctx, rid),
                     }
                 }));
             }
@@ -374,7 +405,7 @@ impl WsConn {
 }
 
 impl Actor for WsConn {
-    type Context = ws::WebsocketContext<Self>;
+    type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.gauge().inc();
@@ -384,26 +415,19 @@ impl Actor for WsConn {
                 // The session's actor died (a bug, caught by its runtime):
                 // the client reconnects and the hub loads it again from its
                 // journal.
-                Self::send_error(
+                act.send_error(
                     ctx,
                     None,
                     ErrorCode::InternalError,
                     "the session stopped unexpectedly; reconnect with last_seq".into(),
                     None,
                 );
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::Error,
-                    description: Some("the session stopped; reconnect".into()),
-                }));
-                ctx.stop();
+                act.socket
+                    .close(ctx, close::ERROR, "the session stopped; reconnect");
             } else if act.last_heard.elapsed() > CLIENT_TIMEOUT {
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::Away,
-                    description: Some("no answer to ping".into()),
-                }));
-                ctx.stop();
+                act.socket.close(ctx, close::AWAY, "no answer to ping");
             } else {
-                ctx.ping(b"");
+                act.socket.ping(ctx);
             }
         });
         let subscribe = Subscribe {
@@ -426,32 +450,30 @@ impl Actor for WsConn {
                             // Handed nothing: what it would pin is the budget's
                             // to bound. The client reconnects (1013: try again
                             // later) with its last_seq.
-                            ctx.close(Some(ws::CloseReason {
-                                code: ws::CloseCode::Again,
-                                description: Some(format!("{reason}; reconnect shortly")),
-                            }));
-                            ctx.stop();
+                            act.socket.close(
+                                ctx,
+                                close::AGAIN,
+                                &format!("{reason}; reconnect shortly"),
+                            );
                             return;
                         }
-                        ctx.text(joined.welcome);
+                        act.socket.queue_text(joined.welcome, false);
                         for frame in joined.backlog {
-                            ctx.text(frame);
+                            act.socket.queue_text(frame, false);
                         }
+                        act.socket.flush(ctx);
                     }
                     // Closed by an operator while this connection opened.
                     Ok(Err(refused)) if refused.code == ErrorCode::SessionClosed => {
-                        ctx.close(Some(ws::CloseReason {
-                            code: ws::CloseCode::from(CLOSE_SESSION_CLOSED),
-                            description: Some(refused.message),
-                        }));
-                        ctx.stop();
+                        act.socket
+                            .close(ctx, CLOSE_SESSION_CLOSED, &refused.message);
                     }
                     _ => {
-                        ctx.close(Some(ws::CloseReason {
-                            code: ws::CloseCode::Restart,
-                            description: Some("the session is reloading; reconnect".into()),
-                        }));
-                        ctx.stop();
+                        act.socket.close(
+                            ctx,
+                            close::RESTART,
+                            "the session is reloading; reconnect",
+                        );
                     }
                 },
             ),
@@ -460,9 +482,7 @@ impl Actor for WsConn {
 
     fn stopped(&mut self, _: &mut Self::Context) {
         self.gauge().dec();
-        self.session.unsubscribe.do_send(Unsubscribe {
-            conn_id: self.conn_id,
-        });
+        self.unsubscribe();
     }
 }
 
@@ -470,59 +490,62 @@ impl Handler<Outbound> for WsConn {
     type Result = ();
 
     fn handle(&mut self, msg: Outbound, ctx: &mut Self::Context) {
-        self.outbox.taken(msg.bytes());
+        if self.outbox.overflowed() {
+            // Once overflowed, the rest is dropped: the client resumes
+            // from its last seq instead.
+            match msg {
+                Outbound::Close { code, reason } => self.socket.close_now(ctx, code, reason),
+                other => self.outbox.taken(other.bytes()),
+            }
+            return;
+        }
         match msg {
-            // Once overflowed, the rest of the queue is dropped: the client
-            // resumes from its last seq instead.
-            Outbound::Frame(_) | Outbound::Frames(_) if self.outbox.overflowed() => {}
-            Outbound::Frame(bytes) => ctx.text(bytes),
+            Outbound::Frame(bytes) => self.socket.queue_text(bytes, true),
             Outbound::Frames(frames) => {
                 for bytes in frames.iter() {
-                    ctx.text(bytes.clone());
+                    self.socket.queue_text(bytes.clone(), true);
                 }
             }
-            Outbound::Close { code, reason } => {
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::from(code),
-                    description: Some(reason.into()),
-                }));
-                ctx.stop();
-            }
+            Outbound::Close { code, reason } => return self.socket.close(ctx, code, reason),
+        }
+        self.socket.flush(ctx);
+        if self.socket.queued() > self.queue {
+            // As many messages behind as its mailbox may hold: closed like
+            // a connection whose mailbox is full.
+            self.outbox.overflow();
+            self.metrics.outbound_drops.add(1);
+            self.unsubscribe();
+            self.socket
+                .close_now(ctx, CLOSE_OVERFLOW, "too slow: reconnect with last_seq");
         }
     }
 }
 
-impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsConn {
-    fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
+impl StreamHandler<Result<Incoming, ProtocolError>> for WsConn {
+    fn handle(&mut self, msg: Result<Incoming, ProtocolError>, ctx: &mut Self::Context) {
         self.last_heard = Instant::now();
-        if !self.rate.admit(&msg, ctx) {
+        if self.socket.is_closing() || !self.rate.admit(&msg, &mut self.socket, ctx) {
             return;
         }
         match msg {
-            Ok(ws::Message::Text(text)) => self.on_text(&text, ctx),
-            Ok(ws::Message::Ping(payload)) => ctx.pong(&payload),
-            Ok(ws::Message::Pong(_)) | Ok(ws::Message::Nop) => {}
-            Ok(ws::Message::Binary(_)) | Ok(ws::Message::Continuation(_)) => Self::send_error(
+            Ok(Incoming::Text(text)) => self.on_text(&text, ctx),
+            Ok(Incoming::Ping(payload)) => self.socket.pong(ctx, payload),
+            Ok(Incoming::Pong) => {}
+            Ok(Incoming::Binary(_)) => self.send_error(
                 ctx,
                 None,
                 ErrorCode::InvalidFrame,
                 "only whole JSON text frames are accepted".into(),
                 None,
             ),
-            Ok(ws::Message::Close(reason)) => {
-                ctx.close(reason);
-                ctx.stop();
-            }
-            Err(ws::ProtocolError::Overflow) => {
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::Size,
-                    description: Some(format!("frames are limited to {MAX_FRAME_BYTES} bytes")),
-                }));
-                ctx.stop();
+            Ok(Incoming::Close(reason)) => {
+                let (code, why) = reason.unwrap_or((close::NORMAL, String::new()));
+                self.socket.close(ctx, code, &why);
             }
             Err(e) => {
-                tracing::debug!(error = %e, "websocket protocol error");
-                ctx.stop();
+                tracing::debug!(error = ?e, "websocket protocol error");
+                self.socket
+                    .close_now(ctx, e.close_code(), &e.reason(MAX_FRAME_BYTES));
             }
         }
     }

@@ -57,6 +57,7 @@ mod types;
 
 pub use actor::SessionActor;
 pub use audit::CallOrigin;
+pub use fanout::CLOSE_OVERFLOW;
 pub use hub::{
     AllLive, CreateSession, DrainNode, HubError, ListAll, ListLive, LiveInfo, Lookup, Running,
     SessionHandle, SessionHub, StopHub,

@@ -1,0 +1,610 @@
+//! A WebSocket this node serves, on the TCP socket itself: the writer and
+//! the reader under the connection actors (`ws`, `relay`), below actix-web
+//! (`upgrade` hands the socket over once the handshake is answered).
+//!
+//! - **Writes.** A story frame's text is encoded once by the session and
+//!   shared by every connection (`Bytes`); a connection queues only the
+//!   few bytes of its frame header beside it and writes header and text
+//!   with one `writev`, every frame released together in the same call:
+//!   one system call per connection per commit, and no buffer allocated
+//!   or copied per write. What the socket does not take waits in the
+//!   queue ([`Outgoing`]) until the socket has room; its bytes count in
+//!   the connection's `Outbox` until written, which is how the session
+//!   sees a slow reader.
+//! - **Reads.** The client's frames are read into a buffer that exists
+//!   only while a frame is incomplete, so an idle connection holds no
+//!   buffer at all, and parsed by `wsframe`.
+//! - **Close.** A close frame goes after everything queued before it;
+//!   once it is written the socket is shut for writing and the actor
+//!   stops. A connection dropped for falling behind keeps only a frame
+//!   already half written, so the client never sees a torn frame.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::net::Shutdown;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, ready};
+use std::time::Duration;
+
+use actix::prelude::*;
+use bytes::{Bytes, BytesMut};
+use bytestring::ByteString;
+use futures_util::Stream;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use super::wsframe::{self, Incoming, MAX_HEAD, ProtocolError, op};
+use crate::session::Outbox;
+
+/// Frames given to one `writev` at most (two slices each).
+const WRITE_BATCH: usize = 32;
+/// How long a closing connection may take to write what it has queued
+/// before it is dropped anyway.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// What one read asks of the socket.
+const READ_CHUNK: usize = 4096;
+
+/// A socket just upgraded: what the connection's actor is started with.
+pub struct Upgraded {
+    pub io: TcpStream,
+    /// Bytes the client sent after its handshake, read with it.
+    pub read: BytesMut,
+    /// Dropped with the socket: the HTTP connection it came from ends then.
+    pub done: oneshot::Sender<()>,
+}
+
+/// One queued frame: its header and its payload, shared.
+struct Item {
+    head: [u8; MAX_HEAD],
+    head_len: u8,
+    body: Bytes,
+    /// The bytes of it the connection's `Outbox` counts.
+    counted: usize,
+}
+
+impl Item {
+    fn len(&self) -> usize {
+        usize::from(self.head_len) + self.body.len()
+    }
+}
+
+/// What a write did: the counted bytes it finished, and whether the socket
+/// had no more room.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub released: usize,
+    pub blocked: bool,
+}
+
+/// The frames queued for one connection and not yet written, in order.
+#[derive(Default)]
+pub struct Outgoing {
+    items: VecDeque<Item>,
+    /// Bytes of the front frame already written.
+    offset: usize,
+    /// A close frame is queued: nothing goes after it.
+    closed: bool,
+}
+
+impl Outgoing {
+    /// Queues a frame; `counted` of its bytes are the `Outbox`'s. Answers
+    /// false once a close frame is queued (nothing may follow it).
+    pub fn push(&mut self, opcode: u8, body: Bytes, counted: usize) -> bool {
+        if self.closed {
+            return false;
+        }
+        let (head, head_len) = wsframe::head(opcode, body.len());
+        self.items.push_back(Item {
+            head,
+            head_len,
+            body,
+            counted,
+        });
+        true
+    }
+
+    /// Queues the close frame, last.
+    pub fn close(&mut self, code: u16, reason: &str) {
+        if !self.closed {
+            self.push(op::CLOSE, wsframe::close_payload(code, reason), 0);
+            self.closed = true;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Frames waiting.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Forgets every frame not yet begun (a frame half written stays, so
+    /// the stream of frames is never torn); answers the counted bytes
+    /// forgotten.
+    pub fn drop_unsent(&mut self) -> usize {
+        let keep = usize::from(self.offset > 0);
+        self.items.drain(keep..).map(|i| i.counted).sum()
+    }
+
+    /// Writes with `write` (a `writev`) until the queue is empty or the
+    /// socket has no room; an error other than "no room" is answered as
+    /// it is.
+    pub fn write_to(
+        &mut self,
+        mut write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>,
+    ) -> io::Result<Written> {
+        let mut done = Written::default();
+        while !self.items.is_empty() {
+            let n = {
+                let mut slices = [IoSlice::new(&[]); 2 * WRITE_BATCH];
+                let mut used = 0;
+                let mut skip = self.offset;
+                for item in self.items.iter().take(WRITE_BATCH) {
+                    let head = &item.head[..usize::from(item.head_len)];
+                    for part in [head, &item.body[..]] {
+                        if skip >= part.len() {
+                            skip -= part.len();
+                            continue;
+                        }
+                        slices[used] = IoSlice::new(&part[skip..]);
+                        skip = 0;
+                        used += 1;
+                    }
+                }
+                match write(&slices[..used]) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        done.blocked = true;
+                        return Ok(done);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            self.advance(n, &mut done);
+        }
+        Ok(done)
+    }
+
+    fn advance(&mut self, mut n: usize, done: &mut Written) {
+        while n > 0 {
+            let Some(front) = self.items.front() else {
+                return;
+            };
+            let left = front.len() - self.offset;
+            if n < left {
+                self.offset += n;
+                return;
+            }
+            n -= left;
+            self.offset = 0;
+            done.released += front.counted;
+            self.items.pop_front();
+        }
+    }
+}
+
+/// The connection actors' side of the socket.
+pub trait WsActor: Actor<Context = Context<Self>> {
+    fn socket(&mut self) -> &mut Socket;
+}
+
+/// One served WebSocket: the socket, what waits to be written, and the
+/// `Outbox` its written bytes are taken from.
+pub struct Socket {
+    io: Rc<TcpStream>,
+    out: Outgoing,
+    outbox: Option<Arc<Outbox>>,
+    /// A wait for room in the socket is on its way.
+    waiting: bool,
+    /// The close frame is written and the socket shut for writing.
+    shut: bool,
+    _done: oneshot::Sender<()>,
+}
+
+impl Socket {
+    /// The socket, and the stream of the client's messages to add to the
+    /// actor's context.
+    pub fn new(up: Upgraded, max_frame: usize) -> (Self, Messages) {
+        let io = Rc::new(up.io);
+        let messages = Messages {
+            io: io.clone(),
+            buf: up.read,
+            reader: wsframe::Reader::new(max_frame),
+            discard: false,
+            done: false,
+        };
+        let socket = Self {
+            io,
+            out: Outgoing::default(),
+            outbox: None,
+            waiting: false,
+            shut: false,
+            _done: up.done,
+        };
+        (socket, messages)
+    }
+
+    /// Written bytes of text frames are taken from `outbox`.
+    pub fn count_in(&mut self, outbox: Arc<Outbox>) {
+        self.outbox = Some(outbox);
+    }
+
+    /// Queues a text frame (not written until [`Socket::flush`]); its
+    /// bytes are counted in the `Outbox` when `counted`.
+    pub fn queue_text(&mut self, text: ByteString, counted: bool) {
+        let n = if counted { text.len() } else { 0 };
+        if !self.out.push(op::TEXT, text.into_bytes(), n) {
+            self.release(n);
+        }
+    }
+
+    /// A close frame is queued: what the client sends now is not handled.
+    pub fn is_closing(&self) -> bool {
+        self.out.is_closed()
+    }
+
+    /// Frames queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Writes a text frame that is not counted in the `Outbox` (an answer
+    /// of this connection's own).
+    pub fn text<A: WsActor>(&mut self, ctx: &mut Context<A>, text: impl Into<ByteString>) {
+        self.queue_text(text.into(), false);
+        self.flush(ctx);
+    }
+
+    pub fn binary<A: WsActor>(&mut self, ctx: &mut Context<A>, bytes: Bytes) {
+        self.out.push(op::BINARY, bytes, 0);
+        self.flush(ctx);
+    }
+
+    pub fn ping<A: WsActor>(&mut self, ctx: &mut Context<A>) {
+        self.out.push(op::PING, Bytes::new(), 0);
+        self.flush(ctx);
+    }
+
+    pub fn pong<A: WsActor>(&mut self, ctx: &mut Context<A>, payload: Bytes) {
+        self.out.push(op::PONG, payload, 0);
+        self.flush(ctx);
+    }
+
+    /// Closes with `code`: the close frame after what is queued, then the
+    /// actor stops (at once if the socket is gone, at the latest after
+    /// [`CLOSE_GRACE`]).
+    pub fn close<A: WsActor>(&mut self, ctx: &mut Context<A>, code: u16, reason: &str) {
+        if self.out.is_closed() {
+            return;
+        }
+        self.out.close(code, reason);
+        ctx.run_later(CLOSE_GRACE, |_, ctx| ctx.stop());
+        self.flush(ctx);
+    }
+
+    /// Closes at once with `code`, dropping what was not begun: a client
+    /// that fell behind resumes from its `last_seq` instead.
+    pub fn close_now<A: WsActor>(&mut self, ctx: &mut Context<A>, code: u16, reason: &str) {
+        let dropped = self.out.drop_unsent();
+        self.release(dropped);
+        self.close(ctx, code, reason);
+    }
+
+    /// Writes what the socket takes now, and waits for room for the rest.
+    pub fn flush<A: WsActor>(&mut self, ctx: &mut Context<A>) {
+        if self.waiting {
+            return;
+        }
+        let io = &self.io;
+        let written = self.out.write_to(|slices| io.try_write_vectored(slices));
+        match written {
+            Ok(w) => {
+                self.release(w.released);
+                if w.blocked {
+                    self.wait_for_room(ctx);
+                } else if self.out.is_closed() && self.out.is_empty() && !self.shut {
+                    // The close frame is out: no more bytes from here. The
+                    // socket stays open for reading until the client
+                    // closes its side (or the grace ends), so what it sends
+                    // meanwhile is read and dropped rather than answered
+                    // with a reset that could cost it the close frame.
+                    self.shut = true;
+                    let _ = socket2::SockRef::from(&*self.io).shutdown(Shutdown::Write);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "websocket write failed");
+                ctx.stop();
+            }
+        }
+    }
+
+    fn wait_for_room<A: WsActor>(&mut self, ctx: &mut Context<A>) {
+        self.waiting = true;
+        let io = self.io.clone();
+        let room = std::future::poll_fn(move |cx| io.poll_write_ready(cx));
+        ctx.spawn(
+            actix::fut::wrap_future::<_, A>(room).map(|ready, act: &mut A, ctx| {
+                let socket = act.socket();
+                socket.waiting = false;
+                match ready {
+                    Ok(()) => socket.flush(ctx),
+                    Err(_) => ctx.stop(),
+                }
+            }),
+        );
+    }
+
+    fn release(&self, n: usize) {
+        if let (Some(outbox), true) = (&self.outbox, n > 0) {
+            outbox.taken(n);
+        }
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // What was never written no longer waits for this connection.
+        let unsent: usize = self.out.items.iter().map(|i| i.counted).sum();
+        self.release(unsent);
+    }
+}
+
+/// The client's messages, read from the socket; ends when the client
+/// closes the TCP connection or it fails. A protocol error is its last
+/// item (what follows it is read and dropped).
+pub struct Messages {
+    io: Rc<TcpStream>,
+    /// Bytes read and not yet a whole frame; without capacity while none
+    /// are.
+    buf: BytesMut,
+    reader: wsframe::Reader,
+    /// After a protocol error: the rest is read and dropped until the
+    /// client closes.
+    discard: bool,
+    done: bool,
+}
+
+impl Stream for Messages {
+    type Item = Result<Incoming, ProtocolError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            if this.discard {
+                this.buf.clear();
+            } else {
+                match this.reader.next(&mut this.buf) {
+                    Ok(Some(message)) => return Poll::Ready(Some(Ok(message))),
+                    Ok(None) => {}
+                    Err(e) => {
+                        this.discard = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+            if this.buf.is_empty() && this.buf.capacity() > 0 {
+                // Idle: hold no buffer until the client sends again.
+                this.buf = BytesMut::new();
+            }
+            if ready!(this.io.poll_read_ready(cx)).is_err() {
+                this.done = true;
+                continue;
+            }
+            this.buf.reserve(READ_CHUNK);
+            match this.io.try_read_buf(&mut this.buf) {
+                Ok(0) => this.done = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => this.done = true,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    /// Reads the server's (unmasked) frames back: (opcode, payload).
+    fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let opcode = bytes[0] & 0x0F;
+            assert_eq!(bytes[0] & 0x80, 0x80, "final");
+            let (len, at) = match bytes[1] {
+                126 => (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])), 4),
+                127 => {
+                    let mut n = [0u8; 8];
+                    n.copy_from_slice(&bytes[2..10]);
+                    (u64::from_be_bytes(n) as usize, 10)
+                }
+                n => (usize::from(n), 2),
+            };
+            out.push((opcode, bytes[at..at + len].to_vec()));
+            bytes = &bytes[at + len..];
+        }
+        out
+    }
+
+    /// A socket that takes at most `room` bytes per call, and none once
+    /// `budget` bytes are taken (then "would block").
+    struct Slow {
+        taken: Vec<u8>,
+        room: usize,
+        budget: usize,
+        calls: usize,
+    }
+
+    impl Slow {
+        fn new(room: usize, budget: usize) -> Self {
+            Self {
+                taken: Vec::new(),
+                room,
+                budget,
+                calls: 0,
+            }
+        }
+
+        fn write(&mut self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.calls += 1;
+            let mut can = self.room.min(self.budget);
+            if can == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let before = self.taken.len();
+            for s in slices {
+                let n = s.len().min(can);
+                self.taken.extend_from_slice(&s[..n]);
+                can -= n;
+                if can == 0 {
+                    break;
+                }
+            }
+            let n = self.taken.len() - before;
+            self.budget -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn frames_released_together_go_out_in_one_write() {
+        let mut out = Outgoing::default();
+        let shared = text("{\"seq\":1}");
+        out.push(op::TEXT, shared.clone(), 9);
+        out.push(op::TEXT, text("{\"seq\":2}"), 9);
+        let mut sock = Slow::new(usize::MAX, usize::MAX);
+        let w = out.write_to(|s| sock.write(s)).expect("written");
+        assert_eq!(
+            w,
+            Written {
+                released: 18,
+                blocked: false
+            }
+        );
+        assert_eq!(sock.calls, 1);
+        assert_eq!(
+            frames(&sock.taken),
+            vec![
+                (op::TEXT, b"{\"seq\":1}".to_vec()),
+                (op::TEXT, b"{\"seq\":2}".to_vec())
+            ]
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_frame_split_across_writes_arrives_whole_and_is_counted_once_done() {
+        let big = Bytes::from(vec![b'x'; 300]);
+        let mut out = Outgoing::default();
+        out.push(op::TEXT, big.clone(), 300);
+        out.push(op::TEXT, text("tail"), 4);
+        // Three bytes a call: every header and payload split.
+        let mut sock = Slow::new(3, usize::MAX);
+        let w = out.write_to(|s| sock.write(s)).expect("written");
+        assert_eq!(w.released, 304);
+        assert!(sock.calls > 100);
+        assert_eq!(
+            frames(&sock.taken),
+            vec![(op::TEXT, big.to_vec()), (op::TEXT, b"tail".to_vec())]
+        );
+    }
+
+    #[test]
+    fn a_slow_reader_gets_the_rest_in_order_when_its_socket_has_room() {
+        let mut out = Outgoing::default();
+        for i in 0..100u8 {
+            out.push(op::TEXT, Bytes::from(vec![b'a' + i % 26; 50]), 50);
+        }
+        let mut taken = Vec::new();
+        let mut released = 0;
+        // The socket takes 777 bytes, then blocks, again and again.
+        loop {
+            let mut sock = Slow::new(usize::MAX, 777);
+            let w = out.write_to(|s| sock.write(s)).expect("written");
+            released += w.released;
+            taken.extend_from_slice(&sock.taken);
+            if !w.blocked {
+                break;
+            }
+            assert!(!out.is_empty(), "blocked with frames left");
+        }
+        assert_eq!(released, 5000);
+        let got = frames(&taken);
+        assert_eq!(got.len(), 100);
+        for (i, (opcode, payload)) in got.iter().enumerate() {
+            assert_eq!(*opcode, op::TEXT);
+            assert_eq!(payload, &vec![b'a' + (i as u8) % 26; 50], "frame {i}");
+        }
+    }
+
+    #[test]
+    fn a_close_mid_write_goes_after_the_frame_begun_and_nothing_follows_it() {
+        let mut out = Outgoing::default();
+        out.push(op::TEXT, Bytes::from(vec![b'x'; 100]), 100);
+        out.push(op::TEXT, text("never"), 5);
+        let mut sock = Slow::new(usize::MAX, 40);
+        let w = out.write_to(|s| sock.write(s)).expect("written");
+        assert!(w.blocked);
+        assert_eq!(w.released, 0, "nothing whole yet");
+        // The connection fell behind: what was not begun is forgotten,
+        // the frame begun stays, the close goes after it.
+        assert_eq!(out.drop_unsent(), 5);
+        out.close(1013, "too slow");
+        assert!(
+            !out.push(op::TEXT, text("after"), 5),
+            "nothing after a close"
+        );
+        let mut rest = Slow::new(usize::MAX, usize::MAX);
+        let w = out.write_to(|s| rest.write(s)).expect("written");
+        assert_eq!(w.released, 100);
+        let all = [sock.taken, rest.taken].concat();
+        let got = frames(&all);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], (op::TEXT, vec![b'x'; 100]));
+        assert_eq!(got[1].0, op::CLOSE);
+        assert_eq!(&got[1].1[..2], &1013u16.to_be_bytes());
+        assert_eq!(&got[1].1[2..], b"too slow");
+    }
+
+    #[test]
+    fn a_failed_socket_is_reported_and_keeps_the_queue() {
+        let mut out = Outgoing::default();
+        out.push(op::TEXT, text("x"), 1);
+        let err = out
+            .write_to(|_| Err(io::ErrorKind::BrokenPipe.into()))
+            .expect_err("reported");
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn many_frames_are_written_in_batches() {
+        let mut out = Outgoing::default();
+        for _ in 0..(3 * WRITE_BATCH + 1) {
+            out.push(op::TEXT, text("f"), 1);
+        }
+        let mut sock = Slow::new(usize::MAX, usize::MAX);
+        let w = out.write_to(|s| sock.write(s)).expect("written");
+        assert_eq!(w.released, 3 * WRITE_BATCH + 1);
+        assert_eq!(sock.calls, 4);
+    }
+}

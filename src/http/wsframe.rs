@@ -1,0 +1,496 @@
+//! WebSocket framing (RFC 6455 §5), pure: the header of a frame the
+//! server sends, and the reading of the frames a client sends into whole
+//! messages. No I/O here; `websocket` owns the socket.
+//!
+//! What a client may send is bounded before its bytes are kept: a frame
+//! (or a message in fragments) longer than the bound is refused from its
+//! header, so a reader never buffers more than one bound's worth.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// The longest frame header: 2 bytes, then a 64-bit length (servers send
+/// no mask).
+pub const MAX_HEAD: usize = 10;
+
+/// Opcodes (RFC 6455 §5.2).
+pub mod op {
+    pub const CONTINUATION: u8 = 0x0;
+    pub const TEXT: u8 = 0x1;
+    pub const BINARY: u8 = 0x2;
+    pub const CLOSE: u8 = 0x8;
+    pub const PING: u8 = 0x9;
+    pub const PONG: u8 = 0xA;
+}
+
+/// Close codes this layer sends itself (RFC 6455 §7.4.1).
+pub mod close {
+    pub const NORMAL: u16 = 1000;
+    pub const AWAY: u16 = 1001;
+    pub const PROTOCOL: u16 = 1002;
+    pub const INVALID_DATA: u16 = 1007;
+    pub const TOO_BIG: u16 = 1009;
+    pub const ERROR: u16 = 1011;
+    pub const RESTART: u16 = 1012;
+    pub const AGAIN: u16 = 1013;
+}
+
+/// The header of an unmasked, final frame of `opcode` carrying `len`
+/// bytes: the bytes in `[..n]` of the answer.
+pub fn head(opcode: u8, len: usize) -> ([u8; MAX_HEAD], u8) {
+    let mut h = [0u8; MAX_HEAD];
+    h[0] = 0x80 | (opcode & 0x0F);
+    let n = if len < 126 {
+        h[1] = len as u8;
+        2
+    } else if let Ok(short) = u16::try_from(len) {
+        h[1] = 126;
+        h[2..4].copy_from_slice(&short.to_be_bytes());
+        4
+    } else {
+        h[1] = 127;
+        h[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        10
+    };
+    (h, n)
+}
+
+/// The payload of a close frame: the code, then the reason cut to what a
+/// control frame holds (125 bytes in all), at a character boundary.
+pub fn close_payload(code: u16, reason: &str) -> Bytes {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = Vec::with_capacity(2 + end);
+    out.extend_from_slice(&code.to_be_bytes());
+    out.extend_from_slice(&reason.as_bytes()[..end]);
+    Bytes::from(out)
+}
+
+/// A whole message from the client.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Incoming {
+    Text(String),
+    Binary(Bytes),
+    Ping(Bytes),
+    Pong,
+    /// The client closes, with its code and reason if it gave them.
+    Close(Option<(u16, String)>),
+}
+
+/// Why the client's bytes cannot be read on: the connection closes with
+/// [`ProtocolError::close_code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// A frame or message longer than the bound.
+    TooBig,
+    /// Text that is not UTF-8.
+    NotUtf8,
+    /// Anything else RFC 6455 forbids: an unmasked frame, reserved bits,
+    /// an unknown opcode, a long or fragmented control frame, a
+    /// continuation with nothing to continue.
+    Invalid(&'static str),
+}
+
+impl ProtocolError {
+    pub fn close_code(self) -> u16 {
+        match self {
+            Self::TooBig => close::TOO_BIG,
+            Self::NotUtf8 => close::INVALID_DATA,
+            Self::Invalid(_) => close::PROTOCOL,
+        }
+    }
+
+    pub fn reason(self, max: usize) -> String {
+        match self {
+            Self::TooBig => format!("frames are limited to {max} bytes"),
+            Self::NotUtf8 => "text frames must be UTF-8".into(),
+            Self::Invalid(why) => why.into(),
+        }
+    }
+}
+
+/// Reads a client's frames into messages: fragments are joined, control
+/// frames come out between them, and nothing longer than `max` is kept.
+#[derive(Debug)]
+pub struct Reader {
+    max: usize,
+    /// A message in fragments: its opcode and the bytes so far.
+    partial: Option<(u8, BytesMut)>,
+}
+
+impl Reader {
+    pub fn new(max: usize) -> Self {
+        Self { max, partial: None }
+    }
+
+    /// The next whole message in `buf`, whose bytes it consumes; `None`
+    /// when `buf` holds no whole frame yet (or only fragments so far).
+    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Incoming>, ProtocolError> {
+        loop {
+            let Some(frame) = self.frame(buf)? else {
+                return Ok(None);
+            };
+            if let Some(message) = self.message(frame)? {
+                return Ok(Some(message));
+            }
+        }
+    }
+
+    /// One whole frame from the front of `buf`, unmasked.
+    fn frame(&self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
+        if buf.len() < 2 {
+            return Ok(None);
+        }
+        let (b0, b1) = (buf[0], buf[1]);
+        if b0 & 0x70 != 0 {
+            return Err(ProtocolError::Invalid("reserved bits are set"));
+        }
+        if b1 & 0x80 == 0 {
+            return Err(ProtocolError::Invalid("client frames must be masked"));
+        }
+        let fin = b0 & 0x80 != 0;
+        let opcode = b0 & 0x0F;
+        let control = opcode & 0x08 != 0;
+        if !matches!(
+            opcode,
+            op::CONTINUATION | op::TEXT | op::BINARY | op::CLOSE | op::PING | op::PONG
+        ) {
+            return Err(ProtocolError::Invalid("unknown opcode"));
+        }
+        let (len, at) = match b1 & 0x7F {
+            126 => {
+                if buf.len() < 4 {
+                    return Ok(None);
+                }
+                (u64::from(u16::from_be_bytes([buf[2], buf[3]])), 4)
+            }
+            127 => {
+                if buf.len() < 10 {
+                    return Ok(None);
+                }
+                let mut n = [0u8; 8];
+                n.copy_from_slice(&buf[2..10]);
+                (u64::from_be_bytes(n), 10)
+            }
+            n => (u64::from(n), 2),
+        };
+        if control && (!fin || len > 125) {
+            return Err(ProtocolError::Invalid(
+                "control frames must be whole and at most 125 bytes",
+            ));
+        }
+        // The bound holds for a message in fragments too.
+        let so_far = self.partial.as_ref().map_or(0, |(_, b)| b.len() as u64);
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        if len > self.max || (!control && so_far.saturating_add(len as u64) > self.max as u64) {
+            return Err(ProtocolError::TooBig);
+        }
+        if buf.len() < at + 4 + len {
+            // Room for the rest of this frame, once; never past the bound.
+            buf.reserve(at + 4 + len - buf.len());
+            return Ok(None);
+        }
+        let mut mask = [0u8; 4];
+        mask.copy_from_slice(&buf[at..at + 4]);
+        buf.advance(at + 4);
+        let mut payload = buf.split_to(len);
+        unmask(&mut payload, mask);
+        Ok(Some(Frame {
+            fin,
+            opcode,
+            payload,
+        }))
+    }
+
+    /// What `frame` completes, if anything.
+    fn message(&mut self, frame: Frame) -> Result<Option<Incoming>, ProtocolError> {
+        let Frame {
+            fin,
+            opcode,
+            payload,
+        } = frame;
+        let whole = match opcode {
+            op::PING => return Ok(Some(Incoming::Ping(payload.freeze()))),
+            op::PONG => return Ok(Some(Incoming::Pong)),
+            op::CLOSE => return close(payload).map(Some),
+            op::CONTINUATION => {
+                let Some((_, so_far)) = self.partial.as_mut() else {
+                    return Err(ProtocolError::Invalid(
+                        "a continuation with nothing to continue",
+                    ));
+                };
+                so_far.extend_from_slice(&payload);
+                if !fin {
+                    return Ok(None);
+                }
+                self.partial.take()
+            }
+            _ if self.partial.is_some() => {
+                return Err(ProtocolError::Invalid(
+                    "a new message began before the last one ended",
+                ));
+            }
+            _ if !fin => {
+                self.partial = Some((opcode, payload));
+                return Ok(None);
+            }
+            _ => Some((opcode, payload)),
+        };
+        let Some((opcode, bytes)) = whole else {
+            return Ok(None);
+        };
+        if opcode == op::TEXT {
+            String::from_utf8(bytes.to_vec())
+                .map(|text| Some(Incoming::Text(text)))
+                .map_err(|_| ProtocolError::NotUtf8)
+        } else {
+            Ok(Some(Incoming::Binary(bytes.freeze())))
+        }
+    }
+}
+
+struct Frame {
+    fin: bool,
+    opcode: u8,
+    payload: BytesMut,
+}
+
+fn close(payload: BytesMut) -> Result<Incoming, ProtocolError> {
+    match payload.len() {
+        0 => Ok(Incoming::Close(None)),
+        1 => Err(ProtocolError::Invalid("a close frame's code is two bytes")),
+        _ => {
+            let code = u16::from_be_bytes([payload[0], payload[1]]);
+            let reason = std::str::from_utf8(&payload[2..]).map_err(|_| ProtocolError::NotUtf8)?;
+            Ok(Incoming::Close(Some((code, reason.to_owned()))))
+        }
+    }
+}
+
+fn unmask(bytes: &mut [u8], mask: [u8; 4]) {
+    let word = u32::from_ne_bytes(mask);
+    let mut chunks = bytes.chunks_exact_mut(4);
+    for chunk in &mut chunks {
+        let v = u32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) ^ word;
+        chunk.copy_from_slice(&v.to_ne_bytes());
+    }
+    for (i, b) in chunks.into_remainder().iter_mut().enumerate() {
+        *b ^= mask[i];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's frame: masked with a fixed key.
+    fn client(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let mask = [0x37, 0xfa, 0x21, 0x3d];
+        let mut out = vec![(u8::from(fin) << 7) | opcode];
+        match payload.len() {
+            n if n < 126 => out.push(0x80 | n as u8),
+            n if n <= 0xFFFF => {
+                out.push(0x80 | 126);
+                out.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                out.push(0x80 | 127);
+                out.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(&mask);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        out
+    }
+
+    fn read_all(bytes: &[u8], max: usize) -> Vec<Result<Incoming, ProtocolError>> {
+        let mut reader = Reader::new(max);
+        let mut buf = BytesMut::from(bytes);
+        let mut out = Vec::new();
+        loop {
+            match reader.next(&mut buf) {
+                Ok(Some(m)) => out.push(Ok(m)),
+                Ok(None) => return out,
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn heads_use_the_shortest_length() {
+        for (len, want) in [
+            (0, vec![0x81, 0]),
+            (125, vec![0x81, 125]),
+            (126, vec![0x81, 126, 0, 126]),
+            (65535, vec![0x81, 126, 0xFF, 0xFF]),
+            (65536, vec![0x81, 127, 0, 0, 0, 0, 0, 1, 0, 0]),
+        ] {
+            let (h, n) = head(op::TEXT, len);
+            assert_eq!(&h[..usize::from(n)], &want[..], "len {len}");
+        }
+        assert_eq!(head(op::CLOSE, 2).0[0], 0x88);
+    }
+
+    #[test]
+    fn a_close_payload_keeps_its_code_and_cuts_its_reason_at_a_character() {
+        let p = close_payload(1013, "too slow");
+        assert_eq!(&p[..], b"\x03\xf5too slow");
+        let long = "é".repeat(100);
+        let p = close_payload(1000, &long);
+        assert!(p.len() <= 125);
+        assert!(std::str::from_utf8(&p[2..]).is_ok());
+    }
+
+    #[test]
+    fn masked_frames_of_every_length_are_read_whole() {
+        for len in [0usize, 5, 125, 126, 1000, 70_000] {
+            let text = "x".repeat(len);
+            let got = read_all(&client(true, op::TEXT, text.as_bytes()), 100_000);
+            assert_eq!(got, vec![Ok(Incoming::Text(text))], "len {len}");
+        }
+    }
+
+    #[test]
+    fn a_frame_arriving_a_byte_at_a_time_is_read_once_whole() {
+        let bytes = [
+            client(true, op::TEXT, b"{\"type\":\"chat\"}"),
+            client(true, op::PING, b"hi"),
+        ]
+        .concat();
+        let mut reader = Reader::new(1024);
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for b in bytes {
+            buf.extend_from_slice(&[b]);
+            while let Some(m) = reader.next(&mut buf).expect("valid") {
+                got.push(m);
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                Incoming::Text("{\"type\":\"chat\"}".into()),
+                Incoming::Ping(Bytes::from_static(b"hi"))
+            ]
+        );
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn fragments_are_joined_with_control_frames_between_them() {
+        let bytes = [
+            client(false, op::TEXT, b"hel"),
+            client(true, op::PING, b""),
+            client(false, op::CONTINUATION, b"lo "),
+            client(true, op::CONTINUATION, "wörld".as_bytes()),
+        ]
+        .concat();
+        assert_eq!(
+            read_all(&bytes, 1024),
+            vec![
+                Ok(Incoming::Ping(Bytes::new())),
+                Ok(Incoming::Text("hello wörld".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn what_breaks_the_rules_is_refused() {
+        let mut unmasked = client(true, op::TEXT, b"hi");
+        unmasked[1] &= 0x7F;
+        let mut reserved = client(true, op::TEXT, b"hi");
+        reserved[0] |= 0x40;
+        let cases: Vec<(&str, Vec<u8>, ProtocolError)> = vec![
+            (
+                "unmasked",
+                unmasked,
+                ProtocolError::Invalid("client frames must be masked"),
+            ),
+            (
+                "reserved bits",
+                reserved,
+                ProtocolError::Invalid("reserved bits are set"),
+            ),
+            (
+                "unknown opcode",
+                client(true, 0x3, b""),
+                ProtocolError::Invalid("unknown opcode"),
+            ),
+            (
+                "long ping",
+                client(true, op::PING, &[0; 126]),
+                ProtocolError::Invalid("control frames must be whole and at most 125 bytes"),
+            ),
+            (
+                "fragmented ping",
+                client(false, op::PING, b""),
+                ProtocolError::Invalid("control frames must be whole and at most 125 bytes"),
+            ),
+            (
+                "lone continuation",
+                client(true, op::CONTINUATION, b"x"),
+                ProtocolError::Invalid("a continuation with nothing to continue"),
+            ),
+            (
+                "a message inside a message",
+                [client(false, op::TEXT, b"a"), client(true, op::TEXT, b"b")].concat(),
+                ProtocolError::Invalid("a new message began before the last one ended"),
+            ),
+            (
+                "not UTF-8",
+                client(true, op::TEXT, &[0xff, 0xfe]),
+                ProtocolError::NotUtf8,
+            ),
+            (
+                "too long",
+                client(true, op::TEXT, &[b'a'; 65]),
+                ProtocolError::TooBig,
+            ),
+            (
+                "too long in fragments",
+                [
+                    client(false, op::TEXT, &[b'a'; 40]),
+                    client(true, op::CONTINUATION, &[b'a'; 40]),
+                ]
+                .concat(),
+                ProtocolError::TooBig,
+            ),
+        ];
+        for (name, bytes, want) in cases {
+            assert_eq!(read_all(&bytes, 64).pop(), Some(Err(want)), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_frame_too_long_is_refused_from_its_header_alone() {
+        // Only the 10-byte header of a 1 GiB frame has arrived.
+        let mut head = vec![0x81, 0x80 | 127];
+        head.extend_from_slice(&(1u64 << 30).to_be_bytes());
+        let mut reader = Reader::new(64 * 1024);
+        let mut buf = BytesMut::from(&head[..]);
+        assert_eq!(reader.next(&mut buf), Err(ProtocolError::TooBig));
+        assert!(buf.capacity() < 1024, "nothing reserved for it");
+    }
+
+    #[test]
+    fn close_frames_carry_their_code_and_reason() {
+        assert_eq!(
+            read_all(&client(true, op::CLOSE, b""), 64),
+            vec![Ok(Incoming::Close(None))]
+        );
+        assert_eq!(
+            read_all(&client(true, op::CLOSE, b"\x03\xe8bye"), 64),
+            vec![Ok(Incoming::Close(Some((1000, "bye".into()))))]
+        );
+        assert_eq!(
+            read_all(&client(true, op::CLOSE, b"\x03"), 64).pop(),
+            Some(Err(ProtocolError::Invalid(
+                "a close frame's code is two bytes"
+            )))
+        );
+    }
+}
