@@ -23,9 +23,11 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::Shutdown;
 use std::pin::Pin;
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
+
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -201,7 +203,8 @@ pub trait WsActor: Actor<Context = Context<Self>> {
 /// One served WebSocket: the socket, what waits to be written, and the
 /// `Outbox` its written bytes are taken from.
 pub struct Socket {
-    io: Rc<TcpStream>,
+    /// Shared with [`Messages`]; each borrows it only within one poll.
+    io: Rc<RefCell<TcpStream>>,
     out: Outgoing,
     outbox: Option<Arc<Outbox>>,
     /// A wait for room in the socket is on its way.
@@ -215,7 +218,7 @@ impl Socket {
     /// The socket, and the stream of the client's messages to add to the
     /// actor's context.
     pub fn new(up: Upgraded, max_frame: usize) -> (Self, Messages) {
-        let io = Rc::new(up.io);
+        let io = Rc::new(RefCell::new(up.io));
         let messages = Messages {
             io: io.clone(),
             buf: up.read,
@@ -305,8 +308,9 @@ impl Socket {
         if self.waiting {
             return;
         }
-        let io = &self.io;
+        let io = self.io.borrow();
         let written = self.out.write_to(|slices| io.try_write_vectored(slices));
+        drop(io);
         match written {
             Ok(w) => {
                 self.release(w.released);
@@ -319,7 +323,7 @@ impl Socket {
                     // meanwhile is read and dropped rather than answered
                     // with a reset that could cost it the close frame.
                     self.shut = true;
-                    let _ = socket2::SockRef::from(&*self.io).shutdown(Shutdown::Write);
+                    let _ = socket2::SockRef::from(&*self.io.borrow()).shutdown(Shutdown::Write);
                 }
             }
             Err(e) => {
@@ -332,7 +336,7 @@ impl Socket {
     fn wait_for_room<A: WsActor>(&mut self, ctx: &mut Context<A>) {
         self.waiting = true;
         let io = self.io.clone();
-        let room = std::future::poll_fn(move |cx| io.poll_write_ready(cx));
+        let room = std::future::poll_fn(move |cx| io.borrow().poll_write_ready(cx));
         ctx.spawn(
             actix::fut::wrap_future::<_, A>(room).map(|ready, act: &mut A, ctx| {
                 let socket = act.socket();
@@ -364,7 +368,7 @@ impl Drop for Socket {
 /// closes the TCP connection or it fails. A protocol error is its last
 /// item (what follows it is read and dropped).
 pub struct Messages {
-    io: Rc<TcpStream>,
+    io: Rc<RefCell<TcpStream>>,
     /// Bytes read and not yet a whole frame; without capacity while none
     /// are.
     buf: BytesMut,
@@ -400,17 +404,18 @@ impl Stream for Messages {
                 // Idle: hold no buffer until the client sends again.
                 this.buf = BytesMut::new();
             }
-            if ready!(this.io.poll_read_ready(cx)).is_err() {
-                this.done = true;
-                continue;
-            }
             this.buf.reserve(READ_CHUNK);
-            match this.io.try_read_buf(&mut this.buf) {
-                Ok(0) => this.done = true,
+            // `poll_read` (not `try_read`): a read shorter than the room
+            // given clears the socket's readiness, so a message costs one
+            // `recvfrom`, not a second that finds nothing.
+            let mut io = this.io.borrow_mut();
+            match ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut *io),
+                cx,
+                &mut this.buf
+            )) {
+                Ok(0) | Err(_) => this.done = true,
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => this.done = true,
             }
         }
     }
