@@ -68,7 +68,9 @@ where
     B: MessageBody + 'static,
 {
     req.extensions_mut().insert(Upgrading);
-    let answered = app.call(req).await;
+    // On the heap, and gone once answered: this future lives as long as
+    // the WebSocket, and its size is that of its largest state.
+    let answered = Box::pin(app.call(req)).await;
     let mut res = match answered {
         Ok(res) => res.into_parts().1.map_into_boxed_body(),
         Err(e) => HttpResponse::from_error(e),
@@ -83,6 +85,10 @@ where
                 .codec
                 .encode(Message::Item((head, BodySize::None)), &mut parts.write_buf)?;
             parts.io.write_all(&parts.write_buf).await?;
+            // Nothing of the HTTP connection is kept for the WebSocket's
+            // life but its place in the counts.
+            drop(parts.write_buf);
+            drop(parts.codec);
             let (done, ended) = oneshot::channel();
             start(Upgraded {
                 io: parts.io,

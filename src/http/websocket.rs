@@ -404,6 +404,12 @@ impl Stream for Messages {
                 // Idle: hold no buffer until the client sends again.
                 this.buf = BytesMut::new();
             }
+            // Room only once there is something to read: an idle
+            // connection holds no buffer.
+            if ready!(this.io.borrow().poll_read_ready(cx)).is_err() {
+                this.done = true;
+                continue;
+            }
             this.buf.reserve(READ_CHUNK);
             // `poll_read` (not `try_read`): a read shorter than the room
             // given clears the socket's readiness, so a message costs one
