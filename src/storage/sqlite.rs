@@ -1029,6 +1029,27 @@ pub(super) mod tests {
         (dir, url, pool)
     }
 
+    /// A session with its first snapshot `state`, written as an older
+    /// build wrote them, straight into the database.
+    async fn insert_session(pool: &SqlitePool, session_id: &str, state: &str) {
+        sqlx::query(
+            "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
+             spectator_token, created_at) VALUES (?, 'default', 'demo', 't', 'p', 'w', 0)",
+        )
+        .bind(session_id)
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES (?, 0, ?, 0)",
+        )
+        .bind(session_id)
+        .bind(state)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+
     #[actix_web::test]
     async fn sessions_of_a_builtin_share_one_stored_start_and_whole_first_snapshots_still_load() {
         use crate::game::pieces::assemble;
@@ -1040,20 +1061,7 @@ pub(super) mod tests {
         // The schema before shared starts, with a session whose first
         // snapshot is its whole state, as every build before them wrote it.
         let (_dir, url, pool) = database_as_of(13).await;
-        sqlx::query(
-            "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
-             spectator_token, created_at) VALUES ('old', 'default', 'demo', 't', 'p', 'w', 0)",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ('old', 0, ?, 0)",
-        )
-        .bind(&shared.text)
-        .execute(&pool)
-        .await
-        .unwrap();
+        insert_session(&pool, "old", &shared.text).await;
         pool.close().await;
         let store = Store::open(&url)
             .await
@@ -1154,17 +1162,7 @@ pub(super) mod tests {
         // The schema as it was before steps (migrations up to 8).
         let (_dir, url, pool) = database_as_of(8).await;
         {
-            sqlx::query(
-                "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
-                 spectator_token, created_at) VALUES ('s', 'default', 'demo', 't', 'p', 'w', 0)",
-            )
-            .execute(&pool)
-            .await
-            .unwrap();
-            sqlx::query("INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ('s', 0, '{}', 0)")
-                .execute(&pool)
-                .await
-                .unwrap();
+            insert_session(&pool, "s", "{}").await;
             for r in two_turns() {
                 sqlx::query(
                     "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, \
