@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use questd::metrics::Metrics;
 use questd::storage::{
-    DurableSink, Epoch, JournalRow, Node, SessionMeta, SessionWrite, Store, StoredAction,
-    StoredHistory, Visibility,
+    DurableSink, Epoch, FirstSnapshot, JournalRow, Node, SessionMeta, SessionWrite, Store,
+    StoredAction, StoredHistory, Visibility,
 };
 
 #[path = "support/cpu.rs"]
@@ -83,7 +83,7 @@ fn main() {
                 anonymous: false,
             };
             store
-                .create_session(meta, "{}".into())
+                .create_session(meta, FirstSnapshot::Whole("{}".into()))
                 .await
                 .expect("a session is stored");
             let epoch = store

@@ -86,7 +86,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
         .await
         .expect("the store opens");
     let registry = Arc::new(Registry::builtin().expect("the tools"));
-    let start = Campaign::builtin_starts(registry.names())
+    let (start, shared) = Campaign::builtin_starts(registry.names())
         .expect("the built-in campaigns")
         .start("demo")
         .expect("the demo campaign");
@@ -120,6 +120,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                 tenant_id: "default".into(),
                 visibility: Visibility::Private,
                 state: start.clone(),
+                shared: Some(shared.clone()),
                 anonymous: false,
             })
             .await

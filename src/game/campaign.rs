@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::approvals::{self, ApprovalRule};
 use super::content::{ContentEntry, NpcProfile};
 use super::party::{DEFAULT_MAX_PLAYERS, MAX_PLAYERS_BOUND, PcTemplate};
+use super::pieces::SharedStart;
 use super::state::{
     Area, AreaId, AreaMap, Character, CharacterId, GameState, MAX_COORD, MAX_HP,
     MAX_INVENTORY_ITEMS, MAX_LEVEL, MAX_LINKS_PER_AREA, MAX_STACK, MAX_STATS_PER_CHARACTER,
@@ -25,14 +26,18 @@ use super::state::{
 /// Campaigns that ship inside the binary, as `(campaign_id, JSON text)`.
 pub const BUILTIN_CAMPAIGNS: &[(&str, &str)] = &[("demo", include_str!("campaigns/demo.json"))];
 
-/// The start states of the built-in campaigns ([`Campaign::builtin_starts`]).
+/// The start states of the built-in campaigns ([`Campaign::builtin_starts`]),
+/// each with its text, serialized once here rather than once per session.
 #[derive(Debug, Clone, Default)]
-pub struct BuiltinStarts(HashMap<&'static str, GameState>);
+pub struct BuiltinStarts(HashMap<&'static str, (GameState, Arc<SharedStart>)>);
 
 impl BuiltinStarts {
-    /// A new session's state for built-in campaign `id`.
-    pub fn start(&self, id: &str) -> Option<GameState> {
-        self.0.get(id).cloned()
+    /// A new session's state for built-in campaign `id`, and that state as
+    /// it is stored.
+    pub fn start(&self, id: &str) -> Option<(GameState, Arc<SharedStart>)> {
+        self.0
+            .get(id)
+            .map(|(state, shared)| (state.clone(), shared.clone()))
     }
 }
 
@@ -434,7 +439,11 @@ impl Campaign {
                     problems: vec![format!("no built-in campaign {id}")],
                 })
             })?;
-            starts.insert(*id, campaign.into_state());
+            let state = campaign.into_state();
+            let shared = SharedStart::of(&state).map_err(|e| CampaignError {
+                problems: vec![format!("built-in campaign {id} does not serialize: {e}")],
+            })?;
+            starts.insert(*id, (state, Arc::new(shared)));
         }
         Ok(BuiltinStarts(starts))
     }
@@ -677,8 +686,11 @@ mod tests {
         use crate::game::Effect;
         let starts = Campaign::builtin_starts(&tools()).unwrap();
         assert!(starts.start("nope").is_none());
-        let a = starts.start("demo").unwrap();
-        let mut b = starts.start("demo").unwrap();
+        let (a, a_stored) = starts.start("demo").unwrap();
+        let (mut b, b_stored) = starts.start("demo").unwrap();
+        // Serialized once for both, as every session of it would be.
+        assert!(Arc::ptr_eq(&a_stored, &b_stored));
+        assert_eq!(a_stored.text, serde_json::to_string(&a).unwrap());
         assert_eq!(a, b);
         assert!(AreaMap::ptr_eq(&a.areas, &b.areas));
         assert!(Arc::ptr_eq(&a.content, &b.content));
@@ -709,7 +721,7 @@ mod tests {
         // A snapshot reads back equal, with parts of its own.
         let back: GameState = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
         assert_eq!(back, b);
-        assert_eq!(starts.start("demo").unwrap(), a);
+        assert_eq!(starts.start("demo").unwrap().0, a);
     }
 
     #[test]

@@ -179,6 +179,30 @@ impl Cutter {
     }
 }
 
+/// A start state stored once and named by every session that starts from
+/// it unchanged, rather than copied into each one's first snapshot: a
+/// built-in campaign's sessions all start from the same state, and its text
+/// is the bulk of what creating one would otherwise serialize and write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedStart {
+    /// 32 hex digits of the SHA-256 of `text`: the same state always gets
+    /// the same id, on every node and build, and another state never does.
+    pub id: String,
+    /// The whole state's JSON, as a session's first snapshot held it.
+    pub text: String,
+}
+
+impl SharedStart {
+    /// `state` serialized once, and named by its text.
+    pub fn of(state: &GameState) -> Result<Self, serde_json::Error> {
+        let text = serde_json::to_string(state)?;
+        Ok(Self {
+            id: chunk_id(text.as_bytes()),
+            text,
+        })
+    }
+}
+
 /// The id of a chunk: 32 hex digits of its SHA-256.
 fn chunk_id(body: &[u8]) -> String {
     hex(&Sha256::digest(body)[..16])

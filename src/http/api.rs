@@ -161,14 +161,17 @@ async fn create_session(
     };
     let mut start = campaign_start(&state, body).await?;
     if approval.is_some() {
-        start.approvals.rule = approval;
+        start.state.approvals.rule = approval;
+        // No longer the shared start's state: stored whole.
+        start.shared = None;
     }
     let handle = state
         .hub
         .send(CreateSession {
             tenant_id,
             visibility,
-            state: start,
+            state: start.state,
+            shared: start.shared,
             anonymous,
         })
         .await??;

@@ -23,8 +23,19 @@ pub const DEFAULT_TENANT: &str = "default";
 /// byte without stopping early. Comparing the texts themselves would answer
 /// at once on a length mismatch and tell a caller the secret's length.
 pub(crate) fn same_secret(a: &str, b: &str) -> bool {
+    same_digest(&digest(a), &digest(b))
+}
+
+/// A secret's SHA-256 digest, what [`same_secret`] compares.
+type SecretDigest = [u8; 32];
+
+fn digest(secret: &str) -> SecretDigest {
     use sha2::{Digest, Sha256};
-    let (x, y) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// Digests compared byte by byte without stopping early.
+fn same_digest(x: &SecretDigest, y: &SecretDigest) -> bool {
     let diff = x
         .iter()
         .zip(y.iter())
@@ -46,12 +57,14 @@ pub const KEY_HEADER: &str = "X-Internal-API-Key";
 /// Longest tenant id a tenant key may name.
 pub const MAX_TENANT_CHARS: usize = 128;
 
-/// The keys this server accepts, parsed once at start.
+/// The keys this server accepts, parsed once at start. Kept as their
+/// digests: a request's key is hashed once and compared with each, rather
+/// than every key hashed again for every request.
 #[derive(Default)]
 pub struct Keys {
-    internal: Option<Secret>,
-    /// Tenant id -> its key.
-    tenants: HashMap<String, Secret>,
+    internal: Option<SecretDigest>,
+    /// Tenant id -> its key's digest.
+    tenants: HashMap<String, SecretDigest>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -79,7 +92,10 @@ impl Keys {
     /// `QUESTD_TENANT_KEYS` (`tenant:key,tenant:key`). Empty values mean no
     /// key; a malformed list is an error naming the entry (never the key).
     pub fn parse(internal: Option<&Secret>, tenant_keys: Option<&Secret>) -> Result<Self, String> {
-        let internal = internal.filter(|k| !k.expose().is_empty()).cloned();
+        let internal = internal
+            .map(Secret::expose)
+            .filter(|k| !k.is_empty())
+            .map(digest);
         let mut tenants = HashMap::new();
         let list = tenant_keys.map(Secret::expose).unwrap_or_default();
         for (i, entry) in list.split(',').map(str::trim).enumerate() {
@@ -103,10 +119,7 @@ impl Keys {
                     i + 1
                 ));
             }
-            if tenants
-                .insert(tenant.to_owned(), Secret::from(key))
-                .is_some()
-            {
+            if tenants.insert(tenant.to_owned(), digest(key)).is_some() {
                 return Err(format!("QUESTD_TENANT_KEYS names tenant {tenant:?} twice"));
             }
         }
@@ -123,14 +136,15 @@ impl Keys {
     /// `None` when it is no key of this server. Every key is compared, so
     /// the time taken does not tell which one nearly matched.
     fn identify(&self, given: &str) -> Option<Option<&str>> {
+        let given = digest(given);
         let mut found = None;
         if let Some(k) = &self.internal
-            && same_secret(k.expose(), given)
+            && same_digest(k, &given)
         {
             found = Some(None);
         }
         for (tenant, k) in &self.tenants {
-            if same_secret(k.expose(), given) && found.is_none() {
+            if same_digest(k, &given) && found.is_none() {
                 found = Some(Some(tenant.as_str()));
             }
         }

@@ -74,7 +74,7 @@ async fn put(
     let start = campaign_start(&state, body).await?;
     let put = state
         .sites
-        .put(&tenant_id, &site_id, start)
+        .put(&tenant_id, &site_id, start.state)
         .await
         .map_err(|e| site_failed(e, &site_id))?;
     let site = state

@@ -23,8 +23,9 @@ use super::types::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
 };
 use crate::game::GameState;
+use crate::game::pieces::SharedStart;
 use crate::ids::{SessionId, TenantId};
-use crate::storage::{Epoch, SessionMeta, StorageError, Visibility, now_ms};
+use crate::storage::{Epoch, FirstSnapshot, SessionMeta, StorageError, Visibility, now_ms};
 
 /// A live session: its actor and what is needed to authorize callers.
 #[derive(Clone)]
@@ -75,6 +76,9 @@ pub struct CreateSession {
     pub tenant_id: TenantId,
     pub visibility: Visibility,
     pub state: GameState,
+    /// `state` as stored once for every session that starts from it
+    /// unchanged; `None` stores `state` whole, as the session's own.
+    pub shared: Option<Arc<SharedStart>>,
     /// Created without a key: deleted once unplayed for the retention
     /// time.
     pub anonymous: bool,
@@ -436,16 +440,21 @@ impl Handler<CreateSession> for SessionHub {
     type Result = ResponseActFuture<Self, Result<SessionHandle, HubError>>;
 
     fn handle(&mut self, msg: CreateSession, _: &mut Self::Context) -> Self::Result {
-        let snapshot = match serde_json::to_string(&msg.state) {
-            Ok(s) => s,
-            Err(e) => {
-                let e = HubError::Storage(StorageError::Corrupt(e.to_string()));
-                return Box::pin(actix::fut::ready(Err(e)));
-            }
+        // A shared start was serialized once for all its sessions; only a
+        // state of the session's own is serialized here.
+        let snapshot = match msg.shared {
+            Some(start) => FirstSnapshot::Shared(start),
+            None => match serde_json::to_string(&msg.state) {
+                Ok(s) => FirstSnapshot::Whole(s),
+                Err(e) => {
+                    let e = HubError::Storage(StorageError::Corrupt(e.to_string()));
+                    return Box::pin(actix::fut::ready(Err(e)));
+                }
+            },
         };
         // Counted from now, so creations still being written count
         // against the caps too; given back if the write fails.
-        let bytes = snapshot.len() as u64;
+        let bytes = snapshot.state_len() as u64;
         if let Err(e) = self.admit(&msg.tenant_id, bytes) {
             return Box::pin(actix::fut::ready(Err(e)));
         }

@@ -19,8 +19,22 @@ use super::StorageError;
 
 /// The newest journal step format this build reads, and the one it writes.
 pub const JOURNAL_FORMAT: u32 = 2;
-/// The newest snapshot format this build reads, and the one it writes.
-pub const SNAPSHOT_FORMAT: u32 = crate::game::pieces::SNAPSHOT_FORMAT;
+/// The newest snapshot format this build reads: [`SHARED_START_FORMAT`].
+/// The snapshots a running session writes stay format 1
+/// ([`crate::game::pieces::SNAPSHOT_FORMAT`]), which older builds read too.
+pub const SNAPSHOT_FORMAT: u32 = SHARED_START_FORMAT;
+/// The format of a session's first snapshot that names a shared start
+/// (`{"format":2,"start":"<id>"}`) rather than holding its state: a build
+/// that does not know `shared_starts` refuses it by its format, not as
+/// a corrupt state.
+pub const SHARED_START_FORMAT: u32 = 2;
+
+/// The first snapshot of a session that starts from shared start `id`.
+/// An id is hex digits ([`crate::game::pieces::SharedStart`]): nothing in
+/// it needs escaping.
+pub fn shared_start_ref(id: &str) -> String {
+    format!(r#"{{"format":{SHARED_START_FORMAT},"start":"{id}"}}"#)
+}
 
 /// What a format belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,22 +75,30 @@ pub fn check(what: Stored, format: u64) -> Result<(), StorageError> {
     }
 }
 
-/// Only the `format` key of a snapshot, its other fields skipped.
+/// Only the `format` and `start` keys of a snapshot, its other fields
+/// skipped.
 #[derive(Deserialize)]
 struct SnapshotProbe {
     #[serde(default)]
     format: Option<u64>,
+    #[serde(default)]
+    start: Option<String>,
 }
 
-/// Refuses a snapshot of a format newer than [`SNAPSHOT_FORMAT`]. A
-/// snapshot that does not read as a JSON object is left for the state's
-/// own reading to call corrupt.
-pub fn check_snapshot(snapshot: &str) -> Result<(), StorageError> {
+/// Refuses a snapshot of a format newer than [`SNAPSHOT_FORMAT`]; answers
+/// the shared start it names if it is a [`shared_start_ref`], whose state
+/// is then read from `shared_starts`. A snapshot that does not read as a
+/// JSON object is left for the state's own reading to call corrupt.
+pub fn check_snapshot(snapshot: &str) -> Result<Option<String>, StorageError> {
     match serde_json::from_str::<SnapshotProbe>(snapshot) {
         Ok(SnapshotProbe {
             format: Some(format),
-        }) => check(Stored::Snapshot, format),
-        _ => Ok(()),
+            start,
+        }) => {
+            check(Stored::Snapshot, format)?;
+            Ok(start.filter(|_| format == u64::from(SHARED_START_FORMAT)))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -124,6 +146,24 @@ mod tests {
         ];
         for (snapshot, read) in cases {
             assert_eq!(check_snapshot(&snapshot).is_ok(), read, "{snapshot}");
+        }
+    }
+
+    #[test]
+    fn only_a_shared_start_ref_names_a_start() {
+        // (snapshot, the start it names)
+        let cases = [
+            (shared_start_ref("0a1b"), Some("0a1b")),
+            (r#"{"format":1,"start":"0a1b"}"#.to_owned(), None),
+            (r#"{"start":"0a1b","turn":3}"#.to_owned(), None),
+            (
+                format!(r#"{{"format":{SHARED_START_FORMAT},"turn":3}}"#),
+                None,
+            ),
+        ];
+        for (snapshot, named) in cases {
+            let got = check_snapshot(&snapshot).expect("read");
+            assert_eq!(got.as_deref(), named, "{snapshot}");
         }
     }
 }

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use tokio::sync::oneshot;
 
+use crate::game::pieces::SharedStart;
 use crate::ids::{CallId, NodeId, RequestId, SeatId, SessionId, SiteId, TenantId, TraceId, TurnId};
 use crate::metrics::Metrics;
 use writer::Writes;
@@ -477,6 +478,30 @@ pub struct SnapshotWrite {
     pub keep: Vec<String>,
 }
 
+/// A new session's first snapshot, as the hub hands it over.
+#[derive(Debug, Clone)]
+pub enum FirstSnapshot {
+    /// The whole state's JSON, stored as the session's own (an inline
+    /// campaign, or a built-in one the request changed).
+    Whole(String),
+    /// A start shared by every session that begins unchanged from it:
+    /// stored once in `shared_starts` (in the commit of the first session
+    /// that names it), and named by the session's snapshot
+    /// ([`formats::shared_start_ref`]); loading reads it as the whole state.
+    Shared(Arc<SharedStart>),
+}
+
+impl FirstSnapshot {
+    /// The bytes of the state's JSON, what the session's state is counted
+    /// as, however it is stored.
+    pub fn state_len(&self) -> usize {
+        match self {
+            Self::Whole(text) => text.len(),
+            Self::Shared(start) => start.text.len(),
+        }
+    }
+}
+
 /// Everything needed to bring a session back.
 #[derive(Debug, Clone)]
 pub struct LoadedSession {
@@ -878,7 +903,7 @@ impl Store {
     pub async fn create_session(
         &self,
         meta: SessionMeta,
-        snapshot: String,
+        snapshot: FirstSnapshot,
     ) -> Result<(), StorageError> {
         self.writes.create_session(meta, snapshot).await
     }

@@ -11,8 +11,8 @@ use tokio::sync::oneshot;
 use crate::ids::{NodeId, SessionId, SiteId, TenantId, TurnId};
 
 use super::{
-    AuditRow, DurableSink, Epoch, JournalRow, QueuedChat, SessionMeta, SiteRow, SnapshotWrite,
-    StorageError,
+    AuditRow, DurableSink, Epoch, FirstSnapshot, JournalRow, QueuedChat, SessionMeta, SiteRow,
+    SnapshotWrite, StorageError,
 };
 
 /// One write queued for the writer task.
@@ -37,7 +37,7 @@ pub(super) enum WriteOp {
     },
     CreateSession {
         meta: SessionMeta,
-        snapshot: String,
+        snapshot: FirstSnapshot,
         done: oneshot::Sender<Result<(), StorageError>>,
     },
     /// A site or idempotency-key write (`records.rs`).

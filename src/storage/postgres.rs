@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use super::ops::{Committer, QueuedRecord, RecordWrite};
 use super::sql::{self, queries};
 use super::steps;
-use super::{Epoch, JournalNotice, JournalRow, Node, TimerIndex};
+use super::{Epoch, FirstSnapshot, JournalNotice, JournalRow, Node, TimerIndex, formats};
 use crate::ids::NodeId;
 
 queries!(sqlx::Postgres);
@@ -427,9 +427,21 @@ pub(super) async fn write_batch(
                     .bind(meta.anonymous)
                     .execute(&mut *conn)
                     .await?;
+                let first = match snapshot {
+                    FirstSnapshot::Whole(text) => std::borrow::Cow::Borrowed(text.as_str()),
+                    FirstSnapshot::Shared(start) => {
+                        sqlx::query(sql::INSERT_SHARED_START)
+                            .bind(&start.id)
+                            .bind(&start.text)
+                            .bind(now_ms())
+                            .execute(&mut *conn)
+                            .await?;
+                        std::borrow::Cow::Owned(formats::shared_start_ref(&start.id))
+                    }
+                };
                 sqlx::query(sql::INSERT_FIRST_SNAPSHOT)
                     .bind(&meta.session_id)
-                    .bind(snapshot)
+                    .bind(first.as_ref())
                     .bind(now_ms())
                     .execute(&mut *conn)
                     .await?;

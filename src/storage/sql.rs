@@ -74,6 +74,11 @@ pub(super) fn due_timers(unclaimed: &str) -> String {
 }
 pub(super) const INSERT_FIRST_SNAPSHOT: &str =
     "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ($1, 0, $2, $3)";
+/// A shared start, unless it is stored already (by an earlier session, or
+/// another node): its id is a hash of its state, so the one stored is the
+/// same. Never deleted, so a snapshot naming one always finds it.
+pub(super) const INSERT_SHARED_START: &str = "INSERT INTO shared_starts (start_id, state, \
+     created_at) VALUES ($1, $2, $3) ON CONFLICT (start_id) DO NOTHING";
 /// One stored step of the journal (`steps.rs`; SQLite's writer runs it
 /// once per step, prepared once; PostgreSQL's takes a whole batch as
 /// arrays).
@@ -289,7 +294,23 @@ macro_rules! queries {
             let (snapshot_seq, snapshot) = snap.ok_or_else(|| {
                 StorageError::Corrupt(format!("session {session_id} has no snapshot"))
             })?;
-            $crate::storage::formats::check_snapshot(&snapshot)?;
+            // A first snapshot naming a shared start is read as its state.
+            let snapshot = match $crate::storage::formats::check_snapshot(&snapshot)? {
+                None => snapshot,
+                Some(start_id) => {
+                    sqlx::query_scalar::<_, String>(
+                        "SELECT state FROM shared_starts WHERE start_id = $1",
+                    )
+                    .bind(&start_id)
+                    .fetch_optional(pool)
+                    .await?
+                    .ok_or_else(|| {
+                        StorageError::Corrupt(format!(
+                            "session {session_id} starts from {start_id}, which is not stored"
+                        ))
+                    })?
+                }
+            };
             // One read for both: the frames after the snapshot (replayed)
             // and the last RECENT_FRAMES (kept for resume), from the older
             // of the two starts; the newest step's last seq says where the

@@ -1,6 +1,7 @@
 //! SQLite storage: the embedded default. WAL, `synchronous = FULL`, a pool
 //! of read connections and one writer connection for the group commits.
 
+use std::collections::HashSet;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -10,7 +11,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use super::ops::{Committer, GATHER, QueuedRecord, RecordWrite};
 use super::sql::{self, queries};
 use super::steps;
-use super::{JournalRow, TimerIndex};
+use super::{FirstSnapshot, JournalRow, TimerIndex, formats};
+use crate::game::pieces::SharedStart;
 
 queries!(sqlx::Sqlite);
 
@@ -88,7 +90,13 @@ fn durable_commits(synchronous: i64) -> bool {
 /// statements prepared once and kept. A group commit is a few hundred
 /// small inserts; through sqlx each was a round trip to its worker thread
 /// and a fresh multi-row statement per batch size.
-pub(super) struct SqliteCommitter(rusqlite::Connection);
+pub(super) struct SqliteCommitter {
+    conn: rusqlite::Connection,
+    /// The shared starts this connection has committed: rows of
+    /// `shared_starts` are never deleted, so a later session naming one
+    /// needs no insert (and does not hand SQLite its whole text again).
+    stored_starts: HashSet<String>,
+}
 
 impl SqliteCommitter {
     fn open(path: &std::path::Path, max_mb: Option<u64>) -> Result<Self, StorageError> {
@@ -122,7 +130,10 @@ impl SqliteCommitter {
                 r.get(0)
             })?;
         }
-        Ok(Self(conn))
+        Ok(Self {
+            conn,
+            stored_starts: HashSet::new(),
+        })
     }
 
     /// Writes `batch` in one transaction: `BEGIN IMMEDIATE` takes the write
@@ -133,16 +144,25 @@ impl SqliteCommitter {
     /// transaction is active") is expected. No state survives a failed
     /// batch.
     fn write(&mut self, batch: &[&WriteOp]) -> Result<(), StorageError> {
-        let conn = &self.0;
+        let conn = &self.conn;
         // Prepared once and kept, like every statement of a batch, instead
         // of parsed again for every commit.
         conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let done = write_ops(conn, batch)
+        let mut starts = Starts {
+            stored: &self.stored_starts,
+            inserted: Vec::new(),
+        };
+        let done = write_ops(conn, batch, &mut starts)
             .and_then(|()| Ok(conn.prepare_cached("COMMIT")?.execute([]).map(drop)?));
         if done.is_err()
             && let Err(e) = conn.execute_batch("ROLLBACK")
         {
             tracing::debug!(error = %e, "rollback after a failed batch (it may have rolled back already)");
+        }
+        // Known stored only once committed: a batch rolled back takes its
+        // inserts with it.
+        if done.is_ok() {
+            self.stored_starts.extend(starts.inserted);
         }
         done
     }
@@ -164,9 +184,37 @@ impl Committer for SqliteCommitter {
     }
 }
 
+/// The shared starts a batch may name: those committed before it, and
+/// those it inserts.
+struct Starts<'a> {
+    stored: &'a HashSet<String>,
+    inserted: Vec<String>,
+}
+
+impl Starts<'_> {
+    /// Inserts `start` unless it is known to be stored.
+    fn store(
+        &mut self,
+        conn: &rusqlite::Connection,
+        start: &SharedStart,
+    ) -> Result<(), StorageError> {
+        if self.stored.contains(&start.id) || self.inserted.contains(&start.id) {
+            return Ok(());
+        }
+        conn.prepare_cached(sql::INSERT_SHARED_START)?
+            .execute(rusqlite::params![start.id, start.text, now_ms()])?;
+        self.inserted.push(start.id.clone());
+        Ok(())
+    }
+}
+
 /// Every write of `batch`, in order, with the statements the connection
 /// keeps prepared.
-fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), StorageError> {
+fn write_ops(
+    conn: &rusqlite::Connection,
+    batch: &[&WriteOp],
+    starts: &mut Starts<'_>,
+) -> Result<(), StorageError> {
     use rusqlite::params;
     // Journal rows collect into steps until a write other than an audit
     // row comes (audit rows touch nothing else, so they do not split a
@@ -269,8 +317,15 @@ fn write_ops(conn: &rusqlite::Connection, batch: &[&WriteOp]) -> Result<(), Stor
                     meta.visibility.as_str(),
                     meta.anonymous
                 ])?;
+                let first = match snapshot {
+                    FirstSnapshot::Whole(text) => std::borrow::Cow::Borrowed(text.as_str()),
+                    FirstSnapshot::Shared(start) => {
+                        starts.store(conn, start)?;
+                        std::borrow::Cow::Owned(formats::shared_start_ref(&start.id))
+                    }
+                };
                 conn.prepare_cached(sql::INSERT_FIRST_SNAPSHOT)?
-                    .execute(params![meta.session_id, snapshot, now_ms()])?;
+                    .execute(params![meta.session_id, first, now_ms()])?;
             }
         }
     }
@@ -465,7 +520,7 @@ pub(super) mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let committer = SqliteCommitter::open(&dir.path().join("t.db"), None).expect("opens");
         let level: i64 = committer
-            .0
+            .conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .expect("reads");
         assert_eq!(level, 2);
@@ -603,7 +658,10 @@ pub(super) mod tests {
         use crate::storage::TimerIndex::{Due, DueUnlessSet, Gone};
         let (store, _dir, _url) = store().await;
         for id in ["a", "b", "c"] {
-            store.create_session(meta(id), "{}".into()).await.unwrap();
+            store
+                .create_session(meta(id), FirstSnapshot::Whole("{}".into()))
+                .await
+                .unwrap();
         }
         let (sink, mut notices) = sink();
         let due = |id: &str, at| Due {
@@ -827,7 +885,10 @@ pub(super) mod tests {
     #[actix_web::test]
     async fn a_turns_frames_are_one_stored_row_and_every_reader_finds_each_frame() {
         let (store, _dir, url) = store().await;
-        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        store
+            .create_session(meta("s"), FirstSnapshot::Whole("{}".into()))
+            .await
+            .unwrap();
         let (a, mut notices) = sink();
         let rows = two_turns();
         store.write_all(
@@ -851,7 +912,10 @@ pub(super) mod tests {
     #[actix_web::test]
     async fn a_load_hands_back_exactly_the_last_frames_kept_for_resume() {
         let (store, _dir, _url) = store().await;
-        store.create_session(meta("r"), "{}".into()).await.unwrap();
+        store
+            .create_session(meta("r"), FirstSnapshot::Whole("{}".into()))
+            .await
+            .unwrap();
         let (a, mut notices) = sink();
         // 600 frames in steps of 7 (one turn each), so the last 512 start
         // inside a step.
@@ -888,7 +952,10 @@ pub(super) mod tests {
     #[actix_web::test]
     async fn a_new_database_has_8_kib_pages_and_an_older_one_keeps_its_own() {
         let (store, _dir, url) = store().await;
-        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        store
+            .create_session(meta("s"), FirstSnapshot::Whole("{}".into()))
+            .await
+            .unwrap();
         drop(store);
         assert_eq!(page_size(&url).await, i64::from(PAGE_SIZE));
 
@@ -910,7 +977,10 @@ pub(super) mod tests {
             pool.close().await;
         }
         let store = Store::open(&url).await.expect("the older database opens");
-        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        store
+            .create_session(meta("s"), FirstSnapshot::Whole("{}".into()))
+            .await
+            .unwrap();
         let (a, mut notices) = sink();
         store.write_all(two_turns().into_iter().map(SessionWrite::Row).collect(), &a);
         assert_eq!(until(&mut notices, 7).await.ok(), Some(7));
@@ -959,6 +1029,71 @@ pub(super) mod tests {
         (dir, url, pool)
     }
 
+    /// A session with its first snapshot `state`, written as an older
+    /// build wrote them, straight into the database.
+    async fn insert_session(pool: &SqlitePool, session_id: &str, state: &str) {
+        sqlx::query(
+            "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
+             spectator_token, created_at) VALUES (?, 'default', 'demo', 't', 'p', 'w', 0)",
+        )
+        .bind(session_id)
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES (?, 0, ?, 0)",
+        )
+        .bind(session_id)
+        .bind(state)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+
+    #[actix_web::test]
+    async fn sessions_of_a_builtin_share_one_stored_start_and_whole_first_snapshots_still_load() {
+        use crate::game::pieces::assemble;
+        let (demo, shared) =
+            crate::game::Campaign::builtin_starts(&crate::tools::test_support::tools())
+                .unwrap()
+                .start("demo")
+                .unwrap();
+        // The schema before shared starts, with a session whose first
+        // snapshot is its whole state, as every build before them wrote it.
+        let (_dir, url, pool) = database_as_of(13).await;
+        insert_session(&pool, "old", &shared.text).await;
+        pool.close().await;
+        let store = Store::open(&url)
+            .await
+            .expect("the store opens and migrates");
+        for id in ["a", "b"] {
+            store
+                .create_session(meta(id), FirstSnapshot::Shared(shared.clone()))
+                .await
+                .unwrap();
+        }
+        for id in ["old", "a", "b"] {
+            let loaded = store
+                .load_session(&id.into())
+                .await
+                .unwrap()
+                .expect("loads");
+            let (state, _) =
+                assemble(&loaded.snapshot, &loaded.snapshot_chunks).expect("assembles");
+            assert_eq!(state, demo, "{id} starts as the campaign does");
+        }
+        let mut c = SqliteConnection::connect(&url).await.unwrap();
+        let stored: (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM shared_starts), \
+             (SELECT MAX(length(state)) FROM snapshots WHERE session_id IN ('a', 'b'))",
+        )
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+        assert_eq!(stored.0, 1, "the start is stored once");
+        assert!(stored.1 < 100, "a new session's snapshot names its start");
+    }
+
     #[actix_web::test]
     async fn an_audit_ledger_from_before_keeps_its_ids_and_new_rows_follow_the_largest() {
         // The schema with AUTOINCREMENT ids (migrations up to 9).
@@ -979,7 +1114,10 @@ pub(super) mod tests {
         let store = Store::open(&url)
             .await
             .expect("the store opens and migrates");
-        store.create_session(meta("s"), "{}".into()).await.unwrap();
+        store
+            .create_session(meta("s"), FirstSnapshot::Whole("{}".into()))
+            .await
+            .unwrap();
         store.audit(audit_row("s"));
         store.audit(audit_row("s"));
         // Audit rows have no waiter: a journal row queued after them is
@@ -1024,17 +1162,7 @@ pub(super) mod tests {
         // The schema as it was before steps (migrations up to 8).
         let (_dir, url, pool) = database_as_of(8).await;
         {
-            sqlx::query(
-                "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
-                 spectator_token, created_at) VALUES ('s', 'default', 'demo', 't', 'p', 'w', 0)",
-            )
-            .execute(&pool)
-            .await
-            .unwrap();
-            sqlx::query("INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ('s', 0, '{}', 0)")
-                .execute(&pool)
-                .await
-                .unwrap();
+            insert_session(&pool, "s", "{}").await;
             for r in two_turns() {
                 sqlx::query(
                     "INSERT INTO journal (session_id, seq, turn_id, kind, request_id, frame, \

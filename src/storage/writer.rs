@@ -23,9 +23,9 @@ use crate::metrics::Metrics;
 
 use super::ops::{Committer, QueuedRecord, WriteOp};
 use super::{
-    AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, JournalRow, MAX_BATCH, MAX_QUEUED_WRITES,
-    QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SessionWrite, SnapshotWrite,
-    StorageError, now_ms,
+    AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, FirstSnapshot, JournalRow, MAX_BATCH,
+    MAX_QUEUED_WRITES, QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SessionWrite,
+    SnapshotWrite, StorageError, now_ms,
 };
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
@@ -252,7 +252,7 @@ impl Writes {
     pub(super) async fn create_session(
         &self,
         meta: SessionMeta,
-        snapshot: String,
+        snapshot: FirstSnapshot,
     ) -> Result<(), StorageError> {
         let (done, rx) = oneshot::channel();
         self.send(WriteOp::CreateSession {

@@ -62,7 +62,7 @@ async fn a_session_of_a_newer_format_is_refused_and_left_to_a_node_that_reads_it
     write_newer_step(&db, &journal).await;
     let written = execute(
         &db,
-        "UPDATE snapshots SET state = '{\"format\":2,\"campaign_id\":\"demo\"}' \
+        "UPDATE snapshots SET state = '{\"format\":3,\"campaign_id\":\"demo\"}' \
          WHERE session_id = $1",
         snapshot.session_id.as_str(),
     )
@@ -70,7 +70,7 @@ async fn a_session_of_a_newer_format_is_refused_and_left_to_a_node_that_reads_it
     assert_eq!(written, 1);
 
     let a = node(&db, "node-a");
-    for (s, what, found, newest) in [(&journal, "journal", 3, 2), (&snapshot, "snapshot", 2, 1)] {
+    for (s, what, found, newest) in [(&journal, "journal", 3, 2), (&snapshot, "snapshot", 3, 2)] {
         let url = format!("{}/api/v1/sessions/{}", a.base(), s.session_id);
         let auth = format!("Bearer {}", s.player_token);
         let refused = request("GET", &url, &[("Authorization", &auth)], None).await;
