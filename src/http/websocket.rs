@@ -209,6 +209,8 @@ pub struct Socket {
     outbox: Option<Arc<Outbox>>,
     /// A wait for room in the socket is on its way.
     waiting: bool,
+    /// A flush is spawned for the end of the actor's turn ([`Socket::flush_soon`]).
+    flush_due: bool,
     /// The close frame is written and the socket shut for writing.
     shut: bool,
     _done: oneshot::Sender<()>,
@@ -231,6 +233,7 @@ impl Socket {
             out: Outgoing::default(),
             outbox: None,
             waiting: false,
+            flush_due: false,
             shut: false,
             _done: up.done,
         };
@@ -301,6 +304,21 @@ impl Socket {
         let dropped = self.out.drop_unsent();
         self.release(dropped);
         self.close(ctx, code, reason);
+    }
+
+    /// Writes what is queued once the actor has handled every message
+    /// waiting in its mailbox: frames of several commits that reached a
+    /// busy connection go out in one write.
+    pub fn flush_soon<A: WsActor>(&mut self, ctx: &mut Context<A>) {
+        if self.flush_due || self.waiting {
+            return;
+        }
+        self.flush_due = true;
+        ctx.spawn(actix::fut::ready(()).map(|(), act: &mut A, ctx| {
+            let socket = act.socket();
+            socket.flush_due = false;
+            socket.flush(ctx);
+        }));
     }
 
     /// Writes what the socket takes now, and waits for room for the rest.

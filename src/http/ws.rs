@@ -508,7 +508,7 @@ impl Handler<Outbound> for WsConn {
             }
             Outbound::Close { code, reason } => return self.socket.close(ctx, code, reason),
         }
-        self.socket.flush(ctx);
+        self.socket.flush_soon(ctx);
         if self.socket.queued() > self.queue {
             // As many messages behind as its mailbox may hold: closed like
             // a connection whose mailbox is full.
