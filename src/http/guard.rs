@@ -362,10 +362,10 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str>
 
 /// Whether the request asks to become a WebSocket: any `Upgrade` value
 /// that contains `websocket` in any case (`websocket`, `WebSocket`,
-/// `foo, websocket`, `websocket/13`). The handshake (actix-web-actors)
-/// takes the first `Upgrade` value when its lower case contains
-/// `websocket`; this takes every value, bytes that are not text included,
-/// so whatever the handshake would upgrade, the Origin rule judges.
+/// `foo, websocket`, `websocket/13`). The handshake (`upgrade`) takes
+/// only `websocket` alone; this takes more, every value, bytes that are not
+/// text included, so whatever any handshake would upgrade, the Origin rule
+/// judges.
 pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
     headers.get_all(header::UPGRADE).any(|v| {
         v.as_bytes()

@@ -19,11 +19,11 @@
 //!   stops. A connection dropped for falling behind keeps only a frame
 //!   already half written, so the client never sees a torn frame.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::Shutdown;
 use std::pin::Pin;
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};

@@ -1,16 +1,17 @@
-//! `/ws/sessions/{id}`: one actor per WebSocket connection.
+//! `/ws/sessions/{id}`: one actor per WebSocket connection, on the socket
+//! itself (`websocket`; the upgrade hands it over, `upgrade`).
 //!
 //! The connection actor only translates: client frames become messages to the
 //! session actor; story frames from the session (already serialized, the same
-//! bytes for every connection) are written as they are. Its mailbox is the
-//! bounded outbound queue, in messages (`QUESTD_WS_QUEUE`) and in bytes
-//! (`QUESTD_WS_QUEUE_BYTES`, counted in the connection's [`Outbox`]): past
-//! either the session drops this connection and asks it to close with 1013,
-//! and the client resumes with `last_seq`. A client that never reads is
-//! not reached by that request (the actor runs only when its socket takes
-//! bytes): the kernel aborts its socket instead (`QUESTD_WRITE_STALL_SECS`,
-//! see `accept`). What the client sends is held to a frame rate
-//! (`frame_rate`).
+//! bytes for every connection) are written as they are. What waits for it is
+//! bounded in messages (`QUESTD_WS_QUEUE`: its mailbox and its socket's
+//! queue) and in bytes (`QUESTD_WS_QUEUE_BYTES`, counted in the connection's
+//! [`Outbox`] until the socket takes them): past either the connection
+//! leaves the session and closes with 1013, and the client resumes with
+//! `last_seq`. A client that never reads does not take the close frame
+//! either: the connection is dropped after a grace, and the kernel aborts a
+//! socket whose bytes stay unacknowledged (`QUESTD_WRITE_STALL_SECS`, see
+//! `accept`). What the client sends is held to a frame rate (`frame_rate`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -205,8 +205,8 @@ impl Outbound {
 
 /// What one connection was sent and has not taken yet, shared by the
 /// session (or tail) that queues for it and the connection that takes.
-/// The connection takes its messages only when its socket has room, so
-/// these are the bytes a slow or silent reader holds on the node.
+/// The connection takes bytes only as its socket takes them, so these are
+/// the bytes a slow or silent reader holds on the node.
 #[derive(Debug)]
 pub struct Outbox {
     /// Bytes queued and not yet taken.
