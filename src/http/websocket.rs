@@ -15,9 +15,11 @@
 //!   only while a frame is incomplete, so an idle connection holds no
 //!   buffer at all, and parsed by `wsframe`.
 //! - **Close.** A close frame goes after everything queued before it;
-//!   once it is written the socket is shut for writing and the actor
-//!   stops. A connection dropped for falling behind keeps only a frame
-//!   already half written, so the client never sees a torn frame.
+//!   once it is written the socket is shut for writing, and what the
+//!   client still sends is read and dropped until it closes (at most
+//!   [`CLOSE_GRACE`]), so it gets the close frame rather than a reset. A
+//!   connection dropped for falling behind keeps only a frame already
+//!   half written, so the client never sees a torn frame.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -286,9 +288,10 @@ impl Socket {
         self.flush(ctx);
     }
 
-    /// Closes with `code`: the close frame after what is queued, then the
-    /// actor stops (at once if the socket is gone, at the latest after
-    /// [`CLOSE_GRACE`]).
+    /// Closes with `code`: the close frame after what is queued; once it
+    /// is written the socket is shut for writing, and the actor stops when
+    /// the client closes its side, the socket fails, or [`CLOSE_GRACE`]
+    /// has passed, whichever comes first.
     pub fn close<A: WsActor>(&mut self, ctx: &mut Context<A>, code: u16, reason: &str) {
         if self.out.is_closed() {
             return;
