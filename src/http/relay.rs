@@ -8,6 +8,7 @@
 //! cut-off node, `owner_watch.rs`), rather than left waiting on a socket
 //! that never errs.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
@@ -27,9 +28,10 @@ use super::owner_watch::{self, Claim};
 use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
 use super::state::AppState;
 use super::websocket::{Socket, WsActor};
-use super::wsframe::{Incoming, ProtocolError, close};
+use super::wsframe::{Incoming, ProtocolError, close, op};
 use crate::error::ApiError;
 use crate::ids::SessionId;
+use crate::session::{CLOSE_OVERFLOW, Outbox};
 use crate::storage::Store;
 
 /// Close code when the owner node went away: service restart, reconnect.
@@ -115,13 +117,18 @@ pub async fn relay(
         heard: Instant::now(),
         looking: false,
     };
+    let limits = state.ws;
     super::upgrade::accept(req, move |up| {
         Relay::create(move |ctx| {
-            let (socket, messages) = Socket::new(up, MAX_FRAME_BYTES);
+            let (mut socket, messages) = Socket::new(up, MAX_FRAME_BYTES);
+            let outbox = Arc::new(Outbox::new(limits.queue_bytes));
+            socket.count_in(outbox.clone());
             ctx.add_stream(messages);
             Relay {
                 _slot: slot,
                 socket,
+                queue: limits.queue,
+                outbox,
                 to_owner,
                 from_owner: Some(from_owner),
                 last_heard: Instant::now(),
@@ -141,6 +148,11 @@ struct Relay {
     /// This connection's place in the node's and address's counts.
     _slot: ConnSlot,
     socket: Socket,
+    /// What may wait for the client, in frames and (counted in `outbox`
+    /// until its socket takes them) in bytes, as for a connection served
+    /// here: past either the client is closed with 1013 and resumes.
+    queue: usize,
+    outbox: Arc<Outbox>,
     to_owner: mpsc::UnboundedSender<Message>,
     /// Taken when the actor starts.
     from_owner: Option<FromOwner>,
@@ -282,15 +294,35 @@ impl StreamHandler<Result<Incoming, ProtocolError>> for Relay {
 impl StreamHandler<Result<Message, tungstenite::Error>> for Relay {
     fn handle(&mut self, msg: Result<Message, tungstenite::Error>, ctx: &mut Self::Context) {
         self.owner.heard = Instant::now();
+        if self.socket.is_closing() {
+            return;
+        }
+        let (opcode, body) = match msg {
+            Ok(Message::Text(text)) => (op::TEXT, bytes::Bytes::from(text)),
+            Ok(Message::Binary(bytes)) => (op::BINARY, bytes),
+            other => return self.owner_event(other, ctx),
+        };
+        // The owner's frames are read whatever the client takes: what
+        // waits for a client that does not read is bounded here.
+        if self.socket.queued() >= self.queue || !self.outbox.offer(body.len()) {
+            self.close_owner();
+            return self
+                .socket
+                .close_now(ctx, CLOSE_OVERFLOW, "too slow: reconnect with last_seq");
+        }
+        self.socket.queue(opcode, body, true);
+        self.socket.flush_soon(ctx);
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        self.owner_gone(ctx);
+    }
+}
+
+impl Relay {
+    /// What the owner's side says besides frames for the client.
+    fn owner_event(&mut self, msg: Result<Message, tungstenite::Error>, ctx: &mut Context<Self>) {
         match msg {
-            Ok(Message::Text(text)) => {
-                let text: bytes::Bytes = text.into();
-                match bytestring::ByteString::try_from(text) {
-                    Ok(text) => self.socket.text(ctx, text),
-                    Err(_) => self.owner_gone(ctx),
-                }
-            }
-            Ok(Message::Binary(bytes)) => self.socket.binary(ctx, bytes),
             Ok(Message::Close(frame)) => {
                 let (code, why) = frame.map_or((close::NORMAL, String::new()), |f| {
                     (u16::from(f.code), f.reason.to_string())
@@ -302,9 +334,5 @@ impl StreamHandler<Result<Message, tungstenite::Error>> for Relay {
             Ok(_) => {}
             Err(_) => self.owner_gone(ctx),
         }
-    }
-
-    fn finished(&mut self, ctx: &mut Self::Context) {
-        self.owner_gone(ctx);
     }
 }

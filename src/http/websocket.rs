@@ -250,8 +250,14 @@ impl Socket {
     /// Queues a text frame (not written until [`Socket::flush`]); its
     /// bytes are counted in the `Outbox` when `counted`.
     pub fn queue_text(&mut self, text: ByteString, counted: bool) {
-        let n = if counted { text.len() } else { 0 };
-        if !self.out.push(op::TEXT, text.into_bytes(), n) {
+        self.queue(op::TEXT, text.into_bytes(), counted);
+    }
+
+    /// Queues a frame of `opcode` (not written until [`Socket::flush`]);
+    /// its bytes are counted in the `Outbox` when `counted`.
+    pub fn queue(&mut self, opcode: u8, body: Bytes, counted: bool) {
+        let n = if counted { body.len() } else { 0 };
+        if !self.out.push(opcode, body, n) {
             self.release(n);
         }
     }
@@ -270,11 +276,6 @@ impl Socket {
     /// of this connection's own).
     pub fn text<A: WsActor>(&mut self, ctx: &mut Context<A>, text: impl Into<ByteString>) {
         self.queue_text(text.into(), false);
-        self.flush(ctx);
-    }
-
-    pub fn binary<A: WsActor>(&mut self, ctx: &mut Context<A>, bytes: Bytes) {
-        self.out.push(op::BINARY, bytes, 0);
         self.flush(ctx);
     }
 

@@ -689,6 +689,66 @@ async fn a_subscriber_that_stops_reading_is_dropped_and_told_to_resume() {
 }
 
 #[actix_web::test]
+async fn a_relayed_player_that_stops_reading_is_dropped_and_told_to_resume() {
+    // Two nodes of one PostgreSQL database: the node without the session
+    // relays a player's connection to the owner, and reads the owner's
+    // frames whatever its client takes, so it bounds what waits there.
+    let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+    let db = crate::database::postgres_url_in(dir.path());
+    let node = |name: &'static str| {
+        let db = db.clone();
+        move |s: &mut questd::Settings| {
+            s.database_url = db;
+            s.node_id = Some(name.into());
+            s.ws_queue = 8;
+            s.chat_burst = 100_000;
+        }
+    };
+    let tales = || {
+        Arc::new(ScriptedProvider::from_fn(|_, n| {
+            Ok(ModelReply::narrate(format!(
+                "{n} {}",
+                "A long tale. ".repeat(5000)
+            )))
+        }))
+    };
+    let owner = spawn_in(dir.clone(), node("node-a"), tales()).await;
+    let other = spawn_in(dir.clone(), node("node-b"), tales()).await;
+    let s = owner.demo().await;
+    let (mut player, _) = owner.connect(&s.session_id, &s.player_token, None).await;
+    // The same player through the other node upgrades, then reads nothing.
+    let slow = StalledClient::connect(
+        other.port,
+        &format!("/ws/sessions/{}?token={}", s.session_id, s.player_token),
+    )
+    .await;
+    player
+        .until(|f| f["type"] == "presence" && f["players"] == 2)
+        .await;
+    let mut dropped = false;
+    for i in 0..2000 {
+        let frames = player.play("tell me a story", &format!("r-{i}")).await;
+        assert!(frames.iter().all(|f| f["type"] != "turn_failed"));
+        if frames
+            .iter()
+            .any(|f| f["type"] == "presence" && f["players"] == 1)
+        {
+            dropped = true;
+            break;
+        }
+    }
+    assert!(
+        dropped,
+        "the stalled relayed player was dropped while the other played on"
+    );
+    assert_eq!(
+        slow.close_code().await,
+        Some(1013),
+        "told to reconnect and resume"
+    );
+}
+
+#[actix_web::test]
 async fn an_oversized_frame_closes_with_1009() {
     let app = spawn_app().await;
     let s = app.demo().await;
