@@ -305,3 +305,33 @@ async fn a_save_exported_on_one_node_imports_on_another_and_plays_on_either() {
     let frames = ws.play("look around", "r-3").await;
     assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
 }
+
+#[actix_web::test]
+async fn a_pending_timer_goes_with_the_save_and_fires_in_the_copy() {
+    let app = spawn_app().await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    ws.play("remind me in 10 seconds to check the door", "r-1")
+        .await;
+    ws.close().await;
+    let (status, save, _) = export(&app.base, &s.session_id, &s.player_token).await;
+    assert_eq!(status, 200);
+    assert_eq!(save["state"]["timers"].as_array().map(Vec::len), Some(1));
+    let copy = Session::created(&import(&app.base, &save).await.body);
+    let (mut watch, _) = app
+        .connect(&copy.session_id, &copy.spectator_token, None)
+        .await;
+    let fired = watch
+        .until(|f| f["type"] == "turn_started" && f["trigger"] == "timer")
+        .await;
+    let started = fired.last().unwrap();
+    assert_eq!(started["event"], save["state"]["timers"][0]["event"]);
+    let end = watch
+        .until_turn_end(started["turn_id"].as_str().unwrap())
+        .await;
+    assert!(
+        end.iter()
+            .any(|f| f["type"] == "turn_completed" && f["reply"].to_string().contains("door")),
+        "{end:#?}"
+    );
+}
