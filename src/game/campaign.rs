@@ -168,6 +168,24 @@ pub struct Problems {
 }
 
 impl Problems {
+    /// Where `value` breaks `validator`'s schema, each problem a path and
+    /// a rule. Masked: the message names the rule, not the value, which
+    /// may be a whole oversized list.
+    pub fn of_schema(validator: &jsonschema::Validator, value: &Value) -> Self {
+        let mut problems = Self::default();
+        for e in validator.iter_errors(value) {
+            problems.add(|| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.masked().to_string()
+                } else {
+                    format!("{path}: {}", e.masked())
+                }
+            });
+        }
+        problems
+    }
+
     pub fn add(&mut self, problem: impl FnOnce() -> String) {
         if self.listed.len() < MAX_PROBLEMS_LISTED {
             self.listed.push(problem());
@@ -455,19 +473,7 @@ impl Campaign {
         value: &Value,
         known_tools: &[&str],
     ) -> Result<Self, CampaignError> {
-        let mut problems = Problems::default();
-        for e in validator.iter_errors(value) {
-            problems.add(|| {
-                // Masked: the message names the rule, not the value, which
-                // may be a whole oversized list.
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.masked().to_string()
-                } else {
-                    format!("{path}: {}", e.masked())
-                }
-            });
-        }
+        let problems = Problems::of_schema(validator, value);
         if !problems.is_empty() {
             return Err(problems.into_error());
         }

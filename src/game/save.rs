@@ -381,17 +381,7 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
         )));
     }
     let save = upgrade(save, format);
-    let mut problems = Problems::default();
-    for e in VALIDATOR.iter_errors(&save) {
-        problems.add(|| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.masked().to_string()
-            } else {
-                format!("{path}: {}", e.masked())
-            }
-        });
-    }
+    let mut problems = Problems::of_schema(&VALIDATOR, &save);
     if !problems.is_empty() {
         return Err(problems.into_error());
     }
@@ -557,37 +547,18 @@ mod tests {
     use super::*;
     use crate::game::BUILTIN_CAMPAIGNS;
 
-    const TOOLS: &[&str] = &[
-        "move",
-        "move_options",
-        "hp_delta",
-        "map_generate",
-        "schedule_event",
-        "cancel_event",
-        "roll_dice",
-        "add_inventory",
-        "get_player_state",
-        "describe_entity",
-        "log_user_event",
-        "search_content",
-        "get_npc_profile",
-        "activate_npc",
-        "create_npc",
-        "create_draft_content",
-        "update_character",
-        "update_inventory",
-        "generate_zone",
-        "move_to_zone",
-        "move_to",
-        "get_site_map",
-        "get_character_stats",
-        "get_prompt_active",
-    ];
+    /// Every tool this server has.
+    static TOOLS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+        crate::tools::Registry::builtin()
+            .expect("the built-in tools register")
+            .names()
+            .to_vec()
+    });
 
     fn demo() -> GameState {
         let (_, text) = BUILTIN_CAMPAIGNS[0];
         let value: Value = serde_json::from_str(text).unwrap();
-        Campaign::from_value(&value, TOOLS)
+        Campaign::from_value(&value, &TOOLS)
             .unwrap_or_else(|e| panic!("{}", e.problems.join("\n")))
             .into_state()
     }
@@ -614,7 +585,7 @@ mod tests {
     }
 
     fn problems(save: Value) -> Vec<String> {
-        read(save, TOOLS).expect_err("refused").problems
+        read(save, &TOOLS).expect_err("refused").problems
     }
 
     #[test]
@@ -628,7 +599,7 @@ mod tests {
             seat_id: None,
         }));
         let story = frames(6);
-        let imported = read(save_of(&state, &story), TOOLS)
+        let imported = read(save_of(&state, &story), &TOOLS)
             .unwrap_or_else(|e| panic!("{}", e.problems.join("\n")));
         let mut expected = state.clone();
         // Seats are the server's, not the save's: the host seat is made again.

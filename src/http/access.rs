@@ -264,3 +264,29 @@ pub fn keyed_tenant(
     }
     Ok(None)
 }
+
+/// Who makes a new session (a creation or an import), counted against
+/// their rate before any body is read: the key's tenant (its creations
+/// per minute), or without a key tenant `default`, counted per client
+/// address, and then `true` (anonymous). A store refusing writes is
+/// `503` here too, before the body.
+pub fn creator(
+    req: &HttpRequest,
+    state: &AppState,
+    doing: &str,
+) -> Result<(TenantId, bool), ApiError> {
+    let made = match keyed_tenant(req, state, doing)? {
+        Some(tenant_id) => {
+            state.admission.check_key_create(&tenant_id)?;
+            (tenant_id, false)
+        }
+        None => {
+            state.admission.check_create(req)?;
+            (TenantId::from(DEFAULT_TENANT), true)
+        }
+    };
+    if let Some(reason) = state.store.refusing() {
+        return Err(super::errors::overloaded(reason));
+    }
+    Ok(made)
+}

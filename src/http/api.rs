@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::access::{
-    authorize_stored, bearer, caller, credential_first, keyed_tenant, player_seat,
+    authorize_stored, bearer, caller, creator, credential_first, keyed_tenant, player_seat,
 };
 use super::auth::{DEFAULT_TENANT, same_secret};
 use super::body::{body_bytes, json_body_or_empty, parse_json};
@@ -119,20 +119,7 @@ async fn create_session(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (tenant_id, anonymous) =
-        match keyed_tenant(&req, &state, "creating a session for a tenant")? {
-            Some(tenant_id) => {
-                state.admission.check_key_create(&tenant_id)?;
-                (tenant_id, false)
-            }
-            None => {
-                state.admission.check_create(&req)?;
-                (TenantId::from(DEFAULT_TENANT), true)
-            }
-        };
-    if let Some(reason) = state.store.refusing() {
-        return Err(super::errors::overloaded(reason));
-    }
+    let (tenant_id, anonymous) = creator(&req, &state, "creating a session for a tenant")?;
     let body = body_bytes(body).await?;
     // Charged before the campaign is parsed or checked: an address past its
     // bytes costs no work.

@@ -15,8 +15,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::access::{authorize_stored, keyed_tenant};
-use super::auth::DEFAULT_TENANT;
+use super::access::{authorize_stored, creator};
 use super::body::{body_within, parse_json};
 use super::created::{created, no_store};
 use super::routes::add;
@@ -24,7 +23,7 @@ use super::state::AppState;
 use super::stored::stored_meta;
 use crate::error::{ApiError, ErrorCode};
 use crate::game::save::{self, TAIL};
-use crate::ids::{SessionId, TenantId};
+use crate::ids::SessionId;
 use crate::session::{ImportSession, replayed};
 use crate::storage::{Store, Visibility, now_ms, rfc3339};
 
@@ -191,20 +190,7 @@ async fn import(
             ));
         }
     };
-    let (tenant_id, anonymous) = match keyed_tenant(&req, &state, "importing a save for a tenant")?
-    {
-        Some(tenant_id) => {
-            state.admission.check_key_create(&tenant_id)?;
-            (tenant_id, false)
-        }
-        None => {
-            state.admission.check_create(&req)?;
-            (TenantId::from(DEFAULT_TENANT), true)
-        }
-    };
-    if let Some(reason) = state.store.refusing() {
-        return Err(super::errors::overloaded(reason));
-    }
+    let (tenant_id, anonymous) = creator(&req, &state, "importing a save for a tenant")?;
     let limit = state.max_save_bytes;
     let too_large = || {
         ApiError::new(

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::protocol::STORY_KINDS;
+
 /// Ended turns a connection remembers for the "nothing after the end"
 /// check. A late frame of an older turn would also break the seq order.
 const RECENT_TURNS: usize = 64;
@@ -98,23 +100,6 @@ impl FrameHead {
         matches!(self.kind.as_str(), "turn_completed" | "turn_failed")
     }
 }
-
-/// Story frame types (docs/protocol.md §2.6 and §16): each must carry a seq.
-const STORY_KINDS: [&str; 13] = [
-    "turn_started",
-    "tool_call",
-    "tool_result",
-    "narrative_delta",
-    "turn_completed",
-    "turn_failed",
-    "presence",
-    "seat_joined",
-    "seat_changed",
-    "mode_changed",
-    "invite_created",
-    "action_submitted",
-    "party_chat",
-];
 
 /// One way a stream broke the protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
