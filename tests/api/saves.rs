@@ -104,9 +104,14 @@ async fn an_exported_game_imports_as_a_new_session_with_the_same_state_and_story
     for secret in [&s.player_token, &s.spectator_token] {
         assert!(!text.contains(secret.as_str()), "a save holds no token");
     }
+    // A presence frame may follow once the reader below joins: the save
+    // is the story up to the export.
+    let saved = save["story"].as_array().unwrap().clone();
+    let last = saved.last().unwrap()["seq"].as_u64().unwrap();
+    assert_eq!(last, save["source"]["last_seq"].as_u64().unwrap());
     let story = story_of(&app, &s.session_id, &s.spectator_token).await;
-    assert_eq!(save["story"].as_array().unwrap(), &story);
-    assert!(story.iter().any(|f| f["type"] == "turn_completed"));
+    assert_eq!(&story[..saved.len()], &saved[..]);
+    assert!(saved.iter().any(|f| f["type"] == "turn_completed"));
 
     let answer = import(&app.base, &save).await;
     assert_eq!(answer.status, 201, "{}", answer.body);
@@ -115,9 +120,10 @@ async fn an_exported_game_imports_as_a_new_session_with_the_same_state_and_story
     assert_ne!(copy.player_token, s.player_token);
     let (original, imported) = (app.snapshot(&s).await, app.snapshot(&copy).await);
     assert_eq!(world(&imported), world(&original));
+    let copied = story_of(&app, &copy.session_id, &copy.spectator_token).await;
     assert_eq!(
-        story_of(&app, &copy.session_id, &copy.spectator_token).await,
-        story,
+        &copied[..saved.len()],
+        &saved[..],
         "the imported story reads from seq 0 as it was"
     );
 
@@ -125,10 +131,10 @@ async fn an_exported_game_imports_as_a_new_session_with_the_same_state_and_story
     let (mut ws, welcome) = app
         .connect(&copy.session_id, &copy.player_token, None)
         .await;
-    assert_eq!(welcome["seq"], story.last().unwrap()["seq"]);
+    assert!(welcome["seq"].as_u64() >= Some(last));
     let frames = ws.play("look around", "r-after-import").await;
     let started = first(&frames, "turn_started");
-    assert!(started["seq"].as_u64() > story.last().unwrap()["seq"].as_u64());
+    assert!(started["seq"].as_u64() > Some(last));
     assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
     let after = app.snapshot(&copy).await;
     assert_eq!(
@@ -297,10 +303,9 @@ async fn a_save_exported_on_one_node_imports_on_another_and_plays_on_either() {
         world(&a.snapshot(&s).await)
     );
     // Node A serves the copy node B made, story and play alike.
-    assert_eq!(
-        story_of(&a, &copy.session_id, &copy.spectator_token).await,
-        story_of(&a, &s.session_id, &s.spectator_token).await
-    );
+    let saved = save["story"].as_array().unwrap();
+    let copied = story_of(&a, &copy.session_id, &copy.spectator_token).await;
+    assert_eq!(&copied[..saved.len()], &saved[..]);
     let (mut ws, _) = a.connect(&copy.session_id, &copy.player_token, None).await;
     let frames = ws.play("look around", "r-3").await;
     assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
