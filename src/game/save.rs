@@ -505,16 +505,21 @@ fn part<T: DeserializeOwned + Default>(
 /// turn naming its turn.
 fn read_story(story: &[Value], problems: &mut Problems) -> Vec<SavedFrame> {
     let mut frames = Vec::with_capacity(story.len());
+    let mut broken = false;
     for (i, frame) in story.iter().enumerate() {
         let at = i + 1;
         let seq = frame["seq"].as_u64().unwrap_or(0);
         if seq != at as u64 {
-            problems.add(|| {
-                format!(
-                    "story: frame {at} has seq {seq}; a story's seqs run 1, 2, 3… without a gap"
-                )
-            });
-            continue;
+            // Named once: one missing frame puts every later one out of
+            // place.
+            if !broken {
+                problems.add(|| {
+                    format!(
+                        "story: frame {at} has seq {seq}; a story's seqs run 1, 2, 3… without a gap"
+                    )
+                });
+            }
+            broken = true;
         }
         // The schema allows only these.
         let Some(kind) = STORY_KINDS
@@ -649,6 +654,10 @@ mod tests {
                 .join("\n")
                 .contains("frame 3 has seq 9")
         );
+        let mut missing = save_of(&state, &frames(9));
+        missing["story"].as_array_mut().unwrap().remove(1);
+        let gaps = problems(missing);
+        assert_eq!(gaps.len(), 1, "one gap, one problem: {gaps:?}");
         save["story"][2] = json!({"type":"welcome","seq":3});
         let all = problems(save).join("\n");
         assert!(all.contains("/story/2/type"), "{all}");
