@@ -352,6 +352,17 @@ pub struct Settings {
         global = true
     )]
     pub max_live_state_mb: u64,
+    /// MiB one save may be when imported (`POST /api/v1/sessions/import`);
+    /// a larger one is `413`, refused from its `Content-Length` before it
+    /// is read. Without a key a save is also bytes of campaigns sent
+    /// (`QUESTD_CREATE_KIB_BURST` bounds it).
+    #[arg(
+        long,
+        env = "QUESTD_MAX_SAVE_MB",
+        default_value_t = 16,
+        global = true
+    )]
+    pub max_save_mb: u64,
     /// Hours a session created without a key (tenant `default`) is kept
     /// after it was last played (or created); then a sweep deletes it with
     /// its journal, snapshots, audit rows and queued chats. Fractions are

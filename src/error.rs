@@ -65,6 +65,9 @@ pub enum ErrorCode {
     /// A call that waited for a person's approval was denied, or nobody
     /// decided in time (docs/protocol.md §19): the tool did not run.
     ApprovalDenied,
+    /// A save that fails its checks (docs/protocol.md §13): `problems`
+    /// lists why.
+    InvalidSave,
 }
 
 impl ErrorCode {
@@ -76,7 +79,7 @@ impl ErrorCode {
             RateLimited => 429,
             Forbidden | ToolDisabled | PermissionDenied | ToolNotAllowed | ApprovalDenied => 403,
             InvalidFrame | TextTooLong | InvalidArgs | InvalidArguments | ContextInvalid
-            | BadRequest | InvalidCampaign | SessionMismatch => 400,
+            | BadRequest | InvalidCampaign | InvalidSave | SessionMismatch => 400,
             // A full queue is the same advice as a rate limit: slow down.
             QueueFull => 429,
             ZoneNotFound | ToolNotFound | NotFound | InviteNotFound => 404,
@@ -282,6 +285,7 @@ mod tests {
         (ErrorCode::InviteNotFound, "INVITE_NOT_FOUND", 404),
         (ErrorCode::TimerLimit, "TIMER_LIMIT", 409),
         (ErrorCode::ApprovalDenied, "APPROVAL_DENIED", 403),
+        (ErrorCode::InvalidSave, "INVALID_SAVE", 400),
     ];
 
     #[test]
@@ -335,9 +339,10 @@ mod tests {
                 InviteNotFound => 31,
                 TimerLimit => 32,
                 ApprovalDenied => 33,
+                InvalidSave => 34,
             }
         }
-        let mut seen = [false; 34];
+        let mut seen = [false; 35];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

@@ -256,6 +256,8 @@ impl Application {
             metrics_key: settings.metrics_key.clone(),
             ws: http::ws::WsLimits::from_settings(&settings),
             max_players: settings.max_players,
+            max_save_bytes: usize::try_from(settings.max_save_mb.saturating_mul(1024 * 1024))
+                .unwrap_or(usize::MAX),
             min_invite_expires_s: settings.min_invite_expires_s,
             openapi: std::sync::OnceLock::new(),
         });

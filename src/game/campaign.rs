@@ -162,13 +162,13 @@ pub struct CampaignError {
 /// out, the rest only counted, so a campaign with thousands of faults costs
 /// no more to refuse than to read.
 #[derive(Default)]
-struct Problems {
+pub struct Problems {
     listed: Vec<String>,
     more: usize,
 }
 
 impl Problems {
-    fn add(&mut self, problem: impl FnOnce() -> String) {
+    pub fn add(&mut self, problem: impl FnOnce() -> String) {
         if self.listed.len() < MAX_PROBLEMS_LISTED {
             self.listed.push(problem());
         } else {
@@ -176,11 +176,18 @@ impl Problems {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.listed.is_empty()
     }
 
-    fn into_error(mut self) -> CampaignError {
+    /// Adds every problem of `e` (its own count of the rest included).
+    pub fn extend(&mut self, e: CampaignError) {
+        for p in e.problems {
+            self.add(|| p);
+        }
+    }
+
+    pub fn into_error(mut self) -> CampaignError {
         if self.more > 0 {
             self.listed.push(format!("and {} more problems", self.more));
         }
@@ -190,7 +197,43 @@ impl Problems {
     }
 }
 
-static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
+/// How many of each list a checked document may hold: a campaign's
+/// ([`CAMPAIGN_LIMITS`]), or a save's ([`SAVE_LIMITS`]), whose map and
+/// cast grew in play.
+#[derive(Debug, Clone, Copy)]
+pub struct ListLimits {
+    pub areas: usize,
+    pub characters: usize,
+    pub npcs: usize,
+    pub lore: usize,
+    pub content: usize,
+}
+
+/// The bounds of an inline campaign.
+pub const CAMPAIGN_LIMITS: ListLimits = ListLimits {
+    areas: MAX_CAMPAIGN_AREAS,
+    characters: MAX_CAMPAIGN_CHARACTERS,
+    npcs: MAX_CAMPAIGN_NPCS,
+    lore: MAX_CAMPAIGN_LORE,
+    content: MAX_CAMPAIGN_CONTENT,
+};
+
+/// The bounds of a save's world (`crate::game::save`): a map as large as
+/// a session may grow ([`super::state::MAX_SESSION_AREAS`]), a
+/// character for every seat a party may add, and ten times a campaign's
+/// NPCs and content for those the game master made in play.
+pub const SAVE_LIMITS: ListLimits = ListLimits {
+    areas: super::state::MAX_SESSION_AREAS,
+    characters: MAX_CAMPAIGN_CHARACTERS + MAX_PLAYERS_BOUND as usize,
+    npcs: MAX_CAMPAIGN_NPCS * 10,
+    lore: MAX_CAMPAIGN_LORE,
+    content: MAX_CAMPAIGN_CONTENT * 10,
+};
+
+static SCHEMA: LazyLock<Value> = LazyLock::new(|| schema_within(CAMPAIGN_LIMITS));
+
+/// The campaign schema with `limits` on its lists.
+fn schema_within(limits: ListLimits) -> Value {
     let id = json!({"type": "string", "pattern": format!("^[A-Za-z0-9_.:-]{{1,{MAX_ID_CHARS}}}$")});
     // Ids of things that campaigns name freely (NPCs, content) may use any
     // script, as create_npc's default ids do; only their length is bounded.
@@ -349,22 +392,29 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
                 "items": {"type": "string", "maxLength": MAX_ID_CHARS}
             },
             "active_actor_id": id,
-            "lore": {"type": "array", "maxItems": MAX_CAMPAIGN_LORE, "items": text},
-            "areas": {"type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_AREAS, "items": area},
+            "lore": {"type": "array", "maxItems": limits.lore, "items": text},
+            "areas": {"type": "array", "minItems": 1, "maxItems": limits.areas, "items": area},
             "characters": {
-                "type": "array", "minItems": 1, "maxItems": MAX_CAMPAIGN_CHARACTERS, "items": character
+                "type": "array", "minItems": 1, "maxItems": limits.characters, "items": character
             },
-            "npcs": {"type": "array", "maxItems": MAX_CAMPAIGN_NPCS, "items": npc},
-            "content": {"type": "array", "maxItems": MAX_CAMPAIGN_CONTENT, "items": content},
+            "npcs": {"type": "array", "maxItems": limits.npcs, "items": npc},
+            "content": {"type": "array", "maxItems": limits.content, "items": content},
             "pc_template": pc_template,
             "party": party,
             "approval": approval
         }
     })
-});
+}
 
 static VALIDATOR: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
     jsonschema::validator_for(&SCHEMA).expect("the campaign schema is a valid JSON Schema")
+});
+
+static SAVE_SCHEMA: LazyLock<Value> = LazyLock::new(|| schema_within(SAVE_LIMITS));
+
+static SAVE_VALIDATOR: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
+    jsonschema::validator_for(&SAVE_SCHEMA)
+        .expect("the save's campaign schema is a valid JSON Schema")
 });
 
 impl Campaign {
@@ -386,8 +436,27 @@ impl Campaign {
     /// so the checks after it (and [`Campaign::into_state`]) work on a
     /// campaign of bounded size; all of them take time linear in it.
     pub fn from_value(value: &Value, known_tools: &[&str]) -> Result<Self, CampaignError> {
+        Self::checked(&VALIDATOR, value, known_tools)
+    }
+
+    /// [`Campaign::from_value`] within [`SAVE_LIMITS`]: a save's world
+    /// checked by a campaign's rules.
+    pub fn from_save_value(value: &Value, known_tools: &[&str]) -> Result<Self, CampaignError> {
+        Self::checked(&SAVE_VALIDATOR, value, known_tools)
+    }
+
+    /// The save's campaign schema ([`SAVE_LIMITS`]), for the save's.
+    pub fn save_schema() -> &'static Value {
+        &SAVE_SCHEMA
+    }
+
+    fn checked(
+        validator: &jsonschema::Validator,
+        value: &Value,
+        known_tools: &[&str],
+    ) -> Result<Self, CampaignError> {
         let mut problems = Problems::default();
-        for e in VALIDATOR.iter_errors(value) {
+        for e in validator.iter_errors(value) {
             problems.add(|| {
                 // Masked: the message names the rule, not the value, which
                 // may be a whole oversized list.

@@ -14,6 +14,7 @@ pub mod names;
 pub mod party;
 pub mod pieces;
 pub mod rng;
+pub mod save;
 pub mod state;
 pub mod timers;
 pub mod zones;

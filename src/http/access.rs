@@ -5,12 +5,12 @@
 use actix_web::{HttpRequest, web};
 use serde::Deserialize;
 
-use super::auth::{same_secret, tenant_header};
+use super::auth::{DEFAULT_TENANT, same_secret, tenant_header};
 use super::errors::no_session;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::game::party::host_seat;
-use crate::ids::SeatId;
+use crate::ids::{SeatId, TenantId};
 use crate::session::{PartyCaller, SeatAccess, SessionHandle};
 use crate::storage::SessionMeta;
 
@@ -243,4 +243,24 @@ pub async fn authorize_stored(
         ));
     }
     Ok(())
+}
+
+/// The tenant of the request's key, or `None` for a request without a key,
+/// which acts for `default`: naming another tenant without its key is
+/// `401` (`X-Tenant-ID` alone grants nothing), saying that `doing` needs
+/// the key.
+pub fn keyed_tenant(
+    req: &HttpRequest,
+    state: &AppState,
+    doing: &str,
+) -> Result<Option<TenantId>, ApiError> {
+    if let Some(grant) = state.keys.grant(req)? {
+        return Ok(Some(grant.tenant_id));
+    }
+    if tenant_header(req).is_some_and(|t| t != DEFAULT_TENANT) {
+        return Err(ApiError::unauthorized(format!(
+            "{doing} needs that tenant's key in X-Internal-API-Key"
+        )));
+    }
+    Ok(None)
 }

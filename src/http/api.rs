@@ -12,8 +12,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::access::{authorize_stored, bearer, caller, credential_first, player_seat};
-use super::auth::{DEFAULT_TENANT, same_secret, tenant_header};
+use super::access::{
+    authorize_stored, bearer, caller, credential_first, keyed_tenant, player_seat,
+};
+use super::created::{Links, created, no_store};
+use super::auth::{DEFAULT_TENANT, same_secret};
 use super::body::{body_bytes, json_body_or_empty, parse_json};
 use super::campaign::campaign_start;
 use super::locate::send_to_session;
@@ -27,13 +30,12 @@ use crate::game::{BUILTIN_CAMPAIGNS, Campaign};
 use crate::ids::{SessionId, TenantId};
 use crate::protocol::http::{
     ActionsPage, AuditLedgerPage, CampaignSummary, Health, LiveSession, NpcActivated,
-    NpcActivation, SessionCreated, SessionLinks,
+    NpcActivation, SessionCreated,
 };
 use crate::protocol::requests::{AuditQuery, NewSession, SeqPage};
 use crate::session::{CallOrigin, CallTool, CreateSession, GetSnapshot, ListLive, SessionHandle};
 use crate::storage::Visibility;
 use crate::tools::Role;
-use actix_web::http::header::{CACHE_CONTROL, CacheDirective};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use actix_web::http::Method;
@@ -175,70 +177,12 @@ async fn create_session(
             anonymous,
         })
         .await??;
-    let meta = &handle.meta;
-    let links = Links::of(&req, &state);
-    let links = SessionLinks {
-        ws_url: links.ws(&meta.session_id, &meta.player_token),
-        play_url: links.page(&meta.session_id, &meta.player_token),
-        watch_url: links.page(&meta.session_id, &meta.spectator_token),
-    };
-    Ok(HttpResponse::Created()
-        .insert_header(no_store())
-        .json(SessionCreated::new(meta, links)))
+    Ok(created(&req, &state, &handle.meta))
 }
 
-/// The tenant of the request's key, or `None` for a request without a key,
-/// which acts for `default`: naming another tenant without its key is
-/// `401` (`X-Tenant-ID` alone grants nothing), saying that `doing` needs
-/// the key.
-fn keyed_tenant(
-    req: &HttpRequest,
-    state: &AppState,
-    doing: &str,
-) -> Result<Option<TenantId>, ApiError> {
-    if let Some(grant) = state.keys.grant(req)? {
-        return Ok(Some(grant.tenant_id));
-    }
-    if tenant_header(req).is_some_and(|t| t != DEFAULT_TENANT) {
-        return Err(ApiError::unauthorized(format!(
-            "{doing} needs that tenant's key in X-Internal-API-Key"
-        )));
-    }
-    Ok(None)
-}
 
-/// `Cache-Control: no-store`, for answers that carry tokens: no shared
-/// cache may keep one (and serve it, or links in it, to someone else).
-fn no_store() -> (actix_web::http::header::HeaderName, String) {
-    (CACHE_CONTROL, CacheDirective::NoStore.to_string())
-}
 
-/// Absolute links to this server: on `QUESTD_PUBLIC_URL`, else as the
-/// client reached it (forwarding headers only from a trusted proxy).
-struct Links {
-    http: String,
-    ws: String,
-}
 
-impl Links {
-    fn of(req: &HttpRequest, state: &AppState) -> Self {
-        let base = super::guard::link_base(req, state.admission.from_trusted_proxy(req));
-        Self {
-            http: base.http,
-            ws: base.ws,
-        }
-    }
-
-    fn ws(&self, session_id: &str, token: &str) -> String {
-        format!("{}/ws/sessions/{session_id}?token={token}", self.ws)
-    }
-
-    /// The browser page opened on a session with a token (a player's or a
-    /// spectator's).
-    fn page(&self, session_id: &str, token: &str) -> String {
-        format!("{}/?session={session_id}&token={token}", self.http)
-    }
-}
 
 /// The live public sessions of a tenant, each with its spectator token and
 /// a watch link; private sessions and player tokens are never listed.

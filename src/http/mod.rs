@@ -20,6 +20,7 @@ mod campaign;
 mod chat;
 pub mod cluster;
 mod compress;
+mod created;
 pub mod errors;
 mod frame_rate;
 pub mod guard;
@@ -32,6 +33,7 @@ mod owner_watch;
 mod party;
 pub mod peers;
 mod relay;
+mod saves;
 pub mod routes;
 pub mod server;
 pub mod service;
@@ -57,6 +59,7 @@ pub use state::AppState;
 
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    saves::configure(cfg);
     api::configure(cfg);
     admin::configure(cfg);
     cluster::configure(cfg);

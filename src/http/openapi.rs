@@ -36,6 +36,8 @@ pub const PATH: &str = "/api/v1/openapi.json";
         super::api::actions,
         super::api::audit,
         super::api::activate_npc,
+        super::saves::export,
+        super::saves::import,
         super::admin::sessions,
         super::admin::node,
         super::admin::story,

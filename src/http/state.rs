@@ -58,6 +58,8 @@ pub struct AppState {
     pub max_players: u32,
     /// The shortest `expires_in_s` an invite may ask for.
     pub min_invite_expires_s: u32,
+    /// The largest save an import takes (`QUESTD_MAX_SAVE_MB`), in bytes.
+    pub max_save_bytes: usize,
     /// The OpenAPI document, built at its first request: it depends only on
     /// the tools, fixed when the server starts.
     pub openapi: std::sync::OnceLock<bytes::Bytes>,

@@ -642,6 +642,39 @@ pub struct SeatOnline {
     pub online: bool,
 }
 
+/// Every story frame's `type` ([`StoryEvent::kind`]): what a save's
+/// story may hold.
+pub const STORY_KINDS: [&str; 15] = [
+    "turn_started",
+    "tool_call",
+    "tool_result",
+    "narrative_delta",
+    "turn_completed",
+    "turn_failed",
+    "presence",
+    "seat_joined",
+    "seat_changed",
+    "mode_changed",
+    "invite_created",
+    "action_submitted",
+    "party_chat",
+    "approval_requested",
+    "approval_resolved",
+];
+
+/// The story frames that belong to a turn and name it
+/// ([`StoryEvent::turn_id`]).
+pub const TURN_KINDS: [&str; 8] = [
+    "turn_started",
+    "tool_call",
+    "tool_result",
+    "narrative_delta",
+    "turn_completed",
+    "turn_failed",
+    "approval_requested",
+    "approval_resolved",
+];
+
 impl StoryEvent {
     /// The frame's `type`, as stored in the journal.
     pub fn kind(&self) -> &'static str {

@@ -25,7 +25,10 @@ use super::types::{
 use crate::game::GameState;
 use crate::game::pieces::SharedStart;
 use crate::ids::{SessionId, TenantId};
-use crate::storage::{Epoch, FirstSnapshot, SessionMeta, StorageError, Visibility, now_ms};
+use crate::game::save::SavedFrame;
+use crate::storage::{
+    Epoch, FirstSnapshot, ImportedStory, JournalRow, SessionMeta, StorageError, Visibility, now_ms,
+};
 
 /// A live session: its actor and what is needed to authorize callers.
 #[derive(Clone)]
@@ -82,6 +85,26 @@ pub struct CreateSession {
     /// Created without a key: deleted once unplayed for the retention
     /// time.
     pub anonymous: bool,
+}
+
+/// Creates a session from a checked save (docs/protocol.md §13): new id
+/// and tokens, the save's state after its story's last frame, the story
+/// as its journal. Answers once it is durable and loaded, as a session
+/// stored before a restart loads (a turn the save caught running is
+/// closed as interrupted).
+#[derive(Message)]
+#[rtype(result = "Result<SessionHandle, HubError>")]
+pub struct ImportSession {
+    pub tenant_id: TenantId,
+    pub visibility: Visibility,
+    pub anonymous: bool,
+    pub campaign_id: String,
+    pub title: String,
+    /// The state's JSON.
+    pub state: String,
+    pub story: Vec<SavedFrame>,
+    /// (timer_id, due_at) of the state's pending timers.
+    pub timers: Vec<(String, i64)>,
 }
 
 /// Finds a session, loading it from storage if it is not live.
@@ -458,18 +481,13 @@ impl Handler<CreateSession> for SessionHub {
         if let Err(e) = self.admit(&msg.tenant_id, bytes) {
             return Box::pin(actix::fut::ready(Err(e)));
         }
-        let meta = SessionMeta {
-            session_id: format!("sess_{}", random_token(16)).into(),
-            tenant_id: msg.tenant_id,
-            campaign_id: msg.state.campaign_id.clone(),
-            title: msg.state.title.clone(),
-            player_token: random_token(32),
-            spectator_token: random_token(32),
-            created_at: now_ms(),
-            visibility: msg.visibility,
-            closed_at: None,
-            anonymous: msg.anonymous,
-        };
+        let meta = new_meta(
+            msg.tenant_id,
+            msg.state.campaign_id.clone(),
+            msg.state.title.clone(),
+            msg.visibility,
+            msg.anonymous,
+        );
         let state = msg.state;
         let store = self.deps.store.clone();
         let meta_for_store = meta.clone();
@@ -494,6 +512,68 @@ impl Handler<CreateSession> for SessionHub {
                 let fresh = replay::fresh(state, epoch);
                 Ok(act.start(Arc::new(meta), fresh, ctx.address(), bytes))
             }),
+        )
+    }
+}
+
+impl Handler<ImportSession> for SessionHub {
+    type Result = ResponseActFuture<Self, Result<SessionHandle, HubError>>;
+
+    fn handle(&mut self, msg: ImportSession, _: &mut Self::Context) -> Self::Result {
+        // Refused before anything is written when the node or the tenant
+        // has no room; counted for real when it loads below.
+        let bytes = msg.state.len() as u64;
+        if let Err(e) = self.admit(&msg.tenant_id, bytes) {
+            return Box::pin(actix::fut::ready(Err(e)));
+        }
+        self.tally.release(&msg.tenant_id, bytes);
+        let meta = new_meta(
+            msg.tenant_id,
+            msg.campaign_id,
+            msg.title,
+            msg.visibility,
+            msg.anonymous,
+        );
+        let created_at = meta.created_at;
+        let story = ImportedStory {
+            rows: msg
+                .story
+                .into_iter()
+                .map(|f| JournalRow {
+                    session_id: meta.session_id.clone(),
+                    seq: f.seq,
+                    turn_id: f.turn_id,
+                    kind: f.kind,
+                    request_id: f.request_id,
+                    frame: f.frame.into(),
+                    effect: None,
+                    history: None,
+                    action: None,
+                    created_at,
+                    timers: Vec::new(),
+                })
+                .collect(),
+            timers: msg.timers,
+        };
+        let store = self.deps.store.clone();
+        let id = meta.session_id.clone();
+        Box::pin(
+            async move { store.import_session(meta, msg.state, story).await }
+                .into_actor(self)
+                .then(move |stored, act, _| {
+                    let load = match stored {
+                        Ok(()) => {
+                            act.deps.metrics.sessions_created.inc();
+                            act.load(id)
+                        }
+                        Err(e) => Box::pin(actix::fut::ready(Err(e.into()))),
+                    };
+                    load.map(|loaded, _, _| {
+                        loaded?.ok_or(HubError::Storage(StorageError::Corrupt(
+                            "an imported session did not load".into(),
+                        )))
+                    })
+                }),
         )
     }
 }
@@ -594,6 +674,28 @@ impl SessionHub {
                 Ok(Some(act.start(Arc::new(meta), restored, ctx.address(), bytes)))
             }),
         )
+    }
+}
+
+/// A new session's meta: a fresh id and fresh tokens.
+fn new_meta(
+    tenant_id: TenantId,
+    campaign_id: String,
+    title: String,
+    visibility: Visibility,
+    anonymous: bool,
+) -> SessionMeta {
+    SessionMeta {
+        session_id: format!("sess_{}", random_token(16)).into(),
+        tenant_id,
+        campaign_id,
+        title,
+        player_token: random_token(32),
+        spectator_token: random_token(32),
+        created_at: now_ms(),
+        visibility,
+        closed_at: None,
+        anonymous,
     }
 }
 

@@ -59,7 +59,8 @@ pub use actor::SessionActor;
 pub use audit::CallOrigin;
 pub use fanout::CLOSE_OVERFLOW;
 pub use hub::{
-    AllLive, CreateSession, DrainNode, HubError, ListAll, ListLive, LiveInfo, Lookup, Running,
+    AllLive, CreateSession, DrainNode, HubError, ImportSession, ListAll, ListLive, LiveInfo,
+    Lookup, Running,
     SessionHandle, SessionHub, StopHub,
 };
 pub use messages::{
@@ -69,6 +70,7 @@ pub use messages::{
     Subscribe, Unsubscribe, UseHostPower,
 };
 pub use placement::Placement;
+pub use replay::replayed;
 pub use quota::Quotas;
 pub use seats::{SeatAccess, SeatBook};
 pub use types::{

@@ -41,22 +41,7 @@ pub(super) fn restore(
     requests: Vec<(RequestId, TurnId)>,
     epoch: Epoch,
 ) -> Result<Restored, StorageError> {
-    let corrupt = |what: &str, seq: u64, e: serde_json::Error| {
-        StorageError::Corrupt(format!("{what} at seq {seq}: {e}"))
-    };
-    let (mut state, stored_chunks) = pieces::assemble(&loaded.snapshot, &loaded.snapshot_chunks)
-        .map_err(|e| {
-            StorageError::Corrupt(format!("snapshot at seq {}: {e}", loaded.snapshot_seq))
-        })?;
-    let mut last_seq = loaded.snapshot_seq;
-    for row in &loaded.rows {
-        apply(&mut state, row.effect.as_deref(), row.history.as_deref())
-            .map_err(|e| corrupt("journal row", row.seq, e))?;
-        last_seq = last_seq.max(row.seq);
-    }
-    if let Some((seq, _)) = loaded.recent_frames.last() {
-        last_seq = last_seq.max(*seq);
-    }
+    let (state, stored_chunks, last_seq) = replayed(&loaded)?;
     let ring: VecDeque<(u64, ByteString)> = loaded
         .recent_frames
         .into_iter()
@@ -78,6 +63,29 @@ pub(super) fn restore(
         stored_chats: queued,
         stored_chunks,
     })
+}
+
+/// The state a stored session is in after the last row `loaded` holds, as
+/// (state, the snapshot's stored chunks, that row's seq): what the
+/// session's next actor starts from, and what a save of it holds.
+pub fn replayed(loaded: &LoadedSession) -> Result<(GameState, Vec<String>, u64), StorageError> {
+    let corrupt = |what: &str, seq: u64, e: serde_json::Error| {
+        StorageError::Corrupt(format!("{what} at seq {seq}: {e}"))
+    };
+    let (mut state, stored_chunks) = pieces::assemble(&loaded.snapshot, &loaded.snapshot_chunks)
+        .map_err(|e| {
+            StorageError::Corrupt(format!("snapshot at seq {}: {e}", loaded.snapshot_seq))
+        })?;
+    let mut last_seq = loaded.snapshot_seq;
+    for row in &loaded.rows {
+        apply(&mut state, row.effect.as_deref(), row.history.as_deref())
+            .map_err(|e| corrupt("journal row", row.seq, e))?;
+        last_seq = last_seq.max(row.seq);
+    }
+    if let Some((seq, _)) = loaded.recent_frames.last() {
+        last_seq = last_seq.max(*seq);
+    }
+    Ok((state, stored_chunks, last_seq))
 }
 
 /// Applies what one journal row does to `state`: its effect, then its

@@ -502,6 +502,24 @@ impl FirstSnapshot {
     }
 }
 
+/// What an imported save stores besides its state: its story as journal
+/// rows (frames only: the state already holds what they did) and the
+/// timer index of its pending timers.
+#[derive(Debug, Clone, Default)]
+pub struct ImportedStory {
+    pub rows: Vec<JournalRow>,
+    /// (timer_id, due_at) of every pending timer.
+    pub timers: Vec<(String, i64)>,
+}
+
+impl ImportedStory {
+    /// The seq of the story's last frame, which the state is the state
+    /// after (0 for a story without frames).
+    pub fn last_seq(&self) -> u64 {
+        self.rows.last().map_or(0, |r| r.seq)
+    }
+}
+
 /// Everything needed to bring a session back.
 #[derive(Debug, Clone)]
 pub struct LoadedSession {
@@ -905,7 +923,22 @@ impl Store {
         meta: SessionMeta,
         snapshot: FirstSnapshot,
     ) -> Result<(), StorageError> {
-        self.writes.create_session(meta, snapshot).await
+        self.writes.create_session(meta, snapshot, None).await
+    }
+
+    /// Stores a session imported from a save: its state (JSON) as the
+    /// snapshot after the story's last frame, the story as its journal and
+    /// its pending timers in the index, in one commit; returns once
+    /// durable. It loads as a session stored before a restart does.
+    pub async fn import_session(
+        &self,
+        meta: SessionMeta,
+        state: String,
+        story: ImportedStory,
+    ) -> Result<(), StorageError> {
+        self.writes
+            .create_session(meta, FirstSnapshot::Whole(state), Some(Box::new(story)))
+            .await
     }
 
     /// Every audit row of one trace of a tenant, oldest first (at most

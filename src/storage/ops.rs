@@ -11,8 +11,8 @@ use tokio::sync::oneshot;
 use crate::ids::{NodeId, SessionId, SiteId, TenantId, TurnId};
 
 use super::{
-    AuditRow, DurableSink, Epoch, FirstSnapshot, JournalRow, QueuedChat, SessionMeta, SiteRow,
-    SnapshotWrite, StorageError,
+    AuditRow, DurableSink, Epoch, FirstSnapshot, ImportedStory, JournalRow, QueuedChat,
+    SessionMeta, SiteRow, SnapshotWrite, StorageError,
 };
 
 /// One write queued for the writer task.
@@ -38,6 +38,8 @@ pub(super) enum WriteOp {
     CreateSession {
         meta: SessionMeta,
         snapshot: FirstSnapshot,
+        /// An imported save's story and timers, stored in the same commit.
+        story: Option<Box<ImportedStory>>,
         done: oneshot::Sender<Result<(), StorageError>>,
     },
     /// A site or idempotency-key write (`records.rs`).

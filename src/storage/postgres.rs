@@ -414,7 +414,12 @@ pub(super) async fn write_batch(
                 }
             }
             WriteOp::Record(record) => write_record(conn, record).await?,
-            WriteOp::CreateSession { meta, snapshot, .. } => {
+            WriteOp::CreateSession {
+                meta,
+                snapshot,
+                story,
+                ..
+            } => {
                 sqlx::query(sql::INSERT_SESSION)
                     .bind(&meta.session_id)
                     .bind(&meta.tenant_id)
@@ -439,12 +444,34 @@ pub(super) async fn write_batch(
                         std::borrow::Cow::Owned(formats::shared_start_ref(&start.id))
                     }
                 };
-                sqlx::query(sql::INSERT_FIRST_SNAPSHOT)
-                    .bind(&meta.session_id)
-                    .bind(first.as_ref())
-                    .bind(now_ms())
-                    .execute(&mut *conn)
-                    .await?;
+                match story {
+                    None => {
+                        sqlx::query(sql::INSERT_FIRST_SNAPSHOT)
+                            .bind(&meta.session_id)
+                            .bind(first.as_ref())
+                            .bind(now_ms())
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Some(story) => {
+                        for (timer_id, due_at) in &story.timers {
+                            sqlx::query(sql::UPSERT_TIMER)
+                                .bind(&meta.session_id)
+                                .bind(timer_id)
+                                .bind(due_at)
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                        rows.extend(&story.rows);
+                        sqlx::query(sql::UPSERT_SNAPSHOT)
+                            .bind(&meta.session_id)
+                            .bind(story.last_seq() as i64)
+                            .bind(first.as_ref())
+                            .bind(now_ms())
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                }
             }
         }
     }

@@ -305,7 +305,12 @@ fn write_ops(
                 }
             }
             WriteOp::Record(record) => write_record(conn, record)?,
-            WriteOp::CreateSession { meta, snapshot, .. } => {
+            WriteOp::CreateSession {
+                meta,
+                snapshot,
+                story,
+                ..
+            } => {
                 conn.prepare_cached(sql::INSERT_SESSION)?.execute(params![
                     meta.session_id,
                     meta.tenant_id,
@@ -324,8 +329,27 @@ fn write_ops(
                         std::borrow::Cow::Owned(formats::shared_start_ref(&start.id))
                     }
                 };
-                conn.prepare_cached(sql::INSERT_FIRST_SNAPSHOT)?
-                    .execute(params![meta.session_id, first, now_ms()])?;
+                match story {
+                    None => conn
+                        .prepare_cached(sql::INSERT_FIRST_SNAPSHOT)?
+                        .execute(params![meta.session_id, first, now_ms()])?,
+                    Some(story) => {
+                        for (timer_id, due_at) in &story.timers {
+                            conn.prepare_cached(sql::UPSERT_TIMER)?.execute(params![
+                                meta.session_id,
+                                timer_id,
+                                due_at
+                            ])?;
+                        }
+                        rows.extend(&story.rows);
+                        conn.prepare_cached(sql::UPSERT_SNAPSHOT)?.execute(params![
+                            meta.session_id,
+                            story.last_seq() as i64,
+                            first,
+                            now_ms()
+                        ])?
+                    }
+                };
             }
         }
     }

@@ -23,9 +23,9 @@ use crate::metrics::Metrics;
 
 use super::ops::{Committer, QueuedRecord, WriteOp};
 use super::{
-    AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, FirstSnapshot, JournalRow, MAX_BATCH,
-    MAX_QUEUED_WRITES, QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta, SessionWrite,
-    SnapshotWrite, StorageError, now_ms,
+    AuditRow, BUSY_QUEUED_WRITES, DurableSink, Epoch, FirstSnapshot, ImportedStory, JournalRow,
+    MAX_BATCH, MAX_QUEUED_WRITES, QueuedChat, STORAGE_BEHIND, STORAGE_FAILING, SessionMeta,
+    SessionWrite, SnapshotWrite, StorageError, now_ms,
 };
 
 /// How long after a failed write new work is refused (`STORAGE_FAILING`);
@@ -248,16 +248,19 @@ impl Writes {
         }
     }
 
-    /// Stores a new session and its opening snapshot; returns once durable.
+    /// Stores a new session and its opening snapshot (with an imported
+    /// save's story, if any); returns once durable.
     pub(super) async fn create_session(
         &self,
         meta: SessionMeta,
         snapshot: FirstSnapshot,
+        story: Option<Box<ImportedStory>>,
     ) -> Result<(), StorageError> {
         let (done, rx) = oneshot::channel();
         self.send(WriteOp::CreateSession {
             meta,
             snapshot,
+            story,
             done,
         })
         .map_err(|e| e.0)?;
