@@ -208,3 +208,14 @@ test('a tampered save is refused with INVALID_SAVE and its problems', async () =
   const created = await q.importSession(save);
   assert.equal(created.visibility, 'private');
 });
+
+test('a save larger than an address may send at once is refused with 413', async () => {
+  // Past creation's KiB burst (2 MiB by default), which bounds a save sent
+  // without a key before the server reads it.
+  const padded = { ...played.save, padding: 'x'.repeat(3 * 1024 * 1024) };
+  await assert.rejects(q.importSession(padded), (e) => {
+    assert.equal(e.status, 413);
+    assert.equal(e.error_code, 'PAYLOAD_TOO_LARGE');
+    return true;
+  });
+});
