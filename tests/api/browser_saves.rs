@@ -190,6 +190,7 @@ async fn a_player_downloads_a_save_and_the_lobby_continues_it_as_a_new_session()
         read(&lobby, "document.getElementById('created').hidden").await,
         true
     );
+    screenshot(&lobby, "save-refused.png").await;
 
     // ---- the downloaded save continues as a new, listed session
     click(&lobby, "#public").await;
