@@ -356,12 +356,7 @@ pub struct Settings {
     /// a larger one is `413`, refused from its `Content-Length` before it
     /// is read. Without a key a save is also bytes of campaigns sent
     /// (`QUESTD_CREATE_KIB_BURST` bounds it).
-    #[arg(
-        long,
-        env = "QUESTD_MAX_SAVE_MB",
-        default_value_t = 16,
-        global = true
-    )]
+    #[arg(long, env = "QUESTD_MAX_SAVE_MB", default_value_t = 16, global = true)]
     pub max_save_mb: u64,
     /// Hours a session created without a key (tenant `default`) is kept
     /// after it was last played (or created); then a sweep deletes it with

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use super::access::{
     authorize_stored, bearer, caller, credential_first, keyed_tenant, player_seat,
 };
-use super::created::{Links, created, no_store};
 use super::auth::{DEFAULT_TENANT, same_secret};
 use super::body::{body_bytes, json_body_or_empty, parse_json};
 use super::campaign::campaign_start;
+use super::created::{Links, created, no_store};
 use super::locate::send_to_session;
 use super::peers::Routing;
 use super::routes::{add, on, read};
@@ -179,10 +179,6 @@ async fn create_session(
         .await??;
     Ok(created(&req, &state, &handle.meta))
 }
-
-
-
-
 
 /// The live public sessions of a tenant, each with its spectator token and
 /// a watch link; private sessions and player tokens are never listed.

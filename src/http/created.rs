@@ -10,11 +10,7 @@ use crate::storage::SessionMeta;
 
 /// The `201` of a new session (created or imported): its id, tokens and
 /// links, never cached.
-pub fn created(
-    req: &HttpRequest,
-    state: &AppState,
-    meta: &SessionMeta,
-) -> HttpResponse {
+pub fn created(req: &HttpRequest, state: &AppState, meta: &SessionMeta) -> HttpResponse {
     let links = Links::of(req, state);
     let links = SessionLinks {
         ws_url: links.ws(&meta.session_id, &meta.player_token),

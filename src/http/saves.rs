@@ -16,9 +16,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::access::{authorize_stored, keyed_tenant};
-use super::created::{created, no_store};
 use super::auth::DEFAULT_TENANT;
 use super::body::{body_within, parse_json};
+use super::created::{created, no_store};
 use super::routes::add;
 use super::state::AppState;
 use super::stored::stored_meta;
@@ -178,7 +178,11 @@ async fn import(
     query: Result<web::Query<ImportQuery>, actix_web::Error>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let visibility = match query.ok().and_then(|q| q.into_inner().visibility).as_deref() {
+    let visibility = match query
+        .ok()
+        .and_then(|q| q.into_inner().visibility)
+        .as_deref()
+    {
         None | Some("private") => Visibility::Private,
         Some("public") => Visibility::Public,
         Some(_) => {
@@ -239,8 +243,7 @@ async fn import(
             ApiError::new(ErrorCode::InvalidSave, "the save is invalid")
                 .with("problems", json!(e.problems))
         })?;
-        let text =
-            serde_json::to_string(&imported.state).map_err(|e| ApiError::internal(&e))?;
+        let text = serde_json::to_string(&imported.state).map_err(|e| ApiError::internal(&e))?;
         Ok((imported, text))
     })
     .await??;

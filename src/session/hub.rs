@@ -24,8 +24,8 @@ use super::types::{
 };
 use crate::game::GameState;
 use crate::game::pieces::SharedStart;
-use crate::ids::{SessionId, TenantId};
 use crate::game::save::SavedFrame;
+use crate::ids::{SessionId, TenantId};
 use crate::storage::{
     Epoch, FirstSnapshot, ImportedStory, JournalRow, SessionMeta, StorageError, Visibility, now_ms,
 };

@@ -60,8 +60,7 @@ pub use audit::CallOrigin;
 pub use fanout::CLOSE_OVERFLOW;
 pub use hub::{
     AllLive, CreateSession, DrainNode, HubError, ImportSession, ListAll, ListLive, LiveInfo,
-    Lookup, Running,
-    SessionHandle, SessionHub, StopHub,
+    Lookup, Running, SessionHandle, SessionHub, StopHub,
 };
 pub use messages::{
     ActionTaken, AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession,
@@ -70,8 +69,8 @@ pub use messages::{
     Subscribe, Unsubscribe, UseHostPower,
 };
 pub use placement::Placement;
-pub use replay::replayed;
 pub use quota::Quotas;
+pub use replay::replayed;
 pub use seats::{SeatAccess, SeatBook};
 pub use types::{
     CLOSE_SEAT_KICKED, CLOSE_SESSION_CLOSED, CLOSE_SESSION_FAILED, CLOSE_SESSION_MOVED,

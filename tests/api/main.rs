@@ -39,6 +39,7 @@ mod party_seats;
 mod party_turns;
 mod quotas;
 mod readme;
+mod saves;
 mod security;
 mod security_conn;
 mod security_edge;
