@@ -35,7 +35,7 @@
 // - stops for good on a link the server refuses or a session an operator
 //   closed.
 
-import { $, readJson, sessionLink } from './app/dom.js';
+import { $, el, notice, readJson, sessionLink } from './app/dom.js';
 import { switchLanguage, t, translatePage } from './app/language.js';
 import { game, onChange, questd, showTitle } from './app/state.js';
 import { joinedToken, loadCampaigns, loadSessions, startJoin, startLobby } from './app/lobby.js';
@@ -47,6 +47,9 @@ import { renderApprovals } from './app/approvals.js';
 import { renderSheet } from './app/hero.js';
 import { onGo, renderMap, renderWorld, setMapView, zoomMap } from './app/map.js';
 import { connect, outboxKey, paintConnection, reconnectNow, setConn } from './app/connection.js';
+
+// How long a downloaded save's Blob URL is kept.
+const SAVE_URL_MS = 60000;
 
 async function copyFrom(inputId, button) {
   const input = $(inputId);
@@ -114,6 +117,37 @@ async function openShare() {
   $('share-box').hidden = false;
 }
 
+// The player's save (docs/protocol.md §13): the session exported with the
+// player's token, and the name its file goes by. The browser test reaches
+// it as a global, since a download leaves the page.
+async function saveFile() {
+  const save = await questd.exportSession(game.id, game.token);
+  const blob = new Blob([JSON.stringify(save)], { type: 'application/json' });
+  return { name: `questd-save-${game.id}.json`, blob };
+}
+globalThis.saveFile = saveFile;
+
+async function downloadSave() {
+  const button = $('save');
+  button.disabled = true;
+  try {
+    const { name, blob } = await saveFile();
+    const url = URL.createObjectURL(blob);
+    const link = el('a');
+    link.href = url;
+    link.download = name;
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    // The download reads the Blob after the click returns: it is freed later.
+    setTimeout(() => URL.revokeObjectURL(url), SAVE_URL_MS);
+  } catch (e) {
+    notice(t('save.failed', { message: e.message || e.error_code }), 'error', 6000, e.error_code);
+  } finally {
+    button.disabled = false;
+  }
+}
+
 function startGame(id, token) {
   game.id = id;
   game.token = token;
@@ -145,6 +179,7 @@ function startGame(id, token) {
   $('map-fit').addEventListener('click', () => zoomMap(0));
   $('retry-now').addEventListener('click', reconnectNow);
   $('share').addEventListener('click', openShare);
+  $('save').addEventListener('click', downloadSave);
   $('share-close').addEventListener('click', () => { $('share-box').hidden = true; });
   $('invite').addEventListener('click', openInvite);
   $('invite-close').addEventListener('click', () => { $('invite-box').hidden = true; $('invite').focus(); });

@@ -32,6 +32,7 @@ export type ErrorCode =
   | 'CONTEXT_INVALID'
   | 'BAD_REQUEST'
   | 'INVALID_CAMPAIGN'
+  | 'INVALID_SAVE'
   | 'UNAUTHORIZED'
   | 'NOT_FOUND'
   | 'PAYLOAD_TOO_LARGE'
@@ -485,6 +486,24 @@ export interface CreatedSession {
   watch_url: string;
 }
 
+/**
+ * A save (`GET /api/v1/sessions/{id}/export`, docs/protocol.md §13): the
+ * campaign, the state, every story frame from seq 1, no token. Import it
+ * as it came; its inner shapes are the server's to check.
+ */
+export interface Save {
+  /** The format version (1); a server refuses one newer than it reads. */
+  questd_save: number;
+  /** RFC 3339. */
+  exported_at: string;
+  source: { session_id: string; last_seq: number };
+  campaign: Record<string, unknown>;
+  state: Record<string, unknown>;
+  /** Every story frame, seq 1 to `source.last_seq`. */
+  story: StoryFrame[];
+  [key: string]: unknown;
+}
+
 /** The `201` answer of `POST /api/v1/sessions/{id}/invites`. */
 export interface CreatedInvite {
   invite_code: string;
@@ -580,6 +599,8 @@ export declare class QuestdError extends Error {
   frame?: ErrorFrame | TurnFailedFrame;
   /** The HTTP answer's body. */
   body?: unknown;
+  /** Why an inline campaign or a save was refused (`INVALID_CAMPAIGN`, `INVALID_SAVE`). */
+  problems?: string[];
   /** The connection stopped for good because of it. */
   fatal: boolean;
   /** The client sends the chat again by itself. */
@@ -634,6 +655,10 @@ export declare class Questd {
   listSessions(): Promise<SessionListing[]>;
   createSession(body: CreateSessionBody): Promise<CreatedSession>;
   getSession(sessionId: string, token?: string): Promise<Snapshot>;
+  /** The player token, or the tenant's key (`apiKey`) when `token` is left out. */
+  exportSession(sessionId: string, token?: string): Promise<Save>;
+  /** A new session from a save: resolves like `createSession`. */
+  importSession(save: Save | Record<string, unknown>, options?: { visibility?: 'private' | 'public' }): Promise<CreatedSession>;
   actions(sessionId: string, token?: string, page?: { afterSeq?: number; limit?: number }): Promise<ActionsPage>;
   callTool(toolName: string, input: Record<string, unknown>, context?: ToolCallContext): Promise<ToolCallAnswer>;
   /** The host's token, or the tenant's key (`apiKey`) when `token` is left out. */

@@ -125,6 +125,8 @@ function onWelcome(f, { reset }) {
   $('composer').hidden = spectator;
   $('readonly').hidden = !spectator;
   $('share').hidden = false;
+  // Only a player's token exports the session.
+  $('save').hidden = spectator;
   if (!reset) {
     if (first) game.fullStory = true;
   } else {

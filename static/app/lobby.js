@@ -1,6 +1,6 @@
-// The lobby: the campaigns to start a session of, the links of a session
-// just made (kept in localStorage, so the lobby offers to resume it), and
-// the live sessions anyone may watch.
+// The lobby: the campaigns to start a session of, a save to continue as a
+// new session, the links of a session just made (kept in localStorage, so
+// the lobby offers to resume it), and the live sessions anyone may watch.
 
 import { $, el, icon, notice, readJson, sessionLink, writeJson } from './dom.js';
 import { hasText, lang, t } from './language.js';
@@ -44,25 +44,73 @@ async function startSession(campaign, btn) {
     // A person approves (or denies) each blow and each item handed over
     // (docs/protocol.md §19): the demo's fights and takings pause for it.
     if ($('approval-ask').checked) body.approval = { tools: ['hp_delta', 'add_inventory'] };
-    const s = await questd.createSession(body);
-    const mine = readJson('local', 'questd.sessions', {});
-    mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title: campaign.title };
-    writeJson('local', 'questd.sessions', mine);
-    const player = sessionLink(s.session_id, s.player_token);
-    const spectator = sessionLink(s.session_id, s.spectator_token);
-    $('player-link-text').value = player;
-    $('spectator-link-text').value = spectator;
-    $('player-link').href = player;
-    $('spectator-link').href = spectator;
-    $('created').hidden = false;
-    $('created').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
-    loadSessions();
+    showCreated(await questd.createSession(body), campaign.title);
   } catch (e) {
     notice(t('lobby.start_failed', { message: e.message }), 'error');
   } finally {
     btn.disabled = false;
     btn.textContent = t('lobby.start');
   }
+}
+
+// A session just made, from a campaign or a save: its links are kept in
+// localStorage and shown in "Your session is ready".
+function showCreated(s, title) {
+  const mine = readJson('local', 'questd.sessions', {});
+  mine[s.session_id] = { player: s.player_token, spectator: s.spectator_token, title };
+  writeJson('local', 'questd.sessions', mine);
+  const player = sessionLink(s.session_id, s.player_token);
+  const spectator = sessionLink(s.session_id, s.spectator_token);
+  $('player-link-text').value = player;
+  $('spectator-link-text').value = spectator;
+  $('player-link').href = player;
+  $('spectator-link').href = spectator;
+  $('created').hidden = false;
+  $('created').scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+  loadSessions();
+}
+
+// "Continue from a save": the file chosen is sent as it is (the server
+// checks it); a refusal says why, each of its problems on a line.
+async function importSave(e) {
+  e.preventDefault();
+  const file = $('import-file').files[0];
+  if (!file) return;
+  const go = $('import-go');
+  const problem = $('import-error');
+  go.disabled = true;
+  go.textContent = t('lobby.importing');
+  problem.hidden = true;
+  try {
+    let save;
+    try {
+      save = JSON.parse(await file.text());
+    } catch {
+      showImportProblem(t('lobby.import_not_json'));
+      return;
+    }
+    const s = await questd.importSession(save, { visibility: $('public').checked ? 'public' : 'private' });
+    const title = save && save.campaign && typeof save.campaign.title === 'string' ? save.campaign.title : '';
+    showCreated(s, title);
+  } catch (err) {
+    if (err.error_code === 'INVALID_SAVE') showImportProblem(t('lobby.import_invalid'), err.problems || []);
+    else if (err.status === 413) showImportProblem(t('lobby.import_too_large'));
+    else showImportProblem(t('lobby.import_failed', { message: err.message || err.error_code }));
+  } finally {
+    go.disabled = false;
+    go.textContent = t('lobby.import_go');
+  }
+}
+
+function showImportProblem(text, problems = []) {
+  const box = $('import-error');
+  box.replaceChildren(el('p', null, text));
+  if (problems.length) {
+    const list = el('ul', 'problems');
+    for (const p of problems) list.appendChild(el('li', null, p));
+    box.appendChild(list);
+  }
+  box.hidden = false;
 }
 
 export async function loadSessions() {
@@ -104,6 +152,7 @@ export async function loadSessions() {
 export async function startLobby() {
   document.body.dataset.view = 'lobby';
   $('refresh').addEventListener('click', loadSessions);
+  $('import-form').addEventListener('submit', importSave);
   // The lobby shows once its campaigns are in, so nothing on it moves
   // down when they arrive (no layout shift); the live sessions come last
   // and only grow the page's end.

@@ -16,6 +16,7 @@ mod approvals;
 mod browser;
 mod browser_approvals;
 mod browser_party;
+mod browser_saves;
 mod browser_story;
 mod cluster;
 mod cluster_party;

@@ -75,6 +75,30 @@ export class Questd {
   }
 
   /**
+   * `GET /api/v1/sessions/{id}/export`: the session as a save (campaign,
+   * state, every story frame, format version; no token), parsed. The
+   * session's player token, or the tenant's key (`apiKey`) when `token` is
+   * left out; a spectator token is refused with `FORBIDDEN`.
+   */
+  exportSession(sessionId, token) {
+    return this.#request('GET', `${sessionPath(sessionId)}/export`, { bearer: token, key: token === undefined });
+  }
+
+  /**
+   * `POST /api/v1/sessions/import`: a save (as `exportSession` gives it) as
+   * a new session with new tokens. Resolves with the create answer, as
+   * `createSession` does; a save that fails the server's checks is refused
+   * with `INVALID_SAVE` and its `problems`.
+   * @param {object} save
+   * @param {{visibility?: 'private'|'public'}} [options]
+   */
+  importSession(save, options = {}) {
+    const query = new URLSearchParams();
+    if (options.visibility !== undefined) query.set('visibility', options.visibility);
+    return this.#request('POST', '/api/v1/sessions/import', { body: save, key: true, tenant: true, query });
+  }
+
+  /**
    * `GET /api/v1/sessions/{id}/actions`: one page of the applied-actions log.
    * @param {{afterSeq?: number, limit?: number}} [page]
    */

@@ -52,6 +52,8 @@ export class QuestdError extends Error {
     this.frame = details.frame;
     /** The HTTP answer's parsed body. */
     this.body = details.body;
+    /** Why an inline campaign or a save was refused (`INVALID_CAMPAIGN`, `INVALID_SAVE`): the body's `problems`. */
+    this.problems = problemsOf(details.body);
     /** The connection has stopped for good because of this error. */
     this.fatal = Boolean(details.fatal);
     /** The client sends the chat again by itself (RATE_LIMITED and friends). */
@@ -81,4 +83,9 @@ export class QuestdError extends Error {
       frame: f,
     });
   }
+}
+
+function problemsOf(body) {
+  const list = body && typeof body === 'object' ? body.problems : undefined;
+  return Array.isArray(list) ? list.map(String) : undefined;
 }
