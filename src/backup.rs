@@ -31,6 +31,15 @@ pub struct BackupArgs {
     /// checked).
     #[arg(long)]
     pub force: bool,
+    /// Pages copied per step (a step reads from the database's snapshot
+    /// and moves the progress line).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = copy::PAGES_PER_STEP,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000)
+    )]
+    pub step_pages: u32,
 }
 
 /// Why a backup was not written.
@@ -51,6 +60,8 @@ pub enum BackupError {
     Directory(PathBuf),
     #[error("{0} is a file of the database being copied; write the copy elsewhere")]
     Source(PathBuf),
+    #[error("no directory {0} to write the copy in")]
+    NoDirectory(PathBuf),
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,
@@ -113,7 +124,7 @@ pub fn run(
     let target = &args.to;
     refuse_target(&source, target, args.force)?;
     let partial = Partial::beside(target);
-    let copied = copy::copy_sqlite(&source, &partial.path, progress)?;
+    let copied = copy::copy_sqlite(&source, &partial.path, args.step_pages, progress)?;
     let bytes = partial.sync()?;
     // Asked again: a file may have appeared at PATH while the copy ran.
     if !args.force && target.exists() {
@@ -134,6 +145,9 @@ pub fn run(
 fn refuse_target(source: &Path, target: &Path, force: bool) -> Result<(), BackupError> {
     if target.is_dir() {
         return Err(BackupError::Directory(target.to_owned()));
+    }
+    if !parent(target).is_dir() {
+        return Err(BackupError::NoDirectory(parent(target).to_owned()));
     }
     if let (Ok(source), Some(target_file)) = (source.canonicalize(), resolved(target)) {
         let name = source.file_name().unwrap_or_default().to_string_lossy();
@@ -256,11 +270,14 @@ fn progress_line(p: copy::Progress) -> String {
 fn report(w: &Written) -> String {
     let c = &w.copied;
     format!(
-        "backup written to {}: {} bytes ({}), {} sessions, {:.1} s (copy {:.1} s, check {:.1} s)",
+        "backup written to {}: {} bytes ({}), {} sessions, {} pages in {} steps, {:.1} s \
+         (copy {:.1} s, check {:.1} s)",
         w.path.display(),
         w.bytes,
         mebibytes(w.bytes),
         c.sessions,
+        c.pages,
+        c.steps,
         w.seconds,
         c.copying.as_secs_f64(),
         c.checking.as_secs_f64(),
@@ -333,6 +350,7 @@ mod tests {
         let args = BackupArgs {
             to: "x.dump".into(),
             force: false,
+            step_pages: 1,
         };
         let e = run("postgres://questd:s3cret@db:5432/questd", &args, |_| {}).unwrap_err();
         let said = e.to_string();
@@ -394,6 +412,10 @@ mod tests {
             refused(dir.path(), true),
             Some(BackupError::Directory(_))
         ));
+        assert!(matches!(
+            refused(&dir.path().join("gone").join("copy.db"), true),
+            Some(BackupError::NoDirectory(_))
+        ));
         // The live database, its WAL, or either by another way there.
         let dotted = dir.path().join(".").join("questd.db-wal");
         for live in [source.clone(), dir.path().join("questd.db-wal"), dotted] {
@@ -417,6 +439,7 @@ mod tests {
         let args = BackupArgs {
             to: dir.path().join("copy.db"),
             force: false,
+            step_pages: 1,
         };
         let url = format!("sqlite://{}", source.display());
         let e = run(&url, &args, |_| {}).unwrap_err();
@@ -443,6 +466,7 @@ mod tests {
         let args = BackupArgs {
             to: dir.path().join("copy.db"),
             force: false,
+            step_pages: 1,
         };
         let url = format!("sqlite://{}", source.display());
         let mut steps = 0;
@@ -460,6 +484,8 @@ mod tests {
             "{said}"
         );
         assert!(said.contains(", 2 sessions, "), "{said}");
+        let whole = format!("{} pages in {} steps", w.copied.pages, w.copied.pages);
+        assert!(said.contains(&whole), "{said}");
         // Again without --force: refused, the copy untouched.
         let before = std::fs::read(&args.to).unwrap();
         let e = run(&url, &args, |_| {}).unwrap_err();

@@ -896,7 +896,7 @@ mod tests {
             panic!("not a backup: {:?}", cli.command);
         };
         assert_eq!(args.to, std::path::Path::new("/backups/questd.db"));
-        assert!(!args.force);
+        assert_eq!((args.force, args.step_pages), (false, 1024));
         assert_eq!(
             cli.settings.database_url,
             "sqlite:///var/lib/questd/questd.db"
@@ -905,6 +905,10 @@ mod tests {
         assert!(matches!(cli.command, Some(Command::Backup(a)) if a.force));
         // Without a PATH there is nothing to write: a usage error.
         assert!(Cli::try_parse_from(["questd", "backup"]).is_err());
+        for bad in ["0", "-1", "many"] {
+            let args = ["questd", "backup", "--to", "b.db", "--step-pages", bad];
+            assert!(Cli::try_parse_from(args).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -30,10 +30,10 @@ use sqlx::sqlite::SqliteConnectOptions;
 
 use super::StorageError;
 
-/// Pages one step copies (8 MiB of questd's 8 KiB pages): a progress line
-/// moves a few times a second, and a step's own cost (locking the copy,
-/// reading the WAL's index) is spread over many pages.
-pub const PAGES_PER_STEP: i32 = 1024;
+/// Pages one step copies by default (8 MiB of questd's 8 KiB pages): a
+/// progress line moves a few times a second, and a step's own cost
+/// (locking the copy, reading the WAL's index) is spread over many pages.
+pub const PAGES_PER_STEP: u32 = 1024;
 
 /// How many times the copy may start over before the rest of it is copied
 /// in one step.
@@ -65,6 +65,9 @@ pub struct Copied {
     pub sessions: u64,
     /// Pages copied.
     pub pages: u64,
+    /// Steps the copy took (more than the pages over the step's size
+    /// only if it started over).
+    pub steps: u64,
     /// How long the pages took to copy.
     pub copying: Duration,
     /// How long the integrity check of the copy took.
@@ -85,13 +88,14 @@ pub fn sqlite_path(url: &str) -> Result<PathBuf, StorageError> {
 }
 
 /// Copies the SQLite database at `source` into a new file at `copy`
-/// (which must not exist), as of one instant, calling `progress` after
-/// every step; then makes the copy a database of its own (rollback
+/// (which must not exist), as of one instant, `step_pages` pages a step
+/// (at least 1), calling `progress` after every step; then makes the copy a database of its own (rollback
 /// journal, no `-wal` beside it) and runs `PRAGMA integrity_check` on it.
 /// The copy is not synced: the caller syncs it before naming it.
 pub fn copy_sqlite(
     source: &Path,
     copy: &Path,
+    step_pages: u32,
     mut progress: impl FnMut(Progress),
 ) -> Result<Copied, StorageError> {
     if !source.is_file() {
@@ -122,9 +126,9 @@ pub fn copy_sqlite(
             e => e.into(),
         })?;
     let mut to = Connection::open(copy)?;
-    let pages = {
+    let (pages, steps) = {
         let backup = Backup::new(&from, &mut to)?;
-        step_to_the_end(&backup, &mut progress)?
+        step_to_the_end(&backup, Steps::of(step_pages), &mut progress)?
     };
     from.execute_batch("COMMIT")?;
     drop(from);
@@ -136,20 +140,23 @@ pub fn copy_sqlite(
     Ok(Copied {
         sessions: sessions.max(0) as u64,
         pages,
+        steps,
         copying,
         checking: checked.elapsed(),
     })
 }
 
-/// Steps `backup` until it is done; answers the pages copied.
+/// Steps `backup` until it is done; answers the pages copied and the
+/// steps taken.
 fn step_to_the_end(
     backup: &Backup<'_, '_>,
+    mut steps: Steps,
     progress: &mut impl FnMut(Progress),
-) -> Result<u64, StorageError> {
-    let mut steps = Steps::default();
+) -> Result<(u64, u64), StorageError> {
     let mut busy_since: Option<Instant> = None;
     loop {
         let step = backup.step(steps.size())?;
+        steps.taken += 1;
         let p = backup.progress();
         let now = Progress {
             copied: (p.pagecount - p.remaining).max(0) as u64,
@@ -161,7 +168,7 @@ fn step_to_the_end(
                     copied: now.total,
                     ..now
                 });
-                return Ok(now.total);
+                return Ok((now.total, steps.taken));
             }
             StepResult::More => {
                 busy_since = None;
@@ -185,8 +192,12 @@ fn step_to_the_end(
 }
 
 /// The size of each step of a copy, and its starts over.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Steps {
+    /// Pages a step copies.
+    pages: i32,
+    /// Steps taken, busy ones included.
+    taken: u64,
     /// Pages copied as of the last step.
     copied: u64,
     /// Times the copy went back to an earlier page.
@@ -194,14 +205,24 @@ struct Steps {
 }
 
 impl Steps {
-    /// Pages the next step copies: [`PAGES_PER_STEP`], or all that are
+    /// Steps of `pages` pages (at least 1).
+    fn of(pages: u32) -> Self {
+        Self {
+            pages: pages.clamp(1, i32::MAX as u32) as i32,
+            taken: 0,
+            copied: 0,
+            restarts: 0,
+        }
+    }
+
+    /// Pages the next step copies: its size, or all that are
     /// left (`-1`) once the copy has started over
     /// [`RESTARTS_BEFORE_ONE_STEP`] times.
     fn size(&self) -> i32 {
         if self.restarts >= RESTARTS_BEFORE_ONE_STEP {
             -1
         } else {
-            PAGES_PER_STEP
+            self.pages
         }
     }
 
@@ -297,7 +318,7 @@ mod tests {
         let (source, writer) = served(dir.path(), 12_000);
         let copy = dir.path().join("copy.db");
         let mut seen = Vec::new();
-        let copied = copy_sqlite(&source, &copy, |p| {
+        let copied = copy_sqlite(&source, &copy, PAGES_PER_STEP, |p| {
             seen.push(p);
             // The server commits between every two steps.
             insert(&writer, 100_000 + seen.len() as u32 * 100, 100);
@@ -311,6 +332,8 @@ mod tests {
             "{copied_pages:?}"
         );
         assert_eq!(seen.last().unwrap().copied, copied.pages);
+        assert_eq!(copied.steps, seen.len() as u64);
+        assert_eq!(copied.steps, copied.pages.div_ceil(PAGES_PER_STEP.into()));
         // The copy is the database of its first instant, the writer's
         // later commits in the source only.
         assert_eq!((copied.sessions, count(&copy)), (12_000, 12_000));
@@ -322,7 +345,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (source, _writer) = served(dir.path(), 10);
         let copy = dir.path().join("copy.db");
-        copy_sqlite(&source, &copy, |_| {}).unwrap();
+        copy_sqlite(&source, &copy, PAGES_PER_STEP, |_| {}).unwrap();
         let name = |suffix: &str| dir.path().join(format!("copy.db{suffix}"));
         for beside in ["-wal", "-shm", "-journal"] {
             assert!(!name(beside).exists(), "{beside} beside the copy");
@@ -339,18 +362,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join("copy.db");
         let missing = dir.path().join("missing.db");
-        let e = copy_sqlite(&missing, &copy, |_| {}).unwrap_err();
+        let e = copy_sqlite(&missing, &copy, 1, |_| {}).unwrap_err();
         assert!(e.to_string().contains("no database at"), "{e}");
         let other = dir.path().join("other.db");
         Connection::open(&other)
             .unwrap()
             .execute_batch("CREATE TABLE t (x)")
             .unwrap();
-        let e = copy_sqlite(&other, &copy, |_| {}).unwrap_err();
+        let e = copy_sqlite(&other, &copy, 1, |_| {}).unwrap_err();
         assert!(e.to_string().contains("not a questd database"), "{e}");
         let text = dir.path().join("notes.txt");
         std::fs::write(&text, "not a database at all. ".repeat(100)).unwrap();
-        let e = copy_sqlite(&text, &copy, |_| {}).unwrap_err();
+        let e = copy_sqlite(&text, &copy, 1, |_| {}).unwrap_err();
         assert!(e.to_string().contains("not a database"), "{e}");
     }
 
@@ -372,7 +395,7 @@ mod tests {
         .unwrap();
         drop(conn);
         let copy = dir.path().join("copy.db");
-        let e = copy_sqlite(&source, &copy, |_| {}).unwrap_err();
+        let e = copy_sqlite(&source, &copy, PAGES_PER_STEP, |_| {}).unwrap_err();
         assert!(
             matches!(e, StorageError::Corrupt(ref m) if m.contains("integrity check") && m.contains("CHECK")),
             "{e}"
@@ -381,7 +404,7 @@ mod tests {
 
     #[test]
     fn a_copy_that_keeps_starting_over_finishes_in_one_step() {
-        let mut steps = Steps::default();
+        let mut steps = Steps::of(1024);
         let sizes: Vec<i32> = [1024, 2048, 1024, 1024, 512]
             .into_iter()
             .map(|copied| {
@@ -394,6 +417,10 @@ mod tests {
         // (the third): the next step takes all that is left.
         assert_eq!(sizes, [1024, 1024, 1024, 1024, 1024]);
         assert_eq!((steps.restarts, steps.size()), (3, -1));
+        assert_eq!(
+            (Steps::of(0).size(), Steps::of(u32::MAX).size()),
+            (1, i32::MAX)
+        );
     }
 
     #[test]
