@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::backup::BackupArgs;
 pub use crate::loadtest::LoadtestArgs;
 
 #[derive(Debug, Parser)]
@@ -31,6 +32,10 @@ pub enum Command {
     /// report throughput and latency (exits non-zero on any error or
     /// protocol violation).
     Loadtest(LoadtestArgs),
+    /// Write a consistent copy of the SQLite database while the server
+    /// runs (`--to PATH`), checked before it is named; on PostgreSQL, say
+    /// which of its tools to use.
+    Backup(BackupArgs),
 }
 
 /// A key or password from the settings. Its `Debug` never shows it, so
@@ -879,6 +884,35 @@ mod tests {
         assert_eq!(s.anonymous_retention(), None);
         for bad in ["-1", "inf", "NaN", "soon"] {
             let args = ["questd", "--anonymous-retention-hours", bad];
+            assert!(Cli::try_parse_from(args).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn backup_takes_a_path_and_the_server_s_database() {
+        let cli = Cli::parse_from([
+            "questd",
+            "backup",
+            "--to",
+            "/backups/questd.db",
+            "--database-url",
+            "sqlite:///var/lib/questd/questd.db",
+        ]);
+        let Some(Command::Backup(args)) = cli.command else {
+            panic!("not a backup: {:?}", cli.command);
+        };
+        assert_eq!(args.to, std::path::Path::new("/backups/questd.db"));
+        assert_eq!((args.force, args.step_pages), (false, 1024));
+        assert_eq!(
+            cli.settings.database_url,
+            "sqlite:///var/lib/questd/questd.db"
+        );
+        let cli = Cli::parse_from(["questd", "backup", "--to", "b.db", "--force"]);
+        assert!(matches!(cli.command, Some(Command::Backup(a)) if a.force));
+        // Without a PATH there is nothing to write: a usage error.
+        assert!(Cli::try_parse_from(["questd", "backup"]).is_err());
+        for bad in ["0", "-1", "many"] {
+            let args = ["questd", "backup", "--to", "b.db", "--step-pages", bad];
             assert!(Cli::try_parse_from(args).is_err(), "{bad}");
         }
     }

@@ -22,9 +22,12 @@
 //! - [`http`]: REST routes, the WebSocket endpoint, the embedded client;
 //!   handing requests to the node that runs a session.
 //! - [`metrics`]: counters and histograms for `/metrics`.
+//! - [`backup`]: `questd backup`, a consistent copy of the SQLite database
+//!   while the server runs (the copy itself is `storage::backup`'s).
 //! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
 //!   real WebSockets and checks the wire contract on every connection.
 
+pub mod backup;
 pub mod civil;
 pub mod config;
 pub mod error;

@@ -1,5 +1,5 @@
-//! The `questd` binary: parse settings, start logging, then run the server
-//! or drive a load test against one.
+//! The `questd` binary: parse settings, start logging, then run the server,
+//! drive a load test against one, or back up its database.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -42,6 +42,8 @@ fn main() -> anyhow::Result<ExitCode> {
             let _ = logs.flush();
             Ok(ran?)
         }
+        // Reports on stdout and stderr itself; nothing of it logs.
+        Some(Command::Backup(args)) => Ok(questd::backup::main(&cli.settings.database_url, &args)),
     }
 }
 

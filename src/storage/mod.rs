@@ -8,6 +8,7 @@
 //! SQL in `sql.rs` and share the writer in `writer.rs`; the writes they
 //! all take are in `ops.rs`, below every other part.
 
+pub mod backup;
 pub mod formats;
 mod ops;
 mod postgres;

@@ -13,6 +13,7 @@ mod proxy;
 mod admin;
 mod adventure;
 mod approvals;
+mod backup;
 mod browser;
 mod browser_approvals;
 mod browser_party;
