@@ -108,7 +108,7 @@ async fn spectators_that_never_read_do_not_hold_up_the_others() {
     // spectator soon once its socket is full.
     let app = spawn_with(
         |s| {
-            s.ws_queue = 8;
+            s.ws_queue = 32;
             s.chat_per_minute = 100_000;
             s.chat_burst = 1_000;
         },
