@@ -120,9 +120,7 @@ pub async fn relay(
     let limits = state.ws;
     super::upgrade::accept(req, move |up| {
         Relay::create(move |ctx| {
-            let (mut socket, messages) = Socket::new(up, MAX_FRAME_BYTES);
-            let outbox = Arc::new(Outbox::new(limits.queue_bytes));
-            socket.count_in(outbox.clone());
+            let (socket, messages, outbox) = Socket::new(up, MAX_FRAME_BYTES, limits.queue_bytes);
             ctx.add_stream(messages);
             Relay {
                 _slot: slot,

@@ -208,7 +208,7 @@ pub struct Socket {
     /// Shared with [`Messages`]; each borrows it only within one poll.
     io: Rc<RefCell<TcpStream>>,
     out: Outgoing,
-    outbox: Option<Arc<Outbox>>,
+    outbox: Arc<Outbox>,
     /// A wait for room in the socket is on its way.
     waiting: bool,
     /// A flush is spawned for the end of the actor's turn ([`Socket::flush_soon`]).
@@ -219,10 +219,16 @@ pub struct Socket {
 }
 
 impl Socket {
-    /// The socket, and the stream of the client's messages to add to the
-    /// actor's context.
-    pub fn new(up: Upgraded, max_frame: usize) -> (Self, Messages) {
+    /// The socket, the stream of the client's messages to add to the
+    /// actor's context, and the [`Outbox`] (bounded at `queue_bytes`)
+    /// that counts its text frames' bytes until it has written them.
+    pub fn new(
+        up: Upgraded,
+        max_frame: usize,
+        queue_bytes: usize,
+    ) -> (Self, Messages, Arc<Outbox>) {
         let io = Rc::new(RefCell::new(up.io));
+        let outbox = Arc::new(Outbox::new(queue_bytes));
         let messages = Messages {
             io: io.clone(),
             buf: up.read,
@@ -233,18 +239,13 @@ impl Socket {
         let socket = Self {
             io,
             out: Outgoing::default(),
-            outbox: None,
+            outbox: outbox.clone(),
             waiting: false,
             flush_due: false,
             shut: false,
             _done: up.done,
         };
-        (socket, messages)
-    }
-
-    /// Written bytes of text frames are taken from `outbox`.
-    pub fn count_in(&mut self, outbox: Arc<Outbox>) {
-        self.outbox = Some(outbox);
+        (socket, messages, outbox)
     }
 
     /// Queues a text frame (not written until [`Socket::flush`]); its
@@ -372,8 +373,8 @@ impl Socket {
     }
 
     fn release(&self, n: usize) {
-        if let (Some(outbox), true) = (&self.outbox, n > 0) {
-            outbox.taken(n);
+        if n > 0 {
+            self.outbox.taken(n);
         }
     }
 }

@@ -138,9 +138,7 @@ async fn connect(
     let client = state.admission.client_key(&req);
     super::upgrade::accept(&req, move |up| {
         WsConn::create(move |ctx| {
-            let (mut socket, messages) = Socket::new(up, MAX_FRAME_BYTES);
-            let outbox = Arc::new(Outbox::new(limits.queue_bytes));
-            socket.count_in(outbox.clone());
+            let (socket, messages, outbox) = Socket::new(up, MAX_FRAME_BYTES, limits.queue_bytes);
             ctx.add_stream(messages);
             WsConn {
                 _slot: slot,
