@@ -660,18 +660,7 @@ async fn a_subscriber_that_stops_reading_is_dropped_and_told_to_resume() {
     player
         .until(|f| f["type"] == "presence" && f["spectators"] == 1)
         .await;
-    let mut dropped = false;
-    for i in 0..2000 {
-        let frames = player.play("tell me a story", &format!("r-{i}")).await;
-        assert!(frames.iter().all(|f| f["type"] != "turn_failed"));
-        if frames
-            .iter()
-            .any(|f| f["type"] == "presence" && f["spectators"] == 0)
-        {
-            dropped = true;
-            break;
-        }
-    }
+    let dropped = play_until_presence(&mut player, "spectators", 0).await;
     assert!(
         dropped,
         "the slow spectator was dropped while the player played on"
@@ -686,6 +675,23 @@ async fn a_subscriber_that_stops_reading_is_dropped_and_told_to_resume() {
         .connect(&s.session_id, &s.spectator_token, Some(1))
         .await;
     assert_eq!(welcome["role"], "spectator");
+}
+
+/// Plays long tales (none may fail) until a `presence` frame says the
+/// session's `who` count is `count`; answers whether one did within
+/// 2,000 turns.
+async fn play_until_presence(player: &mut Ws, who: &str, count: u64) -> bool {
+    for i in 0..2000 {
+        let frames = player.play("tell me a story", &format!("r-{i}")).await;
+        assert!(frames.iter().all(|f| f["type"] != "turn_failed"));
+        if frames
+            .iter()
+            .any(|f| f["type"] == "presence" && f[who] == count)
+        {
+            return true;
+        }
+    }
+    false
 }
 
 #[actix_web::test]
@@ -725,18 +731,7 @@ async fn a_relayed_player_that_stops_reading_is_dropped_and_told_to_resume() {
     player
         .until(|f| f["type"] == "presence" && f["players"] == 2)
         .await;
-    let mut dropped = false;
-    for i in 0..2000 {
-        let frames = player.play("tell me a story", &format!("r-{i}")).await;
-        assert!(frames.iter().all(|f| f["type"] != "turn_failed"));
-        if frames
-            .iter()
-            .any(|f| f["type"] == "presence" && f["players"] == 1)
-        {
-            dropped = true;
-            break;
-        }
-    }
+    let dropped = play_until_presence(&mut player, "players", 1).await;
     assert!(
         dropped,
         "the stalled relayed player was dropped while the other played on"

@@ -340,3 +340,41 @@ async fn a_pending_timer_goes_with_the_save_and_fires_in_the_copy() {
         "{end:#?}"
     );
 }
+
+#[actix_web::test]
+async fn a_story_longer_than_a_page_of_the_export_comes_whole_and_in_order() {
+    let app = spawn_offline(|s| {
+        s.chat_burst = 1000;
+        s.chat_per_minute = 100_000;
+    })
+    .await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    // The export reads the story 500 frames at a time: this one needs two
+    // pages and a part of a third.
+    let mut last = 0;
+    let mut i = 0;
+    while last <= 1100 {
+        let frames = ws.play("look around", &format!("r-{i}")).await;
+        last = first(&frames, "turn_completed")["seq"].as_u64().unwrap();
+        i += 1;
+    }
+    ws.close().await;
+    let (status, save, text) = export(&app.base, &s.session_id, &s.player_token).await;
+    assert_eq!(
+        status,
+        200,
+        "the save is one JSON document: {}",
+        &text[..200]
+    );
+    let seqs: Vec<u64> = save["story"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["seq"].as_u64().unwrap())
+        .collect();
+    let top = save["source"]["last_seq"].as_u64().unwrap();
+    assert!(top >= last);
+    assert_eq!(seqs, (1..=top).collect::<Vec<_>>());
+    assert_eq!(import(&app.base, &save).await.status, 201);
+}
