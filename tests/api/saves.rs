@@ -145,9 +145,30 @@ async fn an_exported_game_imports_as_a_new_session_with_the_same_state_and_story
     assert_eq!(app.snapshot(&s).await["turn"], original["turn"]);
 
     // The copy exports in turn, and its save imports again.
+    // Listed under the live sessions when asked to be.
     let (status, again, _) = export(&app.base, &copy.session_id, &copy.player_token).await;
     assert_eq!(status, 200);
-    assert_eq!(import(&app.base, &again).await.status, 201);
+    let public = request(
+        "POST",
+        &format!("{}/api/v1/sessions/import?visibility=public", app.base),
+        &[],
+        Some(&again),
+    )
+    .await;
+    assert_eq!(public.status, 201, "{}", public.body);
+    let listed = Session::created(&public.body).session_id;
+    let (_, live) = get(&format!("{}/api/v1/sessions", app.base), None).await;
+    let ids: Vec<&str> = live
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["session_id"].as_str())
+        .collect();
+    assert!(ids.contains(&listed.as_str()), "{live}");
+    assert!(
+        !ids.contains(&copy.session_id.as_str()),
+        "private by default"
+    );
 }
 
 #[actix_web::test]
