@@ -501,6 +501,16 @@ impl FirstSnapshot {
             Self::Shared(start) => start.text.len(),
         }
     }
+
+    /// The shared start the session's row names, when it begins from one
+    /// with no story of its own (`alone`): it then has no snapshot row
+    /// until its first snapshot, and loads the start as it.
+    pub(super) fn start_named(&self, alone: bool) -> Option<&str> {
+        match self {
+            Self::Shared(start) if alone => Some(start.id.as_str()),
+            _ => None,
+        }
+    }
 }
 
 /// What an imported save stores besides its state: its story as journal

@@ -430,6 +430,7 @@ pub(super) async fn write_batch(
                     .bind(meta.created_at)
                     .bind(meta.visibility.as_str())
                     .bind(meta.anonymous)
+                    .bind(snapshot.start_named(story.is_none()))
                     .execute(&mut *conn)
                     .await?;
                 let first = match snapshot {
@@ -445,6 +446,8 @@ pub(super) async fn write_batch(
                     }
                 };
                 match story {
+                    // The session names its start: no snapshot row yet.
+                    None if matches!(snapshot, FirstSnapshot::Shared(_)) => {}
                     None => {
                         sqlx::query(sql::INSERT_FIRST_SNAPSHOT)
                             .bind(&meta.session_id)

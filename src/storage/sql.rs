@@ -25,9 +25,11 @@ pub(super) const UPSERT_SNAPSHOT: &str = "INSERT INTO snapshots (session_id, seq
 /// A snapshot chunk, unless the session has it already.
 pub(super) const INSERT_CHUNK: &str = "INSERT INTO snapshot_chunks (session_id, chunk_id, body) \
      VALUES ($1, $2, $3) ON CONFLICT (session_id, chunk_id) DO NOTHING";
+/// A new session; `$10` names the shared start it begins from, if it has
+/// no first snapshot of its own.
 pub(super) const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, tenant_id, campaign_id, \
-     title, player_token, spectator_token, created_at, visibility, anonymous) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+     title, player_token, spectator_token, created_at, visibility, anonymous, start_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 /// The anonymous sessions created before `$1` whose last journal step is
 /// before it too (none: never played), oldest first, at most `$2`; each
 /// dialect adds how it spells "anonymous" (so its partial index applies)
@@ -271,10 +273,16 @@ macro_rules! queries {
             };
             // The snapshot and its chunks in one statement, so one
             // consistent view of the database: a snapshot written meanwhile
-            // deletes the chunks it no longer names in its own commit.
+            // deletes the chunks it no longer names in its own commit. A
+            // session begun from a shared start has no snapshot row until
+            // its first snapshot: the start is its snapshot at seq 0.
             let pieces = sqlx::query(
                 "SELECT seq, state, CAST(NULL AS TEXT), CAST(NULL AS TEXT) FROM snapshots \
-                 WHERE session_id = $1 UNION ALL SELECT CAST(NULL AS BIGINT), \
+                 WHERE session_id = $1 UNION ALL SELECT CAST(0 AS BIGINT), st.state, \
+                 CAST(NULL AS TEXT), CAST(NULL AS TEXT) FROM sessions s \
+                 JOIN shared_starts st ON st.start_id = s.start_id WHERE s.session_id = $1 \
+                 AND NOT EXISTS (SELECT 1 FROM snapshots WHERE session_id = $1) \
+                 UNION ALL SELECT CAST(NULL AS BIGINT), \
                  CAST(NULL AS TEXT), chunk_id, body FROM snapshot_chunks WHERE session_id = $1",
             )
             .bind(session_id)

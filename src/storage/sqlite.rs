@@ -320,7 +320,8 @@ fn write_ops(
                     meta.spectator_token,
                     meta.created_at,
                     meta.visibility.as_str(),
-                    meta.anonymous
+                    meta.anonymous,
+                    snapshot.start_named(story.is_none())
                 ])?;
                 let first = match snapshot {
                     FirstSnapshot::Whole(text) => std::borrow::Cow::Borrowed(text.as_str()),
@@ -330,6 +331,8 @@ fn write_ops(
                     }
                 };
                 match story {
+                    // The session names its start: no snapshot row yet.
+                    None if matches!(snapshot, FirstSnapshot::Shared(_)) => 0,
                     None => conn
                         .prepare_cached(sql::INSERT_FIRST_SNAPSHOT)?
                         .execute(params![meta.session_id, first, now_ms()])?,
@@ -1096,7 +1099,17 @@ pub(super) mod tests {
                 .await
                 .unwrap();
         }
-        for id in ["old", "a", "b"] {
+        // A session as the builds before `sessions.start_id` stored it:
+        // a first snapshot naming its start.
+        let reader = SqlitePool::connect(&url).await.unwrap();
+        insert_session(
+            &reader,
+            "named",
+            &crate::storage::formats::shared_start_ref(&shared.id),
+        )
+        .await;
+        reader.close().await;
+        for id in ["old", "named", "a", "b"] {
             let loaded = store
                 .load_session(&id.into())
                 .await
@@ -1107,15 +1120,39 @@ pub(super) mod tests {
             assert_eq!(state, demo, "{id} starts as the campaign does");
         }
         let mut c = SqliteConnection::connect(&url).await.unwrap();
-        let stored: (i64, i64) = sqlx::query_as(
+        let stored: (i64, i64, i64) = sqlx::query_as(
             "SELECT (SELECT COUNT(*) FROM shared_starts), \
-             (SELECT MAX(length(state)) FROM snapshots WHERE session_id IN ('a', 'b'))",
+             (SELECT COUNT(*) FROM snapshots WHERE session_id IN ('a', 'b')), \
+             (SELECT COUNT(*) FROM sessions WHERE session_id IN ('a', 'b') AND start_id = ?)",
         )
+        .bind(&shared.id)
         .fetch_one(&mut c)
         .await
         .unwrap();
         assert_eq!(stored.0, 1, "the start is stored once");
-        assert!(stored.1 < 100, "a new session's snapshot names its start");
+        assert_eq!(stored.1, 0, "a new session has no snapshot row");
+        assert_eq!(stored.2, 2, "a new session names its start");
+
+        // Its first snapshot replaces the start, and it loads from that.
+        let mut moved = demo.clone();
+        moved.turn = 7;
+        let (done, rx) = tokio::sync::oneshot::channel();
+        store.snapshot(
+            &"a".into(),
+            crate::storage::Epoch::Sole,
+            crate::storage::SnapshotWrite {
+                seq: 9,
+                state: serde_json::to_string(&moved).unwrap(),
+                chunks: Vec::new(),
+                keep: Vec::new(),
+            },
+            Some(done),
+        );
+        rx.await.unwrap().unwrap();
+        let loaded = store.load_session(&"a".into()).await.unwrap().unwrap();
+        assert_eq!(loaded.snapshot_seq, 9);
+        let (state, _) = assemble(&loaded.snapshot, &loaded.snapshot_chunks).expect("assembles");
+        assert_eq!(state.turn, 7, "the snapshot, not the start");
     }
 
     #[actix_web::test]
