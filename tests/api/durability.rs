@@ -334,9 +334,18 @@ impl StoredSnapshot {
             &s.session_id,
         )
         .await;
+        // A session begun from a shared start has no snapshot row until
+        // its first snapshot: it reads the start, at seq 0.
+        let Some(snapshot) = snapshot.first() else {
+            return Self {
+                seq: 0,
+                manifest: Value::Null,
+                chunks: Default::default(),
+            };
+        };
         Self {
-            seq: snapshot[0][0].parse().unwrap(),
-            manifest: serde_json::from_str(&snapshot[0][1]).unwrap(),
+            seq: snapshot[0].parse().unwrap(),
+            manifest: serde_json::from_str(&snapshot[1]).unwrap(),
             chunks: chunks
                 .into_iter()
                 .map(|r| (r[0].clone(), r[1].len()))
