@@ -1,7 +1,7 @@
--- A session that begins unchanged from a shared start names it here and
--- has no snapshot row until its first snapshot is due: its creation
--- writes one row, not two (and not the snapshots index's page). Loading
--- reads the start as the snapshot at seq 0 when the session has no
--- snapshot row. Sessions made before this column keep their first
--- snapshot, which names the start itself, and load as they always did.
+-- The shared start a session begins from, for a session that has no
+-- snapshot row of its own yet. SQLite's sessions use it (their creation
+-- writes no first snapshot row); on PostgreSQL it stays empty for now:
+-- the first snapshot row naming the start is still written, because a
+-- node of an older version may share the database during a rolling
+-- upgrade and loads a session from that row. Loading reads either.
 ALTER TABLE sessions ADD COLUMN start_id TEXT;

@@ -504,7 +504,10 @@ impl FirstSnapshot {
 
     /// The shared start the session's row names, when it begins from one
     /// with no story of its own (`alone`): it then has no snapshot row
-    /// until its first snapshot, and loads the start as it.
+    /// until its first snapshot, and loads the start as it. SQLite only:
+    /// PostgreSQL still writes the first snapshot row naming the start,
+    /// which a node of an older version beside it during a rolling upgrade
+    /// needs to load the session.
     pub(super) fn start_named(&self, alone: bool) -> Option<&str> {
         match self {
             Self::Shared(start) if alone => Some(start.id.as_str()),

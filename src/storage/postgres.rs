@@ -430,7 +430,11 @@ pub(super) async fn write_batch(
                     .bind(meta.created_at)
                     .bind(meta.visibility.as_str())
                     .bind(meta.anonymous)
-                    .bind(snapshot.start_named(story.is_none()))
+                    // The first snapshot row is written as before (below),
+                    // naming the start: a node of an older version, in the
+                    // cluster during a rolling upgrade, loads the session
+                    // from it. SQLite has one node and writes none.
+                    .bind(None::<&str>)
                     .execute(&mut *conn)
                     .await?;
                 let first = match snapshot {
@@ -446,8 +450,6 @@ pub(super) async fn write_batch(
                     }
                 };
                 match story {
-                    // The session names its start: no snapshot row yet.
-                    None if matches!(snapshot, FirstSnapshot::Shared(_)) => {}
                     None => {
                         sqlx::query(sql::INSERT_FIRST_SNAPSHOT)
                             .bind(&meta.session_id)
