@@ -29,6 +29,12 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// it.
 const PAGE_SIZE: u32 = 8192;
 
+/// What the WAL file is cut back to after a checkpoint that emptied it,
+/// when something (a long `questd backup`, a reader held open) let it grow
+/// past this: SQLite otherwise keeps the file at its largest size (1 GB
+/// after the backups under load of BENCHMARKS.md).
+const WAL_KEEP_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Read connections of the pool, all opened at start.
 const READ_CONNECTIONS: u32 = 4;
 
@@ -122,6 +128,9 @@ impl SqliteCommitter {
             synchronous = "FULL",
             "the journal writer's commits are durable"
         );
+        // Only the writer writes, so its connection's checkpoints are the
+        // file's.
+        conn.execute_batch(&format!("PRAGMA journal_size_limit = {WAL_KEEP_BYTES};"))?;
         if let Some(mb) = max_mb {
             // Only the writer writes, so its connection's cap is the file's.
             let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
@@ -551,6 +560,19 @@ pub(super) mod tests {
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .expect("reads");
         assert_eq!(level, 2);
+    }
+
+    #[test]
+    fn the_writer_cuts_a_grown_wal_back_to_64_mib() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let committer = SqliteCommitter::open(&dir.path().join("t.db"), None).expect("opens");
+        let pragma = |name: &str| -> i64 {
+            committer
+                .conn
+                .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+                .expect("reads")
+        };
+        assert_eq!(pragma("journal_size_limit"), 64 * 1024 * 1024);
     }
 
     /// A store on a fresh file, with its URL (for a second connection).
