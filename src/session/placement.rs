@@ -7,6 +7,12 @@
 //! context switch at every hop between them). `QUESTD_SESSION_THREADS`
 //! gives sessions threads of their own instead.
 //!
+//! A connection lands on whichever worker accepted it. A player's is then
+//! moved to its session's thread ([`Home`], `http::websocket::move_to`),
+//! so its chats and the frames sent back never wake another thread;
+//! spectators stay where they were accepted, so a crowd of them is spread
+//! over the workers.
+//!
 //! Each HTTP worker registers its arbiter when it starts. An arbiter that
 //! has stopped (a worker restarted after a panic) is dropped the next time
 //! a session is placed. Until a worker has started, actors start on the
