@@ -59,6 +59,32 @@ pub struct Upgraded {
     pub done: oneshot::Sender<()>,
 }
 
+/// Starts `start` with `up` on `home`'s thread: the socket leaves this
+/// thread's reactor and joins that one's. A socket that cannot move (the
+/// arbiter stopped, the reactor refused it) is dropped, which closes the
+/// connection: the client reconnects.
+pub fn move_to(
+    home: &crate::session::Home,
+    up: Upgraded,
+    start: impl FnOnce(Upgraded) + Send + 'static,
+) {
+    let Upgraded { io, read, done } = up;
+    let io = match io.into_std() {
+        Ok(io) => io,
+        Err(e) => {
+            tracing::warn!(error = %e, "a WebSocket could not leave its thread");
+            return;
+        }
+    };
+    let moved = home.run(move || match TcpStream::from_std(io) {
+        Ok(io) => start(Upgraded { io, read, done }),
+        Err(e) => tracing::warn!(error = %e, "a WebSocket could not join its session's thread"),
+    });
+    if !moved {
+        tracing::warn!("a WebSocket's session thread has stopped");
+    }
+}
+
 /// One queued frame: its header and its payload, shared.
 struct Item {
     head: [u8; MAX_HEAD],

@@ -76,6 +76,11 @@ async fn connect(
         "token is the player or spectator token, last_seq a whole number (e.g. ?token=T&last_seq=12)",
     ))?;
     let token = query.token.as_deref().unwrap_or_default();
+    // Where a player's connection runs: on its session's thread, so its
+    // chats and the frames sent back never cross threads. Spectators stay
+    // on the thread that accepted them: a crowd of them spreads over the
+    // workers.
+    let mut home = None;
     let (watched, (role, seat), connections) = match locate(&state, &path).await? {
         Routed::Here(handle) => {
             check_tenant(&req, &handle.meta)?;
@@ -83,6 +88,9 @@ async fn connect(
                 Caller::Seat(seat) => (ConnRole::Player, Some(seat)),
                 Caller::Spectator | Caller::Key => (ConnRole::Spectator, None),
             };
+            if role.0 == ConnRole::Player && !handle.home.is_here() {
+                home = Some(handle.home.clone());
+            }
             (Watched::session(&handle.addr), role, handle.connections)
         }
         // Another node runs the session: a spectator is served here from
@@ -136,7 +144,7 @@ async fn connect(
     let metrics = state.metrics.clone();
     let joins = state.admission.joins();
     let client = state.admission.client_key(&req);
-    super::upgrade::accept(&req, move |up| {
+    let start = move |up| {
         WsConn::create(move |ctx| {
             let (socket, messages, outbox) = Socket::new(up, MAX_FRAME_BYTES, limits.queue_bytes);
             ctx.add_stream(messages);
@@ -158,6 +166,10 @@ async fn connect(
                 client,
             }
         });
+    };
+    super::upgrade::accept(&req, move |up| match home {
+        Some(home) => super::websocket::move_to(&home, up, start),
+        None => start(up),
     })
 }
 

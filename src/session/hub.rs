@@ -40,6 +40,9 @@ pub struct SessionHandle {
     pub connections: Arc<AtomicUsize>,
     /// Which seat a token opens, kept up to date by the session.
     pub seats: Arc<super::seats::SeatBook>,
+    /// The thread the session runs on: a player's connection is moved
+    /// there, so its chats and frames never cross threads.
+    pub home: super::placement::Home,
 }
 
 /// Why the hub could not give a session.
@@ -416,15 +419,16 @@ impl SessionHub {
             stats: stats.clone(),
             unregister: hub.recipient(),
         };
-        let addr = self
+        let (addr, home) = self
             .placement
-            .start(move |_| SessionActor::new(actor_meta, deps, hub, restored));
+            .start_placed(move |_| SessionActor::new(actor_meta, deps, hub, restored));
         self.deps.metrics.sessions_live.inc();
         let handle = SessionHandle {
             addr,
             meta,
             connections: Arc::default(),
             seats,
+            home,
         };
         self.live.insert(
             SessionId::from(handle.meta.session_id.as_str()),

@@ -68,6 +68,7 @@ pub use messages::{
     InviteMade, JoinParty, Joined, PartyCaller, RemoteAudience, Say, SeatGiven, SubmitChat,
     Subscribe, Unsubscribe, UseHostPower,
 };
+pub use placement::Home;
 pub use placement::Placement;
 pub use quota::Quotas;
 pub use replay::replayed;

@@ -7,6 +7,12 @@
 //! context switch at every hop between them). `QUESTD_SESSION_THREADS`
 //! gives sessions threads of their own instead.
 //!
+//! A connection lands on whichever worker accepted it. A player's is then
+//! moved to its session's thread ([`Home`], `http::websocket::move_to`),
+//! so its chats and the frames sent back never wake another thread;
+//! spectators stay where they were accepted, so a crowd of them is spread
+//! over the workers.
+//!
 //! Each HTTP worker registers its arbiter when it starts. An arbiter that
 //! has stopped (a worker restarted after a panic) is dropped the next time
 //! a session is placed. Until a worker has started, actors start on the
@@ -71,22 +77,34 @@ impl Placement {
         A: Actor<Context = Context<A>>,
         F: FnOnce(&mut Context<A>) -> A + Send + 'static,
     {
+        self.start_placed(make).0
+    }
+
+    /// [`Placement::start`], answering where the actor runs too.
+    pub fn start_placed<A, F>(&self, make: F) -> (Addr<A>, Home)
+    where
+        A: Actor<Context = Context<A>>,
+        F: FnOnce(&mut Context<A>) -> A + Send + 'static,
+    {
         match self.next() {
-            Some(arbiter) => A::start_in_arbiter(&arbiter, make),
-            None => A::create(make),
+            Some((thread, arbiter)) => {
+                let addr = A::start_in_arbiter(&arbiter, make);
+                (addr, Home { thread, arbiter })
+            }
+            None => (A::create(make), Home::current()),
         }
     }
 
     /// The next arbiter that still runs; stopped ones are forgotten.
-    fn next(&self) -> Option<ArbiterHandle> {
+    fn next(&self) -> Option<(ThreadId, ArbiterHandle)> {
         let mut arbiters = self.lock();
         while !arbiters.all.is_empty() {
             let i = arbiters.next % arbiters.all.len();
-            let handle = arbiters.all[i].1.clone();
+            let (thread, handle) = arbiters.all[i].clone();
             // A stopped arbiter refuses work: spawning nothing tells.
             if handle.spawn(std::future::ready(())) {
                 arbiters.next = arbiters.next.wrapping_add(1);
-                return Some(handle);
+                return Some((thread, handle));
             }
             arbiters.all.remove(i);
         }
@@ -95,6 +113,34 @@ impl Placement {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Arbiters> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The thread an actor was placed on, and its arbiter.
+#[derive(Clone)]
+pub struct Home {
+    thread: ThreadId,
+    arbiter: ArbiterHandle,
+}
+
+impl Home {
+    /// The current thread's arbiter.
+    pub fn current() -> Self {
+        Self {
+            thread: std::thread::current().id(),
+            arbiter: Arbiter::current(),
+        }
+    }
+
+    /// Whether this is the current thread.
+    pub fn is_here(&self) -> bool {
+        self.thread == std::thread::current().id()
+    }
+
+    /// Runs `f` on this arbiter's thread; false if the arbiter has
+    /// stopped (`f` is dropped unrun).
+    pub fn run(&self, f: impl FnOnce() + Send + 'static) -> bool {
+        self.arbiter.spawn_fn(f)
     }
 }
 

@@ -803,3 +803,46 @@ async fn the_ack_of_a_chat_comes_before_every_frame_of_its_turn() {
     }
     assert_eq!(acked.len(), n);
 }
+
+#[actix_web::test]
+async fn players_and_spectators_on_several_workers_play_and_resume() {
+    // Sessions run round robin on the workers' threads, and each
+    // connection lands on whichever worker accepted it: a player's is
+    // moved to its session's thread, a spectator's stays.
+    let app = spawn_offline(|s| s.http_workers = Some(3)).await;
+    for i in 0..6 {
+        let s = app.demo().await;
+        let (mut player, _) = app.connect(&s.session_id, &s.player_token, None).await;
+        let (mut watcher, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
+        let played = story(&player.play("roll 1d20", &format!("r-{i}")).await);
+        let started = played
+            .iter()
+            .find(|f| f["type"] == "turn_started")
+            .expect("the turn started");
+        let turn_id = started["turn_id"].as_str().unwrap().to_owned();
+        let of_turn = |frames: &[Value]| -> Vec<Value> {
+            frames
+                .iter()
+                .filter(|f| f["turn_id"] == turn_id.as_str())
+                .cloned()
+                .collect()
+        };
+        let watched = watcher.until_turn_end(&turn_id).await;
+        assert_eq!(
+            of_turn(&watched),
+            of_turn(&played),
+            "session {i}: the spectator saw the turn"
+        );
+        // The player reconnects (to any worker) and resumes where it was.
+        player.close().await;
+        let cut = started["seq"].as_u64().unwrap();
+        let (mut again, welcome) = app.connect(&s.session_id, &s.player_token, Some(cut)).await;
+        assert_eq!(welcome["resumed"], true, "session {i}: {welcome}");
+        for frame in played.iter().filter(|f| f["seq"].as_u64() > Some(cut)) {
+            assert_eq!(&again.next_json().await, frame, "session {i}");
+        }
+        let next = story(&again.play("roll 1d6", &format!("r-{i}-2")).await);
+        assert_eq!(next.last().unwrap()["type"], "turn_completed", "{next:?}");
+    }
+    app.stop().await;
+}
