@@ -487,8 +487,10 @@ pub enum FirstSnapshot {
     Whole(String),
     /// A start shared by every session that begins unchanged from it:
     /// stored once in `shared_starts` (in the commit of the first session
-    /// that names it), and named by the session's snapshot
-    /// ([`formats::shared_start_ref`]); loading reads it as the whole state.
+    /// that names it), and named by the session's row on SQLite
+    /// (`start_id`, no snapshot row yet) or by its first snapshot on
+    /// PostgreSQL ([`formats::shared_start_ref`]); loading reads it as the
+    /// whole state.
     Shared(Arc<SharedStart>),
 }
 
@@ -499,19 +501,6 @@ impl FirstSnapshot {
         match self {
             Self::Whole(text) => text.len(),
             Self::Shared(start) => start.text.len(),
-        }
-    }
-
-    /// The shared start the session's row names, when it begins from one
-    /// with no story of its own (`alone`): it then has no snapshot row
-    /// until its first snapshot, and loads the start as it. SQLite only:
-    /// PostgreSQL still writes the first snapshot row naming the start,
-    /// which a node of an older version beside it during a rolling upgrade
-    /// needs to load the session.
-    pub(super) fn start_named(&self, alone: bool) -> Option<&str> {
-        match self {
-            Self::Shared(start) if alone => Some(start.id.as_str()),
-            _ => None,
         }
     }
 }

@@ -320,6 +320,14 @@ fn write_ops(
                 story,
                 ..
             } => {
+                // A session begun unchanged from a shared start, with no
+                // story of its own, names the start in its row and has no
+                // snapshot row until its first snapshot (PostgreSQL still
+                // writes one: see `postgres::write_batch`).
+                let named_start = match (snapshot, story) {
+                    (FirstSnapshot::Shared(start), None) => Some(start.id.as_str()),
+                    _ => None,
+                };
                 conn.prepare_cached(sql::INSERT_SESSION)?.execute(params![
                     meta.session_id,
                     meta.tenant_id,
@@ -330,7 +338,7 @@ fn write_ops(
                     meta.created_at,
                     meta.visibility.as_str(),
                     meta.anonymous,
-                    snapshot.start_named(story.is_none())
+                    named_start
                 ])?;
                 let first = match snapshot {
                     FirstSnapshot::Whole(text) => std::borrow::Cow::Borrowed(text.as_str()),
@@ -340,8 +348,7 @@ fn write_ops(
                     }
                 };
                 match story {
-                    // The session names its start: no snapshot row yet.
-                    None if matches!(snapshot, FirstSnapshot::Shared(_)) => 0,
+                    None if named_start.is_some() => 0,
                     None => conn
                         .prepare_cached(sql::INSERT_FIRST_SNAPSHOT)?
                         .execute(params![meta.session_id, first, now_ms()])?,
