@@ -285,7 +285,8 @@ async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
     let (mut ws, welcome) = server.connect(&s.session_id, &s.player_token, None).await;
     let target = neighbour(&welcome["state"]);
     ws.chat("roll 1d6", "r-1").await;
-    ws.until(|f| f["type"] == "turn_started").await;
+    let started = ws.until(|f| f["type"] == "turn_started").await;
+    let seen = started.last().unwrap()["seq"].as_u64().unwrap();
     ws.chat(&format!("go to {target}"), "r-2").await;
     let ack = ws.ack_for("r-2").await;
     assert_eq!(ack["queued"], 1, "{ack}");
@@ -293,9 +294,13 @@ async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
     server.kill9();
 
     // Restarted: the acknowledged chat runs, once, as the turn it was
-    // given, and the same request id again is a duplicate of it.
+    // given, and the same request id again is a duplicate of it. The
+    // client resumes from what it saw, as a client does: the session may
+    // start the stored chat as it loads, before this connection is there.
     let server = Server::start(&db);
-    let (mut ws, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let (mut ws, _) = server
+        .connect(&s.session_id, &s.player_token, Some(seen))
+        .await;
     let frames = ws.until_turn_end(&queued_turn).await;
     let started = frames
         .iter()
