@@ -36,6 +36,10 @@ pub fn start_on(binary: &str, db: &str, name: &str, bind: &str) -> (Node, u16) {
         .env("QUESTD_INTERNAL_API_KEY", KEY)
         .env("QUESTD_CHAT_BURST", "1000")
         .env("QUESTD_CHAT_PER_MINUTE", "1000000")
+        // A benchmark's client sends turn after turn on one connection,
+        // past the default 20 frames a second.
+        .env("QUESTD_WS_FRAMES_PER_SECOND", "1000000")
+        .env("QUESTD_WS_FRAME_BURST", "1000000")
         .env("QUESTD_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
