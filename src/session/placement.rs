@@ -192,6 +192,33 @@ mod tests {
     }
 
     #[actix::test]
+    async fn an_actors_home_runs_work_on_its_thread_until_it_stops() {
+        let (p, handles) = Placement::own_threads(2);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (_, home) = p.start_placed(move |_| Where(tx));
+        let actor = rx.recv_timeout(Duration::from_secs(10)).expect("started");
+        assert!(!home.is_here(), "placed on a thread of its own");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let there = home.clone();
+        assert!(home.run(move || {
+            let _ = tx.send((std::thread::current().id(), there.is_here()));
+        }));
+        let (ran, here) = rx.recv_timeout(Duration::from_secs(10)).expect("ran");
+        assert_eq!(ran, actor, "the work ran where the actor runs");
+        assert!(here, "and there the home is here");
+        for h in &handles {
+            h.stop();
+        }
+        for _ in 0..1000 {
+            if !home.run(|| {}) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("a stopped arbiter still took work");
+    }
+
+    #[actix::test]
     async fn with_nothing_registered_an_actor_starts_here() {
         let p = Placement::default();
         assert_eq!(placed_on_async(&p).await, std::thread::current().id());
