@@ -160,8 +160,9 @@ pub enum ControlFrame<'a> {
         seat_id: Option<&'a SeatId>,
         #[serde(skip_serializing_if = "Option::is_none")]
         character_id: Option<&'a CharacterId>,
-        /// Boxed: the other frames are far smaller.
-        state: Box<Snapshot<'a>>,
+        /// The session snapshot ([`Snapshot`]), serialized once for every
+        /// connection that joins at this seq.
+        state: &'a RawValue,
     },
     Ack {
         request_id: Option<RequestId>,
@@ -186,8 +187,12 @@ pub enum ControlFrame<'a> {
 
 impl ControlFrame<'_> {
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self)
-            .unwrap_or_else(|_| r#"{"type":"error","error_code":"INTERNAL_ERROR"}"#.into())
+        serde_json::to_string(self).unwrap_or_else(|_| Self::internal_error_json())
+    }
+
+    /// What a frame that did not serialize is sent as.
+    pub fn internal_error_json() -> String {
+        r#"{"type":"error","error_code":"INTERNAL_ERROR"}"#.into()
     }
 }
 

@@ -32,7 +32,9 @@ use super::acks::Acks;
 use super::fanout::Presence;
 use super::intake::{Intake, QueuedCall};
 use super::lifecycle::{Event, Lifecycle};
-use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone, Joined, SubmitChat};
+use super::messages::{
+    CallTool, ChatAccepted, ChatRefused, DirectCallDone, Joined, SubmitChat, WelcomeState,
+};
 use super::prompt::Prompter;
 use super::release::{Batch, Writes, release};
 use super::replay::Restored;
@@ -176,6 +178,9 @@ pub(super) struct Core {
     out: VecDeque<Command>,
     /// The seats with a connection to this session now.
     online: BTreeSet<SeatId>,
+    /// The state as the last `welcome` carried it, for the next join at
+    /// the same seq.
+    welcome: WelcomeState,
     /// The round whose turn was started here (rounds mode): not started
     /// again while its `turn_started` is on its way to the journal.
     resolving: Option<u64>,
@@ -229,6 +234,7 @@ impl Core {
             interrupted_turn: restored.interrupted_turn,
             out: VecDeque::new(),
             online: BTreeSet::new(),
+            welcome: WelcomeState::default(),
             resolving: None,
             round_check: false,
             round_timer: None,
@@ -519,9 +525,9 @@ impl Core {
             &self.session_id,
             role,
             seat_id,
-            &self.state,
-            &self.online,
+            (&self.state, &self.online),
             backlog,
+            &mut self.welcome,
         )
     }
 
@@ -970,6 +976,40 @@ mod tests {
                 Command::Leave => log.push("leave".into()),
             }
         }
+    }
+
+    #[test]
+    fn a_welcome_shows_the_state_released_and_the_seats_online_at_its_join() {
+        let mut core = core();
+        let mut tag = 0;
+        let join = |core: &mut Core| {
+            let joined = core.joined(None, crate::protocol::ConnRole::Spectator, None, None);
+            let v: serde_json::Value = serde_json::from_str(&joined.welcome).expect("JSON");
+            assert_eq!(v["type"], "welcome", "{v}");
+            (v["seq"].as_u64().expect("seq"), v["state"].clone())
+        };
+        let online = |state: &serde_json::Value| state["seats"][0]["online"].clone();
+        let (seq, before) = join(&mut core);
+        assert_eq!(before["turn"], 0);
+        assert_eq!(online(&before), false);
+        // A crowd joining between two frames sees one state.
+        assert_eq!(join(&mut core), (seq, before.clone()));
+        // A turn taken and answered but not yet durable is not seen.
+        feed(&mut core, &mut tag, Chat(1, "r1"));
+        feed(&mut core, &mut tag, Answer("You look."));
+        assert_eq!(join(&mut core), (seq, before.clone()));
+        // Once durable, the next join sees it.
+        feed(&mut core, &mut tag, Durable);
+        let (later, after) = join(&mut core);
+        assert!(later > seq);
+        assert_eq!(after["turn"], 1);
+        // So does it a seat coming online, at the same seq.
+        feed(&mut core, &mut tag, Online(&[1]));
+        let (same, seated) = join(&mut core);
+        assert_eq!(same, later);
+        assert_eq!(online(&seated), true);
+        feed(&mut core, &mut tag, Online(&[]));
+        assert_eq!(join(&mut core), (later, after));
     }
 
     #[test]

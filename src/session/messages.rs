@@ -13,6 +13,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use bytestring::ByteString;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::audit::CallOrigin;
 use super::sequencer::Backlog;
@@ -181,16 +182,24 @@ pub struct Joined {
 
 impl Joined {
     /// The welcome of a `role` connection to a session in `state`, and the
-    /// frames `backlog` says it missed.
+    /// frames `backlog` says it missed; the state's JSON comes from
+    /// `cache` when a join at the same seq, with the same seats online,
+    /// already serialized it.
     pub(super) fn new(
         session_id: &SessionId,
         role: ConnRole,
         seat_id: Option<&SeatId>,
-        state: &GameState,
-        online: &BTreeSet<SeatId>,
+        (state, online): (&GameState, &BTreeSet<SeatId>),
         backlog: Backlog,
+        cache: &mut WelcomeState,
     ) -> Self {
         let seat = seat_id.and_then(|id| state.party.seat(id.as_str()));
+        let Some(json) = cache.json(backlog.welcome_seq, session_id, state, online) else {
+            return Self {
+                welcome: ControlFrame::internal_error_json().into(),
+                backlog: Vec::new(),
+            };
+        };
         let welcome = |backlog: &Backlog| {
             ControlFrame::Welcome {
                 session_id,
@@ -199,7 +208,7 @@ impl Joined {
                 resumed: backlog.resumed,
                 seat_id: seat.map(|s| &s.seat_id),
                 character_id: seat.map(|s| &s.character_id),
-                state: Box::new(Snapshot::of(session_id, state).online(|s| online.contains(s))),
+                state: json,
             }
             .to_json()
         };
@@ -216,6 +225,43 @@ impl Joined {
             welcome: first.into(),
             backlog: backlog.frames,
         }
+    }
+}
+
+/// The session's state as a `welcome` carries it, serialized once per
+/// released seq and set of seats online: a crowd of spectators joining
+/// between two frames costs the session one serialization of its state,
+/// not one per connection.
+///
+/// The state changes only as frames are released, each with a new seq,
+/// and its seats' `online` only with the seats online, so the two name
+/// what was serialized.
+#[derive(Default)]
+pub(super) struct WelcomeState {
+    key: Option<(u64, BTreeSet<SeatId>)>,
+    json: Option<Box<RawValue>>,
+}
+
+impl WelcomeState {
+    /// The JSON of `state`'s snapshot at `seq` with `online`'s seats
+    /// online; `None` if it does not serialize.
+    fn json(
+        &mut self,
+        seq: u64,
+        session_id: &SessionId,
+        state: &GameState,
+        online: &BTreeSet<SeatId>,
+    ) -> Option<&RawValue> {
+        let fresh = self
+            .key
+            .as_ref()
+            .is_some_and(|(s, o)| *s == seq && o == online);
+        if !fresh || self.json.is_none() {
+            let snapshot = Snapshot::of(session_id, state).online(|s| online.contains(s));
+            self.json = serde_json::value::to_raw_value(&snapshot).ok();
+            self.key = Some((seq, online.clone()));
+        }
+        self.json.as_deref()
     }
 }
 

@@ -54,7 +54,7 @@ use bytestring::ByteString;
 use futures_util::future::BoxFuture;
 
 use super::fanout::Fanout;
-use super::messages::{ChatRefused, Joined, Subscribe, Unsubscribe};
+use super::messages::{ChatRefused, Joined, Subscribe, Unsubscribe, WelcomeState};
 use super::placement::Placement;
 use super::replay;
 use super::sequencer::Sequencer;
@@ -232,6 +232,7 @@ impl Handler<Watch> for Tails {
             undelivered: Arc::new(AtomicU32::new(0)),
             closing: Closing::Open,
             online: BTreeSet::new(),
+            welcome: WelcomeState::default(),
         };
         let addr = self.placement.start(|_| tail);
         let handle = TailHandle { addr, connections };
@@ -378,6 +379,9 @@ pub struct Tail {
     /// The seats online as the owner's last `presence` frame said (none
     /// before one is seen): what the snapshots served here show.
     online: BTreeSet<SeatId>,
+    /// The state as the last `welcome` carried it, for the next join at
+    /// the same seq.
+    welcome: WelcomeState,
 }
 
 /// The seats a `presence` frame says are online; `None` for any other
@@ -667,9 +671,9 @@ impl Tail {
             &self.session_id,
             msg.role,
             None,
-            state,
-            &self.online,
+            (state, &self.online),
             backlog,
+            &mut self.welcome,
         );
         self.fanout.add(msg);
         self.audience_changed();
