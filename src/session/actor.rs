@@ -214,6 +214,7 @@ impl Actor for SessionActor {
             if act.core.lifecycle().stopping() {
                 return;
             }
+            act.core.checked();
             if act.fanout.expire_remote(Instant::now()) {
                 act.presence_changed(ctx);
             }

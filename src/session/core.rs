@@ -337,7 +337,11 @@ impl Core {
     /// The writer made everything up to `up_to` durable: applies and sends
     /// it ([`release`]), and writes a snapshot when one is due.
     pub(super) fn durable(&mut self, up_to: u64) {
+        let before = self.sequencer.released();
         let released = release(up_to, &mut self.sequencer, &mut self.acks, &mut self.state);
+        if self.sequencer.released() != before {
+            self.welcome.forget();
+        }
         if released.state_changed {
             self.prompter.state_changed();
             // Before anyone is told: a kicked seat's token is refused from
@@ -661,6 +665,12 @@ impl Core {
 
     /// Whether the session has done nothing for its idle timeout and holds
     /// no work (a timer due within moments counts as work).
+    /// The session's periodic check: drops the welcome state kept for a
+    /// crowd that joined (the next join serializes it again).
+    pub(super) fn checked(&mut self) {
+        self.welcome.forget();
+    }
+
     pub(super) fn idle(&self) -> bool {
         !self.turn_runs()
             && !self.intake.has_work()
@@ -992,24 +1002,36 @@ mod tests {
         let (seq, before) = join(&mut core);
         assert_eq!(before["turn"], 0);
         assert_eq!(online(&before), false);
-        // A crowd joining between two frames sees one state.
+        // One join keeps no copy of the state; a crowd joining between two
+        // frames shares one.
+        assert!(!core.welcome.holds());
+        assert_eq!(join(&mut core), (seq, before.clone()));
+        assert!(core.welcome.holds());
         assert_eq!(join(&mut core), (seq, before.clone()));
         // A turn taken and answered but not yet durable is not seen.
         feed(&mut core, &mut tag, Chat(1, "r1"));
         feed(&mut core, &mut tag, Answer("You look."));
         assert_eq!(join(&mut core), (seq, before.clone()));
-        // Once durable, the next join sees it.
+        // Once durable, the next join sees it, and the copy is gone.
         feed(&mut core, &mut tag, Durable);
+        assert!(!core.welcome.holds());
         let (later, after) = join(&mut core);
         assert!(later > seq);
         assert_eq!(after["turn"], 1);
+        assert_eq!(join(&mut core), (later, after.clone()));
         // So does it a seat coming online, at the same seq.
         feed(&mut core, &mut tag, Online(&[1]));
         let (same, seated) = join(&mut core);
         assert_eq!(same, later);
         assert_eq!(online(&seated), true);
+        assert_eq!(join(&mut core), (same, seated));
         feed(&mut core, &mut tag, Online(&[]));
+        assert_eq!(join(&mut core), (later, after.clone()));
         assert_eq!(join(&mut core), (later, after));
+        // The periodic check drops the copy.
+        assert!(core.welcome.holds());
+        core.checked();
+        assert!(!core.welcome.holds());
     }
 
     #[test]

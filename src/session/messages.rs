@@ -183,7 +183,7 @@ pub struct Joined {
 impl Joined {
     /// The welcome of a `role` connection to a session in `state`, and the
     /// frames `backlog` says it missed; the state's JSON comes from
-    /// `cache` when a join at the same seq, with the same seats online,
+    /// `cache` when joins at the same seq, with the same seats online,
     /// already serialized it.
     pub(super) fn new(
         session_id: &SessionId,
@@ -194,74 +194,100 @@ impl Joined {
         cache: &mut WelcomeState,
     ) -> Self {
         let seat = seat_id.and_then(|id| state.party.seat(id.as_str()));
-        let Some(json) = cache.json(backlog.welcome_seq, session_id, state, online) else {
-            return Self {
-                welcome: ControlFrame::internal_error_json().into(),
-                backlog: Vec::new(),
+        let seq = backlog.welcome_seq;
+        let joined = cache.with_json(seq, session_id, state, online, |json| {
+            let welcome = |backlog: &Backlog| {
+                ControlFrame::Welcome {
+                    session_id,
+                    role,
+                    seq: backlog.welcome_seq,
+                    resumed: backlog.resumed,
+                    seat_id: seat.map(|s| &s.seat_id),
+                    character_id: seat.map(|s| &s.character_id),
+                    state: json,
+                }
+                .to_json()
             };
-        };
-        let welcome = |backlog: &Backlog| {
-            ControlFrame::Welcome {
-                session_id,
-                role,
-                seq: backlog.welcome_seq,
-                resumed: backlog.resumed,
-                seat_id: seat.map(|s| &s.seat_id),
-                character_id: seat.map(|s| &s.character_id),
-                state: json,
+            let mut first = welcome(&backlog);
+            // The welcome counts toward what one join may hold: past the
+            // bound the connection starts afresh from the snapshot, as a
+            // resume past the journal's bound does.
+            let resumed = backlog.resumed;
+            let backlog = backlog.within(first.len(), MAX_RESUME_BYTES);
+            if resumed && !backlog.resumed {
+                first = welcome(&backlog);
             }
-            .to_json()
-        };
-        let mut first = welcome(&backlog);
-        // The welcome counts toward what one join may hold: past the bound
-        // the connection starts afresh from the snapshot, as a resume past
-        // the journal's bound does.
-        let resumed = backlog.resumed;
-        let backlog = backlog.within(first.len(), MAX_RESUME_BYTES);
-        if resumed && !backlog.resumed {
-            first = welcome(&backlog);
-        }
-        Self {
-            welcome: first.into(),
-            backlog: backlog.frames,
-        }
+            Self {
+                welcome: first.into(),
+                backlog: backlog.frames,
+            }
+        });
+        joined.unwrap_or_else(|| Self {
+            welcome: ControlFrame::internal_error_json().into(),
+            backlog: Vec::new(),
+        })
     }
 }
 
 /// The session's state as a `welcome` carries it, serialized once per
-/// released seq and set of seats online: a crowd of spectators joining
-/// between two frames costs the session one serialization of its state,
-/// not one per connection.
+/// released seq and set of seats online for a crowd joining between two
+/// frames, not once per connection.
 ///
 /// The state changes only as frames are released, each with a new seq,
 /// and its seats' `online` only with the seats online, so the two name
-/// what was serialized.
+/// what was serialized. The JSON is kept only from the second join at
+/// the same seq and seats (a session that one player joins holds no copy
+/// of its state), and the session forgets it when it releases frames and
+/// at its periodic check, so an idle session holds none for long.
 #[derive(Default)]
 pub(super) struct WelcomeState {
+    /// The seq and seats of the last join.
     key: Option<(u64, BTreeSet<SeatId>)>,
+    /// Their state's JSON, once a second join came at them.
     json: Option<Box<RawValue>>,
 }
 
 impl WelcomeState {
-    /// The JSON of `state`'s snapshot at `seq` with `online`'s seats
-    /// online; `None` if it does not serialize.
-    fn json(
+    /// Answers `then` of the JSON of `state`'s snapshot at `seq` with
+    /// `online`'s seats online; `None` if it does not serialize.
+    fn with_json<R>(
         &mut self,
         seq: u64,
         session_id: &SessionId,
         state: &GameState,
         online: &BTreeSet<SeatId>,
-    ) -> Option<&RawValue> {
-        let fresh = self
+        then: impl FnOnce(&RawValue) -> R,
+    ) -> Option<R> {
+        let again = self
             .key
             .as_ref()
             .is_some_and(|(s, o)| *s == seq && o == online);
-        if !fresh || self.json.is_none() {
-            let snapshot = Snapshot::of(session_id, state).online(|s| online.contains(s));
-            self.json = serde_json::value::to_raw_value(&snapshot).ok();
-            self.key = Some((seq, online.clone()));
+        if again && let Some(json) = &self.json {
+            return Some(then(json));
         }
-        self.json.as_deref()
+        let snapshot = Snapshot::of(session_id, state).online(|s| online.contains(s));
+        let json = serde_json::value::to_raw_value(&snapshot).ok()?;
+        let answer = then(&json);
+        if again {
+            self.json = Some(json);
+        } else {
+            self.key = Some((seq, online.clone()));
+            self.json = None;
+        }
+        Some(answer)
+    }
+
+    /// Drops what is kept: frames were released, or the session's
+    /// periodic check came.
+    pub(super) fn forget(&mut self) {
+        self.key = None;
+        self.json = None;
+    }
+
+    /// Whether the state's JSON is kept now.
+    #[cfg(test)]
+    pub(super) fn holds(&self) -> bool {
+        self.json.is_some()
     }
 }
 

@@ -605,6 +605,9 @@ impl Tail {
                 .journal_tail_lag_seconds
                 .observe(lag_ms as f64 / 1000.0);
         }
+        if !frames.is_empty() {
+            self.welcome.forget();
+        }
         // What one read brought goes to each connection as one message.
         let delivery = self.fanout.broadcast_all(frames);
         self.metrics.outbound_drops.add(delivery.overflowed);
@@ -641,6 +644,7 @@ impl Tail {
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
+        self.welcome.forget();
         if self
             .idle_since
             .is_some_and(|since| since.elapsed() >= TAIL_LINGER)
