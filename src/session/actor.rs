@@ -39,7 +39,7 @@ struct Durable(Result<u64, StorageError>);
 struct Flush;
 
 /// Owns one session. Started on one of the session arbiters by the hub; stops
-/// when idle (after a final snapshot) or when storage fails.
+/// when idle (once what it wrote is durable) or when storage fails.
 pub struct SessionActor {
     deps: Arc<SessionDeps>,
     /// The hub that started this actor; told about stats and unloading.
@@ -158,12 +158,22 @@ impl SessionActor {
                 });
             }
             Command::CloseAll(code, reason) => self.fanout.close_all(code, reason),
-            Command::Leave => {
-                let (session_id, addr) = (self.core.session_id().clone(), ctx.address());
-                self.hub.unregister.do_send(Unregister { session_id, addr });
-                ctx.stop();
+            Command::Leave => self.leave(ctx),
+            Command::LeaveWhenWritten => {
+                let store = self.deps.store.clone();
+                let written = async move { store.settled().await };
+                ctx.wait(
+                    actix::fut::wrap_future::<_, Self>(written).map(|(), act, ctx| act.leave(ctx)),
+                );
             }
         }
+    }
+
+    /// Leaves the hub and stops.
+    fn leave(&mut self, ctx: &mut Context<Self>) {
+        let (session_id, addr) = (self.core.session_id().clone(), ctx.address());
+        self.hub.unregister.do_send(Unregister { session_id, addr });
+        ctx.stop();
     }
 
     /// Hands rows to the writer, in the order they were made.

@@ -96,6 +96,9 @@ pub(super) enum Command {
     CloseAll(u16, &'static str),
     /// Leave the hub and stop now (storage failed).
     Leave,
+    /// Leave the hub and stop once every write queued so far is committed
+    /// (or failed); nothing else is handled meanwhile.
+    LeaveWhenWritten,
 }
 
 /// What follows a snapshot's write.
@@ -222,7 +225,8 @@ impl Core {
             intake,
             acks: Acks::default(),
             state: restored.state,
-            sequencer: Sequencer::new(restored.last_seq, restored.ring),
+            sequencer: Sequencer::new(restored.last_seq, restored.ring)
+                .since_snapshot(restored.since_snapshot),
             turn: None,
             rng: SplitMix64::from_entropy(),
             model_calls: 0,
@@ -388,11 +392,21 @@ impl Core {
         }
     }
 
-    /// Writes a last snapshot, then leaves the hub and stops. The session
-    /// is loaded again from storage on its next use.
+    /// Leaves the hub and stops once what it wrote is durable. The session
+    /// is loaded again from storage on its next use: its last snapshot and
+    /// the journal after it, replayed. So a last snapshot is written only
+    /// when one is due; else the journal after the last one is shorter
+    /// than a snapshot's interval, as after a crash, and lies within the
+    /// recent frames a load reads anyway. A session that played a few
+    /// turns from a shared start so stores no copy of its state.
     pub(super) fn unload(&mut self) {
         self.stop();
         self.deps.metrics.sessions_hibernated.inc();
+        if !self.sequencer.snapshot_due() {
+            self.flush_now();
+            self.out.push_back(Command::LeaveWhenWritten);
+            return;
+        }
         let write = self.snapshot().map(|(write, _)| write);
         let then = AfterSnapshot::Leave;
         self.out.push_back(Command::Snapshot(write, then));
@@ -809,6 +823,11 @@ mod tests {
     }
 
     pub(super) fn core() -> Core {
+        loaded_with(0)
+    }
+
+    /// A session loaded with `frames` in its journal after its snapshot.
+    fn loaded_with(frames: u64) -> Core {
         let meta = SessionMeta {
             session_id: SESSION.into(),
             tenant_id: "tenant_1".into(),
@@ -830,7 +849,8 @@ mod tests {
         };
         let restored = Restored {
             state: demo(),
-            last_seq: 0,
+            last_seq: frames,
+            since_snapshot: frames,
             ring: VecDeque::new(),
             requests: Default::default(),
             interrupted_turn: None,
@@ -984,6 +1004,7 @@ mod tests {
                 Command::TimerAt(_) => log.push("timer wake".into()),
                 Command::CloseAll(code, _) => log.push(format!("close all: {code}")),
                 Command::Leave => log.push("leave".into()),
+                Command::LeaveWhenWritten => log.push("leave once written".into()),
             }
         }
     }
@@ -1110,7 +1131,7 @@ mod tests {
                             "send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into(),
                             "close all: 1012".into(),
                             "write".into(),
-                            "last snapshot".into(),
+                            "leave once written".into(),
                         ],
                     ),
                 ],
@@ -1129,7 +1150,7 @@ mod tests {
                             "send: ack turn_1 to 1, turn_started, narrative_delta, turn_completed".into(),
                             "close all: 4000".into(),
                             "write".into(),
-                            "last snapshot".into(),
+                            "leave once written".into(),
                         ],
                     ),
                 ],
@@ -1144,7 +1165,7 @@ mod tests {
             ),
             ("a drain while idle unloads at once", vec![(
                     Drain,
-                    vec!["close all: 1012".into(), "write".into(), "last snapshot".into()],
+                    vec!["close all: 1012".into(), "write".into(), "leave once written".into()],
                 )]),
         ];
         for (name, steps) in cases {
@@ -1154,6 +1175,29 @@ mod tests {
                 assert_eq!(feed(&mut core, &mut tag, msg), want, "{name}: step {i}");
             }
         }
+    }
+
+    #[test]
+    fn an_unload_writes_a_last_snapshot_only_once_one_is_due() {
+        let mut tag = 0;
+        // Loaded with fewer frames after its snapshot than a snapshot's
+        // interval, and one turn played: the next load replays them.
+        let mut core = loaded_with(super::super::types::SNAPSHOT_EVERY - 8);
+        core.start();
+        feed(&mut core, &mut tag, Chat(1, "r1"));
+        feed(&mut core, &mut tag, Answer("You look."));
+        feed(&mut core, &mut tag, Durable);
+        assert_eq!(
+            feed(&mut core, &mut tag, Drain),
+            ["close all: 1012", "write", "leave once written"]
+        );
+        // Loaded with a snapshot's interval of frames after it: written.
+        let mut core = loaded_with(super::super::types::SNAPSHOT_EVERY);
+        core.start();
+        assert_eq!(
+            feed(&mut core, &mut tag, Drain),
+            ["close all: 1012", "write", "last snapshot"]
+        );
     }
 
     /// A session of three seats (`seat_1` the host's) in rounds mode.

@@ -20,6 +20,9 @@ use crate::storage::{Epoch, LoadedSession, QueuedChat, StorageError, Store};
 pub(super) struct Restored {
     pub state: GameState,
     pub last_seq: u64,
+    /// Frames the journal holds after the snapshot the state was loaded
+    /// from (replayed): the next snapshot is due that much sooner.
+    pub since_snapshot: u64,
     pub ring: VecDeque<(u64, ByteString)>,
     pub requests: RecentRequests,
     /// A turn the journal shows started but never ended.
@@ -42,6 +45,7 @@ pub(super) fn restore(
     epoch: Epoch,
 ) -> Result<Restored, StorageError> {
     let (state, stored_chunks, last_seq) = replayed(&loaded)?;
+    let since_snapshot = last_seq.saturating_sub(loaded.snapshot_seq);
     let ring: VecDeque<(u64, ByteString)> = loaded
         .recent_frames
         .into_iter()
@@ -56,6 +60,7 @@ pub(super) fn restore(
     Ok(Restored {
         state,
         last_seq,
+        since_snapshot,
         ring,
         requests: recent,
         interrupted_turn,
@@ -109,6 +114,7 @@ pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
     Restored {
         state,
         last_seq: 0,
+        since_snapshot: 0,
         ring: VecDeque::new(),
         requests: RecentRequests::default(),
         interrupted_turn: None,

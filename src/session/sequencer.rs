@@ -354,6 +354,13 @@ impl Sequencer {
         })
     }
 
+    /// This sequencer, for a session loaded with `frames` journalled after
+    /// the snapshot it was loaded from.
+    pub(super) fn since_snapshot(mut self, frames: u64) -> Self {
+        self.since_snapshot = frames;
+        self
+    }
+
     /// Whether enough frames were released since the last snapshot that the
     /// state should be written again.
     pub(super) fn snapshot_due(&self) -> bool {

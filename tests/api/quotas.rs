@@ -267,15 +267,38 @@ async fn play_once(app: &impl Api, s: &Session) {
     ws.close().await;
 }
 
+/// Plays on until `s` has a snapshot of its own, with its chunks, in
+/// `db` (a session writes one every 256 frames; one that played less
+/// leaves none as it unloads).
+async fn play_until_snapshot(app: &impl Api, db: &str, s: &Session) {
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    for turn in 0..400 {
+        ws.play("explore", &format!("explore-{turn}")).await;
+        let rows = rows_of(db, &s.session_id).await;
+        if rows
+            .iter()
+            .all(|(t, n)| *n > 0 || !t.starts_with("snapshot"))
+        {
+            ws.close().await;
+            return;
+        }
+    }
+    panic!("no snapshot after 400 turns")
+}
+
 #[actix_web::test]
 async fn abandoned_anonymous_sessions_are_deleted_with_their_rows_and_no_other() {
     let app = spawn_offline(|s| {
         // A sweep every 9 s; sessions unload a second after their last use.
         s.anonymous_retention_hours = 0.01;
         s.idle_secs = 1;
+        s.chat_burst = 1000;
+        s.chat_per_minute = 1_000_000;
     })
     .await;
     let abandoned = played_anonymous(&app).await;
+    // Rows in every table the session has, its snapshot's too.
+    play_until_snapshot(&app, &app.db_url, &abandoned).await;
     let live = played_anonymous(&app).await;
     let recent = played_anonymous(&app).await;
     let keyed = app.demo().await;
@@ -290,7 +313,13 @@ async fn abandoned_anonymous_sessions_are_deleted_with_their_rows_and_no_other()
         age(&app.db_url, &s.session_id).await;
     }
     let before = rows_of(&app.db_url, &abandoned.session_id).await;
-    for table in ["sessions", "journal", "snapshots", "audit"] {
+    for table in [
+        "sessions",
+        "journal",
+        "snapshots",
+        "snapshot_chunks",
+        "audit",
+    ] {
         assert!(
             before.iter().any(|(t, n)| *t == table && *n > 0),
             "{table}: {before:?}"

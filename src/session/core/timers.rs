@@ -288,6 +288,7 @@ mod tests {
             let restored = Restored {
                 state,
                 last_seq: self.durable.last().map_or(0, |r| r.seq),
+                since_snapshot: 0,
                 ring: VecDeque::new(),
                 requests: Default::default(),
                 interrupted_turn: open,
