@@ -677,14 +677,14 @@ impl Core {
         self.to(Event::Stop);
     }
 
-    /// Whether the session has done nothing for its idle timeout and holds
-    /// no work (a timer due within moments counts as work).
     /// The session's periodic check: drops the welcome state kept for a
     /// crowd that joined (the next join serializes it again).
     pub(super) fn checked(&mut self) {
         self.welcome.forget();
     }
 
+    /// Whether the session has done nothing for its idle timeout and holds
+    /// no work (a timer due within moments counts as work).
     pub(super) fn idle(&self) -> bool {
         !self.turn_runs()
             && !self.intake.has_work()
