@@ -92,7 +92,9 @@ fn written_bytes(pid: &str) -> u64 {
 }
 
 /// The session's stored state: its snapshot and chunks, in bytes, and the
-/// journal frames after the snapshot.
+/// journal frames after the snapshot (a session from a shared start has
+/// no snapshot row before its first snapshot: the start is its snapshot,
+/// at seq 0).
 fn stored_state(db: &Path, session_id: &str) -> (u64, u64) {
     let conn = rusqlite::Connection::open(db).expect("the database opens");
     // (0 where a table is missing: a server from before snapshots in pieces.)
@@ -105,7 +107,7 @@ fn stored_state(db: &Path, session_id: &str) -> (u64, u64) {
     // The journal stores steps of frames (first and last seq each).
     let rows = query(
         "SELECT COALESCE(SUM(j.last_seq - MAX(j.seq - 1, s.seq)), 0) FROM journal j, \
-         (SELECT seq FROM snapshots WHERE session_id = ?1) s \
+         (SELECT COALESCE((SELECT seq FROM snapshots WHERE session_id = ?1), 0) AS seq) s \
          WHERE j.session_id = ?1 AND j.last_seq > s.seq",
     );
     (bytes, rows)
