@@ -18,7 +18,7 @@ use serde::Deserialize;
 use super::StorageError;
 
 /// The newest journal step format this build reads, and the one it writes.
-pub const JOURNAL_FORMAT: u32 = 2;
+pub const JOURNAL_FORMAT: u32 = 3;
 /// The newest snapshot format this build reads: [`SHARED_START_FORMAT`].
 /// The snapshots a running session writes stay format 1
 /// ([`crate::game::pieces::SNAPSHOT_FORMAT`]), which older builds read too.

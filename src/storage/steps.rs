@@ -109,8 +109,17 @@ fn step<'a>(rows: &[&'a JournalRow]) -> Step<'a> {
     }
 }
 
-/// The `body` of a step: `{"format":2,"entries":[…]}`, its rows' entries
-/// in order.
+/// The `body` of a step: `{"format":3,"entries":[…]}`, its rows' entries
+/// in order, each leaving out what its frame already says (format 3):
+/// - `seq` and `kind` when the frame starts with them
+///   (`{"seq":N,"type":"kind"`), and `turn_id` when it follows them (a
+///   row with no turn says `"turn_id":null`);
+/// - `created_at` when it is the previous entry's;
+/// - the history entry when the frame says it ([`StoredHistory::FromFrame`])
+///   and the frame is of a kind that has one ([`SAYS_HISTORY`]); an entry
+///   of such a kind with no history says `"history":null`;
+/// - a `tool_call`'s `arguments` when they are the frame's `args`, byte for
+///   byte (the model's text is kept when it was written otherwise).
 fn encode(rows: &[&JournalRow]) -> String {
     let size: usize = rows
         .iter()
@@ -130,47 +139,75 @@ fn encode(rows: &[&JournalRow]) -> String {
         })
         .sum();
     let mut out = String::with_capacity(size);
-    out.push_str(FORMAT_2);
+    out.push_str(FORMAT_3);
+    let mut created_at = None;
     for (i, r) in rows.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        out.push_str("{\"seq\":");
-        out.push_str(itoa::Buffer::new().format(r.seq));
-        out.push_str(",\"kind\":");
-        string(&mut out, r.kind);
-        for (name, value) in [
-            ("turn_id", r.turn_id.as_deref()),
-            ("request_id", r.request_id.as_deref()),
-        ] {
-            if let Some(value) = value {
-                out.push_str(",\"");
-                out.push_str(name);
-                out.push_str("\":");
-                string(&mut out, value);
+        out.push('{');
+        // The fields written so far in this entry (a comma before the next).
+        let mut fields = 0;
+        let mut key = |out: &mut String, name: &str| {
+            if fields > 0 {
+                out.push(',');
             }
-        }
-        out.push_str(",\"created_at\":");
-        out.push_str(itoa::Buffer::new().format(r.created_at));
-        out.push_str(",\"frame\":");
-        out.push_str(&r.frame);
-        let mut json = |name: &str, value: &str| {
-            out.push_str(",\"");
+            fields += 1;
+            out.push('"');
             out.push_str(name);
             out.push_str("\":");
+        };
+        let after_head = head_said(&r.frame, r.seq, r.kind);
+        if after_head.is_none() {
+            key(&mut out, "seq");
+            out.push_str(itoa::Buffer::new().format(r.seq));
+            key(&mut out, "kind");
+            string(&mut out, r.kind);
+        }
+        let turn_said = match (after_head, r.turn_id.as_deref()) {
+            (Some(rest), Some(turn)) => plain(turn) && says_turn(rest, turn),
+            _ => false,
+        };
+        if !turn_said {
+            key(&mut out, "turn_id");
+            match r.turn_id.as_deref() {
+                Some(turn) => string(&mut out, turn),
+                None => out.push_str("null"),
+            }
+        }
+        if let Some(request_id) = r.request_id.as_deref() {
+            key(&mut out, "request_id");
+            string(&mut out, request_id);
+        }
+        if created_at != Some(r.created_at) {
+            key(&mut out, "created_at");
+            out.push_str(itoa::Buffer::new().format(r.created_at));
+            created_at = Some(r.created_at);
+        }
+        key(&mut out, "frame");
+        out.push_str(&r.frame);
+        let mut json = |name: &str, value: &str| {
+            key(&mut out, name);
             out.push_str(value);
         };
         if let Some(effect) = &r.effect {
             json("effect", effect);
         }
+        let says_history = SAYS_HISTORY.contains(&r.kind);
         match &r.history {
             Some(StoredHistory::Json(text)) => json("history", text),
             Some(StoredHistory::FromFrame { arguments }) => {
-                json("history_from_frame", "true");
-                if let Some(arguments) = arguments {
-                    json("arguments", arguments);
+                if !says_history {
+                    json("history_from_frame", "true");
+                }
+                match arguments {
+                    Some(a) if args_said(&r.frame, a) => {}
+                    Some(a) => json("arguments", a),
+                    None if r.kind == "tool_call" => json("arguments", "null"),
+                    None => {}
                 }
             }
+            None if says_history => json("history", "null"),
             None => {}
         }
         match &r.action {
@@ -184,17 +221,54 @@ fn encode(rows: &[&JournalRow]) -> String {
     out
 }
 
-/// How a body of the current format starts. Bodies written before it
-/// are a bare array of entries that hold their history and action
-/// written out; one of this format is an object, which those older
-/// readers refuse as corrupt rather than read without the entries'
-/// history and action.
-const FORMAT_2: &str = "{\"format\":2,\"entries\":[";
+/// The kinds of frame a history entry can be read from
+/// ([`history_said`]).
+const SAYS_HISTORY: [&str; 4] = ["turn_started", "tool_call", "tool_result", "turn_completed"];
+
+/// What follows `{"seq":<seq>,"type":"<kind>"` at the start of `frame`,
+/// if it starts so.
+fn head_said<'f>(frame: &'f str, seq: u64, kind: &str) -> Option<&'f str> {
+    frame
+        .strip_prefix("{\"seq\":")?
+        .strip_prefix(itoa::Buffer::new().format(seq))?
+        .strip_prefix(",\"type\":\"")?
+        .strip_prefix(kind)?
+        .strip_prefix('"')
+}
+
+/// Whether `rest` (of a frame, after its head) goes on with `turn` as its
+/// `turn_id`.
+fn says_turn(rest: &str, turn: &str) -> bool {
+    rest.strip_prefix(",\"turn_id\":\"")
+        .and_then(|r| r.strip_prefix(turn))
+        .is_some_and(|r| r.starts_with('"'))
+}
+
+/// Whether `frame` ends with `arguments` as its last field, `args`.
+fn args_said(frame: &str, arguments: &str) -> bool {
+    frame
+        .strip_suffix('}')
+        .and_then(|f| f.strip_suffix(arguments))
+        .is_some_and(|f| f.ends_with(",\"args\":"))
+}
+
+/// Whether `s` is written in JSON as it is, between quotes.
+fn plain(s: &str) -> bool {
+    s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+/// How a body of the current format starts. Bodies of format 2 are an
+/// object of the same shape whose entries say everything; bodies written
+/// before that are a bare array of entries that hold their history and
+/// action written out. Readers of bare arrays refuse an object as corrupt
+/// rather than read it without the entries' history and action; readers
+/// of format 2 refuse format 3 by its number.
+const FORMAT_3: &str = "{\"format\":3,\"entries\":[";
 
 /// Appends `s` as a JSON string. Ids, the common case, need no escaping
 /// and are copied as they are.
 fn string(out: &mut String, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if plain(s) {
         out.push('"');
         out.push_str(s);
         out.push('"');
@@ -221,29 +295,47 @@ pub(super) struct Entry {
     pub action: Option<String>,
 }
 
+/// An entry as stored. In format 3 a key left out is read from the frame
+/// (`seq`, `kind`, `turn_id`, a `tool_call`'s `arguments`), from the entry
+/// before (`created_at`) or from the frame's kind (`history`); a key that
+/// is there as `null` says there is none. In the formats before it, a key
+/// left out or `null` says there is none.
 #[derive(Deserialize)]
 struct Stored<'a> {
-    seq: u64,
-    kind: String,
     #[serde(default)]
-    turn_id: Option<TurnId>,
+    seq: Option<u64>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    turn_id: Option<Option<TurnId>>,
     #[serde(default)]
     request_id: Option<RequestId>,
-    created_at: i64,
+    #[serde(default)]
+    created_at: Option<i64>,
     #[serde(borrow)]
     frame: &'a RawValue,
     #[serde(borrow, default)]
     effect: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    history: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    history: Option<Option<&'a RawValue>>,
     #[serde(borrow, default)]
     action: Option<&'a RawValue>,
     #[serde(default)]
     history_from_frame: bool,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    arguments: Option<Option<&'a RawValue>>,
     #[serde(borrow, default)]
     action_args: Option<&'a RawValue>,
+}
+
+/// A key that is there, `null` or not (`Some(None)` for `null`); a key
+/// left out is `None` by `default`.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize)]
@@ -259,17 +351,24 @@ fn no_id<T: From<&'static str>>() -> T {
     T::from("")
 }
 
-/// What a frame says that a history entry or an action is read from.
+/// What a frame says that an entry, a history entry or an action is read
+/// from.
 #[derive(Deserialize)]
 struct Said<'a> {
-    #[serde(default = "no_id")]
-    turn_id: TurnId,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    turn_id: Option<TurnId>,
     #[serde(default = "no_id")]
     call_id: CallId,
     #[serde(default)]
     tool: String,
     #[serde(default)]
     status: String,
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
     #[serde(default)]
@@ -294,44 +393,98 @@ struct Applied<'a> {
     turn_id: &'a str,
 }
 
-/// The entries of a step's `body`, oldest first: bodies of the current
-/// format, and the bare arrays written before it.
+/// The entries of a step's `body`, oldest first: bodies of formats 2 and
+/// 3, and the bare arrays written before them.
 pub(super) fn decode(body: &str) -> Result<Vec<Entry>, StorageError> {
     let corrupt = |e: serde_json::Error| StorageError::Corrupt(e.to_string());
-    let stored: Vec<Stored<'_>> = if body.trim_start().starts_with('{') {
+    let (format, stored): (u64, Vec<Stored<'_>>) = if body.trim_start().starts_with('{') {
         let body: Body<'_> = serde_json::from_str(body).map_err(corrupt)?;
         super::formats::check(super::formats::Stored::Journal, body.format)?;
-        if body.format != u64::from(super::formats::JOURNAL_FORMAT) {
+        if body.format < 2 {
             return Err(StorageError::Corrupt(format!(
                 "a journal step object of format {}, which no version wrote",
                 body.format
             )));
         }
-        body.entries
+        (body.format, body.entries)
     } else {
-        serde_json::from_str(body).map_err(corrupt)?
+        (1, serde_json::from_str(body).map_err(corrupt)?)
     };
-    stored.into_iter().map(entry).collect()
+    let mut created_at = None;
+    stored
+        .into_iter()
+        .map(|s| {
+            let e = entry(s, format >= 3, created_at)?;
+            created_at = Some(e.created_at);
+            Ok(e)
+        })
+        .collect()
 }
 
-fn entry(s: Stored<'_>) -> Result<Entry, StorageError> {
+/// One stored entry read back; `lean`: of format 3, after an entry made
+/// at `created_at`. The frame is read only for what the entry leaves to
+/// it (so a frame an imported save brought, whose entry says everything,
+/// is never parsed).
+fn entry(s: Stored<'_>, lean: bool, created_at: Option<i64>) -> Result<Entry, StorageError> {
     let text = |v: Option<&RawValue>| v.map(|v| v.get().to_owned());
-    let said = if s.history_from_frame || s.action_args.is_some() {
-        Some(
-            serde_json::from_str::<Said<'_>>(s.frame.get())
-                .map_err(|e| StorageError::Corrupt(format!("frame {}: {e}", s.seq)))?,
-        )
-    } else {
-        None
+    let frame = s.frame;
+    let parse = || {
+        serde_json::from_str::<Said<'_>>(frame.get())
+            .map_err(|e| StorageError::Corrupt(format!("frame {:?}: {e}", s.seq)))
+    };
+    let missing = |what: &str| StorageError::Corrupt(format!("an entry without its {what}"));
+    let mut said = None;
+    if lean && (s.seq.is_none() || s.kind.is_none() || s.turn_id.is_none()) {
+        said = Some(parse()?);
+    }
+    fn from_said<'s, 'a>(
+        said: &'s Option<Said<'a>>,
+        what: &str,
+    ) -> Result<&'s Said<'a>, StorageError> {
+        said.as_ref()
+            .ok_or_else(|| StorageError::Corrupt(format!("an entry without its {what}")))
+    }
+    let seq = match s.seq {
+        Some(seq) => seq,
+        None if lean => from_said(&said, "seq")?.seq.ok_or_else(|| missing("seq"))?,
+        None => return Err(missing("seq")),
+    };
+    let kind = match s.kind {
+        Some(kind) => kind,
+        None if lean => from_said(&said, "kind")?
+            .kind
+            .clone()
+            .ok_or_else(|| missing("kind"))?,
+        None => return Err(missing("kind")),
+    };
+    let turn_id = match s.turn_id {
+        Some(turn_id) => turn_id,
+        None if lean => from_said(&said, "turn")?.turn_id.clone(),
+        None => None,
+    };
+    let created_at = match s.created_at {
+        Some(at) => at,
+        None if lean => created_at.ok_or_else(|| missing("time"))?,
+        None => return Err(missing("time")),
+    };
+    let from_frame = s.history_from_frame
+        || (lean && s.history.is_none() && SAYS_HISTORY.contains(&kind.as_str()));
+    if (from_frame || s.action_args.is_some()) && said.is_none() {
+        said = Some(parse()?);
+    }
+    let arguments = match (&said, s.arguments) {
+        (_, Some(arguments)) => arguments,
+        (Some(said), None) if lean => said.args,
+        _ => None,
     };
     let history = match &said {
-        Some(said) if s.history_from_frame => Some(history_said(&s, said)?),
-        _ => text(s.history),
+        Some(said) if from_frame => Some(history_said(seq, &kind, said, arguments)?),
+        _ => text(s.history.flatten()),
     };
     let action = match (&said, s.action_args) {
         (Some(said), Some(args)) => {
             let result = said.result.ok_or_else(|| {
-                StorageError::Corrupt(format!("frame {} has no result for its action", s.seq))
+                StorageError::Corrupt(format!("frame {seq} has no result for its action"))
             })?;
             Some(json(&Applied {
                 args,
@@ -339,31 +492,35 @@ fn entry(s: Stored<'_>) -> Result<Entry, StorageError> {
                 result,
                 status: &said.status,
                 tool: &said.tool,
-                turn_id: &said.turn_id,
+                turn_id: said.turn_id.as_deref().unwrap_or(""),
             })?)
         }
         _ => text(s.action),
     };
     Ok(Entry {
-        seq: s.seq,
-        turn_id: s.turn_id,
+        seq,
+        turn_id,
         request_id: s.request_id,
-        created_at: s.created_at,
-        frame: s.frame.get().to_owned(),
+        created_at,
+        frame: frame.get().to_owned(),
         effect: text(s.effect),
         history,
         action,
-        kind: s.kind,
+        kind,
     })
 }
 
-/// The history entry a frame says ([`StoredHistory::FromFrame`]), as
-/// JSON text.
-fn history_said(s: &Stored<'_>, said: &Said<'_>) -> Result<String, StorageError> {
-    let missing =
-        || StorageError::Corrupt(format!("frame {} does not say its history entry", s.seq));
-    let turn_id = said.turn_id.clone();
-    let entry = match s.kind.as_str() {
+/// The history entry frame `seq` of `kind` says ([`StoredHistory::FromFrame`]),
+/// as JSON text; a `tool_call`'s `arguments` are the model's text.
+fn history_said(
+    seq: u64,
+    kind: &str,
+    said: &Said<'_>,
+    arguments: Option<&RawValue>,
+) -> Result<String, StorageError> {
+    let missing = || StorageError::Corrupt(format!("frame {seq} does not say its history entry"));
+    let turn_id = said.turn_id.clone().unwrap_or_else(no_id);
+    let entry = match kind {
         "turn_started" => HistoryEntry::User {
             turn_id,
             text: said.text.clone().ok_or_else(missing)?,
@@ -373,7 +530,7 @@ fn history_said(s: &Stored<'_>, said: &Said<'_>) -> Result<String, StorageError>
             turn_id,
             call_id: said.call_id.clone(),
             tool: said.tool.clone(),
-            arguments: s.arguments.ok_or_else(missing)?.get().to_owned(),
+            arguments: arguments.ok_or_else(missing)?.get().to_owned(),
         },
         "tool_result" => HistoryEntry::ToolResult {
             turn_id,
@@ -569,17 +726,135 @@ mod tests {
         )));
         // A newer format is refused by name, not read as corrupt.
         assert!(matches!(
-            decode(&body.replacen("\"format\":2", "\"format\":3", 1)),
+            decode(&body.replacen("\"format\":3", "\"format\":4", 1)),
             Err(StorageError::NewerFormat {
-                found: 3,
-                newest: 2,
+                found: 4,
+                newest: 3,
                 ..
             })
         ));
         assert!(matches!(
-            decode(&body.replacen("\"format\":2", "\"format\":1", 1)),
+            decode(&body.replacen("\"format\":3", "\"format\":1", 1)),
             Err(StorageError::Corrupt(m)) if m.contains("format 1")
         ));
+    }
+
+    /// A roll turn as format 2 stored it (a body a node of the version
+    /// before wrote), and the rows it was written from.
+    const FORMAT_2_TURN: &str = r#"{"format":2,"entries":[{"seq":2,"kind":"turn_started","turn_id":"turn_1","request_id":"r1","created_at":17,"frame":{"seq":2,"type":"turn_started","turn_id":"turn_1","request_id":"r1","actor_id":"pc_001","text":"roll 1d6","seat_id":"seat_1"},"effect":{"effect":"begin_turn","turn":1},"history_from_frame":true},{"seq":3,"kind":"tool_call","turn_id":"turn_1","created_at":17,"frame":{"seq":3,"type":"tool_call","turn_id":"turn_1","iteration":1,"call_id":"call_1","tool":"roll_dice","args":{"dice":"1d6"}},"history_from_frame":true,"arguments":{"dice":"1d6"}},{"seq":4,"kind":"tool_result","turn_id":"turn_1","created_at":18,"frame":{"seq":4,"type":"tool_result","turn_id":"turn_1","call_id":"call_1","tool":"roll_dice","status":"ok","result":{"rolls":[4],"total":4}},"history_from_frame":true,"action_args":{"dice":"1d6"}},{"seq":5,"kind":"narrative_delta","turn_id":"turn_1","created_at":18,"frame":{"seq":5,"type":"narrative_delta","turn_id":"turn_1","text":"You roll 4."}},{"seq":6,"kind":"turn_completed","turn_id":"turn_1","created_at":18,"frame":{"seq":6,"type":"turn_completed","turn_id":"turn_1","reply":"You roll 4."},"history_from_frame":true}]}"#;
+
+    fn format_2_rows() -> Vec<JournalRow> {
+        let body: Body<'_> = serde_json::from_str(FORMAT_2_TURN).unwrap();
+        body.entries
+            .into_iter()
+            .map(|e| {
+                let kind = e.kind.unwrap();
+                let kind = SAYS_HISTORY
+                    .into_iter()
+                    .chain(["narrative_delta"])
+                    .find(|k| *k == kind)
+                    .unwrap();
+                let raw = |v: Option<&RawValue>| v.map(|v| v.get().to_owned());
+                JournalRow {
+                    session_id: "s".into(),
+                    seq: e.seq.unwrap(),
+                    turn_id: e.turn_id.flatten(),
+                    kind,
+                    request_id: e.request_id,
+                    frame: e.frame.get().into(),
+                    effect: raw(e.effect),
+                    history: e.history_from_frame.then(|| StoredHistory::FromFrame {
+                        arguments: raw(e.arguments.flatten()),
+                    }),
+                    action: raw(e.action_args).map(|args| StoredAction::FromFrame { args }),
+                    created_at: e.created_at.unwrap(),
+                    timers: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_format_2_step_reads_as_it_always_did_and_as_format_3_writes_it() {
+        let old = decode(FORMAT_2_TURN).unwrap();
+        assert_eq!(old.len(), 5);
+        let call: HistoryEntry = serde_json::from_str(old[1].history.as_deref().unwrap()).unwrap();
+        assert!(
+            matches!(&call, HistoryEntry::ToolCall { arguments, .. } if arguments == r#"{"dice":"1d6"}"#),
+            "{call:?}"
+        );
+        assert_eq!(old[4].created_at, 18);
+        let rows = format_2_rows();
+        let refs: Vec<&JournalRow> = rows.iter().collect();
+        let body = &group(&refs)[0].body;
+        assert!(body.starts_with("{\"format\":3,"), "{body}");
+        assert_eq!(decode(body).unwrap(), old, "{body}");
+        // What format 3 leaves out: the kinds, the history markers, the
+        // arguments the frame says, the times after the first of each.
+        for gone in ["\"kind\"", "history_from_frame", "\"arguments\""] {
+            assert!(!body.contains(gone), "{gone} in {body}");
+        }
+        assert_eq!(body.matches("\"created_at\"").count(), 2, "{body}");
+        assert!(
+            body.len() * 4 < FORMAT_2_TURN.len() * 3,
+            "{} against {}",
+            body.len(),
+            FORMAT_2_TURN.len()
+        );
+    }
+
+    #[test]
+    fn what_a_frame_does_not_say_is_written_and_wins() {
+        let mut rows = format_2_rows();
+        // A row with no turn whose frame names none.
+        rows[3].turn_id = None;
+        // A frame that names another turn than its row.
+        rows[4].frame =
+            r#"{"seq":6,"type":"turn_completed","turn_id":"turn_9","reply":"x"}"#.into();
+        // A frame whose head is not first.
+        rows[0].frame = r#"{"type":"turn_started","seq":2,"turn_id":"turn_1","text":"hi"}"#.into();
+        // A kind that says history, with none.
+        rows[2].history = None;
+        // Arguments that are not the frame's text.
+        rows[1].history = Some(StoredHistory::FromFrame {
+            arguments: Some(r#"{"dice": "1d6"}"#.into()),
+        });
+        for r in &rows {
+            let back = &decode(&group(&[r])[0].body).unwrap()[0];
+            assert_eq!(
+                (back.seq, back.kind.as_str(), back.turn_id.as_deref()),
+                (r.seq, r.kind, r.turn_id.as_deref()),
+                "{}",
+                r.frame
+            );
+        }
+        // A frame an imported save brought, keys sorted and one of them
+        // of a type no frame of questd's has: its entry says everything,
+        // and the frame is not read.
+        let imported = JournalRow {
+            kind: "party_chat",
+            turn_id: None,
+            history: None,
+            action: None,
+            effect: None,
+            request_id: None,
+            frame: r#"{"seat_id":"seat_2","seq":9,"text":5,"type":"party_chat"}"#.into(),
+            ..row("s", 9, None, "party_chat")
+        };
+        let back = &decode(&group(&[&imported])[0].body).unwrap()[0];
+        assert_eq!(
+            (back.seq, back.kind.as_str(), back.turn_id.as_deref()),
+            (9, "party_chat", None)
+        );
+        assert_eq!(back.frame, &*imported.frame);
+        let back = |i: usize| decode(&group(&[&rows[i]])[0].body).unwrap().remove(0);
+        assert_eq!(back(2).history, None);
+        assert!(back(2).action.is_some());
+        let call: HistoryEntry = serde_json::from_str(&back(1).history.unwrap()).unwrap();
+        assert!(
+            matches!(&call, HistoryEntry::ToolCall { arguments, .. } if arguments == r#"{"dice": "1d6"}"#),
+            "{call:?}"
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ async fn claims(db: &str, s: &Session) -> Vec<Vec<String>> {
 }
 
 /// Writes the session's next journal step as a version that writes
-/// journal format 3 would.
+/// journal format 4 would.
 async fn write_newer_step(db: &str, s: &Session) {
     // The node may journal a step of its own (a presence frame) between
     // the read and the insert: a seq taken meanwhile is read again.
@@ -37,7 +37,7 @@ async fn write_newer_step(db: &str, s: &Session) {
         let sql = format!(
             "INSERT INTO journal (session_id, seq, last_seq, turn_id, started, request_id, \
              ended, actions, body, created_at) VALUES ($1, {next}, {next}, NULL, 0, NULL, \
-             NULL, 0, '{{\"format\":3,\"entries\":[]}}', 0) ON CONFLICT DO NOTHING"
+             NULL, 0, '{{\"format\":4,\"entries\":[]}}', 0) ON CONFLICT DO NOTHING"
         );
         if execute(db, &sql, s.session_id.as_str()).await == 1 {
             return;
@@ -70,7 +70,7 @@ async fn a_session_of_a_newer_format_is_refused_and_left_to_a_node_that_reads_it
     assert_eq!(written, 1);
 
     let a = node(&db, "node-a");
-    for (s, what, found, newest) in [(&journal, "journal", 3, 2), (&snapshot, "snapshot", 3, 2)] {
+    for (s, what, found, newest) in [(&journal, "journal", 4, 3), (&snapshot, "snapshot", 3, 2)] {
         let url = format!("{}/api/v1/sessions/{}", a.base(), s.session_id);
         let auth = format!("Bearer {}", s.player_token);
         let refused = request("GET", &url, &[("Authorization", &auth)], None).await;
