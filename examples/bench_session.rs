@@ -57,6 +57,7 @@ impl Handler<Outbound> for Spectator {
         let n = match msg {
             Outbound::Frame(_) => 1,
             Outbound::Frames(frames) => frames.len() as u64,
+            Outbound::Wire(wire) => wire.frames as u64,
             Outbound::Close { .. } => 0,
         };
         self.0.fetch_add(n, Ordering::Relaxed);

@@ -48,7 +48,7 @@ mod tools_api;
 mod upgrade;
 mod websocket;
 pub mod ws;
-mod wsframe;
+pub(crate) mod wsframe;
 
 use actix_web::web;
 

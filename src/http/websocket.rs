@@ -40,7 +40,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use super::wsframe::{self, Incoming, MAX_HEAD, ProtocolError, op};
-use crate::session::Outbox;
+use crate::session::{Outbox, Wire};
 
 /// Frames given to one `writev` at most (two slices each).
 const WRITE_BATCH: usize = 32;
@@ -85,13 +85,17 @@ pub fn move_to(
     }
 }
 
-/// One queued frame: its header and its payload, shared.
+/// One queued frame, its header and its payload (shared), or frames
+/// already framed for the wire ([`Outgoing::push_wire`], no header of
+/// its own).
 struct Item {
     head: [u8; MAX_HEAD],
     head_len: u8,
     body: Bytes,
     /// The bytes of it the connection's `Outbox` counts.
     counted: usize,
+    /// How many frames it holds.
+    frames: usize,
 }
 
 impl Item {
@@ -112,7 +116,9 @@ pub struct Written {
 #[derive(Default)]
 pub struct Outgoing {
     items: VecDeque<Item>,
-    /// Bytes of the front frame already written.
+    /// Frames in `items`.
+    frames: usize,
+    /// Bytes of the front item already written.
     offset: usize,
     /// A close frame is queued: nothing goes after it.
     closed: bool,
@@ -126,12 +132,33 @@ impl Outgoing {
             return false;
         }
         let (head, head_len) = wsframe::head(opcode, body.len());
-        self.items.push_back(Item {
+        self.push_item(Item {
             head,
             head_len,
             body,
             counted,
-        });
+            frames: 1,
+        })
+    }
+
+    /// Queues frames already framed for the wire (`wire`, shared);
+    /// answers false once a close frame is queued.
+    pub fn push_wire(&mut self, wire: &Wire) -> bool {
+        self.push_item(Item {
+            head: [0; MAX_HEAD],
+            head_len: 0,
+            body: wire.bytes.clone(),
+            counted: wire.text,
+            frames: wire.frames,
+        })
+    }
+
+    fn push_item(&mut self, item: Item) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.frames += item.frames;
+        self.items.push_back(item);
         true
     }
 
@@ -149,7 +176,7 @@ impl Outgoing {
 
     /// Frames waiting.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.frames
     }
 
     pub fn is_closed(&self) -> bool {
@@ -161,7 +188,12 @@ impl Outgoing {
     /// forgotten.
     pub fn drop_unsent(&mut self) -> usize {
         let keep = usize::from(self.offset > 0);
-        self.items.drain(keep..).map(|i| i.counted).sum()
+        let mut counted = 0;
+        for item in self.items.drain(keep..) {
+            self.frames -= item.frames;
+            counted += item.counted;
+        }
+        counted
     }
 
     /// Writes with `write` (a `writev`) until the queue is empty or the
@@ -218,6 +250,7 @@ impl Outgoing {
             n -= left;
             self.offset = 0;
             done.released += front.counted;
+            self.frames -= front.frames;
             self.items.pop_front();
         }
     }
@@ -278,6 +311,14 @@ impl Socket {
     /// bytes are counted in the `Outbox` when `counted`.
     pub fn queue_text(&mut self, text: ByteString, counted: bool) {
         self.queue(op::TEXT, text.into_bytes(), counted);
+    }
+
+    /// Queues frames framed for the wire (not written until
+    /// [`Socket::flush`]); their text is counted in the `Outbox`.
+    pub fn queue_wire(&mut self, wire: &Wire) {
+        if !self.out.push_wire(wire) {
+            self.release(wire.text);
+        }
     }
 
     /// Queues a frame of `opcode` (not written until [`Socket::flush`]);
@@ -643,6 +684,92 @@ mod tests {
         assert_eq!(got[1].0, op::CLOSE);
         assert_eq!(&got[1].1[..2], &1013u16.to_be_bytes());
         assert_eq!(&got[1].1[2..], b"too slow");
+    }
+
+    /// A turn's frames as the session releases them: short and long
+    /// (a 16-bit length), shared by every connection.
+    fn turn_frames() -> Vec<ByteString> {
+        vec![
+            ByteString::from_static("{\"seq\":1}"),
+            ByteString::from("x".repeat(300)),
+            ByteString::from_static("{\"seq\":3}"),
+        ]
+    }
+
+    #[test]
+    fn frames_framed_once_are_the_bytes_of_each_frame_framed_alone() {
+        let texts = turn_frames();
+        let mut one_by_one = Outgoing::default();
+        for t in &texts {
+            one_by_one.push(op::TEXT, t.clone().into_bytes(), t.len());
+        }
+        let mut framed = Outgoing::default();
+        framed.push_wire(&Wire::of(&texts));
+        assert_eq!(
+            (framed.len(), one_by_one.len()),
+            (3, 3),
+            "counted as frames"
+        );
+        let (mut a, mut b) = (
+            Slow::new(usize::MAX, usize::MAX),
+            Slow::new(usize::MAX, usize::MAX),
+        );
+        let wa = one_by_one.write_to(|s| a.write(s)).expect("written");
+        let wb = framed.write_to(|s| b.write(s)).expect("written");
+        assert_eq!(wa, wb);
+        assert_eq!(wb.released, 2 * 9 + 300);
+        assert_eq!(a.taken, b.taken);
+        assert_eq!(frames(&b.taken).len(), 3);
+        assert_eq!((b.calls, framed.len()), (1, 0));
+    }
+
+    #[test]
+    fn framed_frames_split_across_writes_arrive_whole_and_are_counted_once_done() {
+        let texts = turn_frames();
+        let mut out = Outgoing::default();
+        out.push_wire(&Wire::of(&texts));
+        out.push(op::TEXT, text("tail"), 4);
+        assert_eq!(out.len(), 4);
+        // Five bytes a call, and room for 100 bytes before it blocks.
+        let mut first = Slow::new(5, 100);
+        let w = out.write_to(|s| first.write(s)).expect("written");
+        assert!(w.blocked);
+        assert_eq!(w.released, 0, "nothing released before the batch is whole");
+        assert_eq!(out.len(), 4);
+        let mut rest = Slow::new(5, usize::MAX);
+        let w = out.write_to(|s| rest.write(s)).expect("written");
+        assert_eq!(w.released, 318 + 4);
+        assert_eq!(out.len(), 0);
+        let got = frames(&[first.taken, rest.taken].concat());
+        let want: Vec<(u8, Vec<u8>)> = texts
+            .iter()
+            .map(|t| (op::TEXT, t.as_bytes().to_vec()))
+            .chain([(op::TEXT, b"tail".to_vec())])
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_close_mid_batch_goes_after_the_whole_batch_and_nothing_follows_it() {
+        let texts = turn_frames();
+        let mut out = Outgoing::default();
+        out.push_wire(&Wire::of(&texts));
+        out.push_wire(&Wire::of(&texts[..1]));
+        let mut sock = Slow::new(usize::MAX, 50);
+        let w = out.write_to(|s| sock.write(s)).expect("written");
+        assert!(w.blocked);
+        // The batch begun stays whole; the one not begun is forgotten.
+        assert_eq!(out.drop_unsent(), 9);
+        assert_eq!(out.len(), 3);
+        out.close(1013, "too slow");
+        assert!(!out.push_wire(&Wire::of(&texts)), "nothing after a close");
+        let mut rest = Slow::new(usize::MAX, usize::MAX);
+        let w = out.write_to(|s| rest.write(s)).expect("written");
+        assert_eq!(w.released, 318);
+        let got = frames(&[sock.taken, rest.taken].concat());
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[1], (op::TEXT, vec![b'x'; 300]));
+        assert_eq!(got[3].0, op::CLOSE);
     }
 
     #[test]

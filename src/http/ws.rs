@@ -517,6 +517,7 @@ impl Handler<Outbound> for WsConn {
                     self.socket.queue_text(bytes.clone(), true);
                 }
             }
+            Outbound::Wire(wire) => self.socket.queue_wire(&wire),
             Outbound::Close { code, reason } => return self.socket.close(ctx, code, reason),
         }
         self.socket.flush_soon(ctx);

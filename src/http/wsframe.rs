@@ -54,6 +54,20 @@ pub fn head(opcode: u8, len: usize) -> ([u8; MAX_HEAD], u8) {
     (h, n)
 }
 
+/// Text frames as they go on the wire from this side (unmasked), one
+/// after another: each frame's header and its text. Every connection
+/// that gets the same frames gets these same bytes.
+pub fn texts_on_wire<'a>(texts: impl Iterator<Item = &'a [u8]> + Clone) -> Bytes {
+    let len: usize = texts.clone().map(|t| MAX_HEAD + t.len()).sum();
+    let mut out = BytesMut::with_capacity(len);
+    for t in texts {
+        let (h, n) = head(op::TEXT, t.len());
+        out.extend_from_slice(&h[..usize::from(n)]);
+        out.extend_from_slice(t);
+    }
+    out.freeze()
+}
+
 /// The payload of a close frame: the code, then the reason cut to what a
 /// control frame holds (125 bytes in all), at a character boundary.
 pub fn close_payload(code: u16, reason: &str) -> Bytes {

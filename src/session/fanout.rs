@@ -34,7 +34,7 @@ use bytestring::ByteString;
 
 use super::messages::Subscribe;
 use super::release::Batch;
-use super::types::{Outbound, Outbox};
+use super::types::{Outbound, Outbox, Wire};
 use crate::ids::{NodeId, SeatId};
 use crate::metrics::Metrics;
 use crate::protocol::{ConnRole, SeatOnline, StoryEvent};
@@ -46,6 +46,11 @@ pub const CLOSE_OVERFLOW: u16 = 1013;
 /// frame are sent together when it has passed, so a crowd joining costs a
 /// few frames, not one per connection to every connection.
 pub const PRESENCE_EVERY: Duration = Duration::from_millis(250);
+/// Connections from which frames released together are framed for the
+/// wire once and shared ([`Wire`]); measured: with one spectator framing
+/// cost a turn 1 % more instructions, with 10,000 it saved 4 % of the
+/// server's CPU (BENCHMARKS.md, "Fan-out").
+const WIRE_FROM: usize = 8;
 
 /// One connection of the session.
 pub(super) struct Subscriber {
@@ -282,8 +287,8 @@ impl Fanout {
             0 => Delivery::default(),
             1 => self.broadcast(&frames[0]),
             n => {
-                let frames: Arc<[ByteString]> = frames.into();
-                self.send_all(|| Outbound::Frames(frames.clone()), n as u64)
+                let shared = self.shared(frames);
+                self.send_all(|| shared.clone(), n as u64)
             }
         }
     }
@@ -325,16 +330,32 @@ impl Fanout {
                 (conn_id, out.into())
             })
             .collect();
-        let shared: Arc<[ByteString]> = frames.into();
-        let n = shared.len() as u64;
+        let n = frames.len() as u64;
+        let shared = match frames.len() {
+            0 => None,
+            1 => Some(Outbound::Frame(frames[0].clone())),
+            _ => Some(self.shared(frames)),
+        };
         self.send_each(
             |id| match own.iter().find(|(conn_id, _)| *conn_id == id) {
                 Some((_, out)) => Some(Outbound::Frames(out.clone())),
-                None if shared.is_empty() => None,
-                None => Some(Outbound::Frames(shared.clone())),
+                None => shared.clone(),
             },
             n,
         )
+    }
+
+    /// Frames released together, for every connection alike: framed for
+    /// the wire once when at least [`WIRE_FROM`] connections get them
+    /// (then each queues one shared buffer and writes one slice), else
+    /// handed over as they are (framing them costs a copy that a few
+    /// connections do not win back).
+    fn shared(&self, frames: Vec<ByteString>) -> Outbound {
+        if self.subscribers.len() >= WIRE_FROM {
+            Outbound::Wire(Wire::of(&frames))
+        } else {
+            Outbound::Frames(frames.into())
+        }
     }
 
     /// Sends what `message` makes to every connection; a connection whose
@@ -613,10 +634,36 @@ mod tests {
             let got = match msg {
                 Outbound::Frame(bytes) => bytes.to_string(),
                 Outbound::Frames(frames) => frames.join("+"),
+                Outbound::Wire(wire) => {
+                    let texts = wire_texts(&wire.bytes);
+                    assert_eq!(texts.len(), wire.frames, "the frames it says");
+                    assert_eq!(wire.text, texts.iter().map(String::len).sum::<usize>());
+                    format!("wire {}", texts.join("+"))
+                }
                 Outbound::Close { code, .. } => format!("close {code}"),
             };
             self.0.lock().expect("sink lock").push(got);
         }
+    }
+
+    /// The texts of unmasked text frames one after another, as a client
+    /// reads them off the wire.
+    fn wire_texts(mut bytes: &[u8]) -> Vec<String> {
+        let mut texts = Vec::new();
+        while !bytes.is_empty() {
+            assert_eq!(bytes[0], 0x81, "a final text frame");
+            let (len, at) = match bytes[1] {
+                126 => (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])), 4),
+                127 => (
+                    usize::try_from(u64::from_be_bytes(bytes[2..10].try_into().unwrap())).unwrap(),
+                    10,
+                ),
+                n => (usize::from(n), 2),
+            };
+            texts.push(String::from_utf8(bytes[at..at + len].to_vec()).expect("UTF-8"));
+            bytes = &bytes[at + len..];
+        }
+        texts
     }
 
     /// A running connection with room for `capacity` queued messages, with
@@ -767,6 +814,30 @@ mod tests {
         assert_eq!(a.got(), ["ack1+dup1+f1+f2"]);
         assert_eq!(b.got(), ["ack2+f1+f2", "ack3"]);
         assert_eq!(c.got(), ["f1+f2"]);
+    }
+
+    #[actix::test]
+    async fn a_crowd_gets_frames_released_together_framed_once_and_acks_their_own_way() {
+        let mut fanout = Fanout::default();
+        let conns: Vec<Conn> = (0..WIRE_FROM as u64)
+            .map(|i| connect(&mut fanout, i, ConnRole::Spectator, 16))
+            .collect();
+        let s = ByteString::from_static;
+        let delivery = fanout.broadcast_after(vec![(0, s("ack"))], vec![s("f1"), s("f2")]);
+        assert_eq!(delivery.sent, 2 * WIRE_FROM as u64);
+        fanout.broadcast_all(vec![s("f3"), s("f4")]);
+        // One frame alone is sent as it is.
+        fanout.broadcast_all(vec![s("f5")]);
+        settle().await;
+        assert_eq!(conns[0].got(), ["ack+f1+f2", "wire f3+f4", "f5"]);
+        for conn in &conns[1..] {
+            assert_eq!(conn.got(), ["wire f1+f2", "wire f3+f4", "f5"]);
+        }
+        // Below WIRE_FROM connections, frames go as they are.
+        fanout.remove(0);
+        fanout.broadcast_all(vec![s("f6"), s("f7")]);
+        settle().await;
+        assert_eq!(conns[1].got().last().map(String::as_str), Some("f6+f7"));
     }
 
     #[actix::test]

@@ -188,6 +188,10 @@ pub enum Outbound {
     /// Frames released together, in order: written to the socket at once
     /// (one message and, most often, one write for all of them).
     Frames(Arc<[ByteString]>),
+    /// Frames released together for every connection alike, framed for
+    /// the wire once ([`Wire`]): a connection queues one buffer, shared,
+    /// and writes it with one slice.
+    Wire(Wire),
     /// Close with this WebSocket close code and reason.
     Close { code: u16, reason: &'static str },
 }
@@ -198,7 +202,30 @@ impl Outbound {
         match self {
             Self::Frame(bytes) => bytes.len(),
             Self::Frames(frames) => frames.iter().map(|f| f.len()).sum(),
+            Self::Wire(wire) => wire.text,
             Self::Close { .. } => 0,
+        }
+    }
+}
+
+/// Text frames as they go on a WebSocket from this node: each frame's
+/// header and text, one after another, written once for every connection
+/// that gets them all (the bytes are shared, not copied).
+#[derive(Debug, Clone)]
+pub struct Wire {
+    pub bytes: bytes::Bytes,
+    /// The frames' text bytes (what the `Outbox` counts).
+    pub text: usize,
+    /// How many frames.
+    pub frames: usize,
+}
+
+impl Wire {
+    pub fn of(frames: &[ByteString]) -> Self {
+        Self {
+            bytes: crate::http::wsframe::texts_on_wire(frames.iter().map(|f| str::as_bytes(f))),
+            text: frames.iter().map(|f| f.len()).sum(),
+            frames: frames.len(),
         }
     }
 }
