@@ -48,7 +48,7 @@ pub const CLOSE_OVERFLOW: u16 = 1013;
 pub const PRESENCE_EVERY: Duration = Duration::from_millis(250);
 /// Connections from which frames released together are framed for the
 /// wire once and shared ([`Wire`]); measured: with one spectator framing
-/// cost a turn 1 % more instructions, with 10,000 it saved 4 % of the
+/// cost a turn 1 % more instructions, with 10,000 it saved about 3 % of the
 /// server's CPU (BENCHMARKS.md, "Fan-out").
 const WIRE_FROM: usize = 8;
 
