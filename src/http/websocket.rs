@@ -525,26 +525,7 @@ mod tests {
         Bytes::from_static(s.as_bytes())
     }
 
-    /// Reads the server's (unmasked) frames back: (opcode, payload).
-    fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
-        let mut out = Vec::new();
-        while !bytes.is_empty() {
-            let opcode = bytes[0] & 0x0F;
-            assert_eq!(bytes[0] & 0x80, 0x80, "final");
-            let (len, at) = match bytes[1] {
-                126 => (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])), 4),
-                127 => {
-                    let mut n = [0u8; 8];
-                    n.copy_from_slice(&bytes[2..10]);
-                    (u64::from_be_bytes(n) as usize, 10)
-                }
-                n => (usize::from(n), 2),
-            };
-            out.push((opcode, bytes[at..at + len].to_vec()));
-            bytes = &bytes[at + len..];
-        }
-        out
-    }
+    use super::wsframe::unmasked_frames as frames;
 
     /// A socket that takes at most `room` bytes per call, and none once
     /// `budget` bytes are taken (then "would block").

@@ -68,6 +68,29 @@ pub fn texts_on_wire<'a>(texts: impl Iterator<Item = &'a [u8]> + Clone) -> Bytes
     out.freeze()
 }
 
+/// Reads frames written by this side (unmasked) back, as a client
+/// reads them off the wire: (opcode, payload) of each, in order.
+#[cfg(test)]
+pub fn unmasked_frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let opcode = bytes[0] & 0x0F;
+        assert_eq!(bytes[0] & 0x80, 0x80, "final");
+        let (len, at) = match bytes[1] {
+            126 => (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])), 4),
+            127 => {
+                let mut n = [0u8; 8];
+                n.copy_from_slice(&bytes[2..10]);
+                (u64::from_be_bytes(n) as usize, 10)
+            }
+            n => (usize::from(n), 2),
+        };
+        out.push((opcode, bytes[at..at + len].to_vec()));
+        bytes = &bytes[at + len..];
+    }
+    out
+}
+
 /// The payload of a close frame: the code, then the reason cut to what a
 /// control frame holds (125 bytes in all), at a character boundary.
 pub fn close_payload(code: u16, reason: &str) -> Bytes {

@@ -646,24 +646,15 @@ mod tests {
         }
     }
 
-    /// The texts of unmasked text frames one after another, as a client
-    /// reads them off the wire.
-    fn wire_texts(mut bytes: &[u8]) -> Vec<String> {
-        let mut texts = Vec::new();
-        while !bytes.is_empty() {
-            assert_eq!(bytes[0], 0x81, "a final text frame");
-            let (len, at) = match bytes[1] {
-                126 => (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])), 4),
-                127 => (
-                    usize::try_from(u64::from_be_bytes(bytes[2..10].try_into().unwrap())).unwrap(),
-                    10,
-                ),
-                n => (usize::from(n), 2),
-            };
-            texts.push(String::from_utf8(bytes[at..at + len].to_vec()).expect("UTF-8"));
-            bytes = &bytes[at + len..];
-        }
-        texts
+    /// The texts of text frames framed for the wire, as a client reads them.
+    fn wire_texts(bytes: &[u8]) -> Vec<String> {
+        crate::http::wsframe::unmasked_frames(bytes)
+            .into_iter()
+            .map(|(opcode, payload)| {
+                assert_eq!(opcode, 0x1, "a text frame");
+                String::from_utf8(payload).expect("UTF-8")
+            })
+            .collect()
     }
 
     /// A running connection with room for `capacity` queued messages, with
