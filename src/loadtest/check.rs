@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::fmt;
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -97,7 +97,51 @@ pub struct StateHead {
 impl FrameHead {
     /// Whether this frame ends its turn.
     pub fn ends_turn(&self) -> bool {
-        matches!(self.kind.as_str(), "turn_completed" | "turn_failed")
+        ends_turn(&self.kind)
+    }
+}
+
+/// Whether a frame of `kind` ends its turn.
+fn ends_turn(kind: &str) -> bool {
+    matches!(kind, "turn_completed" | "turn_failed")
+}
+
+/// What a story frame's first bytes say when they are questd's usual
+/// lead, `{"seq":N,"type":"K","turn_id":"T"` (or `"turn_id":null`), with
+/// no escapes in the kind or the turn id; anything else is `None`.
+#[derive(Debug, PartialEq, Eq)]
+struct Lead<'a> {
+    seq: u64,
+    kind: &'a str,
+    turn_id: Option<&'a str>,
+}
+
+impl<'a> Lead<'a> {
+    fn of(text: &'a str) -> Option<Self> {
+        let rest = text.strip_prefix("{\"seq\":")?;
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        // JSON has no leading zeros; serde_json would refuse one.
+        if digits == 0 || (digits > 1 && rest.starts_with('0')) {
+            return None;
+        }
+        let seq = rest[..digits].parse().ok()?;
+        let rest = rest[digits..].strip_prefix(",\"type\":\"")?;
+        let (kind, rest) = rest.split_once('"')?;
+        let rest = rest.strip_prefix(",\"turn_id\":")?;
+        let (turn_id, rest) = match rest.strip_prefix("null") {
+            Some(rest) => (None, rest),
+            None => {
+                let (id, rest) = rest.strip_prefix('"')?.split_once('"')?;
+                (Some(id), rest)
+            }
+        };
+        let plain = |s: &str| !s.contains('\\');
+        let ends_field = rest.starts_with(',') || rest.starts_with('}');
+        (ends_field && plain(kind) && turn_id.is_none_or(plain)).then_some(Self {
+            seq,
+            kind,
+            turn_id,
+        })
     }
 }
 
@@ -256,7 +300,7 @@ pub struct Compared {
 #[derive(Debug, Default)]
 struct Recent {
     order: VecDeque<String>,
-    set: HashSet<String>,
+    set: HashSet<String, foldhash::fast::RandomState>,
 }
 
 impl Recent {
@@ -493,11 +537,12 @@ struct Logged {
     at: Instant,
 }
 
-/// A hash of a frame's bytes: equal frames hash equal, in this process.
+/// A hash of a frame's bytes: equal frames hash equal. foldhash rather
+/// than the standard SipHash: every frame every connection reads is
+/// hashed, and the driver shares the server's cores.
 fn hash_bytes(text: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    h.write(text.as_bytes());
-    h.finish()
+    const FRAMES: foldhash::quality::FixedState = foldhash::quality::FixedState::with_seed(0);
+    FRAMES.hash_one(text.as_bytes())
 }
 
 impl StreamChecker {
@@ -517,6 +562,32 @@ impl StreamChecker {
     /// Judges one text frame, read just now, and says what it was.
     pub fn observe(&mut self, text: &str) -> Observed {
         self.observe_at(text, Instant::now())
+    }
+
+    /// Judges one text frame, read just now, on a connection that only
+    /// reads along (a spectator) and is compared with its session's
+    /// player at the end ([`StreamChecker::compare_with_player`]).
+    ///
+    /// A story frame that opens with questd's usual lead ([`Lead`]) is
+    /// judged from that lead alone when nothing else of it matters here
+    /// (no party, no chat awaiting its answer, after the welcome): its seq,
+    /// kind and turn id are all such a connection's checks read, and the
+    /// rest of its bytes are compared, by hash, with the player's, whose
+    /// checker parses every frame whole. A crowd's driver then parses each
+    /// frame's head instead of all of it, ten thousand times a turn.
+    pub fn observe_along(&mut self, text: &str) {
+        let at = Instant::now();
+        let lead_is_enough =
+            self.party.is_none() && self.unanswered.is_empty() && self.welcome_seq.is_some();
+        match lead_is_enough.then(|| Lead::of(text)).flatten() {
+            Some(lead) if lead.kind != "welcome" && STORY_KINDS.contains(&lead.kind) => {
+                self.frames += 1;
+                self.story(lead.seq, lead.turn_id, ends_turn(lead.kind), text, at);
+            }
+            _ => {
+                self.observe_at(text, at);
+            }
+        }
     }
 
     /// Judges one text frame read at `at`.
@@ -559,7 +630,13 @@ impl StreamChecker {
             }
             return Observed::Control(head);
         };
-        self.story(seq, &head, text, at);
+        if self.story(seq, head.turn_id.as_deref(), head.ends_turn(), text, at) {
+            // Judged once, in order: a repeat is already a violation.
+            let found = self.party.as_mut().map(|p| p.story(seq, &head));
+            for v in found.into_iter().flatten() {
+                self.violation(v);
+            }
+        }
         Observed::Story(head)
     }
 
@@ -608,7 +685,17 @@ impl StreamChecker {
         });
     }
 
-    fn story(&mut self, seq: u64, head: &FrameHead, text: &str, at: Instant) {
+    /// Judges story frame `seq` of `turn_id`; answers whether it came in
+    /// order (and was logged).
+    fn story(
+        &mut self,
+        seq: u64,
+        turn_id: Option<&str>,
+        ends_turn: bool,
+        text: &str,
+        at: Instant,
+    ) -> bool {
+        let mut in_order = false;
         if let Some(expected) = self.next_seq {
             if seq < expected {
                 self.violation(Violation::SeqOutOfOrder { expected, got: seq });
@@ -622,24 +709,20 @@ impl StreamChecker {
                     hash: hash_bytes(text),
                     at,
                 });
-                // Judged once, in order: a repeat is already a violation.
-                let found = self.party.as_mut().map(|p| p.story(seq, head));
-                for v in found.into_iter().flatten() {
-                    self.violation(v);
-                }
+                in_order = true;
             }
         }
-        let Some(turn_id) = head.turn_id.as_deref() else {
-            return;
-        };
-        if self.ended.contains(turn_id) {
-            self.violation(Violation::AfterTurnEnd {
-                turn_id: turn_id.to_owned(),
-                seq,
-            });
-        } else if head.ends_turn() {
-            self.ended.insert(turn_id, RECENT_TURNS);
+        if let Some(turn_id) = turn_id {
+            if self.ended.contains(turn_id) {
+                self.violation(Violation::AfterTurnEnd {
+                    turn_id: turn_id.to_owned(),
+                    seq,
+                });
+            } else if ends_turn {
+                self.ended.insert(turn_id, RECENT_TURNS);
+            }
         }
+        in_order
     }
 
     fn violation(&mut self, v: Violation) {
@@ -1260,5 +1343,113 @@ mod tests {
         assert_eq!(c.ended.order.len(), RECENT_TURNS);
         assert_eq!(c.ended.set.len(), RECENT_TURNS);
         assert_eq!(c.violations(), 0);
+    }
+
+    /// A story frame as questd writes it: seq, type and turn id first.
+    fn led(seq: u64, kind: &str, turn: Option<&str>, rest: &str) -> String {
+        let turn = turn.map_or("null".to_owned(), |t| format!("\"{t}\""));
+        format!("{{\"seq\":{seq},\"type\":\"{kind}\",\"turn_id\":{turn}{rest}}}")
+    }
+
+    #[test]
+    fn a_lead_is_read_only_when_it_is_questds_usual_one() {
+        let lead = |seq, kind, turn_id| Some(Lead { seq, kind, turn_id });
+        assert_eq!(
+            Lead::of(&led(
+                7,
+                "tool_call",
+                Some("turn_1"),
+                r#","args":{"a":"\"x\""}"#
+            )),
+            lead(7, "tool_call", Some("turn_1"))
+        );
+        assert_eq!(
+            Lead::of(&led(0, "presence", None, "")),
+            lead(0, "presence", None)
+        );
+        for text in [
+            // Another order of the same fields.
+            r#"{"type":"tool_call","seq":7,"turn_id":"turn_1"}"#,
+            r#"{"seq":7,"turn_id":"turn_1","type":"tool_call"}"#,
+            // No turn id where the lead has it.
+            r#"{"seq":7,"type":"tool_call","call_id":"c"}"#,
+            // Not JSON's numbers.
+            r#"{"seq":07,"type":"tool_call","turn_id":"turn_1"}"#,
+            r#"{"seq":-7,"type":"tool_call","turn_id":"turn_1"}"#,
+            r#"{"seq":99999999999999999999,"type":"tool_call","turn_id":"turn_1"}"#,
+            // Escapes, read only by a real parser.
+            r#"{"seq":7,"type":"tool\u005fcall","turn_id":"turn_1"}"#,
+            r#"{"seq":7,"type":"tool_call","turn_id":"turn\"1"}"#,
+            // A turn id that does not end its field.
+            r#"{"seq":7,"type":"tool_call","turn_id":"turn_1"x}"#,
+            r#"{"seq":7,"type":"tool_call","turn_id":nullx}"#,
+            r#"{ "seq":7,"type":"tool_call","turn_id":"turn_1"}"#,
+        ] {
+            assert_eq!(Lead::of(text), None, "{text}");
+        }
+    }
+
+    /// A player's stream with a gap, a frame after its turn's end, a frame
+    /// out of order and frames in other orders of fields.
+    fn troubled_stream() -> Vec<String> {
+        let mut frames = vec![welcome(0)];
+        frames.push(led(1, "turn_started", Some("t1"), r#","request_id":"r1""#));
+        frames.push(led(2, "tool_call", Some("t1"), r#","args":{}"#));
+        frames.push(led(4, "turn_completed", Some("t1"), ""));
+        frames.push(led(5, "narrative_delta", Some("t1"), r#","text":"late""#));
+        frames.push(led(3, "tool_result", Some("t1"), ""));
+        frames.push(frame(6, "presence", None));
+        frames.push(frame(7, "turn_started", Some("t2")));
+        frames.push(led(8, "turn_failed", Some("t2"), ""));
+        frames.push(led(9, "tool_call", Some("t2"), ""));
+        frames
+    }
+
+    #[test]
+    fn reading_along_finds_what_reading_whole_finds() {
+        let frames = troubled_stream();
+        let whole = feed(&frames);
+        let mut along = StreamChecker::new();
+        for f in &frames {
+            along.observe_along(f);
+        }
+        assert_eq!(
+            counts(&along),
+            vec![
+                ("frame_after_turn_end", 3),
+                ("seq_gap", 1),
+                ("seq_out_of_order", 1),
+            ]
+        );
+        assert_eq!(counts(&along), counts(&whole));
+        assert_eq!(along.frames, whole.frames);
+        assert_eq!(along.last_seq(), Some(9));
+        let logged = |c: &StreamChecker| c.log.iter().map(|l| (l.seq, l.hash)).collect::<Vec<_>>();
+        assert_eq!(logged(&along), logged(&whole));
+    }
+
+    #[test]
+    fn a_frame_read_along_is_still_checked_whole_through_the_player() {
+        let good = led(1, "tool_call", Some("t1"), r#","args":{}"#);
+        let broken = led(1, "tool_call", Some("t1"), r#","args":{"#);
+        let changed = led(1, "tool_call", Some("t1"), r#","args":{"a":1}"#);
+        let end = led(2, "turn_completed", Some("t1"), "");
+        // The player's checker parses every frame: a broken body is its
+        // violation, whatever a spectator reading along made of it.
+        let player = feed(&[welcome(0), broken.clone(), end.clone()]);
+        assert_eq!(
+            counts(&player),
+            vec![("malformed_frame", 1), ("seq_gap", 1)]
+        );
+        // A spectator whose bytes differ from the player's is caught by
+        // the comparison, though it read only the lead.
+        let player = feed(&[welcome(0), good, end.clone()]);
+        let mut spectator = StreamChecker::new();
+        for f in [welcome(0), changed, end] {
+            spectator.observe_along(&f);
+        }
+        assert_eq!(spectator.violations(), 0);
+        spectator.compare_with_player(&player, 2);
+        assert_eq!(counts(&spectator), vec![("differs_from_player", 1)]);
     }
 }

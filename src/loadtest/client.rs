@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -284,18 +284,37 @@ impl Conn {
             let Ok(next) = tokio::time::timeout(wait, self.ws.next()).await else {
                 return Incoming::Idle;
             };
-            return match next {
-                None => Incoming::Closed(None),
-                Some(Ok(Message::Text(text))) => Incoming::Text(text),
-                Some(Ok(Message::Binary(_))) => Incoming::Binary,
-                Some(Ok(Message::Close(frame))) => {
-                    Incoming::Closed(frame.map(|f| u16::from(f.code)))
-                }
-                Some(Ok(_)) => continue,
-                Some(Err(tungstenite::Error::ConnectionClosed)) => Incoming::Closed(None),
-                Some(Err(e)) => Incoming::Lost(e.to_string()),
-            };
+            if let Some(incoming) = Self::incoming(next) {
+                return incoming;
+            }
         }
+    }
+
+    /// The next frame that matters if one can be had without waiting (read
+    /// already, or waiting in the socket): a burst of frames is then read
+    /// with no timer and no wake-up per frame. `None` when the next one has
+    /// not come.
+    pub fn next_ready(&mut self) -> Option<Incoming> {
+        loop {
+            let next = self.ws.next().now_or_never()?;
+            if let Some(incoming) = Self::incoming(next) {
+                return Some(incoming);
+            }
+        }
+    }
+
+    /// What one read gave, or `None` for a frame that does not matter (a
+    /// ping, a pong).
+    fn incoming(next: Option<Result<Message, tungstenite::Error>>) -> Option<Incoming> {
+        Some(match next {
+            None => Incoming::Closed(None),
+            Some(Ok(Message::Text(text))) => Incoming::Text(text),
+            Some(Ok(Message::Binary(_))) => Incoming::Binary,
+            Some(Ok(Message::Close(frame))) => Incoming::Closed(frame.map(|f| u16::from(f.code))),
+            Some(Ok(_)) => return None,
+            Some(Err(tungstenite::Error::ConnectionClosed)) => Incoming::Closed(None),
+            Some(Err(e)) => Incoming::Lost(e.to_string()),
+        })
     }
 
     /// Sends one text frame.

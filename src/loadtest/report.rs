@@ -70,6 +70,42 @@ struct Collected {
     compared: Compared,
 }
 
+/// Counts kept by one task and added to a shared counter now and then
+/// ([`Counted::flush`], and when dropped), instead of touching a counter
+/// every task shares once per frame.
+pub struct Counted<'a> {
+    counter: &'a AtomicU64,
+    pending: u64,
+}
+
+impl<'a> Counted<'a> {
+    pub fn new(counter: &'a AtomicU64) -> Self {
+        Self {
+            counter,
+            pending: 0,
+        }
+    }
+
+    /// Counts one, for now only here.
+    pub fn add(&mut self) {
+        self.pending += 1;
+    }
+
+    /// Adds what was counted here to the shared counter.
+    pub fn flush(&mut self) {
+        if self.pending > 0 {
+            self.counter.fetch_add(self.pending, Ordering::Relaxed);
+            self.pending = 0;
+        }
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// Live counts of a run, shared by all its tasks.
 #[derive(Debug)]
 pub struct Stats {
