@@ -573,8 +573,8 @@ impl StreamChecker {
     /// (no party, no chat awaiting its answer, after the welcome): its seq,
     /// kind and turn id are all such a connection's checks read, and the
     /// rest of its bytes are compared, by hash, with the player's, whose
-    /// checker parses every frame whole. A crowd's driver then parses each
-    /// frame's head instead of all of it, ten thousand times a turn.
+    /// checker parses every frame whole. A crowd's driver then reads each
+    /// frame's head on each of its ten thousand connections, not all of it.
     pub fn observe_along(&mut self, text: &str) {
         let at = Instant::now();
         let lead_is_enough =

@@ -984,8 +984,8 @@ impl End {
 /// Frames that can be had without waiting (a turn's frames come together)
 /// are read one after another with no timer, no look at the creator's
 /// word and no shared counter touched per frame: the driver shares the
-/// server's cores, and what it spends per frame a crowd pays ten thousand
-/// times a turn.
+/// server's cores, and what it spends per frame a crowd of ten thousand
+/// pays ten thousand times over.
 async fn read_to_stop(
     run: &Run,
     mut conn: Conn,
