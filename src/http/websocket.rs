@@ -129,9 +129,6 @@ impl Outgoing {
     /// Queues a frame; `counted` of its bytes are the `Outbox`'s. Answers
     /// false once a close frame is queued (nothing may follow it).
     pub fn push(&mut self, opcode: u8, body: Bytes, counted: usize) -> bool {
-        if self.closed {
-            return false;
-        }
         let (head, head_len) = wsframe::head(opcode, body.len());
         self.push_item(Item {
             head,
