@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::protocol::STORY_KINDS;
+use crate::protocol::lead::Lead;
 
 /// Ended turns a connection remembers for the "nothing after the end"
 /// check. A late frame of an older turn would also break the seq order.
@@ -104,45 +105,6 @@ impl FrameHead {
 /// Whether a frame of `kind` ends its turn.
 fn ends_turn(kind: &str) -> bool {
     matches!(kind, "turn_completed" | "turn_failed")
-}
-
-/// What a story frame's first bytes say when they are questd's usual
-/// lead, `{"seq":N,"type":"K","turn_id":"T"` (or `"turn_id":null`), with
-/// no escapes in the kind or the turn id; anything else is `None`.
-#[derive(Debug, PartialEq, Eq)]
-struct Lead<'a> {
-    seq: u64,
-    kind: &'a str,
-    turn_id: Option<&'a str>,
-}
-
-impl<'a> Lead<'a> {
-    fn of(text: &'a str) -> Option<Self> {
-        let rest = text.strip_prefix("{\"seq\":")?;
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        // JSON has no leading zeros; serde_json would refuse one.
-        if digits == 0 || (digits > 1 && rest.starts_with('0')) {
-            return None;
-        }
-        let seq = rest[..digits].parse().ok()?;
-        let rest = rest[digits..].strip_prefix(",\"type\":\"")?;
-        let (kind, rest) = rest.split_once('"')?;
-        let rest = rest.strip_prefix(",\"turn_id\":")?;
-        let (turn_id, rest) = match rest.strip_prefix("null") {
-            Some(rest) => (None, rest),
-            None => {
-                let (id, rest) = rest.strip_prefix('"')?.split_once('"')?;
-                (Some(id), rest)
-            }
-        };
-        let plain = |s: &str| !s.contains('\\');
-        let ends_field = rest.starts_with(',') || rest.starts_with('}');
-        (ends_field && plain(kind) && turn_id.is_none_or(plain)).then_some(Self {
-            seq,
-            kind,
-            turn_id,
-        })
-    }
 }
 
 /// One way a stream broke the protocol.
@@ -568,8 +530,8 @@ impl StreamChecker {
     /// reads along (a spectator) and is compared with its session's
     /// player at the end ([`StreamChecker::compare_with_player`]).
     ///
-    /// A story frame that opens with questd's usual lead ([`Lead`]) is
-    /// judged from that lead alone when nothing else of it matters here
+    /// A story frame whose lead ([`Lead`]) says its seq, kind and turn id
+    /// (or that it has none) is judged from that lead alone when nothing else of it matters here
     /// (no party, no chat awaiting its answer, after the welcome): its seq,
     /// kind and turn id are all such a connection's checks read, and the
     /// rest of its bytes are compared, by hash, with the player's, whose
@@ -580,9 +542,13 @@ impl StreamChecker {
         let lead_is_enough =
             self.party.is_none() && self.unanswered.is_empty() && self.welcome_seq.is_some();
         match lead_is_enough.then(|| Lead::of(text)).flatten() {
-            Some(lead) if lead.kind != "welcome" && STORY_KINDS.contains(&lead.kind) => {
+            Some(Lead {
+                seq,
+                kind,
+                turn_id: Some(turn_id),
+            }) if kind != "welcome" && STORY_KINDS.contains(&kind) => {
                 self.frames += 1;
-                self.story(lead.seq, lead.turn_id, ends_turn(lead.kind), text, at);
+                self.story(seq, turn_id, ends_turn(kind), text, at);
             }
             _ => {
                 self.observe_at(text, at);
@@ -829,6 +795,7 @@ impl StreamChecker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::lead::led;
     use serde_json::json;
 
     fn welcome(seq: u64) -> String {
@@ -1343,50 +1310,6 @@ mod tests {
         assert_eq!(c.ended.order.len(), RECENT_TURNS);
         assert_eq!(c.ended.set.len(), RECENT_TURNS);
         assert_eq!(c.violations(), 0);
-    }
-
-    /// A story frame as questd writes it: seq, type and turn id first.
-    fn led(seq: u64, kind: &str, turn: Option<&str>, rest: &str) -> String {
-        let turn = turn.map_or("null".to_owned(), |t| format!("\"{t}\""));
-        format!("{{\"seq\":{seq},\"type\":\"{kind}\",\"turn_id\":{turn}{rest}}}")
-    }
-
-    #[test]
-    fn a_lead_is_read_only_when_it_is_questds_usual_one() {
-        let lead = |seq, kind, turn_id| Some(Lead { seq, kind, turn_id });
-        assert_eq!(
-            Lead::of(&led(
-                7,
-                "tool_call",
-                Some("turn_1"),
-                r#","args":{"a":"\"x\""}"#
-            )),
-            lead(7, "tool_call", Some("turn_1"))
-        );
-        assert_eq!(
-            Lead::of(&led(0, "presence", None, "")),
-            lead(0, "presence", None)
-        );
-        for text in [
-            // Another order of the same fields.
-            r#"{"type":"tool_call","seq":7,"turn_id":"turn_1"}"#,
-            r#"{"seq":7,"turn_id":"turn_1","type":"tool_call"}"#,
-            // No turn id where the lead has it.
-            r#"{"seq":7,"type":"tool_call","call_id":"c"}"#,
-            // Not JSON's numbers.
-            r#"{"seq":07,"type":"tool_call","turn_id":"turn_1"}"#,
-            r#"{"seq":-7,"type":"tool_call","turn_id":"turn_1"}"#,
-            r#"{"seq":99999999999999999999,"type":"tool_call","turn_id":"turn_1"}"#,
-            // Escapes, read only by a real parser.
-            r#"{"seq":7,"type":"tool\u005fcall","turn_id":"turn_1"}"#,
-            r#"{"seq":7,"type":"tool_call","turn_id":"turn\"1"}"#,
-            // A turn id that does not end its field.
-            r#"{"seq":7,"type":"tool_call","turn_id":"turn_1"x}"#,
-            r#"{"seq":7,"type":"tool_call","turn_id":nullx}"#,
-            r#"{ "seq":7,"type":"tool_call","turn_id":"turn_1"}"#,
-        ] {
-            assert_eq!(Lead::of(text), None, "{text}");
-        }
     }
 
     /// A player's stream with a gap, a frame after its turn's end, a frame

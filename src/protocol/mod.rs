@@ -5,6 +5,7 @@
 //! are mapped into these.
 
 pub mod http;
+pub mod lead;
 pub mod requests;
 pub use crate::ids::{CallId, SessionId, TraceId, TurnId};
 

@@ -43,6 +43,7 @@ use serde_json::value::RawValue;
 use super::{JournalRow, StorageError, StoredAction, StoredHistory};
 use crate::game::HistoryEntry;
 use crate::ids::{CallId, RequestId, TurnId};
+use crate::protocol::lead::{Lead, plain};
 
 /// One stored row of the journal, as the writers insert it.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,9 +112,9 @@ fn step<'a>(rows: &[&'a JournalRow]) -> Step<'a> {
 
 /// The `body` of a step: `{"format":3,"entries":[…]}`, its rows' entries
 /// in order, each leaving out what its frame already says (format 3):
-/// - `seq` and `kind` when the frame starts with them
-///   (`{"seq":N,"type":"kind"`), and `turn_id` when it follows them (a
-///   row with no turn says `"turn_id":null`);
+/// - `seq` and `kind` when the frame's lead ([`Lead`]) says them, and
+///   `turn_id` when the lead says it too (a row with no turn says
+///   `"turn_id":null`);
 /// - `created_at` when it is the previous entry's;
 /// - the history entry when the frame says it ([`StoredHistory::FromFrame`])
 ///   and the frame is of a kind that has one ([`SAYS_HISTORY`]); an entry
@@ -157,17 +158,17 @@ fn encode(rows: &[&JournalRow]) -> String {
             out.push_str(name);
             out.push_str("\":");
         };
-        let after_head = head_said(&r.frame, r.seq, r.kind);
-        if after_head.is_none() {
+        let lead = Lead::of(&r.frame).filter(|l| l.seq == r.seq && l.kind == r.kind);
+        if lead.is_none() {
             key(&mut out, "seq");
             out.push_str(itoa::Buffer::new().format(r.seq));
             key(&mut out, "kind");
             string(&mut out, r.kind);
         }
-        let turn_said = match (after_head, r.turn_id.as_deref()) {
-            (Some(rest), Some(turn)) => plain(turn) && says_turn(rest, turn),
-            _ => false,
-        };
+        let turn_said = matches!(
+            (lead, r.turn_id.as_deref()),
+            (Some(lead), Some(turn)) if lead.turn_id == Some(Some(turn))
+        );
         if !turn_said {
             key(&mut out, "turn_id");
             match r.turn_id.as_deref() {
@@ -225,36 +226,12 @@ fn encode(rows: &[&JournalRow]) -> String {
 /// ([`history_said`]).
 const SAYS_HISTORY: [&str; 4] = ["turn_started", "tool_call", "tool_result", "turn_completed"];
 
-/// What follows `{"seq":<seq>,"type":"<kind>"` at the start of `frame`,
-/// if it starts so.
-fn head_said<'f>(frame: &'f str, seq: u64, kind: &str) -> Option<&'f str> {
-    frame
-        .strip_prefix("{\"seq\":")?
-        .strip_prefix(itoa::Buffer::new().format(seq))?
-        .strip_prefix(",\"type\":\"")?
-        .strip_prefix(kind)?
-        .strip_prefix('"')
-}
-
-/// Whether `rest` (of a frame, after its head) goes on with `turn` as its
-/// `turn_id`.
-fn says_turn(rest: &str, turn: &str) -> bool {
-    rest.strip_prefix(",\"turn_id\":\"")
-        .and_then(|r| r.strip_prefix(turn))
-        .is_some_and(|r| r.starts_with('"'))
-}
-
 /// Whether `frame` ends with `arguments` as its last field, `args`.
 fn args_said(frame: &str, arguments: &str) -> bool {
     frame
         .strip_suffix('}')
         .and_then(|f| f.strip_suffix(arguments))
         .is_some_and(|f| f.ends_with(",\"args\":"))
-}
-
-/// Whether `s` is written in JSON as it is, between quotes.
-fn plain(s: &str) -> bool {
-    s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
 /// How a body of the current format starts. Bodies of format 2 are an
