@@ -411,34 +411,21 @@ fn entry(s: Stored<'_>, lean: bool, created_at: Option<i64>) -> Result<Entry, St
     };
     let missing = |what: &str| StorageError::Corrupt(format!("an entry without its {what}"));
     let mut said = None;
-    if lean && (s.seq.is_none() || s.kind.is_none() || s.turn_id.is_none()) {
-        said = Some(parse()?);
-    }
-    fn from_said<'s, 'a>(
-        said: &'s Option<Said<'a>>,
-        what: &str,
-    ) -> Result<&'s Said<'a>, StorageError> {
-        said.as_ref()
-            .ok_or_else(|| StorageError::Corrupt(format!("an entry without its {what}")))
-    }
-    let seq = match s.seq {
-        Some(seq) => seq,
-        None if lean => from_said(&said, "seq")?.seq.ok_or_else(|| missing("seq"))?,
-        None => return Err(missing("seq")),
-    };
-    let kind = match s.kind {
-        Some(kind) => kind,
-        None if lean => from_said(&said, "kind")?
-            .kind
-            .clone()
-            .ok_or_else(|| missing("kind"))?,
-        None => return Err(missing("kind")),
-    };
-    let turn_id = match s.turn_id {
-        Some(turn_id) => turn_id,
-        None if lean => from_said(&said, "turn")?.turn_id.clone(),
-        None => None,
-    };
+    let (seq, kind, turn_id) =
+        if lean && (s.seq.is_none() || s.kind.is_none() || s.turn_id.is_none()) {
+            let from = parse()?;
+            let seq = s.seq.or(from.seq).ok_or_else(|| missing("seq"))?;
+            let kind = s.kind.or_else(|| from.kind.clone());
+            let turn_id = s.turn_id.unwrap_or_else(|| from.turn_id.clone());
+            said = Some(from);
+            (seq, kind.ok_or_else(|| missing("kind"))?, turn_id)
+        } else {
+            (
+                s.seq.ok_or_else(|| missing("seq"))?,
+                s.kind.ok_or_else(|| missing("kind"))?,
+                s.turn_id.flatten(),
+            )
+        };
     let created_at = match s.created_at {
         Some(at) => at,
         None if lean => created_at.ok_or_else(|| missing("time"))?,
