@@ -200,7 +200,6 @@ function startGame(id, token) {
     resizeTimer = setTimeout(() => {
       if (game.snapshot) { renderMap(); renderWorld(); }
       showHintsCue();
-      scrollStory(() => {}); // a narrower story is taller: stay at its end
     }, 150);
   });
   setInterval(paintConnection, 500);
@@ -211,6 +210,12 @@ function startGame(id, token) {
     if (timeline.scrollTop === game.autoScrollTop) return;
     game.follow = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 120;
   }, { passive: true });
+  // A reader who follows the story stays at its end through every change
+  // of size, not only when frames come: the story's own box (the hints or
+  // a notice below it taking room, a narrower window) and its parts (text
+  // rewrapped, a font or a detail laid out late).
+  const stick = new ResizeObserver(() => scrollStory(() => {}));
+  for (const box of [timeline, ...timeline.children]) stick.observe(box);
 
   connect();
   // Messages typed before a reload are still owed to the server; one that
