@@ -104,6 +104,89 @@ pub fn close_payload(code: u16, reason: &str) -> Bytes {
     Bytes::from(out)
 }
 
+/// What a frame's header says (RFC 6455 §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub fin: bool,
+    pub opcode: u8,
+    /// A client's frames are masked, a server's are not.
+    pub masked: bool,
+    /// The payload's length (`usize::MAX` for one this machine cannot hold).
+    pub len: usize,
+    /// Where the mask key (if any) or else the payload begins.
+    pub at: usize,
+}
+
+/// The header at the front of `buf`, if all of it is there; an error for
+/// what no frame may say: reserved bits, an unknown opcode, a control
+/// frame in fragments or longer than 125 bytes. Either side's frames.
+pub fn read_head(buf: &[u8]) -> Result<Option<Head>, ProtocolError> {
+    if buf.len() < 2 {
+        return Ok(None);
+    }
+    let (b0, b1) = (buf[0], buf[1]);
+    if b0 & 0x70 != 0 {
+        return Err(ProtocolError::Invalid("reserved bits are set"));
+    }
+    let fin = b0 & 0x80 != 0;
+    let opcode = b0 & 0x0F;
+    if !matches!(
+        opcode,
+        op::CONTINUATION | op::TEXT | op::BINARY | op::CLOSE | op::PING | op::PONG
+    ) {
+        return Err(ProtocolError::Invalid("unknown opcode"));
+    }
+    let (len, at) = match b1 & 0x7F {
+        126 => {
+            if buf.len() < 4 {
+                return Ok(None);
+            }
+            (u64::from(u16::from_be_bytes([buf[2], buf[3]])), 4)
+        }
+        127 => {
+            if buf.len() < 10 {
+                return Ok(None);
+            }
+            let mut n = [0u8; 8];
+            n.copy_from_slice(&buf[2..10]);
+            (u64::from_be_bytes(n), 10)
+        }
+        n => (u64::from(n), 2),
+    };
+    if opcode & 0x08 != 0 && (!fin || len > 125) {
+        return Err(ProtocolError::Invalid(
+            "control frames must be whole and at most 125 bytes",
+        ));
+    }
+    Ok(Some(Head {
+        fin,
+        opcode,
+        masked: b1 & 0x80 != 0,
+        len: usize::try_from(len).unwrap_or(usize::MAX),
+        at,
+    }))
+}
+
+/// A final frame of `opcode` as a client sends it: masked with `mask`.
+pub fn masked(opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+    masked_part(true, opcode, payload, mask)
+}
+
+/// [`masked`], final or not (a fragment of a message).
+pub fn masked_part(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+    let (mut h, n) = head(opcode, payload.len());
+    if !fin {
+        h[0] &= 0x7F;
+    }
+    h[1] |= 0x80;
+    let mut out = Vec::with_capacity(usize::from(n) + 4 + payload.len());
+    out.extend_from_slice(&h[..usize::from(n)]);
+    out.extend_from_slice(&mask);
+    out.extend_from_slice(payload);
+    unmask(&mut out[usize::from(n) + 4..], mask);
+    out
+}
+
 /// A whole message from the client.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Incoming {
@@ -176,50 +259,22 @@ impl Reader {
 
     /// One whole frame from the front of `buf`, unmasked.
     fn frame(&self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
-        if buf.len() < 2 {
+        let Some(Head {
+            fin,
+            opcode,
+            masked,
+            len,
+            at,
+        }) = read_head(buf)?
+        else {
             return Ok(None);
-        }
-        let (b0, b1) = (buf[0], buf[1]);
-        if b0 & 0x70 != 0 {
-            return Err(ProtocolError::Invalid("reserved bits are set"));
-        }
-        if b1 & 0x80 == 0 {
+        };
+        if !masked {
             return Err(ProtocolError::Invalid("client frames must be masked"));
         }
-        let fin = b0 & 0x80 != 0;
-        let opcode = b0 & 0x0F;
         let control = opcode & 0x08 != 0;
-        if !matches!(
-            opcode,
-            op::CONTINUATION | op::TEXT | op::BINARY | op::CLOSE | op::PING | op::PONG
-        ) {
-            return Err(ProtocolError::Invalid("unknown opcode"));
-        }
-        let (len, at) = match b1 & 0x7F {
-            126 => {
-                if buf.len() < 4 {
-                    return Ok(None);
-                }
-                (u64::from(u16::from_be_bytes([buf[2], buf[3]])), 4)
-            }
-            127 => {
-                if buf.len() < 10 {
-                    return Ok(None);
-                }
-                let mut n = [0u8; 8];
-                n.copy_from_slice(&buf[2..10]);
-                (u64::from_be_bytes(n), 10)
-            }
-            n => (u64::from(n), 2),
-        };
-        if control && (!fin || len > 125) {
-            return Err(ProtocolError::Invalid(
-                "control frames must be whole and at most 125 bytes",
-            ));
-        }
         // The bound holds for a message in fragments too.
         let so_far = self.partial.as_ref().map_or(0, |(_, b)| b.len() as u64);
-        let len = usize::try_from(len).unwrap_or(usize::MAX);
         if len > self.max || (!control && so_far.saturating_add(len as u64) > self.max as u64) {
             return Err(ProtocolError::TooBig);
         }
@@ -323,22 +378,7 @@ mod tests {
 
     /// A client's frame: masked with a fixed key.
     fn client(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
-        let mask = [0x37, 0xfa, 0x21, 0x3d];
-        let mut out = vec![(u8::from(fin) << 7) | opcode];
-        match payload.len() {
-            n if n < 126 => out.push(0x80 | n as u8),
-            n if n <= 0xFFFF => {
-                out.push(0x80 | 126);
-                out.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                out.push(0x80 | 127);
-                out.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        out.extend_from_slice(&mask);
-        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-        out
+        masked_part(fin, opcode, payload, [0x37, 0xfa, 0x21, 0x3d])
     }
 
     fn read_all(bytes: &[u8], max: usize) -> Vec<Result<Incoming, ProtocolError>> {

@@ -526,7 +526,7 @@ impl StreamChecker {
         self.observe_at(text, Instant::now())
     }
 
-    /// Judges one text frame, read just now, on a connection that only
+    /// Judges one text frame, read at `at`, on a connection that only
     /// reads along (a spectator) and is compared with its session's
     /// player at the end ([`StreamChecker::compare_with_player`]).
     ///
@@ -537,8 +537,7 @@ impl StreamChecker {
     /// rest of its bytes are compared, by hash, with the player's, whose
     /// checker parses every frame whole. A crowd's driver then reads each
     /// frame's head on each of its ten thousand connections, not all of it.
-    pub fn observe_along(&mut self, text: &str) {
-        let at = Instant::now();
+    pub fn observe_along(&mut self, text: &str, at: Instant) {
         let lead_is_enough =
             self.party.is_none() && self.unanswered.is_empty() && self.welcome_seq.is_some();
         match lead_is_enough.then(|| Lead::of(text)).flatten() {
@@ -1334,7 +1333,7 @@ mod tests {
         let whole = feed(&frames);
         let mut along = StreamChecker::new();
         for f in &frames {
-            along.observe_along(f);
+            along.observe_along(f, Instant::now());
         }
         assert_eq!(
             counts(&along),
@@ -1369,7 +1368,7 @@ mod tests {
         let player = feed(&[welcome(0), good, end.clone()]);
         let mut spectator = StreamChecker::new();
         for f in [welcome(0), changed, end] {
-            spectator.observe_along(&f);
+            spectator.observe_along(&f, Instant::now());
         }
         assert_eq!(spectator.violations(), 0);
         spectator.compare_with_player(&player, 2);

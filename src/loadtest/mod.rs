@@ -16,8 +16,8 @@
 //! (error frames, failed turns, refused or lost connections) and protocol
 //! violations are counted; the process exits non-zero when either is not 0.
 //!
-//! Parts: [`check`] (the pure protocol checker), [`client`] (sockets bound
-//! to `--source-ips`, WebSocket reads with timeouts), [`session`] (one
+//! Parts: [`check`] (the pure protocol checker), [`client`] (where sockets go,
+//! bound to `--source-ips`), [`ws`] (the WebSocket client), [`session`] (one
 //! session's play), [`report`] (live counters, histograms, the report).
 //!
 //! The library entry point is [`run`] (or [`run_with_progress`]); the
@@ -28,6 +28,7 @@ pub mod check;
 pub mod client;
 pub mod report;
 pub mod session;
+pub mod ws;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;

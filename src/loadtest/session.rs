@@ -18,8 +18,9 @@ use tokio::sync::{Semaphore, oneshot, watch};
 
 use super::args::TurnMode;
 use super::check::{FrameHead, Observed, StreamChecker};
-use super::client::{Conn, Incoming, SourcePicker, Target, error_code_of};
+use super::client::{SourcePicker, Target};
 use super::report::{Counted, Stats, codes};
+use super::ws::{Conn, Incoming, error_code_of};
 use crate::error::with_causes;
 
 /// Chats sent for one turn before it counts as refused (a chat refused with
@@ -735,7 +736,7 @@ async fn connect(run: &Run, session_id: &str, token: &str, role: Role) -> Option
         match conn.next(wait).await {
             Incoming::Text(text) => {
                 Stats::bump(&stats.frames);
-                if let Observed::Welcome(_) = checker.observe(&text) {
+                if let Observed::Welcome(_) = checker.observe_at(&text, text.at) {
                     let mut welcome = match role {
                         Role::Player => serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
                         Role::Spectator | Role::SlowSpectator => Value::Null,
@@ -825,7 +826,7 @@ async fn play_turn(
                 }
             };
             Stats::bump(&stats.frames);
-            let head = match player.checker.observe(&frame) {
+            let head = match player.checker.observe_at(&frame, frame.at) {
                 Observed::Welcome(h) | Observed::Story(h) | Observed::Control(h) => h,
                 Observed::Invalid => continue,
             };
@@ -924,7 +925,7 @@ async fn read_until(run: &Run, player: &mut Connected, until: impl Future<Output
             incoming = player.conn.next(run.plan.frame_timeout) => match incoming {
                 Incoming::Text(frame) => {
                     Stats::bump(&run.stats.frames);
-                    player.checker.observe(&frame);
+                    player.checker.observe_at(&frame, frame.at);
                 }
                 Incoming::Binary => player.checker.observe_binary(),
                 Incoming::Idle => {}
@@ -945,7 +946,7 @@ async fn read_to(run: &Run, player: &mut Connected, upto: u64) {
         match player.conn.next(wait).await {
             Incoming::Text(frame) => {
                 Stats::bump(&run.stats.frames);
-                player.checker.observe(&frame);
+                player.checker.observe_at(&frame, frame.at);
             }
             Incoming::Binary => player.checker.observe_binary(),
             other => {
@@ -994,8 +995,14 @@ async fn read_to_stop(
 ) -> Option<Conn> {
     let wait = run.plan.frame_timeout;
     let stats = &run.stats;
-    let mut upto = None;
+    let mut upto = *end.stop.borrow();
     let mut frames = Counted::new(&stats.frames);
+    // One wait for the creator's word, kept across reads: a new one per
+    // read would enter and leave a list that all the session's readers
+    // share, under its lock, once per turn each.
+    let mut word = end.stop.clone();
+    let said = word.wait_for(Option::is_some);
+    tokio::pin!(said);
     loop {
         if upto.is_some_and(|upto| checker.last_seq().is_some_and(|last| last >= upto)) {
             return Some(conn);
@@ -1004,25 +1011,30 @@ async fn read_to_stop(
             Some(incoming) => incoming,
             None => {
                 frames.flush();
-                upto = *end.stop.borrow_and_update();
-                if upto.is_some_and(|upto| checker.last_seq().is_some_and(|last| last >= upto)) {
-                    return Some(conn);
-                }
+                // Until the creator says how far to read, a quiet
+                // connection is normal: no timer to set per wait.
+                let next = async {
+                    match upto {
+                        Some(_) => conn.next(wait).await,
+                        None => conn.next_untimed().await,
+                    }
+                };
                 tokio::select! {
-                    changed = end.stop.changed() => {
-                        if changed.is_err() {
-                            return Some(conn);
+                    said = &mut said, if upto.is_none() => match said {
+                        Ok(last) => {
+                            upto = *last;
+                            continue;
                         }
-                        continue;
+                        Err(_) => return Some(conn),
                     },
-                    incoming = conn.next(wait) => incoming,
+                    incoming = next => incoming,
                 }
             }
         };
         match incoming {
             Incoming::Text(frame) => {
                 frames.add();
-                checker.observe_along(&frame);
+                checker.observe_along(&frame, frame.at);
             }
             Incoming::Binary => checker.observe_binary(),
             // Before the creator is done, a quiet connection is normal.
