@@ -136,7 +136,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                     role: ConnRole::Spectator,
                     seat_id: None,
                     last_seq: None,
-                    recipient: spectator.recipient(),
+                    sink: questd::session::Sink::Mailbox(spectator.recipient()),
                     // It never takes its bytes back: no byte bound.
                     outbox: Arc::new(Outbox::new(usize::MAX)),
                 })

@@ -518,9 +518,8 @@ pub struct Settings {
     /// (and reloaded from storage on demand).
     #[arg(long, env = "QUESTD_IDLE_SECS", default_value_t = 300, global = true)]
     pub idle_secs: u64,
-    /// Messages that may wait for one WebSocket connection (one frame, or
-    /// the frames one commit released); a connection further behind is
-    /// closed (1013) and should resume with `last_seq`.
+    /// Frames that may wait for one WebSocket connection; a connection
+    /// further behind is closed (1013) and should resume with `last_seq`.
     #[arg(long, env = "QUESTD_WS_QUEUE", default_value_t = 1024, global = true)]
     pub ws_queue: usize,
     /// Bytes of frames that may wait for one WebSocket connection (default

@@ -15,7 +15,7 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// What bounds one WebSocket connection, from the settings.
 #[derive(Debug, Clone, Copy)]
 pub struct WsLimits {
-    /// Messages that may wait for it (`QUESTD_WS_QUEUE`).
+    /// Frames that may wait for it (`QUESTD_WS_QUEUE`).
     pub queue: usize,
     /// Bytes that may wait for it (`QUESTD_WS_QUEUE_BYTES`).
     pub queue_bytes: usize,

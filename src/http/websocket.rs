@@ -2,12 +2,16 @@
 //! the reader under the connection actors (`ws`, `relay`), below actix-web
 //! (`upgrade` hands the socket over once the handshake is answered).
 //!
-//! - **Writes.** A story frame's text is encoded once by the session and
+//! - **Writes.** What waits to be written is the [`Writer`]'s, which the
+//!   connection's actor shares with its lane on the same thread (`ws`):
+//!   the session's frames are queued and written through the lane, the
+//!   connection's own answers through the actor.
+//!   A story frame's text is encoded once by the session and
 //!   shared by every connection (`Bytes`); a connection queues only the
 //!   few bytes of its frame header beside it and writes header and text
 //!   with one `sendmsg` (one `send` when it is one slice, as a crowd's
 //!   frames framed once are), every frame released together in the same call:
-//!   one system call per connection per commit, and no buffer allocated
+//!   at most one system call per connection per commit, and no buffer allocated
 //!   or copied per write. What the socket does not take waits in the
 //!   queue ([`Outgoing`]) until the socket has room; its bytes count in
 //!   the connection's `Outbox` until written, which is how the session
@@ -273,19 +277,137 @@ pub trait WsActor: Actor<Context = Context<Self>> {
     fn socket(&mut self) -> &mut Socket;
 }
 
-/// One served WebSocket: the socket, what waits to be written, and the
-/// `Outbox` its written bytes are taken from.
-pub struct Socket {
-    /// Shared with [`Messages`]; each borrows it only within one poll.
+/// What [`Writer::write_now`] did.
+#[derive(Debug)]
+pub enum WriteStep {
+    /// Everything queued is written (or a wait for room is already on its
+    /// way).
+    Done,
+    /// The socket has no room for the rest: the actor must wait for room
+    /// ([`Socket::after`]); until then no write is tried.
+    Blocked,
+    /// The socket failed: the connection stops.
+    Failed(io::Error),
+}
+
+/// The write side of a served WebSocket: what waits to be written and the
+/// socket it goes to. Shared by the connection's actor ([`Socket`]) and,
+/// on the same thread, whatever hands it frames directly (the
+/// connection's lane, `ws`): neither needs the other to write.
+pub struct Writer {
+    /// Shared with [`Messages`]; each borrows it only within one call.
     io: Rc<RefCell<TcpStream>>,
     out: Outgoing,
     outbox: Arc<Outbox>,
     /// A wait for room in the socket is on its way.
     waiting: bool,
-    /// A flush is spawned for the end of the actor's turn ([`Socket::flush_soon`]).
-    flush_due: bool,
     /// The close frame is written and the socket shut for writing.
     shut: bool,
+}
+
+impl Writer {
+    /// Queues a text frame (not written until [`Writer::write_now`]); its
+    /// bytes are counted in the `Outbox` when `counted`.
+    pub fn queue_text(&mut self, text: ByteString, counted: bool) {
+        self.queue(op::TEXT, text.into_bytes(), counted);
+    }
+
+    /// Queues frames framed for the wire; their text is counted in the
+    /// `Outbox`.
+    pub fn queue_wire(&mut self, wire: &Wire) {
+        if !self.out.push_wire(wire) {
+            self.release(wire.text);
+        }
+    }
+
+    /// Queues a frame of `opcode`; its bytes are counted in the `Outbox`
+    /// when `counted`.
+    pub fn queue(&mut self, opcode: u8, body: Bytes, counted: bool) {
+        let n = if counted { body.len() } else { 0 };
+        if !self.out.push(opcode, body, n) {
+            self.release(n);
+        }
+    }
+
+    /// Queues the close frame after what is queued; answers false if one
+    /// was queued already.
+    pub fn queue_close(&mut self, code: u16, reason: &str) -> bool {
+        if self.out.is_closed() {
+            return false;
+        }
+        self.out.close(code, reason);
+        true
+    }
+
+    /// Forgets what was not begun (a client that fell behind resumes from
+    /// its `last_seq` instead).
+    pub fn drop_unsent(&mut self) {
+        let dropped = self.out.drop_unsent();
+        self.release(dropped);
+    }
+
+    /// A close frame is queued.
+    pub fn is_closing(&self) -> bool {
+        self.out.is_closed()
+    }
+
+    /// Frames queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Writes what the socket takes now; once the close frame is out,
+    /// shuts the socket for writing.
+    pub fn write_now(&mut self) -> WriteStep {
+        if self.waiting {
+            return WriteStep::Done;
+        }
+        let io = self.io.borrow();
+        let written = self.out.write_to(|slices| send(&io, slices));
+        drop(io);
+        match written {
+            Ok(w) => {
+                self.release(w.released);
+                if w.blocked {
+                    self.waiting = true;
+                    return WriteStep::Blocked;
+                }
+                if self.out.is_closed() && self.out.is_empty() && !self.shut {
+                    // The close frame is out: no more bytes from here. The
+                    // socket stays open for reading until the client
+                    // closes its side (or the grace ends), so what it sends
+                    // meanwhile is read and dropped rather than answered
+                    // with a reset that could cost it the close frame.
+                    self.shut = true;
+                    let _ = socket2::SockRef::from(&*self.io.borrow()).shutdown(Shutdown::Write);
+                }
+                WriteStep::Done
+            }
+            Err(e) => WriteStep::Failed(e),
+        }
+    }
+
+    fn release(&self, n: usize) {
+        if n > 0 {
+            self.outbox.taken(n);
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // What was never written no longer waits for this connection.
+        let unsent: usize = self.out.items.iter().map(|i| i.counted).sum();
+        self.release(unsent);
+    }
+}
+
+/// One served WebSocket, as its actor holds it: the [`Writer`] (shared)
+/// and when to write.
+pub struct Socket {
+    writer: Rc<RefCell<Writer>>,
+    /// A flush is spawned for the end of the actor's turn ([`Socket::flush_soon`]).
+    flush_due: bool,
     _done: oneshot::Sender<()>,
 }
 
@@ -307,49 +429,46 @@ impl Socket {
             discard: false,
             done: false,
         };
-        let socket = Self {
+        let writer = Writer {
             io,
             out: Outgoing::default(),
             outbox: outbox.clone(),
             waiting: false,
-            flush_due: false,
             shut: false,
+        };
+        let socket = Self {
+            writer: Rc::new(RefCell::new(writer)),
+            flush_due: false,
             _done: up.done,
         };
         (socket, messages, outbox)
     }
 
+    /// The write side, to share with the connection's lane.
+    pub fn writer(&self) -> Rc<RefCell<Writer>> {
+        self.writer.clone()
+    }
+
     /// Queues a text frame (not written until [`Socket::flush`]); its
     /// bytes are counted in the `Outbox` when `counted`.
     pub fn queue_text(&mut self, text: ByteString, counted: bool) {
-        self.queue(op::TEXT, text.into_bytes(), counted);
-    }
-
-    /// Queues frames framed for the wire (not written until
-    /// [`Socket::flush`]); their text is counted in the `Outbox`.
-    pub fn queue_wire(&mut self, wire: &Wire) {
-        if !self.out.push_wire(wire) {
-            self.release(wire.text);
-        }
+        self.writer.borrow_mut().queue_text(text, counted);
     }
 
     /// Queues a frame of `opcode` (not written until [`Socket::flush`]);
     /// its bytes are counted in the `Outbox` when `counted`.
     pub fn queue(&mut self, opcode: u8, body: Bytes, counted: bool) {
-        let n = if counted { body.len() } else { 0 };
-        if !self.out.push(opcode, body, n) {
-            self.release(n);
-        }
+        self.writer.borrow_mut().queue(opcode, body, counted);
     }
 
     /// A close frame is queued: what the client sends now is not handled.
     pub fn is_closing(&self) -> bool {
-        self.out.is_closed()
+        self.writer.borrow().is_closing()
     }
 
     /// Frames queued and not yet written.
     pub fn queued(&self) -> usize {
-        self.out.len()
+        self.writer.borrow().queued()
     }
 
     /// Writes a text frame that is not counted in the `Outbox` (an answer
@@ -360,12 +479,12 @@ impl Socket {
     }
 
     pub fn ping<A: WsActor>(&mut self, ctx: &mut Context<A>) {
-        self.out.push(op::PING, Bytes::new(), 0);
+        self.queue(op::PING, Bytes::new(), false);
         self.flush(ctx);
     }
 
     pub fn pong<A: WsActor>(&mut self, ctx: &mut Context<A>, payload: Bytes) {
-        self.out.push(op::PONG, payload, 0);
+        self.queue(op::PONG, payload, false);
         self.flush(ctx);
     }
 
@@ -374,19 +493,23 @@ impl Socket {
     /// the client closes its side, the socket fails, or [`CLOSE_GRACE`]
     /// has passed, whichever comes first.
     pub fn close<A: WsActor>(&mut self, ctx: &mut Context<A>, code: u16, reason: &str) {
-        if self.out.is_closed() {
+        if !self.writer.borrow_mut().queue_close(code, reason) {
             return;
         }
-        self.out.close(code, reason);
-        ctx.run_later(CLOSE_GRACE, |_, ctx| ctx.stop());
+        Self::closing(ctx);
         self.flush(ctx);
+    }
+
+    /// A close frame was queued: the actor stops after [`CLOSE_GRACE`] at
+    /// the latest.
+    pub fn closing<A: WsActor>(ctx: &mut Context<A>) {
+        ctx.run_later(CLOSE_GRACE, |_, ctx| ctx.stop());
     }
 
     /// Closes at once with `code`, dropping what was not begun: a client
     /// that fell behind resumes from its `last_seq` instead.
     pub fn close_now<A: WsActor>(&mut self, ctx: &mut Context<A>, code: u16, reason: &str) {
-        let dropped = self.out.drop_unsent();
-        self.release(dropped);
+        self.writer.borrow_mut().drop_unsent();
         self.close(ctx, code, reason);
     }
 
@@ -394,7 +517,7 @@ impl Socket {
     /// waiting in its mailbox: frames of several commits that reached a
     /// busy connection go out in one write.
     pub fn flush_soon<A: WsActor>(&mut self, ctx: &mut Context<A>) {
-        if self.flush_due || self.waiting {
+        if self.flush_due || self.writer.borrow().waiting {
             return;
         }
         self.flush_due = true;
@@ -407,42 +530,32 @@ impl Socket {
 
     /// Writes what the socket takes now, and waits for room for the rest.
     pub fn flush<A: WsActor>(&mut self, ctx: &mut Context<A>) {
-        if self.waiting {
-            return;
-        }
-        let io = self.io.borrow();
-        let written = self.out.write_to(|slices| send(&io, slices));
-        drop(io);
-        match written {
-            Ok(w) => {
-                self.release(w.released);
-                if w.blocked {
-                    self.wait_for_room(ctx);
-                } else if self.out.is_closed() && self.out.is_empty() && !self.shut {
-                    // The close frame is out: no more bytes from here. The
-                    // socket stays open for reading until the client
-                    // closes its side (or the grace ends), so what it sends
-                    // meanwhile is read and dropped rather than answered
-                    // with a reset that could cost it the close frame.
-                    self.shut = true;
-                    let _ = socket2::SockRef::from(&*self.io.borrow()).shutdown(Shutdown::Write);
-                }
-            }
-            Err(e) => {
+        let step = self.writer.borrow_mut().write_now();
+        self.after(step, ctx);
+    }
+
+    /// Carries out what a write asks of the actor: a wait for room, or a
+    /// stop.
+    pub fn after<A: WsActor>(&mut self, step: WriteStep, ctx: &mut Context<A>) {
+        match step {
+            WriteStep::Done => {}
+            WriteStep::Blocked => self.wait_for_room(ctx),
+            WriteStep::Failed(e) => {
                 tracing::debug!(error = %e, "websocket write failed");
                 ctx.stop();
             }
         }
     }
 
-    fn wait_for_room<A: WsActor>(&mut self, ctx: &mut Context<A>) {
-        self.waiting = true;
-        let io = self.io.clone();
+    /// Waits for room in the socket, then writes on (the writer is marked
+    /// waiting by the write that blocked).
+    fn wait_for_room<A: WsActor>(&self, ctx: &mut Context<A>) {
+        let io = self.writer.borrow().io.clone();
         let room = std::future::poll_fn(move |cx| io.borrow().poll_write_ready(cx));
         ctx.spawn(
             actix::fut::wrap_future::<_, A>(room).map(|ready, act: &mut A, ctx| {
                 let socket = act.socket();
-                socket.waiting = false;
+                socket.writer.borrow_mut().waiting = false;
                 match ready {
                     Ok(()) => socket.flush(ctx),
                     Err(_) => ctx.stop(),
@@ -450,22 +563,7 @@ impl Socket {
             }),
         );
     }
-
-    fn release(&self, n: usize) {
-        if n > 0 {
-            self.outbox.taken(n);
-        }
-    }
 }
-
-impl Drop for Socket {
-    fn drop(&mut self) {
-        // What was never written no longer waits for this connection.
-        let unsent: usize = self.out.items.iter().map(|i| i.counted).sum();
-        self.release(unsent);
-    }
-}
-
 /// The client's messages, read from the socket; ends when the client
 /// closes the TCP connection or it fails. A protocol error is its last
 /// item (what follows it is read and dropped).

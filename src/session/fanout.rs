@@ -8,15 +8,18 @@
 //! presence check needs a timer on the actor's context, so the actor keeps
 //! the timer; *when* to send (now, at an instant, or not at all) is decided
 //! here from the time of the last frame and the counts, with no actix, and
-//! tested from tables. Broadcast sends through each connection's
-//! `Recipient`, so its test runs tiny actors with small mailboxes.
+//! tested from tables. Broadcast sends through each connection's [`Sink`]:
+//! its lane (a WebSocket served here: one hand-off per thread, `lanes`) or
+//! its mailbox, so its tests run lanes that keep what they take and tiny
+//! actors with small mailboxes.
 //!
 //! Invariants:
 //! - every connection gets the same bytes, in the order they are broadcast;
 //! - a connection whose mailbox is full, or whose [`Outbox`] holds its
 //!   bound in bytes, is marked overflowed, sent one close
-//!   ([`CLOSE_OVERFLOW`]) past its capacity and forgotten; one whose
-//!   mailbox is closed is forgotten; neither ever slows the others;
+//!   ([`CLOSE_OVERFLOW`]) past its capacity and forgotten (a lane holds its
+//!   bound in frames itself, and closes alike); one whose mailbox is
+//!   closed is forgotten; neither ever slows the others;
 //! - every byte queued for a connection is counted in its [`Outbox`]
 //!   until the connection takes it;
 //! - a `presence` frame goes out only with counts other than the last sent,
@@ -28,10 +31,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::Recipient;
 use actix::prelude::SendError;
 use bytestring::ByteString;
 
+use super::lanes::{Post, Sink};
 use super::messages::Subscribe;
 use super::release::Batch;
 use super::types::{Outbound, Outbox, Wire};
@@ -57,9 +60,9 @@ pub(super) struct Subscriber {
     pub(super) role: ConnRole,
     /// A player's seat (docs/protocol.md §8).
     pub(super) seat: Option<SeatId>,
-    /// The connection's mailbox, which is its bounded outbound queue; the
-    /// connection owns it and it closes when the connection stops.
-    pub(super) recipient: Recipient<Outbound>,
+    /// Where its messages go: its lane, or its mailbox (bounded; it
+    /// closes when the connection stops).
+    pub(super) sink: Sink,
     /// Shared with the connection: the bytes queued for it and not taken,
     /// marked overflowed here when it falls too far behind, so it drops the
     /// frames still queued and closes.
@@ -188,7 +191,7 @@ impl Fanout {
             Subscriber {
                 role,
                 seat: msg.seat_id,
-                recipient: msg.recipient,
+                sink: msg.sink,
                 outbox: msg.outbox,
             },
         );
@@ -206,7 +209,9 @@ impl Fanout {
         match self.subscribers.get(&conn_id) {
             Some(sub) => {
                 sub.outbox.force(msg.bytes());
-                sub.recipient.do_send(msg);
+                let mut post = Post::default();
+                sub.sink.force(&mut post, msg);
+                post.send();
                 true
             }
             None => false,
@@ -247,9 +252,11 @@ impl Fanout {
 
     /// Tells every connection to close with `code` and forgets them all.
     pub(super) fn close_all(&mut self, code: u16, reason: &'static str) {
+        let mut post = Post::default();
         for sub in self.subscribers.values() {
-            sub.recipient.do_send(Outbound::Close { code, reason });
+            sub.sink.force(&mut post, Outbound::Close { code, reason });
         }
+        post.send();
         self.subscribers.clear();
         self.players = 0;
         self.seats.clear();
@@ -265,12 +272,14 @@ impl Fanout {
             .filter(|(_, sub)| sub.seat.as_ref() == Some(seat))
             .map(|(id, _)| *id)
             .collect();
+        let mut post = Post::default();
         for conn_id in &conns {
             if let Some(sub) = self.subscribers.get(conn_id) {
-                sub.recipient.do_send(Outbound::Close { code, reason });
+                sub.sink.force(&mut post, Outbound::Close { code, reason });
             }
             self.remove(*conn_id);
         }
+        post.send();
         !conns.is_empty()
     }
 
@@ -369,33 +378,47 @@ impl Fanout {
     fn send_each(&mut self, message: impl Fn(u64) -> Option<Outbound>, frames: u64) -> Delivery {
         let mut delivery = Delivery::default();
         let mut dropped = Vec::new();
+        let mut post = Post::default();
         for (id, sub) in &self.subscribers {
             let Some(message) = message(*id) else {
                 continue;
             };
             let bytes = message.bytes();
-            let sent = if sub.outbox.offer(bytes) {
-                sub.recipient
-                    .try_send(message)
-                    .inspect_err(|_| sub.outbox.taken(bytes))
+            let sent = if !sub.outbox.offer(bytes) {
+                Err(SendError::Full(()))
             } else {
-                Err(SendError::Full(message))
+                match &sub.sink {
+                    // A lane holds its queue to its bound itself.
+                    Sink::Lane(lane) => {
+                        post.push(lane, message);
+                        Ok(())
+                    }
+                    Sink::Mailbox(recipient) => recipient.try_send(message).map_err(|e| {
+                        sub.outbox.taken(bytes);
+                        match e {
+                            SendError::Full(_) => SendError::Full(()),
+                            SendError::Closed(_) => SendError::Closed(()),
+                        }
+                    }),
+                }
             };
             match sent {
                 Ok(()) => delivery.sent += frames,
-                Err(SendError::Full(_)) => {
+                Err(SendError::Full(())) => {
                     delivery.overflowed += 1;
                     sub.outbox.overflow();
                     // Past the capacity on purpose: one close request.
-                    sub.recipient.do_send(Outbound::Close {
+                    let close = Outbound::Close {
                         code: CLOSE_OVERFLOW,
                         reason: "too slow: reconnect with last_seq",
-                    });
+                    };
+                    sub.sink.force(&mut post, close);
                     dropped.push(*id);
                 }
-                Err(SendError::Closed(_)) => dropped.push(*id),
+                Err(SendError::Closed(())) => dropped.push(*id),
             }
         }
+        post.send();
         delivery.dropped = dropped.len();
         for id in dropped {
             self.remove(id);
@@ -698,7 +721,7 @@ mod tests {
             Subscriber {
                 role,
                 seat: None,
-                recipient: addr.recipient(),
+                sink: super::Sink::Mailbox(addr.recipient()),
                 outbox: Arc::clone(&outbox),
             },
         );
@@ -715,7 +738,7 @@ mod tests {
             Subscriber {
                 role: ConnRole::Player,
                 seat: None,
-                recipient,
+                sink: super::Sink::Mailbox(recipient),
                 outbox: Arc::new(Outbox::new(usize::MAX)),
             },
         );
@@ -950,6 +973,72 @@ mod tests {
             "the slow one gets what fit, then one close past its capacity"
         );
         assert!(slow.overflowed(), "the slow one is told it overflowed");
+    }
+
+    /// A connection's lane on this thread: keeps what it takes, and leaves
+    /// its bytes in the outbox (a socket that takes nothing).
+    struct Kept(Arc<Mutex<Vec<String>>>);
+
+    impl super::super::lanes::Lane for Kept {
+        fn take(&self, msg: Outbound) {
+            let got = match msg {
+                Outbound::Frame(bytes) => bytes.to_string(),
+                Outbound::Wire(wire) => format!("wire {}", wire_texts(&wire.bytes).join("+")),
+                Outbound::Frames(frames) => frames.join("+"),
+                Outbound::Close { code, .. } => format!("close {code}"),
+            };
+            self.0.lock().expect("lane lock").push(got);
+        }
+    }
+
+    #[actix::test]
+    async fn lanes_take_frames_as_they_are_sent_and_a_full_one_its_close_after_them() {
+        use super::super::lanes::LaneRef;
+        let mut fanout = Fanout::default();
+        let mut lanes = Vec::new();
+        for conn_id in 1..=8u64 {
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let lane = LaneRef::register(100 + conn_id, std::rc::Rc::new(Kept(got.clone())));
+            // The first has room for 10 bytes, the rest for plenty.
+            let outbox = Arc::new(Outbox::new(if conn_id == 1 { 10 } else { 1 << 20 }));
+            fanout.subscribe(
+                100 + conn_id,
+                Subscriber {
+                    role: ConnRole::Spectator,
+                    seat: None,
+                    sink: super::Sink::Lane(lane.clone()),
+                    outbox,
+                },
+            );
+            lanes.push((lane, got));
+        }
+        let frame = |s: &str| ByteString::from(s.to_owned());
+        let first = fanout.broadcast_all(vec![frame("aaaa"), frame("bbbb")]);
+        assert_eq!((first.sent, first.overflowed), (16, 0));
+        // Taken at once, with nothing to wait for: the lanes are here.
+        for (_, got) in &lanes {
+            assert_eq!(got.lock().unwrap().clone(), ["wire aaaa+bbbb"]);
+        }
+        let second = fanout.broadcast(&frame("ccc"));
+        assert_eq!((second.overflowed, second.dropped), (1, 1), "past 10 bytes");
+        let close = format!("close {CLOSE_OVERFLOW}");
+        assert_eq!(
+            lanes[0].1.lock().unwrap().clone(),
+            ["wire aaaa+bbbb", close.as_str()]
+        );
+        assert_eq!(
+            lanes[1].1.lock().unwrap().clone(),
+            ["wire aaaa+bbbb", "ccc"]
+        );
+        assert_eq!(fanout.connection_counts(), (0, 7));
+        fanout.close_all(1001, "bye");
+        assert_eq!(
+            lanes[7].1.lock().unwrap().clone(),
+            ["wire aaaa+bbbb", "ccc", "close 1001"]
+        );
+        for (lane, _) in lanes {
+            lane.unregister();
+        }
     }
 
     #[actix::test]

@@ -16,8 +16,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::audit::CallOrigin;
+use super::lanes::Sink;
 use super::sequencer::Backlog;
-use super::types::{MAX_RESUME_BYTES, Outbound, Outbox};
+use super::types::{MAX_RESUME_BYTES, Outbox};
 use crate::error::ErrorCode;
 use crate::game::GameState;
 use crate::game::party::TurnMode;
@@ -168,7 +169,8 @@ pub struct Subscribe {
     /// counts it online.
     pub seat_id: Option<SeatId>,
     pub last_seq: Option<u64>,
-    pub recipient: Recipient<Outbound>,
+    /// Where its messages go.
+    pub sink: Sink,
     /// What the connection has queued and not taken; the session marks it
     /// overflowed when it falls too far behind.
     pub outbox: Arc<Outbox>,

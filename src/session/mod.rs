@@ -20,7 +20,8 @@
 //!   whoever waits for a frame; `release`: what goes out once durable, in
 //!   what order, and the rows a step holds; `acks`: every ack owed, held
 //!   until what it acknowledges is durable; `snapshot`: snapshots;
-//! - `fanout`: the connections, and when presence goes out;
+//! - `fanout`: the connections, and when presence goes out; `lanes`:
+//!   frames handed to the connections on each thread at once;
 //! - `placement`: which thread a session runs on;
 //! - `quota`: what the node's live sessions hold, per tenant and in bytes,
 //!   against the node's caps (the hub's tally); `sweeper`: which sessions
@@ -37,6 +38,7 @@ mod core;
 mod fanout;
 mod hub;
 mod intake;
+mod lanes;
 mod lifecycle;
 mod messages;
 mod model;
@@ -62,6 +64,7 @@ pub use hub::{
     AllLive, CreateSession, DrainNode, HubError, ImportSession, ListAll, ListLive, LiveInfo,
     Lookup, Running, SessionHandle, SessionHub, StopHub,
 };
+pub use lanes::{Lane, LaneRef, Sink};
 pub use messages::{
     ActionTaken, AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession,
     CreateInvite, Decide, DecisionTaken, DirectCallDone, GetSeats, GetSnapshot, HostPower,

@@ -132,6 +132,11 @@ impl Home {
         }
     }
 
+    /// The thread.
+    pub fn thread(&self) -> ThreadId {
+        self.thread
+    }
+
     /// Whether this is the current thread.
     pub fn is_here(&self) -> bool {
         self.thread == std::thread::current().id()
