@@ -167,6 +167,12 @@ mod tests {
         }
     }
 
+    /// Registers a [`Record`] lane for `conn_id` on this thread.
+    fn record(conn_id: u64, got: &Arc<Mutex<Vec<(u64, String)>>>) -> LaneRef {
+        let got = got.clone();
+        LaneRef::register(conn_id, Rc::new(Record { conn_id, got }))
+    }
+
     fn frame(s: &str) -> Outbound {
         Outbound::Frame(ByteString::from(s.to_owned()))
     }
@@ -174,28 +180,12 @@ mod tests {
     #[actix::test]
     async fn lanes_here_take_at_once_and_other_threads_in_order_in_one_share() {
         let got = Arc::new(Mutex::new(Vec::new()));
-        let here = LaneRef::register(
-            1,
-            Rc::new(Record {
-                conn_id: 1,
-                got: got.clone(),
-            }),
-        );
+        let here = record(1, &got);
         let other = actix::Arbiter::new();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let got2 = got.clone();
         other.spawn_fn(move || {
-            let refs: Vec<LaneRef> = (2..=3)
-                .map(|id| {
-                    LaneRef::register(
-                        id,
-                        Rc::new(Record {
-                            conn_id: id,
-                            got: got2.clone(),
-                        }),
-                    )
-                })
-                .collect();
+            let refs: Vec<LaneRef> = (2..=3).map(|id| record(id, &got2)).collect();
             let _ = tx.send(refs);
         });
         let there = rx.await.expect("registered there");
@@ -238,13 +228,7 @@ mod tests {
     #[actix::test]
     async fn a_lane_gone_takes_nothing() {
         let got = Arc::new(Mutex::new(Vec::new()));
-        let lane = LaneRef::register(
-            7,
-            Rc::new(Record {
-                conn_id: 7,
-                got: got.clone(),
-            }),
-        );
+        let lane = record(7, &got);
         lane.send(frame("before"));
         lane.unregister();
         lane.send(frame("after"));
