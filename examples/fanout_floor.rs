@@ -178,14 +178,22 @@ fn read() {
                             Err(_) => break,
                         }
                     }
-                    arrivals
+                    (arrivals, stream)
                 })
             })
             .collect();
         let mut all = Vec::with_capacity(tasks.len());
+        // Every connection stays open until all have read the last burst:
+        // closing each as it finishes would make the closes compete with
+        // the others' reads of that burst, and the last burst's span would
+        // measure the teardown.
+        let mut open = Vec::with_capacity(tasks.len());
         for t in tasks {
-            all.push(t.await.expect("a reader"));
+            let (arrivals, stream) = t.await.expect("a reader");
+            all.push(arrivals);
+            open.push(stream);
         }
+        drop(open);
         (before, all)
     });
     let ticks = cpu_ticks("self") - before;
