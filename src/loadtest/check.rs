@@ -522,6 +522,7 @@ impl StreamChecker {
     }
 
     /// Judges one text frame, read just now, and says what it was.
+    #[cfg(test)]
     pub fn observe(&mut self, text: &str) -> Observed {
         self.observe_at(text, Instant::now())
     }

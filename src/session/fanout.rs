@@ -209,9 +209,7 @@ impl Fanout {
         match self.subscribers.get(&conn_id) {
             Some(sub) => {
                 sub.outbox.force(msg.bytes());
-                let mut post = Post::default();
-                sub.sink.force(&mut post, msg);
-                post.send();
+                sub.sink.force_now(msg);
                 true
             }
             None => false,

@@ -49,6 +49,14 @@ impl Sink {
             Self::Mailbox(recipient) => recipient.do_send(msg),
         }
     }
+
+    /// [`Sink::force`] alone: a lane takes `msg` at once on its own
+    /// thread, else in a closure of its own on its arbiter.
+    pub fn force_now(&self, msg: Outbound) {
+        let mut post = Post::default();
+        self.force(&mut post, msg);
+        post.send();
+    }
 }
 
 /// Where a connection takes its messages on its own thread.
@@ -82,14 +90,6 @@ impl LaneRef {
     /// Forgets the lane: what is posted to it from now on is dropped.
     pub fn unregister(&self) {
         LANES.with(|lanes| lanes.borrow_mut().remove(&self.conn_id));
-    }
-
-    /// Hands `msg` to the lane: at once on its own thread, else in a
-    /// closure of its own on its arbiter.
-    pub fn send(&self, msg: Outbound) {
-        let mut post = Post::default();
-        post.push(self, msg);
-        post.send();
     }
 }
 
@@ -203,7 +203,7 @@ mod tests {
             "the lane here took its frames at once"
         );
         post.send();
-        there[0].send(Outbound::Close {
+        Sink::Lane(there[0].clone()).force_now(Outbound::Close {
             code: 1000,
             reason: "bye",
         });
@@ -229,9 +229,10 @@ mod tests {
     async fn a_lane_gone_takes_nothing() {
         let got = Arc::new(Mutex::new(Vec::new()));
         let lane = record(7, &got);
-        lane.send(frame("before"));
+        let sink = Sink::Lane(lane.clone());
+        sink.force_now(frame("before"));
         lane.unregister();
-        lane.send(frame("after"));
+        sink.force_now(frame("after"));
         assert_eq!(got.lock().unwrap().clone(), [(7, "before".to_string())]);
     }
 }
