@@ -22,6 +22,7 @@
 //! - [`http`]: REST routes, the WebSocket endpoint, the embedded client;
 //!   handing requests to the node that runs a session.
 //! - [`metrics`]: counters and histograms for `/metrics`.
+//! - [`rate`]: every rate limiter (governor), on the node's one clock.
 //! - [`backup`]: `questd backup`, a consistent copy of the SQLite database
 //!   while the server runs (the copy itself is `storage::backup`'s).
 //! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
@@ -40,6 +41,7 @@ pub mod loadtest;
 pub mod logs;
 pub mod metrics;
 pub mod protocol;
+pub mod rate;
 pub mod session;
 pub mod sites;
 pub mod startup;

@@ -11,16 +11,15 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use actix_web::HttpRequest;
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota};
 
 use crate::config::Settings;
 use crate::error::{ApiError, ErrorCode};
+use crate::rate;
 
 /// Addresses a per-address rate limiter remembers at most; past it, idle
 /// ones are forgotten, and if that is not enough new addresses are refused.
@@ -71,11 +70,6 @@ pub struct Admission {
     joins: Arc<JoinBudget>,
 }
 
-fn quota(per_minute: u32, burst: u32) -> Quota {
-    Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
-        .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN))
-}
-
 /// Parses `QUESTD_TRUSTED_PROXIES`.
 pub(super) fn parse_proxies(list: Option<&str>) -> Result<Vec<IpAddr>, String> {
     list.unwrap_or_default()
@@ -93,19 +87,16 @@ impl Admission {
     /// `max_connections` is the node's whole connection budget (already
     /// taken from the open-file limit when not set).
     pub fn new(settings: &Settings, max_connections: usize) -> Result<Self, String> {
+        let sessions = rate::per_minute(settings.create_per_minute, settings.create_burst);
+        let bytes = rate::per_minute(settings.create_kib_per_minute, settings.create_kib_burst);
+        let keys = rate::per_minute(settings.key_create_per_minute, settings.key_create_burst);
         Ok(Self {
             trusted_proxies: parse_proxies(settings.trusted_proxies.as_deref())?,
-            create: RateLimiter::keyed(quota(settings.create_per_minute, settings.create_burst)),
-            join: RateLimiter::keyed(quota(settings.create_per_minute, settings.create_burst)),
-            create_bytes: RateLimiter::keyed(quota(
-                settings.create_kib_per_minute,
-                settings.create_kib_burst,
-            )),
-            key_create: RateLimiter::keyed(quota(
-                settings.key_create_per_minute,
-                settings.key_create_burst,
-            )),
-            anon_model: RateLimiter::keyed(quota(ANON_MODEL_PER_MINUTE, ANON_MODEL_BURST)),
+            create: rate::keyed(sessions),
+            join: rate::keyed(sessions),
+            create_bytes: rate::keyed(bytes),
+            key_create: rate::keyed(keys),
+            anon_model: rate::keyed(rate::per_minute(ANON_MODEL_PER_MINUTE, ANON_MODEL_BURST)),
             websockets: Arc::default(),
             max_websockets: max_connections.saturating_sub(HTTP_HEADROOM).max(1),
             per_address: Arc::default(),
@@ -334,7 +325,7 @@ fn check_keyed<K: Clone + Hash + Eq>(
         limiter.shrink_to_fit();
     }
     let known = limiter.len() < MAX_LIMITER_ADDRESSES;
-    let cells = NonZeroU32::new(cells).unwrap_or(NonZeroU32::MIN);
+    let cells = rate::at_least_one(cells);
     let Ok(checked) = limiter.check_key_n(key, cells) else {
         return Err(ApiError::new(
             ErrorCode::PayloadTooLarge,
@@ -350,7 +341,7 @@ fn check_keyed<K: Clone + Hash + Eq>(
             "too many clients at once; try again soon",
         )),
         Err(not_until) => {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let wait = rate::wait(&not_until);
             let mut e = ApiError::new(
                 ErrorCode::RateLimited,
                 format!("{what}; try again in {} ms", wait.as_millis().max(1)),
@@ -382,14 +373,14 @@ impl JoinBudget {
     /// Budgets of `per_address` and `per_node` MiB per [`JOIN_WINDOW`].
     pub fn new(per_address_mb: u32, per_node_mb: u32) -> Self {
         let quota = |mb: u32| {
-            let kib = NonZeroU32::new(mb.saturating_mul(1024)).unwrap_or(NonZeroU32::MIN);
+            let kib = rate::at_least_one(mb.saturating_mul(1024));
             Quota::with_period(JOIN_WINDOW / kib.get())
                 .unwrap_or_else(|| Quota::per_second(kib))
                 .allow_burst(kib)
         };
         Self {
-            per_address: RateLimiter::keyed(quota(per_address_mb)),
-            node: RateLimiter::direct(quota(per_node_mb)),
+            per_address: rate::keyed(quota(per_address_mb)),
+            node: rate::direct(quota(per_node_mb)),
         }
     }
 
@@ -397,7 +388,7 @@ impl JoinBudget {
     /// `Err` says which is spent. A join larger than a whole budget passes
     /// (it could never fit; a session's own snapshot is bounded elsewhere).
     pub fn take(&self, client: Option<IpAddr>, bytes: usize) -> Result<(), &'static str> {
-        let cells = NonZeroU32::new(kib(bytes)).unwrap_or(NonZeroU32::MIN);
+        let cells = rate::at_least_one(kib(bytes));
         if self.per_address.len() >= MAX_LIMITER_ADDRESSES {
             self.per_address.retain_recent();
             self.per_address.shrink_to_fit();

@@ -13,16 +13,16 @@
 //! relay of a player's connection to another node (it answers pings
 //! itself and queues the rest for the owner).
 
-use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use actix::Context;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, Quota};
 
 use super::websocket::{Socket, WsActor};
 use super::wsframe::{Incoming, ProtocolError};
 use crate::error::ErrorCode;
 use crate::protocol::ControlFrame;
+use crate::rate;
 
 /// Frames refused in a row (no [`QUIET`] between them) before the
 /// connection is closed.
@@ -89,9 +89,11 @@ pub struct FrameRate {
 impl FrameRate {
     /// `per_second` frames a second with bursts of `burst` (each at least 1).
     pub fn new(per_second: u32, burst: u32) -> Self {
-        let one = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
         Self {
-            bucket: RateLimiter::direct(Quota::per_second(one(per_second)).allow_burst(one(burst))),
+            bucket: rate::direct(
+                Quota::per_second(rate::at_least_one(per_second))
+                    .allow_burst(rate::at_least_one(burst)),
+            ),
             refusals: Refusals::default(),
         }
     }

@@ -1,14 +1,12 @@
 //! Rate limits of calls from other services, per tenant and per key: the
 //! tool API, MCP, sites and the stateless chat share them.
 
-use std::num::NonZeroU32;
-
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::DefaultKeyedRateLimiter;
 
 use super::auth::KeyGrant;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::Metrics;
+use crate::rate;
 use crate::tools::Registry;
 
 /// Keys a rate limiter remembers before it forgets idle ones.
@@ -26,11 +24,10 @@ pub struct ServiceState {
 impl ServiceState {
     /// `registry` gives the tool names.
     pub fn new(per_minute: u32, burst: u32, registry: &Registry) -> Self {
-        let quota = Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
-            .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
+        let quota = rate::per_minute(per_minute, burst);
         Self {
-            per_tenant: RateLimiter::keyed(quota),
-            per_key: RateLimiter::keyed(quota),
+            per_tenant: rate::keyed(quota),
+            per_key: rate::keyed(quota),
             all_tools: registry.names().iter().map(|n| (*n).to_owned()).collect(),
         }
     }
@@ -65,7 +62,7 @@ impl ServiceState {
             }
             if let Err(not_until) = limiter.check_key(&id.to_owned()) {
                 metrics.rate_limited.inc();
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                let wait = rate::wait(&not_until);
                 let mut e = ApiError::new(
                     ErrorCode::RateLimited,
                     format!(

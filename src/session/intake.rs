@@ -27,10 +27,9 @@
 //!   waits at the front while a tool's effect is in flight.
 
 use std::collections::{HashMap, VecDeque};
-use std::num::NonZeroU32;
 
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter};
 use tokio::sync::oneshot;
 
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
@@ -38,6 +37,7 @@ use super::types::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
 use crate::ids::{RequestId, SeatId, TraceId, TurnId};
 use crate::protocol::check_request_id;
+use crate::rate;
 use crate::storage::QueuedChat;
 
 /// Request ids already taken, oldest forgotten first.
@@ -149,9 +149,12 @@ impl Intake {
     /// numbers the next new turn `next_turn_no`.
     pub(super) fn new(limits: &Limits, requests: RecentRequests, next_turn_no: u64) -> Self {
         Self {
-            limiter: RateLimiter::keyed(quota(limits.chat_per_minute, limits.chat_burst)),
-            talk: RateLimiter::keyed(quota(limits.chat_per_minute, limits.chat_burst)),
-            calls: rate(limits.calls_per_minute, limits.calls_burst),
+            limiter: rate::keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
+            talk: rate::keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
+            calls: rate::direct(rate::per_minute(
+                limits.calls_per_minute,
+                limits.calls_burst,
+            )),
             requests,
             max_text_chars: limits.max_text_chars,
             max_queued_turns: limits.max_queued_turns,
@@ -462,17 +465,6 @@ impl Intake {
 }
 
 /// A rate of `per_minute`, in bursts of up to `burst` (0 counts as 1).
-fn quota(per_minute: u32, burst: u32) -> Quota {
-    let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
-    let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
-    Quota::per_minute(per_minute).allow_burst(burst)
-}
-
-/// A session's rate: `per_minute`, in bursts of up to `burst`.
-fn rate(per_minute: u32, burst: u32) -> DefaultDirectRateLimiter {
-    RateLimiter::direct(quota(per_minute, burst))
-}
-
 /// Spends one of `seat_id`'s from `limiter`, or refuses with `RATE_LIMITED`.
 fn spend(
     limiter: &DefaultKeyedRateLimiter<SeatId>,
@@ -493,7 +485,7 @@ fn limited(
     what: &str,
 ) -> Result<(), ChatRefused> {
     checked.map_err(|not_until| {
-        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        let wait = rate::wait(&not_until);
         ChatRefused::new(
             ErrorCode::RateLimited,
             format!("{what}; try again in {} ms", wait.as_millis()),

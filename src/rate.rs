@@ -1,0 +1,82 @@
+//! Every rate limiter of the node (a session's chats and calls, a
+//! WebSocket's frames, admission, the service API), built here on one
+//! clock.
+//!
+//! governor's `RateLimiter::direct` and `RateLimiter::keyed` each make a
+//! new clock, and a new `quanta` clock asks the CPU (four `cpuid`
+//! instructions) whether its time-stamp counter can be trusted. In a
+//! virtual machine each `cpuid` traps to the hypervisor: on a 2-core VM a
+//! clock cost about 25 µs, five of them (a session's three limiters and
+//! one per connection) were a fifth of the server's CPU for a new session
+//! with two connections, and every refusal made one more to say how long
+//! to wait. Made here, every limiter and every refusal clones the node's
+//! one clock, which asks once (BENCHMARKS.md, "A session's creation").
+
+use std::num::NonZeroU32;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, NotUntil, Quota, RateLimiter};
+
+/// The node's clock, made at its first use.
+fn clock() -> DefaultClock {
+    static CLOCK: OnceLock<DefaultClock> = OnceLock::new();
+    CLOCK.get_or_init(DefaultClock::default).clone()
+}
+
+/// `per_minute` a minute in bursts of up to `burst` (each at least 1).
+pub fn per_minute(per_minute: u32, burst: u32) -> Quota {
+    Quota::per_minute(at_least_one(per_minute)).allow_burst(at_least_one(burst))
+}
+
+/// `n`, or 1 for 0: a quota of nothing would refuse everything forever.
+pub fn at_least_one(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
+}
+
+/// One bucket under `quota`.
+pub fn direct(quota: Quota) -> DefaultDirectRateLimiter {
+    RateLimiter::direct_with_clock(quota, clock())
+}
+
+/// A bucket per key under `quota`.
+pub fn keyed<K: Clone + std::hash::Hash + Eq>(quota: Quota) -> DefaultKeyedRateLimiter<K> {
+    RateLimiter::new(quota, DefaultKeyedStateStore::default(), clock())
+}
+
+/// How long a refused caller waits before the limiter has room again.
+pub fn wait(not_until: &NotUntil<<DefaultClock as Clock>::Instant>) -> Duration {
+    not_until.wait_time_from(clock().now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spent_bucket_says_how_long_to_wait_and_others_keep_their_own() {
+        let bucket = direct(per_minute(60, 2));
+        assert!(bucket.check().is_ok());
+        assert!(bucket.check().is_ok());
+        let refused = bucket.check().unwrap_err();
+        let waited = wait(&refused);
+        assert!(
+            waited > Duration::ZERO && waited <= Duration::from_secs(1),
+            "{waited:?}"
+        );
+
+        let keys = keyed::<&str>(per_minute(60, 1));
+        assert!(keys.check_key(&"a").is_ok());
+        assert!(keys.check_key(&"a").is_err());
+        assert!(keys.check_key(&"b").is_ok(), "each key has its own bucket");
+    }
+
+    #[test]
+    fn a_zero_rate_is_one() {
+        let bucket = direct(per_minute(0, 0));
+        assert!(bucket.check().is_ok());
+        assert!(bucket.check().is_err());
+    }
+}
