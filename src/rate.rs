@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
-use governor::state::keyed::DefaultKeyedStateStore;
+use governor::state::keyed::{DefaultKeyedStateStore, HashMapStateStore};
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, NotUntil, Quota, RateLimiter};
 
 /// The node's clock, made at its first use.
@@ -46,6 +46,17 @@ pub fn keyed<K: Clone + std::hash::Hash + Eq>(quota: Quota) -> DefaultKeyedRateL
     RateLimiter::new(quota, DefaultKeyedStateStore::default(), clock())
 }
 
+/// A bucket per key, for a map one owner checks at a time: a session's
+/// seats. A `HashMap` behind an uncontended lock, where [`keyed`]'s
+/// `DashMap` (for maps every worker thread checks) is eight cache-padded
+/// shards, 1 KiB before its first key, in every session.
+pub type OwnedKeyed<K> = RateLimiter<K, HashMapStateStore<K>, DefaultClock>;
+
+/// An [`OwnedKeyed`] under `quota`.
+pub fn owned_keyed<K: Clone + std::hash::Hash + Eq>(quota: Quota) -> OwnedKeyed<K> {
+    RateLimiter::hashmap_with_clock(quota, clock())
+}
+
 /// How long a refused caller waits before the limiter has room again.
 pub fn wait(not_until: &NotUntil<<DefaultClock as Clock>::Instant>) -> Duration {
     not_until.wait_time_from(clock().now())
@@ -71,6 +82,10 @@ mod tests {
         assert!(keys.check_key(&"a").is_ok());
         assert!(keys.check_key(&"a").is_err());
         assert!(keys.check_key(&"b").is_ok(), "each key has its own bucket");
+        let owned = owned_keyed::<&str>(per_minute(60, 1));
+        assert!(owned.check_key(&"a").is_ok());
+        assert!(owned.check_key(&"a").is_err());
+        assert!(owned.check_key(&"b").is_ok(), "each key has its own bucket");
     }
 
     #[test]

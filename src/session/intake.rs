@@ -28,8 +28,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use governor::DefaultDirectRateLimiter;
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter};
 use tokio::sync::oneshot;
 
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
@@ -131,9 +131,9 @@ pub(super) struct Intake {
     /// `chat_per_minute`, in bursts of up to `chat_burst`, for each seat on
     /// its own: one player's flood leaves the others their turns. Keyed by
     /// seat, so it holds at most one entry per seat the session ever had.
-    limiter: DefaultKeyedRateLimiter<SeatId>,
+    limiter: rate::OwnedKeyed<SeatId>,
     /// The same rate for each seat's table talk, apart from its chats.
-    talk: DefaultKeyedRateLimiter<SeatId>,
+    talk: rate::OwnedKeyed<SeatId>,
     /// `calls_per_minute`, in bursts of up to `calls_burst`: direct calls.
     calls: DefaultDirectRateLimiter,
     requests: RecentRequests,
@@ -149,8 +149,8 @@ impl Intake {
     /// numbers the next new turn `next_turn_no`.
     pub(super) fn new(limits: &Limits, requests: RecentRequests, next_turn_no: u64) -> Self {
         Self {
-            limiter: rate::keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
-            talk: rate::keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
+            limiter: rate::owned_keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
+            talk: rate::owned_keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
             calls: rate::direct(rate::per_minute(
                 limits.calls_per_minute,
                 limits.calls_burst,
@@ -467,7 +467,7 @@ impl Intake {
 /// A rate of `per_minute`, in bursts of up to `burst` (0 counts as 1).
 /// Spends one of `seat_id`'s from `limiter`, or refuses with `RATE_LIMITED`.
 fn spend(
-    limiter: &DefaultKeyedRateLimiter<SeatId>,
+    limiter: &rate::OwnedKeyed<SeatId>,
     seat_id: &SeatId,
     what: &str,
 ) -> Result<(), ChatRefused> {
