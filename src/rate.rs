@@ -11,6 +11,11 @@
 //! with two connections, and every refusal made one more to say how long
 //! to wait. Made here, every limiter and every refusal clones the node's
 //! one clock, which asks once (BENCHMARKS.md, "A session's creation").
+//!
+//! Limiters that every worker thread checks (admission, the service API)
+//! are governor's `DashMap`-backed keyed ones ([`keyed`]); a map that one
+//! actor alone checks (a session's seats) is a plain one
+//! ([`owned_keyed`]).
 
 use std::num::NonZeroU32;
 use std::sync::OnceLock;

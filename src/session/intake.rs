@@ -464,7 +464,6 @@ impl Intake {
     }
 }
 
-/// A rate of `per_minute`, in bursts of up to `burst` (0 counts as 1).
 /// Spends one of `seat_id`'s from `limiter`, or refuses with `RATE_LIMITED`.
 fn spend(
     limiter: &rate::OwnedKeyed<SeatId>,
