@@ -148,9 +148,10 @@ impl Intake {
     /// An intake under `limits` that knows the request ids in `requests` and
     /// numbers the next new turn `next_turn_no`.
     pub(super) fn new(limits: &Limits, requests: RecentRequests, next_turn_no: u64) -> Self {
+        let chats = rate::per_minute(limits.chat_per_minute, limits.chat_burst);
         Self {
-            limiter: rate::owned_keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
-            talk: rate::owned_keyed(rate::per_minute(limits.chat_per_minute, limits.chat_burst)),
+            limiter: rate::owned_keyed(chats),
+            talk: rate::owned_keyed(chats),
             calls: rate::direct(rate::per_minute(
                 limits.calls_per_minute,
                 limits.calls_burst,
