@@ -102,7 +102,10 @@ test('a server that drains (SIGTERM, close 1012) and starts again: the client re
   const played = record(player);
   const watched = record(spectator);
   try {
-    await within(player.chat('where can I go', { requestId: 'a' }), 'the first turn');
+    const first = await within(player.chat('where can I go', { requestId: 'a' }), 'the first turn');
+    // Welcomed before the server goes: a client never welcomed is
+    // 'connecting' while it is down, not 'reconnecting'.
+    await until(spectator, ['frame'], () => spectator.lastSeq >= first.seq, 'the spectator to see the first turn');
     await server.stop('SIGTERM');
     await until(player, ['state'], () => player.state === 'reconnecting', 'the player to notice');
     await until(spectator, ['state'], () => spectator.state === 'reconnecting', 'the spectator to notice');
