@@ -12,7 +12,8 @@ set -euo pipefail
 bin=$1 drop=$2 sessions=$3 spectators=$4 turns=$5 harness=$6
 port=${DROP_INDEXES_PORT:-18620}
 db=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$db"' EXIT
+pid=""
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$db"' EXIT
 QUESTD_BIND="127.0.0.1:$port" QUESTD_DATABASE_URL="sqlite://$db/q.db" QUESTD_LLM_PROVIDER=offline \
   QUESTD_CHAT_PER_MINUTE=1000000 QUESTD_CHAT_BURST=100000 \
   QUESTD_CREATE_PER_MINUTE=1000000 QUESTD_CREATE_BURST=1000000 \
