@@ -123,7 +123,9 @@ mod tests {
                     assert!(!ptr.is_null());
                     assert_eq!(ptr as usize % align, 0, "size {size} align {align}");
                     if i % 2 == 1 {
-                        assert!(unsafe { core::slice::from_raw_parts(ptr, size) }.iter().all(|b| *b == 0));
+                        assert!(unsafe { core::slice::from_raw_parts(ptr, size) }
+                            .iter()
+                            .all(|b| *b == 0));
                     }
                     *slot = ptr;
                 }
@@ -147,7 +149,8 @@ mod tests {
                 }
                 let mut size = layout.size();
                 for new_size in [align * 5, align * 64, align * 1000, align * 2] {
-                    ptr = alloc.realloc(ptr, Layout::from_size_align(size, align).unwrap(), new_size);
+                    ptr =
+                        alloc.realloc(ptr, Layout::from_size_align(size, align).unwrap(), new_size);
                     assert_eq!(ptr as usize % align, 0);
                     for i in 0..layout.size().min(new_size) {
                         assert_eq!(*ptr.add(i), i as u8);
@@ -155,6 +158,38 @@ mod tests {
                     size = new_size;
                 }
                 alloc.dealloc(ptr, Layout::from_size_align(size, align).unwrap());
+            }
+        }
+    }
+
+    /// A block the aligned calls made (its size not a multiple of its
+    /// alignment) and a plain `realloc` resizes, in place or moved, keeps
+    /// its bytes and its alignment; and the other way round.
+    #[test]
+    fn reallocs_between_the_two_paths_keep_bytes_and_alignment() {
+        let alloc = MiMalloc;
+        // (size, align) → new size: aligned path to plain, plain to aligned.
+        for (size, align, new_size) in [
+            (40usize, 16usize, 48usize),
+            (40, 16, 4096),
+            (48, 16, 72),
+            (4096, 16, 40),
+        ] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            assert_ne!(plain(align, size), plain(align, new_size));
+            unsafe {
+                let ptr = alloc.alloc(layout);
+                assert_eq!(ptr as usize % align, 0);
+                for i in 0..size {
+                    *ptr.add(i) = i as u8;
+                }
+                let moved = alloc.realloc(ptr, layout, new_size);
+                assert!(!moved.is_null());
+                assert_eq!(moved as usize % align, 0, "{size} -> {new_size} at {align}");
+                for i in 0..size.min(new_size) {
+                    assert_eq!(*moved.add(i), i as u8);
+                }
+                alloc.dealloc(moved, Layout::from_size_align(new_size, align).unwrap());
             }
         }
     }
