@@ -35,6 +35,15 @@ const PAGE_SIZE: u32 = 8192;
 /// after the backups under load of BENCHMARKS.md).
 const WAL_KEEP_BYTES: u64 = 64 * 1024 * 1024;
 
+/// How far past a checkpoint's trigger (`wal_autocheckpoint` frames) the
+/// WAL file is made ready at start: the commit that crosses the trigger
+/// lands whole before the checkpoint, and a few more while a reader holds
+/// the checkpoint back.
+const WAL_READY_MARGIN: f64 = 1.25;
+
+/// The bytes of a WAL frame's header, before its page.
+const WAL_FRAME_HEADER: u64 = 24;
+
 /// Read connections of the pool, all opened at start.
 const READ_CONNECTIONS: u32 = 4;
 
@@ -131,6 +140,7 @@ impl SqliteCommitter {
         // Only the writer writes, so its connection's checkpoints are the
         // file's.
         conn.execute_batch(&format!("PRAGMA journal_size_limit = {WAL_KEEP_BYTES};"))?;
+        ready_wal(&conn, path);
         if let Some(mb) = max_mb {
             // Only the writer writes, so its connection's cap is the file's.
             let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
@@ -191,6 +201,83 @@ impl Committer for SqliteCommitter {
     fn gather() -> Option<std::time::Duration> {
         Some(GATHER)
     }
+}
+
+/// Makes the WAL file as long as it gets between two checkpoints, its new
+/// bytes zeros written and synced, before the first group commit. SQLite
+/// appends frames to the WAL until a checkpoint lets it start again from
+/// the top (it keeps the file's length, up to `journal_size_limit`), so on
+/// a new or cut-back file each commit's `fdatasync` also had the
+/// filesystem place the new blocks and journal the file's new length:
+/// half again as much CPU and twice the wait of a sync that overwrites
+/// blocks already placed (BENCHMARKS.md, "A WAL ready at start").
+/// PostgreSQL fills each new WAL segment with zeros for the same reason.
+///
+/// Only bytes past the file's end are written, under the database's write
+/// lock (`BEGIN IMMEDIATE`), so no frame is being written meanwhile, and
+/// SQLite reads frames only up to the first whose checksum fails: zeros
+/// add no frame, and every frame the file held is left as it was. A file
+/// that does not exist yet is left for SQLite to make. Not being able to
+/// do it (a full disk) costs only speed: it is logged and the writer
+/// goes on.
+fn ready_wal(conn: &rusqlite::Connection, db: &std::path::Path) {
+    let wanted = |conn: &rusqlite::Connection| -> rusqlite::Result<u64> {
+        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let frames: i64 = conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))?;
+        let frames = (frames.max(0) as f64 * WAL_READY_MARGIN) as u64;
+        Ok(32 + frames * (page_size.max(512) as u64 + WAL_FRAME_HEADER))
+    };
+    let mut name = db.as_os_str().to_owned();
+    name.push("-wal");
+    let wal = std::path::PathBuf::from(name);
+    let grown = (|| -> Result<u64, String> {
+        let wanted = wanted(conn).map_err(|e| e.to_string())?;
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| e.to_string())?;
+        let grown = zero_fill(&wal, wanted.min(WAL_KEEP_BYTES)).map_err(|e| e.to_string());
+        // Nothing was written in the transaction: its end writes nothing,
+        // and a group commit's `BEGIN` needs it ended.
+        if let Err(e) = conn.execute_batch("COMMIT") {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e.to_string());
+        }
+        grown
+    })();
+    match grown {
+        Ok(0) => {}
+        Ok(bytes) => tracing::debug!(
+            bytes,
+            "the WAL file is ready for the commits up to a checkpoint"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "the WAL file could not be made ready at start: commits sync its growth as they go"
+        ),
+    }
+}
+
+/// Writes zeros from `path`'s end up to `len` bytes and syncs the file;
+/// the bytes written (none when it is long enough already, or missing).
+fn zero_fill(path: &std::path::Path, len: u64) -> std::io::Result<u64> {
+    use std::io::Write as _;
+    let mut file = match std::fs::OpenOptions::new().append(true).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let start = file.metadata()?.len();
+    if start >= len {
+        return Ok(0);
+    }
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = start;
+    while at < len {
+        let n = (len - at).min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..n])?;
+        at += n as u64;
+    }
+    file.sync_all()?;
+    Ok(len - start)
 }
 
 /// The shared starts a batch may name: those committed before it, and
@@ -580,6 +667,69 @@ pub(super) mod tests {
                 .expect("reads")
         };
         assert_eq!(pragma("journal_size_limit"), 64 * 1024 * 1024);
+    }
+
+    #[test]
+    fn zero_fill_only_appends_and_makes_no_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("f");
+        assert_eq!(zero_fill(&path, 100).expect("missing is fine"), 0);
+        assert!(!path.exists(), "a missing file is left for SQLite to make");
+        std::fs::write(&path, b"frames").expect("writes");
+        assert_eq!(zero_fill(&path, 3 << 20).expect("fills"), (3 << 20) - 6);
+        let bytes = std::fs::read(&path).expect("reads");
+        assert_eq!(bytes.len(), 3 << 20);
+        assert_eq!(&bytes[..6], b"frames");
+        assert!(bytes[6..].iter().all(|&b| b == 0));
+        assert_eq!(zero_fill(&path, 10).expect("long enough"), 0);
+        assert_eq!(std::fs::metadata(&path).expect("stat").len(), 3 << 20);
+    }
+
+    #[test]
+    fn the_writer_readies_the_wal_and_keeps_every_frame_it_held() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("t.db");
+        let wal = dir.path().join("t.db-wal");
+        // Rows committed to the WAL and never checkpointed, as a process
+        // killed between its commit and a checkpoint leaves them.
+        let crashed = rusqlite::Connection::open(&db).expect("opens");
+        crashed
+            .execute_batch(
+                "PRAGMA page_size = 8192; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+                 CREATE TABLE t (v TEXT);
+                 INSERT INTO t VALUES ('before');",
+            )
+            .expect("writes");
+        let held = std::fs::metadata(&wal).expect("a WAL").len();
+        let frames = std::fs::read(&wal).expect("reads");
+        std::mem::forget(crashed); // never closed: no checkpoint, the WAL stays
+        let committer = SqliteCommitter::open(&db, None).expect("opens");
+        let ready = std::fs::metadata(&wal).expect("a WAL").len();
+        assert!(
+            (32 + 1000 * (8192 + 24)..=WAL_KEEP_BYTES).contains(&ready),
+            "{held} bytes, then {ready}"
+        );
+        assert_eq!(
+            &std::fs::read(&wal).expect("reads")[..frames.len()],
+            &frames[..]
+        );
+        committer
+            .conn
+            .execute("INSERT INTO t VALUES ('after')", [])
+            .expect("writes");
+        // Another machine's view: the two files alone, recovered from the WAL.
+        let copy = tempfile::tempdir().expect("temp dir");
+        std::fs::copy(&db, copy.path().join("t.db")).expect("copies");
+        std::fs::copy(&wal, copy.path().join("t.db-wal")).expect("copies");
+        let read = rusqlite::Connection::open(copy.path().join("t.db")).expect("opens");
+        let rows: Vec<String> = read
+            .prepare("SELECT v FROM t ORDER BY rowid")
+            .expect("prepares")
+            .query_map([], |r| r.get(0))
+            .expect("reads")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(rows, ["before", "after"]);
     }
 
     /// A store on a fresh file, with its URL (for a second connection).
