@@ -35,12 +35,6 @@ const PAGE_SIZE: u32 = 8192;
 /// after the backups under load of BENCHMARKS.md).
 const WAL_KEEP_BYTES: u64 = 64 * 1024 * 1024;
 
-/// How far past a checkpoint's trigger (`wal_autocheckpoint` frames) the
-/// WAL file is made ready at start: the commit that crosses the trigger
-/// lands whole before the checkpoint, and a few more while a reader holds
-/// the checkpoint back.
-const WAL_READY_MARGIN: f64 = 1.25;
-
 /// The bytes of a WAL frame's header, before its page.
 const WAL_FRAME_HEADER: u64 = 24;
 
@@ -140,11 +134,13 @@ impl SqliteCommitter {
         // Only the writer writes, so its connection's checkpoints are the
         // file's.
         conn.execute_batch(&format!("PRAGMA journal_size_limit = {WAL_KEEP_BYTES};"))?;
-        ready_wal(&conn, path);
+        // The file's own page size: one made before keeps the size it had.
+        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let page_size = page_size.max(512) as u64;
+        ready_wal(&conn, path, page_size);
         if let Some(mb) = max_mb {
             // Only the writer writes, so its connection's cap is the file's.
-            let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-            let pages = (mb.saturating_mul(1024 * 1024) / page_size.max(512) as u64).max(1);
+            let pages = (mb.saturating_mul(1024 * 1024) / page_size).max(1);
             let _: i64 = conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |r| {
                 r.get(0)
             })?;
@@ -220,18 +216,19 @@ impl Committer for SqliteCommitter {
 /// that does not exist yet is left for SQLite to make. Not being able to
 /// do it (a full disk) costs only speed: it is logged and the writer
 /// goes on.
-fn ready_wal(conn: &rusqlite::Connection, db: &std::path::Path) {
-    let wanted = |conn: &rusqlite::Connection| -> rusqlite::Result<u64> {
-        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        let frames: i64 = conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))?;
-        let frames = (frames.max(0) as f64 * WAL_READY_MARGIN) as u64;
-        Ok(32 + frames * (page_size.max(512) as u64 + WAL_FRAME_HEADER))
-    };
+fn ready_wal(conn: &rusqlite::Connection, db: &std::path::Path, page_size: u64) {
     let mut name = db.as_os_str().to_owned();
     name.push("-wal");
     let wal = std::path::PathBuf::from(name);
     let grown = (|| -> Result<u64, String> {
-        let wanted = wanted(conn).map_err(|e| e.to_string())?;
+        // The checkpoint's trigger and a quarter more: the commit that
+        // crosses it lands whole first, and a few more while a reader
+        // holds the checkpoint back.
+        let frames: i64 = conn
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        let frames = frames.max(0) as u64;
+        let wanted = 32 + (frames + frames / 4) * (page_size + WAL_FRAME_HEADER);
         conn.execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| e.to_string())?;
         let grown = zero_fill(&wal, wanted.min(WAL_KEEP_BYTES)).map_err(|e| e.to_string());
