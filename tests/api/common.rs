@@ -94,9 +94,11 @@ pub async fn spawn_in(
     let (stopped, finished) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
+            // The cause on one line, first: a backtrace would push it out
+            // of the part of a long log that is read.
             let app = Application::build_with(settings, provider)
                 .await
-                .map_err(|e| format!("{e:?}"));
+                .map_err(|e| format!("{e:#}"));
             match app {
                 Ok(app) => {
                     let _ = started.send(Ok((app.port(), app.handle())));
