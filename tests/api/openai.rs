@@ -279,7 +279,10 @@ async fn a_failing_endpoint_fails_the_turn_and_the_next_turn_works() {
 #[actix_web::test]
 async fn a_silent_endpoint_times_out() {
     let mock = start_mock(|_| Canned::Hang).await;
-    let app = app_for(&mock, Some(Duration::from_millis(300))).await;
+    // Long enough for the call to reach the mock on a loaded machine (at
+    // 300 ms it once timed out before the mock had read it, and the count
+    // below saw none): the count must see the one call, and no retry.
+    let app = app_for(&mock, Some(Duration::from_secs(2))).await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     let frames = ws.play("hello", "r-1").await;
