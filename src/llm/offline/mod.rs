@@ -287,16 +287,25 @@ fn parse_act(t: &str, lower: &str) -> Option<Act> {
     None
 }
 
-/// Finds an area in the context by id, then exact name (English, or
-/// Chinese from `zh_names`), then part of a name.
+/// Finds an area in the context by id, then by a whole name (its name, its
+/// Chinese name from `zh_names`, or the short name the map shows a
+/// generated place by), then by part of a name. Where the words name
+/// several places equally well, a neighbour wins, then the nearest (the
+/// context lists areas nearest first): a generated "Flooded Stair" next
+/// door is the one meant, not the campaign's Flooded Stair far away.
 fn resolve_area(
     context: &Value,
     wanted: &str,
     zh_names: &HashMap<String, (String, String)>,
 ) -> Option<String> {
-    let wanted = without_article(wanted);
+    let lower = without_article(wanted).to_lowercase();
+    if lower.is_empty() {
+        return None;
+    }
     let areas = context["areas"].as_array()?;
-    let lower = wanted.to_lowercase();
+    let reachable = context["current_area"]["reachable"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
     let field = |a: &Value, f: &str| a[f].as_str().unwrap_or_default().to_lowercase();
     let zh = |a: &Value| {
         zh_names
@@ -304,28 +313,20 @@ fn resolve_area(
             .map(|(name, _)| name.to_lowercase())
             .unwrap_or_default()
     };
+    let whole =
+        |a: &Value| field(a, "name") == lower || zh(a) == lower || field(a, "short_name") == lower;
+    let partial = |a: &Value| names(&lower, &field(a, "name")) || names(&lower, &zh(a));
+    let best = |fits: &dyn Fn(&Value) -> bool| {
+        reachable
+            .iter()
+            .find(|a| fits(a))
+            .or_else(|| areas.iter().find(|a| fits(a)))
+    };
     areas
         .iter()
         .find(|a| field(a, "area_id") == lower)
-        .or_else(|| {
-            areas
-                .iter()
-                .find(|a| field(a, "name") == lower || zh(a) == lower)
-        })
-        .or_else(|| {
-            // Prefer a neighbour when a partial name matches several areas.
-            let reachable = context["current_area"]["reachable"].as_array();
-            // A generated place is also called by the short name the map
-            // shows it by ("Hollow Bridge", "幽暗大厅").
-            let partial = |a: &&Value| {
-                names(&lower, &field(a, "name"))
-                    || names(&lower, &zh(a))
-                    || field(a, "short_name") == lower
-            };
-            reachable
-                .and_then(|r| r.iter().find(partial))
-                .or_else(|| areas.iter().find(partial))
-        })
+        .or_else(|| best(&whole))
+        .or_else(|| best(&partial))
         .and_then(|a| a["area_id"].as_str().map(str::to_owned))
 }
 
@@ -1534,6 +1535,35 @@ mod tests {
             "{}",
             mixed.text
         );
+    }
+
+    #[test]
+    fn a_name_two_places_share_is_the_neighbours_then_the_nearests() {
+        let caves = |id: &str, short: &str| json!({"area_id": id, "name": format!("{short} of the Crystal Caves"), "short_name": short});
+        let mut context = json!({
+            "current_area": {"area_id": "area_010", "name": "Hollow Bridge of the Crystal Caves",
+                             "reachable": [caves("area_011", "Flooded Stair")]},
+            "areas": [caves("area_010", "Hollow Bridge"),
+                      {"area_id": "area_003", "name": "Flooded Stair"},
+                      caves("area_011", "Flooded Stair")],
+        });
+        let none = HashMap::new();
+        let go = |context: &Value, words: &str| resolve_area(context, words, &none);
+        // The campaign's Flooded Stair is far; the one the map shows next
+        // door is meant, by its short name or in part.
+        for words in ["Flooded Stair", "the flooded stair", "stair"] {
+            assert_eq!(go(&context, words).as_deref(), Some("area_011"), "{words}");
+        }
+        // A whole name and an id name their own place.
+        assert_eq!(
+            go(&context, "Flooded Stair of the Crystal Caves").as_deref(),
+            Some("area_011")
+        );
+        assert_eq!(go(&context, "area_003").as_deref(), Some("area_003"));
+        // With no neighbour of that name, the nearest listed is meant.
+        context["current_area"]["reachable"] = json!([]);
+        assert_eq!(go(&context, "Flooded Stair").as_deref(), Some("area_003"));
+        assert_eq!(go(&context, "").as_deref(), None);
     }
 
     #[test]
