@@ -681,7 +681,7 @@ impl Campaign {
             turn: 0,
             active_actor_id: self.active_actor_id,
             areas: AreaMap::from(areas),
-            characters: self.characters,
+            characters: self.characters.into_iter().map(Arc::new).collect(),
             allowlist: self.allowlist,
             content: Arc::new(
                 lore_entries(&self.lore, &self.content)
@@ -793,6 +793,28 @@ mod tests {
         assert!(a.area("area_new").is_none());
         assert!(!AreaMap::ptr_eq(&a.areas, &b.areas));
         assert!(Arc::ptr_eq(&a.content, &b.content));
+        // Characters: each shared until it changes; a move copies the
+        // mover alone.
+        let shared = |a: &GameState, b: &GameState| -> Vec<bool> {
+            a.characters
+                .iter()
+                .zip(&b.characters)
+                .map(|(x, y)| Arc::ptr_eq(x, y))
+                .collect()
+        };
+        assert!(a.characters.len() > 1);
+        assert!(shared(&a, &b).iter().all(|&s| s));
+        let mover = a.characters[0].character_id.clone();
+        let to = a.areas[0].area_id.clone();
+        b.apply(&Effect::Move {
+            character_id: mover.clone(),
+            to_area_id: to.clone(),
+        });
+        let mut expect = vec![true; a.characters.len()];
+        expect[0] = false;
+        assert_eq!(shared(&a, &b), expect);
+        assert_eq!(b.character(&mover).unwrap().area_id, to);
+        assert_eq!(a, starts.start("demo").unwrap().0, "a keeps the campaign's");
         // A snapshot reads back equal, with parts of its own.
         let back: GameState = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
         assert_eq!(back, b);

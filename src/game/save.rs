@@ -104,7 +104,7 @@ struct StatePart<'a> {
     turn: u64,
     active_actor_id: &'a CharacterId,
     areas: &'a AreaMap,
-    characters: &'a [Character],
+    characters: &'a [Arc<Character>],
     lore: &'a [String],
     npcs: &'a [NpcProfile],
     content: &'a [ContentEntry],
@@ -460,7 +460,7 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
         turn,
         active_actor_id: campaign.active_actor_id,
         areas: AreaMap::from(campaign.areas),
-        characters: campaign.characters,
+        characters: campaign.characters.into_iter().map(Arc::new).collect(),
         allowlist: campaign.allowlist,
         lore: Arc::new(campaign.lore),
         zones,
@@ -597,7 +597,7 @@ mod tests {
     fn a_save_reads_back_as_the_same_state_and_story() {
         let mut state = demo();
         state.turn = 3;
-        state.characters[0].hp = 5;
+        std::sync::Arc::make_mut(&mut state.characters[0]).hp = 5;
         state.record(Arc::new(HistoryEntry::User {
             turn_id: TurnId::from("turn_1"),
             text: "look".into(),
@@ -636,7 +636,7 @@ mod tests {
     #[test]
     fn a_state_that_breaks_the_campaigns_rules_is_refused_with_each_problem() {
         let mut state = demo();
-        state.characters[0].hp = state.characters[0].max_hp + 1;
+        std::sync::Arc::make_mut(&mut state.characters[0]).hp = state.characters[0].max_hp + 1;
         let mut save = save_of(&state, &frames(3));
         save["state"]["characters"][0]["area_id"] = json!("area_nowhere");
         let all = problems(save).join("\n");

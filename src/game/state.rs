@@ -452,7 +452,11 @@ pub struct GameState {
     pub turn: u64,
     pub active_actor_id: CharacterId,
     pub areas: AreaMap,
-    pub characters: Vec<Character>,
+    /// Each shared, as the areas are, by the sessions started from the same
+    /// built-in campaign until one changes it (`Arc::make_mut`): an idle
+    /// session holds pointers, not 3.6 KiB of copies of the demo's four.
+    /// Serialized as the plain list.
+    pub characters: Vec<Arc<Character>>,
     pub allowlist: Vec<String>,
     #[serde(default)]
     pub lore: Shared<String>,
@@ -538,7 +542,10 @@ impl GameState {
     }
 
     pub fn character(&self, id: &str) -> Option<&Character> {
-        self.characters.iter().find(|c| c.character_id == *id)
+        self.characters
+            .iter()
+            .find(|c| c.character_id == *id)
+            .map(|c| &**c)
     }
 
     /// The character the player controls now.
@@ -634,8 +641,13 @@ impl GameState {
                 }
             }
             Effect::SetCharacter { character } => {
-                if let Some(c) = self.character_mut(&character.character_id) {
-                    *c = character.clone();
+                // Replaced whole, so a shared one is not copied first.
+                if let Some(c) = self
+                    .characters
+                    .iter_mut()
+                    .find(|c| c.character_id == character.character_id)
+                {
+                    *c = Arc::new(character.clone());
                 }
             }
             Effect::AddContent { entry } => {
@@ -675,7 +687,7 @@ impl GameState {
                 if let Some(character) = character
                     && self.character(&character.character_id).is_none()
                 {
-                    self.characters.push((**character).clone());
+                    self.characters.push(Arc::new((**character).clone()));
                 }
                 self.party.seat_joined(seat, invite_id, *invite_uses);
             }
@@ -769,8 +781,12 @@ impl GameState {
         }
     }
 
+    /// Character `id`, copied first if other sessions share it.
     fn character_mut(&mut self, id: &CharacterId) -> Option<&mut Character> {
-        self.characters.iter_mut().find(|c| &c.character_id == id)
+        self.characters
+            .iter_mut()
+            .find(|c| &c.character_id == id)
+            .map(Arc::make_mut)
     }
 }
 
@@ -860,7 +876,7 @@ mod tests {
                 area("a2", "Side Room", &["a1"]),
             ]
             .into(),
-            characters: vec![Character {
+            characters: vec![Arc::new(Character {
                 character_id: "pc".into(),
                 name: "Ayla".into(),
                 kind: "pc".into(),
@@ -871,7 +887,7 @@ mod tests {
                 stats: Default::default(),
                 inventory: vec![],
                 state: CharacterState::Active,
-            }],
+            })],
             allowlist: vec![],
             lore: Default::default(),
             zones: vec![],

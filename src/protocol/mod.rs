@@ -206,7 +206,8 @@ pub struct Snapshot<'a> {
     pub turn: u64,
     pub active_actor_id: &'a str,
     pub areas: &'a [Area],
-    pub characters: &'a [Character],
+    #[schema(value_type = Vec<Character>)]
+    pub characters: &'a [Arc<Character>],
     pub allowlist: &'a [String],
     /// Zones of the open world generated so far.
     pub zones: &'a [Zone],

@@ -67,7 +67,7 @@ pub(super) fn release(
             }
             batch.acks.extend(due);
         }
-        if let Some(effect) = &p.effect {
+        if let Some(effect) = p.effect.as_deref() {
             state.apply(effect);
             // A turn's start changes only the turn number, which the
             // context takes from the turn.

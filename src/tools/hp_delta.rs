@@ -136,6 +136,7 @@ mod tests {
             .characters
             .iter_mut()
             .find(|c| c.character_id == *"pc_001")
+            .map(std::sync::Arc::make_mut)
             .unwrap();
         c.hp = hp;
         c.max_hp = max_hp;

@@ -1160,7 +1160,7 @@ pub(super) mod tests {
         use super::super::timed::{TIDE, WorldStep, world_turn};
         for zh in [false, true] {
             let mut state = demo();
-            state.characters[0].area_id = AreaId::from(TIDE.area);
+            std::sync::Arc::make_mut(&mut state.characters[0]).area_id = AreaId::from(TIDE.area);
             let words = if zh { "密封灯油" } else { "the oil" };
             let (tools, told) = play(&mut state, Act::Take(words.into()), zh);
             assert!(tools.contains(&"schedule_event"), "{tools:?}");
@@ -1253,6 +1253,7 @@ pub(super) mod tests {
         let hero = state.active_actor_id.clone();
         for c in &mut state.characters {
             if c.character_id == hero {
+                let c = std::sync::Arc::make_mut(c);
                 c.hp = 3;
                 c.area_id = "area_009".into();
             }
@@ -1383,7 +1384,7 @@ pub(super) mod tests {
             let out = pipeline(tool, &state, args, Role::GameMaster).unwrap();
             state.apply(out.effect.as_ref().unwrap());
         }
-        state.characters[0].area_id = AreaId::from("area_009");
+        std::sync::Arc::make_mut(&mut state.characters[0]).area_id = AreaId::from("area_009");
         state
     }
 
@@ -1457,7 +1458,7 @@ pub(super) mod tests {
     /// The demo with the hero in Old Maren's alcove.
     fn with_maren() -> GameState {
         let mut state = demo();
-        state.characters[0].area_id = AreaId::from("area_002");
+        std::sync::Arc::make_mut(&mut state.characters[0]).area_id = AreaId::from("area_002");
         state
     }
 
@@ -1526,7 +1527,7 @@ pub(super) mod tests {
     #[test]
     fn the_people_of_the_demo_speak_in_the_first_person() {
         let mut state = demo();
-        state.characters[0].area_id = AreaId::from("area_005");
+        std::sync::Arc::make_mut(&mut state.characters[0]).area_id = AreaId::from("area_005");
         let (_, text) = play(&mut state, Act::TalkTo("Brother Silt".into()), false);
         assert!(
             text.contains("\"The water has carried you here, friend."),
@@ -1597,9 +1598,9 @@ pub(super) mod tests {
         for act in acts {
             told.push(play(&mut state, act, true).1);
         }
-        state.characters[0].area_id = AreaId::from("area_002");
+        std::sync::Arc::make_mut(&mut state.characters[0]).area_id = AreaId::from("area_002");
         told.push(play(&mut state, Act::TalkTo("老玛伦".into()), true).1);
-        state.characters[0].area_id = AreaId::from("area_009");
+        std::sync::Arc::make_mut(&mut state.characters[0]).area_id = AreaId::from("area_009");
         for _ in 0..3 {
             told.push(play(&mut state, Act::Attack("守望者".into()), true).1);
         }
@@ -1617,7 +1618,7 @@ pub(super) mod tests {
             // At the gate, four steps from the Heart Lantern: the oil is
             // kept, and the player told where it goes, by name.
             let mut state = at_the_heart_with_the_oil();
-            state.characters[0].area_id = AreaId::from("area_001");
+            std::sync::Arc::make_mut(&mut state.characters[0]).area_id = AreaId::from("area_001");
             let (tools, text) = play(&mut state, Act::Use(oil.into()), zh);
             assert!(text.contains(says) && !text.contains("area_"), "{text}");
             assert!(!tools.contains(&"update_inventory"), "{tools:?}");

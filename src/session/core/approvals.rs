@@ -156,9 +156,9 @@ impl Core {
         let mut running = Running::new(turn, acting, seat, Instant::now());
         running.awaiting = Some(approval.clone());
         running.awaiting_seq = self.sequencer.released();
-        self.turn = Some(running);
+        self.turn = Some(Box::new(running));
         self.decided_on_load = match open {
-            OpenTurn::Decided(a, decision) => Some((a, decision)),
+            OpenTurn::Decided(a, decision) => Some(Box::new((a, decision))),
             OpenTurn::Paused(_) => None,
         };
         true
@@ -168,7 +168,7 @@ impl Core {
     /// before the crash is carried out, an approval that expired meanwhile
     /// times out, and one still pending has its wake-up set.
     pub(super) fn start_open_turn(&mut self) {
-        if let Some((approval, decision)) = self.decided_on_load.take() {
+        if let Some((approval, decision)) = self.decided_on_load.take().map(|d| *d) {
             if let Some(t) = self.turn.as_mut() {
                 t.awaiting = None;
                 t.turn.approval_decided();

@@ -91,7 +91,7 @@ impl Core {
             .push_back(Command::Deadline(turn_id.clone(), deadline));
         let max_iterations = self.deps.limits.max_iterations;
         let turn = Turn::new(turn_id, turn_no, trace_id, max_iterations);
-        self.turn = Some(Running::new(turn, acting, seat, Instant::now()));
+        self.turn = Some(Box::new(Running::new(turn, acting, seat, Instant::now())));
         self.deps.metrics.turns_started.inc();
         self.touch();
     }
@@ -116,7 +116,9 @@ impl Core {
     }
 
     fn running(&mut self, turn_id: &TurnId) -> Option<&mut Running> {
-        self.turn.as_mut().filter(|t| t.turn.turn_id() == turn_id)
+        self.turn
+            .as_deref_mut()
+            .filter(|t| t.turn.turn_id() == turn_id)
     }
 
     /// Runs a queued direct call; its caller hears once the result is durable.
