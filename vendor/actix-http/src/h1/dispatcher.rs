@@ -142,8 +142,12 @@ pin_project! {
         U: Service<(Request, Framed<T, Codec>), Response = ()>,
         U::Error: fmt::Display,
     {
-        Normal { #[pin] inner: InnerDispatcher<T, S, B, X, U> },
-        Upgrade { #[pin] fut: U::Future },
+        // Both boxed (a change of this vendored copy): the connection's
+        // task is as large as its largest state for its whole life, and the
+        // dispatcher, its service call's future inline, is kilobytes that a
+        // WebSocket, which lives on in `Upgrade`, never uses again.
+        Normal { inner: Pin<Box<InnerDispatcher<T, S, B, X, U>>> },
+        Upgrade { fut: Pin<Box<U::Future>> },
     }
 }
 
@@ -285,7 +289,7 @@ where
     ) -> Self {
         Dispatcher {
             inner: DispatcherState::Normal {
-                inner: InnerDispatcher {
+                inner: Box::pin(InnerDispatcher {
                     flow,
                     flags: Flags::empty(),
                     peer_addr,
@@ -309,7 +313,7 @@ where
                     h1_write_buffer_size: config.h1_write_buffer_size(),
                     write_buf_needs_reset: false,
                     codec: Codec::new(config),
-                },
+                }),
             },
 
             #[cfg(test)]
@@ -1316,12 +1320,13 @@ where
         }
 
         match this.inner.project() {
-            DispatcherStateProj::Upgrade { fut: upgrade } => upgrade.poll(cx).map_err(|err| {
+            DispatcherStateProj::Upgrade { fut: upgrade } => upgrade.as_mut().poll(cx).map_err(|err| {
                 error!("Upgrade handler error: {}", err);
                 DispatchError::Upgrade
             }),
 
-            DispatcherStateProj::Normal { mut inner } => {
+            DispatcherStateProj::Normal { inner } => {
+                let mut inner = inner.as_mut();
                 trace!("start flags: {:?}", &inner.flags);
 
                 trace_timer_states(
@@ -1415,7 +1420,7 @@ where
                                 self.as_mut()
                                     .project()
                                     .inner
-                                    .set(DispatcherState::Upgrade { fut: upgrade });
+                                    .set(DispatcherState::Upgrade { fut: Box::pin(upgrade) });
                                 return self.poll(cx);
                             }
                         };

@@ -122,7 +122,7 @@ async fn check_buffer_retention(body_len: usize, threshold: usize, partial: bool
         else {
             panic!()
         };
-        assert!(inner.project().write_buf.try_reclaim(HW_BUFFER_SIZE));
+        assert!(inner.as_mut().project().write_buf.try_reclaim(HW_BUFFER_SIZE));
     }
 
     let DispatcherState::Normal { inner } = &dispatcher.inner else {
