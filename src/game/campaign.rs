@@ -682,7 +682,7 @@ impl Campaign {
             active_actor_id: self.active_actor_id,
             areas: AreaMap::from(areas),
             characters: self.characters.into_iter().map(Arc::new).collect(),
-            allowlist: self.allowlist,
+            allowlist: Arc::new(self.allowlist),
             content: Arc::new(
                 lore_entries(&self.lore, &self.content)
                     .into_iter()
@@ -771,6 +771,7 @@ mod tests {
         assert!(Arc::ptr_eq(&a.content, &b.content));
         assert!(Arc::ptr_eq(&a.npcs, &b.npcs));
         assert!(Arc::ptr_eq(&a.lore, &b.lore));
+        assert!(Arc::ptr_eq(&a.allowlist, &b.allowlist));
         // A link that exists changes nothing and copies nothing.
         let (from, to) = (
             a.areas[0].area_id.clone(),
@@ -836,7 +837,7 @@ mod tests {
         let state = Campaign::from_value(&v, &tools()).unwrap().into_state();
         // Seed 002's four, and the timer tools (docs/protocol.md §9).
         assert_eq!(
-            state.allowlist,
+            *state.allowlist,
             [
                 "move",
                 "move_options",

@@ -461,7 +461,7 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
         active_actor_id: campaign.active_actor_id,
         areas: AreaMap::from(campaign.areas),
         characters: campaign.characters.into_iter().map(Arc::new).collect(),
-        allowlist: campaign.allowlist,
+        allowlist: Arc::new(campaign.allowlist),
         lore: Arc::new(campaign.lore),
         zones,
         player,

@@ -457,7 +457,8 @@ pub struct GameState {
     /// session holds pointers, not 3.6 KiB of copies of the demo's four.
     /// Serialized as the plain list.
     pub characters: Vec<Arc<Character>>,
-    pub allowlist: Vec<String>,
+    /// Shared likewise; no session changes it.
+    pub allowlist: Shared<String>,
     #[serde(default)]
     pub lore: Shared<String>,
     #[serde(default)]
@@ -502,7 +503,7 @@ impl GameState {
             active_actor_id: CharacterId::from(""),
             areas: AreaMap::default(),
             characters: Vec::new(),
-            allowlist: Vec::new(),
+            allowlist: Default::default(),
             lore: Shared::default(),
             zones: Vec::new(),
             player: PlayerRuntime::default(),
@@ -888,7 +889,7 @@ mod tests {
                 inventory: vec![],
                 state: CharacterState::Active,
             })],
-            allowlist: vec![],
+            allowlist: Default::default(),
             lore: Default::default(),
             zones: vec![],
             player: Default::default(),
