@@ -93,6 +93,9 @@ pub(super) fn release(
 #[derive(Default)]
 pub(super) struct Writes {
     unsent: Vec<SessionWrite>,
+    /// How many the last step held: the next step's writes are about as
+    /// many, and get that room at their first (an idle session keeps none).
+    last: usize,
 }
 
 impl Writes {
@@ -100,6 +103,9 @@ impl Writes {
     /// step's first, so the session asks for the rows to be handed over
     /// once the step is over.
     pub(super) fn hold(&mut self, write: SessionWrite) -> bool {
+        if self.unsent.capacity() == 0 {
+            self.unsent.reserve_exact(self.last.max(1));
+        }
         self.unsent.push(write);
         self.unsent.len() == 1
     }
@@ -108,9 +114,8 @@ impl Writes {
     /// when a step is over, and before any other write of the session,
     /// which must not overtake them.
     pub(super) fn take(&mut self) -> Vec<SessionWrite> {
-        // The next step's writes are about as many as this one's.
-        let size = self.unsent.len();
-        std::mem::replace(&mut self.unsent, Vec::with_capacity(size))
+        self.last = self.unsent.len();
+        std::mem::take(&mut self.unsent)
     }
 }
 
