@@ -681,9 +681,14 @@ impl Core {
     }
 
     /// The session's periodic check: drops the welcome state kept for a
-    /// crowd that joined (the next join serializes it again).
+    /// crowd that joined (the next join serializes it again), and the room
+    /// its queues keep empty (the next step takes it again).
     pub(super) fn checked(&mut self) {
         self.welcome.forget();
+        if self.out.is_empty() {
+            self.out = VecDeque::new();
+        }
+        self.sequencer.shrink_idle();
     }
 
     /// Whether the session has done nothing for its idle timeout and holds

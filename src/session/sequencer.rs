@@ -237,6 +237,14 @@ impl Sequencer {
         out
     }
 
+    /// Gives back the room of the staged frames' queue while none is
+    /// staged.
+    pub(super) fn shrink_idle(&mut self) {
+        if self.pending.is_empty() {
+            self.pending = VecDeque::new();
+        }
+    }
+
     /// Releases `seq`, which is durable, into the ring.
     fn keep(&mut self, seq: u64, bytes: ByteString) {
         self.released = seq;
@@ -471,6 +479,22 @@ mod tests {
 
     fn ring_seqs(sq: &Sequencer) -> Vec<u64> {
         sq.ring.iter().map(|(s, _)| *s).collect()
+    }
+
+    #[test]
+    fn an_idle_sequencer_gives_back_its_queues_room_and_keeps_what_is_staged() {
+        let mut sq = staged(0, 3);
+        sq.shrink_idle();
+        assert_eq!(sq.pending.len(), 3, "staged frames stay");
+        assert_eq!(sq.durable(2).len(), 2);
+        sq.shrink_idle();
+        assert_eq!(sq.pending.iter().map(|p| p.seq).collect::<Vec<_>>(), [3]);
+        assert_eq!(sq.durable(3).len(), 1);
+        assert!(sq.pending.capacity() > 0);
+        sq.shrink_idle();
+        assert_eq!(sq.pending.capacity(), 0);
+        assert_eq!(ring_seqs(&sq), [1, 2, 3], "released frames stay for resume");
+        assert_eq!(sq.stage(presence(4), None, None).seq, 4);
     }
 
     #[test]
