@@ -643,11 +643,7 @@ impl GameState {
             }
             Effect::SetCharacter { character } => {
                 // Replaced whole, so a shared one is not copied first.
-                if let Some(c) = self
-                    .characters
-                    .iter_mut()
-                    .find(|c| c.character_id == character.character_id)
-                {
+                if let Some(c) = self.character_slot(&character.character_id) {
                     *c = Arc::new(character.clone());
                 }
             }
@@ -784,10 +780,12 @@ impl GameState {
 
     /// Character `id`, copied first if other sessions share it.
     fn character_mut(&mut self, id: &CharacterId) -> Option<&mut Character> {
-        self.characters
-            .iter_mut()
-            .find(|c| &c.character_id == id)
-            .map(Arc::make_mut)
+        self.character_slot(id).map(Arc::make_mut)
+    }
+
+    /// Where character `id` is held, shared or not.
+    fn character_slot(&mut self, id: &CharacterId) -> Option<&mut Arc<Character>> {
+        self.characters.iter_mut().find(|c| &c.character_id == id)
     }
 }
 
