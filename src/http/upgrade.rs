@@ -58,19 +58,44 @@ pub fn accept(
 }
 
 /// Serves one upgrade request with `app`, the application's service.
-pub async fn serve<S, B>(
+///
+/// The answer is worked out on the heap and freed once the WebSocket
+/// starts: actix-http keeps this future for the WebSocket's whole life, and
+/// its size is that of its largest state, so what it keeps meanwhile is a
+/// receiver.
+pub fn serve<S, B>(
     app: Rc<S>,
     req: Request,
     framed: Framed<TcpStream, Codec>,
-) -> Result<(), actix_web::Error>
+) -> impl Future<Output = Result<(), actix_web::Error>>
+where
+    S: Service<Request, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
+{
+    let answering = Box::pin(answer(app, req, framed));
+    async move {
+        if let Some(ended) = answering.await? {
+            // Resolves when the connection's actor drops its socket.
+            let _ = ended.await;
+        }
+        Ok(())
+    }
+}
+
+/// Answers one upgrade request with `app`: starts the WebSocket and
+/// answers what tells when it ends, or writes the refusal and answers
+/// `None`.
+async fn answer<S, B>(
+    app: Rc<S>,
+    req: Request,
+    framed: Framed<TcpStream, Codec>,
+) -> Result<Option<oneshot::Receiver<()>>, actix_web::Error>
 where
     S: Service<Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
     B: MessageBody + 'static,
 {
     req.extensions_mut().insert(Upgrading);
-    // On the heap, and gone once answered: this future lives as long as
-    // the WebSocket, and its size is that of its largest state.
-    let answered = Box::pin(app.call(req)).await;
+    let answered = app.call(req).await;
     let mut res = match answered {
         Ok(res) => res.into_parts().1.map_into_boxed_body(),
         Err(e) => HttpResponse::from_error(e),
@@ -95,8 +120,7 @@ where
                 read: parts.read_buf,
                 done,
             });
-            // Resolves when the connection's actor drops its socket.
-            let _ = ended.await;
+            Ok(Some(ended))
         }
         _ => {
             let (mut head, body) = res.into_parts();
@@ -118,7 +142,7 @@ where
                 .encode(Message::Chunk(None), &mut parts.write_buf)?;
             parts.io.write_all(&parts.write_buf).await?;
             let _ = parts.io.shutdown().await;
+            Ok(None)
         }
     }
-    Ok(())
 }
