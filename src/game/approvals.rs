@@ -196,15 +196,16 @@ pub struct Resolved {
 
 /// What a session holds of approvals: its rule, the approvals pending, the
 /// last decision (its call's result may not be journalled yet) and the ids
-/// of the last ones resolved.
+/// of the last ones resolved. The rule and the last decision are boxed:
+/// every session's state holds this, and few sessions have either.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Approvals {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<ApprovalRule>,
+    pub rule: Option<Box<ApprovalRule>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<Approval>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last: Option<Resolved>,
+    pub last: Option<Box<Resolved>>,
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     pub resolved: VecDeque<String>,
 }
@@ -259,13 +260,13 @@ impl Approvals {
         while self.resolved.len() > REMEMBERED_RESOLVED {
             self.resolved.pop_front();
         }
-        self.last = Some(Resolved {
+        self.last = Some(Box::new(Resolved {
             approval,
             decision,
             by_seat_id: by_seat_id.cloned(),
             reason: reason.cloned(),
             carried_out: false,
-        });
+        }));
     }
 
     /// The result of `turn_id`'s call `call_id` is journalled: if it is the

@@ -701,7 +701,7 @@ impl Campaign {
         };
         state.party.max_players = self.party.max_players;
         state.party.pc_template = self.pc_template;
-        state.approvals.rule = self.approval.map(ApprovalRule::deduped);
+        state.approvals.rule = self.approval.map(|r| Box::new(r.deduped()));
         state.ensure_host_seat();
         state
     }

@@ -171,7 +171,7 @@ pub fn head(
                 max_players: state.party.max_players,
             },
             pc_template: &state.party.pc_template,
-            approval: state.approvals.rule.as_ref(),
+            approval: state.approvals.rule.as_deref(),
         },
         state: StatePart {
             turn: state.turn,
@@ -477,7 +477,7 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
     state.party.pc_template = campaign.pc_template;
     state.party.turn_mode = mode.turn_mode;
     state.party.round_timeout_s = mode.round_timeout_s;
-    state.approvals.rule = campaign.approval.map(ApprovalRule::deduped);
+    state.approvals.rule = campaign.approval.map(|r| Box::new(r.deduped()));
     state.ensure_host_seat();
     Ok(Imported { state, story })
 }

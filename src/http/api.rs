@@ -150,7 +150,7 @@ async fn create_session(
     };
     let mut start = campaign_start(&state, body).await?;
     if approval.is_some() {
-        start.state.approvals.rule = approval;
+        start.state.approvals.rule = approval.map(Box::new);
         // No longer the shared start's state: stored whole.
         start.shared = None;
     }

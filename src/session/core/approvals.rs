@@ -453,11 +453,11 @@ mod tests {
     /// asked for one: paused.
     fn paused() -> (Core, String, Vec<Value>) {
         let mut core = core();
-        core.state.approvals.rule = Some(ApprovalRule {
+        core.state.approvals.rule = Some(Box::new(ApprovalRule {
             tools: vec!["hp_delta".into()],
             timeout_s: 60,
             lethal_only: false,
-        });
+        }));
         core.submit_chat(
             SubmitChat {
                 text: "hit me".into(),
