@@ -17,6 +17,7 @@
 //! actor alone checks (a session's seats) is a plain one
 //! ([`owned_keyed`]).
 
+use std::cell::OnceCell;
 use std::num::NonZeroU32;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -29,6 +30,25 @@ use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, NotUntil, Quot
 fn clock() -> DefaultClock {
     static CLOCK: OnceLock<DefaultClock> = OnceLock::new();
     CLOCK.get_or_init(DefaultClock::default).clone()
+}
+
+/// A limiter made at its first use, for one owner (a session's actor),
+/// which keeps its quota. A limiter nobody has asked yet is full, so making
+/// it late changes no answer; a session that never chats, talks or takes a
+/// direct call keeps no limiter.
+pub struct OnFirstUse<L>(OnceCell<Box<L>>);
+
+impl<L> Default for OnFirstUse<L> {
+    fn default() -> Self {
+        Self(OnceCell::new())
+    }
+}
+
+impl<L> OnFirstUse<L> {
+    /// The limiter, made under `quota` with `make` the first time.
+    pub fn get(&self, quota: Quota, make: fn(Quota) -> L) -> &L {
+        self.0.get_or_init(|| Box::new(make(quota)))
+    }
 }
 
 /// `per_minute` a minute in bursts of up to `burst` (each at least 1).
@@ -70,6 +90,23 @@ pub fn wait(not_until: &NotUntil<<DefaultClock as Clock>::Instant>) -> Duration 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limiter_made_at_its_first_use_is_made_once_and_answers_as_a_new_one() {
+        let quota = per_minute(60, 2);
+        let lazy = OnFirstUse::<OwnedKeyed<&str>>::default();
+        assert!(lazy.0.get().is_none(), "nothing is made before a use");
+        let eager = owned_keyed::<&str>(quota);
+        for _ in 0..3 {
+            assert_eq!(
+                lazy.get(quota, owned_keyed).check_key(&"a").is_ok(),
+                eager.check_key(&"a").is_ok()
+            );
+        }
+        let spent = lazy.get(quota, owned_keyed).check_key(&"a");
+        assert!(spent.is_err(), "spent stays spent");
+        assert!(lazy.get(quota, owned_keyed).check_key(&"b").is_ok());
+    }
 
     #[test]
     fn a_spent_bucket_says_how_long_to_wait_and_others_keep_their_own() {

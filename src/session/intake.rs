@@ -28,8 +28,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use governor::DefaultDirectRateLimiter;
 use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota};
 use tokio::sync::oneshot;
 
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
@@ -40,27 +40,33 @@ use crate::protocol::check_request_id;
 use crate::rate;
 use crate::storage::QueuedChat;
 
-/// Request ids already taken, oldest forgotten first.
+/// Request ids already taken, oldest forgotten first. Boxed, and only
+/// once a request id comes: every session holds this, few sessions' clients
+/// send ids.
 #[derive(Default)]
-pub(super) struct RecentRequests {
+pub(super) struct RecentRequests(Option<Box<Requests>>);
+
+#[derive(Default)]
+struct Requests {
     map: HashMap<RequestId, TurnId>,
     order: VecDeque<RequestId>,
 }
 
 impl RecentRequests {
     pub(super) fn insert(&mut self, request_id: RequestId, turn_id: TurnId) {
-        if self.map.insert(request_id.clone(), turn_id).is_none() {
-            self.order.push_back(request_id);
-            if self.order.len() > REMEMBERED_REQUESTS
-                && let Some(old) = self.order.pop_front()
+        let known = self.0.get_or_insert_default();
+        if known.map.insert(request_id.clone(), turn_id).is_none() {
+            known.order.push_back(request_id);
+            if known.order.len() > REMEMBERED_REQUESTS
+                && let Some(old) = known.order.pop_front()
             {
-                self.map.remove(&old);
+                known.map.remove(&old);
             }
         }
     }
 
     pub(super) fn get(&self, request_id: &str) -> Option<&TurnId> {
-        self.map.get(request_id)
+        self.0.as_ref()?.map.get(request_id)
     }
 }
 
@@ -131,11 +137,16 @@ pub(super) struct Intake {
     /// `chat_per_minute`, in bursts of up to `chat_burst`, for each seat on
     /// its own: one player's flood leaves the others their turns. Keyed by
     /// seat, so it holds at most one entry per seat the session ever had.
-    limiter: rate::OwnedKeyed<SeatId>,
+    /// Each of the three is made at its first use ([`rate::OnFirstUse`]).
+    limiter: rate::OnFirstUse<rate::OwnedKeyed<SeatId>>,
     /// The same rate for each seat's table talk, apart from its chats.
-    talk: rate::OwnedKeyed<SeatId>,
+    talk: rate::OnFirstUse<rate::OwnedKeyed<SeatId>>,
     /// `calls_per_minute`, in bursts of up to `calls_burst`: direct calls.
-    calls: DefaultDirectRateLimiter,
+    calls: rate::OnFirstUse<DefaultDirectRateLimiter>,
+    /// The quotas the limiters are made under: a seat's chats and its
+    /// talk each have `chat_quota`.
+    chat_quota: Quota,
+    calls_quota: Quota,
     requests: RecentRequests,
     max_text_chars: usize,
     max_queued_turns: usize,
@@ -150,12 +161,11 @@ impl Intake {
     pub(super) fn new(limits: &Limits, requests: RecentRequests, next_turn_no: u64) -> Self {
         let chats = rate::per_minute(limits.chat_per_minute, limits.chat_burst);
         Self {
-            limiter: rate::owned_keyed(chats),
-            talk: rate::owned_keyed(chats),
-            calls: rate::direct(rate::per_minute(
-                limits.calls_per_minute,
-                limits.calls_burst,
-            )),
+            limiter: rate::OnFirstUse::default(),
+            talk: rate::OnFirstUse::default(),
+            calls: rate::OnFirstUse::default(),
+            chat_quota: chats,
+            calls_quota: rate::per_minute(limits.calls_per_minute, limits.calls_burst),
             requests,
             max_text_chars: limits.max_text_chars,
             max_queued_turns: limits.max_queued_turns,
@@ -254,7 +264,10 @@ impl Intake {
         if let Some(reason) = storage_refusing() {
             return Err(ChatRefused::new(ErrorCode::Overloaded, reason));
         }
-        spend_one(&self.calls, "too many calls into this session")?;
+        spend_one(
+            self.calls.get(self.calls_quota, rate::direct),
+            "too many calls into this session",
+        )?;
         self.queue.push_back(Work::Call(call));
         Ok(())
     }
@@ -377,7 +390,8 @@ impl Intake {
                 format!("{max_queue} turns are already waiting"),
             );
         }
-        spend(&self.limiter, seat_id, "too many messages")?;
+        let limiter = self.limiter.get(self.chat_quota, rate::owned_keyed);
+        spend(limiter, seat_id, "too many messages")?;
         Ok(Admission::New { text })
     }
 
@@ -454,7 +468,8 @@ impl Intake {
         if let Some(Err(message)) = request_id.map(check_request_id) {
             return Err(ChatRefused::new(ErrorCode::InvalidFrame, message));
         }
-        spend(&self.talk, seat_id, "too much table talk")?;
+        let talk = self.talk.get(self.chat_quota, rate::owned_keyed);
+        spend(talk, seat_id, "too much table talk")?;
         Ok(text)
     }
 
@@ -959,6 +974,8 @@ mod tests {
     fn remembered_requests_forget_the_oldest() {
         let extra = 3;
         let mut requests = RecentRequests::default();
+        assert!(requests.0.is_none(), "no room before a request id");
+        assert_eq!(requests.get("r-0"), None);
         for i in 0..REMEMBERED_REQUESTS + extra {
             requests.insert(format!("r-{i}").into(), format!("turn_{i}").into());
         }
@@ -972,14 +989,20 @@ mod tests {
                 "r-{i} is kept"
             );
         }
-        assert_eq!(requests.order.len(), REMEMBERED_REQUESTS);
-        assert_eq!(requests.map.len(), REMEMBERED_REQUESTS);
+        let known = |r: &RecentRequests| r.0.as_ref().map(|k| (k.order.len(), k.map.len()));
+        assert_eq!(
+            known(&requests),
+            Some((REMEMBERED_REQUESTS, REMEMBERED_REQUESTS))
+        );
 
         // An id taken twice holds one place: nothing more is forgotten.
         let newest = format!("r-{}", REMEMBERED_REQUESTS + extra - 1);
         requests.insert(newest.clone().into(), "turn_again".into());
         assert!(requests.get(&format!("r-{extra}")).is_some());
-        assert_eq!(requests.order.len(), REMEMBERED_REQUESTS);
+        assert_eq!(
+            known(&requests),
+            Some((REMEMBERED_REQUESTS, REMEMBERED_REQUESTS))
+        );
 
         // Through the intake: a forgotten request id is new again.
         let mut intake = Intake::new(&limits(1000, 1000), requests, 1);
