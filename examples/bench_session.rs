@@ -98,7 +98,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
         store,
         registry,
         provider: Arc::new(OfflineGameMaster::default()),
-        limits,
+        limits: Arc::new(limits),
         metrics: metrics.clone(),
     });
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());

@@ -42,6 +42,7 @@ pub mod logs;
 pub mod metrics;
 pub mod protocol;
 pub mod rate;
+pub mod room;
 pub mod session;
 pub mod sites;
 pub mod startup;

@@ -162,7 +162,7 @@ impl Application {
             store: store.clone(),
             registry: registry.clone(),
             provider: provider.clone(),
-            limits: Limits::from_settings(&settings),
+            limits: Arc::new(Limits::from_settings(&settings)),
             metrics: metrics.clone(),
         });
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());

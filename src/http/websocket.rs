@@ -160,7 +160,7 @@ impl Outgoing {
             return false;
         }
         self.frames += item.frames;
-        self.items.push_back(item);
+        crate::room::push_back(&mut self.items, item);
         true
     }
 

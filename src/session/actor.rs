@@ -77,6 +77,7 @@ impl SessionActor {
         while let Some(command) = self.core.next_command() {
             self.carry_out(command, ctx);
         }
+        self.core.settled();
     }
 
     fn carry_out(&mut self, command: Command, ctx: &mut Context<Self>) {
@@ -517,5 +518,25 @@ impl Handler<LeaseLost> for SessionActor {
     fn handle(&mut self, _: LeaseLost, ctx: &mut Self::Context) {
         self.core.storage_failed(StorageError::Fenced);
         self.run(ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session's actor runs as one allocation: actix's future for it
+    /// (the actor, its context and mailbox) inside a tokio task, whose own
+    /// parts take 104 bytes more. At 2,048 bytes or under the task takes
+    /// mimalloc's 2 KiB size class; past it, the 2.5 KiB one, and every
+    /// idle session keeps 512 bytes more (BENCHMARKS.md, "1. Idle
+    /// scale"). A field added to the actor or its core that fails this
+    /// belongs in a box, or made only when used.
+    #[test]
+    fn a_session_actor_stays_in_the_allocators_2_kib_class() {
+        let task =
+            std::mem::size_of::<actix::dev::ContextFut<SessionActor, Context<SessionActor>>>()
+                + 104;
+        assert!(task <= 2048, "a session's task takes {task} bytes");
     }
 }

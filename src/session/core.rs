@@ -19,7 +19,7 @@ mod rounds;
 mod timers;
 mod turn_loop;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -39,6 +39,7 @@ use super::prompt::Prompter;
 use super::release::{Batch, Writes, release};
 use super::replay::Restored;
 use super::running::Running;
+use super::seats::SeatSet;
 use super::sequencer::{Entry, Sequencer, Waiter};
 use super::snapshot::{self, Snapshots};
 use super::turn_frames;
@@ -123,7 +124,7 @@ pub(super) struct ModelTraits {
 pub(super) struct CoreDeps {
     pub(super) registry: Arc<Registry>,
     pub(super) metrics: Arc<Metrics>,
-    pub(super) limits: Limits,
+    pub(super) limits: Arc<Limits>,
     pub(super) model: ModelTraits,
     /// The session's counts, as the hub reads them.
     pub(super) stats: Arc<SessionStats>,
@@ -181,7 +182,7 @@ pub(super) struct Core {
     /// Commands not yet taken by the actor, in order.
     out: VecDeque<Command>,
     /// The seats with a connection to this session now.
-    online: BTreeSet<SeatId>,
+    online: SeatSet,
     /// The state as the last `welcome` carried it, for the next join at
     /// the same seq.
     welcome: WelcomeState,
@@ -222,7 +223,7 @@ impl Core {
             }
         }
         let mut core = Self {
-            session_id: SessionId::from(meta.session_id.as_str()),
+            session_id: meta.session_id.clone(),
             meta,
             deps,
             intake,
@@ -240,7 +241,7 @@ impl Core {
             last_activity: Instant::now(),
             interrupted_turn: restored.interrupted_turn,
             out: VecDeque::new(),
-            online: BTreeSet::new(),
+            online: SeatSet::default(),
             welcome: WelcomeState::default(),
             resolving: None,
             round_check: false,
@@ -553,7 +554,7 @@ impl Core {
     }
 
     /// The seats with a connection now (the actor's fan-out knows them).
-    pub(super) fn seats_online(&mut self, online: BTreeSet<SeatId>) {
+    pub(super) fn seats_online(&mut self, online: SeatSet) {
         // A seat going offline may leave the round waiting for nobody.
         let went = self.online.iter().any(|s| !online.contains(s));
         self.online = online;
@@ -685,6 +686,22 @@ impl Core {
     /// its queues keep empty (the next step takes it again).
     pub(super) fn checked(&mut self) {
         self.welcome.forget();
+        self.give_back_room();
+    }
+
+    /// The actor carried out every command: once no turn runs, the queues'
+    /// room goes back at once, so a session that went quiet (a join's
+    /// presence out, a turn over) keeps none until its next step. A turn
+    /// takes it again once, not at each of its steps.
+    pub(super) fn settled(&mut self) {
+        if self.turn.is_none() {
+            self.give_back_room();
+        }
+    }
+
+    /// Gives back the room of the command queue and of the staged frames'
+    /// queue, each while empty.
+    fn give_back_room(&mut self) {
         if self.out.is_empty() {
             self.out = VecDeque::new();
         }
@@ -851,7 +868,7 @@ mod tests {
         let deps = CoreDeps {
             registry: Arc::new(Registry::builtin().expect("tools")),
             metrics: Arc::default(),
-            limits: limits(),
+            limits: Arc::new(limits()),
             model: ModelTraits::default(),
             stats: Arc::default(),
         };
@@ -1061,6 +1078,34 @@ mod tests {
         assert!(core.welcome.holds());
         core.checked();
         assert!(!core.welcome.holds());
+    }
+
+    #[test]
+    fn a_quiet_session_gives_back_its_queues_room_and_a_running_turn_keeps_it() {
+        let mut core = core();
+        let mut tag = 0;
+        let room = |core: &Core| (core.out.capacity(), core.sequencer.pending_capacity());
+        feed(&mut core, &mut tag, Chat(1, "r1"));
+        core.settled();
+        assert!(core.turn.is_some());
+        assert!(
+            room(&core).0 > 0,
+            "a running turn keeps its command queue's room"
+        );
+        feed(&mut core, &mut tag, Answer("You look."));
+        assert!(core.sequencer.has_pending());
+        core.settled();
+        assert!(room(&core).1 > 0, "staged frames stay");
+        feed(&mut core, &mut tag, Durable);
+        assert!(core.turn.is_none(), "the turn is over once durable");
+        core.settled();
+        assert_eq!(room(&core), (0, 0), "a quiet session keeps no room");
+        // The next turn takes it again.
+        assert_eq!(
+            feed(&mut core, &mut tag, Chat(1, "r2"))[0],
+            "taken as turn_2, 0 ahead"
+        );
+        assert!(room(&core).0 > 0);
     }
 
     #[test]

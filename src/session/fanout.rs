@@ -27,7 +27,7 @@
 //!   goes out at once, changes within the window go out together, as one
 //!   frame, when it ends.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,7 @@ use super::types::{Outbound, Outbox, Wire};
 use crate::ids::{NodeId, SeatId};
 use crate::metrics::Metrics;
 use crate::protocol::{ConnRole, SeatOnline, StoryEvent};
+use crate::room::FewMap;
 
 /// WebSocket close code for "too slow: reconnect and resume with last_seq".
 pub const CLOSE_OVERFLOW: u16 = 1013;
@@ -118,19 +119,22 @@ pub const MAX_REMOTE_AUDIENCES: usize = 256;
 /// The subscribed connections and the presence throttle.
 #[derive(Default)]
 pub(super) struct Fanout {
-    subscribers: HashMap<u64, Subscriber>,
+    /// Mostly one player, sometimes a crowd ([`FewMap`]).
+    subscribers: FewMap<u64, Subscriber>,
     /// How many of `subscribers` are players, kept as they come and go so
     /// that counting who is there does not walk every connection.
     players: usize,
-    /// Connections per seat, for the seats online.
-    seats: HashMap<SeatId, usize>,
+    /// Connections per seat, for the seats online, in seat order: a party
+    /// has a few seats, and a list of one keeps less than a map.
+    seats: Vec<(SeatId, usize)>,
     /// Counts every time a seat comes online or goes offline, so that the
     /// presence throttle sees a change the counts alone do not show.
     seat_changes: usize,
     presence: PresenceThrottle,
     /// Spectators served by other nodes' tails of this session, by node,
     /// each with when its report runs out.
-    remote: HashMap<NodeId, (usize, Instant)>,
+    /// A tree: no room while empty, as it mostly is.
+    remote: BTreeMap<NodeId, (usize, Instant)>,
 }
 
 impl Fanout {
@@ -140,10 +144,13 @@ impl Fanout {
             self.players += 1;
         }
         if let Some(seat) = &sub.seat {
-            let n = self.seats.entry(seat.clone()).or_default();
-            *n += 1;
-            if *n == 1 {
-                self.seat_changes += 1;
+            match self.seats.binary_search_by(|(s, _)| s.cmp(seat)) {
+                Ok(at) => self.seats[at].1 += 1,
+                Err(at) => {
+                    self.seats.reserve_exact(1);
+                    self.seats.insert(at, (seat.clone(), 1));
+                    self.seat_changes += 1;
+                }
             }
         }
         if let Some(old) = self.subscribers.insert(conn_id, sub) {
@@ -157,19 +164,19 @@ impl Fanout {
             self.players -= 1;
         }
         if let Some(seat) = &sub.seat
-            && let Some(n) = self.seats.get_mut(seat)
+            && let Ok(at) = self.seats.binary_search_by(|(s, _)| s.cmp(seat))
         {
-            *n -= 1;
-            if *n == 0 {
-                self.seats.remove(seat);
+            self.seats[at].1 -= 1;
+            if self.seats[at].1 == 0 {
+                self.seats.remove(at);
                 self.seat_changes += 1;
             }
         }
     }
 
     /// The seats with a connection here.
-    pub(super) fn online_seats(&self) -> std::collections::BTreeSet<SeatId> {
-        self.seats.keys().cloned().collect()
+    pub(super) fn online_seats(&self) -> super::seats::SeatSet {
+        self.seats.iter().map(|(s, _)| s.clone()).collect()
     }
 
     /// Removes connection `conn_id`; answers whether it was there.
@@ -377,7 +384,7 @@ impl Fanout {
         let mut delivery = Delivery::default();
         let mut dropped = Vec::new();
         let mut post = Post::default();
-        for (id, sub) in &self.subscribers {
+        for (id, sub) in self.subscribers.iter() {
             let Some(message) = message(*id) else {
                 continue;
             };

@@ -431,7 +431,7 @@ impl SessionHub {
             home,
         };
         self.live.insert(
-            SessionId::from(handle.meta.session_id.as_str()),
+            handle.meta.session_id.clone(),
             Live {
                 handle: handle.clone(),
                 epoch,

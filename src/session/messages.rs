@@ -7,7 +7,6 @@
 //! these types (a refusal, a direct call and its reply) without importing
 //! the actor.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -17,6 +16,7 @@ use serde_json::value::RawValue;
 
 use super::audit::CallOrigin;
 use super::lanes::Sink;
+use super::seats::SeatSet;
 use super::sequencer::Backlog;
 use super::types::{MAX_RESUME_BYTES, Outbox};
 use crate::error::ErrorCode;
@@ -191,7 +191,7 @@ impl Joined {
         session_id: &SessionId,
         role: ConnRole,
         seat_id: Option<&SeatId>,
-        (state, online): (&GameState, &BTreeSet<SeatId>),
+        (state, online): (&GameState, &SeatSet),
         backlog: Backlog,
         cache: &mut WelcomeState,
     ) -> Self {
@@ -242,9 +242,14 @@ impl Joined {
 /// of its state), and the session forgets it when it releases frames and
 /// at its periodic check, so an idle session holds none for long.
 #[derive(Default)]
-pub(super) struct WelcomeState {
+pub(super) struct WelcomeState(Option<Box<Welcomed>>);
+
+/// The last join, boxed: every session holds a [`WelcomeState`], and it
+/// holds this only between a join and the next frames released.
+struct Welcomed {
     /// The seq and seats of the last join.
-    key: Option<(u64, BTreeSet<SeatId>)>,
+    seq: u64,
+    online: SeatSet,
     /// Their state's JSON, once a second join came at them.
     json: Option<Box<RawValue>>,
 }
@@ -257,24 +262,28 @@ impl WelcomeState {
         seq: u64,
         session_id: &SessionId,
         state: &GameState,
-        online: &BTreeSet<SeatId>,
+        online: &SeatSet,
         then: impl FnOnce(&RawValue) -> R,
     ) -> Option<R> {
-        let again = self
-            .key
-            .as_ref()
-            .is_some_and(|(s, o)| *s == seq && o == online);
-        if again && let Some(json) = &self.json {
+        let last = self
+            .0
+            .as_mut()
+            .filter(|w| w.seq == seq && w.online == *online);
+        if let Some(json) = last.as_ref().and_then(|w| w.json.as_deref()) {
             return Some(then(json));
         }
         let snapshot = Snapshot::of(session_id, state).online(|s| online.contains(s));
         let json = serde_json::value::to_raw_value(&snapshot).ok()?;
         let answer = then(&json);
-        if again {
-            self.json = Some(json);
-        } else {
-            self.key = Some((seq, online.clone()));
-            self.json = None;
+        match last {
+            Some(again) => again.json = Some(json),
+            None => {
+                self.0 = Some(Box::new(Welcomed {
+                    seq,
+                    online: online.clone(),
+                    json: None,
+                }))
+            }
         }
         Some(answer)
     }
@@ -282,14 +291,13 @@ impl WelcomeState {
     /// Drops what is kept: frames were released, or the session's
     /// periodic check came.
     pub(super) fn forget(&mut self) {
-        self.key = None;
-        self.json = None;
+        self.0 = None;
     }
 
     /// Whether the state's JSON is kept now.
     #[cfg(test)]
     pub(super) fn holds(&self) -> bool {
-        self.json.is_some()
+        self.0.as_ref().is_some_and(|w| w.json.is_some())
     }
 }
 

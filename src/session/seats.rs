@@ -75,6 +75,33 @@ impl SeatBook {
     }
 }
 
+/// A set of seats (those online), as a sorted list: a party has a few
+/// seats, and an idle session with its one player online keeps one id
+/// rather than a tree's node of eleven.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SeatSet(Vec<SeatId>);
+
+impl SeatSet {
+    pub fn contains(&self, seat_id: &SeatId) -> bool {
+        self.0.binary_search(seat_id).is_ok()
+    }
+
+    /// The seats in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, SeatId> {
+        self.0.iter()
+    }
+}
+
+impl FromIterator<SeatId> for SeatSet {
+    fn from_iter<I: IntoIterator<Item = SeatId>>(seats: I) -> Self {
+        let mut seats: Vec<SeatId> = seats.into_iter().collect();
+        seats.sort_unstable();
+        seats.dedup();
+        seats.shrink_to_fit();
+        Self(seats)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +139,15 @@ mod tests {
         party.seats[1] = seat;
         book.update(&party);
         assert_eq!(book.access("tok", false), SeatAccess::Gone);
+    }
+
+    #[test]
+    fn a_seat_set_holds_each_seat_once_in_order() {
+        let set: SeatSet = ["c", "a", "b", "a"].into_iter().map(SeatId::from).collect();
+        let ids: Vec<&str> = set.iter().map(|s| s.as_ref()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert!(set.contains(&SeatId::from("b")));
+        assert!(!set.contains(&SeatId::from("d")));
+        assert_eq!(SeatSet::default(), SeatSet::from_iter(Vec::new()));
     }
 }

@@ -124,7 +124,12 @@ pub(super) struct Sequencer {
     ring: VecDeque<(u64, ByteString)>,
     /// Callers waiting for a turn's last frame, by turn id; the turn may
     /// not have started yet.
-    turn_waiters: HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>,
+    /// Boxed, and only while someone waits (a direct call's caller).
+    #[expect(
+        clippy::box_collection,
+        reason = "an empty map inline is 48 bytes in every session's actor; the box is made only for a waiter"
+    )]
+    turn_waiters: Option<Box<HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>>>,
     /// Frames released since the last snapshot.
     since_snapshot: u64,
 }
@@ -143,7 +148,7 @@ impl Sequencer {
             released: last_seq,
             pending: VecDeque::new(),
             ring,
-            turn_waiters: HashMap::new(),
+            turn_waiters: None,
             since_snapshot: 0,
         }
     }
@@ -225,7 +230,12 @@ impl Sequencer {
         let mut out: Vec<Pending> = self.pending.drain(..due).collect();
         for p in &mut out {
             if let Some(end) = p.ends_turn.as_deref() {
-                for tx in self.turn_waiters.remove(end.turn_id()).unwrap_or_default() {
+                for tx in self
+                    .turn_waiters
+                    .as_mut()
+                    .and_then(|w| w.remove(end.turn_id()))
+                    .unwrap_or_default()
+                {
                     let end = end.clone();
                     p.waiters.push(Box::new(move || {
                         let _ = tx.send(end);
@@ -245,11 +255,17 @@ impl Sequencer {
         }
     }
 
+    /// The room of the staged frames' queue, in frames.
+    #[cfg(test)]
+    pub(super) fn pending_capacity(&self) -> usize {
+        self.pending.capacity()
+    }
+
     /// Releases `seq`, which is durable, into the ring.
     fn keep(&mut self, seq: u64, bytes: ByteString) {
         self.released = seq;
         self.since_snapshot += 1;
-        self.ring.push_back((seq, bytes));
+        crate::room::push_back(&mut self.ring, (seq, bytes));
         if self.ring.len() > RING_FRAMES {
             self.ring.pop_front();
         }
@@ -395,7 +411,11 @@ impl Sequencer {
     /// Dropped unanswered if the session stops first.
     pub(super) fn await_turn_end(&mut self, turn_id: TurnId) -> oneshot::Receiver<TurnEnd> {
         let (tx, rx) = oneshot::channel();
-        self.turn_waiters.entry(turn_id).or_default().push(tx);
+        self.turn_waiters
+            .get_or_insert_default()
+            .entry(turn_id)
+            .or_default()
+            .push(tx);
         rx
     }
 

@@ -54,7 +54,7 @@ impl Snapshots {
 pub(super) fn body(
     session_id: &SessionId,
     state: &GameState,
-    online: &std::collections::BTreeSet<crate::ids::SeatId>,
+    online: &super::seats::SeatSet,
     node_id: &str,
 ) -> String {
     let snapshot = Snapshot::of(session_id, state)

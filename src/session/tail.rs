@@ -44,7 +44,7 @@
 //!   so does one that meets a journal format newer than it reads (close
 //!   `1012`: they reconnect, to a node that reads it).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -57,6 +57,7 @@ use super::fanout::Fanout;
 use super::messages::{ChatRefused, Joined, Subscribe, Unsubscribe, WelcomeState};
 use super::placement::Placement;
 use super::replay;
+use super::seats::SeatSet;
 use super::sequencer::Sequencer;
 pub use super::types::AUDIENCE_REFRESH;
 use super::types::{
@@ -65,7 +66,7 @@ use super::types::{
 };
 use crate::error::ErrorCode;
 use crate::game::GameState;
-use crate::ids::{SeatId, SessionId};
+use crate::ids::SessionId;
 use crate::metrics::Metrics;
 use crate::protocol::{ConnRole, SeatOnline};
 use crate::storage::{Epoch, JournalNotice, StorageError, Store, TailRow, now_ms};
@@ -231,7 +232,7 @@ impl Handler<Watch> for Tails {
             reported: None,
             undelivered: Arc::new(AtomicU32::new(0)),
             closing: Closing::Open,
-            online: BTreeSet::new(),
+            online: SeatSet::default(),
             welcome: WelcomeState::default(),
         };
         let addr = self.placement.start(|_| tail);
@@ -378,7 +379,7 @@ pub struct Tail {
     closing: Closing,
     /// The seats online as the owner's last `presence` frame said (none
     /// before one is seen): what the snapshots served here show.
-    online: BTreeSet<SeatId>,
+    online: SeatSet,
     /// The state as the last `welcome` carried it, for the next join at
     /// the same seq.
     welcome: WelcomeState,
@@ -386,7 +387,7 @@ pub struct Tail {
 
 /// The seats a `presence` frame says are online; `None` for any other
 /// frame.
-fn seats_online(frame: &str) -> Option<BTreeSet<SeatId>> {
+fn seats_online(frame: &str) -> Option<SeatSet> {
     // `{"seq":N,"type":"presence",…}`: the type is read without parsing
     // every frame.
     let (_, rest) = frame.split_once(',')?;

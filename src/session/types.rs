@@ -151,7 +151,7 @@ pub struct SessionDeps {
     pub store: Store,
     pub registry: Arc<Registry>,
     pub provider: Arc<dyn Provider>,
-    pub limits: Limits,
+    pub limits: Arc<Limits>,
     pub metrics: Arc<Metrics>,
 }
 
