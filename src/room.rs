@@ -28,7 +28,7 @@ const FEW: usize = 8;
 
 /// A map for a few entries that may grow to many: a list, searched in
 /// order, while it holds at most [`FEW`]; a hash map from the first entry
-/// beyond, for good. Its order is no order.
+/// beyond, until it is cleared. Its order is no order.
 pub enum FewMap<K, V> {
     Few(Vec<(K, V)>),
     Many(HashMap<K, V>),

@@ -40,9 +40,9 @@ use crate::protocol::check_request_id;
 use crate::rate;
 use crate::storage::QueuedChat;
 
-/// Request ids already taken, oldest forgotten first. Boxed, and only
-/// once a request id comes: every session holds this, few sessions' clients
-/// send ids.
+/// Request ids already taken, oldest forgotten first. Boxed, and made when
+/// the first request id comes: a session that has taken none (an idle one,
+/// or one whose clients send no ids) keeps no room for them.
 #[derive(Default)]
 pub(super) struct RecentRequests(Option<Box<Requests>>);
 

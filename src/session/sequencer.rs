@@ -124,10 +124,10 @@ pub(super) struct Sequencer {
     ring: VecDeque<(u64, ByteString)>,
     /// Callers waiting for a turn's last frame, by turn id; the turn may
     /// not have started yet.
-    /// Boxed, and only while someone waits (a direct call's caller).
+    /// Boxed, and made at the first waiter (a direct call's caller).
     #[expect(
         clippy::box_collection,
-        reason = "an empty map inline is 48 bytes in every session's actor; the box is made only for a waiter"
+        reason = "an empty map inline is 48 bytes in every session's actor; the box is made at the first waiter"
     )]
     turn_waiters: Option<Box<HashMap<TurnId, Vec<oneshot::Sender<TurnEnd>>>>>,
     /// Frames released since the last snapshot.
