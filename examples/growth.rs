@@ -8,8 +8,9 @@
 //! Every `EVERY` turns it prints the session's areas, the median and worst
 //! turn (chat sent to `turn_completed`) of those turns, the server's CPU
 //! time per turn over them (every thread), how many bytes the server wrote
-//! to storage per turn over them (`write_bytes` of `/proc/PID/io`: the WAL,
-//! its checkpoints into the database, all of it), and the size of the
+//! to files per turn over them (`wchar` of `/proc/PID/io`: the WAL, its
+//! checkpoints into the database, and its log lines; sends on sockets are
+//! not in it), and the size of the
 //! session's state as stored (its snapshot's manifest and chunks). At the
 //! end it kills the server (`SIGKILL`), starts another on the same database
 //! and times the session's load: its snapshot read and the journal rows
@@ -79,13 +80,19 @@ impl Map {
     }
 }
 
-/// Bytes process `pid` has caused to be written to storage.
+/// Bytes process `pid` has handed to `write` and `pwrite` calls (not to
+/// socket sends). Not `write_bytes`, what the kernel counts as sent to
+/// storage: on ext4, a file's pages written over in place and synced with
+/// `fdatasync` count there 1–2 MB a sync whatever was written, while the
+/// disk takes a few KB (the WAL, made ready at start and written over
+/// since, counted about 0.5 MB a turn; BENCHMARKS.md, "What `write_bytes`
+/// counts since the WAL is made ready at start").
 fn written_bytes(pid: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/io"))
         .ok()
         .and_then(|io| {
             io.lines()
-                .find_map(|l| l.strip_prefix("write_bytes: "))
+                .find_map(|l| l.strip_prefix("wchar: "))
                 .and_then(|n| n.trim().parse().ok())
         })
         .unwrap_or(0)
