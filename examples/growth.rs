@@ -10,11 +10,11 @@
 //! time per turn over them (every thread), how many bytes the server wrote
 //! to files per turn over them (`wchar` of `/proc/PID/io`: the WAL, its
 //! checkpoints into the database, and its log lines; sends on sockets are
-//! not in it), and the size of the
-//! session's state as stored (its snapshot's manifest and chunks). At the
-//! end it kills the server (`SIGKILL`), starts another on the same database
-//! and times the session's load: its snapshot read and the journal rows
-//! after it replayed.
+//! not in it), and the size of the session's state as stored (its
+//! snapshot's manifest and chunks). At the end it kills the server
+//! (`SIGKILL`), starts another on the same database and times the
+//! session's load: its snapshot read and the journal rows after it
+//! replayed.
 //!
 //! ```sh
 //! cargo build --release
@@ -84,9 +84,9 @@ impl Map {
 /// socket sends). Not `write_bytes`, what the kernel counts as sent to
 /// storage: on ext4, a file's pages written over in place and synced with
 /// `fdatasync` count there 1–2 MB a sync whatever was written, while the
-/// disk takes a few KB (the WAL, made ready at start and written over
-/// since, counted about 0.5 MB a turn; BENCHMARKS.md, "What `write_bytes`
-/// counts since the WAL is made ready at start").
+/// disk takes what was written (the WAL, made ready at start and written
+/// over since, counted about 0.5 MB a turn; BENCHMARKS.md, "What
+/// `write_bytes` counts since the WAL is made ready at start").
 fn written_bytes(pid: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/io"))
         .ok()

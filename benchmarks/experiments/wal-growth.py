@@ -9,7 +9,7 @@ getrusage) and the wall time per commit, three times each, and what was
 counted as written per commit: the process's `write_bytes` (/proc/self/io)
 and the sectors the disk under DIR wrote (its /sys/dev/block stat: the
 whole machine's, so run it on a quiet one). On ext4 `write_bytes` counts
-about 2 MB for each `fdatasync` of a file written over, whatever was
+1-2 MB for each `fdatasync` of a file written over, whatever was
 written, while the disk takes less than when it is appended to
 (BENCHMARKS.md, "What `write_bytes` counts since the WAL is made ready at
 start").
