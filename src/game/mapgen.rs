@@ -148,7 +148,13 @@ pub fn generate(req: &MapRequest<'_>) -> Result<GeneratedMap, MapError> {
     let group = phrase
         .as_ref()
         .map_or_else(String::new, |p| p.group(req.language));
-    let mut names = TakenNames::new(req.existing.iter().map(|a| a.name.as_str()));
+    // A themed place's short name is one of its names too.
+    let mut names = TakenNames::new(
+        req.existing
+            .iter()
+            .flat_map(|a| [a.name.as_str(), a.short_name.as_str()])
+            .filter(|name| !name.is_empty()),
+    );
     // Words draw from a generator of their own, so the layout of a seed
     // does not depend on how many tries a fresh name took.
     let mut words = SplitMix64::new(req.seed ^ text_seed(req.theme) ^ NAMES_SALT);
@@ -305,7 +311,8 @@ fn area_text(
         Language::En => &ENGLISH,
         Language::Zh => &CHINESE,
     };
-    let (name, (mood, place, first)) = taken.claim(|| {
+    // A themed place is also called by its short name: both must be free.
+    let (names, (mood, place)) = taken.claim_all(|| {
         let mood = *pick_fresh(rng, words.moods, |w| names::repeats(phrase, w));
         let place = *pick_fresh(rng, words.places, |w| names::repeats(phrase, w));
         let name = match (language, phrase) {
@@ -317,20 +324,18 @@ fn area_text(
             (Language::Zh, Some(p)) if p.is_cjk() => format!("{mood}{}{place}", p.text()),
             (Language::Zh, Some(p)) => format!("{}·{mood}{place}", p.text()),
         };
-        (name.clone(), (mood, place, name))
+        let short = match (language, phrase) {
+            (_, None) => None,
+            (Language::En, Some(_)) => Some(format!("{mood} {place}")),
+            (Language::Zh, Some(_)) => Some(format!("{mood}{place}")),
+        };
+        (std::iter::once(name).chain(short).collect(), (mood, place))
     });
-    let short_name = match phrase {
-        None => String::new(),
-        // A name numbered because every draw was taken carries its number
-        // into the short one, so two places of a group are told apart.
-        Some(_) => {
-            let number = name.strip_prefix(first.as_str()).unwrap_or_default();
-            match language {
-                Language::En => format!("{mood} {place}{number}"),
-                Language::Zh => format!("{mood}{place}{number}"),
-            }
-        }
-    };
+    // A name numbered because every draw was taken numbers its short name
+    // alike, so two places of a group are told apart.
+    let mut names = names.into_iter();
+    let name = names.next().unwrap_or_default();
+    let short_name = names.next().unwrap_or_default();
     let detail = rng.pick(words.details);
     let (a, m, pl) = (article(mood), mood.to_lowercase(), place.to_lowercase());
     let description = match (language, phrase) {
@@ -693,6 +698,40 @@ mod tests {
             grown("洞穴", Language::Zh, 3, 6),
             grown("洞穴", Language::Zh, 3, 6)
         );
+    }
+
+    #[test]
+    fn no_place_is_called_by_another_places_name_or_short_name() {
+        // A themed place's short name ("Silent Gallery") is a name the game
+        // master and the player use for it: no other place may be called
+        // so, whichever of the two was made first.
+        for themes in [["", "crystal caves"], ["crystal caves", ""]] {
+            let from = start();
+            let mut all = vec![from.clone()];
+            for (seed, theme) in (0..12u64).zip(themes.iter().cycle()) {
+                let map = generate(&MapRequest {
+                    from: Some(&from),
+                    existing: &all,
+                    theme,
+                    language: Language::En,
+                    size: MAX_SIZE,
+                    seed,
+                })
+                .unwrap();
+                all.extend(map.areas);
+            }
+            let mut called = std::collections::HashMap::new();
+            for a in &all {
+                for name in [&a.name, &a.short_name] {
+                    if name.is_empty() {
+                        continue;
+                    }
+                    if let Some(other) = called.insert(name.to_lowercase(), &a.area_id) {
+                        assert_eq!(other, &a.area_id, "{name:?} names two places ({themes:?})");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -345,34 +345,53 @@ impl TakenNames {
     /// last one numbered ("… (2)", "…（2）" in Chinese) with the lowest
     /// number free. The name is taken from then on.
     pub fn claim<T>(&mut self, mut draw: impl FnMut() -> (String, T)) -> (String, T) {
+        let (names, made) = self.claim_all(|| {
+            let (name, made) = draw();
+            (vec![name], made)
+        });
+        (names.into_iter().next().unwrap_or_default(), made)
+    }
+
+    /// As [`Self::claim`] for a place known by several names (a themed
+    /// place's name and its short one): a candidate is free when none of
+    /// its names is taken, numbered names are numbered alike, and all of
+    /// them are taken from then on.
+    pub fn claim_all<T>(&mut self, mut draw: impl FnMut() -> (Vec<String>, T)) -> (Vec<String>, T) {
         let mut pick = draw();
         for _ in 1..NAME_ATTEMPTS {
-            if !self.has(&pick.0) {
+            if self.free(&pick.0) {
                 break;
             }
             pick = draw();
         }
-        if self.has(&pick.0) {
-            // Each number gives another name and the taken ones are finite,
-            // so a free one comes within `len + 1` tries.
+        if !self.free(&pick.0) {
+            // Each number gives other names and the taken ones are finite,
+            // so free ones come within `len + 1` tries.
             let base = std::mem::take(&mut pick.0);
             pick.0 = (2..)
-                .map(|n| {
-                    if has_cjk(&base) {
-                        format!("{base}（{n}）")
-                    } else {
-                        format!("{base} ({n})")
-                    }
-                })
-                .find(|n| !self.has(n))
+                .map(|n| base.iter().map(|name| numbered(name, n)).collect())
+                .find(|names: &Vec<String>| self.free(names))
                 .unwrap_or_default();
         }
-        self.0.insert(pick.0.to_lowercase());
+        self.0.extend(pick.0.iter().map(|name| name.to_lowercase()));
         pick
+    }
+
+    fn free(&self, names: &[String]) -> bool {
+        !names.iter().any(|name| self.has(name))
     }
 
     fn has(&self, name: &str) -> bool {
         self.0.contains(&name.to_lowercase())
+    }
+}
+
+/// `name` with the number `n` after it, as Chinese or English writes it.
+fn numbered(name: &str, n: u32) -> String {
+    if has_cjk(name) {
+        format!("{name}（{n}）")
+    } else {
+        format!("{name} ({n})")
     }
 }
 

@@ -291,8 +291,9 @@ fn parse_act(t: &str, lower: &str) -> Option<Act> {
 /// Chinese name from `zh_names`, or the short name the map shows a
 /// generated place by), then by part of a name. Where the words name
 /// several places equally well, a neighbour wins, then the nearest (the
-/// context lists areas nearest first): a generated "Flooded Stair" next
-/// door is the one meant, not the campaign's Flooded Stair far away.
+/// context lists areas nearest first): a "Flooded Stair" next door is the
+/// one meant, not another far away (`map_generate` gives no short name
+/// another place has, but a campaign or an older save may).
 fn resolve_area(
     context: &Value,
     wanted: &str,
