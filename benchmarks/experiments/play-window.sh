@@ -14,6 +14,9 @@
 # (then `perf report -i OUT`). callgrind: the server runs under valgrind;
 # its counters are zeroed at `setup done` and dumped at `play done` into
 # OUT.1 (then `callgrind_annotate OUT.1`; divide by the play's turns).
+# PLAY_WINDOW_TARGET=limit measures the harness's bare broadcast server
+# instead: QUESTD_BIN is then its binary (HARNESS_DIR/limit/target/
+# release/peer-limit), started on the same port.
 set -euo pipefail
 tool=$1 bin=$2 sessions=$3 spectators=$4 turns=$5 harness=$6 out=$7
 port=${PLAY_WINDOW_PORT:-18640}
@@ -29,7 +32,12 @@ grep -q '^  closing = true;$' "$harness/drive.mjs" || {
 sed 's/^  closing = true;$/  log("play done");\n  await sleep(300);\n  closing = true;/' \
   "$harness/drive.mjs" >"$dir/drive.mjs"
 
-run=("$bin" serve)
+target=${PLAY_WINDOW_TARGET:-questd}
+case "$target" in
+  questd) run=("$bin" serve) url="http://127.0.0.1:$port" ;;
+  limit) run=("$bin" "127.0.0.1:$port") url="ws://127.0.0.1:$port" ;;
+  *) echo "play-window: PLAY_WINDOW_TARGET is questd or limit" >&2; exit 1 ;;
+esac
 case "$tool" in
   perf) ;;
   callgrind) run=(valgrind --tool=callgrind --callgrind-out-file="$out" "${run[@]}") ;;
@@ -44,8 +52,8 @@ for _ in $(seq 600); do
   (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
   sleep 0.2
 done
-drive=(node --experimental-websocket --no-warnings "$dir/drive.mjs" --target questd
-  --url "http://127.0.0.1:$port" --turn-timeout-ms 120000)
+drive=(node --experimental-websocket --no-warnings "$dir/drive.mjs" --target "$target"
+  --url "$url" --turn-timeout-ms 120000)
 "${drive[@]}" --sessions 20 --spectators 1 --turns 10 --json >/dev/null
 
 recorder=""
