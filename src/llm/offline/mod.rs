@@ -66,7 +66,8 @@ pub struct OfflineGameMaster {
 enum Intent {
     Go(String),
     WhereCanIGo,
-    Roll(String),
+    /// A dice expression and what the roll is for, when the player said.
+    Roll(String, Option<String>),
     Explore(String),
     Status,
     Scout(String),
@@ -201,7 +202,8 @@ fn parse_intent(text: &str) -> Intent {
         return Intent::Go(rest);
     }
     if let Some(rest) = after(&["roll ", "掷骰", "掷"]) {
-        return Intent::Roll(rest.replace(' ', ""));
+        let (dice, reason) = dice_and_reason(&rest);
+        return Intent::Roll(dice, reason);
     }
     if lower == "explore" || lower == "探索" {
         return Intent::Explore(String::new());
@@ -222,6 +224,40 @@ fn parse_intent(text: &str) -> Intent {
         return Intent::Search(rest);
     }
     Intent::Talk
+}
+
+/// Longest reason [`Intent::Roll`] passes on: `roll_dice`'s own bound.
+const MAX_ROLL_REASON: usize = 200;
+
+/// Splits what follows "roll" into the dice and what they are rolled for:
+/// `1d20 + 5 for Perception` is `1d20+5` for `Perception`, `2d6 to hit the
+/// goblin` is `2d6` for `to hit the goblin`. The dice are the text made
+/// only of digits, `d`, `+`, `-` and spaces at the start, up to the end of
+/// its last whole word; when that leaves nothing (`dice`,
+/// `1d20+5forstealth`), the whole text is passed on as the expression, for
+/// `roll_dice` to refuse with its reason. A reason longer than `roll_dice`
+/// takes is cut to its first [`MAX_ROLL_REASON`] characters.
+fn dice_and_reason(rest: &str) -> (String, Option<String>) {
+    let is_dice = |c: char| c.is_ascii_digit() || matches!(c, 'd' | 'D' | '+' | '-' | ' ');
+    let mut end = rest.find(|c: char| !is_dice(c)).unwrap_or(rest.len());
+    if rest[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        // The run ends inside a word ("1d20 + 5 dex"): that word is not dice.
+        end = rest[..end].rfind(' ').unwrap_or(0);
+    }
+    let (dice, tail) = rest.split_at(end);
+    let dice = dice.trim();
+    if dice.is_empty() {
+        return (rest.replace(' ', ""), None);
+    }
+    let tail = tail.trim();
+    let lower = tail.to_lowercase();
+    let reason = ["for ", "用于", "来", "做"]
+        .iter()
+        .find_map(|p| lower.strip_prefix(p).and(tail.get(p.len()..)))
+        .unwrap_or(tail)
+        .trim();
+    let reason = (!reason.is_empty()).then(|| reason.chars().take(MAX_ROLL_REASON).collect());
+    (dice.replace(' ', ""), reason)
 }
 
 /// Reads an adventure command (`t` trimmed, `lower` its lower case).
@@ -357,7 +393,7 @@ fn narrate_results(
         dice: intents
             .iter()
             .filter_map(|i| match i {
-                Intent::Roll(expr) => Some(expr.as_str()),
+                Intent::Roll(expr, _) => Some(expr.as_str()),
                 _ => None,
             })
             .collect(),
@@ -519,7 +555,7 @@ fn turn_step(
     if context.is_null()
         && !intents
             .iter()
-            .all(|i| matches!(i, Intent::Roll(_) | Intent::Talk | Intent::Help))
+            .all(|i| matches!(i, Intent::Roll(..) | Intent::Talk | Intent::Help))
     {
         // No session (the stateless chat API): no map to act on.
         return Step::Reply(ModelReply::narrate(if zh {
@@ -810,9 +846,9 @@ fn tool_for(
         },
         Intent::WhereCanIGo => call("move_options", json!({"actor_id": actor})),
         // roll_dice requires a reason; a bare "roll 1d6" says no more than this.
-        Intent::Roll(expr) => call(
+        Intent::Roll(expr, reason) => call(
             "roll_dice",
-            json!({"dice": expr, "reason": "the player's roll"}),
+            json!({"dice": expr, "reason": reason.as_deref().unwrap_or("the player's roll")}),
         ),
         Intent::Explore(theme) => {
             let from = context["current_area"]["area_id"]
@@ -989,8 +1025,38 @@ mod tests {
             ("去area_002", Intent::Go("area_002".into())),
             ("Where can I go?", Intent::WhereCanIGo),
             ("我能去哪？", Intent::WhereCanIGo),
-            ("roll 2d6+1", Intent::Roll("2d6+1".into())),
-            ("掷 2d6+1", Intent::Roll("2d6+1".into())),
+            ("roll 2d6+1", Intent::Roll("2d6+1".into(), None)),
+            ("掷 2d6+1", Intent::Roll("2d6+1".into(), None)),
+            (
+                "roll 1d20+5 for Perception",
+                Intent::Roll("1d20+5".into(), Some("Perception".into())),
+            ),
+            (
+                "Roll 1d20 + 5 for stealth.",
+                Intent::Roll("1d20+5".into(), Some("stealth".into())),
+            ),
+            (
+                "roll 2d6 to hit the goblin",
+                Intent::Roll("2d6".into(), Some("to hit the goblin".into())),
+            ),
+            (
+                "roll 1d20 + 5 dex",
+                Intent::Roll("1d20+5".into(), Some("dex".into())),
+            ),
+            (
+                "掷 1d20+5 察觉检定",
+                Intent::Roll("1d20+5".into(), Some("察觉检定".into())),
+            ),
+            (
+                "掷1d20+5来察觉",
+                Intent::Roll("1d20+5".into(), Some("察觉".into())),
+            ),
+            // No dice at the start: passed on whole, for roll_dice to refuse.
+            ("roll dice", Intent::Roll("dice".into(), None)),
+            (
+                "roll 1d20+5forstealth",
+                Intent::Roll("1d20+5forstealth".into(), None),
+            ),
             (
                 "explore crystal caves",
                 Intent::Explore("crystal caves".into()),
@@ -1336,6 +1402,40 @@ mod tests {
         // Not one per entry: the entries are read.
         req.results.push(Arc::new(rolled(6)));
         assert!(gm.answer(&req).text.contains("total 3"));
+    }
+
+    #[test]
+    fn a_tool_the_caller_ran_is_told_by_its_own_words() {
+        // Seed 001's tools run in the caller's app (`POST /api/chat`) and
+        // report `success` and `message`.
+        let told = |content: Value, zh: bool| {
+            if zh {
+                return narrate::reported(&content, true);
+            }
+            let mut req = request("I drink the potion");
+            req.messages.push(Arc::new(HistoryEntry::ToolResult {
+                turn_id: "turn_1".into(),
+                call_id: "call_1".into(),
+                tool: "update_inventory".into(),
+                content: content.to_string(),
+            }));
+            OfflineGameMaster::default().answer(&req).text
+        };
+        let refused = json!({"success": false, "message": "Error: already consumed"});
+        assert_eq!(
+            told(refused.clone(), false),
+            "That did not work: Error: already consumed."
+        );
+        assert_eq!(told(refused, true), "没有成功：Error: already consumed");
+        assert_eq!(
+            told(
+                json!({"success": true, "message": "Used 1 Healing Potion!"}),
+                false
+            ),
+            "Used 1 Healing Potion!"
+        );
+        assert_eq!(told(json!({"success": false}), false), "That did not work.");
+        assert_eq!(told(json!({"success": true}), false), "Done.");
     }
 
     #[test]
@@ -1893,7 +1993,7 @@ mod tests {
                 "go to Side Room, then roll 1d6 then status",
                 vec![
                     Intent::Go("Side Room".into()),
-                    Intent::Roll("1d6".into()),
+                    Intent::Roll("1d6".into(), None),
                     Intent::Status,
                 ],
             ),
@@ -1901,7 +2001,7 @@ mod tests {
                 "去 侧室，然后掷 1d6然后状态",
                 vec![
                     Intent::Go("侧室".into()),
-                    Intent::Roll("1d6".into()),
+                    Intent::Roll("1d6".into(), None),
                     Intent::Status,
                 ],
             ),

@@ -632,13 +632,10 @@ pub(super) fn results(
                     }
                 }
             }
-            _ => {
-                if zh {
-                    "完成了。".to_owned()
-                } else {
-                    "Done.".to_owned()
-                }
-            }
+            // A tool the caller ran itself (`POST /api/chat`, seed 001's
+            // `{"success": false, "message": "Error: already consumed"}`):
+            // its own words, quoted as they came, say what happened.
+            _ => reported(r, zh),
         });
     }
     let joined = if zh { parts.concat() } else { parts.join(" ") };
@@ -646,6 +643,29 @@ pub(super) fn results(
         text: joined,
         dialog_type: Some(dialog_type.into()),
         ..ModelReply::default()
+    }
+}
+
+/// What a result of a tool questd does not know says of itself: its
+/// `message`, after "That did not work" when its `success` is `false`;
+/// without a message, "Done." or that it did not work.
+pub(super) fn reported(r: &Value, zh: bool) -> String {
+    let message = r["message"]
+        .as_str()
+        .map(|m| cut_at_boundary(m, QUOTE_CHARS));
+    let message = message.as_deref().filter(|m| !m.is_empty());
+    let ended = |m: &str| m.ends_with(['.', '!', '?', '。', '！', '？']);
+    match (r["success"] == false, message, zh) {
+        (true, Some(m), true) => format!("没有成功：{m}"),
+        (true, Some(m), false) if ended(m) => format!("That did not work: {m}"),
+        (true, Some(m), false) => format!("That did not work: {m}."),
+        (true, None, true) => "没有成功。".to_owned(),
+        (true, None, false) => "That did not work.".to_owned(),
+        (false, Some(m), _) if ended(m) => m.to_owned(),
+        (false, Some(m), true) => format!("{m}。"),
+        (false, Some(m), false) => format!("{m}."),
+        (false, None, true) => "完成了。".to_owned(),
+        (false, None, false) => "Done.".to_owned(),
     }
 }
 
