@@ -437,6 +437,26 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
             }
         }
     }
+    // The story is every frame up to the source's last seq: one that
+    // stops short (a save cut, or frames taken out from the end) would
+    // give the new session a story that is not the one it says it has. A
+    // gap is named once, by its seq, not again here.
+    let in_order = story
+        .iter()
+        .zip(1..)
+        .all(|(frame, seq)| frame["seq"].as_u64() == Some(seq));
+    if let Some(last_seq) = save["source"]["last_seq"].as_u64()
+        && in_order
+        && last_seq != story.len() as u64
+    {
+        problems.add(|| {
+            format!(
+                "story: {} frames, but source.last_seq is {last_seq}; a save's story is \
+                 every frame, seq 1 to source.last_seq",
+                story.len()
+            )
+        });
+    }
     let story = read_story(story, &mut problems);
     let turn = world.get("turn").and_then(Value::as_u64).unwrap_or(0);
     if !problems.is_empty() {
@@ -661,6 +681,27 @@ mod tests {
         save["story"][2] = json!({"type":"welcome","seq":3});
         let all = problems(save).join("\n");
         assert!(all.contains("/story/2/type"), "{all}");
+    }
+
+    #[test]
+    fn a_story_that_stops_short_of_its_last_seq_is_refused() {
+        let state = demo();
+        let mut short = save_of(&state, &frames(6));
+        short["story"].as_array_mut().unwrap().truncate(3);
+        assert_eq!(
+            problems(short),
+            [
+                "story: 3 frames, but source.last_seq is 6; a save's story is every frame, \
+              seq 1 to source.last_seq"
+            ]
+        );
+        let mut long = save_of(&state, &frames(6));
+        long["source"]["last_seq"] = json!(5);
+        assert!(problems(long)[0].starts_with("story: 6 frames, but source.last_seq is 5"));
+        // A save without a source (written by hand) has only its seqs checked.
+        let mut bare = save_of(&state, &frames(4));
+        bare.as_object_mut().unwrap().remove("source");
+        assert!(read(bare, &TOOLS).is_ok());
     }
 
     #[test]
