@@ -51,8 +51,15 @@ pub async fn decode<T: DeserializeOwned>(
     decode_slice(&body)
 }
 
-/// [`decode`] of a body already read.
+/// [`decode`] of a body already read. Every body decoded so is an object
+/// of named fields: an array is refused, though serde would read one as
+/// the fields in order (`["roll_dice", {…}]` would be a tool call).
 pub fn decode_slice<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.trim_ascii_start().starts_with(b"[") {
+        return Err(ApiError::bad_request(
+            "invalid body: a JSON object is expected, not an array",
+        ));
+    }
     match serde_json::from_slice(body) {
         // Valid JSON holds U+0000 only as its escape, which the text is
         // searched for before anything is parsed again.
@@ -174,7 +181,6 @@ mod tests {
             br#"{"tool_name":"a","tool_name":"b"}"#,
             br#"{"tool_name":7}"#,
             br#"{"input":{}}"#,
-            br#"[1, 2]"#,
             br#"{"tool_name":"a""#,
             br#"{"tool_name":"a"} trailing"#,
             b"",
@@ -194,6 +200,26 @@ mod tests {
                 }
                 (a, b) => panic!("{shown}: {a:?} against {b:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn an_array_is_no_body() {
+        // serde reads a struct from an array of its fields in order; a
+        // route never takes one.
+        let fields = br#"["roll_dice", {"dice": "1d6", "reason": "r"}]"#;
+        assert!(through_a_value::<Call>(fields).is_ok());
+        for body in [&fields[..], b" [1, 2]", b"[]"] {
+            let e = decode_slice::<Call>(body).unwrap_err();
+            assert_eq!(
+                (e.code, e.message.as_str()),
+                (
+                    ErrorCode::BadRequest,
+                    "invalid body: a JSON object is expected, not an array"
+                ),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 

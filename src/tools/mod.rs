@@ -872,7 +872,10 @@ impl Registry {
             return fail(ToolError::new(
                 Reason::PermissionDenied,
                 ErrorCode::PermissionDenied,
-                format!("role {:?} may not call {name}", caller.role),
+                format!(
+                    "role {} may not call {name}",
+                    crate::error::wire_name(&caller.role)
+                ),
             ));
         }
         if !entry.spec.enabled {

@@ -582,6 +582,14 @@ async fn tool_call_errors_have_their_status_and_an_audit() {
         );
         assert_eq!(a.body["audit"]["error_type"], code);
         assert!(a.body["error"].is_string());
+        if code == "PERMISSION_DENIED" {
+            // The role as callers write it, not as the code spells it.
+            assert_eq!(
+                a.body["error"], "role service may not call create_npc",
+                "{}",
+                a.body
+            );
+        }
     }
     // A tool that needs no session runs without one.
     let a = tool_call(
