@@ -2,6 +2,8 @@
 //! [`MAX_BODY_BYTES`], JSON without U+0000) and its query string (refused
 //! with what the route takes, never the parser's words).
 
+use std::time::Duration;
+
 use actix_web::web;
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
@@ -117,16 +119,56 @@ pub(crate) async fn body_bytes(
     body_within(payload, MAX_BODY_BYTES).await
 }
 
+/// Longest a request body may go without a byte arriving.
+pub const BODY_IDLE: Duration = Duration::from_secs(15);
+/// Longest a whole request body may take to arrive.
+pub const BODY_DEADLINE: Duration = Duration::from_secs(120);
+
 /// Reads a body of at most `limit` bytes, stopping as soon as it is past
 /// (413). A body that breaks off is a `400` that names no cause: actix's
 /// words for it are a Rust `Debug` string, which goes to the log only.
+///
+/// actix times out a request's head (5 s), never its body: a client that
+/// declares a length and sends less would hold its connection and this
+/// read forever. A body that stalls for [`BODY_IDLE`], or has not all
+/// come after [`BODY_DEADLINE`], is `408 TIMEOUT`.
 pub(crate) async fn body_within(
-    mut payload: impl futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
+    payload: impl futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
     + Unpin,
     limit: usize,
 ) -> Result<web::BytesMut, ApiError> {
+    body_within_times(payload, limit, BODY_IDLE, BODY_DEADLINE).await
+}
+
+/// [`body_within`] with its two times given.
+async fn body_within_times(
+    mut payload: impl futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>
+    + Unpin,
+    limit: usize,
+    idle: Duration,
+    deadline: Duration,
+) -> Result<web::BytesMut, ApiError> {
+    let late = |what: &str| {
+        ApiError::new(
+            ErrorCode::Timeout,
+            format!("the request body {what}; send it whole, without pauses"),
+        )
+    };
+    let end = tokio::time::Instant::now() + deadline;
     let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
+    loop {
+        let next = tokio::time::timeout(idle, payload.next());
+        let chunk = match tokio::time::timeout_at(end, next).await {
+            Err(_) => {
+                return Err(late(&format!(
+                    "did not all arrive in {} s",
+                    deadline.as_secs()
+                )));
+            }
+            Ok(Err(_)) => return Err(late(&format!("stalled for {} s", idle.as_secs()))),
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(chunk))) => chunk,
+        };
         let chunk = chunk.map_err(|e| {
             tracing::debug!(error = %e, "a request body could not be read");
             ApiError::bad_request("the body could not be read whole")
@@ -201,6 +243,57 @@ mod tests {
                 (a, b) => panic!("{shown}: {a:?} against {b:?}"),
             }
         }
+    }
+
+    /// A body stream that yields `chunks`, then waits forever.
+    fn stalling(
+        chunks: &[&'static [u8]],
+    ) -> impl futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>> + Unpin
+    {
+        let given: Vec<Result<web::Bytes, actix_web::error::PayloadError>> = chunks
+            .iter()
+            .map(|c| Ok(web::Bytes::from_static(c)))
+            .collect();
+        futures_util::stream::iter(given).chain(futures_util::stream::pending())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_stalls_or_drags_on_is_a_timeout() {
+        let hour = Duration::from_secs(3600);
+        // A client that declared more than it sent: it stalls.
+        let e = body_within_times(stalling(&[b"{\"campaign_id\""]), 1024, BODY_IDLE, hour)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert_eq!(
+            e.message,
+            "the request body stalled for 15 s; send it whole, without pauses"
+        );
+        // A byte now and then, each in time, never the whole body.
+        let dribble = futures_util::stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Some((Ok(web::Bytes::from_static(b" ")), ()))
+        });
+        let e = body_within_times(Box::pin(dribble), 1024, BODY_IDLE, BODY_DEADLINE)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                ErrorCode::Timeout,
+                "the request body did not all arrive in 120 s; send it whole, without pauses"
+            )
+        );
+        // A whole body reads, however it is cut; past the limit is 413.
+        let whole = futures_util::stream::iter([
+            Ok(web::Bytes::from_static(b"{\"a\":")),
+            Ok(web::Bytes::from_static(b"1}")),
+        ]);
+        assert_eq!(&body_within(whole, 1024).await.unwrap()[..], b"{\"a\":1}");
+        let e = body_within(stalling(&[b"0123456789"]), 4)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadTooLarge);
     }
 
     #[test]

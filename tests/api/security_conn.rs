@@ -452,3 +452,28 @@ async fn joins_past_an_addresss_budget_are_closed_to_reconnect_later_while_other
     let played = player.play("and then?", "after-joins").await;
     assert!(played.iter().any(|f| f["type"] == "turn_completed"));
 }
+
+#[actix_web::test]
+async fn a_body_that_never_finishes_is_answered_with_a_timeout() {
+    let app = spawn_offline(|_| {}).await;
+    let mut stream = tcp_from(app.port, Ipv4Addr::new(127, 0, 0, 4)).await;
+    // The length promises 100 bytes; 14 come, then nothing.
+    let head = "POST /api/v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"campaign_id\"";
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let waited = questd::http::body::BODY_IDLE + FRAME_WAIT;
+    let read = tokio::time::timeout(waited, stream.read_to_end(&mut answer)).await;
+    assert!(
+        read.is_ok(),
+        "the request is answered and its connection closed"
+    );
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    let body: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(body["error_code"], "TIMEOUT", "{body}");
+    // The server serves others meanwhile and after.
+    let (status, _) = get(&format!("{}/healthz", app.base), None).await;
+    assert_eq!(status, 200);
+}
