@@ -1464,6 +1464,28 @@ mod tests {
     }
 
     #[test]
+    fn calls_refused_alike_are_told_once() {
+        // "look around" in a campaign whose allowlist has none of the tools
+        // it reads: every call is refused the same way.
+        let mut req = request("look around");
+        for (i, tool) in ["describe_entity", "search_content", "get_character_stats"]
+            .iter()
+            .enumerate()
+        {
+            req.messages.push(Arc::new(HistoryEntry::ToolResult {
+                turn_id: "turn_1".into(),
+                call_id: format!("call_{i}").into(),
+                tool: (*tool).into(),
+                content: json!({"status": "rejected", "reason": "tool_not_allowed",
+                    "error_code": "TOOL_NOT_ALLOWED", "message": "not allowed"})
+                .to_string(),
+            }));
+        }
+        let text = OfflineGameMaster::default().answer(&req).text;
+        assert_eq!(text, "This game does not allow that.");
+    }
+
+    #[test]
     fn an_unknown_place_is_named_as_unknown() {
         let mut req = request("go to the moon");
         req.messages.push(Arc::new(HistoryEntry::ToolResult {

@@ -434,7 +434,12 @@ pub(super) fn results(
             continue;
         }
         if failed(r) {
-            parts.push(teller.failure(tool, r, target.map(String::as_str), expr));
+            // A look around in a campaign that allows none of its tools is
+            // several calls refused alike: the refusal is told once.
+            let told = teller.failure(tool, r, target.map(String::as_str), expr);
+            if !parts.contains(&told) {
+                parts.push(told);
+            }
             continue;
         }
         if adventure::is_listing(tool, r) || (*tool == "get_site_map" && unknown.is_some()) {
