@@ -16,7 +16,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{ErrorCode, Reason, ToolStatus};
-use crate::game::approvals::{Approval, Decision};
+use crate::game::approvals::{Approval, Decision, MAX_REASON_CHARS};
 use crate::game::party::{SeatRole, SeatState, TurnMode};
 use crate::game::zones::{PlayerRuntime, Zone};
 use crate::game::{Area, Character, GameState};
@@ -120,6 +120,18 @@ impl ClientFrame {
         } = &frame
         {
             check_request_id(id)?;
+        }
+        // Refused as the frame it is, before the session sees it: over
+        // HTTP the same bound is a 400 of the route.
+        if let Self::Approve {
+            reason: Some(reason),
+            ..
+        } = &frame
+            && (reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(char::is_control))
+        {
+            return Err(format!(
+                "reason is at most {MAX_REASON_CHARS} characters, without control characters"
+            ));
         }
         Ok(frame)
     }
@@ -924,6 +936,11 @@ mod tests {
         for bad in [
             r#"{"type":"approve","approval_id":"apr_1","decision":"maybe"}"#,
             r#"{"type":"approve","approval_id":"apr_1","decision":"approve","request_id":""}"#,
+            &format!(
+                r#"{{"type":"approve","approval_id":"apr_1","decision":"deny","reason":"{}"}}"#,
+                "x".repeat(MAX_REASON_CHARS + 1)
+            ),
+            r#"{"type":"approve","approval_id":"apr_1","decision":"deny","reason":"a\u0007b"}"#,
             "",
             "not json",
             "[]",
