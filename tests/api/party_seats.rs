@@ -448,6 +448,21 @@ async fn a_kicked_seat_is_closed_and_refused_everywhere_even_after_a_restart() {
     )
     .await;
     assert_eq!(a.status, 404, "{}", a.body);
+    assert_eq!(a.body["message"], "no active seat seat_9");
+    // A path's id past an id's bound is not echoed back.
+    let long = "y".repeat(20_000);
+    let a = post_as(
+        &app.base,
+        &id,
+        &format!("seats/{long}/kick"),
+        Some(&s.player_token),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(
+        (a.status, &a.body["message"]),
+        (404, &json!("no active seat with that id"))
+    );
 
     let a = post_as(
         &app.base,

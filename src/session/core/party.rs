@@ -300,7 +300,17 @@ impl Core {
             party
                 .seat(seat_id.as_str())
                 .filter(|s| s.state == SeatState::Active)
-                .ok_or_else(|| refuse(ErrorCode::NotFound, format!("no active seat {seat_id}")))
+                .ok_or_else(|| {
+                    // A path's id is echoed only within an id's bound: the
+                    // URL may hold tens of kilobytes of it.
+                    let id = seat_id.as_str();
+                    let shown = if id.chars().count() <= crate::game::campaign::MAX_ID_CHARS {
+                        format!("no active seat {id}")
+                    } else {
+                        "no active seat with that id".to_owned()
+                    };
+                    refuse(ErrorCode::NotFound, shown)
+                })
         };
         let changed = |seat: &Seat, role: SeatRole, state: SeatState| Entry {
             effect: Some(Effect::SeatChanged {
