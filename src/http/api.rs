@@ -47,7 +47,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource(sessions)
             .wrap(actix_web::middleware::from_fn(super::compress::compress))
             .route(on(Method::POST, sessions).to(create_session))
-            .route(on(Method::GET, sessions).to(list_sessions)),
+            .route(on(Method::GET, sessions).to(list_sessions))
+            .default_service(web::to(super::errors::no_route)),
     );
     read(cfg, "/api/v1/sessions/{id}", get_session);
     read(cfg, "/api/v1/sessions/{id}/actions", actions);

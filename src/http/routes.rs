@@ -43,7 +43,9 @@ pub fn registered() -> std::collections::BTreeSet<(String, String)> {
 
 /// A `GET` route whose answer goes out compressed when the client asks for
 /// it and it is large enough (`compress`): what the page reads (and a
-/// snapshot can be large).
+/// snapshot can be large). Another method on its path is answered as a
+/// path with no route is (`404` with a JSON body, docs/protocol.md §1.1),
+/// not with the resource's bare `405`.
 pub fn read<F, Args>(cfg: &mut web::ServiceConfig, path: &str, handler: F)
 where
     F: actix_web::Handler<Args>,
@@ -53,6 +55,7 @@ where
     cfg.service(
         web::resource(path)
             .wrap(actix_web::middleware::from_fn(super::compress::compress))
-            .route(on(actix_web::http::Method::GET, path).to(handler)),
+            .route(on(actix_web::http::Method::GET, path).to(handler))
+            .default_service(web::to(super::errors::no_route)),
     );
 }

@@ -90,6 +90,38 @@ async fn the_document_is_openapi_3_1_and_matches_the_routes_that_exist() {
     assert!(ops.contains(&("GET".to_owned(), "/api/v1/openapi.json".to_owned())));
     assert!(!ops.iter().any(|(_, p)| p.ends_with("/audience")));
 
+    // A known path with a method it does not take is answered with a JSON
+    // error (the server's "no route" 404), never a bare 405 (but /mcp,
+    // whose transport answers 405 with `Allow`).
+    for (_, path) in &registered {
+        if path == "/mcp" {
+            continue;
+        }
+        for method in ["GET", "POST", "PUT", "DELETE"] {
+            if registered.contains(&(method.to_owned(), path.clone())) {
+                continue;
+            }
+            let url = format!("{}{}", app.base, concrete(path));
+            let body = (method != "GET").then(|| json!({}));
+            let answer = request(
+                method,
+                &url,
+                &[("X-Internal-API-Key", TEST_KEY)],
+                body.as_ref(),
+            )
+            .await;
+            // Another route's pattern may take the path (GET
+            // /api/v1/sessions/import is the session "import"): then its
+            // handler answers, with its JSON.
+            assert!(
+                answer.status != 405 && answer.body["error_code"].is_string(),
+                "{method} {path}: {} {}",
+                answer.status,
+                answer.body
+            );
+        }
+    }
+
     // The schemas are the handlers' types.
     let created = &doc["paths"]["/api/v1/sessions"]["post"]["responses"]["201"]["content"]["application/json"]
         ["schema"];
