@@ -32,7 +32,12 @@ pub fn token_role(meta: &SessionMeta, token: &str) -> Option<TokenRole> {
     }
 }
 
-/// A session of another tenant is answered exactly like an unknown one.
+/// A session of another tenant is answered exactly like an unknown one:
+/// an `X-Tenant-ID` that is sent must name the session's tenant. Judged
+/// only once the caller's credential opened the session: before that the
+/// header would tell a caller that cannot open it which tenant holds it
+/// (`401` under the right name, `404` under any other). A key names its
+/// tenant itself (`keyed`).
 pub fn check_tenant(req: &HttpRequest, meta: &SessionMeta) -> Result<(), ApiError> {
     match tenant_header(req) {
         Some(t) if t != meta.tenant_id => Err(ApiError::not_found(no_session(&meta.session_id))),
@@ -80,10 +85,12 @@ struct TokenQuery {
 }
 
 /// Whether the request carries a key of the session's tenant (which acts
-/// as its player). A session of another tenant, named or keyed, is `404`
-/// like an unknown one.
+/// as its player). A key of another tenant is `404` like an unknown
+/// session. The key's tenant is the one `X-Tenant-ID` names for the
+/// internal key, and a tenant key naming another tenant there is `403`
+/// whatever the session ([`key_first`]), so the header needs no check of
+/// its own here.
 fn keyed(req: &HttpRequest, state: &AppState, meta: &SessionMeta) -> Result<bool, ApiError> {
-    check_tenant(req, meta)?;
     match state.keys.grant(req)? {
         Some(grant) if grant.tenant_id == meta.tenant_id => Ok(true),
         Some(_) => Err(ApiError::not_found(no_session(&meta.session_id))),
@@ -92,8 +99,10 @@ fn keyed(req: &HttpRequest, state: &AppState, meta: &SessionMeta) -> Result<bool
 }
 
 /// Checks the request's credential against a session: a key of the
-/// session's tenant acts as its player; otherwise the bearer token decides.
-/// A key of another tenant finds nothing (`404`, like an unknown session).
+/// session's tenant acts as its player; otherwise the bearer token decides,
+/// and then an `X-Tenant-ID` naming another tenant is `404`
+/// ([`check_tenant`]). A key of another tenant finds nothing (`404`, like
+/// an unknown session).
 pub fn authorize(
     req: &HttpRequest,
     state: &AppState,
@@ -102,13 +111,25 @@ pub fn authorize(
     if keyed(req, state, meta)? {
         return Ok(TokenRole::Player);
     }
-    token_role(meta, &session_token(req)?)
-        .ok_or_else(|| ApiError::unauthorized("the token does not open this session"))
+    let role = token_role(meta, &session_token(req)?)
+        .ok_or_else(|| ApiError::unauthorized("the token does not open this session"))?;
+    check_tenant(req, meta)?;
+    Ok(role)
+}
+
+/// What the request alone tells of its key, judged before any session is
+/// looked up: a key this server does not know is `401`, a tenant key with
+/// an `X-Tenant-ID` of another tenant `403`, for a session that exists as
+/// for one that does not. A request without a key passes (its token is
+/// the session's to judge).
+pub fn key_first(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+    state.keys.grant(req).map(drop)
 }
 
 /// What can be judged of a caller before its body is read: a key this
-/// server knows, or else a session token at all (`401` without either).
-/// The session itself judges the credential once it is found.
+/// server knows ([`key_first`]), or else a session token at all (`401`
+/// without either). The session itself judges the credential once it is
+/// found.
 pub fn credential_first(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
     if state.keys.grant(req)?.is_some() {
         return Ok(());
@@ -187,7 +208,8 @@ pub fn token_caller(handle: &SessionHandle, token: &str) -> Result<Caller, ApiEr
 }
 
 /// [`authorize`] for a session this node runs, knowing its seats: a key
-/// of its tenant, its spectator token or any active seat's token.
+/// of its tenant, its spectator token or any active seat's token (and
+/// then an `X-Tenant-ID`, if sent, of its tenant: [`check_tenant`]).
 pub fn caller(
     req: &HttpRequest,
     state: &AppState,
@@ -196,7 +218,9 @@ pub fn caller(
     if keyed(req, state, &handle.meta)? {
         return Ok(Caller::Key);
     }
-    token_caller(handle, &session_token(req)?)
+    let who = token_caller(handle, &session_token(req)?)?;
+    check_tenant(req, &handle.meta)?;
+    Ok(who)
 }
 
 /// [`caller`] for routes only a player (or a key) may use: the seat it

@@ -13,13 +13,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::access::{
-    authorize_stored, bearer, caller, creator, credential_first, keyed_tenant, player_seat,
+    authorize_stored, bearer, caller, creator, credential_first, key_first, keyed_tenant,
+    player_seat,
 };
 use super::auth::{DEFAULT_TENANT, same_secret};
 use super::body::{body_bytes, json_body_or_empty, parse_json};
 use super::campaign::campaign_start;
 use super::created::{Links, created, no_store};
-use super::locate::send_to_session;
+use super::locate::{call_in_session, send_to_session};
 use super::peers::Routing;
 use super::routes::{add, on, read};
 use super::state::AppState;
@@ -209,12 +210,13 @@ async fn list_sessions(
     security(("player_token" = []), ("internal_key" = [])),
     responses(
         (status = 200, description = "The session's snapshot (its game state)", body = crate::protocol::Snapshot),
-        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
+        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A tenant key and another tenant's `X-Tenant-ID`", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn get_session(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
 ) -> Result<HttpResponse, ApiError> {
+    key_first(&req, &state)?;
     let authorize = |handle: &SessionHandle| caller(&req, &state, handle).map(drop);
     let routed = send_to_session(&state, &path, authorize, |()| GetSnapshot).await?;
     let (_, snapshot) = Routing::of(&req).here(routed)?;
@@ -228,13 +230,14 @@ async fn get_session(
     security(("player_token" = []), ("internal_key" = [])),
     responses(
         (status = 200, description = "A page of the actions log", body = ActionsPage<'static>),
-        (status = 400, description = "Bad query", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
+        (status = 400, description = "Bad query", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A tenant key and another tenant's `X-Tenant-ID`", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn actions(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
     query: Result<web::Query<SeqPage>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
+    key_first(&req, &state)?;
     let query = seq_page(query)?;
     let meta = stored_meta(&state, &path).await?;
     authorize_stored(&req, &state, &meta, false).await?;
@@ -252,13 +255,14 @@ async fn actions(
     security(("player_token" = []), ("internal_key" = [])),
     responses(
         (status = 200, description = "A page of the session's audit ledger", body = AuditLedgerPage<'static>),
-        (status = 400, description = "Bad query", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
+        (status = 400, description = "Bad query", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token; a tenant key and another tenant's `X-Tenant-ID`", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn audit(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
     query: Result<web::Query<AuditQuery>, actix_web::Error>,
 ) -> Result<HttpResponse, ApiError> {
+    key_first(&req, &state)?;
     let meta = stored_meta(&state, &path).await?;
     authorize_stored(&req, &state, &meta, true).await?;
     audit_ledger(&state, &path, query, |_| Ok(())).await
@@ -281,7 +285,7 @@ struct Activation {
     request_body(content = Activation, description = "`{\"active\": bool}`, or empty to activate"),
     responses(
         (status = 200, description = "The NPC's new state and the turn that recorded it", body = NpcActivated),
-        (status = 400, description = "Bad body, or an `X-Trace-ID` that is not 1 to 128 printable ASCII characters (`CONTEXT_INVALID`)", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::protocol::http::ErrorBody)))]
+        (status = 400, description = "Bad body, or an `X-Trace-ID` that is not 1 to 128 printable ASCII characters (`CONTEXT_INVALID`)", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::protocol::http::ErrorBody), (status = 408, description = "The session stayed busy for 30 s (a turn runs, or waits for a person's approval): the call is still queued and will run (`TIMEOUT`)", body = crate::protocol::http::ErrorBody)))]
 async fn activate_npc(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -301,9 +305,10 @@ async fn activate_npc(
         .map_err(|_| ApiError::bad_request("\"active\" must be true or false"))?
         .active
         .unwrap_or(true);
-    let routed = send_to_session(
+    let routed = call_in_session(
         &state,
         &session_id,
+        &trace_id,
         |handle| player_seat(&req, &state, handle).map(drop),
         |()| CallTool {
             tool: "activate_npc".into(),

@@ -4,10 +4,13 @@
 
 use super::errors::{hub_failed, no_session, overloaded, session_refused};
 use super::peers::{Owner, Routed};
+use super::service::{SESSION_WAIT, still_queued};
 use super::state::AppState;
-use crate::error::ApiError;
-use crate::ids::SessionId;
-use crate::session::{ChatRefused, HubError, Lookup, SessionActor, SessionHandle};
+use crate::error::{ApiError, ErrorCode};
+use crate::ids::{SessionId, TraceId};
+use crate::session::{
+    CallTool, ChatRefused, DirectCallDone, HubError, Lookup, SessionActor, SessionHandle,
+};
 
 /// Lookups of a session tried when it stops between a lookup and its use.
 const SESSION_LOOKUPS: usize = 3;
@@ -88,4 +91,25 @@ where
         }
     }
     Err(session_refused(ChatRefused::reloading()))
+}
+
+/// [`send_to_session`] for a person's direct call ([`CallTool`]: a timer's
+/// cancel, an NPC's activation), bounded as the tool API's calls are. A
+/// direct call waits in the session's queue behind the running turn, and a
+/// turn paused for a person's approval (docs/protocol.md §19) may hold it
+/// for as long as the approval's timeout: past [`SESSION_WAIT`] the answer
+/// is `408 TIMEOUT` ([`still_queued`]), and the call stays queued and runs
+/// once the turn ends, its audit row under `trace_id`.
+pub async fn call_in_session<A>(
+    state: &AppState,
+    session_id: &SessionId,
+    trace_id: &TraceId,
+    authorize: impl Fn(&SessionHandle) -> Result<A, ApiError>,
+    make: impl Fn(A) -> CallTool,
+) -> Result<Routed<(SessionHandle, DirectCallDone)>, ApiError> {
+    let call = send_to_session(state, session_id, authorize, make);
+    match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
+        Ok(answer) => answer,
+        Err(_) => Err(ApiError::new(ErrorCode::Timeout, still_queued(trace_id))),
+    }
 }

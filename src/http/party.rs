@@ -10,7 +10,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
-use super::access::{caller, check_tenant, credential_first};
+use super::access::{caller, check_tenant, credential_first, key_first};
 use super::body::decode;
 use super::locate::send_to_session;
 use super::peers::Routing;
@@ -125,6 +125,15 @@ async fn create_invite(
         }))
 }
 
+/// The one answer for every invite that opens nothing (the session's own
+/// answer, `session::core::party`, says the same).
+fn no_invite() -> ApiError {
+    ApiError::new(
+        ErrorCode::InviteNotFound,
+        "no such invite: it is unknown, used up or expired",
+    )
+}
+
 /// The body of a join.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 struct JoinRequest {
@@ -155,15 +164,15 @@ async fn join(
     }
     let body: JoinRequest = decode(body, false).await?;
     if body.invite_code.len() > MAX_CODE_CHARS {
-        return Err(ApiError::new(
-            ErrorCode::InviteNotFound,
-            "no such invite: it is unknown, used up or expired",
-        ));
+        return Err(no_invite());
     }
+    // The invite code is the credential: under another tenant's name it
+    // opens nothing, answered as any invite that opens nothing, so the
+    // header never tells whose session an id is.
     let routed = send_to_session(
         &state,
         &path,
-        |handle| check_tenant(&req, &handle.meta),
+        |handle| check_tenant(&req, &handle.meta).map_err(|_| no_invite()),
         |()| JoinParty {
             invite_code: body.invite_code.clone(),
             name: body.name.clone(),
@@ -193,12 +202,13 @@ async fn join(
     security(("player_token" = []), ("internal_key" = [])),
     responses(
         (status = 200, description = "Every seat, with its role, state and whether it is online", body = crate::protocol::SeatList<'static>),
-        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
+        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A tenant key and another tenant's `X-Tenant-ID`", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn seats(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
 ) -> Result<HttpResponse, ApiError> {
+    key_first(&req, &state)?;
     let routed = send_to_session(
         &state,
         &path,

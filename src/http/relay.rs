@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
+use actix_web::http::header::HeaderName;
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
@@ -36,6 +37,10 @@ use crate::storage::Store;
 
 /// Close code when the owner node went away: service restart, reconnect.
 const CLOSE_OWNER_GONE: u16 = 1012;
+
+/// The header that names a tenant (`auth::tenant_header`), as a header
+/// name is built from: lower case.
+const TENANT_HEADER: &str = "x-tenant-id";
 
 /// How long opening the WebSocket on the owner may take.
 const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -67,7 +72,13 @@ pub async fn relay(
     let mut request = format!("ws://{authority}{path}")
         .into_client_request()
         .map_err(|_| gone())?;
-    for (name, value) in state.cluster.peer_headers(state.admission.client_ip(req)) {
+    let mut headers = state.cluster.peer_headers(state.admission.client_ip(req));
+    // The owner judges the client's `X-Tenant-ID` once the token opened
+    // the session, as this node would have (ws.rs).
+    if let Some(tenant) = req.headers().get(TENANT_HEADER) {
+        headers.push((HeaderName::from_static(TENANT_HEADER), tenant.clone()));
+    }
+    for (name, value) in headers {
         let name = tungstenite::http::HeaderName::from_bytes(name.as_str().as_bytes());
         let value = tungstenite::http::HeaderValue::from_bytes(value.as_bytes());
         if let (Ok(name), Ok(value)) = (name, value) {

@@ -15,7 +15,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::access::{authorize_stored, creator};
+use super::access::{authorize_stored, creator, key_first};
 use super::body::{body_within, parse_json};
 use super::created::{created, no_store};
 use super::routes::add;
@@ -45,12 +45,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     security(("player_token" = []), ("internal_key" = [])),
     responses(
         (status = 200, description = "The save (docs/save.schema.json), streamed", content_type = "application/json", body = Object),
-        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
+        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token; a tenant key and another tenant's `X-Tenant-ID`", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn export(
     req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<SessionId>,
 ) -> Result<HttpResponse, ApiError> {
+    key_first(&req, &state)?;
     let meta = stored_meta(&state, &path).await?;
     authorize_stored(&req, &state, &meta, true).await?;
     let store = state.store.clone();

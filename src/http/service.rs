@@ -31,6 +31,18 @@ use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError, args_hash};
 /// Longest a service waits for its call to get through a busy session's
 /// queue; the call still runs after that, and its audit row tells.
 pub const SESSION_WAIT: Duration = Duration::from_secs(30);
+/// What the caller of a direct call is told when the session stayed busy
+/// for [`SESSION_WAIT`] (`408 TIMEOUT`): the call is still queued, runs
+/// when the work ahead of it is done, and its audit row carries
+/// `trace_id`.
+pub fn still_queued(trace_id: &TraceId) -> String {
+    format!(
+        "the session was busy for {} s; the call is still queued and will run \
+         (its audit row carries trace id {trace_id})",
+        SESSION_WAIT.as_secs(),
+    )
+}
+
 /// Longest id accepted in a context header.
 const MAX_ID_CHARS: usize = 128;
 /// Which context headers a route requires.
@@ -525,12 +537,7 @@ async fn run_in_session(
             let e = ToolError::new(
                 Reason::Timeout,
                 ErrorCode::Timeout,
-                format!(
-                    "the session was busy for {} s; the call is still queued and will run \
-                     (its audit row carries trace id {})",
-                    SESSION_WAIT.as_secs(),
-                    ctx.trace_id
-                ),
+                still_queued(&ctx.trace_id),
             );
             Err((true, e))
         }

@@ -4,14 +4,17 @@
 //! It runs as a `cancel_event` call inside the session, the way a service's
 //! direct call does, so the cancel is journalled, audited and seen live by
 //! every connection; another node hands the request to the one that runs
-//! the session, as it does the party's routes.
+//! the session, as it does the party's routes. Like a service's call it
+//! waits in the session's queue behind the running turn (one paused for a
+//! person's approval too) for at most `SESSION_WAIT`, then answers `408`
+//! and stays queued.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::access::{caller, credential_first};
 use super::errors::tool_refused;
-use super::locate::send_to_session;
+use super::locate::call_in_session;
 use super::peers::Routing;
 use super::routes::add;
 use super::state::AppState;
@@ -40,7 +43,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     security(("player_token" = []), ("internal_key" = [])),
     responses(
         (status = 200, description = "The timer is cancelled", body = TimerCancelledBody),
-        (status = 400, description = "An `X-Trace-ID` that is not 1 to 128 printable ASCII characters (`CONTEXT_INVALID`)", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "Not the host's token (nor a key); or a campaign whose allowlist leaves out `cancel_event` (`TOOL_NOT_ALLOWED`)", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session, or no such pending timer", body = crate::protocol::http::ErrorBody)))]
+        (status = 400, description = "An `X-Trace-ID` that is not 1 to 128 printable ASCII characters (`CONTEXT_INVALID`)", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "Not the host's token (nor a key); or a campaign whose allowlist leaves out `cancel_event` (`TOOL_NOT_ALLOWED`)", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session, or no such pending timer", body = crate::protocol::http::ErrorBody), (status = 408, description = "The session stayed busy for 30 s (a turn runs, or waits for a person's approval): the cancel is still queued and will run (`TIMEOUT`)", body = crate::protocol::http::ErrorBody)))]
 async fn cancel(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -50,9 +53,10 @@ async fn cancel(
     let trace_id = super::service::trace_id(&req)?;
     let (session_id, timer_id) = path.into_inner();
     let no_timer = || ApiError::not_found("no such pending timer");
-    let routed = send_to_session(
+    let routed = call_in_session(
         &state,
         &session_id,
+        &trace_id,
         |handle| {
             caller(&req, &state, handle)?.host(handle)?;
             // Judged after the credential: who may not cancel learns

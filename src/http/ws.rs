@@ -89,11 +89,13 @@ async fn connect(
     let mut home = None;
     let (watched, (role, seat), connections) = match locate(&state, &path).await? {
         Routed::Here(handle) => {
-            check_tenant(&req, &handle.meta)?;
             let role = match token_caller(&handle, token)? {
                 Caller::Seat(seat) => (ConnRole::Player, Some(seat)),
                 Caller::Spectator | Caller::Key => (ConnRole::Spectator, None),
             };
+            // Only once the token opened the session: a caller it does not
+            // open learns nothing of its tenant from the header.
+            check_tenant(&req, &handle.meta)?;
             if role.0 == ConnRole::Player && !handle.home.is_here() {
                 home = Some(handle.home.clone());
             }
@@ -108,15 +110,16 @@ async fn connect(
                 .await
                 .map_err(|e| ApiError::internal(&e))?
                 .ok_or_else(|| ApiError::not_found(super::errors::no_session(path.as_str())))?;
-            check_tenant(&req, &meta)?;
             // Only the owner knows the seats: every token but the
             // spectator's is its to judge (a joined seat's is let in, a
-            // kicked or unknown one refused with 401).
+            // kicked or unknown one refused with 401), and then the
+            // `X-Tenant-ID` relayed with it, as here.
             if token_role(&meta, token) != Some(TokenRole::Spectator) {
                 let slot = state.admission.admit_websocket(&req, &Arc::default())?;
                 super::accept::upgraded(&req);
                 return super::relay::relay(&req, &state, &owner.url, slot).await;
             }
+            check_tenant(&req, &meta)?;
             let tail = state
                 .tails
                 .send(Watch {

@@ -746,3 +746,175 @@ async fn another_tenant_finds_nothing_on_any_session_route() {
     let frames = ws.play("status", "own-1").await;
     assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
 }
+
+/// An answer as a prober compares it: status and the whole body.
+fn seen(a: &Answer) -> (u16, Value) {
+    (a.status, a.body.clone())
+}
+
+#[actix_web::test]
+async fn no_tenant_header_tells_a_caller_that_cannot_open_a_session_whose_it_is() {
+    let app = spawn_offline(|s| s.tenant_keys = Some("acme:acme-key,beta:beta-key".into())).await;
+    let theirs = app
+        .create_session_with(
+            &[("X-Internal-API-Key", "beta-key")],
+            json!({"campaign_id": "demo"}),
+        )
+        .await;
+    let mine = app
+        .create_session_with(
+            &[("X-Internal-API-Key", "acme-key")],
+            json!({"campaign_id": "demo"}),
+        )
+        .await;
+    let unknown = "sess_0000000000000000";
+    let reads = ["", "/actions", "/audit", "/seats", "/export"];
+    let read = |id: &str, path: &str, headers: Vec<(&'static str, String)>| {
+        let url = format!("{}/api/v1/sessions/{id}{path}", app.base);
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            request("GET", &url, &headers, None).await
+        }
+    };
+    let chat = |id: &str, headers: Vec<(&'static str, String)>| {
+        let url = format!("{}/api/v1/chat", app.base);
+        let body = json!({"session_id": id, "message": "look"});
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            request("POST", &url, &headers, Some(&body)).await
+        }
+    };
+    let tenant = |t: &str| ("X-Tenant-ID", t.to_owned());
+
+    // A tenant key naming another tenant is refused before any session is
+    // looked up: the same 403 for beta's session, acme's own and none.
+    let acme_as_beta = || {
+        vec![
+            ("X-Internal-API-Key", "acme-key".to_owned()),
+            tenant("beta"),
+        ]
+    };
+    for id in [
+        theirs.session_id.as_str(),
+        mine.session_id.as_str(),
+        unknown,
+    ] {
+        for path in reads {
+            let a = read(id, path, acme_as_beta()).await;
+            assert_eq!(
+                (a.status, a.body["error_code"].as_str()),
+                (403, Some("FORBIDDEN")),
+                "{id}{path}: {}",
+                a.body
+            );
+        }
+        let a = chat(id, acme_as_beta()).await;
+        assert_eq!(a.status, 403, "chat {id}: {}", a.body);
+    }
+
+    // Without a key, whatever X-Tenant-ID names (or none), each caller gets
+    // the one answer it gets without the header: nobody, acme's player
+    // (another session's token), and a guessed token.
+    let acme_player = format!("Bearer {}", mine.player_token);
+    let callers: [Vec<(&'static str, String)>; 3] = [
+        vec![],
+        vec![("Authorization", acme_player.clone())],
+        vec![("Authorization", "Bearer guessed".to_owned())],
+    ];
+    let names = ["beta", "acme", "gamma", "default"];
+    for caller in &callers {
+        for id in [theirs.session_id.as_str(), unknown] {
+            for path in reads {
+                let plain = seen(&read(id, path, caller.clone()).await);
+                assert!(
+                    [401, 404].contains(&plain.0),
+                    "{caller:?} {id}{path}: {plain:?}"
+                );
+                for name in names {
+                    let mut named = caller.clone();
+                    named.push(tenant(name));
+                    let a = read(id, path, named).await;
+                    assert_eq!(seen(&a), plain, "{caller:?} as {name}: {id}{path}");
+                }
+            }
+            let plain = seen(&chat(id, caller.clone()).await);
+            assert!(
+                [401, 404].contains(&plain.0),
+                "{caller:?} chat {id}: {plain:?}"
+            );
+            for name in names {
+                let mut named = caller.clone();
+                named.push(tenant(name));
+                assert_eq!(seen(&chat(id, named).await), plain, "chat as {name}");
+            }
+        }
+    }
+    // A join whose invite opens nothing is answered the same whatever the
+    // header; an unknown session stays unknown.
+    let join = |id: &str, name: Option<&str>| {
+        let url = format!("{}/api/v1/sessions/{id}/join", app.base);
+        let headers: Vec<(&'static str, String)> = name.map(tenant).into_iter().collect();
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let body = json!({"invite_code": "guessed", "name": "Probe"});
+            request("POST", &url, &headers, Some(&body)).await
+        }
+    };
+    for id in [theirs.session_id.as_str(), unknown] {
+        let plain = seen(&join(id, None).await);
+        for name in names {
+            assert_eq!(
+                seen(&join(id, Some(name)).await),
+                plain,
+                "join {id} as {name}"
+            );
+        }
+    }
+    // The WebSocket: a token that opens nothing is 401 under any name.
+    for name in names {
+        let refused = match client()
+            .ws(app.ws_url(&theirs.session_id, &mine.player_token, None))
+            .header("X-Tenant-ID", name)
+            .connect()
+            .await
+        {
+            Err(awc::error::WsClientError::InvalidResponseStatus(st)) => st.as_u16(),
+            other => panic!("upgrade should be refused: {:?}", other.map(|_| ())),
+        };
+        assert_eq!(refused, 401, "as {name}");
+    }
+
+    // The session's own credentials still open it, and under another
+    // tenant's name it still looks unknown to them.
+    let own = format!("Bearer {}", theirs.player_token);
+    let a = read(
+        &theirs.session_id,
+        "",
+        vec![("Authorization", own.clone()), tenant("beta")],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let a = read(
+        &theirs.session_id,
+        "",
+        vec![("Authorization", own.clone()), tenant("acme")],
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "{}",
+        a.body
+    );
+    let a = read(
+        &theirs.session_id,
+        "",
+        vec![("X-Internal-API-Key", "beta-key".to_owned())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(app.actions(&theirs).await.is_empty(), "nothing ran");
+}

@@ -6,6 +6,7 @@
 //! while a test runs.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use questd::llm::OfflineGameMaster;
 use serde_json::{Value, json};
@@ -359,5 +360,140 @@ async fn mcp_lists_both_timer_tools() {
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
         assert_eq!(tool["annotations"]["readOnlyHint"], false, "{tool}");
     }
+    app.stop().await;
+}
+
+/// `DELETE …/timers/{timer_id}` with a client that waits longer than the
+/// server's `SESSION_WAIT` (30 s; [`request`]'s client gives up at 30 s
+/// too): the server's own answer and how long it took.
+async fn delete_patiently(
+    app: &TestApp,
+    s: &Session,
+    timer_id: &str,
+    headers: &[(&str, &str)],
+) -> (Answer, Duration) {
+    let url = format!(
+        "{}/api/v1/sessions/{}/timers/{timer_id}",
+        app.base, s.session_id
+    );
+    let mut req = awc::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .finish()
+        .delete(url);
+    for h in headers {
+        req = req.insert_header(*h);
+    }
+    let started = Instant::now();
+    let mut resp = req.send().await.expect("the server answers the cancel");
+    let took = started.elapsed();
+    let bytes = resp.body().await.expect("body");
+    let answer = Answer {
+        status: resp.status().as_u16(),
+        retry_after: None,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    };
+    (answer, took)
+}
+
+#[actix_web::test]
+async fn a_cancel_behind_a_turn_waiting_for_approval_answers_408_and_runs_after_the_decision() {
+    let app = app().await;
+    let s = app
+        .create_session_with(
+            &[("X-Internal-API-Key", ACME_KEY), ("X-Tenant-ID", "acme")],
+            json!({"campaign_id": "demo",
+                   "approval": {"tools": ["add_inventory"], "timeout_s": 600}}),
+        )
+        .await;
+    let timer = called(
+        &app,
+        &s,
+        "schedule_event",
+        json!({"event": "guards_return", "delay_s": DAY}),
+    )
+    .await;
+    let id = timer["timer_id"].as_str().expect("a timer id").to_owned();
+
+    // The player's turn pauses: the offline game master's take waits for a
+    // person.
+    let chat = json!({"session_id": s.session_id, "message": "take the lamp"});
+    let paused = chat_over_http(&app.base, &s.player_token, &chat).await;
+    assert_eq!(paused.status, 202, "{}", paused.body);
+    assert_eq!(
+        paused.body["status"], "approval_required",
+        "{}",
+        paused.body
+    );
+    let approval_id = paused.body["approval"]["approval_id"]
+        .as_str()
+        .expect("an approval id")
+        .to_owned();
+
+    // The host's cancel queues behind the paused turn: answered, bounded
+    // as the tool API's calls are, and still queued.
+    let host = format!("Bearer {}", s.player_token);
+    let headers = [
+        ("Authorization", host.as_str()),
+        ("X-Trace-ID", "trace-cancel-paused"),
+    ];
+    let (a, took) = delete_patiently(&app, &s, &id, &headers).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (408, Some("TIMEOUT")),
+        "{}",
+        a.body
+    );
+    let message = a.body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("the session was busy for 30 s; the call is still queued and will run")
+            && message.contains("trace-cancel-paused"),
+        "{message}"
+    );
+    assert!(
+        took >= Duration::from_secs(29) && took < Duration::from_secs(60),
+        "answered after {took:?}"
+    );
+    // Nothing ran yet: the timer is still pending.
+    let listed = timers(&app, &s).await;
+    assert!(
+        listed.iter().any(|t| t["timer_id"] == id.as_str()),
+        "{listed:?}"
+    );
+
+    // Once a person decides, the turn ends and the queued cancel runs.
+    let decided = request(
+        "POST",
+        &format!(
+            "{}/api/v1/sessions/{}/approvals/{approval_id}",
+            app.base, s.session_id
+        ),
+        &[("Authorization", host.as_str())],
+        Some(&json!({"decision": "deny"})),
+    )
+    .await;
+    assert_eq!(decided.status, 200, "{}", decided.body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pending = |listed: Vec<Value>| listed.iter().any(|t| t["timer_id"] == id.as_str());
+    while pending(timers(&app, &s).await) {
+        assert!(Instant::now() < deadline, "the queued cancel ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let actions = app.actions(&s).await;
+    let cancels: Vec<&Value> = actions
+        .iter()
+        .filter(|x| x["tool"] == "cancel_event" && x["args"] == json!({"timer_id": id}))
+        .collect();
+    assert_eq!(cancels.len(), 1, "the cancel ran once: {actions:#?}");
+    assert_eq!(cancels[0]["result"], json!({"cancelled": true}));
+
+    // An idle session answers at once: nothing is pending any more.
+    let (a, took) = delete_patiently(&app, &s, &id, &headers[..1]).await;
+    assert_eq!(
+        (a.status, a.body["error_code"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "{}",
+        a.body
+    );
+    assert!(took < Duration::from_secs(10), "answered after {took:?}");
     app.stop().await;
 }
