@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CharacterId, RequestId, SeatId};
+use crate::ids::{CharacterId, RequestId, SeatId, TurnId};
 
 /// The host seat of every session: the creator's, opened by the session's
 /// `player_token`.
@@ -146,6 +146,16 @@ pub struct RoundAction {
     pub text: String,
     #[serde(default)]
     pub request_id: Option<RequestId>,
+}
+
+/// The id a round's action is acknowledged with: the ack's `turn_id` in
+/// rounds mode names the seat's action for the round (a replacement gets
+/// the same one); the round's turn has its own id, in its `turn_started`.
+/// The session acknowledges with it, and the store reads it back from a
+/// resolved round's `turn_started` for the request ids a session knows
+/// when it loads.
+pub fn action_id(round: u64, seat_id: &SeatId) -> TurnId {
+    TurnId::from(format!("round_{round}_{seat_id}"))
 }
 
 /// The round being gathered (rounds mode).

@@ -1018,7 +1018,9 @@ impl Store {
         }
     }
 
-    /// Request ids of the most recent turns that started, newest first.
+    /// Request ids of the most recent turns that started, newest first:
+    /// a chat's with its turn, and a resolved round's actions' with the
+    /// ids they were acknowledged with (docs/protocol.md §8).
     pub async fn recent_request_ids(
         &self,
         session_id: &SessionId,

@@ -142,6 +142,46 @@ pub(super) fn action_entry(
     Ok(action)
 }
 
+/// The request ids of the actions a round's `turn_started` frame lists
+/// (docs/protocol.md §8), each with the id its action was acknowledged
+/// with ([`crate::game::party::action_id`]); none for the start of any
+/// other turn. A round's request ids are in no column of the journal (its
+/// `action_submitted` frames carry none, its turn was asked for by no one
+/// chat), and the held round's are in the state: a resolved round's
+/// `turn_started` is where a loading session reads them back.
+pub(super) fn round_requests(
+    frame: &str,
+) -> Result<Vec<(crate::ids::RequestId, crate::ids::TurnId)>, super::StorageError> {
+    /// What a round's `turn_started` says of its actions.
+    #[derive(serde::Deserialize)]
+    struct Started {
+        #[serde(default)]
+        round: Option<u64>,
+        #[serde(default)]
+        actions: Option<Vec<Acted>>,
+    }
+    /// One seat's place in it (`request_id` null for a seat that did not
+    /// act, or acted without one).
+    #[derive(serde::Deserialize)]
+    struct Acted {
+        seat_id: crate::ids::SeatId,
+        #[serde(default)]
+        request_id: Option<crate::ids::RequestId>,
+    }
+    let started: Started = serde_json::from_str(frame)
+        .map_err(|e| super::StorageError::Corrupt(format!("a turn_started frame: {e}")))?;
+    let (Some(round), Some(actions)) = (started.round, started.actions) else {
+        return Ok(Vec::new());
+    };
+    Ok(actions
+        .into_iter()
+        .filter_map(|a| {
+            let request_id = a.request_id?;
+            Some((request_id, crate::game::party::action_id(round, &a.seat_id)))
+        })
+        .collect())
+}
+
 /// The condition that selects a session's journal steps holding any frame
 /// after seq `$2` (session `$1`): the step that holds `$2 + 1` may start
 /// at or before `$2`, so the range starts at the last step that starts at
@@ -161,7 +201,9 @@ macro_rules! queries {
         use serde_json::Value as _QueriesValue;
         use sqlx::Row as _;
 
-        use $crate::storage::sql::{AUDIT_COLUMNS, RECENT_FRAMES, action_entry, steps_after};
+        use $crate::storage::sql::{
+            AUDIT_COLUMNS, RECENT_FRAMES, action_entry, round_requests, steps_after,
+        };
         use $crate::storage::steps::{self as _steps, Entry};
         use $crate::ids::{RequestId, SeatId, SessionId, SiteId, TenantId, TraceId, TurnId};
         use $crate::storage::ops::WriteOp;
@@ -460,24 +502,45 @@ macro_rules! queries {
             Ok(rows)
         }
 
-        /// Request ids of the most recent turns that started, newest first.
+        /// Request ids of the most recent turns that started, newest first
+        /// (at most `limit`): a chat's with its turn, and a resolved
+        /// round's actions' with the ids they were acknowledged with
+        /// ([`round_requests`]), so a loaded session answers a round's
+        /// request again as a duplicate, as it did before it unloaded.
         pub(super) async fn recent_request_ids(
             pool: &Pool,
             session_id: &SessionId,
             limit: i64,
         ) -> Result<Vec<(RequestId, TurnId)>, StorageError> {
+            // A start without a chat's request id is a round's or a world
+            // turn's: only then is its body read, for a round's actions.
             let rows = sqlx::query(
-                "SELECT request_id, turn_id FROM journal WHERE session_id = $1 \
-                 AND started = 1 AND request_id IS NOT NULL ORDER BY seq DESC LIMIT $2",
+                "SELECT request_id, turn_id, CASE WHEN request_id IS NULL THEN body END \
+                 FROM journal WHERE session_id = $1 AND started = 1 \
+                 ORDER BY seq DESC LIMIT $2",
             )
             .bind(session_id)
             .bind(limit)
             .fetch_all(pool)
             .await?;
-            rows.into_iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-                .collect::<Result<_, sqlx::Error>>()
-                .map_err(Into::into)
+            let mut ids: Vec<(RequestId, TurnId)> = Vec::new();
+            for r in &rows {
+                if let Some(request_id) = r.try_get::<Option<RequestId>, _>(0)? {
+                    ids.push((request_id, r.try_get(1)?));
+                    continue;
+                }
+                let Some(body) = r.try_get::<Option<&str>, _>(2)? else {
+                    continue;
+                };
+                for e in _steps::decode(body)? {
+                    if e.kind == "turn_started" {
+                        // Newest first, as the steps are.
+                        ids.extend(round_requests(&e.frame)?.into_iter().rev());
+                    }
+                }
+            }
+            ids.truncate(usize::try_from(limit).unwrap_or(0));
+            Ok(ids)
         }
 
         /// The frame that ended a turn (`turn_completed` or `turn_failed`),
@@ -662,3 +725,29 @@ macro_rules! queries {
 }
 
 pub(super) use queries;
+
+#[cfg(test)]
+mod tests {
+    use super::round_requests;
+    use crate::ids::{RequestId, TurnId};
+
+    #[test]
+    fn a_rounds_start_names_its_actions_request_ids_and_no_other_start_does() {
+        let round = r#"{"seq":9,"type":"turn_started","turn_id":"turn_2","request_id":null,"actor_id":"pc_001","text":"Round 1","seat_id":null,"round":1,"actions":[{"seat_id":"seat_1","character_id":"pc_001","text":"look","request_id":"h-1"},{"seat_id":"seat_2","character_id":"pc_002","text":null,"request_id":null},{"seat_id":"seat_3","character_id":"pc_003","text":"roll","request_id":"c-1"}]}"#;
+        assert_eq!(
+            round_requests(round).unwrap(),
+            [
+                (RequestId::from("h-1"), TurnId::from("round_1_seat_1")),
+                (RequestId::from("c-1"), TurnId::from("round_1_seat_3")),
+            ]
+        );
+        let chat = r#"{"seq":3,"type":"turn_started","turn_id":"turn_1","request_id":"r-1","actor_id":"pc_001","text":"hi","seat_id":"seat_1"}"#;
+        assert!(round_requests(chat).unwrap().is_empty());
+        let world = r#"{"seq":4,"type":"turn_started","turn_id":"turn_3","request_id":null,"actor_id":"pc_001","text":"x","seat_id":null,"trigger":"timer","timer_id":"tmr_1","event":"tide"}"#;
+        assert!(round_requests(world).unwrap().is_empty());
+        assert!(
+            round_requests("{").is_err(),
+            "a frame that does not read is corrupt"
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! Party play, the turn side (docs/protocol.md §8): a turn acts for its
 //! speaker, tools refuse another seat's character, rounds resolve once
-//! (at the deadline, and across a `kill -9`), table talk never reaches the
-//! model, and the offline game master plays for whoever spoke.
+//! (at the deadline, and across a `kill -9`), a round's request ids stay
+//! duplicates wherever the session loads next, table talk never reaches
+//! the model, and the offline game master plays for whoever spoke.
 
 use std::sync::{Arc, Mutex};
 
@@ -300,6 +301,95 @@ async fn a_round_cut_by_kill9_resolves_once_with_every_action() {
     assert_eq!(resolved, 1, "{story:?}");
     let snap = server.snapshot(&s).await;
     assert_eq!(snap["round"]["number"], 2);
+}
+
+/// The ack a seat gets for `request_id` sent again as `text`.
+async fn again(ws: &mut Ws, text: &str, request_id: &str) -> Value {
+    ws.chat(text, request_id).await;
+    ws.ack_for(request_id).await
+}
+
+/// A resolved round's request ids are known wherever the session loads
+/// next (docs/protocol.md §2, §8): after a `kill -9` and after an idle
+/// unload, the same chat again (WebSocket or HTTP) is its action's
+/// duplicate, never a new action in the next round.
+#[actix_web::test]
+async fn a_resolved_rounds_request_ids_stay_duplicates_across_kill9_and_an_idle_unload() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    let idle = [("QUESTD_IDLE_SECS", "1")];
+    let server = Server::start_with(&db, &idle);
+    let (s, brin, cara) = party_of_three(&server).await;
+    let id = s.session_id.as_str();
+    rounds(server.base(), &s, 600).await;
+    let (mut host_ws, _) = server.connect(id, &s.player_token, None).await;
+    let (mut brin_ws, _) = server.connect(id, &brin.token, None).await;
+    let (mut cara_ws, _) = server.connect(id, &cara.token, None).await;
+    for (ws, rid) in [
+        (&mut host_ws, "h-1"),
+        (&mut brin_ws, "b-1"),
+        (&mut cara_ws, "c-1"),
+    ] {
+        ws.chat("roll 1d6", rid).await;
+        ws.ack_for(rid).await;
+    }
+    // Every seat online acted: round 1 resolves.
+    let started = round_started(&mut host_ws).await;
+    let turn_id = started["turn_id"].as_str().unwrap().to_owned();
+    host_ws.until_turn_end(&turn_id).await;
+    let first = json!({"turn_id": "round_1_seat_2", "duplicate": true, "round": 1});
+    let said = |ack: &Value| json!({"turn_id": ack["turn_id"], "duplicate": ack["duplicate"], "round": ack["round"]});
+    let ack = again(&mut brin_ws, "roll 1d6", "b-1").await;
+    assert_eq!(said(&ack), first, "before the restart: {ack}");
+    server.kill9();
+
+    let server = Server::start_with(&db, &idle);
+    let (mut brin_ws, _) = server.connect(id, &brin.token, None).await;
+    let ack = again(&mut brin_ws, "roll 1d6", "b-1").await;
+    assert_eq!(said(&ack), first, "after kill -9: {ack}");
+    let a = chat_over_http(
+        server.base(),
+        &cara.token,
+        &json!({"session_id": id, "message": "roll 1d6", "request_id": "c-1"}),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{}", a.body);
+    assert_eq!(
+        a.body["round"], 1,
+        "the action of round 1 again: {}",
+        a.body
+    );
+
+    brin_ws.close().await;
+    crate::timers::not_live_here(&server, &s, "the session unloads while idle").await;
+    let (mut brin_ws, _) = server.connect(id, &brin.token, None).await;
+    let ack = again(&mut brin_ws, "roll 1d6", "b-1").await;
+    assert_eq!(said(&ack), first, "after an idle unload: {ack}");
+
+    // Round 2 holds no action, and the journal holds each seat's once.
+    let snap = server.snapshot(&s).await;
+    assert_eq!(
+        (&snap["round"]["number"], &snap["round"]["acted"]),
+        (&json!(2), &json!([])),
+        "{}",
+        snap["round"]
+    );
+    let journal = crate::timers::journal(&db, &s).await;
+    for rid in ["h-1", "b-1", "c-1"] {
+        let taken = journal
+            .iter()
+            .filter(|e| {
+                e["effect"]["effect"] == "action_submitted"
+                    && e["effect"]["action"]["request_id"] == rid
+            })
+            .count();
+        assert_eq!(taken, 1, "{rid} taken once");
+    }
+    let resolved = journal
+        .iter()
+        .filter(|e| e["frame"]["type"] == "turn_started" && e["frame"]["round"].is_u64())
+        .count();
+    assert_eq!(resolved, 1, "one round resolved");
 }
 
 #[actix_web::test]

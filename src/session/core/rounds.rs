@@ -28,12 +28,9 @@ use crate::session::sequencer::Entry;
 use crate::session::turn_frames;
 use crate::storage::now_ms;
 
-/// The id a round's action is acknowledged with: the ack's `turn_id` in
-/// rounds mode names the seat's action for the round (a replacement gets
-/// the same one); the round's turn has its own id, in its `turn_started`.
-pub(super) fn action_id(round: u64, seat_id: &SeatId) -> TurnId {
-    TurnId::from(format!("round_{round}_{seat_id}"))
-}
+// The id a round's action is acknowledged with (the store reads a
+// resolved round's back by the same rule).
+pub(super) use crate::game::party::action_id;
 
 impl Core {
     /// Whether chats are actions for a round now.
