@@ -2,15 +2,31 @@
 //! the node that runs it ([`Routed`]), and the one way a handler sends it a
 //! message ([`send_to_session`]).
 
+use std::time::Duration;
+
 use super::errors::{hub_failed, no_session, overloaded, session_refused};
 use super::peers::{Owner, Routed};
-use super::service::{SESSION_WAIT, still_queued};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::{SessionId, TraceId};
 use crate::session::{
     CallTool, ChatRefused, DirectCallDone, HubError, Lookup, SessionActor, SessionHandle,
 };
+
+/// Longest a service waits for its call to get through a busy session's
+/// queue; the call still runs after that, and its audit row tells.
+pub const SESSION_WAIT: Duration = Duration::from_secs(30);
+/// What the caller of a direct call is told when the session stayed busy
+/// for [`SESSION_WAIT`] (`408 TIMEOUT`): the call is still queued, runs
+/// when the work ahead of it is done, and its audit row carries
+/// `trace_id`.
+pub fn still_queued(trace_id: &TraceId) -> String {
+    format!(
+        "the session was busy for {} s; the call is still queued and will run \
+         (its audit row carries trace id {trace_id})",
+        SESSION_WAIT.as_secs(),
+    )
+}
 
 /// Lookups of a session tried when it stops between a lookup and its use.
 const SESSION_LOOKUPS: usize = 3;

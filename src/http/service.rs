@@ -9,13 +9,14 @@
 //! refused or not, writes one audit row.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix_web::HttpRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::limits;
+use super::locate::{SESSION_WAIT, send_to_session, still_queued};
 use super::peers::Routed;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode, Reason, ToolStatus};
@@ -27,21 +28,6 @@ use crate::llm::Usage;
 use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
 use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError, args_hash};
-
-/// Longest a service waits for its call to get through a busy session's
-/// queue; the call still runs after that, and its audit row tells.
-pub const SESSION_WAIT: Duration = Duration::from_secs(30);
-/// What the caller of a direct call is told when the session stayed busy
-/// for [`SESSION_WAIT`] (`408 TIMEOUT`): the call is still queued, runs
-/// when the work ahead of it is done, and its audit row carries
-/// `trace_id`.
-pub fn still_queued(trace_id: &TraceId) -> String {
-    format!(
-        "the session was busy for {} s; the call is still queued and will run \
-         (its audit row carries trace id {trace_id})",
-        SESSION_WAIT.as_secs(),
-    )
-}
 
 /// Longest id accepted in a context header.
 const MAX_ID_CHARS: usize = 128;
@@ -521,7 +507,7 @@ async fn run_in_session(
         trace_id: ctx.trace_id.clone(),
         origin: ctx.origin(),
     };
-    let call = super::locate::send_to_session(state, session_id, same_tenant, make);
+    let call = send_to_session(state, session_id, same_tenant, make);
     match actix_web::rt::time::timeout(SESSION_WAIT, call).await {
         Ok(Ok(routed)) => Ok(routed.map(|(_, done)| done.outcome)),
         Ok(Err(e)) => {
