@@ -41,6 +41,20 @@ fn properties(doc: &Value, schema: &Value) -> BTreeSet<String> {
     names
 }
 
+/// `method` on `path` (its params made up) with the test key, and `{}`
+/// as the body of anything but a `GET`.
+async fn keyed_call(base: &str, method: &str, path: &str) -> crate::common::Answer {
+    let url = format!("{base}{}", concrete(path));
+    let body = (method != "GET").then(|| json!({}));
+    request(
+        method,
+        &url,
+        &[("X-Internal-API-Key", TEST_KEY)],
+        body.as_ref(),
+    )
+    .await
+}
+
 #[actix_web::test]
 async fn the_document_is_openapi_3_1_and_matches_the_routes_that_exist() {
     let app = spawn_app().await;
@@ -63,15 +77,7 @@ async fn the_document_is_openapi_3_1_and_matches_the_routes_that_exist() {
     let ops = questd::http::openapi::operations(&doc);
     assert!(ops.len() >= 25, "only {} operations", ops.len());
     for (method, path) in &ops {
-        let url = format!("{}{}", app.base, concrete(path));
-        let body = (method == "POST" || method == "PUT").then(|| json!({}));
-        let answer = request(
-            method,
-            &url,
-            &[("X-Internal-API-Key", TEST_KEY)],
-            body.as_ref(),
-        )
-        .await;
+        let answer = keyed_call(&app.base, method, path).await;
         assert!(
             !no_route(answer.status, &answer.body),
             "{method} {path} is documented but has no route: {}",
@@ -101,15 +107,7 @@ async fn the_document_is_openapi_3_1_and_matches_the_routes_that_exist() {
             if registered.contains(&(method.to_owned(), path.clone())) {
                 continue;
             }
-            let url = format!("{}{}", app.base, concrete(path));
-            let body = (method != "GET").then(|| json!({}));
-            let answer = request(
-                method,
-                &url,
-                &[("X-Internal-API-Key", TEST_KEY)],
-                body.as_ref(),
-            )
-            .await;
+            let answer = keyed_call(&app.base, method, path).await;
             // Another route's pattern may take the path (GET
             // /api/v1/sessions/import is the session "import"): then its
             // handler answers, with its JSON.
