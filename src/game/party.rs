@@ -452,14 +452,31 @@ fn same_digest(a: &str, b: &str) -> bool {
             == 0
 }
 
+/// Characters that show nothing themselves but hide or reorder the text
+/// around them: the zero-width space, the word joiner and invisible
+/// operators, the byte order mark, and the embeddings, overrides and
+/// isolates of bidirectional text. A seat's name is shown to every other
+/// player: "\u{200b}" would look like no name, and "a\u{202e}b" would
+/// show the text after it reversed. The joiners that scripts and emoji
+/// need (U+200C, U+200D) and the direction marks (U+200E, U+200F,
+/// U+061C) stay allowed.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200b}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}'
+    )
+}
+
 /// Checks a seat name: 1 to [`MAX_NAME_CHARS`] characters, no control
-/// characters, not only spaces. Answers it trimmed.
+/// characters, no invisible ones that hide or reorder text ([`invisible`]),
+/// not only spaces. Answers it trimmed.
 pub fn check_name(name: &str) -> Result<String, String> {
     let name = name.trim();
     let n = name.chars().count();
-    if n == 0 || n > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+    if n == 0 || n > MAX_NAME_CHARS || name.chars().any(|c| c.is_control() || invisible(c)) {
         return Err(format!(
-            "name must be 1 to {MAX_NAME_CHARS} characters without control characters"
+            "name must be 1 to {MAX_NAME_CHARS} characters without control or invisible \
+             formatting characters"
         ));
     }
     Ok(name.to_owned())
@@ -595,6 +612,21 @@ mod tests {
         assert!(check_name("").is_err());
         assert!(check_name("   ").is_err());
         assert!(check_name("a\u{7}b").is_err());
+        // Text that looks like no name, or shows itself reversed.
+        for hidden in [
+            "\u{200b}",
+            "a\u{202e}b",
+            "\u{2066}x\u{2069}",
+            "\u{feff}Brin",
+        ] {
+            assert!(check_name(hidden).is_err(), "{hidden:?}");
+        }
+        // Letters of any script, and an emoji's joiner-free parts, are names.
+        assert_eq!(check_name("Zoë Ngũgĩ").unwrap(), "Zoë Ngũgĩ");
+        assert!(check_name("مريم").is_ok());
+        // Persian's zero-width non-joiner, an emoji's joiner.
+        assert!(check_name("می\u{200c}خواهم").is_ok());
+        assert!(check_name("👩\u{200d}🚀").is_ok());
         assert!(check_name(&"x".repeat(41)).is_err());
         assert!(check_name(&"布".repeat(40)).is_ok());
     }

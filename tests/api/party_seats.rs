@@ -600,3 +600,29 @@ async fn the_host_role_is_handed_over_by_the_host_or_by_a_key() {
         ]
     );
 }
+
+#[actix_web::test]
+async fn a_name_that_hides_or_reverses_text_is_refused() {
+    let app = spawn_offline(|_| {}).await;
+    let s = app.demo().await;
+    let code = invite(&app.base, &s, json!({"max_uses": 5})).await;
+    // Looks like no name; shows what follows reversed; a tab.
+    for name in ["\u{200b}", "Brin\u{202e}nhoj", "Br\tin"] {
+        let a = try_join(&app.base, &s.session_id, &code, name).await;
+        assert_eq!(
+            (a.status, a.body["message"].as_str()),
+            (
+                400,
+                Some(
+                    "name must be 1 to 40 characters without control or invisible formatting \
+                     characters"
+                )
+            ),
+            "{name:?}: {}",
+            a.body
+        );
+    }
+    // None of them used the invite: a name in another script still joins.
+    let a = try_join(&app.base, &s.session_id, &code, "می\u{200c}خواهم").await;
+    assert_eq!(a.status, 201, "{}", a.body);
+}
