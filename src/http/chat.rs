@@ -81,6 +81,7 @@ async fn chat(
             seat_id: &taken.seat_id,
             request_id: body.request_id.as_ref(),
             turn_id: None,
+            duplicate: accepted.duplicate,
             trace_id: &trace_id,
         }));
     }
@@ -106,6 +107,9 @@ struct ActionAnswer<'a> {
     request_id: Option<&'a RequestId>,
     #[schema(value_type = Option<String>)]
     turn_id: Option<&'a str>,
+    /// The same `request_id` was taken for this round already: this is
+    /// its action, not a second one (as an `ack`'s `duplicate`).
+    duplicate: bool,
     #[schema(value_type = String)]
     trace_id: &'a TraceId,
 }

@@ -224,6 +224,7 @@ async fn a_round_with_a_silent_player_resolves_at_its_deadline() {
         )
     );
     assert!(a.body["turn_id"].is_null(), "{}", a.body);
+    assert_eq!(a.body["duplicate"], false, "{}", a.body);
 
     // Cara is online and silent: the round resolves at its deadline
     // (5 s after the first action; FRAME_WAIT bounds the wait).
@@ -359,6 +360,7 @@ async fn a_resolved_rounds_request_ids_stay_duplicates_across_kill9_and_an_idle_
         "the action of round 1 again: {}",
         a.body
     );
+    assert_eq!(a.body["duplicate"], true, "{}", a.body);
 
     brin_ws.close().await;
     crate::timers::not_live_here(&server, &s, "the session unloads while idle").await;
