@@ -249,6 +249,10 @@ fn dice_and_reason(rest: &str) -> (String, Option<String>) {
     if dice.is_empty() {
         return (rest.replace(' ', ""), None);
     }
+    // "roll 1d6, for luck": the comma is no part of the reason.
+    let tail = tail.trim_start_matches(|c: char| {
+        c.is_whitespace() || matches!(c, ',' | ';' | ':' | '，' | '：')
+    });
     let tail = tail.trim();
     let lower = tail.to_lowercase();
     let reason = ["for ", "用于", "来", "做"]
@@ -1050,6 +1054,10 @@ mod tests {
             (
                 "掷1d20+5来察觉",
                 Intent::Roll("1d20+5".into(), Some("察觉".into())),
+            ),
+            (
+                "roll 1d6, for luck",
+                Intent::Roll("1d6".into(), Some("luck".into())),
             ),
             // No dice at the start: passed on whole, for roll_dice to refuse.
             ("roll dice", Intent::Roll("dice".into(), None)),
