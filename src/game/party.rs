@@ -452,6 +452,10 @@ fn same_digest(a: &str, b: &str) -> bool {
             == 0
 }
 
+/// The one answer for every invite that opens nothing: unknown, used up,
+/// expired, another session's, or named under another tenant.
+pub const NO_INVITE: &str = "no such invite: it is unknown, used up or expired";
+
 /// Characters that show nothing themselves but hide or reorder the text
 /// around them: the zero-width space, the word joiner and invisible
 /// operators, the byte order mark, and the embeddings, overrides and

@@ -43,10 +43,13 @@ fn same_digest(x: &SecretDigest, y: &SecretDigest) -> bool {
     diff == 0
 }
 
+/// The header that names a tenant (lower case, as a header name is built).
+pub const TENANT_HEADER: &str = "x-tenant-id";
+
 /// The tenant named by `X-Tenant-ID`, if the request names one.
 pub fn tenant_header(req: &HttpRequest) -> Option<String> {
     req.headers()
-        .get("X-Tenant-ID")
+        .get(TENANT_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())

@@ -125,13 +125,9 @@ async fn create_invite(
         }))
 }
 
-/// The one answer for every invite that opens nothing (the session's own
-/// answer, `session::core::party`, says the same).
+/// The one answer for every invite that opens nothing, as the session's.
 fn no_invite() -> ApiError {
-    ApiError::new(
-        ErrorCode::InviteNotFound,
-        "no such invite: it is unknown, used up or expired",
-    )
+    ApiError::new(ErrorCode::InviteNotFound, crate::game::party::NO_INVITE)
 }
 
 /// The body of a join.

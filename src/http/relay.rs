@@ -23,6 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::admission::ConnSlot;
+use super::auth::TENANT_HEADER;
 use super::errors::overloaded;
 use super::frame_rate::FrameRate;
 use super::owner_watch::{self, Claim};
@@ -37,10 +38,6 @@ use crate::storage::Store;
 
 /// Close code when the owner node went away: service restart, reconnect.
 const CLOSE_OWNER_GONE: u16 = 1012;
-
-/// The header that names a tenant (`auth::tenant_header`), as a header
-/// name is built from: lower case.
-const TENANT_HEADER: &str = "x-tenant-id";
 
 /// How long opening the WebSocket on the owner may take.
 const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

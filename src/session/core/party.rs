@@ -55,10 +55,7 @@ fn refuse(code: ErrorCode, message: impl Into<String>) -> ChatRefused {
 
 /// The one answer for every invite that opens nothing.
 fn no_invite() -> ChatRefused {
-    refuse(
-        ErrorCode::InviteNotFound,
-        "no such invite: it is unknown, used up or expired",
-    )
+    refuse(ErrorCode::InviteNotFound, crate::game::party::NO_INVITE)
 }
 
 impl Core {
