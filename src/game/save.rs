@@ -437,27 +437,8 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
             }
         }
     }
-    // The story is every frame up to the source's last seq: one that
-    // stops short (a save cut, or frames taken out from the end) would
-    // give the new session a story that is not the one it says it has. A
-    // gap is named once, by its seq, not again here.
-    let in_order = story
-        .iter()
-        .zip(1..)
-        .all(|(frame, seq)| frame["seq"].as_u64() == Some(seq));
-    if let Some(last_seq) = save["source"]["last_seq"].as_u64()
-        && in_order
-        && last_seq != story.len() as u64
-    {
-        problems.add(|| {
-            format!(
-                "story: {} frames, but source.last_seq is {last_seq}; a save's story is \
-                 every frame, seq 1 to source.last_seq",
-                story.len()
-            )
-        });
-    }
-    let story = read_story(story, &mut problems);
+    let last_seq = save["source"]["last_seq"].as_u64();
+    let story = read_story(story, last_seq, &mut problems);
     let turn = world.get("turn").and_then(Value::as_u64).unwrap_or(0);
     if !problems.is_empty() {
         return Err(problems.into_error());
@@ -522,8 +503,11 @@ fn part<T: DeserializeOwned + Default>(
 }
 
 /// The story's frames, checked: seqs 1, 2, 3… in order, each frame of a
-/// turn naming its turn.
-fn read_story(story: &[Value], problems: &mut Problems) -> Vec<SavedFrame> {
+/// turn naming its turn, and, when the save names its source's `last_seq`,
+/// that many: a story that stops short (a save cut, or frames taken out
+/// from the end) would give the new session a story other than the one it
+/// says it has. A gap is named once, by its seq, and not again as a count.
+fn read_story(story: &[Value], last_seq: Option<u64>, problems: &mut Problems) -> Vec<SavedFrame> {
     let mut frames = Vec::with_capacity(story.len());
     let mut broken = false;
     for (i, frame) in story.iter().enumerate() {
@@ -562,6 +546,18 @@ fn read_story(story: &[Value], problems: &mut Problems) -> Vec<SavedFrame> {
             turn_id,
             request_id,
             frame: frame.to_string(),
+        });
+    }
+    if let Some(last_seq) = last_seq
+        && !broken
+        && last_seq != story.len() as u64
+    {
+        problems.add(|| {
+            format!(
+                "story: {} frames, but source.last_seq is {last_seq}; a save's story is \
+                 every frame, seq 1 to source.last_seq",
+                story.len()
+            )
         });
     }
     frames

@@ -200,6 +200,20 @@ async fn a_save_that_breaks_its_campaigns_rules_is_refused_with_its_problems() {
         answer.body
     );
 
+    // The story's last frames taken out: no gap, but short of last_seq.
+    let mut short = save.clone();
+    let frames = short["story"].as_array_mut().unwrap();
+    frames.truncate(frames.len() - 2);
+    let answer = import(&app.base, &short).await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(
+        answer.body["problems"]
+            .to_string()
+            .contains("but source.last_seq is"),
+        "{}",
+        answer.body
+    );
+
     let mut tool = save.clone();
     tool["campaign"]["allowlist"] = json!(["move", "steal_the_server"]);
     let answer = import(&app.base, &tool).await;
