@@ -75,7 +75,7 @@ fn main() {
                 tenant_id: "bench".into(),
                 campaign_id: "demo".into(),
                 title: "bench".into(),
-                player_token: "p".into(),
+                stored_player_token: "p".into(),
                 spectator_token: "s".into(),
                 created_at: 0,
                 visibility: Visibility::Private,

@@ -126,7 +126,8 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
             })
             .await
             .expect("the hub answers")
-            .expect("a session");
+            .expect("a session")
+            .handle;
         for _ in 0..spectators {
             let spectator = Spectator(frames.clone()).start();
             handle

@@ -435,12 +435,33 @@ impl Party {
 /// stored as.
 pub fn secret_hash(secret: &str) -> String {
     use sha2::{Digest, Sha256};
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(secret.as_bytes());
     let mut out = String::with_capacity(64);
     for byte in digest {
-        out.push_str(&format!("{byte:02x}"));
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
     out
+}
+
+/// How a session's own player token is stored: this prefix and the
+/// token's [`secret_hash`], like a seat's. Rows stored before tokens were
+/// hashed hold the token itself until the store's start rewrites them.
+pub const HASHED_TOKEN: &str = "sha256:";
+
+/// The stored form of a session's player token ([`HASHED_TOKEN`]).
+pub fn stored_token(token: &str) -> String {
+    format!("{HASHED_TOKEN}{}", secret_hash(token))
+}
+
+/// Whether `token` is the one stored as `stored` ([`stored_token`], or the
+/// token itself in a row not yet rewritten), in constant time either way.
+pub fn opens_stored(stored: &str, token: &str) -> bool {
+    match stored.strip_prefix(HASHED_TOKEN) {
+        Some(hash) => same_digest(hash, &secret_hash(token)),
+        None => same_digest(&secret_hash(stored), &secret_hash(token)),
+    }
 }
 
 /// Compares two digests without stopping at the first difference.
@@ -489,6 +510,28 @@ pub fn check_name(name: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_token_holds_no_token_and_opens_only_for_it() {
+        // SHA-256's own test vector, in lower-case hex: the digests
+        // stored before keep matching.
+        assert_eq!(
+            secret_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let token = "k3JpQ9wZ";
+        let stored = stored_token(token);
+        assert!(stored.starts_with(HASHED_TOKEN));
+        assert!(!stored.contains(token));
+        assert!(opens_stored(&stored, token));
+        assert!(!opens_stored(&stored, "k3JpQ9wz"));
+        assert!(!opens_stored(&stored, ""));
+        // Whoever reads the row cannot use what it holds as the token.
+        assert!(!opens_stored(&stored, &stored));
+        // A row stored before tokens were hashed.
+        assert!(opens_stored(token, token));
+        assert!(!opens_stored(token, "other"));
+    }
 
     fn seat(n: u32, token: &str) -> Seat {
         Seat {

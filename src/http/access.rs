@@ -9,7 +9,7 @@ use super::auth::{DEFAULT_TENANT, same_secret, tenant_header};
 use super::errors::no_session;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::game::party::host_seat;
+use crate::game::party::{host_seat, opens_stored};
 use crate::ids::{SeatId, TenantId};
 use crate::session::{PartyCaller, SeatAccess, SessionHandle};
 use crate::storage::SessionMeta;
@@ -23,7 +23,7 @@ pub enum TokenRole {
 
 /// Which role `token` opens in the session, if any.
 pub fn token_role(meta: &SessionMeta, token: &str) -> Option<TokenRole> {
-    if same_secret(token, &meta.player_token) {
+    if opens_stored(&meta.stored_player_token, token) {
         Some(TokenRole::Player)
     } else if same_secret(token, &meta.spectator_token) {
         Some(TokenRole::Spectator)
@@ -195,7 +195,7 @@ pub fn token_caller(handle: &SessionHandle, token: &str) -> Result<Caller, ApiEr
     if same_secret(token, &meta.spectator_token) {
         return Ok(Caller::Spectator);
     }
-    let is_session_token = same_secret(token, &meta.player_token);
+    let is_session_token = opens_stored(&meta.stored_player_token, token);
     match handle.seats.access(token, is_session_token) {
         SeatAccess::Seat(seat, _) => Ok(Caller::Seat(seat)),
         // A session without a party (no active character) still has its

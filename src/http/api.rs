@@ -156,7 +156,7 @@ async fn create_session(
         // No longer the shared start's state: stored whole.
         start.shared = None;
     }
-    let handle = state
+    let new = state
         .hub
         .send(CreateSession {
             tenant_id,
@@ -166,7 +166,7 @@ async fn create_session(
             anonymous,
         })
         .await??;
-    Ok(created(&req, &state, &handle.meta))
+    Ok(created(&req, &state, &new))
 }
 
 /// The live public sessions of a tenant, each with its spectator token and

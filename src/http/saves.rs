@@ -242,7 +242,7 @@ async fn import(
         .iter()
         .map(|t| (t.timer_id.to_string(), t.due_at))
         .collect();
-    let handle = state
+    let new = state
         .hub
         .send(ImportSession {
             tenant_id,
@@ -255,5 +255,5 @@ async fn import(
             timers,
         })
         .await??;
-    Ok(created(&req, &state, &handle.meta))
+    Ok(created(&req, &state, &new))
 }

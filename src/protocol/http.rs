@@ -209,10 +209,10 @@ impl utoipa::PartialSchema for SessionLinks {
 impl utoipa::ToSchema for SessionLinks {}
 
 impl<'a> SessionCreated<'a> {
-    pub fn new(meta: &'a SessionMeta, links: SessionLinks) -> Self {
+    pub fn new(meta: &'a SessionMeta, player_token: &'a str, links: SessionLinks) -> Self {
         Self {
             session_id: &meta.session_id,
-            player_token: &meta.player_token,
+            player_token,
             spectator_token: &meta.spectator_token,
             visibility: visibility(meta.visibility),
             links,
@@ -847,7 +847,7 @@ mod tests {
             tenant_id: "default".into(),
             campaign_id: "demo".into(),
             title: "The Drowned Lanterns".into(),
-            player_token: "k3J".into(),
+            stored_player_token: crate::game::party::stored_token("k3J"),
             spectator_token: "Zp8".into(),
             created_at: 0,
             visibility,
@@ -931,7 +931,7 @@ mod tests {
             ),
             (
                 "session created",
-                json!(SessionCreated::new(&private, links())),
+                json!(SessionCreated::new(&private, "k3J", links())),
                 json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "player_token": "k3J",
                        "spectator_token": "Zp8", "visibility": "private",
                        "ws_url": "ws://127.0.0.1:8080/ws/sessions/sess_Q2xk9fL0aB7cD3eF?token=k3J",
@@ -942,7 +942,7 @@ mod tests {
             ),
             (
                 "public session created",
-                json!(SessionCreated::new(&public, links()))["visibility"].clone(),
+                json!(SessionCreated::new(&public, "k3J", links()))["visibility"].clone(),
                 json!("public"),
             ),
             (

@@ -858,7 +858,7 @@ mod tests {
             tenant_id: "tenant_1".into(),
             campaign_id: "demo".into(),
             title: "Demo".into(),
-            player_token: "p".into(),
+            stored_player_token: "p".into(),
             spectator_token: "s".into(),
             created_at: 0,
             visibility: Visibility::default(),

@@ -23,6 +23,7 @@ use super::types::{
     HubLink, REMEMBERED_REQUESTS, SessionDeps, SessionStats, Unregister, random_token,
 };
 use crate::game::GameState;
+use crate::game::party::stored_token;
 use crate::game::pieces::SharedStart;
 use crate::game::save::SavedFrame;
 use crate::ids::{SessionId, TenantId};
@@ -74,10 +75,18 @@ pub enum HubError {
     Storage(#[from] StorageError),
 }
 
+/// A session just created or imported: its handle, and its player token,
+/// which the store keeps only as a digest, so this is the one time it is
+/// known.
+pub struct NewSession {
+    pub handle: SessionHandle,
+    pub player_token: String,
+}
+
 /// Creates a session from a checked campaign's start state; answers once
 /// it is durable.
 #[derive(Message)]
-#[rtype(result = "Result<SessionHandle, HubError>")]
+#[rtype(result = "Result<NewSession, HubError>")]
 pub struct CreateSession {
     pub tenant_id: TenantId,
     pub visibility: Visibility,
@@ -96,7 +105,7 @@ pub struct CreateSession {
 /// stored before a restart loads (a turn the save caught running is
 /// closed as interrupted).
 #[derive(Message)]
-#[rtype(result = "Result<SessionHandle, HubError>")]
+#[rtype(result = "Result<NewSession, HubError>")]
 pub struct ImportSession {
     pub tenant_id: TenantId,
     pub visibility: Visibility,
@@ -464,7 +473,7 @@ impl Actor for SessionHub {
 }
 
 impl Handler<CreateSession> for SessionHub {
-    type Result = ResponseActFuture<Self, Result<SessionHandle, HubError>>;
+    type Result = ResponseActFuture<Self, Result<NewSession, HubError>>;
 
     fn handle(&mut self, msg: CreateSession, _: &mut Self::Context) -> Self::Result {
         // A shared start was serialized once for all its sessions; only a
@@ -485,7 +494,7 @@ impl Handler<CreateSession> for SessionHub {
         if let Err(e) = self.admit(&msg.tenant_id, bytes) {
             return Box::pin(actix::fut::ready(Err(e)));
         }
-        let meta = new_meta(
+        let (meta, player_token) = new_meta(
             msg.tenant_id,
             msg.state.campaign_id.clone(),
             msg.state.title.clone(),
@@ -514,14 +523,18 @@ impl Handler<CreateSession> for SessionHub {
                 };
                 act.deps.metrics.sessions_created.inc();
                 let fresh = replay::fresh(state, epoch);
-                Ok(act.start(Arc::new(meta), fresh, ctx.address(), bytes))
+                let handle = act.start(Arc::new(meta), fresh, ctx.address(), bytes);
+                Ok(NewSession {
+                    handle,
+                    player_token,
+                })
             }),
         )
     }
 }
 
 impl Handler<ImportSession> for SessionHub {
-    type Result = ResponseActFuture<Self, Result<SessionHandle, HubError>>;
+    type Result = ResponseActFuture<Self, Result<NewSession, HubError>>;
 
     fn handle(&mut self, msg: ImportSession, _: &mut Self::Context) -> Self::Result {
         // Refused before anything is written when the node or the tenant
@@ -531,7 +544,7 @@ impl Handler<ImportSession> for SessionHub {
             return Box::pin(actix::fut::ready(Err(e)));
         }
         self.tally.release(&msg.tenant_id, bytes);
-        let meta = new_meta(
+        let (meta, player_token) = new_meta(
             msg.tenant_id,
             msg.campaign_id,
             msg.title,
@@ -573,9 +586,13 @@ impl Handler<ImportSession> for SessionHub {
                         Err(e) => Box::pin(actix::fut::ready(Err(e.into()))),
                     };
                     load.map(|loaded, _, _| {
-                        loaded?.ok_or(HubError::Storage(StorageError::Corrupt(
+                        let handle = loaded?.ok_or(HubError::Storage(StorageError::Corrupt(
                             "an imported session did not load".into(),
-                        )))
+                        )))?;
+                        Ok(NewSession {
+                            handle,
+                            player_token,
+                        })
                     })
                 }),
         )
@@ -681,26 +698,29 @@ impl SessionHub {
     }
 }
 
-/// A new session's meta: a fresh id and fresh tokens.
+/// A new session's meta: a fresh id and fresh tokens; and its player
+/// token, which the meta holds only as a digest.
 fn new_meta(
     tenant_id: TenantId,
     campaign_id: String,
     title: String,
     visibility: Visibility,
     anonymous: bool,
-) -> SessionMeta {
-    SessionMeta {
+) -> (SessionMeta, String) {
+    let player_token = random_token(32);
+    let meta = SessionMeta {
         session_id: format!("sess_{}", random_token(16)).into(),
         tenant_id,
         campaign_id,
         title,
-        player_token: random_token(32),
+        stored_player_token: stored_token(&player_token),
         spectator_token: random_token(32),
         created_at: now_ms(),
         visibility,
         closed_at: None,
         anonymous,
-    }
+    };
+    (meta, player_token)
 }
 
 /// A session whose stored format this node does not read (a newer

@@ -62,7 +62,7 @@ pub use audit::CallOrigin;
 pub use fanout::CLOSE_OVERFLOW;
 pub use hub::{
     AllLive, CreateSession, DrainNode, HubError, ImportSession, ListAll, ListLive, LiveInfo,
-    Lookup, Running, SessionHandle, SessionHub, StopHub,
+    Lookup, NewSession, Running, SessionHandle, SessionHub, StopHub,
 };
 pub use lanes::{Lane, LaneRef, Sink};
 pub use messages::{

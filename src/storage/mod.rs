@@ -309,6 +309,15 @@ impl Node {
     }
 }
 
+/// Says how many sessions' player tokens the store's start rewrote into
+/// their stored form (`hash_stored_tokens`): a database that older
+/// versions wrote.
+fn hashed_tokens(rewritten: u64) {
+    if rewritten > 0 {
+        tracing::info!(sessions = rewritten, "player tokens stored as digests");
+    }
+}
+
 /// The default of [`Node::db_timeout`] (`QUESTD_DATABASE_TIMEOUT_MS`).
 pub const DEFAULT_DB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -319,7 +328,11 @@ pub struct SessionMeta {
     pub tenant_id: TenantId,
     pub campaign_id: String,
     pub title: String,
-    pub player_token: String,
+    /// The session's own player token (the host's) as stored: its digest
+    /// ([`crate::game::party::stored_token`]). Never the token itself,
+    /// but in a row an older node wrote and this node's start has not
+    /// rewritten yet; [`crate::game::party::opens_stored`] reads both.
+    pub stored_player_token: String,
     pub spectator_token: String,
     pub created_at: i64,
     /// Whether the session is listed (with its spectator token) for anyone.
@@ -1209,7 +1222,7 @@ mod tests {
                 tenant_id: "default".into(),
                 campaign_id: "demo".into(),
                 title: "T".into(),
-                player_token: "p".into(),
+                stored_player_token: "p".into(),
                 spectator_token: "w".into(),
                 created_at: 0,
                 visibility: Visibility::Private,

@@ -48,6 +48,7 @@ pub(super) async fn open(url: &str, node: Node) -> Result<(PgPool, PgCommitter),
         .acquire_timeout(node.db_timeout)
         .connect_with(options.clone())
         .await?;
+    super::hashed_tokens(hash_stored_tokens(&pool).await?);
     let mut committer = PgCommitter {
         options,
         conn: None,
@@ -425,7 +426,7 @@ pub(super) async fn write_batch(
                     .bind(&meta.tenant_id)
                     .bind(&meta.campaign_id)
                     .bind(&meta.title)
-                    .bind(&meta.player_token)
+                    .bind(&meta.stored_player_token)
                     .bind(&meta.spectator_token)
                     .bind(meta.created_at)
                     .bind(meta.visibility.as_str())

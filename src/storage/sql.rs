@@ -216,6 +216,47 @@ macro_rules! queries {
         type Pool = sqlx::Pool<$db>;
         type DbRow = <$db as sqlx::Database>::Row;
 
+        /// Rewrites the player tokens that rows written before tokens were
+        /// hashed still hold as themselves into their stored form
+        /// ([`$crate::game::party::stored_token`]), a few hundred rows a
+        /// statement; run at start, after the migrations. Each row is
+        /// rewritten only if it still holds what was read, so nodes that
+        /// start together on one database do each row once. Answers how
+        /// many it rewrote.
+        pub(super) async fn hash_stored_tokens(pool: &Pool) -> Result<u64, StorageError> {
+            use $crate::game::party::{HASHED_TOKEN, stored_token};
+            let mut rewritten = 0;
+            let mut after = String::new();
+            loop {
+                let rows: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT session_id, player_token FROM sessions WHERE session_id > $1 \
+                     AND player_token NOT LIKE $2 ORDER BY session_id LIMIT 500",
+                )
+                .bind(&after)
+                .bind(format!("{HASHED_TOKEN}%"))
+                .fetch_all(pool)
+                .await?;
+                let Some((last, _)) = rows.last() else {
+                    return Ok(rewritten);
+                };
+                after = last.clone();
+                let mut tx = pool.begin().await?;
+                for (id, token) in &rows {
+                    rewritten += sqlx::query(
+                        "UPDATE sessions SET player_token = $1 \
+                         WHERE session_id = $2 AND player_token = $3",
+                    )
+                    .bind(stored_token(token))
+                    .bind(id)
+                    .bind(token)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                }
+                tx.commit().await?;
+            }
+        }
+
         /// Every audit row of one trace of a tenant, oldest first (at most
         /// `limit`).
         pub(super) async fn audit_by_trace(
@@ -293,7 +334,7 @@ macro_rules! queries {
                     tenant_id: r.try_get(1)?,
                     campaign_id: r.try_get(2)?,
                     title: r.try_get(3)?,
-                    player_token: r.try_get(4)?,
+                    stored_player_token: r.try_get(4)?,
                     spectator_token: r.try_get(5)?,
                     created_at: r.try_get(6)?,
                     visibility: Visibility::from_stored(r.try_get(7)?),

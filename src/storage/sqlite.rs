@@ -74,6 +74,7 @@ pub(super) async fn open(
         .connect_with(options.clone())
         .await?;
     sqlx::migrate!("migrations/sqlite").run(&pool).await?;
+    super::hashed_tokens(hash_stored_tokens(&pool).await?);
     // Open them all now, one after another (opening them at once on a new
     // file races to set WAL mode: "database is locked").
     let mut opened = Vec::with_capacity(READ_CONNECTIONS as usize);
@@ -417,7 +418,7 @@ fn write_ops(
                     meta.tenant_id,
                     meta.campaign_id,
                     meta.title,
-                    meta.player_token,
+                    meta.stored_player_token,
                     meta.spectator_token,
                     meta.created_at,
                     meta.visibility.as_str(),
@@ -996,7 +997,7 @@ pub(super) mod tests {
             tenant_id: "default".into(),
             campaign_id: "demo".into(),
             title: "t".into(),
-            player_token: "p".into(),
+            stored_player_token: "p".into(),
             spectator_token: "w".into(),
             created_at: 0,
             visibility: Default::default(),
@@ -1251,6 +1252,61 @@ pub(super) mod tests {
         .execute(pool)
         .await
         .unwrap();
+    }
+
+    #[actix_web::test]
+    async fn player_tokens_stored_as_themselves_are_rewritten_as_digests_at_start_and_still_open() {
+        use crate::game::party::{HASHED_TOKEN, opens_stored, stored_token};
+        // More rows than one statement rewrites, as older builds stored
+        // them, and one already stored as a digest.
+        let (_dir, url, pool) = database_as_of(16).await;
+        for i in 0..501 {
+            sqlx::query(
+                "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
+                 spectator_token, created_at) VALUES (?, 'default', 'demo', 't', ?, 'w', 0)",
+            )
+            .bind(format!("sess_{i:03}"))
+            .bind(format!("legacyToken{i}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        let hashed = stored_token("newToken");
+        sqlx::query(
+            "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
+             spectator_token, created_at) VALUES ('sess_new', 'default', 'demo', 't', ?, 'w', 0)",
+        )
+        .bind(&hashed)
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        let store = Store::open(&url).await.expect("the store opens");
+        for i in [0, 250, 499, 500] {
+            let meta = store
+                .session_meta(&format!("sess_{i:03}").into())
+                .await
+                .unwrap()
+                .expect("stored");
+            let token = format!("legacyToken{i}");
+            assert!(meta.stored_player_token.starts_with(HASHED_TOKEN), "{i}");
+            assert!(!meta.stored_player_token.contains(&token));
+            assert!(opens_stored(&meta.stored_player_token, &token), "{i} opens");
+            assert!(
+                !opens_stored(&meta.stored_player_token, "legacyToken1"),
+                "{i}"
+            );
+        }
+        let new = store.session_meta(&"sess_new".into()).await.unwrap();
+        assert_eq!(new.expect("stored").stored_player_token, hashed);
+        let reader = SqlitePool::connect(&url).await.unwrap();
+        let plain: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM sessions WHERE player_token NOT LIKE 'sha256:%'",
+        )
+        .fetch_one(&reader)
+        .await
+        .unwrap();
+        assert_eq!(plain, 0, "no token is left as itself");
     }
 
     #[actix_web::test]

@@ -904,3 +904,60 @@ async fn no_tenant_header_tells_a_caller_that_cannot_open_a_session_whose_it_is(
     assert_eq!(a.status, 200, "{}", a.body);
     assert!(app.actions(&theirs).await.is_empty(), "nothing ran");
 }
+
+/// The session's player token as the database holds it.
+async fn stored_player_token(app: &TestApp, s: &Session) -> String {
+    let rows = crate::database::text_rows(
+        &app.db_url,
+        "SELECT player_token FROM sessions WHERE session_id = $1",
+        &s.session_id,
+    )
+    .await;
+    rows[0][0].clone()
+}
+
+#[actix_web::test]
+async fn the_player_token_is_stored_only_as_a_digest_and_opens_the_session_after_a_restart() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let offline = || Arc::new(questd::llm::OfflineGameMaster::default());
+    let app = spawn_in(dir.clone(), |_| {}, offline()).await;
+    let s = app.demo().await;
+    let session = |app: &TestApp| format!("{}/api/v1/sessions/{}", app.base, s.session_id);
+    let stored = stored_player_token(&app, &s).await;
+    assert!(stored.starts_with("sha256:"), "{stored}");
+    assert!(!stored.contains(&s.player_token), "{stored}");
+    if let Some(path) = app.db_url.strip_prefix("sqlite://") {
+        // Nowhere in the database's files, the WAL included.
+        for file in [path.to_owned(), format!("{path}-wal")] {
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            let found = bytes
+                .windows(s.player_token.len())
+                .any(|w| w == s.player_token.as_bytes());
+            assert!(!found, "{file} holds the player token");
+        }
+    }
+    // What the database holds opens nothing.
+    assert_eq!(get(&session(&app), Some(&stored)).await.0, 401);
+    assert_eq!(get(&session(&app), Some(&s.player_token)).await.0, 200);
+    app.stop().await;
+
+    // After a restart the token still opens it; so does one that a build
+    // from before stored as itself, which the start rewrites.
+    let app = spawn_in(dir.clone(), |_| {}, offline()).await;
+    assert_eq!(get(&session(&app), Some(&s.player_token)).await.0, 200);
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    ws.play("look", "r-1").await;
+    ws.close().await;
+    app.stop().await;
+    let set = format!(
+        "UPDATE sessions SET player_token = $1 WHERE session_id = '{}'",
+        s.session_id
+    );
+    assert_eq!(
+        crate::database::execute(&app.db_url, &set, &s.player_token).await,
+        1
+    );
+    let app = spawn_in(dir, |_| {}, offline()).await;
+    assert_eq!(stored_player_token(&app, &s).await, stored);
+    assert_eq!(get(&session(&app), Some(&s.player_token)).await.0, 200);
+}
