@@ -16,12 +16,6 @@
 //!   queue ([`Outgoing`]) until the socket has room; its bytes count in
 //!   the connection's `Outbox` until written, which is how the session
 //!   sees a slow reader.
-//! - **Pings.** A write of frames also carries the heartbeat's ping once
-//!   [`PING_RIDES_AFTER`] has passed since the last one, and the
-//!   heartbeat sends a ping of its own only when none went out in the last
-//!   [`PING_SKIP_WITHIN`]: a connection that gets frames every few seconds
-//!   is pinged without a system call (or a wake-up of its reader) of its
-//!   own.
 //! - **Reads.** The client's frames are read into a buffer that exists
 //!   only while a frame is incomplete, so an idle connection holds no
 //!   buffer at all, and parsed by `wsframe`.
@@ -41,7 +35,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::{Bytes, BytesMut};
@@ -50,7 +44,6 @@ use futures_util::Stream;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use super::socket::HEARTBEAT;
 use super::wsframe::{self, Incoming, MAX_HEAD, ProtocolError, op};
 use crate::session::{Outbox, Wire};
 
@@ -61,15 +54,6 @@ const WRITE_BATCH: usize = 32;
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// What one read asks of the socket.
 const READ_CHUNK: usize = 4096;
-/// How long after the last ping a write of frames carries the next one.
-const PING_RIDES_AFTER: Duration = HEARTBEAT.saturating_sub(Duration::from_secs(2));
-/// The heartbeat ([`HEARTBEAT`]) sends a ping of its own only when none
-/// went out in this long: a little under its period, so a ping of its own
-/// is never skipped for a timer that fired a little early or late. With
-/// frames at least every [`PING_RIDES_AFTER`] a connection is pinged only
-/// with them; once they stop, the heartbeat pings within two periods of the
-/// last ping.
-const PING_SKIP_WITHIN: Duration = HEARTBEAT.saturating_sub(Duration::from_secs(1));
 
 /// A socket just upgraded: what the connection's actor is started with.
 pub struct Upgraded {
@@ -134,6 +118,7 @@ pub struct Written {
 }
 
 /// The frames queued for one connection and not yet written, in order.
+#[derive(Default)]
 pub struct Outgoing {
     items: VecDeque<Item>,
     /// Frames in `items`.
@@ -142,20 +127,6 @@ pub struct Outgoing {
     offset: usize,
     /// A close frame is queued: nothing goes after it.
     closed: bool,
-    /// When the last ping was queued ([`PING_RIDES_AFTER`]).
-    pinged: Instant,
-}
-
-impl Default for Outgoing {
-    fn default() -> Self {
-        Self {
-            items: VecDeque::new(),
-            frames: 0,
-            offset: 0,
-            closed: false,
-            pinged: Instant::now(),
-        }
-    }
 }
 
 impl Outgoing {
@@ -191,28 +162,6 @@ impl Outgoing {
         self.frames += item.frames;
         crate::room::push_back(&mut self.items, item);
         true
-    }
-
-    /// The heartbeat, at `now`: queues a ping unless one was queued less
-    /// than [`PING_SKIP_WITHIN`] ago.
-    pub fn heartbeat(&mut self, now: Instant) {
-        self.ping_after(now, PING_SKIP_WITHIN);
-    }
-
-    /// Before a write at `now`: frames about to be written carry the
-    /// heartbeat's ping after them once [`PING_RIDES_AFTER`] has passed
-    /// since the last.
-    pub fn ride_ping(&mut self, now: Instant) {
-        if !self.items.is_empty() {
-            self.ping_after(now, PING_RIDES_AFTER);
-        }
-    }
-
-    fn ping_after(&mut self, now: Instant, since_last: Duration) {
-        if !self.closed && now.saturating_duration_since(self.pinged) >= since_last {
-            self.push(op::PING, Bytes::new(), 0);
-            self.pinged = now;
-        }
     }
 
     /// Queues the close frame, last.
@@ -407,14 +356,12 @@ impl Writer {
         self.out.len()
     }
 
-    /// Writes what the socket takes now, with a ping after it when one is
-    /// due ([`PING_RIDES_AFTER`]); once the close frame is out, shuts the
-    /// socket for writing.
+    /// Writes what the socket takes now; once the close frame is out,
+    /// shuts the socket for writing.
     pub fn write_now(&mut self) -> WriteStep {
         if self.waiting {
             return WriteStep::Done;
         }
-        self.out.ride_ping(Instant::now());
         let io = self.io.borrow();
         let written = self.out.write_to(|slices| send(&io, slices));
         drop(io);
@@ -531,10 +478,8 @@ impl Socket {
         self.flush(ctx);
     }
 
-    /// The heartbeat: pings the client, unless a ping went out less than
-    /// [`PING_SKIP_WITHIN`] ago (with a write of frames).
     pub fn ping<A: WsActor>(&mut self, ctx: &mut Context<A>) {
-        self.writer.borrow_mut().out.heartbeat(Instant::now());
+        self.queue(op::PING, Bytes::new(), false);
         self.flush(ctx);
     }
 
@@ -939,98 +884,5 @@ mod tests {
         let w = out.write_to(|s| sock.write(s)).expect("written");
         assert_eq!(w.released, 3 * WRITE_BATCH + 1);
         assert_eq!(sock.calls, 4);
-    }
-
-    /// One write at `at` seconds after the connection began, as
-    /// `Writer::write_now` does it: the opcodes it sent in one call, if
-    /// anything was queued.
-    fn write_at(out: &mut Outgoing, start: Instant, at: f64) -> Option<Vec<u8>> {
-        out.ride_ping(start + Duration::from_secs_f64(at));
-        let mut sock = Slow::new(usize::MAX, usize::MAX);
-        out.write_to(|s| sock.write(s)).expect("written");
-        (sock.calls > 0).then(|| frames(&sock.taken).into_iter().map(|f| f.0).collect())
-    }
-
-    #[test]
-    fn frames_carry_the_ping_once_it_is_due_and_the_heartbeat_then_sends_none() {
-        let mut out = Outgoing::default();
-        let start = out.pinged;
-        out.push(op::TEXT, text("early"), 5);
-        assert_eq!(write_at(&mut out, start, 5.0), Some(vec![op::TEXT]));
-        out.push(op::TEXT, text("a"), 1);
-        out.push(op::TEXT, text("b"), 1);
-        // Past PING_RIDES_AFTER: the ping goes last, in the same write.
-        assert_eq!(
-            write_at(&mut out, start, 8.5),
-            Some(vec![op::TEXT, op::TEXT, op::PING])
-        );
-        // The heartbeat a moment later has nothing to send...
-        out.heartbeat(start + Duration::from_secs(10));
-        assert_eq!(write_at(&mut out, start, 10.0), None);
-        // ... and once frames stop, pings on its own, a heartbeat on.
-        out.heartbeat(start + Duration::from_secs(20));
-        assert_eq!(write_at(&mut out, start, 20.0), Some(vec![op::PING]));
-        // Nothing rides on a close.
-        out.close(1000, "bye");
-        assert_eq!(write_at(&mut out, start, 40.0), Some(vec![op::CLOSE]));
-        out.heartbeat(start + Duration::from_secs(50));
-        assert!(out.is_empty());
-    }
-
-    #[test]
-    fn a_connection_sent_frames_every_second_is_pinged_only_with_them_and_within_a_heartbeat() {
-        for phase in [0.0, 0.3, 0.5, 0.99] {
-            let mut out = Outgoing::default();
-            let start = out.pinged;
-            let mut pings = vec![0.0];
-            // Frames every second, at `phase` in it; the heartbeat's timer
-            // every HEARTBEAT, here a little late or early each time.
-            let beat = HEARTBEAT.as_secs_f64();
-            let mut next_beat = beat;
-            for k in 0..600u32 {
-                let t = f64::from(k) + phase;
-                while next_beat <= t {
-                    let late = if ((next_beat / beat) as u64).is_multiple_of(2) {
-                        0.05
-                    } else {
-                        -0.05
-                    };
-                    out.heartbeat(start + Duration::from_secs_f64(next_beat + late));
-                    let sent = write_at(&mut out, start, next_beat + late);
-                    assert_eq!(
-                        sent, None,
-                        "the heartbeat pinged at {next_beat} (phase {phase})"
-                    );
-                    next_beat += beat;
-                }
-                out.push(op::TEXT, text("f"), 1);
-                let sent = write_at(&mut out, start, t).expect("the frame is written");
-                assert_eq!(sent[0], op::TEXT);
-                if sent.len() == 2 {
-                    assert_eq!(sent[1], op::PING);
-                    pings.push(t);
-                }
-            }
-            assert!(pings.len() > 60, "pinged {} times in 600 s", pings.len());
-            for gap in pings.windows(2).map(|w| w[1] - w[0]) {
-                assert!(gap <= beat, "pings {gap} s apart (phase {phase})");
-            }
-        }
-    }
-
-    #[test]
-    fn an_idle_connection_is_pinged_at_every_heartbeat() {
-        let mut out = Outgoing::default();
-        let start = out.pinged;
-        for k in 1..=6u64 {
-            // A timer firing a little early still pings.
-            let at = (k * HEARTBEAT.as_secs()) as f64 - 0.5;
-            out.heartbeat(start + Duration::from_secs_f64(at));
-            assert_eq!(
-                write_at(&mut out, start, at),
-                Some(vec![op::PING]),
-                "beat {k}"
-            );
-        }
     }
 }
