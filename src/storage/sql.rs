@@ -218,8 +218,8 @@ macro_rules! queries {
 
         /// Rewrites the player tokens that rows written before tokens were
         /// hashed still hold as themselves into their stored form
-        /// ([`$crate::game::party::stored_token`]), a few hundred rows a
-        /// statement; run at start, after the migrations. Each row is
+        /// ([`$crate::game::party::stored_token`]), 500 rows a
+        /// transaction; run at start, after the migrations. Each row is
         /// rewritten only if it still holds what was read, so nodes that
         /// start together on one database do each row once. Answers how
         /// many it rewrote.
