@@ -199,6 +199,53 @@ fn holds_nul_escape(text: &[u8]) -> bool {
     text.windows(NUL_ESCAPE.len()).any(|w| w == NUL_ESCAPE)
 }
 
+/// Whether `value` nests arrays and objects at most `limit` levels deep
+/// (a scalar is 0 levels, `{}` and `[1]` one, `{"a":[]}` two). It looks no
+/// deeper than `limit + 1`.
+///
+/// serde_json reads at most 128 levels and refuses deeper text, and what
+/// questd stores wraps what a caller sent in a few levels of its own (a
+/// frame in a journal entry, an event in a snapshot's state): a caller's
+/// value that passes the parse could still be stored deeper than it reads
+/// back. Values taken from callers are bounded well below that.
+pub fn depth_within(value: &Value, limit: usize) -> bool {
+    match value {
+        Value::Array(items) => limit > 0 && items.iter().all(|v| depth_within(v, limit - 1)),
+        Value::Object(fields) => limit > 0 && fields.values().all(|v| depth_within(v, limit - 1)),
+        _ => true,
+    }
+}
+
+/// [`depth_within`] of JSON text, counted over its brackets outside
+/// strings without parsing it: exact for valid JSON; for other text, the
+/// brackets it holds outside quotes.
+pub fn text_depth_within(text: &str, limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return false;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    true
+}
+
 /// Replaces U+0000 with U+FFFD in `text`, where text from outside (a
 /// model's answer) is made storable rather than refused.
 pub fn replace_nul(text: &mut String) {
@@ -249,6 +296,30 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn depth_counts_arrays_and_objects_and_the_text_count_agrees_outside_strings() {
+        let nested = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        // (text, its depth)
+        let cases = [
+            ("5".to_owned(), 0usize),
+            (r#""{[[[""#.to_owned(), 0),
+            ("{}".to_owned(), 1),
+            (r#"{"a":[1,{"b":"]]]"}],"c":{}}"#.to_owned(), 3),
+            (r#"{"a":"\"{[","b":[[]]}"#.to_owned(), 3),
+            (r#"["\\",[["x"]]]"#.to_owned(), 3),
+            (nested(32), 32),
+            (nested(127), 127),
+        ];
+        for (text, depth) in cases {
+            let value: Value = serde_json::from_str(&text).expect("valid JSON");
+            for limit in [depth.saturating_sub(1), depth, depth + 1] {
+                let within = depth <= limit;
+                assert_eq!(depth_within(&value, limit), within, "{text} at {limit}");
+                assert_eq!(text_depth_within(&text, limit), within, "{text} at {limit}");
+            }
+        }
+    }
 
     #[test]
     fn an_output_is_written_once_as_serde_writes_it() {

@@ -359,6 +359,13 @@ fn upgrade(save: Value, from: u64) -> Value {
 
 /// Reads and checks a save; `known_tools` are the tools this server has.
 /// Refused with every problem found (as an inline campaign is).
+/// Deepest nesting of arrays and objects a save may have
+/// ([`crate::json::depth_within`]). A session's own save nests a tool's
+/// arguments (at most 32 levels, `MAX_ARGS_DEPTH` in `tools`) three or four levels down
+/// (`story[i].args`, `state.events[i].event_data`); the session an import
+/// makes stores them a few levels deeper still, and must read them back.
+pub const MAX_SAVE_DEPTH: usize = 64;
+
 pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError> {
     let refuse = |p: String| CampaignError { problems: vec![p] };
     let format = match save.get("questd_save") {
@@ -378,6 +385,11 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
         return Err(refuse(format!(
             "questd_save: format {format} is newer than this server reads \
              ({SAVE_FORMAT} and older); import it on a newer questd"
+        )));
+    }
+    if !crate::json::depth_within(&save, MAX_SAVE_DEPTH) {
+        return Err(refuse(format!(
+            "the save is nested deeper than {MAX_SAVE_DEPTH} levels of objects and arrays"
         )));
     }
     let save = upgrade(save, format);
@@ -607,6 +619,23 @@ mod tests {
 
     fn problems(save: Value) -> Vec<String> {
         read(save, &TOOLS).expect_err("refused").problems
+    }
+
+    #[test]
+    fn a_save_nested_deeper_than_its_bound_is_refused_before_anything_is_read() {
+        let mut save = save_of(&demo(), &frames(3));
+        let mut deep = json!(1);
+        for _ in 0..MAX_SAVE_DEPTH {
+            deep = json!({ "a": deep });
+        }
+        // The save itself is a level: this puts it one past the bound.
+        save["story"][0]["args"] = deep;
+        assert_eq!(
+            problems(save),
+            [format!(
+                "the save is nested deeper than {MAX_SAVE_DEPTH} levels of objects and arrays"
+            )]
+        );
     }
 
     #[test]

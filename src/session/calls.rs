@@ -36,7 +36,7 @@ use crate::llm::Usage;
 use crate::protocol::{StoryEvent, ToolEvent};
 use crate::storage::{AuditRow, StoredAction};
 use crate::tools::{
-    Caller, Invocation, MAX_ARGS_BYTES, RawArgs, Role, ToolError, args_within_bound,
+    Caller, Invocation, RawArgs, Role, ToolError, args_over_bound, args_within_bound,
 };
 
 /// One tool call to run through the pipeline.
@@ -138,34 +138,31 @@ pub(super) struct Answer {
 /// durable) and answers what to journal.
 pub(super) fn run(view: &SessionView<'_>, rng: &mut SplitMix64, mut c: Call) -> Ran {
     // What a caller sent is repeated in frames, the journal and the
-    // history: oversized arguments are shown as a note (the pipeline
-    // refuses them).
-    let within = args_within_bound(&c.raw);
+    // history: arguments over a bound (too large, or nested too deep to
+    // store and read back) are shown as a note (the pipeline refuses them).
+    let over = args_over_bound(&c.raw);
     // Text that is JSON is read once, here, and handed on as the value it
     // is; the pipeline reads text that is not (and refuses it).
     // `json`: `raw_text` is JSON, the text of `shown_args`.
-    let (shown_args, raw_text, raw, json) =
-        match std::mem::replace(&mut c.raw, RawArgs::Value(Value::Null)) {
-            raw if !within => (
-                Value::String(format!("<arguments over {MAX_ARGS_BYTES} bytes>")),
-                "{}".to_owned(),
-                raw,
+    let (shown_args, raw_text, raw, json) = match (
+        over,
+        std::mem::replace(&mut c.raw, RawArgs::Value(Value::Null)),
+    ) {
+        (Some(over), raw) => (Value::String(over.note()), "{}".to_owned(), raw, false),
+        (None, RawArgs::Text(text)) => match serde_json::from_str::<Value>(&text) {
+            Ok(v) => (v.clone(), text, RawArgs::Value(v), true),
+            Err(_) => (
+                Value::String(text.clone()),
+                text.clone(),
+                RawArgs::Text(text),
                 false,
             ),
-            RawArgs::Text(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(v) => (v.clone(), text, RawArgs::Value(v), true),
-                Err(_) => (
-                    Value::String(text.clone()),
-                    text.clone(),
-                    RawArgs::Text(text),
-                    false,
-                ),
-            },
-            RawArgs::Value(v) => {
-                let text = crate::json::text(&v);
-                (v.clone(), text, RawArgs::Value(v), true)
-            }
-        };
+        },
+        (None, RawArgs::Value(v)) => {
+            let text = crate::json::text(&v);
+            (v.clone(), text, RawArgs::Value(v), true)
+        }
+    };
     // The journal keeps the model's text and reads the rest of the entry
     // from the frame when that text is JSON with nothing around it (which
     // reads back as the same text).
@@ -410,8 +407,8 @@ mod tests {
     use super::*;
     use crate::game::GameState;
     use crate::ids::SessionId;
-    use crate::tools::Registry;
     use crate::tools::test_support::{SESSION, demo, session};
+    use crate::tools::{MAX_ARGS_BYTES, MAX_ARGS_DEPTH, Registry};
 
     struct Fixture {
         registry: Registry,
@@ -626,6 +623,37 @@ mod tests {
             Some(HistoryEntry::ToolCall { arguments, .. }) if arguments == "{}"
         ));
         assert!(!ran.call.history_from_frame, "the frame shows a note");
+    }
+
+    #[test]
+    fn arguments_nested_too_deep_are_shown_as_a_note_and_refused_as_text_or_as_a_value() {
+        let f = Fixture::demo();
+        let nested = |n: usize| {
+            format!(
+                r#"{{"event_type":"deep","event_data":{}1{}}}"#,
+                r#"{"a":"#.repeat(n),
+                "}".repeat(n)
+            )
+        };
+        // The arguments object is one level, `event_data` a second.
+        let deepest = nested(MAX_ARGS_DEPTH - 1);
+        let ran = f.run("log_user_event", &deepest, Role::Service, false);
+        assert!(ran.answer.outcome.is_ok(), "{deepest}");
+        let too_deep = nested(MAX_ARGS_DEPTH);
+        let note = format!("<arguments nested deeper than {MAX_ARGS_DEPTH} levels>");
+        let as_value: Value = serde_json::from_str(&too_deep).expect("JSON");
+        for raw in [RawArgs::Text(too_deep.clone()), RawArgs::Value(as_value)] {
+            let ran = f.run_refused("log_user_event", raw, Role::GameMaster, true, None);
+            let refused = ran.answer.outcome.expect_err("refused");
+            assert_eq!(refused.code, ErrorCode::InvalidArgs);
+            assert!(
+                refused.message.contains("nested deeper than 32"),
+                "{}",
+                refused.message
+            );
+            assert!(matches!(&ran.call.event, StoryEvent::ToolCall { args, .. } if *args == note));
+            assert!(ran.result.effect.is_none(), "nothing is stored");
+        }
     }
 
     #[test]

@@ -99,12 +99,70 @@ pub fn json_size_within(value: &Value, limit: usize) -> Option<usize> {
     Some(counter.n)
 }
 
-/// Whether arguments as the caller sent them are within [`MAX_ARGS_BYTES`].
-pub fn args_within_bound(raw: &RawArgs) -> bool {
-    match raw {
-        RawArgs::Text(text) => text.len() <= MAX_ARGS_BYTES,
-        RawArgs::Value(v) => json_size_within(v, MAX_ARGS_BYTES).is_some(),
+/// Deepest nesting of arrays and objects in one tool call's arguments, the
+/// arguments object itself one level ([`crate::json::depth_within`]). What
+/// a tool keeps of its arguments (an event's `event_data`, a draft's
+/// content) is stored inside frames, journal entries and snapshots a few
+/// levels deep, and read back by a parser that stops at 128: a value far
+/// under that bound is stored, and read back, whatever wraps it.
+pub const MAX_ARGS_DEPTH: usize = 32;
+
+/// Which bound of one call's arguments they pass, as the caller sent them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgsOver {
+    /// Larger than [`MAX_ARGS_BYTES`].
+    Bytes,
+    /// Nested deeper than [`MAX_ARGS_DEPTH`].
+    Depth,
+}
+
+impl ArgsOver {
+    /// What frames and the model's history show in place of such
+    /// arguments.
+    pub fn note(self) -> String {
+        match self {
+            Self::Bytes => format!("<arguments over {MAX_ARGS_BYTES} bytes>"),
+            Self::Depth => format!("<arguments nested deeper than {MAX_ARGS_DEPTH} levels>"),
+        }
     }
+
+    /// The pipeline's refusal of them.
+    pub fn error(self) -> ToolError {
+        ToolError::invalid_args(match self {
+            Self::Bytes => format!("arguments are larger than {MAX_ARGS_BYTES} bytes"),
+            Self::Depth => format!(
+                "arguments are nested deeper than {MAX_ARGS_DEPTH} levels of objects and arrays"
+            ),
+        })
+    }
+}
+
+/// Which bound arguments as the caller sent them pass, if any: the text as
+/// sent, or a value as compact JSON.
+pub fn args_over_bound(raw: &RawArgs) -> Option<ArgsOver> {
+    let (bytes, depth) = match raw {
+        RawArgs::Text(text) => (
+            text.len() <= MAX_ARGS_BYTES,
+            crate::json::text_depth_within(text, MAX_ARGS_DEPTH),
+        ),
+        RawArgs::Value(v) => (
+            json_size_within(v, MAX_ARGS_BYTES).is_some(),
+            crate::json::depth_within(v, MAX_ARGS_DEPTH),
+        ),
+    };
+    if !bytes {
+        Some(ArgsOver::Bytes)
+    } else if !depth {
+        Some(ArgsOver::Depth)
+    } else {
+        None
+    }
+}
+
+/// Whether arguments as the caller sent them are within [`MAX_ARGS_BYTES`]
+/// and [`MAX_ARGS_DEPTH`].
+pub fn args_within_bound(raw: &RawArgs) -> bool {
+    args_over_bound(raw).is_none()
 }
 
 /// Who is calling a tool.
@@ -945,10 +1003,8 @@ fn acts_for_another_seat(
 
 /// Parses raw arguments into a JSON object, with a message a model can act on.
 fn parse_args(raw: RawArgs) -> Result<Value, ToolError> {
-    if !args_within_bound(&raw) {
-        return Err(ToolError::invalid_args(format!(
-            "arguments are larger than {MAX_ARGS_BYTES} bytes"
-        )));
+    if let Some(over) = args_over_bound(&raw) {
+        return Err(over.error());
     }
     let value = match raw {
         RawArgs::Value(v) => v,

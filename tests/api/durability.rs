@@ -473,3 +473,83 @@ fn at_rest(mut snapshot: Value) -> Value {
     }
     snapshot
 }
+
+/// `event_data` nested `levels` objects deep around `1`.
+fn nested_event_data(levels: usize) -> Value {
+    (0..levels).fold(json!(1), |inner, _| json!({ "a": inner }))
+}
+
+#[actix_web::test]
+async fn arguments_nested_to_their_bound_are_read_back_after_a_snapshot_and_a_restart() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let settings = |s: &mut questd::Settings| {
+        s.chat_burst = 1000;
+        s.chat_per_minute = 1_000_000;
+    };
+    let offline = || Arc::new(OfflineGameMaster::default());
+    let app = spawn_in(dir.clone(), settings, offline()).await;
+    let s = app.demo().await;
+    let call = |levels: usize| {
+        let url = format!("{}/api/v1/tools/call", app.base);
+        let sid = s.session_id.clone();
+        async move {
+            let body = json!({"tool_name": "log_user_event", "input": {
+                "event_type": "deep", "event_data": nested_event_data(levels)}});
+            let headers = [
+                ("X-Internal-API-Key", TEST_KEY),
+                ("X-Tenant-ID", "default"),
+                ("X-Site-ID", "site-deep"),
+                ("X-Trace-ID", "trace-deep"),
+                ("X-Session-ID", sid.as_str()),
+            ];
+            request("POST", &url, &headers, Some(&body)).await
+        }
+    };
+    // The arguments object is a level of its own: `event_data` may nest 31
+    // more. Deeper is refused and stores nothing, as deep as a body parses.
+    let kept = call(31).await;
+    assert_eq!(kept.status, 200, "{}", kept.body);
+    for levels in [32, 125] {
+        let refused = call(levels).await;
+        assert_eq!(refused.status, 400, "{levels}: {}", refused.body);
+        assert_eq!(
+            refused.body["error_type"], "INVALID_ARGS",
+            "{}",
+            refused.body
+        );
+        assert!(
+            refused.body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("nested deeper than 32 levels")),
+            "{}",
+            refused.body
+        );
+    }
+    // The event goes into a snapshot, which is what a restart reads first.
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    play_to_next_snapshot(&app, &s, &mut ws).await;
+    ws.close().await;
+    app.stop().await;
+    drop(app);
+
+    let app = spawn_in(dir, settings, offline()).await;
+    let auth = format!("Bearer {}", s.player_token);
+    let export = request(
+        "GET",
+        &format!("{}/api/v1/sessions/{}/export", app.base, s.session_id),
+        &[("Authorization", auth.as_str())],
+        None,
+    )
+    .await;
+    assert_eq!(export.status, 200, "{}", export.body);
+    let events = export.body["state"]["events"].as_array().expect("events");
+    let deep: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event_type"] == "deep")
+        .collect();
+    assert_eq!(deep.len(), 1, "only the call within the bound: {events:?}");
+    assert_eq!(deep[0]["payload"], nested_event_data(31), "{}", deep[0]);
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    ws.play("look", "after-restart").await;
+    ws.close().await;
+}
