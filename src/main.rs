@@ -23,7 +23,8 @@ fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         None | Some(Command::Serve) => {
             let logs = init_logs(&cli.settings, false);
-            let ran = actix_web::rt::System::new().block_on(async {
+            let system = actix_web::rt::System::new();
+            let ran = system.block_on(async {
                 Application::build(cli.settings)
                     .await?
                     .run_until_signalled()
@@ -32,6 +33,13 @@ fn main() -> anyhow::Result<ExitCode> {
             });
             // The last lines, before an error (if any) is printed.
             let _ = logs.flush();
+            if ran.is_err() {
+                // A start that failed part way (a setting, a taken port,
+                // the database) leaves actors that never ran: dropping the
+                // runtime would run them outside it, and panic before the
+                // error is printed. The process ends here anyway.
+                std::mem::forget(system);
+            }
             ran?;
             Ok(ExitCode::SUCCESS)
         }

@@ -151,7 +151,12 @@ impl Application {
             node,
         )
         .await
-        .with_context(|| format!("opening {}", settings.database_url))?;
+        .with_context(|| {
+            format!(
+                "opening {}",
+                crate::backup::without_secrets(&settings.database_url)
+            )
+        })?;
         let registry = Arc::new(
             Registry::builtin_with(&settings.disabled_tools(), settings.tool_timeout())
                 .map_err(anyhow::Error::msg)?,

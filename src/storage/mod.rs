@@ -727,6 +727,9 @@ impl Store {
         max_mb: Option<u64>,
         node: Node,
     ) -> Result<Self, StorageError> {
+        if let Some(problem) = url_problem(url) {
+            return Err(StorageError::Database(problem));
+        }
         if is_postgres(url) {
             if max_mb.is_some() {
                 return Err(StorageError::Database(
@@ -1107,6 +1110,31 @@ impl Store {
 }
 
 /// Whether `url` names a PostgreSQL database.
+/// Why `url` names no database questd can use, if it does not: empty, or
+/// of a scheme other than SQLite's and PostgreSQL's (SQLite also takes a
+/// bare path, as `questd.db`). Says the scheme, never the rest of the URL.
+fn url_problem(url: &str) -> Option<String> {
+    const FORMS: &str = "sqlite://PATH or postgres://USER:PASSWORD@HOST:PORT/DB";
+    if url.trim().is_empty() {
+        return Some(format!(
+            "QUESTD_DATABASE_URL is empty: name a database, {FORMS}"
+        ));
+    }
+    let (scheme, _) = url.split_once("://")?;
+    if scheme == "sqlite" || is_postgres(url) {
+        return None;
+    }
+    let plain = scheme.len() <= 32
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    Some(if plain {
+        format!("QUESTD_DATABASE_URL names a {scheme:?} database: questd stores in {FORMS}")
+    } else {
+        format!("QUESTD_DATABASE_URL is {FORMS}")
+    })
+}
+
 pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
@@ -1136,6 +1164,28 @@ pub fn rfc3339(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_url_of_another_scheme_or_none_is_refused_by_its_scheme_alone() {
+        for fine in [
+            "sqlite://questd.db",
+            "sqlite:///var/lib/questd/questd.db?mode=rwc",
+            "questd.db",
+            "postgres://u:p@h:5432/db",
+            "postgresql://u:p@h/db",
+        ] {
+            assert_eq!(url_problem(fine), None, "{fine}");
+        }
+        let problem = url_problem("mysql://root:hunter2@db.internal/game").expect("refused");
+        assert!(problem.contains(r#""mysql""#), "{problem}");
+        assert!(
+            !problem.contains("hunter2") && !problem.contains("db.internal"),
+            "{problem}"
+        );
+        assert!(url_problem("  ").expect("refused").contains("is empty"));
+        let odd = url_problem("my sql://x:secret@h").expect("refused");
+        assert!(!odd.contains("secret") && !odd.contains("my sql"), "{odd}");
+    }
 
     /// Which database errors are one row's and which the store's.
     #[test]

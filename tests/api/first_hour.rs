@@ -134,3 +134,49 @@ async fn a_busy_port_says_how_to_listen_elsewhere() {
     assert!(said.contains(&taken), "{said}");
     assert!(said.contains("QUESTD_BIND"), "{said}");
 }
+
+#[test]
+fn a_bad_setting_stops_the_server_naming_it_without_a_panic_or_a_password() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = format!("sqlite://{}", dir.path().join("start.db").display());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let taken = taken.local_addr().expect("its address").to_string();
+    // (setting, value, what the error says)
+    let cases = [
+        (
+            "QUESTD_TENANT_KEYS",
+            "nokeyhere",
+            "QUESTD_TENANT_KEYS entry 1",
+        ),
+        ("QUESTD_BIND", taken.as_str(), "is in use"),
+        ("QUESTD_BIND", "notanaddress", "binding notanaddress"),
+        (
+            "QUESTD_ALLOWED_ORIGINS",
+            "notanorigin",
+            "QUESTD_ALLOWED_ORIGINS",
+        ),
+        ("QUESTD_PUBLIC_URL", "ftp://x", "QUESTD_PUBLIC_URL"),
+        ("QUESTD_DISABLED_TOOLS", "nope", "QUESTD_DISABLED_TOOLS"),
+        (
+            "QUESTD_DATABASE_URL",
+            "mysql://root:hunter2@db.internal/game",
+            r#"a "mysql" database"#,
+        ),
+        ("QUESTD_DATABASE_URL", "", "QUESTD_DATABASE_URL is empty"),
+    ];
+    for (name, value, says) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_questd"))
+            .arg("serve")
+            .env("QUESTD_BIND", "127.0.0.1:0")
+            .env("QUESTD_DATABASE_URL", &db)
+            .env(name, value)
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .expect("questd runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}={value}: {stderr}");
+        assert!(stderr.contains(says), "{name}={value}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}={value}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{name}={value}: {stderr}");
+    }
+}
