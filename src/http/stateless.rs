@@ -200,8 +200,7 @@ fn judge(
             }
         }
     }
-    let message =
-        assistant_message(registry, caller, reply).map_err(|e| Problem::Unusable(e.message))?;
+    let message = assistant_message(registry, caller, reply)?;
     if message
         .tool_calls
         .iter()
@@ -421,24 +420,19 @@ fn text(content: &Value) -> Result<String, String> {
 }
 
 /// The model's reply as the client receives it; a call the client could not
-/// run (unknown tool, arguments that break the schema) is the model's fault:
-/// 502 `INVALID_AI_JSON`.
+/// run (unknown tool, arguments that break the schema) is the model's fault
+/// ([`Problem::Unusable`]: sent back once, then 502 `INVALID_AI_JSON`).
 fn assistant_message(
     registry: &Registry,
     caller: &Caller<'_>,
     reply: ModelReply,
-) -> Result<AssistantMessage, ApiError> {
+) -> Result<AssistantMessage, Problem> {
     let mut ids = HashSet::new();
     let mut tool_calls = Vec::with_capacity(reply.tool_calls.len());
     for (i, call) in reply.tool_calls.into_iter().enumerate() {
         let args = registry
             .prepare(&call.name, RawArgs::Text(call.arguments), caller)
-            .map_err(|e| {
-                ApiError::new(
-                    ErrorCode::InvalidAiJson,
-                    format!("the model asked for an unusable tool call: {}", e.message),
-                )
-            })?;
+            .map_err(|e| Problem::Unusable(e.message))?;
         let mut id = call.id;
         if id.as_str().is_empty() || ids.contains(&id) {
             id = CallId::from(format!("call_{}", i + 1));
@@ -726,8 +720,17 @@ mod tests {
             ModelReply::tools([("roll_dice", r#"{"sides":3}"#)]),
             ModelReply::tools([("summon_dragon", "{}")]),
         ] {
-            let e = assistant_message(&registry, &caller, bad.clone()).unwrap_err();
+            let e = assistant_message(&registry, &caller, bad.clone())
+                .unwrap_err()
+                .into_error();
             assert_eq!(e.code, ErrorCode::InvalidAiJson, "{bad:?}");
+            // Said once, with why.
+            assert_eq!(
+                e.message.matches("unusable tool call").count(),
+                1,
+                "{}",
+                e.message
+            );
         }
     }
 }
