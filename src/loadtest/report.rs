@@ -611,18 +611,14 @@ impl Report {
             let _ = writeln!(t, "    {code:<20}{n:>8}  {example}");
         }
         if self.errors_by_code.contains_key("RATE_LIMITED") {
+            // The example above says which request was refused.
             let _ = writeln!(
                 t,
-                "    (the server's per-session chat limit refused chats: start it with higher \
-                 QUESTD_CHAT_PER_MINUTE and QUESTD_CHAT_BURST, or add --think-time)"
+                "    (a rate limit of the server refused requests: chats are limited per \
+                 session, QUESTD_CHAT_PER_MINUTE and QUESTD_CHAT_BURST, or add --think-time; \
+                 creations and joins without a key per address, QUESTD_CREATE_PER_MINUTE and \
+                 QUESTD_CREATE_BURST, or give --api-key)"
             );
-            if self.party.is_some_and(|p| p.players_per_session > 1) {
-                let _ = writeln!(
-                    t,
-                    "    (joins are limited per address like creations without a key: \
-                     QUESTD_CREATE_PER_MINUTE and QUESTD_CREATE_BURST)"
-                );
-            }
         }
         let _ = writeln!(t, "  violations {}", self.protocol_violations);
         for (kind, n) in &self.violations_by_kind {
