@@ -236,28 +236,26 @@ pub fn player_seat(
         .ok_or_else(|| ApiError::new(ErrorCode::Forbidden, "this needs the player token"))
 }
 
-/// [`authorize`] for routes that read what the session stored: the
-/// session's own tokens and keys are judged from `meta`; any other token
-/// may be a joined seat's, which only the node running the session knows,
-/// so it is judged there ([`caller`]; another node hands the request
-/// over). `players_only` refuses spectators (`403`).
+/// [`authorize`] for routes that read what the session stored: keys and
+/// the spectator token are judged from `meta`; a player token is judged
+/// where the session runs ([`caller`]; another node hands the request
+/// over), since only the session knows its seats: a joined seat's token,
+/// and whether the seat a token opens (the session's own token opens the
+/// first) was kicked. `players_only` refuses spectators (`403`).
 pub async fn authorize_stored(
     req: &HttpRequest,
     state: &AppState,
     meta: &SessionMeta,
     players_only: bool,
 ) -> Result<(), ApiError> {
+    // A token the stored session does not know may be a seat's (by
+    // header, or `?token=` on a read); a request with none is refused as
+    // it is.
+    let seated = |e: &ApiError| e.code == ErrorCode::Unauthorized && session_token(req).is_ok();
     let role = match authorize(req, state, meta) {
+        Ok(TokenRole::Player) if !keyed(req, state, meta)? => seat_role(req, state, meta).await?,
         Ok(role) => role,
-        Err(e) if e.code == ErrorCode::Unauthorized && bearer(req).is_some() => {
-            let id = crate::ids::SessionId::from(meta.session_id.as_str());
-            let routed = super::locate::locate(state, &id).await?;
-            let handle = super::peers::Routing::of(req).here(routed)?;
-            match caller(req, state, &handle)? {
-                Caller::Spectator => TokenRole::Spectator,
-                Caller::Key | Caller::Seat(_) => TokenRole::Player,
-            }
-        }
+        Err(e) if seated(&e) => seat_role(req, state, meta).await?,
         Err(e) => return Err(e),
     };
     if players_only && role == TokenRole::Spectator {
@@ -267,6 +265,22 @@ pub async fn authorize_stored(
         ));
     }
     Ok(())
+}
+
+/// The role the request's token has in the session as the node running it
+/// knows its seats ([`caller`]).
+async fn seat_role(
+    req: &HttpRequest,
+    state: &AppState,
+    meta: &SessionMeta,
+) -> Result<TokenRole, ApiError> {
+    let id = crate::ids::SessionId::from(meta.session_id.as_str());
+    let routed = super::locate::locate(state, &id).await?;
+    let handle = super::peers::Routing::of(req).here(routed)?;
+    Ok(match caller(req, state, &handle)? {
+        Caller::Spectator => TokenRole::Spectator,
+        Caller::Key | Caller::Seat(_) => TokenRole::Player,
+    })
 }
 
 /// The tenant of the request's key, or `None` for a request without a key,

@@ -548,6 +548,75 @@ async fn a_kicked_seat_is_closed_and_refused_everywhere_even_after_a_restart() {
 }
 
 #[actix_web::test]
+async fn the_creators_token_reads_nothing_once_its_seat_is_kicked_even_after_a_restart() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let app = spawn_in(dir.clone(), |_| {}, Arc::new(OfflineGameMaster::default())).await;
+    let s = app.demo().await;
+    let id = s.session_id.clone();
+    let code = invite(&app.base, &s, json!({})).await;
+    let brin = join(&app.base, &id, &code, "Brin").await;
+    let none = json!({});
+    let to_brin = post_as(
+        &app.base,
+        &id,
+        "seats/seat_2/host",
+        Some(&s.player_token),
+        &none,
+    );
+    assert_eq!(to_brin.await.status, 200);
+    let kicked = post_as(
+        &app.base,
+        &id,
+        "seats/seat_1/kick",
+        Some(&brin.token),
+        &none,
+    )
+    .await;
+    assert_eq!(kicked.status, 200, "{}", kicked.body);
+
+    // Every read of what the session stored, by header and by `?token=`.
+    let reads = ["", "/actions", "/audit", "/export", "/seats"];
+    let statuses = |base: String, token: String| {
+        let id = id.clone();
+        async move {
+            let mut answers = Vec::new();
+            for read in reads {
+                let url = format!("{base}/api/v1/sessions/{id}{read}");
+                answers.push((read, "bearer", get(&url, Some(&token)).await.0));
+                let query = format!("{url}?token={token}");
+                answers.push((read, "query", get(&query, None).await.0));
+            }
+            answers
+        }
+    };
+    let all = |status: u16| -> Vec<(&str, &str, u16)> {
+        reads
+            .iter()
+            .flat_map(|r| [(*r, "bearer", status), (*r, "query", status)])
+            .collect()
+    };
+    assert_eq!(
+        statuses(app.base.clone(), s.player_token.clone()).await,
+        all(401)
+    );
+    assert_eq!(
+        statuses(app.base.clone(), brin.token.clone()).await,
+        all(200)
+    );
+    app.stop().await;
+    drop(app);
+    let app = spawn_in(dir, |_| {}, Arc::new(OfflineGameMaster::default())).await;
+    assert_eq!(
+        statuses(app.base.clone(), s.player_token.clone()).await,
+        all(401)
+    );
+    assert_eq!(
+        statuses(app.base.clone(), brin.token.clone()).await,
+        all(200)
+    );
+}
+
+#[actix_web::test]
 async fn the_host_role_is_handed_over_by_the_host_or_by_a_key() {
     let app = spawn_app().await;
     let s = app.demo().await;
