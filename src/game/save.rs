@@ -250,9 +250,13 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
             "event": {"type": "string", "maxLength": super::timers::MAX_EVENT_CHARS},
             "note": {"type": "string", "maxLength": super::timers::MAX_NOTE_CHARS},
             "key": {"type": "string", "maxLength": super::timers::MAX_KEY_CHARS},
-            "due_at": {"type": "integer"},
-            "repeat_s": {"type": "integer", "minimum": 1},
-            "created_at": {"type": "integer"}
+            "due_at": {"type": "integer", "minimum": 0, "maximum": MAX_SAVED_MS},
+            "repeat_s": {
+                "type": "integer",
+                "minimum": super::timers::MIN_REPEAT_S,
+                "maximum": super::timers::MAX_HORIZON_S
+            },
+            "created_at": {"type": "integer", "minimum": 0, "maximum": MAX_SAVED_MS}
         }
     });
     let zone = json!({
@@ -267,7 +271,10 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
         }
     });
     let mut world = pick(&WORLD_FIELDS);
-    world.insert("turn".into(), json!({"type": "integer", "minimum": 0}));
+    world.insert(
+        "turn".into(),
+        json!({"type": "integer", "minimum": 0, "maximum": MAX_SAVED_TURN}),
+    );
     world.insert(
         "zones".into(),
         json!({"type": "array", "maxItems": MAX_SAVE_ZONES, "items": zone}),
@@ -359,6 +366,13 @@ fn upgrade(save: Value, from: u64) -> Value {
 
 /// Reads and checks a save; `known_tools` are the tools this server has.
 /// Refused with every problem found (as an inline campaign is).
+/// Latest time a save may name (ms since the epoch): the last millisecond
+/// of the year 9999.
+const MAX_SAVED_MS: i64 = 253_402_300_799_999;
+/// Largest turn count a save may have: the largest integer every JSON
+/// reader holds exactly (2^53 − 1).
+const MAX_SAVED_TURN: u64 = 9_007_199_254_740_991;
+
 /// Deepest nesting of arrays and objects a save may have
 /// ([`crate::json::depth_within`]). A session's own save nests a tool's
 /// arguments (at most 32 levels, `MAX_ARGS_DEPTH` in `tools`) three or four levels down
@@ -443,15 +457,52 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
     }
     if let Some(timers) = &timers {
         let mut ids = HashSet::new();
+        // No tool sets a timer further off than the horizon: a save's was
+        // set at most that far from its export, which came before now.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let latest = now.saturating_add(super::timers::MAX_HORIZON_S as i64 * 1000);
         for t in timers.pending() {
             if !ids.insert(t.timer_id.as_str()) {
                 problems.add(|| format!("timer id {} is used twice", t.timer_id));
+            }
+            if t.due_at > latest {
+                problems.add(|| {
+                    format!(
+                        "timer {} is due more than {} days from now",
+                        t.timer_id,
+                        super::timers::MAX_HORIZON_S / 86_400
+                    )
+                });
             }
         }
     }
     let last_seq = save["source"]["last_seq"].as_u64();
     let story = read_story(story, last_seq, &mut problems);
     let turn = world.get("turn").and_then(Value::as_u64).unwrap_or(0);
+    // The new session numbers its turns on from `turn`: a story that
+    // already holds a later turn would have its turn ids again.
+    if let Some(last) = story
+        .iter()
+        .filter_map(|f| {
+            f.turn_id
+                .as_ref()?
+                .as_str()
+                .strip_prefix("turn_")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .filter(|last| *last > turn)
+    {
+        problems.add(|| {
+            format!(
+                "state.turn is {turn}, but the story holds turn_{last}: a session's turn count \
+                 is at least its last turn's number"
+            )
+        });
+    }
     if !problems.is_empty() {
         return Err(problems.into_error());
     }
@@ -598,17 +649,22 @@ mod tests {
 
     fn frames(n: u64) -> Vec<String> {
         (1..=n)
-            .map(|seq| match seq % 3 {
-                1 => json!({"type":"turn_started","seq":seq,"turn_id":format!("turn_{seq}"),"request_id":"r","text":"look"}),
-                2 => json!({"type":"narrative_delta","seq":seq,"turn_id":format!("turn_{}", seq - 1),"text":"You see "}),
-                _ => json!({"type":"turn_completed","seq":seq,"turn_id":format!("turn_{}", seq - 2),"reply":"You see a hall."}),
+            .map(|seq| (seq, format!("turn_{}", seq.div_ceil(3))))
+            .map(|(seq, turn_id)| match seq % 3 {
+                1 => json!({"type":"turn_started","seq":seq,"turn_id":turn_id,"request_id":"r","text":"look"}),
+                2 => json!({"type":"narrative_delta","seq":seq,"turn_id":turn_id,"text":"You see "}),
+                _ => json!({"type":"turn_completed","seq":seq,"turn_id":turn_id,"reply":"You see a hall."}),
             }
             .to_string())
             .collect()
     }
 
-    /// A save as the exporter writes it: head, frames, tail.
+    /// A save as the exporter writes it: head, frames, tail; its turn
+    /// count at least the story's turns ([`frames`]).
     fn save_of(state: &GameState, story: &[String]) -> Value {
+        let mut state = state.clone();
+        state.turn = state.turn.max((story.len() as u64).div_ceil(3));
+        let state = &state;
         let text = format!(
             "{}{}{TAIL}",
             head(state, "sess_a", story.len() as u64, "2026-11-29T10:00:00Z").unwrap(),
@@ -750,6 +806,43 @@ mod tests {
         ]);
         let all = problems(save).join("\n");
         assert!(all.contains("/state/history"), "{all}");
+    }
+
+    #[test]
+    fn timers_a_tool_could_not_set_and_a_turn_count_behind_the_story_are_refused() {
+        let timer = |id: &str, due_at: i64, repeat_s: u64| {
+            json!({"timer_id": id, "event": "bells", "due_at": due_at, "repeat_s": repeat_s,
+                   "created_at": 1})
+        };
+        let far = 4_102_444_800_000_i64; // 2100-01-01
+        let with_timer = |t: Value| {
+            let mut save = save_of(&demo(), &frames(3));
+            save["state"]["timers"] = json!([t]);
+            problems(save)
+        };
+        let all = with_timer(timer("tm_every_second", 1, 1)).join("\n");
+        assert!(all.contains("/state/timers/0/repeat_s"), "{all}");
+        assert_eq!(
+            with_timer(timer("tm_far", far, 60)),
+            ["timer tm_far is due more than 30 days from now"]
+        );
+        let all = with_timer(timer("tm_past_year_9999", i64::MAX, 60)).join("\n");
+        assert!(all.contains("/state/timers/0/due_at"), "{all}");
+
+        // A turn count below the story's last turn would number the next
+        // turn as one the story holds.
+        let mut save = save_of(&demo(), &frames(6));
+        save["state"]["turn"] = json!(1);
+        assert_eq!(
+            problems(save),
+            [
+                "state.turn is 1, but the story holds turn_2: a session's turn count is at least \
+              its last turn's number"
+            ]
+        );
+        let mut save = save_of(&demo(), &frames(3));
+        save["state"]["turn"] = json!(18_446_744_073_709_551_615_u64);
+        assert!(problems(save).join("\n").contains("/state/turn"));
     }
 
     #[test]
