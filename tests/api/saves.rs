@@ -234,6 +234,28 @@ async fn a_save_that_breaks_its_campaigns_rules_is_refused_with_its_problems() {
         answer.body
     );
 
+    // What play could not have made: a timer no tool could set, a turn
+    // count behind the story's turns, arguments nested past any call's.
+    let refused_for = |change: &dyn Fn(&mut Value)| {
+        let mut changed = save.clone();
+        change(&mut changed);
+        let base = app.base.clone();
+        async move {
+            let answer = import(&base, &changed).await;
+            assert_eq!(answer.status, 400, "{}", answer.body);
+            answer.body["problems"].to_string()
+        }
+    };
+    let every_second = json!([{"timer_id": "tm_1", "event": "bells", "due_at": 0,
+        "repeat_s": 1, "created_at": 0}]);
+    let problems = refused_for(&|v| v["state"]["timers"] = every_second.clone()).await;
+    assert!(problems.contains("/state/timers/0/repeat_s"), "{problems}");
+    let problems = refused_for(&|v| v["state"]["turn"] = json!(0)).await;
+    assert!(problems.contains("but the story holds turn_"), "{problems}");
+    let deep = (0..70).fold(json!(1), |inner, _| json!([inner]));
+    let problems = refused_for(&|v| v["story"][0]["deep"] = deep.clone()).await;
+    assert!(problems.contains("nested deeper than 64 levels"), "{problems}");
+
     // Nothing refused became a session; the untouched save still imports.
     assert_eq!(import(&app.base, &save).await.status, 201);
 }
