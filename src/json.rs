@@ -246,6 +246,48 @@ pub fn text_depth_within(text: &str, limit: usize) -> bool {
     true
 }
 
+/// Turns every number of `value` with a zero fraction into an integer
+/// (within `i64`, or `u64` when larger); answers whether any was. JSON
+/// Schema counts `5.0` as an integer, where serde's integer fields do not:
+/// a value the schema passed is read as the integers it holds.
+pub fn whole_numbers_as_integers(value: &mut Value) -> bool {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // Below 2^63 (2^64) an `f64` with no fraction is an `i64` (`u64`)
+            // exactly; `as` is checked by the bounds.
+            let whole: Option<Value> = if f.fract() != 0.0 || !f.is_finite() {
+                None
+            } else if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f) {
+                Some((f as i64).into())
+            } else if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+                Some((f as u64).into())
+            } else {
+                None
+            };
+            whole.map(|w| *value = w).is_some()
+        }
+        // Every one is turned, not only the first.
+        Value::Array(items) => {
+            items
+                .iter_mut()
+                .map(whole_numbers_as_integers)
+                .filter(|turned| *turned)
+                .count()
+                > 0
+        }
+        Value::Object(fields) => {
+            fields
+                .values_mut()
+                .map(whole_numbers_as_integers)
+                .filter(|turned| *turned)
+                .count()
+                > 0
+        }
+        _ => false,
+    }
+}
+
 /// Replaces U+0000 with U+FFFD in `text`, where text from outside (a
 /// model's answer) is made storable rather than refused.
 pub fn replace_nul(text: &mut String) {

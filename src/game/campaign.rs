@@ -477,10 +477,12 @@ impl Campaign {
         if !problems.is_empty() {
             return Err(problems.into_error());
         }
-        let campaign: Campaign =
-            serde_json::from_value(value.clone()).map_err(|e| CampaignError {
-                problems: vec![e.to_string()],
-            })?;
+        // The schema passed `12.0` where an integer goes; read it as 12.
+        let mut value = value.clone();
+        crate::json::whole_numbers_as_integers(&mut value);
+        let campaign: Campaign = serde_json::from_value(value).map_err(|e| CampaignError {
+            problems: vec![e.to_string()],
+        })?;
         let problems = campaign.problems(known_tools);
         if problems.is_empty() {
             Ok(campaign)
@@ -754,6 +756,30 @@ mod tests {
     fn tiny() -> Value {
         serde_json::from_str(include_str!("../../tests/api/fixtures/tiny_campaign.json"))
             .expect("fixture is JSON")
+    }
+
+    #[test]
+    fn whole_numbers_written_with_a_fraction_read_as_the_integers_the_schema_passed() {
+        let mut written = tiny();
+        written["characters"][0]["hp"] = json!(12.0);
+        written["characters"][0]["max_hp"] = json!(20.0);
+        let read = Campaign::from_value(&written, &tools()).expect("12.0 is an integer");
+        let mut whole = tiny();
+        whole["characters"][0]["hp"] = json!(12);
+        whole["characters"][0]["max_hp"] = json!(20);
+        assert_eq!(
+            read.into_state(),
+            Campaign::from_value(&whole, &tools()).unwrap().into_state()
+        );
+        // A fraction is no integer: refused by the schema, by its path.
+        written["characters"][0]["hp"] = json!(12.5);
+        let problems = Campaign::from_value(&written, &tools())
+            .unwrap_err()
+            .problems;
+        assert!(
+            problems.iter().any(|p| p.contains("/characters/0/hp")),
+            "{problems:?}"
+        );
     }
 
     #[test]

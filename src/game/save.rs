@@ -551,11 +551,13 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
 fn part<T: DeserializeOwned + Default>(
     problems: &mut Problems,
     what: &str,
-    value: Value,
+    mut value: Value,
 ) -> Option<T> {
     if value.is_null() {
         return Some(T::default());
     }
+    // The schema passed `12.0` where an integer goes; read it as 12.
+    crate::json::whole_numbers_as_integers(&mut value);
     match serde_json::from_value(value) {
         Ok(v) => Some(v),
         Err(e) => {

@@ -1192,53 +1192,13 @@ fn tidy_schema(schema: &mut Value) {
 pub(crate) fn typed<T: serde::de::DeserializeOwned>(args: &Value) -> Result<T, ToolError> {
     T::deserialize(args).or_else(|e| {
         let mut whole = args.clone();
-        if whole_numbers_as_integers(&mut whole)
+        if crate::json::whole_numbers_as_integers(&mut whole)
             && let Ok(read) = T::deserialize(&whole)
         {
             return Ok(read);
         }
         Err(ToolError::invalid_args(e.to_string()))
     })
-}
-
-/// Turns every number of `value` with a zero fraction into an integer
-/// (within `i64`, or `u64` when larger); answers whether any was.
-fn whole_numbers_as_integers(value: &mut Value) -> bool {
-    match value {
-        Value::Number(n) if n.is_f64() => {
-            let f = n.as_f64().unwrap_or(f64::NAN);
-            // Below 2^63 (2^64) an `f64` with no fraction is an `i64` (`u64`)
-            // exactly; `as` is checked by the bounds.
-            let whole: Option<Value> = if f.fract() != 0.0 || !f.is_finite() {
-                None
-            } else if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f) {
-                Some((f as i64).into())
-            } else if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
-                Some((f as u64).into())
-            } else {
-                None
-            };
-            whole.map(|w| *value = w).is_some()
-        }
-        // Every one is turned, not only the first.
-        Value::Array(items) => {
-            items
-                .iter_mut()
-                .map(whole_numbers_as_integers)
-                .filter(|turned| *turned)
-                .count()
-                > 0
-        }
-        Value::Object(fields) => {
-            fields
-                .values_mut()
-                .map(whole_numbers_as_integers)
-                .filter(|turned| *turned)
-                .count()
-                > 0
-        }
-        _ => false,
-    }
 }
 
 /// Finds a character or reports which ones exist.
@@ -1445,7 +1405,7 @@ mod tests {
         assert_eq!(refused.code, ErrorCode::InvalidArgs);
         assert!(refused.message.contains("/delta"), "{}", refused.message);
         let mut nested = serde_json::json!({"a": [1.0, 2.5, {"b": 3e0}], "c": 1e30, "d": "4.0"});
-        assert!(whole_numbers_as_integers(&mut nested));
+        assert!(crate::json::whole_numbers_as_integers(&mut nested));
         assert_eq!(
             nested,
             serde_json::json!({"a": [1, 2.5, {"b": 3}], "c": 1e30, "d": "4.0"})
