@@ -93,6 +93,9 @@ where
     T: Send + 'static,
     SessionActor: actix::Handler<M>,
 {
+    // The last session's word on why it took nothing: reloading, or the
+    // node restarting (`503`).
+    let mut going = ChatRefused::reloading();
     for _ in 0..SESSION_LOOKUPS {
         let handle = match locate(state, session_id).await? {
             Routed::Here(handle) => handle,
@@ -102,11 +105,12 @@ where
         match handle.addr.send(make(who)).await {
             Ok(Ok(answer)) => return Ok(Routed::Here((handle, answer))),
             Ok(Err(refused)) if !refused.is_reloading() => return Err(session_refused(refused)),
-            // Reloading, or gone between the lookup and the send.
-            Ok(Err(_)) | Err(_) => continue,
+            Ok(Err(refused)) => going = refused,
+            // Gone between the lookup and the send.
+            Err(_) => {}
         }
     }
-    Err(session_refused(ChatRefused::reloading()))
+    Err(session_refused(going))
 }
 
 /// [`send_to_session`] for a person's direct call ([`CallTool`]: a timer's

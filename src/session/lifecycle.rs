@@ -98,6 +98,15 @@ impl Lifecycle {
         matches!(self, Self::Draining | Self::Stopping { .. })
     }
 
+    /// The refusal of new work while [`Lifecycle::refuses_work`]: the node
+    /// restarting, or the session reloading.
+    pub(super) fn refusal(self) -> ChatRefused {
+        match self {
+            Self::Draining | Self::Closing { draining: true, .. } => ChatRefused::restarting(),
+            _ => ChatRefused::reloading(),
+        }
+    }
+
     /// The refusal of new work once an operator closed the session.
     pub(super) fn refuse_if_closed(self) -> Result<(), ChatRefused> {
         match self.closed_at() {

@@ -440,6 +440,18 @@ impl ChatRefused {
         }
     }
 
+    /// The node is restarting (a drain): the session takes nothing new
+    /// here, and the caller tries again, reaching the session's next node
+    /// (`503 OVERLOADED` over HTTP). Like [`ChatRefused::reloading`], a
+    /// route looks the session up again first.
+    pub fn restarting() -> Self {
+        Self {
+            reloading: true,
+            retry_after_ms: Some(1000),
+            ..Self::new(ErrorCode::Overloaded, "this node is restarting; try again")
+        }
+    }
+
     /// An operator closed the session: it takes nothing new.
     pub fn closed() -> Self {
         Self::new(ErrorCode::SessionClosed, super::types::CLOSED_BY_OPERATOR)

@@ -553,3 +553,44 @@ async fn arguments_nested_to_their_bound_are_read_back_after_a_snapshot_and_a_re
     ws.play("look", "after-restart").await;
     ws.close().await;
 }
+
+#[actix_web::test]
+async fn a_chat_while_the_node_drains_hears_that_the_node_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    // The game master thinks for 2 s: the drain waits for the running
+    // turn, and the chats below come meanwhile.
+    let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);
+    let s = server.demo().await;
+    let (mut ws, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    ws.chat("look around", "r-1").await;
+    ws.until(|f| f["type"] == "turn_started").await;
+    server.signal("TERM");
+    ws.chat("look again", "r-2").await;
+    let refused = ws
+        .until(|f| f["type"] == "error" && f["request_id"] == "r-2")
+        .await;
+    let refused = refused.last().unwrap();
+    assert_eq!(refused["error_code"], "OVERLOADED", "{refused}");
+    assert_eq!(refused["message"], "this node is restarting; try again");
+    let http = chat_over_http(
+        server.base(),
+        &s.player_token,
+        &json!({"session_id": s.session_id, "message": "and again", "request_id": "r-3"}),
+    )
+    .await;
+    assert_eq!(
+        (http.status, http.body["error_code"].as_str()),
+        (503, Some("OVERLOADED")),
+        "{}",
+        http.body
+    );
+    assert_eq!(http.retry_after.as_deref(), Some("1"));
+    // The running turn ends, then the connection closes for a reconnect.
+    let (frames, code) = ws.frames_until_closed().await;
+    assert!(
+        frames.iter().any(|f| f["type"] == "turn_completed"),
+        "{frames:?}"
+    );
+    assert_eq!(code, Ok(Some(1012)));
+}

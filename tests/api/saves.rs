@@ -254,7 +254,10 @@ async fn a_save_that_breaks_its_campaigns_rules_is_refused_with_its_problems() {
     assert!(problems.contains("but the story holds turn_"), "{problems}");
     let deep = (0..70).fold(json!(1), |inner, _| json!([inner]));
     let problems = refused_for(&|v| v["story"][0]["deep"] = deep.clone()).await;
-    assert!(problems.contains("nested deeper than 64 levels"), "{problems}");
+    assert!(
+        problems.contains("nested deeper than 64 levels"),
+        "{problems}"
+    );
 
     // Nothing refused became a session; the untouched save still imports.
     assert_eq!(import(&app.base, &save).await.status, 201);

@@ -67,7 +67,7 @@ impl Core {
     ) -> Result<(), ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
         if self.lifecycle.refuses_work() {
-            return Err(ChatRefused::reloading());
+            return Err(self.lifecycle.refusal());
         }
         if let Some(reason) = storage_refusing {
             return Err(refuse(ErrorCode::Overloaded, reason).with_retry_after(1000));

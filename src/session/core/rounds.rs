@@ -73,11 +73,13 @@ impl Core {
             going,
             || storage_refusing,
         );
-        let text = admitted.inspect_err(|refused| {
-            if refused.code == ErrorCode::RateLimited {
-                self.deps.metrics.rate_limited.inc();
-            }
-        })?;
+        let text = admitted
+            .map_err(|refused| self.going(refused))
+            .inspect_err(|refused| {
+                if refused.code == ErrorCode::RateLimited {
+                    self.deps.metrics.rate_limited.inc();
+                }
+            })?;
         let request_id = msg.request_id;
         let (turn_id, duplicate) = match text {
             Some(_) => (action_id(round, &msg.seat_id), false),
@@ -159,7 +161,7 @@ impl Core {
     ) -> Result<(), ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
         if self.lifecycle.refuses_work() {
-            return Err(ChatRefused::reloading());
+            return Err(self.lifecycle.refusal());
         }
         let Some(seat) = self.state.party.active().find(|s| s.seat_id == *seat_id) else {
             let message = "only a player at the table may talk";
