@@ -355,6 +355,28 @@ async fn seed_000_chat_answers_reply_tool_events_and_state_patch() {
 /// `/api/chat`: the first request gets the tool call, the second (with
 /// the tool result) the final answer without `toolCalls`.
 #[actix_web::test]
+async fn seed_001_first_request_asks_for_a_roll_of_the_offline_game_master_too() {
+    let app = spawn_app().await;
+    let first = json!({
+        "messages": [
+            { "role": "system", "content": "You are a Game Master for D&D..." },
+            { "role": "user", "content": "I search the room for traps" }
+        ]
+    });
+    let a = send(&app, "/api/chat", &[KEY], &first).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let calls = a.body["message"]["toolCalls"]
+        .as_array()
+        .expect("a tool call");
+    assert_eq!(calls.len(), 1, "{}", a.body);
+    assert_eq!(calls[0]["tool"]["name"], "roll_dice");
+    assert_eq!(
+        calls[0]["tool"]["args"],
+        json!({"dice": "1d20", "reason": "Investigation check for traps"})
+    );
+}
+
+#[actix_web::test]
 async fn seed_001_conversation_runs_through_api_chat() {
     let app = seed_app(|_| {}).await;
     // §Initial User Message.

@@ -175,6 +175,13 @@ fn parse_intent(text: &str) -> Intent {
     if let Some(wait) = timed::parse_wait(t, &lower) {
         return Intent::Wait(wait);
     }
+    if let Some(hidden) = searched_for(t, &lower) {
+        // What may be hidden is found, or not, by a check, as a game
+        // master asks for one (seed 001's "I search the room for traps").
+        let reason = format!("Investigation check for {hidden}");
+        let reason: String = reason.chars().take(MAX_ROLL_REASON).collect();
+        return Intent::Roll("1d20".into(), Some(reason));
+    }
     if let Some(act) = parse_act(t, &lower) {
         return Intent::Adventure(act);
     }
@@ -224,6 +231,32 @@ fn parse_intent(text: &str) -> Intent {
         return Intent::Search(rest);
     }
     Intent::Talk
+}
+
+/// What a player searches for, in the player's casing: "(I) search the
+/// room for traps", "look around for a hidden door", "check for traps".
+/// A bare "search <words>" is a search of the campaign's content instead.
+fn searched_for(t: &str, lower: &str) -> Option<String> {
+    const SEARCHES: [&str; 9] = [
+        "search the room for ",
+        "search the area for ",
+        "search around for ",
+        "search here for ",
+        "look around for ",
+        "look for ",
+        "check the room for ",
+        "check for ",
+        "inspect the room for ",
+    ];
+    let (t, lower) = match lower.strip_prefix("i ") {
+        Some(rest) => (t.get(2..).unwrap_or(rest), rest),
+        None => (t, lower),
+    };
+    SEARCHES.iter().find_map(|p| {
+        let rest = lower.strip_prefix(p)?;
+        let hidden = t.get(p.len()..).unwrap_or(rest).trim();
+        (!hidden.is_empty()).then(|| hidden.to_owned())
+    })
 }
 
 /// Longest reason [`Intent::Roll`] passes on: `roll_dice`'s own bound.
@@ -1075,6 +1108,17 @@ mod tests {
             ("scout misty marsh", Intent::Scout("misty marsh".into())),
             ("侦察 迷雾沼泽", Intent::Scout("迷雾沼泽".into())),
             ("search lantern oil", Intent::Search("lantern oil".into())),
+            (
+                "I search the room for traps",
+                Intent::Roll("1d20".into(), Some("Investigation check for traps".into())),
+            ),
+            (
+                "look for a Hidden Door.",
+                Intent::Roll(
+                    "1d20".into(),
+                    Some("Investigation check for a Hidden Door".into()),
+                ),
+            ),
             ("搜索 灯笼", Intent::Search("灯笼".into())),
             ("map", Intent::SiteMap),
             ("地图", Intent::SiteMap),
