@@ -285,7 +285,7 @@ struct Activation {
     request_body(content = Activation, description = "`{\"active\": bool}`, or empty to activate"),
     responses(
         (status = 200, description = "The NPC's new state and the turn that recorded it", body = NpcActivated),
-        (status = 400, description = "Bad body, or an `X-Trace-ID` that is not 1 to 128 printable ASCII characters (`CONTEXT_INVALID`)", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::protocol::http::ErrorBody), (status = 408, description = "The session stayed busy for 30 s (a turn runs, or waits for a person's approval): the call is still queued and will run (`TIMEOUT`)", body = crate::protocol::http::ErrorBody)))]
+        (status = 400, description = "Bad body, or an `X-Trace-ID` that is not 1 to 128 printable ASCII characters (`CONTEXT_INVALID`)", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "A spectator token", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session or NPC", body = crate::protocol::http::ErrorBody), (status = 408, description = "The session stayed busy for 30 s (a turn runs, or waits for a person's approval): the call is still queued and will run unless the node stops first: a queued call is not stored (`TIMEOUT`)", body = crate::protocol::http::ErrorBody)))]
 async fn activate_npc(
     req: HttpRequest,
     state: web::Data<AppState>,

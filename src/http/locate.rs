@@ -17,13 +17,15 @@ use crate::session::{
 /// queue; the call still runs after that, and its audit row tells.
 pub const SESSION_WAIT: Duration = Duration::from_secs(30);
 /// What the caller of a direct call is told when the session stayed busy
-/// for [`SESSION_WAIT`] (`408 TIMEOUT`): the call is still queued, runs
-/// when the work ahead of it is done, and its audit row carries
-/// `trace_id`.
+/// for [`SESSION_WAIT`] (`408 TIMEOUT`): the call is still queued and runs
+/// when the work ahead of it is done, its audit row under `trace_id`. A
+/// queued call is not stored (docs/protocol.md §4): if the node stops
+/// first it is gone, so the ledger says whether to send it again.
 pub fn still_queued(trace_id: &TraceId) -> String {
     format!(
-        "the session was busy for {} s; the call is still queued and will run \
-         (its audit row carries trace id {trace_id})",
+        "the session was busy for {} s; the call is still queued and will run once the work \
+         ahead of it is done, unless this node stops first (a queued call is not stored): \
+         its audit row will carry trace id {trace_id}; without one, send the call again",
         SESSION_WAIT.as_secs(),
     )
 }

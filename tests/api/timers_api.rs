@@ -443,6 +443,7 @@ async fn a_cancel_behind_a_turn_waiting_for_approval_answers_408_and_runs_after_
     let message = a.body["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with("the session was busy for 30 s; the call is still queued and will run")
+            && message.contains("unless this node stops first")
             && message.contains("trace-cancel-paused"),
         "{message}"
     );
