@@ -402,14 +402,16 @@ async fn play_to_next_snapshot(app: &TestApp, s: &Session, ws: &mut Ws) -> Store
     panic!("no snapshot after 400 turns")
 }
 
+/// Chats as fast as a test plays them.
+fn unlimited_chats(s: &mut questd::Settings) {
+    s.chat_burst = 1000;
+    s.chat_per_minute = 1_000_000;
+}
+
 #[actix_web::test]
 async fn snapshots_write_what_changed_and_restarts_bring_back_the_same_state() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let settings = |s: &mut questd::Settings| {
-        s.chat_burst = 1000;
-        s.chat_per_minute = 1_000_000;
-    };
-    let offline = || Arc::new(OfflineGameMaster::default());
+    let (settings, offline) = (unlimited_chats, || Arc::new(OfflineGameMaster::default()));
     let app = spawn_in(dir.clone(), settings, offline()).await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
@@ -482,11 +484,7 @@ fn nested_event_data(levels: usize) -> Value {
 #[actix_web::test]
 async fn arguments_nested_to_their_bound_are_read_back_after_a_snapshot_and_a_restart() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let settings = |s: &mut questd::Settings| {
-        s.chat_burst = 1000;
-        s.chat_per_minute = 1_000_000;
-    };
-    let offline = || Arc::new(OfflineGameMaster::default());
+    let (settings, offline) = (unlimited_chats, || Arc::new(OfflineGameMaster::default()));
     let app = spawn_in(dir.clone(), settings, offline()).await;
     let s = app.demo().await;
     let call = |levels: usize| {

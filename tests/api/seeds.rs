@@ -354,15 +354,20 @@ async fn seed_000_chat_answers_reply_tool_events_and_state_patch() {
 /// Seed 001 (GM Protocol) §Complete Conversation Example through
 /// `/api/chat`: the first request gets the tool call, the second (with
 /// the tool result) the final answer without `toolCalls`.
-#[actix_web::test]
-async fn seed_001_first_request_asks_for_a_roll_of_the_offline_game_master_too() {
-    let app = spawn_app().await;
-    let first = json!({
+/// Seed 001's §Initial User Message, as written.
+fn seed_001_first_request() -> Value {
+    json!({
         "messages": [
             { "role": "system", "content": "You are a Game Master for D&D..." },
             { "role": "user", "content": "I search the room for traps" }
         ]
-    });
+    })
+}
+
+#[actix_web::test]
+async fn seed_001_first_request_asks_for_a_roll_of_the_offline_game_master_too() {
+    let app = spawn_app().await;
+    let first = seed_001_first_request();
     let a = send(&app, "/api/chat", &[KEY], &first).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let calls = a.body["message"]["toolCalls"]
@@ -380,12 +385,7 @@ async fn seed_001_first_request_asks_for_a_roll_of_the_offline_game_master_too()
 async fn seed_001_conversation_runs_through_api_chat() {
     let app = seed_app(|_| {}).await;
     // §Initial User Message.
-    let first = json!({
-        "messages": [
-            { "role": "system", "content": "You are a Game Master for D&D..." },
-            { "role": "user", "content": "I search the room for traps" }
-        ]
-    });
+    let first = seed_001_first_request();
     let a = send(&app, "/api/chat", &[KEY], &first).await;
     assert_eq!(a.status, 200, "{}", a.body);
     // §First LLM Response (with tool call).
