@@ -558,12 +558,32 @@ async fn a_chat_while_the_node_drains_hears_that_the_node_restarts() {
     let db = crate::database::database_url_in(dir.path());
     // The game master thinks for 2 s: the drain waits for the running
     // turn, and the chats below come meanwhile.
-    let server = Server::start_with(&db, &[("QUESTD_OFFLINE_LATENCY_MS", "2000")]);
+    let env = [
+        ("QUESTD_OFFLINE_LATENCY_MS", "2000"),
+        ("QUESTD_CREATE_BURST", "10000"),
+        ("QUESTD_CREATE_PER_MINUTE", "1000000"),
+    ];
+    let server = Server::start_with(&db, &env);
     let s = server.demo().await;
     let (mut ws, _) = server.connect(&s.session_id, &s.player_token, None).await;
     ws.chat("look around", "r-1").await;
     ws.until(|f| f["type"] == "turn_started").await;
     server.signal("TERM");
+    // The signal is handled by the server when it gets to it: the drain
+    // has begun once a new session is refused as the node restarting.
+    let create = format!("{}/api/v1/sessions", server.base());
+    let mut tries = 0;
+    loop {
+        let (status, body) = post(&create, &json!({"campaign_id": "demo"})).await;
+        if status == 503 {
+            assert_eq!(body["message"], "this node is restarting; try again");
+            break;
+        }
+        assert_eq!(status, 201, "{body}");
+        tries += 1;
+        assert!(tries < 1000, "the drain never began");
+        actix_web::rt::time::sleep(Duration::from_millis(5)).await;
+    }
     ws.chat("look again", "r-2").await;
     let refused = ws
         .until(|f| f["type"] == "error" && f["request_id"] == "r-2")
