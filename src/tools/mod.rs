@@ -140,23 +140,15 @@ impl ArgsOver {
 /// Which bound arguments as the caller sent them pass, if any: the text as
 /// sent, or a value as compact JSON.
 pub fn args_over_bound(raw: &RawArgs) -> Option<ArgsOver> {
-    let (bytes, depth) = match raw {
-        RawArgs::Text(text) => (
-            text.len() <= MAX_ARGS_BYTES,
-            crate::json::text_depth_within(text, MAX_ARGS_DEPTH),
-        ),
-        RawArgs::Value(v) => (
-            json_size_within(v, MAX_ARGS_BYTES).is_some(),
-            crate::json::depth_within(v, MAX_ARGS_DEPTH),
-        ),
+    let deep = match raw {
+        RawArgs::Text(text) if text.len() > MAX_ARGS_BYTES => return Some(ArgsOver::Bytes),
+        RawArgs::Value(v) if json_size_within(v, MAX_ARGS_BYTES).is_none() => {
+            return Some(ArgsOver::Bytes);
+        }
+        RawArgs::Text(text) => !crate::json::text_depth_within(text, MAX_ARGS_DEPTH),
+        RawArgs::Value(v) => !crate::json::depth_within(v, MAX_ARGS_DEPTH),
     };
-    if !bytes {
-        Some(ArgsOver::Bytes)
-    } else if !depth {
-        Some(ArgsOver::Depth)
-    } else {
-        None
-    }
+    deep.then_some(ArgsOver::Depth)
 }
 
 /// Whether arguments as the caller sent them are within [`MAX_ARGS_BYTES`]
