@@ -438,17 +438,15 @@ impl Core {
             &msg.text,
             msg.request_id,
             msg.seat_id.clone(),
-            self.lifecycle.refuses_work(),
+            self.lifecycle,
             self.turn.is_some(),
             || storage_refusing,
         );
-        let mut accepted = taken
-            .map_err(|refused| self.going(refused))
-            .inspect_err(|refused| {
-                if refused.code == ErrorCode::RateLimited {
-                    self.deps.metrics.rate_limited.inc();
-                }
-            })?;
+        let mut accepted = taken.inspect_err(|refused| {
+            if refused.code == ErrorCode::RateLimited {
+                self.deps.metrics.rate_limited.inc();
+            }
+        })?;
         let ack = msg
             .conn_id
             .map(|conn_id| (conn_id, ByteString::from(accepted.ack(request_id.clone()))));
@@ -506,10 +504,9 @@ impl Core {
         self.lifecycle.refuse_if_closed()?;
         let (reply, answer) = oneshot::channel();
         let call = QueuedCall { call, reply };
-        let (going, busy) = (self.lifecycle.refuses_work(), self.turn.is_some());
+        let busy = self.turn.is_some();
         self.intake
-            .take_call(call, going, busy, || storage_refusing)
-            .map_err(|refused| self.going(refused))?;
+            .take_call(call, self.lifecycle, busy, || storage_refusing)?;
         self.touch();
         self.advance();
         Ok(answer)
@@ -586,17 +583,6 @@ impl Core {
                 online: self.online.contains(&s.seat_id),
             })
             .collect()
-    }
-
-    /// The intake's refusal of work as the session going away
-    /// ([`ChatRefused::reloading`]) said as why it goes: a drain is the
-    /// node restarting ([`Lifecycle::refusal`]).
-    pub(super) fn going(&self, refused: ChatRefused) -> ChatRefused {
-        if refused.is_reloading() && self.lifecycle.refuses_work() {
-            self.lifecycle.refusal()
-        } else {
-            refused
-        }
     }
 
     /// Whether a connection may join: not while the session stops or once

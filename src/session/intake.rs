@@ -32,6 +32,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota};
 use tokio::sync::oneshot;
 
+use super::lifecycle::Lifecycle;
 use super::messages::{CallTool, ChatAccepted, ChatRefused, DirectCallDone};
 use super::types::{Limits, REMEMBERED_REQUESTS};
 use crate::error::ErrorCode;
@@ -73,8 +74,10 @@ impl RecentRequests {
 /// What the session is doing as a chat arrives.
 #[derive(Debug, Clone, Copy, Default)]
 struct Load {
-    /// The session is stopping: the next actor must take the chat.
-    stopping: bool,
+    /// Where the session stands in its life: one that goes away (a drain,
+    /// a stop) takes nothing, and says why ([`Lifecycle::refusal`]); the
+    /// next actor (or node) must take the chat.
+    life: Lifecycle,
     /// A turn is running.
     busy: bool,
     /// Work (turns and direct calls) waiting behind it.
@@ -183,12 +186,12 @@ impl Intake {
         text: &str,
         request_id: Option<RequestId>,
         seat_id: SeatId,
-        stopping: bool,
+        life: Lifecycle,
         busy: bool,
         storage_refusing: impl FnOnce() -> Option<&'static str>,
     ) -> Result<ChatAccepted, ChatRefused> {
         let load = Load {
-            stopping,
+            life,
             busy,
             waiting: self.queue.len(),
         };
@@ -247,12 +250,12 @@ impl Intake {
     pub(super) fn take_call(
         &mut self,
         call: QueuedCall,
-        stopping: bool,
+        life: Lifecycle,
         busy: bool,
         storage_refusing: impl FnOnce() -> Option<&'static str>,
     ) -> Result<(), ChatRefused> {
-        if stopping {
-            return Err(ChatRefused::reloading());
+        if life.refuses_work() {
+            return Err(life.refusal());
         }
         let max_queue = self.max_queued_turns;
         if busy && self.queue.len() >= max_queue {
@@ -368,8 +371,8 @@ impl Intake {
         storage_refusing: impl FnOnce() -> Option<&'static str>,
     ) -> Result<Admission<'t>, ChatRefused> {
         let refuse = |code, message: String| Err(ChatRefused::new(code, message));
-        if load.stopping {
-            return Err(ChatRefused::reloading());
+        if load.life.refuses_work() {
+            return Err(load.life.refusal());
         }
         let text = self.check_text(text)?;
         if let Some(Err(message)) = request_id.map(check_request_id) {
@@ -404,11 +407,11 @@ impl Intake {
         text: &str,
         request_id: Option<&str>,
         seat_id: &SeatId,
-        stopping: bool,
+        life: Lifecycle,
         storage_refusing: impl FnOnce() -> Option<&'static str>,
     ) -> Result<Option<String>, ChatRefused> {
         let load = Load {
-            stopping,
+            life,
             ..Load::default()
         };
         Ok(
@@ -545,18 +548,23 @@ mod tests {
         Intake::new(&limits(1, BURST), requests, 8)
     }
 
+    /// A session that takes work.
+    const OPEN: Lifecycle = Lifecycle::Open;
+    /// A session unloading, or whose storage failed.
+    const STOPPED: Lifecycle = Lifecycle::Stopping { closed_at: None };
+
     const IDLE: Load = Load {
-        stopping: false,
+        life: OPEN,
         busy: false,
         waiting: 0,
     };
     const STOPPING: Load = Load {
-        stopping: true,
+        life: STOPPED,
         ..IDLE
     };
     /// A turn runs and the queue behind it is full.
     const FULL: Load = Load {
-        stopping: false,
+        life: OPEN,
         busy: true,
         waiting: MAX_QUEUE,
     };
@@ -1047,7 +1055,7 @@ mod tests {
     #[test]
     fn chats_taken_are_numbered_from_the_restored_turn_and_queued_in_order() {
         let mut intake = intake();
-        let first = intake.take_chat(" look ", Some("r-1".into()), host(), false, false, || None);
+        let first = intake.take_chat(" look ", Some("r-1".into()), host(), OPEN, false, || None);
         let want = |turn_id: &str, duplicate, queued| {
             Ok(ChatAccepted {
                 turn_id: turn_id.into(),
@@ -1068,25 +1076,25 @@ mod tests {
         );
         assert_eq!(q.request_id.as_deref(), Some("r-1"));
         // It runs now: the next chat has it ahead.
-        let second = intake.take_chat("go", None, host(), false, true, || None);
+        let second = intake.take_chat("go", None, host(), OPEN, true, || None);
         assert_eq!(second, want("turn_9", false, 1));
         assert!(intake.holds_turn(&"turn_9".into()));
         assert!(!intake.holds_turn(&"turn_8".into()), "started");
 
         // Its request id again is that turn, and queues nothing; so is one
         // restored from the journal.
-        let again = intake.take_chat("look", Some("r-1".into()), host(), false, true, || None);
+        let again = intake.take_chat("look", Some("r-1".into()), host(), OPEN, true, || None);
         assert_eq!(again, want("turn_8", true, 0));
-        let restored = intake.take_chat("x", Some("r-old".into()), host(), false, true, || None);
+        let restored = intake.take_chat("x", Some("r-old".into()), host(), OPEN, true, || None);
         assert_eq!(restored, want("turn_7", true, 0));
         assert_eq!(queued(&intake), ["turn_9"]);
 
         // A call joins the queue, which is then full behind the running
         // turn: a chat is refused and nothing is taken.
         intake
-            .take_call(direct("roll_dice").0, false, true, || None)
+            .take_call(direct("roll_dice").0, OPEN, true, || None)
             .expect("taken");
-        let full = intake.take_chat("wait", None, host(), false, true, || None);
+        let full = intake.take_chat("wait", None, host(), OPEN, true, || None);
         assert_eq!(full.map_err(|r| r.code), Err(ErrorCode::QueueFull));
         assert_eq!(queued(&intake), ["turn_9", "roll_dice"]);
     }
@@ -1117,7 +1125,7 @@ mod tests {
             (
                 "stopping",
                 Load {
-                    stopping: true,
+                    life: STOPPED,
                     ..FULL
                 },
                 Some("full"),
@@ -1138,10 +1146,11 @@ mod tests {
         ];
         for (name, load, refusing, want) in cases {
             let Load {
-                stopping,
+                life,
                 busy,
                 waiting,
             } = load;
+            let stopping = life.refuses_work();
             let mut intake = intake();
             for i in 0..waiting {
                 intake
@@ -1149,7 +1158,7 @@ mod tests {
                     .push_back(Work::Call(direct(&format!("before_{i}")).0));
             }
             let (call, _rx) = direct("roll_dice");
-            let got = intake.take_call(call, stopping, busy, || refusing);
+            let got = intake.take_call(call, life, busy, || refusing);
             match want {
                 None => {
                     assert_eq!(got, Ok(()), "{name}");
@@ -1176,11 +1185,11 @@ mod tests {
         let mut intake = intake();
         for _ in 0..CALLS_BURST {
             assert_eq!(
-                intake.take_call(direct("roll_dice").0, false, false, || None),
+                intake.take_call(direct("roll_dice").0, OPEN, false, || None),
                 Ok(())
             );
         }
-        let spent = intake.take_call(direct("roll_dice").0, false, false, || None);
+        let spent = intake.take_call(direct("roll_dice").0, OPEN, false, || None);
         let r = spent.expect_err("the call rate is spent");
         assert_eq!(r.code, ErrorCode::RateLimited);
         assert!(r.retry_after_ms.is_some_and(|ms| ms > 0), "{r:?}");
@@ -1188,7 +1197,7 @@ mod tests {
         for _ in 0..BURST {
             assert!(
                 intake
-                    .take_chat("hi", None, host(), false, false, || None)
+                    .take_chat("hi", None, host(), OPEN, false, || None)
                     .is_ok()
             );
         }
@@ -1198,13 +1207,13 @@ mod tests {
     fn work_starts_in_order_and_a_call_waits_for_effects_in_flight() {
         let mut intake = Intake::new(&limits(1000, 1000), RecentRequests::default(), 1);
         intake
-            .take_chat("a", None, host(), false, false, || None)
+            .take_chat("a", None, host(), OPEN, false, || None)
             .expect("taken");
         intake
-            .take_call(direct("roll_dice").0, false, false, || None)
+            .take_call(direct("roll_dice").0, OPEN, false, || None)
             .expect("taken");
         intake
-            .take_chat("b", None, host(), false, false, || None)
+            .take_chat("b", None, host(), OPEN, false, || None)
             .expect("taken");
         assert!(intake.has_work());
         assert_eq!(intake.waiting_chats(), 2, "the call is not a chat");
@@ -1248,11 +1257,11 @@ mod tests {
         };
         intake.restore_stored(vec![stored(5, "r-5"), stored(6, "r-6")]);
         let again = intake
-            .take_chat("again", Some("r-6".into()), host(), false, true, || None)
+            .take_chat("again", Some("r-6".into()), host(), OPEN, true, || None)
             .expect("taken");
         assert_eq!((again.duplicate, again.turn_id.as_str()), (true, "turn_6"));
         let new = intake
-            .take_chat("new", Some("r-7".into()), host(), false, false, || None)
+            .take_chat("new", Some("r-7".into()), host(), OPEN, false, || None)
             .expect("taken");
         assert_eq!(new.turn_id.as_str(), "turn_7", "numbered after them");
         let order: Vec<String> = std::iter::from_fn(|| match intake.next(false) {

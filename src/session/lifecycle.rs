@@ -215,5 +215,15 @@ mod tests {
             );
             assert_eq!(state.close_when_done(), when_done, "{state:?}");
         }
+        // Why a session going away refuses: the node restarting (the
+        // caller goes to the next node), or the session reloading.
+        for (state, code) in [
+            (Draining, crate::error::ErrorCode::Overloaded),
+            (STOPPING, crate::error::ErrorCode::InternalError),
+        ] {
+            let refused = state.refusal();
+            assert_eq!(refused.code, code, "{state:?}");
+            assert!(refused.is_reloading(), "{state:?}: looked up again");
+        }
     }
 }

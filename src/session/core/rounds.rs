@@ -65,21 +65,18 @@ impl Core {
         };
         let character_id = seat.character_id.clone();
         let round = self.open_round();
-        let going = self.lifecycle.refuses_work();
         let admitted = self.intake.take_action(
             &msg.text,
             msg.request_id.as_deref(),
             &msg.seat_id,
-            going,
+            self.lifecycle,
             || storage_refusing,
         );
-        let text = admitted
-            .map_err(|refused| self.going(refused))
-            .inspect_err(|refused| {
-                if refused.code == ErrorCode::RateLimited {
-                    self.deps.metrics.rate_limited.inc();
-                }
-            })?;
+        let text = admitted.inspect_err(|refused| {
+            if refused.code == ErrorCode::RateLimited {
+                self.deps.metrics.rate_limited.inc();
+            }
+        })?;
         let request_id = msg.request_id;
         let (turn_id, duplicate) = match text {
             Some(_) => (action_id(round, &msg.seat_id), false),
