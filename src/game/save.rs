@@ -380,7 +380,9 @@ const MAX_SAVED_TURN: u64 = 9_007_199_254_740_991;
 /// makes stores them a few levels deeper still, and must read them back.
 pub const MAX_SAVE_DEPTH: usize = 64;
 
-pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError> {
+/// Reads and checks a save (docs/protocol.md §20), at `now_ms` (ms since
+/// the epoch: how far off its timers may be due).
+pub fn read(save: Value, known_tools: &[&str], now_ms: i64) -> Result<Imported, CampaignError> {
     let refuse = |p: String| CampaignError { problems: vec![p] };
     let format = match save.get("questd_save") {
         Some(v) => v.as_u64().ok_or_else(|| {
@@ -459,10 +461,7 @@ pub fn read(save: Value, known_tools: &[&str]) -> Result<Imported, CampaignError
         let mut ids = HashSet::new();
         // No tool sets a timer further off than the horizon: a save's was
         // set at most that far from its export, which came before now.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let latest = now.saturating_add(super::timers::MAX_HORIZON_S as i64 * 1000);
+        let latest = now_ms.saturating_add(super::timers::MAX_HORIZON_S as i64 * 1000);
         for t in timers.pending() {
             if !ids.insert(t.timer_id.as_str()) {
                 problems.add(|| format!("timer id {} is used twice", t.timer_id));
@@ -675,8 +674,11 @@ mod tests {
         serde_json::from_str(&text).expect("a save is one JSON document")
     }
 
+    /// The time the tests read saves at: 2026-11-30T00:00:00Z.
+    const NOW: i64 = 1_764_460_800_000;
+
     fn problems(save: Value) -> Vec<String> {
-        read(save, &TOOLS).expect_err("refused").problems
+        read(save, &TOOLS, NOW).expect_err("refused").problems
     }
 
     #[test]
@@ -707,7 +709,7 @@ mod tests {
             seat_id: None,
         }));
         let story = frames(6);
-        let imported = read(save_of(&state, &story), &TOOLS)
+        let imported = read(save_of(&state, &story), &TOOLS, NOW)
             .unwrap_or_else(|e| panic!("{}", e.problems.join("\n")));
         let mut expected = state.clone();
         // Seats are the server's, not the save's: the host seat is made again.
@@ -784,7 +786,7 @@ mod tests {
         // A save without a source (written by hand) has only its seqs checked.
         let mut bare = save_of(&state, &frames(4));
         bare.as_object_mut().unwrap().remove("source");
-        assert!(read(bare, &TOOLS).is_ok());
+        assert!(read(bare, &TOOLS, NOW).is_ok());
     }
 
     #[test]
@@ -816,12 +818,16 @@ mod tests {
             json!({"timer_id": id, "event": "bells", "due_at": due_at, "repeat_s": repeat_s,
                    "created_at": 1})
         };
-        let far = 4_102_444_800_000_i64; // 2100-01-01
-        let with_timer = |t: Value| {
+        let far = NOW + 31 * 86_400_000;
+        let save_with = |t: Value| {
             let mut save = save_of(&demo(), &frames(3));
             save["state"]["timers"] = json!([t]);
-            problems(save)
+            save
         };
+        let with_timer = |t: Value| problems(save_with(t));
+        // What the tool could have set reads: every 5 s, due in 29 days.
+        let near = save_with(timer("tm_near", NOW + 29 * 86_400_000, 5));
+        assert!(read(near, &TOOLS, NOW).is_ok());
         let all = with_timer(timer("tm_every_second", 1, 1)).join("\n");
         assert!(all.contains("/state/timers/0/repeat_s"), "{all}");
         assert_eq!(

@@ -226,7 +226,7 @@ async fn import(
     // megabytes: off the worker.
     let read = web::block(move || -> Result<_, ApiError> {
         let value = parse_json(&body)?;
-        let imported = save::read(value, &tools).map_err(|e| {
+        let imported = save::read(value, &tools, now_ms()).map_err(|e| {
             ApiError::new(ErrorCode::InvalidSave, "the save is invalid")
                 .with("problems", json!(e.problems))
         })?;
