@@ -267,23 +267,13 @@ pub fn whole_numbers_as_integers(value: &mut Value) -> bool {
             };
             whole.map(|w| *value = w).is_some()
         }
-        // Every one is turned, not only the first.
-        Value::Array(items) => {
-            items
-                .iter_mut()
-                .map(whole_numbers_as_integers)
-                .filter(|turned| *turned)
-                .count()
-                > 0
-        }
-        Value::Object(fields) => {
-            fields
-                .values_mut()
-                .map(whole_numbers_as_integers)
-                .filter(|turned| *turned)
-                .count()
-                > 0
-        }
+        // `|`, not `||`: every one is turned, not only the first.
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |any, v| whole_numbers_as_integers(v) | any),
+        Value::Object(fields) => fields
+            .values_mut()
+            .fold(false, |any, v| whole_numbers_as_integers(v) | any),
         _ => false,
     }
 }
