@@ -164,14 +164,7 @@ fn parse_intent(text: &str) -> Intent {
         .trim_end_matches(['.', '!', '?', '。', '！', '？'])
         .trim();
     let lower = t.to_lowercase();
-    let after = |prefixes: &[&str]| -> Option<String> {
-        // Keep the player's own casing; fall back to the lower-cased text when
-        // lower-casing changed byte lengths.
-        prefixes.iter().find_map(|p| {
-            let rest = lower.strip_prefix(p)?;
-            Some(t.get(p.len()..).unwrap_or(rest).trim().to_string())
-        })
-    };
+    let after = |prefixes: &[&str]| after_prefix(t, &lower, prefixes);
     if let Some(wait) = timed::parse_wait(t, &lower) {
         return Intent::Wait(wait);
     }
@@ -252,10 +245,16 @@ fn searched_for(t: &str, lower: &str) -> Option<String> {
         Some(rest) => (t.get(2..).unwrap_or(rest), rest),
         None => (t, lower),
     };
-    SEARCHES.iter().find_map(|p| {
+    after_prefix(t, lower, &SEARCHES).filter(|hidden| !hidden.is_empty())
+}
+
+/// What follows the first of `prefixes` that `lower` (`t` lower-cased)
+/// starts with, trimmed: in the player's own casing, or the lower-cased
+/// text where lower-casing changed byte lengths.
+fn after_prefix(t: &str, lower: &str, prefixes: &[&str]) -> Option<String> {
+    prefixes.iter().find_map(|p| {
         let rest = lower.strip_prefix(p)?;
-        let hidden = t.get(p.len()..).unwrap_or(rest).trim();
-        (!hidden.is_empty()).then(|| hidden.to_owned())
+        Some(t.get(p.len()..).unwrap_or(rest).trim().to_string())
     })
 }
 
