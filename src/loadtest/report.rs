@@ -712,6 +712,9 @@ mod tests {
         assert_eq!(report.violations_by_kind["malformed_frame"], 1);
         assert!(report.table().contains("FAIL"));
         assert!(report.table().contains("QUESTD_CHAT_PER_MINUTE"));
+        // A refused creation is a rate limit too; the hint names its settings.
+        assert!(report.table().contains("QUESTD_CREATE_BURST"));
+        assert!(report.table().contains("--api-key"));
     }
 
     #[test]
