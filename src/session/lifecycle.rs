@@ -102,7 +102,7 @@ impl Lifecycle {
     /// restarting, or the session reloading.
     pub(super) fn refusal(self) -> ChatRefused {
         match self {
-            Self::Draining | Self::Closing { draining: true, .. } => ChatRefused::restarting(),
+            Self::Draining => ChatRefused::restarting(),
             _ => ChatRefused::reloading(),
         }
     }
