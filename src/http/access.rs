@@ -248,15 +248,17 @@ pub async fn authorize_stored(
     meta: &SessionMeta,
     players_only: bool,
 ) -> Result<(), ApiError> {
-    // A token the stored session does not know may be a seat's (by
-    // header, or `?token=` on a read); a request with none is refused as
-    // it is.
-    let seated = |e: &ApiError| e.code == ErrorCode::Unauthorized && session_token(req).is_ok();
-    let role = match authorize(req, state, meta) {
-        Ok(TokenRole::Player) if !keyed(req, state, meta)? => seat_role(req, state, meta).await?,
-        Ok(role) => role,
-        Err(e) if seated(&e) => seat_role(req, state, meta).await?,
-        Err(e) => return Err(e),
+    let role = if keyed(req, state, meta)? {
+        TokenRole::Player
+    } else {
+        // By header, or `?token=` on a read; none is `401` here.
+        let token = session_token(req)?;
+        if same_secret(&token, &meta.spectator_token) {
+            check_tenant(req, meta)?;
+            TokenRole::Spectator
+        } else {
+            seat_role(req, state, meta).await?
+        }
     };
     if players_only && role == TokenRole::Spectator {
         return Err(ApiError::new(
