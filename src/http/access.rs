@@ -236,8 +236,8 @@ pub fn player_seat(
         .ok_or_else(|| ApiError::new(ErrorCode::Forbidden, "this needs the player token"))
 }
 
-/// [`authorize`] for routes that read what the session stored: keys and
-/// the spectator token are judged from `meta`; a player token is judged
+/// Judges the caller of a route that reads what the session stored: keys
+/// and the spectator token are judged from `meta`; a player token is judged
 /// where the session runs ([`caller`]; another node hands the request
 /// over), since only the session knows its seats: a joined seat's token,
 /// and whether the seat a token opens (the session's own token opens the
@@ -257,7 +257,13 @@ pub async fn authorize_stored(
             check_tenant(req, meta)?;
             TokenRole::Spectator
         } else {
-            seat_role(req, state, meta).await?
+            let id = crate::ids::SessionId::from(meta.session_id.as_str());
+            let routed = super::locate::locate(state, &id).await?;
+            let handle = super::peers::Routing::of(req).here(routed)?;
+            match caller(req, state, &handle)? {
+                Caller::Spectator => TokenRole::Spectator,
+                Caller::Key | Caller::Seat(_) => TokenRole::Player,
+            }
         }
     };
     if players_only && role == TokenRole::Spectator {
@@ -267,22 +273,6 @@ pub async fn authorize_stored(
         ));
     }
     Ok(())
-}
-
-/// The role the request's token has in the session as the node running it
-/// knows its seats ([`caller`]).
-async fn seat_role(
-    req: &HttpRequest,
-    state: &AppState,
-    meta: &SessionMeta,
-) -> Result<TokenRole, ApiError> {
-    let id = crate::ids::SessionId::from(meta.session_id.as_str());
-    let routed = super::locate::locate(state, &id).await?;
-    let handle = super::peers::Routing::of(req).here(routed)?;
-    Ok(match caller(req, state, &handle)? {
-        Caller::Spectator => TokenRole::Spectator,
-        Caller::Key | Caller::Seat(_) => TokenRole::Player,
-    })
 }
 
 /// The tenant of the request's key, or `None` for a request without a key,
