@@ -157,7 +157,7 @@ pub async fn run_with_progress(
             turn_mode: args.turn_mode.name(),
         }),
     };
-    let (played, _) = watch::channel(0);
+    let played = session::Countdown::new(args.sessions);
     let run = Arc::new(Run {
         target,
         http,

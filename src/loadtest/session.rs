@@ -9,6 +9,7 @@
 //! creator's connection.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -101,9 +102,48 @@ pub struct Run {
     /// Session creations and connection attempts in flight at once.
     pub gate: Semaphore,
     pub stats: Arc<Stats>,
-    /// How many sessions are done playing (or gave up); `--hold` waits for
-    /// all of them.
-    pub played: watch::Sender<usize>,
+    /// The sessions done playing (or given up); `--hold` waits for all of
+    /// them.
+    pub played: Countdown,
+}
+
+/// Arrivals counted down from a known total: whoever waits for all of them
+/// is woken once, by the last.
+///
+/// A count kept in a `watch` woke every waiter at every arrival. The ten
+/// thousand spectators of one session, done with its last turn one by one
+/// and each then waiting for the others, woke all those already done at
+/// each arrival, on the cores the rest were still reading that turn on: the
+/// last turn was the run's slowest fan-out (BENCHMARKS.md, "Fan-out").
+#[derive(Debug)]
+pub struct Countdown {
+    left: AtomicUsize,
+    all: watch::Sender<bool>,
+}
+
+impl Countdown {
+    pub fn new(total: usize) -> Self {
+        Self {
+            left: AtomicUsize::new(total),
+            all: watch::channel(total == 0).0,
+        }
+    }
+
+    /// Counts one arrival; the last one wakes the waiters. Arrivals past
+    /// the total change nothing.
+    fn arrive(&self) {
+        let before = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if before == Ok(1) {
+            self.all.send_replace(true);
+        }
+    }
+
+    /// Waits until every arrival is in.
+    async fn all_arrived(&self) {
+        let _ = self.all.subscribe().wait_for(|all| *all).await;
+    }
 }
 
 /// Counts one arrival exactly once (a session done playing, a spectator
@@ -111,22 +151,19 @@ pub struct Run {
 /// that will not come (`--hold` for the sessions, a session's spectators
 /// for each other before they close).
 struct Arrival<'a> {
-    played: &'a watch::Sender<usize>,
+    count: &'a Countdown,
     done: bool,
 }
 
 impl<'a> Arrival<'a> {
-    fn new(played: &'a watch::Sender<usize>) -> Self {
-        Self {
-            played,
-            done: false,
-        }
+    fn new(count: &'a Countdown) -> Self {
+        Self { count, done: false }
     }
 
     fn arrive(&mut self) {
         if !self.done {
             self.done = true;
-            self.played.send_modify(|n| *n += 1);
+            self.count.arrive();
         }
     }
 }
@@ -385,12 +422,10 @@ pub async fn run_session(run: Arc<Run>, index: usize) {
 
     let (stop, stop_rx) = watch::channel(None::<u64>);
     let (go, go_rx) = watch::channel(false);
-    let done = Arc::new(watch::channel(0).0);
-    let readers = guests.len() + plan.spectators;
+    let done = Arc::new(Countdown::new(guests.len() + plan.spectators));
     let end = || End {
         stop: stop_rx.clone(),
         done: done.clone(),
-        readers,
     };
     let clock = Arc::new(RoundClock::default());
     let mut others = Vec::with_capacity(guests.len());
@@ -904,10 +939,8 @@ async fn play_turn(
 /// Keeps the player connected (reading, so pings are answered) until every
 /// session has played, then `--hold` more.
 async fn hold(run: &Run, player: &mut Connected) {
-    let total = run.plan.sessions;
-    let mut played = run.played.subscribe();
     let until = async {
-        let _ = played.wait_for(|n| *n >= total).await;
+        run.played.all_arrived().await;
         tokio::time::sleep(run.plan.hold).await;
     };
     read_until(run, player, until).await;
@@ -962,10 +995,8 @@ async fn read_to(run: &Run, player: &mut Connected, upto: u64) {
 struct End {
     /// The last seq to read, once the creator is done.
     stop: watch::Receiver<Option<u64>>,
-    /// How many of the session's readers are done reading (or gave up).
-    done: Arc<watch::Sender<usize>>,
-    /// How many readers the session has.
-    readers: usize,
+    /// The session's readers done reading (or given up).
+    done: Arc<Countdown>,
 }
 
 impl End {
@@ -973,8 +1004,7 @@ impl End {
     /// earlier would make the server's work for those leaving compete with
     /// its sends to those still reading, and the fan-out would count it.
     async fn all_done(&self) {
-        let mut done = self.done.subscribe();
-        let _ = done.wait_for(|n| *n >= self.readers).await;
+        self.done.all_arrived().await;
     }
 }
 
@@ -1133,11 +1163,10 @@ mod tests {
     #[tokio::test]
     async fn spectators_close_together_once_each_has_read_or_given_up() {
         let (_stop, stop) = watch::channel(None);
-        let done = Arc::new(watch::channel(0).0);
+        let done = Arc::new(Countdown::new(3));
         let end = End {
             stop,
             done: done.clone(),
-            readers: 3,
         };
         let all_done = end.all_done();
         tokio::pin!(all_done);
@@ -1152,7 +1181,11 @@ mod tests {
         last.arrive();
         drop(last);
         all_done.await;
-        assert_eq!(*done.borrow(), 3);
+        // Whoever comes later does not wait, and an arrival past the total
+        // changes nothing.
+        Arrival::new(&done).arrive();
+        end.all_done().await;
+        Countdown::new(0).all_arrived().await;
     }
 
     #[test]
