@@ -364,8 +364,6 @@ fn upgrade(save: Value, from: u64) -> Value {
     save
 }
 
-/// Reads and checks a save; `known_tools` are the tools this server has.
-/// Refused with every problem found (as an inline campaign is).
 /// Latest time a save may name (ms since the epoch): the last millisecond
 /// of the year 9999.
 const MAX_SAVED_MS: i64 = 253_402_300_799_999;
@@ -380,8 +378,10 @@ const MAX_SAVED_TURN: u64 = 9_007_199_254_740_991;
 /// makes stores them a few levels deeper still, and must read them back.
 pub const MAX_SAVE_DEPTH: usize = 64;
 
-/// Reads and checks a save (docs/protocol.md §20), at `now_ms` (ms since
-/// the epoch: how far off its timers may be due).
+/// Reads and checks a save (docs/protocol.md §20) at `now_ms` (ms since
+/// the epoch: how far off its timers may be due); `known_tools` are the
+/// tools this server has. Refused with every problem found (as an inline
+/// campaign is).
 pub fn read(save: Value, known_tools: &[&str], now_ms: i64) -> Result<Imported, CampaignError> {
     let refuse = |p: String| CampaignError { problems: vec![p] };
     let format = match save.get("questd_save") {
