@@ -75,7 +75,7 @@ impl RecentRequests {
 #[derive(Debug, Clone, Copy, Default)]
 struct Load {
     /// Where the session stands in its life: one that goes away (a drain,
-    /// a stop) takes nothing, and says why ([`Lifecycle::refusal`]); the
+    /// a stop) takes nothing, and says why ([`Lifecycle::refuse_if_going`]); the
     /// next actor (or node) must take the chat.
     life: Lifecycle,
     /// A turn is running.
@@ -254,9 +254,7 @@ impl Intake {
         busy: bool,
         storage_refusing: impl FnOnce() -> Option<&'static str>,
     ) -> Result<(), ChatRefused> {
-        if life.refuses_work() {
-            return Err(life.refusal());
-        }
+        life.refuse_if_going()?;
         let max_queue = self.max_queued_turns;
         if busy && self.queue.len() >= max_queue {
             return Err(ChatRefused::new(
@@ -371,9 +369,7 @@ impl Intake {
         storage_refusing: impl FnOnce() -> Option<&'static str>,
     ) -> Result<Admission<'t>, ChatRefused> {
         let refuse = |code, message: String| Err(ChatRefused::new(code, message));
-        if load.life.refuses_work() {
-            return Err(load.life.refusal());
-        }
+        load.life.refuse_if_going()?;
         let text = self.check_text(text)?;
         if let Some(Err(message)) = request_id.map(check_request_id) {
             return refuse(ErrorCode::InvalidFrame, message);

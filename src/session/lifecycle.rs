@@ -98,12 +98,13 @@ impl Lifecycle {
         matches!(self, Self::Draining | Self::Stopping { .. })
     }
 
-    /// The refusal of new work while [`Lifecycle::refuses_work`]: the node
-    /// restarting, or the session reloading.
-    pub(super) fn refusal(self) -> ChatRefused {
+    /// Refuses new work while [`Lifecycle::refuses_work`], saying why: the
+    /// node restarting, or the session reloading.
+    pub(super) fn refuse_if_going(self) -> Result<(), ChatRefused> {
         match self {
-            Self::Draining => ChatRefused::restarting(),
-            _ => ChatRefused::reloading(),
+            Self::Draining => Err(ChatRefused::restarting()),
+            Self::Stopping { .. } => Err(ChatRefused::reloading()),
+            _ => Ok(()),
         }
     }
 
@@ -208,6 +209,7 @@ mod tests {
         ];
         for (state, going, closed_refusal, when_done) in cases {
             assert_eq!(state.refuses_work(), going, "{state:?}");
+            assert_eq!(state.refuse_if_going().is_err(), going, "{state:?}");
             assert_eq!(
                 state.refuse_if_closed().is_err(),
                 closed_refusal,
@@ -221,7 +223,7 @@ mod tests {
             (Draining, crate::error::ErrorCode::Overloaded),
             (STOPPING, crate::error::ErrorCode::InternalError),
         ] {
-            let refused = state.refusal();
+            let refused = state.refuse_if_going().expect_err("refused");
             assert_eq!(refused.code, code, "{state:?}");
             assert!(refused.is_reloading(), "{state:?}: looked up again");
         }

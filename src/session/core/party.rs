@@ -66,9 +66,7 @@ impl Core {
         storage_refusing: Option<&'static str>,
     ) -> Result<(), ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
-        if self.lifecycle.refuses_work() {
-            return Err(self.lifecycle.refusal());
-        }
+        self.lifecycle.refuse_if_going()?;
         if let Some(reason) = storage_refusing {
             return Err(refuse(ErrorCode::Overloaded, reason).with_retry_after(1000));
         }

@@ -157,9 +157,7 @@ impl Core {
         request_id: Option<&RequestId>,
     ) -> Result<(), ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
-        if self.lifecycle.refuses_work() {
-            return Err(self.lifecycle.refusal());
-        }
+        self.lifecycle.refuse_if_going()?;
         let Some(seat) = self.state.party.active().find(|s| s.seat_id == *seat_id) else {
             let message = "only a player at the table may talk";
             return Err(ChatRefused::new(ErrorCode::Forbidden, message));
