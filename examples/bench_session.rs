@@ -100,6 +100,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
         provider: Arc::new(OfflineGameMaster::default()),
         limits: Arc::new(limits),
         metrics: metrics.clone(),
+        budgets: Arc::new(questd::budget::Budgets::off()),
     });
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     // No HTTP workers here: the sessions get threads of their own.

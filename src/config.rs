@@ -211,6 +211,32 @@ pub struct Settings {
         global = true
     )]
     pub llm_tool_mode: ToolMode,
+    /// Base URL of a second OpenAI-compatible endpoint that answers the
+    /// rest of a turn when the first fails after its retries or its
+    /// breaker is open (`openai` provider only).
+    #[arg(long, env = "QUESTD_LLM_FALLBACK_BASE_URL", global = true)]
+    pub llm_fallback_base_url: Option<String>,
+    /// Model name sent to the fallback endpoint.
+    #[arg(long, env = "QUESTD_LLM_FALLBACK_MODEL", global = true)]
+    pub llm_fallback_model: Option<String>,
+    /// Bearer key for the fallback endpoint; never logged.
+    #[arg(
+        long,
+        env = "QUESTD_LLM_FALLBACK_API_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub llm_fallback_api_key: Option<Secret>,
+    /// Model tokens (prompt + completion) each session may spend per UTC
+    /// day; unset: no budget.
+    #[arg(long, env = "QUESTD_BUDGET_SESSION_TOKENS", value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub budget_session_tokens: Option<u64>,
+    /// Model tokens all sessions of one tenant may spend per UTC day.
+    #[arg(long, env = "QUESTD_BUDGET_TENANT_TOKENS", value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub budget_tenant_tokens: Option<u64>,
+    /// Model tokens this node may spend per UTC day.
+    #[arg(long, env = "QUESTD_BUDGET_NODE_TOKENS", value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub budget_node_tokens: Option<u64>,
     /// Estimated tokens of chat history sent to the model per call; older
     /// turns are summarized and dropped past it (0: no limit).
     #[arg(

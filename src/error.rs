@@ -68,6 +68,9 @@ pub enum ErrorCode {
     /// A save that fails its checks (docs/protocol.md §13): `problems`
     /// lists why.
     InvalidSave,
+    /// A token budget of the day is spent (contract §12): no model call
+    /// starts until the UTC day's end, `retry_after_ms` away.
+    BudgetExceeded,
 }
 
 impl ErrorCode {
@@ -82,6 +85,7 @@ impl ErrorCode {
             | BadRequest | InvalidCampaign | InvalidSave | SessionMismatch => 400,
             // A full queue is the same advice as a rate limit: slow down.
             QueueFull => 429,
+            BudgetExceeded => 429,
             ZoneNotFound | ToolNotFound | NotFound | InviteNotFound => 404,
             Timeout | AiTimeout => 408,
             Unauthorized => 401,
@@ -286,6 +290,7 @@ mod tests {
         (ErrorCode::TimerLimit, "TIMER_LIMIT", 409),
         (ErrorCode::ApprovalDenied, "APPROVAL_DENIED", 403),
         (ErrorCode::InvalidSave, "INVALID_SAVE", 400),
+        (ErrorCode::BudgetExceeded, "BUDGET_EXCEEDED", 429),
     ];
 
     #[test]
@@ -340,9 +345,10 @@ mod tests {
                 TimerLimit => 32,
                 ApprovalDenied => 33,
                 InvalidSave => 34,
+                BudgetExceeded => 35,
             }
         }
-        let mut seen = [false; 35];
+        let mut seen = [false; 36];
         for (code, _, _) in TABLE {
             seen[index(*code)] = true;
         }

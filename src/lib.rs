@@ -23,12 +23,15 @@
 //!   handing requests to the node that runs a session.
 //! - [`metrics`]: counters and histograms for `/metrics`.
 //! - [`rate`]: every rate limiter (governor), on the node's one clock.
+//! - [`budget`]: the model's daily token budgets per session, tenant and
+//!   node.
 //! - [`backup`]: `questd backup`, a consistent copy of the SQLite database
 //!   while the server runs (the copy itself is `storage::backup`'s).
 //! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
 //!   real WebSockets and checks the wire contract on every connection.
 
 pub mod backup;
+pub mod budget;
 pub mod civil;
 pub mod config;
 pub mod error;

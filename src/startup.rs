@@ -10,6 +10,7 @@ use actix_web::{App, web};
 use anyhow::{Context as _, bail};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::budget::Budgets;
 use crate::config::{LlmProvider, Settings, ToolMode};
 use crate::game::Campaign;
 use crate::http::accept::Accept;
@@ -20,7 +21,7 @@ use crate::http::guard::GuardRules;
 use crate::http::limits::ServiceState;
 use crate::http::mcp::McpSessions;
 use crate::http::{self, AppState};
-use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider};
+use crate::llm::{OfflineGameMaster, OpenAiProvider, Provider, WithFallback};
 use crate::metrics::Metrics;
 use crate::session::tail::{self, DrainTails, Tails};
 use crate::session::{DrainNode, Limits, Placement, Quotas, SessionDeps, SessionHub, StopHub};
@@ -78,6 +79,11 @@ pub struct Application {
 pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
     match settings.llm_provider {
         LlmProvider::Offline => {
+            if settings.llm_fallback_base_url.is_some() || settings.llm_fallback_model.is_some() {
+                bail!(
+                    "QUESTD_LLM_FALLBACK_BASE_URL and QUESTD_LLM_FALLBACK_MODEL need QUESTD_LLM_PROVIDER=openai"
+                )
+            }
             let latency = settings.offline_latency();
             if !latency.is_zero() {
                 tracing::info!(
@@ -101,21 +107,66 @@ pub fn provider_from(settings: &Settings) -> anyhow::Result<Arc<dyn Provider>> {
             let Some(model) = present(&settings.llm_model) else {
                 bail!("QUESTD_LLM_PROVIDER=openai needs QUESTD_LLM_MODEL (--llm-model)")
             };
-            let mut provider = OpenAiProvider::new(
-                base_url,
-                model,
-                settings.llm_api_key.as_ref().map(|k| k.expose().to_owned()),
-                settings.llm_stream,
-            )
-            .context("configuring the openai provider")?
-            .with_call_timeout(settings.llm_timeout());
-            if settings.llm_tool_mode == ToolMode::Json {
-                provider = provider.with_json_contract();
-            }
+            let provider = openai(settings, base_url, model, settings.llm_api_key.as_ref())
+                .context("configuring the openai provider")?;
             tracing::info!(?provider, "using an openai-compatible model");
-            Ok(Arc::new(provider))
+            let fallback_url = present(&settings.llm_fallback_base_url);
+            let fallback_model = present(&settings.llm_fallback_model);
+            match (fallback_url, fallback_model) {
+                (None, None) => Ok(Arc::new(provider)),
+                (Some(url), Some(model)) => {
+                    let key = settings.llm_fallback_api_key.as_ref();
+                    let fallback = openai(settings, url, model, key)
+                        .context("configuring the fallback model")?;
+                    tracing::info!(?fallback, "a fallback model answers when the first fails");
+                    Ok(Arc::new(WithFallback::new(
+                        Arc::new(provider),
+                        Arc::new(fallback),
+                    )))
+                }
+                (Some(_), None) => bail!(
+                    "QUESTD_LLM_FALLBACK_BASE_URL needs QUESTD_LLM_FALLBACK_MODEL (--llm-fallback-model)"
+                ),
+                (None, Some(_)) => bail!(
+                    "QUESTD_LLM_FALLBACK_MODEL needs QUESTD_LLM_FALLBACK_BASE_URL (--llm-fallback-base-url)"
+                ),
+            }
         }
     }
+}
+
+/// The token budgets of the settings (contract §12), counted under the
+/// node's configured id (`local` without one, so that a restart keeps
+/// its count); none for a model whose tokens cost nothing.
+pub fn budgets_from(settings: &Settings, provider: &dyn Provider, store: &Store) -> Budgets {
+    if !provider.budgeted() {
+        return Budgets::off();
+    }
+    let limits = crate::budget::Limits {
+        session: settings.budget_session_tokens,
+        tenant: settings.budget_tenant_tokens,
+        node: settings.budget_node_tokens,
+    };
+    let node = settings.node_id.as_deref().unwrap_or("local");
+    Budgets::new(limits, node, store.clone())
+}
+
+/// An OpenAI-compatible model at `base_url` named `model`, with the
+/// settings' stream, timeout and tool mode.
+fn openai(
+    settings: &Settings,
+    base_url: String,
+    model: String,
+    key: Option<&crate::config::Secret>,
+) -> Result<OpenAiProvider, crate::llm::LlmError> {
+    let key = key.map(|k| k.expose().to_owned());
+    let provider = OpenAiProvider::new(base_url, model, key, settings.llm_stream)?
+        .with_call_timeout(settings.llm_timeout());
+    Ok(if settings.llm_tool_mode == ToolMode::Json {
+        provider.with_json_contract()
+    } else {
+        provider
+    })
 }
 
 impl Application {
@@ -163,12 +214,18 @@ impl Application {
         );
         let builtin_starts = Campaign::builtin_starts(registry.names())
             .map_err(|e| anyhow::anyhow!("a built-in campaign is broken: {e}"))?;
+        let budgets = Arc::new(budgets_from(&settings, &*provider, &store));
+        budgets
+            .load(None, None)
+            .await
+            .context("reading the node's token spending")?;
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             registry: registry.clone(),
             provider: provider.clone(),
             limits: Arc::new(Limits::from_settings(&settings)),
             metrics: metrics.clone(),
+            budgets: budgets.clone(),
         });
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         // Sessions run on the HTTP workers' threads unless they are given
@@ -251,6 +308,7 @@ impl Application {
             registry,
             builtin_starts,
             provider,
+            budgets,
             history_tokens: settings.history_tokens,
             max_iterations: settings.max_iterations.max(1),
             mcp_sessions: McpSessions::default(),
@@ -420,6 +478,7 @@ mod tests {
             context: Arc::default(),
             kind: crate::llm::RequestKind::Step,
             results: Vec::new(),
+            fallback: false,
         };
         // On a paused clock the answer waited exactly the setting.
         let began = tokio::time::Instant::now();
@@ -458,5 +517,27 @@ mod tests {
                 .as_deref(),
             Some("openai")
         );
+        // A fallback needs both its URL and its model, and a first model
+        // to stand in for.
+        let both = [
+            "--llm-base-url",
+            "http://127.0.0.1:1/v1",
+            "--llm-model",
+            "m",
+        ];
+        let with = |extra: &[&str]| {
+            let mut args = both.to_vec();
+            args.extend_from_slice(extra);
+            parse(&args)
+        };
+        let url = ["--llm-fallback-base-url", "http://127.0.0.1:2/v1"];
+        let model = ["--llm-fallback-model", "small"];
+        assert!(err(&with(&url)).contains("QUESTD_LLM_FALLBACK_MODEL"));
+        assert!(err(&with(&model)).contains("QUESTD_LLM_FALLBACK_BASE_URL"));
+        let fallback = with(&[url, model].concat());
+        let provider = provider_from(&fallback).expect("a model with a fallback");
+        assert_eq!((provider.name(), provider.model()), ("openai", "m"));
+        let offline = Cli::parse_from(["questd", "--llm-fallback-model", "small"]).settings;
+        assert!(err(&offline).contains("QUESTD_LLM_PROVIDER=openai"));
     }
 }

@@ -35,6 +35,8 @@ pub struct AppState {
     pub builtin_starts: BuiltinStarts,
     /// The model, for the stateless chat API (sessions hold their own).
     pub provider: Arc<dyn Provider>,
+    /// The model's token budgets (contract §12), shared with the sessions.
+    pub budgets: Arc<crate::budget::Budgets>,
     /// Rate limits of calls from other services.
     pub service: ServiceState,
     /// The internal key and the tenant keys.

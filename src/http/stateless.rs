@@ -43,6 +43,16 @@ use crate::protocol::{
 };
 use crate::tools::{Caller, RawArgs, Registry, Role};
 
+/// Refuses a model call with `429 BUDGET_EXCEEDED` while the tenant's or
+/// the node's token budget is spent for the day (contract §12).
+fn within_budget(state: &AppState, tenant: &crate::ids::TenantId) -> Result<(), ApiError> {
+    state.budgets.admit(None, tenant.as_str()).map_err(|e| {
+        let mut refused = ApiError::new(ErrorCode::BudgetExceeded, e.message());
+        refused.retry_after_s = Some(e.retry_after_ms.div_ceil(1000).max(1));
+        refused
+    })
+}
+
 /// Most messages one conversation may carry.
 pub const MAX_MESSAGES: usize = 500;
 
@@ -65,17 +75,21 @@ async fn chat(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    match state.keys.grant(&req)? {
-        Some(grant) => state.service.check_grant(&state.metrics, &grant)?,
+    let tenant = match state.keys.grant(&req)? {
+        Some(grant) => {
+            state.service.check_grant(&state.metrics, &grant)?;
+            grant.tenant_id
+        }
         None if state.provider.name() == "offline" => {
-            state.admission.check_anonymous_model(&req)?
+            state.admission.check_anonymous_model(&req)?;
+            crate::ids::TenantId::from(crate::http::auth::DEFAULT_TENANT)
         }
+        // No key was sent: this refuses.
         None => {
-            state
-                .keys
-                .require(&req, "/api/chat with a configured model")?;
+            let what = "/api/chat with a configured model";
+            state.keys.require(&req, what)?.tenant_id
         }
-    }
+    };
     let request: StatelessChatRequest = decode(body, false).await?;
     let allowlist = allowlist(&state.registry, request.tools)?;
     let conversation = Conversation::parse(&request.messages)?;
@@ -104,12 +118,16 @@ async fn chat(
             Arc::default(),
             kind,
         );
+        within_budget(&state, &tenant)?;
         let reply = collect_reply(crate::llm::ask(&*state.provider, model_request))
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "stateless model call failed");
                 ApiError::new(e.code(), e.public_message())
             })?;
+        let tokens = (reply.usage.prompt_tokens).saturating_add(reply.usage.completion_tokens);
+        let now = crate::storage::now_ms();
+        (state.budgets).spend(None, tenant.as_str(), tokens, now);
         let answer = reply.text.clone();
         let problem = match judge(&state.registry, &caller, &conversation, kind, reply) {
             Ok(message) => return Ok(HttpResponse::Ok().json(StatelessChatReply { message })),

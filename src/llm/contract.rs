@@ -446,7 +446,7 @@ pub fn parse_reply(text: &str, facts: TurnFacts) -> Result<ModelReply, ContractE
         text: assistant_text,
         tool_calls,
         dialog_type: Some(dialog_type),
-        usage: Default::default(),
+        ..ModelReply::default()
     })
 }
 

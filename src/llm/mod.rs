@@ -6,6 +6,7 @@
 //! session actor treats all providers the same way.
 
 pub mod contract;
+pub mod fallback;
 pub mod guard;
 pub mod history;
 pub mod offline;
@@ -24,6 +25,7 @@ use crate::game::HistoryEntry;
 use crate::ids::CallId;
 pub use crate::ids::Usage;
 
+pub use fallback::WithFallback;
 pub use offline::OfflineGameMaster;
 pub use openai::OpenAiProvider;
 pub use scripted::ScriptedProvider;
@@ -50,6 +52,10 @@ pub struct ModelRequest {
     /// otherwise; a model reads the entries' text either way, and one that
     /// runs in this process may read these instead of parsing it again.
     pub results: Vec<Arc<Value>>,
+    /// Ask the fallback model, not the first one: an earlier call of the
+    /// same turn fell back (contract §12: the rest of the turn uses it).
+    /// Providers without a fallback ignore it.
+    pub fallback: bool,
 }
 
 impl ModelRequest {
@@ -82,6 +88,7 @@ impl ModelRequest {
             context,
             kind,
             results: Vec::new(),
+            fallback: false,
         }
     }
 }
@@ -119,6 +126,11 @@ pub struct ModelReply {
     /// How the text should be shown (e.g. `scene_description`, `narration`).
     pub dialog_type: Option<String>,
     pub usage: Usage,
+    /// The model that answered (its name as sent to the endpoint, or the
+    /// provider's name), set by [`ask`] when the provider did not.
+    pub model: Option<Arc<str>>,
+    /// Whether the fallback model answered ([`WithFallback`]).
+    pub fell_back: bool,
 }
 
 impl ModelReply {
@@ -206,9 +218,18 @@ pub fn ask(
     request: ModelRequest,
 ) -> BoxStream<'static, Result<ModelEvent, LlmError>> {
     use futures_util::StreamExt;
+    let model: Arc<str> = Arc::from(provider.model());
     provider
         .complete(request)
-        .map(|event| event.map(ModelEvent::storable))
+        .map(move |event| {
+            event.map(|e| match e.storable() {
+                ModelEvent::Done(mut reply) => {
+                    reply.model.get_or_insert_with(|| model.clone());
+                    ModelEvent::Done(reply)
+                }
+                delta => delta,
+            })
+        })
         .boxed()
 }
 
@@ -248,6 +269,16 @@ impl LlmError {
 pub trait Provider: Send + Sync + 'static {
     /// A short name for logs (`offline`, `scripted`, ...).
     fn name(&self) -> &str;
+    /// The model's name as `turn_completed` reports it (contract §12):
+    /// the name sent to the endpoint, or the provider's own.
+    fn model(&self) -> &str {
+        self.name()
+    }
+    /// Whether its tokens count against the budgets (contract §12); the
+    /// offline game master's never do.
+    fn budgeted(&self) -> bool {
+        true
+    }
     fn complete(&self, request: ModelRequest) -> BoxStream<'static, Result<ModelEvent, LlmError>>;
     /// Whether this model writes game text on request (zone names, ...);
     /// rule-based models leave that to the procedural generators.
@@ -398,6 +429,7 @@ mod tests {
             }],
             dialog_type: Some("narration\u{0}".into()),
             usage: Usage::default(),
+            ..ModelReply::default()
         };
         let ModelEvent::Done(done) = ModelEvent::Done(reply).storable() else {
             panic!("a reply stays a reply");

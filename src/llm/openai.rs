@@ -198,6 +198,10 @@ impl Provider for OpenAiProvider {
         "openai"
     }
 
+    fn model(&self) -> &str {
+        &self.model
+    }
+
     fn writes_content(&self) -> bool {
         true
     }
@@ -707,6 +711,7 @@ impl Accumulator {
                 .collect(),
             dialog_type: None,
             usage: self.usage,
+            ..ModelReply::default()
         }
     }
 }
@@ -751,6 +756,7 @@ fn parse_completion(bytes: &[u8]) -> Result<ModelReply, LlmError> {
         tool_calls,
         dialog_type: None,
         usage: parse_usage(&body["usage"]),
+        ..ModelReply::default()
     })
 }
 
@@ -1119,6 +1125,7 @@ mod tests {
                 context: Arc::new(json!({"area": "大厅"})),
                 kind: RequestKind::Step,
                 results: Vec::new(),
+                fallback: false,
             };
             assert_eq!(shape(&request), want, "{name}");
         }
@@ -1135,6 +1142,7 @@ mod tests {
             context: Arc::new(json!({"area": "大厅"})),
             kind: RequestKind::Step,
             results: Vec::new(),
+            fallback: false,
         };
         let body = p.body(&request);
         assert!(

@@ -567,6 +567,9 @@ pub struct ChatTurn<'a> {
     /// Present only when the frame had it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<TurnLimit>,
+    /// The model that answered last, when the frame has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<&'a str>,
     /// The `request_id` was used before; this is that turn's result.
     pub duplicate: bool,
 }
@@ -638,6 +641,7 @@ impl<'a> ChatAnswer<'a> {
                 state_patch: &turn.state_patch,
                 usage: turn.usage,
                 limit: turn.limit,
+                model: turn.model.as_deref(),
                 duplicate,
             }),
             TurnOutcome::TurnFailed(turn) => Self::Failed(ChatTurnFailed {
@@ -1300,6 +1304,7 @@ mod tests {
                     completion_tokens: 5,
                 },
                 limit: Some(TurnLimit::MaxIterations),
+                model: None,
             }),
             StoryEvent::TurnCompleted(TurnCompleted {
                 turn_id: "turn_4".into(),
@@ -1310,6 +1315,7 @@ mod tests {
                 state_patch: patch,
                 usage: Usage::default(),
                 limit: None,
+                model: None,
             }),
             StoryEvent::TurnFailed(TurnFailed {
                 turn_id: "turn_5".into(),

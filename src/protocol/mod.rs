@@ -751,6 +751,10 @@ pub struct TurnCompleted {
     /// the model's closing narration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<TurnLimit>,
+    /// The model that answered last (contract §12): the fallback's name
+    /// once it took over. Absent in turns journalled before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The `turn_failed` frame, but for its `type` and seq.

@@ -128,6 +128,7 @@ pub(super) struct CoreDeps {
     pub(super) model: ModelTraits,
     /// The session's counts, as the hub reads them.
     pub(super) stats: Arc<SessionStats>,
+    pub(super) budgets: Arc<crate::budget::Budgets>,
 }
 
 impl CoreDeps {
@@ -142,6 +143,7 @@ impl CoreDeps {
                 writes_content: deps.provider.writes_content(),
             },
             stats,
+            budgets: deps.budgets.clone(),
         }
     }
 }
@@ -418,6 +420,17 @@ impl Core {
 
     // ----- what callers ask ---------------------------------------------------
 
+    /// Refuses with `BUDGET_EXCEEDED` while a token budget of this
+    /// session, its tenant or the node is spent for the day (contract
+    /// §12).
+    pub(super) fn within_budget(&self) -> Result<(), ChatRefused> {
+        let (session, tenant) = (self.session_id.as_str(), self.meta.tenant_id.as_str());
+        self.deps.budgets.admit(Some(session), tenant).map_err(|e| {
+            ChatRefused::new(ErrorCode::BudgetExceeded, e.message())
+                .with_retry_after(e.retry_after_ms)
+        })
+    }
+
     /// Takes a chat, or says why not. An `ack` means the chat is durable: a
     /// chat that starts at once is acknowledged just ahead of its durable
     /// `turn_started`; one taken while other work waits is stored first
@@ -430,6 +443,10 @@ impl Core {
     ) -> Result<ChatAccepted, ChatRefused> {
         self.lifecycle.refuse_if_closed()?;
         self.seat_may_speak(&msg.seat_id)?;
+        // A chat sent again is answered as before, whatever the budget.
+        if !self.intake.knows(msg.request_id.as_deref()) {
+            self.within_budget()?;
+        }
         if self.in_rounds() {
             return self.submit_action(msg, storage_refusing);
         }
@@ -871,6 +888,7 @@ mod tests {
             limits: Arc::new(limits()),
             model: ModelTraits::default(),
             stats: Arc::default(),
+            budgets: Arc::new(crate::budget::Budgets::off()),
         };
         let restored = Restored {
             state: demo(),

@@ -503,13 +503,18 @@ impl Handler<CreateSession> for SessionHub {
         );
         let state = msg.state;
         let store = self.deps.store.clone();
+        let budgets = self.deps.budgets.clone();
         let meta_for_store = meta.clone();
         Box::pin(
             async move {
                 let id = meta_for_store.session_id.clone();
+                let tenant = meta_for_store.tenant_id.clone();
                 store.create_session(meta_for_store, snapshot).await?;
                 // Nobody else knows the new id yet: the claim is this node's.
                 let (epoch, _) = store.claim(&id).await?.ok_or(HubError::Elsewhere)?;
+                if budgets.is_on() {
+                    budgets.load(None, Some(tenant.as_str())).await?;
+                }
                 Ok(epoch)
             }
             .into_actor(self)
@@ -638,6 +643,7 @@ impl SessionHub {
         *self.loading.entry(id.clone()).or_insert(0) += 1;
         let store = self.deps.store.clone();
         let metrics = self.deps.metrics.clone();
+        let budgets = self.deps.budgets.clone();
         let loading = id.clone();
         Box::pin(
             async move {
@@ -672,6 +678,8 @@ impl SessionHub {
                 let requests = store
                     .recent_request_ids(&id, REMEMBERED_REQUESTS as i64)
                     .await?;
+                let tenant = loaded.meta.tenant_id.as_str();
+                budgets.load(Some(id.as_str()), Some(tenant)).await?;
                 let meta = loaded.meta.clone();
                 let bytes = loaded.state_bytes();
                 Ok(Some((meta, replay::restore(loaded, requests, epoch)?, bytes)))

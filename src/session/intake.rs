@@ -418,6 +418,12 @@ impl Intake {
         )
     }
 
+    /// Whether `request_id` was taken already (a chat with it is a
+    /// duplicate).
+    pub(super) fn knows(&self, request_id: Option<&str>) -> bool {
+        request_id.is_some_and(|r| self.requests.get(r).is_some())
+    }
+
     /// What the request id `request_id` was taken by.
     pub(super) fn duplicate_of(&self, request_id: Option<&str>) -> TurnId {
         request_id

@@ -71,6 +71,7 @@ pub(super) fn model_request(
             context,
             kind,
             results: Vec::new(),
+            fallback: false,
         };
     }
     let mut history: Vec<Arc<HistoryEntry>> = view
@@ -398,6 +399,7 @@ pub(super) fn content_request(turn_id: &TurnId, system: String, user: String) ->
         context: Arc::default(),
         kind: RequestKind::Content,
         results: Vec::new(),
+        fallback: false,
     }
 }
 

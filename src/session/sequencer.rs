@@ -468,6 +468,7 @@ mod tests {
                 completion_tokens: 4,
             },
             limit: Some(TurnLimit::RepeatedCall),
+            model: None,
         })
     }
 

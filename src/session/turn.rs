@@ -179,6 +179,10 @@ pub(super) struct Turn {
     /// Set while the model call in flight is the corrective retry of an
     /// answer that broke the reply contract.
     correcting: bool,
+    /// The model that answered last ([`ModelReply::model`]).
+    model: Option<Arc<str>>,
+    /// Set once the fallback model answered: it answers the rest.
+    fell_back: bool,
 }
 
 impl Turn {
@@ -212,6 +216,8 @@ impl Turn {
             wrap_up: None,
             content: None,
             correcting: false,
+            model: None,
+            fell_back: false,
         }
     }
 
@@ -277,6 +283,16 @@ impl Turn {
     /// Tokens of every model call of the turn.
     pub(super) fn usage(&self) -> Usage {
         self.usage
+    }
+
+    /// The model that answered last, if one did.
+    pub(super) fn model(&self) -> Option<&Arc<str>> {
+        self.model.as_ref()
+    }
+
+    /// Whether the turn's calls go to the fallback model (one did).
+    pub(super) fn fell_back(&self) -> bool {
+        self.fell_back
     }
 
     /// The limit that started the wrap-up, if one did.
@@ -427,6 +443,10 @@ impl Turn {
 
     /// The model's whole answer to a step (or the wrap-up, or a call's text).
     pub(super) fn on_model_done(&mut self, mut reply: ModelReply) -> Step {
+        self.fell_back |= reply.fell_back;
+        if let Some(model) = reply.model.take() {
+            self.model = Some(model);
+        }
         if let Some(call) = self.content.take() {
             self.usage += reply.usage;
             return self.run_with_content(call, Ok(reply.text));
@@ -686,6 +706,7 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: 2,
             },
+            ..ModelReply::default()
         }
     }
 

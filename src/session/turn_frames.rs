@@ -168,6 +168,7 @@ pub(super) fn completed(
     let state_patch = state_patch(&turn, state, speaker);
     let turn_id = turn.turn_id().clone();
     let (iterations, usage) = (turn.iteration(), turn.usage());
+    let model = turn.model().map(|m| m.to_string());
     Entry {
         event: StoryEvent::TurnCompleted(TurnCompleted {
             turn_id: turn_id.clone(),
@@ -178,6 +179,7 @@ pub(super) fn completed(
             state_patch,
             usage,
             limit,
+            model,
         }),
         effect: None,
         history: Some(HistoryEntry::Assistant {

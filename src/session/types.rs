@@ -153,6 +153,8 @@ pub struct SessionDeps {
     pub provider: Arc<dyn Provider>,
     pub limits: Arc<Limits>,
     pub metrics: Arc<Metrics>,
+    /// The model's token budgets (contract §12).
+    pub budgets: Arc<crate::budget::Budgets>,
 }
 
 /// What a session lends the parts that read it without owning it (the call

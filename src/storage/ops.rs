@@ -78,6 +78,14 @@ pub(super) enum RecordWrite {
     },
     /// Gives a key back: its call did not run (refused before it started).
     DropKey { tenant_id: TenantId, key: String },
+    /// Adds model tokens to a UTC day's spending of a scope's key
+    /// (`crate::budget`).
+    AddSpend {
+        day: i64,
+        scope: &'static str,
+        key: String,
+        tokens: i64,
+    },
     /// Closes a session for good at `closed_at`, unless it is closed
     /// already.
     CloseSession {

@@ -556,6 +556,19 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             .execute(&mut *conn)
             .await?
             .rows_affected() as i64,
+        RecordWrite::AddSpend {
+            day,
+            scope,
+            key,
+            tokens,
+        } => sqlx::query(sql::ADD_SPEND)
+            .bind(day)
+            .bind(*scope)
+            .bind(key)
+            .bind(tokens)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected() as i64,
         RecordWrite::CloseSession {
             session_id,
             closed_at,

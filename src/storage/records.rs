@@ -41,6 +41,9 @@ pub(super) trait RecordReads {
         tenant_id: &TenantId,
         key: &str,
     ) -> Result<Option<KeyRow>, StorageError>;
+
+    /// The tokens a scope's key spent on a UTC day (0: none).
+    async fn spent(&self, day: i64, scope: &str, key: &str) -> Result<i64, StorageError>;
 }
 
 impl Store {
@@ -203,5 +206,31 @@ impl Store {
         key: &str,
     ) -> Result<Option<KeyRow>, StorageError> {
         read!(self, .load_key(tenant_id, key))
+    }
+
+    /// Adds `tokens` to what `scope`'s `key` spent on UTC day `day`: queued
+    /// for the next group commit like an audit row, nobody waiting (a
+    /// server that stops commits it first, [`Store::settled`]).
+    pub fn add_spend(&self, day: i64, scope: &'static str, key: &str, tokens: u64) {
+        let (done, _) = oneshot::channel();
+        let record = QueuedRecord {
+            write: RecordWrite::AddSpend {
+                day,
+                scope,
+                key: key.to_owned(),
+                tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
+            },
+            outcome: Arc::default(),
+            done,
+        };
+        if let Err(e) = self.writes.record(record) {
+            tracing::warn!(error = %e, scope, "a model call's tokens were not stored");
+        }
+    }
+
+    /// The tokens `scope`'s `key` spent on UTC day `day`.
+    pub async fn spent(&self, day: i64, scope: &str, key: &str) -> Result<u64, StorageError> {
+        let tokens = read!(self, .spent(day, scope, key))?;
+        Ok(u64::try_from(tokens).unwrap_or(0))
     }
 }

@@ -114,6 +114,10 @@ pub(super) const FINISH_KEY: &str = "UPDATE idempotency_keys \
      SET http_status = $1, response = $2 WHERE tenant_id = $3 AND idem_key = $4";
 pub(super) const DROP_KEY: &str =
     "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2";
+/// Adds tokens to a day's spending of one scope's key (contract §12).
+pub(super) const ADD_SPEND: &str = "INSERT INTO token_spend (day, scope, spend_key, tokens) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (day, scope, spend_key) \
+     DO UPDATE SET tokens = token_spend.tokens + excluded.tokens";
 /// The first close of a session is the one kept.
 pub(super) const CLOSE_SESSION: &str =
     "UPDATE sessions SET closed_at = $1 WHERE session_id = $2 AND closed_at IS NULL";
@@ -760,6 +764,18 @@ macro_rules! queries {
                     })
                 })
                 .transpose()
+            }
+
+            async fn spent(&self, day: i64, scope: &str, key: &str) -> Result<i64, StorageError> {
+                let tokens: Option<i64> = sqlx::query_scalar(
+                    "SELECT tokens FROM token_spend WHERE day = $1 AND scope = $2 AND spend_key = $3",
+                )
+                .bind(day)
+                .bind(scope)
+                .bind(key)
+                .fetch_optional(self)
+                .await?;
+                Ok(tokens.unwrap_or(0))
             }
         }
     };

@@ -598,6 +598,14 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             conn.prepare_cached(sql::DROP_KEY)?
                 .execute(params![tenant_id, key])? as i64
         }
+        RecordWrite::AddSpend {
+            day,
+            scope,
+            key,
+            tokens,
+        } => conn
+            .prepare_cached(sql::ADD_SPEND)?
+            .execute(params![day, scope, key, tokens])? as i64,
         RecordWrite::CloseSession {
             session_id,
             closed_at,

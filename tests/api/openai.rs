@@ -19,6 +19,8 @@ enum Canned {
     Status(u16, Option<&'static str>),
     /// Holds the request open far longer than any test waits.
     Hang,
+    /// Answers this stream once the test lets it go.
+    After(Arc<tokio::sync::Notify>, String),
 }
 
 type Script = dyn Fn(usize) -> Canned + Send + Sync;
@@ -76,6 +78,10 @@ async fn start_mock(script: impl Fn(usize) -> Canned + Send + Sync + 'static) ->
                                 r.insert_header(("Retry-After", secs));
                             }
                             r.body("{\"error\":{\"message\":\"busy\"}}")
+                        }
+                        Canned::After(go, s) => {
+                            go.notified().await;
+                            HttpResponse::Ok().content_type("text/event-stream").body(s)
                         }
                         Canned::Hang => {
                             actix_web::rt::time::sleep(Duration::from_secs(120)).await;
@@ -1015,4 +1021,225 @@ async fn the_stateless_chat_api_keeps_a_sessions_guards() {
         mock.request(5)
     );
     assert_eq!(mock.count(), 6);
+}
+
+/// A server whose model is built from the settings as `questd serve`
+/// builds it: the first endpoint `primary`, and `fallback` if given, each
+/// with the key `k`; `adjust` sets the rest.
+async fn app_from_settings(
+    primary: &Mock,
+    fallback: Option<&Mock>,
+    dir: Arc<tempfile::TempDir>,
+    adjust: impl Fn(&mut questd::Settings) + Copy,
+) -> TestApp {
+    let mut settings = settings_in(&dir);
+    settings.llm_provider = questd::config::LlmProvider::Openai;
+    settings.llm_base_url = Some(primary.url.clone());
+    settings.llm_model = Some("big".into());
+    settings.llm_api_key = Some("k".into());
+    if let Some(fallback) = fallback {
+        settings.llm_fallback_base_url = Some(fallback.url.clone());
+        settings.llm_fallback_model = Some("small".into());
+        settings.llm_fallback_api_key = Some("k".into());
+    }
+    adjust(&mut settings);
+    let provider = questd::startup::provider_from(&settings).expect("the models are configured");
+    spawn_in(dir, adjust, provider).await
+}
+
+#[actix_web::test]
+async fn a_failing_model_hands_the_rest_of_its_turn_to_the_fallback() {
+    // The first model fails its first call and its two retries, then works.
+    let primary = start_mock(|n| {
+        if n < 3 {
+            Canned::Status(500, None)
+        } else {
+            Canned::Sse(text_chunks(&["The first model is back."]))
+        }
+    })
+    .await;
+    let roll = json!({"id": "call_a", "function": {"name": "roll_dice",
+        "arguments": "{\"dice\":\"1d20\",\"reason\":\"luck\"}"}});
+    let fallback = start_mock(move |n| {
+        Canned::Sse(if n == 0 {
+            tool_chunks(vec![roll.clone()])
+        } else {
+            text_chunks(&["The fallback rolled."])
+        })
+    })
+    .await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let app = app_from_settings(&primary, Some(&fallback), dir, |_| {}).await;
+    let (story, _, s) = play_watched(&app, "roll").await;
+    assert_eq!(first(&story, "tool_result")["status"], "ok");
+    let done = first(&story, "turn_completed");
+    assert_eq!(done["reply"], "The fallback rolled.", "{done}");
+    assert_eq!(
+        done["model"], "small",
+        "the model that answered last: {done}"
+    );
+    assert_eq!(primary.count(), 3, "one call and its two retries");
+    assert_eq!(
+        fallback.count(),
+        2,
+        "the fallback answered the failed call and the turn's next one"
+    );
+    assert_eq!(fallback.request(0)["model"], "small");
+    // The next turn asks the first model again.
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("again", "r-2").await;
+    let done = first(&frames, "turn_completed");
+    assert_eq!(done["reply"], "The first model is back.", "{done}");
+    assert_eq!(done["model"], "big", "{done}");
+    assert_eq!((primary.count(), fallback.count()), (4, 2));
+    // Over HTTP the answer names the model too.
+    let chat = json!({"session_id": s.session_id, "message": "once more", "request_id": "r-3"});
+    let a = chat_over_http(&app.base, &s.player_token, &chat).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["model"], "big", "{}", a.body);
+}
+
+#[actix_web::test]
+async fn without_a_fallback_a_failing_model_fails_the_turn_and_names_no_model() {
+    let primary = start_mock(|_| Canned::Status(500, None)).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let app = app_from_settings(&primary, None, dir, |_| {}).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("hello", "r-1").await;
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(failed["error_code"], "UPSTREAM_ERROR", "{failed}");
+    assert!(failed.get("model").is_none(), "{failed}");
+}
+
+/// The chat `text` refused for a spent budget on `ws`: its `error` frame.
+async fn refused_for_budget(ws: &mut Ws, text: &str, request_id: &str) -> Value {
+    ws.chat(text, request_id).await;
+    let reply = ws.until_reply().await.pop().expect("a reply");
+    assert_eq!(reply["type"], "error", "{reply}");
+    assert_eq!(reply["error_code"], "BUDGET_EXCEEDED", "{reply}");
+    assert_eq!(reply["request_id"], request_id, "{reply}");
+    let wait = reply["retry_after_ms"].as_u64().expect("retry_after_ms");
+    assert!(
+        wait > 0 && wait <= 86_400_000,
+        "until the UTC day ends: {reply}"
+    );
+    reply
+}
+
+#[actix_web::test]
+async fn a_spent_session_budget_refuses_chats_until_midnight_even_after_a_restart() {
+    // Every answer costs 11 + 4 = 15 tokens.
+    let mock = start_mock(|_| Canned::Sse(text_chunks(&["Fine."]))).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let budget = |s: &mut questd::Settings| s.budget_session_tokens = Some(20);
+    let app = app_from_settings(&mock, None, dir.clone(), budget).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    // 0 and 15 spent: under 20, so both turns call the model.
+    for n in 1..=2 {
+        let frames = ws.play("hello", &format!("r-{n}")).await;
+        assert_eq!(first(&frames, "turn_completed")["reply"], "Fine.");
+    }
+    assert_eq!(mock.count(), 2);
+    refused_for_budget(&mut ws, "hello", "r-3").await;
+    // The same chat sent again is still the turn it was.
+    ws.chat("hello", "r-2").await;
+    let again = ws.until_reply().await.pop().expect("a reply");
+    assert_eq!(
+        (&again["type"], &again["duplicate"]),
+        (&json!("ack"), &json!(true)),
+        "{again}"
+    );
+    // Over HTTP: 429 with Retry-After.
+    let chat = json!({"session_id": s.session_id, "message": "hello", "request_id": "h-1"});
+    let a = chat_over_http(&app.base, &s.player_token, &chat).await;
+    assert_eq!(a.status, 429, "{}", a.body);
+    assert_eq!(a.body["error_code"], "BUDGET_EXCEEDED", "{}", a.body);
+    let after: u64 = a
+        .retry_after
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .expect("Retry-After");
+    assert!((1..=86_400).contains(&after), "{after}");
+    // Another session has its own budget.
+    let other = app.demo().await;
+    let (mut ws2, _) = app
+        .connect(&other.session_id, &other.player_token, None)
+        .await;
+    let frames = ws2.play("hello", "o-1").await;
+    assert_eq!(first(&frames, "turn_completed")["reply"], "Fine.");
+    assert_eq!(mock.count(), 3, "no model call was made for a refused chat");
+
+    // A restart does not reset what was spent.
+    drop((ws, ws2));
+    app.stop().await;
+    drop(app);
+    let app = app_from_settings(&mock, None, dir, budget).await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    refused_for_budget(&mut ws, "hello", "r-4").await;
+    assert_eq!(mock.count(), 3);
+}
+
+#[actix_web::test]
+async fn a_tenants_and_a_nodes_budget_count_every_session_and_the_stateless_api() {
+    let mock = start_mock(|_| Canned::Sse(text_chunks(&["Fine."]))).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let app = app_from_settings(&mock, None, dir, |s| s.budget_tenant_tokens = Some(25)).await;
+    let (a, b) = (app.demo().await, app.demo().await);
+    let (mut wa, _) = app.connect(&a.session_id, &a.player_token, None).await;
+    let (mut wb, _) = app.connect(&b.session_id, &b.player_token, None).await;
+    wa.play("hello", "a-1").await;
+    wb.play("hello", "b-1").await;
+    // 30 of 25 spent by the tenant's two sessions: both are refused.
+    refused_for_budget(&mut wa, "hello", "a-2").await;
+    refused_for_budget(&mut wb, "hello", "b-2").await;
+    // So is the stateless API for the same tenant, before any model call.
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+    let (status, answer) = post_keyed(&format!("{}/api/chat", app.base), &body).await;
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error_code"], "BUDGET_EXCEEDED", "{answer}");
+    assert_eq!(mock.count(), 2);
+
+    let mock = start_mock(|_| Canned::Sse(text_chunks(&["Fine."]))).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let app = app_from_settings(&mock, None, dir, |s| s.budget_node_tokens = Some(10)).await;
+    // The stateless API spends from the node's budget too.
+    let (status, answer) = post_keyed(&format!("{}/api/chat", app.base), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    refused_for_budget(&mut ws, "hello", "n-1").await;
+    assert_eq!(mock.count(), 1);
+}
+
+#[actix_web::test]
+async fn a_chat_queued_while_the_budget_had_room_fails_its_turn_once_it_is_spent() {
+    let go = Arc::new(tokio::sync::Notify::new());
+    let answer = go.clone();
+    let mock = start_mock(move |_| Canned::After(answer.clone(), text_chunks(&["Fine."]))).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let app = app_from_settings(&mock, None, dir, |s| s.budget_session_tokens = Some(10)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    ws.chat("first", "r-1").await;
+    let first_ack = ws.until_reply().await.pop().unwrap();
+    assert_eq!(first_ack["type"], "ack", "{first_ack}");
+    while mock.count() == 0 {
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Nothing is spent yet: the second chat is taken, queued behind the first.
+    ws.chat("second", "r-2").await;
+    let second_ack = ws.until_reply().await.pop().unwrap();
+    assert_eq!(second_ack["type"], "ack", "{second_ack}");
+    let second = second_ack["turn_id"].as_str().unwrap().to_owned();
+    go.notify_one();
+    let frames = ws.until_turn_end(&second).await;
+    let done = first(&frames, "turn_completed");
+    assert_eq!(done["turn_id"], first_ack["turn_id"], "{done}");
+    let failed = first(&frames, "turn_failed");
+    assert_eq!(failed["turn_id"], second.as_str(), "{failed}");
+    assert_eq!(failed["error_code"], "BUDGET_EXCEEDED", "{failed}");
+    assert_eq!(mock.count(), 1, "the second turn called no model");
 }

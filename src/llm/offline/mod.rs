@@ -1017,6 +1017,10 @@ impl Provider for OfflineGameMaster {
         "offline"
     }
 
+    fn budgeted(&self) -> bool {
+        false
+    }
+
     /// Its rules read the turn's messages and the context only.
     fn reads_conversation(&self) -> bool {
         false
@@ -1144,6 +1148,7 @@ mod tests {
                 "areas": [{"area_id": "area_001", "name": "Hall"}, {"area_id": "area_002", "name": "Side Room"}]
             })),
             kind: RequestKind::Step,
+            fallback: false,
             results: Vec::new(),
         }
     }

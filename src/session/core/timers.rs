@@ -284,6 +284,7 @@ mod tests {
                 limits: old.deps.limits.clone(),
                 model: old.deps.model,
                 stats: old.deps.stats.clone(),
+                budgets: old.deps.budgets.clone(),
             };
             let restored = Restored {
                 state,

@@ -94,6 +94,11 @@ impl Core {
         self.turn = Some(Box::new(Running::new(turn, acting, seat, Instant::now())));
         self.deps.metrics.turns_started.inc();
         self.touch();
+        // Taken while a budget had room, or started by a timer or a round:
+        // its model call is refused all the same once the budget is spent.
+        if let Err(refused) = self.within_budget() {
+            self.fail_turn(ErrorCode::BudgetExceeded, refused.message, None);
+        }
     }
 
     /// The deadline timer of `turn_id` is set; stopped at once if that turn
@@ -228,11 +233,12 @@ impl Core {
     }
 
     /// Starts a model call for the running turn.
-    fn ask_model(&mut self, request: ModelRequest) {
+    fn ask_model(&mut self, mut request: ModelRequest) {
         self.model_calls += 1;
         let tag = self.model_calls;
         if let Some(t) = self.turn.as_mut() {
             t.model_called(tag, Instant::now());
+            request.fallback = t.turn.fell_back();
         }
         self.out.push_back(Command::AskModel(tag, request));
     }
@@ -310,6 +316,10 @@ impl Core {
             metrics.model_prompt_tokens.add(reply.usage.prompt_tokens);
             let completion = reply.usage.completion_tokens;
             metrics.model_completion_tokens.add(completion);
+            let tokens = reply.usage.prompt_tokens.saturating_add(completion);
+            let (session, tenant) = (self.session_id.as_str(), self.meta.tenant_id.as_str());
+            let now = crate::storage::now_ms();
+            self.deps.budgets.spend(Some(session), tenant, tokens, now);
         }
     }
 
