@@ -1243,3 +1243,32 @@ async fn a_chat_queued_while_the_budget_had_room_fails_its_turn_once_it_is_spent
     assert_eq!(failed["error_code"], "BUDGET_EXCEEDED", "{failed}");
     assert_eq!(mock.count(), 1, "the second turn called no model");
 }
+
+#[actix_web::test]
+async fn a_tenants_budget_counts_its_spending_on_every_node_of_a_database() {
+    let mock = start_mock(|_| Canned::Sse(text_chunks(&["Fine."]))).await;
+    let (_dir, db) = crate::cluster::database();
+    let model = [
+        ("QUESTD_LLM_PROVIDER", "openai"),
+        ("QUESTD_LLM_BASE_URL", mock.url.as_str()),
+        ("QUESTD_LLM_MODEL", "big"),
+        ("QUESTD_LLM_API_KEY", "k"),
+        ("QUESTD_BUDGET_TENANT_TOKENS", "25"),
+    ];
+    let a = crate::cluster::node_with(&db, "node-a", &model);
+    let b = crate::cluster::node_with(&db, "node-b", &model);
+    // Two turns on node A: 30 of the tenant's 25 tokens.
+    let s = a.demo().await;
+    let (mut ws, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    for n in 1..=2 {
+        let frames = ws.play("hello", &format!("r-{n}")).await;
+        assert_eq!(first(&frames, "turn_completed")["model"], "big");
+    }
+    // A session of the same tenant on node B is refused before any call.
+    let other = b.demo().await;
+    let (mut wb, _) = b
+        .connect(&other.session_id, &other.player_token, None)
+        .await;
+    refused_for_budget(&mut wb, "hello", "b-1").await;
+    assert_eq!(mock.count(), 2);
+}
