@@ -23,6 +23,8 @@
 //!   handing requests to the node that runs a session.
 //! - [`metrics`]: counters and histograms for `/metrics`.
 //! - [`rate`]: every rate limiter (governor), on the node's one clock.
+//! - [`telemetry`]: a turn's spans, exported over OTLP when a collector is
+//!   configured (`OTEL_EXPORTER_OTLP_*`), and W3C `traceparent` parsing.
 //! - [`backup`]: `questd backup`, a consistent copy of the SQLite database
 //!   while the server runs (the copy itself is `storage::backup`'s).
 //! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
@@ -47,6 +49,7 @@ pub mod session;
 pub mod sites;
 pub mod startup;
 pub mod storage;
+pub mod telemetry;
 pub mod tools;
 
 pub use config::{Cli, Secret, Settings};
