@@ -30,6 +30,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::error::ErrorCode;
 use crate::ids::{CallId, SessionId, TraceId, TurnId};
 
 /// The target of every span this module makes: the log's filter lets it
@@ -391,14 +392,17 @@ pub fn turn_span(
     span
 }
 
-/// The turn ended: `completed`, or failed with `code`.
-pub fn turn_ended(turn: &Span, failed: Option<&str>) {
+/// The turn ended: completed, or failed with `failed`.
+pub fn turn_ended(turn: &Span, failed: Option<ErrorCode>) {
+    if turn.is_none() {
+        return;
+    }
     match failed {
         None => {
             turn.record("questd.outcome", "completed");
         }
         Some(code) => {
-            turn.record("questd.outcome", code);
+            turn.record("questd.outcome", code.as_str());
             turn.record("otel.status_code", "ERROR");
         }
     }
@@ -430,8 +434,11 @@ pub fn model_answered(call: &Span, prompt_tokens: u64, completion_tokens: u64) {
 }
 
 /// The model call failed with `code`.
-pub fn model_failed(call: &Span, code: &str) {
-    call.record("questd.outcome", code);
+pub fn model_failed(call: &Span, code: ErrorCode) {
+    if call.is_none() {
+        return;
+    }
+    call.record("questd.outcome", code.as_str());
     call.record("otel.status_code", "ERROR");
 }
 
@@ -451,9 +458,15 @@ pub fn tool_call_span(turn: &Span, tool: &str, call_id: &CallId) -> Span {
     )
 }
 
-/// The tool call gave `outcome`: `ok`, or its error code.
-pub fn tool_call_ended(call: &Span, outcome: &str) {
-    call.record("questd.outcome", outcome);
+/// The tool call gave its result (`None`), or failed with `failed`.
+pub fn tool_call_ended(call: &Span, failed: Option<ErrorCode>) {
+    if call.is_none() {
+        return;
+    }
+    match failed {
+        None => call.record("questd.outcome", "ok"),
+        Some(code) => call.record("questd.outcome", code.as_str()),
+    };
 }
 
 /// The OTLP exporter, warning in the log when the collector does not take
