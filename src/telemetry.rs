@@ -32,6 +32,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::error::ErrorCode;
 use crate::ids::{CallId, SessionId, TraceId, TurnId};
+use crate::llm::RequestKind;
 
 /// The target of every span this module makes: the log's filter lets it
 /// through when traces are on (whatever `QUESTD_LOG` says), and the
@@ -94,11 +95,6 @@ impl TraceParent {
         };
         let zero = parent.trace_id == [0; 16] || parent.parent_id == [0; 8];
         (fits && !zero).then_some(parent)
-    }
-
-    /// The trace id as 32 lower-case hex digits.
-    pub fn trace_id_hex(&self) -> String {
-        self.trace_id.iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// The context whose (remote) span is this parent.
@@ -410,10 +406,15 @@ pub fn turn_ended(turn: &Span, failed: Option<ErrorCode>) {
 
 /// The span of one model request of `turn`, of `kind` (`step`,
 /// `wrap_up`, `content`); ends when it is dropped.
-pub fn model_call_span(turn: &Span, kind: &str) -> Span {
+pub fn model_call_span(turn: &Span, kind: RequestKind) -> Span {
     if turn.is_none() {
         return Span::none();
     }
+    let kind = match kind {
+        RequestKind::Step => "step",
+        RequestKind::WrapUp => "wrap_up",
+        RequestKind::Content => "content",
+    };
     tracing::info_span!(
         target: SPAN_TARGET,
         parent: turn,
@@ -537,7 +538,8 @@ mod tests {
     #[test]
     fn a_valid_traceparent_is_read() {
         let p = TraceParent::parse(GOOD).expect("valid");
-        assert_eq!(p.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        let trace = 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736_u128;
+        assert_eq!(p.trace_id, trace.to_be_bytes());
         assert_eq!(
             p.parent_id,
             [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]
@@ -644,7 +646,7 @@ mod tests {
         assert!(!enabled());
         let none = turn_span(&"sess_x".into(), &"turn_1".into(), &"tr_1".into(), None);
         assert!(none.is_none());
-        assert!(model_call_span(&none, "step").is_none());
+        assert!(model_call_span(&none, RequestKind::Step).is_none());
         assert!(tool_call_span(&none, "move", &"call_1".into()).is_none());
     }
 
@@ -729,6 +731,62 @@ mod tests {
         .expect("on");
         assert_eq!(named.service_name, "questd-eu");
         assert!(named.headers.is_empty() && named.ignored.is_empty());
+    }
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("not poisoned").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_collector_that_is_down_costs_one_warning_not_one_per_batch() {
+        let lines = Lines::default();
+        let sink = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || sink.clone())
+            .finish();
+        let warned = Warned::new(());
+        let down = || {
+            Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                "HTTP export failed: network error".into(),
+            ))
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            warned.heard(3, &Ok(()));
+            for _ in 0..5 {
+                warned.heard(7, &down());
+            }
+            warned.heard(2, &Ok(()));
+            warned.heard(2, &Ok(()));
+            warned.heard(4, &down());
+        });
+        let text = String::from_utf8(lines.0.lock().expect("not poisoned").clone()).expect("text");
+        let said: Vec<&str> = text.lines().collect();
+        assert_eq!(said.len(), 3, "{text}");
+        assert!(
+            said[0].contains("WARN") && said[0].contains("spans=7"),
+            "{text}"
+        );
+        assert!(said[0].contains("network error"), "{text}");
+        assert!(
+            said[1].contains("INFO") && said[1].contains("failed_batches=5"),
+            "{text}"
+        );
+        assert!(
+            said[2].contains("WARN") && said[2].contains("spans=4"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -241,12 +241,7 @@ impl Core {
         self.model_calls += 1;
         let tag = self.model_calls;
         if let Some(t) = self.turn.as_mut() {
-            let kind = match request.kind {
-                RequestKind::Step => "step",
-                RequestKind::WrapUp => "wrap_up",
-                RequestKind::Content => "content",
-            };
-            let span = telemetry::model_call_span(&t.span, kind);
+            let span = telemetry::model_call_span(&t.span, request.kind);
             t.model_called(tag, Instant::now(), span);
         }
         self.out.push_back(Command::AskModel(tag, request));
