@@ -239,3 +239,39 @@ async fn a_turns_spans_reach_the_collector_in_the_trace_its_client_named() {
     assert_ne!(hex(&root.trace_id), HTTP_TRACE);
     assert_eq!(children(&spans, root, "model_call").len(), 2);
 }
+
+#[actix_web::test]
+async fn spans_still_waiting_are_sent_when_questd_stops() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::database_url_in(dir.path());
+    // A batch would wait ten minutes: only the stop sends it.
+    let server = Server::start_with(
+        &db,
+        &[
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                &format!("{}/v1/traces", collector.base),
+            ),
+            ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
+        ],
+    );
+    let s = server.demo().await;
+    let (mut ws, _) = server.connect(&s.session_id, &s.player_token, None).await;
+    let played = turn(&mut ws, "roll 1d20").await;
+    let turn_id = played.frames.last().unwrap()["turn_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ws.close().await;
+    assert!(collector.spans().is_empty(), "sent before the stop");
+    server.signal("TERM");
+    let ended = actix_web::rt::task::spawn_blocking(move || server.wait())
+        .await
+        .unwrap();
+    assert!(ended.success(), "{ended}");
+    let spans = collector.spans();
+    let root = turn_span(&spans, &turn_id).expect("the turn's span, sent at the stop");
+    assert!(root.parent_span_id.is_empty(), "no traceparent: a root");
+    assert_eq!(children(&spans, root, "tool_call").len(), 1, "{spans:#?}");
+}
