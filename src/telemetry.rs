@@ -303,9 +303,13 @@ impl Telemetry {
             .with_endpoint(config.endpoint.clone())
             .with_headers(headers)
             .build()
-            // Its errors name the problem, not the headers; the endpoint
-            // was checked before, so the URL is not what is wrong.
-            .map_err(|e| format!("the OTLP exporter did not start: {e}"))?;
+            // Its errors name no header, but may quote the endpoint: as
+            // the log may show it.
+            .map_err(|e| {
+                let why = e.to_string();
+                let why = why.replace(&config.endpoint, &redact(&config.endpoint));
+                format!("the OTLP exporter did not start: {why}")
+            })?;
         let resource = opentelemetry_sdk::Resource::builder()
             .with_service_name(config.service_name.clone())
             .build();
@@ -787,6 +791,22 @@ mod tests {
             said[2].contains("WARN") && said[2].contains("spans=4"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_exporter_that_does_not_start_says_why_without_the_credentials() {
+        // A URL `reqwest` reads but the exporter's `http::Uri` does not.
+        let endpoint = "http://user:se cret@127.0.0.1:9/v1/traces?key=tok";
+        let mut c = config(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)])
+            .expect("an http URL")
+            .expect("on");
+        c.headers.push(("api-key".into(), "hidden".into()));
+        let why = Telemetry::start(c).err().expect("refused");
+        assert!(why.contains("invalid endpoint"), "{why}");
+        for secret in ["cret", "tok", "hidden", "user"] {
+            assert!(!why.contains(secret), "{secret} in {why}");
+        }
+        assert!(!enabled(), "no exporter: no spans");
     }
 
     #[test]
