@@ -161,6 +161,7 @@ async fn run(url: String, sessions: usize, turns: usize, spectators: usize) {
                         request_id: None,
                         conn_id: None,
                         trace_id: None,
+                        traceparent: None,
                     })
                     .await
                     .expect("the session answers")

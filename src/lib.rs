@@ -25,6 +25,8 @@
 //! - [`rate`]: every rate limiter (governor), on the node's one clock.
 //! - [`budget`]: the model's daily token budgets per session, tenant and
 //!   node.
+//! - [`telemetry`]: a turn's spans, exported over OTLP when a collector is
+//!   configured (`OTEL_EXPORTER_OTLP_*`), and W3C `traceparent` parsing.
 //! - [`backup`]: `questd backup`, a consistent copy of the SQLite database
 //!   while the server runs (the copy itself is `storage::backup`'s).
 //! - [`loadtest`]: `questd loadtest`, a driver that plays many sessions over
@@ -50,6 +52,7 @@ pub mod session;
 pub mod sites;
 pub mod startup;
 pub mod storage;
+pub mod telemetry;
 pub mod tools;
 
 pub use config::{Cli, Secret, Settings};

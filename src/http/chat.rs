@@ -52,6 +52,7 @@ async fn chat(
     // The body is read only for a caller with a credential to judge.
     credential_first(&req, &state)?;
     let trace_id = super::service::trace_id(&req)?;
+    let traceparent = super::service::traceparent(&req);
     let body: ChatRequest = decode(body, false).await?;
     if let Some(id) = &body.request_id {
         check_request_id(id).map_err(ApiError::bad_request)?;
@@ -66,6 +67,7 @@ async fn chat(
             seat_id,
             conn_id: None,
             trace_id: Some(trace_id.clone()),
+            traceparent,
         },
     )
     .await?;

@@ -75,6 +75,14 @@ pub async fn relay(
     if let Some(tenant) = req.headers().get(TENANT_HEADER) {
         headers.push((HeaderName::from_static(TENANT_HEADER), tenant.clone()));
     }
+    // The owner runs the turns, so it makes their spans, children of the
+    // client's trace (docs/protocol.md §12).
+    if let Some(parent) = req.headers().get(super::service::TRACEPARENT) {
+        headers.push((
+            HeaderName::from_static(super::service::TRACEPARENT),
+            parent.clone(),
+        ));
+    }
     for (name, value) in headers {
         let name = tungstenite::http::HeaderName::from_bytes(name.as_str().as_bytes());
         let value = tungstenite::http::HeaderValue::from_bytes(value.as_bytes());

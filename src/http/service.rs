@@ -27,6 +27,7 @@ use crate::json::Written;
 use crate::llm::Usage;
 use crate::session::CallTool;
 use crate::session::audit::{self, AuditedCall, CallOrigin};
+use crate::telemetry::{self, TraceParent};
 use crate::tools::{Caller, Invocation, RawArgs, Role, ToolError, args_hash};
 
 /// Longest id accepted in a context header.
@@ -175,6 +176,25 @@ pub fn trace_id(req: &HttpRequest) -> Result<TraceId, ApiError> {
         .map_err(|problem| ApiError::new(ErrorCode::ContextInvalid, problem))
         .map(|named| named.map_or_else(TraceId::fresh, TraceId::from))
 }
+
+/// The W3C `traceparent` a request carries, while traces are exported
+/// (docs/protocol.md §12): the parent of the spans of the turn it starts.
+/// One that does not parse, or two headers, count as none: a caller's
+/// trace context is never a reason to refuse it.
+pub fn traceparent(req: &HttpRequest) -> Option<TraceParent> {
+    if !telemetry::enabled() {
+        return None;
+    }
+    let mut values = req.headers().get_all(TRACEPARENT);
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    TraceParent::parse(value.to_str().ok()?)
+}
+
+/// The W3C trace context header.
+pub const TRACEPARENT: &str = "traceparent";
 
 fn parse_role(name: &str) -> Option<Role> {
     serde_json::from_value(Value::String(name.to_ascii_lowercase())).ok()

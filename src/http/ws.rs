@@ -47,6 +47,7 @@ use crate::session::{
     CLOSE_OVERFLOW, CLOSE_SESSION_CLOSED, ChatRefused, Decide, Joined, Lane, LaneRef, Outbound,
     Outbox, PartyCaller, Say, SessionActor, Sink, SubmitChat, Subscribe, Unsubscribe,
 };
+use crate::telemetry::TraceParent;
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
@@ -153,6 +154,7 @@ async fn connect(
     let metrics = state.metrics.clone();
     let joins = state.admission.joins();
     let client = state.admission.client_key(&req);
+    let traceparent = super::service::traceparent(&req);
     let start = move |up| {
         WsConn::create(move |ctx| {
             let (socket, messages, outbox) = Socket::new(up, MAX_FRAME_BYTES, limits.queue_bytes);
@@ -174,6 +176,7 @@ async fn connect(
                 metrics,
                 joins,
                 client,
+                traceparent,
             }
         });
     };
@@ -250,6 +253,9 @@ struct WsConn {
     /// The client's address as the per-address limits count it.
     client: Option<std::net::IpAddr>,
     metrics: Arc<Metrics>,
+    /// The upgrade's W3C `traceparent`: the parent of the spans of every
+    /// turn this connection's chats start (docs/protocol.md §12).
+    traceparent: Option<TraceParent>,
 }
 
 impl WsActor for WsConn {
@@ -410,6 +416,7 @@ impl WsConn {
                     seat_id,
                     conn_id: Some(self.conn_id),
                     trace_id: None,
+                    traceparent: self.traceparent,
                 });
                 ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
                     match res {

@@ -481,7 +481,7 @@ impl Core {
         }
         self.touch();
         self.report_queue();
-        self.intake.trace(&turn_id, msg.trace_id);
+        self.intake.trace(&turn_id, msg.trace_id, msg.traceparent);
         self.acks.taken(turn_id.clone(), ack);
         if accepted.queued > 0 {
             let chat = QueuedChat {
@@ -956,6 +956,7 @@ mod tests {
                     seat_id: SeatId::from(format!("seat_{seat}")),
                     conn_id: Some(conn),
                     trace_id: None,
+                    traceparent: None,
                 };
                 log.push(match core.submit_chat(chat, None) {
                     Ok(a) if a.duplicate => format!("duplicate of {}", a.turn_id),

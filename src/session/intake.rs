@@ -40,6 +40,7 @@ use crate::ids::{RequestId, SeatId, TraceId, TurnId};
 use crate::protocol::check_request_id;
 use crate::rate;
 use crate::storage::QueuedChat;
+use crate::telemetry::TraceParent;
 
 /// Request ids already taken, oldest forgotten first. Boxed, and made when
 /// the first request id comes: a session that has taken none (an idle one,
@@ -109,6 +110,9 @@ pub(super) struct QueuedTurn {
     /// The trace its caller named, if any (see `SubmitChat::trace_id`);
     /// not stored, so a chat restored from the inbox gets a fresh one.
     pub(super) trace_id: Option<TraceId>,
+    /// Its caller's `traceparent` (`SubmitChat::traceparent`); not stored
+    /// either.
+    pub(super) traceparent: Option<TraceParent>,
 }
 
 /// Where a queued chat's durability stands.
@@ -233,6 +237,7 @@ impl Intake {
                 Stored::Writing
             },
             trace_id: None,
+            traceparent: None,
         }));
         Ok(ChatAccepted {
             turn_id,
@@ -299,10 +304,17 @@ impl Intake {
         self.queued_turn(turn_id).map_or(0, |q| q.turn_no)
     }
 
-    /// The queued chat `turn_id` runs under `trace_id` (its caller's).
-    pub(super) fn trace(&mut self, turn_id: &TurnId, trace_id: Option<TraceId>) {
+    /// The queued chat `turn_id` runs under `trace_id` (its caller's),
+    /// its span a child of `traceparent`'s.
+    pub(super) fn trace(
+        &mut self,
+        turn_id: &TurnId,
+        trace_id: Option<TraceId>,
+        traceparent: Option<TraceParent>,
+    ) {
         if let Some(q) = self.queued_turn(turn_id) {
             q.trace_id = trace_id;
+            q.traceparent = traceparent;
         }
     }
 
@@ -330,6 +342,7 @@ impl Intake {
                 seat_id: chat.seat_id,
                 stored: Stored::InInbox,
                 trace_id: None,
+                traceparent: None,
             }));
         }
     }

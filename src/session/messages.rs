@@ -26,6 +26,7 @@ use crate::game::state::CharacterId;
 use crate::ids::{CallId, NodeId, RequestId, SeatId, SessionId, TraceId, TurnId};
 use crate::json::Written;
 use crate::protocol::{ConnRole, ControlFrame, Snapshot, ToolEvent, TurnEnd};
+use crate::telemetry::TraceParent;
 use crate::tools::{Role, ToolError};
 
 /// Asks to start a turn with a player's message; answers the ack or why not.
@@ -44,6 +45,9 @@ pub struct SubmitChat {
     /// The trace the turn's audit rows carry (`X-Trace-ID` on
     /// `/api/v1/chat`); a fresh one when `None`.
     pub trace_id: Option<TraceId>,
+    /// The caller's W3C `traceparent` (on the request, or the WebSocket's
+    /// upgrade): the parent of the turn's span (docs/protocol.md §12).
+    pub traceparent: Option<TraceParent>,
 }
 
 /// A chat that was taken (or recognised as a duplicate).

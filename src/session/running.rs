@@ -1,6 +1,7 @@
 //! The running turn as the session's core holds it: its [`Turn`], its
 //! deadline timer, the model call in flight (tagged, so events of a stream no longer awaited
-//! are dropped), and the time the turn and its model calls took.
+//! are dropped), the time the turn and its model calls took, and the
+//! spans of the turn and of that model call (`crate::telemetry`).
 //!
 //! It is apart from the core (`core.rs`) so that the core only starts
 //! and stops things: which model call is awaited, what must be cancelled
@@ -12,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use actix::SpawnHandle;
+use tracing::Span;
 
 use super::turn::{Phase, Turn};
 use crate::game::approvals::Approval;
@@ -39,6 +41,9 @@ pub(super) struct Running {
     started: Instant,
     /// Time this turn spent waiting for model answers.
     model_time: Duration,
+    /// The turn's span (`crate::telemetry`), closed when the turn is
+    /// dropped; [`Span::none`] while traces are off.
+    pub(super) span: Span,
 }
 
 /// The model call in flight.
@@ -49,6 +54,9 @@ struct ModelCall {
     /// Its stream, unless its answer was taken at once.
     stream: Option<SpawnHandle>,
     started: Instant,
+    /// Its span, a child of the turn's; closed when the call answers,
+    /// fails or is dropped with the turn.
+    span: Span,
 }
 
 /// A turn that ended, with what is left to do about it.
@@ -63,13 +71,14 @@ pub(super) struct Ended {
 }
 
 impl Running {
-    /// `turn` started at `now`; its deadline timer comes with
-    /// [`Running::deadline_set`].
+    /// `turn` started at `now`, traced by `span`; its deadline timer
+    /// comes with [`Running::deadline_set`].
     pub(super) fn new(
         turn: Turn,
         acting: Vec<CharacterId>,
         seat: Option<SeatId>,
         now: Instant,
+        span: Span,
     ) -> Self {
         Self {
             turn,
@@ -81,6 +90,7 @@ impl Running {
             model: None,
             started: now,
             model_time: Duration::ZERO,
+            span,
         }
     }
 
@@ -98,15 +108,21 @@ impl Running {
         self.deadline.take()
     }
 
-    /// The model call tagged `tag` was asked at `now`; its events are the
-    /// ones awaited.
-    pub(super) fn model_called(&mut self, tag: u64, now: Instant) {
+    /// The model call tagged `tag`, traced by `span`, was asked at `now`;
+    /// its events are the ones awaited.
+    pub(super) fn model_called(&mut self, tag: u64, now: Instant, span: Span) {
         self.model = Some(ModelCall {
             tag,
             stream: None,
             started: now,
+            span,
         });
         self.turn.model_called();
+    }
+
+    /// The span of the model call in flight, if one is.
+    pub(super) fn model_span(&self) -> Option<&Span> {
+        self.model.as_ref().map(|m| &m.span)
     }
 
     /// The model call tagged `tag` streams through `stream` (its answer was
@@ -155,7 +171,7 @@ mod tests {
     /// A turn started at `t0`.
     fn running(t0: Instant) -> Running {
         let turn = Turn::new("turn_1".into(), 1, "tr_1".into(), 4);
-        let mut r = Running::new(turn, Vec::new(), None, t0);
+        let mut r = Running::new(turn, Vec::new(), None, t0, Span::none());
         r.deadline_set(SpawnHandle::default().next());
         r
     }
@@ -166,11 +182,11 @@ mod tests {
         let mut r = running(t0);
         assert!(!r.awaits(0), "no call yet");
         r.turn.resume();
-        r.model_called(1, t0);
+        r.model_called(1, t0, Span::none());
         r.streaming(1, SpawnHandle::default());
         assert!(r.awaits(1));
         // The next call, after the first ended without an answer.
-        r.model_called(2, t0 + SECOND);
+        r.model_called(2, t0 + SECOND, Span::none());
         assert!(!r.awaits(1), "an earlier call's stream");
         assert!(r.awaits(2));
         assert_eq!(r.model_answered(t0 + 3 * SECOND), Some(2 * SECOND));
@@ -183,9 +199,9 @@ mod tests {
         let t0 = Instant::now();
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, t0 + SECOND);
+        r.model_called(1, t0 + SECOND, Span::none());
         r.model_answered(t0 + 3 * SECOND);
-        r.model_called(2, t0 + 5 * SECOND);
+        r.model_called(2, t0 + 5 * SECOND, Span::none());
         r.model_answered(t0 + 6 * SECOND);
         let ended = r.end(t0 + 10 * SECOND);
         assert_eq!(ended.elapsed, 10 * SECOND);
@@ -200,7 +216,7 @@ mod tests {
         let stream = deadline.next();
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, t0);
+        r.model_called(1, t0, Span::none());
         r.streaming(1, stream);
         // The deadline came while the model was still writing.
         let ended = r.end(t0 + SECOND);
@@ -209,7 +225,7 @@ mod tests {
 
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, t0);
+        r.model_called(1, t0, Span::none());
         r.streaming(1, stream);
         r.model_answered(t0 + SECOND);
         assert_eq!(r.end(t0 + SECOND).to_cancel, [deadline]);
@@ -217,7 +233,7 @@ mod tests {
         // An answer taken at once has no stream to stop.
         let mut r = running(t0);
         r.turn.resume();
-        r.model_called(1, t0);
+        r.model_called(1, t0, Span::none());
         assert_eq!(r.end(t0 + SECOND).to_cancel, [deadline]);
     }
 }

@@ -394,12 +394,23 @@ impl Ws {
 
     /// Connects, or answers the HTTP status the upgrade was refused with.
     pub async fn try_connect(url: &str) -> Result<Self, u16> {
-        match client()
-            .ws(url)
-            .max_frame_size(16 * 1024 * 1024)
-            .connect()
+        Self::try_connect_with(url, &[]).await
+    }
+
+    /// Connects sending these headers with the upgrade.
+    pub async fn connect_with(url: &str, headers: &[(&str, &str)]) -> Self {
+        Self::try_connect_with(url, headers)
             .await
-        {
+            .unwrap_or_else(|status| panic!("websocket upgrade refused with {status}"))
+    }
+
+    /// [`Ws::try_connect`] sending these headers with the upgrade.
+    pub async fn try_connect_with(url: &str, headers: &[(&str, &str)]) -> Result<Self, u16> {
+        let mut upgrade = client().ws(url).max_frame_size(16 * 1024 * 1024);
+        for (name, value) in headers {
+            upgrade = upgrade.header(*name, *value);
+        }
+        match upgrade.connect().await {
             Ok((_, framed)) => Ok(Self { framed }),
             Err(awc::error::WsClientError::InvalidResponseStatus(s)) => Err(s.as_u16()),
             Err(e) => panic!("websocket connects: {e}"),

@@ -52,4 +52,5 @@ mod timers;
 mod timers_api;
 mod timers_offline;
 mod tools;
+mod traces;
 mod turns;

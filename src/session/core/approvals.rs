@@ -41,6 +41,7 @@ use crate::session::sequencer::Entry;
 use crate::session::turn::Turn;
 use crate::session::types::random_token;
 use crate::storage::now_ms;
+use crate::telemetry;
 use crate::tools::{RawArgs, ToolError};
 
 /// Longest approval id looked at: every id questd makes is shorter, and a
@@ -153,7 +154,9 @@ impl Core {
         );
         let acting = approval.acting.clone();
         let seat = approval.seat_id.clone();
-        let mut running = Running::new(turn, acting, seat, Instant::now());
+        // Its caller's trace context was not kept: a root span.
+        let span = telemetry::turn_span(&self.session_id, turn_id, turn.trace_id(), None);
+        let mut running = Running::new(turn, acting, seat, Instant::now(), span);
         running.awaiting = Some(approval.clone());
         running.awaiting_seq = self.sequencer.released();
         self.turn = Some(Box::new(running));
@@ -465,6 +468,7 @@ mod tests {
                 seat_id: "seat_1".into(),
                 conn_id: None,
                 trace_id: None,
+                traceparent: None,
             },
             None,
         )

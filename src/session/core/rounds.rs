@@ -253,7 +253,7 @@ impl Core {
         );
         self.resolving = Some(round);
         self.emit(started);
-        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting, None);
+        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting, None, None);
         true
     }
 

@@ -115,7 +115,7 @@ impl Core {
         // The world acts for no seat: the tools that act as a character
         // default to the active one.
         let acting = vec![self.state.active_actor_id.clone()];
-        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting, None);
+        self.run_turn(turn_id, turn_no, TraceId::fresh(), acting, None, None);
         true
     }
 
@@ -375,6 +375,7 @@ mod tests {
                 seat_id: SeatId::from("seat_1"),
                 conn_id: Some(1),
                 trace_id: None,
+                traceparent: None,
             };
             self.core
                 .submit_chat(chat, None)

@@ -26,6 +26,7 @@ use crate::session::turn::{ContentCall, MAX_CALLS_PER_ANSWER, Phase, Step, Turn}
 use crate::session::turn_frames;
 use crate::session::types::{SessionView, random_token};
 use crate::storage::SessionWrite;
+use crate::telemetry::{self, TraceParent};
 use crate::tools::{RawArgs, ToolError};
 
 impl Core {
@@ -71,13 +72,15 @@ impl Core {
             self.out.push_back(Command::Dequeue(q.turn_id.clone()));
         }
         let trace_id = q.trace_id.unwrap_or_else(TraceId::fresh);
-        self.run_turn(q.turn_id, q.turn_no, trace_id, acting, Some(q.seat_id));
+        let (seat, parent) = (Some(q.seat_id), q.traceparent);
+        self.run_turn(q.turn_id, q.turn_no, trace_id, acting, seat, parent);
     }
 
     /// The turn `turn_id` (number `turn_no`), whose `turn_started` is
     /// journalled, runs from now, acting for `acting` (the speaker `seat`'s
     /// character, if a seat spoke), under its deadline: a chat's, a
-    /// round's and a world turn's alike.
+    /// round's and a world turn's alike. Its span is a child of `parent`
+    /// (its caller's `traceparent`), else a root.
     pub(super) fn run_turn(
         &mut self,
         turn_id: TurnId,
@@ -85,13 +88,16 @@ impl Core {
         trace_id: TraceId,
         acting: Vec<CharacterId>,
         seat: Option<SeatId>,
+        parent: Option<TraceParent>,
     ) {
         let deadline = self.deps.limits.turn_deadline;
         self.out
             .push_back(Command::Deadline(turn_id.clone(), deadline));
         let max_iterations = self.deps.limits.max_iterations;
+        let span = telemetry::turn_span(&self.session_id, &turn_id, &trace_id, parent);
         let turn = Turn::new(turn_id, turn_no, trace_id, max_iterations);
-        self.turn = Some(Box::new(Running::new(turn, acting, seat, Instant::now())));
+        let now = Instant::now();
+        self.turn = Some(Box::new(Running::new(turn, acting, seat, now, span)));
         self.deps.metrics.turns_started.inc();
         self.touch();
         // Taken while a budget had room, or started by a timer or a round:
@@ -196,6 +202,9 @@ impl Core {
                 // Whose position the patch reports: the speaker's (a
                 // round's first acting seat's), not the host's.
                 let speaker = self.turn.as_ref().and_then(|t| t.acting.first().cloned());
+                if let Some(t) = self.turn.as_ref() {
+                    telemetry::turn_ended(&t.span, None);
+                }
                 if let Some(turn) = self.end_turn() {
                     self.deps.metrics.turns_completed.inc();
                     let (state, speaker) = (&self.state, speaker.as_ref());
@@ -237,7 +246,8 @@ impl Core {
         self.model_calls += 1;
         let tag = self.model_calls;
         if let Some(t) = self.turn.as_mut() {
-            t.model_called(tag, Instant::now());
+            let span = telemetry::model_call_span(&t.span, request.kind);
+            t.model_called(tag, Instant::now(), span);
             request.fallback = t.turn.fell_back();
         }
         self.out.push_back(Command::AskModel(tag, request));
@@ -307,6 +317,16 @@ impl Core {
 
     /// Records a model call's time and tokens.
     fn model_call_ended(&mut self, event: &Result<ModelEvent, LlmError>) {
+        if let Some(span) = self.turn.as_ref().and_then(|t| t.model_span()) {
+            match event {
+                Ok(ModelEvent::Done(reply)) => {
+                    let usage = &reply.usage;
+                    telemetry::model_answered(span, usage.prompt_tokens, usage.completion_tokens);
+                }
+                Ok(_) => {}
+                Err(e) => telemetry::model_failed(span, e.code()),
+            }
+        }
         let metrics = &self.deps.metrics;
         let answered = self.turn.as_mut().map(|t| t.model_answered(Instant::now()));
         if let Some(waited) = answered.flatten() {
@@ -401,6 +421,11 @@ impl Core {
     /// `frame_call` (a decided call's was journalled with its request).
     fn run_call_framed(&mut self, call: Call, frame_call: bool) -> (u64, Answer) {
         let in_turn = call.in_turn;
+        // Only a turn's calls have a span: a direct call has no turn.
+        let span = match self.turn.as_ref() {
+            Some(t) if in_turn => telemetry::tool_call_span(&t.span, &call.tool, &call.call_id),
+            _ => tracing::Span::none(),
+        };
         let view = SessionView {
             registry: &self.deps.registry,
             state: &self.state,
@@ -408,6 +433,9 @@ impl Core {
             tenant_id: &self.meta.tenant_id,
         };
         let ran = calls::run(&view, &mut self.rng, call);
+        let failed = ran.answer.outcome.as_ref().err().map(|e| e.code);
+        telemetry::tool_call_ended(&span, failed);
+        drop(span);
         let seconds = ran.duration_ms / 1000.0;
         self.deps.metrics.tool_seconds.observe(seconds);
         if frame_call {
@@ -436,6 +464,9 @@ impl Core {
 
     /// Ends the running turn with `turn_failed`; the session stays usable.
     pub(super) fn fail_turn(&mut self, code: ErrorCode, message: String, limit: Option<TurnLimit>) {
+        if let Some(t) = self.turn.as_ref() {
+            telemetry::turn_ended(&t.span, Some(code));
+        }
         let Some(turn) = self.end_turn() else {
             return;
         };
