@@ -95,7 +95,7 @@ pub fn day_of(ms: i64) -> (i64, u64) {
 }
 
 /// One key's spending of the day, and when it was last read from storage.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Spent {
     tokens: u64,
     read_at: Option<Instant>,
@@ -116,6 +116,11 @@ impl Day {
             self.spent.clear();
         }
         &mut self.spent
+    }
+
+    /// What `scope`'s `key` spent on `day` (nothing yet: 0, never read).
+    fn entry(&mut self, day: i64, scope: Scope, key: &str) -> &mut Spent {
+        self.on(day).entry((scope, key.to_owned())).or_default()
     }
 }
 
@@ -227,18 +232,15 @@ impl Budgets {
             return;
         }
         let (day, _) = day_of(now_ms);
+        let keys = self.keys(session, tenant);
         if let Ok(mut days) = self.day.lock() {
-            let spent = days.on(day);
-            for (scope, key) in self.keys(session, tenant) {
-                let entry = spent.entry((scope, key.to_owned())).or_insert(Spent {
-                    tokens: 0,
-                    read_at: None,
-                });
+            for &(scope, key) in &keys {
+                let entry = days.entry(day, scope, key);
                 entry.tokens = entry.tokens.saturating_add(tokens);
             }
         }
         if let Some(store) = &self.store {
-            for (scope, key) in self.keys(session, tenant) {
+            for (scope, key) in keys {
                 store.add_spend(day, scope.as_str(), key, tokens);
             }
         }
@@ -265,13 +267,9 @@ impl Budgets {
             read.push((scope, key, store.spent(day, scope.as_str(), key).await?));
         }
         if let Ok(mut days) = self.day.lock() {
-            let spent = days.on(day);
             let now = Instant::now();
             for (scope, key, tokens) in read {
-                let entry = spent.entry((scope, key.to_owned())).or_insert(Spent {
-                    tokens: 0,
-                    read_at: None,
-                });
+                let entry = days.entry(day, scope, key);
                 entry.tokens = entry.tokens.max(tokens);
                 entry.read_at = Some(now);
             }
@@ -299,14 +297,7 @@ impl Budgets {
     /// refresh is under way at a time.
     fn refreshing(&self, tenant: &str, now_ms: i64) {
         if let Ok(mut days) = self.day.lock() {
-            let entry = days
-                .on(day_of(now_ms).0)
-                .entry((Scope::Tenant, tenant.to_owned()))
-                .or_insert(Spent {
-                    tokens: 0,
-                    read_at: None,
-                });
-            entry.read_at = Some(Instant::now());
+            days.entry(day_of(now_ms).0, Scope::Tenant, tenant).read_at = Some(Instant::now());
         }
     }
 }
@@ -342,15 +333,11 @@ mod tests {
         };
         {
             let mut days = b.day.lock().unwrap();
-            let map = days.on(day_of(NOON).0);
-            for (scope, key, tokens) in spent {
-                map.insert(
-                    (*scope, (*key).to_owned()),
-                    Spent {
-                        tokens: *tokens,
-                        read_at: Some(Instant::now()),
-                    },
-                );
+            for &(scope, key, tokens) in spent {
+                *days.entry(day_of(NOON).0, scope, key) = Spent {
+                    tokens,
+                    read_at: Some(Instant::now()),
+                };
             }
         }
         b
