@@ -1272,3 +1272,59 @@ async fn a_tenants_budget_counts_its_spending_on_every_node_of_a_database() {
     refused_for_budget(&mut wb, "hello", "b-1").await;
     assert_eq!(mock.count(), 2);
 }
+
+#[actix_web::test]
+async fn a_node_reads_a_tenants_spending_on_other_nodes_again_while_it_plays() {
+    // The first two answers cost 15 tokens each; the rest cost nothing, so
+    // node B's own turns never spend the tenant's budget.
+    let free = sse(&[
+        json!({"choices": [{"index": 0, "delta": {"content": "Free."}}]}),
+        json!({"choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0}}),
+    ]);
+    let mock = start_mock(move |n| {
+        Canned::Sse(if n < 2 {
+            text_chunks(&["Fine."])
+        } else {
+            free.clone()
+        })
+    })
+    .await;
+    let (_dir, db) = crate::cluster::database();
+    let model = [
+        ("QUESTD_LLM_PROVIDER", "openai"),
+        ("QUESTD_LLM_BASE_URL", mock.url.as_str()),
+        ("QUESTD_LLM_MODEL", "big"),
+        ("QUESTD_LLM_API_KEY", "k"),
+        ("QUESTD_BUDGET_TENANT_TOKENS", "25"),
+    ];
+    let a = crate::cluster::node_with(&db, "node-a", &model);
+    let b = crate::cluster::node_with(&db, "node-b", &model);
+    // Node B has read the tenant's spending (nothing yet) for its session.
+    let late = b.demo().await;
+    let (mut wb, _) = b.connect(&late.session_id, &late.player_token, None).await;
+    // Then node A spends 30 of the tenant's 25 tokens.
+    let s = a.demo().await;
+    let (mut wa, _) = a.connect(&s.session_id, &s.player_token, None).await;
+    for n in 1..=2 {
+        wa.play("hello", &format!("a-{n}")).await;
+    }
+    // Node B reads it again while its session plays (every 10 s): its
+    // chats, free ones, are refused once it has.
+    let mut refused = None;
+    for n in 0..60 {
+        wb.chat("hello", &format!("b-{n}")).await;
+        let reply = wb.until_reply().await.pop().expect("a reply");
+        if reply["type"] == "error" {
+            refused = Some(reply);
+            break;
+        }
+        wb.until_turn_end(reply["turn_id"].as_str().unwrap()).await;
+        actix_web::rt::time::sleep(Duration::from_secs(1)).await;
+    }
+    let refused = refused.expect("node B refuses the tenant's chats within a minute");
+    assert_eq!(refused["error_code"], "BUDGET_EXCEEDED", "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains("tenant"),
+        "{refused}"
+    );
+}
