@@ -25,6 +25,11 @@ use crate::storage::{StorageError, Store};
 /// One UTC day in milliseconds.
 const DAY_MS: i64 = 86_400_000;
 
+/// Days of spending kept in storage: today's and the six before, for an
+/// operator's queries (only today's is read); older rows are deleted as
+/// new spending is stored.
+pub const KEPT_DAYS: i64 = 7;
+
 /// How often a tenant's stored spending is read again while its sessions
 /// play on a shared database (other nodes add to it).
 pub const REFRESH: Duration = Duration::from_secs(10);
@@ -241,7 +246,7 @@ impl Budgets {
         }
         if let Some(store) = &self.store {
             for (scope, key) in keys {
-                store.add_spend(day, scope.as_str(), key, tokens);
+                store.add_spend(day, scope.as_str(), key, tokens, day - KEPT_DAYS + 1);
             }
         }
     }

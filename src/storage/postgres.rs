@@ -561,14 +561,21 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             scope,
             key,
             tokens,
-        } => sqlx::query(sql::ADD_SPEND)
-            .bind(day)
-            .bind(*scope)
-            .bind(key)
-            .bind(tokens)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected() as i64,
+            forget_before_day,
+        } => {
+            sqlx::query(sql::FORGET_SPEND)
+                .bind(forget_before_day)
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(sql::ADD_SPEND)
+                .bind(day)
+                .bind(*scope)
+                .bind(key)
+                .bind(tokens)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected() as i64
+        }
         RecordWrite::CloseSession {
             session_id,
             closed_at,

@@ -210,8 +210,17 @@ impl Store {
 
     /// Adds `tokens` to what `scope`'s `key` spent on UTC day `day`: queued
     /// for the next group commit like an audit row, nobody waiting (a
-    /// server that stops commits it first, [`Store::settled`]).
-    pub fn add_spend(&self, day: i64, scope: &'static str, key: &str, tokens: u64) {
+    /// server that stops commits it first, [`Store::settled`]). Every
+    /// key's spending of the days before `forget_before_day` is forgotten
+    /// in the same write.
+    pub fn add_spend(
+        &self,
+        day: i64,
+        scope: &'static str,
+        key: &str,
+        tokens: u64,
+        forget_before_day: i64,
+    ) {
         let (done, _) = oneshot::channel();
         let record = QueuedRecord {
             write: RecordWrite::AddSpend {
@@ -219,6 +228,7 @@ impl Store {
                 scope,
                 key: key.to_owned(),
                 tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
+                forget_before_day,
             },
             outcome: Arc::default(),
             done,

@@ -114,6 +114,9 @@ pub(super) const FINISH_KEY: &str = "UPDATE idempotency_keys \
      SET http_status = $1, response = $2 WHERE tenant_id = $3 AND idem_key = $4";
 pub(super) const DROP_KEY: &str =
     "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2";
+/// Forgets the spending of the days before `$1` (the key's first column:
+/// one range of the table).
+pub(super) const FORGET_SPEND: &str = "DELETE FROM token_spend WHERE day < $1";
 /// Adds tokens to a day's spending of one scope's key (contract §12).
 pub(super) const ADD_SPEND: &str = "INSERT INTO token_spend (day, scope, spend_key, tokens) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (day, scope, spend_key) \

@@ -603,9 +603,13 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             scope,
             key,
             tokens,
-        } => conn
-            .prepare_cached(sql::ADD_SPEND)?
-            .execute(params![day, scope, key, tokens])? as i64,
+            forget_before_day,
+        } => {
+            conn.prepare_cached(sql::FORGET_SPEND)?
+                .execute(params![forget_before_day])?;
+            conn.prepare_cached(sql::ADD_SPEND)?
+                .execute(params![day, scope, key, tokens])? as i64
+        }
         RecordWrite::CloseSession {
             session_id,
             closed_at,
@@ -1260,6 +1264,28 @@ pub(super) mod tests {
         .execute(pool)
         .await
         .unwrap();
+    }
+
+    /// Stored spending is kept for [`crate::budget::KEPT_DAYS`] days: a
+    /// day's first spending deletes every key's rows of the days before.
+    #[actix_web::test]
+    async fn token_spending_older_than_the_kept_days_is_deleted_as_new_spending_is_stored() {
+        use crate::budget::KEPT_DAYS;
+        let (store, _dir, _url) = store().await;
+        let forget = |day: i64| day - KEPT_DAYS + 1;
+        store.add_spend(100, "session", "sess_a", 5, forget(100));
+        store.add_spend(100, "tenant", "default", 5, forget(100));
+        store.add_spend(103, "session", "sess_b", 7, forget(103));
+        store.settled().await;
+        assert_eq!(store.spent(100, "session", "sess_a").await.unwrap(), 5);
+        // Day 107's spending keeps days 101 to 107: day 100 goes, for
+        // every scope and key, and day 103 stays.
+        store.add_spend(107, "node", "local", 11, forget(107));
+        store.settled().await;
+        assert_eq!(store.spent(100, "session", "sess_a").await.unwrap(), 0);
+        assert_eq!(store.spent(100, "tenant", "default").await.unwrap(), 0);
+        assert_eq!(store.spent(103, "session", "sess_b").await.unwrap(), 7);
+        assert_eq!(store.spent(107, "node", "local").await.unwrap(), 11);
     }
 
     #[actix_web::test]
