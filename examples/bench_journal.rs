@@ -76,7 +76,7 @@ fn main() {
                 campaign_id: "demo".into(),
                 title: "bench".into(),
                 stored_player_token: "p".into(),
-                spectator_token: "s".into(),
+                stored_spectator_token: "s".into(),
                 created_at: 0,
                 visibility: Visibility::Private,
                 closed_at: None,

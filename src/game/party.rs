@@ -458,9 +458,24 @@ pub fn stored_token(token: &str) -> String {
 /// Whether `token` is the one stored as `stored` ([`stored_token`], or the
 /// token itself in a row not yet rewritten), in constant time either way.
 pub fn opens_stored(stored: &str, token: &str) -> bool {
-    match stored.strip_prefix(HASHED_TOKEN) {
-        Some(hash) => same_digest(hash, &secret_hash(token)),
-        None => same_digest(&secret_hash(stored), &secret_hash(token)),
+    Presented::of(token).opens(stored)
+}
+
+/// A token a caller presented, digested once to be compared with several
+/// stored tokens (a session's player and spectator tokens).
+pub struct Presented(String);
+
+impl Presented {
+    pub fn of(token: &str) -> Self {
+        Self(secret_hash(token))
+    }
+
+    /// [`opens_stored`] for this token.
+    pub fn opens(&self, stored: &str) -> bool {
+        match stored.strip_prefix(HASHED_TOKEN) {
+            Some(hash) => same_digest(hash, &self.0),
+            None => same_digest(&secret_hash(stored), &self.0),
+        }
     }
 }
 

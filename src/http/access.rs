@@ -5,11 +5,11 @@
 use actix_web::{HttpRequest, web};
 use serde::Deserialize;
 
-use super::auth::{DEFAULT_TENANT, same_secret, tenant_header};
+use super::auth::{DEFAULT_TENANT, tenant_header};
 use super::errors::no_session;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
-use crate::game::party::{host_seat, opens_stored};
+use crate::game::party::{Presented, host_seat, opens_stored};
 use crate::ids::{SeatId, TenantId};
 use crate::session::{PartyCaller, SeatAccess, SessionHandle};
 use crate::storage::SessionMeta;
@@ -23,9 +23,10 @@ pub enum TokenRole {
 
 /// Which role `token` opens in the session, if any.
 pub fn token_role(meta: &SessionMeta, token: &str) -> Option<TokenRole> {
-    if opens_stored(&meta.stored_player_token, token) {
+    let token = Presented::of(token);
+    if token.opens(&meta.stored_player_token) {
         Some(TokenRole::Player)
-    } else if same_secret(token, &meta.spectator_token) {
+    } else if token.opens(&meta.stored_spectator_token) {
         Some(TokenRole::Spectator)
     } else {
         None
@@ -192,10 +193,11 @@ impl Caller {
 /// kicked; else `401`.
 pub fn token_caller(handle: &SessionHandle, token: &str) -> Result<Caller, ApiError> {
     let meta = &handle.meta;
-    if same_secret(token, &meta.spectator_token) {
+    let presented = Presented::of(token);
+    if presented.opens(&meta.stored_spectator_token) {
         return Ok(Caller::Spectator);
     }
-    let is_session_token = opens_stored(&meta.stored_player_token, token);
+    let is_session_token = presented.opens(&meta.stored_player_token);
     match handle.seats.access(token, is_session_token) {
         SeatAccess::Seat(seat, _) => Ok(Caller::Seat(seat)),
         // A session without a party (no active character) still has its
@@ -253,7 +255,7 @@ pub async fn authorize_stored(
     } else {
         // By header, or `?token=` on a read; none is `401` here.
         let token = session_token(req)?;
-        if same_secret(&token, &meta.spectator_token) {
+        if opens_stored(&meta.stored_spectator_token, &token) {
             check_tenant(req, meta)?;
             TokenRole::Spectator
         } else {

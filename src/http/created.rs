@@ -9,19 +9,25 @@ use crate::protocol::http::{SessionCreated, SessionLinks};
 use crate::session::NewSession;
 
 /// The `201` of a new session (created or imported): its id, tokens and
-/// links, never cached. The only answer that carries its player token:
-/// the store keeps a digest of it.
+/// links, never cached. The only answer that carries its player token,
+/// and a private session's spectator token: the store keeps digests of
+/// them.
 pub fn created(req: &HttpRequest, state: &AppState, new: &NewSession) -> HttpResponse {
     let meta = &new.handle.meta;
     let links = Links::of(req, state);
     let links = SessionLinks {
         ws_url: links.ws(&meta.session_id, &new.player_token),
         play_url: links.page(&meta.session_id, &new.player_token),
-        watch_url: links.page(&meta.session_id, &meta.spectator_token),
+        watch_url: links.page(&meta.session_id, &new.spectator_token),
     };
     HttpResponse::Created()
         .insert_header(no_store())
-        .json(SessionCreated::new(meta, &new.player_token, links))
+        .json(SessionCreated::new(
+            meta,
+            &new.player_token,
+            &new.spectator_token,
+            links,
+        ))
 }
 
 /// `Cache-Control: no-store`, for answers that carry tokens: no shared

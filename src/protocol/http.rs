@@ -209,11 +209,16 @@ impl utoipa::PartialSchema for SessionLinks {
 impl utoipa::ToSchema for SessionLinks {}
 
 impl<'a> SessionCreated<'a> {
-    pub fn new(meta: &'a SessionMeta, player_token: &'a str, links: SessionLinks) -> Self {
+    pub fn new(
+        meta: &'a SessionMeta,
+        player_token: &'a str,
+        spectator_token: &'a str,
+        links: SessionLinks,
+    ) -> Self {
         Self {
             session_id: &meta.session_id,
             player_token,
-            spectator_token: &meta.spectator_token,
+            spectator_token,
             visibility: visibility(meta.visibility),
             links,
         }
@@ -852,7 +857,7 @@ mod tests {
             campaign_id: "demo".into(),
             title: "The Drowned Lanterns".into(),
             stored_player_token: crate::game::party::stored_token("k3J"),
-            spectator_token: "Zp8".into(),
+            stored_spectator_token: "sha256:0".into(),
             created_at: 0,
             visibility,
             closed_at: None,
@@ -935,7 +940,7 @@ mod tests {
             ),
             (
                 "session created",
-                json!(SessionCreated::new(&private, "k3J", links())),
+                json!(SessionCreated::new(&private, "k3J", "Zp8", links())),
                 json!({"session_id": "sess_Q2xk9fL0aB7cD3eF", "player_token": "k3J",
                        "spectator_token": "Zp8", "visibility": "private",
                        "ws_url": "ws://127.0.0.1:8080/ws/sessions/sess_Q2xk9fL0aB7cD3eF?token=k3J",
@@ -946,7 +951,7 @@ mod tests {
             ),
             (
                 "public session created",
-                json!(SessionCreated::new(&public, "k3J", links()))["visibility"].clone(),
+                json!(SessionCreated::new(&public, "k3J", "Zp8", links()))["visibility"].clone(),
                 json!("public"),
             ),
             (

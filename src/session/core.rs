@@ -876,7 +876,7 @@ mod tests {
             campaign_id: "demo".into(),
             title: "Demo".into(),
             stored_player_token: "p".into(),
-            spectator_token: "s".into(),
+            stored_spectator_token: "s".into(),
             created_at: 0,
             visibility: Visibility::default(),
             closed_at: None,

@@ -75,12 +75,13 @@ pub enum HubError {
     Storage(#[from] StorageError),
 }
 
-/// A session just created or imported: its handle, and its player token,
-/// which the store keeps only as a digest, so this is the one time it is
-/// known.
+/// A session just created or imported: its handle, and its tokens, which
+/// the store keeps as digests (a public session's spectator token as
+/// itself), so this is the one time they are known.
 pub struct NewSession {
     pub handle: SessionHandle,
     pub player_token: String,
+    pub spectator_token: String,
 }
 
 /// Creates a session from a checked campaign's start state; answers once
@@ -174,7 +175,8 @@ pub struct LiveInfo {
     /// An operator closed it; it stops once its work taken is done.
     pub closing: bool,
     /// Lets anyone who sees the public list watch (the lobby's "spectate"
-    /// link); only public sessions are listed there.
+    /// link); only public sessions are listed there, and only theirs is
+    /// stored as itself (a private session's is its digest).
     pub spectator_token: String,
 }
 
@@ -494,7 +496,7 @@ impl Handler<CreateSession> for SessionHub {
         if let Err(e) = self.admit(&msg.tenant_id, bytes) {
             return Box::pin(actix::fut::ready(Err(e)));
         }
-        let (meta, player_token) = new_meta(
+        let (meta, tokens) = new_meta(
             msg.tenant_id,
             msg.state.campaign_id.clone(),
             msg.state.title.clone(),
@@ -531,7 +533,8 @@ impl Handler<CreateSession> for SessionHub {
                 let handle = act.start(Arc::new(meta), fresh, ctx.address(), bytes);
                 Ok(NewSession {
                     handle,
-                    player_token,
+                    player_token: tokens.player,
+                    spectator_token: tokens.spectator,
                 })
             }),
         )
@@ -549,7 +552,7 @@ impl Handler<ImportSession> for SessionHub {
             return Box::pin(actix::fut::ready(Err(e)));
         }
         self.tally.release(&msg.tenant_id, bytes);
-        let (meta, player_token) = new_meta(
+        let (meta, tokens) = new_meta(
             msg.tenant_id,
             msg.campaign_id,
             msg.title,
@@ -596,7 +599,8 @@ impl Handler<ImportSession> for SessionHub {
                         )))?;
                         Ok(NewSession {
                             handle,
-                            player_token,
+                            player_token: tokens.player,
+                            spectator_token: tokens.spectator,
                         })
                     })
                 }),
@@ -706,29 +710,45 @@ impl SessionHub {
     }
 }
 
-/// A new session's meta: a fresh id and fresh tokens; and its player
-/// token, which the meta holds only as a digest.
+/// A new session's tokens, said once in the answer that created it.
+struct FreshTokens {
+    player: String,
+    spectator: String,
+}
+
+/// A new session's meta: a fresh id and fresh tokens; and the tokens
+/// themselves, which the meta holds as digests (a public session's
+/// spectator token as itself: the public list gives it out).
 fn new_meta(
     tenant_id: TenantId,
     campaign_id: String,
     title: String,
     visibility: Visibility,
     anonymous: bool,
-) -> (SessionMeta, String) {
+) -> (SessionMeta, FreshTokens) {
     let player_token = random_token(32);
+    let spectator_token = random_token(32);
+    let stored_spectator_token = match visibility {
+        Visibility::Private => stored_token(&spectator_token),
+        Visibility::Public => spectator_token.clone(),
+    };
     let meta = SessionMeta {
         session_id: format!("sess_{}", random_token(16)).into(),
         tenant_id,
         campaign_id,
         title,
         stored_player_token: stored_token(&player_token),
-        spectator_token: random_token(32),
+        stored_spectator_token,
         created_at: now_ms(),
         visibility,
         closed_at: None,
         anonymous,
     };
-    (meta, player_token)
+    let tokens = FreshTokens {
+        player: player_token,
+        spectator: spectator_token,
+    };
+    (meta, tokens)
 }
 
 /// A session whose stored format this node does not read (a newer
@@ -765,7 +785,7 @@ impl Live {
             queued: stats.queued.load(Ordering::Relaxed),
             last_activity_ms: stats.last_activity_ms.load(Ordering::Relaxed),
             closing: stats.closing.load(Ordering::Relaxed),
-            spectator_token: meta.spectator_token.clone(),
+            spectator_token: meta.stored_spectator_token.clone(),
         }
     }
 }

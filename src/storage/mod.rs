@@ -309,12 +309,12 @@ impl Node {
     }
 }
 
-/// Says how many sessions' player tokens the store's start rewrote into
-/// their stored form (`hash_stored_tokens`): a database that older
-/// versions wrote.
+/// Says how many sessions' tokens the store's start rewrote into their
+/// stored form (`hash_stored_tokens`): a database that older versions
+/// wrote.
 fn hashed_tokens(rewritten: u64) {
     if rewritten > 0 {
-        tracing::info!(sessions = rewritten, "player tokens stored as digests");
+        tracing::info!(sessions = rewritten, "session tokens stored as digests");
     }
 }
 
@@ -333,7 +333,12 @@ pub struct SessionMeta {
     /// but in a row an older node wrote and this node's start has not
     /// rewritten yet; [`crate::game::party::opens_stored`] reads both.
     pub stored_player_token: String,
-    pub spectator_token: String,
+    /// The spectator token as stored: a private session's as its digest
+    /// (as the player token), a public session's as itself, since the
+    /// list of public sessions gives it to anyone. A private session's
+    /// row an older node wrote holds the token itself until this node's
+    /// start rewrites it; [`crate::game::party::opens_stored`] reads both.
+    pub stored_spectator_token: String,
     pub created_at: i64,
     /// Whether the session is listed (with its spectator token) for anyone.
     pub visibility: Visibility,
@@ -1273,7 +1278,7 @@ mod tests {
                 campaign_id: "demo".into(),
                 title: "T".into(),
                 stored_player_token: "p".into(),
-                spectator_token: "w".into(),
+                stored_spectator_token: "w".into(),
                 created_at: 0,
                 visibility: Visibility::Private,
                 closed_at: None,

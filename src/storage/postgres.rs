@@ -427,7 +427,7 @@ pub(super) async fn write_batch(
                     .bind(&meta.campaign_id)
                     .bind(&meta.title)
                     .bind(&meta.stored_player_token)
-                    .bind(&meta.spectator_token)
+                    .bind(&meta.stored_spectator_token)
                     .bind(meta.created_at)
                     .bind(meta.visibility.as_str())
                     .bind(meta.anonymous)

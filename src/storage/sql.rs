@@ -223,39 +223,58 @@ macro_rules! queries {
         type Pool = sqlx::Pool<$db>;
         type DbRow = <$db as sqlx::Database>::Row;
 
-        /// Rewrites the player tokens that rows written before tokens were
-        /// hashed still hold as themselves into their stored form
-        /// ([`$crate::game::party::stored_token`]), 500 rows a
+        /// Rewrites the tokens that rows written before tokens were hashed
+        /// still hold as themselves into their stored form
+        /// ([`$crate::game::party::stored_token`]): every session's player
+        /// token, and a private session's spectator token (a public one's
+        /// stays itself: the public list gives it out). 500 rows a
         /// transaction; run at start, after the migrations. Each row is
         /// rewritten only if it still holds what was read, so nodes that
         /// start together on one database do each row once. Answers how
-        /// many it rewrote.
+        /// many rows it rewrote.
         pub(super) async fn hash_stored_tokens(pool: &Pool) -> Result<u64, StorageError> {
             use $crate::game::party::{HASHED_TOKEN, stored_token};
+            let public = Visibility::Public.as_str();
+            let hashed = |token: &str| {
+                if token.starts_with(HASHED_TOKEN) {
+                    token.to_owned()
+                } else {
+                    stored_token(token)
+                }
+            };
             let mut rewritten = 0;
             let mut after = String::new();
             loop {
-                let rows: Vec<(String, String)> = sqlx::query_as(
-                    "SELECT session_id, player_token FROM sessions WHERE session_id > $1 \
-                     AND player_token NOT LIKE $2 ORDER BY session_id LIMIT 500",
+                let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+                    "SELECT session_id, player_token, spectator_token, visibility FROM sessions \
+                     WHERE session_id > $1 AND (player_token NOT LIKE $2 \
+                     OR (visibility <> $3 AND spectator_token NOT LIKE $2)) \
+                     ORDER BY session_id LIMIT 500",
                 )
                 .bind(&after)
                 .bind(format!("{HASHED_TOKEN}%"))
+                .bind(public)
                 .fetch_all(pool)
                 .await?;
-                let Some((last, _)) = rows.last() else {
+                let Some((last, ..)) = rows.last() else {
                     return Ok(rewritten);
                 };
                 after = last.clone();
                 let mut tx = pool.begin().await?;
-                for (id, token) in &rows {
+                for (id, player, spectator, visibility) in &rows {
+                    let stored_spectator = match Visibility::from_stored(visibility) {
+                        Visibility::Private => hashed(spectator),
+                        Visibility::Public => spectator.clone(),
+                    };
                     rewritten += sqlx::query(
-                        "UPDATE sessions SET player_token = $1 \
-                         WHERE session_id = $2 AND player_token = $3",
+                        "UPDATE sessions SET player_token = $1, spectator_token = $2 \
+                         WHERE session_id = $3 AND player_token = $4 AND spectator_token = $5",
                     )
-                    .bind(stored_token(token))
+                    .bind(hashed(player))
+                    .bind(stored_spectator)
                     .bind(id)
-                    .bind(token)
+                    .bind(player)
+                    .bind(spectator)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
@@ -342,7 +361,7 @@ macro_rules! queries {
                     campaign_id: r.try_get(2)?,
                     title: r.try_get(3)?,
                     stored_player_token: r.try_get(4)?,
-                    spectator_token: r.try_get(5)?,
+                    stored_spectator_token: r.try_get(5)?,
                     created_at: r.try_get(6)?,
                     visibility: Visibility::from_stored(r.try_get(7)?),
                     closed_at: r.try_get(8)?,

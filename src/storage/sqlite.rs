@@ -419,7 +419,7 @@ fn write_ops(
                     meta.campaign_id,
                     meta.title,
                     meta.stored_player_token,
-                    meta.spectator_token,
+                    meta.stored_spectator_token,
                     meta.created_at,
                     meta.visibility.as_str(),
                     meta.anonymous,
@@ -1010,7 +1010,7 @@ pub(super) mod tests {
             campaign_id: "demo".into(),
             title: "t".into(),
             stored_player_token: "p".into(),
-            spectator_token: "w".into(),
+            stored_spectator_token: "w".into(),
             created_at: 0,
             visibility: Default::default(),
             closed_at: None,
@@ -1289,28 +1289,39 @@ pub(super) mod tests {
     }
 
     #[actix_web::test]
-    async fn player_tokens_stored_as_themselves_are_rewritten_as_digests_at_start_and_still_open() {
+    async fn tokens_stored_as_themselves_are_rewritten_as_digests_at_start_and_still_open() {
         use crate::game::party::{HASHED_TOKEN, opens_stored, stored_token};
         // More rows than one statement rewrites, as older builds stored
-        // them, and one already stored as a digest.
+        // them (private: the column's default), one public session, and
+        // one already stored as digests.
         let (_dir, url, pool) = database_as_of(16).await;
         for i in 0..501 {
             sqlx::query(
                 "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
-                 spectator_token, created_at) VALUES (?, 'default', 'demo', 't', ?, 'w', 0)",
+                 spectator_token, created_at) VALUES (?, 'default', 'demo', 't', ?, ?, 0)",
             )
             .bind(format!("sess_{i:03}"))
             .bind(format!("legacyToken{i}"))
+            .bind(format!("watchToken{i}"))
             .execute(&pool)
             .await
             .unwrap();
         }
-        let hashed = stored_token("newToken");
         sqlx::query(
             "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
-             spectator_token, created_at) VALUES ('sess_new', 'default', 'demo', 't', ?, 'w', 0)",
+             spectator_token, created_at, visibility) \
+             VALUES ('sess_pub', 'default', 'demo', 't', 'publicPlayer', 'publicWatch', 0, 'public')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let (hashed, hashed_watch) = (stored_token("newToken"), stored_token("newWatch"));
+        sqlx::query(
+            "INSERT INTO sessions (session_id, tenant_id, campaign_id, title, player_token, \
+             spectator_token, created_at) VALUES ('sess_new', 'default', 'demo', 't', ?, ?, 0)",
         )
         .bind(&hashed)
+        .bind(&hashed_watch)
         .execute(&pool)
         .await
         .unwrap();
@@ -1322,25 +1333,43 @@ pub(super) mod tests {
                 .await
                 .unwrap()
                 .expect("stored");
-            let token = format!("legacyToken{i}");
-            assert!(meta.stored_player_token.starts_with(HASHED_TOKEN), "{i}");
-            assert!(!meta.stored_player_token.contains(&token));
-            assert!(opens_stored(&meta.stored_player_token, &token), "{i} opens");
+            let (token, watch) = (format!("legacyToken{i}"), format!("watchToken{i}"));
+            for (stored, plain) in [
+                (&meta.stored_player_token, &token),
+                (&meta.stored_spectator_token, &watch),
+            ] {
+                assert!(stored.starts_with(HASHED_TOKEN), "{i}");
+                assert!(!stored.contains(plain.as_str()));
+                assert!(opens_stored(stored, plain), "{i} opens");
+            }
             assert!(
                 !opens_stored(&meta.stored_player_token, "legacyToken1"),
                 "{i}"
             );
+            assert!(!opens_stored(&meta.stored_spectator_token, &token), "{i}");
         }
+        let public = store.session_meta(&"sess_pub".into()).await.unwrap();
+        let public = public.expect("stored");
+        assert!(opens_stored(&public.stored_player_token, "publicPlayer"));
+        assert_eq!(
+            public.stored_spectator_token, "publicWatch",
+            "the public list gives it out as itself"
+        );
         let new = store.session_meta(&"sess_new".into()).await.unwrap();
-        assert_eq!(new.expect("stored").stored_player_token, hashed);
+        let new = new.expect("stored");
+        assert_eq!(
+            (new.stored_player_token, new.stored_spectator_token),
+            (hashed, hashed_watch)
+        );
         let reader = SqlitePool::connect(&url).await.unwrap();
         let plain: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM sessions WHERE player_token NOT LIKE 'sha256:%'",
+            "SELECT COUNT(*) FROM sessions WHERE player_token NOT LIKE 'sha256:%' \
+             OR (visibility = 'private' AND spectator_token NOT LIKE 'sha256:%')",
         )
         .fetch_one(&reader)
         .await
         .unwrap();
-        assert_eq!(plain, 0, "no token is left as itself");
+        assert_eq!(plain, 0, "no private token is left as itself");
     }
 
     #[actix_web::test]

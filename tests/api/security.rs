@@ -905,27 +905,37 @@ async fn no_tenant_header_tells_a_caller_that_cannot_open_a_session_whose_it_is(
     assert!(app.actions(&theirs).await.is_empty(), "nothing ran");
 }
 
-/// The session's player token as the database holds it.
-async fn stored_player_token(app: &TestApp, s: &Session) -> String {
+/// The session's player and spectator tokens as the database holds them.
+async fn stored_tokens(app: &TestApp, s: &Session) -> (String, String) {
     let rows = crate::database::text_rows(
         &app.db_url,
-        "SELECT player_token FROM sessions WHERE session_id = $1",
+        "SELECT player_token, spectator_token FROM sessions WHERE session_id = $1",
         &s.session_id,
     )
     .await;
-    rows[0][0].clone()
+    (rows[0][0].clone(), rows[0][1].clone())
 }
 
 #[actix_web::test]
-async fn the_player_token_is_stored_only_as_a_digest_and_opens_the_session_after_a_restart() {
+async fn a_private_sessions_tokens_are_stored_only_as_digests_and_open_it_after_a_restart() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let offline = || Arc::new(questd::llm::OfflineGameMaster::default());
     let app = spawn_in(dir.clone(), |_| {}, offline()).await;
     let s = app.demo().await;
+    let listed = app.public_demo().await;
     let session = |app: &TestApp| format!("{}/api/v1/sessions/{}", app.base, s.session_id);
-    let stored = stored_player_token(&app, &s).await;
-    assert!(stored.starts_with("sha256:"), "{stored}");
-    assert!(!stored.contains(&s.player_token), "{stored}");
+    let (stored, stored_watch) = stored_tokens(&app, &s).await;
+    for (stored, token) in [
+        (&stored, &s.player_token),
+        (&stored_watch, &s.spectator_token),
+    ] {
+        assert!(stored.starts_with("sha256:"), "{stored}");
+        assert!(!stored.contains(token.as_str()), "{stored}");
+    }
+    assert_ne!(stored, stored_watch);
+    // A public session's spectator token is stored as itself: the public
+    // list gives it to anyone.
+    assert_eq!(stored_tokens(&app, &listed).await.1, listed.spectator_token);
     if let Some(path) = app.db_url.strip_prefix("sqlite://") {
         // Nowhere in the database's files, the WAL included (which a
         // checkpoint may have emptied; the database file is there).
@@ -934,34 +944,48 @@ async fn the_player_token_is_stored_only_as_a_digest_and_opens_the_session_after
         let wal = std::fs::read(format!("{path}-wal")).unwrap_or_default();
         let holds =
             |bytes: &[u8], token: &str| bytes.windows(token.len()).any(|w| w == token.as_bytes());
-        assert!(!holds(&database, &s.player_token), "the database holds it");
-        assert!(!holds(&wal, &s.player_token), "the WAL holds it");
-        // The spectator token, stored as itself, is found there: the
-        // search sees what the files hold.
-        assert!(holds(&database, &s.spectator_token) || holds(&wal, &s.spectator_token));
+        for token in [&s.player_token, &s.spectator_token] {
+            assert!(!holds(&database, token), "the database holds {token}");
+            assert!(!holds(&wal, token), "the WAL holds {token}");
+        }
+        // The public session's spectator token, stored as itself, is
+        // found there: the search sees what the files hold.
+        assert!(holds(&database, &listed.spectator_token) || holds(&wal, &listed.spectator_token));
     }
     // What the database holds opens nothing.
     assert_eq!(get(&session(&app), Some(&stored)).await.0, 401);
+    assert_eq!(get(&session(&app), Some(&stored_watch)).await.0, 401);
     assert_eq!(get(&session(&app), Some(&s.player_token)).await.0, 200);
+    assert_eq!(get(&session(&app), Some(&s.spectator_token)).await.0, 200);
     app.stop().await;
 
-    // After a restart the token still opens it; so does one that a build
-    // from before stored as itself, which the start rewrites.
+    // After a restart both still open it, the spectator token as a
+    // spectator; so do tokens a build from before stored as themselves,
+    // which the start rewrites.
     let app = spawn_in(dir.clone(), |_| {}, offline()).await;
     assert_eq!(get(&session(&app), Some(&s.player_token)).await.0, 200);
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     ws.play("look", "r-1").await;
     ws.close().await;
+    let (ws, welcome) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    assert_eq!(welcome["role"], "spectator");
+    ws.close().await;
     app.stop().await;
-    let set = format!(
-        "UPDATE sessions SET player_token = $1 WHERE session_id = '{}'",
-        s.session_id
-    );
-    assert_eq!(
-        crate::database::execute(&app.db_url, &set, &s.player_token).await,
-        1
-    );
+    for (column, token) in [
+        ("player_token", &s.player_token),
+        ("spectator_token", &s.spectator_token),
+    ] {
+        let set = format!(
+            "UPDATE sessions SET {column} = $1 WHERE session_id = '{}'",
+            s.session_id
+        );
+        assert_eq!(crate::database::execute(&app.db_url, &set, token).await, 1);
+    }
     let app = spawn_in(dir, |_| {}, offline()).await;
-    assert_eq!(stored_player_token(&app, &s).await, stored);
+    assert_eq!(stored_tokens(&app, &s).await, (stored, stored_watch));
     assert_eq!(get(&session(&app), Some(&s.player_token)).await.0, 200);
+    let (ws, welcome) = app.connect(&s.session_id, &s.spectator_token, None).await;
+    assert_eq!(welcome["role"], "spectator");
+    ws.close().await;
+    assert_eq!(stored_tokens(&app, &listed).await.1, listed.spectator_token);
 }
