@@ -19,6 +19,7 @@ use crate::cluster::{database, node};
 use crate::common::*;
 use crate::party_seats::{invite, join, post_as};
 use crate::process::Server;
+use crate::saves::{export, import};
 use crate::timers::{journal, not_live_here};
 use questd::Settings;
 use questd::game::HistoryEntry;
@@ -870,6 +871,68 @@ async fn unknown_foreign_and_decided_approvals_are_refused_and_run_nothing() {
     assert_eq!(hp(&app, &other, "pc_001").await, before, "the other waits");
     assert!(logged(&app, &other, "hp_delta").await.is_empty());
     assert_lists(&pending(&app, &other).await, &theirs);
+}
+
+/// A save is what is durable (docs/protocol.md §20.1): a turn paused for
+/// approval is in it up to its `approval_requested`, and the pending
+/// approval itself is not. Imported, that turn is closed as interrupted,
+/// nothing is pending and the call never runs there; the session exported
+/// still waits, and its approval still runs the call once.
+#[actix_web::test]
+async fn a_save_taken_while_a_call_waits_for_approval_imports_with_that_turn_closed() {
+    let Paused {
+        app,
+        s,
+        mut player,
+        before,
+        turn_id,
+        asked,
+        ..
+    } = paused_strike(|_| {}, 600, "strike pc_001 3").await;
+    let id = id_of(&asked);
+    let (status, save, _) = export(app.base(), &s.session_id, &s.player_token).await;
+    assert_eq!(status, 200, "{save}");
+    let story = save["story"].as_array().expect("a story");
+    assert_eq!(story.last(), Some(&asked), "the save ends at the request");
+    assert!(save.to_string().find("approval_resolved").is_none());
+
+    let answer = import(app.base(), &save).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    let copy = Session::created(&answer.body);
+    // Read from seq 0: the save's frames, then the turn's close.
+    let (mut watcher, _) = app
+        .connect(&copy.session_id, &copy.spectator_token, Some(0))
+        .await;
+    let copied = of_turn(&watcher.until_turn_end(&turn_id).await, &turn_id);
+    assert_eq!(
+        copied
+            .iter()
+            .filter(|f| f["type"] == "approval_requested")
+            .count(),
+        1
+    );
+    let end = copied.last().expect("the turn's frames");
+    assert_eq!(end["type"], "turn_failed", "{copied:?}");
+    assert_eq!(end["error_code"], "INTERNAL_ERROR", "{end}");
+    assert!(pending(&app, &copy).await.is_empty(), "nothing pending");
+    let a = decide(
+        &app,
+        &copy,
+        &id,
+        Some(&copy.player_token),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    refused_with(&a, 404, "NOT_FOUND");
+    assert_eq!(hp(&app, &copy, "pc_001").await, before, "never ran there");
+    assert!(logged(&app, &copy, "hp_delta").await.is_empty());
+
+    // The session exported still waits, and runs the call once approved.
+    assert_lists(&pending(&app, &s).await, &asked);
+    player.send_json(&approve_frame(&id, "approve")).await;
+    player.until_turn_end(&turn_id).await;
+    assert_eq!(hp(&app, &s, "pc_001").await, before - 3);
+    assert_eq!(hp(&app, &copy, "pc_001").await, before);
 }
 
 /// The turn `turn_id`'s end in the journal of `s`, after its approval

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The session's save, exported with `token` as the bearer: status, the
 /// document (or error body), and the raw text.
-async fn export(base: &str, session_id: &str, token: &str) -> (u16, Value, String) {
+pub async fn export(base: &str, session_id: &str, token: &str) -> (u16, Value, String) {
     let mut resp = client()
         .get(format!("{base}/api/v1/sessions/{session_id}/export"))
         .insert_header(("Authorization", format!("Bearer {token}")))
@@ -39,7 +39,7 @@ async fn export(base: &str, session_id: &str, token: &str) -> (u16, Value, Strin
 }
 
 /// Imports `save` without a key.
-async fn import(base: &str, save: &Value) -> Answer {
+pub async fn import(base: &str, save: &Value) -> Answer {
     request(
         "POST",
         &format!("{base}/api/v1/sessions/import"),
