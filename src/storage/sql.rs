@@ -114,6 +114,17 @@ pub(super) const FINISH_KEY: &str = "UPDATE idempotency_keys \
      SET http_status = $1, response = $2 WHERE tenant_id = $3 AND idem_key = $4";
 pub(super) const DROP_KEY: &str =
     "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2";
+/// The sessions with a token stored as itself that the start rewrites
+/// into its digest (`hash_stored_tokens`): a player token, or a private
+/// session's spectator token, not starting with
+/// [`crate::game::party::HASHED_TOKEN`]. The partial index
+/// `sessions_plain_tokens` (migrations `0018_plain_tokens.sql` and
+/// PostgreSQL's `0016_plain_tokens.sql`) repeats it word for word, since
+/// both databases use such an index only for a query that names its
+/// predicate as it is written; constants, not parameters, for the same
+/// reason.
+pub(super) const PLAIN_TOKENS: &str = "(substr(player_token, 1, 7) <> 'sha256:' OR \
+     (visibility <> 'public' AND substr(spectator_token, 1, 7) <> 'sha256:'))";
 /// Forgets the spending of the days before `$1` (the key's first column:
 /// one range of the table).
 pub(super) const FORGET_SPEND: &str = "DELETE FROM token_spend WHERE day < $1";
@@ -228,13 +239,15 @@ macro_rules! queries {
         /// ([`$crate::game::party::stored_token`]): every session's player
         /// token, and a private session's spectator token (a public one's
         /// stays itself: the public list gives it out). 500 rows a
-        /// transaction; run at start, after the migrations. Each row is
+        /// transaction; run at start, after the migrations. The rows left
+        /// are read through an index of them alone ([`PLAIN_TOKENS`]), so
+        /// a start with none left reads nothing. Each row is
         /// rewritten only if it still holds what was read, so nodes that
         /// start together on one database do each row once. Answers how
         /// many rows it rewrote.
         pub(super) async fn hash_stored_tokens(pool: &Pool) -> Result<u64, StorageError> {
             use $crate::game::party::{HASHED_TOKEN, stored_token};
-            let public = Visibility::Public.as_str();
+            use $crate::storage::sql::PLAIN_TOKENS;
             let hashed = |token: &str| {
                 if token.starts_with(HASHED_TOKEN) {
                     token.to_owned()
@@ -245,17 +258,16 @@ macro_rules! queries {
             let mut rewritten = 0;
             let mut after = String::new();
             loop {
-                let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+                let sql = format!(
                     "SELECT session_id, player_token, spectator_token, visibility FROM sessions \
-                     WHERE session_id > $1 AND (player_token NOT LIKE $2 \
-                     OR (visibility <> $3 AND spectator_token NOT LIKE $2)) \
-                     ORDER BY session_id LIMIT 500",
-                )
-                .bind(&after)
-                .bind(format!("{HASHED_TOKEN}%"))
-                .bind(public)
-                .fetch_all(pool)
-                .await?;
+                     WHERE session_id > $1 AND {PLAIN_TOKENS} ORDER BY session_id LIMIT 500"
+                );
+                // Built only from constants.
+                let rows: Vec<(String, String, String, String)> =
+                    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                        .bind(&after)
+                        .fetch_all(pool)
+                        .await?;
                 let Some((last, ..)) = rows.last() else {
                     return Ok(rewritten);
                 };

@@ -1288,6 +1288,38 @@ pub(super) mod tests {
         assert_eq!(store.spent(107, "node", "local").await.unwrap(), 11);
     }
 
+    /// The start's rewrite finds the rows left through the partial index
+    /// of them, whose predicate both dialects' migrations spell as
+    /// [`sql::PLAIN_TOKENS`] does: a database with none left is not read
+    /// through at every start.
+    #[actix_web::test]
+    async fn the_rows_left_to_rewrite_are_found_through_their_index_not_a_scan() {
+        for migration in [
+            include_str!("../../migrations/sqlite/0018_plain_tokens.sql"),
+            include_str!("../../migrations/postgres/0016_plain_tokens.sql"),
+        ] {
+            assert!(
+                migration.contains(&format!("WHERE {};", sql::PLAIN_TOKENS)),
+                "{migration}"
+            );
+        }
+        assert!(sql::PLAIN_TOKENS.contains(crate::game::party::HASHED_TOKEN));
+        assert_eq!(crate::game::party::HASHED_TOKEN.len(), 7, "substr(…, 1, 7)");
+        let (_store, _dir, url) = store().await;
+        let pool = SqlitePool::connect(&url).await.unwrap();
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN SELECT session_id FROM sessions \
+             WHERE session_id > '' AND {} ORDER BY session_id LIMIT 500",
+            sql::PLAIN_TOKENS
+        )))
+        .fetch_all(&pool)
+        .await
+        .expect("a plan");
+        let plan: Vec<String> = plan.into_iter().map(|(.., detail)| detail).collect();
+        let plan = plan.join("; ");
+        assert!(plan.contains("sessions_plain_tokens"), "{plan}");
+    }
+
     #[actix_web::test]
     async fn tokens_stored_as_themselves_are_rewritten_as_digests_at_start_and_still_open() {
         use crate::game::party::{HASHED_TOKEN, opens_stored, stored_token};
