@@ -1266,8 +1266,8 @@ pub(super) mod tests {
         .unwrap();
     }
 
-    /// Stored spending is kept for [`crate::budget::KEPT_DAYS`] days: a
-    /// day's first spending deletes every key's rows of the days before.
+    /// Stored spending is kept for [`crate::budget::KEPT_DAYS`] days:
+    /// storing spending deletes every key's rows of the days before those.
     #[actix_web::test]
     async fn token_spending_older_than_the_kept_days_is_deleted_as_new_spending_is_stored() {
         use crate::budget::KEPT_DAYS;
