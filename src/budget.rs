@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::ids::Usage;
 use crate::storage::{StorageError, Store};
 
 /// One UTC day in milliseconds.
@@ -230,13 +231,14 @@ impl Budgets {
         (Ok(()), stale)
     }
 
-    /// Counts `tokens` a model call of `session` (if any) of `tenant`
-    /// spent at `now_ms`, here and in storage.
-    pub fn spend(&self, session: Option<&str>, tenant: &str, tokens: u64, now_ms: i64) {
+    /// Counts what a model call of `session` (if any) of `tenant` used
+    /// now (its prompt and completion tokens), here and in storage.
+    pub fn spend(&self, session: Option<&str>, tenant: &str, usage: Usage) {
+        let tokens = usage.prompt_tokens.saturating_add(usage.completion_tokens);
         if !self.is_on() || tokens == 0 {
             return;
         }
-        let (day, _) = day_of(now_ms);
+        let (day, _) = day_of(crate::storage::now_ms());
         let keys = self.keys(session, tenant);
         if let Ok(mut days) = self.day.lock() {
             for &(scope, key) in &keys {

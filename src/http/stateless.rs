@@ -44,13 +44,11 @@ use crate::protocol::{
 use crate::tools::{Caller, RawArgs, Registry, Role};
 
 /// Refuses a model call with `429 BUDGET_EXCEEDED` while the tenant's or
-/// the node's token budget is spent for the day (contract §12).
+/// the node's token budget is spent for the day (contract §12), as a
+/// session refuses a chat.
 fn within_budget(state: &AppState, tenant: &crate::ids::TenantId) -> Result<(), ApiError> {
-    state.budgets.admit(None, tenant.as_str()).map_err(|e| {
-        let mut refused = ApiError::new(ErrorCode::BudgetExceeded, e.message());
-        refused.retry_after_s = Some(e.retry_after_ms.div_ceil(1000).max(1));
-        refused
-    })
+    let refused = |e| ApiError::from(crate::session::ChatRefused::from(e));
+    state.budgets.admit(None, tenant.as_str()).map_err(refused)
 }
 
 /// Most messages one conversation may carry.
@@ -125,9 +123,7 @@ async fn chat(
                 tracing::warn!(error = %e, "stateless model call failed");
                 ApiError::new(e.code(), e.public_message())
             })?;
-        let tokens = (reply.usage.prompt_tokens).saturating_add(reply.usage.completion_tokens);
-        let now = crate::storage::now_ms();
-        (state.budgets).spend(None, tenant.as_str(), tokens, now);
+        state.budgets.spend(None, tenant.as_str(), reply.usage);
         let answer = reply.text.clone();
         let problem = match judge(&state.registry, &caller, &conversation, kind, reply) {
             Ok(message) => return Ok(HttpResponse::Ok().json(StatelessChatReply { message })),

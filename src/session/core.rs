@@ -425,10 +425,10 @@ impl Core {
     /// §12).
     pub(super) fn within_budget(&self) -> Result<(), ChatRefused> {
         let (session, tenant) = (self.session_id.as_str(), self.meta.tenant_id.as_str());
-        self.deps.budgets.admit(Some(session), tenant).map_err(|e| {
-            ChatRefused::new(ErrorCode::BudgetExceeded, e.message())
-                .with_retry_after(e.retry_after_ms)
-        })
+        self.deps
+            .budgets
+            .admit(Some(session), tenant)
+            .map_err(ChatRefused::from)
     }
 
     /// Takes a chat, or says why not. An `ack` means the chat is durable: a

@@ -514,9 +514,7 @@ impl Handler<CreateSession> for SessionHub {
                 store.create_session(meta_for_store, snapshot).await?;
                 // Nobody else knows the new id yet: the claim is this node's.
                 let (epoch, _) = store.claim(&id).await?.ok_or(HubError::Elsewhere)?;
-                if budgets.is_on() {
-                    budgets.load(None, Some(tenant.as_str())).await?;
-                }
+                budgets.load(None, Some(tenant.as_str())).await?;
                 Ok(epoch)
             }
             .into_actor(self)

@@ -403,6 +403,14 @@ pub struct UseHostPower {
 #[rtype(result = "Result<String, ChatRefused>")]
 pub struct GetSeats;
 
+/// A chat (or a stateless model call) refused while a token budget is
+/// spent: `BUDGET_EXCEEDED` until the day's end.
+impl From<crate::budget::Exceeded> for ChatRefused {
+    fn from(e: crate::budget::Exceeded) -> Self {
+        Self::new(ErrorCode::BudgetExceeded, e.message()).with_retry_after(e.retry_after_ms)
+    }
+}
+
 /// A chat that was refused.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRefused {

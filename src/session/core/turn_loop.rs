@@ -336,10 +336,8 @@ impl Core {
             metrics.model_prompt_tokens.add(reply.usage.prompt_tokens);
             let completion = reply.usage.completion_tokens;
             metrics.model_completion_tokens.add(completion);
-            let tokens = reply.usage.prompt_tokens.saturating_add(completion);
             let (session, tenant) = (self.session_id.as_str(), self.meta.tenant_id.as_str());
-            let now = crate::storage::now_ms();
-            self.deps.budgets.spend(Some(session), tenant, tokens, now);
+            self.deps.budgets.spend(Some(session), tenant, reply.usage);
         }
     }
 
