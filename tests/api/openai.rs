@@ -1244,19 +1244,33 @@ async fn a_chat_queued_while_the_budget_had_room_fails_its_turn_once_it_is_spent
     assert_eq!(mock.count(), 1, "the second turn called no model");
 }
 
-#[actix_web::test]
-async fn a_tenants_budget_counts_its_spending_on_every_node_of_a_database() {
-    let mock = start_mock(|_| Canned::Sse(text_chunks(&["Fine."]))).await;
-    let (_dir, db) = crate::cluster::database();
+/// Nodes A and B on one fresh PostgreSQL database, asking the model at
+/// `url` (`big`), with a tenant budget of 25 tokens a day; the directory
+/// holds the database's name for as long as it lives.
+fn two_nodes_with_a_tenant_budget_of_25(
+    url: &str,
+) -> (
+    tempfile::TempDir,
+    crate::process::Server,
+    crate::process::Server,
+) {
+    let (dir, db) = crate::cluster::database();
     let model = [
         ("QUESTD_LLM_PROVIDER", "openai"),
-        ("QUESTD_LLM_BASE_URL", mock.url.as_str()),
+        ("QUESTD_LLM_BASE_URL", url),
         ("QUESTD_LLM_MODEL", "big"),
         ("QUESTD_LLM_API_KEY", "k"),
         ("QUESTD_BUDGET_TENANT_TOKENS", "25"),
     ];
     let a = crate::cluster::node_with(&db, "node-a", &model);
     let b = crate::cluster::node_with(&db, "node-b", &model);
+    (dir, a, b)
+}
+
+#[actix_web::test]
+async fn a_tenants_budget_counts_its_spending_on_every_node_of_a_database() {
+    let mock = start_mock(|_| Canned::Sse(text_chunks(&["Fine."]))).await;
+    let (_dir, a, b) = two_nodes_with_a_tenant_budget_of_25(&mock.url);
     // Two turns on node A: 30 of the tenant's 25 tokens.
     let s = a.demo().await;
     let (mut ws, _) = a.connect(&s.session_id, &s.player_token, None).await;
@@ -1289,16 +1303,7 @@ async fn a_node_reads_a_tenants_spending_on_other_nodes_again_while_it_plays() {
         })
     })
     .await;
-    let (_dir, db) = crate::cluster::database();
-    let model = [
-        ("QUESTD_LLM_PROVIDER", "openai"),
-        ("QUESTD_LLM_BASE_URL", mock.url.as_str()),
-        ("QUESTD_LLM_MODEL", "big"),
-        ("QUESTD_LLM_API_KEY", "k"),
-        ("QUESTD_BUDGET_TENANT_TOKENS", "25"),
-    ];
-    let a = crate::cluster::node_with(&db, "node-a", &model);
-    let b = crate::cluster::node_with(&db, "node-b", &model);
+    let (_dir, a, b) = two_nodes_with_a_tenant_budget_of_25(&mock.url);
     // Node B has read the tenant's spending (nothing yet) for its session.
     let late = b.demo().await;
     let (mut wb, _) = b.connect(&late.session_id, &late.player_token, None).await;
