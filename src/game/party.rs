@@ -393,8 +393,13 @@ impl Party {
             seat.state = state;
         }
         if state != SeatState::Active {
-            // A seat that left has no action in the round any more.
+            // A seat that left has no action in the round any more; a
+            // round left with none has not begun, so its deadline counts
+            // from the next action taken.
             self.round.actions.retain(|a| a.seat_id.as_str() != seat_id);
+            if self.round.actions.is_empty() {
+                self.round.first_at = None;
+            }
         }
     }
 
@@ -657,8 +662,8 @@ mod tests {
         p.action_submitted(1, &action(3, "hide"), 1);
         p.seat_changed("seat_3", SeatRole::Player, SeatState::Kicked);
         assert!(
-            p.round.actions.is_empty(),
-            "a kicked seat's action is dropped"
+            p.round.actions.is_empty() && p.round_deadline().is_none(),
+            "a kicked seat's action is dropped, and the round it alone began has no deadline"
         );
         let waiting: Vec<_> = p
             .waiting_for(|s| s.as_str() != "seat_2")
@@ -666,6 +671,26 @@ mod tests {
             .map(|s| s.seat_id.to_string())
             .collect();
         assert_eq!(waiting, vec!["seat_1"]);
+    }
+
+    #[test]
+    fn a_round_keeps_its_deadline_while_an_action_is_left_in_it() {
+        let mut p = party();
+        p.seat_joined(&seat(2, "a"), "", 0);
+        p.seat_joined(&seat(3, "b"), "", 0);
+        p.action_submitted(1, &action(2, "hide"), 1_000);
+        p.action_submitted(1, &action(3, "run"), 4_000);
+        let deadline = p.round_deadline();
+        p.seat_changed("seat_2", SeatRole::Player, SeatState::Left);
+        assert_eq!(p.round_deadline(), deadline, "seat_3's action holds it");
+        p.seat_changed("seat_3", SeatRole::Player, SeatState::Kicked);
+        assert_eq!(p.round_deadline(), None);
+        p.action_submitted(1, &action(1, "wait"), 9_000);
+        assert_eq!(
+            p.round_deadline(),
+            Some(9_000 + i64::from(DEFAULT_ROUND_TIMEOUT_S) * 1000),
+            "counted from the action the round holds first"
+        );
     }
 
     #[test]

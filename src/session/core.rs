@@ -320,7 +320,8 @@ impl Core {
 
     /// Journals a story frame; it is applied and sent once durable.
     pub(super) fn emit(&mut self, entry: Entry) -> u64 {
-        let timers = timers::timer_index(entry.effect.as_ref(), &self.state);
+        let round_settled = || !self.sequencer.round_in_flight();
+        let timers = timers::timer_index(entry.effect.as_ref(), &self.state, round_settled);
         let mut row = self.sequencer.journal(&self.meta.session_id, entry);
         row.timers = timers;
         let seq = row.seq;

@@ -381,6 +381,22 @@ impl Sequencer {
         })
     }
 
+    /// Whether a change to the party's round (an action, its resolution,
+    /// a seat leaving, the mode) is staged but not yet durable.
+    pub(super) fn round_in_flight(&self) -> bool {
+        self.pending.iter().any(|p| {
+            matches!(
+                p.effect.as_deref(),
+                Some(
+                    Effect::ActionSubmitted { .. }
+                        | Effect::BeginRound { .. }
+                        | Effect::SeatChanged { .. }
+                        | Effect::ModeChanged { .. }
+                )
+            )
+        })
+    }
+
     /// This sequencer, for a session loaded with `frames` journalled after
     /// the snapshot it was loaded from.
     pub(super) fn since_snapshot(mut self, frames: u64) -> Self {
@@ -741,6 +757,26 @@ mod tests {
         assert!(sq.effects_in_flight());
         sq.durable(3);
         assert!(!sq.effects_in_flight(), "durable effects are applied");
+    }
+
+    #[test]
+    fn only_a_change_to_the_round_staged_holds_the_round_in_flight() {
+        let mut sq = Sequencer::new(0, VecDeque::new());
+        let moved = Effect::Move {
+            character_id: "pc_001".into(),
+            to_area_id: "area_002".into(),
+        };
+        sq.stage(presence(1), Some(moved), None);
+        assert!(!sq.round_in_flight(), "a tool's effect");
+        let kicked = Effect::SeatChanged {
+            seat_id: "seat_2".into(),
+            role: crate::game::party::SeatRole::Player,
+            state: crate::game::party::SeatState::Kicked,
+        };
+        sq.stage(presence(2), Some(kicked), None);
+        assert!(sq.round_in_flight());
+        sq.durable(2);
+        assert!(!sq.round_in_flight(), "durable changes are applied");
     }
 
     #[test]

@@ -157,6 +157,15 @@ async fn round_started(ws: &mut Ws) -> Value {
     frames.pop().expect("the round's turn")
 }
 
+/// `seat` of session `id` acts over HTTP with `text`, as request `rid`:
+/// `202`, the action waits for the round.
+async fn act_over_http(base: &str, id: &str, seat: &Joined, text: &str, rid: &str) -> Answer {
+    let body = json!({"session_id": id, "message": text, "request_id": rid});
+    let a = chat_over_http(base, &seat.token, &body).await;
+    assert_eq!(a.status, 202, "{}", a.body);
+    a
+}
+
 /// The `actions` of a round's `turn_started` as (seat, text) pairs.
 fn actions(started: &Value) -> Vec<(String, Option<String>)> {
     started["actions"]
@@ -202,13 +211,7 @@ async fn a_round_with_a_silent_player_resolves_at_its_deadline() {
     assert_eq!(host_ws.ack_for("h-1").await["duplicate"], true);
 
     // Brin acts over HTTP (offline): 202, the action waits for the round.
-    let a = chat_over_http(
-        &app.base,
-        &brin.token,
-        &json!({"session_id": id, "message": "roll 1d20", "request_id": "b-1"}),
-    )
-    .await;
-    assert_eq!(a.status, 202, "{}", a.body);
+    let a = act_over_http(&app.base, id, &brin, "roll 1d20", "b-1").await;
     assert_eq!(
         (
             a.body["status"].as_str(),
@@ -243,6 +246,65 @@ async fn a_round_with_a_silent_player_resolves_at_its_deadline() {
     assert_eq!(end["type"], "turn_completed", "{end}");
     let snap = app.snapshot(&s).await;
     assert_eq!(snap["round"]["number"], 2, "the next round begins");
+}
+
+/// A round whose only action leaves with its kicked seat has not begun:
+/// its deadline is gone from the store's timer index, and it counts from
+/// the next action taken, not from the one that left (docs/protocol.md
+/// §8).
+#[actix_web::test]
+async fn a_round_whose_only_action_was_kicked_counts_its_deadline_from_the_next_one() {
+    let app = spawn_app().await;
+    let (s, brin, cara) = party_of_three(&app).await;
+    let id = s.session_id.as_str();
+    rounds(&app.base, &s, 5).await;
+    let (mut host_ws, _) = app.connect(id, &s.player_token, None).await;
+    let (mut cara_ws, _) = app.connect(id, &cara.token, None).await;
+    let round_timers = || async {
+        crate::database::text_rows(
+            &app.db_url,
+            "SELECT timer_id FROM session_timers WHERE session_id = $1 AND timer_id = 'round'",
+            id,
+        )
+        .await
+    };
+
+    // Brin acts over HTTP, and is kicked: the round holds no action.
+    act_over_http(&app.base, id, &brin, "roll 1d20", "b-1").await;
+    assert_eq!(
+        round_timers().await.len(),
+        1,
+        "the first action sets a deadline"
+    );
+    let kick = format!("seats/{}/kick", brin.seat_id);
+    let a = post_as(&app.base, id, &kick, Some(&s.player_token), &json!({})).await;
+    assert_eq!(a.status, 200, "kick: {}", a.body);
+    assert!(
+        round_timers().await.is_empty(),
+        "a round without actions has no deadline to wake the session for"
+    );
+
+    // Past the deadline Brin's action set, the host acts. The round waits
+    // for Cara, online and yet to act: its deadline is 5 s after the
+    // host's action.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    host_ws.chat("look around", "h-1").await;
+    assert_eq!(host_ws.ack_for("h-1").await["round"], 1);
+    host_ws.until(|f| f["type"] == "action_submitted").await;
+    cara_ws.chat("hide", "c-1").await;
+    assert_eq!(
+        cara_ws.ack_for("c-1").await["round"],
+        1,
+        "the round is still open when Cara acts"
+    );
+    let started = round_started(&mut host_ws).await;
+    assert_eq!(
+        actions(&started),
+        [
+            ("seat_1".to_owned(), Some("look around".to_owned())),
+            ("seat_3".to_owned(), Some("hide".to_owned())),
+        ]
+    );
 }
 
 #[actix_web::test]

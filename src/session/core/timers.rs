@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::{Command, Core};
 use crate::game::approvals;
-use crate::game::party::TurnMode;
+use crate::game::party::{SeatState, TurnMode};
 use crate::game::{Effect, GameState};
 use crate::ids::{TraceId, TurnId};
 use crate::session::turn_frames;
@@ -26,10 +26,15 @@ const KEEP_LOADED_FOR: Duration = Duration::from_secs(5);
 
 /// What journalling `effect` changes in the store's timer index, read
 /// against `state` (the state it will apply to, give or take changes in
-/// flight): the timers it schedules, fires and cancels, and the held
-/// round's deadline, which its first action sets, a change of timeout
-/// moves and its resolution ends.
-pub(super) fn timer_index(effect: Option<&Effect>, state: &GameState) -> Vec<TimerIndex> {
+/// flight; `round_settled` answers whether a change to the round is among
+/// them): the timers it schedules, fires and cancels, and the held round's
+/// deadline, which its first action sets, a change of timeout moves, and
+/// its resolution or the departure of every seat that acted in it ends.
+pub(super) fn timer_index(
+    effect: Option<&Effect>,
+    state: &GameState,
+    round_settled: impl FnOnce() -> bool,
+) -> Vec<TimerIndex> {
     let due = |timer_id: &str, due_at| TimerIndex::Due {
         timer_id: timer_id.to_owned(),
         due_at,
@@ -68,6 +73,26 @@ pub(super) fn timer_index(effect: Option<&Effect>, state: &GameState) -> Vec<Tim
             .into_iter()
             .collect(),
         Some(Effect::BeginRound { .. }) => vec![gone(ROUND_TIMER)],
+        // The round's last action leaves with its seat: the round holds
+        // none and has no deadline (`Party::seat_changed`). Only read off
+        // a state no change to the round is on its way to: an action in
+        // flight would hold the round still. A deadline left in the index
+        // wrongly makes the sweeper load the session for nothing, later
+        // and later (`sweeper`); one taken out wrongly would leave a round
+        // unresolved while no node runs the session.
+        Some(Effect::SeatChanged {
+            seat_id,
+            state: seat_state,
+            ..
+        }) if *seat_state != SeatState::Active => {
+            let actions = &state.party.round.actions;
+            let last = !actions.is_empty() && actions.iter().all(|a| a.seat_id == *seat_id);
+            if last && round_settled() {
+                vec![gone(ROUND_TIMER)]
+            } else {
+                Vec::new()
+            }
+        }
         // An approval's timeout is a durable timer: the sweeper loads a
         // session nobody runs when it is due.
         Some(Effect::ApprovalRequested { approval }) => {
@@ -504,5 +529,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_round_deadline_leaves_the_index_with_the_last_seat_that_acted() {
+        use crate::game::party::{RoundAction, SeatRole, SeatState};
+        use crate::storage::{ROUND_TIMER, TimerIndex};
+
+        let mut state = core().state.clone();
+        let act = |n: u32| RoundAction {
+            seat_id: SeatId::from(format!("seat_{n}")),
+            character_id: format!("pc_{n:03}").into(),
+            text: "look".into(),
+            request_id: None,
+        };
+        let kick = |n: u32| Effect::SeatChanged {
+            seat_id: SeatId::from(format!("seat_{n}")),
+            role: SeatRole::Player,
+            state: SeatState::Kicked,
+        };
+        let gone = vec![TimerIndex::Gone {
+            timer_id: ROUND_TIMER.to_owned(),
+        }];
+        state.party.round.actions = vec![act(2), act(3)];
+        assert!(
+            super::timer_index(Some(&kick(2)), &state, || true).is_empty(),
+            "seat_3's action holds the round"
+        );
+        state.party.round.actions = vec![act(2)];
+        assert_eq!(super::timer_index(Some(&kick(2)), &state, || true), gone);
+        assert!(
+            super::timer_index(Some(&kick(3)), &state, || true).is_empty(),
+            "seat_2's action holds it"
+        );
+        assert!(
+            super::timer_index(Some(&kick(2)), &state, || false).is_empty(),
+            "a change to the round on its way: the deadline stays"
+        );
+        let host = Effect::SeatChanged {
+            seat_id: SeatId::from("seat_2"),
+            role: SeatRole::Host,
+            state: SeatState::Active,
+        };
+        assert!(
+            super::timer_index(Some(&host), &state, || true).is_empty(),
+            "a seat made host stays"
+        );
     }
 }
