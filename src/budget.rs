@@ -284,6 +284,19 @@ impl Budgets {
         Ok(())
     }
 
+    /// Forgets what `session` spent today, here: it stopped running on
+    /// this node, and whichever node loads it next reads its spending from
+    /// storage ([`Budgets::load`]). Without it a node kept an entry for
+    /// every session it ran that day.
+    pub fn forget_session(&self, session: &str) {
+        if !self.is_on() {
+            return;
+        }
+        if let Ok(mut days) = self.day.lock() {
+            days.spent.remove(&(Scope::Session, session.to_owned()));
+        }
+    }
+
     /// Reads `tenant`'s stored spending again in the background when a
     /// [`Budgets::check`] said it is due and other nodes may add to it (a
     /// shared database); one read at a time.
@@ -384,6 +397,43 @@ mod tests {
         };
         let b = with_spent(only_session, &[(Scope::Tenant, "t", u64::MAX)]);
         assert_eq!(b.check(Some("s"), "t", NOON).0, Ok(()));
+    }
+
+    #[test]
+    fn a_session_that_stops_here_is_forgotten_and_its_tenant_and_node_are_not() {
+        let limits = Limits {
+            session: Some(100),
+            tenant: Some(100),
+            node: Some(1000),
+        };
+        let spent = [
+            (Scope::Session, "s1", 100),
+            (Scope::Session, "s2", 100),
+            (Scope::Tenant, "t", 100),
+            (Scope::Node, "node-1", 1000),
+        ];
+        let b = with_spent(limits, &spent);
+        b.forget_session("s1");
+        let kept = |b: &Budgets| {
+            let days = b.day.lock().unwrap();
+            let mut keys: Vec<String> = days.spent.keys().map(|(_, k)| k.clone()).collect();
+            keys.sort();
+            keys
+        };
+        assert_eq!(kept(&b), ["node-1", "s2", "t"]);
+        // Still refused for its tenant and node: only the session's count,
+        // which storage holds, is gone from memory.
+        let only_session = Limits {
+            session: Some(100),
+            ..Limits::default()
+        };
+        let b = with_spent(only_session, &spent);
+        b.forget_session("s1");
+        assert_eq!(b.check(Some("s1"), "t", NOON).0, Ok(()));
+        assert!(b.check(Some("s2"), "t", NOON).0.is_err());
+        let b = with_spent(limits, &spent);
+        b.forget_session("s1");
+        assert!(b.check(Some("s1"), "t", NOON).0.is_err(), "the tenant's");
     }
 
     #[test]

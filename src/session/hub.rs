@@ -317,9 +317,11 @@ impl SessionHub {
         }
     }
 
-    /// Takes a session out of the live map and its counts out of the tally.
+    /// Takes a session out of the live map, its counts out of the tally
+    /// and its spending of the day out of the budgets' memory.
     fn forget(&mut self, session_id: &str) -> Option<Live> {
         let live = self.live.remove(session_id)?;
+        self.deps.budgets.forget_session(session_id);
         self.deps.metrics.sessions_live.dec();
         self.tally.release(&live.handle.meta.tenant_id, live.bytes);
         Some(live)

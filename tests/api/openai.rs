@@ -1132,7 +1132,10 @@ async fn a_spent_session_budget_refuses_chats_until_midnight_even_after_a_restar
     // Every answer costs 11 + 4 = 15 tokens.
     let mock = start_mock(|_| Canned::Sse(text_chunks(&["Fine."]))).await;
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let budget = |s: &mut questd::Settings| s.budget_session_tokens = Some(20);
+    let budget = |s: &mut questd::Settings| {
+        s.budget_session_tokens = Some(20);
+        s.idle_secs = 1;
+    };
     let app = app_from_settings(&mock, None, dir.clone(), budget).await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
@@ -1171,6 +1174,12 @@ async fn a_spent_session_budget_refuses_chats_until_midnight_even_after_a_restar
     let frames = ws2.play("hello", "o-1").await;
     assert_eq!(first(&frames, "turn_completed")["reply"], "Fine.");
     assert_eq!(mock.count(), 3, "no model call was made for a refused chat");
+
+    // Nor does the session's unloading while idle and loading again.
+    drop(ws);
+    crate::timers::not_live_here(&app, &s, "the spent session unloads while idle").await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    refused_for_budget(&mut ws, "hello", "r-5").await;
 
     // A restart does not reset what was spent.
     drop((ws, ws2));
