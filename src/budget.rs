@@ -247,8 +247,11 @@ impl Budgets {
             }
         }
         if let Some(store) = &self.store {
+            // The days past keeping are deleted once a call, for every key,
+            // with the call's first key's write.
+            let mut forget = Some(day - KEPT_DAYS + 1);
             for (scope, key) in keys {
-                store.add_spend(day, scope.as_str(), key, tokens, day - KEPT_DAYS + 1);
+                store.add_spend(day, scope.as_str(), key, tokens, forget.take());
             }
         }
     }

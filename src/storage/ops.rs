@@ -79,14 +79,14 @@ pub(super) enum RecordWrite {
     /// Gives a key back: its call did not run (refused before it started).
     DropKey { tenant_id: TenantId, key: String },
     /// Adds model tokens to a UTC day's spending of a scope's key
-    /// (`crate::budget`); every key's spending of the days before
-    /// `forget_before_day` is forgotten first.
+    /// (`crate::budget`); with `forget_before_day`, every key's spending
+    /// of the days before it is forgotten first.
     AddSpend {
         day: i64,
         scope: &'static str,
         key: String,
         tokens: i64,
-        forget_before_day: i64,
+        forget_before_day: Option<i64>,
     },
     /// Closes a session for good at `closed_at`, unless it is closed
     /// already.

@@ -563,10 +563,12 @@ async fn write_record(conn: &mut PgConnection, record: &QueuedRecord) -> Result<
             tokens,
             forget_before_day,
         } => {
-            sqlx::query(sql::FORGET_SPEND)
-                .bind(forget_before_day)
-                .execute(&mut *conn)
-                .await?;
+            if let Some(before) = forget_before_day {
+                sqlx::query(sql::FORGET_SPEND)
+                    .bind(before)
+                    .execute(&mut *conn)
+                    .await?;
+            }
             sqlx::query(sql::ADD_SPEND)
                 .bind(day)
                 .bind(*scope)

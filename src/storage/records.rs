@@ -210,16 +210,16 @@ impl Store {
 
     /// Adds `tokens` to what `scope`'s `key` spent on UTC day `day`: queued
     /// for the next group commit like an audit row, nobody waiting (a
-    /// server that stops commits it first, [`Store::settled`]). Every
-    /// key's spending of the days before `forget_before_day` is forgotten
-    /// in the same write.
+    /// server that stops commits it first, [`Store::settled`]). With
+    /// `forget_before_day`, every key's spending of the days before it is
+    /// forgotten in the same write.
     pub fn add_spend(
         &self,
         day: i64,
         scope: &'static str,
         key: &str,
         tokens: u64,
-        forget_before_day: i64,
+        forget_before_day: Option<i64>,
     ) {
         let (done, _) = oneshot::channel();
         let record = QueuedRecord {

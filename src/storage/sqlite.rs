@@ -605,8 +605,10 @@ fn write_record(conn: &rusqlite::Connection, record: &QueuedRecord) -> Result<()
             tokens,
             forget_before_day,
         } => {
-            conn.prepare_cached(sql::FORGET_SPEND)?
-                .execute(params![forget_before_day])?;
+            if let Some(before) = forget_before_day {
+                conn.prepare_cached(sql::FORGET_SPEND)?
+                    .execute(params![before])?;
+            }
             conn.prepare_cached(sql::ADD_SPEND)?
                 .execute(params![day, scope, key, tokens])? as i64
         }
@@ -1272,9 +1274,9 @@ pub(super) mod tests {
     async fn token_spending_older_than_the_kept_days_is_deleted_as_new_spending_is_stored() {
         use crate::budget::KEPT_DAYS;
         let (store, _dir, _url) = store().await;
-        let forget = |day: i64| day - KEPT_DAYS + 1;
+        let forget = |day: i64| Some(day - KEPT_DAYS + 1);
         store.add_spend(100, "session", "sess_a", 5, forget(100));
-        store.add_spend(100, "tenant", "default", 5, forget(100));
+        store.add_spend(100, "tenant", "default", 5, None);
         store.add_spend(103, "session", "sess_b", 7, forget(103));
         store.settled().await;
         assert_eq!(store.spent(100, "session", "sess_a").await.unwrap(), 5);
