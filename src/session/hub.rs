@@ -1020,13 +1020,14 @@ impl SessionHub {
 }
 
 impl SessionHub {
-    /// The timer sweep: finds open sessions with a timer due that this
-    /// node neither runs nor is loading (on PostgreSQL, ones no live node
-    /// claims) and loads a bounded batch of them through [`Self::load`];
-    /// each fires its due timers as it starts. A sweep waits for the last
-    /// one's loads; a draining node loads nothing; a session whose load
-    /// keeps failing, or which keeps its due time after loading, is tried
-    /// again later and later (`sweeper`).
+    /// The sweep: finds open sessions with a timer due or a stored chat
+    /// waiting that this node neither runs nor is loading (on PostgreSQL,
+    /// ones no live node claims) and loads a bounded batch of them through
+    /// [`Self::load`]; each fires its due timers and runs its stored chats
+    /// as it starts. A sweep waits for the last one's loads; a draining
+    /// node loads nothing; a session whose load keeps failing, or which
+    /// keeps its due time after loading, is tried again later and later
+    /// (`sweeper`).
     fn sweep_timers(&mut self, ctx: &mut Context<Self>) {
         if self.draining {
             return;
@@ -1036,7 +1037,11 @@ impl SessionHub {
         };
         let store = self.deps.store.clone();
         ctx.spawn(
-            async move { store.due_timers(now_ms(), limit).await }
+            async move {
+                let due = store.due_timers(now_ms(), limit).await?;
+                let waiting = store.waiting_chats(sweeper::WAITING_READ_MOST).await?;
+                Ok::<_, StorageError>(sweeper::merged(due, waiting))
+            }
                 .into_actor(self)
                 .map(|found, act, ctx| {
                     let found = match found {
@@ -1044,9 +1049,9 @@ impl SessionHub {
                         Ok(_) => return act.timers.abandon(),
                         Err(e) => {
                             if act.timers.read_failed() {
-                                tracing::warn!(error = %e, "finding sessions with a due timer failed; retrying every sweep");
+                                tracing::warn!(error = %e, "finding sessions with a due timer or a waiting chat failed; retrying every sweep");
                             } else {
-                                tracing::debug!(error = %e, "finding sessions with a due timer failed again");
+                                tracing::debug!(error = %e, "finding sessions with a due timer or a waiting chat failed again");
                             }
                             return;
                         }
@@ -1069,10 +1074,10 @@ impl SessionHub {
                             match res {
                                 Ok(_) => {}
                                 Err(e @ (HubError::Elsewhere | HubError::Draining | HubError::Closed)) => {
-                                    tracing::debug!(session_id = %id, error = %e, "a session with a due timer was not loaded");
+                                    tracing::debug!(session_id = %id, error = %e, "a session with a due timer or a waiting chat was not loaded");
                                 }
                                 Err(e) => {
-                                    tracing::warn!(session_id = %id, error = %e, "loading a session with a due timer failed; it is tried again later");
+                                    tracing::warn!(session_id = %id, error = %e, "loading a session with a due timer or a waiting chat failed; it is tried again later");
                                 }
                             }
                         });

@@ -1,9 +1,12 @@
-//! The timer sweeper's bookkeeping: which sessions with a due timer the
-//! hub loads on a sweep (docs/protocol.md §9). A session that is not
-//! loaded cannot wake itself, so the hub asks the store's timer index
-//! every [`SWEEP_EVERY`] for open sessions with a timer due (on PostgreSQL,
-//! only those no live node claims) and loads them through its normal load
-//! path; a loaded session fires its due timers by itself at start.
+//! The sweeper's bookkeeping: which sessions with work of their own the
+//! hub loads on a sweep. A session that is not loaded cannot wake itself,
+//! so the hub asks the store every [`SWEEP_EVERY`] for open sessions (on
+//! PostgreSQL, only those no live node claims) with a timer due
+//! (docs/protocol.md §9) or a stored chat that was acknowledged and has
+//! not run (its node stopped it when storage failed, or died: §15), and
+//! loads them through its normal load path: a loaded session fires its
+//! due timers and runs its stored chats by itself at start, whether or
+//! not a client comes back.
 //!
 //! What this piece decides: how many sessions one sweep loads at most, that
 //! a sweep never starts while the last one is still on its way, and that a
@@ -29,6 +32,25 @@ const LOADS_PER_SWEEP: usize = 128;
 /// The most due sessions one sweep reads: room for those waiting out a
 /// retry, so they cannot crowd out the rest of a batch.
 const READ_MOST: usize = 4096;
+
+/// The most sessions with stored chats one sweep reads: on SQLite the
+/// sessions running here are among them (and skipped), so the read
+/// reaches past the queues of a busy node.
+pub(super) const WAITING_READ_MOST: u32 = READ_MOST as u32;
+
+/// The sessions of `due` (due timers) and `waiting` (stored chats), each
+/// once with the sooner of its times, soonest first: what
+/// [`Sweeper::pick`] picks from.
+pub(super) fn merged(
+    mut due: Vec<(SessionId, i64)>,
+    waiting: Vec<(SessionId, i64)>,
+) -> Vec<(SessionId, i64)> {
+    due.extend(waiting);
+    due.sort_by_key(|(_, at)| *at);
+    let mut seen = HashSet::new();
+    due.retain(|(id, _)| seen.insert(id.clone()));
+    due
+}
 
 /// The wait before a session with the same due time is tried again,
 /// doubled on each try, up to [`RETRY_MOST`].
@@ -181,6 +203,16 @@ mod tests {
         // Nothing to load ends the sweep at once.
         assert!(s.pick(Vec::new(), now, &HashSet::new()).is_empty());
         assert!(s.begin().is_some());
+    }
+
+    #[test]
+    fn due_timers_and_waiting_chats_give_each_session_once_at_its_soonest() {
+        let timers = due(&[("a", 5), ("b", 9)]);
+        let chats = due(&[("c", 1), ("b", 3), ("d", 7)]);
+        let both = merged(timers, chats);
+        let order: Vec<(&str, i64)> = both.iter().map(|(id, at)| (id.as_str(), *at)).collect();
+        assert_eq!(order, [("c", 1), ("b", 3), ("a", 5), ("d", 7)]);
+        assert!(merged(Vec::new(), Vec::new()).is_empty());
     }
 
     #[test]

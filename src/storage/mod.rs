@@ -1088,6 +1088,15 @@ impl Store {
         read!(self, due_timers(now_ms, limit))
     }
 
+    /// Open sessions holding a stored chat that was acknowledged and has
+    /// not run (and, with several nodes, no live claim on them), with the
+    /// oldest such chat's time: oldest first, at most `limit`. A session
+    /// that stopped with chats queued (its storage failed, its node died)
+    /// is loaded for them by the sweeper, as for a due timer.
+    pub async fn waiting_chats(&self, limit: u32) -> Result<Vec<(SessionId, i64)>, StorageError> {
+        read!(self, waiting_chats(limit))
+    }
+
     /// Every timer in the store's index, of every session.
     pub async fn count_timers(&self) -> Result<i64, StorageError> {
         self.bounded("counting timers", async {

@@ -677,6 +677,19 @@ pub(super) async fn due_timers(
         .await?)
 }
 
+/// See [`super::Store::waiting_chats`]: sessions no live node holds.
+pub(super) async fn waiting_chats(
+    pool: &PgPool,
+    limit: u32,
+) -> Result<Vec<(SessionId, i64)>, StorageError> {
+    let query = sql::waiting_chats(&unclaimed("i"));
+    // Built only from constants.
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?)
+}
+
 /// See [`super::Store::abandoned_sessions`].
 pub(super) async fn abandoned_sessions(
     pool: &PgPool,

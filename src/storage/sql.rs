@@ -74,6 +74,18 @@ pub(super) fn due_timers(unclaimed: &str) -> String {
          GROUP BY t.session_id ORDER BY due LIMIT $2"
     )
 }
+/// The open sessions with a stored chat (acknowledged, and its turn not
+/// started, or started without its row deleted: a crash between the two),
+/// with the oldest such chat's time, the oldest first, at most `$1`; each
+/// dialect adds (`{unclaimed}`) that no live node holds it, on PostgreSQL.
+pub(super) fn waiting_chats(unclaimed: &str) -> String {
+    format!(
+        "SELECT i.session_id, MIN(i.created_at) AS since FROM inbox i \
+         JOIN sessions s ON s.session_id = i.session_id \
+         WHERE s.closed_at IS NULL {unclaimed} \
+         GROUP BY i.session_id ORDER BY since LIMIT $1"
+    )
+}
 pub(super) const INSERT_FIRST_SNAPSHOT: &str =
     "INSERT INTO snapshots (session_id, seq, state, updated_at) VALUES ($1, 0, $2, $3)";
 /// A shared start, unless it is stored already (by an earlier session, or

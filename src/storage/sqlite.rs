@@ -508,6 +508,18 @@ pub(super) async fn due_timers(
         .await?)
 }
 
+/// See [`super::Store::waiting_chats`].
+pub(super) async fn waiting_chats(
+    pool: &SqlitePool,
+    limit: u32,
+) -> Result<Vec<(SessionId, i64)>, StorageError> {
+    // Built only from constants.
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql::waiting_chats("")))
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?)
+}
+
 /// Inserts `rows` as journal steps and clears them.
 fn insert_steps(
     conn: &rusqlite::Connection,

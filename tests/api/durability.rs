@@ -293,11 +293,23 @@ async fn a_chat_acknowledged_while_a_turn_runs_survives_a_kill() {
     let queued_turn = ack["turn_id"].as_str().unwrap().to_owned();
     server.kill9();
 
-    // Restarted: the acknowledged chat runs, once, as the turn it was
-    // given, and the same request id again is a duplicate of it. The
-    // client resumes from what it saw, as a client does: the session may
-    // start the stored chat as it loads, before this connection is there.
+    // Restarted: the acknowledged chat runs by itself, with no client
+    // back (on PostgreSQL, once the killed node's claim has lapsed).
     let server = Server::start(&db);
+    let ran = || async {
+        crate::timers::journal(&db, &s).await.into_iter().any(|e| {
+            e["frame"]["type"] == "turn_completed" && e["frame"]["turn_id"] == queued_turn.as_str()
+        })
+    };
+    let mut polls = 0;
+    while !ran().await {
+        polls += 1;
+        assert!(polls < 600, "the stored chat never ran with no client back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // It ran once, as the turn it was given, and the same request id again
+    // is a duplicate of it. The client resumes from what it saw.
     let (mut ws, _) = server
         .connect(&s.session_id, &s.player_token, Some(seen))
         .await;

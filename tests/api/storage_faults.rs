@@ -67,6 +67,16 @@ impl Db {
     async fn release(&mut self) {
         self.run("COMMIT".into()).await;
     }
+
+    /// The one number `sql` selects.
+    async fn count(&mut self, sql: String) -> i64 {
+        let sql = sqlx::AssertSqlSafe(sql);
+        match self {
+            Self::Sqlite(c) => sqlx::query_scalar(sql).fetch_one(c).await,
+            Self::Postgres(c) => sqlx::query_scalar(sql).fetch_one(c).await,
+        }
+        .unwrap()
+    }
 }
 
 /// Makes the journal writes of `session_id` fail in the way `fault` says.
@@ -268,6 +278,75 @@ async fn a_failed_write_loses_nothing_acknowledged_and_the_session_comes_back() 
             "B's acknowledged move {seq} in {in_b:?}"
         );
     }
+}
+
+/// Chats acknowledged behind a turn whose write then fails are run once
+/// storage heals, though no client comes back: the sweeper loads the
+/// stopped session for them (contract §11: sessions "play on by
+/// themselves when it is back").
+#[actix_web::test]
+async fn chats_acknowledged_before_a_failure_run_once_storage_heals_with_no_client_back() {
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    // Each answer of the game master takes 2 s: the first turn waits on
+    // it while two more chats are queued and the store is broken.
+    let slow = OfflineGameMaster::with_latency(Duration::from_secs(2));
+    let app = spawn_in(dir, |_| {}, std::sync::Arc::new(slow)).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    for rid in ["w-1", "w-2", "w-3"] {
+        ws.chat("roll 1d6", rid).await;
+    }
+    for (rid, queued) in [("w-1", 0), ("w-2", 1), ("w-3", 2)] {
+        let ack = ws.ack_for(rid).await;
+        assert_eq!(ack["queued"], queued, "{ack}");
+    }
+    inject(&app.db_url, &s.session_id, Fault::RollsBack).await;
+    // The first turn's next write fails: the session stops, telling
+    // nothing of it.
+    let (frames, code) = ws.frames_until_closed().await;
+    assert_eq!(code, Ok(Some(1011)), "{frames:?}");
+    assert!(
+        frames.iter().all(|f| f["type"] != "tool_result"),
+        "{frames:?}"
+    );
+    drop(ws);
+    heal(&app.db_url).await;
+
+    // Nobody connects or asks: the two stored chats start by themselves.
+    let started = format!(
+        "SELECT COUNT(*) FROM journal WHERE session_id = '{}' AND started = 1 \
+         AND request_id IN ('w-2', 'w-3')",
+        s.session_id
+    );
+    let mut db = Db::connect(&app.db_url).await;
+    let mut polls = 0;
+    while db.count(started.clone()).await < 2 {
+        polls += 1;
+        assert!(
+            polls < 600,
+            "the stored chats never ran with no client back"
+        );
+        sleep(Duration::from_millis(100)).await;
+    }
+
+    // What a client then finds: the first turn closed as failed, the two
+    // others played through, each once.
+    let (mut reader, _) = app
+        .connect(&s.session_id, &s.spectator_token, Some(0))
+        .await;
+    let mut ends = Vec::new();
+    let mut started_by = Vec::new();
+    while ends.len() < 3 {
+        let f = reader.next_json().await;
+        if f["type"] == "turn_started" {
+            started_by.push(f["request_id"].as_str().unwrap_or_default().to_owned());
+        }
+        if f["type"] == "turn_completed" || f["type"] == "turn_failed" {
+            ends.push(f["type"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(started_by, ["w-1", "w-2", "w-3"]);
+    assert_eq!(ends, ["turn_failed", "turn_completed", "turn_completed"]);
 }
 
 #[actix_web::test]
