@@ -157,12 +157,49 @@ fn first_separator(text: &str) -> Option<(usize, usize)> {
     }
 }
 
-/// Reads a player's message. Matching ignores case and surrounding spaces.
+/// What a player may put before a command and mean the command alone:
+/// "I go to the side room" (the contract's own example), "we attack the
+/// warden", "let's explore", "我去酒馆". Longer first where one starts
+/// another.
+const SUBJECTS: [&str; 13] = [
+    "i want to ",
+    "i'd like to ",
+    "i try to ",
+    "i will ",
+    "i'll ",
+    "we will ",
+    "we'll ",
+    "let's ",
+    "lets ",
+    "i ",
+    "we ",
+    "我们",
+    "我",
+];
+
+/// `t` without a leading [`SUBJECTS`] word, trimmed; unchanged when no
+/// command would be left ("I", "I will"). `lower` is `t` lower-cased.
+fn without_subject<'a>(t: &'a str, lower: &str) -> &'a str {
+    SUBJECTS
+        .iter()
+        .find_map(|p| {
+            lower.strip_prefix(p)?;
+            // The prefixes are ASCII or keep their length when lower-cased,
+            // so the same bytes of `t` are them; checked all the same.
+            let rest = t.get(p.len()..)?.trim();
+            (!rest.is_empty()).then_some(rest)
+        })
+        .unwrap_or(t)
+}
+
+/// Reads a player's message. Matching ignores case, surrounding spaces and
+/// a leading subject ([`SUBJECTS`]).
 fn parse_intent(text: &str) -> Intent {
     let t = text
         .trim()
         .trim_end_matches(['.', '!', '?', '。', '！', '？'])
         .trim();
+    let t = without_subject(t, &t.to_lowercase());
     let lower = t.to_lowercase();
     let after = |prefixes: &[&str]| after_prefix(t, &lower, prefixes);
     if let Some(wait) = timed::parse_wait(t, &lower) {
@@ -226,8 +263,9 @@ fn parse_intent(text: &str) -> Intent {
     Intent::Talk
 }
 
-/// What a player searches for, in the player's casing: "(I) search the
-/// room for traps", "look around for a hidden door", "check for traps".
+/// What a player searches for, in the player's casing: "search the room
+/// for traps" ("I search…" once [`parse_intent`] took its subject), "look
+/// around for a hidden door", "check for traps".
 /// A bare "search <words>" is a search of the campaign's content instead.
 fn searched_for(t: &str, lower: &str) -> Option<String> {
     const SEARCHES: [&str; 9] = [
@@ -241,10 +279,6 @@ fn searched_for(t: &str, lower: &str) -> Option<String> {
         "check for ",
         "inspect the room for ",
     ];
-    let (t, lower) = match lower.strip_prefix("i ") {
-        Some(rest) => (t.get(2..).unwrap_or(rest), rest),
-        None => (t, lower),
-    };
     after_prefix(t, lower, &SEARCHES).filter(|hidden| !hidden.is_empty())
 }
 
@@ -587,6 +621,11 @@ fn turn_step(
     }) {
         // Past what a timer may wait: said in words, nothing scheduled.
         return Step::Reply(ModelReply::narrate(wait.out_of_range()));
+    }
+    if context.is_null() && !results.is_empty() {
+        // No session (the stateless chat API), and the caller's app ran
+        // the tools: what they did is told, whatever the words asked.
+        return Step::Reply(narrate_results(context, results, &intents, zh));
     }
     if context.is_null()
         && !intents
@@ -1060,6 +1099,13 @@ mod tests {
     fn intents_in_english_and_chinese() {
         let cases = [
             ("go to Side Room", Intent::Go("Side Room".into())),
+            // The contract's own example (§2), and a subject before others.
+            ("I go to the side room", Intent::Go("the side room".into())),
+            ("We'll head to the Hall.", Intent::Go("the Hall".into())),
+            ("I want to roll 1d6", Intent::Roll("1d6".into(), None)),
+            ("我去 侧室", Intent::Go("侧室".into())),
+            ("I", Intent::Talk),
+            ("I think so", Intent::Talk),
             ("Go to area_002.", Intent::Go("area_002".into())),
             ("去 侧室", Intent::Go("侧室".into())),
             ("去area_002", Intent::Go("area_002".into())),
@@ -1311,6 +1357,12 @@ mod tests {
                 "move",
                 json!({"actor_id": "pc_001", "to_area_id": "area_002"}),
             ),
+            // The contract's example chat (§2), on its example map (§4).
+            (
+                "I go to the side room",
+                "move",
+                json!({"actor_id": "pc_001", "to_area_id": "area_002"}),
+            ),
             (
                 "去 area_002",
                 "move",
@@ -1468,7 +1520,9 @@ mod tests {
             if zh {
                 return narrate::reported(&content, true);
             }
+            // The stateless chat API's request: no session, no context.
             let mut req = request("I drink the potion");
+            req.context = Arc::new(Value::Null);
             req.messages.push(Arc::new(HistoryEntry::ToolResult {
                 turn_id: "turn_1".into(),
                 call_id: "call_1".into(),
