@@ -396,6 +396,21 @@ impl<'a> ToolContext<'a> {
         }
     }
 
+    /// Whether `character_id` may be moved now: one [`Self::may_act_as`],
+    /// or an NPC in a turn of a session someone joined (docs/protocol.md
+    /// §8: a turn's tools may name the speaker's character or an NPC). A
+    /// session nobody joined moves only its active character, as before
+    /// parties.
+    pub fn may_move(&self, character_id: &str) -> bool {
+        self.may_act_as(character_id)
+            || (!self.acting.is_empty()
+                && self.state.party.seats.len() > 1
+                && self
+                    .state
+                    .character(character_id)
+                    .is_some_and(|c| c.kind == "npc"))
+    }
+
     /// [`ToolContext::now_ms`] as RFC 3339 UTC (`2024-12-13T12:00:00.000Z`).
     pub fn now_rfc3339(&self) -> String {
         crate::storage::rfc3339(self.now_ms)

@@ -1,4 +1,5 @@
-//! `move`: the active actor walks to a neighbouring area.
+//! `move`: the active actor (in a turn, the speaker's character, or in a
+//! party an NPC) walks to a neighbouring area.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -50,7 +51,7 @@ impl Tool for Move {
     fn run(&self, args: &Value, ctx: &mut ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let args: Args = super::typed(args)?;
         let state = ctx.state;
-        if !ctx.may_act_as(&args.actor_id) {
+        if !ctx.may_move(&args.actor_id) {
             return Err(ToolError::new(
                 Reason::ActorStateRestricted,
                 ErrorCode::PermissionDenied,
@@ -165,6 +166,49 @@ mod tests {
                 "{args}"
             );
         }
+    }
+
+    #[test]
+    fn in_a_party_s_turn_an_npc_may_be_moved_and_in_a_session_nobody_joined_not() {
+        use crate::game::party::{Seat, SeatRole, SeatState};
+        use crate::ids::CharacterId;
+        use crate::tools::test_support::{NOW_MS, session};
+        let mut state = demo();
+        let npc = state
+            .characters
+            .iter()
+            .find(|c| c.kind == "npc")
+            .expect("the demo has an NPC")
+            .clone();
+        let to = state.area(npc.area_id.as_str()).unwrap().reachable_area_ids[0].clone();
+        let args = json!({"actor_id": npc.character_id, "to_area_id": to});
+        let acting = [CharacterId::from("pc_001")];
+        let moved = |state: &crate::game::GameState| {
+            let mut rng = crate::game::rng::SplitMix64::new(7);
+            let mut ctx = ToolContext {
+                acting: &acting,
+                state,
+                rng: &mut rng,
+                session_id: &session(),
+                role: crate::tools::Role::GameMaster,
+                now_ms: NOW_MS,
+                user_id: None,
+                site_id: None,
+            };
+            Move.run(&args, &mut ctx).map(|_| ()).map_err(|e| e.reason)
+        };
+        assert_eq!(moved(&state), Err(Reason::ActorStateRestricted));
+        let host = state.party.seats[0].clone();
+        state.party.seats.push(Seat {
+            seat_id: "seat_2".into(),
+            character_id: "pc_002".into(),
+            name: "Brin".into(),
+            role: SeatRole::Player,
+            state: SeatState::Active,
+            token_hash: None,
+            joined_at: host.joined_at,
+        });
+        assert_eq!(moved(&state), Ok(()));
     }
 
     #[test]

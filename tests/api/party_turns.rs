@@ -147,6 +147,30 @@ async fn each_player_plays_as_their_own_character_and_may_not_move_anothers() {
         there,
         "the host's character stays"
     );
+
+    // An NPC is no seat's: Brin's turn may move one (contract §8).
+    let npc = snap["characters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "npc")
+        .expect("the demo has an NPC");
+    let npc_id = npc["character_id"].as_str().unwrap();
+    let from = npc["area_id"].as_str().unwrap();
+    let to = snap["areas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["area_id"] == from)
+        .and_then(|a| a["reachable_area_ids"][0].as_str())
+        .expect("a way out of the NPC's area")
+        .to_owned();
+    let frames = brin_ws
+        .play(&format!("move {npc_id} to {to}"), "npc-1")
+        .await;
+    let result = first(own_turn(&frames, "npc-1").as_slice(), "tool_result").clone();
+    assert_eq!(result["status"], "ok", "{result}");
+    assert_eq!(area_of(&app.snapshot(&s).await, npc_id), to);
 }
 
 /// Reads `ws` until the `turn_started` of a round; answers it.
