@@ -33,7 +33,7 @@ use std::sync::Arc;
 use super::body::{MAX_BODY_BYTES, body_bytes, body_within};
 use super::errors::{no_route, overloaded};
 pub use super::peers::Cluster;
-use super::peers::{CLIENT_HEADER, KEY_HEADER, Owner, Routing};
+use super::peers::{CLIENT_HEADER, KEY_HEADER, LINKS_HEADER, Owner, Routing};
 use super::routes::add;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorCode};
@@ -161,6 +161,7 @@ const HOP_HEADERS: &[&str] = &[
     "proxy-authorization",
     KEY_HEADER,
     CLIENT_HEADER,
+    LINKS_HEADER,
 ];
 
 /// Sends `req` (with `body`) to the owner and answers what it answered.
@@ -185,6 +186,10 @@ async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes
     for (name, value) in cluster.peer_headers(state.admission.client_ip(req)) {
         out = out.header(name.as_str(), value.as_bytes());
     }
+    // The links of the answer (an invite's, a joined seat's) point where
+    // the client reached this node, not at the owner's own address.
+    let links = super::guard::link_base(req, state.admission.from_trusted_proxy(req));
+    out = out.header(LINKS_HEADER, links.http);
     // The owner is waited on while its claim holds (a handed-over chat
     // may run a long turn); once it lapses or moves, the node stopped
     // answering (paused, cut off) and the client is told to try again.

@@ -41,7 +41,10 @@
 //! allowed) over plain `http`/`ws`. `X-Forwarded-Proto`, `X-Forwarded-Host`
 //! and `Forwarded` are believed only from a peer listed in
 //! `QUESTD_TRUSTED_PROXIES`: from anyone else they would let a client (or a
-//! shared cache in between) put another host in front of a token.
+//! shared cache in between) put another host in front of a token. A
+//! request another node handed over (it carries the nodes' secret) is
+//! answered with links where its client reached that node, as that node
+//! says (`x-questd-links`): the same answer whichever node was asked.
 //!
 //! The rules hold for every route, `/mcp` included: a local MCP tool in a
 //! browser (an inspector on another port) is another origin like any other
@@ -198,15 +201,21 @@ impl GuardRules {
             // Judged before the future, so it need not hold the rules. A
             // request another node of the database hands over was judged
             // there, against the client's own Host and Origin.
-            let from_peer = req
-                .app_data::<actix_web::web::Data<super::state::AppState>>()
-                .is_some_and(|state| state.cluster.from_peer(req.request()));
+            let state = req.app_data::<actix_web::web::Data<super::state::AppState>>();
+            let from_peer = state.is_some_and(|state| state.cluster.from_peer(req.request()));
             let refusal = if from_peer {
                 None
             } else {
                 self.refusal(req.request())
             };
-            if let Some(public) = &self.public {
+            // Links point where the client reached the node it asked: a
+            // peer that handed the request over says where that was.
+            let peer_links = state
+                .and_then(|state| state.cluster.peer_links(req.request()))
+                .and_then(|links| parse_public_url(links).ok());
+            if let Some(links) = peer_links {
+                req.extensions_mut().insert(Arc::new(links));
+            } else if let Some(public) = &self.public {
                 req.extensions_mut().insert(Arc::clone(public));
             }
             async move {

@@ -27,6 +27,10 @@ pub fn elsewhere() -> ApiError {
 pub const KEY_HEADER: &str = "x-questd-cluster-key";
 /// The header in which a peer names the client it acts for.
 pub const CLIENT_HEADER: &str = "x-questd-client";
+/// The header in which a peer says where the client reached it
+/// (`http(s)://host[:port]`): the owner builds the answer's links on it,
+/// so they are the same whichever node the client asked.
+pub const LINKS_HEADER: &str = "x-questd-links";
 
 /// How long a peer may take to answer a handed-over request. Past it the
 /// peer counts as gone (a paused or cut-off node), and the request is
@@ -78,6 +82,17 @@ impl Cluster {
                 .get(KEY_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|given| same_secret(self.secret.expose(), given))
+    }
+
+    /// Where the client of a request a peer handed over reached that
+    /// peer (its [`LINKS_HEADER`]), if a peer handed it over and said so.
+    pub fn peer_links<'r>(&self, req: &'r HttpRequest) -> Option<&'r str> {
+        if !self.from_peer(req) {
+            return None;
+        }
+        req.headers()
+            .get(LINKS_HEADER)
+            .and_then(|v| v.to_str().ok())
     }
 
     /// The client a peer handed this request over for, if a peer did.

@@ -20,13 +20,25 @@ async fn post_as(api: &impl Api, id: &str, rest: &str, token: &str, body: &Value
     .await
 }
 
-/// Joins through `api`: (seat_id, player_token).
+/// Joins through `api`: (seat_id, player_token). The seat's links point
+/// at the node the client asked, whichever node runs the session.
 async fn join(api: &impl Api, id: &str, code: &str, name: &str) -> (String, String) {
     let url = format!("{}/api/v1/sessions/{id}/join", api.base());
     let body = json!({"invite_code": code, "name": name});
     let a = request("POST", &url, &[], Some(&body)).await;
     assert_eq!(a.status, 201, "join as {name}: {}", a.body);
     let field = |k: &str| a.body[k].as_str().unwrap_or_default().to_owned();
+    let ws_base = api.base().replacen("http", "ws", 1);
+    assert!(
+        field("ws_url").starts_with(&format!("{ws_base}/ws/")),
+        "{}",
+        a.body
+    );
+    assert!(
+        field("player_url").starts_with(&format!("{}/?", api.base())),
+        "{}",
+        a.body
+    );
     (field("seat_id"), field("player_token"))
 }
 
@@ -39,6 +51,12 @@ async fn a_seat_plays_through_either_node_and_a_kicked_one_is_refused_on_both() 
     // The host invites through B; the seats join through either node.
     let made = post_as(&b, id, "invites", &s.player_token, &json!({"max_uses": 2})).await;
     assert_eq!(made.status, 201, "invite through B: {}", made.body);
+    let join_url = made.body["join_url"].as_str().unwrap_or_default();
+    assert!(
+        join_url.starts_with(&format!("{}/?join=", b.base())),
+        "{}",
+        made.body
+    );
     let code = made.body["invite_code"].as_str().unwrap().to_owned();
     let (brin_seat, brin) = join(&b, id, &code, "Brin").await;
     let (cara_seat, cara) = join(&a, id, &code, "Cara").await;
