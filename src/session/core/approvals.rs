@@ -455,6 +455,20 @@ mod tests {
     /// A session whose rule asks about `hp_delta`, with a turn whose model
     /// asked for one: paused.
     fn paused() -> (Core, String, Vec<Value>) {
+        let mut core = pausing();
+        let f = frames(&mut core);
+        let id = f
+            .iter()
+            .find(|f| f["type"] == "approval_requested")
+            .expect("a request")["approval_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        (core, id, f)
+    }
+
+    /// As [`paused`], the pause not yet durable: its frames are staged.
+    fn pausing() -> Core {
         let mut core = core();
         core.state.approvals.rule = Some(Box::new(ApprovalRule {
             tools: vec!["hp_delta".into()],
@@ -487,15 +501,48 @@ mod tests {
                 ..ModelReply::default()
             }))),
         );
-        let f = frames(&mut core);
-        let id = f
-            .iter()
-            .find(|f| f["type"] == "approval_requested")
-            .expect("a request")["approval_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        (core, id, f)
+        core
+    }
+
+    /// Whether the commands the core answers now close its connections
+    /// for a reconnect elsewhere and unload it.
+    fn closes_and_unloads(core: &mut Core) -> bool {
+        let (mut closes, mut leaves) = (false, false);
+        while let Some(c) = core.next_command() {
+            match c {
+                Command::CloseAll(code, _) => closes |= code == 1012,
+                Command::LeaveWhenWritten
+                | Command::Snapshot(_, crate::session::core::AfterSnapshot::Leave) => {
+                    leaves = true;
+                }
+                _ => {}
+            }
+        }
+        closes && leaves
+    }
+
+    #[test]
+    fn a_drain_while_the_pause_is_written_unloads_once_it_is_durable() {
+        let mut core = pausing();
+        core.drain();
+        assert!(
+            !closes_and_unloads(&mut core),
+            "the pause is not durable yet"
+        );
+        let up_to = core.sequencer.last_staged();
+        core.durable(up_to);
+        core.advance();
+        assert!(
+            closes_and_unloads(&mut core),
+            "the paused turn waits in the journal; the session moves on"
+        );
+    }
+
+    #[test]
+    fn a_drain_of_a_paused_session_unloads_at_once() {
+        let (mut core, _, _) = paused();
+        core.drain();
+        assert!(closes_and_unloads(&mut core));
     }
 
     fn decide(

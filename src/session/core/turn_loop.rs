@@ -47,6 +47,11 @@ impl Core {
                         None => return,
                     }
                 }
+                // A turn paused for a person holds nothing here: a drain
+                // or a close that waited for its pause to be durable goes
+                // on (the pause is journalled, and taken up wherever the
+                // session loads next).
+                Some(Phase::AwaitApproval) => return self.drain_if_done(),
                 Some(_) => return,
             }
         }
