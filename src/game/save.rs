@@ -37,7 +37,7 @@ use super::state::{
 };
 use super::timers::{MAX_PENDING, Timers};
 use super::zones::{PlayerRuntime, Zone};
-use crate::ids::{RequestId, TurnId};
+use crate::ids::TurnId;
 use crate::protocol::{STORY_KINDS, TURN_KINDS};
 
 /// The save format this build writes, and the newest it reads.
@@ -68,7 +68,6 @@ pub struct SavedFrame {
     pub seq: u64,
     pub kind: &'static str,
     pub turn_id: Option<TurnId>,
-    pub request_id: Option<RequestId>,
     /// The frame's JSON, compact.
     pub frame: String,
 }
@@ -601,14 +600,14 @@ fn read_story(story: &[Value], last_seq: Option<u64>, problems: &mut Problems) -
             problems.add(|| format!("story: frame {at} ({kind}) names no turn_id"));
             continue;
         }
-        let request_id = (*kind == "turn_started")
-            .then(|| frame["request_id"].as_str().map(RequestId::from))
-            .flatten();
+        // A turn's `request_id` stays in its frame, as said, but is not
+        // kept as one of the new session's: a request id is unique in its
+        // session (contract §2), and the copy is another session, whose
+        // player may number requests from the start again.
         frames.push(SavedFrame {
             seq,
             kind,
             turn_id,
-            request_id,
             frame: frame.to_string(),
         });
     }
@@ -722,7 +721,6 @@ mod tests {
         let seqs: Vec<u64> = imported.story.iter().map(|f| f.seq).collect();
         assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
         assert_eq!(imported.story[0].kind, "turn_started");
-        assert_eq!(imported.story[0].request_id.as_deref(), Some("r"));
         assert_eq!(
             serde_json::from_str::<Value>(&imported.story[2].frame).unwrap(),
             serde_json::from_str::<Value>(&story[2]).unwrap()

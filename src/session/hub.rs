@@ -569,7 +569,7 @@ impl Handler<ImportSession> for SessionHub {
                     seq: f.seq,
                     turn_id: f.turn_id,
                     kind: f.kind,
-                    request_id: f.request_id,
+                    request_id: None,
                     frame: f.frame.into(),
                     effect: None,
                     history: None,

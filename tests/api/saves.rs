@@ -132,7 +132,12 @@ async fn an_exported_game_imports_as_a_new_session_with_the_same_state_and_story
         .connect(&copy.session_id, &copy.player_token, None)
         .await;
     assert!(welcome["seq"].as_u64() >= Some(last));
-    let frames = ws.play("look around", "r-after-import").await;
+    // A request id the original used is the copy's to use again: the copy
+    // is another session, and its player may number requests anew.
+    ws.chat("look around", "r-1").await;
+    let ack = ws.ack_for("r-1").await;
+    assert_eq!(ack["duplicate"], false, "{ack}");
+    let frames = ws.until_turn_end(ack["turn_id"].as_str().unwrap()).await;
     let started = first(&frames, "turn_started");
     assert!(started["seq"].as_u64() > Some(last));
     assert!(frames.iter().any(|f| f["type"] == "turn_completed"));
