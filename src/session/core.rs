@@ -252,6 +252,10 @@ impl Core {
             party_in_flight: Default::default(),
             decided_on_load: None,
         };
+        // Rows of chats whose turns started, left behind by a crash: gone,
+        // so nothing (the sweep among others) takes them for waiting work.
+        core.out
+            .extend(restored.started_chats.into_iter().map(Command::Dequeue));
         // An open turn paused at an approval (or decided on) goes on; any
         // other a crash interrupted is closed at start.
         if let Some(turn_id) = core.interrupted_turn.clone()
@@ -900,6 +904,7 @@ mod tests {
             interrupted_turn: None,
             epoch: Epoch::Sole,
             stored_chats: Vec::new(),
+            started_chats: Vec::new(),
             stored_chunks: Vec::new(),
         };
         let mut core = Core::new(Arc::new(meta), deps, restored);

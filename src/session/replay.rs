@@ -31,6 +31,8 @@ pub(super) struct Restored {
     pub epoch: Epoch,
     /// Chats stored and acknowledged whose turns never started.
     pub stored_chats: Vec<QueuedChat>,
+    /// Stored chats whose turns started, their rows left behind.
+    pub started_chats: Vec<TurnId>,
     /// The snapshot chunks stored for the session (see
     /// `crate::game::pieces`).
     pub stored_chunks: Vec<String>,
@@ -53,6 +55,7 @@ pub(super) fn restore(
         .collect();
     let interrupted_turn = loaded.open_turn;
     let queued = loaded.queued;
+    let started_chats = loaded.started_chats;
     let mut recent = RecentRequests::default();
     for (request_id, turn_id) in requests.into_iter().rev() {
         recent.insert(request_id, turn_id);
@@ -66,6 +69,7 @@ pub(super) fn restore(
         interrupted_turn,
         epoch,
         stored_chats: queued,
+        started_chats,
         stored_chunks,
     })
 }
@@ -120,6 +124,7 @@ pub(super) fn fresh(state: GameState, epoch: Epoch) -> Restored {
         interrupted_turn: None,
         epoch,
         stored_chats: Vec::new(),
+        started_chats: Vec::new(),
         stored_chunks: Vec::new(),
     }
 }

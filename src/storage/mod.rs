@@ -559,6 +559,9 @@ pub struct LoadedSession {
     /// Chats acknowledged while a turn ran whose turns have not started,
     /// oldest first.
     pub queued: Vec<QueuedChat>,
+    /// Stored chats whose turns started, their rows left behind by a crash
+    /// between the two: the session deletes them as it starts.
+    pub started_chats: Vec<TurnId>,
 }
 
 impl LoadedSession {
@@ -1300,6 +1303,7 @@ mod tests {
             recent_frames: vec![(1, "not state".into())],
             open_turn: None,
             queued: Vec::new(),
+            started_chats: Vec::new(),
         };
         assert_eq!(loaded.state_bytes(), 10 + 4 + 2 + 4);
     }

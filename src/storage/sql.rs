@@ -75,9 +75,10 @@ pub(super) fn due_timers(unclaimed: &str) -> String {
     )
 }
 /// The open sessions with a stored chat (acknowledged, and its turn not
-/// started, or started without its row deleted: a crash between the two),
-/// with the oldest such chat's time, the oldest first, at most `$1`; each
-/// dialect adds (`{unclaimed}`) that no live node holds it, on PostgreSQL.
+/// started; or started, its row left by a crash between the two, which the
+/// session deletes when it loads), with the oldest such chat's time, the
+/// oldest first, at most `$1`; each dialect adds (`{unclaimed}`) that no
+/// live node holds it, on PostgreSQL.
 pub(super) fn waiting_chats(unclaimed: &str) -> String {
     format!(
         "SELECT i.session_id, MIN(i.created_at) AS since FROM inbox i \
@@ -504,17 +505,29 @@ macro_rules! queries {
                 Some(r) if r.try_get::<Option<String>, _>(1)?.is_none() => r.try_get(0)?,
                 _ => None,
             };
-            // Stored chats whose turn has not started; `after_seq` keeps
+            // Stored chats, each with whether its turn started (a crash
+            // between its start and its row's delete); `after_seq` keeps
             // the look into the journal to the rows after each one.
-            let queued = sqlx::query(
-                "SELECT turn_id, turn_no, request_id, text, after_seq, created_at, seat_id FROM inbox i \
-                 WHERE session_id = $1 AND NOT EXISTS (SELECT 1 FROM journal j \
+            let stored = sqlx::query(
+                "SELECT turn_id, turn_no, request_id, text, after_seq, created_at, seat_id, \
+                 EXISTS (SELECT 1 FROM journal j \
                  WHERE j.session_id = i.session_id AND j.last_seq > i.after_seq \
-                 AND j.started = 1 AND j.turn_id = i.turn_id) ORDER BY turn_no",
+                 AND j.started = 1 AND j.turn_id = i.turn_id) AS started \
+                 FROM inbox i WHERE session_id = $1 ORDER BY turn_no",
             )
             .bind(session_id)
             .fetch_all(pool)
-            .await?
+            .await?;
+            let mut started_chats = Vec::new();
+            let mut waiting = Vec::new();
+            for r in stored {
+                if r.try_get::<bool, _>(7)? {
+                    started_chats.push(TurnId::from(r.try_get::<String, _>(0)?));
+                } else {
+                    waiting.push(r);
+                }
+            }
+            let queued = waiting
             .into_iter()
             .map(|r| {
                 Ok(QueuedChat {
@@ -534,6 +547,7 @@ macro_rules! queries {
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
             Ok(Some(LoadedSession {
                 queued,
+                started_chats,
                 open_turn,
                 meta,
                 snapshot_seq: snapshot_seq as u64,

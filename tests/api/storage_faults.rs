@@ -349,6 +349,50 @@ async fn chats_acknowledged_before_a_failure_run_once_storage_heals_with_no_clie
     assert_eq!(ends, ["turn_failed", "turn_completed", "turn_completed"]);
 }
 
+/// A stored chat whose turn started, its row left behind (a crash between
+/// the two), is not run again when the sweep loads its session, and the
+/// row goes.
+#[actix_web::test]
+async fn a_stored_chat_whose_turn_started_is_not_run_again_and_its_row_goes() {
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let gm = || std::sync::Arc::new(OfflineGameMaster::default());
+    let app = spawn_in(dir.clone(), |_| {}, gm()).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("roll 1d6", "once").await;
+    let turn_id = first(&frames, "turn_started")["turn_id"].clone();
+    ws.close().await;
+    let db_url = app.db_url.clone();
+    app.stop().await;
+
+    // The row a crash left: the chat of the turn that already ran.
+    let mut db = Db::connect(&db_url).await;
+    db.run(format!(
+        "INSERT INTO inbox (session_id, turn_id, turn_no, request_id, text, after_seq, \
+         created_at, seat_id) VALUES ('{}', '{}', 1, 'once', 'roll 1d6', 0, 0, 'seat_1')",
+        s.session_id,
+        turn_id.as_str().unwrap()
+    ))
+    .await;
+    let _again = spawn_in(dir, |_| {}, gm()).await;
+    let rows = format!(
+        "SELECT COUNT(*) FROM inbox WHERE session_id = '{}'",
+        s.session_id
+    );
+    let mut polls = 0;
+    while db.count(rows.clone()).await > 0 {
+        polls += 1;
+        assert!(polls < 600, "the left row was never deleted");
+        sleep(Duration::from_millis(100)).await;
+    }
+    let started = format!(
+        "SELECT COUNT(*) FROM journal WHERE session_id = '{}' AND started = 1 \
+         AND request_id = 'once'",
+        s.session_id
+    );
+    assert_eq!(db.count(started).await, 1, "the turn ran once");
+}
+
 #[actix_web::test]
 async fn nothing_is_sent_before_its_commit() {
     let app = spawn_offline(|_| {}).await;

@@ -320,6 +320,7 @@ mod tests {
                 interrupted_turn: open,
                 epoch: Epoch::Sole,
                 stored_chats: Vec::new(),
+                started_chats: Vec::new(),
                 stored_chunks: Vec::new(),
             };
             self.core = Core::new(old.meta.clone(), deps, restored);
