@@ -177,19 +177,22 @@ const SUBJECTS: [&str; 13] = [
     "我",
 ];
 
-/// `t` without a leading [`SUBJECTS`] word, trimmed; unchanged when no
-/// command would be left ("I", "I will"). `lower` is `t` lower-cased.
-fn without_subject<'a>(t: &'a str, lower: &str) -> &'a str {
+/// `t` and `lower` (`t` lower-cased) without a leading [`SUBJECTS`] word,
+/// trimmed; unchanged when no command would be left ("I", "I will").
+fn without_subject<'a, 'b>(t: &'a str, lower: &'b str) -> (&'a str, &'b str) {
     SUBJECTS
         .iter()
         .find_map(|p| {
-            lower.strip_prefix(p)?;
-            // The prefixes are ASCII or keep their length when lower-cased,
-            // so the same bytes of `t` are them; checked all the same.
-            let rest = t.get(p.len()..)?.trim();
-            (!rest.is_empty()).then_some(rest)
+            let rest_lower = lower.strip_prefix(p)?;
+            // The prefixes are ASCII or Chinese, whose letters keep their
+            // length when lower-cased, so the same bytes of `t` are them
+            // and the rest of `lower` is its rest lower-cased; checked all
+            // the same.
+            let rest = t.get(p.len()..)?;
+            let (rest, rest_lower) = (rest.trim(), rest_lower.trim());
+            (!rest.is_empty() && rest.len() == rest_lower.len()).then_some((rest, rest_lower))
         })
-        .unwrap_or(t)
+        .unwrap_or((t, lower))
 }
 
 /// Reads a player's message. Matching ignores case, surrounding spaces and
@@ -199,23 +202,23 @@ fn parse_intent(text: &str) -> Intent {
         .trim()
         .trim_end_matches(['.', '!', '?', '。', '！', '？'])
         .trim();
-    let t = without_subject(t, &t.to_lowercase());
-    let lower = t.to_lowercase();
-    let after = |prefixes: &[&str]| after_prefix(t, &lower, prefixes);
-    if let Some(wait) = timed::parse_wait(t, &lower) {
+    let lowered = t.to_lowercase();
+    let (t, lower) = without_subject(t, &lowered);
+    let after = |prefixes: &[&str]| after_prefix(t, lower, prefixes);
+    if let Some(wait) = timed::parse_wait(t, lower) {
         return Intent::Wait(wait);
     }
-    if let Some(hidden) = searched_for(t, &lower) {
+    if let Some(hidden) = searched_for(t, lower) {
         // What may be hidden is found, or not, by a check, as a game
         // master asks for one (seed 001's "I search the room for traps").
         let reason = format!("Investigation check for {hidden}");
         let reason: String = reason.chars().take(MAX_ROLL_REASON).collect();
         return Intent::Roll("1d20".into(), Some(reason));
     }
-    if let Some(act) = parse_act(t, &lower) {
+    if let Some(act) = parse_act(t, lower) {
         return Intent::Adventure(act);
     }
-    if ["help", "commands", "?", "帮助", "命令"].contains(&lower.as_str()) {
+    if ["help", "commands", "?", "帮助", "命令"].contains(&lower) {
         return Intent::Help;
     }
     if lower.contains("where can i go")
@@ -248,10 +251,10 @@ fn parse_intent(text: &str) -> Intent {
     if let Some(rest) = after(&["explore ", "探索"]) {
         return Intent::Explore(rest);
     }
-    if ["status", "stats", "sheet", "状态"].contains(&lower.as_str()) {
+    if ["status", "stats", "sheet", "状态"].contains(&lower) {
         return Intent::Status;
     }
-    if ["map", "site map", "地图"].contains(&lower.as_str()) {
+    if ["map", "site map", "地图"].contains(&lower) {
         return Intent::SiteMap;
     }
     if let Some(rest) = after(&["scout ", "侦察"]) {
