@@ -374,7 +374,7 @@ async fn a_stored_chat_whose_turn_started_is_not_run_again_and_its_row_goes() {
         turn_id.as_str().unwrap()
     ))
     .await;
-    let _again = spawn_in(dir, |_| {}, gm()).await;
+    let again = spawn_in(dir, |_| {}, gm()).await;
     let rows = format!(
         "SELECT COUNT(*) FROM inbox WHERE session_id = '{}'",
         s.session_id
@@ -385,6 +385,10 @@ async fn a_stored_chat_whose_turn_started_is_not_run_again_and_its_row_goes() {
         assert!(polls < 600, "the left row was never deleted");
         sleep(Duration::from_millis(100)).await;
     }
+    // A turn after it: had the left chat been run again, it would have
+    // been ahead of this one.
+    let (mut ws, _) = again.connect(&s.session_id, &s.player_token, None).await;
+    ws.play("roll 1d6", "after").await;
     let started = format!(
         "SELECT COUNT(*) FROM journal WHERE session_id = '{}' AND started = 1 \
          AND request_id = 'once'",
