@@ -298,6 +298,12 @@ impl Party {
             .any(|s| s.character_id.as_str() == character_id)
     }
 
+    /// Whether anyone joined the session beside its host, kicked since or
+    /// not: a session nobody joined behaves as before parties (contract §8).
+    pub fn someone_joined(&self) -> bool {
+        self.seats.len() > 1
+    }
+
     /// Seats counted against `max_players`: every seat ever taken but the
     /// kicked and left ones.
     pub fn seated(&self) -> usize {

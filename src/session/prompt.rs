@@ -82,7 +82,7 @@ pub(super) fn model_request(
         .chain(in_flight)
         .collect();
     let party = &view.state.party;
-    if party.seats.len() > 1 {
+    if party.someone_joined() {
         name_speakers(party, &mut history);
     }
     ModelRequest::build(

@@ -404,7 +404,7 @@ impl<'a> ToolContext<'a> {
     pub fn may_move(&self, character_id: &str) -> bool {
         self.may_act_as(character_id)
             || (!self.acting.is_empty()
-                && self.state.party.seats.len() > 1
+                && self.state.party.someone_joined()
                 && self
                     .state
                     .character(character_id)
