@@ -67,16 +67,14 @@ impl Db {
     async fn release(&mut self) {
         self.run("COMMIT".into()).await;
     }
+}
 
-    /// The one number `sql` selects.
-    async fn count(&mut self, sql: String) -> i64 {
-        let sql = sqlx::AssertSqlSafe(sql);
-        match self {
-            Self::Sqlite(c) => sqlx::query_scalar(sql).fetch_one(c).await,
-            Self::Postgres(c) => sqlx::query_scalar(sql).fetch_one(c).await,
-        }
-        .unwrap()
-    }
+/// The one number `sql` counts on the database `url` names, with `$1`
+/// bound to the session `session_id`.
+async fn count(url: &str, sql: &str, session_id: &str) -> i64 {
+    let sql = format!("SELECT CAST(COUNT(*) AS TEXT) {sql}");
+    let rows = crate::database::text_rows(url, &sql, session_id).await;
+    rows[0][0].parse().expect("a count")
 }
 
 /// Makes the journal writes of `session_id` fail in the way `fault` says.
@@ -313,14 +311,10 @@ async fn chats_acknowledged_before_a_failure_run_once_storage_heals_with_no_clie
     heal(&app.db_url).await;
 
     // Nobody connects or asks: the two stored chats start by themselves.
-    let started = format!(
-        "SELECT COUNT(*) FROM journal WHERE session_id = '{}' AND started = 1 \
-         AND request_id IN ('w-2', 'w-3')",
-        s.session_id
-    );
-    let mut db = Db::connect(&app.db_url).await;
+    let started = "FROM journal WHERE session_id = $1 AND started = 1 \
+                   AND request_id IN ('w-2', 'w-3')";
     let mut polls = 0;
-    while db.count(started.clone()).await < 2 {
+    while count(&app.db_url, started, &s.session_id).await < 2 {
         polls += 1;
         assert!(
             polls < 600,
@@ -366,21 +360,17 @@ async fn a_stored_chat_whose_turn_started_is_not_run_again_and_its_row_goes() {
     app.stop().await;
 
     // The row a crash left: the chat of the turn that already ran.
-    let mut db = Db::connect(&db_url).await;
-    db.run(format!(
+    let insert = format!(
         "INSERT INTO inbox (session_id, turn_id, turn_no, request_id, text, after_seq, \
-         created_at, seat_id) VALUES ('{}', '{}', 1, 'once', 'roll 1d6', 0, 0, 'seat_1')",
-        s.session_id,
+         created_at, seat_id) VALUES ($1, '{}', 1, 'once', 'roll 1d6', 0, 0, 'seat_1')",
         turn_id.as_str().unwrap()
-    ))
-    .await;
-    let again = spawn_in(dir, |_| {}, gm()).await;
-    let rows = format!(
-        "SELECT COUNT(*) FROM inbox WHERE session_id = '{}'",
-        s.session_id
     );
+    let inserted = crate::database::execute(&db_url, &insert, &s.session_id).await;
+    assert_eq!(inserted, 1);
+    let again = spawn_in(dir, |_| {}, gm()).await;
+    let rows = "FROM inbox WHERE session_id = $1";
     let mut polls = 0;
-    while db.count(rows.clone()).await > 0 {
+    while count(&db_url, rows, &s.session_id).await > 0 {
         polls += 1;
         assert!(polls < 600, "the left row was never deleted");
         sleep(Duration::from_millis(100)).await;
@@ -389,12 +379,12 @@ async fn a_stored_chat_whose_turn_started_is_not_run_again_and_its_row_goes() {
     // been ahead of this one.
     let (mut ws, _) = again.connect(&s.session_id, &s.player_token, None).await;
     ws.play("roll 1d6", "after").await;
-    let started = format!(
-        "SELECT COUNT(*) FROM journal WHERE session_id = '{}' AND started = 1 \
-         AND request_id = 'once'",
-        s.session_id
+    let started = "FROM journal WHERE session_id = $1 AND started = 1 AND request_id = 'once'";
+    assert_eq!(
+        count(&db_url, started, &s.session_id).await,
+        1,
+        "the turn ran once"
     );
-    assert_eq!(db.count(started).await, 1, "the turn ran once");
 }
 
 #[actix_web::test]
