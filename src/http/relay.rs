@@ -27,7 +27,7 @@ use super::auth::TENANT_HEADER;
 use super::errors::overloaded;
 use super::frame_rate::FrameRate;
 use super::owner_watch::{self, Claim};
-use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
+use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES, dropped_answer};
 use super::state::AppState;
 use super::websocket::{Socket, WsActor};
 use super::wsframe::{Incoming, ProtocolError, close, op};
@@ -276,6 +276,8 @@ impl StreamHandler<Result<Incoming, ProtocolError>> for Relay {
             Ok(Incoming::Binary(bytes)) => Message::Binary(bytes),
             Ok(Incoming::Ping(p)) => return self.socket.pong(ctx, p),
             Ok(Incoming::Pong) => return,
+            // Never reaches the owner: answered here, as the owner would.
+            Ok(Incoming::Dropped { text }) => return self.socket.text(ctx, dropped_answer(text)),
             Ok(Incoming::Close(reason)) => {
                 let frame = reason.as_ref().map(|(code, why)| CloseFrame {
                     code: CloseCode::from(*code),
@@ -287,9 +289,7 @@ impl StreamHandler<Result<Incoming, ProtocolError>> for Relay {
             }
             Err(e) => {
                 self.close_owner();
-                return self
-                    .socket
-                    .close_now(ctx, e.close_code(), &e.reason(MAX_FRAME_BYTES));
+                return self.socket.close_now(ctx, e.close_code(), &e.reason());
             }
         };
         if self.to_owner.send(forward).is_err() {

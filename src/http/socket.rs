@@ -5,8 +5,14 @@
 
 use std::time::Duration;
 
-/// Largest frame a client may send, in bytes.
+use crate::error::ErrorCode;
+use crate::protocol::ControlFrame;
+
+/// Largest message a client may send, in bytes, whole or in fragments; a
+/// longer one is dropped unread and answered with [`dropped_answer`].
 pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+/// Why a binary message is refused.
+pub const BINARY_REFUSED: &str = "only whole JSON text frames are accepted";
 /// How often the server pings.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 /// A client silent this long is disconnected.
@@ -34,4 +40,26 @@ impl WsLimits {
             frame_burst: s.ws_frame_burst.max(1),
         }
     }
+}
+
+/// The `error` frame that answers a message over [`MAX_FRAME_BYTES`],
+/// dropped unread (so no `request_id` can be echoed): `TEXT_TOO_LONG` for
+/// text, since no frame that long holds a chat the server would take;
+/// `INVALID_FRAME` for binary, as for any binary message.
+pub fn dropped_answer(text: bool) -> String {
+    let (error_code, message) = if text {
+        (
+            ErrorCode::TextTooLong,
+            format!("messages are limited to {MAX_FRAME_BYTES} bytes; this one was not read"),
+        )
+    } else {
+        (ErrorCode::InvalidFrame, BINARY_REFUSED.into())
+    };
+    ControlFrame::Error {
+        request_id: None,
+        error_code,
+        message,
+        retry_after_ms: None,
+    }
+    .to_json()
 }

@@ -34,7 +34,7 @@ use super::frame_rate::FrameRate;
 use super::locate::locate;
 use super::peers::Routed;
 pub use super::socket::WsLimits;
-use super::socket::{CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES};
+use super::socket::{BINARY_REFUSED, CLIENT_TIMEOUT, HEARTBEAT, MAX_FRAME_BYTES, dropped_answer};
 use super::state::AppState;
 use super::websocket::{Socket, WriteStep, Writer, WsActor};
 use super::wsframe::{Incoming, ProtocolError, close};
@@ -737,17 +737,17 @@ impl StreamHandler<Result<Incoming, ProtocolError>> for WsConn {
                 ctx,
                 None,
                 ErrorCode::InvalidFrame,
-                "only whole JSON text frames are accepted".into(),
+                BINARY_REFUSED.into(),
                 None,
             ),
+            Ok(Incoming::Dropped { text }) => self.socket.text(ctx, dropped_answer(text)),
             Ok(Incoming::Close(reason)) => {
                 let (code, why) = reason.unwrap_or((close::NORMAL, String::new()));
                 self.socket.close(ctx, code, &why);
             }
             Err(e) => {
                 tracing::debug!(error = ?e, "websocket protocol error");
-                self.socket
-                    .close_now(ctx, e.close_code(), &e.reason(MAX_FRAME_BYTES));
+                self.socket.close_now(ctx, e.close_code(), &e.reason());
             }
         }
     }

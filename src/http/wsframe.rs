@@ -2,9 +2,11 @@
 //! server sends, and the reading of the frames a client sends into whole
 //! messages. No I/O here; `websocket` owns the socket.
 //!
-//! What a client may send is bounded before its bytes are kept: a frame
-//! (or a message in fragments) longer than the bound is refused from its
-//! header, so a reader never buffers more than one bound's worth.
+//! What a client may send is bounded before its bytes are kept: a message
+//! (whole or in fragments) longer than the bound is known from its
+//! header; its bytes are then read and dropped as they come, never kept,
+//! and the reader says so once the message ends. So a reader never
+//! buffers more than one bound's worth, and the connection reads on.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -28,7 +30,6 @@ pub mod close {
     pub const AWAY: u16 = 1001;
     pub const PROTOCOL: u16 = 1002;
     pub const INVALID_DATA: u16 = 1007;
-    pub const TOO_BIG: u16 = 1009;
     pub const ERROR: u16 = 1011;
     pub const RESTART: u16 = 1012;
     pub const AGAIN: u16 = 1013;
@@ -194,6 +195,11 @@ pub enum Incoming {
     Binary(Bytes),
     Ping(Bytes),
     Pong,
+    /// A text (`text`) or binary message longer than the bound: read to
+    /// its end and dropped, none of it kept.
+    Dropped {
+        text: bool,
+    },
     /// The client closes, with its code and reason if it gave them.
     Close(Option<(u16, String)>),
 }
@@ -202,8 +208,6 @@ pub enum Incoming {
 /// [`ProtocolError::close_code`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProtocolError {
-    /// A frame or message longer than the bound.
-    TooBig,
     /// Text that is not UTF-8.
     NotUtf8,
     /// Anything else RFC 6455 forbids: an unmasked frame, reserved bits,
@@ -215,15 +219,13 @@ pub enum ProtocolError {
 impl ProtocolError {
     pub fn close_code(self) -> u16 {
         match self {
-            Self::TooBig => close::TOO_BIG,
             Self::NotUtf8 => close::INVALID_DATA,
             Self::Invalid(_) => close::PROTOCOL,
         }
     }
 
-    pub fn reason(self, max: usize) -> String {
+    pub fn reason(self) -> String {
         match self {
-            Self::TooBig => format!("frames are limited to {max} bytes"),
             Self::NotUtf8 => "text frames must be UTF-8".into(),
             Self::Invalid(why) => why.into(),
         }
@@ -237,28 +239,70 @@ pub struct Reader {
     max: usize,
     /// A message in fragments: its opcode and the bytes so far.
     partial: Option<(u8, BytesMut)>,
+    /// A message over the bound, being dropped as it comes.
+    dropping: Option<Dropping>,
+}
+
+/// A message over the bound that is being read and dropped.
+#[derive(Debug)]
+struct Dropping {
+    /// The message's opcode (text or binary).
+    opcode: u8,
+    /// Bytes of the current frame's payload still to drop.
+    left: u64,
+    /// Whether the current frame ends the message.
+    last: bool,
+}
+
+/// What the front of the buffer held.
+enum Read {
+    Frame(Frame),
+    /// The header of a frame of a message being dropped: its payload is
+    /// dropped next.
+    Dropping,
 }
 
 impl Reader {
     pub fn new(max: usize) -> Self {
-        Self { max, partial: None }
+        Self {
+            max,
+            partial: None,
+            dropping: None,
+        }
     }
 
     /// The next whole message in `buf`, whose bytes it consumes; `None`
     /// when `buf` holds no whole frame yet (or only fragments so far).
     pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Incoming>, ProtocolError> {
         loop {
-            let Some(frame) = self.frame(buf)? else {
-                return Ok(None);
-            };
-            if let Some(message) = self.message(frame)? {
-                return Ok(Some(message));
+            if let Some(d) = self.dropping.as_mut() {
+                let n = usize::try_from(d.left).map_or(buf.len(), |left| left.min(buf.len()));
+                buf.advance(n);
+                d.left -= n as u64;
+                if d.left > 0 {
+                    return Ok(None);
+                }
+                if d.last {
+                    let text = d.opcode == op::TEXT;
+                    self.dropping = None;
+                    return Ok(Some(Incoming::Dropped { text }));
+                }
+            }
+            match self.frame(buf)? {
+                None => return Ok(None),
+                Some(Read::Dropping) => {}
+                Some(Read::Frame(frame)) => {
+                    if let Some(message) = self.message(frame)? {
+                        return Ok(Some(message));
+                    }
+                }
             }
         }
     }
 
-    /// One whole frame from the front of `buf`, unmasked.
-    fn frame(&self, buf: &mut BytesMut) -> Result<Option<Frame>, ProtocolError> {
+    /// One whole frame from the front of `buf`, unmasked; or the header of
+    /// a frame whose payload is to be dropped.
+    fn frame(&mut self, buf: &mut BytesMut) -> Result<Option<Read>, ProtocolError> {
         let Some(Head {
             fin,
             opcode,
@@ -275,8 +319,9 @@ impl Reader {
         let control = opcode & 0x08 != 0;
         // The bound holds for a message in fragments too.
         let so_far = self.partial.as_ref().map_or(0, |(_, b)| b.len() as u64);
-        if len > self.max || (!control && so_far.saturating_add(len as u64) > self.max as u64) {
-            return Err(ProtocolError::TooBig);
+        let over = len > self.max || so_far.saturating_add(len as u64) > self.max as u64;
+        if !control && (self.dropping.is_some() || over) {
+            return self.drop_frame(buf, fin, opcode, len, at);
         }
         if buf.len() < at + 4 + len {
             // Room for the rest of this frame, once; never past the bound.
@@ -288,11 +333,39 @@ impl Reader {
         buf.advance(at + 4);
         let mut payload = buf.split_to(len);
         unmask(&mut payload, mask);
-        Ok(Some(Frame {
+        Ok(Some(Read::Frame(Frame {
             fin,
             opcode,
             payload,
-        }))
+        })))
+    }
+
+    /// Takes the header of a data frame of a message over the bound (its
+    /// first such frame, or one after it): what the message held so far
+    /// is let go, and the frame's `len` bytes are dropped next. `None`
+    /// while the header's mask key has not all come.
+    fn drop_frame(
+        &mut self,
+        buf: &mut BytesMut,
+        fin: bool,
+        opcode: u8,
+        len: usize,
+        at: usize,
+    ) -> Result<Option<Read>, ProtocolError> {
+        let open = self.dropping.as_ref().map(|d| d.opcode);
+        let open = open.or(self.partial.as_ref().map(|(o, _)| *o));
+        let opcode = message_opcode(opcode, open)?;
+        if buf.len() < at + 4 {
+            return Ok(None);
+        }
+        buf.advance(at + 4);
+        self.partial = None;
+        self.dropping = Some(Dropping {
+            opcode,
+            left: len as u64,
+            last: fin,
+        });
+        Ok(Some(Read::Dropping))
     }
 
     /// What `frame` completes, if anything.
@@ -302,36 +375,24 @@ impl Reader {
             opcode,
             payload,
         } = frame;
-        let whole = match opcode {
+        match opcode {
             op::PING => return Ok(Some(Incoming::Ping(payload.freeze()))),
             op::PONG => return Ok(Some(Incoming::Pong)),
             op::CLOSE => return close(payload).map(Some),
-            op::CONTINUATION => {
-                let Some((_, so_far)) = self.partial.as_mut() else {
-                    return Err(ProtocolError::Invalid(
-                        "a continuation with nothing to continue",
-                    ));
-                };
+            _ => {}
+        }
+        let opcode = message_opcode(opcode, self.partial.as_ref().map(|(o, _)| *o))?;
+        let bytes = match self.partial.take() {
+            Some((_, mut so_far)) => {
                 so_far.extend_from_slice(&payload);
-                if !fin {
-                    return Ok(None);
-                }
-                self.partial.take()
+                so_far
             }
-            _ if self.partial.is_some() => {
-                return Err(ProtocolError::Invalid(
-                    "a new message began before the last one ended",
-                ));
-            }
-            _ if !fin => {
-                self.partial = Some((opcode, payload));
-                return Ok(None);
-            }
-            _ => Some((opcode, payload)),
+            None => payload,
         };
-        let Some((opcode, bytes)) = whole else {
+        if !fin {
+            self.partial = Some((opcode, bytes));
             return Ok(None);
-        };
+        }
         if opcode == op::TEXT {
             String::from_utf8(bytes.to_vec())
                 .map(|text| Some(Incoming::Text(text)))
@@ -339,6 +400,22 @@ impl Reader {
         } else {
             Ok(Some(Incoming::Binary(bytes.freeze())))
         }
+    }
+}
+
+/// The opcode of the message a data frame of `opcode` belongs to, when a
+/// message of `open` is unfinished (or none): a continuation needs one to
+/// continue, and a new message may not begin inside another.
+fn message_opcode(opcode: u8, open: Option<u8>) -> Result<u8, ProtocolError> {
+    match (opcode, open) {
+        (op::CONTINUATION, Some(open)) => Ok(open),
+        (op::CONTINUATION, None) => Err(ProtocolError::Invalid(
+            "a continuation with nothing to continue",
+        )),
+        (_, Some(_)) => Err(ProtocolError::Invalid(
+            "a new message began before the last one ended",
+        )),
+        (opcode, None) => Ok(opcode),
     }
 }
 
@@ -523,18 +600,13 @@ mod tests {
                 ProtocolError::NotUtf8,
             ),
             (
-                "too long",
-                client(true, op::TEXT, &[b'a'; 65]),
-                ProtocolError::TooBig,
-            ),
-            (
-                "too long in fragments",
+                "a message inside a message dropped for its length",
                 [
-                    client(false, op::TEXT, &[b'a'; 40]),
-                    client(true, op::CONTINUATION, &[b'a'; 40]),
+                    client(false, op::TEXT, &[b'a'; 65]),
+                    client(true, op::TEXT, b"b"),
                 ]
                 .concat(),
-                ProtocolError::TooBig,
+                ProtocolError::Invalid("a new message began before the last one ended"),
             ),
         ];
         for (name, bytes, want) in cases {
@@ -543,14 +615,63 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_too_long_is_refused_from_its_header_alone() {
+    fn a_message_over_the_bound_is_dropped_and_the_next_one_read() {
+        let bytes = [
+            client(true, op::TEXT, &[b'a'; 65]),
+            client(true, op::TEXT, b"ok"),
+            // In fragments, with a ping between them: the first fragment
+            // is kept until the second passes the bound.
+            client(false, op::TEXT, &[b'a'; 40]),
+            client(true, op::PING, b"p"),
+            client(false, op::CONTINUATION, &[b'a'; 40]),
+            client(true, op::CONTINUATION, &[b'a'; 40]),
+            client(true, op::BINARY, &[1; 65]),
+            client(true, op::TEXT, b"still here"),
+        ]
+        .concat();
+        assert_eq!(
+            read_all(&bytes, 64),
+            vec![
+                Ok(Incoming::Dropped { text: true }),
+                Ok(Incoming::Text("ok".into())),
+                Ok(Incoming::Ping(Bytes::from_static(b"p"))),
+                Ok(Incoming::Dropped { text: true }),
+                Ok(Incoming::Dropped { text: false }),
+                Ok(Incoming::Text("still here".into())),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_frame_over_the_bound_is_never_held_however_its_bytes_come() {
         // Only the 10-byte header of a 1 GiB frame has arrived.
         let mut head = vec![0x81, 0x80 | 127];
         head.extend_from_slice(&(1u64 << 30).to_be_bytes());
         let mut reader = Reader::new(64 * 1024);
         let mut buf = BytesMut::from(&head[..]);
-        assert_eq!(reader.next(&mut buf), Err(ProtocolError::TooBig));
+        assert_eq!(reader.next(&mut buf), Ok(None));
         assert!(buf.capacity() < 1024, "nothing reserved for it");
+        // A 1 MiB message then comes in writes of 1,000 bytes, split
+        // anywhere (in its header too): each is dropped as it comes.
+        let mut reader = Reader::new(64 * 1024);
+        let mut bytes = client(true, op::TEXT, &vec![b'x'; 1 << 20]);
+        bytes.extend(client(true, op::TEXT, b"after"));
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for piece in bytes.chunks(1000) {
+            buf.extend_from_slice(piece);
+            while let Some(m) = reader.next(&mut buf).expect("readable") {
+                got.push(m);
+            }
+            assert!(buf.len() < 1000 + MAX_HEAD + 4, "{} bytes held", buf.len());
+        }
+        assert_eq!(
+            got,
+            vec![
+                Incoming::Dropped { text: true },
+                Incoming::Text("after".into())
+            ]
+        );
     }
 
     #[test]

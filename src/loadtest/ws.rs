@@ -353,7 +353,7 @@ impl Conn {
                 Err(e) => {
                     self.end(Got::Lost(format!(
                         "the server broke the protocol: {}",
-                        e.reason(MAX_MESSAGE_BYTES)
+                        e.reason()
                     )));
                     continue;
                 }

@@ -109,6 +109,15 @@ async fn any_node_serves_a_session_with_the_owners_frames_and_runs_a_chat_once()
     assert_eq!(of_turn(&watched), of_turn(&played));
     assert_eq!(position(&a.snapshot(&s).await), target);
 
+    // A message over 64 KiB is answered by C, which relays the player, as
+    // the owner answers it; the relayed connection plays on.
+    let huge = serde_json::json!({"type": "chat", "text": "x".repeat(100 * 1024)});
+    player.send_json(&huge).await;
+    let refused = player.until(|f| f["type"] == "error").await.pop().unwrap();
+    assert_eq!(refused["error_code"], "TEXT_TOO_LONG", "{refused}");
+    let rolled = player.play("roll 1d6", "r-2").await;
+    assert_eq!(first(&rolled, "tool_result")["status"], "ok");
+
     // The same request_id again, through another node: not run again.
     let (mut again, _) = b.connect(&s.session_id, &s.player_token, None).await;
     again.chat("go somewhere else", "r-1").await;

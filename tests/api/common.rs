@@ -436,6 +436,11 @@ impl Ws {
             .expect("send");
     }
 
+    /// Sends one frame as it is (a fragment, say).
+    pub async fn send_message(&mut self, m: ws::Message) {
+        self.framed.send(m).await.expect("send");
+    }
+
     pub async fn send_binary(&mut self, b: &[u8]) {
         self.framed
             .send(ws::Message::Binary(b.to_vec().into()))

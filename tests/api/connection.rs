@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::common::*;
+use actix_http::ws::Item;
+use awc::ws;
 use questd::llm::{ModelReply, OfflineGameMaster, ScriptedProvider};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -744,18 +746,35 @@ async fn a_relayed_player_that_stops_reading_is_dropped_and_told_to_resume() {
 }
 
 #[actix_web::test]
-async fn an_oversized_frame_closes_with_1009() {
+async fn a_message_over_64_kib_is_refused_and_the_connection_plays_on() {
     let app = spawn_app().await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
-    let huge = json!({"type": "chat", "text": "x".repeat(100 * 1024)}).to_string();
-    ws.send_text(&huge).await;
-    assert_eq!(ws.close_code().await, Some(1009), "message too big");
-    // The session itself is untouched.
-    let (mut ws, welcome) = app.connect(&s.session_id, &s.player_token, None).await;
-    assert_eq!(welcome["state"]["turn"], 0);
+    let huge = json!({"type": "chat", "text": "x".repeat(100 * 1024), "request_id": "r-0"});
+    ws.send_json(&huge).await;
+    let refused = ws.until(|f| f["type"] == "error").await.pop().unwrap();
+    assert_eq!(refused["error_code"], "TEXT_TOO_LONG", "{refused}");
+    // The same in three fragments of 30,000 bytes.
+    let piece = || bytes::Bytes::from("y".repeat(30_000));
+    for item in [
+        Item::FirstText(piece()),
+        Item::Continue(piece()),
+        Item::Last(piece()),
+    ] {
+        ws.send_message(ws::Message::Continuation(item)).await;
+    }
+    let refused = ws.until(|f| f["type"] == "error").await.pop().unwrap();
+    assert_eq!(refused["error_code"], "TEXT_TOO_LONG", "{refused}");
+    // Neither was read as a chat, and the connection plays on.
     let frames = ws.play("roll 1d6", "r-1").await;
+    assert_eq!(first(&frames, "turn_started")["request_id"], "r-1");
     assert_eq!(first(&frames, "tool_result")["status"], "ok");
+    let (_, snapshot) = get(
+        &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
+        Some(&s.player_token),
+    )
+    .await;
+    assert_eq!(snapshot["turn"], 1, "only the one chat ran");
 }
 
 #[actix_web::test]
