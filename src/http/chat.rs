@@ -13,7 +13,7 @@ use super::body::decode;
 use super::locate::send_to_session;
 use super::peers::Routing;
 use super::state::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::ids::{RequestId, SeatId, SessionId, TraceId};
 use crate::protocol::TurnEnd;
 use crate::protocol::check_request_id;
@@ -132,8 +132,15 @@ fn answer(end: &TurnEnd, duplicate: bool, trace_id: &TraceId) -> HttpResponse {
     match ChatAnswer::new(end, duplicate) {
         ChatAnswer::Completed(answer) => HttpResponse::Ok().json(Traced { answer, trace_id }),
         ChatAnswer::Failed(answer) => {
-            HttpResponse::build(super::errors::status_of(answer.error_code))
-                .json(Traced { answer, trace_id })
+            let mut resp = HttpResponse::build(super::errors::status_of(answer.error_code));
+            if answer.error_code == ErrorCode::BudgetExceeded {
+                // The day's budget is spent until 00:00 UTC, counted from
+                // now (a duplicate's answer too), as a chat refused before
+                // its turn is told.
+                let (_, left_ms) = crate::budget::day_of(crate::storage::now_ms());
+                resp.insert_header(("Retry-After", left_ms.div_ceil(1000).max(1).to_string()));
+            }
+            resp.json(Traced { answer, trace_id })
         }
         ChatAnswer::ApprovalRequired(answer) => {
             HttpResponse::Accepted().json(Traced { answer, trace_id })

@@ -1251,6 +1251,22 @@ async fn a_chat_queued_while_the_budget_had_room_fails_its_turn_once_it_is_spent
     assert_eq!(failed["turn_id"], second.as_str(), "{failed}");
     assert_eq!(failed["error_code"], "BUDGET_EXCEEDED", "{failed}");
     assert_eq!(mock.count(), 1, "the second turn called no model");
+    // Asked again over HTTP: the failed turn, as 429 with Retry-After.
+    let chat = json!({"session_id": s.session_id, "message": "second", "request_id": "r-2"});
+    let a = chat_over_http(&app.base, &s.player_token, &chat).await;
+    assert_eq!(
+        (a.status, &a.body["error_code"], &a.body["duplicate"]),
+        (429, &json!("BUDGET_EXCEEDED"), &json!(true)),
+        "{}",
+        a.body
+    );
+    let after: u64 = a
+        .retry_after
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .expect("Retry-After");
+    assert!((1..=86_400).contains(&after), "{after}");
 }
 
 /// Nodes A and B on one fresh PostgreSQL database, asking the model at
