@@ -484,7 +484,8 @@ pub struct Settings {
         global = true
     )]
     pub offline_latency_ms: u64,
-    /// Model calls allowed in one turn.
+    /// Model calls allowed in one turn, the closing one included: the last
+    /// is made without tools, to narrate.
     #[arg(
         long,
         env = "QUESTD_MAX_ITERATIONS",

@@ -629,7 +629,8 @@ mod tests {
             c.rounds, 2,
             "the rounds before the last user message do not count"
         );
-        assert!(!c.spent(3) && c.spent(2));
+        // The next model call is the third: the last of three closes.
+        assert!(!c.spent(4) && c.spent(3));
         assert!(c.answered("roll_dice", &json!({"dice": "2d8", "reason": "luck"})));
         assert!(
             !c.answered("roll_dice", &json!({"dice": "2d6", "reason": "luck"})),

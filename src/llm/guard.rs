@@ -27,10 +27,23 @@ use super::contract::{self, ContractError, TurnFacts};
 /// turn's tool calls.
 pub const REPEAT_LIMIT: u32 = 3;
 
-/// Whether an exchange whose model answers asked for tools `rounds` times
-/// has spent its `max_iterations`: the next model call is the closing one.
+/// Whether the next model call of an exchange whose model answers asked
+/// for tools `rounds` times is the last of its `max_iterations` (model
+/// calls allowed in one turn; 0 is read as 1): it is then the closing
+/// one, made without tools, so the exchange ends in a narrative within
+/// its calls.
 pub fn rounds_spent(rounds: usize, max_iterations: u32) -> bool {
-    rounds >= max_iterations as usize
+    rounds + 1 >= max_iterations.max(1) as usize
+}
+
+/// Why a turn's last model call closes it without tools (or, after
+/// `, and the closing narration …`, why the turn failed).
+pub fn rounds_spent_message(max_iterations: u32) -> String {
+    format!(
+        "a turn makes at most {} model calls and the model was still asking for tools: \
+         the last call narrates without them",
+        max_iterations.max(1)
+    )
 }
 
 /// Arguments read as JSON, or the text when they are not JSON.
@@ -128,14 +141,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_rounds_are_spent_at_max_iterations() {
+    fn the_last_of_max_iterations_calls_is_the_closing_one() {
         // (rounds asked for tools, max_iterations, spent)
         let cases = [
-            (0, 1, false),
-            (1, 1, true),
-            (7, 8, false),
+            (0, 0, true),
+            (0, 1, true),
+            (0, 2, false),
+            (1, 2, true),
+            (6, 8, false),
+            (7, 8, true),
             (8, 8, true),
-            (9, 8, true),
         ];
         for (rounds, max, spent) in cases {
             assert_eq!(rounds_spent(rounds, max), spent, "{rounds} of {max}");

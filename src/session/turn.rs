@@ -11,10 +11,11 @@
 //!
 //! Invariants (the guard rules among them, shared with `POST /api/chat`,
 //! are [`crate::llm::guard`]'s):
-//! - at most `max_iterations` model calls ask for the next step; the one
-//!   after them, or the answer that repeats a call [`REPEAT_LIMIT`] times in
-//!   a row, starts the wrap-up instead: no more tools run, and one last
-//!   model call narrates;
+//! - a turn makes at most `max_iterations` model calls (corrective
+//!   retries aside, below): the first `max_iterations - 1` may ask for
+//!   tools, and the last is the wrap-up; so is the call after an answer
+//!   that repeats a call [`REPEAT_LIMIT`] times in a row. In the wrap-up
+//!   no more tools run, and that one last model call narrates;
 //! - in the wrap-up, an answer's tool calls are ignored; an answer with no
 //!   text (none streamed either) or a failed call fails the turn with
 //!   `MAX_ITERATIONS` and the limit;
@@ -371,7 +372,7 @@ impl Turn {
         // Every model call of the turn so far asked for tools: one that did
         // not ended it.
         if guard::rounds_spent(self.iteration as usize, max) {
-            let msg = format!("the model asked for tools {max} times without finishing the turn");
+            let msg = guard::rounds_spent_message(max);
             return self.wrap_up(TurnLimit::MaxIterations, msg);
         }
         self.iteration += 1;
@@ -862,10 +863,7 @@ mod tests {
 
     #[test]
     fn the_wrap_up_is_not_sent_back() {
-        let mut t = turn(1);
-        drain(&mut t);
-        t.on_model_done(reply("", calls(1)));
-        assert!(matches!(drain(&mut t).1, Step::WrapUp { .. }));
+        let mut t = wrapping_up();
         let claim = "You arrive at the end of the night.";
         assert_eq!(
             t.on_model_done(reply(claim, vec![])),
@@ -1037,19 +1035,19 @@ mod tests {
                 let args = format!(r#"{{"answer":{}}}"#, steps.len());
                 t.on_model_done(reply("", vec![call("", "roll", &args)]));
             }
-            assert_eq!(steps.len() as u32, max + 1, "max {max}");
-            let message =
-                format!("the model asked for tools {max} times without finishing the turn");
+            // The last of the `max` model calls is the wrap-up.
+            assert_eq!(steps.len() as u32, max, "max {max}");
+            let message = guard::rounds_spent_message(max);
             let limit = TurnLimit::MaxIterations;
             assert_eq!(steps.last(), Some(&Step::WrapUp { limit, message }));
-            assert_eq!(t.iteration(), max + 1);
+            assert_eq!(t.iteration(), max);
         }
     }
 
-    /// A turn in its wrap-up (after `max_iterations` = 1), the closing
-    /// narration in flight.
+    /// A turn in its wrap-up (its second model call, of `max_iterations`
+    /// = 2), the closing narration in flight.
     fn wrapping_up() -> Turn {
-        let mut t = turn(1);
+        let mut t = turn(2);
         drain(&mut t);
         t.on_model_done(reply("", calls(1)));
         assert!(matches!(drain(&mut t).1, Step::WrapUp { .. }));
@@ -1058,11 +1056,13 @@ mod tests {
 
     #[test]
     fn in_the_wrap_up_text_completes_with_the_limit_and_an_empty_answer_fails() {
-        const LIMIT: &str = "the model asked for tools 1 times without finishing the turn";
         let limit = Some(TurnLimit::MaxIterations);
         let empty = Step::Fail {
             code: ErrorCode::MaxIterations,
-            message: format!("{LIMIT}, and the closing narration was empty"),
+            message: format!(
+                "{}, and the closing narration was empty",
+                guard::rounds_spent_message(2)
+            ),
             limit,
         };
         // (deltas streamed, the answer's text, its tool calls, the step)
@@ -1108,8 +1108,8 @@ mod tests {
             };
             assert_eq!(asked().on_model_error(&e), want);
             let message = format!(
-                "the model asked for tools 1 times without finishing the turn, \
-                 and the closing narration failed: {}",
+                "{}, and the closing narration failed: {}",
+                guard::rounds_spent_message(2),
                 e.public_message()
             );
             let limit = Some(TurnLimit::MaxIterations);

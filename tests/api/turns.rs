@@ -218,15 +218,19 @@ async fn a_model_that_never_stops_hits_max_iterations_and_the_session_stays_usab
             ModelReply::narrate("All is calm.")
         })
     });
-    let app = spawn_with(|s| s.max_iterations = 4, Arc::new(model)).await;
+    let model = Arc::new(model);
+    let app = spawn_with(|s| s.max_iterations = 4, model.clone()).await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     let frames = ws.play("roll forever", "r-1").await;
     let failed = first(&frames, "turn_failed");
     assert_eq!(failed["error_code"], "MAX_ITERATIONS");
     assert_eq!(failed["limit"], "max_iterations");
+    // Four model calls, the limit: three ran a tool, and the fourth (the
+    // closing one, without tools) answered no text.
+    assert_eq!(model.calls(), 4, "no model call past the limit");
     let calls = frames.iter().filter(|f| f["type"] == "tool_call").count();
-    assert_eq!(calls, 4, "one tool call per allowed model call");
+    assert_eq!(calls, 3, "one tool call per model call before the last");
 
     let frames = ws.play("hello", "r-2").await;
     assert_eq!(first(&frames, "turn_completed")["reply"], "All is calm.");
@@ -253,7 +257,7 @@ async fn a_limit_ends_the_tools_and_the_model_narrates_the_turn_without_them() {
             _ => ModelReply::narrate("All is calm."),
         })
     });
-    let app = spawn_with(|s| s.max_iterations = 3, Arc::new(model)).await;
+    let app = spawn_with(|s| s.max_iterations = 4, Arc::new(model)).await;
     let s = app.demo().await;
     let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
     let (mut spectator, _) = app.connect(&s.session_id, &s.spectator_token, None).await;
@@ -271,7 +275,7 @@ async fn a_limit_ends_the_tools_and_the_model_narrates_the_turn_without_them() {
     assert_eq!(done["limit"], "max_iterations");
     assert_eq!(
         done["iterations"], 4,
-        "three tool steps and the closing call"
+        "three tool steps and the closing call: the four calls allowed"
     );
     assert_eq!(
         frames.iter().filter(|f| f["type"] == "tool_call").count(),
