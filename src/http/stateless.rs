@@ -405,9 +405,10 @@ impl Conversation {
         })
     }
 
-    /// Whether the exchange has used its tool rounds (`max_iterations`,
-    /// as a session's turn) or asked for the same call twice: the model
-    /// then gets no more tools.
+    /// Whether the model call to make is the exchange's last (the
+    /// `max_iterations`-th, counted as a session's turn counts them) or
+    /// the exchange asked for the same call twice: the model then gets no
+    /// more tools.
     fn spent(&self, max_iterations: u32) -> bool {
         guard::rounds_spent(self.rounds, max_iterations) || guard::asked_twice(&self.calls)
     }

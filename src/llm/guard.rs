@@ -39,11 +39,13 @@ pub fn rounds_spent(rounds: usize, max_iterations: u32) -> bool {
 /// Why a turn's last model call closes it without tools (or, after
 /// `, and the closing narration …`, why the turn failed).
 pub fn rounds_spent_message(max_iterations: u32) -> String {
-    format!(
-        "a turn makes at most {} model calls and the model was still asking for tools: \
-         the last call narrates without them",
-        max_iterations.max(1)
-    )
+    match max_iterations {
+        0 | 1 => "a turn makes at most 1 model call, and it narrates without tools".into(),
+        max => format!(
+            "a turn makes at most {max} model calls and the model was still asking for tools: \
+             the last call narrates without them"
+        ),
+    }
 }
 
 /// Arguments read as JSON, or the text when they are not JSON.
@@ -155,6 +157,8 @@ mod tests {
         for (rounds, max, spent) in cases {
             assert_eq!(rounds_spent(rounds, max), spent, "{rounds} of {max}");
         }
+        assert_eq!(rounds_spent_message(0), rounds_spent_message(1));
+        assert!(rounds_spent_message(8).starts_with("a turn makes at most 8 model calls "));
     }
 
     #[test]

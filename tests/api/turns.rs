@@ -237,6 +237,36 @@ async fn a_model_that_never_stops_hits_max_iterations_and_the_session_stays_usab
 }
 
 #[actix_web::test]
+async fn with_one_model_call_allowed_a_turn_narrates_in_it_without_tools() {
+    // Asks for a tool whenever it may.
+    let model = Arc::new(ScriptedProvider::from_fn(|req, _| {
+        Ok(match req.kind {
+            RequestKind::WrapUp => ModelReply::narrate("You wait, and nothing happens."),
+            _ => ModelReply::tools([("roll_dice", r#"{"dice":"1d6","reason":"luck"}"#)]),
+        })
+    }));
+    let app = spawn_with(|s| s.max_iterations = 1, model.clone()).await;
+    let s = app.demo().await;
+    let (mut ws, _) = app.connect(&s.session_id, &s.player_token, None).await;
+    let frames = ws.play("roll", "r-1").await;
+    let done = first(&frames, "turn_completed");
+    assert_eq!(
+        (&done["reply"], &done["iterations"], &done["limit"]),
+        (
+            &json!("You wait, and nothing happens."),
+            &json!(1),
+            &json!("max_iterations")
+        ),
+        "{done}"
+    );
+    assert!(
+        frames.iter().all(|f| f["type"] != "tool_call"),
+        "no tool ran"
+    );
+    assert_eq!(model.calls(), 1, "one model call, the limit");
+}
+
+#[actix_web::test]
 async fn a_limit_ends_the_tools_and_the_model_narrates_the_turn_without_them() {
     // Keeps calling tools until it is told it may not; then narrates.
     let model = ScriptedProvider::from_fn(|req, n| {
