@@ -279,7 +279,9 @@ impl Application {
                 "QUESTD_NODE_URL is not set: other nodes reach this one at a loopback address"
             );
         }
-        let cluster = Cluster::join(&store, node_url.trim_end_matches('/'))
+        let chat_wait = http::state::chat_wait(settings.turn_deadline());
+        let owner_wait = chat_wait.max(http::locate::SESSION_WAIT);
+        let cluster = Cluster::join(&store, node_url.trim_end_matches('/'), owner_wait)
             .await
             .context("joining the nodes of the database")?;
         let admission = admission.with_cluster(cluster.clone());
@@ -311,6 +313,7 @@ impl Application {
             budgets,
             history_tokens: settings.history_tokens,
             max_iterations: settings.max_iterations.max(1),
+            chat_wait,
             mcp_sessions: McpSessions::default(),
             metrics,
             service,

@@ -43,6 +43,7 @@ struct ChatRequest {
         (status = 200, description = "The finished turn and its `trace_id`", body = Traced<ChatTurn>),
         (status = 202, description = "Rounds mode: the chat is the seat's action for the round (`ActionAnswer`); or the turn paused for a person's approval (`ChatApprovalRequired`, `\"status\":\"approval_required\"`)", body = ActionAnswer),
         (status = 502, description = "The turn failed, with its `turn_failed` fields: `UPSTREAM_ERROR` and `INVALID_AI_JSON` are 502, `AI_TIMEOUT` 408, `MAX_ITERATIONS` 500", body = Traced<ChatTurnFailed>),
+        (status = 408, description = "The turn has not ended within the wait (`QUESTD_TURN_DEADLINE_SECS` + 10 s): `TIMEOUT` with its `turn_id`; it goes on, and the same `request_id` asks for its end again", body = crate::protocol::http::ErrorBody),
         (status = 400, description = "Bad body", body = crate::protocol::http::ErrorBody), (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session", body = crate::protocol::http::ErrorBody)))]
 async fn chat(
     req: HttpRequest,
@@ -87,13 +88,40 @@ async fn chat(
             trace_id: &trace_id,
         }));
     }
-    let end = handle
-        .addr
-        .send(AwaitTurnEnd {
-            turn_id: accepted.turn_id.clone(),
-        })
-        .await??;
-    Ok(answer(&end, accepted.duplicate, &trace_id))
+    let waited = handle.addr.send(AwaitTurnEnd {
+        turn_id: accepted.turn_id.clone(),
+    });
+    let Ok(end) = tokio::time::timeout(state.chat_wait, waited).await else {
+        let asked_again = body.request_id.is_some();
+        return Err(still_running(
+            &accepted.turn_id,
+            state.chat_wait,
+            asked_again,
+        ));
+    };
+    Ok(answer(&end??, accepted.duplicate, &trace_id))
+}
+
+/// `408 TIMEOUT` for a chat whose turn did not end within `waited`: it was
+/// taken and runs; the same `request_id` (when it has one:
+/// `asked_again`) asked again answers its end.
+fn still_running(turn_id: &str, waited: std::time::Duration, asked_again: bool) -> ApiError {
+    let how = if asked_again {
+        "send the same request_id again for its answer"
+    } else {
+        "follow its turn_id on the WebSocket or in the actions log"
+    };
+    let mut e = ApiError::new(
+        ErrorCode::Timeout,
+        format!(
+            "the turn has not ended after {} s; it was taken and goes on: {how}",
+            waited.as_secs()
+        ),
+    );
+    let mut extra = serde_json::Map::new();
+    extra.insert("turn_id".into(), turn_id.into());
+    e.extra = Some(extra);
+    e
 }
 
 /// `202` in rounds mode: the chat was taken as the seat's action for

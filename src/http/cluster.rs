@@ -177,6 +177,7 @@ async fn forward(state: &AppState, req: &HttpRequest, owner: &Owner, body: Bytes
     let mut out = cluster
         .http
         .request(method, format!("{}{path}", owner.url))
+        .timeout(cluster.handoff_timeout)
         .body(body);
     for (name, value) in req.headers() {
         if !HOP_HEADERS.contains(&name.as_str()) {

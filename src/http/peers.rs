@@ -32,10 +32,13 @@ pub const CLIENT_HEADER: &str = "x-questd-client";
 /// so they are the same whichever node the client asked.
 pub const LINKS_HEADER: &str = "x-questd-links";
 
-/// How long a peer may take to answer a handed-over request. Past it the
-/// peer counts as gone (a paused or cut-off node), and the request is
-/// refused with a retry; the session moves once its lease runs out.
+/// How long a peer may take to answer a request other than a handed-over
+/// one (a handed-over one has [`Cluster::handoff_timeout`]).
 const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much longer than the owner's own longest wait a handed-over
+/// request is given, so the owner's answer (a `408` among them) arrives
+/// before this node gives up on it.
+const HANDOFF_SLACK: Duration = Duration::from_secs(10);
 /// How long a liveness check of a peer may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -44,6 +47,12 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct Cluster {
     /// Several nodes may share the database (PostgreSQL).
     shared: bool,
+    /// How long a handed-over request may take: the longest an owner
+    /// waits before it answers (`owner_wait`), and [`HANDOFF_SLACK`].
+    /// Past it the peer counts as gone (a paused or cut-off node), and
+    /// the request is refused with a retry; the session moves once its
+    /// lease runs out.
+    pub(super) handoff_timeout: Duration,
     secret: Secret,
     /// Sends handed-over requests and probes to peers.
     pub(super) http: reqwest::Client,
@@ -51,8 +60,9 @@ pub struct Cluster {
 
 impl Cluster {
     /// Joins the nodes of `store`'s database, reachable at `url`: records
-    /// where this node is and reads the secret they share.
-    pub async fn join(store: &Store, url: &str) -> anyhow::Result<Self> {
+    /// where this node is and reads the secret they share. `owner_wait` is
+    /// the longest any route waits for a session before it answers.
+    pub async fn join(store: &Store, url: &str, owner_wait: Duration) -> anyhow::Result<Self> {
         let fresh = crate::session::random_token(32);
         let secret = store.cluster_secret(&fresh).await?;
         if store.is_shared() {
@@ -64,6 +74,7 @@ impl Cluster {
             .build()?;
         Ok(Self {
             shared: store.is_shared(),
+            handoff_timeout: owner_wait.max(PEER_TIMEOUT) + HANDOFF_SLACK,
             secret: Secret::from(secret),
             http,
         })

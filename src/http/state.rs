@@ -53,6 +53,9 @@ pub struct AppState {
     /// Tool rounds a stateless `/api/chat` exchange may take
     /// (`QUESTD_MAX_ITERATIONS`, as a session's turn).
     pub max_iterations: u32,
+    /// Longest `POST /api/v1/chat` waits for its turn to end before it
+    /// answers `408` ([`chat_wait`]).
+    pub chat_wait: std::time::Duration,
     /// What bounds one WebSocket connection: what may wait for it, and
     /// how fast it may send.
     pub ws: WsLimits,
@@ -65,4 +68,13 @@ pub struct AppState {
     /// The OpenAPI document, built at its first request: it depends only on
     /// the tools, fixed when the server starts.
     pub openapi: std::sync::OnceLock<bytes::Bytes>,
+}
+
+/// How long `POST /api/v1/chat` waits for its turn to end: a started turn's
+/// longest (`QUESTD_TURN_DEADLINE_SECS`) and 10 s, so a turn that started
+/// at once is always answered with its end. A turn queued behind others
+/// (or behind a turn waiting for a person's approval) may take longer:
+/// the caller is then answered `408` and asks again with its `request_id`.
+pub fn chat_wait(turn_deadline: std::time::Duration) -> std::time::Duration {
+    turn_deadline + std::time::Duration::from_secs(10)
 }

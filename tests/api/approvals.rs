@@ -121,6 +121,14 @@ async fn logged(api: &impl Api, s: &Session, tool: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The speaker's player token approves `approval_id` over HTTP, and the
+/// decision is taken.
+async fn approve_as_player(api: &impl Api, s: &Session, approval_id: &str) {
+    let approve = json!({"decision": "approve"});
+    let d = decide(api, s, approval_id, Some(&s.player_token), approve).await;
+    assert_eq!(d.status, 200, "{}", d.body);
+}
+
 /// Decides on `approval_id` over HTTP with this player token, or with the
 /// key when `token` is `None`.
 async fn decide(
@@ -1038,6 +1046,48 @@ async fn an_approval_times_out_after_a_kill_9_with_no_one_connected() {
 }
 
 #[actix_web::test]
+async fn a_chat_over_http_behind_a_paused_turn_answers_408_and_asked_again_its_turn() {
+    let (model, _) = striker();
+    // A turn's deadline of 1 s: the chat waits 11 s for its turn.
+    let app = spawn_with(|s| s.turn_deadline_secs = 1, model).await;
+    let s = guarded(&app, strikes_wait(600)).await;
+    let strike =
+        json!({"session_id": s.session_id, "message": "strike pc_001 2", "request_id": "h-1"});
+    let paused = chat_over_http(&app.base, &s.player_token, &strike).await;
+    assert_eq!(paused.status, 202, "{}", paused.body);
+    // Queued behind the paused turn, it cannot end while the person waits.
+    let roll = json!({"session_id": s.session_id, "message": "roll 1d6", "request_id": "h-2"});
+    let waited = chat_over_http(&app.base, &s.player_token, &roll).await;
+    assert_eq!(
+        (waited.status, &waited.body["error_code"]),
+        (408, &json!("TIMEOUT")),
+        "{}",
+        waited.body
+    );
+    let turn_id = waited.body["turn_id"]
+        .as_str()
+        .expect("the turn is named")
+        .to_owned();
+    let id = id_of(&paused.body["approval"]);
+    approve_as_player(&app, &s, &id).await;
+    // Asked again: the turn it was taken for, run once.
+    let again = chat_over_http(&app.base, &s.player_token, &roll).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(
+        (&again.body["turn_id"], &again.body["duplicate"]),
+        (&json!(turn_id), &json!(true)),
+        "{}",
+        again.body
+    );
+    let (_, snapshot) = get(
+        &format!("{}/api/v1/sessions/{}", app.base, s.session_id),
+        Some(&s.player_token),
+    )
+    .await;
+    assert_eq!(snapshot["turn"], 2, "the strike's turn and this one, once");
+}
+
+#[actix_web::test]
 async fn a_chat_over_http_that_pauses_answers_202_and_the_rest_is_read_after_the_decision() {
     let (model, _) = striker();
     let app = spawn_with(|_| {}, model).await;
@@ -1058,15 +1108,7 @@ async fn a_chat_over_http_that_pauses_answers_202_and_the_rest_is_read_after_the
     assert_lists(&pending(&app, &s).await, approval);
     assert!(logged(&app, &s, "hp_delta").await.is_empty());
 
-    let d = decide(
-        &app,
-        &s,
-        &id,
-        Some(&s.player_token),
-        json!({"decision": "approve"}),
-    )
-    .await;
-    assert_eq!(d.status, 200, "{}", d.body);
+    approve_as_player(&app, &s, &id).await;
     // The rest of the turn: the actions log, and the story from its start.
     let deadline = tokio::time::Instant::now() + STEP_WAIT;
     let log = loop {

@@ -264,6 +264,38 @@ async fn a_chat_over_http_on_the_node_without_the_session_runs_once_on_the_owner
 }
 
 #[actix_web::test]
+async fn a_chat_over_http_whose_turn_takes_longer_than_30_s_is_answered_on_either_node() {
+    let (_dir, db) = database();
+    // Each model call takes 31 s: a turn of one call ("hello") takes longer
+    // than a request to a peer used to be given.
+    let slow = [("QUESTD_OFFLINE_LATENCY_MS", "31000")];
+    let a = crate::cluster::node_with(&db, "node-a", &slow);
+    let b = crate::cluster::node_with(&db, "node-b", &slow);
+    let s = a.demo().await;
+    assert_eq!(owner_of(&a, &s).await, Some("node-a".to_owned()));
+    let body = json!({"session_id": s.session_id, "message": "hello", "request_id": "slow-1"});
+    let wait = std::time::Duration::from_secs(120);
+    let turn = chat_over_http_within(wait, b.base(), &s.player_token, &body).await;
+    assert_eq!(turn.status, 200, "{}", turn.body);
+    assert!(
+        turn.body["reply"].as_str().is_some_and(|r| !r.is_empty()),
+        "{}",
+        turn.body
+    );
+    let again = chat_over_http(a.base(), &s.player_token, &body).await;
+    assert_eq!(
+        (
+            again.status,
+            &again.body["turn_id"],
+            &again.body["duplicate"]
+        ),
+        (200, &turn.body["turn_id"], &json!(true)),
+        "{}",
+        again.body
+    );
+}
+
+#[actix_web::test]
 async fn npc_activation_on_the_node_without_the_session_runs_once_on_the_owner() {
     let (_dir, db) = database();
     let (a, b, s) = owned_by_a(&db).await;

@@ -141,10 +141,16 @@ pub struct Session {
     pub ws_url: String,
 }
 
+/// How long a test's HTTP request may take, unless it says otherwise.
+const REQUEST_WAIT: Duration = Duration::from_secs(30);
+
 pub fn client() -> awc::Client {
-    awc::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .finish()
+    client_within(REQUEST_WAIT)
+}
+
+/// A client whose requests may take `wait`.
+fn client_within(wait: Duration) -> awc::Client {
+    awc::Client::builder().timeout(wait).finish()
 }
 
 /// GET with an optional bearer token; returns status and JSON body.
@@ -173,11 +179,23 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: Option<&Value>,
 ) -> Answer {
+    request_within(REQUEST_WAIT, method, url, headers, body).await
+}
+
+/// [`request`], answered within `wait`.
+pub async fn request_within(
+    wait: Duration,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> Answer {
+    let client = client_within(wait);
     let mut req = match method {
-        "GET" => client().get(url),
-        "POST" => client().post(url),
-        "PUT" => client().put(url),
-        "DELETE" => client().delete(url),
+        "GET" => client.get(url),
+        "POST" => client.post(url),
+        "PUT" => client.put(url),
+        "DELETE" => client.delete(url),
         other => panic!("no method {other}"),
     };
     for h in headers {
@@ -207,8 +225,19 @@ pub async fn post(url: &str, body: &Value) -> (u16, Value) {
 /// One whole turn through `POST /api/v1/chat` on the server at `base`,
 /// with a player's token as the bearer.
 pub async fn chat_over_http(base: &str, player_token: &str, body: &Value) -> Answer {
+    chat_over_http_within(REQUEST_WAIT, base, player_token, body).await
+}
+
+/// [`chat_over_http`], answered within `wait`.
+pub async fn chat_over_http_within(
+    wait: Duration,
+    base: &str,
+    player_token: &str,
+    body: &Value,
+) -> Answer {
     let auth = format!("Bearer {player_token}");
-    request(
+    request_within(
+        wait,
         "POST",
         &format!("{base}/api/v1/chat"),
         &[("Authorization", auth.as_str())],
