@@ -33,9 +33,12 @@ use super::websocket::{Socket, WsActor};
 use super::wsframe::{Incoming, ProtocolError, close, op};
 use crate::error::ApiError;
 use crate::ids::SessionId;
-use crate::session::{CLOSE_OVERFLOW, Outbox};
+use crate::session::{CLOSE_OVERFLOW, Outbox, RESTARTING};
 use crate::storage::Store;
 
+/// Why a relayed client is closed when the session's own node drains
+/// (that node says "this node is restarting", which this one is not).
+const OWNER_RESTARTING: &str = "the session's node is restarting; reconnect";
 /// Close code when the owner node went away: service restart, reconnect.
 const CLOSE_OWNER_GONE: u16 = 1012;
 
@@ -341,7 +344,13 @@ impl Relay {
                 let (code, why) = frame.map_or((close::NORMAL, String::new()), |f| {
                     (u16::from(f.code), f.reason.to_string())
                 });
-                self.socket.close(ctx, code, &why);
+                // The owner's drain speaks of the owner; this node goes on.
+                let why = if why == RESTARTING {
+                    OWNER_RESTARTING
+                } else {
+                    &why
+                };
+                self.socket.close(ctx, code, why);
             }
             // tungstenite answers the owner's pings itself; its pongs
             // only say it is there.

@@ -9,7 +9,7 @@ use super::messages::ChatRefused;
 use super::types::{CLOSE_SESSION_CLOSED, CLOSE_SESSION_MOVED, CLOSED_BY_OPERATOR};
 
 /// Why a drained session closes its connections: it restarts elsewhere.
-pub(super) const RESTARTING: &str = "this node is restarting; reconnect";
+pub const RESTARTING: &str = "this node is restarting; reconnect";
 
 /// A session's life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -65,6 +65,7 @@ pub use hub::{
     Lookup, NewSession, Running, SessionHandle, SessionHub, StopHub,
 };
 pub use lanes::{Lane, LaneRef, Sink};
+pub use lifecycle::RESTARTING;
 pub use messages::{
     ActionTaken, AwaitDurable, AwaitTurnEnd, CallTool, ChatAccepted, ChatRefused, CloseSession,
     CreateInvite, Decide, DecisionTaken, DirectCallDone, GetSeats, GetSnapshot, HostPower,

@@ -329,6 +329,8 @@ async fn sigterm_drains_the_node_and_the_session_goes_on_elsewhere() {
         .await;
     // And a session made on A that nothing has used yet.
     let unused = a.demo().await;
+    // And the player of A's session, relayed by B.
+    let (mut relayed, _) = b.connect(&s.session_id, &s.player_token, None).await;
 
     // A stops taking work, closes its connections for a reconnect
     // elsewhere, hands its sessions over and exits cleanly.
@@ -342,6 +344,14 @@ async fn sigterm_drains_the_node_and_the_session_goes_on_elsewhere() {
         };
         assert_eq!(code, Some(1012));
     }
+    // B goes on: its relayed player is told the session's node restarts.
+    assert_eq!(
+        relayed.close_frame().await,
+        Some((
+            1012,
+            "the session's node is restarting; reconnect".to_owned()
+        ))
+    );
     assert!(a.wait().success(), "a drained node exits cleanly");
 
     // On B the session goes on from where it was, nothing missing.

@@ -713,6 +713,12 @@ impl Ws {
 
     /// Reads until the server closes; returns the close code.
     pub async fn close_code(&mut self) -> Option<u16> {
+        self.close_frame().await.map(|(code, _)| code)
+    }
+
+    /// The code and reason of the server's close, skipping what comes
+    /// before it; `None` without one within [`CLOSE_WAIT`].
+    pub async fn close_frame(&mut self) -> Option<(u16, String)> {
         // The server's pings come sooner than FRAME_WAIT: a close that never
         // comes fails the wait as a whole instead of each frame's.
         let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
@@ -721,7 +727,9 @@ impl Ws {
                 .await
                 .ok()??;
             match frame.ok()? {
-                ws::Frame::Close(reason) => return reason.map(|r| u16::from(r.code)),
+                ws::Frame::Close(reason) => {
+                    return reason.map(|r| (u16::from(r.code), r.description.unwrap_or_default()));
+                }
                 _ => continue,
             }
         }
