@@ -1162,13 +1162,7 @@ async fn a_spent_session_budget_refuses_chats_until_midnight_even_after_a_restar
     let a = chat_over_http(&app.base, &s.player_token, &chat).await;
     assert_eq!(a.status, 429, "{}", a.body);
     assert_eq!(a.body["error_code"], "BUDGET_EXCEEDED", "{}", a.body);
-    let after: u64 = a
-        .retry_after
-        .as_deref()
-        .unwrap_or("")
-        .parse()
-        .expect("Retry-After");
-    assert!((1..=86_400).contains(&after), "{after}");
+    retry_after_the_day_ends(&a);
     // Another session has its own budget.
     let other = app.demo().await;
     let (mut ws2, _) = app
@@ -1226,6 +1220,17 @@ async fn a_tenants_and_a_nodes_budget_count_every_session_and_the_stateless_api(
     assert_eq!(mock.count(), 1);
 }
 
+/// `a` says to retry once the UTC day ends: a `Retry-After` of 1 s to a day.
+fn retry_after_the_day_ends(a: &Answer) {
+    let after: u64 = a
+        .retry_after
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .expect("Retry-After");
+    assert!((1..=86_400).contains(&after), "{after}");
+}
+
 #[actix_web::test]
 async fn a_chat_queued_while_the_budget_had_room_fails_its_turn_once_it_is_spent() {
     let go = Arc::new(tokio::sync::Notify::new());
@@ -1263,13 +1268,7 @@ async fn a_chat_queued_while_the_budget_had_room_fails_its_turn_once_it_is_spent
         "{}",
         a.body
     );
-    let after: u64 = a
-        .retry_after
-        .as_deref()
-        .unwrap_or("")
-        .parse()
-        .expect("Retry-After");
-    assert!((1..=86_400).contains(&after), "{after}");
+    retry_after_the_day_ends(&a);
 }
 
 /// Nodes A and B on one fresh PostgreSQL database, asking the model at
