@@ -166,7 +166,8 @@ fn answer(end: &TurnEnd, duplicate: bool, trace_id: &TraceId) -> HttpResponse {
                 // now (a duplicate's answer too), as a chat refused before
                 // its turn is told.
                 let (_, left_ms) = crate::budget::day_of(crate::storage::now_ms());
-                resp.insert_header(("Retry-After", left_ms.div_ceil(1000).max(1).to_string()));
+                let after = super::errors::retry_after_s(left_ms);
+                resp.insert_header(("Retry-After", after.to_string()));
             }
             resp.json(Traced { answer, trace_id })
         }

@@ -24,13 +24,18 @@ pub fn overloaded(message: impl Into<String>) -> ApiError {
     e
 }
 
+/// `Retry-After` in whole seconds for a wait of `ms`: at least 1.
+pub fn retry_after_s(ms: u64) -> u64 {
+    ms.div_ceil(1000).max(1)
+}
+
 /// What a session refused (a chat or a direct call) as an HTTP error, with
 /// `Retry-After` when waiting helps.
 pub fn session_refused(r: ChatRefused) -> ApiError {
     let reloading = r.is_reloading();
     let mut e = ApiError::new(r.code, r.message);
     e.retry_after_s = match (r.retry_after_ms, r.code) {
-        (Some(ms), _) => Some(ms.div_ceil(1000).max(1)),
+        (Some(ms), _) => Some(retry_after_s(ms)),
         (None, ErrorCode::QueueFull | ErrorCode::Overloaded) => Some(1),
         _ if reloading => Some(1),
         _ => None,

@@ -74,7 +74,7 @@ impl Cluster {
             .build()?;
         Ok(Self {
             shared: store.is_shared(),
-            handoff_timeout: owner_wait.max(PEER_TIMEOUT) + HANDOFF_SLACK,
+            handoff_timeout: owner_wait + HANDOFF_SLACK,
             secret: Secret::from(secret),
             http,
         })

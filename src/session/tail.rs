@@ -280,7 +280,7 @@ impl Handler<DrainTails> for Tails {
         for tail in self.tails.values() {
             tail.addr.do_send(CloseTail {
                 code: CLOSE_SESSION_MOVED,
-                reason: "this node is restarting; reconnect",
+                reason: super::RESTARTING,
             });
         }
     }
