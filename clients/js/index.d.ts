@@ -55,6 +55,7 @@ export type ClientErrorCode =
   | 'DISCONNECTED'
   | 'REPLACED'
   | 'KICKED'
+  | 'LEFT'
   | 'NETWORK_ERROR'
   | 'BAD_RESPONSE';
 
@@ -666,6 +667,8 @@ export declare class Questd {
   join(sessionId: string, inviteCode: string, name: string): Promise<JoinedSeat>;
   seats(sessionId: string, token?: string): Promise<{ seats: Seat[] }>;
   kick(sessionId: string, token: string | undefined, seatId: string): Promise<unknown>;
+  /** The seat's own token, or the tenant's key (`apiKey`) when `token` is left out. */
+  leave(sessionId: string, token: string | undefined, seatId: string): Promise<unknown>;
   handOverHost(sessionId: string, token: string | undefined, seatId: string): Promise<unknown>;
   setMode(sessionId: string, token: string | undefined, turnMode: TurnMode, options?: { roundTimeoutS?: number }): Promise<unknown>;
   connect(sessionId: string, token: string, options?: ConnectOptions): Connection;

@@ -49,6 +49,7 @@ pub const PATH: &str = "/api/v1/openapi.json";
         super::party::join,
         super::party::seats,
         super::party::kick,
+        super::party::leave,
         super::party::make_host,
         super::party::mode,
         super::timers::cancel,

@@ -1,6 +1,6 @@
 //! The party's routes (docs/protocol.md §8): invites, joining by invite,
-//! the seat list, and the host's powers (kick, hand the host role over,
-//! switch the turn mode).
+//! the seat list, the host's powers (kick, hand the host role over,
+//! switch the turn mode), and a seat leaving.
 //!
 //! Every change runs in the session (`session::core::party`), which
 //! journals it as a story frame and answers once that is durable. A seat's
@@ -47,6 +47,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         Method::POST,
         "/api/v1/sessions/{id}/seats/{seat_id}/kick",
         kick,
+    );
+    add(
+        cfg,
+        Method::POST,
+        "/api/v1/sessions/{id}/seats/{seat_id}/leave",
+        leave,
     );
     add(
         cfg,
@@ -218,7 +224,8 @@ async fn seats(
         .body(body))
 }
 
-/// Runs a host power for the caller (the host's token or a key).
+/// Runs a host power (or a leave) for the caller; the session judges the
+/// caller's right to it.
 async fn host_power(
     req: &HttpRequest,
     state: &AppState,
@@ -239,6 +246,18 @@ async fn host_power(
     Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ok"})))
 }
 
+/// Runs a power over the seat the path names.
+async fn seat_power(
+    req: &HttpRequest,
+    state: &AppState,
+    path: web::Path<(SessionId, SeatId)>,
+    power: fn(SeatId) -> HostPower,
+) -> Result<HttpResponse, ApiError> {
+    credential_first(req, state)?;
+    let (session_id, seat_id) = path.into_inner();
+    host_power(req, state, &session_id, power(seat_id)).await
+}
+
 /// The host removes a seat: its connections close with 4001 and its token
 /// is refused from then on; its character stays in the world. The host's
 /// own seat cannot be kicked (`409`).
@@ -253,9 +272,25 @@ async fn kick(
     state: web::Data<AppState>,
     path: web::Path<(SessionId, SeatId)>,
 ) -> Result<HttpResponse, ApiError> {
-    credential_first(&req, &state)?;
-    let (session_id, seat_id) = path.into_inner();
-    host_power(&req, &state, &session_id, HostPower::Kick(seat_id)).await
+    seat_power(&req, &state, path, HostPower::Kick).await
+}
+
+/// A seat leaves the table, with its own token (or a key of the
+/// session's tenant): as a kick, its connections close with 4001 and its
+/// token is refused from then on, and the seat list says `left`; its
+/// character stays in the world. The host's seat cannot leave (`409`).
+#[utoipa::path(post, path = "/api/v1/sessions/{id}/seats/{seat_id}/leave", tag = "party",
+    params(("id" = String, Path, description = "The session id"), ("seat_id" = String, Path, description = "The seat")),
+    security(("player_token" = []), ("internal_key" = [])),
+    responses(
+        (status = 200, description = "The seat has left (`{\"status\":\"ok\"}`)"),
+        (status = 401, description = "No token, or a wrong one", body = crate::protocol::http::ErrorBody), (status = 403, description = "Another seat's token, or the spectator's", body = crate::protocol::http::ErrorBody), (status = 404, description = "No such session or active seat", body = crate::protocol::http::ErrorBody), (status = 409, description = "The seat is the host's", body = crate::protocol::http::ErrorBody)))]
+async fn leave(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(SessionId, SeatId)>,
+) -> Result<HttpResponse, ApiError> {
+    seat_power(&req, &state, path, HostPower::Leave).await
 }
 
 /// The host hands the host role to another seat (a key may too: how a
@@ -271,9 +306,7 @@ async fn make_host(
     state: web::Data<AppState>,
     path: web::Path<(SessionId, SeatId)>,
 ) -> Result<HttpResponse, ApiError> {
-    credential_first(&req, &state)?;
-    let (session_id, seat_id) = path.into_inner();
-    host_power(&req, &state, &session_id, HostPower::MakeHost(seat_id)).await
+    seat_power(&req, &state, path, HostPower::MakeHost).await
 }
 
 /// The body of a mode switch.

@@ -22,7 +22,7 @@ use super::messages::{
 use super::model::{self, ModelMsg};
 use super::replay::{self, Restored};
 use super::types::{
-    AUDIENCE_REFRESH, CLOSE_SEAT_KICKED, HubLink, KICKED, Outbound, SessionDeps, Unregister,
+    AUDIENCE_REFRESH, CLOSE_SEAT_KICKED, HubLink, KICKED, LEFT, Outbound, SessionDeps, Unregister,
 };
 use crate::llm::ModelRequest;
 use crate::protocol::TurnEnd;
@@ -351,11 +351,12 @@ impl Handler<JoinParty> for SessionActor {
 impl Handler<UseHostPower> for SessionActor {
     type Result = ResponseActFuture<Self, Result<(), ChatRefused>>;
 
-    /// A kick closes the seat's connections once it is durable (its token
-    /// is refused from then on).
+    /// A kick or a leave closes the seat's connections once it is durable
+    /// (its token is refused from then on).
     fn handle(&mut self, msg: UseHostPower, ctx: &mut Self::Context) -> Self::Result {
-        let kicked = match &msg.power {
-            HostPower::Kick(seat_id) => Some(seat_id.clone()),
+        let removed = match &msg.power {
+            HostPower::Kick(seat_id) => Some((seat_id.clone(), KICKED)),
+            HostPower::Leave(seat_id) => Some((seat_id.clone(), LEFT)),
             _ => None,
         };
         let taken = self.core.host_power(msg, self.deps.store.refusing());
@@ -365,8 +366,8 @@ impl Handler<UseHostPower> for SessionActor {
                 .into_actor(self)
                 .map(move |answer, act, ctx| {
                     if answer.is_ok()
-                        && let Some(seat_id) = kicked
-                        && act.fanout.close_seat(&seat_id, CLOSE_SEAT_KICKED, KICKED)
+                        && let Some((seat_id, reason)) = removed
+                        && act.fanout.close_seat(&seat_id, CLOSE_SEAT_KICKED, reason)
                     {
                         act.presence_changed(ctx);
                     }

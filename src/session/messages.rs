@@ -375,12 +375,15 @@ pub struct SeatGiven {
     pub player_token: String,
 }
 
-/// A host power.
+/// A host power, or a seat's own leaving.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HostPower {
     /// Removes a seat: its connections close with 4001, its token is
     /// refused for good; its character stays in the world.
     Kick(SeatId),
+    /// A seat leaves the table, by its own token (or a key): as a kick,
+    /// with the state `left`. Not the host's seat.
+    Leave(SeatId),
     /// Hands the host role to a seat; the old host becomes a player.
     MakeHost(SeatId),
     /// Switches the turn mode.

@@ -30,11 +30,14 @@ pub const CLOSE_SESSION_MOVED: u16 = 1012;
 /// Close code when an operator closed the session for good (a code for
 /// applications, RFC 6455 §7.4.2): do not reconnect.
 pub const CLOSE_SESSION_CLOSED: u16 = 4000;
-/// Close code for a seat the host removed from the session: its token is
-/// refused from now on, so do not reconnect.
+/// Close code for a seat that is no longer at the table (the host kicked
+/// it, or it left): its token is refused from now on, so do not
+/// reconnect.
 pub const CLOSE_SEAT_KICKED: u16 = 4001;
-/// The reason sent with [`CLOSE_SEAT_KICKED`].
+/// The reason sent with [`CLOSE_SEAT_KICKED`] for a kick.
 pub const KICKED: &str = "the host removed this seat from the session";
+/// The reason sent with [`CLOSE_SEAT_KICKED`] to a seat that left.
+pub const LEFT: &str = "this seat left the session";
 
 /// How often a tail with spectators reports them to the owner again; the
 /// owner forgets a report not refreshed within three of these.

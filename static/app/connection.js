@@ -94,7 +94,7 @@ function fatal(code) {
   setConn('closed');
   $('banner').hidden = true;
   $('fatal-text').textContent = code === 'SESSION_CLOSED' ? t('error.closed')
-    : code === 'KICKED' ? t('error.KICKED') : t('error.link', { code });
+    : code === 'KICKED' || code === 'LEFT' ? t(`error.${code}`) : t('error.link', { code });
   document.body.dataset.fatal = code;
   $('fatal').hidden = false;
 }

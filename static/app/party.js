@@ -89,6 +89,17 @@ function renderSeats(host) {
     const state = el('span', 'sr-only', t(seat.online ? 'party.online' : 'party.offline'));
     li.append(dot, who, state);
     if (seat.seat_id === mine) li.append(el('span', 'seat-tag you', t('party.you')));
+    if (seat.seat_id === mine && !host && game.role === 'player') {
+      // A player leaves by its own seat; the host hands the role over first.
+      const leave = el('button', 'ghost small leave', t('party.leave'));
+      leave.type = 'button';
+      leave.setAttribute('aria-label', t('party.leave.label'));
+      leave.addEventListener('click', () => confirmThen(t('party.leave.confirm'), t('party.leave.yes'), leave,
+        () => hostAction(() => questd.leave(game.id, game.token, mine))));
+      const tools = el('span', 'seat-tools');
+      tools.append(leave);
+      li.append(tools);
+    }
     if (seat.role === 'host') li.append(el('span', 'seat-tag host', t('party.host')));
     if (rounds()) {
       const did = acted.has(seat.seat_id);
@@ -104,7 +115,8 @@ function renderSeats(host) {
       const kick = el('button', 'ghost small kick', t('party.kick'));
       kick.type = 'button';
       kick.setAttribute('aria-label', t('party.kick.label', { name }));
-      kick.addEventListener('click', () => confirmKick(seat.seat_id, name, kick));
+      kick.addEventListener('click', () => confirmThen(t('party.kick.confirm', { name }), t('confirm.yes'), kick,
+        () => hostAction(() => questd.kick(game.id, game.token, seat.seat_id))));
       tools.append(promote, kick);
       li.append(tools);
     }
@@ -136,12 +148,13 @@ async function hostAction(call) {
   }
 }
 
-// Removing a seat asks first, in a dialog the keyboard can answer.
-function confirmKick(seatId, name, from) {
+// Removing a seat, or leaving, asks first, in a dialog the keyboard can answer.
+function confirmThen(text, yesLabel, from, action) {
   const box = $('confirm-box');
-  $('confirm-text').textContent = t('party.kick.confirm', { name });
+  $('confirm-text').textContent = text;
   box.hidden = false;
   const yes = $('confirm-yes');
+  yes.textContent = yesLabel;
   const no = $('confirm-no');
   const close = () => {
     box.hidden = true;
@@ -150,7 +163,7 @@ function confirmKick(seatId, name, from) {
   };
   yes.onclick = () => {
     close();
-    hostAction(() => questd.kick(game.id, game.token, seatId));
+    action();
   };
   no.onclick = close;
   box.onkeydown = (e) => { if (e.key === 'Escape') close(); };

@@ -337,6 +337,52 @@ async fn three_players_play_one_session_from_three_browsers() {
     .await;
     screenshot(&brin, "party-new-host.png").await;
 
+    // ---- the old host, a player now, leaves by its own seat, after a
+    // confirm; its page says so, and Brin (the host, who has no such
+    // button) sees one seat
+    let label = wait(
+        &host,
+        "party-host",
+        "the leave button on its own seat only",
+        &format!(
+            "{} === 1 && document.querySelector('#seats .seat .leave').closest('.seat').dataset.seatId \
+             === document.body.dataset.seat && document.querySelector('#seats .leave').innerText",
+            count("#seats .leave")
+        ),
+    )
+    .await;
+    assert_eq!(label, "Leave");
+    click(&host, "#seats .leave").await;
+    let asked = wait(
+        &host,
+        "party-host",
+        "the confirm to leave",
+        "!document.getElementById('confirm-box').hidden && document.getElementById('confirm-yes').innerText",
+    )
+    .await;
+    assert_eq!(asked, "Leave");
+    click(&host, "#confirm-yes").await;
+    let said = wait(
+        &host,
+        "party-host",
+        "the page that left says so",
+        "document.body.dataset.fatal === 'LEFT' && !document.getElementById('fatal').hidden \
+         && document.getElementById('fatal-text').innerText",
+    )
+    .await;
+    assert!(said.as_str().unwrap().contains("You left"), "{said}");
+    wait(
+        &brin,
+        "party-brin",
+        "one seat left, and no leave button for the host",
+        &format!(
+            "{} === 1 && {} === 0",
+            count("#seats .seat"),
+            count("#seats .leave")
+        ),
+    )
+    .await;
+
     // A removed page does not come back: its connection stays closed.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let conn: Value = cora

@@ -409,6 +409,30 @@ async fn only_the_host_or_a_key_uses_host_powers() {
     );
 }
 
+/// A removed seat's token is refused on the WebSocket, the snapshot, the
+/// actions log and a chat over HTTP.
+async fn refused_everywhere(app: &TestApp, id: &str, token: &str) {
+    let (base, port) = (&app.base, app.port);
+    let ws = format!("ws://127.0.0.1:{port}/ws/sessions/{id}?token={token}");
+    assert_eq!(Ws::refused_status(&ws).await, 401, "WebSocket");
+    let (status, _) = get(&format!("{base}/api/v1/sessions/{id}"), Some(token)).await;
+    assert_eq!(status, 401, "GET snapshot");
+    let (status, _) = get(&format!("{base}/api/v1/sessions/{id}/actions"), Some(token)).await;
+    assert_eq!(status, 401, "GET actions");
+    let a = chat_over_http(base, token, &json!({"session_id": id, "message": "hi"})).await;
+    assert_eq!(a.status, 401, "POST chat: {}", a.body);
+}
+
+/// A removed seat's character is still in the world.
+async fn character_stays(app: &TestApp, s: &Session, character_id: &str) {
+    let snap = app.snapshot(s).await;
+    let characters = snap["characters"].as_array().unwrap();
+    assert!(
+        characters.iter().any(|c| c["character_id"] == character_id),
+        "{character_id} stays in the world: {snap}"
+    );
+}
+
 #[actix_web::test]
 async fn a_kicked_seat_is_closed_and_refused_everywhere_even_after_a_restart() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
@@ -486,35 +510,8 @@ async fn a_kicked_seat_is_closed_and_refused_everywhere_even_after_a_restart() {
         (Some("seat_2"), Some("kicked"))
     );
 
-    let refused_everywhere = |base: String, port: u16| {
-        let (id, token) = (id.clone(), brin.token.clone());
-        async move {
-            let ws = format!("ws://127.0.0.1:{port}/ws/sessions/{id}?token={token}");
-            assert_eq!(Ws::refused_status(&ws).await, 401, "WebSocket");
-            let (status, _) = get(&format!("{base}/api/v1/sessions/{id}"), Some(&token)).await;
-            assert_eq!(status, 401, "GET snapshot");
-            let (status, _) = get(
-                &format!("{base}/api/v1/sessions/{id}/actions"),
-                Some(&token),
-            )
-            .await;
-            assert_eq!(status, 401, "GET actions");
-            let a =
-                chat_over_http(&base, &token, &json!({"session_id": id, "message": "hi"})).await;
-            assert_eq!(a.status, 401, "POST chat: {}", a.body);
-        }
-    };
-    refused_everywhere(app.base.clone(), app.port).await;
-    // The character stays in the world.
-    let snap = app.snapshot(&s).await;
-    assert!(
-        snap["characters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["character_id"] == brin.character_id.as_str()),
-        "{snap}"
-    );
+    refused_everywhere(&app, &id, &brin.token).await;
+    character_stays(&app, &s, &brin.character_id).await;
     assert_eq!(
         seat_list(&app.base, &id, &s.player_token).await[1],
         seat("seat_2", "player", "kicked", false)
@@ -525,7 +522,7 @@ async fn a_kicked_seat_is_closed_and_refused_everywhere_even_after_a_restart() {
     app.stop().await;
     drop(app);
     let app = spawn_in(dir, |_| {}, Arc::new(OfflineGameMaster::default())).await;
-    refused_everywhere(app.base.clone(), app.port).await;
+    refused_everywhere(&app, &id, &brin.token).await;
     let (mut cara_ws, welcome) = app.connect(&id, &cara.token, None).await;
     assert_eq!(
         (
@@ -545,6 +542,72 @@ async fn a_kicked_seat_is_closed_and_refused_everywhere_even_after_a_restart() {
     )
     .await;
     assert_eq!(status, 200, "a seat reads the actions log");
+}
+
+#[actix_web::test]
+async fn a_seat_leaves_with_its_own_token_frees_its_place_and_stays_left_after_a_restart() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let three = |s: &mut questd::Settings| s.max_players = 3;
+    let app = spawn_in(dir.clone(), three, Arc::new(OfflineGameMaster::default())).await;
+    let s = app.demo().await;
+    let id = s.session_id.clone();
+    let code = invite(&app.base, &s, json!({"max_uses": 3})).await;
+    let brin = join(&app.base, &id, &code, "Brin").await;
+    let cara = join(&app.base, &id, &code, "Cara").await;
+    let full = try_join(&app.base, &id, &code, "Dara").await;
+    assert_eq!(full.status, 409, "three seats of three: {}", full.body);
+    let (mut brin_ws, _) = app.connect(&id, &brin.token, None).await;
+    let (mut host_ws, _) = app.connect(&id, &s.player_token, None).await;
+    let leave = |seat_id: &str, token: Option<&str>| {
+        let rest = format!("seats/{seat_id}/leave");
+        let (base, id, token) = (app.base.clone(), id.clone(), token.map(str::to_owned));
+        async move { post_as(&base, &id, &rest, token.as_deref(), &json!({})).await }
+    };
+
+    // Only the seat's own token: not another seat's, not the host's (the
+    // host kicks), not the spectator's; none at all is 401.
+    for token in [&cara.token, &s.player_token, &s.spectator_token] {
+        let a = leave("seat_2", Some(token)).await;
+        assert_eq!(a.status, 403, "{}", a.body);
+    }
+    assert_eq!(leave("seat_2", None).await.status, 401);
+    let a = leave("seat_1", Some(&s.player_token)).await;
+    assert_eq!(
+        (a.status, &a.body["message"]),
+        (
+            409,
+            &json!("the host cannot leave; hand the host role to another seat first")
+        )
+    );
+
+    let a = leave("seat_2", Some(&brin.token)).await;
+    assert_eq!((a.status, &a.body), (200, &json!({"status": "ok"})));
+    assert_eq!(
+        brin_ws.close_frame().await,
+        Some((4001, "this seat left the session".to_owned()))
+    );
+    let frames = host_ws.until(|f| f["type"] == "seat_changed").await;
+    let changed = frames.last().unwrap();
+    assert_eq!(
+        (&changed["seat_id"], &changed["state"], &changed["role"]),
+        (&json!("seat_2"), &json!("left"), &json!("player"))
+    );
+    // Its place is free: a fourth person joins a session of three.
+    let dara = join(&app.base, &id, &code, "Dara").await;
+    assert_eq!(dara.seat_id, "seat_4");
+
+    refused_everywhere(&app, &id, &brin.token).await;
+    let listed = seat_list(&app.base, &id, &s.player_token).await;
+    assert_eq!(listed[1], seat("seat_2", "player", "left", false));
+    character_stays(&app, &s, &brin.character_id).await;
+
+    drop((brin_ws, host_ws));
+    app.stop().await;
+    drop(app);
+    let app = spawn_in(dir, three, Arc::new(OfflineGameMaster::default())).await;
+    refused_everywhere(&app, &id, &brin.token).await;
+    let listed = seat_list(&app.base, &id, &cara.token).await;
+    assert_eq!(listed[1], seat("seat_2", "player", "left", false));
 }
 
 #[actix_web::test]

@@ -154,6 +154,16 @@ export class Questd {
     });
   }
 
+  /** `POST /api/v1/sessions/{id}/seats/{seat}/leave`: the seat leaves, with its own token (or `apiKey`); its connections close with 4001. */
+  leave(sessionId, token, seatId) {
+    return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/leave`, {
+      body: {},
+      bearer: token,
+      key: token === undefined,
+      emptyOk: true,
+    });
+  }
+
   /** `POST /api/v1/sessions/{id}/seats/{seat}/host`: that seat becomes the host, the old host a player. */
   handOverHost(sessionId, token, seatId) {
     return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/host`, {

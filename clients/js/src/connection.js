@@ -29,8 +29,10 @@ const FATAL_STATUSES = new Set([400, 401, 403, 404, 410]);
 const SERVICE_RESTART = 1012;
 /** Close code of a session an operator closed for good (docs/protocol.md §2.8): never reconnect. */
 const SESSION_CLOSED = 4000;
-/** Close code of a seat the host removed (docs/protocol.md §8): its token is refused from then on. */
+/** Close code of a seat the host removed, or that left (docs/protocol.md §8): its token is refused from then on. */
 const SEAT_KICKED = 4001;
+/** The reason a seat that left is closed with (docs/protocol.md §2.8). */
+const SEAT_LEFT_REASON = 'this seat left the session';
 /** `say()`s waiting for their `party_chat` at once. */
 const MAX_PENDING_SAYS = 16;
 /** `decide()`s waiting for their `approval_resolved` at once. */
@@ -293,7 +295,8 @@ export class Connection extends Emitter {
       }
       if (ev && ev.code === SEAT_KICKED) {
         // The seat's token is refused from now on: reconnecting cannot help.
-        this.#stop(new QuestdError(ClientCode.KICKED, ev.reason || 'the host removed this seat from the session', { fatal: true }));
+        const code = ev.reason === SEAT_LEFT_REASON ? ClientCode.LEFT : ClientCode.KICKED;
+        this.#stop(new QuestdError(code, ev.reason || 'the host removed this seat from the session', { fatal: true }));
         return;
       }
       // 1012: the server asks for a reconnect (restart, hand-over): the first try is at once.

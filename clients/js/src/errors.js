@@ -21,6 +21,8 @@ export const ClientCode = Object.freeze({
   REPLACED: 'REPLACED',
   /** The host removed this seat from the session (close code 4001): its token no longer works. */
   KICKED: 'KICKED',
+  /** This seat left the session (`leave()`; close code 4001): its token no longer works. */
+  LEFT: 'LEFT',
   /** Not connected (a `ping()` or `say()` while the socket is down). */
   NOT_CONNECTED: 'NOT_CONNECTED',
   /** The socket dropped before the answer came (a `ping()`). */

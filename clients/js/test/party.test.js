@@ -1,7 +1,7 @@
 // Party play against a real questd (docs/protocol.md §8): a second player
 // joins by invite and plays as its own seat, table talk reaches the others,
 // a round collects every seat's action into one turn, and a kicked seat's
-// connection stops for good.
+// connection (or one whose seat left) stops for good.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -117,20 +117,36 @@ test("in rounds mode both seats' chats settle with one round turn that lists eve
   }
 });
 
-test("a kicked seat's connection stops with KICKED and its token is refused", async () => {
+// Brin's seat is removed by `remove(s, seat)`: Brin's connection stops for
+// good with `code`, its token is refused, and the seat is listed as `state`.
+async function seatRemoved(remove, code, state) {
   const { s, seat, host, brin } = await party();
   try {
     await until(brin, ['welcome'], () => brin.state === 'open', "Brin's welcome");
     const stopped = until(brin, ['state'], () => brin.state === 'closed', "Brin's connection to stop");
     const errors = [];
     brin.on('error', (e) => errors.push(e));
-    await q.kick(s.session_id, s.player_token, seat.seat_id);
+    await remove(s, seat);
     await stopped;
-    assert.ok(errors.some((e) => e.fatal && (e.error_code === 'KICKED' || e.status === 401)), JSON.stringify(errors.map((e) => e.error_code)));
+    assert.ok(errors.some((e) => e.fatal && e.error_code === code), JSON.stringify(errors.map((e) => e.error_code)));
     await assert.rejects(q.getSession(s.session_id, seat.player_token), (e) => e.status === 401);
-    await until(host, ['seats'], () => host.seats.find((x) => x.seat_id === seat.seat_id)?.state === 'kicked', 'the host to see the kick');
+    await until(host, ['seats'], () => host.seats.find((x) => x.seat_id === seat.seat_id)?.state === state, `the host to see the seat ${state}`);
+    const { seats } = await q.seats(s.session_id, s.player_token);
+    assert.equal(seats.find((x) => x.seat_id === seat.seat_id).state, state);
   } finally {
     host.close();
     brin.close();
   }
+}
+
+test("a kicked seat's connection stops with KICKED and its token is refused", async () => {
+  await seatRemoved((s, seat) => q.kick(s.session_id, s.player_token, seat.seat_id), 'KICKED', 'kicked');
+});
+
+test("a seat that leaves stops with LEFT, its token is refused and the seat list says left", async () => {
+  await seatRemoved(async (s, seat) => {
+    // Not by the host's token: the host kicks instead.
+    await assert.rejects(q.leave(s.session_id, s.player_token, seat.seat_id), (e) => e.status === 403);
+    await q.leave(s.session_id, seat.player_token, seat.seat_id);
+  }, 'LEFT', 'left');
 });

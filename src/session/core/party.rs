@@ -282,14 +282,17 @@ impl Core {
     }
 
     /// The host (or a key) kicks, hands the role over or switches the
-    /// mode.
+    /// mode; a seat (or a key) makes it leave.
     pub(in crate::session) fn host_power(
         &mut self,
         msg: UseHostPower,
         storage_refusing: Option<&'static str>,
     ) -> Result<oneshot::Receiver<()>, ChatRefused> {
         self.party_open(storage_refusing)?;
-        self.check_host(&msg.by)?;
+        match &msg.power {
+            HostPower::Leave(seat_id) => check_own_seat(&msg.by, seat_id)?,
+            _ => self.check_host(&msg.by)?,
+        }
         let party = &self.state.party;
         let active_seat = |seat_id: &SeatId| {
             party
@@ -320,15 +323,19 @@ impl Core {
             })
         };
         let entries = match &msg.power {
-            HostPower::Kick(seat_id) => {
+            HostPower::Kick(seat_id) | HostPower::Leave(seat_id) => {
                 let seat = active_seat(seat_id)?;
+                let (state, cannot) = match msg.power {
+                    HostPower::Kick(_) => (SeatState::Kicked, "the host cannot be kicked"),
+                    _ => (SeatState::Left, "the host cannot leave"),
+                };
                 if seat.role == SeatRole::Host {
                     return Err(refuse(
                         ErrorCode::Conflict,
-                        "the host cannot be kicked; hand the host role to another seat first",
+                        format!("{cannot}; hand the host role to another seat first"),
                     ));
                 }
-                vec![changed(seat, SeatRole::Player, SeatState::Kicked)]
+                vec![changed(seat, SeatRole::Player, state)]
             }
             HostPower::MakeHost(seat_id) => {
                 let seat = active_seat(seat_id)?;
@@ -373,6 +380,19 @@ impl Core {
             }
         }
         answer.ok_or_else(ChatRefused::reloading)
+    }
+}
+
+/// A seat leaves by its own token; a key acts for any seat. The host
+/// removes another seat with a kick instead.
+fn check_own_seat(by: &PartyCaller, seat_id: &SeatId) -> Result<(), ChatRefused> {
+    match by {
+        PartyCaller::Key => Ok(()),
+        PartyCaller::Seat(own) if own == seat_id => Ok(()),
+        PartyCaller::Seat(_) => Err(refuse(
+            ErrorCode::Forbidden,
+            "a seat leaves with its own token; the host may kick another seat",
+        )),
     }
 }
 
@@ -497,5 +517,52 @@ mod tests {
         .expect("the old host is a player now");
         durable(&mut core);
         assert!(core.seat_may_speak(&seat("seat_1")).is_err());
+    }
+
+    #[test]
+    fn a_seat_leaves_by_its_own_token_and_the_host_cannot_leave() {
+        let mut core = core();
+        let code = invite(&mut core, 2);
+        join(&mut core, &code, "Brin", 8).unwrap();
+        join(&mut core, &code, "Cara", 8).unwrap();
+        durable(&mut core);
+        let seat = |n: &str| SeatId::from(n);
+        fn leave(
+            core: &mut Core,
+            by: PartyCaller,
+            seat_id: &str,
+        ) -> Result<oneshot::Receiver<()>, ChatRefused> {
+            let power = HostPower::Leave(SeatId::from(seat_id));
+            core.host_power(UseHostPower { by, power }, None)
+        }
+        for by in [
+            PartyCaller::Seat(seat("seat_1")),
+            PartyCaller::Seat(seat("seat_3")),
+        ] {
+            let refused = leave(&mut core, by, "seat_2").expect_err("not its own seat");
+            assert_eq!(refused.code, ErrorCode::Forbidden);
+        }
+        let host = PartyCaller::Seat(seat("seat_1"));
+        let refused = leave(&mut core, host, "seat_1").expect_err("the host");
+        assert_eq!(refused.code, ErrorCode::Conflict);
+        let own = PartyCaller::Seat(seat("seat_2"));
+        let mut left = leave(&mut core, own, "seat_2").expect("its own seat");
+        assert!(
+            left.try_recv().is_err(),
+            "not answered before it is durable"
+        );
+        durable(&mut core);
+        left.try_recv().expect("answered once durable");
+        let brin = core.state.party.seat("seat_2").unwrap();
+        assert_eq!(brin.state, SeatState::Left);
+        assert!(core.seat_may_speak(&seat("seat_2")).is_err());
+        assert_eq!(
+            core.state.party.seated(),
+            2,
+            "a seat that left takes no place"
+        );
+        let refused = leave(&mut core, PartyCaller::Key, "seat_2").expect_err("gone already");
+        assert_eq!(refused.code, ErrorCode::NotFound);
+        leave(&mut core, PartyCaller::Key, "seat_3").expect("a key makes any seat leave");
     }
 }
