@@ -43,7 +43,7 @@ async fn join(api: &impl Api, id: &str, code: &str, name: &str) -> (String, Stri
 }
 
 #[actix_web::test]
-async fn a_seat_plays_through_either_node_and_a_kicked_one_is_refused_on_both() {
+async fn a_seat_plays_through_either_node_and_a_kicked_or_left_one_is_refused_on_both() {
     let (_dir, db) = database();
     let (a, b) = (node(&db, "node-a"), node(&db, "node-b"));
     let s = a.demo().await;
@@ -123,4 +123,24 @@ async fn a_seat_plays_through_either_node_and_a_kicked_one_is_refused_on_both() 
         frames.iter().any(|f| f["type"] == "turn_completed"),
         "{frames:?}"
     );
+
+    // Brin leaves through B: its socket, relayed by B, is closed with the
+    // owner's code and reason, and its token is refused on both nodes.
+    let left = post_as(&b, id, "seats/seat_2/leave", &brin, &json!({})).await;
+    assert_eq!(left.status, 200, "leave through B: {}", left.body);
+    assert_eq!(
+        brin_ws.close_frame().await,
+        Some((4001, "this seat left the session".to_owned()))
+    );
+    for api in [a.base(), b.base()] {
+        let (status, _) = get(&format!("{api}/api/v1/sessions/{id}"), Some(&brin)).await;
+        assert_eq!(status, 401, "GET snapshot on {api}");
+    }
+    let (status, v) = get(
+        &format!("{}/api/v1/sessions/{id}/seats", a.base()),
+        Some(&s.player_token),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["seats"][1]["state"], "left", "{v}");
 }
