@@ -95,7 +95,7 @@ function renderSeats(host) {
       leave.type = 'button';
       leave.setAttribute('aria-label', t('party.leave.label'));
       leave.addEventListener('click', () => confirmThen(t('party.leave.confirm'), t('party.leave.yes'), leave,
-        () => hostAction(() => questd.leave(game.id, game.token, mine))));
+        () => partyAction(() => questd.leave(game.id, game.token, mine))));
       const tools = el('span', 'seat-tools');
       tools.append(leave);
       li.append(tools);
@@ -111,12 +111,12 @@ function renderSeats(host) {
       const promote = el('button', 'ghost small make-host', t('party.make_host'));
       promote.type = 'button';
       promote.setAttribute('aria-label', t('party.make_host.label', { name }));
-      promote.addEventListener('click', () => hostAction(() => questd.handOverHost(game.id, game.token, seat.seat_id)));
+      promote.addEventListener('click', () => partyAction(() => questd.handOverHost(game.id, game.token, seat.seat_id)));
       const kick = el('button', 'ghost small kick', t('party.kick'));
       kick.type = 'button';
       kick.setAttribute('aria-label', t('party.kick.label', { name }));
       kick.addEventListener('click', () => confirmThen(t('party.kick.confirm', { name }), t('confirm.yes'), kick,
-        () => hostAction(() => questd.kick(game.id, game.token, seat.seat_id))));
+        () => partyAction(() => questd.kick(game.id, game.token, seat.seat_id))));
       tools.append(promote, kick);
       li.append(tools);
     }
@@ -140,7 +140,7 @@ function renderRoundNote() {
   else note.textContent = t(mine ? 'round.mine' : 'round.note', { n, names: waiting.join(t('list.sep')) });
 }
 
-async function hostAction(call) {
+async function partyAction(call) {
   try {
     await call();
   } catch (e) {
@@ -189,7 +189,7 @@ export async function openInvite() {
 
 export function setMode(mode) {
   if (!game.conn || mode === game.conn.turnMode) return;
-  hostAction(() => questd.setMode(game.id, game.token, mode));
+  partyAction(() => questd.setMode(game.id, game.token, mode));
 }
 
 // Table talk goes out at once; it is not kept for a reconnect as chats are.
