@@ -144,34 +144,29 @@ export class Questd {
     return this.#request('GET', `${sessionPath(sessionId)}/seats`, { bearer: token, key: token === undefined });
   }
 
-  /** `POST /api/v1/sessions/{id}/seats/{seat}/kick`: the seat's connections close with 4001, its token is refused from then on. */
-  kick(sessionId, token, seatId) {
-    return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/kick`, {
+  /** `POST /api/v1/sessions/{id}/seats/{seat}/{power}` with an empty body: a kick, a leave or a host handover. */
+  #seatPower(sessionId, token, seatId, power) {
+    return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/${power}`, {
       body: {},
       bearer: token,
       key: token === undefined,
       emptyOk: true,
     });
+  }
+
+  /** `POST /api/v1/sessions/{id}/seats/{seat}/kick`: the seat's connections close with 4001, its token is refused from then on. */
+  kick(sessionId, token, seatId) {
+    return this.#seatPower(sessionId, token, seatId, 'kick');
   }
 
   /** `POST /api/v1/sessions/{id}/seats/{seat}/leave`: the seat leaves, with its own token (or `apiKey`); its connections close with 4001. */
   leave(sessionId, token, seatId) {
-    return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/leave`, {
-      body: {},
-      bearer: token,
-      key: token === undefined,
-      emptyOk: true,
-    });
+    return this.#seatPower(sessionId, token, seatId, 'leave');
   }
 
   /** `POST /api/v1/sessions/{id}/seats/{seat}/host`: that seat becomes the host, the old host a player. */
   handOverHost(sessionId, token, seatId) {
-    return this.#request('POST', `${sessionPath(sessionId)}/seats/${encodeURIComponent(seatId)}/host`, {
-      body: {},
-      bearer: token,
-      key: token === undefined,
-      emptyOk: true,
-    });
+    return this.#seatPower(sessionId, token, seatId, 'host');
   }
 
   /**
